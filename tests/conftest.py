@@ -1,0 +1,69 @@
+"""Shared fixtures: real services on this machine, skipped locally and required under CI=true."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+ROOT = Path(__file__).resolve().parent.parent
+
+PG_URL = os.environ.get("MCPKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+MYSQL_URL = os.environ.get("MCPKIT_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
+REDIS_URL = os.environ.get("MCPKIT_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+def need(what: str, reason: str) -> None:
+    """Skip with `reason` locally; fail under CI, where every service must be present."""
+    message = f"{what} unavailable: {reason}"
+    if IN_CI:
+        pytest.fail(message + " (CI=true requires it)", pytrace=False)
+    pytest.skip(message)
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    """A SQLAlchemy URL for the PostgreSQL `test` database (superuser, trust auth)."""
+    if not _reachable("127.0.0.1", 5432):
+        need("PostgreSQL", "nothing listens on 127.0.0.1:5432")
+    return PG_URL
+
+
+@pytest.fixture(scope="session")
+def mysql_url() -> str:
+    """A SQLAlchemy URL for the MariaDB `test` database (root, empty password)."""
+    if not _reachable("127.0.0.1", 3306):
+        need("MariaDB", "nothing listens on 127.0.0.1:3306")
+    return MYSQL_URL
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A URL for the local Redis."""
+    if not _reachable("127.0.0.1", 6379):
+        need("Redis", "nothing listens on 127.0.0.1:6379")
+    return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def npm_bin() -> Iterator[Path]:
+    """The `.tools/node_modules/.bin` directory `make npm-tools` fills."""
+    bin_dir = ROOT / ".tools" / "node_modules" / ".bin"
+    if shutil.which("npm") is None:
+        need("npm", "npm is not installed")
+    if not (bin_dir / "mcp-inspector").exists() and not (bin_dir / "conformance").exists():
+        need("npm tools", "run `make npm-tools` (make test does) to install the Inspector and conformance")
+    yield bin_dir
