@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,11 +58,11 @@ def redis_url() -> str:
 
 
 @pytest.fixture(scope="session")
-def npm_bin() -> Iterator[Path]:
+def npm_bin() -> Path:
     """The `.tools/node_modules/.bin` directory `make npm-tools` fills."""
     bin_dir = ROOT / ".tools" / "node_modules" / ".bin"
     if shutil.which("npm") is None:
         need("npm", "npm is not installed")
     if not (bin_dir / "mcp-inspector").exists() and not (bin_dir / "conformance").exists():
         need("npm tools", "run `make npm-tools` (make test does) to install the Inspector and conformance")
-    yield bin_dir
+    return bin_dir

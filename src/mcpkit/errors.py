@@ -18,15 +18,15 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 __all__ = [
-    "ErrorCode",
-    "McpkitError",
-    "DefinitionError",
-    "ToolError",
-    "InvalidParams",
-    "Refused",
-    "RateLimited",
-    "ToolTimeout",
     "INTERNAL_MESSAGE",
+    "DefinitionError",
+    "ErrorCode",
+    "InvalidParams",
+    "McpkitError",
+    "RateLimited",
+    "Refused",
+    "ToolError",
+    "ToolTimeout",
 ]
 
 ErrorCode = Literal[

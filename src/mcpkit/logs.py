@@ -1,0 +1,109 @@
+"""Operator logging: one structured record per call, and redaction of every loaded secret.
+
+Redaction happens in the formatter of each handler, on the final text (message, arguments and
+traceback alike): a filter on a parent logger would not run for child loggers' records, and a
+filter that rewrites `msg` misses the traceback formatted later.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import threading
+from typing import Any
+
+__all__ = ["CALL_LOGGER", "REDACTED", "RedactingFormatter", "Redactor", "install_redaction", "log_call"]
+
+REDACTED = "[REDACTED]"
+CALL_LOGGER = logging.getLogger("mcpkit.calls")
+# Credentials that look like credentials even when nobody declared them.
+_PATTERNS = re.compile(
+    r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"
+    r"|((?:password|passwd|secret|token|api[_-]?key)\s*[=:]\s*)[^\s,;&\"']{4,}"
+    r"|(://[^/\s:@]+:)[^@/\s]+(@)"
+)
+
+
+class Redactor:
+    """Replaces every registered secret value (and credential-shaped text) in a string."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self._lock = threading.Lock()
+
+    def add(self, value: str) -> None:
+        """Register a secret value; values shorter than 4 characters are too common to redact safely."""
+        if len(value) < 4:
+            return
+        with self._lock:
+            self._values.add(value)
+            ordered = sorted(self._values, key=len, reverse=True)
+            self._pattern = re.compile("|".join(re.escape(v) for v in ordered))
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret replaced by `[REDACTED]`."""
+        if self._pattern is not None:
+            text = self._pattern.sub(REDACTED, text)
+        return _PATTERNS.sub(_keep_prefix, text)
+
+
+def _keep_prefix(m: re.Match[str]) -> str:
+    if m.group(1):
+        return m.group(1) + REDACTED
+    if m.group(2):
+        return m.group(2) + REDACTED
+    return f"{m.group(3)}{REDACTED}{m.group(4)}"
+
+
+class RedactingFormatter(logging.Formatter):
+    """Formats with an inner formatter, then redacts the whole final text."""
+
+    def __init__(self, redactor: Redactor, inner: logging.Formatter | None = None) -> None:
+        super().__init__()
+        self.redactor = redactor
+        self.inner = inner or logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.redactor.redact(self.inner.format(record))
+
+
+def install_redaction(redactor: Redactor, *, stream: Any = None) -> None:
+    """Put redaction on every handler of the root and `mcpkit` loggers.
+
+    When neither has a handler, adds one to `mcpkit` writing to stderr (stdout belongs to the
+    stdio transport). Safe to call more than once.
+    """
+    root, ours = logging.getLogger(), logging.getLogger("mcpkit")
+    if not root.handlers and not ours.handlers:
+        handler: logging.Handler = logging.StreamHandler(stream or sys.stderr)
+        ours.addHandler(handler)
+        if ours.level == logging.NOTSET:
+            ours.setLevel(logging.INFO)
+    for logger in (root, ours):
+        for handler in logger.handlers:
+            fmt = handler.formatter
+            if isinstance(fmt, RedactingFormatter):
+                if fmt.redactor is not redactor:
+                    handler.setFormatter(RedactingFormatter(_Chain(fmt.redactor, redactor), fmt.inner))
+            else:
+                handler.setFormatter(RedactingFormatter(redactor, fmt))
+
+
+class _Chain(Redactor):
+    def __init__(self, *parts: Redactor) -> None:
+        super().__init__()
+        self.parts = parts
+
+    def redact(self, text: str) -> str:
+        for part in self.parts:
+            text = part.redact(text)
+        return text
+
+
+def log_call(record: dict[str, Any], *, level: int = logging.INFO) -> None:
+    """Emit the one structured operator record of a call (as JSON text, and as `record.call`)."""
+    if CALL_LOGGER.isEnabledFor(level):
+        CALL_LOGGER.log(level, json.dumps(record, default=str, ensure_ascii=False), extra={"call": record})

@@ -1,0 +1,123 @@
+"""What a call returns: the author's `ToolResult`, and its translation to the wire's `CallToolResult`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+from pydantic import BaseModel, ValidationError
+
+from mcpkit.errors import INTERNAL_MESSAGE, ErrorCode, ToolError
+
+__all__ = ["META_PREFIX", "Outcome", "ToolResult", "error_outcome", "internal_outcome", "shape_output"]
+
+META_PREFIX = "mcpkit/"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A handler's explicit result: text for the model and, optionally, structured content.
+
+    Args:
+        text: What the model reads. When omitted and `structured` is given, the compact JSON of it.
+        structured: An instance of the tool's output model (or a dict that validates against it).
+    """
+
+    text: str | None = None
+    structured: BaseModel | dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """A finished call, before it becomes a `CallToolResult`."""
+
+    text: str
+    structured: dict[str, Any] | None = None
+    code: ErrorCode | None = None  # None: success
+    retryable: bool = False
+    data: Any = None
+    cached: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_error(self) -> bool:
+        return self.code is not None
+
+    def to_result(self) -> types.CallToolResult:
+        """The wire result; per-call metadata travels in `_meta`, never in structuredContent."""
+        meta = {f"{META_PREFIX}{k}": v for k, v in self.meta.items()}
+        if self.code is not None:
+            meta[f"{META_PREFIX}error"] = {"code": self.code, "retryable": self.retryable, "data": self.data}
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=self.text)],
+            structured_content=self.structured,
+            is_error=self.is_error,
+            _meta=meta or None,
+        )
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def shape_output(value: Any, output: type[BaseModel] | None) -> Outcome:
+    """Turn what a handler returned into an `Outcome`, validating structured output.
+
+    Raises:
+        OutputInvalid: the value does not satisfy the tool's output model (an operator bug).
+    """
+    text: str | None = None
+    structured: Any = None
+    if isinstance(value, ToolResult):
+        text, structured = value.text, value.structured
+    elif output is not None:
+        structured = value
+    elif isinstance(value, BaseModel):
+        text = value.model_dump_json()
+    elif isinstance(value, str):
+        text = value
+    elif value is None:
+        text = ""
+    else:
+        try:
+            text = _compact_json(value)
+        except (TypeError, ValueError) as exc:
+            raise OutputInvalid(f"handler returned an unserialisable {type(value).__name__}") from exc
+    data: dict[str, Any] | None = None
+    if output is not None:
+        if structured is None:
+            raise OutputInvalid(
+                "the tool declares an output model but the handler returned no structured content"
+            )
+        try:
+            model = (
+                structured
+                if isinstance(structured, output)
+                else output.model_validate(
+                    structured.model_dump() if isinstance(structured, BaseModel) else structured
+                )
+            )
+        except ValidationError as exc:
+            raise OutputInvalid(f"structured output does not match {output.__name__}: {exc}") from exc
+        data = model.model_dump(mode="json", by_alias=True)
+    elif structured is not None:
+        raise OutputInvalid("structured content returned by a tool that declares no output model")
+    if text is None:
+        text = _compact_json(data)
+    return Outcome(text=text, structured=data)
+
+
+class OutputInvalid(Exception):
+    """The handler's return value broke the tool's own contract (an operator bug, masked as INTERNAL)."""
+
+
+def error_outcome(err: ToolError) -> Outcome:
+    """A model-visible error result with its stable code."""
+    return Outcome(text=f"{err.code}: {err.message}", code=err.code, retryable=err.retryable, data=err.data)
+
+
+def internal_outcome() -> Outcome:
+    """The one generic sentence every unexpected failure becomes."""
+    return Outcome(text=f"INTERNAL: {INTERNAL_MESSAGE}", code="INTERNAL", retryable=False)
