@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from mcp.server.session import ServerSession
+from mcp_types import LoggingLevel, RequestId
+
+from mcpkit.secrets import SecretNotDeclared
 
 if TYPE_CHECKING:
     from mcpkit.secrets import SecretStore
@@ -30,6 +36,13 @@ class Egress:
         raise NotImplementedError
 
 
+_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+def _at_least(level: str, threshold: str) -> bool:
+    return _LEVELS.index(level) >= _LEVELS.index(threshold) if level in _LEVELS else True
+
+
 class _CallLogAdapter(logging.LoggerAdapter[logging.Logger]):
     def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
         extra = dict(self.extra or {})
@@ -47,18 +60,22 @@ class Context:
         client: The client's name and version, when it gave them.
         principal: The authenticated caller (HTTP with auth), else None.
         protocol_version: The negotiated MCP revision.
+        request_id: The JSON-RPC id of this call (for `related_request_id` in server-to-client requests).
         log: A logger whose lines carry the call id; redacted against every loaded secret.
     """
 
     __slots__ = (
         "_allowed",
         "_egress",
+        "request_id",
         "_secrets",
         "call_id",
         "client",
         "log",
+        "min_client_level",
         "principal",
         "protocol_version",
+        "session",
         "tool",
     )
 
@@ -73,6 +90,9 @@ class Context:
         secrets: SecretStore | None = None,
         allowed_secrets: frozenset[str] = frozenset(),
         egress: Egress | None = None,
+        session: ServerSession | None = None,
+        request_id: RequestId | None = None,
+        min_client_level: LoggingLevel = "debug",
     ) -> None:
         self.call_id = call_id
         self.tool = tool
@@ -85,20 +105,20 @@ class Context:
         self._secrets = secrets
         self._allowed = allowed_secrets
         self._egress = egress
+        self.session = session
+        """The SDK's session of this request: the escape hatch for sampling and elicitation."""
+        self.request_id = request_id
+        self.min_client_level = min_client_level
 
     def secret(self, name: str) -> str | None:
         """The value of a declared secret, or None when the operator has not set it."""
         if self._secrets is None:
-            from mcpkit.secrets import SecretNotDeclared
-
             raise SecretNotDeclared(f"secret {name!r} is not declared by this tool or its server")
         return self._secrets.get(name, self._allowed)
 
     def require_secret(self, name: str) -> str:
         """The value of a declared secret; fails with a model-safe message naming it when unset."""
         if self._secrets is None:
-            from mcpkit.secrets import SecretNotDeclared
-
             raise SecretNotDeclared(f"secret {name!r} is not declared by this tool or its server")
         return self._secrets.require(name, self._allowed)
 
@@ -109,6 +129,23 @@ class Context:
     async def fetch_json(self, url: str, **kwargs: Any) -> Any:
         """Fetch and decode JSON through the egress guard, optionally validated with `schema=Model`."""
         return await self._require_egress().fetch_json(url, **kwargs)
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Send a progress notification for this call (a no-op when the client asked for none)."""
+        if self.session is not None:
+            await self.session.report_progress(progress, total, message)
+
+    async def notify_client(self, level: LoggingLevel, data: Any) -> None:
+        """Send a log notification to the client on this call's stream (never secrets: models read it)."""
+        if self.session is None or not _at_least(level, self.min_client_level):
+            return
+        with warnings.catch_warnings():  # the logging capability is deprecated in 2026-07-28, still served
+            warnings.simplefilter("ignore", DeprecationWarning)
+            await self.session.send_log_message(
+                level, data, logger=self.tool, related_request_id=self.request_id
+            )
 
     def _require_egress(self) -> Egress:
         if self._egress is None:

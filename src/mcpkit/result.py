@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,18 +24,21 @@ class ToolResult:
     Args:
         text: What the model reads. When omitted and `structured` is given, the compact JSON of it.
         structured: An instance of the tool's output model (or a dict that validates against it).
+        content: Further content blocks (images, audio, embedded resources) after the text.
     """
 
     text: str | None = None
     structured: BaseModel | dict[str, Any] | None = None
+    content: Sequence[types.ContentBlock] = ()
 
 
 @dataclass(slots=True)
 class Outcome:
     """A finished call, before it becomes a `CallToolResult`."""
 
-    text: str
+    text: str | None
     structured: dict[str, Any] | None = None
+    content: Sequence[types.ContentBlock] = ()
     code: ErrorCode | None = None  # None: success
     retryable: bool = False
     data: Any = None
@@ -50,8 +54,12 @@ class Outcome:
         meta = {f"{META_PREFIX}{k}": v for k, v in self.meta.items()}
         if self.code is not None:
             meta[f"{META_PREFIX}error"] = {"code": self.code, "retryable": self.retryable, "data": self.data}
+        blocks: list[types.ContentBlock] = (
+            [] if self.text is None else [types.TextContent(type="text", text=self.text)]
+        )
+        blocks.extend(self.content)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=self.text)],
+            content=blocks,
             structured_content=self.structured,
             is_error=self.is_error,
             _meta=meta or None,
@@ -70,8 +78,9 @@ def shape_output(value: Any, output: type[BaseModel] | None) -> Outcome:
     """
     text: str | None = None
     structured: Any = None
+    content: Sequence[types.ContentBlock] = ()
     if isinstance(value, ToolResult):
-        text, structured = value.text, value.structured
+        text, structured, content = value.text, value.structured, value.content
     elif output is not None:
         structured = value
     elif isinstance(value, BaseModel):
@@ -104,9 +113,9 @@ def shape_output(value: Any, output: type[BaseModel] | None) -> Outcome:
         data = model.model_dump(mode="json", by_alias=True)
     elif structured is not None:
         raise OutputInvalid("structured content returned by a tool that declares no output model")
-    if text is None:
-        text = _compact_json(data)
-    return Outcome(text=text, structured=data)
+    if text is None and (data is not None or not content):
+        text = _compact_json(data) if data is not None else ""
+    return Outcome(text=text, structured=data, content=content)
 
 
 class OutputInvalid(Exception):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from mcpkit.errors import DefinitionError
 from mcpkit.logs import Redactor, install_redaction
 from mcpkit.pipeline import Call, Stage, compose, invoke, lookup, record, validate
 from mcpkit.policy import Policy, ToolSelection
-from mcpkit.schema import compile_model
+from mcpkit.schema import CompiledSchema, compile_model
 from mcpkit.secrets import SecretStore
 from mcpkit.tool import Tool
 
@@ -123,6 +124,7 @@ class Server:
         self._listing = types.ListToolsResult(tools=[self.compiled[n].wire for n in self.selection.listed])
         self._chain = compose(self._stages(), invoke(timeout_s))
         self._lowlevel: LowLevelServer[Any] | None = None
+        self.client_log_level: types.LoggingLevel = "debug"
 
     # --- definition --------------------------------------------------------------------------
 
@@ -147,21 +149,31 @@ class Server:
         if self._lowlevel is None:
             install_redaction(self.redactor)
             schemas = {n: self.compiled[n].wire.input_schema for n in self._available}
-            self._lowlevel = LowLevelServer(
-                self.name,
-                version=self.version,
-                title=self.title,
-                instructions=self.instructions,
-                get_tool_input_schema=schemas.get,
-                on_list_tools=self._on_list_tools,
-                on_call_tool=self._on_call_tool,
-            )
+            with warnings.catch_warnings():  # logging/setLevel: deprecated in 2026-07-28, still in 2025-11-25
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self._lowlevel = LowLevelServer(
+                    self.name,
+                    version=self.version,
+                    title=self.title,
+                    instructions=self.instructions,
+                    get_tool_input_schema=schemas.get,
+                    on_list_tools=self._on_list_tools,
+                    on_call_tool=self._on_call_tool,
+                    on_set_logging_level=self._on_set_logging_level,
+                )
         return self._lowlevel
 
     async def _on_list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         return self._listing
+
+    async def _on_set_logging_level(
+        self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        # One threshold per server: notifications to clients are advisory, not operator logs.
+        self.client_log_level = params.level
+        return types.EmptyResult()
 
     async def _on_call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -181,6 +193,9 @@ class Server:
                 secrets=self.secrets,
                 allowed_secrets=self.compiled[c.name].allowed_secrets,
                 egress=self.egress,
+                session=ctx.session,
+                request_id=ctx.request_id,
+                min_client_level=self.client_log_level,
             ),
             identity=principal or (f"{client.name}/{client.version}" if client else "anonymous"),
         )
@@ -216,6 +231,10 @@ class Server:
 
 def _compile(t: Tool, *, server_secrets: frozenset[str]) -> CompiledTool:
     inp = compile_model(t.input, mode="validation", what=f"tool {t.name!r} input")
+    if t.input_schema is not None:
+        if t.input_schema.get("type") != "object":
+            raise DefinitionError(f'tool {t.name!r}: input_schema needs "type": "object" at the root')
+        inp = CompiledSchema(dict(t.input_schema))
     out = compile_model(t.output, mode="serialization", what=f"tool {t.name!r} output") if t.output else None
     wire = types.Tool(
         name=t.name,
@@ -238,8 +257,10 @@ def _client_info(ctx: ServerRequestContext[Any]) -> ClientInfo | None:
 
 
 def _principal(ctx: ServerRequestContext[Any]) -> str | None:
-    user = getattr(ctx.request, "user", None) if ctx.request is not None else None
+    """The authenticated caller of an HTTP request (set by the auth middleware), else None."""
+    scope = getattr(ctx.request, "scope", None)
+    user = scope.get("user") if isinstance(scope, dict) else None
     if user is not None and getattr(user, "is_authenticated", False):
         name = getattr(user, "display_name", None) or getattr(user, "username", None)
-        return str(name) if name else None
+        return str(name)[:128] if name else None
     return None

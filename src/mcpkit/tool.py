@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_type_hints
 
@@ -54,6 +54,8 @@ class Tool:
         cache_ttl_s: Seconds a result may be served from cache (None: never cached).
         timeout_s: Deadline for one call (None: the server default).
         secrets: Names of secrets this tool may read through `ctx.secret`.
+        input_schema: Escape hatch: a hand-written `inputSchema` listed as given instead of the
+            compiled one. Arguments are still validated by `input`, so the two must agree.
     """
 
     name: str
@@ -70,6 +72,7 @@ class Tool:
     cache_ttl_s: float | None = None
     timeout_s: float | None = None
     secrets: Sequence[str] = field(default=())
+    input_schema: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         where = f"tool {self.name!r}"

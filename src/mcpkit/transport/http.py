@@ -65,7 +65,7 @@ def http_app(
     path: str = "/mcp",
     host: str = "127.0.0.1",
     stateless: bool = False,
-    json_response: bool = True,
+    json_response: bool = False,
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] | None = None,
     **sdk_options: Any,
@@ -77,7 +77,8 @@ def http_app(
         path: Where the MCP endpoint lives.
         host: The address the app will be bound to (decides the default allowed Host values).
         stateless: No sessions: any replica can answer any request.
-        json_response: Answer POSTs with JSON rather than an SSE stream.
+        json_response: Answer POSTs with plain JSON instead of an SSE stream (faster; no progress
+            or log notifications during a call).
         allowed_hosts: Host header values to accept (`name:*` for any port).
         allowed_origins: Origin header values to accept.
         sdk_options: Passed to the SDK's `streamable_http_app`.
