@@ -67,7 +67,6 @@ class Context:
     __slots__ = (
         "_allowed",
         "_egress",
-        "request_id",
         "_secrets",
         "call_id",
         "client",
@@ -75,6 +74,7 @@ class Context:
         "min_client_level",
         "principal",
         "protocol_version",
+        "request_id",
         "session",
         "tool",
     )
