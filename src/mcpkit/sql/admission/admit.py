@@ -1,0 +1,108 @@
+"""Admission: the one entry point that turns model-written SQL into SQL safe to send.
+
+    raw text --check_lexical--> --parse_statement--> CHECKS --> REWRITES --> regenerate
+             --check_lexical--> --parse_statement--> CHECKS  (what is sent is what was checked)
+
+Each pass is `(tree, **named) -> tree`; the loop hands a pass only the keyword arguments it
+names (`dialect`, `functions`, `catalog`, `limit`), as sqlglot's optimizer does with its rules.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sqlglot import exp
+
+from mcpkit.sql.admission.cap_rows import cap_rows
+from mcpkit.sql.admission.drop_from_dual import drop_from_dual
+from mcpkit.sql.admission.functions import FunctionPolicy
+from mcpkit.sql.admission.lexical import check_lexical
+from mcpkit.sql.admission.parse import parse_statement
+from mcpkit.sql.admission.reject_attribute_calls import reject_attribute_calls
+from mcpkit.sql.admission.reject_functions import reject_functions
+from mcpkit.sql.admission.reject_locks import reject_locks
+from mcpkit.sql.admission.reject_parameters import reject_parameters
+from mcpkit.sql.admission.reject_volatile_functions import FunctionCatalog, reject_volatile_functions
+from mcpkit.sql.admission.reject_writes import reject_writes
+from mcpkit.sql.admission.require_query import require_query
+
+__all__ = ["CHECKS", "PASSES", "REWRITES", "Admitted", "Pass", "admit", "run_passes"]
+
+Pass = Callable[..., exp.Expr]
+
+CHECKS: Final[tuple[Pass, ...]] = (
+    require_query,
+    reject_writes,
+    reject_locks,
+    reject_parameters,
+    reject_attribute_calls,
+    reject_functions,
+    reject_volatile_functions,
+)
+REWRITES: Final[tuple[Pass, ...]] = (drop_from_dual, cap_rows)
+PASSES: Final[tuple[Pass, ...]] = CHECKS + REWRITES
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """An admitted query: `sql` is the regenerated text to send, `tree` its own parse."""
+
+    sql: str
+    tree: exp.Expr
+
+
+def run_passes(tree: exp.Expr, passes: Sequence[Pass], **named: Any) -> exp.Expr:
+    """Run `passes` in order, each with only the keyword arguments it names.
+
+    >>> import sqlglot
+    >>> run_passes(sqlglot.parse_one("SELECT 1"), [cap_rows], limit=3, dialect="sqlite").sql()
+    'SELECT 1 LIMIT 3'
+    """
+    for step in passes:
+        wanted = inspect.signature(step).parameters
+        tree = step(tree, **{k: v for k, v in named.items() if k in wanted})
+    return tree
+
+
+def admit(
+    sql: str,
+    dialect: str,
+    *,
+    limit: int | None = None,
+    functions: FunctionPolicy | None = None,
+    catalog: FunctionCatalog | None = None,
+) -> Admitted:
+    """Admit exactly one read-only query and return the SQL to send in its place.
+
+    >>> admit("select region, sum(units) from sales group by region;", "sqlite", limit=26).sql
+    'SELECT region, SUM(units) FROM sales GROUP BY region LIMIT 26'
+
+    Args:
+        sql: The model's query text.
+        dialect: The target's sqlglot dialect (`postgres`, `mysql`, `sqlite`, ...).
+        limit: Row limit to build into the query (row cap + 1); None leaves it uncapped.
+        functions: Function policy; the dialect's denylist when omitted.
+        catalog: PostgreSQL volatility lookup; None skips that check.
+
+    Returns:
+        The regenerated SQL and its tree.
+
+    Raises:
+        Refused: with a one-sentence message and a stable `data.reason`.
+    """
+    named: dict[str, Any] = {
+        "dialect": dialect,
+        "functions": functions or FunctionPolicy.for_dialect(dialect),
+        "catalog": catalog,
+        "limit": limit,
+    }
+    check_lexical(sql, dialect)
+    tree = run_passes(parse_statement(sql, dialect), PASSES, **named)
+    text = tree.sql(dialect=dialect, normalize_functions=False, comments=False)
+    # Second look: the database receives `text`, so `text` is what must pass.
+    check_lexical(text, dialect)
+    again = run_passes(parse_statement(text, dialect), CHECKS, **named)
+    return Admitted(sql=text, tree=again)

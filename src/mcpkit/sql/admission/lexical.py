@@ -1,0 +1,116 @@
+"""Lexical checks: text the parser and the database could read differently is refused.
+
+These run on sqlglot's tokens, never on regular expressions over SQL: the only raw-text check
+is for MySQL executable comments (`/*! ... */`, MariaDB `/*M! ... */`), because the tokenizer
+drops comments and MySQL *runs* the text inside them, so no tree ever shows it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import TokenError
+from sqlglot.tokenizer_core import Token, TokenType
+
+from mcpkit.sql.admission.require_query import NOT_A_QUERY
+from mcpkit.sql.errors import refuse
+
+__all__ = ["MAX_SQL_CHARS", "check_lexical"]
+
+MAX_SQL_CHARS: Final = 100_000
+
+_COMMENT_MESSAGE: Final = (
+    "This comment form is not allowed (MySQL /*! */ or /*M! */, # comments, nested comments); "
+    "remove the comments and send the query alone."
+)
+_STRING_MESSAGE: Final = (
+    "String literals with backslashes or escape prefixes (E'', U&'') are not allowed, because the "
+    "database may read them differently; write the value without backslashes."
+)
+_UNREADABLE: Final = (
+    "The query has characters outside SQL tokens and comments; send one plain SELECT statement."
+)
+
+# Token types whose raw text is a string literal.
+_STRINGS: Final = frozenset({TokenType.STRING, TokenType.NATIONAL_STRING, TokenType.RAW_STRING})
+# String forms whose escapes depend on server settings or that sqlglot and the server may read apart.
+_REFUSED_STRINGS: Final[dict[str, frozenset[TokenType]]] = {
+    "postgres": frozenset({TokenType.BYTE_STRING, TokenType.UNICODE_STRING}),
+}
+# Dialects where a backslash in a plain string depends on a server setting
+# (PostgreSQL standard_conforming_strings, MySQL NO_BACKSLASH_ESCAPES).
+_BACKSLASH_SENSITIVE: Final = frozenset({"postgres", "mysql"})
+
+
+def _check_gap(gap: str, dialect: str) -> None:
+    # Text between two tokens must be whitespace and plain comments only.
+    i, n = 0, len(gap)
+    while i < n:
+        ch = gap[i]
+        if ch.isspace():
+            i += 1
+        elif gap.startswith("--", i):
+            if dialect == "mysql" and i + 2 < n and not gap[i + 2].isspace():
+                refuse("comment", _COMMENT_MESSAGE)
+            end = gap.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif gap.startswith("/*", i):
+            end = gap.find("*/", i + 2)
+            body = gap[i + 2 : n if end < 0 else end]
+            if end < 0 or "/*" in body or body.startswith("!") or body.startswith("M!"):
+                refuse("comment", _COMMENT_MESSAGE)
+            i = end + 2
+        elif ch == "#":
+            refuse("comment", _COMMENT_MESSAGE)
+        else:
+            refuse("syntax", _UNREADABLE)
+
+
+def _check_string(raw: str, token: Token, dialect: str) -> None:
+    if token.token_type in _REFUSED_STRINGS.get(dialect, frozenset()):
+        refuse("string_literal", _STRING_MESSAGE)
+    if token.token_type in _STRINGS and dialect in _BACKSLASH_SENSITIVE and "\\" in raw:
+        refuse("string_literal", _STRING_MESSAGE)
+
+
+def check_lexical(sql: str, dialect: str) -> list[Token]:
+    """Refuse text whose reading depends on who reads it; return sqlglot's tokens.
+
+    >>> [t.text for t in check_lexical("SELECT 1 -- one", "postgres")]
+    ['SELECT', '1']
+
+    Args:
+        sql: The raw query text.
+        dialect: The sqlglot dialect of the target database.
+
+    Returns:
+        The tokens.
+
+    Raises:
+        Refused: a command keyword (EXPLAIN, SHOW, ...), too long, an executable or nested
+            comment, a `#` comment, a string literal with backslashes or escape prefixes
+            where the server's settings decide its meaning, or text that does not tokenize.
+    """
+    if len(sql) > MAX_SQL_CHARS:
+        refuse("too_long", f"The query is longer than {MAX_SQL_CHARS} characters; send a shorter query.")
+    if dialect == "mysql" and ("/*!" in sql or "/*M!" in sql.upper()):
+        refuse("comment", _COMMENT_MESSAGE)
+    reader = Dialect.get_or_raise(dialect)
+    try:
+        tokens = reader.tokenize(sql)
+    except TokenError:
+        refuse("syntax", "syntax error: an unterminated string, quoted name or comment.")
+    commands = reader.tokenizer_class.COMMANDS
+    previous: Token | None = None
+    previous_end = -1
+    for token in tokens:
+        if token.token_type in commands and (previous is None or previous.token_type == TokenType.SEMICOLON):
+            # EXPLAIN, SHOW, LOCK, ... opening a statement: the tokenizer swallows the rest raw.
+            refuse("not_a_query", NOT_A_QUERY)
+        previous = token
+        _check_gap(sql[previous_end + 1 : token.start], dialect)
+        _check_string(sql[token.start : token.end + 1], token, dialect)
+        previous_end = token.end
+    _check_gap(sql[previous_end + 1 :], dialect)
+    return tokens

@@ -1,0 +1,117 @@
+"""The errors of `mcpkit.sql`.
+
+    McpkitError (mcpkit.errors)
+    ├── SqlConfigError          the DSN, account or options are unusable (CLI exit 2), never model-visible
+    └── ToolError
+        ├── Refused             REFUSED: admission said no (raised with `refuse`, a stable `data.reason`)
+        ├── QueryFailed         TOOL_ERROR: the database failed the query; masked sentence + `data.reason`
+        └── ToolTimeout
+            └── QueryTimeout    TIMEOUT: the query ran past its deadline and was stopped
+
+Every message here is one sentence a model may read: no database error text, no table names,
+no stack traces. The operator log (logger `mcpkit.sql`) gets the detail with the call id.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, NoReturn
+
+from mcpkit.errors import McpkitError, Refused, ToolError, ToolTimeout
+
+__all__ = [
+    "FAILURE_MESSAGES",
+    "FailureKind",
+    "QueryFailed",
+    "QueryTimeout",
+    "RefusalReason",
+    "SqlConfigError",
+    "refuse",
+]
+
+RefusalReason = Literal[
+    "syntax",
+    "multiple_statements",
+    "not_a_query",
+    "write",
+    "lock",
+    "parameter",
+    "variable",
+    "function",
+    "volatile_function",
+    "attribute_call",
+    "comment",
+    "string_literal",
+    "too_long",
+    "cost",
+]
+
+FailureKind = Literal[
+    "syntax",
+    "undefined_object",
+    "permission",
+    "read_only",
+    "data",
+    "resource",
+    "connection",
+    "other",
+]
+
+FAILURE_MESSAGES: Final[dict[FailureKind, str]] = {
+    "syntax": "The database reported a syntax error; check the query against this database's SQL dialect.",
+    "undefined_object": (
+        "The query names a table, column or function that does not exist or is not visible; "
+        "use list_tables and describe_table."
+    ),
+    "permission": "The database account this server uses may not read something the query needs.",
+    "read_only": "The database refused a change: this server is read-only, only queries are allowed.",
+    "data": "The query failed on the data (for example a bad cast or division by zero); fix the expression.",
+    "resource": "The query needed more resources than the database allows; aggregate or filter in SQL first.",
+    "connection": "The database is not reachable right now; try again later.",
+    "other": "The database could not run the query; the operator log has the details.",
+}
+
+
+class SqlConfigError(McpkitError):
+    """The server cannot start or the CLI cannot run: bad DSN, unsafe account, bad option file."""
+
+
+class QueryFailed(ToolError):
+    """The database failed the query; the message is a fixed sentence chosen by `kind`.
+
+    Args:
+        kind: The failure class, also sent as `data.reason`.
+        call_id: The call id, sent so the operator can find the log line.
+    """
+
+    def __init__(self, kind: FailureKind, call_id: str | None = None) -> None:
+        data: dict[str, str] = {"reason": kind}
+        if call_id:
+            data["call_id"] = call_id
+        super().__init__(FAILURE_MESSAGES[kind], retryable=kind == "connection", data=data)
+        self.kind: FailureKind = kind
+
+
+class QueryTimeout(ToolTimeout):
+    """The query ran past its deadline and the database work was stopped."""
+
+    def __init__(self, timeout_s: float, call_id: str | None = None) -> None:
+        data: dict[str, object] = {"reason": "timeout", "timeout_s": timeout_s}
+        if call_id:
+            data["call_id"] = call_id
+        super().__init__(
+            f"The query ran past the {timeout_s:g} s limit and was stopped; aggregate, filter or narrow it.",
+            data=data,
+        )
+
+
+def refuse(reason: RefusalReason, message: str) -> NoReturn:
+    """Raise `mcpkit.errors.Refused` with a stable `data.reason`.
+
+    Args:
+        reason: Stable machine-readable refusal class.
+        message: One sentence saying what is allowed; never echoes schema details.
+
+    Raises:
+        Refused: always.
+    """
+    raise Refused(message, data={"reason": reason})
