@@ -12,6 +12,7 @@ import warnings
 
 import anyio
 import mcp_types as types
+from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpkit import Context, Server, Tool, ToolError, ToolResult
@@ -89,7 +90,7 @@ async def sampling(args: PromptArgs, ctx: Context) -> str:
     ):
         raise ToolError("This client does not support sampling.")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
         reply = await ctx.session.create_message(
             [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=args.prompt))],
             max_tokens=100,

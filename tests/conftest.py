@@ -66,3 +66,9 @@ def npm_bin() -> Path:
     if not (bin_dir / "mcp-inspector").exists() and not (bin_dir / "conformance").exists():
         need("npm tools", "run `make npm-tools` (make test does) to install the Inspector and conformance")
     return bin_dir
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio, like the SDK's servers."""
+    return "asyncio"

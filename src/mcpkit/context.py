@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import LoggingLevel, RequestId
 
 from mcpkit.secrets import SecretNotDeclared
@@ -142,7 +143,7 @@ class Context:
         if self.session is None or not _at_least(level, self.min_client_level):
             return
         with warnings.catch_warnings():  # the logging capability is deprecated in 2026-07-28, still served
-            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
             await self.session.send_log_message(
                 level, data, logger=self.tool, related_request_id=self.request_id
             )

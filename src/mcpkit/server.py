@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server as LowLevelServer
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 from mcpkit.context import ClientInfo, Context, Egress
 from mcpkit.errors import DefinitionError
@@ -150,7 +151,7 @@ class Server:
             install_redaction(self.redactor)
             schemas = {n: self.compiled[n].wire.input_schema for n in self._available}
             with warnings.catch_warnings():  # logging/setLevel: deprecated in 2026-07-28, still in 2025-11-25
-                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
                 self._lowlevel = LowLevelServer(
                     self.name,
                     version=self.version,
