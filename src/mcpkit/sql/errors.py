@@ -43,6 +43,7 @@ RefusalReason = Literal[
     "string_literal",
     "too_long",
     "cost",
+    "not_found",
 ]
 
 FailureKind = Literal[

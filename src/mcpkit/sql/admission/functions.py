@@ -81,6 +81,7 @@ _POSTGRES: Final = frozenset(
         "schema_to_xml*",
         "database_to_xml*",
         "ts_stat",
+        "ts_rewrite",
         "dblink*",
         "postgres_fdw_*",
     }

@@ -1,0 +1,54 @@
+"""The engine protocol: run one statement read-only, return at most `limit` rows, close."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Column", "Engine", "Params", "Rows"]
+
+Params = Mapping[str, Any]
+"""Named bind parameters; the SQL names them `:name` (None: the SQL is sent exactly as given)."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """A result column: its name and, where the driver tells, the database's type name."""
+
+    name: str
+    type_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A result: at most `limit` rows, whether more existed, and how long the database took."""
+
+    columns: tuple[Column, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    more: bool
+    elapsed_s: float
+    call_id: str = field(default="")
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Runs one statement in a read-only session; caps, admission and shaping live above it."""
+
+    @property
+    def dialect(self) -> str:
+        """The sqlglot dialect name of the database (`postgres`, `mysql`, `sqlite`, ...)."""
+        ...
+
+    def execute(self, sql: str, params: Params | None, limit: int, timeout_s: float, call_id: str) -> Rows:
+        """Run `sql` read-only, stop it after `timeout_s`, fetch at most `limit` rows (+1 to see more).
+
+        Raises:
+            QueryFailed: the database failed the query (masked message).
+            QueryTimeout: the deadline passed; the database work was stopped.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release every connection."""
+        ...

@@ -1,0 +1,123 @@
+"""MySQL and MariaDB (pymysql): READ ONLY session and transaction, statement time limit, call id."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any, Final
+
+from sqlalchemy.engine import URL
+
+from mcpkit.sql.engines.session import Outcome, safe_call_id
+
+__all__ = ["MysqlSession"]
+
+# sql_mode flags that change how text is read (quotes, backslashes, `||`): pinned off so the
+# server reads regenerated SQL the way sqlglot wrote it.
+_UNPINNED_MODES: Final = frozenset({"ANSI_QUOTES", "NO_BACKSLASH_ESCAPES", "PIPES_AS_CONCAT", "ANSI"})
+_CODES: Final[dict[int, Outcome]] = {
+    1064: "syntax",
+    1149: "syntax",
+    1146: "undefined_object",
+    1054: "undefined_object",
+    1305: "undefined_object",
+    1049: "undefined_object",
+    1109: "undefined_object",
+    1142: "permission",
+    1143: "permission",
+    1044: "permission",
+    1227: "permission",
+    1370: "permission",
+    1045: "permission",
+    1792: "read_only",
+    1290: "read_only",
+    1836: "read_only",
+    3024: "timeout",
+    1969: "timeout",
+    1317: "timeout",
+    1365: "data",
+    1292: "data",
+    1366: "data",
+    1264: "data",
+    1114: "resource",
+    1041: "resource",
+    1038: "resource",
+    1206: "resource",
+    3015: "resource",
+    2003: "connection",
+    2006: "connection",
+    2013: "connection",
+}
+
+
+class MysqlSession:
+    """Each call: session and transaction READ ONLY, a statement time limit, a call-id comment.
+
+    `SET SESSION TRANSACTION READ ONLY` matters: DDL commits the open transaction implicitly and
+    would then run outside it; with the session read-only the next transaction is read-only too.
+    pymysql sends one statement per call (no MULTI_STATEMENTS flag).
+    """
+
+    dialect = "mysql"
+    read_only_enforced = True
+
+    def __init__(self) -> None:
+        self.mariadb: bool | None = None
+
+    def engine_options(self, url: URL) -> dict[str, Any]:
+        """Connect and read timeouts."""
+        return {"connect_args": {"connect_timeout": 10}}
+
+    def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
+        """Make the session read-only, pin sql_mode, arm the time limit, start a read-only transaction."""
+        with dbapi.cursor() as cur:
+            cur.execute("SET SESSION TRANSACTION READ ONLY")
+            cur.execute("SELECT @@SESSION.sql_mode, @@version")
+            mode, version = cur.fetchone()
+            self.mariadb = "mariadb" in str(version).lower()
+            kept = [m for m in str(mode).split(",") if m and m.upper() not in _UNPINNED_MODES]
+            cur.execute("SET SESSION sql_mode = %s", [",".join(kept)])
+            if self.mariadb:
+                cur.execute("SET SESSION max_statement_time = %s", [max(0.001, timeout_s)])
+            else:
+                cur.execute("SET SESSION max_execution_time = %s", [max(1, int(timeout_s * 1000))])
+            cur.execute("START TRANSACTION READ ONLY")
+
+    def run(self, cursor: Any, sql: str, call_id: str) -> None:
+        """Run one statement with the call id as a leading comment (visible in the process list)."""
+        cursor.execute(f"/* mcpkit:{safe_call_id(call_id)} */ {sql}")
+
+    def type_names(self, dbapi: Any, description: Sequence[Any]) -> list[str | None]:
+        """pymysql field type codes as names (BLOB, JSON, VAR_STRING, ...)."""
+        field_type = importlib.import_module("pymysql.constants.FIELD_TYPE")  # pymysql ships no stubs
+        by_code = {v: k for k, v in vars(field_type).items() if k.isupper() and isinstance(v, int)}
+        return [by_code.get(col[1]) for col in description]
+
+    def interrupt(self, dbapi: Any, url: URL) -> None:
+        """`KILL QUERY` the connection's thread from a second connection."""
+        pymysql: Any = importlib.import_module("pymysql")
+        thread = dbapi.thread_id()
+        killer = pymysql.connect(
+            host=url.host or "localhost",
+            port=url.port or 3306,
+            user=url.username or "",
+            password=url.password or "",
+            connect_timeout=5,
+        )
+        try:
+            with killer.cursor() as cur:
+                cur.execute("KILL QUERY %s", [thread])
+        finally:
+            killer.close()
+
+    def end(self, dbapi: Any) -> None:
+        """Roll back."""
+        dbapi.rollback()
+
+    def classify(self, exc: BaseException) -> Outcome:
+        """Map a MySQL error code to a failure kind."""
+        args = getattr(exc, "args", ())
+        code = args[0] if args and isinstance(args[0], int) else None
+        if code is None:
+            return "other"
+        return _CODES.get(code, "other")

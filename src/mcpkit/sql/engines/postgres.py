@@ -1,0 +1,94 @@
+"""PostgreSQL (psycopg 3): READ ONLY transaction, statement_timeout, application_name = call id."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from sqlalchemy.engine import URL
+
+from mcpkit.sql.engines.session import Outcome, safe_call_id
+
+__all__ = ["PostgresSession"]
+
+_UNDEFINED: Final = frozenset({"42P01", "42703", "42883", "42704", "3F000", "3D000", "42P02"})
+_SESSION_SQL: Final = (
+    "SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true),"
+    " set_config('idle_in_transaction_session_timeout', %s, true), set_config('application_name', %s, true),"
+    " set_config('standard_conforming_strings', 'on', true),"
+    " set_config('default_transaction_read_only', 'on', false)"
+)
+
+
+class PostgresSession:
+    """Each call: `BEGIN READ ONLY`, local timeouts and identity, the query as a prepared statement.
+
+    The query goes through the extended protocol (`prepare=True`), where the server itself
+    refuses a second statement, so `COMMIT; DROP ...` cannot leave the read-only transaction
+    even if admission were wrong. `default_transaction_read_only` stays on for the session.
+    """
+
+    dialect = "postgres"
+    read_only_enforced = True
+
+    def engine_options(self, url: URL) -> dict[str, Any]:
+        """Connect timeout; everything else is per call."""
+        return {"connect_args": {"connect_timeout": 10}}
+
+    def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
+        """Start the read-only transaction and set the local timeouts and application_name."""
+        dbapi.autocommit = False
+        dbapi.read_only = True
+        ms = str(max(1, int(timeout_s * 1000)))
+        with dbapi.cursor() as cur:
+            cur.execute(_SESSION_SQL, [ms, ms, str(int(ms) * 2), f"mcpkit:{safe_call_id(call_id)}"])
+
+    def run(self, cursor: Any, sql: str, call_id: str) -> None:
+        """Run one statement through the extended protocol (no parameter processing)."""
+        cursor.execute(sql, prepare=True)
+
+    def type_names(self, dbapi: Any, description: Sequence[Any]) -> list[str | None]:
+        """Type names from psycopg's registry, else from pg_type (pgvector and other extensions)."""
+        oids: list[int | None] = [getattr(col, "type_code", None) for col in description]
+        names: dict[int, str] = {}
+        unknown = []
+        for oid in oids:
+            if not isinstance(oid, int):
+                continue
+            info = dbapi.adapters.types.get(oid)
+            if info is not None:
+                names[oid] = info.name + ("[]" if info.array_oid == oid else "")
+            else:
+                unknown.append(oid)
+        if unknown:
+            with dbapi.cursor() as cur:
+                cur.execute("SELECT oid::int, typname FROM pg_type WHERE oid = ANY(%s)", [unknown])
+                names.update({int(o): str(n) for o, n in cur.fetchall()})
+        return [names.get(o) if isinstance(o, int) else None for o in oids]
+
+    def interrupt(self, dbapi: Any, url: URL) -> None:
+        """Send a cancel request for the running statement."""
+        dbapi.cancel_safe(timeout=5.0)
+
+    def end(self, dbapi: Any) -> None:
+        """Roll back the read-only transaction."""
+        dbapi.rollback()
+
+    def classify(self, exc: BaseException) -> Outcome:
+        """Map a SQLSTATE to a failure kind."""
+        state = getattr(exc, "sqlstate", None) or ""
+        if state == "57014":
+            return "timeout"
+        if state == "25006":
+            return "read_only"
+        if state in _UNDEFINED:
+            return "undefined_object"
+        if state.startswith("42"):
+            return "permission" if state == "42501" else "syntax" if state in ("42601", "42P10") else "other"
+        if state.startswith("22"):
+            return "data"
+        if state.startswith(("53", "54")):
+            return "resource"
+        if state.startswith(("08", "57P")) or (not state and type(exc).__name__ == "OperationalError"):
+            return "connection"
+        return "other"

@@ -1,0 +1,99 @@
+"""Output models of the SQL tools (their JSON Schemas are the tools' declared output schemas)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+__all__ = [
+    "ColumnEntry",
+    "ForeignKeyEntry",
+    "IndexEntry",
+    "QueryResult",
+    "TableDescription",
+    "TableEntry",
+    "TableList",
+]
+
+
+class QueryResult(BaseModel):
+    """Rows of an answered query, shaped cell by cell."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    columns: list[str] = Field(description="Column names, in order.")
+    rows: list[list[JsonValue]] = Field(description="Shaped rows: one list per row, one cell per column.")
+    row_count: int = Field(description="Rows sent (at most max_rows).")
+    truncated: bool = Field(description="True when more rows exist than were sent.")
+    elapsed_ms: float = Field(description="Time the database took, in milliseconds.")
+
+
+class TableEntry(BaseModel):
+    """One table or view the account can read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    table_schema: str | None = Field(description="Schema (PostgreSQL schema, MySQL database, SQLite main).")
+    name: str
+    kind: str = Field(description="table or view")
+    row_estimate: int | None = Field(
+        default=None, description="The database's own estimate, when it has one."
+    )
+
+
+class TableList(BaseModel):
+    """Tables and views the account can read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tables: list[TableEntry]
+    truncated: bool = Field(default=False, description="True when the list was cut.")
+
+
+class ColumnEntry(BaseModel):
+    """One column of a table."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    type: str
+    nullable: bool
+    default: str | None = None
+    primary_key: bool = False
+    comment: str | None = None
+
+
+class ForeignKeyEntry(BaseModel):
+    """A foreign key: these columns reference a table's columns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    columns: list[str]
+    references_schema: str | None = None
+    references_table: str
+    references_columns: list[str]
+
+
+class IndexEntry(BaseModel):
+    """An index."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None
+    columns: list[str | None]
+    unique: bool
+
+
+class TableDescription(BaseModel):
+    """Columns, keys, indexes and comment of one table or view."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    table_schema: str | None
+    name: str
+    kind: str
+    comment: str | None = None
+    row_estimate: int | None = None
+    columns: list[ColumnEntry]
+    primary_key: list[str] = Field(default_factory=list)
+    foreign_keys: list[ForeignKeyEntry] = Field(default_factory=list)
+    indexes: list[IndexEntry] = Field(default_factory=list)

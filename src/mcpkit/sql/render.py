@@ -1,0 +1,119 @@
+"""Rendering: results as a markdown table under one metadata line; values cannot forge structure."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Final
+
+from pydantic import JsonValue
+
+from mcpkit.sql.models import QueryResult, TableDescription, TableList
+
+__all__ = ["escape_cell", "render_description", "render_markdown", "render_table_list"]
+
+_ESCAPES: Final = {"\\": "\\\\", "|": "\\|", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape_cell(text: str) -> str:
+    r"""Escape a cell so it stays one cell of one row: backslash, pipe, line breaks, control characters.
+
+    >>> escape_cell("a|b\nc")
+    'a\\|b\\nc'
+
+    Args:
+        text: The cell's text.
+
+    Returns:
+        Text with no unescaped `|` and no line break of any kind.
+    """
+    out = []
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F or ch in "\u0085\u2028\u2029":
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _text(value: JsonValue) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return str(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[JsonValue]]) -> list[str]:
+    lines = ["| " + " | ".join(escape_cell(h) for h in header) + " |", "|" + " --- |" * len(header)]
+    lines.extend("| " + " | ".join(escape_cell(_text(v)) for v in row) + " |" for row in rows)
+    return lines
+
+
+def render_markdown(result: QueryResult) -> str:
+    """The text the model reads: one metadata line, then a markdown table with the names once.
+
+    >>> r = QueryResult(columns=["n"], rows=[[1]], row_count=1, truncated=True, elapsed_ms=2.0)
+    >>> print(render_markdown(r))
+    1 row sent; more rows exist (aggregate or filter in SQL, or ask for more with max_rows); 2 ms
+    <BLANKLINE>
+    | n |
+    | --- |
+    | 1 |
+
+    Args:
+        result: A shaped result.
+
+    Returns:
+        Markdown.
+    """
+    n = result.row_count
+    more = (
+        "more rows exist (aggregate or filter in SQL, or ask for more with max_rows)"
+        if result.truncated
+        else "no more rows"
+    )
+    meta = f"{n} row{'' if n == 1 else 's'} sent; {more}; {result.elapsed_ms:g} ms"
+    if not result.columns:
+        return meta + "\n\n(the statement returned no columns)"
+    return "\n".join([meta, "", *_table(result.columns, result.rows)])
+
+
+def render_table_list(tables: TableList) -> str:
+    """`list_tables` as markdown: schema, name, kind, row estimate."""
+    rows: list[list[JsonValue]] = [
+        [t.table_schema, t.name, t.kind, "?" if t.row_estimate is None else t.row_estimate]
+        for t in tables.tables
+    ]
+    meta = f"{len(rows)} table{'' if len(rows) == 1 else 's'} and views readable" + (
+        " (list cut; name a schema to see more)" if tables.truncated else ""
+    )
+    return "\n".join([meta, "", *_table(["schema", "name", "kind", "rows (estimate)"], rows)])
+
+
+def render_description(table: TableDescription) -> str:
+    """`describe_table` as markdown: one line about the table, columns, then keys and indexes."""
+    title = f"{table.kind} {table.table_schema + '.' if table.table_schema else ''}{table.name}"
+    head = escape_cell(title) + (f" -- {escape_cell(table.comment)}" if table.comment else "")
+    if table.row_estimate is not None:
+        head += f" (about {table.row_estimate} rows)"
+    cols: list[list[JsonValue]] = [
+        [c.name, c.type, "yes" if c.nullable else "no", "PK" if c.primary_key else "", c.comment or ""]
+        for c in table.columns
+    ]
+    lines = [head, "", *_table(["column", "type", "nullable", "key", "comment"], cols)]
+    for fk in table.foreign_keys:
+        target = f"{fk.references_schema + '.' if fk.references_schema else ''}{fk.references_table}"
+        lines.append(
+            escape_cell(f"FK ({', '.join(fk.columns)}) -> {target} ({', '.join(fk.references_columns)})")
+        )
+    for ix in table.indexes:
+        kind = "unique index" if ix.unique else "index"
+        lines.append(escape_cell(f"{kind} {ix.name or ''} ({', '.join(c or '?' for c in ix.columns)})"))
+    return "\n".join(lines)

@@ -1,0 +1,141 @@
+"""The SQL service: admission, engine, shaping and rendering, shared by the tools and the CLI."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Final, Literal
+
+from mcpkit.errors import Refused, ToolError
+from mcpkit.sql.admission import Admitted, FunctionCatalog, FunctionPolicy, admit
+from mcpkit.sql.engines.base import Engine
+from mcpkit.sql.engines.catalog import PostgresCatalog
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import refuse
+from mcpkit.sql.models import QueryResult, TableDescription, TableList
+from mcpkit.sql.reflect import describe_table, list_tables
+from mcpkit.sql.render import render_description, render_markdown, render_table_list
+from mcpkit.sql.shaping import shape_rows
+
+__all__ = ["DEFAULT_ROWS", "HARD_MAX_ROWS", "SqlService"]
+
+log = logging.getLogger("mcpkit.sql")
+
+DEFAULT_ROWS: Final = 25
+HARD_MAX_ROWS: Final = 5000
+
+
+class SqlService:
+    """Answer one query the way the agent sees it: admitted, capped, run read-only, shaped, rendered.
+
+    Args:
+        engine: Where queries run.
+        max_rows: The hard maximum of `max_rows` per call (at most 5000).
+        timeout_s: Per-call deadline for the database work.
+        functions: Function policy (denylist, optional allowlist); the dialect's default if None.
+        catalog: Volatility lookup; "auto" uses `pg_proc` on PostgreSQL, None turns it off.
+        max_cost: Refuse queries whose planner estimate is above this (PostgreSQL, MySQL).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        max_rows: int = 500,
+        timeout_s: float = 30.0,
+        functions: FunctionPolicy | None = None,
+        catalog: FunctionCatalog | Literal["auto"] | None = "auto",
+        max_cost: float | None = None,
+    ) -> None:
+        if not 1 <= max_rows <= HARD_MAX_ROWS:
+            raise ValueError(f"max_rows must be between 1 and {HARD_MAX_ROWS}")
+        self.engine = engine
+        self.max_rows = max_rows
+        self.timeout_s = timeout_s
+        self.functions = functions or FunctionPolicy.for_dialect(engine.dialect)
+        if catalog == "auto":
+            catalog = PostgresCatalog(engine) if engine.dialect == "postgres" else None
+        self.catalog: FunctionCatalog | None = catalog
+        self.max_cost = max_cost
+        self._admit = admit  # replaced only by the defense-in-depth tests
+
+    def admit(self, sql: str, rows: int) -> Admitted:
+        """Admit `sql` with the row cap `rows` built in (one more row, to see whether more exist)."""
+        return self._admit(
+            sql, self.engine.dialect, limit=rows + 1, functions=self.functions, catalog=self.catalog
+        )
+
+    def query(self, sql: str, *, call_id: str, max_rows: int = DEFAULT_ROWS) -> tuple[QueryResult, str]:
+        """Run one query as `execute_query` does.
+
+        Args:
+            sql: The model's SQL.
+            call_id: Shown to the database and in the log.
+            max_rows: Rows to return (clamped to this service's maximum).
+
+        Returns:
+            The structured result and its markdown.
+
+        Raises:
+            Refused: admission or the cost ceiling said no.
+            QueryFailed: the database failed the query (masked).
+            QueryTimeout: the deadline passed.
+        """
+        rows = max(1, min(max_rows, self.max_rows))
+        try:
+            admitted = self.admit(sql, rows)
+        except Refused as exc:
+            log.info("sql call %s refused (%s): %r", call_id, (exc.data or {}).get("reason"), sql[:2000])
+            raise
+        log.info("sql call %s admitted: %s", call_id, admitted.sql[:2000])
+        if self.max_cost is not None:
+            self._check_cost(admitted.sql, call_id)
+        result = shape_rows(self.engine.execute(admitted.sql, None, rows, self.timeout_s, call_id))
+        return result, render_markdown(result)
+
+    def tables(self, *, call_id: str, schema: str | None = None) -> tuple[TableList, str]:
+        """`list_tables`: what the account can read, with row estimates."""
+        found = list_tables(self._reflecting(), call_id=call_id, timeout_s=self.timeout_s, schema=schema)
+        return found, render_table_list(found)
+
+    def describe(self, name: str, *, call_id: str, schema: str | None = None) -> tuple[TableDescription, str]:
+        """`describe_table`: columns, keys, indexes, comments of one readable table."""
+        found = describe_table(
+            self._reflecting(), name, call_id=call_id, schema=schema, timeout_s=self.timeout_s
+        )
+        return found, render_description(found)
+
+    def _reflecting(self) -> SqlEngine:
+        if not isinstance(self.engine, SqlEngine):
+            raise ToolError("This server's engine cannot list or describe tables.")
+        return self.engine
+
+    def _check_cost(self, sql: str, call_id: str) -> None:
+        cost = self._plan_cost(sql, call_id)
+        if cost is not None and self.max_cost is not None and cost > self.max_cost:
+            refuse(
+                "cost",
+                f"The planner estimates this query at cost {cost:.0f}, over this server's ceiling of "
+                f"{self.max_cost:.0f}; filter, aggregate or narrow the query.",
+            )
+
+    def _plan_cost(self, sql: str, call_id: str) -> float | None:
+        dialect = self.engine.dialect
+        if dialect == "postgres":
+            plan: Any = self.engine.execute(
+                f"EXPLAIN (FORMAT JSON) {sql}", None, 1, self.timeout_s, call_id
+            ).rows[0][0]
+            plan = json.loads(plan) if isinstance(plan, str) else plan
+            return float(plan[0]["Plan"]["Total Cost"])
+        if dialect == "mysql":
+            raw = self.engine.execute(f"EXPLAIN FORMAT=JSON {sql}", None, 1, self.timeout_s, call_id).rows[0][
+                0
+            ]
+            cost = json.loads(str(raw)).get("query_block", {}).get("cost_info", {}).get("query_cost")
+            if cost is None:
+                log.info(
+                    "sql call %s: this server's EXPLAIN gives no cost (MariaDB); --max-cost skipped", call_id
+                )
+                return None
+            return float(cost)
+        return None

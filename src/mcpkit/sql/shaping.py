@@ -1,0 +1,144 @@
+"""Shaping: turn each database value into a small, JSON-safe cell, one cell at a time."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import uuid
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any, Final
+
+from pydantic import JsonValue
+
+from mcpkit.sql.engines.base import Rows
+from mcpkit.sql.models import QueryResult
+
+__all__ = ["CELL_MAX_CHARS", "VECTOR_MIN_DIM", "VECTOR_TYPES", "clip", "shape_cell", "shape_rows"]
+
+CELL_MAX_CHARS: Final = 500
+VECTOR_MIN_DIM: Final = 16
+VECTOR_TYPES: Final = frozenset({"vector", "halfvec", "sparsevec", "VECTOR"})
+_JSON_SNIFF_MAX: Final = 1_000_000
+
+
+def clip(text: str, limit: int = CELL_MAX_CHARS) -> str:
+    """Cut `text` to `limit` characters, marking the cut with `...`.
+
+    >>> clip("abcdef", 3)
+    'abc...'
+    """
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _number(value: Decimal | float) -> JsonValue:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if not value.is_finite():
+        return str(value)
+    if value == value.to_integral_value() and abs(value) < 2**53:
+        return int(value)
+    as_float = float(value)
+    return as_float if Decimal(repr(as_float)) == value.normalize() else str(value)
+
+
+def _vector_dim(value: Any, type_name: str | None) -> int | None:
+    # pgvector arrives as text ("[1,2,3]", sparsevec "{1:0.5}/768"); float arrays as lists;
+    # embeddings stored as JSON text as a string starting with "[".
+    if type_name in VECTOR_TYPES:
+        text = str(value)
+        if "/" in text:
+            tail = text.rsplit("/", 1)[1]
+            return int(tail) if tail.isdigit() else None
+        body = text.strip().strip("[]")
+        return len(body.split(",")) if body else 0
+    if isinstance(value, list | tuple):
+        numeric = len(value) >= VECTOR_MIN_DIM and all(
+            isinstance(v, int | float | Decimal) and not isinstance(v, bool) for v in value
+        )
+        return len(value) if numeric else None
+    if (
+        isinstance(value, str)
+        and value.startswith("[")
+        and VECTOR_MIN_DIM * 2 <= len(value) < _JSON_SNIFF_MAX
+    ):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return None
+        return _vector_dim(parsed, None) if isinstance(parsed, list) else None
+    return None
+
+
+def _fits(value: JsonValue) -> JsonValue:
+    # A nested value (JSON, arrays) stays structured when short, else becomes clipped JSON text.
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return value if len(text) <= CELL_MAX_CHARS else clip(text)
+
+
+def shape_cell(value: Any, type_name: str | None = None) -> JsonValue:
+    """One database value as a JSON-safe cell that cannot flood the context.
+
+    >>> shape_cell(b"\\x00\\x01\\x02")
+    '<binary 3 bytes>'
+    >>> shape_cell([0.5] * 384)
+    '<VECTOR(384)>'
+    >>> shape_cell("x" * 600)[-5:]
+    'xx...'
+    >>> shape_cell(Decimal("12.50"))
+    12.5
+
+    Args:
+        value: A value as the driver returned it.
+        type_name: The database's type name for the column, when known.
+
+    Returns:
+        None, bool, int, float, str, or a short list/dict; binary, large-object handles and
+        vectors become `<binary N bytes>`, `<LOB>`, `<VECTOR(dim)>`; long text is clipped.
+    """
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float | Decimal):
+        return _number(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"<binary {len(value) if not isinstance(value, memoryview) else value.nbytes} bytes>"
+    if hasattr(value, "read") and not isinstance(value, str):
+        return "<LOB>"  # a driver large-object handle: never read it whole
+    dim = _vector_dim(value, type_name)
+    if dim is not None:
+        return f"<VECTOR({dim})>"
+    if isinstance(value, str):
+        return clip(value)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta | uuid.UUID):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return _fits([shape_cell(v) for v in value[: CELL_MAX_CHARS // 2]])
+    if isinstance(value, dict):
+        items = list(value.items())[: CELL_MAX_CHARS // 4]
+        return _fits({str(k): shape_cell(v) for k, v in items})
+    return clip(str(value))
+
+
+def shape_rows(rows: Rows, max_rows: int | None = None) -> QueryResult:
+    """Shape an engine result into the structured answer of `execute_query`.
+
+    Args:
+        rows: What the engine returned.
+        max_rows: Rows to keep (the engine's limit when None).
+
+    Returns:
+        Columns, shaped rows, whether more rows exist, elapsed time.
+    """
+    kept: Sequence[tuple[Any, ...]] = rows.rows if max_rows is None else rows.rows[:max_rows]
+    types = [c.type_name for c in rows.columns]
+    shaped = [[shape_cell(v, types[i] if i < len(types) else None) for i, v in enumerate(r)] for r in kept]
+    return QueryResult(
+        columns=[c.name for c in rows.columns],
+        rows=shaped,
+        row_count=len(shaped),
+        truncated=rows.more or len(kept) < len(rows.rows),
+        elapsed_ms=round(rows.elapsed_s * 1000, 1),
+    )
