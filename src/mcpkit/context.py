@@ -62,16 +62,15 @@ class Context:
         principal: The authenticated caller (HTTP with auth), else None.
         protocol_version: The negotiated MCP revision.
         request_id: The JSON-RPC id of this call (for `related_request_id` in server-to-client requests).
-        log: A logger whose lines carry the call id; redacted against every loaded secret.
     """
 
     __slots__ = (
         "_allowed",
         "_egress",
+        "_log",
         "_secrets",
         "call_id",
         "client",
-        "log",
         "min_client_level",
         "principal",
         "protocol_version",
@@ -100,9 +99,7 @@ class Context:
         self.client = client
         self.principal = principal
         self.protocol_version = protocol_version
-        self.log: logging.LoggerAdapter[logging.Logger] = _CallLogAdapter(
-            logging.getLogger(f"mcpkit.tool.{tool}"), {"call_id": call_id, "tool": tool}
-        )
+        self._log: logging.LoggerAdapter[logging.Logger] | None = None
         self._secrets = secrets
         self._allowed = allowed_secrets
         self._egress = egress
@@ -110,6 +107,15 @@ class Context:
         """The SDK's session of this request: the escape hatch for sampling and elicitation."""
         self.request_id = request_id
         self.min_client_level = min_client_level
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger whose lines carry the call id; redacted against every loaded secret."""
+        if self._log is None:
+            self._log = _CallLogAdapter(
+                logging.getLogger(f"mcpkit.tool.{self.tool}"), {"call_id": self.call_id, "tool": self.tool}
+            )
+        return self._log
 
     def secret(self, name: str) -> str | None:
         """The value of a declared secret, or None when the operator has not set it."""

@@ -24,6 +24,8 @@ _PATTERNS = re.compile(
     r"|((?:password|passwd|secret|token|api[_-]?key)\s*[=:]\s*)[^\s,;&\"']{4,}"
     r"|(://[^/\s:@]+:)[^@/\s]+(@)"
 )
+# Cheap gate: the pattern can only match where one of these (lower-cased) appears.
+_GATES = ("bearer", "pass", "secret", "token", "api", "://")
 
 
 class Redactor:
@@ -47,7 +49,10 @@ class Redactor:
         """`text` with every secret replaced by `[REDACTED]`."""
         if self._pattern is not None:
             text = self._pattern.sub(REDACTED, text)
-        return _PATTERNS.sub(_keep_prefix, text)
+        lowered = text.lower()
+        if any(gate in lowered for gate in _GATES):
+            text = _PATTERNS.sub(_keep_prefix, text)
+        return text
 
 
 def _keep_prefix(m: re.Match[str]) -> str:
@@ -78,18 +83,16 @@ def install_redaction(redactor: Redactor, *, stream: Any = None) -> None:
     """
     root, ours = logging.getLogger(), logging.getLogger("mcpkit")
     if not root.handlers and not ours.handlers:
-        handler: logging.Handler = logging.StreamHandler(stream or sys.stderr)
-        ours.addHandler(handler)
+        ours.addHandler(logging.StreamHandler(stream or sys.stderr))
         if ours.level == logging.NOTSET:
             ours.setLevel(logging.INFO)
-    for logger in (root, ours):
-        for handler in logger.handlers:
-            fmt = handler.formatter
-            if isinstance(fmt, RedactingFormatter):
-                if fmt.redactor is not redactor:
-                    handler.setFormatter(RedactingFormatter(_Chain(fmt.redactor, redactor), fmt.inner))
-            else:
-                handler.setFormatter(RedactingFormatter(redactor, fmt))
+    for handler in [h for logger in (root, ours) for h in logger.handlers]:
+        fmt = handler.formatter
+        if isinstance(fmt, RedactingFormatter):
+            if fmt.redactor is not redactor:
+                handler.setFormatter(RedactingFormatter(_Chain(fmt.redactor, redactor), fmt.inner))
+        else:
+            handler.setFormatter(RedactingFormatter(redactor, fmt))
 
 
 class _Chain(Redactor):
@@ -106,4 +109,15 @@ class _Chain(Redactor):
 def log_call(record: dict[str, Any], *, level: int = logging.INFO) -> None:
     """Emit the one structured operator record of a call (as JSON text, and as `record.call`)."""
     if CALL_LOGGER.isEnabledFor(level):
-        CALL_LOGGER.log(level, json.dumps(record, default=str, ensure_ascii=False), extra={"call": record})
+        # makeRecord + handle: the same path as .log() without the stack walk for the caller's line.
+        entry = CALL_LOGGER.makeRecord(
+            CALL_LOGGER.name,
+            level,
+            __file__,
+            0,
+            json.dumps(record, default=str, ensure_ascii=False),
+            (),
+            None,
+            extra={"call": record},
+        )
+        CALL_LOGGER.handle(entry)

@@ -49,21 +49,26 @@ class Outcome:
     def is_error(self) -> bool:
         return self.code is not None
 
-    def to_result(self) -> types.CallToolResult:
-        """The wire result; per-call metadata travels in `_meta`, never in structuredContent."""
+    def to_wire(self) -> dict[str, Any]:
+        """The `CallToolResult` as wire JSON; per-call metadata goes in `_meta`, never in structuredContent.
+
+        Built as a plain dict: the SDK accepts one, and skipping the pydantic round trip is a measurable
+        share of a trivial call.
+        """
         meta = {f"{META_PREFIX}{k}": v for k, v in self.meta.items()}
         if self.code is not None:
-            meta[f"{META_PREFIX}error"] = {"code": self.code, "retryable": self.retryable, "data": self.data}
-        blocks: list[types.ContentBlock] = (
-            [] if self.text is None else [types.TextContent(type="text", text=self.text)]
-        )
-        blocks.extend(self.content)
-        return types.CallToolResult(
-            content=blocks,
-            structured_content=self.structured,
-            is_error=self.is_error,
-            _meta=meta or None,
-        )
+            error: dict[str, Any] = {"code": self.code, "retryable": self.retryable}
+            if self.data is not None:
+                error["data"] = self.data
+            meta[f"{META_PREFIX}error"] = error
+        blocks: list[dict[str, Any]] = [] if self.text is None else [{"type": "text", "text": self.text}]
+        blocks.extend(b.model_dump(by_alias=True, mode="json", exclude_none=True) for b in self.content)
+        wire: dict[str, Any] = {"content": blocks, "isError": self.code is not None, "resultType": "complete"}
+        if self.structured is not None:
+            wire["structuredContent"] = self.structured
+        if meta:
+            wire["_meta"] = meta
+        return wire
 
 
 def _compact_json(value: Any) -> str:

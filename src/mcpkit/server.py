@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -182,7 +182,7 @@ class Server:
         client = _client_info(ctx)
         principal = _principal(ctx)
         call = Call(
-            call_id=uuid.uuid4().hex,
+            call_id=os.urandom(16).hex(),
             name=params.name,
             arguments=params.arguments or {},
             make_context=lambda c: Context(
@@ -201,7 +201,7 @@ class Server:
             identity=principal or (f"{client.name}/{client.version}" if client else "anonymous"),
         )
         outcome = await self._chain(call)
-        return outcome.to_result()
+        return outcome.to_wire()  # type: ignore[return-value]  # the SDK serialises dicts as they are
 
     # --- running -----------------------------------------------------------------------------
 
