@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from egress_support import TestCA
+from tests.egress.egress_support import TestCA
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import ssl
 import tempfile
@@ -17,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from mcpkit.egress import Denial, EgressPolicy, judge_address
+from mcpkit.egress import Denial, EgressPolicy, GuardedClient, StaticResolver, judge_address
 from mcpkit.egress.addresses import IPAddress
 
 TEST_LOOPBACK = IPv4Address("127.0.0.1")
@@ -34,9 +35,15 @@ def judge_admitting_test_loopback(ip: IPAddress) -> Denial | None:
     return judge_address(ip)
 
 
-def test_policy(*allow: str, **kwargs: Any) -> EgressPolicy:
+def loopback_policy(*allow: str, **kwargs: Any) -> EgressPolicy:
     """A policy for loopback tests: the given allowlist and the testing judge."""
     return EgressPolicy(allow=allow or None, address_judge=judge_admitting_test_loopback, **kwargs)
+
+
+def client_for(server: TestServer, host: str = "api.test", **policy_kwargs: Any) -> GuardedClient:
+    """A client allowed to reach `server` as `host` (resolved to 127.0.0.1) and nothing else."""
+    policy = loopback_policy(f"{host}:{server.port}", **policy_kwargs)
+    return GuardedClient(policy, resolver=StaticResolver({host: ["127.0.0.1"]}))
 
 
 @dataclass
@@ -82,7 +89,7 @@ class TestServer:
     async def __aenter__(self) -> TestServer:
         if self.ssl_context is not None:
             self.ssl_context.sni_callback = self._on_sni
-        self._server = await asyncio.start_server(self._serve, self.host, 0, ssl=self.ssl_context)
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, ssl=self.ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -134,16 +141,27 @@ class TestServer:
             pass
         finally:
             writer.close()
-            try:
+            with contextlib.suppress(ConnectionError, ssl.SSLError):
                 await writer.wait_closed()
-            except (ConnectionError, ssl.SSLError):
-                pass
 
 
-_PHRASES = {200: "OK", 204: "No Content", 301: "Moved Permanently", 302: "Found", 303: "See Other",
-            307: "Temporary Redirect", 308: "Permanent Redirect", 400: "Bad Request", 401: "Unauthorized",
-            403: "Forbidden", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
-            502: "Bad Gateway", 503: "Service Unavailable"}
+_PHRASES = {
+    200: "OK",
+    204: "No Content",
+    301: "Moved Permanently",
+    302: "Found",
+    303: "See Other",
+    307: "Temporary Redirect",
+    308: "Permanent Redirect",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
 
 
 def ok(body: bytes = b"ok", *headers: tuple[str, str]) -> Handler:
