@@ -49,7 +49,9 @@ async def drive(client: Client, calls: int) -> Run:
         assert not result.is_error
     total = time.perf_counter() - started
     latencies.sort()
-    return Run(calls / total, statistics.median(latencies) * 1000, latencies[int(len(latencies) * 0.99)] * 1000)
+    return Run(
+        calls / total, statistics.median(latencies) * 1000, latencies[int(len(latencies) * 0.99)] * 1000
+    )
 
 
 def free_port() -> int:
@@ -67,8 +69,12 @@ async def measure(name: str, transport: str, calls: int) -> Run:
             return await drive(client, calls)
     port = free_port()
     mode = "json" if transport == "http-json" else "sse"
-    proc = subprocess.Popen([sys.executable, script, "http", str(port), mode], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, script, "http", str(port), mode],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -101,18 +107,25 @@ async def main() -> None:
                 key = (name, transport)
                 if key not in best or run.calls_per_s > best[key].calls_per_s:
                     best[key] = run
-                print(f"round {rnd + 1} {transport:9} {name:8} {run.calls_per_s:7.0f} calls/s "
-                      f"p50 {run.p50_ms:5.2f} ms p99 {run.p99_ms:5.2f} ms", file=sys.stderr)
-    print(f"\n{opts.calls} sequential calls x best of {opts.rounds} rounds, official SDK client, Python "
-          f"{sys.version.split()[0]}\n")
+                print(
+                    f"round {rnd + 1} {transport:9} {name:8} {run.calls_per_s:7.0f} calls/s "
+                    f"p50 {run.p50_ms:5.2f} ms p99 {run.p99_ms:5.2f} ms",
+                    file=sys.stderr,
+                )
+    print(
+        f"\n{opts.calls} sequential calls x best of {opts.rounds} rounds, official SDK client, Python "
+        f"{sys.version.split()[0]}\n"
+    )
     print("| transport | server | calls/s | p50 ms | p99 ms | vs bare SDK | vs FastMCP |")
     print("|---|---|---|---|---|---|---|")
     for transport in transports:
         bare, fast = best[("bare SDK", transport)], best[("FastMCP", transport)]
         for name in SERVERS:
             r = best[(name, transport)]
-            print(f"| {transport} | {name} | {r.calls_per_s:.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | "
-                  f"{r.calls_per_s / bare.calls_per_s:.2f}x | {r.calls_per_s / fast.calls_per_s:.2f}x |")
+            print(
+                f"| {transport} | {name} | {r.calls_per_s:.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | "
+                f"{r.calls_per_s / bare.calls_per_s:.2f}x | {r.calls_per_s / fast.calls_per_s:.2f}x |"
+            )
 
 
 if __name__ == "__main__":

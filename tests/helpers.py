@@ -35,11 +35,14 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes] | None = None, timeou
 
 
 @contextlib.contextmanager
-def python_server(args: Sequence[str], port: int, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+def python_server(
+    args: Sequence[str], port: int, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """Run `python ARGS` (a server listening on `port`) for the duration of the block."""
     full_env = {**os.environ, **(env or {})}
-    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=full_env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, *args], cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     try:
         wait_for_port(port, proc)
         yield proc

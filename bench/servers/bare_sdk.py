@@ -7,8 +7,11 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-TOOL = types.Tool(name="echo", description="Echo the text.",
-                  input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]})
+TOOL = types.Tool(
+    name="echo",
+    description="Echo the text.",
+    input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+)
 
 
 async def list_tools(ctx, params):  # type: ignore[no-untyped-def]
@@ -34,5 +37,9 @@ if __name__ == "__main__":
     else:
         import uvicorn
 
-        uvicorn.run(server.streamable_http_app(json_response=sys.argv[3] == "json"), host="127.0.0.1",
-                    port=int(sys.argv[2]), log_level="warning")
+        uvicorn.run(
+            server.streamable_http_app(json_response=sys.argv[3] == "json"),
+            host="127.0.0.1",
+            port=int(sys.argv[2]),
+            log_level="warning",
+        )

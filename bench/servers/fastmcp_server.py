@@ -17,5 +17,11 @@ if __name__ == "__main__":
     if sys.argv[1] == "stdio":
         mcp.run(show_banner=False)
     else:
-        mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[2]), show_banner=False,
-                json_response=sys.argv[3] == "json", log_level="WARNING")
+        mcp.run(
+            transport="http",
+            host="127.0.0.1",
+            port=int(sys.argv[2]),
+            show_banner=False,
+            json_response=sys.argv[3] == "json",
+            log_level="WARNING",
+        )

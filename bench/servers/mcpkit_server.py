@@ -16,7 +16,9 @@ async def echo(args: EchoIn, ctx: object) -> str:
     return args.text
 
 
-server = Server("mcpkit-echo", tools=[Tool(name="echo", description="Echo the text.", input=EchoIn, handler=echo)])
+server = Server(
+    "mcpkit-echo", tools=[Tool(name="echo", description="Echo the text.", input=EchoIn, handler=echo)]
+)
 
 if __name__ == "__main__":
     if sys.argv[1] == "stdio":

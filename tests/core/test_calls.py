@@ -86,21 +86,40 @@ def make_server() -> Server:
     return Server(
         "calls",
         tools=[
-            Tool(name="next_year", description="Add one year.", input=AgeIn, output=AgeOut, handler=next_year),
+            Tool(
+                name="next_year", description="Add one year.", input=AgeIn, output=AgeOut, handler=next_year
+            ),
             Tool(name="thread_name", description="Where it ran.", input=Loose, handler=thread_name),
             Tool(name="explode", description="Fails.", input=Loose, handler=explode),
             Tool(name="explode_sync", description="Fails.", input=Loose, handler=explode_sync),
             Tool(name="refuse", description="Refuses.", input=Loose, handler=refuse),
-            Tool(name="wrong_output", description="Breaks its contract.", input=Loose, output=AgeOut,
-                 handler=wrong_output),
+            Tool(
+                name="wrong_output",
+                description="Breaks its contract.",
+                input=Loose,
+                output=AgeOut,
+                handler=wrong_output,
+            ),
             Tool(name="slow", description="Too slow.", input=Loose, handler=slow, timeout_s=0.2),
-            Tool(name="blocking", description="Too slow, sync.", input=Loose, handler=blocking, timeout_s=0.2),
+            Tool(
+                name="blocking", description="Too slow, sync.", input=Loose, handler=blocking, timeout_s=0.2
+            ),
             Tool(name="rich", description="Markdown plus data.", input=Loose, output=AgeOut, handler=rich),
             Tool(name="hidden", description="Not allowed.", input=Loose, handler=thread_name),
             shout,
         ],
-        allowed_tools=["next_year", "thread_name", "explode", "explode_sync", "refuse", "wrong_output", "slow",
-                       "blocking", "rich", "shout"],
+        allowed_tools=[
+            "next_year",
+            "thread_name",
+            "explode",
+            "explode_sync",
+            "refuse",
+            "wrong_output",
+            "slow",
+            "blocking",
+            "rich",
+            "shout",
+        ],
     )
 
 
@@ -155,14 +174,25 @@ async def test_unknown_and_unlisted_tools_are_protocol_errors(mode: str) -> None
 
 @MODES
 @pytest.mark.parametrize("name", ["explode", "explode_sync"])
-async def test_exceptions_become_one_safe_sentence(mode: str, name: str, caplog: pytest.LogCaptureFixture) -> None:
+async def test_exceptions_become_one_safe_sentence(
+    mode: str, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO)
     async with connect(make_server(), mode=mode) as client:  # type: ignore[arg-type]
         result = await client.call_tool(name, {"a": 1})
     wire = dump(result)
     assert result.is_error
     assert text_of(result) == f"INTERNAL: {INTERNAL_MESSAGE}"
-    for leak in ("hunter2", "/srv/app", "SELECT", "customers", "RuntimeError", "KeyError", "Traceback", "123"):
+    for leak in (
+        "hunter2",
+        "/srv/app",
+        "SELECT",
+        "customers",
+        "RuntimeError",
+        "KeyError",
+        "Traceback",
+        "123",
+    ):
         assert leak not in wire
     call_id = (result.meta or {})["mcpkit/callId"]
     operator_log = "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
@@ -174,8 +204,11 @@ async def test_tool_error_keeps_code_message_and_data(mode: str) -> None:
     async with connect(make_server(), mode=mode) as client:  # type: ignore[arg-type]
         result = await client.call_tool("refuse", {"a": 1})
     assert result.is_error and text_of(result) == "TOOL_ERROR: That account is closed."
-    assert (result.meta or {})["mcpkit/error"] == {"code": "TOOL_ERROR", "retryable": False,
-                                                    "data": {"hint": "open one"}}
+    assert (result.meta or {})["mcpkit/error"] == {
+        "code": "TOOL_ERROR",
+        "retryable": False,
+        "data": {"hint": "open one"},
+    }
 
 
 @MODES

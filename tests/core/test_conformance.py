@@ -13,10 +13,24 @@ from tests.helpers import free_port, python_server
 
 # Every lifecycle, tools and wire-schema scenario must pass (docs/conformance.md lists the others).
 REQUIRED = (
-    "server-initialize", "ping", "logging-set-level", "tools-list", "tools-call-simple-text", "tools-call-image",
-    "tools-call-audio", "tools-call-embedded-resource", "tools-call-mixed-content", "tools-call-with-logging",
-    "tools-call-error", "tools-call-with-progress", "tools-call-sampling", "tools-call-elicitation",
-    "elicitation-sep1034-defaults", "elicitation-sep1330-enums", "json-schema-2020-12", "server-sse-multiple-streams",
+    "server-initialize",
+    "ping",
+    "logging-set-level",
+    "tools-list",
+    "tools-call-simple-text",
+    "tools-call-image",
+    "tools-call-audio",
+    "tools-call-embedded-resource",
+    "tools-call-mixed-content",
+    "tools-call-with-logging",
+    "tools-call-error",
+    "tools-call-with-progress",
+    "tools-call-sampling",
+    "tools-call-elicitation",
+    "elicitation-sep1034-defaults",
+    "elicitation-sep1330-enums",
+    "json-schema-2020-12",
+    "server-sse-multiple-streams",
     "dns-rebinding-protection",
 )
 SUMMARY = re.compile(r"^[✓✗] (?P<name>[\w-]+): (?P<passed>\d+) passed, (?P<failed>\d+) failed", re.MULTILINE)
@@ -25,13 +39,21 @@ SINGLE = re.compile(r"^Passed: (?P<passed>\d+)/\d+, (?P<failed>\d+) failed", re.
 
 def _run(npm_bin: Path, url: str, *args: str) -> dict[str, tuple[int, int]]:
     env = {**os.environ, "PATH": f"{npm_bin}{os.pathsep}{os.environ['PATH']}", "NO_COLOR": "1"}
-    proc = subprocess.run([str(npm_bin / "conformance"), "server", "--url", url, *args], capture_output=True,
-                          text=True, timeout=600, env=env, check=False)
+    proc = subprocess.run(
+        [str(npm_bin / "conformance"), "server", "--url", url, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
     found = {m["name"]: (int(m["passed"]), int(m["failed"])) for m in SUMMARY.finditer(proc.stdout)}
     if "--scenario" in args and (single := SINGLE.search(proc.stdout)):
         found[args[args.index("--scenario") + 1]] = (int(single["passed"]), int(single["failed"]))
     if not found:
-        raise AssertionError(f"no conformance summary; stdout: {proc.stdout[-1500:]} stderr: {proc.stderr[-1500:]}")
+        raise AssertionError(
+            f"no conformance summary; stdout: {proc.stdout[-1500:]} stderr: {proc.stderr[-1500:]}"
+        )
     return found
 
 

@@ -71,10 +71,18 @@ def test_annotations_defaults_and_author_wins() -> None:
     read = make().listed_annotations()
     assert read.read_only_hint is True and read.destructive_hint is None and read.open_world_hint is True
     writes = make(mutating=True).listed_annotations()
-    assert writes.read_only_hint is False and writes.destructive_hint is True and writes.idempotent_hint is False
-    explicit = make(mutating=True, annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False,
-                                                                idempotent_hint=True)).listed_annotations()
-    assert (explicit.destructive_hint, explicit.open_world_hint, explicit.idempotent_hint) == (False, False, True)
+    assert (
+        writes.read_only_hint is False and writes.destructive_hint is True and writes.idempotent_hint is False
+    )
+    explicit = make(
+        mutating=True,
+        annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False, idempotent_hint=True),
+    ).listed_annotations()
+    assert (explicit.destructive_hint, explicit.open_world_hint, explicit.idempotent_hint) == (
+        False,
+        False,
+        True,
+    )
     author_says_not_read_only = make(annotations=ToolAnnotations(read_only_hint=False)).listed_annotations()
     assert author_says_not_read_only.read_only_hint is False
     with pytest.raises(DefinitionError, match="readOnlyHint"):

@@ -88,10 +88,18 @@ def test_only_recursive_definitions_keep_a_local_ref() -> None:
         {"quantity": 2, "ship_to": {"street": "1 Rue"}, "point": [2.3, 48.8]},
         {"quantity": 2, "ship_to": {"street": "x", "city": "y"}, "point": [1.0, 2.0], "extra": 1},
         {"quantity": 2, "ship_to": {"street": "x", "city": "y"}, "point": [1.0, 2.0], "mode": "rail"},
-        {"quantity": 2, "ship_to": {"street": "x", "city": "y"}, "point": [1.0, 2.0],
-         "tree": {"name": "a", "children": [{"name": "b", "children": [{"name": 3}]}]}},
-        {"quantity": 2, "ship_to": {"street": "x", "city": "y"}, "point": [1.0, 2.0],
-         "tree": {"name": "a", "children": [{"name": "b"}]}},
+        {
+            "quantity": 2,
+            "ship_to": {"street": "x", "city": "y"},
+            "point": [1.0, 2.0],
+            "tree": {"name": "a", "children": [{"name": "b", "children": [{"name": 3}]}]},
+        },
+        {
+            "quantity": 2,
+            "ship_to": {"street": "x", "city": "y"},
+            "point": [1.0, 2.0],
+            "tree": {"name": "a", "children": [{"name": "b"}]},
+        },
     ],
 )
 def test_schema_and_model_agree(instance: dict[str, object]) -> None:
@@ -110,7 +118,7 @@ def test_non_object_root_is_a_definition_error() -> None:
     class Numbers(RootModel[list[int]]):
         pass
 
-    with pytest.raises(DefinitionError, match="must be \"type\": \"object\""):
+    with pytest.raises(DefinitionError, match='must be "type": "object"'):
         compile_model(Numbers, mode="serialization", what="tool 'x' output")
 
 

@@ -53,8 +53,18 @@ def _post(port: int, headers: dict[str, str], body: bytes) -> httpx2.Response:
 
 def test_http_refuses_rebinding_hosts_foreign_origins_and_non_json() -> None:
     port = free_port()
-    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode()
+    init = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+    ).encode()
     with python_server(["-c", HTTP_SERVER, str(port)], port):
         assert _post(port, {"Host": "evil.example.com"}, init).status_code == 421
         assert _post(port, {"Origin": "http://evil.example.com"}, init).status_code == 403
@@ -77,7 +87,12 @@ def _inspector(npm_bin: Path, *args: str) -> dict[str, object]:
     env = {**os.environ, "PATH": f"{npm_bin}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(
         [str(npm_bin / "mcp-inspector"), "--cli", sys.executable, WEATHER, *args],
-        capture_output=True, text=True, timeout=120, env=env, cwd=ROOT, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     data: dict[str, object] = json.loads(proc.stdout)
@@ -88,7 +103,16 @@ def _inspector(npm_bin: Path, *args: str) -> dict[str, object]:
 def test_inspector_cli_lists_and_calls(npm_bin: Path) -> None:
     listed = _inspector(npm_bin, "--method", "tools/list")
     assert [t["name"] for t in listed["tools"]] == ["forecast", "to_fahrenheit"]  # type: ignore[attr-defined]
-    called = _inspector(npm_bin, "--method", "tools/call", "--tool-name", "forecast",
-                        "--tool-arg", "city=Oslo", "--tool-arg", "days=2")
+    called = _inspector(
+        npm_bin,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "forecast",
+        "--tool-arg",
+        "city=Oslo",
+        "--tool-arg",
+        "days=2",
+    )
     assert called["structuredContent"] == {"city": "oslo", "celsius": [3, 3.5]}
     assert called["isError"] is False
