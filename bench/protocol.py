@@ -1,4 +1,4 @@
-"""tools/call throughput and latency of one trivial tool: mcpkit vs the bare SDK server vs FastMCP, in one run.
+"""tools/call throughput and p50/p99 latency of one trivial tool: mcpkit, the bare SDK server and FastMCP.
 
 Each server runs as its own subprocess; the official SDK client (`mcp.Client`, 2025-11-25 handshake) makes
 N sequential calls after a warm-up, over stdio and over Streamable HTTP (SSE and JSON responses). Servers

@@ -16,7 +16,7 @@ def readme_server() -> object:
     code = re.findall(r"```python\n(.*?)```", text, re.S)[0]
     assert len([line for line in code.splitlines() if line.strip()]) <= 22
     module = types.ModuleType("readme_example")
-    exec(compile(code, "README.md", "exec"), module.__dict__)  # noqa: S102 - our own README
+    exec(compile(code, "README.md", "exec"), module.__dict__)
     return module.server
 
 

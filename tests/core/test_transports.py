@@ -1,4 +1,4 @@
-"""Real transports: stdio as a subprocess, Streamable HTTP on a real socket, and real peers (Inspector CLI)."""
+"""Real transports: stdio as a subprocess, Streamable HTTP on a real socket, and the Inspector CLI."""
 
 from __future__ import annotations
 
