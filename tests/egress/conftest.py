@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tests.egress.egress_support import TestCA
 
 

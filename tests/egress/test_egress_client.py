@@ -9,7 +9,6 @@ import zlib
 
 import anyio
 import pytest
-from tests.egress.egress_support import Reply, Seen, TestCA, TestServer, client_for, loopback_policy, ok
 
 from mcpkit.egress import (
     EgressDenied,
@@ -19,6 +18,7 @@ from mcpkit.egress import (
     UpstreamError,
 )
 from mcpkit.errors import InvalidParams, ToolTimeout
+from tests.egress.egress_support import Reply, Seen, TestCA, TestServer, client_for, loopback_policy, ok
 
 pytestmark = pytest.mark.anyio
 
@@ -340,3 +340,17 @@ async def test_connection_refused_is_retryable() -> None:
         with pytest.raises(UpstreamError) as caught:
             await client.fetch(f"http://api.test:{port}/")
     assert caught.value.retryable
+
+
+@pytest.mark.parametrize(("name", "value"), [("X-A", "1\r\nX-Injected: 2"), ("X A", "1"), ("X-A", "a\nb")])
+async def test_header_injection_refused(name: str, value: str) -> None:
+    async with GuardedClient(loopback_policy("api.test"), resolver=resolver(api="127.0.0.1")) as client:
+        with pytest.raises(EgressDenied) as caught:
+            await client.fetch("http://api.test/", headers={name: value})
+    assert caught.value.reason == "header"
+
+
+async def test_braces_in_a_plain_url_are_not_a_template() -> None:
+    async with TestServer(ok()) as api, client_for(api) as client:
+        await client.fetch(f"http://api.test:{api.port}/search?q={{x}}")
+    assert api.seen[-1].target == "/search?q={x}"

@@ -6,7 +6,6 @@ import json
 
 import pytest
 from pydantic import BaseModel
-from tests.egress.egress_support import Reply, TestServer, client_for, loopback_policy, ok
 
 from mcpkit.egress import (
     BadUpstreamResponse,
@@ -15,6 +14,7 @@ from mcpkit.egress import (
     UpstreamError,
     UpstreamStatusError,
 )
+from tests.egress.egress_support import Reply, TestServer, client_for, loopback_policy, ok
 
 pytestmark = pytest.mark.anyio
 

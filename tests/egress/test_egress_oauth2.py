@@ -11,7 +11,6 @@ from urllib.parse import parse_qs
 
 import anyio
 import pytest
-from tests.egress.egress_support import Reply, Seen, TestCA, TestServer, loopback_policy, ok
 
 from mcpkit.egress import (
     EgressDenied,
@@ -21,6 +20,7 @@ from mcpkit.egress import (
     UpstreamStatusError,
 )
 from mcpkit.errors import DefinitionError, ToolError
+from tests.egress.egress_support import Reply, Seen, TestCA, TestServer, loopback_policy, ok
 
 pytestmark = pytest.mark.anyio
 

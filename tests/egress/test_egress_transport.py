@@ -13,7 +13,6 @@ from ipaddress import ip_address
 
 import httpcore2
 import pytest
-from tests.egress.egress_support import TestCA, TestServer, loopback_policy, ok
 
 from mcpkit.egress import (
     Denial,
@@ -28,6 +27,7 @@ from mcpkit.egress import (
 from mcpkit.egress.addresses import IPAddress
 from mcpkit.egress.transport import CheckedBackend
 from mcpkit.errors import DefinitionError
+from tests.egress.egress_support import TestCA, TestServer, loopback_policy, ok
 
 pytestmark = pytest.mark.anyio
 

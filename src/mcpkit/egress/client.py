@@ -17,6 +17,7 @@ run around the checks.
 from __future__ import annotations
 
 import json as jsonlib
+import re
 import ssl
 from collections.abc import Mapping
 from importlib import metadata
@@ -41,6 +42,7 @@ from mcpkit.errors import DefinitionError, ToolTimeout
 __all__ = ["GuardedClient", "default_user_agent"]
 
 T = TypeVar("T")
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _FORBIDDEN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "te", "upgrade"})
 
 
@@ -204,6 +206,8 @@ class GuardedClient:
         for name, value in (headers or {}).items():
             if name.lower() in _FORBIDDEN_HEADERS:
                 raise EgressDenied("header", f"The {name} header is set by the egress client, not by tools.")
+            if not _TOKEN.fullmatch(name) or any(c in str(value) for c in "\r\n\0"):
+                raise EgressDenied("header", "Header names must be tokens and values single lines.")
             merged[name] = value
         if json is not None and content is not None:
             raise DefinitionError("pass json= or content=, not both")

@@ -81,6 +81,8 @@ def expand_template(
         InvalidParams: missing, extra or unusable parameter values.
         EgressDenied: `template` when the template itself is unusable.
     """
+    if path_params is None and base_url is None:
+        return template, None  # a plain URL: braces in it are just characters httpx will encode
     text = template if base_url is None else _join_base(base_url, template)
     cut = min((i for i in (text.find("?"), text.find("#")) if i >= 0), default=len(text))
     path_part, tail = text[:cut], text[cut:]
