@@ -21,6 +21,7 @@ from mcpkit.egress import (
     GuardedClient,
     GuardedTransport,
     StaticResolver,
+    SystemResolver,
     UpstreamError,
     judge_address,
 )
@@ -174,3 +175,21 @@ async def test_sni_extension_from_a_caller_is_ignored(test_ca: TestCA) -> None:
 
 def test_backend_is_an_httpcore_backend() -> None:
     assert isinstance(CheckedBackend(loopback_policy(), StaticResolver({})), httpcore2.AsyncNetworkBackend)
+
+
+async def test_production_defaults_refuse_a_real_local_server() -> None:
+    """No test hooks at all: the system resolver and the production judge, against a live server."""
+    async with TestServer(ok()) as server:
+        policy = EgressPolicy(ports=frozenset({server.port}))
+        async with GuardedClient(policy) as client:
+            for url in (f"http://localhost:{server.port}/", f"http://127.0.0.1:{server.port}/"):
+                with pytest.raises(EgressDenied) as caught:
+                    await client.fetch(url)
+                assert caught.value.reason == "loopback"
+    assert server.connections == 0
+
+
+async def test_system_resolver_answers_localhost() -> None:
+    addresses = await SystemResolver().resolve("localhost", 80)
+    assert addresses
+    assert all(judge_address(a) is not None for a in addresses)

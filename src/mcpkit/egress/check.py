@@ -9,7 +9,7 @@ from mcpkit.egress.addresses import IPAddress
 from mcpkit.egress.errors import EgressDenied
 from mcpkit.egress.policy import EgressPolicy, admit, judge
 from mcpkit.egress.resolver import ResolutionFailed, Resolver
-from mcpkit.egress.urls import Target, canonicalise
+from mcpkit.egress.urls import Target, canonical_host, canonicalise
 
 __all__ = ["Verdict", "check_url", "resolve_checked"]
 
@@ -66,8 +66,6 @@ async def resolve_checked(host: str, port: int, policy: EgressPolicy, resolver: 
 
 
 def _literal(host: str) -> IPAddress | None:
-    from mcpkit.egress.urls import canonical_host
-
     try:
         return canonical_host(host, bracketed=":" in host)[1]
     except EgressDenied:

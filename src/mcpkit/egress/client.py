@@ -228,7 +228,7 @@ class GuardedClient:
             return await self._send_following(target, method, headers, body, bearer=None)
         token = await self.auth.token(self._send_token_request)
         response = await self._send_following(target, method, headers, body, bearer=token)
-        if response.status_code == 401:
+        if response.status_code == 401 and self.auth.applies_to(canonicalise(str(response.request.url))):
             self.auth.invalidate(token)
             token = await self.auth.token(self._send_token_request)
             response = await self._send_following(target, method, headers, body, bearer=token)

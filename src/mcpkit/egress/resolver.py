@@ -10,6 +10,7 @@ from typing import Protocol, runtime_checkable
 import anyio
 
 from mcpkit.egress.addresses import IPAddress
+from mcpkit.egress.urls import canonical_host
 
 __all__ = ["ResolutionFailed", "Resolver", "StaticResolver", "SystemResolver"]
 
@@ -68,8 +69,6 @@ class StaticResolver:
     def __init__(
         self, answers: Mapping[str, Sequence[str | IPAddress]], fallback: Resolver | None = None
     ) -> None:
-        from mcpkit.egress.urls import canonical_host
-
         self._answers: dict[str, list[IPAddress]] = {}
         for host, addresses in answers.items():
             key, _ = canonical_host(host)
