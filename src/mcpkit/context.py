@@ -14,9 +14,12 @@ from mcp_types import LoggingLevel, RequestId
 from mcpkit.secrets import SecretNotDeclared
 
 if TYPE_CHECKING:
+    import httpx2
+
+    from mcpkit.egress import GuardedClient
     from mcpkit.secrets import SecretStore
 
-__all__ = ["ClientInfo", "Context", "Egress"]
+__all__ = ["ClientInfo", "Context"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,16 +28,6 @@ class ClientInfo:
 
     name: str
     version: str
-
-
-class Egress:
-    """The guarded HTTP path a server offers its handlers (see `mcpkit.egress`)."""
-
-    async def fetch(self, url: str, **kwargs: Any) -> Any:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    async def fetch_json(self, url: str, **kwargs: Any) -> Any:  # pragma: no cover - interface
-        raise NotImplementedError
 
 
 _LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -89,7 +82,7 @@ class Context:
         protocol_version: str,
         secrets: SecretStore | None = None,
         allowed_secrets: frozenset[str] = frozenset(),
-        egress: Egress | None = None,
+        egress: GuardedClient | None = None,
         session: ServerSession | None = None,
         request_id: RequestId | None = None,
         min_client_level: LoggingLevel = "debug",
@@ -129,7 +122,7 @@ class Context:
             raise SecretNotDeclared(f"secret {name!r} is not declared by this tool or its server")
         return self._secrets.require(name, self._allowed)
 
-    async def fetch(self, url: str, **kwargs: Any) -> Any:
+    async def fetch(self, url: str, **kwargs: Any) -> httpx2.Response:
         """Fetch `url` through the server's egress guard; the only sanctioned way out."""
         return await self._require_egress().fetch(url, **kwargs)
 
@@ -154,7 +147,7 @@ class Context:
                 level, data, logger=self.tool, related_request_id=self.request_id
             )
 
-    def _require_egress(self) -> Egress:
+    def _require_egress(self) -> GuardedClient:
         if self._egress is None:
             raise RuntimeError("this server has no egress client")
         return self._egress

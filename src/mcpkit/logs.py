@@ -14,7 +14,15 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["CALL_LOGGER", "REDACTED", "RedactingFormatter", "Redactor", "install_redaction", "log_call"]
+__all__ = [
+    "CALL_LOGGER",
+    "REDACTED",
+    "RedactingFormatter",
+    "Redactor",
+    "install_redaction",
+    "log_call",
+    "redact_arguments",
+]
 
 REDACTED = "[REDACTED]"
 CALL_LOGGER = logging.getLogger("mcpkit.calls")
@@ -104,6 +112,30 @@ class _Chain(Redactor):
         for part in self.parts:
             text = part.redact(text)
         return text
+
+
+_SENSITIVE_KEY = re.compile(r"(?i)pass|secret|token|key|auth|cookie|credential|session|signature")
+_MAX_ARGUMENTS_TEXT = 1000
+
+
+def redact_arguments(arguments: Any, redactor: Redactor | None = None) -> str:
+    """Arguments for an operator record: credential-named fields masked, secrets redacted, length capped.
+
+    >>> redact_arguments({"user": "ann", "api_key": "k-123456", "nested": {"password": "pw123"}})
+    '{"user":"ann","api_key":"[REDACTED]","nested":{"password":"[REDACTED]"}}'
+    """
+
+    def mask(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: REDACTED if _SENSITIVE_KEY.search(str(k)) else mask(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [mask(v) for v in value]
+        return value
+
+    text = json.dumps(mask(arguments), ensure_ascii=False, separators=(",", ":"), default=str)
+    if len(text) > _MAX_ARGUMENTS_TEXT:
+        text = text[:_MAX_ARGUMENTS_TEXT] + f"...(+{len(text) - _MAX_ARGUMENTS_TEXT} chars)"
+    return redactor.redact(text) if redactor is not None else text
 
 
 def log_call(record: dict[str, Any], *, level: int = logging.INFO) -> None:

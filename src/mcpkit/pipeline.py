@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
 
 from mcpkit.errors import InvalidParams, ToolError, ToolTimeout
-from mcpkit.logs import log_call
+from mcpkit.logs import Redactor, log_call, redact_arguments
 from mcpkit.result import Outcome, OutputInvalid, error_outcome, internal_outcome, shape_output
 from mcpkit.tool import Tool, is_async_handler
 
@@ -49,6 +49,7 @@ class Call:
     arguments: dict[str, Any]
     make_context: Callable[[Call], Context]
     identity: str
+    redactor: Redactor | None = None
     tool: Tool | None = None
     args: BaseModel | None = None
     started: float = field(default_factory=time.perf_counter)
@@ -103,6 +104,7 @@ async def record(call: Call, call_next: CallNext) -> Outcome:
                 "outcome": code,
                 "duration_ms": elapsed_ms,
                 "cached": call.cached,
+                "arguments": redact_arguments(call.arguments, call.redactor),
                 **call.log_fields,
             }
         )

@@ -38,7 +38,7 @@ class Outcome:
 
     text: str | None
     structured: dict[str, Any] | None = None
-    content: Sequence[types.ContentBlock] = ()
+    content: Sequence[types.ContentBlock | dict[str, Any]] = ()  # dicts: already in wire form
     code: ErrorCode | None = None  # None: success
     retryable: bool = False
     data: Any = None
@@ -48,6 +48,17 @@ class Outcome:
     @property
     def is_error(self) -> bool:
         return self.code is not None
+
+    def encode(self) -> bytes:
+        """The model-visible part of a successful result, as bytes a cache can keep."""
+        blocks = [_dump_block(b) for b in self.content]
+        return json.dumps({"text": self.text, "structured": self.structured, "content": blocks}).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Outcome:
+        """The inverse of `encode`."""
+        raw = json.loads(data)
+        return cls(text=raw["text"], structured=raw["structured"], content=raw["content"])
 
     def to_wire(self) -> dict[str, Any]:
         """The `CallToolResult` as wire JSON; per-call metadata goes in `_meta`, never in structuredContent.
@@ -62,13 +73,19 @@ class Outcome:
                 error["data"] = self.data
             meta[f"{META_PREFIX}error"] = error
         blocks: list[dict[str, Any]] = [] if self.text is None else [{"type": "text", "text": self.text}]
-        blocks.extend(b.model_dump(by_alias=True, mode="json", exclude_none=True) for b in self.content)
+        blocks.extend(_dump_block(b) for b in self.content)
         wire: dict[str, Any] = {"content": blocks, "isError": self.code is not None, "resultType": "complete"}
         if self.structured is not None:
             wire["structuredContent"] = self.structured
         if meta:
             wire["_meta"] = meta
         return wire
+
+
+def _dump_block(block: types.ContentBlock | dict[str, Any]) -> dict[str, Any]:
+    return (
+        block if isinstance(block, dict) else block.model_dump(by_alias=True, mode="json", exclude_none=True)
+    )
 
 
 def _compact_json(value: Any) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,11 +14,14 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server as LowLevelServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from mcpkit.context import ClientInfo, Context, Egress
+from mcpkit.context import ClientInfo, Context
+from mcpkit.egress import EgressPolicy, GuardedClient, OAuth2ClientCredentials
 from mcpkit.errors import DefinitionError
+from mcpkit.finder import find_tools_tool
 from mcpkit.logs import Redactor, install_redaction
 from mcpkit.pipeline import Call, Stage, compose, invoke, lookup, record, validate
 from mcpkit.policy import Policy, ToolSelection
+from mcpkit.ratelimit import OnOutage
 from mcpkit.schema import CompiledSchema, compile_model
 from mcpkit.secrets import SecretStore
 from mcpkit.tool import Tool
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["CompiledTool", "Server"]
 
 DEFAULT_TIMEOUT_S = 60.0
+REDIS_URL_ENV = "MCPKIT_REDIS_URL"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +68,18 @@ class Server:
         timeout_s: Default deadline of one call.
         secrets: Secret names every tool of this server may read.
         secrets_dir: Where secret files live (default: `$MCPKIT_SECRETS_DIR`).
-        egress: The guarded HTTP client handlers reach through `ctx.fetch`.
+        egress: Where `ctx.fetch` may go: a list of hosts (`host`, `.suffix`, `host:port`; deny
+            everything else), an `EgressPolicy`, or a ready `GuardedClient`. Default: any public
+            address on ports 80/443, never a private, loopback or link-local one.
+        auth: OAuth2 client credentials `ctx.fetch` uses for its API host (its secrets are declared).
+        rate_limit_per_min: Default limit for tools without their own, per caller.
+        on_limit_outage: When the shared rate-limit store is down: "refuse" calls (fail closed,
+            the default) or "allow" them (fail open).
+        redis_url: Share rate limits and the result cache with other replicas (default:
+            `$MCPKIT_REDIS_URL`; unset keeps both in this process).
+        find_tools: Add the built-in `find_tools` tool, which searches every available tool.
+        list_limit: List at most this many tools (find_tools included); the rest stay callable
+            and `find_tools` finds them, for clients that cap the tool count.
         environ: The environment to read `MCPKIT_*` settings from (default: `os.environ`).
     """
 
@@ -83,7 +98,13 @@ class Server:
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
         secrets: Sequence[str] = (),
         secrets_dir: str | Path | None = None,
-        egress: Egress | None = None,
+        egress: Sequence[str] | EgressPolicy | GuardedClient | None = None,
+        auth: OAuth2ClientCredentials | None = None,
+        rate_limit_per_min: int | None = None,
+        on_limit_outage: OnOutage = "refuse",
+        redis_url: str | None = None,
+        find_tools: bool = False,
+        list_limit: int | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
@@ -115,14 +136,34 @@ class Server:
             enabled_toolsets=enabled_toolsets,
             environ=environ,
         )
-        declared = set(secrets).union(*(c.allowed_secrets for c in self.compiled.values()))
+        auth_secrets = {auth.client_id_secret, auth.client_secret_secret} if auth is not None else set()
+        declared = set(secrets).union(auth_secrets, *(c.allowed_secrets for c in self.compiled.values()))
         self.secrets = SecretStore(
             sorted(declared), redactor=self.redactor, secrets_dir=secrets_dir, environ=environ
         )
-        self.egress = egress
-        self.policy = Policy()
+        self.egress = _egress_client(
+            egress, auth, lambda name: self.secrets.get(name, frozenset(auth_secrets))
+        )
+        env = os.environ if environ is None else environ
         self._available = {n: self.compiled[n].tool for n in self.selection.available}
-        self._listing = types.ListToolsResult(tools=[self.compiled[n].wire for n in self.selection.listed])
+        listed = list(self.selection.listed)
+        if find_tools:
+            finder = find_tools_tool(self)
+            self.compiled[finder.name] = _compile(finder, server_secrets=frozenset())
+            self._available[finder.name] = finder
+            if list_limit is not None:
+                listed = listed[: max(0, list_limit - 1)]
+            listed.append(finder.name)
+        elif list_limit is not None:
+            raise DefinitionError("list_limit needs find_tools=True, or the unlisted tools are unreachable")
+        self.policy = Policy(
+            name,
+            self._available,
+            default_rate_limit_per_min=rate_limit_per_min,
+            on_limit_outage=on_limit_outage,
+            redis_url=redis_url or env.get(REDIS_URL_ENV) or None,
+        )
+        self._listing = types.ListToolsResult(tools=[self.compiled[n].wire for n in listed])
         self._chain = compose(self._stages(), invoke(timeout_s))
         self._lowlevel: LowLevelServer[Any] | None = None
         self.client_log_level: types.LoggingLevel = "debug"
@@ -137,6 +178,18 @@ class Server:
             validate,
             *self.policy.after_validation(),
         ]
+
+    async def aclose(self) -> None:
+        """Release what the server holds open (the egress connection pool)."""
+        await self.egress.aclose()
+
+    async def invalidate(self, tool_pattern: str = "*") -> int:
+        """Drop cached results of tools whose names match the glob; returns how many entries went."""
+        return await self.policy.invalidate(tool_pattern)
+
+    def available_tools(self) -> list[Tool]:
+        """The tools this deployment serves (listed or not), in definition order."""
+        return list(self._available.values())
 
     def list_tools(self) -> list[dict[str, Any]]:
         """The `tools` of this server's `tools/list`, as plain JSON (what clients see)."""
@@ -199,6 +252,7 @@ class Server:
                 min_client_level=self.client_log_level,
             ),
             identity=principal or (f"{client.name}/{client.version}" if client else "anonymous"),
+            redactor=self.redactor,
         )
         outcome = await self._chain(call)
         return outcome.to_wire()  # type: ignore[return-value]  # the SDK serialises dicts as they are
@@ -247,6 +301,25 @@ def _compile(t: Tool, *, server_secrets: frozenset[str]) -> CompiledTool:
     )
     recursive = inp.recursive + (out.recursive if out else ())
     return CompiledTool(t, wire, recursive, server_secrets | frozenset(t.secrets))
+
+
+def _egress_client(
+    egress: Sequence[str] | EgressPolicy | GuardedClient | None,
+    auth: OAuth2ClientCredentials | None,
+    secret: Callable[[str], str | None],
+) -> GuardedClient:
+    if isinstance(egress, GuardedClient):
+        if auth is not None:
+            raise DefinitionError("pass auth= to your GuardedClient, not to the Server, when you bring one")
+        return egress
+    if isinstance(egress, str):
+        raise DefinitionError("egress is a list of hosts, not one string")
+    policy = (
+        egress
+        if isinstance(egress, EgressPolicy)
+        else EgressPolicy(allow=None if egress is None else tuple(egress))
+    )
+    return GuardedClient(policy, auth=auth, secret=secret if auth is not None else None)
 
 
 def _client_info(ctx: ServerRequestContext[Any]) -> ClientInfo | None:

@@ -16,8 +16,11 @@ __all__ = ["run_stdio", "serve_stdio"]
 async def serve_stdio(server: Server) -> None:
     """Serve `server` on this process's stdin/stdout until the client closes stdin."""
     lowlevel = server.lowlevel
-    async with stdio_server() as (read, write):
-        await lowlevel.run(read, write, lowlevel.create_initialization_options())
+    try:
+        async with stdio_server() as (read, write):
+            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+    finally:
+        await server.aclose()
 
 
 def run_stdio(server: Server) -> None:
