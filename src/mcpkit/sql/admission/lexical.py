@@ -25,8 +25,8 @@ _COMMENT_MESSAGE: Final = (
     "remove the comments and send the query alone."
 )
 _STRING_MESSAGE: Final = (
-    "String literals with backslashes or escape prefixes (E'', U&'') are not allowed, because the "
-    "database may read them differently; write the value without backslashes."
+    "String literals with a backslash before a quote, or escape-string forms (E'', U&''), are not "
+    "allowed because the database may read them differently; write a quote inside a string as ''."
 )
 _UNREADABLE: Final = (
     "The query has characters outside SQL tokens and comments; send one plain SELECT statement."
@@ -38,8 +38,10 @@ _STRINGS: Final = frozenset({TokenType.STRING, TokenType.NATIONAL_STRING, TokenT
 _REFUSED_STRINGS: Final[dict[str, frozenset[TokenType]]] = {
     "postgres": frozenset({TokenType.BYTE_STRING, TokenType.UNICODE_STRING}),
 }
-# Dialects where a backslash in a plain string depends on a server setting
-# (PostgreSQL standard_conforming_strings, MySQL NO_BACKSLASH_ESCAPES).
+# Dialects where a backslash in a plain string depends on a server setting (PostgreSQL
+# standard_conforming_strings, MySQL NO_BACKSLASH_ESCAPES). Only a backslash before a quote can
+# move where a string ends (and so where a statement ends); other backslashes (regular expressions,
+# LIKE escapes) change content at most, and the engines pin those settings for each call.
 _BACKSLASH_SENSITIVE: Final = frozenset({"postgres", "mysql"})
 
 
@@ -70,7 +72,7 @@ def _check_gap(gap: str, dialect: str) -> None:
 def _check_string(raw: str, token: Token, dialect: str) -> None:
     if token.token_type in _REFUSED_STRINGS.get(dialect, frozenset()):
         refuse("string_literal", _STRING_MESSAGE)
-    if token.token_type in _STRINGS and dialect in _BACKSLASH_SENSITIVE and "\\" in raw:
+    if token.token_type in _STRINGS and dialect in _BACKSLASH_SENSITIVE and ("\\'" in raw or '\\"' in raw):
         refuse("string_literal", _STRING_MESSAGE)
 
 
@@ -89,8 +91,9 @@ def check_lexical(sql: str, dialect: str) -> list[Token]:
 
     Raises:
         Refused: a command keyword (EXPLAIN, SHOW, ...), too long, an executable or nested
-            comment, a `#` comment, a string literal with backslashes or escape prefixes
-            where the server's settings decide its meaning, or text that does not tokenize.
+            comment, a `#` comment, a string literal with a backslash before a quote or an
+            escape prefix (where server settings decide where it ends), or text that does not
+            tokenize.
     """
     if len(sql) > MAX_SQL_CHARS:
         refuse("too_long", f"The query is longer than {MAX_SQL_CHARS} characters; send a shorter query.")

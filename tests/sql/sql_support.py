@@ -1,0 +1,184 @@
+"""Helpers for the SQL tests: corpus files, state snapshots of the real databases, outcomes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pymysql
+from sqlalchemy.engine import make_url
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus"
+
+
+@dataclass
+class Case:
+    """One corpus entry: `-- name:` header lines, then SQL up to the next `-- name:`."""
+
+    name: str
+    sql: str
+    meta: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.name
+
+
+def load_corpus(filename: str) -> list[Case]:
+    """Parse a corpus file: blocks opened by `-- name: x`, with more `-- key: value` lines."""
+    cases: list[Case] = []
+    current: Case | None = None
+    body: list[str] = []
+
+    def close() -> None:
+        if current is not None:
+            current.sql = "\n".join(body).strip()
+            cases.append(current)
+
+    for line in (CORPUS / filename).read_text(encoding="utf-8").splitlines():
+        if line.startswith("-- name:"):
+            close()
+            current, body = Case(line.split(":", 1)[1].strip(), ""), []
+        elif current is not None and not body and line.startswith("-- ") and ":" in line:
+            key, value = line[3:].split(":", 1)
+            current.meta[key.strip()] = value.strip()
+        elif current is not None:
+            body.append(line)
+    close()
+    names = [c.name for c in cases]
+    assert len(names) == len(set(names)), f"duplicate case names in {filename}"
+    return cases
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, default=str, sort_keys=True).encode()).hexdigest()
+
+
+def files_of(folder: Path) -> list[tuple[str, int, str]]:
+    """Every file under `folder`: name, size, content hash."""
+    out = []
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            out.append(
+                (str(p.relative_to(folder)), p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
+            )
+    return out
+
+
+@dataclass
+class DbEnv:
+    """One test database: admin URL, a read-only account, a write-capable account, a canary dir."""
+
+    dialect: str
+    admin_url: str
+    ro_url: str
+    rw_url: str
+    schema: str
+    ro_user: str
+    rw_user: str
+    canary: Path
+
+
+_PG_QUERIES = {
+    "relations": "SELECT c.relname, c.relkind, c.relacl::text FROM pg_class c JOIN pg_namespace n"
+    " ON n.oid = c.relnamespace WHERE n.nspname = %(s)s ORDER BY 1",
+    "functions": "SELECT p.proname, md5(p.prosrc), p.provolatile FROM pg_proc p JOIN pg_namespace n"
+    " ON n.oid = p.pronamespace WHERE n.nspname = %(s)s ORDER BY 1, 2",
+    "role_settings": "SELECT setrole::regrole::text, setdatabase, setconfig::text FROM pg_db_role_setting"
+    " ORDER BY 1, 2",
+    "roles": "SELECT rolname, rolsuper, rolcreaterole, rolcreatedb, rolcanlogin, rolconfig::text"
+    " FROM pg_roles ORDER BY 1",
+    "memberships": "SELECT roleid::regrole::text, member::regrole::text FROM pg_auth_members ORDER BY 1, 2",
+    "schemas": "SELECT nspname, nspacl::text FROM pg_namespace ORDER BY 1",
+    "large_objects": "SELECT count(*) FROM pg_largeobject_metadata",
+    "advisory_locks": "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'",
+    "stats_reset": "SELECT stats_reset FROM pg_stat_database WHERE datname = current_database()",
+    "prepared_xacts": "SELECT count(*) FROM pg_prepared_xacts",
+    "slots": "SELECT slot_name FROM pg_replication_slots ORDER BY 1",
+    "file_settings": "SELECT name, setting FROM pg_file_settings ORDER BY 1, 2",
+    "extensions": "SELECT extname FROM pg_extension ORDER BY 1",
+    "databases": "SELECT datname FROM pg_database ORDER BY 1",
+    "sequence": None,
+}
+
+
+def pg_snapshot(admin_url: str, schema: str, canary: Path) -> dict[str, Any]:
+    """Data, catalog, settings and files a successful attack on PostgreSQL would change."""
+    url = make_url(admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    state: dict[str, Any] = {}
+    with psycopg.connect(url, autocommit=True) as c:
+        for key, q in _PG_QUERIES.items():
+            if q:
+                state[key] = c.execute(q, {"s": schema}).fetchall()
+        state["sequence"] = c.execute(f"SELECT last_value, is_called FROM {schema}.canary_seq").fetchall()
+        for name, kind, _acl in state["relations"]:
+            if kind == "r":
+                digest = "md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), ''))"
+                state[f"data:{name}"] = c.execute(f"SELECT {digest} FROM {schema}.{name} t").fetchone()
+    state["files"] = files_of(canary)
+    return {k: _digest(v) for k, v in state.items()}
+
+
+_MYSQL_VARIABLES = (
+    "read_only",
+    "general_log",
+    "general_log_file",
+    "slow_query_log",
+    "sql_mode",
+    "max_statement_time",
+    "local_infile",
+    "event_scheduler",
+    "secure_file_priv",
+    "max_connections",
+    "log_output",
+)
+
+
+_MYSQL_QUERIES = {
+    "routines": "SELECT ROUTINE_SCHEMA, ROUTINE_NAME FROM information_schema.ROUTINES",
+    "triggers": "SELECT TRIGGER_SCHEMA, TRIGGER_NAME FROM information_schema.TRIGGERS",
+    "events": "SELECT EVENT_SCHEMA, EVENT_NAME FROM information_schema.EVENTS",
+    "users": "SELECT User, Host, Priv FROM mysql.global_priv",
+    "db_grants": "SELECT * FROM mysql.db",
+    "table_grants": "SELECT Host, Db, User, Table_name, Table_priv FROM mysql.tables_priv",
+    "databases": "SHOW DATABASES",
+}
+
+
+def mysql_snapshot(admin_url: str, db: str, canary: Path) -> dict[str, Any]:
+    """Data, catalog, grants, global settings and files a successful attack on MySQL would change."""
+    u = make_url(admin_url)
+    conn = pymysql.connect(host=u.host, port=u.port or 3306, user=u.username, password=u.password or "")
+    state: dict[str, Any] = {}
+    try:
+        with conn.cursor() as c:
+            c.execute(f"SHOW FULL TABLES FROM `{db}`")
+            tables = sorted(c.fetchall())
+            state["tables"] = tables
+            if tables:
+                c.execute("CHECKSUM TABLE " + ", ".join(f"`{db}`.`{t}`" for t, _ in tables) + " EXTENDED")
+                state["checksums"] = sorted(c.fetchall())
+            for key, q in _MYSQL_QUERIES.items():
+                c.execute(q)
+                state[key] = sorted(c.fetchall(), key=repr)
+            c.execute("SHOW GLOBAL VARIABLES")
+            state["variables"] = sorted(r for r in c.fetchall() if r[0] in _MYSQL_VARIABLES)
+    finally:
+        conn.close()
+    state["files"] = files_of(canary)
+    return {k: _digest(v) for k, v in state.items()}
+
+
+def sqlite_snapshot(folder: Path) -> dict[str, Any]:
+    """The database file and every file next to it (ATTACH, VACUUM INTO and journals would add some)."""
+    return {"files": _digest(files_of(folder))}
+
+
+def changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The snapshot keys whose digest differs."""
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
