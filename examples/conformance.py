@@ -198,6 +198,7 @@ server = Server(
     "mcpkit-conformance",
     version="1.0.0",
     instructions="Fixture tools for the MCP conformance suite.",
+    lint="warn",  # json_schema_2020_12_tool keeps a $ref on purpose: the scenario checks it is preserved
     tools=[
         simple("This is a simple text response for testing."),
         content_tool("test_image_content", "Returns an image.", image()),

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
 __all__ = ["CompiledTool", "Server"]
+
+log = logging.getLogger("mcpkit.server")
 
 DEFAULT_TIMEOUT_S = 60.0
 REDIS_URL_ENV = "MCPKIT_REDIS_URL"
@@ -80,6 +83,9 @@ class Server:
         find_tools: Add the built-in `find_tools` tool, which searches every available tool.
         list_limit: List at most this many tools (find_tools included); the rest stay callable
             and `find_tools` finds them, for clients that cap the tool count.
+        lint: Run `mcpkit lint` on this server's own `tools/list` and instructions when it is built:
+            "error" refuses to build on an error finding, "warn" logs the findings, "off" skips it.
+        lint_profiles: The client profiles to lint against (default: the general-purpose clients).
         environ: The environment to read `MCPKIT_*` settings from (default: `os.environ`).
     """
 
@@ -105,6 +111,8 @@ class Server:
         redis_url: str | None = None,
         find_tools: bool = False,
         list_limit: int | None = None,
+        lint: Literal["error", "warn", "off"] = "error",
+        lint_profiles: Sequence[str] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
@@ -164,6 +172,8 @@ class Server:
             redis_url=redis_url or env.get(REDIS_URL_ENV) or None,
         )
         self._listing = types.ListToolsResult(tools=[self.compiled[n].wire for n in listed])
+        if lint != "off":
+            self._lint_self(lint, lint_profiles)
         self._chain = compose(self._stages(), invoke(timeout_s))
         self._lowlevel: LowLevelServer[Any] | None = None
         self.client_log_level: types.LoggingLevel = "debug"
@@ -178,6 +188,28 @@ class Server:
             validate,
             *self.policy.after_validation(),
         ]
+
+    def _lint_self(self, mode: str, profiles: Sequence[str] | None) -> None:
+        from mcpkit.lint import lint_tools  # the linter judges plain JSON; the core only feeds it
+
+        findings = lint_tools(self.list_tools(), profiles=profiles, instructions=self.instructions)
+        errors = [f for f in findings if f.severity == "error"]
+        for f in findings:
+            if f.severity != "info":
+                log.warning(
+                    "lint %s %s %s: %s (%s)",
+                    f.rule,
+                    f.tool or "server",
+                    f.path,
+                    f.message,
+                    ", ".join(f.clients),
+                )
+        if errors and mode == "error":
+            listing = "; ".join(f"{f.rule} {f.tool or 'server'}{f.path}: {f.message}" for f in errors[:10])
+            raise DefinitionError(
+                f"server {self.name!r}: its tools would break clients ({listing}); "
+                "fix them or pass lint='warn'"
+            )
 
     async def aclose(self) -> None:
         """Release what the server holds open (the egress connection pool)."""
