@@ -1,0 +1,152 @@
+"""`mcpkit lint`: the command line over `lint_report`, `fix_tools` and the live-server fetchers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from mcpkit.lint._engine import lint_report
+from mcpkit.lint._fix import apply_fixes
+from mcpkit.lint._load import InputError, ToolList, parse_tool_list
+from mcpkit.lint._profiles import DEFAULT_PROFILES, PROFILES, PROTOCOLS
+from mcpkit.lint._report import render_json, render_sarif, render_text
+
+EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `lint` sub-command to an argparse subparsers object (its `func` is `run`)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "lint",
+        help="check a server's tools against what MCP clients accept",
+        description="Lint an MCP server's tools/list for the clients that will read it.",
+        epilog=f"profiles: {', '.join(PROFILES)} (default: {','.join(DEFAULT_PROFILES)}). "
+        "Exit status: 0 no error, 1 errors found, 2 usage or input error.",
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "file",
+        nargs="?",
+        metavar="FILE",
+        help='JSON file ({"tools": [...]}, a list, or a tools/list response); - reads standard input',
+    )
+    source.add_argument(
+        "--stdio", metavar="COMMAND", help='start a stdio server, e.g. --stdio "python server.py"'
+    )
+    source.add_argument("--url", metavar="URL", help="a Streamable HTTP server endpoint")
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="extra HTTP header for --url (repeatable)",
+    )
+    parser.add_argument(
+        "--profile", default=None, metavar="LIST", help="comma-separated client profiles, or 'all'"
+    )
+    parser.add_argument("--protocol", default="2025-11-25", choices=PROTOCOLS)
+    parser.add_argument("--format", default="text", choices=("text", "json", "sarif"))
+    parser.add_argument("--fix", metavar="OUT", help="write the tools with meaning-preserving fixes to OUT")
+    parser.add_argument("--server-name", metavar="NAME", help="server name clients prefix tools with (SL008)")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds for --stdio/--url (default 30)")
+    parser.add_argument("--jobs", type=int, default=0, help="worker processes for very large lists (0: auto)")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `mcpkit lint` with parsed arguments; returns the exit code."""
+    try:
+        profiles = _profiles(args.profile)
+        listing = _load(args)
+    except (InputError, ValueError) as exc:
+        print(f"mcpkit lint: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for note in listing.notes:
+        print(f"mcpkit lint: note: {note}", file=sys.stderr)
+    tools = listing.tools
+    if args.fix:
+        tools, changes = apply_fixes(tools, protocol=args.protocol)
+        try:
+            Path(args.fix).write_text(json.dumps({"tools": tools}, indent=2, ensure_ascii=False) + "\n")
+        except OSError as exc:
+            print(f"mcpkit lint: cannot write {args.fix}: {exc.strerror}", file=sys.stderr)
+            return EXIT_USAGE
+        for change in changes:
+            print(f"fixed: {change}", file=sys.stderr)
+        print(
+            f"mcpkit lint: {len(changes)} fix(es) written to {args.fix}; findings below are what is left",
+            file=sys.stderr,
+        )
+    report = lint_report(
+        tools,
+        profiles=profiles,
+        protocol=args.protocol,
+        instructions=listing.instructions,
+        server_name=args.server_name or listing.server_name,
+        jobs=args.jobs,
+    )
+    if args.format == "json":
+        sys.stdout.write(render_json(report))
+    elif args.format == "sarif":
+        sys.stdout.write(render_sarif(report, artifact=_artifact(args), version=_version()))
+    else:
+        sys.stdout.write(render_text(report))
+    return EXIT_ERRORS if any(f.severity == "error" for f in report.findings) else EXIT_OK
+
+
+def _profiles(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    if value.strip() == "all":
+        return list(PROFILES)
+    names = [p.strip() for p in value.split(",") if p.strip()]
+    unknown = [p for p in names if p not in PROFILES]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown profile {', '.join(unknown) or repr(value)}; choose from {', '.join(PROFILES)}"
+        )
+    return names
+
+
+def _load(args: argparse.Namespace) -> ToolList:
+    if args.header and not args.url:
+        raise ValueError("--header only applies to --url")
+    if args.stdio is not None or args.url is not None:
+        from mcpkit.lint._remote import ServerError, fetch_http, fetch_stdio
+
+        try:
+            if args.stdio is not None:
+                return fetch_stdio(args.stdio, timeout=args.timeout)
+            return fetch_http(args.url, headers=args.header, timeout=args.timeout)
+        except ServerError as exc:
+            raise InputError(str(exc)) from None
+    if args.file == "-":
+        return parse_tool_list(sys.stdin.read(), "<stdin>")
+    path = Path(args.file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"cannot read {args.file}: not UTF-8 text") from None
+    return parse_tool_list(text, args.file)
+
+
+def _artifact(args: argparse.Namespace) -> str:
+    if args.url:
+        return str(args.url)
+    if args.stdio:
+        return "mcp-server"
+    return "stdin" if args.file == "-" else Path(args.file).as_posix()
+
+
+def _version() -> str:
+    try:
+        return metadata.version("mcpkit")
+    except metadata.PackageNotFoundError:
+        return "0"
