@@ -1,0 +1,30 @@
+"""The public surface: `__all__` lists exactly the public names, each importable and documented."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+MODULES = ["mcpkit.sql", "mcpkit.sql.admission", "mcpkit.sql.engines"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_all_is_complete_and_documented(name: str) -> None:
+    module = importlib.import_module(name)
+    public = {n for n in dir(module) if not n.startswith("_")}
+    exported = set(module.__all__)
+    assert exported <= public
+    for attr in exported:
+        obj = getattr(module, attr)
+        if callable(obj):
+            assert obj.__doc__, f"{name}.{attr} has no docstring"
+
+
+def test_modules_stay_small() -> None:
+    from pathlib import Path
+
+    root = Path(importlib.import_module("mcpkit.sql").__file__ or "").parent
+    for path in root.rglob("*.py"):
+        lines = len(path.read_text().splitlines())
+        assert lines <= 400, f"{path.name} has {lines} lines"

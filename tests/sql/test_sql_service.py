@@ -1,0 +1,50 @@
+"""The service with a fake engine: caps, refusals and messages, without a database."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcpkit.errors import Refused
+from mcpkit.sql.engines.fake import FakeEngine
+from mcpkit.sql.service import SqlService
+
+
+def _rows(sql: str) -> tuple[list[str], list[tuple[object, ...]]]:
+    return ["n"], [(i,) for i in range(1000)]
+
+
+def test_cap_is_in_the_sql_and_in_the_fetch() -> None:
+    fake = FakeEngine(_rows, dialect="postgres")
+    service = SqlService(fake, max_rows=100, catalog=None)
+    result, text = service.query("SELECT n FROM t", call_id="c1", max_rows=10)
+    assert fake.calls == ["SELECT n FROM t LIMIT 11"]
+    assert result.row_count == 10 and result.truncated
+    assert "more rows exist" in text.splitlines()[0]
+
+
+def test_max_rows_is_clamped_to_the_hard_maximum() -> None:
+    fake = FakeEngine(_rows, dialect="sqlite")
+    service = SqlService(fake, max_rows=50, catalog=None)
+    result, _ = service.query("SELECT n FROM t", call_id="c1", max_rows=10_000)
+    assert result.row_count == 50 and fake.calls == ["SELECT n FROM t LIMIT 51"]
+
+
+def test_hard_maximum_is_bounded() -> None:
+    with pytest.raises(ValueError, match="5000"):
+        SqlService(FakeEngine(_rows), max_rows=5001)
+
+
+def test_refused_query_never_reaches_the_engine() -> None:
+    fake = FakeEngine(_rows, dialect="mysql")
+    with pytest.raises(Refused) as info:
+        SqlService(fake, catalog=None).query("DELETE FROM t", call_id="c1")
+    assert fake.calls == []
+    assert info.value.code == "REFUSED"
+    assert info.value.message.count(".") >= 1 and "\n" not in info.value.message
+
+
+def test_no_more_rows() -> None:
+    fake = FakeEngine(lambda sql: (["a", "b"], [(1, "x")]), dialect="sqlite")
+    result, text = SqlService(fake, catalog=None).query("SELECT a, b FROM t", call_id="c")
+    assert not result.truncated
+    assert text.splitlines()[0].startswith("1 row sent; no more rows;")
