@@ -8,8 +8,10 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,39 +24,48 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes] | None = None, timeout: float = 20.0) -> None:
+def wait_for_port(port: int, running: Running | None = None, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            out = proc.stderr.read().decode() if proc.stderr else ""
-            raise RuntimeError(f"server exited with {proc.returncode}: {out[-2000:]}")
+        if running is not None and running.proc.poll() is not None:
+            raise RuntimeError(f"server exited with {running.proc.returncode}: {running.log()[-2000:]}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
             return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listened on port {port} within {timeout} s")
 
 
+@dataclass
+class Running:
+    """A server subprocess and the file its stderr (the operator's log) goes to."""
+
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+
 @contextlib.contextmanager
-def python_server(
-    args: Sequence[str], port: int, env: dict[str, str] | None = None
-) -> Iterator[subprocess.Popen[bytes]]:
+def python_server(args: Sequence[str], port: int, env: dict[str, str] | None = None) -> Iterator[Running]:
     """Run `python ARGS` (a server listening on `port`) for the duration of the block."""
     full_env = {**os.environ, **(env or {})}
-    proc = subprocess.Popen(
-        [sys.executable, *args], cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    with tempfile.NamedTemporaryFile(prefix="mcpkit-server-", suffix=".log", delete=False) as log_file:
+        log_path = Path(log_file.name)
+        proc = subprocess.Popen(
+            [sys.executable, *args], cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL, stderr=log_file
+        )
+    running = Running(proc, log_path)
     try:
-        wait_for_port(port, proc)
-        yield proc
+        wait_for_port(port, running)
+        yield running
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        if proc.stderr:
-            proc.stderr.close()
 
 
 def dump(result: Any) -> str:

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
+from functools import partial
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+import anyio
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
 
 from mcpkit.errors import DefinitionError
+from mcpkit.transport.auth import HttpAuth, JWTVerifier
+from mcpkit.transport.gate import ClientGate, ServingState
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -68,6 +78,9 @@ def http_app(
     json_response: bool = False,
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] | None = None,
+    auth: HttpAuth | None = None,
+    max_body_bytes: int = 1_048_576,
+    max_concurrent_per_client: int = 16,
     **sdk_options: Any,
 ) -> Starlette:
     """The Streamable HTTP ASGI app of `server`.
@@ -81,20 +94,78 @@ def http_app(
             or log notifications during a call).
         allowed_hosts: Host header values to accept (`name:*` for any port).
         allowed_origins: Origin header values to accept.
+        auth: Bearer-token auth; without it the endpoint is open (bind to loopback, the default).
+        max_body_bytes: Larger request bodies get 413.
+        max_concurrent_per_client: Requests one client (session, token or address) may have in
+            flight; more get 429 with `Retry-After`.
         sdk_options: Passed to the SDK's `streamable_http_app`.
     """
-    return server.lowlevel.streamable_http_app(
+    state = ServingState()
+    routes = [Route("/healthz", _health), Route("/readyz", partial(_ready, state=state))]
+    options: dict[str, Any] = {}
+    if auth is not None:
+        verifier = auth.verifier
+        if isinstance(verifier, JWTVerifier) and verifier.audience.rstrip("/") != auth.resource_url.rstrip(
+            "/"
+        ):
+            raise DefinitionError(
+                "the JWT audience must be this server's resource URL (no token passthrough)"
+            )
+        options = {
+            "auth": AuthSettings(
+                issuer_url=AnyHttpUrl((list(auth.authorization_servers) or [auth.resource_url])[0]),
+                resource_server_url=AnyHttpUrl(auth.resource_url),
+                required_scopes=list(auth.required_scopes) or None,
+                validate_token_resource=True,
+            ),
+            "token_verifier": verifier,
+        }
+    app = server.lowlevel.streamable_http_app(
         streamable_http_path=path,
         json_response=json_response,
         stateless_http=stateless,
         host=host,
         transport_security=security_settings(host, allowed_hosts, allowed_origins),
+        max_request_body_size=max_body_bytes,
+        custom_starlette_routes=routes,
+        **options,
         **sdk_options,
     )
+    app.state.mcpkit = state
+    app.add_middleware(ClientGate, state=state, path=path, max_concurrent=max_concurrent_per_client)
+    return app
 
 
-def run_http(server: Server, *, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
-    """Serve `server` with uvicorn until stopped."""
+def run_http(
+    server: Server, *, host: str = "127.0.0.1", port: int = 8000, graceful_s: int = 30, **options: Any
+) -> None:
+    """Serve `server` with uvicorn until SIGINT/SIGTERM, then drain: finish running calls, refuse new ones."""
     import uvicorn
 
-    uvicorn.run(http_app(server, host=host, **options), host=host, port=port, log_level="warning")
+    app = http_app(server, host=host, **options)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=graceful_s, lifespan="on"
+    )
+    runner = uvicorn.Server(config)
+    state: ServingState = app.state.mcpkit
+    stop = runner.handle_exit
+
+    def handle_exit(sig: int, frame: FrameType | None) -> None:
+        state.draining = True  # readiness fails and new MCP requests get 503 while calls finish
+        stop(sig, frame)
+
+    runner.handle_exit = handle_exit  # type: ignore[method-assign]
+    try:
+        runner.run()
+    finally:
+        anyio.run(server.aclose)
+
+
+async def _health(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+async def _ready(request: Request, state: ServingState) -> Response:
+    if state.draining:
+        return PlainTextResponse("draining", status_code=503)
+    return PlainTextResponse("ready")

@@ -1,0 +1,99 @@
+"""A configurable mcpkit server over Streamable HTTP, run as a real subprocess by the serving tests.
+
+python tests/servers/http_app.py PORT [--tokens FILE] [--jwks FILE --issuer ISS --resource URL]
+    [--scopes a,b] [--stateless] [--json] [--redis URL] [--name NAME] [--max-body N] [--max-concurrent N]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+
+from mcpkit import Context, Server, Tool
+from mcpkit.transport.auth import HttpAuth, JWTVerifier, StaticTokens
+
+
+class Text(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field("", description="Any text")
+
+
+class Sleep(BaseModel):
+    seconds: float = Field(description="How long to sleep", ge=0, le=30)
+
+
+async def echo(args: Text, ctx: Context) -> str:
+    return args.text
+
+
+async def whoami(args: Text, ctx: Context) -> str:
+    return ctx.principal or "anonymous"
+
+
+async def sleep(args: Sleep, ctx: Context) -> str:
+    await anyio.sleep(args.seconds)
+    return f"slept {args.seconds}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("port", type=int)
+    parser.add_argument("--tokens")
+    parser.add_argument("--jwks")
+    parser.add_argument("--issuer", default="https://idp.example.com")
+    parser.add_argument("--resource")
+    parser.add_argument("--scopes", default="")
+    parser.add_argument("--stateless", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--redis")
+    parser.add_argument("--name", default="http-test")
+    parser.add_argument("--limit", type=int)
+    parser.add_argument("--max-body", type=int, default=1_048_576)
+    parser.add_argument("--max-concurrent", type=int, default=16)
+    opts = parser.parse_args()
+    resource = opts.resource or f"http://127.0.0.1:{opts.port}/mcp"
+    auth = None
+    if opts.tokens:
+        auth = HttpAuth(
+            StaticTokens.from_file(opts.tokens, resource),
+            resource,
+            required_scopes=[s for s in opts.scopes.split(",") if s],
+        )
+    elif opts.jwks:
+        verifier = JWTVerifier(issuer=opts.issuer, audience=resource, jwks=opts.jwks)
+        auth = HttpAuth(
+            verifier,
+            resource,
+            authorization_servers=[opts.issuer],
+            required_scopes=[s for s in opts.scopes.split(",") if s],
+        )
+    server = Server(
+        opts.name,
+        tools=[
+            Tool(
+                name="echo",
+                description="Echo the text.",
+                input=Text,
+                handler=echo,
+                rate_limit_per_min=opts.limit,
+            ),
+            Tool(name="whoami", description="The caller's principal.", input=Text, handler=whoami),
+            Tool(name="sleep", description="Sleep a while.", input=Sleep, handler=sleep),
+        ],
+        redis_url=opts.redis,
+    )
+    server.run_http(
+        port=opts.port,
+        auth=auth,
+        stateless=opts.stateless,
+        json_response=opts.json,
+        max_body_bytes=opts.max_body,
+        max_concurrent_per_client=opts.max_concurrent,
+        graceful_s=10,
+    )
+
+
+if __name__ == "__main__":
+    main()
