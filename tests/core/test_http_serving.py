@@ -1,4 +1,4 @@
-"""Serving for real over a socket: bearer auth (static and JWT), probes, limits, draining, stateless replicas."""
+"""Serving over a socket: bearer auth (static, JWT), probes, limits, draining, stateless replicas."""
 
 from __future__ import annotations
 
