@@ -1,0 +1,94 @@
+"""Command-line serving options every mcpkit server command shares (`--transport`, auth, Redis, limits)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mcpkit.errors import DefinitionError
+from mcpkit.secrets import SECRETS_DIR_ENV
+from mcpkit.transport.auth import HttpAuth, JWTVerifier, StaticTokens, load_tokens
+
+if TYPE_CHECKING:
+    from mcpkit.server import Server
+
+__all__ = ["add_serving_arguments", "auth_from_args", "serve"]
+
+
+def add_serving_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add `--transport --host --port --stateless --json-response --tokens --jwt-* --redis` and friends."""
+    group = parser.add_argument_group("serving")
+    group.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    group.add_argument("--host", default="127.0.0.1", help="address to bind (HTTP; default 127.0.0.1)")
+    group.add_argument("--port", type=int, default=8000)
+    group.add_argument(
+        "--stateless", action="store_true", help="no sessions: any replica answers any request"
+    )
+    group.add_argument("--json-response", action="store_true", help="JSON instead of SSE responses")
+    group.add_argument(
+        "--allowed-host",
+        action="append",
+        default=None,
+        dest="allowed_hosts",
+        help="a Host header value to accept (repeatable; needed when binding 0.0.0.0)",
+    )
+    group.add_argument("--resource-url", help="this server's public URL (the token audience)")
+    group.add_argument("--tokens", help="'principal token [scopes]' lines: a file, or secret:NAME")
+    group.add_argument("--jwt-issuer", help="accept JWTs from this issuer")
+    group.add_argument("--jwks", help="the issuer's JWKS: a file or an https URL")
+    group.add_argument("--required-scope", action="append", default=[], dest="required_scopes")
+    group.add_argument(
+        "--redis",
+        default=os.environ.get("MCPKIT_REDIS_URL"),
+        help="share rate limits and cache with other replicas (default $MCPKIT_REDIS_URL)",
+    )
+
+
+def auth_from_args(args: argparse.Namespace, server: Server) -> HttpAuth | None:
+    """The HTTP auth the options ask for, or None."""
+    if not args.tokens and not args.jwt_issuer:
+        return None
+    resource = args.resource_url or f"http://{args.host}:{args.port}/mcp"
+    if args.tokens and args.jwt_issuer:
+        raise DefinitionError("choose --tokens or --jwt-issuer, not both")
+    if args.tokens:
+        if args.tokens.startswith("secret:"):
+            name = args.tokens.removeprefix("secret:")
+            text = os.environ.get(name)
+            directory = os.environ.get(SECRETS_DIR_ENV)
+            if text is None and directory and (Path(directory) / name).is_file():
+                text = (Path(directory) / name).read_text(encoding="utf-8")
+            if text is None:
+                raise DefinitionError(
+                    f"--tokens {args.tokens}: no environment variable or secret file {name}"
+                )
+            verifier = StaticTokens(load_tokens(text, source=args.tokens), resource)
+        else:
+            verifier = StaticTokens.from_file(args.tokens, resource)
+        return HttpAuth(verifier, resource, required_scopes=args.required_scopes)
+    if not args.jwks:
+        raise DefinitionError("--jwt-issuer needs --jwks")
+    jwt_verifier = JWTVerifier(
+        issuer=args.jwt_issuer, audience=resource, jwks=args.jwks, egress=server.egress
+    )
+    return HttpAuth(
+        jwt_verifier, resource, authorization_servers=[args.jwt_issuer], required_scopes=args.required_scopes
+    )
+
+
+def serve(server: Server, args: argparse.Namespace) -> int:
+    """Serve `server` as the options say; returns the exit code."""
+    if args.transport == "stdio":
+        server.run_stdio()
+        return 0
+    server.run_http(
+        host=args.host,
+        port=args.port,
+        stateless=args.stateless,
+        json_response=args.json_response,
+        allowed_hosts=args.allowed_hosts,
+        auth=auth_from_args(args, server),
+    )
+    return 0
