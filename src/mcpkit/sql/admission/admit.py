@@ -34,8 +34,8 @@ __all__ = ["CHECKS", "PASSES", "REWRITES", "Admitted", "Pass", "admit", "run_pas
 Pass = Callable[..., exp.Expr]
 
 CHECKS: Final[tuple[Pass, ...]] = (
+    reject_writes,  # first, so a DELETE is refused as a write, not as "not a query"
     require_query,
-    reject_writes,
     reject_locks,
     reject_parameters,
     reject_attribute_calls,

@@ -1,0 +1,192 @@
+"""`mcpkit sql serve|query|doctor|demo-db`: the command line of the SQL tool server."""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import logging
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Final
+
+from mcpkit.errors import Refused, ToolError
+from mcpkit.sql.admission import FunctionPolicy, load_allowlist
+from mcpkit.sql.checks import ensure_safe_account, inspect_account
+from mcpkit.sql.demo import load_demo, write_demo_sqlite
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
+from mcpkit.sql.service import DEFAULT_ROWS, HARD_MAX_ROWS, SqlService
+
+__all__ = ["EXIT_ANSWERED", "EXIT_DB_FAILED", "EXIT_REFUSED", "EXIT_USAGE", "register", "run"]
+
+EXIT_ANSWERED: Final = 0
+EXIT_DOCTOR_FAIL: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_REFUSED: Final = 3
+EXIT_DB_FAILED: Final = 4
+
+log = logging.getLogger("mcpkit.sql")
+
+
+def _connection_options(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--dsn", metavar="URL", help="SQLAlchemy URL (postgresql://, mysql://, sqlite:///path)"
+    )
+    where.add_argument("--demo", action="store_true", help="use the bundled demo database (SQLite)")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per-call timeout (default 30 s)")
+    p.add_argument("--functions", metavar="FILE", help="allowlist mode: only the functions listed in FILE")
+    p.add_argument("--max-cost", type=float, metavar="N", help="refuse queries the planner costs above N")
+    p.add_argument("--allow-superuser", action="store_true", help="serve even as a superuser account")
+    p.add_argument("-v", "--verbose", action="store_true", help="log admitted SQL and details to stderr")
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `sql` sub-command (serve, query, doctor, demo-db); its `func` is `run`."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "sql",
+        help="a safe, read-only SQL tool server",
+        description="Let an agent look at a database without being able to hurt it.",
+    )
+    sub = parser.add_subparsers(dest="sql_command", metavar="COMMAND", required=True)
+
+    serve = sub.add_parser("serve", help="serve list_tables, describe_table, execute_query over MCP")
+    _connection_options(serve)
+    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--max-rows", type=int, default=500, metavar="N", help="hard row maximum (<= 5000)")
+    serve.add_argument("--allowed-tools", metavar="A,B", help="list and allow only these tools")
+
+    query = sub.add_parser(
+        "query",
+        help="run one query exactly as execute_query would and print what the agent would see",
+        epilog="Exit status: 0 answered, 3 refused, 4 failed in the database, 2 usage or configuration.",
+    )
+    _connection_options(query)
+    query.add_argument(
+        "--max-rows", type=int, default=DEFAULT_ROWS, metavar="N", help="rows to show (default 25)"
+    )
+    query.add_argument("sql", metavar="SQL")
+
+    doctor = sub.add_parser("doctor", help="check the account, the read-only session and the timeout")
+    _connection_options(doctor)
+
+    demo = sub.add_parser("demo-db", help="write the demo database to PATH, or load it into --dsn")
+    target = demo.add_mutually_exclusive_group(required=True)
+    target.add_argument("path", nargs="?", metavar="PATH", help="SQLite file to create")
+    target.add_argument("--dsn", metavar="URL", help="PostgreSQL or MySQL database to load the tables into")
+    demo.add_argument("--schema", help="schema (PostgreSQL) or database (MySQL) for --dsn")
+    demo.add_argument("--force", action="store_true", help="overwrite PATH")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _demo_dsn() -> str:
+    folder = Path(tempfile.mkdtemp(prefix="mcpkit-sql-demo-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = write_demo_sqlite(folder / "demo.db")
+    path.chmod(0o444)  # read-only on disk too
+    return f"sqlite:///{path}"
+
+
+def _service(args: argparse.Namespace, max_rows: int) -> SqlService:
+    engine = SqlEngine(_demo_dsn() if args.demo else args.dsn)
+    try:
+        ensure_safe_account(inspect_account(engine), allow_superuser=args.allow_superuser)
+    except (QueryFailed, QueryTimeout) as exc:
+        engine.close()
+        raise SqlConfigError(
+            "Cannot connect to the database; check the DSN and that the server is up."
+        ) from exc
+    except SqlConfigError:
+        engine.close()
+        raise
+    allow = load_allowlist(args.functions) if args.functions else None
+    return SqlService(
+        engine,
+        max_rows=max_rows,
+        timeout_s=args.timeout,
+        functions=FunctionPolicy.for_dialect(engine.dialect, allow=allow),
+        max_cost=args.max_cost,
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from mcpkit.sql.server import build_server
+
+    if not 1 <= args.max_rows <= HARD_MAX_ROWS:
+        raise SqlConfigError(f"--max-rows must be between 1 and {HARD_MAX_ROWS}.")
+    service = _service(args, args.max_rows)
+    allowed = [t.strip() for t in args.allowed_tools.split(",") if t.strip()] if args.allowed_tools else None
+    server = build_server(service, allowed_tools=allowed)
+    try:
+        if args.transport == "http":
+            server.run_http(args.host, args.port)
+        else:
+            server.run_stdio()
+    finally:
+        service.engine.close()
+    return EXIT_ANSWERED
+
+
+def _query(args: argparse.Namespace) -> int:
+    if not 1 <= args.max_rows <= HARD_MAX_ROWS:
+        raise SqlConfigError(f"--max-rows must be between 1 and {HARD_MAX_ROWS}.")
+    service = _service(args, HARD_MAX_ROWS)
+    try:
+        _, text = service.query(args.sql, call_id="cli", max_rows=args.max_rows)
+    except ToolError as exc:  # exactly what the model would read
+        print(f"{exc.code}: {exc.message}")
+        return EXIT_REFUSED if isinstance(exc, Refused) else EXIT_DB_FAILED
+    finally:
+        service.engine.close()
+    print(text)
+    return EXIT_ANSWERED
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from mcpkit.sql.doctor import diagnose
+
+    engine = SqlEngine(_demo_dsn() if args.demo else args.dsn)
+    try:
+        checks = diagnose(engine, timeout_s=min(args.timeout, 2.0))
+    finally:
+        engine.close()
+    for check in checks:
+        print(check.line())
+    return EXIT_DOCTOR_FAIL if any(c.status == "fail" for c in checks) else EXIT_ANSWERED
+
+
+def _demo_db(args: argparse.Namespace) -> int:
+    if args.dsn:
+        load_demo(args.dsn, schema=args.schema)
+        print(f"loaded sales_demo and product_vectors into {args.schema or 'the default schema'}")
+        return EXIT_ANSWERED
+    try:
+        path = write_demo_sqlite(args.path, overwrite=args.force)
+    except FileExistsError:
+        raise SqlConfigError(f"{args.path} exists; pass --force to overwrite it.") from None
+    print(f"wrote {path}")
+    return EXIT_ANSWERED
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a parsed `mcpkit sql ...` command; returns the exit status."""
+    verbose = getattr(args, "verbose", False)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO if verbose else logging.WARNING)
+    if not verbose:
+        logging.getLogger("sqlglot").setLevel(logging.ERROR)
+        if args.sql_command == "doctor":  # the probes fail on purpose; the report says how
+            logging.getLogger("mcpkit.sql").setLevel(logging.ERROR)
+    commands = {"serve": _serve, "query": _query, "doctor": _doctor, "demo-db": _demo_db}
+    try:
+        return commands[args.sql_command](args)
+    except SqlConfigError as exc:
+        print(f"mcpkit sql: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"mcpkit sql: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE

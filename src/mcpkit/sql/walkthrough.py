@@ -1,0 +1,50 @@
+"""The demo story: `mcpkit sql serve --demo` as a real stdio subprocess, driven by the official client.
+
+Run `python -m mcpkit.sql.walkthrough`: it lists the tools, answers a query, refuses a write and
+caps a long result with "more rows exist".
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+__all__ = ["main", "walkthrough"]
+
+
+def _text(result: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def walkthrough(echo: Any = print) -> list[Any]:
+    """Drive the demo server through the official SDK client; return the call results in order."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcpkit", "sql", "serve", "--demo"])
+    results: list[Any] = []
+    async with Client(params, mode="legacy") as client:
+        info = client.server_info
+        echo(f"connected to {info.name if info else '?'} over stdio, protocol {client.protocol_version}")
+        for tool in (await client.list_tools()).tools:
+            echo(f"  tool {tool.name}: {tool.description}")
+        by_region = "SELECT region, SUM(units) AS units FROM sales_demo GROUP BY region ORDER BY units DESC"
+        steps: list[tuple[str, dict[str, Any]]] = [
+            ("a query", {"query": by_region}),
+            ("a write", {"query": "DELETE FROM sales_demo"}),
+            ("a long result", {"query": "SELECT id, region, receipt FROM sales_demo", "max_rows": 5}),
+        ]
+        for label, arguments in steps:
+            result = await client.call_tool("execute_query", arguments)
+            results.append(result)
+            echo(f"\n{label}: {arguments['query']}\n{_text(result)}")
+    return results
+
+
+def main() -> None:
+    """Run the walkthrough and print it."""
+    anyio.run(walkthrough)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""`mcpkit sql ...` as a user runs it: real subprocesses, real exit codes."""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from tests.helpers import ROOT
+from tests.sql.sql_support import DbEnv
+
+
+def mcpkit(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcpkit", "sql", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_query_answered_exit_0() -> None:
+    done = mcpkit("query", "--demo", "--max-rows", "2", "SELECT id, region FROM sales_demo ORDER BY id")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("2 rows sent; more rows exist")
+    assert lines[2] == "| id | region |" and len(lines) == 6
+
+
+def test_query_refused_exit_3() -> None:
+    done = mcpkit("query", "--demo", "UPDATE sales_demo SET units = 0")
+    assert done.returncode == 3
+    assert done.stdout.startswith("REFUSED: This server is read-only")
+
+
+def test_query_failed_in_the_database_exit_4_masked() -> None:
+    done = mcpkit("query", "--demo", "SELECT hidden_column FROM sales_demo")
+    assert done.returncode == 4
+    assert done.stdout.startswith("TOOL_ERROR: ") and "hidden_column" not in done.stdout
+
+
+def test_query_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert mcpkit("query", "--dsn", f"sqlite:///{tmp_path}/missing.db", "SELECT 1").returncode == 2
+    assert mcpkit("query", "--dsn", "not a url", "SELECT 1").returncode == 2
+    assert mcpkit("query", "--demo", "--max-rows", "0", "SELECT 1").returncode == 2
+    assert mcpkit("query", "SELECT 1").returncode == 2  # argparse: --dsn or --demo is required
+
+
+@pytest.mark.postgres
+def test_query_refuses_a_superuser_unless_allowed(pg_url: str) -> None:
+    refused = mcpkit("query", "--dsn", pg_url, "SELECT 1 AS one")
+    assert refused.returncode == 2 and "superuser" in refused.stderr
+    allowed = mcpkit("query", "--dsn", pg_url, "--allow-superuser", "SELECT 1 AS one")
+    assert allowed.returncode == 0 and "| one |" in allowed.stdout
+
+
+def test_functions_allowlist(tmp_path: Path) -> None:
+    allow = tmp_path / "allow.txt"
+    allow.write_text("count\nsum\n")
+    ok = mcpkit("query", "--demo", "--functions", str(allow), "SELECT count(*), sum(units) FROM sales_demo")
+    no = mcpkit("query", "--demo", "--functions", str(allow), "SELECT max(units) FROM sales_demo")
+    assert ok.returncode == 0 and no.returncode == 3 and "reviewed functions" in no.stdout
+
+
+def test_doctor_demo_ok() -> None:
+    done = mcpkit("doctor", "--demo")
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = [line.split(":")[0].split(maxsplit=1)[1] for line in done.stdout.splitlines()]
+    assert names == [
+        "reachable",
+        "dialect",
+        "superuser",
+        "writable tables",
+        "read-only session",
+        "statement timeout",
+        "tools lint",
+    ]
+
+
+@pytest.mark.postgres
+def test_doctor_fails_on_a_superuser_and_passes_read_only_role(pg_url: str, pg_env: DbEnv) -> None:
+    su = mcpkit("doctor", "--dsn", pg_url)
+    assert su.returncode == 1 and su.stdout.splitlines()[2].startswith("fail superuser")
+    ro = mcpkit("doctor", "--dsn", pg_env.ro_url)
+    assert ro.returncode == 0, ro.stdout
+    assert all(line.startswith("ok") for line in ro.stdout.splitlines())
+
+
+def test_demo_db_path(tmp_path: Path) -> None:
+    target = tmp_path / "demo.db"
+    assert mcpkit("demo-db", str(target)).returncode == 0
+    assert sqlite3.connect(target).execute("SELECT count(*) FROM sales_demo").fetchone() == (3000,)
+    assert mcpkit("demo-db", str(target)).returncode == 2
+    assert mcpkit("demo-db", str(target), "--force").returncode == 0
+
+
+@pytest.mark.postgres
+def test_demo_db_into_postgres(pg_url: str) -> None:
+    schema = f"mcpkit_demo_{secrets.token_hex(4)}"
+    url = make_url(pg_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        try:
+            done = mcpkit("demo-db", "--dsn", pg_url, "--schema", schema)
+            assert done.returncode == 0, done.stderr
+            assert conn.execute(f"SELECT count(*) FROM {schema}.product_vectors").fetchone() == (200,)
+            dims = conn.execute(f"SELECT array_length(embedding, 1) FROM {schema}.product_vectors LIMIT 1")
+            assert dims.fetchone() == (384,)
+        finally:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def test_serve_stdio_lists_tools() -> None:
+    request = (
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+        '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+        '{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcpkit", "sql", "serve", "--demo", "--allowed-tools", "execute_query"],
+        cwd=ROOT,
+        input=request,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    listing = [line for line in proc.stdout.splitlines() if '"id":2' in line.replace(" ", "")]
+    assert listing and '"execute_query"' in listing[0] and '"list_tables"' not in listing[0]
