@@ -100,11 +100,10 @@ def lint_report(
     views = [ToolView(i, tool, size) for i, (tool, size) in enumerate(zip(tools, sizes, strict=True))]
     payload = _ENVELOPE + sum(sizes) + max(len(views) - 1, 0)
     ctx = _context(views, settings, payload)
-    index_of = {v.label: v.index for v in reversed(views)}
     for rule in _rules(ctx):
         if type(rule).check_list is not Rule.check_list:
             for f in rule.check_list():
-                ranked.append((-1 if f.tool is None else index_of.get(f.tool, -1), f.rule, -1, f))
+                ranked.append((rule.indexes.get(id(f), -1), f.rule, -1, f))
     ranked.sort(key=lambda item: item[:3])
     return LintReport([item[3] for item in ranked], [(v.label, v.size) for v in views], payload)
 

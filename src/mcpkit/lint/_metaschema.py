@@ -151,17 +151,20 @@ _SUB = ("S",)
 def _enc(value: Any) -> Any:
     """A hashable stand-in for a keyword value that the metaschemas judge the same way.
 
-    Numbers keep only what metaschemas test (sign, integral or not, int or float).
+    Numbers keep only what metaschemas test (sign, integral or not). Booleans and floats are
+    tagged, since `False == 0` and `1.0 == 1` would otherwise share a cache entry.
     """
     kind = value.__class__
-    if kind is str or kind is bool or value is None:
+    if kind is str or value is None:
         return value
+    if kind is bool:
+        return ("B", value)
     if kind is int:
         return 1 if value > 0 else (0 if value == 0 else -1)
     if kind is float:
         if value.is_integer():
-            return 1.0 if value > 0 else (0.0 if value == 0 else -1.0)
-        return 1.5 if value > 0 else -1.5
+            return ("F", 1.0 if value > 0 else (0.0 if value == 0 else -1.0))
+        return ("F", 1.5 if value > 0 else -1.5)
     if kind is list:
         return ("L", *map(_enc, value))
     return ("J", json.dumps(value, sort_keys=True))
@@ -183,7 +186,7 @@ def _key(node: dict[str, Any], actions: dict[str, int], closed: bool) -> tuple[A
                 continue
             action = _RAW
         if action == _RAW:
-            append((key, value if kind is str or kind is bool or value is None else _enc(value)))
+            append((key, value if kind is str or value is None else _enc(value)))
         elif action == _BLANK:
             append((key, "" if kind is str else _enc(value)))
         elif action == _FREE:
@@ -215,6 +218,8 @@ def _dec(value: Any) -> Any:
         return [_dec(v) for v in value[1:]]
     if tag == "N":
         return [str(i) for i in range(value[1])]
+    if tag in ("B", "F"):
+        return value[1]
     if tag == "M":
         return {k: _dec(v) for k, v in value[1:]}
     return json.loads(value[1])
@@ -250,7 +255,10 @@ def metaschema_checker(dialect: Dialect) -> Callable[[Any], list[MetaError]]:
     cache = _CACHE
 
     def full(node: Any) -> list[MetaError]:
-        return [(tuple(e.absolute_path), _short(e.message)) for e in validator.iter_errors(node)]
+        # 2020-12 reaches a subschema once per vocabulary: the same error can come several times.
+        return list(
+            dict.fromkeys((tuple(e.absolute_path), _short(e.message)) for e in validator.iter_errors(node))
+        )
 
     def check(node: Any) -> list[MetaError]:
         if node.__class__ is not dict:

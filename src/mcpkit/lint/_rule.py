@@ -118,6 +118,8 @@ class Rule:
 
     def __init__(self, ctx: LintContext) -> None:
         self.ctx = ctx
+        #: id(finding) -> tool index, for findings of `check_list` (whose labels may repeat).
+        self.indexes: dict[int, int] = {}
 
     def applies(self) -> bool:
         """Whether any selected profile can be broken by this rule."""
@@ -157,7 +159,9 @@ class Rule:
         if not hit:
             return []
         worst = max((levels[p] for p in hit), key=SEVERITY_RANK.__getitem__)
-        return [Finding(self.code, worst, None if tool is None else tool.label, path, message, hit)]
+        found = Finding(self.code, worst, None if tool is None else tool.label, path, message, hit)
+        self.indexes[id(found)] = -1 if tool is None else tool.index
+        return [found]
 
 
 def register(cls: _R) -> _R:

@@ -96,7 +96,8 @@ class SchemaRef(Rule):
     def check_tool(self, tool: ToolView) -> Iterator[Finding]:
         counts: dict[str, tuple[int, str]] = {}
         for node in tool.nodes:
-            if "$ref" in node.schema:
+            ref = node.schema.get("$ref")
+            if isinstance(ref, str) and is_local(ref) and resolve(tool.root(node), ref) is not UNRESOLVED:
                 count, first = counts.get(node.root, (0, node.pointer + "/" + escape("$ref")))
                 counts[node.root] = (count + 1, first)
         for root, schema in (("inputSchema", tool.input_schema), ("outputSchema", tool.output_schema)):

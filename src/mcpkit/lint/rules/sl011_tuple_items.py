@@ -28,15 +28,16 @@ class TupleItems(Rule):
      "items": [{"type": "number"}, {"type": "number"}]}}}
     ```
 
-    Use instead:
+    Use instead (read alike by draft-07 and 2020-12 validators; say which element is which in the
+    description, or use an object with named properties):
     ```json
-    {"type": "object", "properties": {"point": {"type": "array",
-     "prefixItems": [{"type": "number"}, {"type": "number"}], "items": false}}}
+    {"type": "object", "properties": {"point": {"type": "array", "description": "[x, y]",
+     "items": {"type": "number"}, "minItems": 2, "maxItems": 2}}}
     ```
 
     ## Fix
     `--fix` renames an `items` array to `prefixItems` and a sibling `additionalItems` to `items`,
-    which is what the array form means.
+    which is what the array form means (Cursor's warning about `prefixItems` then remains).
 
     ## References
     - JSON Schema 2020-12 release notes: `items` array replaced by `prefixItems`.

@@ -79,7 +79,9 @@ class UnsupportedKeyword(Rule):
     newer `parametersJsonSchema` field takes full JSON Schema. OpenAI strict mode rejects
     `patternProperties`, `allOf`, `default` and friends. Cursor's model gateway has answered 400 for
     any tool schema with `anyOf`/`oneOf`/`allOf`, which Pydantic and FastMCP emit for every
-    `Optional` field.
+    `Optional` field. Note that no object schema satisfies both `openai-strict` (which demands
+    `additionalProperties: false`) and `gemini` (whose legacy schema has no such field): lint for
+    the targets your users have.
 
     ## Example
     ```json
@@ -118,32 +120,40 @@ class UnsupportedKeyword(Rule):
         self._gemini = "gemini" in selected
         self._openai = "openai-strict" in selected
         self._cursor = "cursor" in selected
-        self.keywords = (OPENAI_UNSUPPORTED if self._openai else frozenset()) | (
-            CURSOR_UNSUPPORTED if self._cursor else frozenset()
-        )
+        # Gemini needs every key of every node (check_tool); the others only named keywords.
+        if not self._gemini:
+            self.keywords = (OPENAI_UNSUPPORTED if self._openai else frozenset()) | (
+                CURSOR_UNSUPPORTED if self._cursor else frozenset()
+            )
 
     def check_node(self, tool: ToolView, node: Node) -> list[Finding]:
-        if node.root != "inputSchema":
-            return []
-        keys = node.schema.keys()
-        hits: dict[str, dict[str, Severity]] = {}
-        if self._openai:
-            for key in keys & OPENAI_UNSUPPORTED:
-                hits.setdefault(key, {})["openai-strict"] = "error"
-        if self._cursor and node.parent is not None:
-            for key in keys & CURSOR_UNSUPPORTED:
-                hits.setdefault(key, {})["cursor"] = "warning"
-        return self._emit(tool, node, hits)
+        return self._emit(tool, node, self._hits(node))
 
     def check_tool(self, tool: ToolView) -> list[Finding]:
         if not self._gemini:
             return []
         out: list[Finding] = []
         for node in tool.nodes:
-            keys = node.schema.keys()
-            if node.root == "inputSchema" and not keys <= _GEMINI_QUIET:
-                out += self._emit(tool, node, {key: {"gemini": "error"} for key in keys - _GEMINI_QUIET})
+            hits = self._hits(node)
+            if hits:
+                out += self._emit(tool, node, hits)
         return out
+
+    def _hits(self, node: Node) -> dict[str, dict[str, Severity]]:
+        hits: dict[str, dict[str, Severity]] = {}
+        if node.root != "inputSchema":
+            return hits
+        keys = node.schema.keys()
+        if self._gemini and not keys <= _GEMINI_QUIET:
+            for key in keys - _GEMINI_QUIET:
+                hits.setdefault(key, {})["gemini"] = "error"
+        if self._openai and not keys.isdisjoint(OPENAI_UNSUPPORTED):
+            for key in keys & OPENAI_UNSUPPORTED:
+                hits.setdefault(key, {})["openai-strict"] = "error"
+        if self._cursor and node.parent is not None and not keys.isdisjoint(CURSOR_UNSUPPORTED):
+            for key in keys & CURSOR_UNSUPPORTED:
+                hits.setdefault(key, {})["cursor"] = "warning"
+        return hits
 
     def _emit(self, tool: ToolView, node: Node, hits: dict[str, dict[str, Severity]]) -> list[Finding]:
         out: list[Finding] = []
