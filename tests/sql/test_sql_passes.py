@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlglot import exp
 
 from mcpkit.errors import Refused
@@ -154,3 +156,48 @@ def test_refusal_never_echoes_schema() -> None:
     with pytest.raises(Refused) as info:
         admit("DELETE FROM secret_payroll_table WHERE salary > 0", "postgres")
     assert "secret_payroll" not in info.value.message and "salary" not in info.value.message
+
+
+def test_deep_nesting_is_refused_not_a_crash() -> None:
+    with pytest.raises(Refused) as info:
+        admit("SELECT " + "(" * 400 + "1" + ")" * 400, "postgres")
+    assert info.value.data == {"reason": "too_long"}
+
+
+SQLISH = st.text(
+    alphabet=st.sampled_from(list("SELCTFROMWHEINAUD ();,'\"`$#/*-\\@:?%.0123456789abxy\n")), max_size=80
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=SQLISH, dialect=st.sampled_from(["postgres", "mysql", "sqlite"]))
+def test_admission_only_admits_or_refuses(text: str, dialect: str) -> None:
+    """Whatever the text, admission answers with SQL or a Refused, never another exception."""
+    try:
+        admitted = admit(text, dialect, limit=26)
+    except Refused:
+        return
+    again = admit(admitted.sql, dialect, limit=26)  # what is sent is itself admissible
+    assert isinstance(again.tree, exp.Expr)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prefix=st.sampled_from(["SELECT 1", "SELECT a FROM t", "WITH x AS (SELECT 1) SELECT * FROM x"]),
+    tail=st.sampled_from(
+        [
+            "; DELETE FROM t",
+            "; DROP TABLE t",
+            " /*!50000 ; DELETE FROM t */",
+            " # x\n; DELETE FROM t",
+            " FOR UPDATE",
+            " INTO OUTFILE '/tmp/x'",
+            "; COMMIT",
+            "; SET x = 1",
+        ]
+    ),
+    dialect=st.sampled_from(["postgres", "mysql", "sqlite"]),
+)
+def test_stacked_and_hidden_statements_never_pass(prefix: str, tail: str, dialect: str) -> None:
+    with pytest.raises(Refused):
+        admit(prefix + tail, dialect)

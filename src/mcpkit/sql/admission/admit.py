@@ -28,6 +28,7 @@ from mcpkit.sql.admission.reject_parameters import reject_parameters
 from mcpkit.sql.admission.reject_volatile_functions import FunctionCatalog, reject_volatile_functions
 from mcpkit.sql.admission.reject_writes import reject_writes
 from mcpkit.sql.admission.require_query import require_query
+from mcpkit.sql.errors import refuse
 
 __all__ = ["CHECKS", "PASSES", "REWRITES", "Admitted", "Pass", "admit", "run_passes"]
 
@@ -99,6 +100,13 @@ def admit(
         "catalog": catalog,
         "limit": limit,
     }
+    try:
+        return _admit(sql, dialect, named)
+    except RecursionError:  # sqlglot recurses per nesting level
+        refuse("too_long", "The query is nested too deeply; flatten it (CTEs instead of nested subqueries).")
+
+
+def _admit(sql: str, dialect: str, named: dict[str, Any]) -> Admitted:
     check_lexical(sql, dialect)
     tree = run_passes(parse_statement(sql, dialect), PASSES, **named)
     text = tree.sql(dialect=dialect, normalize_functions=False, comments=False)

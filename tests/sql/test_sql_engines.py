@@ -1,0 +1,132 @@
+"""Engine details on the real servers: call identity, cost ceiling, the volatility catalog."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pymysql
+import pytest
+from sqlalchemy.engine import make_url
+
+from mcpkit.errors import Refused
+from mcpkit.sql.engines.base import Params, Rows
+from mcpkit.sql.engines.catalog import PostgresCatalog
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryTimeout
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import DbEnv
+
+SLOW = "SELECT count(*) FROM sales_demo a, sales_demo b, sales_demo c"
+
+
+def _run_slow(env: DbEnv, call_id: str) -> threading.Thread:
+    def work() -> None:
+        engine = SqlEngine(env.ro_url)
+        try:
+            engine.execute(SLOW, None, 1, 3.0, call_id)
+        except QueryTimeout:
+            pass
+        finally:
+            engine.close()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    return thread
+
+
+@pytest.mark.postgres
+def test_postgres_session_carries_the_call_id(pg_env: DbEnv) -> None:
+    thread = _run_slow(pg_env, "trace-me-1")
+    url = make_url(pg_env.admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    seen: list[Any] = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(40):
+            seen = conn.execute(
+                "SELECT application_name, usename, state FROM pg_stat_activity WHERE application_name LIKE 'mcpkit:%'"
+            ).fetchall()
+            if seen:
+                break
+            time.sleep(0.05)
+    thread.join()
+    assert ("mcpkit:trace-me-1", pg_env.ro_user, "active") in seen
+
+
+@pytest.mark.mysql
+def test_mysql_statement_carries_the_call_id(mysql_env: DbEnv) -> None:
+    thread = _run_slow(mysql_env, "trace-me-2")
+    u = make_url(mysql_env.admin_url)
+    conn = pymysql.connect(host=u.host, port=u.port or 3306, user=u.username, password="")
+    seen: list[Any] = []
+    try:
+        with conn.cursor() as c:
+            for _ in range(40):
+                c.execute(
+                    "SELECT USER, INFO FROM information_schema.PROCESSLIST WHERE INFO LIKE '/* mcpkit:%'"
+                )
+                seen = list(c.fetchall())
+                if seen:
+                    break
+                time.sleep(0.05)
+    finally:
+        conn.close()
+    thread.join()
+    assert (
+        seen and seen[0][0] == mysql_env.ro_user and seen[0][1].startswith("/* mcpkit:trace-me-2 */ SELECT")
+    )
+
+
+@pytest.mark.postgres
+def test_postgres_cost_ceiling(pg_env: DbEnv) -> None:
+    engine = SqlEngine(pg_env.ro_url)
+    try:
+        service = SqlService(engine, max_cost=1000.0)
+        result, _ = service.query("SELECT count(*) FROM product_vectors WHERE id = 1", call_id="cheap")
+        assert result.row_count == 1
+        with pytest.raises(Refused) as info:
+            service.query(SLOW, call_id="dear")
+        assert info.value.data == {"reason": "cost"} and "ceiling of 1000" in info.value.message
+    finally:
+        engine.close()
+
+
+class CountingEngine:
+    """Wraps an engine and counts the statements it runs."""
+
+    def __init__(self, inner: SqlEngine) -> None:
+        self.inner, self.calls = inner, 0
+        self.dialect = inner.dialect
+
+    def execute(self, sql: str, params: Params | None, limit: int, timeout_s: float, call_id: str) -> Rows:
+        self.calls += 1
+        return self.inner.execute(sql, params, limit, timeout_s, call_id)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@pytest.mark.postgres
+def test_postgres_catalog_reads_provolatile_and_caches(pg_env: DbEnv) -> None:
+    engine = CountingEngine(SqlEngine(pg_env.ro_url))
+    try:
+        catalog = PostgresCatalog(engine)
+        refs = [
+            (None, "bump_audit"),
+            (pg_env.schema, "bump_audit"),
+            (None, "lower"),
+            (None, "random"),
+            (None, "nextval"),
+        ]
+        assert catalog.volatile(refs) == {
+            (None, "bump_audit"),
+            (pg_env.schema, "bump_audit"),
+            (None, "nextval"),
+        }
+        calls = engine.calls
+        assert catalog.volatile(refs[:3]) == {(None, "bump_audit"), (pg_env.schema, "bump_audit")}
+        assert engine.calls == calls  # answered from the cache
+        assert catalog.volatile([("public", "bump_audit")]) == set()  # not that schema's function
+    finally:
+        engine.close()
