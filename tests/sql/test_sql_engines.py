@@ -45,7 +45,8 @@ def test_postgres_session_carries_the_call_id(pg_env: DbEnv) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         for _ in range(40):
             seen = conn.execute(
-                "SELECT application_name, usename, state FROM pg_stat_activity WHERE application_name LIKE 'mcpkit:%'"
+                "SELECT application_name, usename, state FROM pg_stat_activity"
+                " WHERE application_name LIKE 'mcpkit:%'"
             ).fetchall()
             if seen:
                 break

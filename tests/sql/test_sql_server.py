@@ -134,6 +134,11 @@ async def test_allowed_tools_hides_the_others(service: SqlService) -> None:
         assert [t.name for t in (await client.list_tools()).tools] == ["list_tables", "describe_table"]
 
 
+MEDIANS = (
+    "SELECT region, percentile_cont(0.5) WITHIN GROUP (ORDER BY revenue) FROM sales_demo GROUP BY region"
+)
+
+
 @pytest.mark.postgres
 async def test_postgres_through_the_server(pg_env: DbEnv) -> None:
     engine = SqlEngine(pg_env.ro_url)
@@ -141,9 +146,7 @@ async def test_postgres_through_the_server(pg_env: DbEnv) -> None:
         async with connect(build_server(SqlService(engine, timeout_s=5.0))) as client:
             ok = await client.call_tool(
                 "execute_query",
-                {
-                    "query": "SELECT region, percentile_cont(0.5) WITHIN GROUP (ORDER BY revenue) FROM sales_demo GROUP BY region"
-                },
+                {"query": MEDIANS},
             )
             vec = await client.call_tool(
                 "execute_query", {"query": "SELECT embedding FROM product_vectors", "max_rows": 1}
