@@ -1,0 +1,265 @@
+"""execute_query with the default cap vs a fetch-everything baseline, on 10^4, 10^6 and 10^7 rows.
+
+For each engine (PostgreSQL, SQLite) and table size, two queries an agent writes when it looks at a
+table: `SELECT * FROM t` and `SELECT * FROM t ORDER BY revenue DESC`. Measured:
+
+- mcpkit: `SqlService.query(sql, max_rows=25)`, the path of `execute_query` (admission, the cap
+  pushed into the SQL as LIMIT 26, a fresh read-only connection, shaping, markdown).
+- baseline: what the simple reference servers do: run the text as written, `fetchall()`, and
+  return `json.dumps` of a list of row objects.
+
+Each measurement runs in its own subprocess, so peak memory is that process's peak RSS (driver
+buffers included) minus its RSS before the first query. Latency is the median of `--repeat` runs
+after one warm-up. Bytes compare our markdown with the JSON array of row objects for the same rows.
+
+    .venv/bin/python bench/sql.py [--sizes 10000,1000000,10000000] [--engines postgres,sqlite]
+        [--pg postgresql://postgres@127.0.0.1:5432/test] [--data-dir /tmp/mcpkit-bench] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+SCHEMA = "mcpkit_bench"
+ROLE = "mcpkit_bench_ro"
+QUERIES = {"scan": "SELECT * FROM {t}", "top-n": "SELECT * FROM {t} ORDER BY revenue DESC"}
+CAP = 25
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+
+def setup_postgres(admin_url: str, n: int) -> str:
+    """Create mcpkit_bench.rows_<n> (if missing) and a read-only role; return that role's URL."""
+    table = f"{SCHEMA}.rows_{n}"
+    with psycopg.connect(admin_url, autocommit=True) as c:
+        c.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        if not c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [ROLE]).fetchone():
+            c.execute(f"CREATE ROLE {ROLE} LOGIN")
+        if c.execute("SELECT to_regclass(%s)", [table]).fetchone() == (None,):
+            started = time.monotonic()
+            regions = "ARRAY['North America','Europe','Asia Pacific','Latin America','Middle East & Africa']"
+            c.execute(
+                f"CREATE TABLE {table} AS SELECT g AS id, ({regions})[1 + g % 5] AS region,"
+                " 'Product ' || (g % 97) AS product, (g * 7919) % 500 AS units,"
+                " round(((g::bigint * 104729) % 1000000) / 100.0, 2)::numeric(12, 2) AS revenue,"
+                f" md5(g::text) || ' note about deal ' || g AS note FROM generate_series(1, {int(n)}) g"
+            )
+            c.execute(f"ANALYZE {table}")
+            print(f"  created {table} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+        c.execute(f"GRANT USAGE ON SCHEMA {SCHEMA} TO {ROLE}")
+        c.execute(f"GRANT SELECT ON {table} TO {ROLE}")
+    user_at = admin_url.split("://", 1)[1].split("@", 1)
+    return f"postgresql://{ROLE}@{user_at[1] if len(user_at) == 2 else user_at[0]}"
+
+
+def setup_sqlite(folder: Path, n: int) -> Path:
+    """Create <folder>/rows_<n>.db (if missing) with the same columns."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"rows_{n}.db"
+    if not path.exists():
+        started = time.monotonic()
+        tmp = path.with_suffix(".tmp")
+        tmp.unlink(missing_ok=True)
+        conn = sqlite3.connect(tmp)
+        conn.execute(
+            f"CREATE TABLE rows_{n} (id INTEGER PRIMARY KEY, region TEXT, product TEXT, units INTEGER,"
+            " revenue NUMERIC, note TEXT)"
+        )
+        conn.execute(
+            f"INSERT INTO rows_{n} WITH RECURSIVE c(g) AS"
+            f" (SELECT 1 UNION ALL SELECT g + 1 FROM c WHERE g < {n})"
+            " SELECT g, CASE g % 5 WHEN 0 THEN 'North America' WHEN 1 THEN 'Europe'"
+            " WHEN 2 THEN 'Asia Pacific' WHEN 3 THEN 'Latin America' ELSE 'Middle East & Africa' END,"
+            " 'Product ' || (g % 97),"
+            " (g * 7919) % 500, round(((g * 104729) % 1000000) / 100.0, 2),"
+            " printf('%08x note about deal %d', (g * 2654435761) % 4294967296, g) FROM c"
+        )
+        conn.commit()
+        conn.close()
+        tmp.rename(path)
+        print(f"  created {path} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return path
+
+
+# --- one measurement (runs in a subprocess) --------------------------------------------------
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _baseline(url: str, sql: str) -> tuple[str, int]:
+    if url.startswith("sqlite"):
+        conn: Any = sqlite3.connect(url.split("///", 1)[1])
+    else:
+        conn = psycopg.connect(url)
+        conn.read_only = True
+    cur = conn.cursor()
+    cur.execute(sql)
+    names = [d[0] for d in cur.description]
+    rows = cur.fetchall()
+    text = json.dumps([dict(zip(names, r, strict=True)) for r in rows], default=str)
+    conn.rollback()
+    conn.close()
+    return text, len(rows)
+
+
+def measure(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one (engine, size, query, method) measurement; return latency, peak memory and bytes."""
+    import logging
+
+    logging.disable(logging.WARNING)
+    from mcpkit.sql import SqlEngine, SqlService
+
+    sql, url, repeat = spec["sql"], spec["url"], spec["repeat"]
+    start_rss = _rss_kb()
+    times: list[float] = []
+    out: dict[str, Any] = {}
+    if spec["method"] == "mcpkit":
+        engine = SqlEngine(url)
+        service = SqlService(engine, timeout_s=600.0, catalog=None)
+        for i in range(repeat + 1):
+            t0 = time.perf_counter()
+            result, text = service.query(sql, call_id="bench", max_rows=CAP)
+            if i:
+                times.append(time.perf_counter() - t0)
+        rows_json = json.dumps([dict(zip(result.columns, r, strict=True)) for r in result.rows], default=str)
+        out.update(
+            rows=result.row_count, markdown_bytes=len(text.encode()), json_bytes=len(rows_json.encode())
+        )
+        engine.close()
+    else:
+        limit = int(spec["mem_limit_gb"] * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))  # keep a shared machine alive
+        for i in range(repeat + 1):
+            t0 = time.perf_counter()
+            try:
+                text, n = _baseline(url, sql)
+            except Exception as exc:  # out of memory under the limit
+                out.update(rows=0, failed=f"{type(exc).__name__} at the {spec['mem_limit_gb']:g} GB limit")
+                times = [time.perf_counter() - t0]
+                break
+            if i:
+                times.append(time.perf_counter() - t0)
+            out.update(rows=n, json_bytes=len(text.encode()))
+            del text
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out.update(ms=statistics.median(times) * 1000, peak_mb=max(0, peak_kb - start_rss) / 1024)
+    return out
+
+
+def _in_subprocess(spec: dict[str, Any]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, __file__, "--one", json.dumps(spec)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-2000:])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def _fmt_ms(ms: float) -> str:
+    return f"{ms:,.1f}" if ms < 100 else f"{ms:,.0f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,1000000,10000000")
+    parser.add_argument("--engines", default="postgres,sqlite")
+    parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--data-dir", default="/tmp/mcpkit-bench")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--baseline-repeat", type=int, default=3)
+    parser.add_argument("--mem-limit-gb", type=float, default=6.0, help="address-space cap of the baseline")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure(json.loads(args.one))))
+        return
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(
+        "| engine | rows in table | query | mcpkit ms | baseline ms | mcpkit peak MB | baseline peak MB |"
+        " rows returned (mcpkit / baseline) |"
+    )
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |")
+    sizes_seen: list[dict[str, Any]] = []
+    for engine in args.engines.split(","):
+        for n in sizes:
+            if engine == "postgres":
+                url, table = setup_postgres(args.pg, n), f"{SCHEMA}.rows_{n}"
+            else:
+                url, table = f"sqlite:///{setup_sqlite(Path(args.data_dir), n)}", f"rows_{n}"
+            for label, template in QUERIES.items():
+                sql = template.format(t=table)
+                ours = _in_subprocess({"method": "mcpkit", "url": url, "sql": sql, "repeat": args.repeat})
+                base_repeat = args.baseline_repeat if n < 10**7 else 1
+                base = _in_subprocess(
+                    {
+                        "method": "baseline",
+                        "url": url,
+                        "sql": sql,
+                        "repeat": base_repeat,
+                        "mem_limit_gb": args.mem_limit_gb,
+                    }
+                )
+                base_rows = base.get("failed") or f"{base['rows']:,}"
+                print(
+                    f"| {engine} | {n:,} | {label} | {_fmt_ms(ours['ms'])} | {_fmt_ms(base['ms'])} |"
+                    f" {ours['peak_mb']:.1f} | {base['peak_mb']:,.0f} | {ours['rows']} / {base_rows} |",
+                    flush=True,
+                )
+                sizes_seen.append(ours)
+    last = sizes_seen[-1]
+    print(
+        f"\nbench table, {last['rows']} rows: markdown {last['markdown_bytes']:,} bytes"
+        f" vs JSON array of row objects {last['json_bytes']:,}"
+        f" ({last['markdown_bytes'] / last['json_bytes']:.0%})"
+    )
+    bytes_on_demo(Path(args.data_dir))
+
+
+def bytes_on_demo(folder: Path) -> None:
+    """Bytes of the same 25 demo rows: our markdown, JSON of the shaped rows, JSON of the raw rows."""
+    import logging
+
+    logging.disable(logging.WARNING)
+    from mcpkit.sql import SqlEngine, SqlService, write_demo_sqlite
+
+    path = write_demo_sqlite(folder / "demo.db", overwrite=True)
+    engine = SqlEngine(f"sqlite:///{path}")
+    service = SqlService(engine, catalog=None)
+    print("\n| demo query (25 rows) | markdown bytes | JSON of shaped rows | JSON of raw rows (reference) |")
+    print("| --- | ---: | ---: | ---: |")
+    for sql in (
+        "SELECT region, product, year, quarter, units, revenue FROM sales_demo ORDER BY id",
+        "SELECT * FROM sales_demo ORDER BY id",
+        "SELECT * FROM product_vectors ORDER BY id",
+    ):
+        result, text = service.query(sql, call_id="bytes", max_rows=CAP)
+        shaped = json.dumps([dict(zip(result.columns, r, strict=True)) for r in result.rows], default=str)
+        raw, _ = _baseline(f"sqlite:///{path}", sql + f" LIMIT {CAP}")
+        print(f"| `{sql}` | {len(text.encode()):,} | {len(shaped.encode()):,} | {len(raw.encode()):,} |")
+    engine.close()
+
+
+if __name__ == "__main__":
+    main()
