@@ -486,3 +486,7 @@ SELECT id FROM sales_demo ORDER BY id LIMIT 10, 5
 
 -- name: duplicate-column-names
 SELECT a.id, b.id FROM sales_demo a JOIN sales_demo b ON b.id = a.id + 1 ORDER BY a.id LIMIT 3
+
+-- name: pg-named-arguments
+-- dialects: postgres
+SELECT make_interval(days := 10) AS ten_days, make_interval(weeks => 1) AS one_week

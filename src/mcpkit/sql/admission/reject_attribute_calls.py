@@ -40,6 +40,7 @@ def reject_attribute_calls(tree: exp.Expr, dialect: str, functions: FunctionPoli
     if dialect != "postgres":
         return tree
     deny = (functions or FunctionPolicy.for_dialect(dialect)).deny
+    exact = {p.rstrip("*") for p in deny}
     for node in tree.find_all(exp.Dot, exp.Column):
         if isinstance(node, exp.Dot):
             if isinstance(node.this, exp.Paren):
@@ -47,6 +48,8 @@ def reject_attribute_calls(tree: exp.Expr, dialect: str, functions: FunctionPoli
             last = node.expression
             if isinstance(last, exp.Identifier) and matches(last.name.lower(), deny):
                 refuse("attribute_call", _MESSAGE)
-        elif isinstance(node, exp.Column) and node.table and matches(node.name.lower(), deny):
+        elif isinstance(node, exp.Column) and node.table and node.name.lower() in exact:
+            # alias.name resolves to a column first; only an exact denied name is refused, so a
+            # real column such as t.lo_limit is not caught by the `lo_*` pattern.
             refuse("attribute_call", _MESSAGE)
     return tree

@@ -14,7 +14,7 @@ _VARIABLE = "Session and user variables (@x, @@x, :=) are not allowed; write lit
 _PARAMETER_SIGILS = ("$", ":", "@", "?")
 
 
-def reject_parameters(tree: exp.Expr) -> exp.Expr:
+def reject_parameters(tree: exp.Expr, dialect: str = "") -> exp.Expr:
     """Refuse `?`, `$1`, `:name`, `%s`, `%(x)s`, `@var`, `@@var` and `@var := ...`.
 
     >>> import sqlglot
@@ -23,6 +23,7 @@ def reject_parameters(tree: exp.Expr) -> exp.Expr:
 
     Args:
         tree: One parsed statement.
+        dialect: The target's sqlglot dialect (SQLite reads `$a`, `:a`, `@a` as parameters).
 
     Returns:
         `tree`, unchanged.
@@ -30,11 +31,10 @@ def reject_parameters(tree: exp.Expr) -> exp.Expr:
     Raises:
         Refused: reason `parameter` or `variable`.
     """
-    for node in tree.find_all(
-        exp.Placeholder, exp.Parameter, exp.SessionParameter, exp.PropertyEQ, exp.Identifier
-    ):
+    # `@x := 1` is caught by its Parameter; a bare `:=` is PostgreSQL's named-argument notation.
+    for node in tree.find_all(exp.Placeholder, exp.Parameter, exp.SessionParameter, exp.Identifier):
         if isinstance(node, exp.Identifier):
-            if not node.quoted and node.name.startswith(_PARAMETER_SIGILS):
+            if dialect == "sqlite" and not node.quoted and node.name.startswith(_PARAMETER_SIGILS):
                 refuse("parameter", _PARAMETER)
         elif isinstance(node, exp.Placeholder) or (
             isinstance(node, exp.Parameter) and isinstance(node.this, exp.Literal)

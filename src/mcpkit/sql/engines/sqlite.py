@@ -68,9 +68,6 @@ class SqliteSession:
     dialect = "sqlite"
     read_only_enforced = True
 
-    def __init__(self) -> None:
-        self._deadline: dict[int, float] = {}
-
     def engine_options(self, url: URL) -> dict[str, Any]:
         """A creator that opens the file with `mode=ro` and turns `query_only` on."""
         database = url.database or ""
