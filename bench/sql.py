@@ -52,7 +52,7 @@ def setup_postgres(admin_url: str, n: int) -> str:
             regions = "ARRAY['North America','Europe','Asia Pacific','Latin America','Middle East & Africa']"
             c.execute(
                 f"CREATE TABLE {table} AS SELECT g AS id, ({regions})[1 + g % 5] AS region,"
-                " 'Product ' || (g % 97) AS product, (g * 7919) % 500 AS units,"
+                " 'Product ' || (g % 97) AS product, (g::bigint * 7919) % 500 AS units,"
                 " round(((g::bigint * 104729) % 1000000) / 100.0, 2)::numeric(12, 2) AS revenue,"
                 f" md5(g::text) || ' note about deal ' || g AS note FROM generate_series(1, {int(n)}) g"
             )

@@ -28,3 +28,35 @@ def test_modules_stay_small() -> None:
     for path in root.rglob("*.py"):
         lines = len(path.read_text().splitlines())
         assert lines <= 400, f"{path.name} has {lines} lines"
+
+
+DOCTESTED = [
+    "mcpkit.sql.dialects",
+    "mcpkit.sql.shaping",
+    "mcpkit.sql.render",
+    "mcpkit.sql.demo",
+    "mcpkit.sql.engines.fake",
+    "mcpkit.sql.engines.session",
+    "mcpkit.sql.admission.admit",
+    "mcpkit.sql.admission.functions",
+    "mcpkit.sql.admission.lexical",
+    "mcpkit.sql.admission.parse",
+    "mcpkit.sql.admission.cap_rows",
+    "mcpkit.sql.admission.drop_from_dual",
+    "mcpkit.sql.admission.require_query",
+    "mcpkit.sql.admission.reject_writes",
+    "mcpkit.sql.admission.reject_locks",
+    "mcpkit.sql.admission.reject_parameters",
+    "mcpkit.sql.admission.reject_functions",
+    "mcpkit.sql.admission.reject_attribute_calls",
+    "mcpkit.sql.admission.reject_volatile_functions",
+]
+
+
+@pytest.mark.parametrize("name", DOCTESTED)
+def test_doctests(name: str) -> None:
+    import doctest
+
+    module = importlib.import_module(name)
+    failed, attempted = doctest.testmod(module)
+    assert attempted > 0 and failed == 0

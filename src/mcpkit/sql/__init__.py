@@ -22,6 +22,7 @@ __all__ = [
     "TableDescription",
     "TableList",
     "admit",
+    "build_server",
     "describe_table",
     "ensure_safe_account",
     "escape_cell",
@@ -45,5 +46,6 @@ from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
 from mcpkit.sql.reflect import describe_table, list_tables
 from mcpkit.sql.render import escape_cell, render_markdown
+from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
 from mcpkit.sql.shaping import shape_cell, shape_rows
