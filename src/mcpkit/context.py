@@ -112,15 +112,16 @@ class Context:
 
     def secret(self, name: str) -> str | None:
         """The value of a declared secret, or None when the operator has not set it."""
-        if self._secrets is None:
-            raise SecretNotDeclared(f"secret {name!r} is not declared by this tool or its server")
-        return self._secrets.get(name, self._allowed)
+        return self._store(name).get(name, self._allowed)
 
     def require_secret(self, name: str) -> str:
         """The value of a declared secret; fails with a model-safe message naming it when unset."""
+        return self._store(name).require(name, self._allowed)
+
+    def _store(self, name: str) -> SecretStore:
         if self._secrets is None:
             raise SecretNotDeclared(f"secret {name!r} is not declared by this tool or its server")
-        return self._secrets.require(name, self._allowed)
+        return self._secrets
 
     async def fetch(self, url: str, **kwargs: Any) -> httpx2.Response:
         """Fetch `url` through the server's egress guard; the only sanctioned way out."""
