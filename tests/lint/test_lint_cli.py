@@ -66,6 +66,17 @@ def test_errors_exit_1_with_one_line_per_finding_and_a_size_table(
     assert int(table[0][1].replace(",", "")) > int(table[1][1].replace(",", ""))
 
 
+def test_size_table_is_cut_at_sizes_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = {"tools": [tool(f"t{i}", description="d" * i) for i in range(30)]}
+    path = _write(tmp_path, data)
+    _, out, _ = _run(capsys, path)
+    rows = out.split("largest tools:\n", 1)[1].splitlines()
+    assert [r.split()[0] for r in rows[:3]] == ["t29", "t28", "t27"]
+    assert len(rows) == 21 and rows[-1] == "  ... 10 more"
+    _, out, _ = _run(capsys, path, "--sizes", "0")
+    assert len(out.split("tool sizes:\n", 1)[1].splitlines()) == 30
+
+
 def test_warnings_alone_exit_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}  # no description: a warning
     code, out, _ = _run(capsys, _write(tmp_path, data))

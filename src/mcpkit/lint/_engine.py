@@ -171,8 +171,6 @@ def _lint_slice(
     ranked: list[Ranked] = []
     for tool in views:
         found: list[Finding] = []
-        for rule in tool_rules:
-            found.extend(rule.check_tool(tool))
         if dispatch:
             for node in tool.nodes:
                 todo: list[Rule] | None = None
@@ -186,6 +184,8 @@ def _lint_slice(
                 if todo:
                     for rule in todo:
                         found += rule.check_node(tool, node)
+        for rule in tool_rules:  # after the nodes: a rule may sum up what its check_node saw
+            found.extend(rule.check_tool(tool))
         index = tool.index
         ranked.extend((index, f.rule, i, f) for i, f in enumerate(found))
     return [v.size for v in views], ranked
@@ -205,7 +205,9 @@ def _parallel(
     tools: list[dict[str, Any]], settings: Settings, workers: int
 ) -> tuple[list[int], list[Ranked]]:
     global _SHARED
-    bounds = [len(tools) * k // workers for k in range(workers + 1)]
+    # The caller also runs the list-wide rules afterwards: give it a little less than its share.
+    first = max(1, len(tools) * 9 // (10 * workers))
+    bounds = [0, first, *(first + (len(tools) - first) * k // (workers - 1) for k in range(1, workers))]
     _SHARED = (tools, settings)
     try:
         with ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("fork")) as pool:

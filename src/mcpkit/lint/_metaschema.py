@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import json
+import marshal
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -194,13 +196,19 @@ def _key(node: dict[str, Any], actions: dict[str, int], closed: bool) -> tuple[A
         elif action == _EXAMPLES:
             append((key, ("L",) if kind is list else _enc(value)))
         elif kind is list and action in (_ONE_SCHEMA, _SCHEMA_LIST):
-            append((key, ("L", *map(_enc_sub, value))))
+            if set(map(type, value)) <= _DICT_ONLY:
+                append((key, ("L", *(_SUB for _ in value))))
+            else:
+                append((key, ("L", *map(_enc_sub, value))))
         elif action == _ONE_SCHEMA:
             append((key, _SUB if kind is dict else _enc(value)))
         elif kind is dict and action == _PATTERNS:
             append((key, ("M", *((k, _enc_sub(v)) for k, v in value.items()))))
         elif kind is dict and action == _SCHEMA_MAP:
-            append((key, ("M", *((k, _enc(v)) for k, v in value.items() if v.__class__ is not dict))))
+            if set(map(type, value.values())) <= _DICT_ONLY:
+                append((key, ("M",)))
+            else:
+                append((key, ("M", *((k, _enc(v)) for k, v in value.items() if v.__class__ is not dict))))
         elif action == _NAMES_LIST and kind is list and _unique_strings(value):
             append((key, ("N", len(value))))
         else:
@@ -226,7 +234,11 @@ def _dec(value: Any) -> Any:
 
 
 def _unique_strings(values: list[Any]) -> bool:
-    return all(v.__class__ is str for v in values) and len(set(values)) == len(values)
+    return set(map(type, values)) <= _STR_ONLY and len(set(values)) == len(values)
+
+
+_DICT_ONLY = frozenset({dict})
+_STR_ONLY = frozenset({str})
 
 
 _CACHE: dict[tuple[str, tuple[Any, ...]], tuple[tuple[Part, ...], ...]] = {}
@@ -245,6 +257,44 @@ def metaschema_errors(dialect: Dialect, node: Any) -> list[MetaError]:
     return metaschema_checker(dialect)(node)
 
 
+_UNPLANNED: Any = object()
+
+
+class _Plan:
+    """For one exact tuple of keys: how to read a quick cache key off a node with those keys.
+
+    Only for nodes whose keys are all plain values (`type`, `maximum`, ...), annotations or free
+    values. The quick key is the plain values marshalled (`marshal` keeps `False`, `0` and `0.0`
+    apart, which a tuple key would not); annotations must be strings, or the slow path runs.
+    """
+
+    __slots__ = ("annotations", "plain")
+
+    def __init__(self, keys: tuple[str, ...], actions: dict[str, int], closed: bool) -> None:
+        plain: list[str] = []
+        annotations: list[str] = []
+        for key in keys:
+            action = actions.get(key)
+            if action is None:
+                if closed:
+                    continue
+                action = _RAW
+            if action == _RAW:
+                plain.append(key)
+            elif action == _BLANK:
+                annotations.append(key)
+            elif action != _FREE:
+                raise LookupError(key)  # a subschema or list keyword: no quick key
+        self.plain = operator.itemgetter(*plain, *plain[:1]) if plain else None
+        self.annotations = operator.itemgetter(*annotations, *annotations[:1]) if annotations else None
+
+    def key(self, node: dict[str, Any]) -> bytes:
+        """The quick key; raises TypeError or ValueError when the slow path must decide."""
+        if self.annotations is not None:
+            "".join(self.annotations(node))  # TypeError unless every annotation is a string
+        return marshal.dumps(self.plain(node)) if self.plain is not None else b""
+
+
 @functools.lru_cache(maxsize=64)
 def metaschema_checker(dialect: Dialect) -> Callable[[Any], list[MetaError]]:
     """`metaschema_errors` bound to one dialect: the validator and key table looked up once."""
@@ -253,6 +303,8 @@ def metaschema_checker(dialect: Dialect) -> Callable[[Any], list[MetaError]]:
     actions, closed = _actions(cls)
     name = dialect.name
     cache = _CACHE
+    plans: dict[tuple[str, ...], Any] = {}
+    quick: dict[tuple[tuple[str, ...], bytes], tuple[tuple[Part, ...], ...]] = {}
 
     def full(node: Any) -> list[MetaError]:
         # 2020-12 reaches a subschema once per vocabulary: the same error can come several times.
@@ -260,20 +312,46 @@ def metaschema_checker(dialect: Dialect) -> Callable[[Any], list[MetaError]]:
             dict.fromkeys((tuple(e.absolute_path), _short(e.message)) for e in validator.iter_errors(node))
         )
 
-    def check(node: Any) -> list[MetaError]:
-        if node.__class__ is not dict:
-            return full(node)
-        try:
-            key = (name, _key(node, actions, closed))
-            paths = cache.get(key)
-        except (TypeError, ValueError):  # values JSON cannot encode: validate without the cache
-            return full(node)
+    def paths_of(node: dict[str, Any]) -> tuple[tuple[Part, ...], ...]:
+        key = (name, _key(node, actions, closed))
+        paths = cache.get(key)
         if paths is None:
             skeleton = {k: _dec(v) for k, v in key[1]}
             paths = tuple({tuple(e.absolute_path): None for e in validator.iter_errors(skeleton)})
             if len(cache) >= _CACHE_LIMIT:
                 cache.clear()
             cache[key] = paths
+        return paths
+
+    def check(node: Any) -> list[MetaError]:
+        if node.__class__ is not dict:
+            return full(node)
+        keys = tuple(node)
+        plan = plans.get(keys, _UNPLANNED)
+        if plan is _UNPLANNED:
+            try:
+                plan = _Plan(keys, actions, closed)
+            except LookupError:
+                plan = None
+            if len(plans) >= _CACHE_LIMIT:
+                plans.clear()
+            plans[keys] = plan
+        try:
+            if plan is None:
+                paths = paths_of(node)
+            else:
+                fast = (keys, plan.key(node))
+                found = quick.get(fast)
+                if found is None:
+                    if len(quick) >= _CACHE_LIMIT:
+                        quick.clear()
+                    found = quick[fast] = paths_of(node)
+                paths = found
+        except (TypeError, ValueError):  # unhashable plain values, or JSON cannot encode them
+            try:
+                paths = paths_of(node)
+            except (TypeError, ValueError):
+                return full(node)
         if not paths:
             return []
         wanted = set(paths)

@@ -33,7 +33,7 @@ def render_text(report: LintReport, *, top: int = 20) -> str:
         f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} info"
     )
     sizes = sorted(report.tool_sizes, key=lambda item: item[1], reverse=True)
-    if sizes:
+    if sizes and top > 0:
         width = max(len(name) for name, _ in sizes[:top])
         lines.append("largest tools:" if len(sizes) > top else "tool sizes:")
         lines.extend(f"  {name:<{width}}  {size:>10,} B" for name, size in sizes[:top])

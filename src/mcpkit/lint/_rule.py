@@ -130,7 +130,7 @@ class Rule:
         return ()
 
     def check_tool(self, tool: ToolView) -> Iterable[Finding]:
-        """Findings about one tool."""
+        """Findings about one tool (runs after `check_node` has seen all of that tool's nodes)."""
         return ()
 
     def check_node(self, tool: ToolView, node: Node) -> list[Finding]:

@@ -29,8 +29,8 @@ CHILD_KEYWORDS = SCHEMA_MAPS | SCHEMA_LISTS | SCHEMA_SINGLE | {"items", "depende
 _CHILDLESS = CHILD_KEYWORDS.isdisjoint
 #: Hops that nest data (an object inside an object or an array), for nesting-depth limits.
 _NESTING = frozenset({"properties", "patternProperties", "additionalProperties", "items", "prefixItems"})
-#: Deeper than this the walk stops (a cyclic Python structure would never end).
-MAX_HOPS = 128
+#: A walk stops after this many nodes (a cyclic Python structure would never end).
+MAX_NODES = 1_000_000
 _DEFS = frozenset({"$defs", "definitions"})
 
 Part = str | int
@@ -67,7 +67,7 @@ class Node:
         root: `inputSchema` or `outputSchema`.
     """
 
-    __slots__ = ("depth", "hops", "name", "parent", "root", "schema", "via")
+    __slots__ = ("depth", "name", "parent", "root", "schema", "via")
 
     def __init__(
         self, schema: dict[str, Any], parent: Node | None, via: str, name: Any, depth: int, root: str
@@ -78,7 +78,6 @@ class Node:
         self.name = name
         self.depth = depth
         self.root = root
-        self.hops: int = 0 if parent is None else parent.hops + 1
 
     @property
     def parts(self) -> tuple[Part, ...]:
@@ -117,8 +116,10 @@ def walk(schema: Any, root: str) -> list[Node]:
         node = stack.pop()
         out.append(node)
         sub = node.schema
-        if _CHILDLESS(sub.keys()) or node.hops > MAX_HOPS:
+        if _CHILDLESS(sub.keys()):
             continue
+        if len(out) > MAX_NODES:
+            break
         depth = node.depth
         children: list[Node] = []
         for key, value in sub.items():

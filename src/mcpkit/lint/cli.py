@@ -53,6 +53,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--fix", metavar="OUT", help="write the tools with meaning-preserving fixes to OUT")
     parser.add_argument("--server-name", metavar="NAME", help="server name clients prefix tools with (SL008)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds for --stdio/--url (default 30)")
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        default=20,
+        metavar="N",
+        help="rows of the text summary's size table, largest first (0: every tool)",
+    )
     parser.add_argument("--jobs", type=int, default=0, help="worker processes for very large lists (0: auto)")
     parser.set_defaults(func=run)
     return parser
@@ -95,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "sarif":
         sys.stdout.write(render_sarif(report, artifact=_artifact(args), version=_version()))
     else:
-        sys.stdout.write(render_text(report))
+        sys.stdout.write(render_text(report, top=args.sizes if args.sizes > 0 else len(report.tool_sizes)))
     return EXIT_ERRORS if any(f.severity == "error" for f in report.findings) else EXIT_OK
 
 

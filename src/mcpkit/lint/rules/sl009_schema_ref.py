@@ -68,6 +68,8 @@ class SchemaRef(Rule):
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
         self._recursive: dict[int, set[str]] = {}
+        # Resolvable local refs check_node saw, per (tool index, root): (count, first pointer).
+        self._seen: dict[tuple[int, str], tuple[int, str]] = {}
 
     def check_node(self, tool: ToolView, node: Node) -> list[Finding]:
         out: list[Finding] = []
@@ -84,6 +86,8 @@ class SchemaRef(Rule):
         if resolve(root, ref) is UNRESOLVED:
             out += self.report(tool, path, f"$ref {ref!r} does not resolve inside the schema")
             return out
+        count, first = self._seen.get((tool.index, node.root), (0, path))
+        self._seen[(tool.index, node.root)] = (count + 1, first)
         key = id(root)
         if key not in self._recursive:
             self._recursive[key] = recursive_refs(root)
@@ -94,16 +98,10 @@ class SchemaRef(Rule):
         return out
 
     def check_tool(self, tool: ToolView) -> Iterator[Finding]:
-        counts: dict[str, tuple[int, str]] = {}
-        for node in tool.nodes:
-            ref = node.schema.get("$ref")
-            if isinstance(ref, str) and is_local(ref) and resolve(tool.root(node), ref) is not UNRESOLVED:
-                count, first = counts.get(node.root, (0, node.pointer + "/" + escape("$ref")))
-                counts[node.root] = (count + 1, first)
         for root, schema in (("inputSchema", tool.input_schema), ("outputSchema", tool.output_schema)):
             if not isinstance(schema, dict):
                 continue
-            count, first = counts.get(root, (0, ""))
+            count, first = self._seen.pop((tool.index, root), (0, ""))
             defs = [k for k in ("$defs", "definitions") if k in schema]
             if not count and not defs:
                 continue
