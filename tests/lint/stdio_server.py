@@ -9,6 +9,7 @@ Run with `--exit` to exit at once (a server that will not start).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -35,6 +36,8 @@ def _tool(i: int) -> dict[str, Any]:
 
 
 TOOLS = [_tool(i) for i in range(8)]
+if os.environ.get("LINT_FIXTURE_EXTRA_TOOL"):  # proves the linter passes the caller's environment on
+    TOOLS.append({**_tool(0), "name": os.environ["LINT_FIXTURE_EXTRA_TOOL"]})
 
 
 async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:

@@ -141,3 +141,32 @@ def test_malformed_header_exits_2(http_url: str, capsys: pytest.CaptureFixture[s
 def test_nothing_listening_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "--url", f"http://127.0.0.1:{_free_port()}/mcp", "--timeout", "20")
     assert code == 2 and "127.0.0.1" in err
+
+
+def test_typed_fallback_lists_the_same_tools(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mcpkit.lint import _remote
+
+    calls: list[object] = []
+    original = _remote._list_page
+
+    async def spy(session: Any, params: dict[str, Any] | None) -> dict[str, Any]:
+        calls.append(params)
+        return await original(session, params)
+
+    monkeypatch.setattr(_remote, "RAW_LISTING", False)
+    monkeypatch.setattr(_remote, "_list_page", spy)
+    code, body, err = _run(capsys, "--stdio", STDIO, "--format", "json", "--timeout", "60")
+    assert body is not None, err
+    assert code == 1
+    _check_listing(body)
+    assert calls == [None, {"cursor": "3"}, {"cursor": "6"}]
+
+
+def test_the_server_sees_the_callers_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LINT_FIXTURE_EXTRA_TOOL", "from_env")
+    code, body, _ = _run(capsys, "--stdio", STDIO, "--format", "json", "--timeout", "60")
+    assert body is not None and body["tools"] == 9 and code == 1

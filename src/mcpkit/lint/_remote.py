@@ -7,6 +7,7 @@ initialised through the SDK and `tools/list` pages are then requested on its own
 
 from __future__ import annotations
 
+import os
 import shlex
 import tempfile
 from collections.abc import Sequence
@@ -16,6 +17,8 @@ from mcpkit.lint._load import InputError, ToolList
 
 #: A paginator that never ends cannot hang the linter.
 MAX_PAGES = 1000
+#: Read `tools/list` raw through the session's dispatcher (off: the SDK's typed, validating call).
+RAW_LISTING = True
 
 
 class ServerError(Exception):
@@ -33,7 +36,9 @@ def fetch_stdio(command: str, *, timeout: float = 30.0) -> ToolList:
         raise ServerError("--stdio needs a command")
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    # The user runs the command as from their shell, so it sees their environment (API keys and all),
+    # not only the SDK's short safe list.
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
 
         async def run() -> ToolList:
@@ -135,13 +140,23 @@ async def _session(read: Any, write: Any, source: str) -> ToolList:
 
 
 async def _list_page(session: Any, params: dict[str, Any] | None) -> dict[str, Any]:
-    """One raw `tools/list` result, sent with the session's negotiated headers and stamps."""
+    """One raw `tools/list` result, sent with the session's negotiated headers and stamps.
+
+    Falls back to the typed `list_tools()` (which refuses malformed tools) if the SDK no longer has
+    the private dispatcher this reads, or when `RAW_LISTING` is off.
+    """
+    stamp = getattr(session, "_stamp", None)
+    dispatcher: Any = getattr(session, "_dispatcher", None)
+    if not RAW_LISTING or stamp is None or not hasattr(dispatcher, "send_raw_request"):
+        from mcp.types import PaginatedRequestParams
+
+        typed = await session.list_tools(params=PaginatedRequestParams(**params) if params else None)
+        dumped: dict[str, Any] = typed.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return dumped
     data: dict[str, Any] = {"method": "tools/list"}
     if params is not None:
         data["params"] = params
     opts: dict[str, Any] = {}
-    session._stamp(data, opts)  # the SDK's per-request protocol headers (private, see module doc)
-    result: dict[str, Any] = await session._dispatcher.send_raw_request(
-        "tools/list", data.get("params"), opts
-    )
+    stamp(data, opts)  # the SDK's per-request protocol headers
+    result: dict[str, Any] = await dispatcher.send_raw_request("tools/list", data.get("params"), opts)
     return result
