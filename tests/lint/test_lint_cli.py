@@ -327,3 +327,9 @@ def test_end_to_end_through_python_m_mcpkit(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["tools"] == 2
+
+
+def test_a_single_page_response_is_noted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = {"jsonrpc": "2.0", "id": 1, "result": {**CLEAN, "nextCursor": "2"}}
+    code, _, err = _run(capsys, _write(tmp_path, page))
+    assert code == 0 and "only one page" in err

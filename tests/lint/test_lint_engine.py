@@ -223,3 +223,21 @@ def test_lint_imports_nothing_of_the_core_and_the_sdk_only_lazily(path: Path) ->
         assert root not in {"mcp", "mcp_types", "httpx2", "anyio", "fastmcp"}, (
             f"{path.name} imports {name} eagerly"
         )
+
+
+def test_a_single_schema_over_claude_ais_cap() -> None:
+    huge = {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "string", "description": "d" * 1000} for i in range(1100)},
+    }
+    found = [f for f in lint_tools([tool("huge", huge)], profiles=["claude-api"]) if f.rule == "SL006"]
+    assert [(f.tool, f.path, f.severity) for f in found] == [("huge", "/inputSchema", "error")]
+    assert lint_tools([tool("small")], profiles=["claude-api"]) == []
+
+
+def test_payload_budget_names_the_tools_to_trim() -> None:
+    tools = [tool(f"t{i}", description="x" * (3000 + i)) for i in range(20)]  # about 61 KB
+    found = [f for f in lint_tools(tools, profiles=["claude-code"]) if f.rule == "SL006"]
+    assert len(found) == 1 and found[0].tool is None and found[0].severity == "warning"
+    assert "all 20 tools would be lost" in found[0].message
+    assert "(t19, t18, t17, t16" in found[0].message  # the largest first

@@ -25,10 +25,10 @@ class RootComposition(Rule):
     ## Why is this bad?
     The Claude API answers 400 "input_schema does not support oneOf, allOf, or anyOf at the top
     level", which fails every request that carries the tool list, so one such tool breaks a whole
-    Claude Code session (and its sub-agents). Claude Code drops tools whose root uses `allOf` with
-    `if`/`then`. Cursor's model gateway rejects the request, and OpenAI strict mode requires a plain
-    object root. `not` and `if` at the root are accepted by the Claude API but still dropped by Claude
-    Code and unsupported in OpenAI strict mode.
+    Claude Code session (and its sub-agents). Claude Code has silently dropped tools whose root uses
+    `allOf` with `if`/`then`. Cursor's model gateway rejects the request, and OpenAI strict mode
+    requires a plain object root. `not` and `if` pass the Claude API at the root (a warning for
+    Claude Code, which has dropped such roots) but OpenAI strict mode does not support them.
 
     ## Example
     ```json
