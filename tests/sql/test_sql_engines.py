@@ -48,7 +48,7 @@ def test_postgres_session_carries_the_call_id(pg_env: DbEnv) -> None:
                 "SELECT application_name, usename, state FROM pg_stat_activity"
                 " WHERE application_name LIKE 'mcpkit:%'"
             ).fetchall()
-            if seen:
+            if any(state == "active" for _, _, state in seen):
                 break
             time.sleep(0.05)
     thread.join()
