@@ -1,0 +1,206 @@
+"""Plan the masking of one admitted query, and apply it to the rows that come back.
+
+    admitted tree --touches a masked table?--no--> NO_MASKING (sent as admitted)
+                  --qualify (sqlglot, reflected schema)--> Taint.run --> MaskPlan
+    rows --apply_mask(plan)--> rows with masked cells as `<masked>`
+
+Fail closed: a table the schema does not know, a column sqlglot cannot resolve, or a construct the
+analysis does not understand is refused (when masks are configured), never answered unmasked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Final, TypeVar
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.qualify import qualify
+
+from mcpkit.sql.engines.base import Rows
+from mcpkit.sql.masking.policy import MaskPolicy
+from mcpkit.sql.masking.schema import KnownSchema, SchemaMapping
+from mcpkit.sql.masking.taint import PROJ, REF, Taint, refuse_mask
+from mcpkit.sql.models import QueryResult
+
+__all__ = ["MASKED", "NO_MASKING", "MaskPlan", "apply_mask", "plan_masking"]
+
+MASKED: Final = "<masked>"
+R = TypeVar("R", Rows, QueryResult)
+
+
+@dataclass(frozen=True)
+class MaskPlan:
+    """What to send and what to hide for one query.
+
+    Attributes:
+        masked: Output column indexes whose cells become `<masked>`.
+        sql: SQL to send instead of the admitted SQL (masked values replaced by typed NULLs, so
+            the database never computes on them); None: send the admitted SQL unchanged.
+        width: The number of columns the result must have (None: not checked).
+        names: Per output, the column name the result must show where certain (else None).
+    """
+
+    masked: frozenset[int] = frozenset()
+    sql: str | None = None
+    width: int | None = None
+    names: tuple[str | None, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        """Whether the query touched a masked column at all."""
+        return bool(self.masked) or self.sql is not None or self.width is not None
+
+
+NO_MASKING: Final = MaskPlan()
+
+
+def _tree(tree_or_sql: exp.Expr | str, dialect: str) -> exp.Expr:
+    if isinstance(tree_or_sql, exp.Expr):
+        return tree_or_sql
+    try:
+        parsed = sqlglot.parse_one(tree_or_sql, read=dialect)
+    except SqlglotError:
+        refuse_mask("unparsable", unchecked=True)
+    return parsed
+
+
+def _touches_masked(tree: exp.Expr, schema: KnownSchema, policy: MaskPolicy) -> bool:
+    # Every base table must be known (pg_stats, sqlite_stat4, information_schema... hold values);
+    # True when one of them (or a table a CTE's name shadows) has a masked column.
+    ctes = {c.alias_or_name.casefold() for c in tree.find_all(exp.CTE)}
+    touched = False
+    for table in tree.find_all(exp.Table):
+        if not isinstance(table.this, exp.Identifier) or isinstance(table.parent, exp.JoinHint):
+            continue  # a table function: its arguments are expressions, analysed as such
+        columns = schema.columns(table)
+        if columns is None and not table.db and table.name.casefold() in ctes:
+            continue  # a CTE; a CTE named like a real table is analysed in full (scoping decides)
+        if columns is None:
+            refuse_mask(f"table {table.name} is not in the reflected schema", unchecked=True)
+        if policy.masked_columns(schema.schema_of(table), table.name, columns):
+            touched = True
+    return touched
+
+
+def _declared_name(projection: exp.Expr) -> str:
+    if isinstance(projection, exp.Alias):
+        return projection.alias
+    if isinstance(projection, exp.Column) and not isinstance(projection.this, exp.Star):
+        return projection.name
+    return ""
+
+
+def _null(type_text: str | None, schema: KnownSchema) -> exp.Expr:
+    to = schema.cast_type(type_text)
+    return exp.Null() if to is None else exp.Cast(this=exp.Null(), to=to)
+
+
+def plan_masking(
+    tree_or_sql: exp.Expr | str,
+    dialect: str,
+    schema: SchemaMapping | KnownSchema,
+    policy: MaskPolicy,
+    *,
+    default_schema: str | None = None,
+) -> MaskPlan:
+    """Decide which outputs of an admitted query to mask, or refuse it.
+
+    >>> policy = MaskPolicy.of(["customers.email"])
+    >>> schema = {"customers": {"id": "INT", "email": "TEXT"}}
+    >>> plan = plan_masking("SELECT id, upper(email) AS e FROM customers", "sqlite", schema, policy)
+    >>> sorted(plan.masked), plan.sql
+    ([1], 'SELECT id, UPPER(CAST(NULL AS TEXT)) AS e FROM customers')
+    >>> sql = "SELECT id FROM customers ORDER BY email"
+    >>> plan_masking(sql, "sqlite", schema, policy)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    mcpkit.sql.masking.MaskRefused: Masked columns may only be selected: this query filters, joins, ...
+
+    Args:
+        tree_or_sql: The admitted tree (or SQL text, parsed in `dialect`).
+        dialect: The sqlglot dialect.
+        schema: The reflected schema (`reflect_schema`), or a prepared `KnownSchema`.
+        policy: The mask policy.
+        default_schema: With a three-level schema, where unqualified tables resolve.
+
+    Returns:
+        The plan; `NO_MASKING` when the query reads no masked column's table.
+
+    Raises:
+        MaskRefused: (a `Refused`) the query would reveal a masked value, or cannot be checked.
+    """
+    if policy.empty:
+        return NO_MASKING
+    known = schema if isinstance(schema, KnownSchema) else KnownSchema(schema, dialect, default_schema)
+    tree = _tree(tree_or_sql, dialect)
+    if not _touches_masked(tree, known, policy):
+        return NO_MASKING
+    work = tree.copy()
+    refs = {}
+    for i, column in enumerate(work.find_all(exp.Column)):
+        column.meta[REF] = i
+        refs[i] = column
+    for select in work.find_all(exp.Select):
+        for projection in select.selects:
+            projection.meta[PROJ] = _declared_name(projection)
+    try:
+        qualified = qualify(
+            work.copy(),
+            dialect=dialect,
+            schema=known.sqlglot,
+            db=known.default_schema,
+            quote_identifiers=False,
+            identify=False,
+        )
+        taint = Taint(qualified, known, policy)
+        outs = taint.run()
+    except (SqlglotError, RecursionError, KeyError, ValueError) as exc:
+        refuse_mask(f"qualify: {type(exc).__name__}: {str(exc)[:200]}", unchecked=True)
+    for marker, type_text in taint.rewrites.items():
+        node = refs[marker]
+        null = _null(type_text, known)
+        if isinstance(node.parent, exp.Select) and node.arg_key == "expressions":
+            null = exp.alias_(null, node.this.copy())  # keep the name the database shows
+        node.replace(null)
+    return MaskPlan(
+        masked=frozenset(i for i, o in enumerate(outs) if o.tainted),
+        sql=work.sql(dialect=dialect, normalize_functions=False, comments=False) if taint.rewrites else None,
+        width=len(outs),
+        names=tuple(o.shown for o in outs),
+    )
+
+
+def apply_mask(rows: R, plan: MaskPlan) -> R:
+    """Replace the masked cells with `<masked>`, after checking the result has the planned shape.
+
+    >>> from mcpkit.sql.engines.base import Column
+    >>> r = Rows((Column("id"), Column("email")), ((1, "a@x.org"),), False, 0.0)
+    >>> apply_mask(r, MaskPlan(frozenset({1}), width=2, names=("id", "email"))).rows
+    ((1, '<masked>'),)
+
+    Args:
+        rows: Engine rows (`Rows`) or a shaped `QueryResult`.
+        plan: The plan of the query that produced them.
+
+    Returns:
+        The same kind of result with masked cells replaced.
+
+    Raises:
+        MaskRefused: the result's columns differ from the plan (answer withheld).
+    """
+    if not plan.active:
+        return rows
+    names = [c if isinstance(c, str) else c.name for c in rows.columns]
+    if plan.width is not None and len(names) != plan.width:
+        refuse_mask(f"result has {len(names)} columns, plan {plan.width}", unchecked=True)
+    for got, want in zip(names, plan.names, strict=False):
+        if want is not None and got.casefold() != want.casefold():
+            refuse_mask(f"result column {got!r} where the plan expects {want!r}", unchecked=True)
+    if not plan.masked:
+        return rows
+    if isinstance(rows, QueryResult):
+        cells = [[MASKED if i in plan.masked else v for i, v in enumerate(row)] for row in rows.rows]
+        return rows.model_copy(update={"rows": cells})
+    masked = tuple(tuple(MASKED if i in plan.masked else v for i, v in enumerate(row)) for row in rows.rows)
+    return replace(rows, rows=masked)

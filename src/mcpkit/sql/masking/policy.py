@@ -1,0 +1,139 @@
+"""The mask policy: which columns are sensitive, as `table.column` globs from `masks.yaml`.
+
+    masks:
+      - customers.email        # one column of one table
+      - "*.ssn"                # that column in every table
+      - hr.employees.salary    # schema.table.column
+      - "payroll.*"            # every column of a table
+
+Globs use `fnmatch` syntax (`*`, `?`, `[...]`) and match case-insensitively, so a rule also
+covers the same name quoted in another case: masking errs on the side of hiding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mcpkit.sql.errors import SqlConfigError
+
+__all__ = ["MaskPolicy", "MaskRule"]
+
+
+@dataclass(frozen=True)
+class MaskRule:
+    """One rule: globs on schema (optional), table and column, kept lower-cased."""
+
+    table: str
+    column: str
+    schema: str | None = None
+    source: str = ""
+
+    @classmethod
+    def parse(cls, text: str, where: str = "") -> MaskRule:
+        """Read `table.column` or `schema.table.column`.
+
+        >>> MaskRule.parse("*.SSN")
+        MaskRule(table='*', column='ssn', schema=None, source='*.SSN')
+
+        Raises:
+            SqlConfigError: not two or three non-empty dot-separated parts.
+        """
+        parts = [p.strip() for p in text.split(".")] if isinstance(text, str) else []
+        if len(parts) not in (2, 3) or not all(parts):
+            raise SqlConfigError(
+                f"{where}mask {text!r}: write table.column or schema.table.column (globs allowed)"
+            )
+        folded = [p.casefold() for p in parts]
+        if len(folded) == 3:
+            return cls(table=folded[1], column=folded[2], schema=folded[0], source=text)
+        return cls(table=folded[0], column=folded[1], source=text)
+
+    def matches(self, schema: str | None, table: str, column: str) -> bool:
+        """Whether this rule covers the column; an unknown schema matches any schema glob."""
+        if self.schema is not None and schema is not None and not fnmatchcase(schema.casefold(), self.schema):
+            return False
+        return fnmatchcase(table.casefold(), self.table) and fnmatchcase(column.casefold(), self.column)
+
+    def covers_table(self, schema: str | None, table: str) -> bool:
+        """Whether some column of this table may be covered."""
+        if self.schema is not None and schema is not None and not fnmatchcase(schema.casefold(), self.schema):
+            return False
+        return fnmatchcase(table.casefold(), self.table)
+
+
+@dataclass(frozen=True)
+class MaskPolicy:
+    """The sensitive columns of one server.
+
+    >>> policy = MaskPolicy.of(["customers.email", "*.ssn"])
+    >>> policy.masks(None, "Customers", "EMAIL"), policy.masks("hr", "staff", "ssn")
+    (True, True)
+    >>> policy.masks(None, "customers", "name")
+    False
+    """
+
+    rules: tuple[MaskRule, ...] = ()
+
+    @classmethod
+    def of(cls, entries: Iterable[str]) -> MaskPolicy:
+        """A policy from rule strings."""
+        return cls(tuple(MaskRule.parse(e) for e in entries))
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> MaskPolicy:
+        """Load `masks.yaml`: a `masks:` list of rules (or a bare list).
+
+        Raises:
+            SqlConfigError: the file is unreadable or a rule is malformed (with file and line).
+        """
+        name = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
+        except (OSError, yaml.YAMLError) as exc:
+            raise SqlConfigError(f"{name}: cannot read the mask file: {exc}") from None
+        items = _entries(root, name)
+        rules = []
+        for node in items:
+            where = f"{name}:{node.start_mark.line + 1}: "
+            if not isinstance(node, yaml.ScalarNode):
+                raise SqlConfigError(f"{where}each mask is a string such as customers.email")
+            rules.append(MaskRule.parse(str(node.value), where))
+        return cls(tuple(rules))
+
+    @property
+    def empty(self) -> bool:
+        """No rule: nothing is masked and queries need no analysis."""
+        return not self.rules
+
+    def masks(self, schema: str | None, table: str, column: str) -> bool:
+        """Whether the column is sensitive."""
+        return any(r.matches(schema, table, column) for r in self.rules)
+
+    def masked_columns(self, schema: str | None, table: str, columns: Iterable[str]) -> frozenset[str]:
+        """The sensitive ones among a table's columns."""
+        return frozenset(c for c in columns if self.masks(schema, table, c))
+
+
+def _entries(root: Any, name: str) -> list[Any]:
+    if root is None:
+        return []
+    if isinstance(root, yaml.MappingNode):
+        for key, value in root.value:
+            if key.value == "masks":
+                root = value
+                break
+            raise SqlConfigError(f"{name}:{key.start_mark.line + 1}: unknown key {key.value!r}; use masks:")
+        else:
+            return []
+    if isinstance(root, yaml.ScalarNode) and root.value in ("", "null", "~"):
+        return []
+    if not isinstance(root, yaml.SequenceNode):
+        raise SqlConfigError(f"{name}:{root.start_mark.line + 1}: masks is a list of table.column rules")
+    return list(root.value)

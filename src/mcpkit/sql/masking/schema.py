@@ -1,0 +1,108 @@
+"""The reflected schema as masking reads it: which tables exist, their columns and types.
+
+The caller passes `{table: {column: type}}` (one schema) or `{schema: {table: {column: type}}}`;
+SQLAlchemy's inspector gives both (`reflect_schema` builds the first from an engine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import inspect
+from sqlalchemy.engine import Engine as SaEngine
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+from sqlglot.schema import MappingSchema
+
+__all__ = ["KnownSchema", "SchemaMapping", "reflect_schema"]
+
+SchemaMapping = Mapping[str, Mapping[str, Any]]
+"""`{table: {column: type}}` or `{schema: {table: {column: type}}}` (types as SQL text)."""
+
+
+def reflect_schema(engine: SaEngine, schema: str | None = None) -> dict[str, dict[str, str]]:
+    """`{table: {column: type}}` of one schema's tables and views, through SQLAlchemy's inspector.
+
+    Args:
+        engine: A SQLAlchemy engine (`SqlEngine.sa_engine`).
+        schema: The schema to read; the connection's default when None.
+
+    Returns:
+        Column names in table order, with their types as SQL text.
+    """
+    insp = inspect(engine)
+    out: dict[str, dict[str, str]] = {}
+    for name in [*insp.get_table_names(schema), *insp.get_view_names(schema)]:
+        cols: dict[str, str] = {}
+        for col in insp.get_columns(name, schema):
+            try:
+                cols[col["name"]] = str(col["type"].compile(dialect=engine.dialect))
+            except Exception:
+                cols[col["name"]] = "TEXT"
+        out[name] = cols
+    return out
+
+
+def _depth(mapping: SchemaMapping) -> int:
+    depth, node = 0, mapping
+    while isinstance(node, Mapping) and node:
+        depth += 1
+        node = next(iter(node.values()))
+    return depth
+
+
+class KnownSchema:
+    """The reflected schema in sqlglot's form, with the lookups masking needs.
+
+    >>> s = KnownSchema({"Customers": {"Email": "VARCHAR(80)"}}, "postgres")
+    >>> s.columns(exp.to_table("customers"))
+    {'email': 'VARCHAR(80)'}
+    >>> s.columns(exp.to_table("pg_stats")) is None
+    True
+
+    Args:
+        mapping: `{table: {column: type}}` or `{schema: {table: {column: type}}}`.
+        dialect: The sqlglot dialect names are normalised for.
+        default_schema: With a three-level mapping, where unqualified tables are looked up.
+    """
+
+    def __init__(self, mapping: SchemaMapping, dialect: str, default_schema: str | None = None) -> None:
+        self.dialect = dialect
+        self.levels = _depth(mapping) - 1 if mapping else 1
+        if self.levels not in (1, 2):
+            raise ValueError("the schema is {table: {column: type}} or {schema: {table: {column: type}}}")
+        self.default_schema = default_schema
+        self.sqlglot = MappingSchema(dict(mapping), dialect=dialect)
+
+    def _lookup(self, table: exp.Table) -> exp.Table:
+        table = normalize_identifiers(table.copy(), dialect=self.dialect)
+        if self.levels == 2 and not table.db and self.default_schema:
+            table.set("db", exp.to_identifier(self.default_schema))
+        return table
+
+    def columns(self, table: exp.Table) -> dict[str, str] | None:
+        """The columns of a base table (normalised name -> type text), None when unknown."""
+        try:
+            found = self.sqlglot.find(self._lookup(table), raise_on_missing=False)
+        except SqlglotError:
+            return None
+        if not isinstance(found, dict) or not found:
+            return None
+        return {str(k): str(v) for k, v in found.items()}
+
+    def schema_of(self, table: exp.Table) -> str | None:
+        """The schema a table resolves in, when the mapping or the query says."""
+        if table.db:
+            return table.db
+        return self.default_schema if self.levels == 2 else None
+
+    def cast_type(self, type_text: str | None) -> exp.DataType | None:
+        """A type to cast a masked NULL to, or None when the text does not parse."""
+        if not type_text:
+            return None
+        try:
+            return exp.DataType.build(type_text, dialect=self.dialect)
+        except (SqlglotError, ValueError):
+            return None

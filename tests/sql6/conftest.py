@@ -1,0 +1,87 @@
+"""Fixtures: the demo database plus CRM tables (customers, orders) on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import secrets as tokens
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from mcpkit.sql.demo import load_demo, write_demo_sqlite
+from tests.sql6.support import CRM_DDL, crm_rows
+
+
+@dataclass(frozen=True)
+class CrmDb:
+    """A database with the demo and CRM tables: a URL to read it with, and its schema name."""
+
+    dialect: str
+    url: str
+    schema: str
+    admin_url: str = ""
+    role: str = ""
+
+
+def pg_admin(url: str) -> psycopg.Connection:
+    """An autocommit psycopg connection as the test superuser."""
+    plain = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    return psycopg.connect(plain, autocommit=True)
+
+
+def _fill_sqlite(path: Path) -> None:
+    customers, orders = crm_rows()
+    with sqlite3.connect(path) as db:
+        for ddl in CRM_DDL:
+            db.execute(ddl.format(s=""))
+        db.executemany("INSERT INTO customers VALUES (?, ?, ?, ?, ?, ?)", customers)
+        db.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?)", orders)
+    db.close()
+
+
+@pytest.fixture(scope="session")
+def sqlite_crm(tmp_path_factory: pytest.TempPathFactory) -> CrmDb:
+    """The demo SQLite file with the CRM tables added."""
+    path = write_demo_sqlite(tmp_path_factory.mktemp("crm") / "demo.db")
+    _fill_sqlite(path)
+    return CrmDb("sqlite", f"sqlite:///{path}", "main")
+
+
+@pytest.fixture(scope="session")
+def pg_crm(pg_url: str) -> Iterator[CrmDb]:
+    """A fresh schema with the demo and CRM tables, read by a SELECT-only role."""
+    tag = tokens.token_hex(4)
+    schema, role = f"mcpkit_m_{tag}", f"mcpkit_mro_{tag}"
+    customers, orders = crm_rows()
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE SCHEMA {schema}")
+        c.execute(f"CREATE ROLE {role} LOGIN")
+    load_demo(pg_url, schema=schema)
+    with pg_admin(pg_url) as c:
+        for ddl in CRM_DDL:
+            c.execute(ddl.format(s=f"{schema}."))
+        with c.cursor() as cur:
+            cur.executemany(f"INSERT INTO {schema}.customers VALUES (%s, %s, %s, %s, %s, %s)", customers)
+            cur.executemany(f"INSERT INTO {schema}.orders VALUES (%s, %s, %s, %s, %s)", orders)
+        c.execute(f"ANALYZE {schema}.customers")
+        c.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        c.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}")
+        c.execute(f"ALTER ROLE {role} SET search_path = {schema}")
+    url = make_url(pg_url).set(username=role, password=None).render_as_string(hide_password=False)
+    yield CrmDb("postgres", url, schema, pg_url, role)
+    with pg_admin(pg_url) as c:
+        c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
+        c.execute(f"DROP SCHEMA {schema} CASCADE")
+        c.execute(f"DROP OWNED BY {role}")
+        c.execute(f"DROP ROLE {role}")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def crm(request: pytest.FixtureRequest) -> CrmDb:
+    """Each CRM database in turn."""
+    db: CrmDb = request.getfixturevalue("sqlite_crm" if request.param == "sqlite" else "pg_crm")
+    return db

@@ -1,0 +1,112 @@
+"""Helpers for the issue-6 tests: the CRM tables next to the demo data, corpus loading, the masked path."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mcpkit.sql.masking import MaskPolicy, apply_mask, plan_masking
+from mcpkit.sql.masking.schema import SchemaMapping
+from mcpkit.sql.models import QueryResult
+from mcpkit.sql.service import SqlService
+from mcpkit.sql.shaping import shape_rows
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "masking_corpus.yaml"
+DIALECTS = ("sqlite", "postgres")
+
+_FIRST = ("ada", "grace", "alan", "edsger", "barbara", "donald", "margaret", "ken", "frances", "john")
+_LAST = ("lovelace", "hopper", "turing", "dijkstra", "liskov", "knuth", "hamilton", "thompson", "allen")
+_REGIONS = ("Europe", "North America", "Asia Pacific", "Latin America")
+
+CRM_DDL = (
+    "CREATE TABLE {s}customers (id INTEGER PRIMARY KEY, name VARCHAR(80) NOT NULL,"
+    " email VARCHAR(120) NOT NULL, ssn VARCHAR(11) NOT NULL, region VARCHAR(40) NOT NULL,"
+    " tier INTEGER NOT NULL)",
+    "CREATE TABLE {s}orders (id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL,"
+    " amount NUMERIC(12, 2) NOT NULL, email VARCHAR(120) NOT NULL, ssn VARCHAR(11))",
+)
+
+
+def crm_rows() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """40 customers with unique emails and SSNs (the masked values), and their orders."""
+    rng = random.Random(6)  # deterministic test data
+    customers = []
+    seen: set[str] = set()
+    for i in range(1, 41):
+        while True:
+            first, last = rng.choice(_FIRST), rng.choice(_LAST)
+            email = f"{first}.{last}{rng.randint(10, 99)}@example.org"
+            if email not in seen:
+                seen.add(email)
+                break
+        ssn = f"{rng.randint(100, 899)}-{rng.randint(10, 99)}-{rng.randint(1000, 9999)}"
+        customers.append((i, f"{first.title()} {last.title()}", email, ssn, rng.choice(_REGIONS), i % 3 + 1))
+    orders = [
+        (j, rng.randint(1, 40), round(rng.uniform(5, 500), 2), f"billing+{j}@corp.example", None)
+        for j in range(1, 121)
+    ]
+    return customers, orders
+
+
+def secrets() -> list[str]:
+    """Every masked value: emails and SSNs, plus the distinctive parts of each."""
+    customers, _ = crm_rows()
+    out = []
+    for _, _, email, ssn, _, _ in customers:
+        out += [email, email.split("@")[0], ssn, ssn.replace("-", "")]
+    return out
+
+
+@dataclass
+class Case:
+    """One corpus entry."""
+
+    name: str
+    sql: str
+    expect: str
+    masked: list[int] = field(default_factory=list)
+    dialects: tuple[str, ...] = DIALECTS
+
+    def text(self, schema: str) -> str:
+        return self.sql.replace("{schema}", schema)
+
+
+def load_corpus() -> tuple[MaskPolicy, list[Case], list[Case]]:
+    """The policy, the attacks and the legitimate queries of `masking_corpus.yaml`."""
+    raw = yaml.safe_load(CORPUS.read_text(encoding="utf-8"))
+    policy = MaskPolicy.of(raw["masks"])
+
+    def cases(items: list[dict[str, Any]], default: str) -> list[Case]:
+        return [
+            Case(
+                name=i["name"],
+                sql=i["sql"],
+                expect=i.get("expect", default),
+                masked=list(i.get("masked", [])),
+                dialects=tuple(i.get("dialects", DIALECTS)),
+            )
+            for i in items
+        ]
+
+    return policy, cases(raw["attacks"], "refused"), cases(raw["legit"], "answered")
+
+
+def run_masked(
+    service: SqlService, sql: str, schema: SchemaMapping, policy: MaskPolicy, *, max_rows: int = 200
+) -> QueryResult:
+    """`execute_query` with masking, composed the way the server will: admit, plan, run, mask, shape."""
+    admitted = service.admit(sql, max_rows)
+    plan = plan_masking(admitted.tree, service.engine.dialect, schema, policy)
+    rows = service.engine.execute(plan.sql or admitted.sql, None, max_rows, service.timeout_s, "mask-test")
+    return shape_rows(apply_mask(rows, plan))
+
+
+def leaked(result: QueryResult, values: list[str]) -> list[str]:
+    """Masked values (or their parts) that appear in any cell or column name."""
+    texts = [str(c) for row in result.rows for c in row] + list(result.columns)
+    return sorted({v for v in values for t in texts if v in t})
