@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpkit.tool import Tool
+from mcpkit.definition import Tool
 
 if TYPE_CHECKING:
     from mcpkit.context import Context

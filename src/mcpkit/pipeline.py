@@ -24,10 +24,10 @@ from mcp_types import INVALID_PARAMS
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
 
+from mcpkit.definition import Tool, is_async_handler
 from mcpkit.errors import InvalidParams, ToolError, ToolTimeout
 from mcpkit.logs import Redactor, log_call, redact_arguments
 from mcpkit.result import Outcome, OutputInvalid, error_outcome, internal_outcome, shape_output
-from mcpkit.tool import Tool, is_async_handler
 
 if TYPE_CHECKING:
     from mcpkit.context import Context

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mcpkit.cache import Cache, Computed, MemoryCache, RedisCache
+from mcpkit.definition import Tool
 from mcpkit.errors import DefinitionError
 from mcpkit.ratelimit import OnOutage, RateLimiter
 from mcpkit.result import Outcome
-from mcpkit.tool import Tool
 
 if TYPE_CHECKING:
     from mcpkit.pipeline import Call, CallNext, Stage

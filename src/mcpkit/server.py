@@ -16,6 +16,7 @@ from mcp.server.lowlevel import Server as LowLevelServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from mcpkit.context import ClientInfo, Context
+from mcpkit.definition import Tool
 from mcpkit.egress import EgressPolicy, GuardedClient, OAuth2ClientCredentials
 from mcpkit.errors import DefinitionError
 from mcpkit.finder import find_tools_tool
@@ -25,7 +26,6 @@ from mcpkit.policy import Policy, ToolSelection
 from mcpkit.ratelimit import OnOutage
 from mcpkit.schema import CompiledSchema, compile_model
 from mcpkit.secrets import SecretStore
-from mcpkit.tool import Tool
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
 
-import jsonschema_specifications  # type: ignore[import-untyped]
+import jsonschema_specifications
 from jsonschema import (
     Draft3Validator,
     Draft4Validator,

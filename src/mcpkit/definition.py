@@ -1,4 +1,4 @@
-"""Tool definitions: the typed object an author writes, and a decorator that builds one."""
+"""Tool definitions: the typed object an author writes, and the decorator that builds one."""
 
 from __future__ import annotations
 
