@@ -1,0 +1,141 @@
+"""Non-interference: what masking lets through must not depend on the masked values at all.
+
+Two SQLite databases differ only in the masked columns (other emails and SSNs, other lengths,
+duplicates). Hypothesis writes queries that put masked and clean columns in every clause; each
+query the plan admits must give the same visible answer on both databases. A filter, an order,
+a group or a count that depended on a masked value would show as a difference.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from mcpkit.errors import Refused
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed
+from mcpkit.sql.masking import MaskPolicy, reflect_schema
+from mcpkit.sql.models import QueryResult
+from mcpkit.sql.service import SqlService
+from tests.sql6.conftest import CrmDb
+from tests.sql6.support import run_masked
+
+POLICY = MaskPolicy.of(["customers.email", "*.ssn"])
+MASKED_COLS = ("c.email", "c.ssn")
+CLEAN_COLS = ("c.id", "c.name", "c.region", "c.tier")
+
+
+def _scramble(path: Path) -> None:
+    rng = random.Random(66)  # deterministic
+    with sqlite3.connect(path) as db:
+        ids = [r[0] for r in db.execute("SELECT id FROM customers")]
+        for i in ids:
+            email = rng.choice(["z@q.io", "zz-top@example.net", f"{rng.randint(0, 9)}@x.y"])
+            ssn = rng.choice(["000-00-0000", "999-99-9999", f"{rng.randint(100, 999)}"])
+            db.execute("UPDATE customers SET email = ?, ssn = ? WHERE id = ?", (email, ssn, i))
+    db.close()
+
+
+@pytest.fixture(scope="module")
+def twins(
+    sqlite_crm: CrmDb, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[SqlService, SqlService]]:
+    source = Path(sqlite_crm.url.removeprefix("sqlite:///"))
+    other = tmp_path_factory.mktemp("twin") / "demo.db"
+    other.write_bytes(source.read_bytes())
+    _scramble(other)
+    a, b = SqlEngine(sqlite_crm.url), SqlEngine(f"sqlite:///{other}")
+    yield SqlService(a, max_rows=500, timeout_s=10.0), SqlService(b, max_rows=500, timeout_s=10.0)
+    a.close()
+    b.close()
+
+
+def _value(col: str) -> st.SearchStrategy[str]:
+    return st.sampled_from(
+        [
+            col,
+            f"upper({col})",
+            f"length({col})",
+            f"substr({col}, 1, 2)",
+            f"{col} || '!'",
+            f"CASE WHEN {col} LIKE 'a%' THEN 1 ELSE 0 END",
+            f"coalesce({col}, 'none')",
+        ]
+    )
+
+
+_ANY_COL = st.sampled_from(MASKED_COLS + CLEAN_COLS)
+_PREDICATES = st.one_of(
+    _ANY_COL.map(lambda c: f"{c} LIKE 'a%'"),
+    _ANY_COL.map(lambda c: f"length({c}) > 12"),
+    _ANY_COL.map(lambda c: f"{c} > 'm'"),
+    st.just("c.tier = 2"),
+    st.just("c.id < 25"),
+)
+
+
+@st.composite
+def queries(draw: st.DrawFn) -> str:
+    grouped = draw(st.booleans())
+    if grouped:
+        key = draw(st.sampled_from(CLEAN_COLS + MASKED_COLS))
+        agg = draw(st.sampled_from(["count(DISTINCT {})", "max({})", "min(length({}))", "count({})"]))
+        select = [key, agg.format(draw(_ANY_COL)), "count(*)"]
+        tail = f" GROUP BY {key}" + draw(
+            st.sampled_from(["", " HAVING count(*) > 1", f" HAVING max({draw(_ANY_COL)}) > 'b'"])
+        )
+        order = f" ORDER BY {key}"
+    else:
+        select = [*draw(st.lists(_ANY_COL.flatmap(_value), min_size=1, max_size=4)), "c.id"]
+        tail = ""
+        order = (
+            " ORDER BY " + draw(st.sampled_from([*CLEAN_COLS, *MASKED_COLS, "length(c.email)"])) + ", c.id"
+        )
+    where = f" WHERE {draw(_PREDICATES)}" if draw(st.booleans()) else ""
+    source = draw(
+        st.sampled_from(
+            [
+                "customers c",
+                "(SELECT * FROM customers) c",
+                "customers c JOIN orders o ON o.customer_id = c.id",
+                "(SELECT id, name, region, tier, upper(email) AS email, ssn FROM customers) c",
+            ]
+        )
+    )
+    distinct = "DISTINCT " if draw(st.integers(0, 9)) == 0 else ""
+    return f"SELECT {distinct}{', '.join(select)} FROM {source}{where}{tail}{order} LIMIT 30"
+
+
+def _answer(service: SqlService, sql: str, schema: dict[str, dict[str, str]]) -> QueryResult | str:
+    try:
+        return run_masked(service, sql, schema, POLICY)
+    except Refused:
+        return "refused"
+    except QueryFailed as exc:
+        return f"failed {exc.kind}"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sql=queries())
+def test_answers_do_not_depend_on_masked_values(twins: tuple[SqlService, SqlService], sql: str) -> None:
+    a, b = twins
+    schema = reflect_schema(a.engine.sa_engine)  # type: ignore[attr-defined]
+    first, second = _answer(a, sql, schema), _answer(b, sql, schema)
+    event(first if isinstance(first, str) else "answered")
+    if isinstance(first, str) or isinstance(second, str):
+        assert first == second, sql
+        return
+    assert first.columns == second.columns, sql
+    assert first.rows == second.rows, sql
+
+
+def test_the_twins_really_differ(twins: tuple[SqlService, SqlService]) -> None:
+    a, b = twins
+    sql = "SELECT count(*) FROM customers WHERE email LIKE 'a%'"
+    assert a.query(sql, call_id="t")[0].rows != b.query(sql, call_id="t")[0].rows
