@@ -1,28 +1,27 @@
-"""`make demo`: start an example server as a real stdio subprocess and drive it with the official client."""
+"""`make demo`: the safe SQL server as a real stdio subprocess, driven by the official MCP client.
+
+It lists the tools, answers an aggregate query, refuses a write, caps a long result with "more rows
+exist", and then lints the same server the way `mcpkit lint --stdio` checks any server.
+"""
 
 from __future__ import annotations
 
+import subprocess
 import sys
-from pathlib import Path
 
 import anyio
-from mcp import Client, StdioServerParameters
 
-HERE = Path(__file__).resolve().parent
+from mcpkit.sql.walkthrough import walkthrough
 
 
-async def main() -> None:
-    params = StdioServerParameters(command=sys.executable, args=[str(HERE / "weather.py")])
-    async with Client(params, mode="legacy") as client:
-        info = client.server_info
-        print(f"connected to {info.name if info else '?'} over stdio, protocol {client.protocol_version}")
-        for t in (await client.list_tools()).tools:
-            print(f"  tool {t.name}: {t.description}")
-        result = await client.call_tool("forecast", {"city": "Oslo", "days": 3})
-        print("forecast(Oslo, 3) ->", result.content[0].text)  # type: ignore[union-attr]
-        refused = await client.call_tool("forecast", {"city": "Oslo", "days": "3"})
-        print("forecast(days='3') ->", refused.content[0].text)  # type: ignore[union-attr]
+def main() -> None:
+    print("== mcpkit sql serve --demo, through the official MCP client over stdio ==")
+    anyio.run(walkthrough)
+    print("\n== mcpkit lint --stdio: would every client accept this server's tools? ==")
+    command = f"{sys.executable} -m mcpkit sql serve --demo"
+    lint = subprocess.run([sys.executable, "-m", "mcpkit", "lint", "--stdio", command], check=False)
+    sys.exit(lint.returncode)
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    main()

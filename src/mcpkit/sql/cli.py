@@ -18,6 +18,7 @@ from mcpkit.sql.demo import load_demo, write_demo_sqlite
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.service import DEFAULT_ROWS, HARD_MAX_ROWS, SqlService
+from mcpkit.transport.cli import add_serving_arguments, serve
 
 __all__ = ["EXIT_ANSWERED", "EXIT_DB_FAILED", "EXIT_REFUSED", "EXIT_USAGE", "register", "run"]
 
@@ -54,9 +55,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="serve list_tables, describe_table, execute_query over MCP")
     _connection_options(serve)
-    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    add_serving_arguments(serve)
     serve.add_argument("--max-rows", type=int, default=500, metavar="N", help="hard row maximum (<= 5000)")
     serve.add_argument("--allowed-tools", metavar="A,B", help="list and allow only these tools")
 
@@ -121,12 +120,9 @@ def _serve(args: argparse.Namespace) -> int:
         raise SqlConfigError(f"--max-rows must be between 1 and {HARD_MAX_ROWS}.")
     service = _service(args, args.max_rows)
     allowed = [t.strip() for t in args.allowed_tools.split(",") if t.strip()] if args.allowed_tools else None
-    server = build_server(service, allowed_tools=allowed)
+    server = build_server(service, allowed_tools=allowed, redis_url=args.redis)
     try:
-        if args.transport == "http":
-            server.run_http(args.host, args.port)
-        else:
-            server.run_stdio()
+        serve(server, args)
     finally:
         service.engine.close()
     return EXIT_ANSWERED

@@ -80,6 +80,7 @@ def build_server(
     allowed_tools: Sequence[str] | None = None,
     lint: Literal["error", "warn", "off"] = "error",
     environ: Any = None,
+    redis_url: str | None = None,
 ) -> Server:
     """Build the SQL tool server around a service.
 
@@ -90,6 +91,7 @@ def build_server(
         allowed_tools: Only these tools are listed and callable (also `$MCPKIT_ALLOWED_TOOLS`).
         lint: The core's self-lint mode at build time.
         environ: Environment for `MCPKIT_*` settings (default: `os.environ`).
+        redis_url: Share rate limits and cache with other replicas.
 
     Returns:
         The server; run it with `run_stdio()` or `run_http(host, port)`.
@@ -168,4 +170,5 @@ def build_server(
         timeout_s=outer_timeout,
         lint=lint,
         environ=environ,
+        redis_url=redis_url,
     )

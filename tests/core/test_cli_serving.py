@@ -1,0 +1,49 @@
+"""`mcpkit sql serve --transport http` with static tokens, as an operator would run it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.helpers import free_port, python_server, text_of
+
+TOKEN = "ops-token-0123456789abcdef"
+
+
+@pytest.mark.anyio
+async def test_sql_server_over_http_with_tokens(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"ops {TOKEN}\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    args = [
+        "-m",
+        "mcpkit",
+        "sql",
+        "serve",
+        "--demo",
+        "--transport",
+        "http",
+        "--port",
+        str(port),
+        "--stateless",
+        "--tokens",
+        str(tokens),
+    ]
+    with python_server(args, port) as running:
+        assert (
+            httpx2.post(url, json={}, headers={"Accept": "application/json, text/event-stream"}).status_code
+            == 401
+        )
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+                result = await client.call_tool(
+                    "execute_query", {"query": "SELECT COUNT(*) AS n FROM sales_demo"}
+                )
+        log = running.log()
+    assert "| n |" in text_of(result)
+    assert TOKEN not in log
