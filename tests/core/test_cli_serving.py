@@ -39,11 +39,11 @@ async def test_sql_server_over_http_with_tokens(tmp_path: Path) -> None:
             httpx2.post(url, json={}, headers={"Accept": "application/json, text/event-stream"}).status_code
             == 401
         )
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
-            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
-                result = await client.call_tool(
-                    "execute_query", {"query": "SELECT COUNT(*) AS n FROM sales_demo"}
-                )
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+        async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+            result = await client.call_tool(
+                "execute_query", {"query": "SELECT COUNT(*) AS n FROM sales_demo"}
+            )
         log = running.log()
     assert "| n |" in text_of(result)
     assert TOKEN not in log
