@@ -1,0 +1,79 @@
+"""A report's input model: its parameters as a strict pydantic model (the tool's inputSchema)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, create_model
+
+from mcpkit.sql.reports.spec import ParamSpec
+
+__all__ = ["input_model", "sample_value"]
+
+_BASE: dict[str, Any] = {
+    "integer": StrictInt,
+    "number": float,  # strict JSON validation still accepts 3 for a number, as JSON Schema does
+    "string": StrictStr,
+    "boolean": StrictBool,
+    "date": dt.date,
+}
+
+
+def _field(p: ParamSpec) -> tuple[Any, Any]:
+    kind: Any = Literal[tuple(p.enum)] if p.enum else _BASE[p.type]
+    limits: dict[str, Any] = {}
+    if p.minimum is not None:
+        limits["ge"] = p.minimum
+    if p.maximum is not None:
+        limits["le"] = p.maximum
+    if p.pattern is not None:
+        limits["pattern"] = p.pattern
+    if p.max_length is not None and not p.enum:
+        limits["max_length"] = p.max_length
+    description = p.description or None
+    if p.required:
+        return kind, Field(..., description=description, **limits)
+    if p.default is None:
+        return kind | None, Field(default=None, description=description, **limits)
+    return kind, Field(default=p.default, description=description, **limits)
+
+
+def input_model(report: str, params: Sequence[ParamSpec]) -> type[BaseModel]:
+    """The strict input model of one report: unknown fields forbidden, limits from the file.
+
+    >>> from mcpkit.sql.reports.spec import ParamSpec
+    >>> m = input_model("units_by_year", [ParamSpec("year", "integer", minimum=2021, maximum=2024)])
+    >>> m.model_json_schema()["properties"]["year"]
+    {'maximum': 2024, 'minimum': 2021, 'title': 'Year', 'type': 'integer'}
+
+    Args:
+        report: The report's name (the model is named after it).
+        params: Its parameters.
+
+    Returns:
+        A pydantic model class.
+    """
+    fields: dict[str, Any] = {p.name: _field(p) for p in params}
+    model: type[BaseModel] = create_model(
+        "".join(part.capitalize() for part in report.replace("-", "_").replace(".", "_").split("_"))
+        + "Input",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__=f"Parameters of the {report} report.",
+        **fields,
+    )
+    return model
+
+
+def sample_value(p: ParamSpec) -> Any:
+    """A valid value for `p`, to prepare or explain the SQL at load time."""
+    if p.default is not None:
+        return p.default
+    if p.enum:
+        return p.enum[0]
+    if p.minimum is not None:
+        return p.minimum
+    if p.maximum is not None:
+        return p.maximum
+    return {"integer": 1, "number": 1.0, "string": "x", "boolean": True, "date": dt.date(2000, 1, 1)}[p.type]

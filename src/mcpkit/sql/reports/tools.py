@@ -1,0 +1,253 @@
+"""Compile `reports.yaml` into tools: checked at load (admission, the database, masking, lint), all or none.
+
+    reports.yaml --parse_reports--> specs --prepare_sql (admission)--> --plan_masking-->
+                 --EXPLAIN on the database--> Tool(input model, handler) --lint_tools--> tools
+
+A call binds the validated arguments to the report's `:name` placeholders and runs the same path
+as `execute_query`: the row cap in the SQL, a read-only session, masking, shaping, markdown and
+structuredContent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from sqlalchemy import text
+
+from mcpkit import Context, Server, Tool, ToolAnnotations, ToolResult
+from mcpkit.errors import DefinitionError, Refused
+from mcpkit.lint import lint_tools
+from mcpkit.sql.audit import CallAudit
+from mcpkit.sql.engines.base import Engine
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
+from mcpkit.sql.masking.schema import SchemaMapping
+from mcpkit.sql.models import QueryResult
+from mcpkit.sql.render import render_markdown
+from mcpkit.sql.reports.bind import BindError, BoundSql, prepare_sql
+from mcpkit.sql.reports.inputs import input_model, sample_value
+from mcpkit.sql.reports.spec import Problems, ReportsError, ReportSpec, parse_reports
+from mcpkit.sql.service import DEFAULT_ROWS, SqlService
+from mcpkit.sql.shaping import shape_rows
+
+__all__ = ["RESERVED_NAMES", "ReportRunner", "build_report_tools", "load_reports"]
+
+RESERVED_NAMES: Final = ("list_tables", "describe_table", "execute_query")
+_READ_ONLY: Final = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+_EXPLAIN: Final = {"postgres": "EXPLAIN {}", "mysql": "EXPLAIN {}", "sqlite": "EXPLAIN QUERY PLAN {}"}
+
+
+def _db_value(value: Any, dialect: str) -> Any:
+    if isinstance(value, dt.date) and dialect == "sqlite":
+        return value.isoformat()  # SQLite keeps dates as ISO text
+    return value
+
+
+@dataclass(frozen=True)
+class ReportRunner:
+    """The handler of one report tool.
+
+    Args:
+        spec: The report.
+        bound: Its checked SQL.
+        plan: Its masking plan (fixed SQL, so planned once at load).
+        rows: Its row cap.
+        service: Engine and timeout (as for `execute_query`).
+        engine_for: Per-call engine (identities: the principal's role); default `service.engine`.
+        calls: The audit, when there is one: the SQL sent and rows are noted per call.
+    """
+
+    spec: ReportSpec
+    bound: BoundSql
+    plan: MaskPlan
+    rows: int
+    service: SqlService
+    engine_for: Callable[[Context], Engine] | None = None
+    calls: CallAudit | None = None
+
+    @property
+    def sql(self) -> str:
+        """The SQL each call sends (masking applied)."""
+        return self.plan.sql or self.bound.send
+
+    def run(self, values: dict[str, Any], ctx: Context) -> QueryResult:
+        """Bind `values` and run the report; the shaped, masked result."""
+        engine = self.engine_for(ctx) if self.engine_for else self.service.engine
+        params = {n: _db_value(values.get(n), engine.dialect) for n in self.bound.names}
+        if self.calls is not None:
+            self.calls.note(ctx.call_id, sql=self.sql)
+        raw = engine.execute(self.sql, params, self.rows, self.service.timeout_s, ctx.call_id)
+        result = shape_rows(apply_mask(raw, self.plan))
+        if self.calls is not None:
+            self.calls.note(ctx.call_id, rows=result.row_count, truncated=result.truncated)
+        return result
+
+    def __call__(self, args: Any, ctx: Context) -> ToolResult:
+        values = {p.name: getattr(args, p.name) for p in self.spec.params}
+        if self.calls is None:
+            result = self.run(values, ctx)
+        else:
+            with self.calls.noting(ctx):
+                result = self.run(values, ctx)
+        return ToolResult(text=render_markdown(result), structured=result)
+
+
+def _description(spec: ReportSpec, rows: int) -> str:
+    columns = "; ".join(f"{name}: {desc}" for name, desc in spec.output)
+    tail = f" Returns at most {rows} rows" + (f". Columns: {columns}." if columns else ".")
+    return spec.description.rstrip() + tail
+
+
+def _explain(engine: Engine, sql: str, params: dict[str, Any], timeout_s: float) -> str | None:
+    """The database's own complaint about the SQL, or None when it plans fine."""
+    if not isinstance(engine, SqlEngine):
+        return None
+    wrapped = _EXPLAIN.get(engine.dialect, "SELECT * FROM ({}) AS q WHERE 1 = 0").format(sql)
+    with engine.session(timeout_s, "reports-check") as (conn, _):
+        try:
+            conn.execute(text(wrapped), params).close()
+        except Exception as exc:  # shown to the operator at start-up, never to a model
+            first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+            return first[0][:300] if first else type(exc).__name__
+    return None
+
+
+def _compile(
+    spec: ReportSpec,
+    p: Problems,
+    service: SqlService,
+    schema: SchemaMapping | KnownSchema | None,
+    policy: MaskPolicy | None,
+    reserved: Sequence[str],
+) -> tuple[BoundSql, MaskPlan, int] | None:
+    dialect = service.engine.dialect
+    if spec.name in reserved:
+        p.items.append(f"{p.source}:{spec.line}: report {spec.name!r}: the name is taken by a built-in tool")
+    if spec.broken:
+        return None
+    rows = spec.max_rows or min(DEFAULT_ROWS, service.max_rows)
+    if rows > service.max_rows:
+        p.items.append(
+            f"{p.source}:{spec.line}: report {spec.name!r}: max_rows {rows} is above the server's "
+            f"maximum of {service.max_rows}"
+        )
+        return None
+    sql_at = f"{p.source}:{spec.sql_line}: report {spec.name!r}: sql: "
+    try:
+        bound = prepare_sql(
+            spec.sql,
+            dialect,
+            spec.params,
+            limit=rows + 1,
+            functions=service.functions,
+            catalog=service.catalog,
+        )
+        plan = NO_MASKING
+        if policy is not None and not policy.empty:
+            if schema is None:
+                raise BindError("masking is on, so the reflected schema is needed to check reports")
+            plan = plan_masking(bound.tree, dialect, schema, policy)
+    except (BindError, Refused) as exc:
+        p.items.append(sql_at + (exc.message if isinstance(exc, Refused) else str(exc)))
+        return None
+    samples = {prm.name: _db_value(sample_value(prm), dialect) for prm in spec.params}
+    complaint = _explain(service.engine, plan.sql or bound.send, samples, service.timeout_s)
+    if complaint:
+        p.items.append(sql_at + f"the database rejects it: {complaint}")
+        return None
+    return bound, plan, rows
+
+
+def build_report_tools(
+    text_: str,
+    service: SqlService,
+    *,
+    source: str = "reports.yaml",
+    schema: SchemaMapping | KnownSchema | None = None,
+    policy: MaskPolicy | None = None,
+    calls: CallAudit | None = None,
+    engine_for: Callable[[Context], Engine] | None = None,
+    reserved: Sequence[str] = RESERVED_NAMES,
+) -> list[Tool]:
+    """Compile reports from YAML text; every report checked, all problems reported together.
+
+    Args:
+        text_: The YAML.
+        service: The SQL service the reports run through (engine, limits, function policy).
+        source: The file name errors show.
+        schema: The reflected schema (needed with a mask policy).
+        policy: The mask policy; a report that filters on a masked column fails the load.
+        calls: The audit, to note the SQL sent and rows of each call.
+        engine_for: Per-call engine (identities); default `service.engine`.
+        reserved: Tool names reports may not take.
+
+    Returns:
+        One tool per report, in file order.
+
+    Raises:
+        ReportsError: with `file:line: report 'name': what` for every problem.
+    """
+    specs, p = parse_reports(text_, source)
+    tools: list[Tool] = []
+    lines: dict[str, int] = {}
+    for spec in specs:
+        compiled = _compile(spec, p, service, schema, policy, reserved)
+        if compiled is None:
+            continue
+        bound, plan, rows = compiled
+        runner = ReportRunner(spec, bound, plan, rows, service, engine_for, calls)
+        try:
+            tools.append(
+                Tool(
+                    name=spec.name,
+                    title=spec.title,
+                    description=_description(spec, rows),
+                    input=input_model(spec.name, spec.params),
+                    output=QueryResult,
+                    handler=runner,
+                    annotations=_READ_ONLY,
+                    category="sql-reports",
+                    keywords=("report", *spec.name.replace("-", "_").split("_")),
+                    cache_ttl_s=spec.cache_ttl_s,
+                    timeout_s=service.timeout_s + 15.0,
+                )
+            )
+            lines[spec.name] = spec.line
+        except (DefinitionError, TypeError, ValueError) as exc:
+            p.items.append(f"{p.source}:{spec.line}: report {spec.name!r}: {exc}")
+    p.raise_if_any()
+    _lint(tools, p, lines)
+    p.raise_if_any()
+    return tools
+
+
+def _lint(tools: list[Tool], p: Problems, lines: dict[str, int]) -> None:
+    if not tools:
+        return
+    try:
+        listing = Server("mcpkit-reports-check", tools=tools, lint="off").list_tools()
+    except DefinitionError as exc:
+        p.items.append(f"{p.source}:1: {exc}")
+        return
+    for finding in lint_tools(listing):
+        if finding.severity == "error":
+            line = lines.get(finding.tool or "", 1)
+            where = f"{p.source}:{line}: report {finding.tool!r}"
+            p.items.append(f"{where}: lint {finding.rule} {finding.path}: {finding.message}")
+
+
+def load_reports(path: str | Path, service: SqlService, **options: Any) -> list[Tool]:
+    """`build_report_tools` on a file (`--reports reports.yaml`).
+
+    Raises:
+        ReportsError: the file is unreadable or any report has a problem.
+    """
+    try:
+        content = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ReportsError([f"{path}: cannot read the reports file ({exc.strerror or exc})"]) from None
+    return build_report_tools(content, service, source=str(path), **options)
