@@ -1,0 +1,347 @@
+"""Identities: each authenticated principal queries as its own database role, so the database decides.
+
+`--role-map roles.yaml` maps principals (and groups) to roles:
+
+    principals:
+      alice@example.com: analyst_emea
+    groups:
+      amer-team: analyst_amer
+    mysql:                      # MySQL/MariaDB: per-role logins, from the secrets store
+      analyst_emea: {user: MYSQL_EMEA_USER, password: MYSQL_EMEA_PASSWORD}
+
+On PostgreSQL each call runs `SET LOCAL ROLE "<role>"` inside its read-only transaction, so the
+role's grants and row-level security apply; the role name comes from this file (validated, quoted),
+never from a request. On MySQL each role has its own login. A principal with no role is refused.
+Functions that would run as someone else (SECURITY DEFINER, or a SET role clause) are refused too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import yaml
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from mcpkit.errors import Refused
+from mcpkit.sql.admission import FunctionCatalog, FunctionRef
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.service import SqlService
+
+if TYPE_CHECKING:
+    from mcpkit.context import Context
+
+__all__ = [
+    "DefinerCatalog",
+    "IdentityRouter",
+    "MysqlLogin",
+    "RoleEngine",
+    "RoleMap",
+    "quote_role",
+    "session_setup",
+    "verify_roles",
+]
+
+ROLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
+_UNMAPPED: Final = "This server has no database role for your identity; ask its operator to map one."
+_DEFINERS: Final = (
+    "SELECT n.nspname, p.proname FROM pg_catalog.pg_proc p"
+    " JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
+    " WHERE p.proname = ANY(:names) AND (p.prosecdef OR EXISTS (SELECT 1 FROM"
+    " unnest(coalesce(p.proconfig, '{}'::text[])) c"
+    " WHERE c LIKE 'role=%' OR c LIKE 'session_authorization=%'))"
+)
+
+
+def quote_role(role: str) -> str:
+    """A validated role name as a quoted identifier.
+
+    >>> quote_role("analyst_emea")
+    '"analyst_emea"'
+
+    Raises:
+        SqlConfigError: not a plain role name.
+    """
+    if not ROLE_NAME.fullmatch(role):
+        raise SqlConfigError(f"role {role!r} is not a plain name (letters, digits, _ and $)")
+    return f'"{role}"'
+
+
+def session_setup(dialect: str, role: str) -> str | None:
+    """The statement each call's session runs first for `role` (None: the login carries the role).
+
+    >>> session_setup("postgres", "analyst_emea")
+    'SET LOCAL ROLE "analyst_emea"'
+    """
+    if dialect == "postgres":
+        return f"SET LOCAL ROLE {quote_role(role)}"
+    if dialect == "mysql":
+        quote_role(role)
+        return None
+    raise SqlConfigError(f"database roles per principal are not supported on {dialect}")
+
+
+@dataclass(frozen=True)
+class MysqlLogin:
+    """The names of the secrets holding one role's MySQL user and password."""
+
+    user: str
+    password: str
+
+
+@dataclass(frozen=True)
+class RoleMap:
+    """Principal or group -> database role, from `roles.yaml`.
+
+    >>> m = RoleMap(principals={"alice": "emea"}, groups={"amer-team": "amer"})
+    >>> m.role_for("alice"), m.role_for("bob", groups=["amer-team"])
+    ('emea', 'amer')
+    """
+
+    principals: Mapping[str, str] = field(default_factory=dict)
+    groups: Mapping[str, str] = field(default_factory=dict)
+    mysql: Mapping[str, MysqlLogin] = field(default_factory=dict)
+
+    @property
+    def roles(self) -> frozenset[str]:
+        """Every role the map can hand out."""
+        return frozenset(self.principals.values()) | frozenset(self.groups.values())
+
+    def role_for(self, principal: str | None, groups: Sequence[str] = ()) -> str:
+        """The role of a caller: its own mapping first, else exactly one role among its groups.
+
+        Raises:
+            Refused: no mapping, or groups that map to different roles (ambiguous: refused).
+        """
+        if principal is not None and principal in self.principals:
+            return self.principals[principal]
+        found = {self.groups[g] for g in groups if g in self.groups}
+        if len(found) != 1:
+            raise Refused(_UNMAPPED, data={"reason": "no_role"})
+        return found.pop()
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> RoleMap:
+        """Load `roles.yaml`.
+
+        Raises:
+            SqlConfigError: unreadable, unknown keys, or a role that is not a plain name (with line).
+        """
+        try:
+            root = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+        except (OSError, yaml.YAMLError) as exc:
+            raise SqlConfigError(f"{path}: cannot read the role map: {exc}") from None
+        return cls.parse(root, str(path))
+
+    @classmethod
+    def parse(cls, root: Any, source: str = "roles.yaml") -> RoleMap:
+        """Build from a composed YAML node (keeps lines for errors)."""
+        sections: dict[str, dict[str, Any]] = {"principals": {}, "groups": {}, "mysql": {}}
+        if root is not None and not isinstance(root, yaml.MappingNode):
+            raise SqlConfigError(f"{source}:1: the role map is a mapping with principals: and groups:")
+        for key, value in root.value if root is not None else ():
+            where = f"{source}:{key.start_mark.line + 1}"
+            if key.value not in sections or not isinstance(value, yaml.MappingNode):
+                raise SqlConfigError(f"{where}: expected principals:, groups: or mysql: mappings")
+            for k, v in value.value:
+                line = f"{source}:{k.start_mark.line + 1}"
+                if key.value == "mysql":
+                    login = {a.value: b.value for a, b in getattr(v, "value", [])}
+                    if set(login) != {"user", "password"}:
+                        raise SqlConfigError(f"{line}: give the user and password secret names of {k.value}")
+                    sections["mysql"][k.value] = MysqlLogin(login["user"], login["password"])
+                    continue
+                if not isinstance(v, yaml.ScalarNode) or not ROLE_NAME.fullmatch(str(v.value)):
+                    raise SqlConfigError(f"{line}: the role of {k.value!r} must be a plain role name")
+                sections[key.value][str(k.value)] = str(v.value)
+        return cls(sections["principals"], sections["groups"], sections["mysql"])
+
+
+class RoleEngine(SqlEngine):
+    """`SqlEngine` whose every session first runs the role's setup (`SET LOCAL ROLE`).
+
+    Shares the base engine's SQLAlchemy engine (a fresh connection per call either way), so
+    `execute`, the timeout watchdog and error masking are the base's own code.
+    """
+
+    def __init__(self, base: SqlEngine, role: str) -> None:
+        self.__dict__.update(base.__dict__)
+        self.role = role
+        self._setup = session_setup(base.dialect, role)
+
+    @contextmanager
+    def session(self, timeout_s: float, call_id: str) -> Iterator[tuple[Connection, Any]]:
+        """The base session, then the role set inside its read-only transaction."""
+        with super().session(timeout_s, call_id) as (conn, dbapi):
+            if self._setup:
+                with dbapi.cursor() as cur:
+                    cur.execute(self._setup)
+            yield conn, dbapi
+
+    def close(self) -> None:
+        """Nothing: the base engine owns the connections."""
+
+
+class DefinerCatalog:
+    """A `FunctionCatalog` that also reports functions running as someone else as refused.
+
+    With roles, a SECURITY DEFINER function (or one with a `SET role` clause) executes with its
+    owner's rights and would read past row-level security, even when it is declared STABLE.
+
+    Args:
+        engine: Looks names up (the server's own account).
+        inner: The volatility catalog to extend (`PostgresCatalog`), if any.
+        ttl_s: Cache lifetime of one answer.
+    """
+
+    def __init__(self, engine: SqlEngine, inner: FunctionCatalog | None = None, ttl_s: float = 300.0) -> None:
+        self._engine, self._inner, self._ttl_s = engine, inner, ttl_s
+        self._cache: dict[FunctionRef, tuple[bool, float]] = {}
+
+    def volatile(self, refs: Collection[FunctionRef]) -> set[FunctionRef]:
+        """Refs that are volatile (per `inner`) or run as another role."""
+        out = set(self._inner.volatile(refs)) if self._inner is not None else set()
+        now = time.monotonic()
+        missing = [r for r in refs if r not in self._cache or self._cache[r][1] < now]
+        if missing:
+            names = sorted({n for _, n in missing})
+            hits = self._engine.execute(_DEFINERS, {"names": names}, 100_000, 5.0, "catalog").rows
+            search = {
+                str(r[0])
+                for r in self._engine.execute(
+                    "SELECT unnest(current_schemas(true))", {}, 1000, 5.0, "catalog"
+                ).rows
+            }
+            for schema, name in missing:
+                bad = any(p == name and (s == schema if schema else s in search) for s, p in hits)
+                self._cache[(schema, name)] = (bad, now + self._ttl_s)
+        return out | {r for r in refs if self._cache[r][0]}
+
+
+class IdentityRouter:
+    """Per-call services: the caller's role, the template service's limits and policies.
+
+    Args:
+        template: The service as configured (its engine logs in as the server's account).
+        roles: The role map.
+        secret: Looks up a secret by name (MySQL logins); default the environment.
+        anonymous: A call without a principal (stdio): "account" runs it as the server's account,
+            "refuse" refuses it (HTTP with identities).
+        groups_of: The caller's groups, when the deployment has them.
+    """
+
+    def __init__(
+        self,
+        template: SqlService,
+        roles: RoleMap,
+        *,
+        secret: Callable[[str], str | None] = os.environ.get,
+        anonymous: Literal["account", "refuse"] = "refuse",
+        groups_of: Callable[[Context], Sequence[str]] | None = None,
+    ) -> None:
+        if not isinstance(template.engine, SqlEngine):
+            raise SqlConfigError("identities need a database engine")
+        self.base: SqlEngine = template.engine
+        for role in roles.roles:
+            session_setup(self.base.dialect, role)  # validates every role for this database
+        if self.base.dialect == "mysql":
+            missing = sorted(roles.roles - set(roles.mysql))
+            if missing:
+                raise SqlConfigError(f"role map: no mysql login for role {missing[0]!r}")
+        self.template, self.roles, self.secret = template, roles, secret
+        self.anonymous, self.groups_of = anonymous, groups_of
+        self.catalog: FunctionCatalog | None = (
+            DefinerCatalog(self.base, template.catalog)
+            if self.base.dialect == "postgres"
+            else template.catalog
+        )
+        self._services: dict[str, SqlService] = {}
+        self._lock = threading.Lock()
+
+    def _engine(self, role: str) -> SqlEngine:
+        if self.base.dialect == "postgres":
+            return RoleEngine(self.base, role)
+        login = self.roles.mysql[role]
+        user, password = self.secret(login.user), self.secret(login.password)
+        if not user:
+            raise SqlConfigError(f"the secret {login.user} (MySQL user of role {role}) is not set")
+        return SqlEngine(self.base.url.set(username=user, password=password or None))
+
+    def service_for(self, principal: str | None, groups: Sequence[str] = ()) -> SqlService:
+        """The service of a caller (refused when it has no role)."""
+        if principal is None and not groups and self.anonymous == "account":
+            return self.template
+        role = self.roles.role_for(principal, groups)
+        with self._lock:
+            if role not in self._services:
+                t = self.template
+                self._services[role] = SqlService(
+                    self._engine(role),
+                    max_rows=t.max_rows,
+                    timeout_s=t.timeout_s,
+                    functions=t.functions,
+                    catalog=self.catalog,
+                    max_cost=t.max_cost,
+                )
+            return self._services[role]
+
+    def for_context(self, ctx: Context) -> SqlService:
+        """The service of the caller of a tool call."""
+        groups = self.groups_of(ctx) if self.groups_of is not None else ()
+        return self.service_for(ctx.principal, groups)
+
+    def engine_for(self, ctx: Context) -> SqlEngine:
+        """The engine of the caller of a tool call (for report tools)."""
+        engine = self.for_context(ctx).engine
+        assert isinstance(engine, SqlEngine)
+        return engine
+
+    def close(self) -> None:
+        """Close the per-role logins (MySQL); the base engine stays with its owner."""
+        with self._lock:
+            for service in self._services.values():
+                service.engine.close()
+            self._services.clear()
+
+
+def verify_roles(engine: SqlEngine, roles: RoleMap) -> list[str]:
+    """Start-up checks on PostgreSQL: each role exists, cannot bypass row-level security, and the
+    server's account may switch to it; the account itself should not inherit the roles' rights.
+
+    Returns:
+        One sentence per problem (empty: fine).
+    """
+    if engine.dialect != "postgres":
+        return []
+    problems = []
+    with engine.session(10.0, "verify-roles") as (conn, _):
+        account = conn.execute(text("SELECT rolinherit FROM pg_roles WHERE rolname = current_user")).scalar()
+        if account:
+            problems.append(
+                "the server's account inherits its roles' rights: make it NOINHERIT, so a call "
+                "without SET ROLE sees nothing"
+            )
+        for role in sorted(roles.roles):
+            row = conn.execute(
+                text(
+                    "SELECT rolsuper, rolbypassrls, pg_has_role(current_user, oid, 'MEMBER')"
+                    " FROM pg_roles WHERE rolname = :r"
+                ),
+                {"r": role},
+            ).first()
+            if row is None:
+                problems.append(f"role {role} does not exist")
+            elif row[0] or row[1]:
+                problems.append(f"role {role} bypasses row-level security (superuser or BYPASSRLS)")
+            elif not row[2]:
+                problems.append(f"the server's account is not a member of role {role}, so it cannot SET ROLE")
+    return problems

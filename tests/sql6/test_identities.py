@@ -1,0 +1,287 @@
+"""Identities with real row-level security on PostgreSQL (and per-role logins on MariaDB).
+
+Two principals see different rows of one table through the same query path (in process and over
+Streamable HTTP with bearer tokens), and neither sees the other's rows with any query of the
+admission attack corpus or a set of RLS-bypass attempts (SET ROLE, RESET ROLE, set_config,
+SECURITY DEFINER functions, owner views, statistics, ...).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2
+import pymysql
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from sqlalchemy.engine import make_url
+
+from mcpkit.context import Context
+from mcpkit.errors import Refused
+from mcpkit.sql.engines.catalog import PostgresCatalog
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
+from mcpkit.sql.identities import IdentityRouter, MysqlLogin, RoleMap, session_setup, verify_roles
+from mcpkit.sql.models import QueryResult
+from mcpkit.sql.service import SqlService
+from tests.helpers import free_port, python_server
+from tests.sql.sql_support import load_corpus
+from tests.sql6.conftest import pg_admin
+
+
+@dataclass(frozen=True)
+class RlsDb:
+    url: str  # the server's own account (NOINHERIT, member of both roles)
+    schema: str
+    emea: str
+    amer: str
+
+
+@pytest.fixture(scope="module")
+def rls(pg_url: str) -> Iterator[RlsDb]:
+    tag = secrets.token_hex(4)
+    s, emea, amer, svc = f"mcpkit_rls_{tag}", f"mcpkit_emea_{tag}", f"mcpkit_amer_{tag}", f"mcpkit_svc_{tag}"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE SCHEMA {s}")
+        c.execute(f"CREATE ROLE {emea} NOLOGIN")
+        c.execute(f"CREATE ROLE {amer} NOLOGIN")
+        c.execute(f"CREATE ROLE {svc} LOGIN NOINHERIT")
+        c.execute(f"GRANT {emea}, {amer} TO {svc}")
+        c.execute(f"CREATE TABLE {s}.accounts (id int PRIMARY KEY, region text NOT NULL, note text NOT NULL)")
+        for i in range(1, 21):
+            region = "emea" if i % 2 else "amer"
+            c.execute(f"INSERT INTO {s}.accounts VALUES (%s, %s, %s)", [i, region, f"{region}-secret-{i}"])
+        c.execute(f"ALTER TABLE {s}.accounts ENABLE ROW LEVEL SECURITY")
+        c.execute(f"CREATE POLICY p_emea ON {s}.accounts FOR SELECT TO {emea} USING (region = 'emea')")
+        c.execute(f"CREATE POLICY p_amer ON {s}.accounts FOR SELECT TO {amer} USING (region = 'amer')")
+        c.execute(f"GRANT USAGE ON SCHEMA {s} TO {emea}, {amer}, {svc}")
+        c.execute(f"GRANT SELECT ON {s}.accounts TO {emea}, {amer}")
+        # Bait: runs as its owner (the superuser), STABLE, executable by PUBLIC by default.
+        c.execute(
+            f"CREATE FUNCTION {s}.all_notes() RETURNS SETOF text LANGUAGE sql STABLE SECURITY DEFINER"
+            f" AS $$ SELECT note FROM {s}.accounts $$"
+        )
+        c.execute(f"CREATE VIEW {s}.owner_view AS SELECT * FROM {s}.accounts")  # owner bypasses RLS
+        c.execute(
+            f"CREATE VIEW {s}.invoker_view WITH (security_invoker = true) AS SELECT * FROM {s}.accounts"
+        )
+        c.execute(f"GRANT SELECT ON {s}.invoker_view TO {emea}, {amer}")
+        c.execute(f"ANALYZE {s}.accounts")
+        c.execute(f"ALTER ROLE {svc} SET search_path = {s}")
+    url = make_url(pg_url).set(username=svc, password=None).render_as_string(hide_password=False)
+    yield RlsDb(url, s, emea, amer)
+    with pg_admin(pg_url) as c:
+        c.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)",
+            [[svc, emea, amer]],
+        )
+        c.execute(f"DROP SCHEMA {s} CASCADE")
+        for role in (svc, emea, amer):
+            c.execute(f"DROP OWNED BY {role}")
+            c.execute(f"DROP ROLE {role}")
+
+
+@pytest.fixture(scope="module")
+def router(rls: RlsDb) -> Iterator[IdentityRouter]:
+    engine = SqlEngine(rls.url)
+    roles = RoleMap(principals={"alice": rls.emea, "bob": rls.amer}, groups={"amer-team": rls.amer})
+    r = IdentityRouter(SqlService(engine, timeout_s=3.0, max_rows=500), roles)
+    yield r
+    r.close()
+    engine.close()
+
+
+def _ctx(principal: str | None) -> Context:
+    return Context(
+        call_id="rls", tool="execute_query", client=None, principal=principal, protocol_version="x"
+    )
+
+
+def _cells(result: QueryResult) -> list[str]:
+    return [str(c) for row in result.rows for c in row]
+
+
+def _outcome(service: SqlService, sql: str) -> QueryResult | str:
+    try:
+        return service.query(sql, call_id="rls-attack", max_rows=500)[0]
+    except Refused as exc:
+        return f"refused {(exc.data or {}).get('reason')}"
+    except (QueryFailed, QueryTimeout) as exc:
+        return f"failed {type(exc).__name__}"
+
+
+def test_two_principals_see_different_rows_through_the_same_query(router: IdentityRouter) -> None:
+    sql = "SELECT region, note FROM accounts ORDER BY id"
+    alice = router.for_context(_ctx("alice")).query(sql, call_id="a")[0]
+    bob = router.for_context(_ctx("bob")).query(sql, call_id="b")[0]
+    team = router.service_for("carol", groups=["amer-team"]).query(sql, call_id="c")[0]
+    assert {r[0] for r in alice.rows} == {"emea"} and alice.row_count == 10
+    assert {r[0] for r in bob.rows} == {"amer"} and bob.row_count == 10
+    assert team.rows == bob.rows
+
+
+def test_unmapped_and_anonymous_callers_are_refused(router: IdentityRouter, rls: RlsDb) -> None:
+    for principal in ("mallory", None):
+        with pytest.raises(Refused) as caught:
+            router.for_context(_ctx(principal))
+        assert caught.value.data == {"reason": "no_role"} and "mallory" not in caught.value.message
+    with pytest.raises(Refused):
+        RoleMap(groups={"a": rls.emea, "b": rls.amer}).role_for("x", groups=["a", "b"])  # ambiguous
+
+
+def test_the_account_itself_sees_nothing(router: IdentityRouter) -> None:
+    assert _outcome(router.template, "SELECT note FROM accounts") == "failed QueryFailed"
+
+
+BYPASS = [
+    "SET ROLE {other}",
+    "RESET ROLE",
+    "SET SESSION AUTHORIZATION DEFAULT",
+    "SELECT set_config('role', '{other}', true)",
+    "SELECT set_config('row_security', 'off', true)",
+    "COMMIT; SET ROLE {other}; SELECT note FROM accounts",
+    "SELECT * FROM all_notes()",
+    "SELECT {schema}.all_notes()",
+    "SELECT * FROM owner_view",
+    "SELECT * FROM invoker_view",
+    "SELECT most_common_vals::text, histogram_bounds::text FROM pg_stats WHERE tablename = 'accounts'",
+    "SELECT note FROM accounts WHERE region <> (SELECT current_setting('role'))",
+    "SELECT * FROM ONLY accounts TABLESAMPLE BERNOULLI (100)",
+    "WITH x AS MATERIALIZED (SELECT * FROM accounts) SELECT * FROM x",
+    "SELECT (SELECT string_agg(note, ',') FROM {schema}.accounts)",
+    "SELECT query_to_xml('SELECT * FROM accounts', true, true, '')",
+    "SELECT * FROM accounts FOR UPDATE",
+    "EXPLAIN SELECT * FROM accounts",
+    "SELECT note FROM accounts WHERE note LIKE '%' || (SELECT 'secret')",
+]
+
+
+@pytest.mark.parametrize("who", ["alice", "bob"])
+def test_no_query_reaches_the_other_principals_rows(router: IdentityRouter, rls: RlsDb, who: str) -> None:
+    mine, theirs = ("emea", "amer") if who == "alice" else ("amer", "emea")
+    other_role = rls.amer if who == "alice" else rls.emea
+    service = router.for_context(_ctx(who))
+    cases = [c.sql for c in load_corpus("postgres.sql")] + [c.sql for c in load_corpus("legit.sql")]
+    cases += [b.replace("{other}", other_role) for b in BYPASS]
+    answered = 0
+    for sql in cases:
+        text = sql.replace("{schema}", rls.schema).replace("{canary}", "/tmp/mcpkit-rls-canary")
+        outcome = _outcome(service, text)
+        if isinstance(outcome, QueryResult):
+            answered += 1
+            leaked = [c for c in _cells(outcome) if f"{theirs}-secret" in c]
+            assert leaked == [], text
+    assert answered >= 5
+    assert _cells(service.query("SELECT note FROM invoker_view", call_id="v")[0])[0].startswith(
+        f"{mine}-secret"
+    )
+
+
+def test_security_definer_functions_are_refused_and_would_leak(router: IdentityRouter, rls: RlsDb) -> None:
+    alice = router.for_context(_ctx("alice"))
+    assert _outcome(alice, "SELECT * FROM all_notes()") == "refused volatile_function"
+    # The same role without the definer check: the function reads past row-level security.
+    plain = SqlService(alice.engine, timeout_s=3.0, catalog=PostgresCatalog(alice.engine))
+    leaked = _outcome(plain, "SELECT * FROM all_notes()")
+    assert isinstance(leaked, QueryResult) and any("amer-secret" in c for c in _cells(leaked))
+
+
+def test_verify_roles(router: IdentityRouter, rls: RlsDb) -> None:
+    assert verify_roles(router.base, router.roles) == []
+    bad = RoleMap(principals={"a": "postgres", "b": "mcpkit_no_such_role"})
+    problems = verify_roles(router.base, bad)
+    assert any("bypasses row-level security" in p for p in problems)
+    assert any("does not exist" in p for p in problems)
+
+
+def test_role_map_file(tmp_path: Path) -> None:
+    path = tmp_path / "roles.yaml"
+    path.write_text(
+        "principals:\n  alice@example.com: analyst_emea\ngroups:\n  amer-team: analyst_amer\n"
+        "mysql:\n  analyst_emea: {user: EMEA_USER, password: EMEA_PASSWORD}\n",
+        encoding="utf-8",
+    )
+    roles = RoleMap.from_yaml(path)
+    assert roles.role_for("alice@example.com") == "analyst_emea"
+    assert roles.mysql["analyst_emea"].password == "EMEA_PASSWORD"
+    path.write_text('principals:\n  alice: analyst\n  bob: "x; DROP ROLE y"\n', encoding="utf-8")
+    with pytest.raises(SqlConfigError, match=r"roles.yaml:3: the role of 'bob' must be a plain role name"):
+        RoleMap.from_yaml(path)
+    with pytest.raises(SqlConfigError):
+        session_setup("postgres", 'a"; RESET ROLE; --')
+    with pytest.raises(SqlConfigError):
+        session_setup("sqlite", "analyst")
+
+
+@pytest.mark.anyio
+async def test_over_http_with_bearer_tokens(rls: RlsDb, tmp_path: Path) -> None:
+    roles, tokens = tmp_path / "roles.yaml", tmp_path / "tokens"
+    roles.write_text(f"principals:\n  alice: {rls.emea}\n  bob: {rls.amer}\n", encoding="utf-8")
+    token = {p: f"{p}-token-{secrets.token_hex(12)}" for p in ("alice", "bob", "carol")}
+    tokens.write_text("".join(f"{p} {t}\n" for p, t in token.items()), encoding="utf-8")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    args = ["-m", "tests.sql6.identity_server", str(port), "--dsn", rls.url]
+    args += ["--roles", str(roles), "--tokens", str(tokens)]
+    seen: dict[str, object] = {}
+    with python_server(args, port):
+        for principal in ("alice", "bob", "carol"):
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token[principal]}"}, timeout=30)
+            async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+                result = await client.call_tool(
+                    "execute_query", {"query": "SELECT DISTINCT region FROM accounts ORDER BY region"}
+                )
+            seen[principal] = (
+                (result.meta or {})["mcpkit/error"]["code"]
+                if result.is_error
+                else QueryResult.model_validate(result.structured_content).rows
+            )
+    assert seen == {"alice": [["emea"]], "bob": [["amer"]], "carol": "REFUSED"}
+
+
+@pytest.mark.mysql
+def test_mysql_uses_per_role_logins(mysql_url: str) -> None:
+    tag = secrets.token_hex(4)
+    db, user_a, user_b = f"mcpkit_id_{tag}", f"mcpkit_ida_{tag}", f"mcpkit_idb_{tag}"
+    u = make_url(mysql_url)
+    admin = pymysql.connect(host=u.host, port=u.port or 3306, user=u.username, password=u.password or "")
+    with admin.cursor() as c:
+        c.execute(f"CREATE DATABASE {db}")
+        c.execute(f"CREATE TABLE {db}.t_a (x int)")
+        c.execute(f"CREATE TABLE {db}.t_b (x int)")
+        c.execute(f"INSERT INTO {db}.t_a VALUES (1)")
+        c.execute(f"INSERT INTO {db}.t_b VALUES (2)")
+        for user, table in ((user_a, "t_a"), (user_b, "t_b")):
+            c.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw-{tag}'")
+            c.execute(f"GRANT SELECT ON {db}.{table} TO '{user}'@'%'")
+    engine = SqlEngine(u.set(database=db))
+    roles = RoleMap(
+        principals={"alice": "role_a", "bob": "role_b"},
+        mysql={"role_a": _login("A"), "role_b": _login("B")},
+    )
+    env = {"A_USER": user_a, "A_PASSWORD": f"pw-{tag}", "B_USER": user_b, "B_PASSWORD": f"pw-{tag}"}
+    router = IdentityRouter(SqlService(engine, timeout_s=5.0), roles, secret=env.get)
+    try:
+        alice, bob = router.service_for("alice"), router.service_for("bob")
+        assert alice.query("SELECT x FROM t_a", call_id="a")[0].rows == [[1]]
+        assert bob.query("SELECT x FROM t_b", call_id="b")[0].rows == [[2]]
+        assert _outcome(alice, "SELECT x FROM t_b") == "failed QueryFailed"
+        assert _outcome(bob, "SELECT x FROM t_a") == "failed QueryFailed"
+        with pytest.raises(Refused):
+            router.service_for("mallory")
+    finally:
+        router.close()
+        engine.close()
+        with admin.cursor() as c:
+            c.execute(f"DROP DATABASE {db}")
+            c.execute(f"DROP USER '{user_a}'@'%'")
+            c.execute(f"DROP USER '{user_b}'@'%'")
+        admin.close()
+
+
+def _login(prefix: str) -> MysqlLogin:
+    return MysqlLogin(f"{prefix}_USER", f"{prefix}_PASSWORD")
