@@ -66,7 +66,9 @@ def pg_audit_dsn(pg_url: str) -> Iterator[str]:
         c.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-def test_postgres_store_creates_its_table_on_first_use(pg_audit_dsn: str) -> None:
+def test_postgres_store_creates_its_table_on_first_use(
+    pg_audit_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = open_store(dsn=pg_audit_dsn)
     audit = AuditLog(store)
     for i in range(50):
@@ -76,6 +78,8 @@ def test_postgres_store_creates_its_table_on_first_use(pg_audit_dsn: str) -> Non
     reader = open_store(dsn=pg_audit_dsn)
     assert [r.rows for r in reader.read(tail=3)] == [47, 48, 49]
     reader.close()
+    assert mcpkit_main(["audit", "--audit-dsn", pg_audit_dsn, "--tail", "2", "--format", "json"]) == 0
+    assert [json.loads(x)["rows"] for x in capsys.readouterr().out.splitlines()] == [48, 49]
 
 
 def test_writer_batches_and_close_flushes(tmp_path: Path) -> None:

@@ -66,6 +66,7 @@ class CallAudit:
         self._notes: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._handler: _Handler | None = None
+        self._level: int | None = None
 
     def note(self, call_id: str, **fields: Any) -> None:
         """Add fields (`sql`, `rows`, `truncated`, `reason`, `detail`, `principal`, ...) to a record."""
@@ -131,10 +132,14 @@ class CallAudit:
         self._handler = _Handler(self)
         logger.addHandler(self._handler)
         if not logger.isEnabledFor(logging.INFO):
+            self._level = logger.level
             logger.setLevel(logging.INFO)
 
     def detach(self, logger: logging.Logger = CALL_LOGGER) -> None:
-        """Stop receiving call records."""
+        """Stop receiving call records (and restore the logger's level if `attach` changed it)."""
         if self._handler is not None:
             logger.removeHandler(self._handler)
             self._handler = None
+        if self._level is not None:
+            logger.setLevel(self._level)
+            self._level = None

@@ -2,6 +2,23 @@
 
 Per query: `plan_masking(admitted.tree, dialect, schema, policy)` refuses or returns a `MaskPlan`;
 run `plan.sql or admitted.sql`, then `apply_mask(rows, plan)` before shaping.
+
+Decisions (lineage over sqlglot's qualified scopes, bottom-up through CTEs, derived tables,
+laterals, scalar subqueries and UNION ALL branches):
+
+- Any output computed from a masked column is masked: `upper(email)`, `email AS e`, CASE,
+  casts, JSON, and aggregates whose value tells something about it (`count(DISTINCT email)`,
+  `min`/`max`, `length`, `string_agg`): masked, not refused. The database computes them on a
+  typed NULL instead of the value (the rewrite in `MaskPlan.sql`), so no error or timing tells
+  anything either; only `*` passes a raw value through, masked on the way out.
+- A masked column anywhere that decides which rows come back or their order is refused: WHERE,
+  HAVING, JOIN ON/USING/NATURAL, GROUP BY, ORDER BY, DISTINCT (ON), window PARTITION/ORDER,
+  LIMIT, table functions in FROM, IN/ANY subqueries, UNION/INTERSECT/EXCEPT (they compare rows).
+- Fail closed: with masks configured, a table not in the reflected schema (pg_stats, sqlite_stat4,
+  information_schema hold values), a column or whole-row reference sqlglot cannot resolve, or a
+  result whose columns differ from the plan is refused.
+- Views and user-defined functions are opaque: mask their columns too (`*.email` helps), or use
+  identities and grants; SECURITY DEFINER functions are refused in identity mode.
 """
 
 __all__ = [
