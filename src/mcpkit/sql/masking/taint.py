@@ -85,9 +85,6 @@ class Out:
         )
 
 
-CLEAN: Final = Out("")
-
-
 class Taint:
     """Analyse one qualified tree.
 
@@ -247,7 +244,7 @@ class Taint:
         expr = scope.expression
         if isinstance(expr, exp.Select):
             outs = tuple(
-                self._projection(scope, i, p, projections.get(i, [])) for i, p in enumerate(expr.selects)
+                self._projection(scope, p, projections.get(i, [])) for i, p in enumerate(expr.selects)
             )
             distinct = expr.args.get("distinct")
             if distinct and not distinct.args.get("on") and any(o.tainted for o in outs):
@@ -277,9 +274,7 @@ class Taint:
             outs = tuple(replace(o, name=n, shown=None) for o, n in zip(outs, renamed, strict=True))
         return outs
 
-    def _projection(
-        self, scope: Scope, index: int, projection: exp.Expr, refs: list[tuple[exp.Expr, Out]]
-    ) -> Out:
+    def _projection(self, scope: Scope, projection: exp.Expr, refs: list[tuple[exp.Expr, Out]]) -> Out:
         name = projection.alias_or_name
         shown = _shown_name(projection, lambda col: self._column(scope, col).shown)
         if not refs:
