@@ -1,7 +1,8 @@
 """`make demo`: the safe SQL server as a real stdio subprocess, driven by the official MCP client.
 
 It lists the tools, answers an aggregate query, refuses a write, caps a long result with "more rows
-exist", and then lints the same server the way `mcpkit lint --stdio` checks any server.
+exist", runs a report tool, lints the same server the way `mcpkit lint --stdio` checks any server,
+and shows the audit log's last records.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ def main() -> None:
     print("\n== mcpkit lint --stdio: would every client accept this server's tools? ==")
     command = f"{sys.executable} -m mcpkit sql serve --demo"
     lint = subprocess.run([sys.executable, "-m", "mcpkit", "lint", "--stdio", command], check=False)
+    print("\n== mcpkit audit --tail 5: every call is on record, refusals included ==")
+    subprocess.run([sys.executable, "-m", "mcpkit", "audit", "--tail", "5"], check=False)
     sys.exit(lint.returncode)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PG_URL = os.environ.get("MCPKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 MYSQL_URL = os.environ.get("MCPKIT_TEST_MYSQL", "mysql://root@127.0.0.1:3306/test")
 REDIS_URL = os.environ.get("MCPKIT_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+# SQL servers the tests start keep their audit here, not in the user's state directory.
+os.environ.setdefault("MCPKIT_AUDIT", str(Path(tempfile.mkdtemp(prefix="mcpkit-test-audit-")) / "audit.db"))
 
 
 def need(what: str, reason: str) -> None:

@@ -124,13 +124,24 @@ def test_serve_stdio_lists_tools() -> None:
         '{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
         '{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n'
     )
-    proc = subprocess.run(
+    # stdin stays open until the answer is read: closing it is the client's shutdown signal.
+    proc = subprocess.Popen(
         [sys.executable, "-m", "mcpkit", "sql", "serve", "--demo", "--allowed-tools", "execute_query"],
         cwd=ROOT,
-        input=request,
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
-        timeout=60,
     )
-    listing = [line for line in proc.stdout.splitlines() if '"id":2' in line.replace(" ", "")]
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(request)
+    proc.stdin.flush()
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if '"id":2' in line.replace(" ", ""):
+            break
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    listing = [line for line in lines if '"id":2' in line.replace(" ", "")]
     assert listing and '"execute_query"' in listing[0] and '"list_tables"' not in listing[0]

@@ -163,9 +163,13 @@ async def test_stdio_walkthrough_as_a_real_subprocess() -> None:
     from mcpkit.sql.walkthrough import walkthrough
 
     lines: list[str] = []
-    answered, refused, capped = await walkthrough(echo=lines.append)
+    answered, refused, capped, report = await walkthrough(echo=lines.append)
     assert lines[0].startswith("connected to mcpkit-sql over stdio")
-    assert sum(1 for line in lines if line.startswith("  tool ")) == 3
+    tools = [line.split(":")[0].removeprefix("  tool ") for line in lines if line.startswith("  tool ")]
+    assert tools[:3] == ["list_tables", "describe_table", "execute_query"]
+    assert "quarterly_revenue_by_region" in tools  # --demo serves the demo's report tools
+    assert not report.is_error
+    assert "| Europe |" in text_of(report)
     assert not answered.is_error and "| region | units |" in text_of(answered)
     assert refused.is_error and text_of(refused).startswith("REFUSED:")
     assert "more rows exist" in text_of(capped)

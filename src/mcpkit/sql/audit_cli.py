@@ -14,7 +14,7 @@ from typing import Any, Final
 from sqlalchemy.exc import SQLAlchemyError
 
 from mcpkit.sql.audit.record import OUTCOMES, AuditRecord
-from mcpkit.sql.audit.store import open_store
+from mcpkit.sql.audit.store import default_audit_path, open_store
 from mcpkit.sql.errors import SqlConfigError
 
 __all__ = ["parse_since", "register", "render_table", "run"]
@@ -82,8 +82,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="read the SQL server's audit log",
         description="Show the calls the SQL server recorded: who, which tool, what SQL, how it ended.",
     )
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--audit", metavar="PATH", help="the audit SQLite file the server writes")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--audit",
+        metavar="PATH",
+        help=f"the audit SQLite file the server writes (default {default_audit_path()})",
+    )
     where.add_argument("--audit-dsn", metavar="URL", help="the database holding the mcpkit_audit table")
     parser.add_argument(
         "--since", metavar="ISO|SPAN", help="only calls since then (2026-01-02T10:00, 1h, 2d)"
@@ -110,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         if args.tail is not None and args.tail < 1:
             raise SqlConfigError("--tail must be at least 1")
         since = parse_since(args.since) if args.since else None
+        if not args.audit and not args.audit_dsn:
+            args.audit = str(default_audit_path())
         if args.audit and not Path(args.audit).expanduser().is_file():
             raise SqlConfigError(f"no audit log at {args.audit}")
         store = (

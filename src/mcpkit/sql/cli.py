@@ -8,11 +8,13 @@ import logging
 import shutil
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Final
 
 from mcpkit.errors import Refused, ToolError
 from mcpkit.sql.admission import FunctionPolicy, load_allowlist
+from mcpkit.sql.assemble import add_serve_options, assemble
 from mcpkit.sql.checks import ensure_safe_account, inspect_account
 from mcpkit.sql.demo import load_demo, write_demo_sqlite
 from mcpkit.sql.engines.engine import SqlEngine
@@ -56,6 +58,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve list_tables, describe_table, execute_query over MCP")
     _connection_options(serve)
     add_serving_arguments(serve)
+    add_serve_options(serve)
     serve.add_argument("--max-rows", type=int, default=500, metavar="N", help="hard row maximum (<= 5000)")
     serve.add_argument("--allowed-tools", metavar="A,B", help="list and allow only these tools")
 
@@ -114,17 +117,14 @@ def _service(args: argparse.Namespace, max_rows: int) -> SqlService:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from mcpkit.sql.server import build_server
 
     if not 1 <= args.max_rows <= HARD_MAX_ROWS:
         raise SqlConfigError(f"--max-rows must be between 1 and {HARD_MAX_ROWS}.")
     service = _service(args, args.max_rows)
-    allowed = [t.strip() for t in args.allowed_tools.split(",") if t.strip()] if args.allowed_tools else None
-    server = build_server(service, allowed_tools=allowed, redis_url=args.redis)
-    try:
-        serve(server, args)
-    finally:
-        service.engine.close()
+    logging.getLogger("mcpkit.calls").setLevel(logging.INFO)  # the operator's record of every call
+    with ExitStack() as stack:
+        stack.callback(service.engine.close)
+        serve(assemble(args, service, stack), args)
     return EXIT_ANSWERED
 
 

@@ -291,6 +291,7 @@ class IdentityRouter:
                     functions=t.functions,
                     catalog=self.catalog,
                     max_cost=t.max_cost,
+                    masking=t.masking,
                 )
             return self._services[role]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Final, Literal
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol
 
 from mcpkit.errors import Refused, ToolError
 from mcpkit.sql.admission import Admitted, FunctionCatalog, FunctionPolicy, admit
@@ -12,17 +13,32 @@ from mcpkit.sql.engines.base import Engine
 from mcpkit.sql.engines.catalog import PostgresCatalog
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import refuse
+from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
 from mcpkit.sql.reflect import describe_table, list_tables
 from mcpkit.sql.render import render_description, render_markdown, render_table_list
 from mcpkit.sql.shaping import shape_rows
 
-__all__ = ["DEFAULT_ROWS", "HARD_MAX_ROWS", "SqlService"]
+__all__ = ["DEFAULT_ROWS", "HARD_MAX_ROWS", "Masking", "Note", "SqlService"]
 
 log = logging.getLogger("mcpkit.sql")
 
 DEFAULT_ROWS: Final = 25
 HARD_MAX_ROWS: Final = 5000
+
+
+class Note(Protocol):
+    """Receives audit fields (`sql`, `rows`, `truncated`) as a call learns them."""
+
+    def __call__(self, **fields: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class Masking:
+    """Which columns to mask, and the reflected schema queries are resolved against."""
+
+    policy: MaskPolicy
+    schema: KnownSchema
 
 
 class SqlService:
@@ -35,6 +51,7 @@ class SqlService:
         functions: Function policy (denylist, optional allowlist); the dialect's default if None.
         catalog: Volatility lookup; "auto" uses `pg_proc` on PostgreSQL, None turns it off.
         max_cost: Refuse queries whose planner estimate is above this (PostgreSQL, MySQL).
+        masking: Sensitive columns to mask (`--mask`), with the schema they are resolved against.
     """
 
     def __init__(
@@ -46,6 +63,7 @@ class SqlService:
         functions: FunctionPolicy | None = None,
         catalog: FunctionCatalog | Literal["auto"] | None = "auto",
         max_cost: float | None = None,
+        masking: Masking | None = None,
     ) -> None:
         if not 1 <= max_rows <= HARD_MAX_ROWS:
             raise ValueError(f"max_rows must be between 1 and {HARD_MAX_ROWS}")
@@ -57,6 +75,7 @@ class SqlService:
             catalog = PostgresCatalog(engine) if engine.dialect == "postgres" else None
         self.catalog: FunctionCatalog | None = catalog
         self.max_cost = max_cost
+        self.masking = masking
         self._admit = admit  # replaced only by the defense-in-depth tests
 
     def admit(self, sql: str, rows: int) -> Admitted:
@@ -65,13 +84,16 @@ class SqlService:
             sql, self.engine.dialect, limit=rows + 1, functions=self.functions, catalog=self.catalog
         )
 
-    def query(self, sql: str, *, call_id: str, max_rows: int = DEFAULT_ROWS) -> tuple[QueryResult, str]:
+    def query(
+        self, sql: str, *, call_id: str, max_rows: int = DEFAULT_ROWS, note: Note | None = None
+    ) -> tuple[QueryResult, str]:
         """Run one query as `execute_query` does.
 
         Args:
             sql: The model's SQL.
             call_id: Shown to the database and in the log.
             max_rows: Rows to return (clamped to this service's maximum).
+            note: Told what the audit needs: `sql=` actually sent, then `rows=` and `truncated=`.
 
         Returns:
             The structured result and its markdown.
@@ -87,11 +109,23 @@ class SqlService:
         except Refused as exc:
             log.info("sql call %s refused (%s): %r", call_id, (exc.data or {}).get("reason"), sql[:2000])
             raise
-        log.info("sql call %s admitted: %s", call_id, admitted.sql[:2000])
+        plan = self.mask_plan(admitted)
+        sent = plan.sql or admitted.sql
+        log.info("sql call %s admitted: %s", call_id, sent[:2000])
+        if note is not None:
+            note(sql=sent)
         if self.max_cost is not None:
-            self._check_cost(admitted.sql, call_id)
-        result = shape_rows(self.engine.execute(admitted.sql, None, rows, self.timeout_s, call_id))
+            self._check_cost(sent, call_id)
+        result = shape_rows(apply_mask(self.engine.execute(sent, None, rows, self.timeout_s, call_id), plan))
+        if note is not None:
+            note(rows=result.row_count, truncated=result.truncated)
         return result, render_markdown(result)
+
+    def mask_plan(self, admitted: Admitted) -> MaskPlan:
+        """The masking plan of an admitted query (refused when it filters on a masked column)."""
+        if self.masking is None:
+            return NO_MASKING
+        return plan_masking(admitted.tree, self.engine.dialect, self.masking.schema, self.masking.policy)
 
     def tables(self, *, call_id: str, schema: str | None = None) -> tuple[TableList, str]:
         """`list_tables`: what the account can read, with row estimates."""

@@ -1,11 +1,12 @@
 """The demo story: `mcpkit sql serve --demo` as a real stdio subprocess, driven by the official client.
 
-Run `python -m mcpkit.sql.walkthrough`: it lists the tools, answers a query, refuses a write and
-caps a long result with "more rows exist".
+Run `python -m mcpkit.sql.walkthrough`: it lists the tools, answers a query, refuses a write,
+caps a long result with "more rows exist" and runs one of the demo's report tools.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -21,7 +22,8 @@ def _text(result: Any) -> str:
 
 async def walkthrough(echo: Any = print) -> list[Any]:
     """Drive the demo server through the official SDK client; return the call results in order."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "mcpkit", "sql", "serve", "--demo"])
+    server = ["-m", "mcpkit", "sql", "serve", "--demo"]
+    params = StdioServerParameters(command=sys.executable, args=server, env=dict(os.environ))  # ours: all env
     results: list[Any] = []
     async with Client(params, mode="legacy") as client:
         info = client.server_info
@@ -38,6 +40,10 @@ async def walkthrough(echo: Any = print) -> list[Any]:
             result = await client.call_tool("execute_query", arguments)
             results.append(result)
             echo(f"\n{label}: {arguments['query']}\n{_text(result)}")
+        report = {"year": 2023, "region": "Europe"}
+        result = await client.call_tool("quarterly_revenue_by_region", report)
+        results.append(result)
+        echo(f"\na report tool: quarterly_revenue_by_region({report})\n{_text(result)}")
     return results
 
 

@@ -7,6 +7,7 @@ separate from the read-only sessions the SQL tools use.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -147,6 +148,15 @@ class AuditStore:
     def close(self) -> None:
         """Release the connections."""
         self.engine.dispose()
+
+
+def default_audit_path() -> Path:
+    """Where the audit goes without `--audit`: `$MCPKIT_AUDIT`, else `$XDG_STATE_HOME/mcpkit/audit.db`."""
+    explicit = os.environ.get("MCPKIT_AUDIT")
+    if explicit:
+        return Path(explicit).expanduser()
+    state = os.environ.get("XDG_STATE_HOME") or str(Path("~/.local/state").expanduser())
+    return Path(state) / "mcpkit" / "audit.db"
 
 
 def open_store(path: str | Path | None = None, dsn: str | None = None) -> AuditStore:

@@ -1,0 +1,110 @@
+"""Assemble `mcpkit sql serve` from its options: masking, identities, audit and reports around a service."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from contextlib import ExitStack
+from importlib.resources import files
+from pathlib import Path
+
+from mcpkit.definition import Tool
+from mcpkit.server import Server
+from mcpkit.sql.audit import AuditLog, CallAudit, open_store
+from mcpkit.sql.audit.store import default_audit_path
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
+from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
+from mcpkit.sql.reports import load_reports
+from mcpkit.sql.server import build_server
+from mcpkit.sql.service import Masking, SqlService
+
+__all__ = ["DEMO_REPORTS", "add_serve_options", "assemble"]
+
+log = logging.getLogger("mcpkit.sql")
+
+DEMO_REPORTS = files("mcpkit.sql") / "demo_reports.yaml"
+"""The report tools `--demo` serves (also `examples/reports.yaml`)."""
+
+
+def add_serve_options(serve: argparse.ArgumentParser) -> None:
+    """The options of issue-6 features: reports, audit, masking, identities."""
+    group = serve.add_argument_group("reports, audit, masking and identities")
+    group.add_argument(
+        "--reports", metavar="FILE", help="report tools from a reports.yaml (--demo: the demo's)"
+    )
+    group.add_argument("--reports-only", action="store_true", help="serve the reports, not execute_query")
+    group.add_argument(
+        "--with-list-tables", action="store_true", help="with --reports-only, keep list_tables"
+    )
+    audit = group.add_mutually_exclusive_group()
+    audit.add_argument(
+        "--audit", metavar="PATH", help=f"the audit SQLite file (default {default_audit_path()})"
+    )
+    audit.add_argument("--audit-dsn", metavar="URL", help="write the audit to this database instead")
+    audit.add_argument("--no-audit", action="store_true", help="keep no audit log")
+    group.add_argument("--mask", metavar="FILE", help="masks.yaml: sensitive columns come back as <masked>")
+    group.add_argument("--role-map", metavar="FILE", help="roles.yaml: one database role per principal")
+
+
+def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) -> Server:
+    """The SQL server the options describe; what must be closed at the end goes on `stack`.
+
+    Raises:
+        SqlConfigError: a reports, masks or roles file is unusable, or a role check fails.
+    """
+    engine = service.engine
+    if args.mask:
+        if not isinstance(engine, SqlEngine):
+            raise SqlConfigError("--mask needs a database engine it can reflect")
+        mapping = reflect_schema(engine.sa_engine)  # the account's default schema, as queries resolve it
+        service.masking = Masking(MaskPolicy.from_yaml(args.mask), KnownSchema(mapping, engine.dialect))
+    calls = None
+    if not args.no_audit:
+        store = (
+            open_store(dsn=args.audit_dsn)
+            if args.audit_dsn
+            else open_store(path=args.audit or default_audit_path())
+        )
+        audit = AuditLog(store)
+        stack.callback(audit.close)
+        audit.install_signal_handlers()
+        calls = CallAudit(audit)
+        calls.attach()
+        stack.callback(calls.detach)
+    router = None
+    if args.role_map:
+        if not isinstance(engine, SqlEngine):
+            raise SqlConfigError("--role-map needs a database engine")
+        roles = RoleMap.from_yaml(args.role_map)
+        problems = verify_roles(engine, roles)
+        if problems:
+            raise SqlConfigError("role map: " + "; ".join(problems))
+        router = IdentityRouter(service, roles)
+        stack.callback(router.close)
+    reports: list[Tool] = []
+    source = args.reports or (str(DEMO_REPORTS) if args.demo else None)
+    if source:
+        masking = service.masking
+        reports = load_reports(
+            Path(source),
+            service,
+            schema=masking.schema if masking else None,
+            policy=masking.policy if masking else None,
+            calls=calls,
+            engine_for=router.engine_for if router else None,
+        )
+    elif args.reports_only:
+        raise SqlConfigError("--reports-only needs --reports FILE")
+    allowed = [t.strip() for t in args.allowed_tools.split(",") if t.strip()] if args.allowed_tools else None
+    return build_server(
+        service,
+        allowed_tools=allowed,
+        redis_url=args.redis,
+        router=router,
+        calls=calls,
+        reports=reports,
+        reports_only=args.reports_only,
+        with_list_tables=args.with_list_tables,
+    )
