@@ -142,21 +142,33 @@ async def test_jwt_audience_issuer_expiry_and_signature(tmp_path: Path) -> None:
         assert token not in log
 
 
-def test_probes_body_limit_and_per_client_concurrency() -> None:
+def test_probes_body_limit_and_per_client_concurrency(tokens_file: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    args = [APP, str(port), "--stateless", "--json", "--max-body", "4096", "--max-concurrent", "2"]
+    args = [
+        APP,
+        str(port),
+        "--stateless",
+        "--json",
+        "--max-body",
+        "4096",
+        "--max-concurrent",
+        "2",
+        "--tokens",
+        str(tokens_file),
+    ]
+    auth = {**ACCEPT, "Authorization": f"Bearer {ALICE}"}
     with python_server(args, port):
         assert httpx2.get(f"http://127.0.0.1:{port}/healthz").text == "ok"
         assert httpx2.get(f"http://127.0.0.1:{port}/readyz").status_code == 200
         big = call(1, "echo", {"text": "x" * 10_000})
-        assert httpx2.post(url, headers=ACCEPT, json=big).status_code == 413
+        assert httpx2.post(url, headers=auth, json=big).status_code == 413
         statuses: list[int] = []
 
         def slow(i: int) -> None:
             statuses.append(
                 httpx2.post(
-                    url, headers=ACCEPT, json=call(i, "sleep", {"seconds": 1.0}), timeout=20
+                    url, headers=auth, json=call(i, "sleep", {"seconds": 1.0}), timeout=20
                 ).status_code
             )
 

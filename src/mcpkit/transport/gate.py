@@ -21,7 +21,7 @@ class ServingState:
 
 
 class ClientGate:
-    """Counts requests in flight per client; the client is its MCP session, else its token, else its address.
+    """Counts requests in flight per client: its MCP session, else its token, else its connection.
 
     Over `max_concurrent` the request gets 429 with `Retry-After: 1`; once the server is draining,
     new requests to the MCP endpoint get 503 (calls already running finish).
@@ -64,8 +64,8 @@ def _client_key(scope: Scope) -> str:
     authorization = headers.get(b"authorization")
     if authorization:  # keyed by a digest: the token itself is never kept
         return "t:" + hashlib.sha256(authorization).hexdigest()[:32]
-    client = scope.get("client")
-    return "a:" + (str(client[0]) if client else "unknown")
+    client = scope.get("client")  # else the TCP connection (never the address: a proxy shares it)
+    return f"c:{client[0]}:{client[1]}" if client else "c:unknown"
 
 
 async def _refuse(send: Send, status: int, message: str, *, retry_after: int) -> None:

@@ -96,8 +96,8 @@ def http_app(
         allowed_origins: Origin header values to accept.
         auth: Bearer-token auth; without it the endpoint is open (bind to loopback, the default).
         max_body_bytes: Larger request bodies get 413.
-        max_concurrent_per_client: Requests one client (session, token or address) may have in
-            flight; more get 429 with `Retry-After`.
+        max_concurrent_per_client: Requests one client (session, else token, else connection) may
+            have in flight; more get 429 with `Retry-After`.
         sdk_options: Passed to the SDK's `streamable_http_app`.
     """
     state = ServingState()
