@@ -73,6 +73,8 @@ class Tool:
     timeout_s: float | None = None
     secrets: Sequence[str] = field(default=())
     input_schema: Mapping[str, Any] | None = None
+    is_async: bool = field(init=False, repr=False, compare=False)
+    """Whether the handler must be awaited (decided once, not per call)."""
 
     def __post_init__(self) -> None:
         where = f"tool {self.name!r}"
@@ -89,6 +91,7 @@ class Tool:
             )
         if not callable(self.handler):
             raise DefinitionError(f"{where}: handler is not callable")
+        object.__setattr__(self, "is_async", is_async_handler(self.handler))
         for what, value in (
             ("rate_limit_per_min", self.rate_limit_per_min),
             ("cache_ttl_s", self.cache_ttl_s),

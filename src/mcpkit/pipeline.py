@@ -24,7 +24,7 @@ from mcp_types import INVALID_PARAMS
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_json
 
-from mcpkit.definition import Tool, is_async_handler
+from mcpkit.definition import Tool
 from mcpkit.errors import InvalidParams, ToolError, ToolTimeout
 from mcpkit.logs import Redactor, log_call, redact_arguments
 from mcpkit.result import Outcome, OutputInvalid, error_outcome, internal_outcome, shape_output
@@ -144,7 +144,7 @@ def invoke(default_timeout_s: float | None) -> CallNext:
         timeout = tool.timeout_s or default_timeout_s
         try:
             async with _deadline(timeout):
-                if is_async_handler(tool.handler):
+                if tool.is_async:
                     value = await tool.handler(call.args, ctx)
                 else:
                     value = await anyio.to_thread.run_sync(
