@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 NPM_TOOLS := .tools/node_modules/.installed
 
-.PHONY: install demo test check fmt bench npm-tools clean
+.PHONY: install demo test check fmt bench bench-load bench-lint bench-sql npm-tools clean
 
 install: $(STAMP)
 
@@ -43,6 +43,15 @@ fmt: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/protocol.py
+
+bench-load: $(STAMP)
+	$(PY) bench/load.py && $(PY) bench/load.py --sql
+
+bench-lint: $(STAMP)
+	$(PY) bench/lint.py
+
+bench-sql: $(STAMP)
+	$(PY) bench/sql.py
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache
