@@ -1,4 +1,4 @@
-"""`make demo` runs end to end: the SQL server as a stdio subprocess through the official client, then lint."""
+"""`make demo` runs end to end: the SQL server over stdio through the official client, then lint."""
 
 from __future__ import annotations
 
@@ -9,8 +9,14 @@ from tests.helpers import ROOT
 
 
 def test_make_demo_story() -> None:
-    proc = subprocess.run([sys.executable, "examples/demo.py"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "examples/demo.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "tool execute_query" in out
