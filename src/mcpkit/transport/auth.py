@@ -22,7 +22,7 @@ import jwt
 from mcp.server.auth.provider import AccessToken
 
 from mcpkit.egress import GuardedClient
-from mcpkit.errors import DefinitionError
+from mcpkit.errors import DefinitionError, ToolError
 
 __all__ = ["HttpAuth", "JWTVerifier", "StaticTokens", "load_tokens"]
 
@@ -122,6 +122,16 @@ class JWTVerifier:
             raise DefinitionError("JWTVerifier accepts asymmetric algorithms only")
         if self.jwks.startswith("http://"):
             raise DefinitionError("a JWKS URL must be https")
+        if self.jwks.startswith("https://"):
+            if self.egress is None:
+                raise DefinitionError("a JWKS URL is fetched through the egress guard: pass egress=")
+            return
+        # A file is read now, so a wrong path or a broken document stops start-up, not the first call.
+        try:
+            self._keys = _parse_jwks(json.loads(Path(self.jwks).read_text(encoding="utf-8")))
+        except (OSError, ValueError, jwt.PyJWTError) as exc:
+            raise DefinitionError(f"JWKS file {self.jwks}: {exc}") from exc
+        self._fetched = time.monotonic()
 
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
@@ -163,23 +173,38 @@ class JWTVerifier:
         if self._stale(kid):
             async with self._lock:
                 if self._stale(kid):
-                    self._keys = await self._load()
-                    self._fetched = time.monotonic()
+                    await self._refresh()
         if kid:
             return self._keys.get(kid)
         return next(iter(self._keys.values())) if len(self._keys) == 1 else None
 
-    async def _load(self) -> dict[str, Any]:
-        if self.jwks.startswith("https://"):
-            if self.egress is None:
-                raise DefinitionError("a JWKS URL needs the server's egress client")
-            document: Mapping[str, Any] = await self.egress.fetch_json(self.jwks)
-        else:
-            document = json.loads(Path(self.jwks).read_text(encoding="utf-8"))
-        keys: dict[str, Any] = {}
-        for jwk in jwt.PyJWKSet.from_dict(dict(document)).keys:
-            keys[str(jwk.key_id or "")] = jwk.key
-        return keys
+    async def _refresh(self) -> None:
+        """Reload the keys; when that fails, keep the keys already held (an identity provider's
+        blip must not lock every client out) and try again after the unknown-key back-off."""
+        try:
+            if self.egress is not None and self.jwks.startswith("https://"):
+                document: Any = await self.egress.fetch_json(self.jwks)
+            else:
+                document = json.loads(await anyio.Path(self.jwks).read_text(encoding="utf-8"))
+            self._keys = _parse_jwks(document)
+        except (ToolError, OSError, ValueError, jwt.PyJWTError) as exc:
+            log.warning(
+                "JWKS %s could not be loaded (%s: %s); keeping %d known key(s)",
+                self.jwks,
+                type(exc).__name__,
+                exc,
+                len(self._keys),
+            )
+            self._fetched = time.monotonic() - max(self.refresh_s - _UNKNOWN_KID_REFETCH_S, 0.0)
+            return
+        self._fetched = time.monotonic()
+
+
+def _parse_jwks(document: Any) -> dict[str, Any]:
+    """Key id -> verification key of a JWKS document."""
+    if not isinstance(document, Mapping):
+        raise ValueError("a JWKS document is a JSON object with a 'keys' array")
+    return {str(jwk.key_id or ""): jwk.key for jwk in jwt.PyJWKSet.from_dict(dict(document)).keys}
 
 
 @dataclass(frozen=True)
