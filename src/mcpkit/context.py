@@ -53,6 +53,7 @@ class Context:
         tool: The tool's name.
         client: The client's name and version, when it gave them.
         principal: The authenticated caller (HTTP with auth), else None.
+        groups: The authenticated caller's groups (a JWT's groups claim), else empty.
         protocol_version: The negotiated MCP revision.
         request_id: The JSON-RPC id of this call (for `related_request_id` in server-to-client requests).
     """
@@ -64,6 +65,7 @@ class Context:
         "_secrets",
         "call_id",
         "client",
+        "groups",
         "min_client_level",
         "principal",
         "protocol_version",
@@ -86,11 +88,13 @@ class Context:
         session: ServerSession | None = None,
         request_id: RequestId | None = None,
         min_client_level: LoggingLevel = "debug",
+        groups: tuple[str, ...] = (),
     ) -> None:
         self.call_id = call_id
         self.tool = tool
         self.client = client
         self.principal = principal
+        self.groups = groups
         self.protocol_version = protocol_version
         self._log: logging.LoggerAdapter[logging.Logger] | None = None
         self._secrets = secrets

@@ -265,7 +265,7 @@ class Server:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         client = _client_info(ctx)
-        principal = _principal(ctx)
+        principal, groups = _caller(ctx)
         call = Call(
             call_id=os.urandom(16).hex(),
             name=params.name,
@@ -275,6 +275,7 @@ class Server:
                 tool=c.name,
                 client=client,
                 principal=principal,
+                groups=groups,
                 protocol_version=ctx.protocol_version,
                 secrets=self.secrets,
                 allowed_secrets=self.compiled[c.name].allowed_secrets,
@@ -362,11 +363,13 @@ def _client_info(ctx: ServerRequestContext[Any]) -> ClientInfo | None:
     return ClientInfo(name=info.name[:128], version=(info.version or "")[:64])
 
 
-def _principal(ctx: ServerRequestContext[Any]) -> str | None:
-    """The authenticated caller of an HTTP request (set by the auth middleware), else None."""
+def _caller(ctx: ServerRequestContext[Any]) -> tuple[str | None, tuple[str, ...]]:
+    """The authenticated caller of an HTTP request (set by the auth middleware) and its groups."""
     scope = getattr(ctx.request, "scope", None)
     user = scope.get("user") if isinstance(scope, dict) else None
-    if user is not None and getattr(user, "is_authenticated", False):
-        name = getattr(user, "display_name", None) or getattr(user, "username", None)
-        return str(name)[:128] if name else None
-    return None
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None, ()
+    name = getattr(user, "display_name", None) or getattr(user, "username", None)
+    claims = getattr(getattr(user, "access_token", None), "claims", None) or {}
+    groups = claims.get("groups", ())
+    return (str(name)[:128] if name else None), tuple(groups) if isinstance(groups, list | tuple) else ()

@@ -8,15 +8,21 @@ SECURITY DEFINER functions, owner views, statistics, ...).
 
 from __future__ import annotations
 
+import json
 import secrets
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
+import jwt
 import pymysql
 import pytest
-from mcp import Client
+from cryptography.hazmat.primitives.asymmetric import ec
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.engine import make_url
 
@@ -28,7 +34,7 @@ from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, MysqlLogin, RoleMap, session_setup, verify_roles
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.service import SqlService
-from tests.helpers import free_port, python_server
+from tests.helpers import ROOT, free_port, python_server, text_of
 from tests.sql.sql_support import load_corpus
 from tests.sql6.conftest import pg_admin
 
@@ -217,6 +223,23 @@ def test_role_map_file(tmp_path: Path) -> None:
         session_setup("sqlite", "analyst")
 
 
+def _serve_args(rls: RlsDb, roles: Path, *more: str) -> list[str]:
+    """`mcpkit sql serve` as an operator runs it, with a role map."""
+    return ["-m", "mcpkit", "sql", "serve", "--dsn", rls.url, "--role-map", str(roles), "--no-audit", *more]
+
+
+async def _regions_over_http(url: str, bearer: str) -> object:
+    """What one caller gets for the same query: its rows, or the error code."""
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=30)
+    async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+        result = await client.call_tool(
+            "execute_query", {"query": "SELECT DISTINCT region FROM accounts ORDER BY region"}
+        )
+    if result.is_error:
+        return (result.meta or {})["mcpkit/error"]["code"]
+    return QueryResult.model_validate(result.structured_content).rows
+
+
 @pytest.mark.anyio
 async def test_over_http_with_bearer_tokens(rls: RlsDb, tmp_path: Path) -> None:
     roles, tokens = tmp_path / "roles.yaml", tmp_path / "tokens"
@@ -224,23 +247,77 @@ async def test_over_http_with_bearer_tokens(rls: RlsDb, tmp_path: Path) -> None:
     token = {p: f"{p}-token-{secrets.token_hex(12)}" for p in ("alice", "bob", "carol")}
     tokens.write_text("".join(f"{p} {t}\n" for p, t in token.items()), encoding="utf-8")
     port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    args = ["-m", "tests.sql6.identity_server", str(port), "--dsn", rls.url]
-    args += ["--roles", str(roles), "--tokens", str(tokens)]
-    seen: dict[str, object] = {}
+    args = _serve_args(rls, roles, "--transport", "http", "--port", str(port), "--tokens", str(tokens))
     with python_server(args, port):
-        for principal in ("alice", "bob", "carol"):
-            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token[principal]}"}, timeout=30)
-            async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
-                result = await client.call_tool(
-                    "execute_query", {"query": "SELECT DISTINCT region FROM accounts ORDER BY region"}
-                )
-            seen[principal] = (
-                (result.meta or {})["mcpkit/error"]["code"]
-                if result.is_error
-                else QueryResult.model_validate(result.structured_content).rows
-            )
+        seen = {p: await _regions_over_http(f"http://127.0.0.1:{port}/mcp", token[p]) for p in token}
     assert seen == {"alice": [["emea"]], "bob": [["amer"]], "carol": "REFUSED"}
+
+
+@pytest.mark.anyio
+async def test_jwt_groups_pick_the_role(rls: RlsDb, tmp_path: Path) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "alg": "ES256"}]}), encoding="utf-8")
+    roles = tmp_path / "roles.yaml"
+    roles.write_text(
+        f"principals:\n  bob: {rls.amer}\ngroups:\n  emea-team: {rls.emea}\n  amer-team: {rls.amer}\n",
+        encoding="utf-8",
+    )
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    issuer = "https://idp.example.com"
+    args = _serve_args(rls, roles, "--transport", "http", "--port", str(port))
+    args += ["--jwt-issuer", issuer, "--jwks", str(jwks), "--resource-url", resource]
+    args += ["--jwt-groups-claim", "roles"]
+
+    def mint(sub: str, groups: object) -> str:
+        claims = {"iss": issuer, "aud": resource, "sub": sub, "exp": int(time.time()) + 300, "roles": groups}
+        return jwt.encode(claims, key, algorithm="ES256", headers={"kid": "k1"})
+
+    callers = {
+        "dana": ["emea-team", "unrelated"],  # one mapped group
+        "erin": "amer-team",  # a space-separated string claim
+        "bob": ["emea-team"],  # a principal's own mapping wins over its groups
+        "frank": ["emea-team", "amer-team"],  # two roles: ambiguous, refused
+        "gil": [],  # nothing mapped
+    }
+    with python_server(args, port):
+        seen = {who: await _regions_over_http(resource, mint(who, g)) for who, g in callers.items()}
+    assert seen == {
+        "dana": [["emea"]],
+        "erin": [["amer"]],
+        "bob": [["amer"]],
+        "frank": "REFUSED",
+        "gil": "REFUSED",
+    }
+
+
+@pytest.mark.anyio
+async def test_stdio_runs_as_the_configured_account(rls: RlsDb, tmp_path: Path) -> None:
+    roles = tmp_path / "roles.yaml"
+    roles.write_text(f"principals:\n  alice: {rls.emea}\n", encoding="utf-8")
+    params = StdioServerParameters(command=sys.executable, args=_serve_args(rls, roles), cwd=str(ROOT))
+    async with Client(params) as client:
+        result = await client.call_tool("execute_query", {"query": "SELECT current_user AS who"})
+    assert not result.is_error, text_of(result)
+    # No caller to map over stdio: not refused, and no role taken on, the account itself.
+    assert QueryResult.model_validate(result.structured_content).rows == [[make_url(rls.url).username]]
+
+
+def test_role_map_over_http_needs_authentication(rls: RlsDb, tmp_path: Path) -> None:
+    roles = tmp_path / "roles.yaml"
+    roles.write_text(f"principals:\n  alice: {rls.emea}\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, *_serve_args(rls, roles, "--transport", "http", "--port", str(free_port()))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "--role-map over HTTP needs --tokens or --jwt-issuer" in proc.stderr
 
 
 @pytest.mark.mysql

@@ -81,7 +81,12 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
         problems = verify_roles(engine, roles)
         if problems:
             raise SqlConfigError("role map: " + "; ".join(problems))
-        router = IdentityRouter(service, roles)
+        if args.transport == "http" and not (args.tokens or args.jwt_issuer):
+            raise SqlConfigError("--role-map over HTTP needs --tokens or --jwt-issuer: callers must be known")
+        # Over stdio there is no authenticated caller: the server runs as its configured account.
+        router = IdentityRouter(
+            service, roles, anonymous="account" if args.transport == "stdio" else "refuse"
+        )
         stack.callback(router.close)
     reports: list[Tool] = []
     source = args.reports or (str(DEMO_REPORTS) if args.demo else None)

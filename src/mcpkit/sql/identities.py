@@ -236,7 +236,7 @@ class IdentityRouter:
         secret: Looks up a secret by name (MySQL logins); default the environment.
         anonymous: A call without a principal (stdio): "account" runs it as the server's account,
             "refuse" refuses it (HTTP with identities).
-        groups_of: The caller's groups, when the deployment has them.
+        groups_of: The caller's groups; default `ctx.groups` (a JWT's groups claim).
     """
 
     def __init__(
@@ -297,7 +297,7 @@ class IdentityRouter:
 
     def for_context(self, ctx: Context) -> SqlService:
         """The service of the caller of a tool call."""
-        groups = self.groups_of(ctx) if self.groups_of is not None else ()
+        groups = self.groups_of(ctx) if self.groups_of is not None else ctx.groups
         return self.service_for(ctx.principal, groups)
 
     def engine_for(self, ctx: Context) -> SqlEngine:

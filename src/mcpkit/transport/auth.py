@@ -28,6 +28,7 @@ __all__ = ["HttpAuth", "JWTVerifier", "StaticTokens", "load_tokens"]
 
 log = logging.getLogger("mcpkit.auth")
 _UNKNOWN_KID_REFETCH_S = 30.0
+_MAX_GROUPS = 256
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class JWTVerifier:
         algorithms: Accepted signature algorithms (never "none").
         egress: The guarded client used to fetch a JWKS URL.
         refresh_s: How long fetched keys are trusted before they are fetched again.
+        groups_claim: The claim listing the caller's groups (`ctx.groups`, `--role-map` groups:).
     """
 
     issuer: str
@@ -113,6 +115,7 @@ class JWTVerifier:
     egress: GuardedClient | None = None
     refresh_s: float = 600.0
     leeway_s: float = 30.0
+    groups_claim: str = "groups"
     _keys: dict[str, Any] = field(default_factory=dict, init=False)
     _fetched: float = field(default=0.0, init=False)
     _lock: anyio.Lock = field(default_factory=anyio.Lock, init=False)
@@ -161,7 +164,7 @@ class JWTVerifier:
             expires_at=int(claims["exp"]),
             resource=self.audience,
             subject=str(claims["sub"]),
-            claims={"iss": claims["iss"]},
+            claims={"iss": claims["iss"], "groups": _groups(claims.get(self.groups_claim))},
         )
 
     def _stale(self, kid: str) -> bool:
@@ -198,6 +201,12 @@ class JWTVerifier:
             self._fetched = time.monotonic() - max(self.refresh_s - _UNKNOWN_KID_REFETCH_S, 0.0)
             return
         self._fetched = time.monotonic()
+
+
+def _groups(value: Any) -> list[str]:
+    """A groups claim as a list of names: a JSON array of strings, or one space-separated string."""
+    names = value.split() if isinstance(value, str) else value if isinstance(value, list) else []
+    return [n[:256] for n in names if isinstance(n, str) and n][:_MAX_GROUPS]
 
 
 def _parse_jwks(document: Any) -> dict[str, Any]:

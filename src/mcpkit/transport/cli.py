@@ -38,6 +38,9 @@ def add_serving_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--tokens", help="'principal token [scopes]' lines: a file, or secret:NAME")
     group.add_argument("--jwt-issuer", help="accept JWTs from this issuer")
     group.add_argument("--jwks", help="the issuer's JWKS: a file or an https URL")
+    group.add_argument(
+        "--jwt-groups-claim", default="groups", metavar="CLAIM", help="the JWT claim listing groups"
+    )
     group.add_argument("--required-scope", action="append", default=[], dest="required_scopes")
     group.add_argument(
         "--redis",
@@ -71,7 +74,11 @@ def auth_from_args(args: argparse.Namespace, server: Server) -> HttpAuth | None:
     if not args.jwks:
         raise DefinitionError("--jwt-issuer needs --jwks")
     jwt_verifier = JWTVerifier(
-        issuer=args.jwt_issuer, audience=resource, jwks=args.jwks, egress=server.egress
+        issuer=args.jwt_issuer,
+        audience=resource,
+        jwks=args.jwks,
+        egress=server.egress,
+        groups_claim=args.jwt_groups_claim,
     )
     return HttpAuth(
         jwt_verifier, resource, authorization_servers=[args.jwt_issuer], required_scopes=args.required_scopes
