@@ -93,6 +93,29 @@ def test_postgres_cost_ceiling(pg_env: DbEnv) -> None:
         engine.close()
 
 
+@pytest.mark.mysql
+def test_mariadb_cost_ceiling_counts_rows_examined(mysql_env: DbEnv) -> None:
+    engine = SqlEngine(mysql_env.ro_url)
+    try:
+        service = SqlService(engine, max_cost=100_000.0)
+        result, _ = service.query("SELECT count(*) FROM sales_demo WHERE id = 1", call_id="cheap")
+        assert result.row_count == 1
+        # Each of these examines millions of rows; MariaDB's own Last_query_cost calls the union and
+        # the correlated subquery 0, which is why the estimate is read from the plan's rows.
+        for dear in (
+            SLOW,
+            "SELECT 1 AS x UNION ALL SELECT count(*) FROM sales_demo a, sales_demo b",
+            "SELECT (SELECT count(*) FROM sales_demo b WHERE b.units > a.units) AS n FROM sales_demo a",
+            "SELECT count(*) FROM (SELECT a.id FROM sales_demo a, sales_demo b) AS d",
+        ):
+            with pytest.raises(Refused) as info:
+                service.query(dear, call_id="dear")
+            assert info.value.data == {"reason": "cost"}, dear
+            assert "ceiling of 100000" in info.value.message
+    finally:
+        engine.close()
+
+
 class CountingEngine:
     """Wraps an engine and counts the statements it runs."""
 

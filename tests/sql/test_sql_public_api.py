@@ -31,6 +31,7 @@ def test_modules_stay_small() -> None:
 
 
 DOCTESTED = [
+    "mcpkit.sql.cost",
     "mcpkit.sql.dialects",
     "mcpkit.sql.shaping",
     "mcpkit.sql.render",

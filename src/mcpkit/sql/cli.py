@@ -41,7 +41,12 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
     where.add_argument("--demo", action="store_true", help="use the bundled demo database (SQLite)")
     p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per-call timeout (default 30 s)")
     p.add_argument("--functions", metavar="FILE", help="allowlist mode: only the functions listed in FILE")
-    p.add_argument("--max-cost", type=float, metavar="N", help="refuse queries the planner costs above N")
+    p.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="N",
+        help="refuse queries the planner estimates above N (PostgreSQL, MySQL cost; MariaDB rows examined)",
+    )
     p.add_argument("--allow-superuser", action="store_true", help="serve even as a superuser account")
     p.add_argument("-v", "--verbose", action="store_true", help="log admitted SQL and details to stderr")
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 from mcpkit.errors import Refused, ToolError
 from mcpkit.sql.admission import Admitted, FunctionCatalog, FunctionPolicy, admit
+from mcpkit.sql.cost import mysql_cost, postgres_cost
 from mcpkit.sql.engines.base import Engine
 from mcpkit.sql.engines.catalog import PostgresCatalog
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import refuse
+from mcpkit.sql.errors import SqlConfigError, refuse
 from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
 from mcpkit.sql.reflect import describe_table, list_tables
@@ -50,7 +50,8 @@ class SqlService:
         timeout_s: Per-call deadline for the database work.
         functions: Function policy (denylist, optional allowlist); the dialect's default if None.
         catalog: Volatility lookup; "auto" uses `pg_proc` on PostgreSQL, None turns it off.
-        max_cost: Refuse queries whose planner estimate is above this (PostgreSQL, MySQL).
+        max_cost: Refuse queries whose planner estimate is above this: PostgreSQL's and MySQL's
+            cost, MariaDB's estimated rows examined (see `mcpkit.sql.cost`).
         masking: Sensitive columns to mask (`--mask`), with the schema they are resolved against.
     """
 
@@ -74,6 +75,11 @@ class SqlService:
         if catalog == "auto":
             catalog = PostgresCatalog(engine) if engine.dialect == "postgres" else None
         self.catalog: FunctionCatalog | None = catalog
+        if max_cost is not None and (max_cost <= 0 or engine.dialect not in ("postgres", "mysql")):
+            raise SqlConfigError(
+                "--max-cost needs a positive ceiling and PostgreSQL or MySQL/MariaDB "
+                "(this database's planner states no estimate)"
+            )
         self.max_cost = max_cost
         self.masking = masking
         self._admit = admit  # replaced only by the defense-in-depth tests
@@ -155,21 +161,8 @@ class SqlService:
 
     def _plan_cost(self, sql: str, call_id: str) -> float | None:
         dialect = self.engine.dialect
-        if dialect == "postgres":
-            plan: Any = self.engine.execute(
-                f"EXPLAIN (FORMAT JSON) {sql}", None, 1, self.timeout_s, call_id
-            ).rows[0][0]
-            plan = json.loads(plan) if isinstance(plan, str) else plan
-            return float(plan[0]["Plan"]["Total Cost"])
-        if dialect == "mysql":
-            raw = self.engine.execute(f"EXPLAIN FORMAT=JSON {sql}", None, 1, self.timeout_s, call_id).rows[0][
-                0
-            ]
-            cost = json.loads(str(raw)).get("query_block", {}).get("cost_info", {}).get("query_cost")
-            if cost is None:
-                log.info(
-                    "sql call %s: this server's EXPLAIN gives no cost (MariaDB); --max-cost skipped", call_id
-                )
-                return None
-            return float(cost)
-        return None
+        if dialect not in ("postgres", "mysql"):
+            return None
+        explain = "EXPLAIN (FORMAT JSON) " if dialect == "postgres" else "EXPLAIN FORMAT=JSON "
+        document = self.engine.execute(explain + sql, None, 1, self.timeout_s, call_id).rows[0][0]
+        return postgres_cost(document) if dialect == "postgres" else mysql_cost(document)

@@ -1,0 +1,103 @@
+"""Reading the planner's estimate from EXPLAIN JSON: PostgreSQL, MySQL and MariaDB shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mcpkit.sql.cost import mysql_cost, postgres_cost
+from mcpkit.sql.demo import write_demo_sqlite
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.service import SqlService
+
+
+def _table(rows: int, filtered: float = 100, **more: object) -> dict[str, object]:
+    return {"table": {"table_name": "t", "access_type": "ALL", "rows": rows, "filtered": filtered, **more}}
+
+
+def _block(*tables: dict[str, object], **more: object) -> dict[str, object]:
+    return {"select_id": 1, "nested_loop": list(tables), **more}
+
+
+def test_postgres_total_cost() -> None:
+    assert postgres_cost('[{"Plan": {"Node Type": "Limit", "Total Cost": 42.5}}]') == 42.5
+    assert postgres_cost([{"Plan": {"Total Cost": 7}}]) == 7.0
+
+
+def test_mysql_query_cost_wins_when_present() -> None:
+    plan = {"query_block": {"cost_info": {"query_cost": "1234.25"}, **_block(_table(10))}}
+    assert mysql_cost(json.dumps(plan)) == 1234.25
+
+
+def test_mariadb_nested_loop_examines_prefix_products() -> None:
+    plan = {"query_block": _block(_table(864), {"block-nl-join": {**_table(864), "join_type": "BNL"}})}
+    assert mysql_cost(plan) == 864 + 864 * 864
+
+
+def test_mariadb_filtered_rows_feed_the_next_level() -> None:
+    plan = {"query_block": _block(_table(1000, filtered=10), _table(5))}
+    assert mysql_cost(plan) == 1000 + 100 * 5
+
+
+@pytest.mark.parametrize(
+    ("plan", "expected"),
+    [
+        ({"query_block": {"select_id": 1, "table": {"message": "No tables used"}}}, 0),
+        ({"query_block": _block(_table(1, access_type="const"))}, 1),
+        (
+            {
+                "query_block": {
+                    "union_result": {
+                        "query_specifications": [
+                            {"query_block": _block(_table(100), _table(100))},
+                            {"query_block": {"select_id": 2, "table": {"message": "No tables used"}}},
+                        ]
+                    }
+                }
+            },
+            100 + 100 * 100,
+        ),
+        (
+            {
+                "query_block": _block(
+                    _table(50),
+                    subqueries=[
+                        {"expression_cache": {"state": "uninitialized", "query_block": _block(_table(80))}}
+                    ],
+                )
+            },
+            50 + 50 * 80,
+        ),
+        ({"query_block": _block(_table(50), subqueries=[{"query_block": _block(_table(80))}])}, 50 + 80),
+        (
+            {"query_block": _block(_table(1, materialized={"query_block": _block(_table(30), _table(30))}))},
+            1 + 30 + 900,
+        ),
+        (
+            {"query_block": {"filesort": {"temporary_table": {"nested_loop": [_table(20), _table(3)]}}}},
+            20 + 60,
+        ),
+    ],
+    ids=["no-tables", "const", "union", "correlated-subquery", "plain-subquery", "materialized", "filesort"],
+)
+def test_mariadb_plan_shapes(plan: dict[str, object], expected: float) -> None:
+    assert mysql_cost(plan) == expected
+
+
+def test_odd_values_do_not_crash() -> None:
+    assert mysql_cost({"query_block": _block({"table": {"rows": "n/a", "filtered": None}})}) == 1
+    assert mysql_cost({}) == 0
+
+
+def test_a_ceiling_where_no_estimate_exists_stops_start_up(tmp_path: Path) -> None:
+    engine = SqlEngine(f"sqlite:///{write_demo_sqlite(tmp_path / 'demo.db')}")
+    try:
+        with pytest.raises(SqlConfigError, match="--max-cost needs"):
+            SqlService(engine, max_cost=1000.0)
+        with pytest.raises(SqlConfigError, match="positive"):
+            SqlService(engine, max_cost=0.0)
+    finally:
+        engine.close()
