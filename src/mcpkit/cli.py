@@ -11,6 +11,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from mcpkit.errors import DefinitionError
+
 # sub-command -> module whose `register(subparsers)` adds it
 COMMANDS: dict[str, str] = {
     "lint": "mcpkit.lint.cli",
@@ -39,7 +41,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
-    code: int = func(args)
+    try:
+        code: int = func(args)
+    except DefinitionError as exc:  # a bad option file or setting, found while building the server
+        print(f"mcpkit {args.command}: {exc}", file=sys.stderr)
+        return 2
     return code
 
 

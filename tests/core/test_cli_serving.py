@@ -1,7 +1,9 @@
-"""`mcpkit sql serve --transport http` with static tokens, as an operator would run it."""
+"""`mcpkit sql serve --transport http` as an operator runs it (static tokens), and its bad options."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx2
@@ -9,7 +11,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.helpers import free_port, python_server, text_of
+from tests.helpers import ROOT, free_port, python_server, text_of
 
 TOKEN = "ops-token-0123456789abcdef"
 
@@ -47,3 +49,37 @@ async def test_sql_server_over_http_with_tokens(tmp_path: Path) -> None:
         log = running.log()
     assert "| n |" in text_of(result)
     assert TOKEN not in log
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--jwt-issuer", "https://idp.test", "--jwks", "/nonexistent/jwks.json"], "JWKS file /nonexistent"),
+        (["--jwt-issuer", "https://idp.test", "--jwks", "http://idp.test/jwks"], "must be https"),
+        (["--jwt-issuer", "https://idp.test"], "--jwt-issuer needs --jwks"),
+        (["--tokens", "/nonexistent/tokens"], "/nonexistent/tokens: No such file"),
+        (["--tokens", "README.md"], "README.md:"),
+    ],
+)
+def test_bad_serving_options_are_one_clear_line(options: list[str], message: str) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mcpkit",
+            "sql",
+            "serve",
+            "--demo",
+            "--no-audit",
+            "--transport",
+            "http",
+            *options,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr

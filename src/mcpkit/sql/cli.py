@@ -189,5 +189,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"mcpkit sql: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
-        print(f"mcpkit sql: {exc.strerror or exc}", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"mcpkit sql: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
