@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 
 import anyio
 
@@ -17,7 +18,12 @@ from mcpkit.sql.walkthrough import walkthrough
 
 def main() -> None:
     print("== mcpkit sql serve --demo, through the official MCP client over stdio ==")
-    anyio.run(walkthrough)
+    with tempfile.NamedTemporaryFile("w+", prefix="mcpkit-demo-", suffix=".log", delete=False) as log:
+        anyio.run(walkthrough, print, log)
+        log.seek(0)
+        records = [line for line in log if "mcpkit.calls" in line]
+    print(f"\n== the server's operator log ({log.name}): one JSON record per call ==")
+    print(records[0].rstrip() if records else "(no call records)")
     print("\n== mcpkit lint --stdio: would every client accept this server's tools? ==")
     command = f"{sys.executable} -m mcpkit sql serve --demo"
     lint = subprocess.run([sys.executable, "-m", "mcpkit", "lint", "--stdio", command], check=False)

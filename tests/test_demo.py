@@ -24,3 +24,6 @@ def test_make_demo_story() -> None:
     assert "REFUSED: This server is read-only" in out  # the write was refused
     assert "more rows exist" in out  # the long result was capped
     assert "0 errors" in out  # and every client would accept its tools
+    story, _, log = out.partition("operator log")
+    assert "mcpkit.calls" not in story + proc.stderr  # the story is not interleaved with log lines
+    assert '"tool": "execute_query"' in log  # the call record is shown apart

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 __all__ = ["main", "walkthrough"]
 
@@ -20,12 +21,17 @@ def _text(result: Any) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
 
 
-async def walkthrough(echo: Any = print) -> list[Any]:
-    """Drive the demo server through the official SDK client; return the call results in order."""
+async def walkthrough(echo: Any = print, errlog: TextIO | None = None) -> list[Any]:
+    """Drive the demo server through the official SDK client; return the call results in order.
+
+    Args:
+        echo: Prints one step of the story.
+        errlog: Where the server's stderr (its operator log) goes; default this process's stderr.
+    """
     server = ["-m", "mcpkit", "sql", "serve", "--demo"]
     params = StdioServerParameters(command=sys.executable, args=server, env=dict(os.environ))  # ours: all env
     results: list[Any] = []
-    async with Client(params, mode="legacy") as client:
+    async with Client(stdio_client(params, errlog=errlog or sys.stderr), mode="legacy") as client:
         info = client.server_info
         echo(f"connected to {info.name if info else '?'} over stdio, protocol {client.protocol_version}")
         for tool in (await client.list_tools()).tools:
