@@ -1,4 +1,4 @@
-"""Fixtures: the demo database plus CRM tables (customers, orders) on SQLite and PostgreSQL."""
+"""Fixtures: the demo database plus CRM tables (customers, orders) on SQLite, PostgreSQL and MariaDB."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+import pymysql
 import pytest
 from sqlalchemy.engine import make_url
 
@@ -31,6 +32,18 @@ def pg_admin(url: str) -> psycopg.Connection:
     """An autocommit psycopg connection as the test superuser."""
     plain = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     return psycopg.connect(plain, autocommit=True)
+
+
+def mysql_admin(url: str) -> pymysql.Connection:  # type: ignore[type-arg]
+    """An autocommit pymysql connection as the test's MariaDB administrator."""
+    u = make_url(url)
+    return pymysql.connect(
+        host=u.host or "127.0.0.1",
+        port=u.port or 3306,
+        user=u.username or "root",
+        password=u.password or "",
+        autocommit=True,
+    )
 
 
 def _fill_sqlite(path: Path) -> None:
@@ -80,8 +93,47 @@ def pg_crm(pg_url: str) -> Iterator[CrmDb]:
         c.execute(f"DROP ROLE {role}")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(scope="session")
+def mysql_crm(mysql_url: str) -> Iterator[CrmDb]:
+    """A fresh database with the demo and CRM tables, read by a SELECT-only user."""
+    tag = tokens.token_hex(4)
+    db, user = f"mcpkit_m_{tag}", f"mcpkit_mro_{tag}"
+    customers, orders = crm_rows()
+    base = make_url(mysql_url)
+    admin = mysql_admin(mysql_url)
+    with admin.cursor() as c:
+        c.execute(f"CREATE DATABASE {db}")
+        c.execute(f"CREATE USER '{user}'@'%'")
+        c.execute(f"GRANT SELECT ON {db}.* TO '{user}'@'%'")
+    load_demo(base.set(database=db).render_as_string(hide_password=False))
+    with admin.cursor() as c:
+        for ddl in CRM_DDL:
+            c.execute(ddl.format(s=f"{db}."))
+        c.executemany(f"INSERT INTO {db}.customers VALUES (%s, %s, %s, %s, %s, %s)", customers)
+        c.executemany(f"INSERT INTO {db}.orders VALUES (%s, %s, %s, %s, %s)", orders)
+        c.execute(f"ANALYZE TABLE {db}.customers, {db}.orders")
+        c.fetchall()
+    url = base.set(username=user, password=None, database=db).render_as_string(hide_password=False)
+    yield CrmDb("mysql", url, db, base.render_as_string(hide_password=False), user)
+    with admin.cursor() as c:
+        c.execute(f"DROP DATABASE {db}")
+        c.execute(f"DROP USER '{user}'@'%'")
+    admin.close()
+
+
+CRM_FIXTURES = {"sqlite": "sqlite_crm", "postgres": "pg_crm", "mysql": "mysql_crm"}
+"""The fixture of each dialect's CRM database."""
+
+CRM_PARAMS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres"),
+    pytest.param("mysql", id="mysql", marks=pytest.mark.mysql),
+]
+"""One parameter per CRM database; MariaDB's carries the `mysql` marker."""
+
+
+@pytest.fixture(params=CRM_PARAMS)
 def crm(request: pytest.FixtureRequest) -> CrmDb:
     """Each CRM database in turn."""
-    db: CrmDb = request.getfixturevalue("sqlite_crm" if request.param == "sqlite" else "pg_crm")
+    db: CrmDb = request.getfixturevalue(CRM_FIXTURES[request.param])
     return db

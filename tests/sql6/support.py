@@ -17,7 +17,7 @@ from mcpkit.sql.shaping import shape_rows
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "masking_corpus.yaml"
-DIALECTS = ("sqlite", "postgres")
+DIALECTS = ("sqlite", "postgres", "mysql")
 
 _FIRST = ("ada", "grace", "alan", "edsger", "barbara", "donald", "margaret", "ken", "frances", "john")
 _LAST = ("lovelace", "hopper", "turing", "dijkstra", "liskov", "knuth", "hamilton", "thompson", "allen")

@@ -1,4 +1,4 @@
-"""Column masking: the adversarial corpus at plan level (both dialects) and end to end on real databases.
+"""Column masking: the adversarial corpus at plan level (every dialect) and end to end on real databases.
 
 At plan level each attack must be refused or mask exactly the listed outputs, and each legitimate
 query must pass unmasked. End to end, every query runs through admission, the plan, the real
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import sqlglot
 from sqlglot import exp
+from sqlglot.errors import ParseError
 
 from mcpkit.errors import Refused
 from mcpkit.sql.admission import admit
@@ -29,8 +30,8 @@ from mcpkit.sql.masking import (
     reflect_schema,
 )
 from mcpkit.sql.service import SqlService
-from tests.sql6.conftest import CrmDb
-from tests.sql6.support import Case, crm_rows, leaked, load_corpus, run_masked, secrets
+from tests.sql6.conftest import CRM_FIXTURES, CRM_PARAMS, CrmDb
+from tests.sql6.support import DIALECTS, Case, crm_rows, leaked, load_corpus, run_masked, secrets
 
 POLICY, ATTACKS, LEGIT = load_corpus()
 SCHEMA = {
@@ -55,7 +56,7 @@ SCHEMA = {
         )
     },
 }
-SCHEMA_NAME = {"sqlite": "main", "postgres": "public"}
+SCHEMA_NAME = {"sqlite": "main", "postgres": "public", "mysql": "test"}
 
 
 def _params(cases: list[Case]) -> list[object]:
@@ -64,18 +65,24 @@ def _params(cases: list[Case]) -> list[object]:
 
 def test_corpus_size() -> None:
     assert len(ATTACKS) >= 30
+    for dialect in DIALECTS:
+        assert sum(dialect in c.dialects for c in ATTACKS) >= 30, dialect
+    assert sum(c.dialects == ("mysql",) for c in ATTACKS) >= 10
     assert {"refused", "masked"} == {c.expect for c in ATTACKS}
     assert len({c.name for c in ATTACKS + LEGIT}) == len(ATTACKS) + len(LEGIT)
 
 
-def _tree(case: Case, dialect: str) -> exp.Expr:
+def _tree(case: Case, dialect: str) -> exp.Expr | str:
     # The admitted tree, as the server will plan it; where admission already refuses, the plain
-    # parse, so masking is shown to hold on its own.
+    # parse, so masking is shown to hold on its own (or the text, which masking cannot parse either).
     sql = case.text(SCHEMA_NAME[dialect])
     try:
         return admit(sql, dialect, limit=26).tree
     except Refused:
-        return sqlglot.parse_one(sql, read=dialect)
+        try:
+            return sqlglot.parse_one(sql, read=dialect)
+        except ParseError:
+            return sql
 
 
 @pytest.mark.parametrize(("case", "dialect"), _params(ATTACKS))
@@ -98,9 +105,9 @@ def test_legitimate_query_is_not_masked(case: Case, dialect: str) -> None:
     assert plan.masked == frozenset()
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(scope="module", params=CRM_PARAMS)
 def live(request: pytest.FixtureRequest) -> Iterator[tuple[CrmDb, SqlService, dict[str, dict[str, str]]]]:
-    db: CrmDb = request.getfixturevalue("sqlite_crm" if request.param == "sqlite" else "pg_crm")
+    db: CrmDb = request.getfixturevalue(CRM_FIXTURES[request.param])
     engine = SqlEngine(db.url)
     schema = reflect_schema(engine.sa_engine, None if db.dialect == "sqlite" else db.schema)
     yield db, SqlService(engine, max_rows=500, timeout_s=10.0), schema
@@ -164,7 +171,7 @@ def test_the_database_never_computes_on_a_masked_value(
     assert plan.sql is not None and "email" not in plan.sql.lower()
     result = run_masked(service, sql, schema, POLICY)
     assert {r[0] for r in result.rows} == {MASKED} and len(result.rows) == 40
-    if service.engine.dialect == "postgres":  # SQLite's 1 / 0 is NULL, PostgreSQL's an error
+    if service.engine.dialect == "postgres":  # SQLite's and MariaDB's 1 / 0 is NULL, PostgreSQL's an error
         with pytest.raises(QueryFailed):
             service.query(sql, call_id="oracle", max_rows=50)
 
@@ -190,6 +197,17 @@ def test_three_level_schema_with_default_schema() -> None:
     plan = plan_masking("SELECT id, email FROM customers", "postgres", schema, POLICY, default_schema="crm")
     assert plan.masked == {1}
     assert plan_masking("SELECT note FROM other.customers", "postgres", schema, POLICY).masked == frozenset()
+
+
+def test_mysql_column_names_match_in_any_case() -> None:
+    # MariaDB folds column names (quoted or not) but not table names; so does the plan.
+    schema = {"customers": {"ID": "INT", "Email": "VARCHAR(80)"}}
+    plan = plan_masking("SELECT id, `EMAIL` AS e FROM customers", "mysql", schema, POLICY)
+    assert plan.masked == {1} and plan.sql == "SELECT id, CAST(NULL AS CHAR(80)) AS e FROM customers"
+    with pytest.raises(MaskRefused):
+        plan_masking("SELECT id FROM customers WHERE eMail > 'm'", "mysql", schema, POLICY)
+    with pytest.raises(MaskRefused):
+        plan_masking("SELECT email FROM Customers", "mysql", schema, POLICY)
 
 
 def test_apply_mask_checks_the_result_shape() -> None:

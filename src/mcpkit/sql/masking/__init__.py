@@ -14,6 +14,9 @@ laterals, scalar subqueries and UNION ALL branches):
 - A masked column anywhere that decides which rows come back or their order is refused: WHERE,
   HAVING, JOIN ON/USING/NATURAL, GROUP BY, ORDER BY, DISTINCT (ON), window PARTITION/ORDER,
   LIMIT, table functions in FROM, IN/ANY subqueries, UNION/INTERSECT/EXCEPT (they compare rows).
+- Names resolve as the engine does: an ORDER BY name inside an expression may be the input column
+  an output alias shadows (refused when masked); on MySQL/MariaDB column names and aliases
+  match in any case (folded before resolving), table names do not.
 - Fail closed: with masks configured, a table not in the reflected schema (pg_stats, sqlite_stat4,
   information_schema hold values), a column or whole-row reference sqlglot cannot resolve, or a
   result whose columns differ from the plan is refused.

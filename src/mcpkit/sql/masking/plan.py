@@ -20,7 +20,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from mcpkit.sql.engines.base import Rows
 from mcpkit.sql.masking.policy import MaskPolicy
-from mcpkit.sql.masking.schema import KnownSchema, SchemaMapping
+from mcpkit.sql.masking.schema import CASELESS_COLUMNS, KnownSchema, SchemaMapping, fold_column_names
 from mcpkit.sql.masking.taint import PROJ, REF, Taint, refuse_mask
 from mcpkit.sql.models import QueryResult
 
@@ -144,9 +144,12 @@ def plan_masking(
     for select in work.find_all(exp.Select):
         for projection in select.selects:
             projection.meta[PROJ] = _declared_name(projection)
+    analysed = work.copy()
+    if dialect in CASELESS_COLUMNS:  # `EMAIL` is the email column there (NATURAL JOIN, USING too)
+        fold_column_names(analysed)
     try:
         qualified = qualify(
-            work.copy(),
+            analysed,
             dialect=dialect,
             schema=known.sqlglot,
             db=known.default_schema,

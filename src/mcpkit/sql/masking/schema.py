@@ -7,7 +7,7 @@ SQLAlchemy's inspector gives both (`reflect_schema` builds the first from an eng
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import inspect
 from sqlalchemy.engine import Engine as SaEngine
@@ -16,10 +16,14 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.schema import MappingSchema
 
-__all__ = ["KnownSchema", "SchemaMapping", "reflect_schema"]
+__all__ = ["CASELESS_COLUMNS", "KnownSchema", "SchemaMapping", "fold_column_names", "reflect_schema"]
 
 SchemaMapping = Mapping[str, Mapping[str, Any]]
 """`{table: {column: type}}` or `{schema: {table: {column: type}}}` (types as SQL text)."""
+
+CASELESS_COLUMNS: Final = frozenset({"mysql"})
+"""Dialects whose column names and aliases match in any case, quoted or not, while table names
+may not (MySQL, MariaDB); sqlglot reads them all case-sensitively, so masking folds the columns."""
 
 
 def reflect_schema(engine: SaEngine, schema: str | None = None) -> dict[str, dict[str, str]]:
@@ -43,6 +47,36 @@ def reflect_schema(engine: SaEngine, schema: str | None = None) -> dict[str, dic
                 cols[col["name"]] = "TEXT"
         out[name] = cols
     return out
+
+
+def fold_column_names(tree: exp.Expr) -> exp.Expr:
+    """Lower-case every column name, output alias, column list and USING name of `tree`, in place.
+
+    >>> import sqlglot
+    >>> sql = "SELECT c.`EMAIL` AS E FROM customers c NATURAL JOIN (SELECT 1 AS Ssn) T"
+    >>> fold_column_names(sqlglot.parse_one(sql, read="mysql")).sql("mysql")
+    'SELECT c.`email` AS e FROM customers AS c NATURAL JOIN (SELECT 1 AS ssn) AS T'
+    """
+    for node in tree.walk():
+        names: list[Any] = []
+        if isinstance(node, exp.Column):
+            names = [node.this]
+        elif isinstance(node, exp.Alias):
+            names = [node.args.get("alias")]
+        elif isinstance(node, exp.TableAlias):
+            names = list(node.columns)
+        elif isinstance(node, exp.Join):
+            names = list(node.args.get("using") or [])
+        for name in names:
+            if isinstance(name, exp.Identifier):
+                name.set("this", name.this.lower())
+    return tree
+
+
+def _fold_columns(mapping: SchemaMapping, levels: int) -> dict[str, Any]:
+    if levels == 1:
+        return {t: {str(c).lower(): v for c, v in cols.items()} for t, cols in mapping.items()}
+    return {s: _fold_columns(tables, 1) for s, tables in mapping.items()}
 
 
 def _depth(mapping: SchemaMapping) -> int:
@@ -74,6 +108,8 @@ class KnownSchema:
         if self.levels not in (1, 2):
             raise ValueError("the schema is {table: {column: type}} or {schema: {table: {column: type}}}")
         self.default_schema = default_schema
+        if dialect in CASELESS_COLUMNS and mapping:
+            mapping = _fold_columns(mapping, self.levels)
         self.sqlglot = MappingSchema(dict(mapping), dialect=dialect)
 
     def _lookup(self, table: exp.Table) -> exp.Table:

@@ -197,6 +197,10 @@ class Taint:
         outs = self._build_outputs(scope, projections)
         for col in aliases:  # ORDER BY / GROUP BY / HAVING name: an output of this scope
             hits = [o for o in outs if o.name == col.name]
+            if not _bare(col):
+                # Inside an expression the engines read an input column of that name first:
+                # `SELECT region AS email ... ORDER BY upper(email)` orders by the real email.
+                hits += self._inputs(scope, col.name)
             if not hits:
                 refuse_mask(f"unresolved column {col.name}", unchecked=True)
             if any(o.tainted for o in hits):
@@ -237,6 +241,24 @@ class Taint:
                 merged = merged.merge(o)
             return merged
         return None
+
+    def _inputs(self, scope: Scope, name: str) -> list[Out]:
+        """Columns called `name`, in any case, of the FROM sources seen from `scope` and enclosing scopes."""
+        found: list[Out] = []
+        s: Scope | None = scope
+        while s is not None:
+            for _, source in s.selected_sources.values():
+                if isinstance(source, Scope):
+                    found += [o for o in self._outputs(source) if o.name.casefold() == name.casefold()]
+                elif isinstance(source.this, exp.Identifier):  # a table function's outputs are clean
+                    schema = self.schema.schema_of(source)
+                    found += [
+                        Out(c, tainted=self.policy.masks(schema, source.name, c))
+                        for c in self._table_columns(source)
+                        if c.casefold() == name.casefold()
+                    ]
+            s = s.parent
+        return found
 
     def _build_outputs(
         self, scope: Scope, projections: dict[int, list[tuple[exp.Expr, Out]]]
@@ -306,6 +328,17 @@ def _shown_name(projection: exp.Expr, column_shown: Callable[[exp.Column], str |
     # Added by star expansion: `src.col AS col`; the database shows the source's name.
     inner = projection.this if isinstance(projection, exp.Alias) else projection
     return column_shown(inner) if isinstance(inner, exp.Column) else None
+
+
+def _bare(col: exp.Column) -> bool:
+    """An ORDER BY or DISTINCT ON item that is the name alone (parenthesised or not): an output alias."""
+    node: exp.Expr = col
+    while isinstance(node.parent, exp.Paren):
+        node = node.parent
+    parent = node.parent
+    return isinstance(parent, exp.Ordered) or (
+        isinstance(parent, exp.Tuple) and isinstance(parent.parent, exp.Distinct)
+    )
 
 
 def _is_value_subquery(node: exp.Expr) -> bool:
