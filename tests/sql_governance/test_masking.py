@@ -30,8 +30,8 @@ from mcpkit.sql.masking import (
     reflect_schema,
 )
 from mcpkit.sql.service import SqlService
-from tests.sql6.conftest import CRM_FIXTURES, CRM_PARAMS, CrmDb
-from tests.sql6.support import DIALECTS, Case, crm_rows, leaked, load_corpus, run_masked, secrets
+from tests.sql_governance.conftest import CRM_FIXTURES, CRM_PARAMS, CrmDb
+from tests.sql_governance.support import DIALECTS, Case, crm_rows, leaked, load_corpus, run_masked, secrets
 
 POLICY, ATTACKS, LEGIT = load_corpus()
 SCHEMA = {

@@ -3,7 +3,7 @@
 `execute_query` notes the SQL actually sent and the rows; every tool notes who called and why an
 error ended the call. Run as a module it serves stdio (for the SIGTERM test):
 
-    python -m tests.sql6.audited --dsn sqlite:///demo.db --audit audit.db --pid-file pid
+    python -m tests.sql_governance.audited --dsn sqlite:///demo.db --audit audit.db --pid-file pid
 """
 
 from __future__ import annotations

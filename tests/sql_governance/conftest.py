@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from mcpkit.sql.demo import load_demo, write_demo_sqlite
-from tests.sql6.support import CRM_DDL, crm_rows
+from tests.sql_governance.support import CRM_DDL, crm_rows
 
 
 @dataclass(frozen=True)

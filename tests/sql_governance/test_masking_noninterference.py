@@ -23,8 +23,8 @@ from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.masking import MaskPolicy, reflect_schema
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.service import SqlService
-from tests.sql6.conftest import CrmDb
-from tests.sql6.support import run_masked
+from tests.sql_governance.conftest import CrmDb
+from tests.sql_governance.support import run_masked
 
 POLICY = MaskPolicy.of(["customers.email", "*.ssn"])
 MASKED_COLS = ("c.email", "c.ssn")

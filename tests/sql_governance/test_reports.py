@@ -22,7 +22,7 @@ from mcpkit.sql.reports import ReportRunner, ReportsError, build_report_tools, l
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
 from mcpkit.testing import connect
-from tests.sql6.conftest import CrmDb
+from tests.sql_governance.conftest import CrmDb
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "reports.yaml"

@@ -26,8 +26,8 @@ from mcpkit.sql.audit_cli import parse_since, render_table
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.service import SqlService
 from mcpkit.testing import connect
-from tests.sql6.audited import audited_server
-from tests.sql6.conftest import CrmDb, pg_admin
+from tests.sql_governance.audited import audited_server
+from tests.sql_governance.conftest import CrmDb, pg_admin
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -164,7 +164,16 @@ async def test_every_call_of_a_session_is_recorded(sqlite_crm: CrmDb, tmp_path: 
 async def _session(dsn: str, audit: Path, pid_file: Path, signum: int) -> int:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "tests.sql6.audited", "--dsn", dsn, "--audit", str(audit), "--pid-file", str(pid_file)],
+        args=[
+            "-m",
+            "tests.sql_governance.audited",
+            "--dsn",
+            dsn,
+            "--audit",
+            str(audit),
+            "--pid-file",
+            str(pid_file),
+        ],
         cwd=str(ROOT),
     )
     async with Client(params, mode="legacy") as client:
