@@ -9,12 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
-import pymysql
 import pytest
 from sqlalchemy.engine import make_url
 
 from mcpkit.sql.demo import load_demo, write_demo_sqlite
-from tests.sql.sql_support import DbEnv
+from tests.sql.sql_support import DbEnv, mysql_admin
 
 
 def _canary(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
@@ -87,23 +86,12 @@ def pg_env(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Db
             c.execute(f"DROP ROLE {role}")
 
 
-def _mysql_admin(url: str) -> pymysql.Connection:  # type: ignore[type-arg]
-    u = make_url(url)
-    return pymysql.connect(
-        host=u.host or "127.0.0.1",
-        port=u.port or 3306,
-        user=u.username or "root",
-        password=u.password or "",
-        autocommit=True,
-    )
-
-
 @pytest.fixture(scope="session")
 def mysql_env(mysql_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DbEnv]:
     """A database with the demo tables, a SELECT-only user and a user that may write it."""
     tag = secrets.token_hex(4)
     db, ro, rw = f"mcpkit_t_{tag}", f"mcpkit_ro_{tag}", f"mcpkit_rw_{tag}"
-    admin = _mysql_admin(mysql_url)
+    admin = mysql_admin(mysql_url)
     with admin.cursor() as c:
         c.execute(f"CREATE DATABASE {db}")
         c.execute(f"CREATE USER '{ro}'@'%'")

@@ -107,6 +107,24 @@ _PG_QUERIES = {
 }
 
 
+def pg_admin(url: str) -> psycopg.Connection:
+    """An autocommit psycopg connection as the test superuser."""
+    plain = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    return psycopg.connect(plain, autocommit=True)
+
+
+def mysql_admin(url: str) -> pymysql.Connection:  # type: ignore[type-arg]
+    """An autocommit pymysql connection as the test's MariaDB administrator."""
+    u = make_url(url)
+    return pymysql.connect(
+        host=u.host or "127.0.0.1",
+        port=u.port or 3306,
+        user=u.username or "root",
+        password=u.password or "",
+        autocommit=True,
+    )
+
+
 def pg_snapshot(admin_url: str, schema: str, canary: Path) -> dict[str, Any]:
     """Data, catalog, settings and files a successful attack on PostgreSQL would change."""
     url = make_url(admin_url).set(drivername="postgresql").render_as_string(hide_password=False)

@@ -8,12 +8,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
-import pymysql
 import pytest
 from sqlalchemy.engine import make_url
 
 from mcpkit.sql.demo import load_demo, write_demo_sqlite
+from tests.sql.sql_support import mysql_admin, pg_admin
 from tests.sql_governance.support import CRM_DDL, crm_rows
 
 
@@ -26,24 +25,6 @@ class CrmDb:
     schema: str
     admin_url: str = ""
     role: str = ""
-
-
-def pg_admin(url: str) -> psycopg.Connection:
-    """An autocommit psycopg connection as the test superuser."""
-    plain = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    return psycopg.connect(plain, autocommit=True)
-
-
-def mysql_admin(url: str) -> pymysql.Connection:  # type: ignore[type-arg]
-    """An autocommit pymysql connection as the test's MariaDB administrator."""
-    u = make_url(url)
-    return pymysql.connect(
-        host=u.host or "127.0.0.1",
-        port=u.port or 3306,
-        user=u.username or "root",
-        password=u.password or "",
-        autocommit=True,
-    )
 
 
 def _fill_sqlite(path: Path) -> None:

@@ -26,8 +26,9 @@ from mcpkit.sql.audit_cli import parse_since, render_table
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.service import SqlService
 from mcpkit.testing import connect
+from tests.sql.sql_support import pg_admin
 from tests.sql_governance.audited import audited_server
-from tests.sql_governance.conftest import CrmDb, pg_admin
+from tests.sql_governance.conftest import CrmDb
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -35,8 +35,7 @@ from mcpkit.sql.identities import IdentityRouter, MysqlLogin, RoleMap, session_s
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.service import SqlService
 from tests.helpers import ROOT, free_port, python_server, text_of
-from tests.sql.sql_support import load_corpus
-from tests.sql_governance.conftest import pg_admin
+from tests.sql.sql_support import load_corpus, pg_admin
 
 
 @dataclass(frozen=True)
