@@ -372,4 +372,5 @@ def _caller(ctx: ServerRequestContext[Any]) -> tuple[str | None, tuple[str, ...]
     name = getattr(user, "display_name", None) or getattr(user, "username", None)
     claims = getattr(getattr(user, "access_token", None), "claims", None) or {}
     groups = claims.get("groups", ())
-    return (str(name)[:128] if name else None), tuple(groups) if isinstance(groups, list | tuple) else ()
+    named = tuple(g for g in groups if isinstance(g, str)) if isinstance(groups, list | tuple) else ()
+    return (str(name)[:128] if name else None), named

@@ -77,12 +77,12 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
     if args.role_map:
         if not isinstance(engine, SqlEngine):
             raise SqlConfigError("--role-map needs a database engine")
+        if args.transport == "http" and not (args.tokens or args.jwt_issuer):
+            raise SqlConfigError("--role-map over HTTP needs --tokens or --jwt-issuer: callers must be known")
         roles = RoleMap.from_yaml(args.role_map)
         problems = verify_roles(engine, roles)
         if problems:
             raise SqlConfigError("role map: " + "; ".join(problems))
-        if args.transport == "http" and not (args.tokens or args.jwt_issuer):
-            raise SqlConfigError("--role-map over HTTP needs --tokens or --jwt-issuer: callers must be known")
         # Over stdio there is no authenticated caller: the server runs as its configured account.
         router = IdentityRouter(
             service, roles, anonymous="account" if args.transport == "stdio" else "refuse"
