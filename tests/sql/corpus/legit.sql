@@ -490,3 +490,11 @@ SELECT a.id, b.id FROM sales_demo a JOIN sales_demo b ON b.id = a.id + 1 ORDER B
 -- name: pg-named-arguments
 -- dialects: postgres
 SELECT make_interval(days := 10) AS ten_days, make_interval(weeks => 1) AS one_week
+
+-- name: mysql-regexp-filter
+-- dialects: mysql
+SELECT region, count(*) AS n FROM sales_demo WHERE region REGEXP '^(Europe|Asia)' AND product NOT RLIKE '[0-9]$' GROUP BY region ORDER BY region
+
+-- name: mysql-regexp-output
+-- dialects: mysql
+SELECT DISTINCT region, region REGEXP 'America' AS americas FROM sales_demo ORDER BY region

@@ -28,6 +28,7 @@ from mcpkit.sql.admission.reject_parameters import reject_parameters
 from mcpkit.sql.admission.reject_volatile_functions import FunctionCatalog, reject_volatile_functions
 from mcpkit.sql.admission.reject_writes import reject_writes
 from mcpkit.sql.admission.require_query import require_query
+from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.errors import refuse
 
 __all__ = ["CHECKS", "PASSES", "REWRITES", "Admitted", "Pass", "admit", "run_passes"]
@@ -109,7 +110,7 @@ def admit(
 def _admit(sql: str, dialect: str, named: dict[str, Any]) -> Admitted:
     check_lexical(sql, dialect)
     tree = run_passes(parse_statement(sql, dialect), PASSES, **named)
-    text = tree.sql(dialect=dialect, normalize_functions=False, comments=False)
+    text = tree.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)
     # Second look: the database receives `text`, so `text` is what must pass.
     check_lexical(text, dialect)
     again = run_passes(parse_statement(text, dialect), CHECKS, **named)

@@ -18,6 +18,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
+from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.engines.base import Rows
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import CASELESS_COLUMNS, KnownSchema, SchemaMapping, fold_column_names
@@ -168,7 +169,9 @@ def plan_masking(
         node.replace(null)
     return MaskPlan(
         masked=frozenset(i for i, o in enumerate(outs) if o.tainted),
-        sql=work.sql(dialect=dialect, normalize_functions=False, comments=False) if taint.rewrites else None,
+        sql=work.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)
+        if taint.rewrites
+        else None,
         width=len(outs),
         names=tuple(o.shown for o in outs),
     )

@@ -17,6 +17,7 @@ from typing import Final
 from sqlglot import exp
 
 from mcpkit.sql.admission import REWRITES, FunctionCatalog, FunctionPolicy, admit, parse_statement, run_passes
+from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.reports.spec import ParamSpec
 
 __all__ = ["BindError", "BoundSql", "prepare_sql", "with_literals"]
@@ -138,7 +139,7 @@ def prepare_sql(
     admitted(tree)
     capped = run_passes(tree.copy(), REWRITES, limit=limit, dialect=dialect)
     sent = capped.transform(lambda n: exp.Var(this=f":{n.name}") if isinstance(n, exp.Placeholder) else n)
-    text = sent.sql(dialect=dialect, normalize_functions=False, comments=False)
+    text = sent.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)
     # Second look, as admission does: what is sent is what is checked.
     again = parse_statement(text, dialect)
     if sorted(set(_placeholders(again))) != sorted(set(used)):
