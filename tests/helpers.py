@@ -68,6 +68,18 @@ def python_server(args: Sequence[str], port: int, env: dict[str, str] | None = N
             proc.wait()
 
 
+def run_mcpkit(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """Run `python -m mcpkit ARGS` from the repository root, as a user would; output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "mcpkit", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def dump(result: Any) -> str:
     """A result as the JSON a client receives, for scanning."""
     if hasattr(result, "model_dump"):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx2
@@ -11,7 +9,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.helpers import ROOT, free_port, python_server, text_of
+from tests.helpers import free_port, python_server, run_mcpkit, text_of
 
 TOKEN = "ops-token-0123456789abcdef"
 
@@ -62,24 +60,6 @@ async def test_sql_server_over_http_with_tokens(tmp_path: Path) -> None:
     ],
 )
 def test_bad_serving_options_are_one_clear_line(options: list[str], message: str) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mcpkit",
-            "sql",
-            "serve",
-            "--demo",
-            "--no-audit",
-            "--transport",
-            "http",
-            *options,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = run_mcpkit("sql", "serve", "--demo", "--no-audit", "--transport", "http", *options, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr

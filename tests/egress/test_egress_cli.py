@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from mcpkit.cli import main
+from tests.helpers import run_mcpkit
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -84,8 +82,6 @@ def test_argparse_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_command_line_entry_point() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "mcpkit", "egress", "check", "http://[::1]/"], capture_output=True, text=True
-    )
+    done = run_mcpkit("egress", "check", "http://[::1]/")
     assert done.returncode == 3, done.stderr
     assert "DENIED (loopback)" in done.stdout

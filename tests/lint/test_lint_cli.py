@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,8 @@ import pytest
 
 from mcpkit.cli import main
 from mcpkit.lint import REGISTRY
-from tests.lint.lint_support import FIXTURES, ROOT, tool
+from tests.helpers import run_mcpkit
+from tests.lint.lint_support import FIXTURES, tool
 
 CLEAN = {
     "tools": [tool("search", {"type": "object", "properties": {"q": {"type": "string", "description": "q"}}})]
@@ -317,14 +317,7 @@ def test_fix_to_an_unwritable_path_exits_2(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_end_to_end_through_python_m_mcpkit(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "mcpkit", "lint", _write(tmp_path, BROKEN), "--format", "json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    proc = run_mcpkit("lint", _write(tmp_path, BROKEN), "--format", "json")
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["tools"] == 2
 

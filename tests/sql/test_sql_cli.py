@@ -12,18 +12,12 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_mcpkit
 from tests.sql.sql_support import DbEnv
 
 
 def mcpkit(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mcpkit", "sql", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_mcpkit("sql", *args, timeout=timeout)
 
 
 def test_query_answered_exit_0() -> None:

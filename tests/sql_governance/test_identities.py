@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, MysqlLogin, RoleMap, session_setup, verify_roles
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.service import SqlService
-from tests.helpers import ROOT, free_port, python_server, text_of
+from tests.helpers import ROOT, free_port, python_server, run_mcpkit, text_of
 from tests.sql.sql_support import load_corpus, pg_admin
 
 
@@ -223,8 +222,8 @@ def test_role_map_file(tmp_path: Path) -> None:
 
 
 def _serve_args(rls: RlsDb, roles: Path, *more: str) -> list[str]:
-    """`mcpkit sql serve` as an operator runs it, with a role map."""
-    return ["-m", "mcpkit", "sql", "serve", "--dsn", rls.url, "--role-map", str(roles), "--no-audit", *more]
+    """`mcpkit sql serve` as an operator runs it, with a role map (the arguments after `mcpkit`)."""
+    return ["sql", "serve", "--dsn", rls.url, "--role-map", str(roles), "--no-audit", *more]
 
 
 async def _regions_over_http(url: str, bearer: str) -> object:
@@ -247,7 +246,7 @@ async def test_over_http_with_bearer_tokens(rls: RlsDb, tmp_path: Path) -> None:
     tokens.write_text("".join(f"{p} {t}\n" for p, t in token.items()), encoding="utf-8")
     port = free_port()
     args = _serve_args(rls, roles, "--transport", "http", "--port", str(port), "--tokens", str(tokens))
-    with python_server(args, port):
+    with python_server(["-m", "mcpkit", *args], port):
         seen = {p: await _regions_over_http(f"http://127.0.0.1:{port}/mcp", token[p]) for p in token}
     assert seen == {"alice": [["emea"]], "bob": [["amer"]], "carol": "REFUSED"}
 
@@ -281,7 +280,7 @@ async def test_jwt_groups_pick_the_role(rls: RlsDb, tmp_path: Path) -> None:
         "frank": ["emea-team", "amer-team"],  # two roles: ambiguous, refused
         "gil": [],  # nothing mapped
     }
-    with python_server(args, port):
+    with python_server(["-m", "mcpkit", *args], port):
         seen = {who: await _regions_over_http(resource, mint(who, g)) for who, g in callers.items()}
     assert seen == {
         "dana": [["emea"]],
@@ -296,7 +295,9 @@ async def test_jwt_groups_pick_the_role(rls: RlsDb, tmp_path: Path) -> None:
 async def test_stdio_runs_as_the_configured_account(rls: RlsDb, tmp_path: Path) -> None:
     roles = tmp_path / "roles.yaml"
     roles.write_text(f"principals:\n  alice: {rls.emea}\n", encoding="utf-8")
-    params = StdioServerParameters(command=sys.executable, args=_serve_args(rls, roles), cwd=str(ROOT))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcpkit", *_serve_args(rls, roles)], cwd=str(ROOT)
+    )
     async with Client(params) as client:
         result = await client.call_tool("execute_query", {"query": "SELECT current_user AS who"})
     assert not result.is_error, text_of(result)
@@ -307,14 +308,7 @@ async def test_stdio_runs_as_the_configured_account(rls: RlsDb, tmp_path: Path) 
 def test_role_map_over_http_needs_authentication(rls: RlsDb, tmp_path: Path) -> None:
     roles = tmp_path / "roles.yaml"
     roles.write_text(f"principals:\n  alice: {rls.emea}\n", encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, *_serve_args(rls, roles, "--transport", "http", "--port", str(free_port()))],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = run_mcpkit(*_serve_args(rls, roles, "--transport", "http", "--port", str(free_port())))
     assert proc.returncode == 2, proc.stderr
     assert "--role-map over HTTP needs --tokens or --jwt-issuer" in proc.stderr
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.helpers import ROOT, text_of
+from tests.helpers import ROOT, run_mcpkit, text_of
 
 
 def _code(result: Any) -> str:
@@ -56,13 +55,9 @@ async def test_demo_session_is_masked_reported_and_audited(tmp_path: Path) -> No
     assert _code(invalid) == "INVALID_PARAMS"
     assert _code(tables) == "OK"
 
-    out = subprocess.run(
-        [sys.executable, "-m", "mcpkit", "audit", "--audit", str(audit), "--format", "json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    ).stdout
+    done = run_mcpkit("audit", "--audit", str(audit), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
     records = {r["call_id"]: r for r in map(json.loads, out.splitlines())}
     for (name, _), result in zip(calls, results, strict=True):
         record = records[result.meta["mcpkit/callId"]]  # type: ignore[index]
