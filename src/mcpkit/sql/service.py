@@ -25,6 +25,7 @@ log = logging.getLogger("mcpkit.sql")
 
 DEFAULT_ROWS: Final = 25
 HARD_MAX_ROWS: Final = 5000
+_COSTED: Final = frozenset({"postgres", "mysql"})  # their EXPLAIN gives an estimate (mcpkit.sql.cost)
 
 
 class Note(Protocol):
@@ -75,7 +76,7 @@ class SqlService:
         if catalog == "auto":
             catalog = PostgresCatalog(engine) if engine.dialect == "postgres" else None
         self.catalog: FunctionCatalog | None = catalog
-        if max_cost is not None and (max_cost <= 0 or engine.dialect not in ("postgres", "mysql")):
+        if max_cost is not None and (max_cost <= 0 or engine.dialect not in _COSTED):
             raise SqlConfigError(
                 "--max-cost needs a positive ceiling and PostgreSQL or MySQL/MariaDB "
                 "(this database's planner states no estimate)"
@@ -161,7 +162,7 @@ class SqlService:
 
     def _plan_cost(self, sql: str, call_id: str) -> float | None:
         dialect = self.engine.dialect
-        if dialect not in ("postgres", "mysql"):
+        if dialect not in _COSTED:
             return None
         explain = "EXPLAIN (FORMAT JSON) " if dialect == "postgres" else "EXPLAIN FORMAT=JSON "
         document = self.engine.execute(explain + sql, None, 1, self.timeout_s, call_id).rows[0][0]

@@ -131,7 +131,7 @@ class JWTVerifier:
             return
         # A file is read now, so a wrong path or a broken document stops start-up, not the first call.
         try:
-            self._keys = _parse_jwks(json.loads(Path(self.jwks).read_text(encoding="utf-8")))
+            self._keys = _read_jwks_file(self.jwks)
         except (OSError, ValueError, jwt.PyJWTError) as exc:
             raise DefinitionError(f"JWKS file {self.jwks}: {exc}") from exc
         self._fetched = time.monotonic()
@@ -186,10 +186,9 @@ class JWTVerifier:
         blip must not lock every client out) and try again after the unknown-key back-off."""
         try:
             if self.egress is not None and self.jwks.startswith("https://"):
-                document: Any = await self.egress.fetch_json(self.jwks)
+                self._keys = _parse_jwks(await self.egress.fetch_json(self.jwks))
             else:
-                document = json.loads(await anyio.Path(self.jwks).read_text(encoding="utf-8"))
-            self._keys = _parse_jwks(document)
+                self._keys = _read_jwks_file(self.jwks)
         except (ToolError, OSError, ValueError, jwt.PyJWTError) as exc:
             log.warning(
                 "JWKS %s could not be loaded (%s: %s); keeping %d known key(s)",
@@ -207,6 +206,11 @@ def _groups(value: Any) -> list[str]:
     """A groups claim as a list of names: a JSON array of strings, or one space-separated string."""
     names = value.split() if isinstance(value, str) else value if isinstance(value, list) else []
     return [n[:256] for n in names if isinstance(n, str) and n][:_MAX_GROUPS]
+
+
+def _read_jwks_file(path: str) -> dict[str, Any]:
+    """The keys of a JWKS file (a few kilobytes: read in place)."""
+    return _parse_jwks(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
 def _parse_jwks(document: Any) -> dict[str, Any]:
