@@ -15,6 +15,7 @@ __all__ = [
     "DefinitionError",
     "InvalidParams",
     "McpkitError",
+    "Nullable",
     "RateLimited",
     "Refused",
     "Server",
@@ -32,6 +33,7 @@ _HOME = {
     "DefinitionError": "mcpkit.errors",
     "InvalidParams": "mcpkit.errors",
     "McpkitError": "mcpkit.errors",
+    "Nullable": "mcpkit.schema",
     "RateLimited": "mcpkit.errors",
     "Refused": "mcpkit.errors",
     "Server": "mcpkit.server",
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
         ToolTimeout,
     )
     from mcpkit.result import ToolResult
+    from mcpkit.schema import Nullable
     from mcpkit.server import Server
 
 

@@ -106,6 +106,8 @@ async def record(call: Call, call_next: CallNext) -> Outcome:
         }
         _after_answer(_log_record, fields, call)
     outcome.meta.update(callId=call.call_id, elapsedMs=elapsed_ms, cached=call.cached)
+    if call.redactor is not None and call.redactor.has_values:
+        outcome = outcome.scrubbed(call.redactor.scrub)  # a declared secret never reaches the client
     return outcome
 
 
@@ -128,7 +130,9 @@ async def validate(call: Call, call_next: CallNext) -> Outcome:
     try:
         # JSON mode: strict as the schema promises ("25" is no integer) while JSON's own
         # encodings of dates, enums and the like still validate.
-        call.args = call.tool.input.model_validate_json(to_json(call.arguments), strict=True)
+        call.args = call.tool.input.model_validate_json(
+            to_json(call.arguments), strict=True, extra="forbid" if call.tool.strict else None
+        )
     except ValidationError as exc:
         raise InvalidParams(validation_message(exc)) from None
     return await call_next(call)

@@ -121,6 +121,10 @@ class Server:
         self.timeout_s = timeout_s
         self.redactor = Redactor()
         self.compiled: dict[str, CompiledTool] = {}
+        if isinstance(tools, Tool) or not tools:
+            raise DefinitionError(
+                f"server {name!r} has no tools: pass tools=[...] (a list of mcpkit.Tool, or @tool functions)"
+            )
         seen: dict[str, str] = {}
         for t in tools:
             if not isinstance(t, Tool):
@@ -144,6 +148,10 @@ class Server:
             enabled_toolsets=enabled_toolsets,
             environ=environ,
         )
+        if not self.selection.available:
+            raise DefinitionError(
+                f"server {name!r}: the allowed tools, denied categories and toolsets leave no tool to serve"
+            )
         auth_secrets = {auth.client_id_secret, auth.client_secret_secret} if auth is not None else set()
         declared = set(secrets).union(auth_secrets, *(c.allowed_secrets for c in self.compiled.values()))
         self.secrets = SecretStore(
@@ -283,6 +291,7 @@ class Server:
                 session=ctx.session,
                 request_id=ctx.request_id,
                 min_client_level=self.client_log_level,
+                redactor=self.redactor,
             ),
             identity=principal or (f"{client.name}/{client.version}" if client else "anonymous"),
             redactor=self.redactor,
@@ -318,7 +327,7 @@ class Server:
 
 
 def _compile(t: Tool, *, server_secrets: frozenset[str]) -> CompiledTool:
-    inp = compile_model(t.input, mode="validation", what=f"tool {t.name!r} input")
+    inp = compile_model(t.input, mode="validation", what=f"tool {t.name!r} input", strict=t.strict)
     if t.input_schema is not None:
         if t.input_schema.get("type") != "object":
             raise DefinitionError(f'tool {t.name!r}: input_schema needs "type": "object" at the root')
