@@ -73,6 +73,7 @@ class Context:
         "protocol_version",
         "request_id",
         "session",
+        "state",
         "tool",
     )
 
@@ -92,6 +93,7 @@ class Context:
         min_client_level: LoggingLevel = "debug",
         groups: tuple[str, ...] = (),
         redactor: Redactor | None = None,
+        state: dict[str, Any] | None = None,
     ) -> None:
         self.call_id = call_id
         self.tool = tool
@@ -108,6 +110,8 @@ class Context:
         self.request_id = request_id
         self.min_client_level = min_client_level
         self._redactor = redactor
+        self.state: dict[str, Any] = {} if state is None else state
+        """Values middleware put on this call (`call.state`), e.g. the database a router picked."""
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:

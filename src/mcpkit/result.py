@@ -34,7 +34,17 @@ class ToolResult:
 
 @dataclass(slots=True)
 class Outcome:
-    """A finished call, before it becomes a `CallToolResult`."""
+    """A finished call, before it becomes a `CallToolResult`: what middleware receives and returns.
+
+    Attributes:
+        text: What the model reads.
+        structured: The `structuredContent` object, when there is one.
+        content: Further content blocks after the text.
+        code: None for success, else the error code (errors usually arrive as raised `ToolError`s).
+        retryable: For errors: may the same call succeed later.
+        data: For errors: detail the model may see.
+        meta: Entries for the result's `_meta` (mcpkit's own go under `mcpkit/`).
+    """
 
     text: str | None
     structured: dict[str, Any] | None = None

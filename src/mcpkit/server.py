@@ -15,15 +15,16 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server as LowLevelServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 
+from mcpkit.cache import Cache, MemoryCache, RedisCache, ResultCache
 from mcpkit.context import ClientInfo, Context
 from mcpkit.definition import Tool
 from mcpkit.egress import EgressPolicy, GuardedClient, OAuth2ClientCredentials
 from mcpkit.errors import DefinitionError
 from mcpkit.finder import find_tools_tool
 from mcpkit.logs import Redactor, install_redaction
-from mcpkit.pipeline import Call, Stage, compose, invoke, lookup, record, validate
-from mcpkit.policy import Policy, ToolSelection
-from mcpkit.ratelimit import OnOutage
+from mcpkit.pipeline import Call, Middleware, compose, invoke, record, require_tool, validate
+from mcpkit.policy import ToolSelection
+from mcpkit.ratelimit import OnOutage, RateLimit, RateLimiter
 from mcpkit.schema import CompiledSchema, compile_model
 from mcpkit.secrets import SecretStore
 
@@ -87,6 +88,9 @@ class Server:
             "error" refuses to build on an error finding, "warn" logs the findings, "off" skips it.
         lint_profiles: The client profiles to lint against (default: the general-purpose clients).
         environ: The environment to read `MCPKIT_*` settings from (default: `os.environ`).
+        middleware: Your middleware, outermost first: each `async (call, call_next) -> Outcome`
+            (see `mcpkit.pipeline`). They run inside the masking and the operator record, before
+            the unknown-tool check, validation, the result cache and the rate limits.
     """
 
     def __init__(
@@ -114,6 +118,7 @@ class Server:
         lint: Literal["error", "warn", "off"] = "error",
         lint_profiles: Sequence[str] | None = None,
         environ: Mapping[str, str] | None = None,
+        middleware: Sequence[Middleware] = (),
     ) -> None:
         if not name or not isinstance(name, str):
             raise DefinitionError("a server needs a name")
@@ -172,30 +177,32 @@ class Server:
             listed.append(finder.name)
         elif list_limit is not None:
             raise DefinitionError("list_limit needs find_tools=True, or the unlisted tools are unreachable")
-        self.policy = Policy(
-            name,
-            self._available,
-            default_rate_limit_per_min=rate_limit_per_min,
-            on_limit_outage=on_limit_outage,
-            redis_url=redis_url or env.get(REDIS_URL_ENV) or None,
-        )
+        shared = redis_url or env.get(REDIS_URL_ENV) or None
+        self.cache: Cache = MemoryCache() if shared is None else RedisCache(shared)
+        self.result_cache = ResultCache(name, self.cache, self._available.values())
+        self.rate_limit = RateLimit(RateLimiter(name, shared), rate_limit_per_min, on_limit_outage)
+        if isinstance(middleware, str) or not all(callable(m) for m in middleware):
+            raise DefinitionError("middleware is a list of async (call, call_next) callables")
+        self.middleware: tuple[Middleware, ...] = tuple(middleware)
         self._listing = types.ListToolsResult(tools=[self.compiled[n].wire for n in listed])
         if lint != "off":
             self._lint_self(lint, lint_profiles)
         self._chain = compose(self._stages(), invoke(timeout_s))
+        self._lookup = self._available.get
         self._lowlevel: LowLevelServer[Any] | None = None
         self.client_log_level: types.LoggingLevel = "debug"
 
     # --- definition --------------------------------------------------------------------------
 
-    def _stages(self) -> list[Stage]:
-        return [
-            record,
-            lookup(self._available),
-            *self.policy.before_validation(),
-            validate,
-            *self.policy.after_validation(),
-        ]
+    def _stages(self) -> list[Middleware]:
+        """The whole chain, outermost first; built-ins a server cannot use are left out."""
+        tools = self._available.values()
+        stages: list[Middleware] = [record, *self.middleware, require_tool, validate]
+        if any(t.cache_ttl_s or (t.mutating and t.category) for t in tools):
+            stages.append(self.result_cache)
+        if self.rate_limit.default_per_min or any(t.rate_limit_per_min for t in tools):
+            stages.append(self.rate_limit)
+        return stages
 
     def _lint_self(self, mode: str, profiles: Sequence[str] | None) -> None:
         from mcpkit.lint import lint_tools  # the linter judges plain JSON; the core only feeds it
@@ -225,7 +232,7 @@ class Server:
 
     async def invalidate(self, tool_pattern: str = "*") -> int:
         """Drop cached results of tools whose names match the glob; returns how many entries went."""
-        return await self.policy.invalidate(tool_pattern)
+        return await self.result_cache.invalidate(tool_pattern)
 
     def available_tools(self) -> list[Tool]:
         """The tools this deployment serves (listed or not), in definition order."""
@@ -278,12 +285,17 @@ class Server:
             call_id=os.urandom(16).hex(),
             name=params.name,
             arguments=params.arguments or {},
+            tool=self._lookup(params.name),
+            principal=principal,
+            groups=groups,
+            client=client,
             make_context=lambda c: Context(
                 call_id=c.call_id,
                 tool=c.name,
-                client=client,
-                principal=principal,
-                groups=groups,
+                client=c.client,
+                principal=c.principal,
+                groups=c.groups,
+                state=c.state,
                 protocol_version=ctx.protocol_version,
                 secrets=self.secrets,
                 allowed_secrets=self.compiled[c.name].allowed_secrets,
