@@ -6,7 +6,7 @@ import logging
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -75,6 +75,9 @@ class Server:
         egress: Where `ctx.fetch` may go: a list of hosts (`host`, `.suffix`, `host:port`; deny
             everything else), an `EgressPolicy`, or a ready `GuardedClient`. Default: any public
             address on ports 80/443, never a private, loopback or link-local one.
+        egress_private: Private networks `ctx.fetch` may reach after all (`["10.1.0.0/16"]`), for
+            internal APIs whose allowlisted names resolve inside them; needs an `egress` allowlist.
+            Loopback, link-local and metadata addresses stay refused unless named themselves.
         auth: OAuth2 client credentials `ctx.fetch` uses for its API host (its secrets are declared).
         rate_limit_per_min: Default limit for tools without their own, per caller.
         on_limit_outage: When the shared rate-limit store is down: "refuse" calls (fail closed,
@@ -109,6 +112,7 @@ class Server:
         secrets: Sequence[str] = (),
         secrets_dir: str | Path | None = None,
         egress: Sequence[str] | EgressPolicy | GuardedClient | None = None,
+        egress_private: Sequence[str] = (),
         auth: OAuth2ClientCredentials | None = None,
         rate_limit_per_min: int | None = None,
         on_limit_outage: OnOutage = "refuse",
@@ -163,7 +167,7 @@ class Server:
             sorted(declared), redactor=self.redactor, secrets_dir=secrets_dir, environ=environ
         )
         self.egress = _egress_client(
-            egress, auth, lambda name: self.secrets.get(name, frozenset(auth_secrets))
+            egress, egress_private, auth, lambda name: self.secrets.get(name, frozenset(auth_secrets))
         )
         env = os.environ if environ is None else environ
         self._available = {n: self.compiled[n].tool for n in self.selection.available}
@@ -359,20 +363,27 @@ def _compile(t: Tool, *, server_secrets: frozenset[str]) -> CompiledTool:
 
 def _egress_client(
     egress: Sequence[str] | EgressPolicy | GuardedClient | None,
+    private: Sequence[str],
     auth: OAuth2ClientCredentials | None,
     secret: Callable[[str], str | None],
 ) -> GuardedClient:
     if isinstance(egress, GuardedClient):
-        if auth is not None:
-            raise DefinitionError("pass auth= to your GuardedClient, not to the Server, when you bring one")
+        if auth is not None or private:
+            raise DefinitionError(
+                "pass auth= and private networks to your GuardedClient's policy, not to the Server, "
+                "when you bring one"
+            )
         return egress
     if isinstance(egress, str):
         raise DefinitionError("egress is a list of hosts, not one string")
-    policy = (
-        egress
-        if isinstance(egress, EgressPolicy)
-        else EgressPolicy(allow=None if egress is None else tuple(egress))
-    )
+    if isinstance(private, str):
+        raise DefinitionError("egress_private is a list of networks (['10.1.0.0/16']), not one string")
+    if isinstance(egress, EgressPolicy):
+        policy = replace(egress, private_networks=(*egress.private_networks, *private)) if private else egress
+    else:
+        policy = EgressPolicy(
+            allow=None if egress is None else tuple(egress), private_networks=tuple(private)
+        )
     return GuardedClient(policy, auth=auth, secret=secret if auth is not None else None)
 
 
