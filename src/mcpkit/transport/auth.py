@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import jwt
@@ -23,6 +23,9 @@ from mcp.server.auth.provider import AccessToken
 
 from mcpkit.egress import GuardedClient
 from mcpkit.errors import DefinitionError, ToolError
+
+if TYPE_CHECKING:
+    from mcpkit.logs import Redactor
 
 __all__ = ["HttpAuth", "JWTVerifier", "StaticTokens", "load_tokens"]
 
@@ -71,7 +74,13 @@ class StaticTokens:
         self, entries: Sequence[tuple[str, str, tuple[str, ...]]], resource: str | None = None
     ) -> None:
         self._entries = [_Entry(p, hashlib.sha256(t.encode()).digest(), s) for p, t, s in entries]
+        self._tokens = tuple(t for _, t, _ in entries)  # only for the log redactor
         self.resource = resource
+
+    def register_secrets(self, redactor: Redactor) -> None:
+        """Have `redactor` scrub every token from the operator's log (a token pasted into a query, say)."""
+        for token in self._tokens:
+            redactor.add(token)
 
     @classmethod
     def from_file(cls, path: str | Path, resource: str | None = None) -> StaticTokens:
