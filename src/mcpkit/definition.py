@@ -176,3 +176,12 @@ def is_async_handler(handler: Handler) -> bool:
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
         getattr(handler, "__call__", None)  # noqa: B004 - callable objects
     )
+
+
+def __getattr__(name: str) -> Any:
+    """`mcpkit.definition.tool` moved to `mcpkit.decorator` (kept importable from here)."""
+    if name == "tool":
+        from mcpkit.decorator import tool
+
+        return tool
+    raise AttributeError(f"module 'mcpkit.definition' has no attribute {name!r}")
