@@ -50,12 +50,13 @@ _HOME = {
     "ToolError": "mcpkit.errors",
     "ToolResult": "mcpkit.result",
     "ToolTimeout": "mcpkit.errors",
-    "tool": "mcpkit.definition",
+    "tool": "mcpkit.decorator",
 }
 
 if TYPE_CHECKING:
     from mcpkit.context import ClientInfo, Context
-    from mcpkit.definition import Tool, ToolAnnotations, tool
+    from mcpkit.decorator import tool
+    from mcpkit.definition import Tool, ToolAnnotations
     from mcpkit.errors import (
         DefinitionError,
         InvalidParams,

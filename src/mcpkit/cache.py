@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import hashlib
+import inspect
 import json
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import redis.asyncio as aioredis
 
@@ -25,7 +27,16 @@ if TYPE_CHECKING:
     from mcpkit.definition import Tool
     from mcpkit.pipeline import Call, CallNext
 
-__all__ = ["Cache", "Computed", "MemoryCache", "RedisCache", "ResultCache", "glob_escape"]
+__all__ = [
+    "Cache",
+    "Computed",
+    "DataCache",
+    "Invalidated",
+    "MemoryCache",
+    "RedisCache",
+    "ResultCache",
+    "glob_escape",
+]
 
 log = logging.getLogger("mcpkit.cache")
 
@@ -42,8 +53,8 @@ class Cache(Protocol):
         """The cached value (`was_cached` True), or the result of `compute` (stored when it allows)."""
         ...
 
-    async def invalidate(self, pattern: str) -> int:
-        """Drop every entry whose key matches the glob `pattern`; returns how many."""
+    async def invalidate(self, pattern: str) -> list[str]:
+        """Drop every entry whose key matches the glob `pattern`; returns the keys dropped."""
         ...
 
 
@@ -101,11 +112,11 @@ class MemoryCache:
         (value, cached), computed_here = await self._flight.run(key, compute_and_store)
         return value, cached or not computed_here
 
-    async def invalidate(self, pattern: str) -> int:
+    async def invalidate(self, pattern: str) -> list[str]:
         doomed = [k for k in self._entries if fnmatch.fnmatchcase(k, pattern)]
         for k in doomed:
             del self._entries[k]
-        return len(doomed)
+        return doomed
 
 
 class RedisCache:
@@ -152,11 +163,12 @@ class RedisCache:
         finally:
             await self.redis.delete(lock)
 
-    async def invalidate(self, pattern: str) -> int:
-        count = 0
+    async def invalidate(self, pattern: str) -> list[str]:
+        doomed: list[str] = []
         async for key in self.redis.scan_iter(match=pattern, count=500):
-            count += int(await self.redis.delete(key))
-        return count
+            if await self.redis.delete(key):
+                doomed.append(key.decode() if isinstance(key, bytes) else str(key))
+        return doomed
 
 
 class ResultCache:
@@ -190,7 +202,7 @@ class ResultCache:
             finally:
                 if tool.category is not None:
                     for name in self._by_category.get(tool.category, ()):
-                        await self.invalidate(name)
+                        await self.invalidate(glob_escape(name))
         if not tool.cache_ttl_s:
             return await call_next(call)
         args = json.dumps(call.args.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
@@ -205,13 +217,87 @@ class ResultCache:
         )
         return Outcome.decode(data)
 
-    async def invalidate(self, tool_pattern: str = "*") -> int:
+    async def invalidate(self, tool_pattern: str = "*") -> Invalidated:
         """Drop cached results of the tools whose names match the glob `tool_pattern`."""
-        return await self.cache.invalidate(self.key(tool_pattern, "*"))
+        prefix = f"mcpkit:{self.namespace}:cache:"
+        dropped = await self.cache.invalidate(self.key(tool_pattern, "*"))
+        return Invalidated(tool_pattern, tuple(sorted(k.removeprefix(prefix) for k in dropped)))
 
     def key(self, tool: str, digest: str) -> str:
         """The store key of one result (`tool` and `digest` may be globs)."""
         return f"{glob_escape(f'mcpkit:{self.namespace}:cache:')}{tool}:{digest}"
+
+
+@dataclass(frozen=True)
+class Invalidated:
+    """What an invalidation matched: the pattern and the keys it dropped (`tool:digest` for results).
+
+    Compares equal to its count, so `await server.invalidate("lookup*") == 2` reads naturally.
+    """
+
+    pattern: str
+    keys: tuple[str, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.keys)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, int):
+            return self.count == other
+        if isinstance(other, Invalidated):
+            return (self.pattern, self.keys) == (other.pattern, other.keys)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.pattern, self.keys))
+
+
+T = TypeVar("T")
+
+
+class DataCache:
+    """A handler's own cache (`ctx.cache`): JSON values under keys you choose, shared by the server's
+    tools and, with Redis, its replicas. Concurrent misses of one key compute once.
+
+    Keys are yours: put the principal in the key when the value depends on who asks.
+
+    Args:
+        namespace: The server's name.
+        cache: The store (the server's memory or Redis cache).
+    """
+
+    def __init__(self, namespace: str, cache: Cache) -> None:
+        self._prefix = f"mcpkit:{namespace}:data:"
+        self._cache = cache
+
+    async def get_or_compute(self, key: str, ttl_s: float, compute: Callable[[], T | Awaitable[T]]) -> T:
+        """The cached value of `key`, or `compute()`'s (sync or async; JSON-able), kept `ttl_s` seconds.
+
+        Raises:
+            TypeError: the computed value is not JSON-able (nothing is stored).
+        """
+        if not isinstance(key, str) or not key:
+            raise TypeError("cache keys are non-empty strings")
+        if not ttl_s > 0:
+            raise ValueError("ttl_s must be a positive number of seconds")
+
+        async def encoded() -> Computed:
+            value = compute()
+            if inspect.isawaitable(value):
+                value = await value
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode(), True
+
+        data, _ = await self._cache.get_or_compute(self._prefix + key, ttl_s, encoded)
+        return json.loads(data)  # type: ignore[no-any-return]
+
+    async def invalidate(self, pattern: str) -> Invalidated:
+        """Drop the keys matching the glob `pattern` (`"skill-*"`); says which keys it dropped."""
+        dropped = await self._cache.invalidate(glob_escape(self._prefix) + pattern)
+        return Invalidated(pattern, tuple(sorted(k.removeprefix(self._prefix) for k in dropped)))
 
 
 def glob_escape(text: str) -> str:

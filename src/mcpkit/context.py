@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -16,11 +16,14 @@ from mcpkit.secrets import SecretNotDeclared
 if TYPE_CHECKING:
     import httpx2
 
+    from mcpkit.cache import DataCache
     from mcpkit.egress import GuardedClient
     from mcpkit.logs import Redactor
     from mcpkit.secrets import SecretStore
 
 __all__ = ["ClientInfo", "Context"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +60,13 @@ class Context:
         groups: The authenticated caller's groups (a JWT's groups claim), else empty.
         protocol_version: The negotiated MCP revision.
         request_id: The JSON-RPC id of this call (for `related_request_id` in server-to-client requests).
+        state: Values middleware put on this call (`call.state`).
+        cache: The server's cache for your own JSON values.
     """
 
     __slots__ = (
         "_allowed",
+        "_cache",
         "_egress",
         "_log",
         "_redactor",
@@ -94,6 +100,7 @@ class Context:
         groups: tuple[str, ...] = (),
         redactor: Redactor | None = None,
         state: dict[str, Any] | None = None,
+        cache: DataCache | None = None,
     ) -> None:
         self.call_id = call_id
         self.tool = tool
@@ -110,6 +117,7 @@ class Context:
         self.request_id = request_id
         self.min_client_level = min_client_level
         self._redactor = redactor
+        self._cache = cache
         self.state: dict[str, Any] = {} if state is None else state
         """Values middleware put on this call (`call.state`), e.g. the database a router picked."""
 
@@ -121,6 +129,15 @@ class Context:
                 logging.getLogger(f"mcpkit.tool.{self.tool}"), {"call_id": self.call_id, "tool": self.tool}
             )
         return self._log
+
+    @property
+    def cache(self) -> DataCache:
+        """The server's cache for your own values: `await ctx.cache.get_or_compute(key, ttl_s, fn)`."""
+        if self._cache is None:  # a context built by hand (unit tests): a private in-memory cache
+            from mcpkit.cache import DataCache, MemoryCache
+
+            self._cache = DataCache("local", MemoryCache())
+        return self._cache
 
     def secret(self, name: str) -> str | None:
         """The value of a declared secret, or None when the operator has not set it."""
@@ -139,9 +156,15 @@ class Context:
         """Fetch `url` through the server's egress guard; the only sanctioned way out."""
         return await self._require_egress().fetch(url, **kwargs)
 
-    async def fetch_json(self, url: str, **kwargs: Any) -> Any:
-        """Fetch and decode JSON through the egress guard, optionally validated with `schema=Model`."""
-        return await self._require_egress().fetch_json(url, **kwargs)
+    @overload
+    async def fetch_json(self, url: str, *, schema: None = None, **kwargs: Any) -> Any: ...
+
+    @overload
+    async def fetch_json(self, url: str, *, schema: type[T], **kwargs: Any) -> T: ...
+
+    async def fetch_json(self, url: str, *, schema: Any = None, **kwargs: Any) -> Any:
+        """Fetch and decode JSON through the egress guard; with `schema=Model`, a validated `Model`."""
+        return await self._require_egress().fetch_json(url, schema=schema, **kwargs)
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None

@@ -1,4 +1,4 @@
-"""Tool definitions: the typed object an author writes, and the decorator that builds one."""
+"""Tool definitions: the typed object an author writes (the `@tool` decorator is in `mcpkit.decorator`)."""
 
 from __future__ import annotations
 
@@ -6,20 +6,38 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Generic, get_args
 
-from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, create_model
+import mcp_types
+from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypeVar
 
 from mcpkit.errors import DefinitionError
 
 if TYPE_CHECKING:
     from mcpkit.context import Context
 
-__all__ = ["NAME_PATTERN", "Handler", "Tool", "ToolAnnotations", "tool", "utf16_len"]
+__all__ = ["NAME_PATTERN", "Handler", "In", "Out", "Tool", "ToolAnnotations", "utf16_len"]
 
 Handler = Callable[[Any, "Context"], "Any | Awaitable[Any]"]
 """`handler(args, ctx)`: sync or async; returns an output model, a dict, a str or a `ToolResult`."""
+
+In = TypeVar("In", bound=BaseModel, default=Any, covariant=True)
+"""The input model of a `Tool`: mypy checks the handler takes it."""
+Out = TypeVar("Out", bound=BaseModel, default=Any, covariant=True)
+"""The output model of a `Tool`, when it has one."""
+
+
+class ToolAnnotations(mcp_types.ToolAnnotations):
+    """MCP tool annotations, by the spec's camelCase names or their snake_case forms, both checked.
+
+    `ToolAnnotations(readOnlyHint=True)` and `ToolAnnotations(read_only_hint=True)` are the same;
+    a misspelt hint (`readonly=True`) is an error instead of being silently dropped, which the SDK's
+    own model would do.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
 
 # The spec's tool-name rule (2025-11-25 tools page): 1-128 characters of A-Z a-z 0-9 _ - .
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -35,9 +53,12 @@ def utf16_len(text: str) -> int:
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
 
-@dataclass(frozen=True, slots=True)
-class Tool:
-    """One tool of a server.
+@dataclass(frozen=True)
+class Tool(Generic[In, Out]):
+    """One tool of a server, generic in its input and output models (`Tool[OrderIn, Order]`).
+
+    mypy infers both from `input=` and `output=` and checks that `handler` takes the input model:
+    a handler written for another model is a type error, not a call-time surprise.
 
     Args:
         name: Unique per server; 1-128 of `A-Za-z0-9_-.` (the spec's rule).
@@ -63,11 +84,11 @@ class Tool:
 
     name: str
     description: str
-    input: type[BaseModel]
-    handler: Handler
+    input: type[In]
+    handler: Callable[[In, Context], Any]
     title: str | None = None
-    output: type[BaseModel] | None = None
-    annotations: ToolAnnotations | None = None
+    output: type[Out] | None = None
+    annotations: mcp_types.ToolAnnotations | None = None
     category: str | None = None
     keywords: Sequence[str] = ()
     mutating: bool = False
@@ -116,7 +137,7 @@ class Tool:
                     f"{', '.join(loose)} says otherwise; pass strict=False to let each model decide"
                 )
 
-    def listed_annotations(self) -> ToolAnnotations:
+    def listed_annotations(self) -> mcp_types.ToolAnnotations:
         """The annotations as listed: the author's values, conservative defaults for the rest."""
         given = self.annotations or ToolAnnotations()
         read_only = given.read_only_hint if given.read_only_hint is not None else not self.mutating
@@ -128,91 +149,7 @@ class Tool:
         if not read_only:  # the spec gives destructive/idempotent meaning only for tools that write
             filled["destructive_hint"] = True if given.destructive_hint is None else given.destructive_hint
             filled["idempotent_hint"] = False if given.idempotent_hint is None else given.idempotent_hint
-        return ToolAnnotations(**{k: v for k, v in filled.items() if v is not None})
-
-
-def tool(
-    name: str | None = None,
-    *,
-    description: str | None = None,
-    **options: Any,
-) -> Callable[[Callable[..., Any]], Tool]:
-    """Build a `Tool` from a typed function.
-
-    The function either takes one pydantic model (and optionally `ctx`), or plain typed
-    parameters that become the fields of a strict input model. The return annotation, when it
-    is a pydantic model, becomes the output model. The docstring is the default description.
-
-    >>> @tool()
-    ... def add(a: int, b: int) -> int:
-    ...     "Add two integers."
-    ...     return a + b
-    >>> add.name, sorted(add.input.model_fields)
-    ('add', ['a', 'b'])
-    """
-
-    def build(fn: Callable[..., Any]) -> Tool:
-        tool_name = name or fn.__name__
-        hints = {k: _described(v) for k, v in get_type_hints(fn, include_extras=True).items()}
-        params = [p for p in inspect.signature(fn).parameters.values() if p.name != "ctx"]
-        wants_ctx = "ctx" in inspect.signature(fn).parameters
-        ret = _bare(hints.get("return"))
-        output = ret if isinstance(ret, type) and issubclass(ret, BaseModel) else None
-        first = _bare(hints.get(params[0].name)) if len(params) == 1 else None
-        if isinstance(first, type) and issubclass(first, BaseModel):
-            input_model: type[BaseModel] = first
-
-            def call_with(args: BaseModel, ctx: Context) -> Any:
-                return fn(args, ctx=ctx) if wants_ctx else fn(args)
-        else:
-            fields: dict[str, Any] = {}
-            for p in params:
-                if p.name not in hints:
-                    raise DefinitionError(f"tool {tool_name!r}: parameter {p.name!r} needs a type annotation")
-                default = ... if p.default is inspect.Parameter.empty else p.default
-                fields[p.name] = (hints[p.name], default)
-            input_model = create_model(f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields)
-
-            def call_with(args: BaseModel, ctx: Context) -> Any:
-                kwargs = {k: getattr(args, k) for k in type(args).model_fields}
-                return fn(**kwargs, ctx=ctx) if wants_ctx else fn(**kwargs)
-
-        handler: Handler
-        if inspect.iscoroutinefunction(fn):
-
-            async def handler(args: Any, ctx: Context) -> Any:
-                return await call_with(args, ctx)
-        else:
-
-            def handler(args: Any, ctx: Context) -> Any:
-                return call_with(args, ctx)
-
-        return Tool(
-            name=tool_name,
-            description=description or inspect.getdoc(fn) or "",
-            input=input_model,
-            output=options.pop("output", output),
-            handler=handler,
-            **options,
-        )
-
-    return build
-
-
-def _bare(annotation: Any) -> Any:
-    """`T` for `Annotated[T, ...]`, else the annotation itself."""
-    return get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation
-
-
-def _described(annotation: Any) -> Any:
-    """`Annotated[T, "text"]` as `Annotated[T, Field(description="text")]` (FastMCP's shorthand)."""
-    if get_origin(annotation) is not Annotated:
-        return annotation
-    base, *extras = get_args(annotation)
-    if not any(isinstance(e, str) for e in extras):
-        return annotation
-    kept = [Field(description=e) if isinstance(e, str) else e for e in extras]
-    return Annotated[base, *kept]
+        return mcp_types.ToolAnnotations(**{k: v for k, v in filled.items() if v is not None})
 
 
 def _loose_models(model: type[BaseModel]) -> list[type[BaseModel]]:
@@ -239,3 +176,12 @@ def is_async_handler(handler: Handler) -> bool:
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
         getattr(handler, "__call__", None)  # noqa: B004 - callable objects
     )
+
+
+def __getattr__(name: str) -> Any:
+    """`mcpkit.definition.tool` moved to `mcpkit.decorator` (kept importable from here)."""
+    if name == "tool":
+        from mcpkit.decorator import tool
+
+        return tool
+    raise AttributeError(f"module 'mcpkit.definition' has no attribute {name!r}")

@@ -11,10 +11,14 @@
 `UNKNOWN_TOOL` is a protocol error (JSON-RPC -32602), not a tool result, as the spec says.
 Anything else a handler raises becomes `INTERNAL`: one generic sentence for the model, the
 detail for the operator's log only.
+
+Your own codes are subclasses: `class NotFound(ToolError): code = "NOT_FOUND"` (upper case, digits
+and `_`; `INTERNAL` and `UNKNOWN_TOOL` are mcpkit's own).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar, Literal
 
 __all__ = [
@@ -32,6 +36,10 @@ __all__ = [
 ErrorCode = Literal[
     "INVALID_PARAMS", "UNKNOWN_TOOL", "TOOL_ERROR", "REFUSED", "RATE_LIMITED", "TIMEOUT", "INTERNAL"
 ]
+"""mcpkit's own codes; a `ToolError` subclass may bring its own (any `str` matching `CODE_PATTERN`)."""
+
+CODE_PATTERN = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+_RESERVED_CODES = frozenset({"INTERNAL", "UNKNOWN_TOOL"})
 
 INTERNAL_MESSAGE = "The tool failed unexpectedly. The operator has the details; try again later."
 
@@ -50,18 +58,51 @@ class ToolError(McpkitError):
     Args:
         message: One short sentence the model may read. Never put exception text, SQL,
             paths or secrets in it.
-        retryable: Whether the same call may succeed later.
-        data: Small JSON-able detail for the client (sent in the result's `_meta`).
+        retryable: Whether the same call may succeed later; stated in the text the model reads.
+        data: JSON-able detail. It goes to the operator's log; the client sees it (in the result's
+            `_meta`) only when `expose_data` is true.
+        expose_data: Send `data` to the client too (default: the class's `expose_data`, False for
+            `ToolError` itself; mcpkit's own errors expose their stable reason codes).
     """
 
-    code: ClassVar[ErrorCode] = "TOOL_ERROR"
+    code: ClassVar[str] = "TOOL_ERROR"
     default_retryable: ClassVar[bool] = False
+    expose_data: ClassVar[bool] = False
 
-    def __init__(self, message: str, retryable: bool | None = None, data: Any = None) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not isinstance(cls.code, str) or not CODE_PATTERN.fullmatch(cls.code):
+            raise DefinitionError(
+                f"{cls.__name__}.code must be UPPER_CASE letters, digits and _, got {cls.code!r}"
+            )
+        if cls.code in _RESERVED_CODES:
+            raise DefinitionError(f"{cls.__name__}.code {cls.code!r} is reserved to mcpkit")
+        if cls.__module__.startswith("mcpkit.") and "expose_data" not in cls.__dict__:
+            # mcpkit's own errors carry machine-readable reason codes in `data`, meant for the client.
+            # (Transitional for subpackages that predate `expose_data`: they may set it themselves.)
+            cls.expose_data = True
+
+    def __init__(
+        self,
+        message: str,
+        retryable: bool | None = None,
+        data: Any = None,
+        *,
+        expose_data: bool | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.retryable = self.default_retryable if retryable is None else retryable
         self.data = data
+        self.data_for_client = type(self).expose_data if expose_data is None else expose_data
+
+    def model_text(self) -> str:
+        """What the model reads: the code, the message, and whether retrying may help."""
+        text = f"{self.code}: {self.message}"
+        lowered = self.message.lower()
+        if self.retryable and "retry" not in lowered and "try again" not in lowered:
+            text += " Retrying later may succeed."
+        return text
 
 
 class InvalidParams(ToolError):

@@ -28,10 +28,19 @@ class FindToolsIn(BaseModel):
 
 
 class FoundTool(BaseModel):
+    """One match, shaped as `tools/list` lists a tool (`inputSchema`, `outputSchema`, `annotations`)."""
+
+    model_config = ConfigDict(populate_by_name=True)
     name: str = Field(description="The tool's name, to call it with")
     title: str | None = Field(None, description="A human-readable name")
     description: str = Field(description="What the tool does")
-    input_schema: dict[str, object] = Field(description="The JSON Schema of its arguments")
+    input_schema: dict[str, object] = Field(
+        alias="inputSchema", description="The JSON Schema of its arguments"
+    )
+    output_schema: dict[str, object] | None = Field(
+        None, alias="outputSchema", description="The JSON Schema of its structured result, if any"
+    )
+    annotations: dict[str, object] | None = Field(None, description="Its behaviour hints")
 
 
 class FoundTools(BaseModel):
@@ -77,17 +86,7 @@ def find_tools_tool(server: Server) -> Tool:
             key=lambda item: (-item[0], item[1]),
         )
         hits = [t for s, _, t in ranked if s > 0][: args.limit]
-        return FoundTools(
-            tools=[
-                FoundTool(
-                    name=t.name,
-                    title=t.title,
-                    description=t.description,
-                    input_schema=server.compiled[t.name].wire.input_schema,
-                )
-                for t in hits
-            ]
-        )
+        return FoundTools(tools=[FoundTool.model_validate(server.compiled[t.name].listed) for t in hits])
 
     return Tool(
         name="find_tools",

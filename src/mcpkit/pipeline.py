@@ -141,6 +141,8 @@ async def record(call: Call, call_next: CallNext) -> Outcome:
     except ToolError as err:
         outcome = error_outcome(err)
         code = err.code
+        if err.data is not None:
+            call.record.setdefault("error_data", err.data)  # the operator always has it
     except OutputInvalid as exc:
         log.error("[%s] tool %r broke its output contract: %s", call.call_id, call.name, exc)
         outcome = internal_outcome()

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
 from pydantic import BaseModel, ValidationError
 
-from mcpkit.errors import INTERNAL_MESSAGE, ErrorCode, ToolError
+from mcpkit.errors import INTERNAL_MESSAGE, ToolError
 
 __all__ = ["META_PREFIX", "Outcome", "ToolResult", "error_outcome", "internal_outcome", "shape_output"]
 
@@ -25,11 +25,13 @@ class ToolResult:
         text: What the model reads. When omitted and `structured` is given, the compact JSON of it.
         structured: An instance of the tool's output model (or a dict that validates against it).
         content: Further content blocks (images, audio, embedded resources) after the text.
+        meta: Entries for the result's `_meta` (JSON-able; the `mcpkit/` prefix is mcpkit's own).
     """
 
     text: str | None = None
     structured: BaseModel | dict[str, Any] | None = None
     content: Sequence[types.ContentBlock] = ()
+    meta: Mapping[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -43,17 +45,19 @@ class Outcome:
         code: None for success, else the error code (errors usually arrive as raised `ToolError`s).
         retryable: For errors: may the same call succeed later.
         data: For errors: detail the model may see.
-        meta: Entries for the result's `_meta` (mcpkit's own go under `mcpkit/`).
+        meta: mcpkit's own `_meta` entries (sent under `mcpkit/`).
+        tool_meta: The handler's own `_meta` entries (`ToolResult.meta`), sent as given.
     """
 
     text: str | None
     structured: dict[str, Any] | None = None
     content: Sequence[types.ContentBlock | dict[str, Any]] = ()  # dicts: already in wire form
-    code: ErrorCode | None = None  # None: success
+    code: str | None = None  # None: success
     retryable: bool = False
     data: Any = None
     cached: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    tool_meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_error(self) -> bool:
@@ -62,13 +66,20 @@ class Outcome:
     def encode(self) -> bytes:
         """The model-visible part of a successful result, as bytes a cache can keep."""
         blocks = [_dump_block(b) for b in self.content]
-        return json.dumps({"text": self.text, "structured": self.structured, "content": blocks}).encode()
+        return json.dumps(
+            {"text": self.text, "structured": self.structured, "content": blocks, "meta": self.tool_meta}
+        ).encode()
 
     @classmethod
     def decode(cls, data: bytes) -> Outcome:
         """The inverse of `encode`."""
         raw = json.loads(data)
-        return cls(text=raw["text"], structured=raw["structured"], content=raw["content"])
+        return cls(
+            text=raw["text"],
+            structured=raw["structured"],
+            content=raw["content"],
+            tool_meta=raw.get("meta", {}),
+        )
 
     def scrubbed(self, scrub: Callable[[Any], Any]) -> Outcome:
         """This outcome with `scrub` applied to everything the client receives (secret values out)."""
@@ -81,6 +92,7 @@ class Outcome:
             data=scrub(self.data),
             cached=self.cached,
             meta=scrub(self.meta),
+            tool_meta=scrub(self.tool_meta),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -89,7 +101,7 @@ class Outcome:
         Built as a plain dict: the SDK accepts one, and skipping the pydantic round trip is a measurable
         share of a trivial call.
         """
-        meta = {f"{META_PREFIX}{k}": v for k, v in self.meta.items()}
+        meta = {**self.tool_meta, **{f"{META_PREFIX}{k}": v for k, v in self.meta.items()}}
         if self.code is not None:
             error: dict[str, Any] = {"code": self.code, "retryable": self.retryable}
             if self.data is not None:
@@ -129,8 +141,10 @@ def shape_output(value: Any, output: type[BaseModel] | None) -> Outcome:
     text: str | None = None
     structured: Any = None
     content: Sequence[types.ContentBlock] = ()
+    tool_meta: dict[str, Any] = {}
     if isinstance(value, ToolResult):
         text, structured, content = value.text, value.structured, value.content
+        tool_meta = _tool_meta(value.meta)
     elif output is not None or isinstance(value, BaseModel | dict):
         structured = value
     elif isinstance(value, str):
@@ -166,7 +180,15 @@ def shape_output(value: Any, output: type[BaseModel] | None) -> Outcome:
         )
     if text is None and (data is not None or not content):
         text = _compact_json(data) if data is not None else ""
-    return Outcome(text=text, structured=data, content=content)
+    return Outcome(text=text, structured=data, content=content, tool_meta=tool_meta)
+
+
+def _tool_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    if not meta:
+        return {}
+    if any(not isinstance(k, str) or k.startswith(META_PREFIX) for k in meta):
+        raise OutputInvalid(f"ToolResult.meta keys must be strings outside mcpkit's {META_PREFIX!r} prefix")
+    return dict(json.loads(_json_text(dict(meta))))
 
 
 def _json_text(value: Any) -> str:
@@ -181,8 +203,13 @@ class OutputInvalid(Exception):
 
 
 def error_outcome(err: ToolError) -> Outcome:
-    """A model-visible error result with its stable code."""
-    return Outcome(text=f"{err.code}: {err.message}", code=err.code, retryable=err.retryable, data=err.data)
+    """A model-visible error result with its stable code (its `data` only when exposed)."""
+    return Outcome(
+        text=err.model_text(),
+        code=err.code,
+        retryable=err.retryable,
+        data=err.data if err.data_for_client else None,
+    )
 
 
 def internal_outcome() -> Outcome:

@@ -15,7 +15,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server as LowLevelServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from mcpkit.cache import Cache, MemoryCache, RedisCache, ResultCache
+from mcpkit.cache import Cache, DataCache, Invalidated, MemoryCache, RedisCache, ResultCache
 from mcpkit.context import ClientInfo, Context
 from mcpkit.definition import Tool
 from mcpkit.egress import EgressPolicy, GuardedClient, OAuth2ClientCredentials
@@ -47,6 +47,11 @@ class CompiledTool:
     wire: types.Tool
     recursive_defs: tuple[str, ...]
     allowed_secrets: frozenset[str]
+
+    @property
+    def listed(self) -> dict[str, Any]:
+        """The tool as `tools/list` lists it, in wire JSON."""
+        return self.wire.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class Server:
@@ -184,6 +189,7 @@ class Server:
         shared = redis_url or env.get(REDIS_URL_ENV) or None
         self.cache: Cache = MemoryCache() if shared is None else RedisCache(shared)
         self.result_cache = ResultCache(name, self.cache, self._available.values())
+        self.data_cache = DataCache(name, self.cache)
         self.rate_limit = RateLimit(RateLimiter(name, shared), rate_limit_per_min, on_limit_outage)
         if isinstance(middleware, str) or not all(callable(m) for m in middleware):
             raise DefinitionError("middleware is a list of async (call, call_next) callables")
@@ -234,8 +240,8 @@ class Server:
         """Release what the server holds open (the egress connection pool)."""
         await self.egress.aclose()
 
-    async def invalidate(self, tool_pattern: str = "*") -> int:
-        """Drop cached results of tools whose names match the glob; returns how many entries went."""
+    async def invalidate(self, tool_pattern: str = "*") -> Invalidated:
+        """Drop cached results of tools whose names match the glob; says which entries went."""
         return await self.result_cache.invalidate(tool_pattern)
 
     def available_tools(self) -> list[Tool]:
@@ -308,6 +314,7 @@ class Server:
                 request_id=ctx.request_id,
                 min_client_level=self.client_log_level,
                 redactor=self.redactor,
+                cache=self.data_cache,
             ),
             identity=principal or (f"{client.name}/{client.version}" if client else "anonymous"),
             redactor=self.redactor,

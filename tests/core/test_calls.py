@@ -55,7 +55,7 @@ def explode_sync(args: Loose, ctx: Context) -> str:
 
 
 async def refuse(args: Loose, ctx: Context) -> str:
-    raise ToolError("That account is closed.", retryable=False, data={"hint": "open one"})
+    raise ToolError("That account is closed.", retryable=False, data={"hint": "open one"}, expose_data=True)
 
 
 async def wrong_output(args: Loose, ctx: Context) -> dict[str, object]:

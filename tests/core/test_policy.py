@@ -248,7 +248,7 @@ async def test_find_tools_reaches_tools_beyond_the_list_limit() -> None:
     assert listed == ["tool_0", "tool_1", "tool_2", "find_tools"]
     hits = found.structured_content["tools"]  # type: ignore[index]
     assert hits[0]["name"] == "refund_invoice"
-    assert hits[0]["input_schema"]["type"] == "object"
+    assert hits[0]["inputSchema"]["type"] == "object"
     assert text_of(called) == "refunded"
 
 
