@@ -100,6 +100,8 @@ def http_app(
     Layers, outermost first: the request guard (repeated headers 400, draining 503, body size and
     time), bearer authentication, `RequireAuth` (401/403), the per-caller gate (concurrency and
     session quota, keyed on the verified principal or the connection), the SDK's transport.
+    Serve it with `run_http` (or `mcpkit ... --transport http`): that adds the head timeout and the
+    drain that lets SSE answers finish; under another ASGI server those are that server's business.
 
     Args:
         server: The server.

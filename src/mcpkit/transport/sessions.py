@@ -41,6 +41,10 @@ class SessionManager(StreamableHTTPSessionManager):
         """Sessions open now: all of them, or those `caller` opened."""
         return len(self._server_instances) if caller is None else self._held[caller]
 
+    def callers(self) -> dict[str, int]:
+        """Open sessions per caller (those that opened at least one still open)."""
+        return dict(self._held)
+
     def at_quota(self, caller: str) -> bool:
         """Whether `caller` may not open another session."""
         return self.max_per_client is not None and self._held[caller] >= self.max_per_client
