@@ -27,6 +27,7 @@ from sqlalchemy.engine import make_url
 
 from mcpkit.context import Context
 from mcpkit.errors import Refused
+from mcpkit.sql.checks import inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, MysqlLogin, RoleMap, session_setup, verify_roles
@@ -69,6 +70,8 @@ def rls(pg_url: str) -> Iterator[RlsDb]:
             f"CREATE FUNCTION {s}.all_notes() RETURNS SETOF text LANGUAGE sql STABLE SECURITY DEFINER"
             f" AS $$ SELECT note FROM {s}.accounts $$"
         )
+        # As `mcpkit sql grant` and the start-up check tell an operator; a test grants it back.
+        c.execute(f"REVOKE EXECUTE ON FUNCTION {s}.all_notes() FROM PUBLIC")
         c.execute(f"CREATE VIEW {s}.owner_view AS SELECT * FROM {s}.accounts")  # owner bypasses RLS
         c.execute(
             f"CREATE VIEW {s}.invoker_view WITH (security_invoker = true) AS SELECT * FROM {s}.accounts"
@@ -185,13 +188,29 @@ def test_no_query_reaches_the_other_principals_rows(router: IdentityRouter, rls:
     )
 
 
-def test_security_definer_functions_are_refused_and_would_leak(router: IdentityRouter, rls: RlsDb) -> None:
+def test_security_definer_functions_are_refused_and_would_leak(
+    router: IdentityRouter, rls: RlsDb, pg_url: str
+) -> None:
     alice = router.for_context(_ctx("alice"))
-    assert _outcome(alice, "SELECT * FROM all_notes()") == "refused volatile_function"
-    # The same role without the definer check: the function reads past row-level security.
-    plain = SqlService(alice.engine, timeout_s=3.0, catalog=PostgresCatalog(alice.engine))
-    leaked = _outcome(plain, "SELECT * FROM all_notes()")
-    assert isinstance(leaked, QueryResult) and any("amer-secret" in c for c in _cells(leaked))
+    with pg_admin(pg_url) as c:
+        c.execute(f"GRANT EXECUTE ON FUNCTION {rls.schema}.all_notes() TO PUBLIC")
+    try:
+        # The start-up check refuses a role that can run it, naming the REVOKE that fixes it.
+        assert isinstance(alice.engine, SqlEngine)
+        found = [f.line() for f in inspect_account(alice.engine).findings]
+        assert any(
+            f"function {rls.schema}.all_notes() runs as its owner" in f
+            and f"REVOKE EXECUTE ON FUNCTION {rls.schema}.all_notes() FROM PUBLIC" in f
+            for f in found
+        ), found
+        assert _outcome(alice, "SELECT * FROM all_notes()") == "refused volatile_function"
+        # The same role without the definer check: the function reads past row-level security.
+        plain = SqlService(alice.engine, timeout_s=3.0, catalog=PostgresCatalog(alice.engine))
+        leaked = _outcome(plain, "SELECT * FROM all_notes()")
+        assert isinstance(leaked, QueryResult) and any("amer-secret" in c for c in _cells(leaked))
+    finally:
+        with pg_admin(pg_url) as c:
+            c.execute(f"REVOKE EXECUTE ON FUNCTION {rls.schema}.all_notes() FROM PUBLIC")
 
 
 def test_verify_roles(router: IdentityRouter, rls: RlsDb) -> None:

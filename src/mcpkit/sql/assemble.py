@@ -87,6 +87,7 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
         router = IdentityRouter(
             service, roles, anonymous="account" if args.transport == "stdio" else "refuse"
         )
+        router.verify(allow=[*args.allow, *(["superuser"] if args.allow_superuser else [])])
         stack.callback(router.close)
     reports: list[Tool] = []
     source = args.reports or (str(DEMO_REPORTS) if args.demo else None)

@@ -47,7 +47,16 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="refuse queries the planner estimates above N (PostgreSQL, MySQL cost; MariaDB rows examined)",
     )
-    p.add_argument("--allow-superuser", action="store_true", help="serve even as a superuser account")
+    p.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="accept one start-up finding: superuser, table-owner, create-schema, bypassrls, "
+        "read-all-stats, function:SCHEMA.NAME, extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME "
+        "(repeatable; each is logged as a warning)",
+    )
+    p.add_argument("--allow-superuser", action="store_true", help="the same as --allow superuser")
     p.add_argument("-v", "--verbose", action="store_true", help="log admitted SQL and details to stderr")
 
 
@@ -102,7 +111,8 @@ def _demo_dsn() -> str:
 def _service(args: argparse.Namespace, max_rows: int) -> SqlService:
     engine = SqlEngine(_demo_dsn() if args.demo else args.dsn)
     try:
-        ensure_safe_account(inspect_account(engine), allow_superuser=args.allow_superuser)
+        report = inspect_account(engine, allowed=args.allow)
+        ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
     except (QueryFailed, QueryTimeout) as exc:
         engine.close()
         raise SqlConfigError(
@@ -153,7 +163,8 @@ def _doctor(args: argparse.Namespace) -> int:
 
     engine = SqlEngine(_demo_dsn() if args.demo else args.dsn)
     try:
-        checks = diagnose(engine, timeout_s=min(args.timeout, 2.0))
+        allow = [*args.allow, *(["superuser"] if args.allow_superuser else [])]
+        checks = diagnose(engine, timeout_s=min(args.timeout, 2.0), allow=allow)
     finally:
         engine.close()
     for check in checks:

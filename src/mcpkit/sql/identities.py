@@ -276,6 +276,22 @@ class IdentityRouter:
                 )
             return self._services[role]
 
+    def verify(self, allow: Collection[str] = ()) -> None:
+        """Run the start-up least-privilege check as every mapped role (after its SET ROLE, or
+        logged in as it), as the server's own account is checked.
+
+        Raises:
+            SqlConfigError: a role holds what a reader must not (one line per finding).
+        """
+        from mcpkit.sql.checks import ensure_safe_account, inspect_account
+
+        for role in sorted(self.roles.roles):
+            engine = self._engine(role)
+            try:
+                ensure_safe_account(inspect_account(engine, "verify-role", allow), allow=allow)
+            finally:
+                engine.close()
+
     def for_context(self, ctx: Context) -> SqlService:
         """The service of the caller of a tool call."""
         groups = self.groups_of(ctx) if self.groups_of is not None else ctx.groups

@@ -145,7 +145,7 @@ class SqliteProfile(Profile):
             return "connection"
         return "other"
 
-    def inspect(self, conn: Connection, url: URL) -> AccountReport:
+    def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """The SQLite version and whether this process could write the file (mcpkit never does)."""
         version = str(conn.execute(text("SELECT sqlite_version()")).scalar())
         path = url.database or ""

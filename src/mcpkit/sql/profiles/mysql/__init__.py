@@ -23,9 +23,9 @@ class MysqlProfile(MysqlSession):
     forever_sql = "SELECT SLEEP(100000)"  # MariaDB caps recursive CTEs at max_recursive_iterations
     costed = True
 
-    def inspect(self, conn: Connection, url: URL) -> AccountReport:
-        """SUPER/FILE/admin privileges and writable tables of the login."""
-        return inspect_mysql(conn)
+    def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
+        """Server-wide privileges, DEFINER routines it can execute, writable tables of the login."""
+        return inspect_mysql(conn, allowed)
 
     def readable(self, conn: Connection) -> Readable:
         """`information_schema.TABLES` lists exactly what the login can see."""

@@ -33,9 +33,10 @@ class PostgresProfile(PostgresSession):
     forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
     costed = True
 
-    def inspect(self, conn: Connection, url: URL) -> AccountReport:
-        """Superuser, file roles, writable tables of the role the calls run as."""
-        return inspect_postgres(conn)
+    def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
+        """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous
+        function (`routes.audit_routes`) of the role the calls run as."""
+        return inspect_postgres(conn, allowed)
 
     def readable(self, conn: Connection) -> Readable:
         """Relations the role can read (or read some columns of), with `reltuples` estimates."""
