@@ -192,6 +192,22 @@ class Profile:
         """The estimate in the plan document `explain` returned."""
         raise SqlConfigError(f"{self.name}: the planner states no estimate")
 
+    # --- administration -----------------------------------------------------------------
+
+    def grant(self, conn: Connection, role: str, tables: Sequence[str], password: str) -> list[str]:
+        """The SQL an administrator runs to create a reader `role` for `tables` that starts clean.
+
+        Args:
+            conn: An administrator's connection (nothing is committed).
+            role: The new role or login name.
+            tables: `schema.table` or `table` names.
+            password: The login's password.
+
+        Raises:
+            SqlConfigError: this database has no roles, or the names are unusable.
+        """
+        raise SqlConfigError(f"{self.name}: mcpkit cannot write grants for this database")
+
     # --- identities ------------------------------------------------------------------------
 
     def role_setup(self, role: str) -> str | None:

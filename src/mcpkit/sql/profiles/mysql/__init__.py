@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 
+from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import AccountReport, Readable, quote_role
 from mcpkit.sql.profiles.mysql.account import inspect_mysql
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
@@ -39,6 +41,23 @@ class MysqlProfile(MysqlSession):
     def cost(self, document: Any) -> float:
         """MySQL's cost, MariaDB's estimated rows examined (`mysql_cost`)."""
         return mysql_cost(document)
+
+    def grant(self, conn: Connection, role: str, tables: Sequence[str], password: str) -> list[str]:
+        """CREATE USER and SELECT on each table: no EXECUTE, so no DEFINER routine is reachable."""
+        quote_role(role)
+        default = conn.execute(text("SELECT DATABASE()")).scalar()
+        script = [f"CREATE USER '{role}'@'%' IDENTIFIED BY '{password}'"]
+        for name in tables:
+            schema, _, table = name.rpartition(".")
+            schema = schema or str(default or "")
+            found = conn.execute(
+                text("SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = :s AND TABLE_NAME = :t"),
+                {"s": schema, "t": table},
+            ).first()
+            if found is None:
+                raise SqlConfigError(f"no table or view {schema}.{table}")
+            script.append(f"GRANT SELECT ON `{schema}`.`{table}` TO '{role}'@'%'")
+        return script
 
     def role_setup(self, role: str) -> str | None:
         """None: each role has its own login, from the secrets store."""
