@@ -4,7 +4,8 @@ The PostgreSQL fixture is a database the way an operator builds one: tables owne
 application role that may signal backends, helper functions that call a side-effecting one
 (`app.side()`: SECURITY DEFINER, it terminates every session of a canary role and burns a
 transaction id), and an operator, a cast, an aggregate, a domain, views, an RLS policy, a default
-argument, attribute notation, a plpgsql function labelled STABLE, an SQL-standard body, a view
+argument, attribute notation, a plpgsql function labelled STABLE, an SQL-standard body, a range
+type whose subtype_diff the planner runs with no EXECUTE check, a view
 over txid_current() and pg_stat_activity, and the trusted extensions tablefunc and xml2, all
 reaching it. The reader was granted SELECT on the schema's tables, as operators do.
 
@@ -74,6 +75,12 @@ CREATE FUNCTION app.liar() RETURNS boolean LANGUAGE plpgsql STABLE
   AS $$ BEGIN RETURN app.side(); END $$;
 CREATE FUNCTION app.atomic_xid() RETURNS bigint LANGUAGE sql STABLE BEGIN ATOMIC SELECT txid_current(); END;
 CREATE VIEW app.vx AS SELECT txid_current() AS x;
+CREATE FUNCTION app.fdiff(a float8, b float8) RETURNS float8 LANGUAGE plpgsql IMMUTABLE
+  AS $$ BEGIN PERFORM app.side(); RETURN a - b; END $$;
+CREATE TYPE app.frange AS RANGE (SUBTYPE = float8, SUBTYPE_DIFF = app.fdiff);
+CREATE TABLE app.rt (r app.frange);
+INSERT INTO app.rt SELECT app.frange(g, g + 1) FROM generate_series(1, 500) g;
+ANALYZE app.rt;
 CREATE VIEW app.act AS SELECT pid, query FROM pg_stat_activity;
 """
 
@@ -93,6 +100,7 @@ PG_ROUTES = {
     "atomic_body_xid": "SELECT app.atomic_xid() AS x",
     "view_burns_xid": "SELECT x FROM app.vx",
     "view_shows_sessions": "SELECT query FROM app.act",
+    "range_subtype_diff_in_planner": "SELECT count(*) AS n FROM app.rt WHERE r && app.frange(10, 20)",
     "crosstab_string_sql": "SELECT * FROM crosstab('SELECT app.side()::text, ''a''::text, ''b''::text')"
     " AS c(r text, a text)",
     "connectby_string_sql": "SELECT * FROM connectby('(SELECT app.side()::text AS k, NULL::text AS p) s',"
@@ -104,7 +112,8 @@ PG_ROUTES = {
 PG_NAMED = [
     "function app.side() runs as its owner",
     "function app.plus(text,text) is VOLATILE",
-    "function app.agg runs app.tf as its owner, with no EXECUTE check",
+    "function app.agg runs app.tf with no EXECUTE check",
+    "relation app.rt runs app.fdiff with no EXECUTE check",
     "function app.tomy(integer) is VOLATILE",
     "function app.dcheck(text) is VOLATILE",
     "function app.vf() is VOLATILE",
@@ -233,6 +242,7 @@ OPT_INS = [
     ("function:app.plus", "operator"),
     ("extension:tablefunc", "crosstab_string_sql"),
     ("function:app.liar", "stable_label_lies"),
+    ("relation:app.rt", "range_subtype_diff_in_planner"),
 ]
 
 

@@ -10,7 +10,9 @@ tests/sql/test_sql_enforcement.py):
 - an aggregate: EXECUTE on the aggregate against the caller, but its transition, final and
   combine functions against the aggregate's *owner*, so revoking them closes nothing; the
   aggregate itself must not be executable;
-- a range type's subtype_diff runs inside the planner with no EXECUTE check at all.
+- a range type's subtype_diff runs inside the planner with no EXECUTE check at all, whenever a
+  readable column of that type has statistics (even under EXPLAIN), so a readable relation with
+  such a column counts as calling it.
 
 So the audit walks, from everything the role can use (readable relations, executable functions,
 operators, casts, types), the node trees PostgreSQL stores (view rules, policy quals, domain
@@ -53,6 +55,11 @@ UNION ALL SELECT 'type', c.contypid, m[1], m[2]::oid FROM pg_constraint c,
   LATERAL {_TREE.format(tree="coalesce(c.conbin::text, '')")} m WHERE c.contypid <> 0
 UNION ALL SELECT 'type', t.oid, 'resulttype', t.typbasetype FROM pg_type t WHERE t.typtype = 'd'
 UNION ALL SELECT 'type', r.rngtypid, 'component', r.rngsubdiff FROM pg_range r WHERE r.rngsubdiff <> 0
+UNION ALL SELECT 'type', r.rngmultitypid, 'resulttype', r.rngtypid FROM pg_range r
+UNION ALL SELECT 'type', t.oid, 'resulttype', t.typelem FROM pg_type t
+  WHERE t.oid >= 16384 AND t.typelem <> 0 AND t.typcategory = 'A'
+UNION ALL SELECT 'rel', a.attrelid, 'resulttype', a.atttypid FROM pg_attribute a
+  WHERE a.attrelid >= 16384 AND a.attnum > 0 AND NOT a.attisdropped AND a.atttypid >= 16384
 UNION ALL SELECT 'fn', p.oid, m[1], m[2]::oid FROM pg_proc p,
   LATERAL {_TREE.format(tree="coalesce(p.proargdefaults::text, '') || coalesce(p.prosqlbody::text, '')")} m
 UNION ALL SELECT 'fn', p.oid, 'resulttype', a.t FROM pg_proc p, unnest(p.proargtypes::oid[]) a(t)
@@ -79,6 +86,8 @@ SELECT p.oid, n.nspname, p.proname, p.oid::regprocedure::text, p.prokind,
   p.provolatile, p.prosecdef, coalesce(array_to_string(p.proconfig, ','), ''), l.lanname,
   p.prosqlbody IS NOT NULL, e.extname, has_function_privilege(p.oid, 'EXECUTE'),
   pg_has_role(p.proowner, 'USAGE'), has_schema_privilege(n.oid, 'USAGE'),
+  EXISTS (SELECT 1 FROM pg_depend g WHERE g.classid = 'pg_proc'::regclass AND g.objid = p.oid
+          AND g.deptype = 'i' AND g.refclassid = 'pg_type'::regclass),
   ARRAY(SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text) END
         FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
         WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
@@ -134,6 +143,7 @@ class Fn:
     executable: bool
     owned: bool
     visible: bool
+    generated: bool
     grantees: tuple[str, ...]
 
     @property
@@ -153,7 +163,8 @@ class Fn:
             return f"runs SQL from a string or another server (extension {self.extension})"
         if self.volatility == "v" and self.name not in HARMLESS_VOLATILE:
             return "is VOLATILE"
-        if self.extension is None and self.kind in ("f", "w") and not self.atomic:
+        # CREATE TYPE's own constructors (range, multirange) are generated, not written.
+        if self.extension is None and self.kind in ("f", "w") and not (self.atomic or self.generated):
             return (
                 f"is written in {self.language} (PostgreSQL does not track what its body calls, so its "
                 f"{'STABLE' if self.volatility == 's' else 'IMMUTABLE'} label cannot be verified)"
@@ -178,7 +189,7 @@ _LABEL: Final = {"fn": "function", "rel": "relation", "op": "operator", "cast": 
 def _fn(r: Any) -> Fn:
     return Fn(
         int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]), bool(r[6]), str(r[7]), str(r[8]),
-        bool(r[9]), r[10], bool(r[11]), bool(r[12]), bool(r[13]), tuple(r[14]),
+        bool(r[9]), r[10], bool(r[11]), bool(r[12]), bool(r[13]), bool(r[14]), tuple(r[15]),
     )  # fmt: skip
 
 
@@ -244,7 +255,7 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
             if fn is None or hazard is None:
                 continue
             if fn.catalog or not checked or (fn.executable and not fn.visible):
-                how = "" if checked else " as its owner, with no EXECUTE check"
+                how = "" if checked else " with no EXECUTE check (aggregate component or range subtype_diff)"
                 message = f"{label} {name} runs {fn.schema}.{fn.name}{how}, which {hazard}"
                 findings.append(Finding("route", message, fix, f"{label}:{name}"))
                 break
