@@ -54,6 +54,8 @@ def pg_env(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Db
             f"CREATE FUNCTION {schema}.bump_audit() RETURNS int LANGUAGE sql VOLATILE AS "
             f"$$ INSERT INTO {schema}.audit_log (note) VALUES ('bumped') RETURNING id $$"
         )
+        # As `mcpkit sql grant` tells an operator: a reader must not be able to run it.
+        c.execute(f"REVOKE EXECUTE ON FUNCTION {schema}.bump_audit() FROM PUBLIC")
         for role in (ro, rw):
             c.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
             c.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {role}")

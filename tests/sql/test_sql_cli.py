@@ -48,11 +48,19 @@ def test_query_usage_errors_exit_2(tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_query_refuses_a_superuser_unless_allowed(pg_url: str) -> None:
+def test_query_refuses_a_superuser_and_allow_superuser_accepts_only_that(pg_url: str) -> None:
     refused = mcpkit("query", "--dsn", pg_url, "SELECT 1 AS one")
-    assert refused.returncode == 2 and "superuser" in refused.stderr
+    assert (
+        refused.returncode == 2 and "ALTER ROLE postgres NOSUPERUSER (or --allow superuser)" in refused.stderr
+    )
+    # Before, --allow-superuser switched every check off; now what the superuser owns still counts.
     allowed = mcpkit("query", "--dsn", pg_url, "--allow-superuser", "SELECT 1 AS one")
-    assert allowed.returncode == 0 and "| one |" in allowed.stdout
+    assert (
+        allowed.returncode == 2
+        and "NOSUPERUSER" not in allowed.stderr
+        and "can CREATE in schema" in allowed.stderr
+    )
+    assert "Traceback" not in allowed.stderr
 
 
 def test_functions_allowlist(tmp_path: Path) -> None:
@@ -70,7 +78,7 @@ def test_doctor_demo_ok() -> None:
     assert names == [
         "reachable",
         "dialect",
-        "superuser",
+        "least privilege",
         "writable tables",
         "read-only session",
         "statement timeout",
@@ -81,7 +89,9 @@ def test_doctor_demo_ok() -> None:
 @pytest.mark.postgres
 def test_doctor_fails_on_a_superuser_and_passes_read_only_role(pg_url: str, pg_env: DbEnv) -> None:
     su = mcpkit("doctor", "--dsn", pg_url)
-    assert su.returncode == 1 and su.stdout.splitlines()[2].startswith("fail superuser")
+    assert su.returncode == 1 and su.stdout.splitlines()[2].startswith(
+        "fail least privilege: role postgres is a"
+    )
     ro = mcpkit("doctor", "--dsn", pg_env.ro_url)
     assert ro.returncode == 0, ro.stdout
     assert all(line.startswith("ok") for line in ro.stdout.splitlines())

@@ -80,13 +80,17 @@ def test_postgres_accounts(pg_env: DbEnv, caplog: pytest.LogCaptureFixture) -> N
     report = inspect_account(admin)
     admin.close()
     assert report.superuser and report.superuser_reason == "rolsuper"
-    with pytest.raises(SqlConfigError, match="superuser"):
+    with pytest.raises(SqlConfigError, match="NOSUPERUSER"):
         ensure_safe_account(report)
-    ensure_safe_account(report, allow_superuser=True)
+    # --allow-superuser accepts the role attribute only: what the superuser owns stays refused.
+    with pytest.raises(SqlConfigError) as caught:
+        ensure_safe_account(report, allow_superuser=True)
+    assert "NOSUPERUSER" not in str(caught.value) and "owns" in str(caught.value)
 
     ro = SqlEngine(pg_env.ro_url)
     ro_report = inspect_account(ro)
     assert not ro_report.superuser and ro_report.writable == [] and ro_report.user == pg_env.ro_user
+    assert ro_report.findings == []
     assert probe_read_only(ro).ok and probe_timeout(ro).ok
     ro.close()
 
@@ -94,9 +98,11 @@ def test_postgres_accounts(pg_env: DbEnv, caplog: pytest.LogCaptureFixture) -> N
     rw_report = inspect_account(rw)
     rw.close()
     assert f"{pg_env.schema}.sales_demo" in rw_report.writable
-    with caplog.at_level(logging.WARNING, logger="mcpkit.sql"):
+    with pytest.raises(SqlConfigError, match=f"REVOKE CREATE ON SCHEMA {pg_env.schema} FROM"):
         ensure_safe_account(rw_report)
-    assert "can write" in caplog.text
+    with caplog.at_level(logging.WARNING, logger="mcpkit.sql"):
+        ensure_safe_account(rw_report, allow=["create-schema"])
+    assert "can write" in caplog.text and "as --allow create-schema asked" in caplog.text
 
 
 @pytest.mark.mysql
@@ -105,12 +111,12 @@ def test_mysql_accounts(mysql_env: DbEnv) -> None:
     report = inspect_account(admin)
     admin.close()
     assert report.superuser and "SUPER" in (report.superuser_reason or "")
-    with pytest.raises(SqlConfigError):
+    with pytest.raises(SqlConfigError, match=r"REVOKE FILE ON \*\.\*"):
         ensure_safe_account(report)
 
     ro = SqlEngine(mysql_env.ro_url)
     ro_report = inspect_account(ro)
-    assert not ro_report.superuser and ro_report.writable == []
+    assert not ro_report.superuser and ro_report.writable == [] and ro_report.findings == []
     assert probe_read_only(ro).ok and probe_timeout(ro).ok
     ro.close()
 

@@ -9,6 +9,7 @@ SECURITY DEFINER functions, owner views, statistics, ...).
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sys
 import time
@@ -24,9 +25,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.engine import make_url
+from sqlglot import exp
 
 from mcpkit.context import Context
 from mcpkit.errors import Refused
+from mcpkit.sql.admission import Admitted
+from mcpkit.sql.checks import inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, MysqlLogin, RoleMap, session_setup, verify_roles
@@ -51,8 +55,8 @@ def rls(pg_url: str) -> Iterator[RlsDb]:
     s, emea, amer, svc = f"mcpkit_rls_{tag}", f"mcpkit_emea_{tag}", f"mcpkit_amer_{tag}", f"mcpkit_svc_{tag}"
     with pg_admin(pg_url) as c:
         c.execute(f"CREATE SCHEMA {s}")
-        c.execute(f"CREATE ROLE {emea} NOLOGIN")
-        c.execute(f"CREATE ROLE {amer} NOLOGIN")
+        c.execute(f"CREATE ROLE {emea} LOGIN")  # one login per principal's role
+        c.execute(f"CREATE ROLE {amer} LOGIN")
         c.execute(f"CREATE ROLE {svc} LOGIN NOINHERIT")
         c.execute(f"GRANT {emea}, {amer} TO {svc}")
         c.execute(f"CREATE TABLE {s}.accounts (id int PRIMARY KEY, region text NOT NULL, note text NOT NULL)")
@@ -69,13 +73,16 @@ def rls(pg_url: str) -> Iterator[RlsDb]:
             f"CREATE FUNCTION {s}.all_notes() RETURNS SETOF text LANGUAGE sql STABLE SECURITY DEFINER"
             f" AS $$ SELECT note FROM {s}.accounts $$"
         )
+        # As `mcpkit sql grant` and the start-up check tell an operator; a test grants it back.
+        c.execute(f"REVOKE EXECUTE ON FUNCTION {s}.all_notes() FROM PUBLIC")
         c.execute(f"CREATE VIEW {s}.owner_view AS SELECT * FROM {s}.accounts")  # owner bypasses RLS
         c.execute(
             f"CREATE VIEW {s}.invoker_view WITH (security_invoker = true) AS SELECT * FROM {s}.accounts"
         )
         c.execute(f"GRANT SELECT ON {s}.invoker_view TO {emea}, {amer}")
         c.execute(f"ANALYZE {s}.accounts")
-        c.execute(f"ALTER ROLE {svc} SET search_path = {s}")
+        for role in (svc, emea, amer):
+            c.execute(f"ALTER ROLE {role} SET search_path = {s}")
     url = make_url(pg_url).set(username=svc, password=None).render_as_string(hide_password=False)
     yield RlsDb(url, s, emea, amer)
     with pg_admin(pg_url) as c:
@@ -89,11 +96,31 @@ def rls(pg_url: str) -> Iterator[RlsDb]:
             c.execute(f"DROP ROLE {role}")
 
 
+def _secrets(rls: RlsDb) -> dict[str, str]:
+    """The secrets store of the role map's logins (trust authentication: no passwords)."""
+    return {"EMEA_USER": rls.emea, "EMEA_PASSWORD": "", "AMER_USER": rls.amer, "AMER_PASSWORD": ""}
+
+
+_LOGINS_YAML = (
+    "logins:\n  {emea}: {{user: EMEA_USER, password: EMEA_PASSWORD}}\n"
+    "  {amer}: {{user: AMER_USER, password: AMER_PASSWORD}}\n"
+)
+
+
+def _logins(rls: RlsDb) -> dict[str, MysqlLogin]:
+    return {
+        rls.emea: MysqlLogin("EMEA_USER", "EMEA_PASSWORD"),
+        rls.amer: MysqlLogin("AMER_USER", "AMER_PASSWORD"),
+    }
+
+
 @pytest.fixture(scope="module")
 def router(rls: RlsDb) -> Iterator[IdentityRouter]:
     engine = SqlEngine(rls.url)
-    roles = RoleMap(principals={"alice": rls.emea, "bob": rls.amer}, groups={"amer-team": rls.amer})
-    r = IdentityRouter(SqlService(engine, timeout_s=3.0, max_rows=500), roles)
+    roles = RoleMap(
+        principals={"alice": rls.emea, "bob": rls.amer}, groups={"amer-team": rls.amer}, logins=_logins(rls)
+    )
+    r = IdentityRouter(SqlService(engine, timeout_s=3.0, max_rows=500), roles, secret=_secrets(rls).get)
     yield r
     r.close()
     engine.close()
@@ -185,13 +212,29 @@ def test_no_query_reaches_the_other_principals_rows(router: IdentityRouter, rls:
     )
 
 
-def test_security_definer_functions_are_refused_and_would_leak(router: IdentityRouter, rls: RlsDb) -> None:
+def test_security_definer_functions_are_refused_and_would_leak(
+    router: IdentityRouter, rls: RlsDb, pg_url: str
+) -> None:
     alice = router.for_context(_ctx("alice"))
-    assert _outcome(alice, "SELECT * FROM all_notes()") == "refused volatile_function"
-    # The same role without the definer check: the function reads past row-level security.
-    plain = SqlService(alice.engine, timeout_s=3.0, catalog=PostgresCatalog(alice.engine))
-    leaked = _outcome(plain, "SELECT * FROM all_notes()")
-    assert isinstance(leaked, QueryResult) and any("amer-secret" in c for c in _cells(leaked))
+    with pg_admin(pg_url) as c:
+        c.execute(f"GRANT EXECUTE ON FUNCTION {rls.schema}.all_notes() TO PUBLIC")
+    try:
+        # The start-up check refuses a role that can run it, naming the REVOKE that fixes it.
+        assert isinstance(alice.engine, SqlEngine)
+        found = [f.line() for f in inspect_account(alice.engine).findings]
+        assert any(
+            f"function {rls.schema}.all_notes() runs as its owner" in f
+            and f"REVOKE EXECUTE ON FUNCTION {rls.schema}.all_notes() FROM PUBLIC" in f
+            for f in found
+        ), found
+        assert _outcome(alice, "SELECT * FROM all_notes()") == "refused volatile_function"
+        # The same role without the definer check: the function reads past row-level security.
+        plain = SqlService(alice.engine, timeout_s=3.0, catalog=PostgresCatalog(alice.engine))
+        leaked = _outcome(plain, "SELECT * FROM all_notes()")
+        assert isinstance(leaked, QueryResult) and any("amer-secret" in c for c in _cells(leaked))
+    finally:
+        with pg_admin(pg_url) as c:
+            c.execute(f"REVOKE EXECUTE ON FUNCTION {rls.schema}.all_notes() FROM PUBLIC")
 
 
 def test_verify_roles(router: IdentityRouter, rls: RlsDb) -> None:
@@ -211,7 +254,7 @@ def test_role_map_file(tmp_path: Path) -> None:
     )
     roles = RoleMap.from_yaml(path)
     assert roles.role_for("alice@example.com") == "analyst_emea"
-    assert roles.mysql["analyst_emea"].password == "EMEA_PASSWORD"
+    assert roles.logins["analyst_emea"].password == "EMEA_PASSWORD"
     path.write_text('principals:\n  alice: analyst\n  bob: "x; DROP ROLE y"\n', encoding="utf-8")
     with pytest.raises(SqlConfigError, match=r"roles.yaml:3: the role of 'bob' must be a plain role name"):
         RoleMap.from_yaml(path)
@@ -241,12 +284,16 @@ async def _regions_over_http(url: str, bearer: str) -> object:
 @pytest.mark.anyio
 async def test_over_http_with_bearer_tokens(rls: RlsDb, tmp_path: Path) -> None:
     roles, tokens = tmp_path / "roles.yaml", tmp_path / "tokens"
-    roles.write_text(f"principals:\n  alice: {rls.emea}\n  bob: {rls.amer}\n", encoding="utf-8")
+    roles.write_text(
+        f"principals:\n  alice: {rls.emea}\n  bob: {rls.amer}\n"
+        + _LOGINS_YAML.format(emea=rls.emea, amer=rls.amer),
+        encoding="utf-8",
+    )
     token = {p: f"{p}-token-{secrets.token_hex(12)}" for p in ("alice", "bob", "carol")}
     tokens.write_text("".join(f"{p} {t}\n" for p, t in token.items()), encoding="utf-8")
     port = free_port()
     args = _serve_args(rls, roles, "--transport", "http", "--port", str(port), "--tokens", str(tokens))
-    with python_server(["-m", "mcpkit", *args], port):
+    with python_server(["-m", "mcpkit", *args], port, env=_secrets(rls)):
         seen = {p: await _regions_over_http(f"http://127.0.0.1:{port}/mcp", token[p]) for p in token}
     assert seen == {"alice": [["emea"]], "bob": [["amer"]], "carol": "REFUSED"}
 
@@ -259,7 +306,8 @@ async def test_jwt_groups_pick_the_role(rls: RlsDb, tmp_path: Path) -> None:
     jwks.write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "alg": "ES256"}]}), encoding="utf-8")
     roles = tmp_path / "roles.yaml"
     roles.write_text(
-        f"principals:\n  bob: {rls.amer}\ngroups:\n  emea-team: {rls.emea}\n  amer-team: {rls.amer}\n",
+        f"principals:\n  bob: {rls.amer}\ngroups:\n  emea-team: {rls.emea}\n  amer-team: {rls.amer}\n"
+        + _LOGINS_YAML.format(emea=rls.emea, amer=rls.amer),
         encoding="utf-8",
     )
     port = free_port()
@@ -280,7 +328,7 @@ async def test_jwt_groups_pick_the_role(rls: RlsDb, tmp_path: Path) -> None:
         "frank": ["emea-team", "amer-team"],  # two roles: ambiguous, refused
         "gil": [],  # nothing mapped
     }
-    with python_server(["-m", "mcpkit", *args], port):
+    with python_server(["-m", "mcpkit", *args], port, env=_secrets(rls)):
         seen = {who: await _regions_over_http(resource, mint(who, g)) for who, g in callers.items()}
     assert seen == {
         "dana": [["emea"]],
@@ -294,9 +342,15 @@ async def test_jwt_groups_pick_the_role(rls: RlsDb, tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_stdio_runs_as_the_configured_account(rls: RlsDb, tmp_path: Path) -> None:
     roles = tmp_path / "roles.yaml"
-    roles.write_text(f"principals:\n  alice: {rls.emea}\n", encoding="utf-8")
+    roles.write_text(
+        f"principals:\n  alice: {rls.emea}\n" + _LOGINS_YAML.format(emea=rls.emea, amer=rls.amer),
+        encoding="utf-8",
+    )
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "mcpkit", *_serve_args(rls, roles)], cwd=str(ROOT)
+        command=sys.executable,
+        args=["-m", "mcpkit", *_serve_args(rls, roles)],
+        cwd=str(ROOT),
+        env={**os.environ, **_secrets(rls)},
     )
     async with Client(params) as client:
         result = await client.call_tool("execute_query", {"query": "SELECT current_user AS who"})
@@ -331,7 +385,7 @@ def test_mysql_uses_per_role_logins(mysql_url: str) -> None:
     engine = SqlEngine(u.set(database=db))
     roles = RoleMap(
         principals={"alice": "role_a", "bob": "role_b"},
-        mysql={"role_a": _login("A"), "role_b": _login("B")},
+        logins={"role_a": _login("A"), "role_b": _login("B")},
     )
     env = {"A_USER": user_a, "A_PASSWORD": f"pw-{tag}", "B_USER": user_b, "B_PASSWORD": f"pw-{tag}"}
     router = IdentityRouter(SqlService(engine, timeout_s=5.0), roles, secret=env.get)
@@ -355,3 +409,59 @@ def test_mysql_uses_per_role_logins(mysql_url: str) -> None:
 
 def _login(prefix: str) -> MysqlLogin:
     return MysqlLogin(f"{prefix}_USER", f"{prefix}_PASSWORD")
+
+
+ESCAPE = (
+    "SELECT set_config('role', '{other}', true) || query_to_xml("
+    "'SELECT string_agg(note, '','') AS n FROM {schema}.accounts', false, false, '')::text AS leaked"
+)
+
+
+def _raw(service: SqlService) -> SqlService:
+    """The same role with admission switched off: a query that could run arbitrary SQL."""
+    raw = SqlService(service.engine, timeout_s=3.0, catalog=None)
+    raw._admit = lambda sql, dialect, **_: Admitted(sql=sql, tree=exp.Select())  # type: ignore[method-assign]
+    return raw
+
+
+@pytest.mark.parametrize("who", ["alice", "bob"])
+def test_the_role_map_holds_even_against_arbitrary_sql(router: IdentityRouter, rls: RlsDb, who: str) -> None:
+    theirs, other = ("amer", rls.amer) if who == "alice" else ("emea", rls.emea)
+    raw = _raw(router.for_context(_ctx(who)))
+    for sql in (ESCAPE, f"SET ROLE {other}", "RESET ROLE", "SET SESSION AUTHORIZATION DEFAULT"):
+        outcome = _outcome(raw, sql.format(other=other, schema=rls.schema))
+        assert not isinstance(outcome, QueryResult) or not any(
+            f"{theirs}-secret" in c for c in _cells(outcome)
+        )
+        if sql.startswith(("SELECT", "SET ROLE")):  # the others only return to the login itself
+            assert outcome == "failed QueryFailed", sql
+
+
+def test_a_shared_login_is_what_arbitrary_sql_escapes(rls: RlsDb) -> None:
+    """What --allow shared-login gives up: the service account may switch to any mapped role."""
+    engine = SqlEngine(rls.url)
+    roles = RoleMap(principals={"alice": rls.emea, "bob": rls.amer})
+    shared = IdentityRouter(SqlService(engine, timeout_s=3.0), roles, shared_login=True)
+    try:
+        raw = _raw(shared.service_for("alice"))
+        leaked = _outcome(raw, ESCAPE.format(other=rls.amer, schema=rls.schema))
+        assert isinstance(leaked, QueryResult) and "amer-secret" in _cells(leaked)[0]
+        with pytest.raises(SqlConfigError, match="no login for role"):
+            IdentityRouter(SqlService(engine, timeout_s=3.0), roles)
+    finally:
+        shared.close()
+        engine.close()
+
+
+def test_start_up_refuses_a_login_that_can_switch_to_another_principal(
+    router: IdentityRouter, rls: RlsDb, pg_url: str
+) -> None:
+    router.verify()
+    with pg_admin(pg_url) as c:
+        c.execute(f"GRANT {rls.amer} TO {rls.emea}")
+    try:
+        with pytest.raises(SqlConfigError, match=f"can switch to {rls.amer}.*REVOKE"):
+            router.verify()
+    finally:
+        with pg_admin(pg_url) as c:
+            c.execute(f"REVOKE {rls.amer} FROM {rls.emea}")

@@ -80,13 +80,24 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
         if args.transport == "http" and not (args.tokens or args.jwt_issuer):
             raise SqlConfigError("--role-map over HTTP needs --tokens or --jwt-issuer: callers must be known")
         roles = RoleMap.from_yaml(args.role_map)
-        problems = verify_roles(engine, roles)
-        if problems:
-            raise SqlConfigError("role map: " + "; ".join(problems))
+        allow = [*args.allow, *(["superuser"] if args.allow_superuser else [])]
+        shared = "shared-login" in allow
+        if shared:
+            log.warning(
+                "--allow shared-login: one account switches roles; a query that reached "
+                "set_config('role', ...) could take on another principal's role"
+            )
+            problems = verify_roles(engine, roles)
+            if problems:
+                raise SqlConfigError("role map: " + "; ".join(problems))
         # Over stdio there is no authenticated caller: the server runs as its configured account.
         router = IdentityRouter(
-            service, roles, anonymous="account" if args.transport == "stdio" else "refuse"
+            service,
+            roles,
+            anonymous="account" if args.transport == "stdio" else "refuse",
+            shared_login=shared,
         )
+        router.verify(allow=allow)
         stack.callback(router.close)
     reports: list[Tool] = []
     source = args.reports or (str(DEMO_REPORTS) if args.demo else None)

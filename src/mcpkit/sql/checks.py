@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Final
 
@@ -12,10 +13,11 @@ from sqlalchemy import text
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
-from mcpkit.sql.profiles import AccountReport
+from mcpkit.sql.profiles import AccountReport, Finding
 
 __all__ = [
     "AccountReport",
+    "Finding",
     "ProbeResult",
     "ensure_safe_account",
     "inspect_account",
@@ -36,36 +38,51 @@ class ProbeResult:
     detail: str
 
 
-def inspect_account(engine: SqlEngine, call_id: str = "startup") -> AccountReport:
-    """Connect as the server would and describe the account.
+def inspect_account(
+    engine: SqlEngine, call_id: str = "startup", allowed: Collection[str] = ()
+) -> AccountReport:
+    """Connect as the server would and describe the account, with everything it must not hold.
 
     Args:
-        engine: The engine.
+        engine: The engine (a role engine: after its SET ROLE).
         call_id: For the log and the database's session identity.
+        allowed: Opt-ins for objects (`function:schema.name`, `routine:db.name`, ...).
 
     Returns:
-        The report (PostgreSQL `rolsuper` and file roles, MySQL SUPER/FILE/admin privileges,
-        tables it can write, SQLite file writability).
+        The report; its `findings` are what `ensure_safe_account` refuses.
     """
     with engine.session(30.0, call_id) as (conn, _):
-        return engine.profile.inspect(conn, engine.url)
+        return engine.profile.inspect(conn, engine.url, frozenset(allowed))
 
 
-def ensure_safe_account(report: AccountReport, allow_superuser: bool = False) -> None:
-    """Refuse to serve as a superuser unless allowed; warn when the account can write what it reads.
+def ensure_safe_account(
+    report: AccountReport, allow_superuser: bool = False, allow: Collection[str] = ()
+) -> list[Finding]:
+    """Refuse every finding the operator did not opt into; warn for the accepted ones.
+
+    Args:
+        report: From `inspect_account`.
+        allow_superuser: The same as `allow=["superuser"]` (it no longer accepts anything else).
+        allow: The `--allow` opt-ins.
+
+    Returns:
+        The findings accepted by an opt-in (each was logged as a warning).
 
     Raises:
-        SqlConfigError: the account is a superuser (or holds file/admin privileges).
+        SqlConfigError: one line per refused finding: what the account holds, and the SQL that
+            removes it.
     """
-    if report.superuser and not allow_superuser:
+    accepted = set(allow) | ({"superuser"} if allow_superuser else set())
+    refused = [f for f in report.findings if f.opt_in is None or f.opt_in not in accepted]
+    if refused:
+        lines = "\n".join(f"  {f.line()}" for f in refused)
         raise SqlConfigError(
-            "The database account is a superuser or holds server-wide privileges "
-            f"({report.superuser_reason}); connect as a read-only account, or pass --allow-superuser."
+            f"the database account {report.user} holds what a read-only server must not; "
+            f"remove it (or opt in where offered):\n{lines}"
         )
-    if report.superuser:
-        log.warning(
-            "serving as a superuser account (%s), as --allow-superuser asked", report.superuser_reason
-        )
+    kept = [f for f in report.findings if f not in refused]
+    for f in kept:
+        log.warning("serving although %s, as --allow %s asked", f.message, f.opt_in)
     if report.writable:
         shown = ", ".join(report.writable[:10]) + (" ..." if len(report.writable) > 10 else "")
         log.warning("the account can write %d table(s) it can read: %s", len(report.writable), shown)
@@ -74,6 +91,7 @@ def ensure_safe_account(report: AccountReport, allow_superuser: bool = False) ->
             "%s: no database-enforced read-only session is known; rely on the account's grants",
             report.dialect,
         )
+    return kept
 
 
 def probe_read_only(engine: SqlEngine) -> ProbeResult:

@@ -47,7 +47,16 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="refuse queries the planner estimates above N (PostgreSQL, MySQL cost; MariaDB rows examined)",
     )
-    p.add_argument("--allow-superuser", action="store_true", help="serve even as a superuser account")
+    p.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="accept one start-up finding: superuser, table-owner, create-schema, bypassrls, "
+        "read-all-stats, function:SCHEMA.NAME, extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME "
+        "(repeatable; each is logged as a warning)",
+    )
+    p.add_argument("--allow-superuser", action="store_true", help="the same as --allow superuser")
     p.add_argument("-v", "--verbose", action="store_true", help="log admitted SQL and details to stderr")
 
 
@@ -81,6 +90,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check the account, the read-only session and the timeout")
     _connection_options(doctor)
 
+    grant = sub.add_parser(
+        "grant",
+        help="print the SQL that creates a least-privilege reader role for some tables",
+        description="Connect as an administrator and print, without running it, the SQL that creates "
+        "a reader role for TABLES that `serve` accepts at start-up (PostgreSQL, MySQL/MariaDB).",
+    )
+    grant.add_argument("--dsn", required=True, metavar="URL", help="an administrator's SQLAlchemy URL")
+    grant.add_argument("--role", required=True, help="the new role (PostgreSQL) or user (MySQL) name")
+    grant.add_argument("--tables", required=True, metavar="A,B", help="schema.table names to grant")
+    grant.add_argument("--password-env", metavar="VAR", help="take the password from this variable")
+
     demo = sub.add_parser("demo-db", help="write the demo database to PATH, or load it into --dsn")
     target = demo.add_mutually_exclusive_group(required=True)
     target.add_argument("path", nargs="?", metavar="PATH", help="SQLite file to create")
@@ -102,7 +122,8 @@ def _demo_dsn() -> str:
 def _service(args: argparse.Namespace, max_rows: int) -> SqlService:
     engine = SqlEngine(_demo_dsn() if args.demo else args.dsn)
     try:
-        ensure_safe_account(inspect_account(engine), allow_superuser=args.allow_superuser)
+        report = inspect_account(engine, allowed=args.allow)
+        ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
     except (QueryFailed, QueryTimeout) as exc:
         engine.close()
         raise SqlConfigError(
@@ -153,7 +174,8 @@ def _doctor(args: argparse.Namespace) -> int:
 
     engine = SqlEngine(_demo_dsn() if args.demo else args.dsn)
     try:
-        checks = diagnose(engine, timeout_s=min(args.timeout, 2.0))
+        allow = [*args.allow, *(["superuser"] if args.allow_superuser else [])]
+        checks = diagnose(engine, timeout_s=min(args.timeout, 2.0), allow=allow)
     finally:
         engine.close()
     for check in checks:
@@ -174,6 +196,25 @@ def _demo_db(args: argparse.Namespace) -> int:
     return EXIT_ANSWERED
 
 
+def _grant(args: argparse.Namespace) -> int:
+    import os
+    import secrets
+
+    password = os.environ.get(args.password_env, "") if args.password_env else secrets.token_urlsafe(18)
+    if not password:
+        raise SqlConfigError(f"the variable {args.password_env} is empty")
+    engine = SqlEngine(args.dsn)
+    tables = [t.strip() for t in args.tables.split(",") if t.strip()]
+    try:
+        with engine.sa_engine.connect() as conn:
+            script = engine.profile.grant(conn, args.role, tables, password)
+    finally:
+        engine.close()
+    print(f"-- a read-only role for mcpkit sql serve ({engine.profile.name}); run as an administrator")
+    print("\n".join(f"{statement};" for statement in script))
+    return EXIT_ANSWERED
+
+
 def run(args: argparse.Namespace) -> int:
     """Run a parsed `mcpkit sql ...` command; returns the exit status."""
     verbose = getattr(args, "verbose", False)
@@ -182,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("sqlglot").setLevel(logging.ERROR)
         if args.sql_command == "doctor":  # the probes fail on purpose; the report says how
             logging.getLogger("mcpkit.sql").setLevel(logging.ERROR)
-    commands = {"serve": _serve, "query": _query, "doctor": _doctor, "demo-db": _demo_db}
+    commands = {"serve": _serve, "query": _query, "doctor": _doctor, "grant": _grant, "demo-db": _demo_db}
     try:
         return commands[args.sql_command](args)
     except SqlConfigError as exc:

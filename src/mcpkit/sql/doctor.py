@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,12 +45,13 @@ def _lint(engine: SqlEngine) -> Check:
     return Check(worst, "tools lint", shown)
 
 
-def diagnose(engine: SqlEngine, *, timeout_s: float = 1.0) -> list[Check]:
+def diagnose(engine: SqlEngine, *, timeout_s: float = 1.0, allow: Collection[str] = ()) -> list[Check]:
     """Run every check; stop after `reachable` when the database cannot be reached.
 
     Args:
         engine: The engine, as the server would build it.
         timeout_s: Timeout the statement-timeout probe uses.
+        allow: The `--allow` opt-ins: their findings are warnings, the others failures.
 
     Returns:
         The checks, in order.
@@ -62,14 +64,19 @@ def diagnose(engine: SqlEngine, *, timeout_s: float = 1.0) -> list[Check]:
     checks = [
         Check("ok", "reachable", f"connected and answered in {(time.monotonic() - started) * 1000:.0f} ms")
     ]
-    report = inspect_account(engine, call_id="doctor")
+    report = inspect_account(engine, call_id="doctor", allowed=allow)
     checks.append(Check("ok", "dialect", f"{engine.dialect} ({report.version.split(' on ')[0]})"))
-    if not engine.profile.has_accounts:
-        checks.append(Check("ok", "superuser", "SQLite has no accounts; the file is opened read-only"))
-    elif report.superuser:
-        checks.append(Check("fail", "superuser", f"{report.user} is a superuser ({report.superuser_reason})"))
-    else:
-        checks.append(Check("ok", "superuser", f"{report.user} is not a superuser"))
+    accepted = set(allow)
+    for finding in report.findings:
+        status: Status = "warn" if finding.opt_in in accepted else "fail"
+        checks.append(Check(status, "least privilege", finding.line()))
+    if not report.findings:
+        holds = (
+            f"{report.user} holds nothing a reader must not (roles, ownership, CREATE, functions)"
+            if engine.profile.has_accounts
+            else f"{engine.profile.name} has no accounts; the file is opened read-only"
+        )
+        checks.append(Check("ok", "least privilege", holds))
     if report.writable:
         shown = ", ".join(report.writable[:5]) + (" ..." if len(report.writable) > 5 else "")
         checks.append(Check("warn", "writable tables", f"{len(report.writable)}: {shown}"))

@@ -6,13 +6,19 @@
       alice@example.com: analyst_emea
     groups:
       amer-team: analyst_amer
-    mysql:                      # MySQL/MariaDB: per-role logins, from the secrets store
-      analyst_emea: {user: MYSQL_EMEA_USER, password: MYSQL_EMEA_PASSWORD}
+    logins:                     # one login per role, user and password from the secrets store
+      analyst_emea: {user: EMEA_USER, password: EMEA_PASSWORD}
+      analyst_amer: {user: AMER_USER, password: AMER_PASSWORD}
 
-On PostgreSQL each call runs `SET LOCAL ROLE "<role>"` inside its read-only transaction, so the
-role's grants and row-level security apply; the role name comes from this file (validated, quoted),
-never from a request. On MySQL each role has its own login. A principal with no role is refused.
-Functions that would run as someone else (SECURITY DEFINER, or a SET role clause) are refused too.
+Each role has its own login (`mysql:` is the older name of `logins:`), so per-principal isolation
+holds even if a query could run arbitrary SQL in its session: start-up verifies that no login is a
+member of another mapped role, so neither `SET ROLE` nor `set_config('role', ...)` (from a
+string-SQL function, say) reaches another principal's rows, and runs the least-privilege check as
+every login. On PostgreSQL, `--allow shared-login` keeps the older design: one service account runs
+`SET LOCAL ROLE "<role>"` per call; it is a member of every mapped role, so SQL that reached
+`set_config('role', ...)` could switch to another principal's role, and only the function audit and
+admission stand in the way. A principal with no role is refused. Functions that would run as
+someone else (SECURITY DEFINER, or a SET role clause) are refused too.
 """
 
 from __future__ import annotations
@@ -52,6 +58,10 @@ __all__ = [
     "verify_roles",
 ]
 
+_SWITCH: Final = (
+    "SELECT r.rolname FROM pg_roles r WHERE r.rolname = ANY(:others)"
+    " AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1"
+)
 _UNMAPPED: Final = "This server has no database role for your identity; ask its operator to map one."
 _DEFINERS: Final = (
     "SELECT n.nspname, p.proname FROM pg_catalog.pg_proc p"
@@ -73,7 +83,7 @@ def session_setup(dialect: str, role: str) -> str | None:
 
 @dataclass(frozen=True)
 class MysqlLogin:
-    """The names of the secrets holding one role's MySQL user and password."""
+    """The names of the secrets holding one role's login: its user and password."""
 
     user: str
     password: str
@@ -90,7 +100,7 @@ class RoleMap:
 
     principals: Mapping[str, str] = field(default_factory=dict)
     groups: Mapping[str, str] = field(default_factory=dict)
-    mysql: Mapping[str, MysqlLogin] = field(default_factory=dict)
+    logins: Mapping[str, MysqlLogin] = field(default_factory=dict)
 
     @property
     def roles(self) -> frozenset[str]:
@@ -126,25 +136,26 @@ class RoleMap:
     @classmethod
     def parse(cls, root: Any, source: str = "roles.yaml") -> RoleMap:
         """Build from a composed YAML node (keeps lines for errors)."""
-        sections: dict[str, dict[str, Any]] = {"principals": {}, "groups": {}, "mysql": {}}
+        sections: dict[str, dict[str, Any]] = {"principals": {}, "groups": {}, "logins": {}}
         if root is not None and not isinstance(root, yaml.MappingNode):
             raise SqlConfigError(f"{source}:1: the role map is a mapping with principals: and groups:")
         for key, value in root.value if root is not None else ():
             where = f"{source}:{key.start_mark.line + 1}"
-            if key.value not in sections or not isinstance(value, yaml.MappingNode):
-                raise SqlConfigError(f"{where}: expected principals:, groups: or mysql: mappings")
+            section = "logins" if key.value == "mysql" else str(key.value)
+            if section not in sections or not isinstance(value, yaml.MappingNode):
+                raise SqlConfigError(f"{where}: expected principals:, groups: or logins: mappings")
             for k, v in value.value:
                 line = f"{source}:{k.start_mark.line + 1}"
-                if key.value == "mysql":
+                if section == "logins":
                     login = {a.value: b.value for a, b in getattr(v, "value", [])}
                     if set(login) != {"user", "password"}:
                         raise SqlConfigError(f"{line}: give the user and password secret names of {k.value}")
-                    sections["mysql"][k.value] = MysqlLogin(login["user"], login["password"])
+                    sections["logins"][k.value] = MysqlLogin(login["user"], login["password"])
                     continue
                 if not isinstance(v, yaml.ScalarNode) or not ROLE_NAME.fullmatch(str(v.value)):
                     raise SqlConfigError(f"{line}: the role of {k.value!r} must be a plain role name")
-                sections[key.value][str(k.value)] = str(v.value)
-        return cls(sections["principals"], sections["groups"], sections["mysql"])
+                sections[section][str(k.value)] = str(v.value)
+        return cls(sections["principals"], sections["groups"], sections["logins"])
 
 
 class RoleEngine(SqlEngine):
@@ -214,10 +225,12 @@ class IdentityRouter:
     Args:
         template: The service as configured (its engine logs in as the server's account).
         roles: The role map.
-        secret: Looks up a secret by name (MySQL logins); default the environment.
+        secret: Looks up a secret by name (the logins); default the environment.
         anonymous: A call without a principal (stdio): "account" runs it as the server's account,
             "refuse" refuses it (HTTP with identities).
         groups_of: The caller's groups; default `ctx.groups` (a JWT's groups claim).
+        shared_login: PostgreSQL only: roles without a login are taken on with SET ROLE by the
+            server's account (`--allow shared-login`; isolation then rests on the function audit).
     """
 
     def __init__(
@@ -228,16 +241,19 @@ class IdentityRouter:
         secret: Callable[[str], str | None] = os.environ.get,
         anonymous: Literal["account", "refuse"] = "refuse",
         groups_of: Callable[[Context], Sequence[str]] | None = None,
+        shared_login: bool = False,
     ) -> None:
         if not isinstance(template.engine, SqlEngine):
             raise SqlConfigError("identities need a database engine")
         self.base: SqlEngine = template.engine
         for role in roles.roles:
             session_setup(self.base.dialect, role)  # validates every role for this database
-        if self.base.dialect == "mysql":
-            missing = sorted(roles.roles - set(roles.mysql))
-            if missing:
-                raise SqlConfigError(f"role map: no mysql login for role {missing[0]!r}")
+        missing = sorted(roles.roles - set(roles.logins))
+        if missing and not (shared_login and self.base.dialect == "postgres"):
+            raise SqlConfigError(
+                f"role map: no login for role {missing[0]!r}: give each role its own login under "
+                "logins: (a shared account that switches roles can be made to switch to another's)"
+            )
         self.template, self.roles, self.secret = template, roles, secret
         self.anonymous, self.groups_of = anonymous, groups_of
         self.catalog: FunctionCatalog | None = (
@@ -249,12 +265,12 @@ class IdentityRouter:
         self._lock = threading.Lock()
 
     def _engine(self, role: str) -> SqlEngine:
-        if self.base.dialect == "postgres":
-            return RoleEngine(self.base, role)
-        login = self.roles.mysql[role]
+        if role not in self.roles.logins:
+            return RoleEngine(self.base, role)  # --allow shared-login (PostgreSQL)
+        login = self.roles.logins[role]
         user, password = self.secret(login.user), self.secret(login.password)
         if not user:
-            raise SqlConfigError(f"the secret {login.user} (MySQL user of role {role}) is not set")
+            raise SqlConfigError(f"the secret {login.user} (the user of role {role}) is not set")
         return SqlEngine(self.base.url.set(username=user, password=password or None))
 
     def service_for(self, principal: str | None, groups: Sequence[str] = ()) -> SqlService:
@@ -275,6 +291,36 @@ class IdentityRouter:
                     masking=t.masking,
                 )
             return self._services[role]
+
+    def verify(self, allow: Collection[str] = ()) -> None:
+        """Run the start-up least-privilege check as every mapped role (after its SET ROLE, or
+        logged in as it), as the server's own account is checked.
+
+        Raises:
+            SqlConfigError: a role holds what a reader must not (one line per finding).
+        """
+        from mcpkit.sql.checks import ensure_safe_account, inspect_account
+
+        users = {r: self._login_user(r) for r in self.roles.roles}
+        for role in sorted(self.roles.roles):
+            engine = self._engine(role)
+            try:
+                ensure_safe_account(inspect_account(engine, "verify-role", allow), allow=allow)
+                if role in self.roles.logins and self.base.dialect == "postgres":
+                    others = sorted({u for r, u in users.items() if r != role and u != users[role]})
+                    with engine.session(10.0, "verify-role") as (conn, _):
+                        reach = conn.execute(text(_SWITCH), {"others": others}).scalars().all()
+                    if reach:
+                        raise SqlConfigError(
+                            f"role map: the login of {role} can switch to {reach[0]}, another principal's "
+                            f"role: REVOKE {quote_role(reach[0])} FROM {quote_role(users[role])}"
+                        )
+            finally:
+                engine.close()
+
+    def _login_user(self, role: str) -> str:
+        login = self.roles.logins.get(role)
+        return (self.secret(login.user) or role) if login is not None else role
 
     def for_context(self, ctx: Context) -> SqlService:
         """The service of the caller of a tool call."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 from sqlalchemy.engine import URL
 
 from mcpkit.sql.dialects import sqlglot_dialect
-from mcpkit.sql.profiles.base import AccountReport, Profile, safe_call_id
+from mcpkit.sql.profiles.base import AccountReport, Finding, Profile, safe_call_id
 from mcpkit.sql.profiles.generic import GenericProfile
 from mcpkit.sql.profiles.mysql import MysqlProfile
 from mcpkit.sql.profiles.postgres import PostgresCatalog, PostgresProfile
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PROFILES",
     "AccountReport",
+    "Finding",
     "GenericProfile",
     "MysqlProfile",
     "PostgresCatalog",

@@ -23,7 +23,16 @@ if TYPE_CHECKING:
     from mcpkit.sql.admission import FunctionCatalog, FunctionPolicy
     from mcpkit.sql.engines.base import Engine
 
-__all__ = ["ROLE_NAME", "AccountReport", "Outcome", "Profile", "Readable", "quote_role", "safe_call_id"]
+__all__ = [
+    "ROLE_NAME",
+    "AccountReport",
+    "Finding",
+    "Outcome",
+    "Profile",
+    "Readable",
+    "quote_role",
+    "safe_call_id",
+]
 
 Outcome = FailureKind | Literal["timeout"]
 
@@ -58,9 +67,28 @@ def quote_role(role: str) -> str:
     return f'"{role}"'
 
 
+@dataclass(frozen=True)
+class Finding:
+    """One thing the execution identity can do that a reader must not, and how to take it away.
+
+    `opt_in` names the `--allow` value that accepts it (with a warning), where a careful operator
+    may want it; None: it must be removed.
+    """
+
+    code: str
+    message: str
+    fix: str
+    opt_in: str | None = None
+
+    def line(self) -> str:
+        """One line for the operator: what, then the SQL that removes it."""
+        accept = f" (or --allow {self.opt_in})" if self.opt_in else ""
+        return f"{self.message}: {self.fix}{accept}"
+
+
 @dataclass
 class AccountReport:
-    """Who the server connects as and what that account could change."""
+    """Who the server connects as, what that account could change, and what it must not hold."""
 
     dialect: str
     version: str
@@ -69,6 +97,7 @@ class AccountReport:
     superuser_reason: str | None = None
     writable: list[str] = field(default_factory=list)
     read_only_enforced: bool = True
+    findings: list[Finding] = field(default_factory=list)
 
 
 class Profile:
@@ -130,8 +159,14 @@ class Profile:
 
     # --- verification ----------------------------------------------------------------------
 
-    def inspect(self, conn: Connection, url: URL) -> AccountReport:
-        """Describe the execution identity, from inside a call's session."""
+    def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
+        """Describe the execution identity from inside a call's session, with its findings.
+
+        Args:
+            conn: A connection in a call's read-only session (the role the calls run as).
+            url: The engine's URL.
+            allowed: Object opt-ins (`function:schema.name`, ...) that need no finding.
+        """
         return AccountReport(self.dialect, "unknown", "unknown", False, None, [], read_only_enforced=False)
 
     # --- catalog ---------------------------------------------------------------------------
@@ -156,6 +191,22 @@ class Profile:
     def cost(self, document: Any) -> float:
         """The estimate in the plan document `explain` returned."""
         raise SqlConfigError(f"{self.name}: the planner states no estimate")
+
+    # --- administration -----------------------------------------------------------------
+
+    def grant(self, conn: Connection, role: str, tables: Sequence[str], password: str) -> list[str]:
+        """The SQL an administrator runs to create a reader `role` for `tables` that starts clean.
+
+        Args:
+            conn: An administrator's connection (nothing is committed).
+            role: The new role or login name.
+            tables: `schema.table` or `table` names.
+            password: The login's password.
+
+        Raises:
+            SqlConfigError: this database has no roles, or the names are unusable.
+        """
+        raise SqlConfigError(f"{self.name}: mcpkit cannot write grants for this database")
 
     # --- identities ------------------------------------------------------------------------
 

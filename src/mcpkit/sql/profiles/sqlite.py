@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -13,11 +14,11 @@ from urllib.parse import quote
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 
-from mcpkit.sql.admission.functions import DENYLISTS, matches
+from mcpkit.sql.admission.functions import DENYLISTS, FunctionPolicy, matches
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import AccountReport, Outcome, Profile
 
-__all__ = ["SqliteProfile"]
+__all__ = ["MAX_LENGTH", "SqliteProfile"]
 
 # Pragmas with no side effects (the ones SQLite also offers as table-valued functions).
 _READ_PRAGMAS: Final = frozenset(
@@ -41,31 +42,83 @@ _SCHEMA_TABLES: Final = frozenset(
     {"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"}
 )
 _PROGRESS_STEPS: Final = 1000
+MAX_LENGTH: Final = 32 * 1024 * 1024
+"""SQLITE_LIMIT_LENGTH: no string or blob, stored or built, may exceed 32 MiB (the default is 1 GB)."""
+# Functions SQLite calls for operators (`x LIKE y`, `->`): an allowlist never names them.
+_OPERATOR_FUNCTIONS: Final = frozenset({"like", "glob", "regexp", "match", "->", "->>"})
+# printf's width and precision: flags, then `*` or digits, then `.` and `*` or digits.
+_SPEC: Final = re.compile(r"%[-+ 0#,!]*(\*|\d+)?(?:\.(\*|\d+))?([a-zA-Z%])")
 
 
-def _authorizer(action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
-    # Default deny: reads, selects, recursive CTEs and functions off the denylist only.
-    if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE):
-        return sqlite3.SQLITE_OK
-    if action == sqlite3.SQLITE_FUNCTION:
-        return (
-            sqlite3.SQLITE_DENY if matches((arg2 or "").lower(), DENYLISTS["sqlite"]) else sqlite3.SQLITE_OK
-        )
-    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _READ_PRAGMAS:
-        return sqlite3.SQLITE_OK
-    if action == sqlite3.SQLITE_UPDATE and (arg1 or "").lower() in _SCHEMA_TABLES:
-        # SQLite reports this when it loads an eponymous virtual table (json_each, pragma_*);
-        # nothing can write the schema: the file is open read-only and query_only is on.
-        return sqlite3.SQLITE_OK
-    return sqlite3.SQLITE_DENY
+def _function_allowed(policy: FunctionPolicy | None) -> Callable[[str], bool]:
+    deny = policy.deny if policy is not None else DENYLISTS["sqlite"]
+    allow = policy.allow if policy is not None else None
+
+    def allowed(name: str) -> bool:
+        if matches(name, deny):
+            return False
+        return allow is None or name in allow or name in _OPERATOR_FUNCTIONS
+
+    return allowed
+
+
+def _authorizer(allowed: Callable[[str], bool]) -> Callable[..., int]:
+    def authorize(
+        action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None
+    ) -> int:
+        # Default deny: reads, selects, recursive CTEs, read-only pragmas and allowed functions only.
+        if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE):
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_FUNCTION:
+            return sqlite3.SQLITE_OK if allowed((arg2 or "").lower()) else sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _READ_PRAGMAS:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_UPDATE and (arg1 or "").lower() in _SCHEMA_TABLES:
+            # SQLite reports this when it loads an eponymous virtual table (json_each, pragma_*);
+            # nothing can write the schema: the file is open read-only and query_only is on.
+            return sqlite3.SQLITE_OK
+        return sqlite3.SQLITE_DENY
+
+    return authorize
+
+
+def _bounded_printf(*args: Any) -> Any:
+    """printf()/format() with every width and precision at most MAX_LENGTH, then SQLite's own.
+
+    SQLite's `%.*c` appends one character per unit of precision and only then notices the length
+    limit: `printf('%.*c', 2000000000, 'x')` spends 30 s of CPU in one VM step, where no progress
+    handler runs. SQLite offers no limit on it, so this replaces the function on each connection.
+    """
+    if not args or not isinstance(args[0], str):
+        return _builtin("printf", args)
+    rest = list(args[1:])
+    for star_width, width_or_precision in ((m[1], m[2]) for m in _SPEC.finditer(args[0])):
+        for part in (star_width, width_or_precision):
+            value = rest.pop(0) if part == "*" and rest else part
+            if (
+                isinstance(value, int | str)
+                and str(value).lstrip("-").isdigit()
+                and abs(int(value)) > MAX_LENGTH
+            ):
+                raise ValueError("printf width or precision over the length limit")
+    return _builtin("printf", args)
+
+
+def _builtin(name: str, args: tuple[Any, ...]) -> Any:
+    with sqlite3.connect(":memory:") as plain:
+        plain.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
+        marks = ", ".join("?" * len(args))
+        return plain.execute(f"SELECT {name}({marks})", args).fetchone()[0]
 
 
 class SqliteProfile(Profile):
     """Each call: the file opened read-only by SQLite itself, writes and ATTACH denied, a deadline.
 
     The deadline is a progress handler that aborts the VM (`interrupted`) once time is up, so a
-    runaway recursive CTE stops inside SQLite, not after it. SQLite has no accounts: the process
-    reads the file, opened `mode=ro`.
+    runaway recursive CTE stops inside SQLite, not after it. SQLITE_LIMIT_LENGTH caps every string
+    and blob at `MAX_LENGTH`, so no single step builds gigabytes (`zeroblob`, `printf`, `replace`).
+    The authorizer admits reads, read-only pragmas and the function policy's functions; ATTACH is
+    capped at 0. SQLite has no accounts: the process reads the file, opened `mode=ro`.
     """
 
     name = "SQLite"
@@ -75,6 +128,11 @@ class SqliteProfile(Profile):
 
     def __init__(self) -> None:
         super().__init__("sqlite")
+        self._allowed = _function_allowed(None)
+
+    def use_function_policy(self, policy: FunctionPolicy) -> None:
+        """The authorizer refuses, inside SQLite, every function the policy does not admit."""
+        self._allowed = _function_allowed(policy)
 
     def engine_options(self, url: URL) -> dict[str, Any]:
         """A creator that opens the file with `mode=ro` and turns `query_only` on."""
@@ -90,6 +148,9 @@ class SqliteProfile(Profile):
             conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=5.0)
             conn.execute("PRAGMA query_only = 1")
             conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
+            for name in ("printf", "format"):
+                conn.create_function(name, -1, _bounded_printf, deterministic=True)
             return conn
 
         creator: Callable[[], sqlite3.Connection] = connect
@@ -98,7 +159,7 @@ class SqliteProfile(Profile):
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
         """Install the authorizer and the deadline."""
         deadline = time.monotonic() + timeout_s
-        dbapi.set_authorizer(_authorizer)
+        dbapi.set_authorizer(_authorizer(self._allowed))
         dbapi.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, _PROGRESS_STEPS)
 
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
@@ -139,13 +200,13 @@ class SqliteProfile(Profile):
             return "syntax"
         if isinstance(exc, sqlite3.DataError | sqlite3.IntegrityError):
             return "data"
-        if "too big" in text or "out of memory" in text or "locked" in text or "busy" in text:
+        if any(t in text for t in ("too big", "raised exception", "out of memory", "locked", "busy")):
             return "resource"
         if "unable to open" in text:
             return "connection"
         return "other"
 
-    def inspect(self, conn: Connection, url: URL) -> AccountReport:
+    def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """The SQLite version and whether this process could write the file (mcpkit never does)."""
         version = str(conn.execute(text("SELECT sqlite_version()")).scalar())
         path = url.database or ""

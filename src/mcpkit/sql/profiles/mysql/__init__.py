@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 
+from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import AccountReport, Readable, quote_role
 from mcpkit.sql.profiles.mysql.account import inspect_mysql
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
@@ -23,9 +25,9 @@ class MysqlProfile(MysqlSession):
     forever_sql = "SELECT SLEEP(100000)"  # MariaDB caps recursive CTEs at max_recursive_iterations
     costed = True
 
-    def inspect(self, conn: Connection, url: URL) -> AccountReport:
-        """SUPER/FILE/admin privileges and writable tables of the login."""
-        return inspect_mysql(conn)
+    def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
+        """Server-wide privileges, DEFINER routines it can execute, writable tables of the login."""
+        return inspect_mysql(conn, allowed)
 
     def readable(self, conn: Connection) -> Readable:
         """`information_schema.TABLES` lists exactly what the login can see."""
@@ -39,6 +41,23 @@ class MysqlProfile(MysqlSession):
     def cost(self, document: Any) -> float:
         """MySQL's cost, MariaDB's estimated rows examined (`mysql_cost`)."""
         return mysql_cost(document)
+
+    def grant(self, conn: Connection, role: str, tables: Sequence[str], password: str) -> list[str]:
+        """CREATE USER and SELECT on each table: no EXECUTE, so no DEFINER routine is reachable."""
+        quote_role(role)
+        default = conn.execute(text("SELECT DATABASE()")).scalar()
+        script = [f"CREATE USER '{role}'@'%' IDENTIFIED BY '{password}'"]
+        for name in tables:
+            schema, _, table = name.rpartition(".")
+            schema = schema or str(default or "")
+            found = conn.execute(
+                text("SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = :s AND TABLE_NAME = :t"),
+                {"s": schema, "t": table},
+            ).first()
+            if found is None:
+                raise SqlConfigError(f"no table or view {schema}.{table}")
+            script.append(f"GRANT SELECT ON `{schema}`.`{table}` TO '{role}'@'%'")
+        return script
 
     def role_setup(self, role: str) -> str | None:
         """None: each role has its own login, from the secrets store."""

@@ -1,4 +1,4 @@
-"""MySQL and MariaDB: who the login is and what it could change."""
+"""MySQL and MariaDB: who the login is and what it must not hold."""
 
 from __future__ import annotations
 
@@ -7,45 +7,92 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from mcpkit.sql.profiles.base import AccountReport
+from mcpkit.sql.profiles.base import AccountReport, Finding
 
 __all__ = ["inspect_mysql"]
 
-# Privileges that reach past one database's data: files, users, server state.
-_ADMIN: Final = frozenset(
-    {
-        "SUPER",
-        "FILE",
-        "CREATE USER",
-        "SHUTDOWN",
-        "RELOAD",
-        "READ_ONLY ADMIN",
-        "SYSTEM_VARIABLES_ADMIN",
-        "CONNECTION ADMIN",
-        "CONNECTION_ADMIN",
-        "ALL PRIVILEGES",
-    }
-)
+# Global privileges that reach past one database's data: files, users, sessions, server state.
+_ADMIN: Final[dict[str, str]] = {
+    "FILE": "reads and writes files on the database host (LOAD_FILE, INTO OUTFILE)",
+    "SUPER": "is an administrator (kills sessions, changes global settings, skips read_only)",
+    "ALL PRIVILEGES": "holds every privilege",
+    "PROCESS": "sees every session's SQL text, literals included",
+    "CREATE USER": "creates and changes accounts",
+    "SHUTDOWN": "stops the server",
+    "RELOAD": "flushes logs, caches and privileges",
+    "READ_ONLY ADMIN": "writes even when the server is read-only",
+    "SYSTEM_VARIABLES_ADMIN": "changes global settings",
+    "CONNECTION ADMIN": "kills other sessions",
+    "CONNECTION_ADMIN": "kills other sessions",
+    "BINLOG ADMIN": "purges the binary log",
+    "REPLICATION SLAVE ADMIN": "controls replication",
+}
+_OPT_IN: Final = {"SUPER": "superuser", "ALL PRIVILEGES": "superuser"}
 _WRITE: Final = frozenset({"INSERT", "UPDATE", "DELETE", "DROP", "ALTER", "CREATE"})
 _PRIVILEGES: Final[dict[str, str]] = {
-    "global": "SELECT PRIVILEGE_TYPE, '*' FROM information_schema.USER_PRIVILEGES WHERE GRANTEE = :g",
+    "global": "SELECT PRIVILEGE_TYPE, '*' FROM information_schema.USER_PRIVILEGES WHERE GRANTEE IN :g",
     "schema": "SELECT PRIVILEGE_TYPE, TABLE_SCHEMA FROM information_schema.SCHEMA_PRIVILEGES"
-    " WHERE GRANTEE = :g",
+    " WHERE GRANTEE IN :g",
     "table": "SELECT PRIVILEGE_TYPE, CONCAT(TABLE_SCHEMA, '.', TABLE_NAME)"
-    " FROM information_schema.TABLE_PRIVILEGES WHERE GRANTEE = :g",
+    " FROM information_schema.TABLE_PRIVILEGES WHERE GRANTEE IN :g",
 }
+# information_schema.ROUTINES lists the routines the login may execute (or alter).
+_DEFINERS: Final = (
+    "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, DEFINER FROM information_schema.ROUTINES"
+    " WHERE SECURITY_TYPE = 'DEFINER' ORDER BY 1, 2"
+)
 
 
-def inspect_mysql(conn: Connection) -> AccountReport:
-    """The login: SUPER/FILE/admin privileges, and what it can write."""
+def _grantees(conn: Connection, user: str, host: str) -> tuple[str, ...]:
+    """The login and every role granted to it (MariaDB), as information_schema writes grantees."""
+    roles = list(conn.execute(text("SELECT ROLE_NAME FROM information_schema.APPLICABLE_ROLES")).scalars())
+    return (f"'{user}'@'{host}'", *(f"'{r}'" for r in roles), *(f"'{r}'@''" for r in roles))
+
+
+def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> AccountReport:
+    """The login: server-wide privileges, DEFINER routines it can run, what it can write.
+
+    Args:
+        conn: A connection in a call's read-only session.
+        allowed: `routine:db.name` opt-ins for reviewed DEFINER routines.
+    """
     current, version = conn.execute(text("SELECT CURRENT_USER(), VERSION()")).one()
     user, _, host = str(current).rpartition("@")
-    grantee = f"'{user}'@'{host}'"
+    account = f"'{user}'@'{host}'"
+    grantees = _grantees(conn, user, host)
     privileges = {
-        scope: [(str(p), str(o)) for p, o in conn.execute(text(q), {"g": grantee})]
+        scope: [(str(p), str(o)) for p, o in conn.execute(text(q).bindparams(g=grantees))]
         for scope, q in _PRIVILEGES.items()
     }
-    admin = sorted({p for p, _ in privileges["global"]} & _ADMIN)
+    held = {p for p, _ in privileges["global"]}
+    found = [
+        Finding(
+            f"mysql:{p.lower()}",
+            f"{current} holds {p} (it {why})",
+            f"REVOKE {p} ON *.* FROM {account}",
+            _OPT_IN.get(p),
+        )
+        for p, why in _ADMIN.items()
+        if p in held
+    ]
+    schema_execute = {on for p, on in privileges["schema"] if p == "EXECUTE"}
+    for schema, name, kind, definer in conn.execute(text(_DEFINERS)):
+        if f"routine:{schema}.{name}" in allowed:
+            continue
+        fix = (
+            f"REVOKE EXECUTE ON `{schema}`.* FROM {account}"
+            if schema in schema_execute or "EXECUTE" in held
+            else f"REVOKE EXECUTE ON {kind} `{schema}`.`{name}` FROM {account}"
+        )
+        found.append(
+            Finding(
+                "definer-routine",
+                f"{current} can run {kind.lower()} {schema}.{name}, which runs as its definer {definer}"
+                " (SQL SECURITY DEFINER)",
+                f"{fix}; or ALTER {kind} `{schema}`.`{name}` SQL SECURITY INVOKER",
+                f"routine:{schema}.{name}",
+            )
+        )
     writable = sorted(
         {
             "*.* (global)" if scope == "global" else f"{on}.*" if scope == "schema" else on
@@ -54,4 +101,7 @@ def inspect_mysql(conn: Connection) -> AccountReport:
             if p in _WRITE
         }
     )
-    return AccountReport("mysql", str(version), str(current), bool(admin), ", ".join(admin) or None, writable)
+    admin = sorted(held & set(_ADMIN))
+    return AccountReport(
+        "mysql", str(version), str(current), bool(admin), ", ".join(admin) or None, writable, True, found
+    )

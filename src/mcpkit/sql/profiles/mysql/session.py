@@ -15,6 +15,7 @@ __all__ = ["MysqlSession"]
 # sql_mode flags that change how text is read (quotes, backslashes, `||`): pinned off so the
 # server reads regenerated SQL the way sqlglot wrote it.
 _UNPINNED_MODES: Final = frozenset({"ANSI_QUOTES", "NO_BACKSLASH_ESCAPES", "PIPES_AS_CONCAT", "ANSI"})
+_TMP_DISK_BYTES: Final = 256 * 1024 * 1024  # one call's on-disk temporary tables (MariaDB)
 _CODES: Final[dict[int, Outcome]] = {
     1064: "syntax",
     1149: "syntax",
@@ -80,6 +81,13 @@ class MysqlSession(Profile):
             cur.execute("SET SESSION sql_mode = %s", [",".join(kept)])
             if self.mariadb:
                 cur.execute("SET SESSION max_statement_time = %s", [max(0.001, timeout_s)])
+                # max_recursive_iterations truncates silently (warning 1931, COUNT(*) = 1001 as if
+                # it were the answer): lift it, so an endless recursion ends in the time limit or
+                # the temporary-table cap below, errors the agent sees.
+                cur.execute(
+                    "SET SESSION max_recursive_iterations = 4294967295, tmp_disk_table_size = %s",
+                    [_TMP_DISK_BYTES],
+                )
             else:
                 cur.execute("SET SESSION max_execution_time = %s", [max(1, int(timeout_s * 1000))])
             cur.execute("START TRANSACTION READ ONLY")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
@@ -11,6 +12,7 @@ from sqlalchemy.engine import URL, Connection
 from mcpkit.sql.profiles.base import AccountReport, Readable, quote_role
 from mcpkit.sql.profiles.postgres.account import inspect_postgres
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
+from mcpkit.sql.profiles.postgres.grant import postgres_grant
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 
 if TYPE_CHECKING:
@@ -33,9 +35,10 @@ class PostgresProfile(PostgresSession):
     forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
     costed = True
 
-    def inspect(self, conn: Connection, url: URL) -> AccountReport:
-        """Superuser, file roles, writable tables of the role the calls run as."""
-        return inspect_postgres(conn)
+    def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
+        """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous
+        function (`routes.audit_routes`) of the role the calls run as."""
+        return inspect_postgres(conn, allowed)
 
     def readable(self, conn: Connection) -> Readable:
         """Relations the role can read (or read some columns of), with `reltuples` estimates."""
@@ -58,6 +61,10 @@ class PostgresProfile(PostgresSession):
         """
         plan = json.loads(document) if isinstance(document, str) else document
         return float(plan[0]["Plan"]["Total Cost"])
+
+    def grant(self, conn: Connection, role: str, tables: Sequence[str], password: str) -> list[str]:
+        """CREATE ROLE, USAGE and SELECT grants, and the fixes the start-up check asks for."""
+        return postgres_grant(conn, role, tables, password)
 
     def role_setup(self, role: str) -> str | None:
         """`SET LOCAL ROLE "<role>"` inside the call's read-only transaction."""

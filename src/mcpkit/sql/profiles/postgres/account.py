@@ -1,4 +1,4 @@
-"""PostgreSQL: who the execution identity is and what it could change."""
+"""PostgreSQL: who the execution identity is (after any SET ROLE) and what it must not hold."""
 
 from __future__ import annotations
 
@@ -7,16 +7,41 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from mcpkit.sql.profiles.base import AccountReport
+from mcpkit.sql.profiles.base import AccountReport, Finding
+from mcpkit.sql.profiles.postgres.knowledge import ROLES
+from mcpkit.sql.profiles.postgres.routes import audit_routes
 
 __all__ = ["inspect_postgres"]
 
 _ACCOUNT: Final = (
-    "SELECT current_user, rolsuper, version(),"
-    " pg_has_role(current_user, 'pg_write_server_files', 'MEMBER'),"
-    " pg_has_role(current_user, 'pg_execute_server_program', 'MEMBER')"
-    " FROM pg_catalog.pg_roles WHERE rolname = current_user"
+    "SELECT current_user, quote_ident(current_user), rolsuper, rolcreaterole, rolbypassrls, rolreplication,"
+    " version() FROM pg_catalog.pg_roles WHERE rolname = current_user"
 )
+# A predefined role the current role is a member of, and the direct grant that gives it.
+_MEMBERSHIPS: Final = """
+SELECT r.rolname, coalesce((SELECT quote_ident(g.rolname) FROM pg_auth_members m
+    JOIN pg_roles g ON g.oid = m.roleid
+    WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+      AND pg_has_role(g.oid, r.oid, 'MEMBER') ORDER BY g.oid = r.oid DESC LIMIT 1), r.rolname)
+FROM pg_roles r WHERE r.rolname = ANY(:names) AND pg_has_role(current_user, r.oid, 'MEMBER')
+ORDER BY 1
+"""
+_OWNED: Final = """
+SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname NOT LIKE 'pg_toast%' AND pg_has_role(c.relowner, 'USAGE') ORDER BY 1 LIMIT 1000
+"""
+_CREATE: Final = """
+SELECT quote_ident(n.nspname), coalesce((SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'
+       ELSE quote_ident(a.grantee::regrole::text) END, ', ')
+     FROM aclexplode(coalesce(n.nspacl, acldefault('n', n.nspowner))) a
+     WHERE a.privilege_type = 'CREATE' AND (a.grantee = 0 OR pg_has_role(a.grantee, 'USAGE'))), ''),
+  pg_has_role(n.nspowner, 'USAGE')
+FROM pg_namespace n WHERE has_schema_privilege(n.oid, 'CREATE')
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_temp%'
+  AND n.nspname NOT LIKE 'pg_toast%' ORDER BY 1
+"""
 _WRITABLE: Final = (
     "SELECT n.nspname || '.' || c.relname FROM pg_catalog.pg_class c"
     " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
@@ -27,10 +52,85 @@ _WRITABLE: Final = (
 )
 
 
-def inspect_postgres(conn: Connection) -> AccountReport:
-    """The role the calls run as: superuser or file roles, and the tables it can write."""
-    user, rolsuper, version, write_files, run_programs = conn.execute(text(_ACCOUNT)).one()
-    reason = "rolsuper" if rolsuper else "pg_execute_server_program" if run_programs else None
-    reason = reason or ("pg_write_server_files" if write_files else None)
+def _role_findings(conn: Connection) -> tuple[str, str, bool, list[Finding]]:
+    user, quoted, rolsuper, createrole, bypassrls, replication, version = conn.execute(text(_ACCOUNT)).one()
+    found: list[Finding] = []
+    if rolsuper:
+        found.append(
+            Finding(
+                "superuser", f"role {user} is a superuser", f"ALTER ROLE {quoted} NOSUPERUSER", "superuser"
+            )
+        )
+    if createrole and not rolsuper:  # a superuser holds these implicitly; its own finding says so
+        found.append(
+            Finding(
+                "createrole",
+                f"role {user} has CREATEROLE (it can grant itself other roles)",
+                f"ALTER ROLE {quoted} NOCREATEROLE",
+            )
+        )
+    if bypassrls and not rolsuper:
+        found.append(
+            Finding(
+                "bypassrls",
+                f"role {user} has BYPASSRLS (row-level security does not apply to it)",
+                f"ALTER ROLE {quoted} NOBYPASSRLS",
+                "bypassrls",
+            )
+        )
+    if replication and not rolsuper:
+        found.append(
+            Finding(
+                "replication",
+                f"role {user} has REPLICATION (it can read the write-ahead log)",
+                f"ALTER ROLE {quoted} NOREPLICATION",
+            )
+        )
+    if not rolsuper:
+        for name, via in conn.execute(text(_MEMBERSHIPS), {"names": sorted(ROLES)}):
+            stats = name in ("pg_read_all_stats", "pg_monitor")
+            found.append(
+                Finding(
+                    name,
+                    f"role {user} is a member of {name}" + (f" (through {via})" if via != name else ""),
+                    f"REVOKE {via} FROM {quoted}  -- it {ROLES[name]}",
+                    "read-all-stats" if stats else None,
+                )
+            )
+    return str(user), str(version), bool(rolsuper), found
+
+
+def inspect_postgres(conn: Connection, allowed: frozenset[str] = frozenset()) -> AccountReport:
+    """Everything the role the calls run as must not hold, each with the SQL that removes it.
+
+    Args:
+        conn: A connection in a call's read-only session (after any SET ROLE).
+        allowed: Opt-ins for functions and objects (`function:schema.name`, `extension:name`, ...).
+    """
+    conn.execute(text("SET LOCAL search_path = pg_catalog"))  # names in fixes come out qualified
+    user, version, rolsuper, found = _role_findings(conn)
+    quoted = conn.execute(text("SELECT quote_ident(current_user)")).scalar()
+    owned = [str(r[0]) for r in conn.execute(text(_OWNED))]
+    if owned:
+        shown = ", ".join(owned[:5]) + (f" and {len(owned) - 5} more" if len(owned) > 5 else "")
+        found.append(
+            Finding(
+                "table-owner",
+                f"role {user} owns {shown} (an owner can bypass row-level security and change what it reads)",
+                "connect as a reader role that owns nothing (`mcpkit sql grant` prints one)",
+                "table-owner",
+            )
+        )
+    for schema, grantees, owner in conn.execute(text(_CREATE)):
+        fix = (
+            f"ALTER SCHEMA {schema} OWNER TO <another role>"
+            if owner
+            else f"REVOKE CREATE ON SCHEMA {schema} FROM {grantees or quoted}"
+        )
+        found.append(
+            Finding("create-schema", f"role {user} can CREATE in schema {schema}", fix, "create-schema")
+        )
+    found += audit_routes(conn, allowed)
     writable = [str(r[0]) for r in conn.execute(text(_WRITABLE))]
-    return AccountReport("postgres", str(version), str(user), reason is not None, reason, writable)
+    reason = "rolsuper" if rolsuper else next((f.code for f in found if f.code.startswith("pg_")), None)
+    return AccountReport("postgres", version, user, reason is not None, reason, writable, True, found)

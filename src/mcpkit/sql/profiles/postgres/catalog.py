@@ -8,34 +8,9 @@ from typing import Final
 
 from mcpkit.sql.admission.reject_volatile_functions import FunctionRef
 from mcpkit.sql.engines.base import Engine
+from mcpkit.sql.profiles.postgres.knowledge import HARMLESS_VOLATILE
 
 __all__ = ["HARMLESS_VOLATILE", "PostgresCatalog"]
-
-# Built-ins PostgreSQL marks volatile that only read or draw random numbers (pg_catalog only).
-HARMLESS_VOLATILE: Final = frozenset(
-    {
-        "random",
-        "random_normal",
-        "clock_timestamp",
-        "timeofday",
-        "gen_random_uuid",
-        "pg_relation_size",
-        "pg_total_relation_size",
-        "pg_table_size",
-        "pg_indexes_size",
-        "pg_database_size",
-        "pg_tablespace_size",
-        "pg_partition_tree",
-        "pg_partition_ancestors",
-        "pg_is_in_recovery",
-        "pg_jit_available",
-        "currval",
-        "lastval",
-        "pg_sequence_last_value",
-        "pg_blocking_pids",
-        "pg_lock_status",
-    }
-)
 
 _LOOKUP: Final = (
     "SELECT n.nspname, p.proname, p.provolatile FROM pg_catalog.pg_proc p"

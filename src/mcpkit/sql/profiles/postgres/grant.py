@@ -1,0 +1,79 @@
+"""`mcpkit sql grant` on PostgreSQL: the SQL that creates a reader role the start-up check accepts.
+
+The script is tried first inside a transaction that is rolled back (PostgreSQL's DDL, CREATE ROLE
+included, is transactional): the role is created, granted, taken on with SET ROLE and inspected
+exactly as the server inspects it at start-up; the fixes of what it finds (REVOKE EXECUTE ... FROM
+PUBLIC on hazardous functions, ...) are added and tried again, so the printed script starts clean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.profiles.base import quote_role
+
+__all__ = ["postgres_grant"]
+
+
+def _quote(conn: Connection, name: str) -> str:
+    return str(conn.execute(text("SELECT quote_ident(:n)"), {"n": name}).scalar())
+
+
+def _base(conn: Connection, role: str, tables: Sequence[str], password: str) -> list[str]:
+    quoted = quote_role(role)
+    if conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first():
+        raise SqlConfigError(f"role {role} exists already; name a new reader role")
+    script = [f"CREATE ROLE {quoted} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '{password}'"]
+    schemas: list[str] = []
+    for name in tables:
+        schema, _, table = name.rpartition(".")
+        schema = schema or "public"
+        found = conn.execute(
+            text(
+                "SELECT quote_ident(n.nspname), quote_ident(c.relname) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = :s AND c.relname = :t"
+                " AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
+            ),
+            {"s": schema, "t": table},
+        ).first()
+        if found is None:
+            raise SqlConfigError(f"no table or view {schema}.{table}")
+        if found[0] not in schemas:
+            schemas.append(found[0])
+            script.append(f"GRANT USAGE ON SCHEMA {found[0]} TO {quoted}")
+        script.append(f"GRANT SELECT ON {found[0]}.{found[1]} TO {quoted}")
+    database = _quote(conn, str(conn.execute(text("SELECT current_database()")).scalar()))
+    script.append(f"ALTER ROLE {quoted} IN DATABASE {database} SET search_path = {', '.join(schemas)}")
+    return script
+
+
+def postgres_grant(conn: Connection, role: str, tables: Sequence[str], password: str) -> list[str]:
+    """The statements an administrator runs; `conn` is an administrator's, nothing is committed.
+
+    Raises:
+        SqlConfigError: the role exists, a table does not, or a finding has no SQL fix.
+    """
+    from mcpkit.sql.profiles.postgres.account import inspect_postgres
+
+    script = _base(conn, role, tables, password)
+    conn.rollback()
+    for _ in range(3):
+        trial = conn.begin()
+        try:
+            for statement in script:
+                conn.exec_driver_sql(statement)
+            conn.execute(text(f"SET LOCAL ROLE {quote_role(role)}"))
+            findings = inspect_postgres(conn).findings
+        finally:
+            trial.rollback()
+        if not findings:
+            return script
+        unfixable = [f for f in findings if "<" in f.fix or not f.fix.startswith(("REVOKE", "ALTER", "DROP"))]
+        if unfixable:
+            raise SqlConfigError("cannot write a clean grant: " + unfixable[0].line())
+        script += [f.fix.split("  --")[0] for f in findings]
+    raise SqlConfigError("the grant does not come out clean after its own fixes")

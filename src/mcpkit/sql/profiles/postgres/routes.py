@@ -1,0 +1,272 @@
+"""Every function the role can make PostgreSQL run, directly or through the catalog, checked.
+
+What PostgreSQL checks EXECUTE for, and against whom (verified on PostgreSQL 15 by
+tests/sql/test_sql_enforcement.py):
+
+- a call, an operator (its function), a cast (its function), a domain CHECK, a function's
+  default argument, attribute notation `t.f`, a function called in a view or an RLS policy: against
+  the user running the query (a view's *relations* are read as the view's owner, its *functions*
+  are run as the caller). Revoking EXECUTE closes each of these routes;
+- an aggregate: EXECUTE on the aggregate against the caller, but its transition, final and
+  combine functions against the aggregate's *owner*, so revoking them closes nothing; the
+  aggregate itself must not be executable;
+- a range type's subtype_diff runs inside the planner with no EXECUTE check at all, whenever a
+  readable column of that type has statistics (even under EXPLAIN), so a readable relation with
+  such a column counts as calling it.
+
+So the audit walks, from everything the role can use (readable relations, executable functions,
+operators, casts, types), the node trees PostgreSQL stores (view rules, policy quals, domain
+CHECKs, default arguments, SQL-standard bodies; `pg_depend` omits pinned built-ins such as
+txid_current, the node trees do not), and refuses what reaches a function that is volatile,
+SECURITY DEFINER, switches role, comes from an extension that runs SQL from strings, has a body
+PostgreSQL does not track (plpgsql, non-atomic SQL, C: its STABLE label cannot be verified), or
+is a built-in that must stay unreachable (`knowledge.UNREACHABLE`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.postgres.knowledge import (
+    HARMLESS_VOLATILE,
+    STRING_SQL_EXTENSIONS,
+    unreachable_reason,
+)
+
+__all__ = ["Fn", "audit_routes"]
+
+_CATALOG: Final = ("pg_catalog", "information_schema")
+_FIELDS: Final = r"':(funcid|opfuncid|aggfnoid|winfnoid|relid|resulttype|opno) (\d+)'"
+_TREE: Final = f"regexp_matches({{tree}}, {_FIELDS}, 'g')"
+
+# (kind, oid) -> (field, oid) edges out of the node trees PostgreSQL stores.
+_EDGES: Final = f"""
+SELECT 'rel', r.ev_class, m[1], m[2]::oid FROM pg_rewrite r,
+  LATERAL {_TREE.format(tree="r.ev_action::text")} m
+UNION ALL SELECT 'rel', p.polrelid, m[1], m[2]::oid FROM pg_policy p,
+  LATERAL {_TREE.format(tree="coalesce(p.polqual::text, '')")} m WHERE p.polcmd IN ('r', '*')
+UNION ALL SELECT 'type', c.contypid, m[1], m[2]::oid FROM pg_constraint c,
+  LATERAL {_TREE.format(tree="coalesce(c.conbin::text, '')")} m WHERE c.contypid <> 0
+UNION ALL SELECT 'type', t.oid, 'resulttype', t.typbasetype FROM pg_type t WHERE t.typtype = 'd'
+UNION ALL SELECT 'type', r.rngtypid, 'component', r.rngsubdiff FROM pg_range r WHERE r.rngsubdiff <> 0
+UNION ALL SELECT 'type', r.rngmultitypid, 'resulttype', r.rngtypid FROM pg_range r
+UNION ALL SELECT 'type', t.oid, 'resulttype', t.typelem FROM pg_type t
+  WHERE t.oid >= 16384 AND t.typelem <> 0 AND t.typcategory = 'A'
+UNION ALL SELECT 'rel', a.attrelid, 'resulttype', a.atttypid FROM pg_attribute a
+  WHERE a.attrelid >= 16384 AND a.attnum > 0 AND NOT a.attisdropped AND a.atttypid >= 16384
+UNION ALL SELECT 'fn', p.oid, m[1], m[2]::oid FROM pg_proc p,
+  LATERAL {_TREE.format(tree="coalesce(p.proargdefaults::text, '') || coalesce(p.prosqlbody::text, '')")} m
+UNION ALL SELECT 'fn', p.oid, 'resulttype', a.t FROM pg_proc p, unnest(p.proargtypes::oid[]) a(t)
+  JOIN pg_type ty ON ty.oid = a.t WHERE ty.typtype = 'd'
+UNION ALL SELECT 'fn', a.aggfnoid, 'component', c.f::oid FROM pg_aggregate a,
+  unnest(ARRAY[a.aggtransfn, a.aggfinalfn, a.aggcombinefn, a.aggserialfn, a.aggdeserialfn,
+               a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn]) c(f) WHERE c.f::oid <> 0
+UNION ALL SELECT 'op', o.oid, 'funcid', o.oprcode::oid FROM pg_operator o WHERE o.oprcode::oid <> 0
+UNION ALL SELECT 'cast', c.oid, 'funcid', c.castfunc FROM pg_cast c WHERE c.castfunc <> 0
+"""
+_KIND: Final = {
+    "funcid": "fn",
+    "opfuncid": "fn",
+    "aggfnoid": "fn",
+    "winfnoid": "fn",
+    "component": "fn",
+    "relid": "rel",
+    "resulttype": "type",
+    "opno": "op",
+}
+
+_FUNCTIONS: Final = """
+SELECT p.oid, n.nspname, p.proname, p.oid::regprocedure::text, p.prokind,
+  p.provolatile, p.prosecdef, coalesce(array_to_string(p.proconfig, ','), ''), l.lanname,
+  p.prosqlbody IS NOT NULL, e.extname, has_function_privilege(p.oid, 'EXECUTE'),
+  pg_has_role(p.proowner, 'USAGE'), has_schema_privilege(n.oid, 'USAGE'),
+  EXISTS (SELECT 1 FROM pg_depend g WHERE g.classid = 'pg_proc'::regclass AND g.objid = p.oid
+          AND g.deptype = 'i' AND g.refclassid = 'pg_type'::regclass),
+  ARRAY(SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text) END
+        FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+        WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+          AND (a.grantee = 0 OR pg_has_role(a.grantee, 'USAGE')))
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace JOIN pg_language l ON l.oid = p.prolang
+LEFT JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+LEFT JOIN pg_extension e ON e.oid = d.refobjid
+WHERE p.prokind <> 'p'
+"""
+# Non-catalog things the role can use, each a starting point: (kind, oid, name, fix).
+_ENTRIES: Final = """
+SELECT 'rel', c.oid, quote_ident(n.nspname) || '.' || quote_ident(c.relname),
+  'REVOKE SELECT ON ' || quote_ident(n.nspname) || '.' || quote_ident(c.relname) || ' FROM '
+  || coalesce((SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'
+       ELSE quote_ident(a.grantee::regrole::text) END, ', ')
+     FROM aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) a
+     WHERE a.privilege_type = 'SELECT' AND (a.grantee = 0 OR pg_has_role(a.grantee, 'USAGE'))),
+     quote_ident(current_user))
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname NOT LIKE 'pg_toast%' AND has_schema_privilege(n.oid, 'USAGE')
+  AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))
+UNION ALL SELECT 'op', o.oid, o.oid::regoperator::text,
+  'DROP OPERATOR ' || o.oid::regoperator::text
+FROM pg_operator o WHERE o.oid >= 16384 AND has_schema_privilege(o.oprnamespace, 'USAGE')
+UNION ALL SELECT 'cast', c.oid, format('(%s AS %s)', c.castsource::regtype, c.casttarget::regtype),
+  format('DROP CAST (%s AS %s)', c.castsource::regtype, c.casttarget::regtype)
+FROM pg_cast c WHERE c.oid >= 16384
+UNION ALL SELECT 'type', t.oid, t.oid::regtype::text,
+  format('REVOKE USAGE ON %s %s FROM PUBLIC', CASE t.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END,
+         t.oid::regtype)
+FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+WHERE t.typtype IN ('d', 'r') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND has_type_privilege(t.oid, 'USAGE') AND has_schema_privilege(n.oid, 'USAGE')
+"""
+
+
+@dataclass(frozen=True)
+class Fn:
+    """One function as the audit sees it."""
+
+    oid: int
+    schema: str
+    name: str
+    signature: str
+    kind: str
+    volatility: str
+    definer: bool
+    config: str
+    language: str
+    atomic: bool
+    extension: str | None
+    executable: bool
+    owned: bool
+    visible: bool
+    generated: bool
+    grantees: tuple[str, ...]
+
+    @property
+    def catalog(self) -> bool:
+        """A built-in (pg_catalog or information_schema)."""
+        return self.schema in _CATALOG
+
+    def hazard(self) -> str | None:
+        """Why running this function could change something or escape the role, or None."""
+        if self.catalog:
+            return unreachable_reason(self.name)
+        if self.definer:
+            return "runs as its owner (SECURITY DEFINER)"
+        if "role=" in self.config or "session_authorization=" in self.config:
+            return "switches role (SET role)"
+        if self.extension in STRING_SQL_EXTENSIONS:
+            return f"runs SQL from a string or another server (extension {self.extension})"
+        if self.volatility == "v" and self.name not in HARMLESS_VOLATILE:
+            return "is VOLATILE"
+        # CREATE TYPE's own constructors (range, multirange) are generated, not written.
+        if self.extension is None and self.kind in ("f", "w") and not (self.atomic or self.generated):
+            return (
+                f"is written in {self.language} (PostgreSQL does not track what its body calls, so its "
+                f"{'STABLE' if self.volatility == 's' else 'IMMUTABLE'} label cannot be verified)"
+            )
+        return None
+
+    def revoke(self) -> str:
+        """The statement that takes EXECUTE away from the role."""
+        if self.owned:
+            return f"ALTER FUNCTION {self.signature} OWNER TO <another role>  -- the role owns it"
+        return f"REVOKE EXECUTE ON FUNCTION {self.signature} FROM {', '.join(self.grantees) or 'PUBLIC'}"
+
+    @property
+    def group(self) -> str:
+        """Findings of one extension, or of one function's overloads, share a line."""
+        return f"extension {self.extension}" if self.extension else f"{self.schema}.{self.name}"
+
+
+_LABEL: Final = {"fn": "function", "rel": "relation", "op": "operator", "cast": "cast", "type": "type"}
+
+
+def _fn(r: Any) -> Fn:
+    return Fn(
+        int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]), bool(r[6]), str(r[7]), str(r[8]),
+        bool(r[9]), r[10], bool(r[11]), bool(r[12]), bool(r[13]), bool(r[14]), tuple(r[15]),
+    )  # fmt: skip
+
+
+def _graph(conn: Connection) -> dict[tuple[str, int], list[tuple[str, tuple[str, int]]]]:
+    graph: dict[tuple[str, int], list[tuple[str, tuple[str, int]]]] = {}
+    for kind, oid, field, target in conn.execute(text(_EDGES)):
+        if target:
+            graph.setdefault((str(kind), int(oid)), []).append((str(field), (_KIND[str(field)], int(target))))
+    return graph
+
+
+def _reached(
+    graph: dict[tuple[str, int], list[tuple[str, tuple[str, int]]]], start: tuple[str, int]
+) -> Iterator[tuple[int, bool]]:
+    """Functions reachable from `start`: (oid, checked) where `checked` says every step on the way
+    was an EXECUTE-checked call (false once an aggregate component or subtype_diff is crossed)."""
+    seen: set[tuple[tuple[str, int], bool]] = set()
+    stack = [(start, True)]
+    while stack:
+        node, checked = stack.pop()
+        if (node, checked) in seen:
+            continue
+        seen.add((node, checked))
+        if node[0] == "fn" and node != start:
+            yield node[1], checked
+        for field, target in graph.get(node, ()):
+            stack.append((target, checked and field != "component"))
+
+
+def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> list[Finding]:
+    """Findings for every route from what the role can use to a hazardous function.
+
+    Args:
+        conn: A connection in the role's read-only session.
+        allowed: `function:schema.name` (or `view:`, ... any entry's name) the operator accepted.
+
+    Returns:
+        One finding per entry point (function, relation, operator, cast, type) that reaches one.
+    """
+    conn.execute(text("SET LOCAL search_path = pg_catalog"))  # signatures come out schema-qualified
+    fns = {int(r[0]): _fn(r) for r in conn.execute(text(_FUNCTIONS))}
+    graph = _graph(conn)
+    findings: list[Finding] = []
+    own: dict[tuple[str, str, tuple[str, ...], bool], list[Fn]] = {}
+    entries: list[tuple[str, int, str, str]] = [
+        ("fn", f.oid, f"{f.schema}.{f.name}", f.revoke())
+        for f in fns.values()
+        if f.executable and f.visible and not f.catalog
+    ]
+    entries += [(str(k), int(o), str(n), str(fix)) for k, o, n, fix in conn.execute(text(_ENTRIES))]
+    for kind, oid, name, fix in entries:
+        label = _LABEL[kind]
+        if f"{label}:{name}" in allowed or (kind == "fn" and f"extension:{fns[oid].extension}" in allowed):
+            continue
+        hazard = fns[oid].hazard() if kind == "fn" else None
+        if hazard:
+            entry = fns[oid]
+            own.setdefault((entry.group, hazard, entry.grantees, entry.owned), []).append(entry)
+            continue
+        for target, checked in _reached(graph, (kind, oid)):
+            fn = fns.get(target)
+            hazard = fn.hazard() if fn is not None else None
+            if fn is None or hazard is None:
+                continue
+            if fn.catalog or not checked or (fn.executable and not fn.visible):
+                how = "" if checked else " with no EXECUTE check (aggregate component or range subtype_diff)"
+                message = f"{label} {name} runs {fn.schema}.{fn.name}{how}, which {hazard}"
+                findings.append(Finding("route", message, fix, f"{label}:{name}"))
+                break
+    for (group, hazard, grantees, owned), same in own.items():
+        names = ", ".join(f.signature for f in same)
+        fix = (
+            same[0].revoke()
+            if owned or len(same) == 1
+            else f"REVOKE EXECUTE ON FUNCTION {names} FROM {', '.join(grantees) or 'PUBLIC'}"
+        )
+        what = f"{len(same)} functions of {group}: each" if len(same) > 1 else f"function {same[0].signature}"
+        opt_in = group.replace("extension ", "extension:") if same[0].extension else f"function:{group}"
+        findings.append(Finding("function", f"{what} {hazard}", fix, opt_in))
+    return findings

@@ -1,0 +1,90 @@
+"""Limits the engine itself enforces, with admission switched off (test-only passthrough).
+
+SQLite: SQLITE_LIMIT_LENGTH stops a step that would build gigabytes; printf's width and precision
+are bounded (its `%.*c` loop runs 30 s in one VM step otherwise, where no progress handler runs);
+the authorizer refuses functions the policy does not admit. MariaDB: a recursive CTE that hits
+the recursion cap is an error, never a truncated `COUNT(*) = 1001`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from sqlglot import exp
+
+from mcpkit.sql.admission import Admitted, FunctionPolicy
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed, QueryTimeout
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import DbEnv
+
+TIMEOUT_S = 3.0
+
+
+def _passthrough(sql: str, dialect: str, **_: Any) -> Admitted:
+    return Admitted(sql=sql, tree=exp.Select())
+
+
+def _raw(env: DbEnv, functions: FunctionPolicy | None = None) -> SqlService:
+    service = SqlService(SqlEngine(env.ro_url), timeout_s=TIMEOUT_S, functions=functions)
+    service._admit = _passthrough
+    return service
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT length(printf('%.*c', 2000000000, 'x'))",
+        "SELECT length(format('%2000000000d', 1))",
+        "SELECT length(zeroblob(2000000000))",
+        "SELECT length(randomblob(2000000000))",
+        "SELECT length(replace(hex(zeroblob(20000000)), '0', '0000000000'))",
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5000)"
+        " SELECT length(group_concat(hex(zeroblob(10000)))) FROM r",
+    ],
+)
+def test_sqlite_no_step_builds_gigabytes_or_outlives_the_deadline(sql: str, sqlite_env: DbEnv) -> None:
+    service = _raw(sqlite_env)
+    started = time.monotonic()
+    with pytest.raises(QueryFailed) as info:
+        service.query(sql, call_id="big", max_rows=1)
+    assert info.value.data is not None and info.value.data["reason"] in ("resource", "data")
+    assert time.monotonic() - started < 1.0
+    service.engine.close()
+
+
+def test_sqlite_printf_still_formats(sqlite_env: DbEnv) -> None:
+    service = _raw(sqlite_env)
+    result, _ = service.query("SELECT printf('%5.2f|%s|%*d|%%', 3.14159, 'a', 3, 7) AS f", call_id="p")
+    assert result.rows == [[" 3.14|a|  7|%"]]
+    service.engine.close()
+
+
+def test_sqlite_authorizer_enforces_the_function_policy(sqlite_env: DbEnv) -> None:
+    allow = FunctionPolicy.for_dialect("sqlite", allow=["count", "lower"])
+    service = _raw(sqlite_env, functions=allow)
+    result, _ = service.query(
+        "SELECT count(*), lower('A') FROM sales_demo WHERE region LIKE 'E%'", call_id="ok"
+    )
+    assert result.rows[0][1] == "a"
+    for sql in ("SELECT upper('a')", "SELECT load_extension('x')", "SELECT max(units) FROM sales_demo"):
+        with pytest.raises(QueryFailed) as info:
+            service.query(sql, call_id="no")
+        assert info.value.data is not None and info.value.data["reason"] == "read_only", sql
+    service.engine.close()
+
+
+@pytest.mark.mysql
+def test_mariadb_recursion_cap_is_an_error_not_an_answer(mysql_env: DbEnv) -> None:
+    service = _raw(mysql_env)
+    endless = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
+    with pytest.raises((QueryTimeout, QueryFailed)):
+        service.query(endless, call_id="endless")
+    # A legitimate recursion past MariaDB's default cap of 1000 gives the whole answer.
+    deep = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5000)"
+    deep += " SELECT count(*) FROM r"
+    result, _ = service.query(deep, call_id="deep")
+    assert result.rows == [[5000]]
+    service.engine.close()
