@@ -27,6 +27,7 @@ from sqlalchemy.engine import make_url
 
 from mcpkit.context import Context
 from mcpkit.errors import Refused
+from mcpkit.sql.admission import FunctionPolicy
 from mcpkit.sql.engines.catalog import PostgresCatalog
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
@@ -93,7 +94,9 @@ def rls(pg_url: str) -> Iterator[RlsDb]:
 def router(rls: RlsDb) -> Iterator[IdentityRouter]:
     engine = SqlEngine(rls.url)
     roles = RoleMap(principals={"alice": rls.emea, "bob": rls.amer}, groups={"amer-team": rls.amer})
-    r = IdentityRouter(SqlService(engine, timeout_s=3.0, max_rows=500), roles)
+    # all_notes is allowed by name, so what refuses it below is the SECURITY DEFINER check.
+    functions = FunctionPolicy.for_dialect("postgres", extra=["all_notes"])
+    r = IdentityRouter(SqlService(engine, timeout_s=3.0, max_rows=500, functions=functions), roles)
     yield r
     r.close()
     engine.close()
@@ -189,7 +192,9 @@ def test_security_definer_functions_are_refused_and_would_leak(router: IdentityR
     alice = router.for_context(_ctx("alice"))
     assert _outcome(alice, "SELECT * FROM all_notes()") == "refused volatile_function"
     # The same role without the definer check: the function reads past row-level security.
-    plain = SqlService(alice.engine, timeout_s=3.0, catalog=PostgresCatalog(alice.engine))
+    plain = SqlService(
+        alice.engine, timeout_s=3.0, catalog=PostgresCatalog(alice.engine), functions=alice.functions
+    )
     leaked = _outcome(plain, "SELECT * FROM all_notes()")
     assert isinstance(leaked, QueryResult) and any("amer-secret" in c for c in _cells(leaked))
 

@@ -18,9 +18,9 @@ from sqlglot import exp
 
 from mcpkit.sql.admission.cap_rows import cap_rows
 from mcpkit.sql.admission.drop_from_dual import drop_from_dual
-from mcpkit.sql.admission.functions import FunctionPolicy
 from mcpkit.sql.admission.lexical import check_lexical
 from mcpkit.sql.admission.parse import parse_statement
+from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.admission.reject_attribute_calls import reject_attribute_calls
 from mcpkit.sql.admission.reject_functions import reject_functions
 from mcpkit.sql.admission.reject_locks import reject_locks
