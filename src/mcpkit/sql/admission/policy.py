@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from mcpkit.sql.admission.function_tables import Family, FunctionTable, matches
-from mcpkit.sql.admission.function_tables.tables import table_for
+from mcpkit.sql.admission.function_tables.tables import TABLES, table_for
 from mcpkit.sql.admission.functions import SYNTAX_FUNCTIONS, FunctionCall
 from mcpkit.sql.errors import SqlConfigError
 
@@ -74,8 +74,10 @@ class FunctionPolicy:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "table", table_for(self.dialect))
-        for name in self.extra | (self.only or frozenset()):
-            fam = _clash(name, self.table)
+        # Every engine's never list: a name that is dangerous on one is not waved through on another.
+        tables = [self.table, *(t for t in TABLES.values() if t is not self.table)]
+        for name in sorted(self.extra | (self.only or frozenset())):
+            fam = next((f for t in tables if (f := _clash(name, t)) is not None), None)
             if fam is not None:
                 raise SqlConfigError(
                     f"{ALLOW_OPTION} {name}: never allowed ({fam.name}: it {fam.why}); "

@@ -46,7 +46,8 @@ _ALLOWED = (
         "SQL syntax",
         "allowed",
         "syntax the parser models as a function call",
-        "cast convert extract coalesce nullif greatest least if case interval exists row "
+        "cast convert extract coalesce nullif greatest least if case interval exists row like rlike regexp "
+        "position trim "
         "current_date current_time current_timestamp localtime localtimestamp current_user",
         in_catalog=False,
     ),
@@ -61,7 +62,7 @@ _ALLOWED = (
         "window",
         "allowed",
         "window functions (MEDIAN and PERCENTILE_* are MariaDB's window-only forms)",
-        "row_number rank dense_rank percent_rank cume_dist ntile lag lead first_value last_value "
+        "rank dense_rank percent_rank cume_dist ntile lag lead first_value last_value "
         "nth_value median percentile_cont percentile_disc",
     ),
     family(
@@ -94,8 +95,8 @@ _ALLOWED = (
         "adddate addtime add_months convert_tz curdate curtime date datediff date_add date_format "
         "date_sub day dayname dayofmonth dayofweek dayofyear from_days from_unixtime get_format hour "
         "last_day makedate maketime microsecond minute month monthname months_between now period_add "
-        "period_diff quarter second sec_to_time str_to_date subdate subtime sysdate time timediff "
-        "timestamp timestampadd timestampdiff time_format time_to_sec to_date to_days to_seconds trunc "
+        "period_diff quarter second sec_to_time str_to_date subdate subtime sysdate timediff "
+        "timestampadd timestampdiff time_format time_to_sec to_date to_days to_seconds trunc "
         "unix_timestamp utc_date utc_time utc_timestamp week weekday weekofyear year yearweek "
         "format_pico_time",
     ),
@@ -107,7 +108,7 @@ _ALLOWED = (
         "json_depth json_detailed json_equals json_exists json_extract json_insert json_keys json_length "
         "json_loose json_merge json_merge_patch json_merge_preserve json_normalize json_object "
         "json_overlaps json_pretty json_query json_quote json_remove json_replace json_search json_set "
-        "json_type json_unquote json_valid json_value json_table",
+        "json_type json_unquote json_valid json_value",
     ),
     family(
         "XML",
@@ -122,6 +123,16 @@ _ALLOWED = (
         "ifnull isnull nvl nvl2 decode_oracle uuid sys_guid uuid_v4 uuid_v7 inet_aton inet_ntoa "
         "inet6_aton inet6_ntoa is_ipv4 is_ipv4_compat is_ipv4_mapped is_ipv6 charset collation "
         "coercibility database schema current_role",
+    ),
+)
+
+_KEYWORDS = (
+    family(
+        "keywords that are functions",
+        "allowed",
+        "functions whose names are reserved words (so not in SQL_FUNCTIONS)",
+        "row_number time timestamp json_table",
+        in_catalog=False,
     ),
 )
 
@@ -163,4 +174,4 @@ _ABSENT = (
     ),
 )
 
-MYSQL: Final = FunctionTable("mysql", _NEVER + _ALLOWED + _MYSQL8 + _ABSENT)
+MYSQL: Final = FunctionTable("mysql", _NEVER + _ALLOWED + _KEYWORDS + _MYSQL8 + _ABSENT)

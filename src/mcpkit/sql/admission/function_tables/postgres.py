@@ -127,7 +127,7 @@ _ALLOWED = (
         "allowed",
         "functional casts named after a type (int4(x), date(x), ...)",
         "bool int2 int4 int8 float4 float8 numeric text varchar bpchar char name date time timetz "
-        "timestamp timestamptz interval money bit varbit inet cidr macaddr macaddr8 xml",
+        "timestamp timestamptz interval money bit varbit cidr macaddr macaddr8 xml",
     ),
     family(
         "arrays",
@@ -262,7 +262,8 @@ _ABSENT = (
         "operator, index and type internals",
         "absent",
         "support functions behind operators, indexes, hashing and binary I/O; write the operator instead",
-        "*send *cmp *_cmp hash* *_hash *_hash_extended bt*cmp *larger *smaller *_accum *_accum_inv "
+        "*send *cmp *_cmp *_cmp_* bt*image xmlconcat2 hash* *_hash *_hash_extended bt*cmp *larger "
+        "*smaller *_accum *_accum_inv "
         "*_combine *_avg *_sum *_statefunc *_transfn int8inc* int8dec* int4inc numeric_* float8_* "
         "*typmodin in_range *_canonical *_subdiff gin_* spg_* brin_*_send like_escape similar_escape "
         "similar_to_escape textlen nameconcatoid int2vectorsend oid regclass xid currtid2 "

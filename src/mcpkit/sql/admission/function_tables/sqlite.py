@@ -73,7 +73,14 @@ _ALLOWED = (
         "allowed",
         "JSON construction and extraction (json_each and json_tree are table-valued)",
         "json json_array json_array_length json_extract json_insert json_object json_patch json_quote "
-        "json_remove json_replace json_set json_type json_valid json_each json_tree",
+        "json_remove json_replace json_set json_type json_valid",
+    ),
+    family(
+        "JSON tables",
+        "allowed",
+        "json_each and json_tree, table-valued (virtual tables, so not in pragma_function_list)",
+        "json_each json_tree",
+        in_catalog=False,
     ),
     family(
         "full-text search",
