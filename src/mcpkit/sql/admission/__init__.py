@@ -3,10 +3,12 @@
 __all__ = [
     "ALLOW_OPTION",
     "CHECKS",
+    "DEFAULT_BUDGET",
     "DENYLISTS",
     "PASSES",
     "REWRITES",
     "Admitted",
+    "AnalysisBudget",
     "Family",
     "FunctionCall",
     "FunctionCatalog",
@@ -23,6 +25,7 @@ __all__ = [
 ]
 
 from mcpkit.sql.admission.admit import CHECKS, PASSES, REWRITES, Admitted, admit, run_passes
+from mcpkit.sql.admission.budget import DEFAULT_BUDGET, AnalysisBudget
 from mcpkit.sql.admission.function_tables import Family, FunctionTable
 from mcpkit.sql.admission.functions import DENYLISTS, FunctionCall, function_calls, table_for
 from mcpkit.sql.admission.lexical import check_lexical

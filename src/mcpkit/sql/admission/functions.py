@@ -128,6 +128,8 @@ def _generated_names(funcs: list[exp.Func], tree: exp.Expr, dialect: str) -> lis
     for i, node in enumerate(funcs):
         if i in heads:
             out.append(heads[i])
+        elif isinstance(node, exp.Connector):  # AND/OR chains are written flat, never as a call
+            out.append(None)
         else:  # rewritten away by a transform during generation: generate it alone
             out.append(_head(node.sql(dialect=writer, normalize_functions=False, comments=False)))
     return out
