@@ -15,6 +15,7 @@ from sqlglot import exp
 from mcpkit.errors import Refused
 from mcpkit.sql.admission import PASSES, FunctionPolicy, admit, check_lexical, parse_statement, run_passes
 from mcpkit.sql.admission.reject_volatile_functions import FunctionRef
+from mcpkit.sql.errors import SqlConfigError
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -107,7 +108,8 @@ def test_admit_sends_regenerated_sql_not_the_raw_text() -> None:
 
 def test_admit_keeps_quoted_function_names_as_written() -> None:
     # Upper-casing a quoted name would call a different function.
-    assert '"my_Func"(1)' in admit('SELECT "my_Func"(1)', "postgres").sql
+    policy = FunctionPolicy.for_dialect("postgres", extra=["my_func"])
+    assert '"my_Func"(1)' in admit('SELECT "my_Func"(1)', "postgres", functions=policy).sql
 
 
 def test_admit_checks_the_generated_text_too(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -130,12 +132,8 @@ def test_allowlist_mode() -> None:
         admit("SELECT upper(a) FROM t", "postgres", functions=policy)
     assert info.value.data == {"reason": "function"}
     assert "upper" in info.value.message
-    with pytest.raises(Refused):  # the denylist still wins
-        admit(
-            "SELECT pg_sleep(1)",
-            "postgres",
-            functions=FunctionPolicy.for_dialect("postgres", allow=["pg_sleep"]),
-        )
+    with pytest.raises(SqlConfigError, match="pg_sleep: never allowed"):  # the never list still wins
+        FunctionPolicy.for_dialect("postgres", allow=["pg_sleep"])
 
 
 def test_load_allowlist(tmp_path: Path) -> None:
@@ -148,7 +146,8 @@ def test_load_allowlist(tmp_path: Path) -> None:
 
 def test_catalog_is_asked_with_database_names() -> None:
     catalog = FakeCatalog()
-    admit('SELECT lower(a), "MixedCase"(1), app.f(2) FROM t', "postgres", catalog=catalog)
+    policy = FunctionPolicy.for_dialect("postgres", extra=["mixedcase", "app.f"])
+    admit('SELECT lower(a), "MixedCase"(1), app.f(2) FROM t', "postgres", catalog=catalog, functions=policy)
     assert {(None, "MixedCase"), ("app", "f"), (None, "lower")} <= set(catalog.asked)
 
 

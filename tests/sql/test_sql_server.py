@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from mcpkit.sql.admission import FunctionPolicy
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
 from mcpkit.sql.server import TOOL_NAMES, build_server
@@ -151,11 +152,19 @@ async def test_postgres_through_the_server(pg_env: DbEnv) -> None:
             vec = await client.call_tool(
                 "execute_query", {"query": "SELECT embedding FROM product_vectors", "max_rows": 1}
             )
+            unlisted = await client.call_tool("execute_query", {"query": "SELECT bump_audit()"})
+        # Allowed by name, the catalog check still refuses it: it is volatile.
+        allowing = SqlService(
+            engine, timeout_s=5.0, functions=FunctionPolicy.for_dialect("postgres", extra=["bump_audit"])
+        )
+        async with connect(build_server(allowing)) as client:
             volatile = await client.call_tool("execute_query", {"query": "SELECT bump_audit()"})
     finally:
         engine.close()
     assert QueryResult.model_validate(ok.structured_content).row_count == 5
     assert QueryResult.model_validate(vec.structured_content).rows == [["<VECTOR(384)>"]]
+    assert _error(unlisted)["data"] == {"reason": "function"}
+    assert "bump_audit" in text_of(unlisted) and "--allow-function bump_audit" in text_of(unlisted)
     assert _error(volatile)["data"] == {"reason": "volatile_function"}
 
 

@@ -29,7 +29,7 @@ from sqlglot import exp
 
 from mcpkit.context import Context
 from mcpkit.errors import Refused
-from mcpkit.sql.admission import Admitted
+from mcpkit.sql.admission import Admitted, FunctionPolicy
 from mcpkit.sql.checks import inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
@@ -120,7 +120,11 @@ def router(rls: RlsDb) -> Iterator[IdentityRouter]:
     roles = RoleMap(
         principals={"alice": rls.emea, "bob": rls.amer}, groups={"amer-team": rls.amer}, logins=_logins(rls)
     )
-    r = IdentityRouter(SqlService(engine, timeout_s=3.0, max_rows=500), roles, secret=_secrets(rls).get)
+    # all_notes is allowed by name, so what refuses it below is the SECURITY DEFINER check.
+    functions = FunctionPolicy.for_dialect("postgres", extra=["all_notes"])
+    r = IdentityRouter(
+        SqlService(engine, timeout_s=3.0, max_rows=500, functions=functions), roles, secret=_secrets(rls).get
+    )
     yield r
     r.close()
     engine.close()
@@ -229,7 +233,9 @@ def test_security_definer_functions_are_refused_and_would_leak(
         ), found
         assert _outcome(alice, "SELECT * FROM all_notes()") == "refused volatile_function"
         # The same role without the definer check: the function reads past row-level security.
-        plain = SqlService(alice.engine, timeout_s=3.0, catalog=PostgresCatalog(alice.engine))
+        plain = SqlService(
+            alice.engine, timeout_s=3.0, catalog=PostgresCatalog(alice.engine), functions=alice.functions
+        )
         leaked = _outcome(plain, "SELECT * FROM all_notes()")
         assert isinstance(leaked, QueryResult) and any("amer-secret" in c for c in _cells(leaked))
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from mcpkit.transport.cli import add_serving_arguments, serve
 
 __all__ = ["EXIT_ANSWERED", "EXIT_DB_FAILED", "EXIT_REFUSED", "EXIT_USAGE", "register", "run"]
 
+ALLOW_FUNCTIONS_ENV: Final = "MCPKIT_SQL_ALLOW_FUNCTIONS"
 EXIT_ANSWERED: Final = 0
 EXIT_DOCTOR_FAIL: Final = 1
 EXIT_USAGE: Final = 2
@@ -40,7 +42,18 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
     )
     where.add_argument("--demo", action="store_true", help="use the bundled demo database (SQLite)")
     p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per-call timeout (default 30 s)")
-    p.add_argument("--functions", metavar="FILE", help="allowlist mode: only the functions listed in FILE")
+    p.add_argument(
+        "--functions", metavar="FILE", help="replace the reviewed function allowlist with the names in FILE"
+    )
+    p.add_argument(
+        "--allow-function",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also allow this function (name, schema.name or prefix*; repeatable; also "
+        f"${ALLOW_FUNCTIONS_ENV}, comma-separated); the never list (sleeping, locks, files, SQL in "
+        "strings, transaction ids, other sessions) cannot be allowed",
+    )
     p.add_argument(
         "--max-cost",
         type=float,
@@ -132,14 +145,24 @@ def _service(args: argparse.Namespace, max_rows: int) -> SqlService:
     except SqlConfigError:
         engine.close()
         raise
-    allow = load_allowlist(args.functions) if args.functions else None
+    try:
+        functions = _function_policy(args, engine.dialect)
+    except SqlConfigError:
+        engine.close()
+        raise
     return SqlService(
-        engine,
-        max_rows=max_rows,
-        timeout_s=args.timeout,
-        functions=FunctionPolicy.for_dialect(engine.dialect, allow=allow),
-        max_cost=args.max_cost,
+        engine, max_rows=max_rows, timeout_s=args.timeout, functions=functions, max_cost=args.max_cost
     )
+
+
+def _function_policy(args: argparse.Namespace, dialect: str) -> FunctionPolicy:
+    allow = load_allowlist(args.functions) if args.functions else None
+    extra = list(args.allow_function)
+    extra += [n.strip() for n in os.environ.get(ALLOW_FUNCTIONS_ENV, "").split(",") if n.strip()]
+    policy = FunctionPolicy.for_dialect(dialect, allow=allow, extra=extra)
+    if policy.extra:
+        log.warning("functions allowed beyond the reviewed list: %s", ", ".join(sorted(policy.extra)))
+    return policy
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final
+from typing import Final
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
-from sqlglot.dialects.mysql import MySQL
-from sqlglot.generator import Generator
-from sqlglot.generators.mysql import MySQLGenerator
 
 from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.grammar import read_dialect, sent_dialect
 
-__all__ = ["normalize_url", "sent_dialect", "sqlglot_dialect"]
+__all__ = ["normalize_url", "read_dialect", "sent_dialect", "sqlglot_dialect"]
 
 # Plain URLs pick the drivers mcpkit installs.
 _DEFAULT_DRIVERS: Final[dict[str, str]] = {
@@ -77,34 +73,3 @@ def sqlglot_dialect(url: URL) -> str:
     """
     backend = url.get_backend_name()
     return _SQLGLOT.get(backend, backend)
-
-
-def _regexp(gen: Generator, node: exp.RegexpLike) -> str:
-    if node.args.get("flag") is not None:  # only the function takes match flags (MySQL 8)
-        return gen.func("REGEXP_LIKE", node.this, node.expression, node.args.get("flag"))
-    return f"({gen.binary(node, 'REGEXP')})"  # parenthesised: REGEXP binds looser than + or ||
-
-
-class MySQLFamily(MySQL):
-    """MySQL as MySQL 8 and MariaDB both read it: sqlglot writes `x REGEXP y` as REGEXP_LIKE(),
-    a function MariaDB does not have, so every REGEXP/RLIKE query failed there."""
-
-    class Generator(MySQLGenerator):
-        TRANSFORMS: ClassVar[dict[type[exp.Expr], Any]] = {
-            **MySQLGenerator.TRANSFORMS,
-            exp.RegexpLike: _regexp,
-        }
-
-
-_SENT: Final[dict[str, Dialect]] = {"mysql": MySQLFamily()}
-
-
-def sent_dialect(dialect: str) -> str | Dialect:
-    """The dialect to write SQL in for the database of `dialect` (what it was parsed as).
-
-    >>> import sqlglot
-    >>> tree = sqlglot.parse_one("SELECT a FROM t WHERE a RLIKE '^x'", read="mysql")
-    >>> tree.sql(dialect=sent_dialect("mysql"))
-    "SELECT a FROM t WHERE (a REGEXP '^x')"
-    """
-    return _SENT.get(dialect, dialect)

@@ -42,6 +42,7 @@ RefusalReason = Literal[
     "comment",
     "string_literal",
     "too_long",
+    "too_complex",
     "cost",
     "not_found",
 ]

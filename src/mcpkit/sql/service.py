@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 from mcpkit.errors import Refused, ToolError
-from mcpkit.sql.admission import Admitted, FunctionCatalog, FunctionPolicy, admit
+from mcpkit.sql.admission import (
+    DEFAULT_BUDGET,
+    Admitted,
+    AnalysisBudget,
+    FunctionCatalog,
+    FunctionPolicy,
+    admit,
+)
 from mcpkit.sql.engines.base import Engine
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError, refuse
@@ -53,6 +60,7 @@ class SqlService:
         max_cost: Refuse queries whose planner estimate is above this: PostgreSQL's and MySQL's
             cost, MariaDB's estimated rows examined (the profile's `cost`).
         masking: Sensitive columns to mask (`--mask`), with the schema they are resolved against.
+        budget: Limits on the Python-side analysis of one call (size limits and a deadline).
     """
 
     def __init__(
@@ -65,6 +73,7 @@ class SqlService:
         catalog: FunctionCatalog | Literal["auto"] | None = "auto",
         max_cost: float | None = None,
         masking: Masking | None = None,
+        budget: AnalysisBudget = DEFAULT_BUDGET,
     ) -> None:
         if not 1 <= max_rows <= HARD_MAX_ROWS:
             raise ValueError(f"max_rows must be between 1 and {HARD_MAX_ROWS}")
@@ -84,12 +93,19 @@ class SqlService:
             )
         self.max_cost = max_cost
         self.masking = masking
+        self.budget = budget
         self._admit = admit  # replaced only by the defense-in-depth tests
 
-    def admit(self, sql: str, rows: int) -> Admitted:
+    def admit(self, sql: str, rows: int, deadline: float | None = None) -> Admitted:
         """Admit `sql` with the row cap `rows` built in (one more row, to see whether more exist)."""
         return self._admit(
-            sql, self.engine.dialect, limit=rows + 1, functions=self.functions, catalog=self.catalog
+            sql,
+            self.engine.dialect,
+            limit=rows + 1,
+            functions=self.functions,
+            catalog=self.catalog,
+            budget=self.budget,
+            deadline=deadline,
         )
 
     def query(
@@ -112,12 +128,14 @@ class SqlService:
             QueryTimeout: the deadline passed.
         """
         rows = max(1, min(max_rows, self.max_rows))
+        deadline = self.budget.deadline()
         try:
-            admitted = self.admit(sql, rows)
+            admitted = self.admit(sql, rows, deadline)
+            plan = self.mask_plan(admitted)
+            AnalysisBudget.check_deadline(deadline)
         except Refused as exc:
             log.info("sql call %s refused (%s): %r", call_id, (exc.data or {}).get("reason"), sql[:2000])
             raise
-        plan = self.mask_plan(admitted)
         sent = plan.sql or admitted.sql
         log.info("sql call %s admitted: %s", call_id, sent[:2000])
         if note is not None:

@@ -498,3 +498,175 @@ SELECT region, count(*) AS n FROM sales_demo WHERE region REGEXP '^(Europe|Asia)
 -- name: mysql-regexp-output
 -- dialects: mysql
 SELECT DISTINCT region, region REGEXP 'America' AS americas FROM sales_demo ORDER BY region
+
+-- Round two (issue 10): the false refusals found by the evaluation, and more of what analysts write.
+
+-- name: pg-gen-random-uuid
+-- dialects: postgres
+-- compare: no
+SELECT gen_random_uuid() AS id, length(gen_random_uuid()::text) AS n
+
+-- name: pg-order-by-using
+-- dialects: postgres
+SELECT DISTINCT product FROM sales_demo ORDER BY product USING ~<~
+
+-- name: pg-order-by-using-greater
+-- dialects: postgres
+SELECT region, sum(units) AS u FROM sales_demo GROUP BY region ORDER BY sum(units) USING >, region
+
+-- name: pg-string-agg-using
+-- dialects: postgres
+SELECT region, string_agg(DISTINCT product, ', ' ORDER BY product USING ~>~) AS products FROM sales_demo GROUP BY region ORDER BY region
+
+-- name: pg-tablesample-repeatable-expression
+-- dialects: postgres
+-- compare: no
+SELECT count(*) > 0 AS sampled FROM sales_demo TABLESAMPLE BERNOULLI (50) REPEATABLE (1 + 1)
+
+-- name: values-rows
+-- dialects: postgres, sqlite, mysql
+VALUES (1, 'one'), (2, 'two'), (3, 'three')
+
+-- name: pg-backslash-literal
+-- dialects: postgres, sqlite
+SELECT 'C:\' AS folder, length('C:\') AS n, 'a\b' || 'c' AS joined
+
+-- name: mysql-backslash-literal
+-- dialects: mysql
+SELECT 'C:\\' AS folder, LENGTH('C:\\') AS n, CONCAT('a\\b', 'c') AS joined
+
+-- name: mariadb-median-window
+-- dialects: mysql
+SELECT DISTINCT region, MEDIAN(revenue) OVER (PARTITION BY region) AS median_revenue FROM sales_demo ORDER BY region
+
+-- name: mariadb-percentile-window
+-- dialects: mysql
+SELECT DISTINCT region, PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY revenue) OVER (PARTITION BY region) AS p90 FROM sales_demo ORDER BY region
+
+-- name: mysql-group-concat-limit
+-- dialects: mysql
+SELECT region, GROUP_CONCAT(product ORDER BY revenue DESC, id SEPARATOR '; ' LIMIT 3) AS top3 FROM sales_demo GROUP BY region ORDER BY region
+
+-- name: mysql-group-concat-distinct-limit
+-- dialects: mysql
+SELECT year, GROUP_CONCAT(DISTINCT product ORDER BY product LIMIT 2) AS first_two FROM sales_demo GROUP BY year ORDER BY year
+
+-- name: sqlite-fts5-match
+-- dialects: sqlite
+SELECT rowid, bm25(notes_fts) < 0 AS scored FROM notes_fts WHERE notes_fts MATCH 'warranty' ORDER BY rank, rowid LIMIT 5
+
+-- name: sqlite-fts5-highlight
+-- dialects: sqlite
+SELECT s.id, highlight(notes_fts, 0, '[', ']') AS hit FROM notes_fts JOIN sales_demo s ON s.id = notes_fts.rowid WHERE notes_fts MATCH 'customs AND paperwork' ORDER BY s.id LIMIT 3
+
+-- name: sqlite-fts5-table-call
+-- dialects: sqlite
+SELECT count(*) AS hits FROM notes_fts('burn NEAR in')
+
+-- name: cohort-by-first-year
+WITH first_seen AS (SELECT product, min(year) AS cohort FROM sales_demo GROUP BY product),
+activity AS (SELECT DISTINCT product, year FROM sales_demo)
+SELECT f.cohort, a.year - f.cohort AS years_since, count(*) AS products
+FROM first_seen f JOIN activity a ON a.product = f.product
+GROUP BY f.cohort, a.year - f.cohort
+ORDER BY f.cohort, years_since
+
+-- name: retention-next-quarter
+WITH periods AS (SELECT DISTINCT region, product, year * 4 + quarter AS p FROM sales_demo)
+SELECT a.p AS period, count(*) AS active, count(b.p) AS retained_next
+FROM periods a LEFT JOIN periods b ON b.region = a.region AND b.product = a.product AND b.p = a.p + 1
+GROUP BY a.p
+ORDER BY a.p
+
+-- name: pivot-years-with-case
+SELECT region,
+  sum(CASE WHEN year = 2021 THEN revenue ELSE 0 END) AS y2021,
+  sum(CASE WHEN year = 2022 THEN revenue ELSE 0 END) AS y2022,
+  sum(CASE WHEN year = 2023 THEN revenue ELSE 0 END) AS y2023,
+  sum(CASE WHEN year = 2024 THEN revenue ELSE 0 END) AS y2024
+FROM sales_demo GROUP BY region ORDER BY region
+
+-- name: top2-products-per-year-cte
+WITH ranked AS (
+  SELECT year, product, sum(revenue) AS rev,
+         rank() OVER (PARTITION BY year ORDER BY sum(revenue) DESC) AS r
+  FROM sales_demo GROUP BY year, product
+)
+SELECT year, product, rev FROM ranked WHERE r <= 2 ORDER BY year, r, product
+
+-- name: quarter-over-quarter-growth
+WITH q AS (SELECT year, quarter, sum(revenue) AS rev FROM sales_demo GROUP BY year, quarter)
+SELECT year, quarter, rev, rev - lag(rev) OVER (ORDER BY year, quarter) AS delta,
+       round(100.0 * (rev - lag(rev) OVER (ORDER BY year, quarter)) / lag(rev) OVER (ORDER BY year, quarter), 2) AS pct
+FROM q ORDER BY year, quarter
+
+-- name: moving-average-3
+SELECT year, quarter, q_units,
+       avg(q_units) OVER (ORDER BY year, quarter ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS ma3
+FROM (SELECT year, quarter, sum(units) AS q_units FROM sales_demo GROUP BY year, quarter) t
+ORDER BY year, quarter
+
+-- name: share-of-region-within-year
+SELECT year, region, sum(revenue) AS rev,
+       round(100.0 * sum(revenue) / sum(sum(revenue)) OVER (PARTITION BY year), 2) AS pct_of_year
+FROM sales_demo GROUP BY year, region ORDER BY year, rev DESC
+
+-- name: string-cleanup
+SELECT DISTINCT lower(trim(replace(product, ' ', '_'))) AS slug, upper(substr(region, 1, 3)) AS code
+FROM sales_demo ORDER BY slug, code
+
+-- name: deals-with-keyword-counts
+SELECT region, count(*) AS deals, sum(CASE WHEN notes LIKE '%warranty%' THEN 1 ELSE 0 END) AS warranty_mentions
+FROM sales_demo GROUP BY region ORDER BY region
+
+-- name: percentile-by-rank
+WITH ordered AS (
+  SELECT region, revenue, row_number() OVER (PARTITION BY region ORDER BY revenue, id) AS rn,
+         count(*) OVER (PARTITION BY region) AS n
+  FROM sales_demo
+)
+SELECT region, min(revenue) AS p90_floor FROM ordered WHERE rn >= 0.9 * n GROUP BY region ORDER BY region
+
+-- name: pg-date-bucket-quarter
+-- dialects: postgres
+SELECT date_trunc('quarter', make_date(year, quarter * 3 - 2, 1))::date AS bucket, sum(revenue) AS rev
+FROM sales_demo GROUP BY 1 ORDER BY 1
+
+-- name: pg-percentile-disc-by-year
+-- dialects: postgres
+SELECT year, percentile_disc(0.5) WITHIN GROUP (ORDER BY units) AS median_units,
+       percentile_cont(ARRAY[0.25, 0.75]) WITHIN GROUP (ORDER BY revenue) AS quartiles
+FROM sales_demo GROUP BY year ORDER BY year
+
+-- name: pg-jsonb-extract
+-- dialects: postgres
+SELECT d->>'region' AS region, (d->>'units')::int AS units FROM (
+  SELECT jsonb_build_object('region', region, 'units', sum(units)) AS d FROM sales_demo GROUP BY region) t ORDER BY 1
+
+-- name: mysql-date-bucket
+-- dialects: mysql
+SELECT DATE_FORMAT(STR_TO_DATE(CONCAT(year, '-', quarter * 3 - 2, '-01'), '%Y-%c-%d'), '%Y-%m') AS bucket, SUM(revenue) AS rev
+FROM sales_demo GROUP BY bucket ORDER BY bucket
+
+-- name: mysql-json-extract
+-- dialects: mysql
+SELECT JSON_UNQUOTE(JSON_EXTRACT(JSON_OBJECT('r', region), '$.r')) AS region, JSON_LENGTH(JSON_ARRAY(year, quarter)) AS n
+FROM sales_demo GROUP BY region, year, quarter ORDER BY region, year, quarter LIMIT 5
+
+-- name: mysql-embedding-json
+-- dialects: mysql
+SELECT id, JSON_LENGTH(embedding) AS dims, ROUND(JSON_EXTRACT(embedding, '$[0]'), 3) AS first FROM product_vectors ORDER BY id LIMIT 3
+
+-- name: sqlite-date-bucket
+-- dialects: sqlite
+SELECT strftime('%Y-%m', printf('%d-%02d-01', year, quarter * 3 - 2)) AS bucket, sum(revenue) AS rev
+FROM sales_demo GROUP BY bucket ORDER BY bucket
+
+-- name: sqlite-json-arrow
+-- dialects: sqlite
+SELECT json_object('r', region) ->> '$.r' AS region, json_array_length(json_array(year, quarter)) AS n
+FROM sales_demo GROUP BY region ORDER BY region
+
+-- name: sqlite-embedding-json
+-- dialects: sqlite
+SELECT id, json_array_length(embedding) AS dims, round(json_extract(embedding, '$[0]'), 3) AS first FROM product_vectors ORDER BY id LIMIT 3

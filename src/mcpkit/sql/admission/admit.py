@@ -4,7 +4,8 @@
              --check_lexical--> --parse_statement--> CHECKS  (what is sent is what was checked)
 
 Each pass is `(tree, **named) -> tree`; the loop hands a pass only the keyword arguments it
-names (`dialect`, `functions`, `catalog`, `limit`), as sqlglot's optimizer does with its rules.
+names (`dialect`, `functions`, `catalog`, `limit`), as sqlglot's optimizer does with its rules,
+and checks the analysis `deadline` between passes.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from typing import Any, Final
 
 from sqlglot import exp
 
+from mcpkit.sql.admission.budget import DEFAULT_BUDGET, AnalysisBudget
 from mcpkit.sql.admission.cap_rows import cap_rows
 from mcpkit.sql.admission.drop_from_dual import drop_from_dual
-from mcpkit.sql.admission.functions import FunctionPolicy
 from mcpkit.sql.admission.lexical import check_lexical
 from mcpkit.sql.admission.parse import parse_statement
+from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.admission.reject_attribute_calls import reject_attribute_calls
 from mcpkit.sql.admission.reject_functions import reject_functions
 from mcpkit.sql.admission.reject_locks import reject_locks
@@ -63,7 +65,9 @@ def run_passes(tree: exp.Expr, passes: Sequence[Pass], **named: Any) -> exp.Expr
     >>> run_passes(sqlglot.parse_one("SELECT 1"), [cap_rows], limit=3, dialect="sqlite").sql()
     'SELECT 1 LIMIT 3'
     """
+    deadline = named.get("deadline")
     for step in passes:
+        AnalysisBudget.check_deadline(deadline)
         wanted = inspect.signature(step).parameters
         tree = step(tree, **{k: v for k, v in named.items() if k in wanted})
     return tree
@@ -76,6 +80,8 @@ def admit(
     limit: int | None = None,
     functions: FunctionPolicy | None = None,
     catalog: FunctionCatalog | None = None,
+    budget: AnalysisBudget | None = DEFAULT_BUDGET,
+    deadline: float | None = None,
 ) -> Admitted:
     """Admit exactly one read-only query and return the SQL to send in its place.
 
@@ -88,6 +94,8 @@ def admit(
         limit: Row limit to build into the query (row cap + 1); None leaves it uncapped.
         functions: Function policy; the dialect's denylist when omitted.
         catalog: PostgreSQL volatility lookup; None skips that check.
+        budget: Size limits on the analysis (None: unlimited, for trusted text only).
+        deadline: Monotonic time by which the analysis must be done (default: the budget's).
 
     Returns:
         The regenerated SQL and its tree.
@@ -100,16 +108,22 @@ def admit(
         "functions": functions or FunctionPolicy.for_dialect(dialect),
         "catalog": catalog,
         "limit": limit,
+        "deadline": deadline if deadline is not None or budget is None else budget.deadline(),
     }
     try:
-        return _admit(sql, dialect, named)
+        return _admit(sql, dialect, named, budget)
     except RecursionError:  # sqlglot recurses per nesting level
         refuse("too_long", "The query is nested too deeply; flatten it (CTEs instead of nested subqueries).")
 
 
-def _admit(sql: str, dialect: str, named: dict[str, Any]) -> Admitted:
-    check_lexical(sql, dialect)
-    tree = run_passes(parse_statement(sql, dialect), PASSES, **named)
+def _admit(sql: str, dialect: str, named: dict[str, Any], budget: AnalysisBudget | None) -> Admitted:
+    tokens = check_lexical(sql, dialect)
+    if budget is not None:
+        budget.check_tokens(len(tokens))
+    parsed = parse_statement(sql, dialect)
+    if budget is not None:
+        budget.check_tree(parsed)
+    tree = run_passes(parsed, PASSES, **named)
     text = tree.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)
     # Second look: the database receives `text`, so `text` is what must pass.
     check_lexical(text, dialect)

@@ -1,141 +1,32 @@
-"""Function names as the database will see them, and the per-dialect denylists.
+"""Function calls as the database will see them: every name a call may go by, and where it sits.
 
-A denylist entry is a lower-case name, or a prefix ending in `*`. Names are matched without
-their schema qualifier, so `pg_catalog.pg_sleep` and `"pg_sleep"` both hit `pg_sleep`.
+The names a call is checked under are the ones in the SQL that is sent: sqlglot may write a known
+function under another name (IFNULL as COALESCE), so the generated name is what the allowlist sees,
+and every alias sqlglot knows is what the never list sees.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
-from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.generator import Generator
+
+from mcpkit.sql.admission.function_tables import matches
+from mcpkit.sql.admission.function_tables.tables import DENYLISTS, table_for
+from mcpkit.sql.grammar import sent_dialect
 
 __all__ = [
     "DENYLISTS",
     "SYNTAX_FUNCTIONS",
     "FunctionCall",
-    "FunctionPolicy",
     "function_calls",
-    "load_allowlist",
     "matches",
+    "table_for",
 ]
-
-_POSTGRES: Final = frozenset(
-    {
-        # sleeping, locks, backend and server control
-        "pg_sleep*",
-        "pg_advisory*",
-        "pg_try_advisory*",
-        "pg_cancel_backend",
-        "pg_terminate_backend",
-        "pg_reload_conf",
-        "pg_rotate_logfile*",
-        "pg_promote",
-        "pg_switch_wal",
-        "pg_create_restore_point",
-        "pg_backup_*",
-        "pg_start_backup",
-        "pg_stop_backup",
-        "pg_wal_replay_*",
-        "pg_log_backend_memory_contexts",
-        "pg_import_system_collations",
-        "pg_nextoid",
-        "binary_upgrade_*",
-        # server files and large objects
-        "pg_read_file",
-        "pg_read_binary_file",
-        "pg_ls_*",
-        "pg_stat_file",
-        "pg_file_*",
-        "lo_*",
-        "loread",
-        "lowrite",
-        # settings, sequences, statistics, messages, replication
-        "set_config",
-        "setseed",
-        "nextval",
-        "setval",
-        "pg_stat_reset*",
-        "pg_stat_statements_reset",
-        "pg_logical_emit_message",
-        "pg_logical_slot_*",
-        "pg_replication_*",
-        "pg_create_*",
-        "pg_drop_replication_slot",
-        "pg_copy_*_replication_slot",
-        "pg_export_snapshot",
-        "pg_notify",
-        "brin_summarize*",
-        "brin_desummarize_range",
-        "gin_clean_pending_list",
-        "pg_truncate_visibility_map",
-        "pg_prewarm",
-        # SQL in strings and remote servers
-        "query_to_xml*",
-        "cursor_to_xml*",
-        "table_to_xml*",
-        "schema_to_xml*",
-        "database_to_xml*",
-        "ts_stat",
-        "ts_rewrite",
-        "dblink*",
-        "postgres_fdw_*",
-    }
-)
-
-_MYSQL: Final = frozenset(
-    {
-        "sleep",
-        "benchmark",
-        "get_lock",
-        "release_lock",
-        "release_all_locks",
-        "is_used_lock",
-        "is_free_lock",
-        "load_file",
-        "master_pos_wait",
-        "source_pos_wait",
-        "master_gtid_wait",
-        "wait_for_executed_gtid_set",
-        "wait_until_sql_thread_after_gtids",
-        "last_insert_id",
-        "nextval",
-        "setval",
-        "lastval",
-        "sys_exec",
-        "sys_eval",
-        "sys_get",
-        "sys_set",
-        "lib_mysqludf_*",
-    }
-)
-
-_SQLITE: Final = frozenset(
-    {
-        "load_extension",
-        "readfile",
-        "writefile",
-        "edit",
-        "fts3_tokenizer",
-        "fsdir",
-        "lsdir",
-        "zipfile*",
-        "sqlar_*",
-        "shell_*",
-        "sqlite_dbdata",
-        "sqlite_dbptr",
-    }
-)
-
-DENYLISTS: Final[dict[str, frozenset[str]]] = {
-    "postgres": _POSTGRES,
-    "mysql": _MYSQL,
-    "sqlite": _SQLITE,
-}
 
 # SQL syntax sqlglot models as functions; an operator allowlist never has to list these.
 SYNTAX_FUNCTIONS: Final = frozenset(
@@ -165,25 +56,14 @@ SYNTAX_FUNCTIONS: Final = frozenset(
 )
 
 
-def matches(name: str, patterns: Iterable[str]) -> bool:
-    """Whether a lower-case function name is in a list of names and `prefix*` patterns.
-
-    >>> matches("pg_sleep_for", ["pg_sleep*"])
-    True
-    >>> matches("lower", ["lo_*"])
-    False
-    """
-    return any(fnmatchcase(name, p) if p.endswith("*") else name == p for p in patterns)
-
-
 @dataclass(frozen=True)
 class FunctionCall:
     """One function call in a tree.
 
     `name` is the name the database will see (the generated one when known); `names` adds every
-    alias sqlglot knows for the same function, so a denylist entry for any of them hits.
+    alias sqlglot knows for the same function, so a never-list entry for any of them hits.
     `is_call` is false for syntax sqlglot models as a function (`x ->> 'a'`, `CASE`,
-    `CURRENT_DATE`): it is written without `name(...)`.
+    `CURRENT_DATE`): it is written without `name(...)`. `in_from` marks a table-valued call.
     """
 
     name: str
@@ -193,53 +73,66 @@ class FunctionCall:
     is_call: bool
     db_name: str
     db_schema: str | None
+    in_from: bool = False
 
 
-@dataclass(frozen=True)
-class FunctionPolicy:
-    """Which functions admission lets through.
-
-    Args:
-        deny: Names and `prefix*` patterns always refused (the dialect's denylist by default).
-        allow: When set, only these names (plus SQL syntax such as CAST) are admitted.
-    """
-
-    deny: frozenset[str]
-    allow: frozenset[str] | None = None
-
-    @classmethod
-    def for_dialect(cls, dialect: str, allow: Iterable[str] | None = None) -> FunctionPolicy:
-        """The default policy of a dialect, optionally in allowlist mode."""
-        deny = DENYLISTS.get(dialect, frozenset().union(*DENYLISTS.values()))
-        return cls(deny=deny, allow=None if allow is None else frozenset(n.lower() for n in allow))
+_MARK: Final = "mcpkit_func"
+_CAPTURING: dict[type[Generator], type[Generator]] = {}
 
 
-def load_allowlist(path: str | Path) -> frozenset[str]:
-    """Read an operator allowlist: one function name a line, `#` starts a comment.
-
-    Args:
-        path: The file.
-
-    Returns:
-        The lower-case names.
-    """
-    names = set()
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        name = line.split("#", 1)[0].strip().lower()
-        if name:
-            names.add(name)
-    return frozenset(names)
-
-
-def _generated_name(node: exp.Func, dialect: str) -> str | None:
-    # The name the generator writes before "(" for this node, when it is a plain identifier.
-    # This reads our own generated SQL, never the user's text.
-    text = node.sql(dialect=dialect, normalize_functions=False, comments=False)
+def _head(text: str) -> str | None:
+    # The name written before "(", when it is a plain identifier (this reads generated SQL only).
     head, paren, _ = text.partition("(")
     head = head.strip().strip('"`')
     if paren and head and all(c.isalnum() or c in "_$" for c in head):
         return head.lower()
     return None
+
+
+def _capturing(base: type[Generator]) -> type[Generator]:
+    # A generator that notes, for each marked Func node, the text it wrote for it: one generation
+    # of the whole tree instead of one per call (which was quadratic: a 1,000-term OR took 80 s).
+    found = _CAPTURING.get(base)
+    if found is None:
+
+        class Capturing(base):  # type: ignore[valid-type,misc]
+            heads: dict[int, str | None]
+
+            def sql(self, expression: Any, key: str | None = None, comment: bool = True) -> str:
+                text: str = super().sql(expression, key, comment)
+                if key is None and isinstance(expression, exp.Func):
+                    marker = expression.meta.get(_MARK)
+                    if marker is not None and marker not in self.heads:
+                        self.heads[marker] = _head(text)
+                return text
+
+        found = _CAPTURING[base] = Capturing
+    return found
+
+
+def _generated_names(funcs: list[exp.Func], tree: exp.Expr, dialect: str) -> list[str | None]:
+    writer = Dialect.get_or_raise(sent_dialect(dialect))
+    for i, node in enumerate(funcs):
+        node.meta[_MARK] = i
+    try:
+        gen: Any = _capturing(writer.generator_class)(
+            dialect=writer, normalize_functions=False, comments=False
+        )
+        gen.heads = {}
+        gen.generate(tree, copy=True)
+        heads: dict[int, str | None] = gen.heads
+    finally:
+        for node in funcs:
+            node.meta.pop(_MARK, None)
+    out: list[str | None] = []
+    for i, node in enumerate(funcs):
+        if i in heads:
+            out.append(heads[i])
+        elif isinstance(node, exp.Connector):  # AND/OR chains are written flat, never as a call
+            out.append(None)
+        else:  # rewritten away by a transform during generation: generate it alone
+            out.append(_head(node.sql(dialect=writer, normalize_functions=False, comments=False)))
+    return out
 
 
 def _db_identifier(node: exp.Expr) -> str:
@@ -269,8 +162,15 @@ def function_calls(tree: exp.Expr, dialect: str) -> Iterator[FunctionCall]:
 
     Yields:
         One `FunctionCall` per `exp.Func` node (select list, FROM, WHERE, anywhere).
+
+    >>> import sqlglot
+    >>> tree = sqlglot.parse_one("SELECT ifnull(a, 0), app.f(1) FROM t", read="mysql")
+    >>> [(c.name, c.schema) for c in function_calls(tree, "mysql")]
+    [('coalesce', None), ('f', 'app')]
     """
-    for node in tree.find_all(exp.Func):
+    funcs = list(tree.find_all(exp.Func))
+    generated_names = _generated_names(funcs, tree, dialect) if funcs else []
+    for node, generated in zip(funcs, generated_names, strict=True):
         db_name: str | None = None
         if isinstance(node, exp.Anonymous):
             this = node.this
@@ -280,7 +180,6 @@ def function_calls(tree: exp.Expr, dialect: str) -> Iterator[FunctionCall]:
         else:
             written = node.sql_name().lower()
             names = {written, *(n.lower() for n in getattr(type(node), "_sql_names", ()))}
-        generated = _generated_name(node, dialect)
         if generated:
             names.add(generated)
         anonymous = isinstance(node, exp.Anonymous)
@@ -294,4 +193,5 @@ def function_calls(tree: exp.Expr, dialect: str) -> Iterator[FunctionCall]:
             is_call=anonymous or generated is not None,
             db_name=db_name or name,
             db_schema=schema,
+            in_from=isinstance(node.parent, exp.Table) and node.arg_key == "this",
         )

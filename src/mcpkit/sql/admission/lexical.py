@@ -15,6 +15,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from mcpkit.sql.admission.require_query import NOT_A_QUERY
 from mcpkit.sql.errors import refuse
+from mcpkit.sql.grammar import read_dialect
 
 __all__ = ["MAX_SQL_CHARS", "check_lexical"]
 
@@ -25,7 +26,7 @@ _COMMENT_MESSAGE: Final = (
     "remove the comments and send the query alone."
 )
 _STRING_MESSAGE: Final = (
-    "String literals with a backslash before a quote, or escape-string forms (E'', U&''), are not "
+    "String literals where a backslash escapes a quote, or escape-string forms (E'', U&''), are not "
     "allowed because the database may read them differently; write a quote inside a string as ''."
 )
 _UNREADABLE: Final = (
@@ -38,11 +39,22 @@ _STRINGS: Final = frozenset({TokenType.STRING, TokenType.NATIONAL_STRING, TokenT
 _REFUSED_STRINGS: Final[dict[str, frozenset[TokenType]]] = {
     "postgres": frozenset({TokenType.BYTE_STRING, TokenType.UNICODE_STRING}),
 }
-# Dialects where a backslash in a plain string depends on a server setting (PostgreSQL
-# standard_conforming_strings, MySQL NO_BACKSLASH_ESCAPES). Only a backslash before a quote can
-# move where a string ends (and so where a statement ends); other backslashes (regular expressions,
-# LIKE escapes) change content at most, and the engines pin those settings for each call.
-_BACKSLASH_SENSITIVE: Final = frozenset({"postgres", "mysql"})
+# Dialects where a backslash in a plain string depends on a server setting: MySQL's
+# NO_BACKSLASH_ESCAPES. Only a backslash that escapes a quote (an odd run of backslashes before
+# it) can move where a string ends; `'C:\\'` (an escaped backslash) ends where it seems to either
+# way. PostgreSQL is not here: every call pins standard_conforming_strings=on, which is how sqlglot
+# reads it (a backslash is a plain character, so `'C:\'` is the string C:\).
+_BACKSLASH_SENSITIVE: Final = frozenset({"mysql"})
+
+
+def _escapes_quote(raw: str) -> bool:
+    # Whether a backslash escapes a quote somewhere in the literal's raw text (quotes included).
+    run = 0
+    for i, ch in enumerate(raw):
+        if ch in "'\"" and run % 2 == 1 and i > 0:
+            return True
+        run = run + 1 if ch == "\\" else 0
+    return False
 
 
 def _check_gap(gap: str, dialect: str) -> None:
@@ -72,7 +84,7 @@ def _check_gap(gap: str, dialect: str) -> None:
 def _check_string(raw: str, token: Token, dialect: str) -> None:
     if token.token_type in _REFUSED_STRINGS.get(dialect, frozenset()):
         refuse("string_literal", _STRING_MESSAGE)
-    if token.token_type in _STRINGS and dialect in _BACKSLASH_SENSITIVE and ("\\'" in raw or '\\"' in raw):
+    if token.token_type in _STRINGS and dialect in _BACKSLASH_SENSITIVE and _escapes_quote(raw):
         refuse("string_literal", _STRING_MESSAGE)
 
 
@@ -99,7 +111,7 @@ def check_lexical(sql: str, dialect: str) -> list[Token]:
         refuse("too_long", f"The query is longer than {MAX_SQL_CHARS} characters; send a shorter query.")
     if dialect == "mysql" and ("/*!" in sql or "/*M!" in sql.upper()):
         refuse("comment", _COMMENT_MESSAGE)
-    reader = Dialect.get_or_raise(dialect)
+    reader = Dialect.get_or_raise(read_dialect(dialect))
     try:
         tokens = reader.tokenize(sql)
     except TokenError:

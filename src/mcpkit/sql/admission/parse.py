@@ -7,6 +7,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from mcpkit.sql.errors import refuse
+from mcpkit.sql.grammar import read_dialect
 
 __all__ = ["parse_statement"]
 
@@ -42,7 +43,7 @@ def parse_statement(sql: str, dialect: str) -> exp.Expr:
         Refused: reason `syntax` or `multiple_statements`.
     """
     try:
-        trees = sqlglot.parse(sql, read=dialect)
+        trees = sqlglot.parse(sql, read=read_dialect(dialect))
     except ParseError as exc:
         refuse("syntax", _near(exc))
     except TokenError:

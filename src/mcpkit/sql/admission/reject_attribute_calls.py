@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mcpkit.sql.admission.functions import FunctionPolicy, matches
+from mcpkit.sql.admission.function_tables import matches
+from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.errors import refuse
 
 __all__ = ["reject_attribute_calls"]

@@ -1,24 +1,22 @@
-"""Pass: functions on the dialect's denylist are refused wherever they appear; allowlist mode."""
+"""Pass: every function call must be on the engine's reviewed allowlist (or added by the operator);
+the never list is refused whatever the options (see `mcpkit.sql.admission.policy`)."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from mcpkit.sql.admission.functions import SYNTAX_FUNCTIONS, FunctionPolicy, function_calls, matches
+from mcpkit.sql.admission.functions import function_calls
+from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.errors import refuse
 
 __all__ = ["reject_functions"]
 
 
-def _shown(name: str) -> str:
-    return "".join(c for c in name if c.isalnum() or c in "_.$ ")[:64] or "this function"
-
-
 def reject_functions(tree: exp.Expr, dialect: str, functions: FunctionPolicy | None = None) -> exp.Expr:
-    """Refuse denied functions: select list, FROM table functions, quoted, schema-qualified.
+    """Refuse functions off the allowlist: select list, FROM table functions, quoted, schema-qualified.
 
-    In allowlist mode (`functions.allow` set) every call written `name(...)` must be listed;
-    SQL syntax sqlglot models as a function (CAST, EXTRACT, `->>`) is always admitted.
+    SQL syntax sqlglot models as a function (CAST, EXTRACT, `->>`) is always admitted; the refusal
+    names the function and how the operator can allow it.
 
     >>> import sqlglot
     >>> reject_functions(sqlglot.parse_one("SELECT lower(a) FROM t"), "postgres").sql()
@@ -27,7 +25,7 @@ def reject_functions(tree: exp.Expr, dialect: str, functions: FunctionPolicy | N
     Args:
         tree: One parsed statement.
         dialect: The target's sqlglot dialect.
-        functions: The policy; the dialect's denylist when omitted.
+        functions: The policy; the dialect's default when omitted.
 
     Returns:
         `tree`, unchanged.
@@ -37,16 +35,7 @@ def reject_functions(tree: exp.Expr, dialect: str, functions: FunctionPolicy | N
     """
     policy = functions or FunctionPolicy.for_dialect(dialect)
     for call in function_calls(tree, dialect):
-        if any(matches(name, policy.deny) for name in call.names):
-            refuse(
-                "function",
-                f"The function {_shown(call.name)} is not allowed; use ordinary SQL functions "
-                "(aggregates, window, string, date, math, JSON).",
-            )
-        if policy.allow is not None and call.is_call and not (call.names & (policy.allow | SYNTAX_FUNCTIONS)):
-            refuse(
-                "function",
-                f"The function {_shown(call.name)} is not on this server's list of reviewed functions; "
-                "use only functions on that list.",
-            )
+        message = policy.refusal(call)
+        if message is not None:
+            refuse("function", message)
     return tree

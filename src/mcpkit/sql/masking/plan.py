@@ -18,7 +18,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
-from mcpkit.sql.dialects import sent_dialect
+from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.engines.base import Rows
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import CASELESS_COLUMNS, KnownSchema, SchemaMapping, fold_column_names
@@ -61,7 +61,7 @@ def _tree(tree_or_sql: exp.Expr | str, dialect: str) -> exp.Expr:
     if isinstance(tree_or_sql, exp.Expr):
         return tree_or_sql
     try:
-        parsed = sqlglot.parse_one(tree_or_sql, read=dialect)
+        parsed = sqlglot.parse_one(tree_or_sql, read=read_dialect(dialect))
     except SqlglotError:
         refuse_mask("unparsable", unchecked=True)
     return parsed

@@ -36,6 +36,7 @@ _READ_PRAGMAS: Final = frozenset(
         "pragma_list",
         "database_list",
         "compile_options",
+        "data_version",  # read-only; FTS5 reads it whenever it opens a table (MATCH failed without it)
     }
 )
 _SCHEMA_TABLES: Final = frozenset(

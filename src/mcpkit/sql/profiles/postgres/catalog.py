@@ -13,7 +13,7 @@ from mcpkit.sql.profiles.postgres.knowledge import HARMLESS_VOLATILE
 __all__ = ["HARMLESS_VOLATILE", "PostgresCatalog"]
 
 _LOOKUP: Final = (
-    "SELECT n.nspname, p.proname, p.provolatile FROM pg_catalog.pg_proc p"
+    "SELECT n.nspname, p.proname, p.provolatile, p.proargtypes::text FROM pg_catalog.pg_proc p"
     " JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE p.proname = ANY(:names)"
 )
 
@@ -21,7 +21,9 @@ _LOOKUP: Final = (
 class PostgresCatalog:
     """A `FunctionCatalog`: a name is volatile when any overload it can resolve to has provolatile 'v'.
 
-    Unqualified names resolve in `current_schemas(true)`; qualified ones in their schema. Unknown
+    Unqualified names resolve in `current_schemas(true)`; qualified ones in their schema. An overload
+    hidden by one with the same argument types earlier on the path is never called, so it does not
+    count (pgcrypto's `public.gen_random_uuid()` behind `pg_catalog.gen_random_uuid()`). Unknown
     names are left to the database (it fails the call). Answers are cached for `ttl_s`.
 
     Args:
@@ -55,13 +57,18 @@ class PostgresCatalog:
             search = self._search_path()
             for schema, name in missing:
                 hits = [
-                    (nsp, vol)
-                    for nsp, proname, vol in rows
+                    (nsp, vol, args)
+                    for nsp, proname, vol, args in rows
                     if proname == name and (nsp == schema if schema else nsp in search)
                 ]
+                if not schema:  # the first schema on the path with these argument types wins
+                    first: dict[str, int] = {}
+                    for nsp, _, args in hits:
+                        first[args] = min(first.get(args, len(search)), search.index(nsp))
+                    hits = [h for h in hits if search.index(h[0]) == first[h[2]]]
                 volatile = any(
                     vol == "v" and not (nsp == "pg_catalog" and name in HARMLESS_VOLATILE)
-                    for nsp, vol in hits
+                    for nsp, vol, _ in hits
                 )
                 self._cache[(schema, name)] = (volatile, now + self._ttl_s)
         return {r for r in refs if self._cache[r][0]}

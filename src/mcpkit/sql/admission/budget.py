@@ -1,0 +1,92 @@
+"""The analysis budget: a query too large or too complex to analyse quickly is refused before analysis.
+
+Parsing, admission, masking analysis and regeneration run in Python. Some of sqlglot's steps are
+quadratic in the number of UNION branches or scopes (qualifying an 1,800-branch UNION ALL took 8 s),
+and a pass cannot be interrupted part-way, so the budget has two parts:
+
+- size limits checked before the expensive steps (tokens before parsing; nodes, SELECTs and set
+  operation branches after), set so that anything under them is analysed in about a second on a
+  small VM (bench figures in docs/benchmarks.md);
+- a deadline checked between steps, so a slow step is not followed by more work.
+
+Analysis runs in the tool handler's worker thread, never on the event loop (see mcpkit.pipeline).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from sqlglot import exp
+
+from mcpkit.sql.errors import refuse
+
+__all__ = ["DEFAULT_BUDGET", "AnalysisBudget"]
+
+
+def _too_complex(what: str) -> None:
+    refuse(
+        "too_complex",
+        f"The query is too large to check within this server's analysis budget ({what}); "
+        "split it into smaller queries or simplify it.",
+    )
+
+
+@dataclass(frozen=True)
+class AnalysisBudget:
+    """Limits on the Python-side work of one call.
+
+    Args:
+        seconds: Deadline for parse, admission, masking analysis and regeneration together.
+        max_tokens: SQL tokens, checked before parsing.
+        max_nodes: Syntax-tree nodes.
+        max_selects: SELECT scopes (subqueries, CTEs, branches).
+        max_branches: UNION/INTERSECT/EXCEPT branches.
+    """
+
+    seconds: float = 5.0
+    max_tokens: int = 12_000
+    max_nodes: int = 4_000
+    max_selects: int = 150
+    max_branches: int = 100
+
+    def deadline(self) -> float:
+        """The monotonic time by which the analysis of a call starting now must be done."""
+        return time.monotonic() + self.seconds
+
+    def check_tokens(self, count: int) -> None:
+        """Refuse before parsing when the text has too many tokens."""
+        if count > self.max_tokens:
+            _too_complex(f"{count} tokens; at most {self.max_tokens}")
+
+    def check_tree(self, tree: exp.Expr) -> None:
+        """Refuse a parsed statement with too many nodes, SELECTs or set-operation branches.
+
+        >>> import sqlglot
+        >>> AnalysisBudget(max_branches=2).check_tree(sqlglot.parse_one("SELECT 1 UNION SELECT 2"))
+        """
+        nodes = selects = branches = 0
+        for node in tree.walk():
+            nodes += 1
+            if isinstance(node, exp.Select):
+                selects += 1
+            elif isinstance(node, exp.SetOperation):
+                branches += 1
+        if branches:
+            branches += 1  # n operators join n + 1 branches
+        if branches > self.max_branches:
+            _too_complex(f"{branches} UNION/INTERSECT/EXCEPT branches; at most {self.max_branches}")
+        if selects > self.max_selects:
+            _too_complex(f"{selects} SELECTs; at most {self.max_selects}")
+        if nodes > self.max_nodes:
+            _too_complex(f"{nodes} syntax nodes; at most {self.max_nodes}")
+
+    @staticmethod
+    def check_deadline(deadline: float | None) -> None:
+        """Refuse once `deadline` (monotonic) has passed."""
+        if deadline is not None and time.monotonic() > deadline:
+            _too_complex("it took too long to analyse")
+
+
+DEFAULT_BUDGET: Final = AnalysisBudget()

@@ -1,0 +1,98 @@
+"""The reviewed function tables: per engine, the built-in functions an analyst gets, and why not the rest.
+
+Each engine's table is a list of families. A family has a verdict and the reason for it:
+
+- `allowed`: on the default allowlist. Exact names only, so the list is exactly what was reviewed.
+- `absent`: reviewed and left out (no analytical use, server internals, catalog reading that
+  `describe_table` covers, ...). The reason is what the refusal says; the operator may allow such a
+  function by name (`--allow-function NAME`).
+- `never`: breaks a promise the server makes (runs SQL from text, writes, burns transaction ids,
+  reads other sessions' activity, signals, sleeps, locks, touches files, changes session settings).
+  Names or `*` patterns. No option allows these: a server that ran them could not keep its
+  read-only, no-side-effect promise.
+
+Candidates were derived from the engines' own catalogs (PostgreSQL 15 `pg_proc`, MariaDB 10.11
+`information_schema.SQL_FUNCTIONS` and its help tables, SQLite 3.40 `pragma_function_list`) and then
+reviewed family by family; `tests/sql/test_sql_function_tables.py` checks every table against the
+live catalogs (every catalog function is classified, every allowed name exists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Final, Literal
+
+__all__ = ["Family", "FunctionTable", "Verdict", "family", "matches"]
+
+Verdict = Literal["allowed", "absent", "never"]
+
+
+def matches(name: str, patterns: Iterable[str]) -> bool:
+    """Whether a lower-case function name is in a list of names and `prefix*` patterns.
+
+    >>> matches("pg_sleep_for", ["pg_sleep*"])
+    True
+    >>> matches("lower", ["lo_*"])
+    False
+    >>> matches("pg_create_logical_replication_slot", ["pg_create_*_replication_slot"])
+    True
+    """
+    return any(fnmatchcase(name, p) if "*" in p else name == p for p in patterns)
+
+
+@dataclass(frozen=True)
+class Family:
+    """Functions reviewed together: `names` (lower case; `*` patterns outside `allowed`)."""
+
+    name: str
+    verdict: Verdict
+    why: str
+    names: frozenset[str]
+    in_catalog: bool = True  # False: SQL syntax or a function of an optional extension
+
+    def covers(self, name: str) -> bool:
+        """Whether `name` belongs to this family."""
+        return matches(name, self.names)
+
+
+def family(name: str, verdict: Verdict, why: str, names: str, *, in_catalog: bool = True) -> Family:
+    """A family from whitespace-separated names (the tables read like the review they are)."""
+    members = frozenset(names.split())
+    if verdict == "allowed" and any(n.endswith("*") for n in members):
+        raise ValueError(f"allowed family {name!r} lists a pattern; allowlists name each function")
+    return Family(name, verdict, why, members, in_catalog)
+
+
+_ORDER: Final[dict[Verdict, int]] = {"never": 0, "allowed": 1, "absent": 2}
+
+
+@dataclass(frozen=True)
+class FunctionTable:
+    """One engine's reviewed families; `lookup` answers never first, then allowed, then absent."""
+
+    engine: str
+    families: tuple[Family, ...]
+
+    def lookup(self, name: str) -> Family | None:
+        """The family that decides `name` (a lower-case, unqualified name), or None if unreviewed."""
+        for verdict in ("never", "allowed", "absent"):
+            for fam in self.families:
+                if fam.verdict == verdict and fam.covers(name):
+                    return fam
+        return None
+
+    @property
+    def allowed(self) -> frozenset[str]:
+        """Every name on the default allowlist."""
+        return frozenset().union(*(f.names for f in self.families if f.verdict == "allowed"))
+
+    @property
+    def never(self) -> frozenset[str]:
+        """Every never-allowed name and pattern."""
+        return frozenset().union(*(f.names for f in self.families if f.verdict == "never"))
+
+    def by_verdict(self) -> list[Family]:
+        """The families, never first (for documentation)."""
+        return sorted(self.families, key=lambda f: _ORDER[f.verdict])

@@ -1,0 +1,31 @@
+"""The table of each engine, and the never lists the engines' own checks read."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from mcpkit.sql.admission.function_tables import FunctionTable
+from mcpkit.sql.admission.function_tables.mysql import MYSQL
+from mcpkit.sql.admission.function_tables.postgres import POSTGRES
+from mcpkit.sql.admission.function_tables.sqlite import SQLITE
+
+__all__ = ["DENYLISTS", "TABLES", "table_for"]
+
+TABLES: Final[dict[str, FunctionTable]] = {"postgres": POSTGRES, "mysql": MYSQL, "sqlite": SQLITE}
+
+# Any other dialect (best effort, unverified): what all three allow, and what any of them never allows.
+_GENERIC: Final = FunctionTable(
+    "generic", tuple(f for t in TABLES.values() for f in t.families if f.verdict != "absent")
+)
+
+DENYLISTS: Final[dict[str, frozenset[str]]] = {name: table.never for name, table in TABLES.items()}
+"""Per dialect, the never-allowed names and patterns (no option admits these)."""
+
+
+def table_for(dialect: str) -> FunctionTable:
+    """The reviewed table of `dialect` (a sqlglot dialect name); other dialects get a generic one.
+
+    >>> table_for("postgres").lookup("pg_sleep").verdict
+    'never'
+    """
+    return TABLES.get(dialect, _GENERIC)

@@ -1,0 +1,134 @@
+"""Clipping inside the SQL that is sent: no cell larger than the budget ever reaches the driver.
+
+    admitted SQL --describe (no execution)--> column names and types
+                 --wrap: each big-able column clipped in SQL--> SELECT <clipped cells> FROM (<sql>) ...
+    wire rows --reassemble--> the original columns, a `Clipped` or `BinarySize` where a cell was cut
+
+Numbers, booleans, dates and other fixed-size values pass untouched (they stay numbers). Text is cut
+to a number of characters in SQL; binary values are sent as their size only; anything else of
+variable size (JSON, arrays, XML, numeric, vectors, user types) is sent whole when it fits the budget
+and as clipped text otherwise. The per-cell budget shrinks with rows x columns, so one call's cells
+stay under `CellBudget.call_bytes` whatever the data.
+
+Per-dialect hooks (one module each, named `DIALECTS[name]`): `describe` learns the columns inside
+the call's session, `wrap` writes the clipping SQL. A database profile can point to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+__all__ = ["BinarySize", "CellBudget", "Clipped", "ClipPlan", "WireColumn"]
+
+Kind = Literal["fixed", "text", "binary", "other"]
+
+
+@dataclass(frozen=True)
+class Clipped:
+    """A cell cut in SQL: `text` is its beginning (text, or the text form of a JSON/array/... value)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class BinarySize:
+    """A binary cell, sent as its size only."""
+
+    size: int
+
+
+@dataclass(frozen=True)
+class CellBudget:
+    """Bytes one call's cells may take on the wire, and the per-cell floor and ceiling.
+
+    >>> CellBudget().cell_bytes(rows=26, columns=4)
+    65536
+    >>> CellBudget().cell_bytes(rows=501, columns=10)
+    6697
+    """
+
+    call_bytes: int = 32 * 1024 * 1024
+    min_cell: int = 2048
+    max_cell: int = 65536
+
+    def cell_bytes(self, rows: int, columns: int) -> int:
+        """The budget of one cell for a result of `rows` x `columns`."""
+        share = self.call_bytes // max(1, rows * max(1, columns))
+        return max(self.min_cell, min(self.max_cell, share))
+
+
+@dataclass(frozen=True)
+class WireColumn:
+    """One result column as described before the run: name, database type name, clipping kind."""
+
+    name: str
+    type_name: str | None
+    kind: Kind
+
+
+@dataclass(frozen=True)
+class ClipPlan:
+    """The wrapped SQL and how to turn its wire rows back into the query's columns."""
+
+    sql: str
+    columns: tuple[WireColumn, ...]
+    width: tuple[int, ...]  # wire columns per result column (1 or 2)
+    merge: tuple[Callable[[Sequence[Any]], Any], ...]
+
+    def reassemble(self, row: Sequence[Any]) -> tuple[Any, ...]:
+        """One wire row as the query's row."""
+        out = []
+        at = 0
+        for width, merge in zip(self.width, self.merge, strict=True):
+            out.append(merge(row[at : at + width]))
+            at += width
+        return tuple(out)
+
+
+def keep(cells: Sequence[Any]) -> Any:
+    """A column sent as is."""
+    return cells[0]
+
+
+def text_or_clipped(cells: Sequence[Any]) -> Any:
+    """(value if it fit, clipped text if it did not)."""
+    value, clipped = cells
+    return Clipped(str(clipped)) if clipped is not None else value
+
+
+def size_only(cells: Sequence[Any]) -> Any:
+    """A binary column sent as its size."""
+    return None if cells[0] is None else BinarySize(int(cells[0]))
+
+
+def value_or_size(cells: Sequence[Any]) -> Any:
+    """(value, size if binary): SQLite, where the type is per cell."""
+    value, size = cells
+    return BinarySize(int(size)) if size is not None else value
+
+
+MERGES: Final = {"keep": keep, "text_or_clipped": text_or_clipped, "size_only": size_only}
+
+
+def text_chars(cell_bytes: int) -> int:
+    """Characters of text that fit `cell_bytes` whatever the encoding (4 bytes a character at most)."""
+    return max(512, cell_bytes // 4)
+
+
+Describe = Callable[[Any, str], list[WireColumn]]
+Wrap = Callable[[str, list[WireColumn], int, CellBudget], ClipPlan]
+
+
+def hooks(dialect: str) -> tuple[Describe, Wrap] | None:
+    """The describe and wrap hooks of a dialect; None where clipping in SQL is not known (other engines)."""
+    if dialect == "postgres":
+        from mcpkit.sql.clipping import postgres as module
+    elif dialect == "mysql":
+        from mcpkit.sql.clipping import mysql as module  # type: ignore[no-redef]
+    elif dialect == "sqlite":
+        from mcpkit.sql.clipping import sqlite as module  # type: ignore[no-redef]
+    else:
+        return None
+    return module.describe, module.wrap

@@ -1,0 +1,62 @@
+"""MySQL and MariaDB: describe with `LIMIT 0` (the optimizer stops before running), clip in a CTE."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Final
+
+from mcpkit.sql.clipping import CellBudget, ClipPlan, WireColumn, keep, size_only, text_chars
+
+__all__ = ["describe", "wrap"]
+
+_BINARY_CHARSET: Final = 63
+_VARIABLE: Final = frozenset(
+    {"VARCHAR", "VAR_STRING", "STRING", "TINY_BLOB", "MEDIUM_BLOB", "LONG_BLOB", "BLOB", "JSON", "GEOMETRY",
+     "ENUM", "SET"}
+)  # fmt: skip
+
+
+def describe(dbapi: Any, sql: str) -> list[WireColumn]:
+    """The result columns of `sql`, from the same query with `LIMIT 0`."""
+    field_type = importlib.import_module("pymysql.constants.FIELD_TYPE")
+    by_code = {v: k for k, v in vars(field_type).items() if k.isupper() and isinstance(v, int)}
+    cur = dbapi.cursor()
+    try:
+        cur.execute(f"SELECT * FROM ({sql}) AS q LIMIT 0")
+        fields = list(getattr(cur, "_result", None).fields or []) if getattr(cur, "_result", None) else []
+        description = cur.description or ()
+    finally:
+        cur.close()
+    out = []
+    for i, col in enumerate(description):
+        name = by_code.get(col[1])
+        charset = fields[i].charsetnr if i < len(fields) else None
+        if name not in _VARIABLE:
+            kind = "fixed"
+        elif charset == _BINARY_CHARSET and name != "JSON":
+            kind = "binary"
+        else:
+            kind = "text"
+        out.append(WireColumn(str(col[0]), name, kind))  # type: ignore[arg-type]
+    return out
+
+
+def wrap(sql: str, columns: list[WireColumn], rows: int, budget: CellBudget) -> ClipPlan:
+    """`WITH q(c1, ...) AS (<sql>) SELECT <clipped cells> FROM q`."""
+    chars = text_chars(budget.cell_bytes(rows, len(columns)))
+    parts: list[str] = []
+    merges: list[Any] = []
+    for i, col in enumerate(columns):
+        c = f"q.c{i}"
+        if col.kind == "binary":
+            parts.append(f"LENGTH({c})")
+            merges.append(size_only)
+        elif col.kind == "text":
+            parts.append(f"LEFT({c}, {chars})")
+            merges.append(keep)
+        else:
+            parts.append(c)
+            merges.append(keep)
+    names = ", ".join(f"c{i}" for i in range(len(columns)))
+    text = f"WITH q({names}) AS ({sql}) SELECT {', '.join(parts)} FROM q"
+    return ClipPlan(text, tuple(columns), tuple(1 for _ in columns), tuple(merges))

@@ -1,0 +1,35 @@
+"""SQLite: describe with `LIMIT 0`; types are per cell, so every column is clipped by `typeof()`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcpkit.sql.clipping import CellBudget, ClipPlan, WireColumn, text_chars, value_or_size
+
+__all__ = ["describe", "wrap"]
+
+
+def describe(dbapi: Any, sql: str) -> list[WireColumn]:
+    """The result columns of `sql`, from the same query with `LIMIT 0` (SQLite stops at once)."""
+    cur = dbapi.cursor()
+    try:
+        cur.execute(f"SELECT * FROM ({sql}) LIMIT 0")
+        description = cur.description or ()
+    finally:
+        cur.close()
+    return [WireColumn(str(col[0]), None, "other") for col in description]
+
+
+def wrap(sql: str, columns: list[WireColumn], rows: int, budget: CellBudget) -> ClipPlan:
+    """`WITH q(c1, ...) AS (<sql>) SELECT <value or NULL>, <size of a blob> ... FROM q`."""
+    chars = text_chars(budget.cell_bytes(rows, len(columns)))
+    parts: list[str] = []
+    for i in range(len(columns)):
+        c = f"q.c{i}"
+        parts.append(
+            f"CASE typeof({c}) WHEN 'blob' THEN NULL WHEN 'text' THEN substr({c}, 1, {chars}) ELSE {c} END"
+        )
+        parts.append(f"CASE typeof({c}) WHEN 'blob' THEN length({c}) END")
+    names = ", ".join(f"c{i}" for i in range(len(columns)))
+    text = f"WITH q({names}) AS ({sql}) SELECT {', '.join(parts)} FROM q"
+    return ClipPlan(text, tuple(columns), tuple(2 for _ in columns), tuple(value_or_size for _ in columns))

@@ -1,0 +1,89 @@
+"""PostgreSQL as the server reads it, where sqlglot's own dialect refuses or rewrites what analysts write.
+
+- `ORDER BY x USING ~<~` (an ordering operator instead of ASC/DESC; in ORDER BY, window and
+  aggregate ORDER BY): sqlglot has no grammar for it. Only the built-in comparison operators are
+  read; `USING OPERATOR(...)` and any other operator stay a syntax error.
+- `TABLESAMPLE method (arg) REPEATABLE (seed)`: sqlglot reads only a number as the seed;
+  PostgreSQL takes any expression for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Final
+
+from sqlglot import exp
+from sqlglot.dialects.postgres import Postgres
+from sqlglot.generators.postgres import PostgresGenerator
+from sqlglot.parsers.postgres import PostgresParser
+from sqlglot.tokenizer_core import TokenType
+
+__all__ = ["ORDERING_OPERATORS", "OrderedUsing", "PostgresFamily"]
+
+ORDERING_OPERATORS: Final = frozenset({"<", ">", "<=", ">=", "~<~", "~>~", "~<=~", "~>=~"})
+_OPERATOR_CHARS: Final = frozenset("<>=~!@#%^&|`?+-*/")
+
+
+class OrderedUsing(exp.Ordered):
+    """`expr USING op [NULLS FIRST|LAST]`: `using` holds the operator text, `nulls` FIRST or LAST."""
+
+    arg_types: ClassVar[dict[str, bool]] = {
+        "this": True,
+        "using": True,
+        "nulls": False,
+        "desc": False,
+        "nulls_first": False,
+        "with_fill": False,
+    }
+
+
+class _Parser(PostgresParser):
+    def _parse_ordered(self, parse_method: Callable[[], exp.Expr | None] | None = None) -> exp.Ordered | None:
+        start = self._index
+        this = parse_method() if parse_method else self._parse_disjunction()
+        if this is None or not self._match(TokenType.USING):
+            self._retreat(start)
+            return super()._parse_ordered(parse_method)
+        text, end = "", None
+        while (
+            self._curr
+            and set(self._curr.text) <= _OPERATOR_CHARS
+            and (end is None or self._curr.start == end + 1)
+        ):
+            text, end = text + self._curr.text, self._curr.end
+            self._advance()
+        if text not in ORDERING_OPERATORS:
+            self.raise_error("ORDER BY ... USING takes a comparison operator such as < or ~<~")
+        nulls = None
+        if self._match_text_seq("NULLS", "FIRST"):
+            nulls = "FIRST"
+        elif self._match_text_seq("NULLS", "LAST"):
+            nulls = "LAST"
+        return self.expression(OrderedUsing(this=this, using=text, nulls=nulls))
+
+    def _parse_table_sample(self, as_modifier: bool = False) -> exp.TableSample | None:
+        if not self._match(TokenType.TABLE_SAMPLE):
+            return None
+        method = self._parse_var(upper=True)
+        args = self._parse_wrapped_csv(self._parse_assignment)
+        if len(args) != 1:
+            self.raise_error("TABLESAMPLE takes one argument")
+        seed = self._parse_wrapped(self._parse_assignment) if self._match_text_seq("REPEATABLE") else None
+        return self.expression(exp.TableSample(method=method, percent=args[0], seed=seed))
+
+
+def _ordered_using(gen: PostgresGenerator, node: OrderedUsing) -> str:
+    nulls = node.args.get("nulls")
+    return f"{gen.sql(node, 'this')} USING {node.args['using']}" + (f" NULLS {nulls}" if nulls else "")
+
+
+class PostgresFamily(Postgres):
+    """PostgreSQL 13+ (the dialect mcpkit reads and writes for PostgreSQL servers)."""
+
+    Parser = _Parser
+
+    class Generator(PostgresGenerator):
+        TRANSFORMS: ClassVar[dict[type[exp.Expr], Any]] = {
+            **PostgresGenerator.TRANSFORMS,
+            OrderedUsing: _ordered_using,
+        }
