@@ -30,7 +30,7 @@ from mcpkit.logs import Redactor, log_call, redact_arguments
 from mcpkit.result import Outcome, OutputInvalid, error_outcome, internal_outcome, shape_output
 
 if TYPE_CHECKING:
-    from mcpkit.context import Context
+    from mcpkit.context import ClientInfo, Context
 
 __all__ = ["Call", "Stage", "UnknownTool", "compose", "validation_message"]
 
@@ -50,6 +50,8 @@ class Call:
     make_context: Callable[[Call], Context]
     identity: str
     redactor: Redactor | None = None
+    principal: str | None = None
+    client: ClientInfo | None = None
     tool: Tool | None = None
     args: BaseModel | None = None
     started: float = field(default_factory=time.perf_counter)

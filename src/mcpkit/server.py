@@ -87,6 +87,8 @@ class Server:
             "error" refuses to build on an error finding, "warn" logs the findings, "off" skips it.
         lint_profiles: The client profiles to lint against (default: the general-purpose clients).
         environ: The environment to read `MCPKIT_*` settings from (default: `os.environ`).
+        middleware: Stages run around every call, outermost first, before the built-in ones (each
+            `async (call, call_next) -> Outcome`; the SQL server's audit is one).
     """
 
     def __init__(
@@ -114,11 +116,13 @@ class Server:
         lint: Literal["error", "warn", "off"] = "error",
         lint_profiles: Sequence[str] | None = None,
         environ: Mapping[str, str] | None = None,
+        middleware: Sequence[Stage] = (),
     ) -> None:
         if not name or not isinstance(name, str):
             raise DefinitionError("a server needs a name")
         self.name, self.version, self.title, self.instructions = name, version, title, instructions
         self.timeout_s = timeout_s
+        self.middleware = tuple(middleware)
         self.redactor = Redactor()
         self.compiled: dict[str, CompiledTool] = {}
         seen: dict[str, str] = {}
@@ -182,6 +186,7 @@ class Server:
 
     def _stages(self) -> list[Stage]:
         return [
+            *self.middleware,
             record,
             lookup(self._available),
             *self.policy.before_validation(),
@@ -286,6 +291,8 @@ class Server:
             ),
             identity=principal or (f"{client.name}/{client.version}" if client else "anonymous"),
             redactor=self.redactor,
+            principal=principal,
+            client=client,
         )
         outcome = await self._chain(call)
         return outcome.to_wire()  # type: ignore[return-value]  # the SDK serialises dicts as they are
