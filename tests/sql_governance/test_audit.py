@@ -143,6 +143,42 @@ async def test_calls_are_refused_while_the_store_is_down(sqlite_crm: CrmDb, pg_u
         admin.dispose()
 
 
+SLOW = (
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) "
+    "SELECT count(*) AS n FROM c"
+)
+
+
+@pytest.mark.anyio
+async def test_an_answer_whose_end_cannot_be_stored_is_withheld(sqlite_crm: CrmDb, pg_url: str) -> None:
+    name = f"mcpkit_audit_{secrets.token_hex(4)}"
+    admin = create_engine(
+        pg_url.replace("postgresql://", "postgresql+psycopg://"), isolation_level="AUTOCOMMIT"
+    )
+    with admin.connect() as c:
+        c.execute(text(f"CREATE DATABASE {name}"))
+    audit = AuditLog(open_store(dsn=pg_url.rsplit("/", 1)[0] + f"/{name}"), timeout_s=5.0)
+    engine = SqlEngine(sqlite_crm.url)
+    try:
+        server = build_server(SqlService(engine, max_rows=50, timeout_s=20.0), calls=CallAudit(audit))
+        async with connect(server) as client:
+            assert not (await client.call_tool("execute_query", {"query": "SELECT 1 AS one"})).is_error
+            call = asyncio.ensure_future(client.call_tool("execute_query", {"query": SLOW}))
+            while audit.written < 3:  # the slow call's start is stored: it is running now
+                await asyncio.sleep(0.01)
+            with admin.connect() as c:  # the audit database goes away mid-call
+                c.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
+            withheld = await call
+        assert withheld.is_error and "answer was withheld" in withheld.content[0].text  # type: ignore[union-attr]
+        assert "count" not in str(withheld.structured_content or "")
+    finally:
+        audit.close()
+        engine.close()
+        with admin.connect() as c:
+            c.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        admin.dispose()
+
+
 PG_READ_FILE = "/* " + "x" * 1100 + " */ SELECT pg_read_file('/etc/passwd')"
 
 

@@ -18,6 +18,7 @@ its name looks like a credential.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -151,7 +152,8 @@ class CallAudit:
         try:
             outcome = await call_next(call)
         except UnknownTool:
-            await self._end(call, started, "UNKNOWN_TOOL", None)
+            with contextlib.suppress(AuditUnavailable):  # a protocol error carries no data to withhold
+                await self._end(call, started, "UNKNOWN_TOOL", None)
             raise
         except asyncio.CancelledError:
             self.audit.submit(self.end_entry(call, started, "CANCELLED", None), lambda _: None)

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final
 
+import anyio.to_thread
+
 from mcpkit.sql.audit.store import AuditStore
 
 __all__ = ["AuditLog", "AuditUnavailable"]
@@ -73,7 +75,11 @@ class AuditLog:
         Raises:
             AuditUnavailable: the store failed or did not answer within `timeout_s`.
         """
-        loop = asyncio.get_running_loop()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another anyio backend (trio): wait in a worker thread instead
+            await anyio.to_thread.run_sync(self.write_blocking, entry)
+            return
         future: asyncio.Future[BaseException | None] = loop.create_future()
 
         def done(error: BaseException | None) -> None:
