@@ -85,6 +85,13 @@ def _table(metadata: MetaData) -> Table:
     )
 
 
+def _sqlite_begin(conn: Any) -> None:
+    # An append takes the write lock first, so the head it reads is still the head when it inserts.
+    # Readers (`mcpkit audit`, `--verify`) begin deferred and never hold up a running server (WAL).
+    immediate = conn.get_execution_options().get("audit_append")
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
 def _naive_utc(at: dt.datetime) -> dt.datetime:
     return at.astimezone(dt.UTC).replace(tzinfo=None) if at.tzinfo else at
 
@@ -124,14 +131,14 @@ class AuditStore:
         )
         if backend == "sqlite":
             event.listen(self.engine, "connect", self._sqlite_connect)
-            event.listen(self.engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+            event.listen(self.engine, "begin", _sqlite_begin)
         elif backend == "postgresql":
             event.listen(self.engine, "connect", self._pg_connect)
         self.table = _table(MetaData())
         self._created = False
 
     def _sqlite_connect(self, dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # transactions begin with BEGIN IMMEDIATE (above)
+        dbapi_connection.isolation_level = None  # transactions begin in _sqlite_begin
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA synchronous={self.sync.upper()}")
@@ -158,7 +165,8 @@ class AuditStore:
                     "and start again"
                 )
         else:
-            self.table.create(self.engine, checkfirst=True)
+            with self.engine.connect().execution_options(audit_append=True) as conn, conn.begin():
+                self.table.create(conn, checkfirst=True)
         self._created = True
 
     # --- writing ----------------------------------------------------------------------------------
@@ -173,7 +181,7 @@ class AuditStore:
         texts = [canonical(e) for e in entries]
         for attempt in range(_RETRIES):
             try:
-                with self.engine.begin() as conn:
+                with self.engine.connect().execution_options(audit_append=True) as conn, conn.begin():
                     head = conn.execute(
                         select(self.table.c.seq, self.table.c.hash).order_by(self.table.c.seq.desc()).limit(1)
                     ).first()
