@@ -28,7 +28,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
 from mcpkit.testing import connect
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_mcpkit
 from tests.sql_governance.conftest import CrmDb
 
 
@@ -87,6 +87,15 @@ def test_an_old_format_table_is_refused_with_a_clear_message(tmp_path: Path) -> 
     assert mcpkit_main(["audit", "--audit", str(path)]) == 2
     with pytest.raises(Exception, match="predates the hash-chained format"):
         open_store(path=path).append(call_entries(1))
+    served = run_mcpkit("sql", "serve", "--demo", "--audit", str(path), timeout=60)
+    assert served.returncode == 2 and "predates the hash-chained format" in served.stderr
+
+
+def test_the_server_does_not_start_without_its_audit_store() -> None:
+    dsn = f"postgresql://postgres@127.0.0.1:5432/mcpkit_absent_{secrets.token_hex(4)}"
+    served = run_mcpkit("sql", "serve", "--demo", "--audit-dsn", dsn, timeout=60)
+    assert served.returncode == 2 and "cannot open the audit store" in served.stderr
+    assert "Traceback" not in served.stderr
 
 
 @pytest.mark.parametrize("sync", ["full", "normal"])

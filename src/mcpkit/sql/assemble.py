@@ -74,6 +74,8 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
             if args.audit_dsn
             else open_store(path=args.audit or default_audit_path(), sync=args.audit_sync)
         )
+        stack.callback(store.close)
+        store.check()  # reachable and chained, or the server does not start
         audit = AuditLog(store)
         stack.callback(audit.close)
         audit.install_signal_handlers()

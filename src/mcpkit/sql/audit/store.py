@@ -40,7 +40,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine import URL, Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
 from mcpkit.sql.audit.chain import GENESIS, ChainRow, canonical, link
@@ -168,6 +168,18 @@ class AuditStore:
             with self.engine.connect().execution_options(audit_append=True) as conn, conn.begin():
                 self.table.create(conn, checkfirst=True)
         self._created = True
+
+    def check(self) -> None:
+        """Fail now, with a message for the operator, if the store is unreachable or of an old format.
+
+        Raises:
+            SqlConfigError: what is wrong, without the driver's text.
+        """
+        try:
+            self.head()
+        except SQLAlchemyError as exc:
+            where = self.url.render_as_string(hide_password=True)
+            raise SqlConfigError(f"cannot open the audit store at {where} ({type(exc).__name__})") from None
 
     # --- writing ----------------------------------------------------------------------------------
 
