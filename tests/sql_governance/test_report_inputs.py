@@ -60,6 +60,12 @@ REPORTS = textwrap.dedent(
           part: {type: string, like: contains, description: Any part of the value.}
         sql: SELECT v FROM {table} WHERE v LIKE :part ORDER BY v
         max_rows: 50
+      - name: matching
+        description: Probe values matching a LIKE pattern the caller writes.
+        parameters:
+          pattern: {type: string, like: wildcards, description: "% and _ are wildcards here."}
+        sql: SELECT v FROM {table} WHERE v LIKE :pattern ORDER BY v
+        max_rows: 50
       - name: by_code
         description: Probe values equal to a lower-case code.
         parameters:
@@ -307,6 +313,11 @@ async def test_wildcards_and_metacharacters_are_literals_through_the_real_server
         assert await starting("Cust.*") == ["Cust.*|a"]
         assert await starting("[ab]") == ["[ab]c"]
         assert await starting(".*") == []
+        # like: wildcards keeps the caller's % and _ (on purpose) and only the escape character literal
+        matching = _rows(await client.call_tool("matching", {"pattern": "50%"}))
+        assert set(matching) == {"50% off", "50_off", "50x off"}
+        assert _rows(await client.call_tool("matching", {"pattern": "a!_"})) == ["a!b"]
+        assert _rows(await client.call_tool("matching", {"pattern": "a!"})) == []
         # the pattern: the whole value, in the published schema and at the server
         code = listed["by_code"].input_schema["properties"]["code"]
         assert code["pattern"] == "^(?:[a-z]+)$"
