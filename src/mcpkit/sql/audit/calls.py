@@ -1,9 +1,10 @@
-"""`CallAudit`: the outermost stage of the server's pipeline writes every call's two entries.
+"""`CallAudit`: the first middleware of the server's pipeline writes every call's two entries.
 
     start entry ──stored──> tool runs ──> end entry ──stored──> answer goes to the client
 
-`stage` sees every `tools/call`: answered, refused, invalid, rate limited, cached or naming an
-unknown tool. Before anything else runs it stores the start (time, tool as named, principal,
+`stage` runs inside only the core's `record` stage (which turns errors into answers and writes the
+operator log), so it sees every `tools/call`: answered, refused, invalid, rate limited, cached or
+naming an unknown tool. Before anything else runs it stores the start (time, tool as named, principal,
 client, the arguments as sent and the statement with their SHA-256); after the pipeline is done it
 stores the end (outcome, duration, and what the tool handler noted for the call id: the SQL sent,
 rows, the refusal reason, operator-only detail). Only then does the answer leave. If the store
@@ -140,7 +141,7 @@ class CallAudit:
     # --- the pipeline stage -------------------------------------------------------------------
 
     async def stage(self, call: Call, call_next: CallNext) -> Outcome:
-        """The outermost pipeline stage: start stored, call, end stored, then the answer."""
+        """The middleware: start stored, the rest of the chain, end stored, then the answer."""
         started = time.perf_counter()
         try:
             await self.audit.write(self.start_entry(call))
@@ -158,17 +159,33 @@ class CallAudit:
         except asyncio.CancelledError:
             self.audit.submit(self.end_entry(call, started, "CANCELLED", None), lambda _: None)
             raise
-        try:
-            await self._end(call, started, outcome.code or "OK", outcome)
-        except AuditUnavailable:
-            withheld = _unavailable("the answer was withheld")
-            withheld.meta.update(callId=call.call_id)
-            return withheld
+        except ToolError as err:  # the outermost stage turns it into the answer: record it first
+            if not await self._ended(call, started, err.code, err.data):
+                return self._withheld(call)
+            raise
+        except Exception:
+            if not await self._ended(call, started, "INTERNAL", None):
+                return self._withheld(call)
+            raise
+        if not await self._ended(call, started, outcome.code or "OK", outcome.data):
+            return self._withheld(call)
         return outcome
 
-    async def _end(self, call: Call, started: float, code: str, outcome: Outcome | None) -> None:
+    def _withheld(self, call: Call) -> Outcome:
+        withheld = _unavailable("the answer was withheld")
+        withheld.meta.update(callId=call.call_id)
+        return withheld
+
+    async def _ended(self, call: Call, started: float, code: str, data: Any) -> bool:
         try:
-            await self.audit.write(self.end_entry(call, started, code, outcome))
+            await self._end(call, started, code, data)
+        except AuditUnavailable:
+            return False
+        return True
+
+    async def _end(self, call: Call, started: float, code: str, data: Any) -> None:
+        try:
+            await self.audit.write(self.end_entry(call, started, code, data))
         except AuditUnavailable as exc:
             log.error("[%s] audit unavailable, answer of %r withheld: %s", call.call_id, call.name[:128], exc)
             raise
@@ -179,7 +196,10 @@ class CallAudit:
         raw = call.arguments.get(argument) if argument else fixed
         statement = raw if isinstance(raw, str) else None
         secret = self._secrets.get(call.name, frozenset())
-        shown = {k: (REDACTED if k in secret else v) for k, v in call.arguments.items()}
+        shown: Any = {k: (REDACTED if k in secret else v) for k, v in call.arguments.items()}
+        if call.redactor is not None and call.redactor.has_values:  # the server's declared secrets
+            shown = call.redactor.scrub(shown)
+            statement = call.redactor.scrub(statement)
         arguments = json.dumps(shown, ensure_ascii=False, separators=(",", ":"), default=str)
         args_kept, args_hash, args_chars = kept(arguments)
         stmt_kept, stmt_hash, stmt_chars = kept(statement)
@@ -202,11 +222,11 @@ class CallAudit:
             "statement_chars": stmt_chars,
         }
 
-    def end_entry(self, call: Call, started: float, code: str, outcome: Outcome | None) -> dict[str, Any]:
+    def end_entry(self, call: Call, started: float, code: str, data: Any) -> dict[str, Any]:
         """The entry that closes a call: how it ended and what the handler noted."""
         with self._lock:
             noted = self._notes.pop(call.call_id, {})
-        data = outcome.data if outcome is not None and isinstance(outcome.data, dict) else {}
+        data = data if isinstance(data, dict) else {}
         return {
             "v": _ENTRY_VERSION,
             "kind": "end",
@@ -215,7 +235,7 @@ class CallAudit:
             "tool": call.name,
             "outcome": code,
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-            "cached": bool(outcome.cached or outcome.meta.get("cached")) if outcome is not None else False,
+            "cached": call.cached,
             "sql": noted.get("sql"),
             "rows": noted.get("rows"),
             "truncated": noted.get("truncated"),
