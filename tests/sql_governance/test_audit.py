@@ -364,3 +364,28 @@ def test_parse_since_forms() -> None:
 def test_entries_are_canonical_ascii_json() -> None:
     entry = call_entries(1, tool="a\u2028b\x85c")[0]
     assert canonical(entry).isascii() and "\\u2028" in canonical(entry)
+
+
+@pytest.mark.anyio
+async def test_cache_hits_and_report_calls_are_recorded(sqlite_crm: CrmDb, tmp_path: Path) -> None:
+    from mcpkit.sql.reports import load_reports
+
+    audit = AuditLog(open_store(path=tmp_path / "audit.db"))
+    calls = CallAudit(audit)
+    engine = SqlEngine(sqlite_crm.url)
+    try:
+        service = SqlService(engine, max_rows=50, timeout_s=5.0)
+        reports = load_reports(ROOT / "examples" / "reports.yaml", service, calls=calls)
+        async with connect(build_server(service, calls=calls, reports=reports)) as client:
+            for _ in range(2):
+                assert not (await client.call_tool("units_by_year", {})).is_error  # cache_ttl_s: 3600
+            await client.call_tool("large_deals", {"product": "Pulse Phone; DROP", "min_revenue": 1})
+    finally:
+        audit.close()
+        engine.close()
+    first, second, invalid = open_store(path=tmp_path / "audit.db").read()
+    assert (first.cached, second.cached) == (False, True)
+    assert first.rows and second.rows is None  # the handler did not run for the cache hit
+    assert first.statement and "FROM sales_demo" in first.statement and first.sql == first.statement
+    assert invalid.outcome == "INVALID_PARAMS"
+    assert json.loads(invalid.arguments or "{}")["product"] == "Pulse Phone; DROP"
