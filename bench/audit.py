@@ -1,11 +1,13 @@
-"""What the audit log adds to a call: end to end through the official client, and its parts.
+"""What the write-ahead audit costs a call, with the fsync on (`--audit-sync full`) and off (`normal`).
 
 1. End to end: `execute_query("SELECT 1")` on the demo SQLite database through the official SDK
-   client (in memory), the same server with no audit, with the audit to a SQLite file (WAL), and
-   with the audit to a PostgreSQL table. Rounds alternate between configurations so drift hits
-   all alike; per-call latency median, p95 and mean.
-2. The call path alone: `AuditLog.record()` and `CallAudit.handle()` per call, in microseconds.
-3. The writer: records per second it stores (SQLite WAL, PostgreSQL), off the call path.
+   client (in memory): no audit, then the audit to a SQLite file and to a PostgreSQL table, each
+   with `sync=full` and `sync=normal`. Every audited call stores two chained entries (start before
+   the tool runs, end before the answer) and waits for both. Rounds alternate between
+   configurations so drift hits all alike; per-call latency median, p95 and mean.
+2. One entry alone: `AuditStore.append` of one entry, per sync mode and store (the commit, the
+   chain link, and for `full` the fsync).
+3. Group commit: entries per second and entries per commit when 1, 8 or 64 calls write at once.
 
     .venv/bin/python bench/audit.py [--calls 3000] [--rounds 6] [--pg postgresql://postgres@127.0.0.1:5432/test]
 """
@@ -14,49 +16,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import logging
 import secrets
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from mcpkit import Context, Server
 from mcpkit.logs import CALL_LOGGER
-from mcpkit.sql.audit import AuditLog, AuditRecord, CallAudit, open_store
+from mcpkit.sql.audit import AuditLog, AuditStore, CallAudit, open_store
 from mcpkit.sql.demo import write_demo_sqlite
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
 from mcpkit.testing import connect
 
-
-def _server(service: SqlService, calls: CallAudit | None) -> Server:
-    base = build_server(service)
-    if calls is None:
-        return base
-
-    def wrap(inner: Callable[..., Any]) -> Callable[..., Any]:
-        def handler(args: Any, ctx: Context) -> Any:
-            with calls.noting(ctx):
-                out = inner(args, ctx)
-                calls.note(ctx.call_id, rows=1, truncated=False, sql="SELECT 1 LIMIT 26")
-                return out
-
-        return handler
-
-    tools = [replace(t, handler=wrap(t.handler)) for t in base.available_tools()]
-    return Server(base.name, instructions=base.instructions, tools=tools)
+MakeStore = Callable[[str], AuditStore]
 
 
-async def _calls(server: Server, n: int) -> list[float]:
+async def _calls(service: SqlService, calls: CallAudit | None, n: int) -> list[float]:
     out = []
-    async with connect(server) as client:
+    async with connect(build_server(service, calls=calls)) as client:
         for _ in range(20):  # warm-up
             await client.call_tool("execute_query", {"query": "SELECT 1"})
         for _ in range(n):
@@ -73,61 +58,58 @@ def _stats(samples: list[float]) -> tuple[float, float, float]:
 
 
 def end_to_end(
-    service: SqlService, stores: dict[str, Any], calls: int, rounds: int
+    service: SqlService, configs: dict[str, tuple[MakeStore | None, str]], calls: int, rounds: int
 ) -> dict[str, list[float]]:
-    """Per-call latencies (ms) of each configuration; rounds alternate between them.
-
-    Every configuration emits the core's call records (its default: `mcpkit` logs at INFO), to
-    no console, so the difference is the audit alone.
-    """
-    samples: dict[str, list[float]] = {name: [] for name in stores}
+    """Per-call latencies (ms) of each configuration; rounds alternate between them."""
+    samples: dict[str, list[float]] = {name: [] for name in configs}
     for _ in range(rounds):
-        for name, (make_store, linger) in stores.items():
-            audit = AuditLog(make_store(), linger_s=linger) if make_store else None
-            audited = CallAudit(audit) if audit else None
-            if audited:
-                audited.attach()
+        for name, (make, sync) in configs.items():
+            audit = AuditLog(make(sync)) if make else None
             try:
-                samples[name] += asyncio.run(_calls(_server(service, audited), calls // rounds))
+                samples[name] += asyncio.run(
+                    _calls(service, CallAudit(audit) if audit else None, calls // rounds)
+                )
             finally:
-                if audited and audit:
-                    audited.detach()
+                if audit:
                     audit.close()
     return samples
 
 
-def call_path(n: int = 100_000) -> tuple[float, float]:
-    """Microseconds per `record()` and per `CallAudit.handle()` (the work a call does)."""
-    audit = AuditLog(open_store(dsn="sqlite:///:memory:"), linger_s=3600, max_queued=10**7)
-    calls = CallAudit(audit)
-    rec = AuditRecord(call_id="c", tool="execute_query", outcome="OK")
-    started = time.perf_counter()
-    for _ in range(n):
-        audit.record(rec)
-    per_record = (time.perf_counter() - started) / n * 1e6
-    call = {"call_id": "c", "tool": "execute_query", "outcome": "OK", "duration_ms": 1.0, "arguments": "{}"}
+def _entry(i: int) -> dict[str, Any]:
+    now = dt.datetime.now(dt.UTC).isoformat()
+    return {"v": 1, "kind": "start", "call_id": f"c{i}", "at": now, "tool": "execute_query",
+            "statement": "SELECT 1", "arguments": '{"query":"SELECT 1"}'}  # fmt: skip
+
+
+def one_entry(store: AuditStore, n: int = 1000) -> float:
+    """Microseconds per `append` of one entry (one transaction each)."""
+    store.append([_entry(0)])
     started = time.perf_counter()
     for i in range(n):
-        calls.note(str(i), sql="SELECT 1", rows=1)
-        calls.handle({**call, "call_id": str(i)})
-    per_handle = (time.perf_counter() - started) / n * 1e6
-    audit.close(timeout_s=60)
-    return per_record, per_handle
+        store.append([_entry(i)])
+    return (time.perf_counter() - started) / n * 1e6
 
 
-def throughput(make_store: Callable[[], Any], n: int = 20_000) -> float:
-    """Records per second the writer stores."""
-    audit = AuditLog(make_store())
-    rec = AuditRecord(call_id="c", tool="execute_query", outcome="OK", sql="SELECT 1 LIMIT 26", rows=1)
-    audit.record(rec)
-    audit.flush()  # table created
-    started = time.perf_counter()
-    for _ in range(n):
-        audit.record(rec)
-    audit.flush(timeout_s=120)
-    elapsed = time.perf_counter() - started
-    audit.close()
-    return n / elapsed
+def group_commit(store: AuditStore, concurrency: int, n: int = 4000) -> tuple[float, float]:
+    """(entries per second, entries per commit) with `concurrency` calls writing at once."""
+    audit = AuditLog(store)
+
+    async def writer(k: int) -> None:
+        for i in range(n // concurrency):
+            await audit.write(_entry(k * n + i))
+
+    async def run() -> float:
+        await audit.write(_entry(-1))
+        before = audit.commits
+        started = time.perf_counter()
+        await asyncio.gather(*(writer(k) for k in range(concurrency)))
+        elapsed = time.perf_counter() - started
+        return n / elapsed, n / max(1, audit.commits - before)
+
+    try:
+        return asyncio.run(run())
+    finally:
+        audit.close()
 
 
 def main() -> None:
@@ -149,40 +131,40 @@ def main() -> None:
     pg = f"{args.pg}?options=-csearch_path%3D{schema}"
     counter = iter(range(10**6))
 
-    def sqlite() -> Any:
-        return open_store(path=folder / f"audit{next(counter)}.db")
+    def sqlite(sync: Any) -> AuditStore:
+        return open_store(path=folder / f"audit{next(counter)}.db", sync=sync)
 
-    def postgres() -> Any:
-        return open_store(dsn=pg)
+    def postgres(sync: Any) -> AuditStore:
+        return open_store(dsn=pg, sync=sync)
 
-    stores: dict[str, Any] = {
-        "no audit": (None, 0.0),
-        "audit: SQLite file (WAL), linger 0": (sqlite, 0.0),
-        "audit: SQLite file (WAL), linger 50 ms (default)": (sqlite, 0.05),
-        "audit: PostgreSQL table, linger 0": (postgres, 0.0),
-        "audit: PostgreSQL table, linger 50 ms (default)": (postgres, 0.05),
+    configs: dict[str, tuple[MakeStore | None, str]] = {
+        "no audit": (None, ""),
+        "SQLite file, sync=full (fsync, default)": (sqlite, "full"),
+        "SQLite file, sync=normal": (sqlite, "normal"),
+        "PostgreSQL table, sync=full (default)": (postgres, "full"),
+        "PostgreSQL table, sync=normal": (postgres, "normal"),
     }
     try:
-        samples = end_to_end(service, stores, args.calls, args.rounds)
+        samples = end_to_end(service, configs, args.calls, args.rounds)
         base = _stats(samples["no audit"])
-        print(
-            f"\n### End to end: {args.calls} calls each, execute_query(SELECT 1), official client in memory\n"
-        )
+        print(f"\n### End to end: {args.calls} calls each, execute_query(SELECT 1), official client\n")
         print("| configuration | median ms | p95 ms | mean ms | added (median) |")
         print("| --- | ---: | ---: | ---: | ---: |")
         for name, values in samples.items():
             med, p95, mean = _stats(values)
             added = "" if name == "no audit" else f"{(med - base[0]) * 1000:+.0f} µs"
             print(f"| {name} | {med:.3f} | {p95:.3f} | {mean:.3f} | {added} |")
-        per_record, per_handle = call_path()
-        print("\n### The call path alone\n")
-        print("| step | µs per call |\n| --- | ---: |")
-        print(f"| `AuditLog.record()` (queue put) | {per_record:.2f} |")
-        print(f"| `CallAudit.note()` + `handle()` (build the record, queue it) | {per_handle:.2f} |")
-        print("\n### The writer (off the call path)\n")
-        print("| store | records/s |\n| --- | ---: |")
+        print("\n### One entry, one transaction\n")
+        print("| store | sync=full µs | sync=normal µs |\n| --- | ---: | ---: |")
         for name, make in (("SQLite file (WAL)", sqlite), ("PostgreSQL table", postgres)):
-            print(f"| {name} | {throughput(make):,.0f} |")
+            full, normal = (one_entry(make(s)) for s in ("full", "normal"))
+            print(f"| {name} | {full:.0f} | {normal:.0f} |")
+        print("\n### Group commit (sync=full): calls writing at once\n")
+        print("| store | concurrent calls | entries/s | entries per commit |\n| --- | ---: | ---: | ---: |")
+        for name, make in (("SQLite file (WAL)", sqlite), ("PostgreSQL table", postgres)):
+            for concurrency in (1, 8, 64):
+                rate, per_commit = group_commit(make("full"), concurrency)
+                print(f"| {name} | {concurrency} | {rate:,.0f} | {per_commit:.1f} |")
     finally:
         engine.close()
         with psycopg.connect(args.pg, autocommit=True) as c:

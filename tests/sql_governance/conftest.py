@@ -118,3 +118,14 @@ def crm(request: pytest.FixtureRequest) -> CrmDb:
     """Each CRM database in turn."""
     db: CrmDb = request.getfixturevalue(CRM_FIXTURES[request.param])
     return db
+
+
+@pytest.fixture
+def pg_audit_dsn(pg_url: str) -> Iterator[str]:
+    """A schema of its own for an audit table, reached through search_path."""
+    schema = f"mcpkit_audit_{tokens.token_hex(4)}"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE SCHEMA {schema}")
+    yield f"{pg_url}?options=-csearch_path%3D{schema}"
+    with pg_admin(pg_url) as c:
+        c.execute(f"DROP SCHEMA {schema} CASCADE")

@@ -8,6 +8,7 @@ official client, over a probe table whose values contain the wildcards themselve
 
 from __future__ import annotations
 
+import json
 import secrets as tokens
 import sqlite3
 import sys
@@ -26,7 +27,7 @@ from mcpkit.sql.reports import ReportsError, build_report_tools, input_model
 from mcpkit.sql.reports.pattern import anchored, full_match, pattern_problem
 from mcpkit.sql.reports.spec import ParamSpec
 from mcpkit.sql.service import SqlService
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_mcpkit
 from tests.sql.sql_support import mysql_admin, pg_admin
 from tests.sql_governance.conftest import CrmDb
 
@@ -58,6 +59,12 @@ REPORTS = textwrap.dedent(
         parameters:
           part: {type: string, like: contains, description: Any part of the value.}
         sql: SELECT v FROM {table} WHERE v LIKE :part ORDER BY v
+        max_rows: 50
+      - name: matching
+        description: Probe values matching a LIKE pattern the caller writes.
+        parameters:
+          pattern: {type: string, like: wildcards, description: "% and _ are wildcards here."}
+        sql: SELECT v FROM {table} WHERE v LIKE :pattern ORDER BY v
         max_rows: 50
       - name: by_code
         description: Probe values equal to a lower-case code.
@@ -306,6 +313,11 @@ async def test_wildcards_and_metacharacters_are_literals_through_the_real_server
         assert await starting("Cust.*") == ["Cust.*|a"]
         assert await starting("[ab]") == ["[ab]c"]
         assert await starting(".*") == []
+        # like: wildcards keeps the caller's % and _ (on purpose) and only the escape character literal
+        matching = _rows(await client.call_tool("matching", {"pattern": "50%"}))
+        assert set(matching) == {"50% off", "50_off", "50x off"}
+        assert _rows(await client.call_tool("matching", {"pattern": "a!_"})) == ["a!b"]
+        assert _rows(await client.call_tool("matching", {"pattern": "a!"})) == []
         # the pattern: the whole value, in the published schema and at the server
         code = listed["by_code"].input_schema["properties"]["code"]
         assert code["pattern"] == "^(?:[a-z]+)$"
@@ -315,3 +327,11 @@ async def test_wildcards_and_metacharacters_are_literals_through_the_real_server
         for evil in ("Cust.*|a", "abc\n", "abc%", "a_c", "%"):
             refused = await client.call_tool("by_code", {"code": evil, **extra})
             assert _code(refused) == "INVALID_PARAMS", evil
+    done = run_mcpkit("audit", "--audit", str(audit), "--tool", "by_code", "--tail", "1", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    (record,) = [json.loads(line) for line in done.stdout.splitlines()]
+    arguments = json.loads(record["arguments"])
+    # named like credentials, but not declared secret: recorded as sent; the declared secret is not
+    assert arguments["keyword"] == "revenue" and arguments["author"] == "ann"
+    assert arguments["api_token"] == "[REDACTED]"
+    assert "tok-123456" not in done.stdout

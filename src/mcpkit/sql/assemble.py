@@ -11,7 +11,7 @@ from pathlib import Path
 from mcpkit.definition import Tool
 from mcpkit.server import Server
 from mcpkit.sql.audit import AuditLog, CallAudit, open_store
-from mcpkit.sql.audit.store import default_audit_path
+from mcpkit.sql.audit.store import SYNC_MODES, default_audit_path
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
@@ -44,6 +44,13 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
     )
     audit.add_argument("--audit-dsn", metavar="URL", help="write the audit to this database instead")
     audit.add_argument("--no-audit", action="store_true", help="keep no audit log")
+    group.add_argument(
+        "--audit-sync",
+        choices=SYNC_MODES,
+        default="full",
+        help="full: each entry on disk before the call goes on (default); normal: with the OS "
+        "(survives a killed server, not a power cut)",
+    )
     group.add_argument("--mask", metavar="FILE", help="masks.yaml: sensitive columns come back as <masked>")
     group.add_argument("--role-map", metavar="FILE", help="roles.yaml: one database role per principal")
 
@@ -63,16 +70,16 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
     calls = None
     if not args.no_audit:
         store = (
-            open_store(dsn=args.audit_dsn)
+            open_store(dsn=args.audit_dsn, sync=args.audit_sync)
             if args.audit_dsn
-            else open_store(path=args.audit or default_audit_path())
+            else open_store(path=args.audit or default_audit_path(), sync=args.audit_sync)
         )
+        stack.callback(store.close)
+        store.check()  # reachable and chained, or the server does not start
         audit = AuditLog(store)
         stack.callback(audit.close)
         audit.install_signal_handlers()
         calls = CallAudit(audit)
-        calls.attach()
-        stack.callback(calls.detach)
     router = None
     if args.role_map:
         if not isinstance(engine, SqlEngine):

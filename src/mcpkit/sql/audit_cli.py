@@ -1,4 +1,9 @@
-"""`mcpkit audit`: read the SQL server's audit log (a SQLite file or a table in any database)."""
+"""`mcpkit audit`: read, export and verify the SQL server's audit log (a SQLite file or a database table).
+
+mcpkit audit [--since 1h] [--tool T] [--outcome CODE] [--tail N] [--format table|json] [--wide]
+mcpkit audit --verify [--anchor SEQ:HASH ...]     exit 0 intact, 1 broken
+mcpkit audit --head                               the anchor to keep somewhere else
+"""
 
 from __future__ import annotations
 
@@ -7,23 +12,24 @@ import datetime as dt
 import json
 import re
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from mcpkit.sql.audit.record import OUTCOMES, AuditRecord
-from mcpkit.sql.audit.store import default_audit_path, open_store
+from mcpkit.sql.audit.chain import Anchor, parse_anchor, verify_chain
+from mcpkit.sql.audit.record import OUTCOMES
+from mcpkit.sql.audit.store import AuditStore, default_audit_path, open_store
+from mcpkit.sql.audit.view import render_table
 from mcpkit.sql.errors import SqlConfigError
 
 __all__ = ["parse_since", "register", "render_table", "run"]
 
 EXIT_OK: Final = 0
+EXIT_BROKEN: Final = 1
 EXIT_USAGE: Final = 2
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _RELATIVE: Final = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-_COLUMNS: Final = ("at", "call_id", "caller", "tool", "outcome", "rows", "ms", "reason", "sql")
 
 
 def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
@@ -49,30 +55,6 @@ def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
             f"--since {text!r}: give an ISO 8601 time or a span such as 30m, 1h, 2d"
         ) from None
     return at.replace(tzinfo=dt.UTC) if at.tzinfo is None else at.astimezone(dt.UTC)
-
-
-def _cells(r: AuditRecord) -> list[str]:
-    caller = r.principal or r.identity or (f"{r.client_name}/{r.client_version}" if r.client_name else "")
-    sql = " ".join((r.sql or "").split())
-    return [
-        r.at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z",
-        r.call_id[:12],
-        caller[:32],
-        r.tool,
-        r.outcome,
-        "" if r.rows is None else f"{r.rows}{'+' if r.truncated else ''}",
-        "" if r.duration_ms is None else f"{r.duration_ms:.1f}",
-        r.reason or "",
-        sql if len(sql) <= 60 else sql[:57] + "...",
-    ]
-
-
-def render_table(records: Sequence[AuditRecord]) -> str:
-    """Records as an aligned text table (rows `N+` when more rows existed)."""
-    rows = [list(_COLUMNS), *(_cells(r) for r in records)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-    return "\n".join(lines)
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -102,26 +84,80 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--tail", type=int, metavar="N", help="only the last N calls")
     parser.add_argument(
-        "--format", choices=("table", "json"), default="table", help="json: one object a line"
+        "--format", choices=("table", "json"), default="table", help="json: one call a line (export)"
+    )
+    parser.add_argument("--wide", action="store_true", help="table: do not clip the sql column")
+    check = parser.add_mutually_exclusive_group()
+    check.add_argument(
+        "--verify",
+        action="store_true",
+        help="recompute the hash chain over the whole log; exit 1 if anything was removed or changed",
+    )
+    check.add_argument(
+        "--head", action="store_true", help="print SEQ:HASH of the newest entry (keep it elsewhere)"
+    )
+    parser.add_argument(
+        "--anchor",
+        action="append",
+        default=[],
+        metavar="SEQ:HASH",
+        help="with --verify: a head printed earlier; the log must still hold it (catches cut tails)",
     )
     parser.set_defaults(func=run)
     return parser
 
 
+def _store(args: argparse.Namespace) -> AuditStore:
+    if not args.audit and not args.audit_dsn:
+        args.audit = str(default_audit_path())
+    if args.audit and not Path(args.audit).expanduser().is_file():
+        raise SqlConfigError(f"no audit log at {args.audit}")
+    return open_store(path=args.audit) if args.audit else open_store(dsn=args.audit_dsn)
+
+
+def _verify(store: AuditStore, anchors: list[Anchor]) -> int:
+    count, problems = verify_chain(store.chain(), anchors)
+    problems += [
+        f"entry {seq}: its indexed columns differ from its hashed content (changed)"
+        for seq in store.mismatched_columns()
+    ]
+    seq, digest = store.head()
+    if problems:
+        for line in problems[:50]:
+            print(f"BROKEN {line}")
+        if len(problems) > 50:
+            print(f"BROKEN ... and {len(problems) - 50} more")
+        return EXIT_BROKEN
+    anchored = f", {len(anchors)} anchor(s) found" if anchors else ""
+    print(f"ok: {count} entries, chain intact{anchored}; head {seq}:{digest}")
+    return EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print the matching records; 0, or 2 on a usage or connection problem."""
+    """Print, export or verify: 0; 1 when `--verify` finds the log broken; 2 on a usage or store problem."""
     try:
         if args.tail is not None and args.tail < 1:
             raise SqlConfigError("--tail must be at least 1")
-        since = parse_since(args.since) if args.since else None
-        if not args.audit and not args.audit_dsn:
-            args.audit = str(default_audit_path())
-        if args.audit and not Path(args.audit).expanduser().is_file():
-            raise SqlConfigError(f"no audit log at {args.audit}")
-        store = (
-            open_store(path=args.audit, dsn=args.audit_dsn) if args.audit else open_store(dsn=args.audit_dsn)
-        )
+        filtered = args.since or args.tool or args.outcome or args.tail
+        if (args.verify or args.head) and filtered:
+            raise SqlConfigError(
+                "--verify and --head look at the whole log; drop --since/--tool/--outcome/--tail"
+            )
+        if args.anchor and not args.verify:
+            raise SqlConfigError("--anchor goes with --verify")
         try:
+            anchors = [parse_anchor(a) for a in args.anchor]
+        except ValueError as exc:
+            raise SqlConfigError(f"--anchor: {exc}") from None
+        since = parse_since(args.since) if args.since else None
+        store = _store(args)
+        try:
+            if args.verify:
+                return _verify(store, anchors)
+            if args.head:
+                seq, digest = store.head()
+                print(f"{seq}:{digest}")
+                return EXIT_OK
             records = store.read(since=since, tool=args.tool, outcome=args.outcome, tail=args.tail)
         finally:
             store.close()
@@ -132,8 +168,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"mcpkit audit: cannot read the audit log: {type(exc).__name__}", file=sys.stderr)
         return EXIT_USAGE
     if args.format == "json":
+        # ASCII only: U+2028, U+0085 and the like are escaped, so every record is exactly one line
         for r in records:
-            print(json.dumps(r.to_json(), ensure_ascii=False))
+            print(json.dumps(r.to_json(), ensure_ascii=True))
     else:
-        print(render_table(records))
+        print(render_table(records, wide=args.wide))
     return EXIT_OK

@@ -212,4 +212,5 @@ def build_server(
         lint=lint,
         environ=environ,
         redis_url=redis_url,
+        middleware=[calls.stage] if calls is not None else (),
     )

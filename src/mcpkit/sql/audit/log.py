@@ -1,65 +1,59 @@
-"""`AuditLog`: records go on a queue; one background thread writes them in batches.
+"""`AuditLog`: entries are written before the call goes on, several calls sharing one commit.
 
-`record()` never blocks and never touches the database: it puts the record on a queue and
-returns (a fraction of a microsecond). The writer thread gathers records for `linger_s` and inserts
-them in one transaction (up to `batch` records). `close()` (also run at exit and, once
-`install_signal_handlers()` is called, on SIGTERM) flushes what is queued before returning, so a
-server stopped right after answering keeps its records. If the store fails, the batch is kept
-and retried; past `max_queued` pending records, new ones are dropped and counted in `dropped`.
+A call hands its entry to the writer thread and waits for the commit that holds it (`write` from
+the event loop, `write_blocking` from a thread). The writer takes everything queued at that moment
+and appends it in one transaction, so concurrent calls share one commit (and one fsync: group
+commit) while a lone call waits for exactly one. The wait is the price of the promise: a call's
+start is stored before its tool runs, its end before its answer is sent. When the store fails, the
+waiters get `AuditUnavailable` and the call is refused (fail closed): nothing runs unrecorded.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import os
 import queue
 import signal
 import threading
-import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any, Final
 
-from mcpkit.sql.audit.record import AuditRecord
+import anyio.to_thread
+
 from mcpkit.sql.audit.store import AuditStore
 
-__all__ = ["AuditLog"]
+__all__ = ["AuditLog", "AuditUnavailable"]
 
 log = logging.getLogger("mcpkit.sql.audit")
 
 _STOP: Final = object()
+Done = Callable[[BaseException | None], None]
 
 
-class _Flush:
-    def __init__(self) -> None:
-        self.done = threading.Event()
+class AuditUnavailable(RuntimeError):
+    """The store could not take the entry; the call must not go on."""
 
 
 class AuditLog:
     """The audit trail of one server.
 
     Args:
-        store: Where records are written.
-        batch: Most records per insert.
-        linger_s: How long the writer gathers records before one insert. 50 ms keeps the
-            writer's transactions (and its share of the GIL) off the calls' way; 0 writes as
-            soon as the queue is empty. Shutdown flushes whatever is gathered.
-        max_queued: Records kept in memory while the store is slow or down.
+        store: Where entries are appended (its `sync` decides how durable "written" is).
+        batch: Most entries per transaction.
+        timeout_s: Longest a call waits for its entry to be stored before it is refused.
     """
 
-    def __init__(
-        self, store: AuditStore, *, batch: int = 500, linger_s: float = 0.05, max_queued: int = 100_000
-    ) -> None:
+    def __init__(self, store: AuditStore, *, batch: int = 500, timeout_s: float = 10.0) -> None:
         self.store = store
         self.batch = batch
-        self.linger_s = linger_s
-        self.max_queued = max_queued
-        self.dropped = 0
+        self.timeout_s = timeout_s
         self.written = 0
+        self.failed = 0
+        self.commits = 0
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._pending: list[AuditRecord] = []
-        self._failures = 0
         self._closed = False
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="mcpkit-audit", daemon=True)
@@ -68,80 +62,113 @@ class AuditLog:
 
     # --- call path ----------------------------------------------------------------------------
 
-    def record(self, rec: AuditRecord) -> None:
-        """Queue one record; returns at once."""
+    def submit(self, entry: dict[str, Any], done: Done) -> None:
+        """Queue one entry; `done(None)` once it is stored, `done(error)` if it cannot be."""
         if self._closed:
-            log.warning("audit log closed; record of call %s not written", rec.call_id)
+            done(AuditUnavailable("the audit log is closed"))
             return
-        if self._queue.qsize() >= self.max_queued:
-            self.dropped += 1
+        self._queue.put((entry, done))
+
+    async def write(self, entry: dict[str, Any]) -> None:
+        """Store one entry before returning (without blocking the event loop).
+
+        Raises:
+            AuditUnavailable: the store failed or did not answer within `timeout_s`.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another anyio backend (trio): wait in a worker thread instead
+            await anyio.to_thread.run_sync(self.write_blocking, entry)
             return
-        self._queue.put(rec)
+        future: asyncio.Future[BaseException | None] = loop.create_future()
+
+        def done(error: BaseException | None) -> None:
+            loop.call_soon_threadsafe(_settle, future, error)
+
+        self.submit(entry, done)
+        try:
+            error = await asyncio.wait_for(asyncio.shield(future), self.timeout_s)
+        except TimeoutError:
+            raise AuditUnavailable(f"the audit store did not answer within {self.timeout_s:g} s") from None
+        if error is not None:
+            raise AuditUnavailable(str(error)) from error
+
+    def write_blocking(self, entry: dict[str, Any]) -> None:
+        """`write` for a thread that may block.
+
+        Raises:
+            AuditUnavailable: the store failed or did not answer within `timeout_s`.
+        """
+        event = threading.Event()
+        result: list[BaseException | None] = []
+
+        def done(error: BaseException | None) -> None:
+            result.append(error)
+            event.set()
+
+        self.submit(entry, done)
+        if not event.wait(self.timeout_s):
+            raise AuditUnavailable(f"the audit store did not answer within {self.timeout_s:g} s")
+        if result[0] is not None:
+            raise AuditUnavailable(str(result[0])) from result[0]
 
     # --- writer thread ------------------------------------------------------------------------
-
-    def _next(self, timeout: float | None) -> Any:
-        try:
-            return (
-                self._queue.get(timeout=timeout)
-                if timeout is None or timeout > 0
-                else self._queue.get_nowait()
-            )
-        except queue.Empty:
-            return None
 
     def _run(self) -> None:
         stop = False
         while not stop:
-            # Idle: block. Records kept after a failed write: retry after a backoff.
-            wait = min(5.0, 0.1 * 2**self._failures) if self._pending else None
-            item = self._next(wait)
-            deadline = time.monotonic() + self.linger_s
-            waiters: list[_Flush] = []
-            while item is not None:
+            item = self._queue.get()
+            pending: list[tuple[dict[str, Any], Done]] = []
+            while True:
                 if item is _STOP:
                     stop = True
-                elif isinstance(item, _Flush):
-                    waiters.append(item)
                 else:
-                    self._pending.append(item)
-                if len(self._pending) >= self.batch:
+                    pending.append(item)
+                if len(pending) >= self.batch:
                     break
-                lingering = not (stop or waiters)
-                item = self._next(deadline - time.monotonic() if lingering else 0)
-            ok = self._write()
-            self._failures = 0 if ok else self._failures + 1
-            for w in waiters:
-                w.done.set()
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            if pending:
+                self._commit(pending)
 
-    def _write(self) -> bool:
-        while self._pending:
-            chunk = self._pending[: self.batch]
+    def _commit(self, pending: list[tuple[dict[str, Any], Done]]) -> None:
+        error: BaseException | None = None
+        entries = [entry for entry, _ in pending if entry is not _MARK]
+        try:
+            if entries:
+                self.store.append(entries)
+                self.written += len(entries)
+                self.commits += 1
+        except Exception as exc:  # the store's own failure: every waiter is told, each call refused
+            log.exception("audit store write failed; %d call(s) refused", len(entries))
+            self.failed += len(entries)
+            error = exc
+        for _, done in pending:
             try:
-                self.store.write(chunk)
-            except Exception:
-                log.exception("audit store write failed; %d record(s) kept for retry", len(self._pending))
-                overflow = len(self._pending) - self.max_queued
-                if overflow > 0:
-                    del self._pending[:overflow]
-                    self.dropped += overflow
-                return False
-            del self._pending[: len(chunk)]
-            self.written += len(chunk)
-        return True
+                done(error)
+            except Exception:  # a waiter whose loop has closed
+                log.debug("audit waiter gone", exc_info=True)
 
     # --- shutdown -----------------------------------------------------------------------------
 
     def flush(self, timeout_s: float = 10.0) -> bool:
-        """Wait until everything queued so far is written (or `timeout_s` passes)."""
+        """Wait until everything queued so far is stored (True) or has failed or timed out (False)."""
         if not self._thread.is_alive():
-            return not self._pending and self._queue.empty()
-        marker = _Flush()
-        self._queue.put(marker)
-        return marker.done.wait(timeout_s) and not self._pending
+            return self._queue.empty()
+        event = threading.Event()
+        ok: list[bool] = []
+
+        def done(error: BaseException | None) -> None:
+            ok.append(error is None)
+            event.set()
+
+        self._queue.put((_MARK, done))
+        return event.wait(timeout_s) and ok == [True]
 
     def close(self, timeout_s: float = 10.0) -> None:
-        """Flush, stop the writer and close the store; safe to call more than once."""
+        """Finish what is queued, stop the writer and close the store; safe to call more than once."""
         with self._lock:
             if self._closed:
                 return
@@ -149,22 +176,28 @@ class AuditLog:
         self._queue.put(_STOP)
         self._thread.join(timeout_s)
         if self._thread.is_alive():
-            log.error("audit writer did not finish within %.1f s; records may be lost", timeout_s)
-        elif self._pending:
-            log.error("audit store unavailable at shutdown; %d record(s) lost", len(self._pending))
+            log.error("audit writer did not finish within %.1f s", timeout_s)
         self.store.close()
         atexit.unregister(self.close)
 
     def install_signal_handlers(self, signals: tuple[int, ...] = (signal.SIGTERM,)) -> None:
-        """Flush on SIGTERM (and any given signal) first, then do what the signal did before.
+        """Close cleanly on SIGTERM (and any given signal), then do what the signal did before.
 
-        Call from the main thread. A previous Python handler is called after the flush; the
-        default action is re-raised (the process still ends with the signal); an ignored
-        signal stays ignored.
+        Call from the main thread. A previous Python handler is called after closing; the default
+        action is re-raised (the process still ends with the signal); an ignored signal stays ignored.
         """
         for signum in signals:
             previous = signal.getsignal(signum)
             signal.signal(signum, _chain(self, signum, previous))
+
+
+_MARK: Final[dict[str, Any]] = {}
+"""A flush marker: an entry with nothing to store."""
+
+
+def _settle(future: asyncio.Future[BaseException | None], error: BaseException | None) -> None:
+    if not future.done():
+        future.set_result(error)
 
 
 def _chain(audit: AuditLog, signum: int, previous: Any) -> Callable[[int, FrameType | None], None]:

@@ -1,122 +1,219 @@
-"""Where audit records live: a local SQLite file (WAL) or a table in any SQLAlchemy database.
+"""Where audit entries live: a local SQLite file (WAL) or a table in any SQLAlchemy database.
 
-The table `mcpkit_audit` is created on first use. The store has its own writable connection,
-separate from the read-only sessions the SQL tools use.
+The table `mcpkit_audit` is created on first use; the store has its own writable connection,
+separate from the read-only sessions the SQL tools use. Each row is one chained entry (see
+`chain`): `seq` is the primary key, so two processes appending at once cannot both take the same
+position; the loser retries on top of the winner. `entry` holds the canonical JSON that is hashed;
+the other columns copy parts of it so that filters can use an index, and `verify` checks they agree.
+
+`sync` decides what "written" means before a call goes on:
+- `full` (default): the entry is on disk. SQLite fsyncs its WAL at every commit
+  (`synchronous=FULL`); PostgreSQL waits for its WAL flush (`synchronous_commit=on`). Survives the
+  server process being killed and the machine losing power.
+- `normal`: the entry is in the operating system's hands (SQLite WAL `synchronous=NORMAL`,
+  PostgreSQL `synchronous_commit=off`). Survives SIGKILL and the OOM killer, not a power cut.
+On MySQL/MariaDB the server's own `innodb_flush_log_at_trx_commit` decides; `sync` changes nothing.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
-from collections.abc import Sequence
-from dataclasses import fields
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from sqlalchemy import (
-    Boolean,
     Column,
     DateTime,
-    Float,
     Integer,
     MetaData,
     String,
     Table,
     Text,
+    and_,
     create_engine,
     event,
     insert,
+    inspect,
     select,
 )
 from sqlalchemy.engine import URL, Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
+from mcpkit.sql.audit.chain import GENESIS, ChainRow, canonical, link
 from mcpkit.sql.audit.record import AuditRecord
 from mcpkit.sql.dialects import normalize_url
+from mcpkit.sql.errors import SqlConfigError
 
-__all__ = ["TABLE_NAME", "AuditStore", "open_store"]
+__all__ = ["SYNC_MODES", "TABLE_NAME", "AuditStore", "Sync", "default_audit_path", "open_store"]
 
 TABLE_NAME: Final = "mcpkit_audit"
-_FIELDS: Final = tuple(f.name for f in fields(AuditRecord))
+SYNC_MODES: Final = ("full", "normal")
+Sync = Literal["full", "normal"]
+_RETRIES: Final = 20
+_START_FIELDS: Final = (
+    "principal",
+    "identity",
+    "client_name",
+    "client_version",
+    "arguments",
+    "arguments_sha256",
+    "arguments_chars",
+    "statement",
+    "statement_sha256",
+    "statement_chars",
+)
+_END_FIELDS: Final = ("sql", "rows", "truncated", "duration_ms", "cached", "reason", "detail")
 
 
 def _table(metadata: MetaData) -> Table:
     return Table(
         TABLE_NAME,
         metadata,
-        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("seq", Integer, primary_key=True, autoincrement=False),
+        Column("kind", String(8), nullable=False),
         Column("call_id", String(64), nullable=False, index=True),
         Column("at", DateTime(), nullable=False, index=True),  # naive UTC: portable across stores
         Column("tool", String(128), nullable=False, index=True),
-        Column("outcome", String(32), nullable=False, index=True),
-        Column("principal", String(256)),
-        Column("identity", String(256)),
-        Column("client_name", String(128)),
-        Column("client_version", String(64)),
-        Column("arguments", Text),
-        Column("sql", Text),
-        Column("rows", Integer),
-        Column("truncated", Boolean),
-        Column("duration_ms", Float),
-        Column("reason", String(64)),
-        Column("detail", Text),
+        Column("outcome", String(32), index=True),
+        Column("entry", Text, nullable=False),
+        Column("prev", String(64), nullable=False),
+        Column("hash", String(64), nullable=False),
     )
 
 
-def _sqlite_wal(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
-    cursor.close()
+def _sqlite_begin(conn: Any) -> None:
+    # An append takes the write lock first, so the head it reads is still the head when it inserts.
+    # Readers (`mcpkit audit`, `--verify`) begin deferred and never hold up a running server (WAL).
+    immediate = conn.get_execution_options().get("audit_append")
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
 def _naive_utc(at: dt.datetime) -> dt.datetime:
     return at.astimezone(dt.UTC).replace(tzinfo=None) if at.tzinfo else at
 
 
+def _columns(entry: dict[str, Any]) -> dict[str, Any]:
+    """The indexed copies of an entry's fields (what `verify` compares with the hashed text)."""
+    return {
+        "kind": str(entry["kind"]),
+        "call_id": str(entry["call_id"])[:64],
+        "at": _naive_utc(dt.datetime.fromisoformat(entry["at"])),
+        "tool": str(entry.get("tool") or "")[:128],
+        "outcome": entry.get("outcome"),
+    }
+
+
 class AuditStore:
-    """Append and read audit records in one SQLAlchemy database.
+    """Append chained entries to, and read calls back from, one SQLAlchemy database.
 
     Args:
         url: A SQLAlchemy URL (`sqlite:///audit.db`, `postgresql://...`).
+        sync: `full` (on disk before a call goes on) or `normal` (with the OS); see the module doc.
     """
 
-    def __init__(self, url: str | URL) -> None:
+    def __init__(self, url: str | URL, *, sync: Sync = "full") -> None:
+        if sync not in SYNC_MODES:
+            raise SqlConfigError(f"audit sync is one of {', '.join(SYNC_MODES)}, not {sync!r}")
         self.url = normalize_url(url)
-        sqlite = self.url.get_backend_name() == "sqlite"
+        self.sync = sync
+        backend = self.url.get_backend_name()
         self.engine: Engine = create_engine(
             self.url,
             poolclass=QueuePool,
             pool_size=1,
             max_overflow=2,
             # the writer thread opens connections; close() may run in another thread
-            connect_args={"check_same_thread": False} if sqlite else {},
+            connect_args={"check_same_thread": False} if backend == "sqlite" else {},
         )
-        if sqlite:
-            event.listen(self.engine, "connect", _sqlite_wal)
+        if backend == "sqlite":
+            event.listen(self.engine, "connect", self._sqlite_connect)
+            event.listen(self.engine, "begin", _sqlite_begin)
+        elif backend == "postgresql":
+            event.listen(self.engine, "connect", self._pg_connect)
         self.table = _table(MetaData())
         self._created = False
 
-    def _ensure(self) -> None:
-        if not self._created:
-            self.table.create(self.engine, checkfirst=True)
-            self._created = True
+    def _sqlite_connect(self, dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # transactions begin in _sqlite_begin
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA synchronous={self.sync.upper()}")
+        cursor.execute("PRAGMA busy_timeout=10000")
+        cursor.close()
 
-    def write(self, records: Sequence[AuditRecord]) -> None:
-        """Insert records in one transaction."""
-        if not records:
+    def _pg_connect(self, dbapi_connection: Any, _record: Any) -> None:
+        autocommit = dbapi_connection.autocommit
+        dbapi_connection.autocommit = True
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(f"SET synchronous_commit TO {'on' if self.sync == 'full' else 'off'}")
+        dbapi_connection.autocommit = autocommit
+
+    def _ensure(self) -> None:
+        if self._created:
             return
+        existing = inspect(self.engine)
+        if existing.has_table(TABLE_NAME):
+            names = {c["name"] for c in existing.get_columns(TABLE_NAME)}
+            if not {"seq", "entry", "prev", "hash"} <= names:
+                raise SqlConfigError(
+                    f"the audit table {TABLE_NAME} at {self.url.render_as_string(hide_password=True)} "
+                    "predates the hash-chained format; move it aside (rename the file or table) "
+                    "and start again"
+                )
+        else:
+            with self.engine.connect().execution_options(audit_append=True) as conn, conn.begin():
+                self.table.create(conn, checkfirst=True)
+        self._created = True
+
+    def check(self) -> None:
+        """Fail now, with a message for the operator, if the store is unreachable or of an old format.
+
+        Raises:
+            SqlConfigError: what is wrong, without the driver's text.
+        """
+        try:
+            self.head()
+        except SQLAlchemyError as exc:
+            where = self.url.render_as_string(hide_password=True)
+            raise SqlConfigError(f"cannot open the audit store at {where} ({type(exc).__name__})") from None
+
+    # --- writing ----------------------------------------------------------------------------------
+
+    def append(self, entries: Sequence[dict[str, Any]]) -> int:
+        """Chain and insert entries in one transaction, after whatever is already stored; the last seq.
+
+        Raises:
+            SQLAlchemyError: the store failed (the caller decides what a call does then).
+        """
         self._ensure()
-        rows = []
-        for r in records:
-            row = {name: getattr(r, name) for name in _FIELDS}
-            row["at"] = _naive_utc(r.at)
-            row["call_id"] = r.call_id[:64]
-            row["tool"] = r.tool[:128]
-            rows.append(row)
-        with self.engine.begin() as conn:
-            conn.execute(insert(self.table), rows)
+        texts = [canonical(e) for e in entries]
+        for attempt in range(_RETRIES):
+            try:
+                with self.engine.connect().execution_options(audit_append=True) as conn, conn.begin():
+                    head = conn.execute(
+                        select(self.table.c.seq, self.table.c.hash).order_by(self.table.c.seq.desc()).limit(1)
+                    ).first()
+                    seq, prev = (int(head[0]), str(head[1])) if head else (0, GENESIS)
+                    rows = []
+                    for entry, text in zip(entries, texts, strict=True):
+                        seq += 1
+                        digest = link(prev, text)
+                        row = {"seq": seq, **_columns(entry), "entry": text, "prev": prev, "hash": digest}
+                        rows.append(row)
+                        prev = digest
+                    conn.execute(insert(self.table), rows)
+                return seq
+            except IntegrityError:
+                # another process took these positions first: chain onto theirs
+                if attempt == _RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    # --- reading ----------------------------------------------------------------------------------
 
     def read(
         self,
@@ -126,28 +223,88 @@ class AuditStore:
         outcome: str | None = None,
         tail: int | None = None,
     ) -> list[AuditRecord]:
-        """Records in time order, filtered; `tail` keeps the last N."""
+        """Calls in the order they started, filtered; `tail` keeps the last N."""
         self._ensure()
-        t = self.table
-        query = select(*(t.c[name] for name in _FIELDS))
+        start, end = self.table.alias("s"), self.table.alias("e")
+        query = (
+            select(start.c.seq, start.c.entry, end.c.entry)
+            .select_from(start.outerjoin(end, and_(end.c.call_id == start.c.call_id, end.c.kind == "end")))
+            .where(start.c.kind == "start")
+        )
         if since is not None:
-            query = query.where(t.c.at >= _naive_utc(since))
+            query = query.where(start.c.at >= _naive_utc(since))
         if tool:
-            query = query.where(t.c.tool == tool)
-        if outcome:
-            query = query.where(t.c.outcome == outcome.upper())
-        query = query.order_by(t.c.id.desc()).limit(tail) if tail else query.order_by(t.c.id)
+            query = query.where(start.c.tool == tool[:128])
+        if outcome and outcome.upper() == "UNFINISHED":
+            query = query.where(end.c.seq.is_(None))
+        elif outcome:
+            query = query.where(end.c.outcome == outcome.upper())
+        query = query.order_by(start.c.seq.desc()).limit(tail) if tail else query.order_by(start.c.seq)
         with self.engine.connect() as conn:
-            rows = [dict(r._mapping) for r in conn.execute(query)]
+            rows = [tuple(r) for r in conn.execute(query)]
         if tail:
             rows.reverse()
-        for row in rows:
-            row["at"] = row["at"].replace(tzinfo=dt.UTC)
-        return [AuditRecord(**row) for row in rows]
+        return [_record(int(seq), json.loads(s), json.loads(e) if e else None) for seq, s, e in rows]
+
+    def chain(self) -> Iterator[ChainRow]:
+        """Every entry in chain order, with `verify`'s extra check that its columns match its text."""
+        self._ensure()
+        t = self.table
+        query = select(t.c.seq, t.c.prev, t.c.hash, t.c.entry, t.c.kind, t.c.call_id, t.c.tool, t.c.outcome)
+        with self.engine.connect() as conn:
+            for row in conn.execution_options(yield_per=2000).execute(query.order_by(t.c.seq)):
+                yield ChainRow(int(row.seq), str(row.prev), str(row.hash), str(row.entry))
+
+    def mismatched_columns(self) -> list[int]:
+        """Entries whose indexed columns differ from their hashed text (so filters would mislead)."""
+        self._ensure()
+        t = self.table
+        bad = []
+        query = select(t.c.seq, t.c.entry, t.c.kind, t.c.call_id, t.c.tool, t.c.outcome, t.c.at)
+        with self.engine.connect() as conn:
+            for row in conn.execution_options(yield_per=2000).execute(query.order_by(t.c.seq)):
+                try:
+                    want = _columns(json.loads(row.entry))
+                except (ValueError, KeyError, TypeError):
+                    bad.append(int(row.seq))
+                    continue
+                have = {"kind": row.kind, "call_id": row.call_id, "tool": row.tool, "outcome": row.outcome}
+                at = row.at.replace(microsecond=0) if isinstance(row.at, dt.datetime) else row.at
+                if have != {k: want[k] for k in have} or at != want["at"].replace(microsecond=0):
+                    bad.append(int(row.seq))
+        return bad
+
+    def head(self) -> tuple[int, str]:
+        """`(seq, hash)` of the newest entry; `(0, GENESIS)` for an empty log."""
+        self._ensure()
+        t = self.table
+        with self.engine.connect() as conn:
+            row = conn.execute(select(t.c.seq, t.c.hash).order_by(t.c.seq.desc()).limit(1)).first()
+        return (int(row[0]), str(row[1])) if row else (0, GENESIS)
 
     def close(self) -> None:
         """Release the connections."""
         self.engine.dispose()
+
+
+def _time(text: str) -> dt.datetime:
+    at = dt.datetime.fromisoformat(text)
+    return at.replace(tzinfo=dt.UTC) if at.tzinfo is None else at.astimezone(dt.UTC)
+
+
+def _record(seq: int, start: dict[str, Any], end: dict[str, Any] | None) -> AuditRecord:
+    fields: dict[str, Any] = {k: start.get(k) for k in _START_FIELDS}
+    if end is not None:
+        fields.update({k: end.get(k) for k in _END_FIELDS})
+    return AuditRecord(
+        call_id=str(start["call_id"]),
+        tool=str(start.get("tool") or ""),
+        outcome=str(end.get("outcome") or "INTERNAL") if end else "UNFINISHED",
+        at=_time(start["at"]),
+        ended_at=_time(end["at"]) if end else None,
+        seq=seq,
+        **fields,
+    )
 
 
 def default_audit_path() -> Path:
@@ -159,7 +316,7 @@ def default_audit_path() -> Path:
     return Path(state) / "mcpkit" / "audit.db"
 
 
-def open_store(path: str | Path | None = None, dsn: str | None = None) -> AuditStore:
+def open_store(path: str | Path | None = None, dsn: str | None = None, *, sync: Sync = "full") -> AuditStore:
     """The store for `--audit PATH` (SQLite, the default) or `--audit-dsn URL`.
 
     >>> open_store(dsn="sqlite:///:memory:").url.get_backend_name()
@@ -171,7 +328,7 @@ def open_store(path: str | Path | None = None, dsn: str | None = None) -> AuditS
     if (path is None) == (dsn is None):
         raise ValueError("give exactly one of an audit file path or an audit DSN")
     if dsn is not None:
-        return AuditStore(dsn)
+        return AuditStore(dsn, sync=sync)
     target = Path(path or "").expanduser().resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    return AuditStore(URL.create("sqlite", database=str(target)))
+    return AuditStore(URL.create("sqlite", database=str(target)), sync=sync)

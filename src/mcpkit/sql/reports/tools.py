@@ -210,6 +210,10 @@ def build_report_tools(
             continue
         bound, plan, rows = compiled
         runner = ReportRunner(spec, bound, plan, rows, service, engine_for, calls)
+        if calls is not None:
+            calls.register(
+                spec.name, statement=runner.sql, secret_arguments=[q.name for q in spec.params if q.secret]
+            )
         try:
             tools.append(
                 Tool(
