@@ -23,7 +23,8 @@ def describe(dbapi: Any, sql: str) -> list[WireColumn]:
     cur = dbapi.cursor()
     try:
         cur.execute(f"SELECT * FROM ({sql}) AS q LIMIT 0")
-        fields = list(getattr(cur, "_result", None).fields or []) if getattr(cur, "_result", None) else []
+        result = getattr(cur, "_result", None)  # pymysql keeps the charset per field only here
+        fields = list(result.fields or []) if result is not None else []
         description = cur.description or ()
     finally:
         cur.close()

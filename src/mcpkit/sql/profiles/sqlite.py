@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
-from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 
-from mcpkit.sql.admission.functions import DENYLISTS, FunctionPolicy, matches
+from mcpkit.sql.admission.function_tables import matches
+from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import AccountReport, Outcome, Profile
 
@@ -52,13 +52,12 @@ _SPEC: Final = re.compile(r"%[-+ 0#,!]*(\*|\d+)?(?:\.(\*|\d+))?([a-zA-Z%])")
 
 
 def _function_allowed(policy: FunctionPolicy | None) -> Callable[[str], bool]:
-    deny = policy.deny if policy is not None else DENYLISTS["sqlite"]
-    allow = policy.allow if policy is not None else None
+    chosen = policy if policy is not None else FunctionPolicy.for_dialect("sqlite")
 
     def allowed(name: str) -> bool:
-        if matches(name, deny):
+        if matches(name, chosen.deny):
             return False
-        return allow is None or name in allow or name in _OPERATOR_FUNCTIONS
+        return name in _OPERATOR_FUNCTIONS or chosen.allows_name(name)
 
     return allowed
 
@@ -209,7 +208,7 @@ class SqliteProfile(Profile):
 
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """The SQLite version and whether this process could write the file (mcpkit never does)."""
-        version = str(conn.execute(text("SELECT sqlite_version()")).scalar())
+        version = sqlite3.sqlite_version  # the linked library; the authorizer refuses sqlite_version()
         path = url.database or ""
         writable = ["(the database file; mcpkit opens it read-only)"] if os.access(path, os.W_OK) else []
         return AccountReport("sqlite", version, f"uid {os.getuid()}", False, None, writable)
