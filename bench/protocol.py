@@ -5,6 +5,11 @@ N sequential calls after a warm-up, over stdio and over Streamable HTTP (SSE and
 are measured interleaved, round by round, so machine noise hits all of them alike; the best round counts.
 
     .venv/bin/python bench/protocol.py [--calls 2000] [--rounds 3] [--transports stdio,http-sse,http-json]
+        [--baseline OTHER/src]
+
+`--baseline` adds a fourth server, "mcpkit (baseline)": the same mcpkit server script run against
+another checkout's `src/` (e.g. `git archive main src | tar -x -C /tmp/main`), so a change is measured
+against the code before it in the same rounds.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ SERVERS = {
     "bare SDK": HERE / "servers" / "bare_sdk.py",
     "FastMCP": HERE / "servers" / "fastmcp_server.py",
 }
+SOURCES = dict.fromkeys(SERVERS, HERE.parent / "src")  # what PYTHONPATH each server runs with
+BASELINE = "mcpkit (baseline)"
 
 
 @dataclass
@@ -61,7 +68,7 @@ def free_port() -> int:
 
 
 async def measure(name: str, transport: str, calls: int) -> Run:
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent / "src")}
+    env = {**os.environ, "PYTHONPATH": str(SOURCES[name])}
     script = str(SERVERS[name])
     if transport == "stdio":
         params = StdioServerParameters(command=sys.executable, args=[script, "stdio"], env=env)
@@ -97,7 +104,11 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--transports", default="stdio,http-sse,http-json")
+    parser.add_argument("--baseline", type=Path, help="another checkout's src/ to run the mcpkit server on")
     opts = parser.parse_args()
+    if opts.baseline is not None:
+        SERVERS[BASELINE] = SERVERS["mcpkit"]
+        SOURCES[BASELINE] = opts.baseline.resolve()
     transports = opts.transports.split(",")
     best: dict[tuple[str, str], Run] = {}
     paired: dict[tuple[str, str], list[float]] = {}  # per round, calls/s relative to the bare server's
@@ -110,7 +121,7 @@ async def main() -> None:
                 if key not in best or run.calls_per_s > best[key].calls_per_s:
                     best[key] = run
                 print(
-                    f"round {rnd + 1} {transport:9} {name:8} {run.calls_per_s:7.0f} calls/s "
+                    f"round {rnd + 1} {transport:9} {name:17} {run.calls_per_s:7.0f} calls/s "
                     f"p50 {run.p50_ms:5.2f} ms p99 {run.p99_ms:5.2f} ms",
                     file=sys.stderr,
                 )
@@ -122,7 +133,7 @@ async def main() -> None:
         f"{sys.version.split()[0]}\n"
     )
     print("calls/s, p50 and p99 from each server's best round; the ratios are medians of the per-round")
-    print("ratios (each round runs the three servers back to back, so noise hits them alike).\n")
+    print("ratios (each round runs the servers back to back, so noise hits them alike).\n")
     print("| transport | server | calls/s | p50 ms | p99 ms | vs bare SDK | vs FastMCP |")
     print("|---|---|---|---|---|---|---|")
     for transport in transports:

@@ -10,11 +10,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
+    "Call",
+    "CallNext",
     "ClientInfo",
     "Context",
     "DefinitionError",
     "InvalidParams",
     "McpkitError",
+    "Middleware",
+    "Nullable",
+    "Outcome",
     "RateLimited",
     "Refused",
     "Server",
@@ -27,11 +32,16 @@ __all__ = [
 ]
 
 _HOME = {
+    "Call": "mcpkit.pipeline",
+    "CallNext": "mcpkit.pipeline",
     "ClientInfo": "mcpkit.context",
     "Context": "mcpkit.context",
     "DefinitionError": "mcpkit.errors",
     "InvalidParams": "mcpkit.errors",
     "McpkitError": "mcpkit.errors",
+    "Middleware": "mcpkit.pipeline",
+    "Nullable": "mcpkit.schema",
+    "Outcome": "mcpkit.result",
     "RateLimited": "mcpkit.errors",
     "Refused": "mcpkit.errors",
     "Server": "mcpkit.server",
@@ -55,7 +65,9 @@ if TYPE_CHECKING:
         ToolError,
         ToolTimeout,
     )
-    from mcpkit.result import ToolResult
+    from mcpkit.pipeline import Call, CallNext, Middleware
+    from mcpkit.result import Outcome, ToolResult
+    from mcpkit.schema import Nullable
     from mcpkit.server import Server
 
 

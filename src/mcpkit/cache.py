@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import hashlib
+import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
 
 import redis.asyncio as aioredis
 
-__all__ = ["Cache", "Computed", "MemoryCache", "RedisCache"]
+from mcpkit.result import Outcome
+
+if TYPE_CHECKING:
+    from mcpkit.definition import Tool
+    from mcpkit.pipeline import Call, CallNext
+
+__all__ = ["Cache", "Computed", "MemoryCache", "RedisCache", "ResultCache", "glob_escape"]
 
 log = logging.getLogger("mcpkit.cache")
 
@@ -149,3 +157,67 @@ class RedisCache:
         async for key in self.redis.scan_iter(match=pattern, count=500):
             count += int(await self.redis.delete(key))
         return count
+
+
+class ResultCache:
+    """Built-in middleware: answer tools with a `cache_ttl_s` from cache; a mutating tool drops its
+    category's cached results.
+
+    Keys are per tool, caller identity and validated arguments, so one caller never sees another's
+    answer. Only successful results are stored.
+
+    Args:
+        namespace: The server's name (replicas of one server share entries through Redis).
+        cache: The store.
+        tools: Every tool of the server (for category invalidation).
+    """
+
+    def __init__(self, namespace: str, cache: Cache, tools: Iterable[Tool]) -> None:
+        self.namespace = namespace
+        self.cache = cache
+        self._by_category: dict[str, list[str]] = {}
+        for tool in tools:
+            if tool.category is not None:
+                self._by_category.setdefault(tool.category, []).append(tool.name)
+
+    async def __call__(self, call: Call, call_next: CallNext) -> Outcome:
+        tool = call.tool
+        assert tool is not None
+        assert call.args is not None
+        if tool.mutating:
+            try:
+                return await call_next(call)
+            finally:
+                if tool.category is not None:
+                    for name in self._by_category.get(tool.category, ()):
+                        await self.invalidate(name)
+        if not tool.cache_ttl_s:
+            return await call_next(call)
+        args = json.dumps(call.args.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(f"{call.identity}\0{args}".encode()).hexdigest()[:40]
+
+        async def compute() -> Computed:
+            outcome = await call_next(call)
+            return outcome.encode(), outcome.code is None
+
+        data, call.cached = await self.cache.get_or_compute(
+            self.key(tool.name, digest), tool.cache_ttl_s, compute
+        )
+        return Outcome.decode(data)
+
+    async def invalidate(self, tool_pattern: str = "*") -> int:
+        """Drop cached results of the tools whose names match the glob `tool_pattern`."""
+        return await self.cache.invalidate(self.key(tool_pattern, "*"))
+
+    def key(self, tool: str, digest: str) -> str:
+        """The store key of one result (`tool` and `digest` may be globs)."""
+        return f"{glob_escape(f'mcpkit:{self.namespace}:cache:')}{tool}:{digest}"
+
+
+def glob_escape(text: str) -> str:
+    """`text` matched literally by a glob, in both `fnmatch` and Redis (`[*]` for `*`; a lone `]` is literal).
+
+    >>> glob_escape("a*b[c]?")
+    'a[*]b[[]c][?]'
+    """
+    return "".join(f"[{ch}]" if ch in "*?[" else ch for ch in text)

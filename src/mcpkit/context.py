@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import httpx2
 
     from mcpkit.egress import GuardedClient
+    from mcpkit.logs import Redactor
     from mcpkit.secrets import SecretStore
 
 __all__ = ["ClientInfo", "Context"]
@@ -62,6 +63,7 @@ class Context:
         "_allowed",
         "_egress",
         "_log",
+        "_redactor",
         "_secrets",
         "call_id",
         "client",
@@ -71,6 +73,7 @@ class Context:
         "protocol_version",
         "request_id",
         "session",
+        "state",
         "tool",
     )
 
@@ -89,6 +92,8 @@ class Context:
         request_id: RequestId | None = None,
         min_client_level: LoggingLevel = "debug",
         groups: tuple[str, ...] = (),
+        redactor: Redactor | None = None,
+        state: dict[str, Any] | None = None,
     ) -> None:
         self.call_id = call_id
         self.tool = tool
@@ -104,6 +109,9 @@ class Context:
         """The SDK's session of this request: the escape hatch for sampling and elicitation."""
         self.request_id = request_id
         self.min_client_level = min_client_level
+        self._redactor = redactor
+        self.state: dict[str, Any] = {} if state is None else state
+        """Values middleware put on this call (`call.state`), e.g. the database a router picked."""
 
     @property
     def log(self) -> logging.LoggerAdapter[logging.Logger]:
@@ -140,7 +148,7 @@ class Context:
     ) -> None:
         """Send a progress notification for this call (a no-op when the client asked for none)."""
         if self.session is not None:
-            await self.session.report_progress(progress, total, message)
+            await self.session.report_progress(progress, total, self._scrub(message))
 
     async def notify_client(self, level: LoggingLevel, data: Any) -> None:
         """Send a log notification to the client on this call's stream (never secrets: models read it)."""
@@ -149,8 +157,11 @@ class Context:
         with warnings.catch_warnings():  # the logging capability is deprecated in 2026-07-28, still served
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await self.session.send_log_message(
-                level, data, logger=self.tool, related_request_id=self.request_id
+                level, self._scrub(data), logger=self.tool, related_request_id=self.request_id
             )
+
+    def _scrub(self, value: Any) -> Any:
+        return value if self._redactor is None else self._redactor.scrub(value)
 
     def _require_egress(self) -> GuardedClient:
         if self._egress is None:

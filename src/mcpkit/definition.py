@@ -6,10 +6,10 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, get_args, get_origin, get_type_hints
 
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from mcpkit.errors import DefinitionError
 
@@ -56,6 +56,9 @@ class Tool:
         secrets: Names of secrets this tool may read through `ctx.secret`.
         input_schema: Escape hatch: a hand-written `inputSchema` listed as given instead of the
             compiled one. Arguments are still validated by `input`, so the two must agree.
+        strict: Refuse unknown arguments at every level of `input` (the default; the schema says
+            `"additionalProperties": false` wherever validation refuses). `strict=False` is the
+            opt-out: each model's own `extra` setting then decides (pydantic's default ignores them).
     """
 
     name: str
@@ -73,6 +76,7 @@ class Tool:
     timeout_s: float | None = None
     secrets: Sequence[str] = field(default=())
     input_schema: Mapping[str, Any] | None = None
+    strict: bool = True
     is_async: bool = field(init=False, repr=False, compare=False)
     """Whether the handler must be awaited (decided once, not per call)."""
 
@@ -104,6 +108,13 @@ class Tool:
             raise DefinitionError(f"{where}: a mutating tool cannot carry readOnlyHint=true")
         if isinstance(self.keywords, str) or isinstance(self.secrets, str):
             raise DefinitionError(f"{where}: keywords and secrets are sequences of strings, not one string")
+        if self.strict and isinstance(self.input, type) and issubclass(self.input, BaseModel):
+            loose = [f"{m.__name__} (extra={m.model_config['extra']!r})" for m in _loose_models(self.input)]
+            if loose:
+                raise DefinitionError(
+                    f"{where}: the tool is strict (unknown arguments are refused at every level) but "
+                    f"{', '.join(loose)} says otherwise; pass strict=False to let each model decide"
+                )
 
     def listed_annotations(self) -> ToolAnnotations:
         """The annotations as listed: the author's values, conservative defaults for the rest."""
@@ -142,12 +153,12 @@ def tool(
 
     def build(fn: Callable[..., Any]) -> Tool:
         tool_name = name or fn.__name__
-        hints = get_type_hints(fn)
+        hints = {k: _described(v) for k, v in get_type_hints(fn, include_extras=True).items()}
         params = [p for p in inspect.signature(fn).parameters.values() if p.name != "ctx"]
         wants_ctx = "ctx" in inspect.signature(fn).parameters
-        ret = hints.get("return")
+        ret = _bare(hints.get("return"))
         output = ret if isinstance(ret, type) and issubclass(ret, BaseModel) else None
-        first = hints.get(params[0].name) if len(params) == 1 else None
+        first = _bare(hints.get(params[0].name)) if len(params) == 1 else None
         if isinstance(first, type) and issubclass(first, BaseModel):
             input_model: type[BaseModel] = first
 
@@ -186,6 +197,41 @@ def tool(
         )
 
     return build
+
+
+def _bare(annotation: Any) -> Any:
+    """`T` for `Annotated[T, ...]`, else the annotation itself."""
+    return get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation
+
+
+def _described(annotation: Any) -> Any:
+    """`Annotated[T, "text"]` as `Annotated[T, Field(description="text")]` (FastMCP's shorthand)."""
+    if get_origin(annotation) is not Annotated:
+        return annotation
+    base, *extras = get_args(annotation)
+    if not any(isinstance(e, str) for e in extras):
+        return annotation
+    kept = [Field(description=e) if isinstance(e, str) else e for e in extras]
+    return Annotated[base, *kept]
+
+
+def _loose_models(model: type[BaseModel]) -> list[type[BaseModel]]:
+    """Models in `model`'s field tree (itself included) whose config sets `extra` to anything but forbid."""
+    seen: set[type[BaseModel]] = set()
+    loose: list[type[BaseModel]] = []
+    stack: list[Any] = [model]
+    while stack:
+        tp = stack.pop()
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            if tp in seen:
+                continue
+            seen.add(tp)
+            if tp.model_config.get("extra", "forbid") != "forbid":
+                loose.append(tp)
+            stack.extend(f.annotation for f in tp.model_fields.values())
+        else:
+            stack.extend(get_args(tp))
+    return loose
 
 
 def is_async_handler(handler: Handler) -> bool:

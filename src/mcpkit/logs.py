@@ -53,6 +53,32 @@ class Redactor:
             ordered = sorted(self._values, key=len, reverse=True)
             self._pattern = re.compile("|".join(re.escape(v) for v in ordered))
 
+    @property
+    def has_values(self) -> bool:
+        """Whether any secret value is registered (else `scrub` has nothing to do)."""
+        return self._pattern is not None
+
+    def scrub(self, value: Any) -> Any:
+        """`value` (text, or JSON-like data walked through) with every registered secret value replaced.
+
+        Only declared values: unlike `redact`, no credential-shaped patterns, because this runs on
+        what goes to the client, where `token=...` may be the legitimate answer.
+
+        >>> r = Redactor(); r.add("s3cr3t-value")
+        >>> r.scrub({"note": "key s3cr3t-value", "n": [1, "s3cr3t-value"]})
+        {'note': 'key [REDACTED]', 'n': [1, '[REDACTED]']}
+        """
+        pattern = self._pattern
+        if pattern is None:
+            return value
+        if isinstance(value, str):
+            return pattern.sub(REDACTED, value)
+        if isinstance(value, dict):
+            return {self.scrub(k): self.scrub(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.scrub(v) for v in value]
+        return value
+
     def redact(self, text: str) -> str:
         """`text` with every secret replaced by `[REDACTED]`."""
         if self._pattern is not None:
@@ -107,6 +133,15 @@ class _Chain(Redactor):
     def __init__(self, *parts: Redactor) -> None:
         super().__init__()
         self.parts = parts
+
+    @property
+    def has_values(self) -> bool:
+        return any(p.has_values for p in self.parts)
+
+    def scrub(self, value: Any) -> Any:
+        for part in self.parts:
+            value = part.scrub(value)
+        return value
 
     def redact(self, text: str) -> str:
         for part in self.parts:

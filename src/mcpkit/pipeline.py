@@ -1,9 +1,19 @@
-"""The call pipeline: record -> lookup -> policy -> validate -> cache -> invoke -> shape.
+"""The call pipeline: a public, typed middleware chain around the handler.
 
-Each stage is a plain `async (call, call_next) -> Outcome`, composed once when the server is built.
-Errors raise inside the chain; the outermost stage turns them into results and writes the one
-operator record of the call. Nothing a handler raises escapes this pipeline except the protocol
-error for an unknown tool.
+    record                 outermost, always: masks every failure into a safe result, writes the
+                           call's one operator record, scrubs declared secrets from the answer
+    your middleware        `Server(middleware=[...])`, in the order given
+    require_tool           unknown or unlisted name -> the protocol error
+    validate               arguments -> the input model (strict)
+    ResultCache            built-in: cacheable tools answer from cache (a hit spends no rate limit)
+    RateLimit              built-in: per tool and caller
+    invoke                 the handler under its deadline; its return value shaped
+
+Each middleware is `async (call, call_next) -> Outcome`, the shape of the official SDK's
+`ServerMiddleware` and FastMCP's `on_call_tool`, composed once when the server is built. Errors raise
+inside the chain (`ToolError` and its subclasses carry their code); the outermost stage turns them
+into results. Nothing a handler raises escapes this pipeline except the protocol error for an
+unknown tool.
 """
 
 from __future__ import annotations
@@ -11,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
@@ -30,19 +40,53 @@ from mcpkit.logs import Redactor, log_call, redact_arguments
 from mcpkit.result import Outcome, OutputInvalid, error_outcome, internal_outcome, shape_output
 
 if TYPE_CHECKING:
-    from mcpkit.context import Context
+    from mcpkit.context import ClientInfo, Context
 
-__all__ = ["Call", "Stage", "UnknownTool", "compose", "validation_message"]
+__all__ = [
+    "Call",
+    "CallNext",
+    "Middleware",
+    "Stage",
+    "UnknownTool",
+    "compose",
+    "validation_message",
+]
 
 log = logging.getLogger("mcpkit.pipeline")
 
 CallNext = Callable[["Call"], Awaitable[Outcome]]
-Stage = Callable[["Call", CallNext], Awaitable[Outcome]]
+"""The rest of the chain: `await call_next(call)` runs it and returns its `Outcome`."""
+
+Middleware = Callable[["Call", CallNext], Awaitable[Outcome]]
+"""`async (call, call_next) -> Outcome`: a function, or an object with that `__call__`."""
+
+Stage = Middleware  # the name the pipeline used before middleware was public
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Call:
-    """One `tools/call` as it moves through the stages."""
+    """One `tools/call` as it moves through the middleware chain.
+
+    Middleware may read every field, put its own values in `state` (handlers see the same dict as
+    `ctx.state`) and `record` (fields added to the call's operator record), and replace
+    `arguments` before validation.
+
+    Attributes:
+        call_id: Unique per call; in the operator record and the result's `_meta`.
+        name: The tool name the client asked for.
+        arguments: The arguments as sent (JSON); validated into `args` further down the chain.
+        identity: Whom limits and caches are keyed on: the principal, else the client's name/version.
+        principal: The authenticated caller (HTTP with auth), else None.
+        groups: The authenticated caller's groups (a JWT's groups claim), else empty.
+        client: The client's name and version from `initialize`, when it gave them.
+        tool: The tool of that name, or None when the server does not serve it (the chain refuses
+            such a call after your middleware, so an audit sees it).
+        args: The validated input model; None until validation has run.
+        cached: The answer came from the result cache.
+        started: `time.perf_counter()` when the call arrived.
+        state: Free-form values for this call, shared with the handler's `ctx.state`.
+        record: Extra fields for the call's operator record (JSON-able).
+    """
 
     call_id: str
     name: str
@@ -52,9 +96,18 @@ class Call:
     redactor: Redactor | None = None
     tool: Tool | None = None
     args: BaseModel | None = None
+    principal: str | None = None
+    groups: tuple[str, ...] = ()
+    client: ClientInfo | None = None
     started: float = field(default_factory=time.perf_counter)
     cached: bool = False
-    log_fields: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def log_fields(self) -> dict[str, Any]:
+        """Deprecated name of `record`."""
+        return self.record
 
 
 class UnknownTool(MCPError):
@@ -65,7 +118,7 @@ class UnknownTool(MCPError):
         super().__init__(code=INVALID_PARAMS, message=f"Unknown tool: {shown!r}")
 
 
-def compose(stages: Sequence[Stage], last: CallNext) -> CallNext:
+def compose(stages: Sequence[Middleware], last: CallNext) -> CallNext:
     """Fold `stages` (outermost first) around `last` into one callable."""
     chain = last
     for stage in reversed(stages):
@@ -106,20 +159,16 @@ async def record(call: Call, call_next: CallNext) -> Outcome:
         }
         _after_answer(_log_record, fields, call)
     outcome.meta.update(callId=call.call_id, elapsedMs=elapsed_ms, cached=call.cached)
+    if call.redactor is not None and call.redactor.has_values:
+        outcome = outcome.scrubbed(call.redactor.scrub)  # a declared secret never reaches the client
     return outcome
 
 
-def lookup(tools: Mapping[str, Tool]) -> Stage:
-    """Resolve the tool by name among the tools this server lists; others are unknown."""
-
-    async def stage(call: Call, call_next: CallNext) -> Outcome:
-        found = tools.get(call.name)
-        if found is None:
-            raise UnknownTool(call.name)
-        call.tool = found
-        return await call_next(call)
-
-    return stage
+async def require_tool(call: Call, call_next: CallNext) -> Outcome:
+    """Refuse a name this server does not serve (the server resolved `call.tool` when the call came)."""
+    if call.tool is None:
+        raise UnknownTool(call.name)
+    return await call_next(call)
 
 
 async def validate(call: Call, call_next: CallNext) -> Outcome:
@@ -128,7 +177,9 @@ async def validate(call: Call, call_next: CallNext) -> Outcome:
     try:
         # JSON mode: strict as the schema promises ("25" is no integer) while JSON's own
         # encodings of dates, enums and the like still validate.
-        call.args = call.tool.input.model_validate_json(to_json(call.arguments), strict=True)
+        call.args = call.tool.input.model_validate_json(
+            to_json(call.arguments), strict=True, extra="forbid" if call.tool.strict else None
+        )
     except ValidationError as exc:
         raise InvalidParams(validation_message(exc)) from None
     return await call_next(call)
@@ -180,7 +231,7 @@ class _AnyioDeadline:
 
 
 def _log_record(fields: dict[str, Any], call: Call) -> None:
-    log_call({**fields, "arguments": redact_arguments(call.arguments, call.redactor), **call.log_fields})
+    log_call({**fields, "arguments": redact_arguments(call.arguments, call.redactor), **call.record})
 
 
 def _after_answer(fn: Callable[..., None], *args: Any) -> None:

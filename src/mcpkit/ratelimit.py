@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from limits import RateLimitItemPerMinute
 from limits.aio.storage import Storage
@@ -17,7 +17,11 @@ from limits.storage import storage_from_string
 
 from mcpkit.errors import RateLimited
 
-__all__ = ["OnOutage", "RateLimiter"]
+if TYPE_CHECKING:
+    from mcpkit.pipeline import Call, CallNext
+    from mcpkit.result import Outcome
+
+__all__ = ["OnOutage", "RateLimit", "RateLimiter"]
 
 log = logging.getLogger("mcpkit.ratelimit")
 
@@ -64,3 +68,28 @@ class RateLimiter:
     async def reset(self) -> None:
         """Forget every count (tests and operators)."""
         await self.storage.reset()
+
+
+class RateLimit:
+    """Built-in middleware: count each call against its tool's per-minute limit for the caller.
+
+    Runs after the result cache, so a cached answer spends nothing. Over the limit: `RATE_LIMITED`
+    with the wait (retryable).
+
+    Args:
+        limiter: Where counts live (memory or Redis).
+        default_per_min: The limit of tools without their own `rate_limit_per_min` (None: unlimited).
+        on_outage: What to do when the shared store is unreachable.
+    """
+
+    def __init__(self, limiter: RateLimiter, default_per_min: int | None, on_outage: OnOutage) -> None:
+        self.limiter = limiter
+        self.default_per_min = default_per_min
+        self.on_outage = on_outage
+
+    async def __call__(self, call: Call, call_next: CallNext) -> Outcome:
+        tool = call.tool
+        per_min = (tool.rate_limit_per_min if tool else None) or self.default_per_min
+        if per_min and tool is not None:
+            await self.limiter.hit(f"{tool.name}:{call.identity}", per_min, self.on_outage)
+        return await call_next(call)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,17 @@ class ToolResult:
 
 @dataclass(slots=True)
 class Outcome:
-    """A finished call, before it becomes a `CallToolResult`."""
+    """A finished call, before it becomes a `CallToolResult`: what middleware receives and returns.
+
+    Attributes:
+        text: What the model reads.
+        structured: The `structuredContent` object, when there is one.
+        content: Further content blocks after the text.
+        code: None for success, else the error code (errors usually arrive as raised `ToolError`s).
+        retryable: For errors: may the same call succeed later.
+        data: For errors: detail the model may see.
+        meta: Entries for the result's `_meta` (mcpkit's own go under `mcpkit/`).
+    """
 
     text: str | None
     structured: dict[str, Any] | None = None
@@ -59,6 +69,19 @@ class Outcome:
         """The inverse of `encode`."""
         raw = json.loads(data)
         return cls(text=raw["text"], structured=raw["structured"], content=raw["content"])
+
+    def scrubbed(self, scrub: Callable[[Any], Any]) -> Outcome:
+        """This outcome with `scrub` applied to everything the client receives (secret values out)."""
+        return Outcome(
+            text=None if self.text is None else scrub(self.text),
+            structured=None if self.structured is None else scrub(self.structured),
+            content=[scrub(_dump_block(b)) for b in self.content],
+            code=self.code,
+            retryable=self.retryable,
+            data=scrub(self.data),
+            cached=self.cached,
+            meta=scrub(self.meta),
+        )
 
     def to_wire(self) -> dict[str, Any]:
         """The `CallToolResult` as wire JSON; per-call metadata goes in `_meta`, never in structuredContent.
@@ -95,6 +118,11 @@ def _compact_json(value: Any) -> str:
 def shape_output(value: Any, output: type[BaseModel] | None) -> Outcome:
     """Turn what a handler returned into an `Outcome`, validating structured output.
 
+    Structured data (an output model instance, a dict, a `ToolResult.structured`) becomes
+    `structuredContent` with its compact JSON as the text mirror when no text is given, whether or
+    not the tool declares an output model; only a declared model also validates it. Other values
+    (a string, a list, a number) become text.
+
     Raises:
         OutputInvalid: the value does not satisfy the tool's output model (an operator bug).
     """
@@ -103,19 +131,14 @@ def shape_output(value: Any, output: type[BaseModel] | None) -> Outcome:
     content: Sequence[types.ContentBlock] = ()
     if isinstance(value, ToolResult):
         text, structured, content = value.text, value.structured, value.content
-    elif output is not None:
+    elif output is not None or isinstance(value, BaseModel | dict):
         structured = value
-    elif isinstance(value, BaseModel):
-        text = value.model_dump_json()
     elif isinstance(value, str):
         text = value
     elif value is None:
         text = ""
     else:
-        try:
-            text = _compact_json(value)
-        except (TypeError, ValueError) as exc:
-            raise OutputInvalid(f"handler returned an unserialisable {type(value).__name__}") from exc
+        text = _json_text(value)
     data: dict[str, Any] | None = None
     if output is not None:
         if structured is None:
@@ -133,11 +156,24 @@ def shape_output(value: Any, output: type[BaseModel] | None) -> Outcome:
         except ValidationError as exc:
             raise OutputInvalid(f"structured output does not match {output.__name__}: {exc}") from exc
         data = model.model_dump(mode="json", by_alias=True)
+    elif isinstance(structured, BaseModel):
+        data = structured.model_dump(mode="json", by_alias=True)
+    elif isinstance(structured, dict):
+        data = json.loads(_json_text(structured))  # JSON-safe now, or an operator bug named here
     elif structured is not None:
-        raise OutputInvalid("structured content returned by a tool that declares no output model")
+        raise OutputInvalid(
+            f"structured content must be a dict or a pydantic model, not {type(structured).__name__}"
+        )
     if text is None and (data is not None or not content):
         text = _compact_json(data) if data is not None else ""
     return Outcome(text=text, structured=data, content=content)
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return _compact_json(value)
+    except (TypeError, ValueError) as exc:
+        raise OutputInvalid(f"handler returned an unserialisable {type(value).__name__}") from exc
 
 
 class OutputInvalid(Exception):

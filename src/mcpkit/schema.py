@@ -4,6 +4,16 @@ What comes out: `"type": "object"` at the root, no `$schema`, no `$ref`/`$defs` 
 `prefixItems` (pydantic's own form), every field description kept, pydantic's generated `title`s
 dropped (they repeat the field name and cost payload). Only a truly recursive model keeps a local
 `$ref` and the `$defs` it needs; the compiler reports which definitions those are.
+
+Two rules apply to input schemas only (what a client sends):
+
+- Strict: every object that comes from a model says `"additionalProperties": false`, because the
+  server refuses unknown arguments at every level (`Tool(strict=True)`, the default).
+- Optional is not nullable: `x: T | None = None` lists `x` as a plain `T` that may be left out,
+  not `anyOf [T, null]` (which several clients mishandle). `null` stays where the author means
+  it: a required `T | None` (must be sent, may be null), a `T | None` whose default is not None,
+  or a field marked `Annotated[T | None, Nullable()]`. A `null` sent for a plain optional field
+  is still accepted and means the same as leaving it out.
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ from pydantic import BaseModel
 
 from mcpkit.errors import DefinitionError
 
-__all__ = ["CompiledSchema", "compile_model", "iter_subschemas"]
+__all__ = ["CompiledSchema", "Nullable", "compile_model", "iter_subschemas"]
 
 JsonSchema = dict[str, Any]
 
@@ -38,6 +48,18 @@ _LIST = ("prefixItems", "anyOf", "oneOf", "allOf")
 _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 
 _DEFS_PREFIX = "#/$defs/"
+_NULLABLE_MARK = "x-mcpkit-nullable"
+_NULL = {"type": "null"}
+
+
+class Nullable:
+    """Keep `null` in an optional field's input schema: `note: Annotated[str | None, Nullable()] = None`.
+
+    Without it, `x: T | None = None` is listed as a plain optional `T` (see the module docstring).
+    """
+
+    def __get_pydantic_json_schema__(self, core_schema: Any, handler: Any) -> JsonSchema:
+        return {**handler(core_schema), _NULLABLE_MARK: True}
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +92,19 @@ def iter_subschemas(schema: Any) -> list[Any]:
 
 
 def compile_model(
-    model: type[BaseModel], *, mode: Literal["validation", "serialization"], what: str
+    model: type[BaseModel],
+    *,
+    mode: Literal["validation", "serialization"],
+    what: str,
+    strict: bool = False,
 ) -> CompiledSchema:
     """Compile `model` to a self-contained object schema.
 
     Args:
         model: The pydantic model.
-        mode: "validation" for inputs, "serialization" for outputs.
+        mode: "validation" for inputs (optional fields lose `null`), "serialization" for outputs.
         what: Names the schema in error messages ("tool 'x' input").
+        strict: Close every object that comes from a model (`"additionalProperties": false`).
 
     Returns:
         The compiled schema and the names of recursive definitions kept as local `$ref`s.
@@ -92,7 +119,7 @@ def compile_model(
     except Exception as exc:  # pydantic raises several types for unschemable fields
         raise DefinitionError(f"{what}: the model's JSON Schema does not compile: {exc}") from exc
     defs: dict[str, JsonSchema] = raw.pop("$defs", {})
-    inliner = _Inliner(defs)
+    inliner = _Inliner(defs, optional_without_null=mode == "validation", close_objects=strict)
     schema = inliner.inline(raw, stack=())
     if inliner.kept:
         schema["$defs"] = {name: inliner.expanded[name] for name in sorted(inliner.kept)}
@@ -108,12 +135,17 @@ def compile_model(
 class _Inliner:
     """Replaces `#/$defs/X` references by copies of X, keeping only the references that recurse."""
 
-    def __init__(self, defs: dict[str, JsonSchema]) -> None:
+    def __init__(
+        self, defs: dict[str, JsonSchema], *, optional_without_null: bool, close_objects: bool
+    ) -> None:
         self.defs = defs
         self.kept: set[str] = set()
         self.expanded: dict[str, JsonSchema] = {}
+        self.optional_without_null = optional_without_null
+        self.close_objects = close_objects
 
     def inline(self, node: JsonSchema, stack: tuple[str, ...]) -> JsonSchema:
+        node = self._optional(node)
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith(_DEFS_PREFIX):
             name = ref[len(_DEFS_PREFIX) :]
@@ -132,10 +164,23 @@ class _Inliner:
             return target
         return self._walk(node, stack)
 
+    def _optional(self, node: JsonSchema) -> JsonSchema:
+        """`anyOf [T, null]` with a `null` default becomes plain `T` (no default) unless marked Nullable."""
+        if node.pop(_NULLABLE_MARK, False) or not self.optional_without_null:
+            return node
+        branches = node.get("anyOf")
+        if not (isinstance(branches, list) and _NULL in branches and node.get("default", 0) is None):
+            return node
+        rest = [b for b in branches if b != _NULL]
+        plain = {k: v for k, v in node.items() if k not in ("anyOf", "default")}
+        if len(rest) != 1:
+            return {**plain, "anyOf": rest}
+        return {**rest[0], **plain}  # the field's own keywords (description) win
+
     def _walk(self, node: JsonSchema, stack: tuple[str, ...]) -> JsonSchema:
         out: JsonSchema = {}
         for key, value in node.items():
-            if key == "title":
+            if key == "title" or key == _NULLABLE_MARK:
                 continue
             if key in _ONE and isinstance(value, dict):
                 out[key] = self.inline(value, stack)
@@ -145,4 +190,6 @@ class _Inliner:
                 out[key] = {k: self.inline(v, stack) if isinstance(v, dict) else v for k, v in value.items()}
             else:
                 out[key] = value
+        if self.close_objects and isinstance(out.get("properties"), dict):
+            out.setdefault("additionalProperties", False)
         return out

@@ -6,7 +6,7 @@ import logging
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -15,15 +15,16 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server as LowLevelServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 
+from mcpkit.cache import Cache, MemoryCache, RedisCache, ResultCache
 from mcpkit.context import ClientInfo, Context
 from mcpkit.definition import Tool
 from mcpkit.egress import EgressPolicy, GuardedClient, OAuth2ClientCredentials
 from mcpkit.errors import DefinitionError
 from mcpkit.finder import find_tools_tool
 from mcpkit.logs import Redactor, install_redaction
-from mcpkit.pipeline import Call, Stage, compose, invoke, lookup, record, validate
-from mcpkit.policy import Policy, ToolSelection
-from mcpkit.ratelimit import OnOutage
+from mcpkit.pipeline import Call, Middleware, compose, invoke, record, require_tool, validate
+from mcpkit.policy import ToolSelection
+from mcpkit.ratelimit import OnOutage, RateLimit, RateLimiter
 from mcpkit.schema import CompiledSchema, compile_model
 from mcpkit.secrets import SecretStore
 
@@ -74,6 +75,9 @@ class Server:
         egress: Where `ctx.fetch` may go: a list of hosts (`host`, `.suffix`, `host:port`; deny
             everything else), an `EgressPolicy`, or a ready `GuardedClient`. Default: any public
             address on ports 80/443, never a private, loopback or link-local one.
+        egress_private: Private networks `ctx.fetch` may reach after all (`["10.1.0.0/16"]`), for
+            internal APIs whose allowlisted names resolve inside them; needs an `egress` allowlist.
+            Loopback, link-local and metadata addresses stay refused unless named themselves.
         auth: OAuth2 client credentials `ctx.fetch` uses for its API host (its secrets are declared).
         rate_limit_per_min: Default limit for tools without their own, per caller.
         on_limit_outage: When the shared rate-limit store is down: "refuse" calls (fail closed,
@@ -87,6 +91,9 @@ class Server:
             "error" refuses to build on an error finding, "warn" logs the findings, "off" skips it.
         lint_profiles: The client profiles to lint against (default: the general-purpose clients).
         environ: The environment to read `MCPKIT_*` settings from (default: `os.environ`).
+        middleware: Your middleware, outermost first: each `async (call, call_next) -> Outcome`
+            (see `mcpkit.pipeline`). They run inside the masking and the operator record, before
+            the unknown-tool check, validation, the result cache and the rate limits.
     """
 
     def __init__(
@@ -105,6 +112,7 @@ class Server:
         secrets: Sequence[str] = (),
         secrets_dir: str | Path | None = None,
         egress: Sequence[str] | EgressPolicy | GuardedClient | None = None,
+        egress_private: Sequence[str] = (),
         auth: OAuth2ClientCredentials | None = None,
         rate_limit_per_min: int | None = None,
         on_limit_outage: OnOutage = "refuse",
@@ -114,6 +122,7 @@ class Server:
         lint: Literal["error", "warn", "off"] = "error",
         lint_profiles: Sequence[str] | None = None,
         environ: Mapping[str, str] | None = None,
+        middleware: Sequence[Middleware] = (),
     ) -> None:
         if not name or not isinstance(name, str):
             raise DefinitionError("a server needs a name")
@@ -121,6 +130,10 @@ class Server:
         self.timeout_s = timeout_s
         self.redactor = Redactor()
         self.compiled: dict[str, CompiledTool] = {}
+        if isinstance(tools, Tool) or not tools:
+            raise DefinitionError(
+                f"server {name!r} has no tools: pass tools=[...] (a list of mcpkit.Tool, or @tool functions)"
+            )
         seen: dict[str, str] = {}
         for t in tools:
             if not isinstance(t, Tool):
@@ -144,13 +157,17 @@ class Server:
             enabled_toolsets=enabled_toolsets,
             environ=environ,
         )
+        if not self.selection.available:
+            raise DefinitionError(
+                f"server {name!r}: the allowed tools, denied categories and toolsets leave no tool to serve"
+            )
         auth_secrets = {auth.client_id_secret, auth.client_secret_secret} if auth is not None else set()
         declared = set(secrets).union(auth_secrets, *(c.allowed_secrets for c in self.compiled.values()))
         self.secrets = SecretStore(
             sorted(declared), redactor=self.redactor, secrets_dir=secrets_dir, environ=environ
         )
         self.egress = _egress_client(
-            egress, auth, lambda name: self.secrets.get(name, frozenset(auth_secrets))
+            egress, egress_private, auth, lambda name: self.secrets.get(name, frozenset(auth_secrets))
         )
         env = os.environ if environ is None else environ
         self._available = {n: self.compiled[n].tool for n in self.selection.available}
@@ -164,30 +181,32 @@ class Server:
             listed.append(finder.name)
         elif list_limit is not None:
             raise DefinitionError("list_limit needs find_tools=True, or the unlisted tools are unreachable")
-        self.policy = Policy(
-            name,
-            self._available,
-            default_rate_limit_per_min=rate_limit_per_min,
-            on_limit_outage=on_limit_outage,
-            redis_url=redis_url or env.get(REDIS_URL_ENV) or None,
-        )
+        shared = redis_url or env.get(REDIS_URL_ENV) or None
+        self.cache: Cache = MemoryCache() if shared is None else RedisCache(shared)
+        self.result_cache = ResultCache(name, self.cache, self._available.values())
+        self.rate_limit = RateLimit(RateLimiter(name, shared), rate_limit_per_min, on_limit_outage)
+        if isinstance(middleware, str) or not all(callable(m) for m in middleware):
+            raise DefinitionError("middleware is a list of async (call, call_next) callables")
+        self.middleware: tuple[Middleware, ...] = tuple(middleware)
         self._listing = types.ListToolsResult(tools=[self.compiled[n].wire for n in listed])
         if lint != "off":
             self._lint_self(lint, lint_profiles)
         self._chain = compose(self._stages(), invoke(timeout_s))
+        self._lookup = self._available.get
         self._lowlevel: LowLevelServer[Any] | None = None
         self.client_log_level: types.LoggingLevel = "debug"
 
     # --- definition --------------------------------------------------------------------------
 
-    def _stages(self) -> list[Stage]:
-        return [
-            record,
-            lookup(self._available),
-            *self.policy.before_validation(),
-            validate,
-            *self.policy.after_validation(),
-        ]
+    def _stages(self) -> list[Middleware]:
+        """The whole chain, outermost first; built-ins a server cannot use are left out."""
+        tools = self._available.values()
+        stages: list[Middleware] = [record, *self.middleware, require_tool, validate]
+        if any(t.cache_ttl_s or (t.mutating and t.category) for t in tools):
+            stages.append(self.result_cache)
+        if self.rate_limit.default_per_min or any(t.rate_limit_per_min for t in tools):
+            stages.append(self.rate_limit)
+        return stages
 
     def _lint_self(self, mode: str, profiles: Sequence[str] | None) -> None:
         from mcpkit.lint import lint_tools  # the linter judges plain JSON; the core only feeds it
@@ -217,7 +236,7 @@ class Server:
 
     async def invalidate(self, tool_pattern: str = "*") -> int:
         """Drop cached results of tools whose names match the glob; returns how many entries went."""
-        return await self.policy.invalidate(tool_pattern)
+        return await self.result_cache.invalidate(tool_pattern)
 
     def available_tools(self) -> list[Tool]:
         """The tools this deployment serves (listed or not), in definition order."""
@@ -270,12 +289,17 @@ class Server:
             call_id=os.urandom(16).hex(),
             name=params.name,
             arguments=params.arguments or {},
+            tool=self._lookup(params.name),
+            principal=principal,
+            groups=groups,
+            client=client,
             make_context=lambda c: Context(
                 call_id=c.call_id,
                 tool=c.name,
-                client=client,
-                principal=principal,
-                groups=groups,
+                client=c.client,
+                principal=c.principal,
+                groups=c.groups,
+                state=c.state,
                 protocol_version=ctx.protocol_version,
                 secrets=self.secrets,
                 allowed_secrets=self.compiled[c.name].allowed_secrets,
@@ -283,6 +307,7 @@ class Server:
                 session=ctx.session,
                 request_id=ctx.request_id,
                 min_client_level=self.client_log_level,
+                redactor=self.redactor,
             ),
             identity=principal or (f"{client.name}/{client.version}" if client else "anonymous"),
             redactor=self.redactor,
@@ -318,7 +343,7 @@ class Server:
 
 
 def _compile(t: Tool, *, server_secrets: frozenset[str]) -> CompiledTool:
-    inp = compile_model(t.input, mode="validation", what=f"tool {t.name!r} input")
+    inp = compile_model(t.input, mode="validation", what=f"tool {t.name!r} input", strict=t.strict)
     if t.input_schema is not None:
         if t.input_schema.get("type") != "object":
             raise DefinitionError(f'tool {t.name!r}: input_schema needs "type": "object" at the root')
@@ -338,20 +363,27 @@ def _compile(t: Tool, *, server_secrets: frozenset[str]) -> CompiledTool:
 
 def _egress_client(
     egress: Sequence[str] | EgressPolicy | GuardedClient | None,
+    private: Sequence[str],
     auth: OAuth2ClientCredentials | None,
     secret: Callable[[str], str | None],
 ) -> GuardedClient:
     if isinstance(egress, GuardedClient):
-        if auth is not None:
-            raise DefinitionError("pass auth= to your GuardedClient, not to the Server, when you bring one")
+        if auth is not None or private:
+            raise DefinitionError(
+                "pass auth= and private networks to your GuardedClient's policy, not to the Server, "
+                "when you bring one"
+            )
         return egress
     if isinstance(egress, str):
         raise DefinitionError("egress is a list of hosts, not one string")
-    policy = (
-        egress
-        if isinstance(egress, EgressPolicy)
-        else EgressPolicy(allow=None if egress is None else tuple(egress))
-    )
+    if isinstance(private, str):
+        raise DefinitionError("egress_private is a list of networks (['10.1.0.0/16']), not one string")
+    if isinstance(egress, EgressPolicy):
+        policy = replace(egress, private_networks=(*egress.private_networks, *private)) if private else egress
+    else:
+        policy = EgressPolicy(
+            allow=None if egress is None else tuple(egress), private_networks=tuple(private)
+        )
     return GuardedClient(policy, auth=auth, secret=secret if auth is not None else None)
 
 

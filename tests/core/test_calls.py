@@ -89,23 +89,44 @@ def make_server() -> Server:
             Tool(
                 name="next_year", description="Add one year.", input=AgeIn, output=AgeOut, handler=next_year
             ),
-            Tool(name="thread_name", description="Where it ran.", input=Loose, handler=thread_name),
-            Tool(name="explode", description="Fails.", input=Loose, handler=explode),
-            Tool(name="explode_sync", description="Fails.", input=Loose, handler=explode_sync),
-            Tool(name="refuse", description="Refuses.", input=Loose, handler=refuse),
+            Tool(
+                name="thread_name",
+                description="Where it ran.",
+                input=Loose,
+                strict=False,
+                handler=thread_name,
+            ),
+            Tool(name="explode", description="Fails.", input=Loose, strict=False, handler=explode),
+            Tool(name="explode_sync", description="Fails.", input=Loose, strict=False, handler=explode_sync),
+            Tool(name="refuse", description="Refuses.", input=Loose, strict=False, handler=refuse),
             Tool(
                 name="wrong_output",
                 description="Breaks its contract.",
                 input=Loose,
+                strict=False,
                 output=AgeOut,
                 handler=wrong_output,
             ),
-            Tool(name="slow", description="Too slow.", input=Loose, handler=slow, timeout_s=0.2),
             Tool(
-                name="blocking", description="Too slow, sync.", input=Loose, handler=blocking, timeout_s=0.2
+                name="slow", description="Too slow.", input=Loose, strict=False, handler=slow, timeout_s=0.2
             ),
-            Tool(name="rich", description="Markdown plus data.", input=Loose, output=AgeOut, handler=rich),
-            Tool(name="hidden", description="Not allowed.", input=Loose, handler=thread_name),
+            Tool(
+                name="blocking",
+                description="Too slow, sync.",
+                input=Loose,
+                strict=False,
+                handler=blocking,
+                timeout_s=0.2,
+            ),
+            Tool(
+                name="rich",
+                description="Markdown plus data.",
+                input=Loose,
+                strict=False,
+                output=AgeOut,
+                handler=rich,
+            ),
+            Tool(name="hidden", description="Not allowed.", input=Loose, strict=False, handler=thread_name),
             shout,
         ],
         allowed_tools=[
@@ -191,7 +212,7 @@ async def test_exceptions_become_one_safe_sentence(
         "RuntimeError",
         "KeyError",
         "Traceback",
-        "123",
+        "ssn = '123'",  # not bare "123": a random call id may contain it
     ):
         assert leak not in wire
     call_id = (result.meta or {})["mcpkit/callId"]

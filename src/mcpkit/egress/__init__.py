@@ -3,7 +3,7 @@
 Parts, one responsibility each: `addresses` (IANA tables, the address judge), `urls`
 (canonicalisation), `policy` (allowlist, ports, limits), `resolver`, `check` (the decision for
 one URL), `transport` (dial only checked addresses), `redirects`, `templates`, `body` (capped
-reading), `responses` (status and JSON mapping), `oauth2`, `client`, `cli`.
+reading), `responses` (status and JSON mapping), `oauth2`, `client`, `cli`, `mock` (the test seam).
 """
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "EgressPolicy",
     "GuardedClient",
     "GuardedTransport",
+    "MockEgress",
     "OAuth2ClientCredentials",
     "ResolutionFailed",
     "Resolver",
@@ -38,6 +39,7 @@ from mcpkit.egress.errors import (
     UpstreamError,
     UpstreamStatusError,
 )
+from mcpkit.egress.mock import MockEgress
 from mcpkit.egress.oauth2 import OAuth2ClientCredentials, SecretLookup
 from mcpkit.egress.policy import EgressPolicy
 from mcpkit.egress.resolver import ResolutionFailed, Resolver, StaticResolver, SystemResolver
