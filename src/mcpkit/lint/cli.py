@@ -39,6 +39,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--stdio", metavar="COMMAND", help='start a stdio server, e.g. --stdio "python server.py"'
     )
     source.add_argument("--url", metavar="URL", help="a Streamable HTTP server endpoint")
+    source.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a client's MCP config (claude_desktop_config.json, .mcp.json, .cursor/mcp.json, "
+        ".vscode/mcp.json): start every server, lint each with its key, then across servers",
+    )
+    parser.add_argument(
+        "--client",
+        choices=("claude-desktop", "claude-code", "cursor", "vscode"),
+        help="whose config --config reads (default: from the file's name and shape)",
+    )
     parser.add_argument(
         "--header",
         action="append",
@@ -84,6 +95,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run `mcpkit lint` with parsed arguments; returns the exit code."""
+    if args.config is not None:
+        return _run_config(args)
     try:
         profiles = _profiles(args.profile)
         _groups(args)
@@ -123,6 +136,33 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_text(report, top=args.sizes if args.sizes > 0 else len(report.tool_sizes)))
     return EXIT_ERRORS if any(f.severity == "error" for f in report.findings) else EXIT_OK
+
+
+def _run_config(args: argparse.Namespace) -> int:
+    from mcpkit.lint._config import lint_config, render_config_json, render_config_text
+
+    if args.fix or args.format == "sarif":
+        print("mcpkit lint: --config prints text or json (no --fix, no sarif)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        report = lint_config(
+            args.config,
+            client=args.client,
+            profiles=_profiles(args.profile),
+            groups=_groups(args),
+            protocol=args.protocol,
+            timeout=args.timeout,
+        )
+    except (InputError, ValueError) as exc:
+        print(f"mcpkit lint: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(render_config_json(report) if args.format == "json" else render_config_text(report))
+    failed = [r.entry.key for r in report.servers if r.report is None]
+    if failed:
+        print(f"mcpkit lint: could not start or reach: {', '.join(failed)}", file=sys.stderr)
+    errors = any(f.severity == "error" for r in report.servers if r.report for f in r.report.findings)
+    errors = errors or any(f.severity == "error" for f in report.across)
+    return EXIT_ERRORS if errors or failed else EXIT_OK
 
 
 def _profiles(value: str | None) -> tuple[str, ...] | None:

@@ -9,7 +9,7 @@ from mcpkit.lint._finding import Finding, Severity
 from mcpkit.lint._rule import Rule, register
 
 #: Per client: (most tools it uses, severity, what happens beyond).
-_BUDGETS: dict[str, tuple[int, Severity, str]] = {
+BUDGETS: dict[str, tuple[int, Severity, str]] = {
     "cursor": (80, "warning", "Cursor warns above 80 tools in total; it used to take only the first 40"),
     "windsurf": (100, "warning", "Windsurf caps Cascade at 100 tools in total"),
     "vscode": (128, "warning", "Copilot sends at most 128 tools per request, built-ins included"),
@@ -45,11 +45,11 @@ class TooManyTools(Rule):
     code = "SL014"
     name = "too-many-tools"
     summary = "more tools than a client's budget (Cursor, Windsurf, VS Code / Copilot, ...)"
-    severity: ClassVar[Mapping[str, Severity]] = {client: level for client, (_, level, _) in _BUDGETS.items()}
+    severity: ClassVar[Mapping[str, Severity]] = {client: level for client, (_, level, _) in BUDGETS.items()}
 
     def check_list(self) -> Iterator[Finding]:
         tools = self.ctx.tools
-        for client, (budget, level, effect) in _BUDGETS.items():
+        for client, (budget, level, effect) in BUDGETS.items():
             if client not in self.ctx.profiles or len(tools) <= budget:
                 continue
             lost = [t.label for t in tools[budget:]]
