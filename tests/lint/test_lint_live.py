@@ -253,9 +253,7 @@ def test_vscode_config_reads_servers_and_inputs(
     (folder / "mcp.json").write_text(json.dumps(config))
     (tmp_path / "server.py").write_text(SERVER.read_text())
     monkeypatch.setenv("MCPKIT_INPUT_token", TOKEN)
-    _, body, err = _run(
-        capsys, "--config", str(folder / "mcp.json"), "--format", "json", "--timeout", "60"
-    )
+    _, body, err = _run(capsys, "--config", str(folder / "mcp.json"), "--format", "json", "--timeout", "60")
     assert body is not None, err
     assert body["client"] == "vscode"
     assert [(s["key"], s.get("tools")) for s in body["servers"]] == [("remote", 8), ("local", 8)]
