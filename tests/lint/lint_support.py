@@ -20,7 +20,7 @@ UPDATE = os.environ.get("MCPKIT_UPDATE_SNAPSHOTS", "") not in ("", "0")
 def lint_fixture(code: str, kind: str) -> list[Finding]:
     """Findings of rule `code` on `fixtures/<code>/<kind>.json`, linted for every profile."""
     listing = parse_tool_list((FIXTURES / code / f"{kind}.json").read_text(encoding="utf-8"))
-    found = lint_tools(listing.tools, profiles=ALL_PROFILES, instructions=listing.instructions)
+    found = lint_tools(listing.tools, profiles=ALL_PROFILES, instructions=listing.instructions, groups="all")
     return [f for f in found if f.rule == code]
 
 

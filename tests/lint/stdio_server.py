@@ -35,7 +35,7 @@ def _tool(i: int) -> dict[str, Any]:
     return tool
 
 
-TOOLS = [_tool(i) for i in range(8)]
+TOOLS = [_tool(i) for i in range(int(os.environ.get("LINT_FIXTURE_TOOL_COUNT", "8")))]
 if os.environ.get("LINT_FIXTURE_EXTRA_TOOL"):  # proves the linter passes the caller's environment on
     TOOLS.append({**_tool(0), "name": os.environ["LINT_FIXTURE_EXTRA_TOOL"]})
 

@@ -121,11 +121,23 @@ def test_unknown_profile_and_protocol_are_refused() -> None:
         lint_tools(["not a tool"])  # type: ignore[list-item]
 
 
-def test_claude_code_prefix_budget_uses_the_server_name() -> None:
+def test_claude_code_prefix_budget_uses_the_config_key() -> None:
     tools = [tool("n" * 50)]
-    assert lint_tools(tools, profiles=["claude-code"]) == []  # fits with a 1-character server name
-    found = lint_tools(tools, profiles=["claude-code"], server_name="a-rather-long-server")
-    assert _rules(found) == ["SL008"] and "mcp__<server>__" in found[0].message
+    assert lint_tools(tools, profiles=["claude-code"], server_key="gh") == []  # 5 + 2 + 2 + 50 fits
+    assumed = lint_tools(tools, profiles=["claude-code"])  # an assumed 10-character key only warns
+    assert [(f.rule, f.severity) for f in assumed] == [("SL008", "warning")]
+    assert "assuming a 10-character config key" in assumed[0].message
+    found = lint_tools(tools, profiles=["claude-code"], server_key="a-rather-long-server")
+    assert [(f.rule, f.severity) for f in found] == [("SL008", "error")]
+    assert "mcp__a-rather-long-server__" in found[0].message
+
+
+def test_profiles_given_as_one_string_are_not_read_letter_by_letter() -> None:
+    tools = [tool("t", {"type": "object", "properties": {"a": {"type": ["string", "null"]}}})]
+    assert lint_tools(tools, profiles="all") == lint_tools(tools, profiles=ALL_PROFILES)
+    assert {c for f in lint_tools(tools, profiles="cursor") for c in f.clients} == {"cursor"}
+    with pytest.raises(ValueError, match="unknown profile"):
+        lint_tools(tools, profiles="cursor,netscape")
 
 
 def test_order_is_server_first_then_tools_in_list_order() -> None:
@@ -239,5 +251,5 @@ def test_payload_budget_names_the_tools_to_trim() -> None:
     tools = [tool(f"t{i}", description="x" * (3000 + i)) for i in range(20)]  # about 61 KB
     found = [f for f in lint_tools(tools, profiles=["claude-code"]) if f.rule == "SL006"]
     assert len(found) == 1 and found[0].tool is None and found[0].severity == "warning"
-    assert "all 20 tools would be lost" in found[0].message
+    assert "the 20 tools may not load" in found[0].message and "single reports" in found[0].message
     assert "(t19, t18, t17, t16" in found[0].message  # the largest first

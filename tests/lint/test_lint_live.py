@@ -170,3 +170,117 @@ def test_the_server_sees_the_callers_environment(
     monkeypatch.setenv("LINT_FIXTURE_EXTRA_TOOL", "from_env")
     code, body, _ = _run(capsys, "--stdio", STDIO, "--format", "json", "--timeout", "60")
     assert body is not None and body["tools"] == 9 and code == 1
+
+
+# --- mcpkit lint --config: a client's whole configuration -------------------------------------------
+
+PY = sys.executable
+NPM_MEMORY = Path(__file__).resolve().parents[2] / ".tools" / "node_modules" / ".bin" / "mcp-server-memory"
+LONG_TOOL = "a_tool_name_long_enough_to_overflow_claude_codes_sixty_four"
+
+
+def _claude_code_config(tmp_path: Path, http_url: str) -> Path:
+    servers: dict[str, Any] = {
+        "fixture-a": {"command": PY, "args": [str(SERVER)]},
+        "fixture-b": {
+            "command": PY,
+            "args": [str(SERVER)],
+            "env": {"LINT_FIXTURE_EXTRA_TOOL": "${LINT_TEST_UNSET_VAR:-" + LONG_TOOL + "}"},
+        },
+        "remote": {"type": "http", "url": http_url, "headers": {"Authorization": TOKEN}},
+        "broken": {"command": PY, "args": [str(SERVER), "--exit"]},
+    }
+    if NPM_MEMORY.exists():  # a real npm reference server, where `make npm-tools` installed one
+        servers["memory"] = {"command": str(NPM_MEMORY)}
+    path = tmp_path / ".mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return path
+
+
+def test_config_lints_every_server_with_its_key_and_across_servers(
+    http_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _claude_code_config(tmp_path, http_url)
+    code, body, err = _run(capsys, "--config", str(config), "--format", "json", "--timeout", "60")
+    assert body is not None, err
+    assert body["client"] == "claude-code" and code == 1
+    by_key = {s["key"]: s for s in body["servers"]}
+    assert by_key["fixture-a"]["tools"] == 8 and by_key["remote"]["tools"] == 8
+    assert by_key["fixture-b"]["tools"] == 9
+    # The broken server is reported with its own stderr, and the others were still linted.
+    assert "refusing to start" in by_key["broken"]["error"] and "broken" in err
+    # SL008 used the real key: mcp__fixture-b__<tool> is over 64, and only there.
+    long = [f for f in by_key["fixture-b"]["findings"] if f["rule"] == "SL008"]
+    assert long and "mcp__fixture-b__" + LONG_TOOL in long[0]["message"] and long[0]["severity"] == "error"
+    assert not [f for f in by_key["fixture-a"]["findings"] if f["rule"] == "SL008"]
+    # Across servers: the fixtures' tools collide by name (a note for Claude Code, which prefixes).
+    collisions = {f["tool"] for f in body["across"] if f["rule"] == "SL027"}
+    assert {"tool_0", "tool_7"} <= collisions
+    if NPM_MEMORY.exists():
+        assert any(f["rule"] == "SL021" for f in by_key["memory"]["findings"])
+
+
+def test_config_for_cursor_counts_the_budget_over_all_servers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / ".cursor"
+    folder.mkdir()
+    many = {"LINT_FIXTURE_TOOL_COUNT": "45"}
+    servers = {f"s{i}": {"command": PY, "args": [str(SERVER)], "env": many} for i in range(2)}
+    (folder / "mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    code, out, _ = (
+        main(["lint", "--config", str(folder / "mcp.json"), "--timeout", "60"]),
+        *capsys.readouterr(),
+    )
+    assert "cursor configuration, 2 server(s)" in out
+    assert "90 tools across 2 servers, over 80" in out  # SL014 over Cursor's 80, as a warning
+    assert "SL027 [warning]" in out  # Cursor does not prefix: collisions are warnings there
+    assert code == 1  # SL003 on tool_4 is an error for Cursor
+
+
+def test_vscode_config_reads_servers_and_inputs(
+    http_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / ".vscode"
+    folder.mkdir()
+    config = {
+        "inputs": [{"type": "promptString", "id": "token", "description": "API token", "password": True}],
+        "servers": {
+            "remote": {"type": "http", "url": http_url, "headers": {"Authorization": "${input:token}"}},
+            "local": {"type": "stdio", "command": PY, "args": ["${workspaceFolder}/server.py"]},
+        },
+    }
+    (folder / "mcp.json").write_text(json.dumps(config))
+    (tmp_path / "server.py").write_text(SERVER.read_text())
+    monkeypatch.setenv("MCPKIT_INPUT_token", TOKEN)
+    _, body, err = _run(capsys, "--config", str(folder / "mcp.json"), "--format", "json", "--timeout", "60")
+    assert body is not None, err
+    assert body["client"] == "vscode"
+    assert [(s["key"], s.get("tools")) for s in body["servers"]] == [("remote", 8), ("local", 8)]
+    assert any(f["rule"] == "SL004" for s in body["servers"] for f in s["findings"])  # VS Code's profile
+
+
+def test_a_prompted_input_that_is_not_supplied_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / ".vscode"
+    folder.mkdir()
+    config = {
+        "inputs": [{"type": "promptString", "id": "key"}],
+        "servers": {"s": {"command": PY, "args": [str(SERVER)], "env": {"KEY": "${input:key}"}}},
+    }
+    (folder / "mcp.json").write_text(json.dumps(config))
+    _, out, _ = (
+        main(["lint", "--config", str(folder / "mcp.json"), "--timeout", "60"]),
+        *capsys.readouterr(),
+    )
+    assert "set MCPKIT_INPUT_key" in out
+
+
+def test_a_config_without_servers_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "claude_desktop_config.json"
+    path.write_text(json.dumps({"globalShortcut": "Ctrl+Space"}))
+    assert main(["lint", "--config", str(path)]) == 2
+    assert "no servers" in capsys.readouterr().err

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft4Validator, Draft7Validator, Draft202012Validator
+from jsonschema import Draft4Validator, Draft7Validator, Draft202012Validator, FormatChecker
 
 from mcpkit.lint._metaschema import dialect_of, metaschema_errors
 from mcpkit.lint._refs import UNRESOLVED, recursive_refs, resolve
@@ -91,7 +91,9 @@ def _per_node_valid(schema: Any, dialect: str) -> bool:
 @pytest.mark.parametrize("dialect", sorted(DIALECTS))
 def test_agrees_with_jsonschema_check_schema(dialect: str) -> None:
     cls, uri = DIALECTS[dialect]
-    meta = cls(cls.META_SCHEMA, format_checker=cls.FORMAT_CHECKER)
+    # `pattern` is judged by SL023 with an ECMA-262 engine, not by the metaschema's Python `re` check.
+    formats = [name for name in cls.FORMAT_CHECKER.checkers if name != "regex"]
+    meta = cls(cls.META_SCHEMA, format_checker=FormatChecker(formats))
 
     @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(schemas(dialect))
@@ -109,7 +111,6 @@ def test_agrees_with_jsonschema_check_schema(dialect: str) -> None:
         ({"minLength": -1}, ("minLength",)),
         ({"minLength": 1.5}, ("minLength",)),
         ({"multipleOf": 0}, ("multipleOf",)),
-        ({"pattern": "[a-"}, ("pattern",)),
         ({"required": ["a", "a"]}, ("required",)),
         ({"properties": {"a": 5}}, ("properties", "a")),
         ({"anyOf": []}, ("anyOf",)),

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import mcpkit.lint.rules  # noqa: F401  (fills REGISTRY)
+from mcpkit.lint._defs import collapse_shared_defs
 from mcpkit.lint._finding import Finding
 from mcpkit.lint._profiles import PROTOCOLS, resolve_profiles
-from mcpkit.lint._rule import REGISTRY, LintContext, Rule, ToolView
-from mcpkit.lint._types import json_size
+from mcpkit.lint._rule import REGISTRY, LintContext, Rule, ToolView, resolve_groups
+from mcpkit.lint._types import json_size_flagged
 
 _ENVELOPE = len('{"tools":[]}')
 #: Below this many tools, forking workers costs more than it saves.
@@ -39,9 +40,11 @@ class LintReport:
 def lint_tools(
     tools: list[dict[str, Any]],
     *,
-    profiles: Sequence[str] | None = None,
+    profiles: str | Sequence[str] | None = None,
     protocol: str = "2025-11-25",
     instructions: str | None = None,
+    server_key: str | None = None,
+    groups: str | Sequence[str] | None = None,
     server_name: str | None = None,
 ) -> list[Finding]:
     """Lint a `tools/list` result for the selected client profiles.
@@ -51,30 +54,41 @@ def lint_tools(
 
     Args:
         tools: the `tools` array of a `tools/list` result (plain JSON: dicts, lists, strings, numbers).
-        profiles: names from `PROFILES`; `None` means `DEFAULT_PROFILES`.
+        profiles: names from `PROFILES` (a string is one name, `"all"`, `"default"` or a comma list);
+            `None` means `DEFAULT_PROFILES`.
         protocol: the MCP revision to judge against, one of `PROTOCOLS`.
         instructions: the server's `instructions` from `initialize`, if any.
-        server_name: the name clients prefix tool names with, when known (SL008 budgets).
+        server_key: the key the user gives the server in the client's config (`"github"` in
+            `{"mcpServers": {"github": ...}}`), which clients prefix tool names with (SL008). Unknown by
+            default: SL008 then assumes a `DEFAULT_KEY_LENGTH`-character key and only warns.
+        groups: rule groups from `GROUPS` (`"security"` is opt-in); `None` means `("compat",)`.
+        server_name: an older name of `server_key`.
 
     Returns:
         Findings ordered server-wide first, then by tool in list order, then by rule.
 
     Raises:
-        ValueError: an unknown profile or protocol.
+        ValueError: an unknown profile, group or protocol.
         TypeError: `tools` is not a list of objects.
     """
     return lint_report(
-        tools, profiles=profiles, protocol=protocol, instructions=instructions, server_name=server_name
+        tools,
+        profiles=profiles,
+        protocol=protocol,
+        instructions=instructions,
+        server_key=server_key if server_key is not None else server_name,
+        groups=groups,
     ).findings
 
 
 def lint_report(
     tools: list[dict[str, Any]],
     *,
-    profiles: Sequence[str] | None = None,
+    profiles: str | Sequence[str] | None = None,
     protocol: str = "2025-11-25",
     instructions: str | None = None,
-    server_name: str | None = None,
+    server_key: str | None = None,
+    groups: str | Sequence[str] | None = None,
     jobs: int = 1,
 ) -> LintReport:
     """`lint_tools` plus per-tool and total payload sizes (what `mcpkit lint` prints).
@@ -84,6 +98,7 @@ def lint_report(
             forked, so this is only used where `fork` exists and the caller runs no other thread.
     """
     selected = resolve_profiles(profiles)
+    chosen = resolve_groups(groups)
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; choose from {', '.join(PROTOCOLS)}")
     if not isinstance(tools, list):
@@ -91,7 +106,7 @@ def lint_report(
     for index, tool in enumerate(tools):
         if not isinstance(tool, dict):
             raise TypeError(f"tools[{index}] is not a JSON object")
-    settings = (selected, protocol, instructions, server_name)
+    settings = (selected, protocol, instructions, server_key, chosen)
     workers = _workers(jobs, len(tools))
     if workers > 1:
         sizes, ranked = _parallel(tools, settings, workers)
@@ -105,26 +120,30 @@ def lint_report(
             for f in rule.check_list():
                 ranked.append((rule.indexes.get(id(f), -1), f.rule, -1, f))
     ranked.sort(key=lambda item: item[:3])
-    return LintReport([item[3] for item in ranked], [(v.label, v.size) for v in views], payload)
+    findings = collapse_shared_defs([item[3] for item in ranked], tools)
+    return LintReport(findings, [(v.label, v.size) for v in views], payload)
 
 
-Settings = tuple[tuple[str, ...], str, str | None, str | None]
+Settings = tuple[tuple[str, ...], str, str | None, str | None, tuple[str, ...]]
 
 
 def _context(views: list[ToolView], settings: Settings, payload: int) -> LintContext:
-    selected, protocol, instructions, server_name = settings
+    selected, protocol, instructions, server_key, chosen = settings
     return LintContext(
         views,
         profiles=selected,
         protocol=protocol,
         instructions=instructions,
-        server_name=server_name,
+        server_key=server_key,
         payload_bytes=payload,
+        groups=chosen,
     )
 
 
 def _rules(ctx: LintContext) -> list[Rule]:
-    return [r for r in (cls(ctx) for _, cls in sorted(REGISTRY.items())) if r.applies()]
+    return [
+        r for r in (cls(ctx) for _, cls in sorted(REGISTRY.items()) if cls.group in ctx.groups) if r.applies()
+    ]
 
 
 def _workers(jobs: int, count: int) -> int:
@@ -162,7 +181,7 @@ def _lint_slice(
     tools: list[dict[str, Any]], settings: Settings, start: int, end: int
 ) -> tuple[list[int], list[Ranked]]:
     """Sizes of `tools[start:end]` and the per-tool findings, ranked for the final sort."""
-    views = [ToolView(i, tools[i], json_size(tools[i])) for i in range(start, end)]
+    views = [ToolView(i, tools[i], *json_size_flagged(tools[i])) for i in range(start, end)]
     ctx = _context(views, settings, 0)
     rules = _rules(ctx)
     tool_rules = [r for r in rules if type(r).check_tool is not Rule.check_tool]

@@ -19,6 +19,8 @@ class ToolList:
     instructions: str | None = None
     server_name: str | None = None
     source: str = "-"
+    #: The server's `serverInfo` from `initialize` (live servers only).
+    server_info: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
 

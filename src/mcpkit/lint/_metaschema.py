@@ -28,6 +28,7 @@ from jsonschema import (
     Draft7Validator,
     Draft201909Validator,
     Draft202012Validator,
+    FormatChecker,
     validators,
 )
 
@@ -114,7 +115,10 @@ def _known_keywords(cls: Any) -> frozenset[str] | None:
 
 @functools.cache
 def _meta_validator(cls: Any) -> Any:
-    return cls(cls.META_SCHEMA, format_checker=cls.FORMAT_CHECKER)
+    # Without "regex": Python's `re` is not the ECMA-262 dialect clients compile `pattern` with; SL023
+    # checks patterns with a real ECMA-262 engine instead.
+    formats = [name for name in cls.FORMAT_CHECKER.checkers if name != "regex"]
+    return cls(cls.META_SCHEMA, format_checker=FormatChecker(formats))
 
 
 # How a keyword's value enters the cache key (and the skeleton decoded from it).

@@ -43,21 +43,36 @@ DEFAULT_PROFILES: tuple[str, ...] = tuple(p.name for p in _ALL if p.kind != "api
 PROTOCOLS: tuple[str, ...] = ("2025-11-25", "2026-07-28")
 
 
-def resolve_profiles(names: Sequence[str] | None) -> tuple[str, ...]:
+def resolve_profiles(names: str | Sequence[str] | None) -> tuple[str, ...]:
     """Validate profile names and return them in `PROFILES` order (the default set for `None`).
+
+    A string is one name, `"all"`, `"default"`, or a comma-separated list (never read letter by letter).
 
     >>> resolve_profiles(["spec", "cursor"])
     ('cursor', 'spec')
+    >>> resolve_profiles("all") == tuple(PROFILES)
+    True
 
     Raises:
         ValueError: an unknown profile name, or an empty selection.
     """
     if names is None:
         return DEFAULT_PROFILES
-    wanted = set(names)
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    wanted: set[str] = set()
+    for name in names:
+        if name == "all":
+            wanted.update(PROFILES)
+        elif name == "default":
+            wanted.update(DEFAULT_PROFILES)
+        else:
+            wanted.add(name)
     unknown = sorted(wanted - PROFILES.keys())
     if unknown:
-        raise ValueError(f"unknown profile(s) {', '.join(unknown)}; choose from {', '.join(PROFILES)}")
+        raise ValueError(
+            f"unknown profile(s) {', '.join(unknown)}; choose from {', '.join(PROFILES)}, all, default"
+        )
     if not wanted:
         raise ValueError("no profile selected")
     return tuple(p for p in PROFILES if p in wanted)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcpkit.lint._load import InputError, ToolList
@@ -25,28 +25,40 @@ class ServerError(Exception):
     """The server could not be started, reached or initialised (exit code 2 in the CLI)."""
 
 
-def fetch_stdio(command: str, *, timeout: float = 30.0) -> ToolList:
+def fetch_stdio(
+    command: str | Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    timeout: float = 30.0,
+) -> ToolList:
     """Start `command` as a stdio MCP server, initialise, page through `tools/list`, stop it.
+
+    Args:
+        command: a shell-quoted command line, or the argv list itself.
+        env: variables added to the caller's environment for the server (a config file's `env`).
+        cwd: the server's working directory.
 
     Raises:
         ServerError: the command is empty, will not start, exits, or does not answer in time.
     """
-    argv = shlex.split(command)
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
     if not argv:
         raise ServerError("--stdio needs a command")
+    shown = command if isinstance(command, str) else shlex.join(argv)
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     # The user runs the command as from their shell, so it sees their environment (API keys and all),
     # not only the SDK's short safe list.
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env={**os.environ, **(env or {})}, cwd=cwd)
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
 
         async def run() -> ToolList:
             async with stdio_client(params, errlog=errlog) as (read, write):
-                return await _session(read, write, f"stdio:{command}")
+                return await _session(read, write, f"stdio:{shown}")
 
         try:
-            return _run(run, timeout, f"server {command!r}")
+            return _run(run, timeout, f"server {shown!r}")
         except ServerError as exc:
             errlog.seek(0)
             tail = errlog.read()[-800:].strip()
@@ -135,8 +147,12 @@ async def _session(read: Any, write: Any, source: str) -> ToolList:
             cursor = nxt
         else:
             raise InputError(f"{source}: tools/list did not end within {MAX_PAGES} pages")
-        name = init.server_info.name if init.server_info is not None else None
-        return ToolList(tools, instructions=init.instructions, server_name=name, source=source)
+        info = init.server_info
+        name = info.name if info is not None else None
+        dumped = info.model_dump(mode="json", by_alias=True, exclude_none=True) if info is not None else None
+        return ToolList(
+            tools, instructions=init.instructions, server_name=name, source=source, server_info=dumped
+        )
 
 
 async def _list_page(session: Any, params: dict[str, Any] | None) -> dict[str, Any]:

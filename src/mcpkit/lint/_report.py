@@ -19,12 +19,26 @@ def _where(f: Finding) -> str:
     return f"{f.tool if f.tool is not None else '<server>'}{f.path}"
 
 
+def clients_note(f: Finding) -> str:
+    """Who the finding is for, worded by what the evidence supports: only errors "break" a client.
+
+    >>> clients_note(Finding("SL013", "info", "t", "", "m", ("cursor",)))
+    '(note for: cursor)'
+    """
+    names = ", ".join(f.clients)
+    cls = REGISTRY.get(f.rule)
+    if cls is not None and cls.group == "security":
+        return "(security)"
+    if f.severity == "error":
+        return f"(breaks: {names})"
+    if f.severity == "warning":
+        return f"(may break: {names})"
+    return f"(note for: {names})"
+
+
 def render_text(report: LintReport, *, top: int = 20) -> str:
     """One line per finding, then a summary: counts, payload bytes, the largest tools."""
-    lines = [
-        f"{_where(f)}: {f.rule} [{f.severity}] {f.message} (breaks: {', '.join(f.clients)})"
-        for f in report.findings
-    ]
+    lines = [f"{_where(f)}: {f.rule} [{f.severity}] {f.message} {clients_note(f)}" for f in report.findings]
     counts = Counter(f.severity for f in report.findings)
     if lines:
         lines.append("")
@@ -75,7 +89,7 @@ def render_sarif(report: LintReport, *, artifact: str, version: str) -> str:
             "ruleId": f.rule,
             "ruleIndex": codes.index(f.rule),
             "level": _SARIF_LEVEL[f.severity],
-            "message": {"text": f"{f.message} (breaks: {', '.join(f.clients)})"},
+            "message": {"text": f"{f.message} {clients_note(f)}"},
             "locations": [
                 {
                     "physicalLocation": {"artifactLocation": {"uri": artifact}},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -15,6 +15,35 @@ from mcpkit.lint._walk import Node, walk
 REGISTRY: dict[str, type[Rule]] = {}
 
 RuleStatus = Literal["stable", "preview"]
+
+#: Rule groups: `compat` (will clients accept these tools?) runs by default; `security` (tool poisoning)
+#: is opt-in.
+GROUPS: tuple[str, ...] = ("compat", "security")
+DEFAULT_GROUPS: tuple[str, ...] = ("compat",)
+
+
+def resolve_groups(names: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Validate rule group names (`"all"` for every group; a string may be a comma list).
+
+    >>> resolve_groups("all")
+    ('compat', 'security')
+
+    Raises:
+        ValueError: an unknown group, or none.
+    """
+    if names is None:
+        return DEFAULT_GROUPS
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    wanted = set(GROUPS) if "all" in names else set(names)
+    unknown = sorted(wanted - set(GROUPS))
+    if unknown:
+        raise ValueError(f"unknown rule group(s) {', '.join(unknown)}; choose from {', '.join(GROUPS)}, all")
+    if not wanted:
+        raise ValueError("no rule group selected")
+    return tuple(g for g in GROUPS if g in wanted)
+
+
 _R = TypeVar("_R", bound="type[Rule]")
 
 
@@ -42,12 +71,15 @@ class ToolView:
         "output_schema",
         "raw",
         "size",
+        "suspicious",
     )
 
-    def __init__(self, index: int, raw: dict[str, Any], size: int) -> None:
+    def __init__(self, index: int, raw: dict[str, Any], size: int, suspicious: bool = True) -> None:
         self.index = index
         self.raw = raw
         self.size = size
+        #: Whether the tool's JSON text may hold control, bidi or lone-surrogate characters (SL024).
+        self.suspicious = suspicious
         name = raw.get("name")
         self.name: str | None = name if isinstance(name, str) else None
         self.label: str = self.name if self.name is not None else f"tools[{index}]"
@@ -85,15 +117,18 @@ class LintContext:
         profiles: tuple[str, ...],  # in PROFILES order
         protocol: str,
         instructions: str | None,
-        server_name: str | None,
+        server_key: str | None,
         payload_bytes: int,
+        groups: tuple[str, ...] = ("compat",),
     ) -> None:
         self.tools = tools
         self.profiles = profiles
         self.protocol = protocol
         self.instructions = instructions
-        self.server_name = server_name
+        #: The user's config key for this server, when known (clients prefix tool names with it).
+        self.server_key = server_key
         self.payload_bytes = payload_bytes
+        self.groups = groups
 
 
 class Rule:
@@ -107,6 +142,8 @@ class Rule:
     name: ClassVar[str]
     summary: ClassVar[str]
     status: ClassVar[RuleStatus] = "stable"
+    #: `compat` rules run by default; `security` rules only when asked for.
+    group: ClassVar[str] = "compat"
     #: The worst severity per profile; a profile missing here is never broken by this rule.
     severity: ClassVar[Mapping[str, Severity]]
     #: Whether `fix_tools` repairs (some of) its findings without changing meaning.
@@ -171,6 +208,8 @@ def register(cls: _R) -> _R:
         raise ValueError(f"rule id {code} registered twice")
     if not (len(code) == 5 and code.startswith("SL") and code[2:].isdigit()):
         raise ValueError(f"rule id {code!r} is not SL###")
+    if cls.group not in GROUPS:
+        raise ValueError(f"{code}: unknown group {cls.group!r}")
     unknown = set(cls.severity) - PROFILES.keys()
     if unknown:
         raise ValueError(f"{code}: unknown profile(s) {sorted(unknown)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 JSON_TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
@@ -68,3 +69,23 @@ def json_size(value: Any) -> int:
     """
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+#: In compact JSON text: an escaped C0 control other than \t \n \r, DEL, a lone surrogate (json.dumps
+#: keeps those raw with ensure_ascii=False), bidi controls, zero-width and tag characters.
+SUSPICIOUS_TEXT = re.compile(
+    r"\\u00(?:0[0-8bcefBCEF]|1[0-9a-fA-F]|7[fF])|\\[bf]|[\ud800-\udfff\u202a-\u202e\u2066-\u2069"
+    r"\u200b-\u200f\u2060-\u2064\ufeff\U000e0000-\U000e007f\x7f]"
+)
+
+
+def json_size_flagged(value: Any) -> tuple[int, bool]:
+    """`json_size(value)` and whether its text holds a character SL024 looks at (one dump for both).
+
+    >>> json_size_flagged({"a": "x\u202e"})
+    (12, True)
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    if text.isascii():
+        return len(text), "\\" in text and SUSPICIOUS_TEXT.search(text) is not None
+    return len(text.encode("utf-8", "surrogatepass")), SUSPICIOUS_TEXT.search(text) is not None

@@ -12,8 +12,9 @@ from typing import Any
 from mcpkit.lint._engine import lint_report
 from mcpkit.lint._fix import apply_fixes
 from mcpkit.lint._load import InputError, ToolList, parse_tool_list
-from mcpkit.lint._profiles import DEFAULT_PROFILES, PROFILES, PROTOCOLS
+from mcpkit.lint._profiles import DEFAULT_PROFILES, PROFILES, PROTOCOLS, resolve_profiles
 from mcpkit.lint._report import render_json, render_sarif, render_text
+from mcpkit.lint._rule import resolve_groups
 
 EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
@@ -38,6 +39,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--stdio", metavar="COMMAND", help='start a stdio server, e.g. --stdio "python server.py"'
     )
     source.add_argument("--url", metavar="URL", help="a Streamable HTTP server endpoint")
+    source.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a client's MCP config (claude_desktop_config.json, .mcp.json, .cursor/mcp.json, "
+        ".vscode/mcp.json): start every server, lint each with its key, then across servers",
+    )
+    parser.add_argument(
+        "--client",
+        choices=("claude-desktop", "claude-code", "cursor", "vscode"),
+        help="whose config --config reads (default: from the file's name and shape)",
+    )
     parser.add_argument(
         "--header",
         action="append",
@@ -51,7 +63,23 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--protocol", default="2025-11-25", choices=PROTOCOLS)
     parser.add_argument("--format", default="text", choices=("text", "json", "sarif"))
     parser.add_argument("--fix", metavar="OUT", help="write the tools with meaning-preserving fixes to OUT")
-    parser.add_argument("--server-name", metavar="NAME", help="server name clients prefix tools with (SL008)")
+    parser.add_argument(
+        "--server-key",
+        "--server-name",
+        dest="server_key",
+        metavar="KEY",
+        help="the key you give this server in your client's config; clients prefix tool names with it "
+        "(SL008; default: a 10-character key is assumed)",
+    )
+    parser.add_argument(
+        "--group",
+        default=None,
+        metavar="LIST",
+        help="rule groups: compat (default), security (tool poisoning, opt-in), or all",
+    )
+    parser.add_argument(
+        "--security", action="store_true", help="also run the security group (same as --group all)"
+    )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds for --stdio/--url (default 30)")
     parser.add_argument(
         "--sizes",
@@ -67,8 +95,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run `mcpkit lint` with parsed arguments; returns the exit code."""
+    if args.config is not None:
+        return _run_config(args)
     try:
         profiles = _profiles(args.profile)
+        _groups(args)
         listing = _load(args)
     except (InputError, ValueError) as exc:
         print(f"mcpkit lint: {exc}", file=sys.stderr)
@@ -94,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         profiles=profiles,
         protocol=args.protocol,
         instructions=listing.instructions,
-        server_name=args.server_name or listing.server_name,
+        server_key=args.server_key,
+        groups=_groups(args),
         jobs=args.jobs,
     )
     if args.format == "json":
@@ -106,18 +138,41 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_ERRORS if any(f.severity == "error" for f in report.findings) else EXIT_OK
 
 
-def _profiles(value: str | None) -> list[str] | None:
-    if value is None:
-        return None
-    if value.strip() == "all":
-        return list(PROFILES)
-    names = [p.strip() for p in value.split(",") if p.strip()]
-    unknown = [p for p in names if p not in PROFILES]
-    if unknown or not names:
-        raise ValueError(
-            f"unknown profile {', '.join(unknown) or repr(value)}; choose from {', '.join(PROFILES)}"
+def _run_config(args: argparse.Namespace) -> int:
+    from mcpkit.lint._config import lint_config, render_config_json, render_config_text
+
+    if args.fix or args.format == "sarif":
+        print("mcpkit lint: --config prints text or json (no --fix, no sarif)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        report = lint_config(
+            args.config,
+            client=args.client,
+            profiles=_profiles(args.profile),
+            groups=_groups(args),
+            protocol=args.protocol,
+            timeout=args.timeout,
         )
-    return names
+    except (InputError, ValueError) as exc:
+        print(f"mcpkit lint: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(render_config_json(report) if args.format == "json" else render_config_text(report))
+    failed = [r.entry.key for r in report.servers if r.report is None]
+    if failed:
+        print(f"mcpkit lint: could not start or reach: {', '.join(failed)}", file=sys.stderr)
+    errors = any(f.severity == "error" for r in report.servers if r.report for f in r.report.findings)
+    errors = errors or any(f.severity == "error" for f in report.across)
+    return EXIT_ERRORS if errors or failed else EXIT_OK
+
+
+def _profiles(value: str | None) -> tuple[str, ...] | None:
+    return None if value is None else resolve_profiles(value)
+
+
+def _groups(args: argparse.Namespace) -> tuple[str, ...] | None:
+    if args.security:
+        return resolve_groups("all" if args.group is None else f"{args.group},security")
+    return None if args.group is None else resolve_groups(args.group)
 
 
 def _load(args: argparse.Namespace) -> ToolList:

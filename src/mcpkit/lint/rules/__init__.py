@@ -21,6 +21,16 @@ from mcpkit.lint.rules import (
     sl018_format_unsupported,
     sl019_openai_strict_shape,
     sl020_unsupported_keyword,
+    sl021_output_schema_dialect,
+    sl022_property_key,
+    sl023_ecma_pattern,
+    sl024_unsafe_text,
+    sl025_nested_description,
+    sl026_tool_too_large,
+    sl027_cross_server_collision,
+    sl101_file_read_instruction,
+    sl102_conceal_from_user,
+    sl103_shadow_other_tools,
 )
 
 __all__ = [
@@ -44,4 +54,14 @@ __all__ = [
     "sl018_format_unsupported",
     "sl019_openai_strict_shape",
     "sl020_unsupported_keyword",
+    "sl021_output_schema_dialect",
+    "sl022_property_key",
+    "sl023_ecma_pattern",
+    "sl024_unsafe_text",
+    "sl025_nested_description",
+    "sl026_tool_too_large",
+    "sl027_cross_server_collision",
+    "sl101_file_read_instruction",
+    "sl102_conceal_from_user",
+    "sl103_shadow_other_tools",
 ]

@@ -18,6 +18,9 @@ _CLAUDE_CODE_MAX = 64
 #: Cursor: server name + tool name.
 _CURSOR_MAX = 60
 _VSCODE_MAX = 128
+#: The config key length assumed when the real key is unknown: the median of the keys in the
+#: servers' own README install snippets is about this long ("github", "filesystem", "playwright").
+DEFAULT_KEY_LENGTH = 10
 
 
 @register
@@ -31,9 +34,11 @@ class ToolNamePattern(Rule):
     suite use 1-64 and allow `/`). The Claude and OpenAI APIs require `^[a-zA-Z0-9_-]{1,64}$` and
     reject the whole request otherwise ("tools.46.custom.name: String should have at most 64
     characters"); Gemini requires a letter or `_` first and at most 64. Claude Code names tools
-    `mcp__<server>__<tool>`, which must still fit 64; Cursor limits server plus tool name to 60;
-    Copilot to 128. Without `--server-name` (or a live server's `serverInfo.name`) the prefix budget
-    assumes a one-character server name.
+    `mcp__<key>__<tool>`, which must still fit 64; Cursor limits key plus tool name to 60; Copilot to
+    128. The prefix is the key the *user* gives the server in the client's config (`"github"` in
+    `{"mcpServers": {"github": {...}}}`), not the server's `serverInfo.name`: pass it with
+    `--server-key` (or lint the whole config with `--config`). Without it the budget assumes a
+    10-character key and the finding is a warning, since the real key may be shorter.
 
     ## Example
     ```json
@@ -94,22 +99,28 @@ class ToolNamePattern(Rule):
             )
         if not _GEMINI.fullmatch(name):
             problems.append(("outside Gemini's [A-Za-z_][A-Za-z0-9_.:-]{0,63}", {"gemini": "error"}))
-        server = self.ctx.server_name
-        server_len = len(server) if server else 1
-        assumed = "" if server else " (assuming a 1-character server name)"
-        full = _CLAUDE_CODE_PREFIX + server_len + len(name)
+        key = self.ctx.server_key
+        # An assumed key can only warn: the real one may be shorter.
+        prefix_level: Severity = "error" if key else "warning"
+        key_len = len(key) if key else DEFAULT_KEY_LENGTH
+        assumed = (
+            ""
+            if key
+            else f" (assuming a {DEFAULT_KEY_LENGTH}-character config key; give it with --server-key)"
+        )
+        full = _CLAUDE_CODE_PREFIX + key_len + len(name)
         if full > _CLAUDE_CODE_MAX:
             problems.append(
                 (
-                    f"mcp__<server>__{name} is {full} characters, "
+                    f"mcp__{key or '<key>'}__{name} is {full} characters, "
                     f"over Claude Code's {_CLAUDE_CODE_MAX}{assumed}",
-                    {"claude-code": "error"},
+                    {"claude-code": prefix_level},
                 )
             )
-        if server_len + len(name) > _CURSOR_MAX:
+        if key_len + len(name) > _CURSOR_MAX:
             problems.append(
                 (
-                    f"server plus tool name is {server_len + len(name)} characters, "
+                    f"config key plus tool name is {key_len + len(name)} characters, "
                     f"over Cursor's {_CURSOR_MAX}"
                     f"{assumed}",
                     {"cursor": "warning"},

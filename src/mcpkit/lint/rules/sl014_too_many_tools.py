@@ -9,8 +9,8 @@ from mcpkit.lint._finding import Finding, Severity
 from mcpkit.lint._rule import Rule, register
 
 #: Per client: (most tools it uses, severity, what happens beyond).
-_BUDGETS: dict[str, tuple[int, Severity, str]] = {
-    "cursor": (40, "warning", "Cursor uses the first 40"),
+BUDGETS: dict[str, tuple[int, Severity, str]] = {
+    "cursor": (80, "warning", "Cursor warns above 80 tools in total; it used to take only the first 40"),
     "windsurf": (100, "warning", "Windsurf caps Cascade at 100 tools in total"),
     "vscode": (128, "warning", "Copilot sends at most 128 tools per request, built-ins included"),
     "openai-strict": (128, "error", "OpenAI rejects more than 128 tools"),
@@ -24,9 +24,10 @@ class TooManyTools(Rule):
 
     ## Why is this bad?
     Clients cap how many tools reach the model, and the cap counts every server plus built-ins:
-    Cursor used the first 40 (later raised to a warning at 80), Windsurf 100, VS Code / Copilot 128
-    per request, Antigravity 50; OpenAI's API rejects more than 128. Tools past the cap silently do
-    not exist for the model.
+    Cursor used the first 40 (single reports, 2025) and later moved to a warning at 80, so the budget
+    here is 80; Windsurf 100 (documented), VS Code / Copilot 128 per request (built-ins included),
+    Antigravity 50; OpenAI's API rejects more than 128. The budget counts every server of the
+    client's configuration: `mcpkit lint --config` checks the total.
 
     ## Example
     A server exposing one tool per REST endpoint: 180 tools.
@@ -44,15 +45,15 @@ class TooManyTools(Rule):
     code = "SL014"
     name = "too-many-tools"
     summary = "more tools than a client's budget (Cursor, Windsurf, VS Code / Copilot, ...)"
-    severity: ClassVar[Mapping[str, Severity]] = {client: level for client, (_, level, _) in _BUDGETS.items()}
+    severity: ClassVar[Mapping[str, Severity]] = {client: level for client, (_, level, _) in BUDGETS.items()}
 
     def check_list(self) -> Iterator[Finding]:
         tools = self.ctx.tools
-        for client, (budget, level, effect) in _BUDGETS.items():
+        for client, (budget, level, effect) in BUDGETS.items():
             if client not in self.ctx.profiles or len(tools) <= budget:
                 continue
             lost = [t.label for t in tools[budget:]]
             shown = ", ".join(lost[:5]) + (f" (+{len(lost) - 5} more)" if len(lost) > 5 else "")
             yield from self.report(
-                None, "", f"{len(tools)} tools, over {budget} ({effect}): would lose {shown}", {client: level}
+                None, "", f"{len(tools)} tools, over {budget} ({effect}): past it, {shown}", {client: level}
             )
