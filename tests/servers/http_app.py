@@ -2,6 +2,7 @@
 
 python tests/servers/http_app.py PORT [--tokens FILE] [--jwks FILE --issuer ISS --resource URL]
     [--scopes a,b] [--stateless] [--json] [--redis URL] [--name NAME] [--max-body N] [--max-concurrent N]
+    [--max-sessions N] [--sessions-per-client N] [--session-idle S] [--head-timeout S] [--body-timeout S]
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def main() -> None:
     parser.add_argument("--limit", type=int)
     parser.add_argument("--max-body", type=int, default=1_048_576)
     parser.add_argument("--max-concurrent", type=int, default=16)
+    parser.add_argument("--max-sessions", type=int, default=1000)
+    parser.add_argument("--sessions-per-client", type=int, default=16)
+    parser.add_argument("--session-idle", type=float, default=1800.0)
+    parser.add_argument("--head-timeout", type=float, default=10.0)
+    parser.add_argument("--body-timeout", type=float, default=30.0)
     opts = parser.parse_args()
     resource = opts.resource or f"http://127.0.0.1:{opts.port}/mcp"
     auth = None
@@ -91,6 +97,11 @@ def main() -> None:
         json_response=opts.json,
         max_body_bytes=opts.max_body,
         max_concurrent_per_client=opts.max_concurrent,
+        max_sessions=opts.max_sessions,
+        max_sessions_per_client=opts.sessions_per_client,
+        session_idle_timeout_s=opts.session_idle,
+        head_timeout_s=opts.head_timeout,
+        body_timeout_s=opts.body_timeout,
         graceful_s=10,
     )
 

@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from mcpkit.sql.cost import mysql_cost, postgres_cost
 from mcpkit.sql.demo import write_demo_sqlite
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.profiles import PostgresProfile
+from mcpkit.sql.profiles.mysql import mysql_cost
 from mcpkit.sql.service import SqlService
+
+postgres_cost = PostgresProfile().cost
 
 
 def _table(rows: int, filtered: float = 100, **more: object) -> dict[str, object]:

@@ -13,9 +13,9 @@ from sqlalchemy.engine import make_url
 
 from mcpkit.errors import Refused
 from mcpkit.sql.engines.base import Params, Rows
-from mcpkit.sql.engines.catalog import PostgresCatalog
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryTimeout
+from mcpkit.sql.profiles import PostgresCatalog
 from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import DbEnv
 

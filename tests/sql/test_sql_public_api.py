@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-MODULES = ["mcpkit.sql", "mcpkit.sql.admission", "mcpkit.sql.engines"]
+MODULES = ["mcpkit.sql", "mcpkit.sql.admission", "mcpkit.sql.engines", "mcpkit.sql.profiles"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -31,13 +31,15 @@ def test_modules_stay_small() -> None:
 
 
 DOCTESTED = [
-    "mcpkit.sql.cost",
+    "mcpkit.sql.profiles",
+    "mcpkit.sql.profiles.base",
+    "mcpkit.sql.profiles.postgres",
+    "mcpkit.sql.profiles.mysql.cost",
     "mcpkit.sql.dialects",
     "mcpkit.sql.shaping",
     "mcpkit.sql.render",
     "mcpkit.sql.demo",
     "mcpkit.sql.engines.fake",
-    "mcpkit.sql.engines.session",
     "mcpkit.sql.admission.admit",
     "mcpkit.sql.admission.functions",
     "mcpkit.sql.admission.lexical",

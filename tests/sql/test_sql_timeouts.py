@@ -16,10 +16,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.engines.mysql import MysqlSession
-from mcpkit.sql.engines.postgres import PostgresSession
-from mcpkit.sql.engines.sqlite import SqliteSession
 from mcpkit.sql.errors import QueryTimeout
+from mcpkit.sql.profiles import MysqlProfile, PostgresProfile, SqliteProfile
 from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import DbEnv
 
@@ -106,23 +104,23 @@ def test_mysql_forever_query_stops(sql: str, mysql_env: DbEnv) -> None:
 # --- the watchdog alone -----------------------------------------------------------------------
 
 
-class _PostgresNoLimit(PostgresSession):
+class _PostgresNoLimit(PostgresProfile):
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
         super().begin(dbapi, 3600.0, call_id)
 
 
-class _MysqlNoLimit(MysqlSession):
+class _MysqlNoLimit(MysqlProfile):
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
         super().begin(dbapi, 3600.0, call_id)
 
 
-class _SqliteNoLimit(SqliteSession):
+class _SqliteNoLimit(SqliteProfile):
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
         super().begin(dbapi, 3600.0, call_id)
 
 
 @pytest.mark.parametrize(
-    ("env_name", "kind", "sql"),
+    ("env_name", "profile", "sql"),
     [
         pytest.param("pg_env", _PostgresNoLimit, RECURSIVE, marks=pytest.mark.postgres, id="postgres"),
         pytest.param("mysql_env", _MysqlNoLimit, CROSS, marks=pytest.mark.mysql, id="mysql"),
@@ -130,11 +128,11 @@ class _SqliteNoLimit(SqliteSession):
     ],
 )
 def test_watchdog_interrupts_when_the_database_limit_is_missing(
-    env_name: str, kind: type[Any], sql: str, request: pytest.FixtureRequest
+    env_name: str, profile: type[Any], sql: str, request: pytest.FixtureRequest
 ) -> None:
     env: DbEnv = request.getfixturevalue(env_name)
     engine = SqlEngine(env.ro_url, grace_s=0.5)
-    engine.kind = kind()
+    engine.profile = profile()
     try:
         _times_out(SqlService(engine, timeout_s=LIMIT_S), sql)
     finally:

@@ -27,11 +27,11 @@ from sqlalchemy.engine import make_url
 
 from mcpkit.context import Context
 from mcpkit.errors import Refused
-from mcpkit.sql.engines.catalog import PostgresCatalog
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, MysqlLogin, RoleMap, session_setup, verify_roles
 from mcpkit.sql.models import QueryResult
+from mcpkit.sql.profiles import PostgresCatalog
 from mcpkit.sql.service import SqlService
 from tests.helpers import ROOT, free_port, python_server, run_mcpkit, text_of
 from tests.sql.sql_support import load_corpus, pg_admin

@@ -88,7 +88,8 @@ async def test_example_reports_run_through_the_official_client(service: SqlServi
     }
     assert schema["properties"]["region"]["default"] == "All"
     assert "Europe" in schema["properties"]["region"]["enum"]
-    assert listed["large_deals"].input_schema["properties"]["product"]["pattern"] == "^[A-Za-z0-9 ]{1,60}$"
+    product = listed["large_deals"].input_schema["properties"]["product"]
+    assert product["pattern"] == "^(?:^[A-Za-z0-9 ]{1,60}$)$"  # the file's anchors, and the whole value
     assert listed["top_products"].output_schema == listed["execute_query"].output_schema
     q = QueryResult.model_validate(quarterly.structured_content)
     assert q.columns == ["region", "quarter", "revenue", "units"] and q.row_count == 4
@@ -289,7 +290,7 @@ def test_masking_applies_to_reports(crm: CrmDb) -> None:
                     - name: probe
                       description: Filters on a masked column.
                       parameters:
-                        prefix: {type: string}
+                        prefix: {type: string, like: prefix}
                       sql: SELECT count(*) AS n FROM customers WHERE email LIKE :prefix
                     """
                 ),

@@ -11,6 +11,10 @@ an IPv4 address are handled before the tables: IPv4-mapped (::ffff:0:0/96) and N
 (64:ff9b::/96) are judged by the embedded address (the kernel or the NAT64 gateway delivers to
 it); IPv4-compatible (::/96), 6to4 (2002::/16) and Teredo (2001::/32) are refused outright, the
 reason naming what they embed.
+
+Cloud providers' special addresses (`mcpkit.egress.cloud`) are judged after the IANA tables:
+one outside them (Azure's WireServer) is refused as `cloud_platform`, and a denial of one inside
+them names the service in its detail.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
 from typing import Literal
+
+from mcpkit.egress.cloud import cloud_service
 
 __all__ = [
     "IPV4_DENY",
@@ -48,6 +54,7 @@ Reason = Literal[
     "embedded_ipv4",
     "site_local",
     "unique_local",
+    "cloud_platform",
 ]
 
 
@@ -132,11 +139,22 @@ _SIXTOFOUR = IPv6Network("2002::/16")
 _TEREDO = IPv6Network("2001::/32")
 
 
+def _with_cloud(ip: IPAddress, denial: Denial | None) -> Denial | None:
+    """`denial`, naming the cloud service `ip` is (or refusing it as one when the tables did not)."""
+    row = cloud_service(ip)
+    if row is None:
+        return denial
+    what = f"{row.provider} {row.service}"
+    if denial is None:
+        return Denial("cloud_platform", f"{ip} is {what}")
+    return Denial(denial.reason, f"{denial.detail}; {what}")
+
+
 def _judge_v4(ip: IPv4Address) -> Denial | None:
     for net, reason, name in IPV4_DENY:
         if ip in net:
-            return Denial(reason, f"{ip} is {name}")
-    return None
+            return _with_cloud(ip, Denial(reason, f"{ip} is {name}"))
+    return _with_cloud(ip, None)
 
 
 def _embedded(ip: IPv6Address) -> tuple[str, IPv4Address] | None:
@@ -169,12 +187,12 @@ def _judge_v6(ip: IPv6Address) -> Denial | None:
     if ip in _GLOBAL_UNICAST:
         for net, reason, name in IPV6_DENY_IN_GLOBAL:
             if ip in net:
-                return Denial(reason, f"{ip} is {name}")
-        return None
+                return _with_cloud(ip, Denial(reason, f"{ip} is {name}"))
+        return _with_cloud(ip, None)
     for net, reason, name in IPV6_DENY_OUTSIDE_GLOBAL:
         if ip in net:
-            return Denial(reason, f"{ip} is {name}")
-    return Denial("reserved", f"{ip} is outside IPv6 global unicast (2000::/3)")
+            return _with_cloud(ip, Denial(reason, f"{ip} is {name}"))
+    return _with_cloud(ip, Denial("reserved", f"{ip} is outside IPv6 global unicast (2000::/3)"))
 
 
 def judge_address(ip: IPAddress) -> Denial | None:

@@ -2,7 +2,9 @@
 
 The cap applies to the decoded bytes, and no single step produces more than the cap allows, so
 a decompression bomb costs at most `max_bytes` of memory: zlib's `max_length` bounds each
-call's output. Reading stops (and the connection is closed) as soon as the cap is passed.
+call's output. The bytes read off the wire are capped too (at `max_bytes` plus deflate's
+worst-case framing): a stream of empty deflate blocks decodes to nothing and would otherwise be
+read until the time limit. Reading stops (and the connection is closed) as soon as a cap is passed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ import httpx2
 from mcpkit.egress.errors import BadUpstreamResponse, ResponseTooLarge
 
 __all__ = ["read_capped"]
+
+# Compressed data is never much longer than what it decodes to: stored blocks add 5 bytes per
+# 64 KiB, gzip 18 bytes of header and trailer. More raw bytes than this over the cap is padding.
+_FRAMING_SLACK = 65_536
 
 
 class _Inflater:
@@ -69,7 +75,11 @@ async def read_capped(response: httpx2.Response, max_bytes: int, host: str) -> b
             raise BadUpstreamResponse(f"The response from {host} uses an unsupported content encoding.")
         inflater = None if encoding == "identity" else _Inflater(encoding)
         body = bytearray()
+        raw_read, raw_cap = 0, max_bytes + _FRAMING_SLACK
         async for chunk in response.aiter_raw():
+            raw_read += len(chunk)
+            if raw_read > raw_cap:
+                raise _too_large(host, max_bytes)
             budget = max_bytes - len(body) + 1
             try:
                 body += chunk if inflater is None else inflater.feed(chunk, budget)

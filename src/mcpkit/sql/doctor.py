@@ -64,7 +64,7 @@ def diagnose(engine: SqlEngine, *, timeout_s: float = 1.0) -> list[Check]:
     ]
     report = inspect_account(engine, call_id="doctor")
     checks.append(Check("ok", "dialect", f"{engine.dialect} ({report.version.split(' on ')[0]})"))
-    if engine.dialect == "sqlite":
+    if not engine.profile.has_accounts:
         checks.append(Check("ok", "superuser", "SQLite has no accounts; the file is opened read-only"))
     elif report.superuser:
         checks.append(Check("fail", "superuser", f"{report.user} is a superuser ({report.superuser_reason})"))

@@ -18,7 +18,6 @@ Functions that would run as someone else (SECURITY DEFINER, or a SET role clause
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -35,6 +34,8 @@ from mcpkit.errors import Refused
 from mcpkit.sql.admission import FunctionCatalog, FunctionRef
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.profiles import profile_for_dialect
+from mcpkit.sql.profiles.base import ROLE_NAME, quote_role
 from mcpkit.sql.service import SqlService
 
 if TYPE_CHECKING:
@@ -51,7 +52,6 @@ __all__ = [
     "verify_roles",
 ]
 
-ROLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
 _UNMAPPED: Final = "This server has no database role for your identity; ask its operator to map one."
 _DEFINERS: Final = (
     "SELECT n.nspname, p.proname FROM pg_catalog.pg_proc p"
@@ -62,32 +62,13 @@ _DEFINERS: Final = (
 )
 
 
-def quote_role(role: str) -> str:
-    """A validated role name as a quoted identifier.
-
-    >>> quote_role("analyst_emea")
-    '"analyst_emea"'
-
-    Raises:
-        SqlConfigError: not a plain role name.
-    """
-    if not ROLE_NAME.fullmatch(role):
-        raise SqlConfigError(f"role {role!r} is not a plain name (letters, digits, _ and $)")
-    return f'"{role}"'
-
-
 def session_setup(dialect: str, role: str) -> str | None:
     """The statement each call's session runs first for `role` (None: the login carries the role).
 
     >>> session_setup("postgres", "analyst_emea")
     'SET LOCAL ROLE "analyst_emea"'
     """
-    if dialect == "postgres":
-        return f"SET LOCAL ROLE {quote_role(role)}"
-    if dialect == "mysql":
-        quote_role(role)
-        return None
-    raise SqlConfigError(f"database roles per principal are not supported on {dialect}")
+    return profile_for_dialect(dialect).role_setup(role)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 from sqlalchemy.engine.reflection import Inspector
 
@@ -19,6 +19,7 @@ from mcpkit.sql.models import (
     TableEntry,
     TableList,
 )
+from mcpkit.sql.profiles import Profile
 
 __all__ = ["MAX_TABLES", "describe_table", "list_tables"]
 
@@ -28,25 +29,7 @@ MAX_TABLES: Final = 500
 _SYSTEM_SCHEMAS: Final = frozenset(
     {"information_schema", "pg_catalog", "pg_toast", "mysql", "performance_schema", "sys"}
 )
-_PG_READABLE: Final = (
-    "SELECT n.nspname, c.relname, c.reltuples::bigint FROM pg_catalog.pg_class c"
-    " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-    " WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND has_schema_privilege(n.oid, 'USAGE')"
-    " AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))"
-)
-_MYSQL_ROWS: Final = "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES"
 _NOT_FOUND: Final = "No readable table or view has that name; call list_tables to see the names."
-
-
-def _readable(conn: Connection, dialect: str) -> dict[tuple[str | None, str], int | None] | None:
-    # (schema, name) -> row estimate for what the account can read; None: every listed table.
-    if dialect == "postgres":
-        rows = conn.execute(text(_PG_READABLE)).all()
-        return {(s, n): (int(e) if e is not None and e >= 0 else None) for s, n, e in rows}
-    if dialect == "mysql":
-        rows = conn.execute(text(_MYSQL_ROWS)).all()
-        return {(s, n): (int(e) if e is not None else None) for s, n, e in rows}
-    return None
 
 
 def _schemas(insp: Inspector) -> list[str | None]:
@@ -54,8 +37,10 @@ def _schemas(insp: Inspector) -> list[str | None]:
     return list(names) or [None]
 
 
-def _entries(insp: Inspector, conn: Connection, dialect: str, only: str | None = None) -> list[TableEntry]:
-    readable = _readable(conn, dialect)
+def _entries(
+    insp: Inspector, conn: Connection, profile: Profile, only: str | None = None
+) -> list[TableEntry]:
+    readable = profile.readable(conn)
     out: list[TableEntry] = []
     for schema in [only] if only else _schemas(insp):
         for kind, names in (("table", insp.get_table_names(schema)), ("view", insp.get_view_names(schema))):
@@ -83,7 +68,7 @@ def list_tables(
         At most `MAX_TABLES` entries, `truncated` when there were more.
     """
     with engine.session(timeout_s, call_id) as (conn, _):
-        entries = _entries(inspect(conn), conn, engine.dialect, schema)
+        entries = _entries(inspect(conn), conn, engine.profile, schema)
     entries.sort(key=lambda e: (e.table_schema or "", e.name))
     return TableList(tables=entries[:MAX_TABLES], truncated=len(entries) > MAX_TABLES)
 
@@ -132,7 +117,7 @@ def describe_table(
     """
     with engine.session(timeout_s, call_id) as (conn, _):
         insp = inspect(conn)
-        entry = _locate(_entries(insp, conn, engine.dialect), name, schema)
+        entry = _locate(_entries(insp, conn, engine.profile), name, schema)
         if entry is None:
             refuse("not_found", _NOT_FOUND)
         s, n = entry.table_schema, entry.name

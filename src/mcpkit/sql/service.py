@@ -8,13 +8,12 @@ from typing import Any, Final, Literal, Protocol
 
 from mcpkit.errors import Refused, ToolError
 from mcpkit.sql.admission import Admitted, FunctionCatalog, FunctionPolicy, admit
-from mcpkit.sql.cost import mysql_cost, postgres_cost
 from mcpkit.sql.engines.base import Engine
-from mcpkit.sql.engines.catalog import PostgresCatalog
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError, refuse
 from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
+from mcpkit.sql.profiles import profile_of
 from mcpkit.sql.reflect import describe_table, list_tables
 from mcpkit.sql.render import render_description, render_markdown, render_table_list
 from mcpkit.sql.shaping import shape_rows
@@ -25,7 +24,6 @@ log = logging.getLogger("mcpkit.sql")
 
 DEFAULT_ROWS: Final = 25
 HARD_MAX_ROWS: Final = 5000
-_COSTED: Final = frozenset({"postgres", "mysql"})  # their EXPLAIN gives an estimate (mcpkit.sql.cost)
 
 
 class Note(Protocol):
@@ -50,9 +48,10 @@ class SqlService:
         max_rows: The hard maximum of `max_rows` per call (at most 5000).
         timeout_s: Per-call deadline for the database work.
         functions: Function policy (denylist, optional allowlist); the dialect's default if None.
-        catalog: Volatility lookup; "auto" uses `pg_proc` on PostgreSQL, None turns it off.
+        catalog: Volatility lookup; "auto" asks the database's profile (`pg_proc` on PostgreSQL),
+            None turns it off.
         max_cost: Refuse queries whose planner estimate is above this: PostgreSQL's and MySQL's
-            cost, MariaDB's estimated rows examined (see `mcpkit.sql.cost`).
+            cost, MariaDB's estimated rows examined (the profile's `cost`).
         masking: Sensitive columns to mask (`--mask`), with the schema they are resolved against.
     """
 
@@ -70,13 +69,15 @@ class SqlService:
         if not 1 <= max_rows <= HARD_MAX_ROWS:
             raise ValueError(f"max_rows must be between 1 and {HARD_MAX_ROWS}")
         self.engine = engine
+        self.profile = profile_of(engine)
         self.max_rows = max_rows
         self.timeout_s = timeout_s
         self.functions = functions or FunctionPolicy.for_dialect(engine.dialect)
+        self.profile.use_function_policy(self.functions)
         if catalog == "auto":
-            catalog = PostgresCatalog(engine) if engine.dialect == "postgres" else None
+            catalog = self.profile.function_catalog(engine)
         self.catalog: FunctionCatalog | None = catalog
-        if max_cost is not None and (max_cost <= 0 or engine.dialect not in _COSTED):
+        if max_cost is not None and (max_cost <= 0 or not self.profile.costed):
             raise SqlConfigError(
                 "--max-cost needs a positive ceiling and PostgreSQL or MySQL/MariaDB "
                 "(this database's planner states no estimate)"
@@ -161,9 +162,7 @@ class SqlService:
             )
 
     def _plan_cost(self, sql: str, call_id: str) -> float | None:
-        dialect = self.engine.dialect
-        if dialect not in _COSTED:
+        if not self.profile.costed:
             return None
-        explain = "EXPLAIN (FORMAT JSON) " if dialect == "postgres" else "EXPLAIN FORMAT=JSON "
-        document = self.engine.execute(explain + sql, None, 1, self.timeout_s, call_id).rows[0][0]
-        return postgres_cost(document) if dialect == "postgres" else mysql_cost(document)
+        document = self.engine.execute(self.profile.explain(sql), None, 1, self.timeout_s, call_id)
+        return self.profile.cost(document.rows[0][0])

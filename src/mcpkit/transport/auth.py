@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import jwt
@@ -23,6 +23,9 @@ from mcp.server.auth.provider import AccessToken
 
 from mcpkit.egress import GuardedClient
 from mcpkit.errors import DefinitionError, ToolError
+
+if TYPE_CHECKING:
+    from mcpkit.logs import Redactor
 
 __all__ = ["HttpAuth", "JWTVerifier", "StaticTokens", "load_tokens"]
 
@@ -71,7 +74,13 @@ class StaticTokens:
         self, entries: Sequence[tuple[str, str, tuple[str, ...]]], resource: str | None = None
     ) -> None:
         self._entries = [_Entry(p, hashlib.sha256(t.encode()).digest(), s) for p, t, s in entries]
+        self._tokens = tuple(t for _, t, _ in entries)  # only for the log redactor
         self.resource = resource
+
+    def register_secrets(self, redactor: Redactor) -> None:
+        """Have `redactor` scrub every token from the operator's log (a token pasted into a query, say)."""
+        for token in self._tokens:
+            redactor.add(token)
 
     @classmethod
     def from_file(cls, path: str | Path, resource: str | None = None) -> StaticTokens:
@@ -116,7 +125,7 @@ class JWTVerifier:
     refresh_s: float = 600.0
     leeway_s: float = 30.0
     groups_claim: str = "groups"
-    _keys: dict[str, Any] = field(default_factory=dict, init=False)
+    _keys: dict[str, _Key] = field(default_factory=dict, init=False)
     _fetched: float = field(default=0.0, init=False)
     _lock: anyio.Lock = field(default_factory=anyio.Lock, init=False)
 
@@ -137,30 +146,44 @@ class JWTVerifier:
         self._fetched = time.monotonic()
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        """The token's principal, or None (the SDK answers 401) for any token that does not verify.
+
+        Every failure is a refusal, never an exception: a malformed header, a key that does not fit
+        the header's algorithm, a claim of the wrong type. The log names the reason, never the token.
+        """
         try:
-            header = jwt.get_unverified_header(token)
-            key = await self._key(str(header.get("kid", "")))
-            if key is None:
-                log.info("bearer token refused: unknown signing key")
-                return None
-            claims: dict[str, Any] = jwt.decode(
-                token,
-                key=key,
-                algorithms=list(self.algorithms),
-                audience=self.audience,
-                issuer=self.issuer,
-                leeway=self.leeway_s,
-                options={"require": ["exp", "iss", "aud", "sub"]},
-            )
+            return await self._verify(token)
         except jwt.PyJWTError as exc:
             log.info("bearer token refused: %s", type(exc).__name__)
+        except _BadClaim as exc:
+            log.info("bearer token refused: %s", exc)
+        except Exception as exc:  # fail closed: an unforeseen token shape is a 401, never a 500
+            log.warning("bearer token refused: unexpected %s while verifying", type(exc).__name__)
+        return None
+
+    async def _verify(self, token: str) -> AccessToken | None:
+        header = jwt.get_unverified_header(token)
+        kid, alg = header.get("kid", ""), header.get("alg")
+        if not isinstance(kid, str) or not isinstance(alg, str) or alg not in self.algorithms:
+            raise _BadClaim("header names no accepted algorithm or a non-string key id")
+        jwk = await self._key(kid)
+        if jwk is None:
+            log.info("bearer token refused: unknown signing key")
             return None
-        scopes = claims.get("scope", "")
-        scope_list = scopes.split() if isinstance(scopes, str) else [str(s) for s in claims.get("scp", [])]
+        key = jwk.for_alg(alg)
+        claims: dict[str, Any] = jwt.decode(
+            token,
+            key=key,
+            algorithms=[alg],
+            audience=self.audience,
+            issuer=self.issuer,
+            leeway=self.leeway_s,
+            options={"require": ["exp", "iss", "aud", "sub"]},
+        )
         return AccessToken(
             token=token,
             client_id=str(claims["sub"]),
-            scopes=scope_list,
+            scopes=_scopes(claims),
             expires_at=int(claims["exp"]),
             resource=self.audience,
             subject=str(claims["sub"]),
@@ -172,7 +195,7 @@ class JWTVerifier:
         # Keys expire after refresh_s; an unknown key id refetches, but at most every 30 s.
         return age > self.refresh_s or (kid not in self._keys and age > _UNKNOWN_KID_REFETCH_S)
 
-    async def _key(self, kid: str) -> Any:
+    async def _key(self, kid: str) -> _Key | None:
         if self._stale(kid):
             async with self._lock:
                 if self._stale(kid):
@@ -202,22 +225,74 @@ class JWTVerifier:
         self._fetched = time.monotonic()
 
 
+class _BadClaim(ValueError):
+    """A signed token whose header or claims have the wrong shape."""
+
+
+@dataclass
+class _Key:
+    """One JWKS entry, bound to each algorithm it has been used with (built once per algorithm)."""
+
+    jwk: dict[str, Any]
+    bound: dict[str, jwt.PyJWK] = field(default_factory=dict)
+
+    def for_alg(self, alg: str) -> jwt.PyJWK:
+        """This key bound to `alg`, refusing an algorithm the key was not made for.
+
+        An entry that names its `alg` is used with that algorithm only; one that does not may be
+        used with an accepted algorithm of its key type (an RSA key with RS256 or PS256), never
+        with another type's (an ES256 header on an RSA key): PyJWT raises `InvalidKeyError`, and
+        then verifies with the bound algorithm whatever else the header says.
+        """
+        named = self.jwk.get("alg")
+        if named and named != alg:
+            raise _BadClaim(f"the key is for {named}, the token says {alg}")
+        key = self.bound.get(alg)
+        if key is None:
+            key = self.bound[alg] = jwt.PyJWK(self.jwk, algorithm=alg)
+        return key
+
+
+def _scopes(claims: Mapping[str, Any]) -> list[str]:
+    """`scope` (a space-separated string, RFC 9068) or `scp` (a string or a list of strings)."""
+    value = claims["scope"] if "scope" in claims else claims.get("scp", [])
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return list(value)
+    raise _BadClaim("the scope claim is neither a string nor a list of strings")
+
+
 def _groups(value: Any) -> list[str]:
     """A groups claim as a list of names: a JSON array of strings, or one space-separated string."""
     names = value.split() if isinstance(value, str) else value if isinstance(value, list) else []
     return [n[:256] for n in names if isinstance(n, str) and n][:_MAX_GROUPS]
 
 
-def _read_jwks_file(path: str) -> dict[str, Any]:
+def _read_jwks_file(path: str) -> dict[str, _Key]:
     """The keys of a JWKS file (a few kilobytes: read in place)."""
     return _parse_jwks(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
-def _parse_jwks(document: Any) -> dict[str, Any]:
-    """Key id -> verification key of a JWKS document."""
+def _parse_jwks(document: Any) -> dict[str, _Key]:
+    """Key id -> key of a JWKS document (PyJWT checks every entry now, so a bad one stops a load)."""
     if not isinstance(document, Mapping):
         raise ValueError("a JWKS document is a JSON object with a 'keys' array")
-    return {str(jwk.key_id or ""): jwk.key for jwk in jwt.PyJWKSet.from_dict(dict(document)).keys}
+    entries = document.get("keys")
+    if not isinstance(entries, list) or not entries:
+        raise ValueError("the JWKS has no 'keys'")
+    keys: dict[str, _Key] = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            continue
+        try:
+            jwt.PyJWK(entry)  # skip what PyJWT cannot use, as PyJWKSet does
+        except jwt.PyJWTError:
+            continue
+        keys[str(entry.get("kid") or "")] = _Key(dict(entry))
+    if not keys:
+        raise ValueError("the JWKS has no usable keys")
+    return keys
 
 
 @dataclass(frozen=True)

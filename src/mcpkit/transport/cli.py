@@ -18,7 +18,7 @@ __all__ = ["add_serving_arguments", "auth_from_args", "serve"]
 
 
 def add_serving_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add `--transport --host --port --stateless --json-response --tokens --jwt-* --redis` and friends."""
+    """Add `--transport --host --port --stateless --json-response --tokens --jwt-* --max-sessions`, ..."""
     group = parser.add_argument_group("serving")
     group.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     group.add_argument("--host", default="127.0.0.1", help="address to bind (HTTP; default 127.0.0.1)")
@@ -42,6 +42,20 @@ def add_serving_arguments(parser: argparse.ArgumentParser) -> None:
         "--jwt-groups-claim", default="groups", metavar="CLAIM", help="the JWT claim listing groups"
     )
     group.add_argument("--required-scope", action="append", default=[], dest="required_scopes")
+    group.add_argument(
+        "--max-sessions",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="open MCP sessions for the whole server (stateful HTTP; default 1000)",
+    )
+    group.add_argument(
+        "--max-sessions-per-client",
+        type=int,
+        default=16,
+        metavar="N",
+        help="open MCP sessions per caller: its token's principal, else its connection (default 16)",
+    )
     group.add_argument(
         "--redis",
         default=os.environ.get("MCPKIT_REDIS_URL"),
@@ -87,6 +101,9 @@ def auth_from_args(args: argparse.Namespace, server: Server) -> HttpAuth | None:
 
 def serve(server: Server, args: argparse.Namespace) -> int:
     """Serve `server` as the options say; returns the exit code."""
+    for option in ("max_sessions", "max_sessions_per_client"):
+        if getattr(args, option) < 1:
+            raise DefinitionError(f"--{option.replace('_', '-')} must be at least 1")
     if args.transport == "stdio":
         server.run_stdio()
         return 0
@@ -97,5 +114,7 @@ def serve(server: Server, args: argparse.Namespace) -> int:
         json_response=args.json_response,
         allowed_hosts=args.allowed_hosts,
         auth=auth_from_args(args, server),
+        max_sessions=args.max_sessions,
+        max_sessions_per_client=args.max_sessions_per_client,
     )
     return 0

@@ -1,85 +1,100 @@
-"""An ASGI gate before the MCP endpoint: refuse new work while draining, cap each client's concurrency."""
+"""Per-caller limits on the MCP endpoint, decided after authentication.
+
+The caller is who it provably is: the authenticated principal (issuer, subject, client id of
+the verified token), or without auth the TCP connection. Never a header the client writes: a
+made-up `Mcp-Session-Id` or a second `Authorization` header must not make a new caller (the
+guard refuses repeated headers before this runs). Two limits are keyed on it: the requests it
+may have in flight (429 beyond) and the MCP sessions it may hold open (429 beyond).
+
+The caller key is also left in the request's state (`request.state.mcpkit_caller`) for the
+layers below, so limits further in can use the same identity.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["ClientGate", "ServingState"]
+from mcpkit.transport.guard import refuse
+from mcpkit.transport.sessions import opening_caller
+
+if TYPE_CHECKING:
+    from mcpkit.transport.sessions import SessionManager
+
+__all__ = ["CALLER_STATE_KEY", "ClientGate", "caller_key"]
+
+CALLER_STATE_KEY = "mcpkit_caller"
 
 
-@dataclass
-class ServingState:
-    """Shared between the gate, the readiness probe and the shutdown hook."""
+def caller_key(scope: Scope) -> str:
+    """Who is calling: `p:<digest of the verified principal>`, else `c:<host>:<port>` of the connection.
 
-    draining: bool = False
-    in_flight: int = 0
-
-
-class ClientGate:
-    """Counts requests in flight per client: its MCP session, else its token, else its connection.
-
-    Over `max_concurrent` the request gets 429 with `Retry-After: 1`; once the server is draining,
-    new requests to the MCP endpoint get 503 (calls already running finish).
+    Keyed by a digest so neither the token nor a long subject is kept; a connection, never an
+    address, because a proxy or NAT shares one address among many callers.
     """
-
-    def __init__(self, app: ASGIApp, *, state: ServingState, path: str, max_concurrent: int) -> None:
-        self.app = app
-        self.state = state
-        self.path = path.rstrip("/") or "/"
-        self.max_concurrent = max_concurrent
-        self._per_client: Counter[str] = Counter()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].rstrip("/") != self.path:
-            await self.app(scope, receive, send)
-            return
-        if self.state.draining:
-            await _refuse(send, 503, "The server is shutting down; retry on another replica.", retry_after=1)
-            return
-        key = _client_key(scope)
-        if self._per_client[key] >= self.max_concurrent:
-            await _refuse(send, 429, "Too many concurrent requests from this client.", retry_after=1)
-            return
-        self._per_client[key] += 1
-        self.state.in_flight += 1
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.state.in_flight -= 1
-            self._per_client[key] -= 1
-            if not self._per_client[key]:
-                del self._per_client[key]
-
-
-def _client_key(scope: Scope) -> str:
-    headers: dict[bytes, bytes] = dict(scope.get("headers") or [])
-    session = headers.get(b"mcp-session-id")
-    if session:
-        return "s:" + session.decode("latin-1")[:128]
-    authorization = headers.get(b"authorization")
-    if authorization:  # keyed by a digest: the token itself is never kept
-        return "t:" + hashlib.sha256(authorization).hexdigest()[:32]
-    client = scope.get("client")  # else the TCP connection (never the address: a proxy shares it)
+    user = scope.get("user")
+    if isinstance(user, AuthenticatedUser):
+        who = authorization_context(user)
+        text = "\0".join(str(who[k] or "") for k in ("issuer", "subject", "client_id"))
+        return "p:" + hashlib.sha256(text.encode()).hexdigest()[:32]
+    client = scope.get("client")
     return f"c:{client[0]}:{client[1]}" if client else "c:unknown"
 
 
-async def _refuse(send: Send, status: int, message: str, *, retry_after: int) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"retry-after", str(retry_after).encode()),
-                (b"connection", b"close"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+class ClientGate:
+    """Caps each caller's requests in flight and, with `sessions`, its open sessions.
+
+    Over `max_concurrent` a POST gets 429 with `Retry-After: 1`; a request that would open a
+    session when the caller already holds `sessions.max_per_client` gets 429 too (the session
+    manager checks again under its lock, so a race cannot exceed the quota).
+    """
+
+    def __init__(self, app: ASGIApp, *, max_concurrent: int, sessions: SessionManager | None = None) -> None:
+        self.app = app
+        self.max_concurrent = max_concurrent
+        self.sessions = sessions
+        self._in_flight: Counter[str] = Counter()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        key = caller_key(scope)
+        scope.setdefault("state", {})[CALLER_STATE_KEY] = key
+        if scope["method"] != "POST":  # GET streams and DELETE: bounded by the session quota
+            await self.app(scope, receive, send)
+            return
+        if self._in_flight[key] >= self.max_concurrent:
+            await refuse(send, 429, "Too many concurrent requests from this client.", retry_after=1)
+            return
+        sessions = self.sessions
+        opens = sessions is not None and _opens_session(scope)
+        if opens and sessions is not None and sessions.at_quota(key):
+            await refuse(send, 429, "This client has too many open sessions; end one (DELETE) first.")
+            return
+        self._in_flight[key] += 1
+        token = opening_caller.set(key) if opens else None
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if token is not None:
+                opening_caller.reset(token)
+            self._in_flight[key] -= 1
+            if not self._in_flight[key]:
+                del self._in_flight[key]
+
+
+def _opens_session(scope: Scope) -> bool:
+    """A handshake-era POST without a session id: if it succeeds, a stateful session opens."""
+    version = None
+    for name, value in scope["headers"]:
+        if name == b"mcp-session-id":
+            return False
+        if name == b"mcp-protocol-version":
+            version = value.decode("latin-1")
+    return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS

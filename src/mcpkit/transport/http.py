@@ -9,20 +9,28 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp.server.auth.settings import AuthSettings
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
 from mcpkit.errors import DefinitionError
-from mcpkit.transport.auth import HttpAuth, JWTVerifier
-from mcpkit.transport.gate import ClientGate, ServingState
+from mcpkit.transport.auth import HttpAuth, JWTVerifier, StaticTokens
+from mcpkit.transport.gate import ClientGate
+from mcpkit.transport.guard import RequestGuard, ServingState
+from mcpkit.transport.runner import sse_drain, timed_h11
+from mcpkit.transport.sessions import SessionManager
 
 if TYPE_CHECKING:
-    from starlette.applications import Starlette
-
     from mcpkit.server import Server
 
 __all__ = ["http_app", "run_http", "security_settings"]
@@ -40,8 +48,8 @@ def security_settings(
     """
     hosts = list(allowed_hosts or ())
     if not hosts:
-        if _is_loopback(host):
-            hosts = [f"{name}:*" for name in _LOOPBACK_NAMES]
+        if _is_loopback(host):  # with or without a port: `Host: localhost` is what curl sends on :80
+            hosts = [f"{name}:*" for name in _LOOPBACK_NAMES] + list(_LOOPBACK_NAMES)
         elif host in ("0.0.0.0", "::", ""):  # noqa: S104 - refusing, not binding
             raise DefinitionError(
                 f"binding {host or '*'} needs allowed_hosts "
@@ -80,10 +88,18 @@ def http_app(
     allowed_origins: Sequence[str] | None = None,
     auth: HttpAuth | None = None,
     max_body_bytes: int = 1_048_576,
+    body_timeout_s: float = 30.0,
     max_concurrent_per_client: int = 16,
+    max_sessions: int | None = 1000,
+    max_sessions_per_client: int | None = 16,
+    session_idle_timeout_s: float | None = 1800.0,
     **sdk_options: Any,
 ) -> Starlette:
     """The Streamable HTTP ASGI app of `server`.
+
+    Layers, outermost first: the request guard (repeated headers 400, draining 503, body size and
+    time), bearer authentication, `RequireAuth` (401/403), the per-caller gate (concurrency and
+    session quota, keyed on the verified principal or the connection), the SDK's transport.
 
     Args:
         server: The server.
@@ -96,13 +112,42 @@ def http_app(
         allowed_origins: Origin header values to accept.
         auth: Bearer-token auth; without it the endpoint is open (bind to loopback, the default).
         max_body_bytes: Larger request bodies get 413.
-        max_concurrent_per_client: Requests one client (session, else token, else connection) may
-            have in flight; more get 429 with `Retry-After`.
-        sdk_options: Passed to the SDK's `streamable_http_app`.
+        body_timeout_s: A request body must arrive within this many seconds (else 408).
+        max_concurrent_per_client: Requests one caller (its verified principal, else its
+            connection) may have in flight; more get 429 with `Retry-After`.
+        max_sessions: Open sessions for the whole server (stateful mode); beyond, 503.
+        max_sessions_per_client: Open sessions per caller; beyond, 429. None: no quota.
+        session_idle_timeout_s: A session with no request for this long ends (its memory is freed).
+        sdk_options: Passed to the SDK's `StreamableHTTPSessionManager` (`event_store`,
+            `retry_interval`).
     """
     state = ServingState()
-    routes = [Route("/healthz", _health), Route("/readyz", partial(_ready, state=state))]
-    options: dict[str, Any] = {}
+    sessions = SessionManager(
+        server.lowlevel,
+        json_response=json_response,
+        stateless=stateless,
+        security_settings=security_settings(host, allowed_hosts, allowed_origins),
+        max_request_body_size=max_body_bytes,
+        session_idle_timeout=session_idle_timeout_s,
+        max_sessions=max_sessions,
+        max_per_client=max_sessions_per_client,
+        **sdk_options,
+    )
+    endpoint: ASGIApp = ClientGate(
+        StreamableHTTPASGIApp(sessions),
+        max_concurrent=max_concurrent_per_client,
+        sessions=None if stateless else sessions,
+    )
+    routes: list[Route] = []
+    middleware = [
+        Middleware(
+            RequestGuard,
+            state=state,
+            path=path,
+            max_body_bytes=max_body_bytes,
+            body_timeout_s=body_timeout_s,
+        )
+    ]
     if auth is not None:
         verifier = auth.verifier
         if isinstance(verifier, JWTVerifier) and verifier.audience.rstrip("/") != auth.resource_url.rstrip(
@@ -111,52 +156,76 @@ def http_app(
             raise DefinitionError(
                 "the JWT audience must be this server's resource URL (no token passthrough)"
             )
-        options = {
-            "auth": AuthSettings(
-                issuer_url=AnyHttpUrl((list(auth.authorization_servers) or [auth.resource_url])[0]),
-                resource_server_url=AnyHttpUrl(auth.resource_url),
-                required_scopes=list(auth.required_scopes) or None,
-                validate_token_resource=True,
+        if isinstance(verifier, StaticTokens):
+            verifier.register_secrets(server.redactor)  # a token pasted anywhere never reaches a log
+        resource = AnyHttpUrl(auth.resource_url)
+        issuer = AnyHttpUrl((list(auth.authorization_servers) or [auth.resource_url])[0])
+        scopes = list(auth.required_scopes)
+        middleware += [
+            Middleware(
+                AuthenticationMiddleware, backend=BearerAuthBackend(verifier, resource_server_url=resource)
             ),
-            "token_verifier": verifier,
-        }
-    app = server.lowlevel.streamable_http_app(
-        streamable_http_path=path,
-        json_response=json_response,
-        stateless_http=stateless,
-        host=host,
-        transport_security=security_settings(host, allowed_hosts, allowed_origins),
-        max_request_body_size=max_body_bytes,
-        custom_starlette_routes=routes,
-        **options,
-        **sdk_options,
-    )
+            Middleware(AuthContextMiddleware),
+        ]
+        endpoint = RequireAuthMiddleware(endpoint, scopes, build_resource_metadata_url(resource))
+        routes += create_protected_resource_routes(
+            resource_url=resource, authorization_servers=[issuer], scopes_supported=scopes or None
+        )
+    routes = [Route(path, endpoint=endpoint), *routes]
+    routes += [Route("/healthz", _health), Route("/readyz", partial(_ready, state=state))]
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lambda _: sessions.run())
     app.state.mcpkit = state
-    app.add_middleware(ClientGate, state=state, path=path, max_concurrent=max_concurrent_per_client)
+    app.state.sessions = sessions
     return app
 
 
 def run_http(
-    server: Server, *, host: str = "127.0.0.1", port: int = 8000, graceful_s: int = 30, **options: Any
+    server: Server,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    graceful_s: int = 30,
+    idle_timeout_s: int = 5,
+    head_timeout_s: float = 10.0,
+    **options: Any,
 ) -> None:
-    """Serve `server` with uvicorn until SIGINT/SIGTERM, then drain: finish running calls, refuse new ones."""
+    """Serve `server` with uvicorn until SIGINT/SIGTERM, then drain: finish running calls, refuse new ones.
+
+    Args:
+        server: The server.
+        host: The address to bind.
+        port: The port.
+        graceful_s: How long calls in flight may take to finish after SIGTERM.
+        idle_timeout_s: A kept-alive connection with no request for this long is closed.
+        head_timeout_s: A request's head (line and headers) must arrive within this long of the
+            connection opening or the previous response ending (else 408 and close).
+        options: For `http_app`.
+    """
     import uvicorn
 
     app = http_app(server, host=host, **options)
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=graceful_s, lifespan="on"
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=graceful_s,
+        timeout_keep_alive=idle_timeout_s,
+        http=timed_h11(head_timeout_s),
+        lifespan="on",
     )
     runner = uvicorn.Server(config)
     state: ServingState = app.state.mcpkit
     stop = runner.handle_exit
 
     def handle_exit(sig: int, frame: FrameType | None) -> None:
-        state.draining = True  # readiness fails and new MCP requests get 503 while calls finish
+        state.start_draining()  # readiness fails and new MCP requests get 503 while calls finish
         stop(sig, frame)
 
     runner.handle_exit = handle_exit  # type: ignore[method-assign]
     try:
-        runner.run()
+        with sse_drain(state):
+            runner.run()
     finally:
         anyio.run(server.aclose)
 

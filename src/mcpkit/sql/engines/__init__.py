@@ -11,6 +11,6 @@ __all__ = [
 ]
 
 from mcpkit.sql.engines.base import Column, Engine, Params, Rows
-from mcpkit.sql.engines.catalog import PostgresCatalog
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.engines.fake import FakeEngine
+from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog

@@ -15,34 +15,20 @@ from sqlalchemy.engine import Engine as SaEngine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from mcpkit.sql.dialects import normalize_url, sqlglot_dialect
+from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.engines.base import Column, Params, Rows
-from mcpkit.sql.engines.generic import GenericSession
-from mcpkit.sql.engines.mysql import MysqlSession
-from mcpkit.sql.engines.postgres import PostgresSession
-from mcpkit.sql.engines.session import SessionKind
-from mcpkit.sql.engines.sqlite import SqliteSession
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
+from mcpkit.sql.profiles import Profile, profile_for
 
-__all__ = ["SqlEngine", "session_kind_for"]
+__all__ = ["SqlEngine"]
 
 log = logging.getLogger("mcpkit.sql")
 
 
-def session_kind_for(url: URL) -> SessionKind:
-    """The per-database behaviour for a URL's backend (generic for untested dialects)."""
-    dialect = sqlglot_dialect(url)
-    if dialect == "postgres":
-        return PostgresSession()
-    if dialect == "mysql":
-        return MysqlSession()
-    if dialect == "sqlite":
-        return SqliteSession()
-    return GenericSession(dialect)
-
-
 class SqlEngine:
     """An `Engine` over SQLAlchemy: a new connection per call (`NullPool`), read-only by the database.
+
+    What differs per database (session set-up, interrupting, error classes) is the URL's profile.
 
     Args:
         dsn: A SQLAlchemy URL; `postgresql://` and `mysql://` pick psycopg and pymysql.
@@ -52,9 +38,11 @@ class SqlEngine:
 
     def __init__(self, dsn: str | URL, *, grace_s: float = 1.0) -> None:
         self.url = normalize_url(dsn)
-        self.kind: SessionKind = session_kind_for(self.url)
+        self.profile: Profile = profile_for(self.url)
         self._grace_s = grace_s
-        self._sa: SaEngine = create_engine(self.url, poolclass=NullPool, **self.kind.engine_options(self.url))
+        self._sa: SaEngine = create_engine(
+            self.url, poolclass=NullPool, **self.profile.engine_options(self.url)
+        )
         self._errors: tuple[type[BaseException], ...] = (SQLAlchemyError,)
         dbapi = getattr(self._sa.dialect, "loaded_dbapi", None)
         for name in ("Error", "Warning"):
@@ -65,7 +53,7 @@ class SqlEngine:
     @property
     def dialect(self) -> str:
         """The sqlglot dialect name."""
-        return self.kind.dialect
+        return self.profile.dialect
 
     @property
     def sa_engine(self) -> SaEngine:
@@ -74,7 +62,7 @@ class SqlEngine:
 
     def _fail(self, exc: BaseException, fired: bool, timeout_s: float, call_id: str) -> Exception:
         orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
-        outcome = "timeout" if fired else self.kind.classify(orig)
+        outcome = "timeout" if fired else self.profile.classify(orig)
         log.warning("sql call %s failed (%s): %s: %s", call_id, outcome, type(orig).__name__, orig)
         if outcome == "timeout":
             return QueryTimeout(timeout_s, call_id)
@@ -101,14 +89,14 @@ class SqlEngine:
         def interrupt() -> None:
             fired.set()
             try:
-                self.kind.interrupt(dbapi, self.url)
+                self.profile.interrupt(dbapi, self.url)
             except Exception:
                 log.exception("sql call %s: interrupting the statement failed", call_id)
 
         watchdog = threading.Timer(timeout_s + self._grace_s, interrupt)
         watchdog.daemon = True
         try:
-            self.kind.begin(dbapi, timeout_s, call_id)
+            self.profile.begin(dbapi, timeout_s, call_id)
             watchdog.start()
             yield conn, dbapi
         except self._errors as exc:
@@ -116,7 +104,7 @@ class SqlEngine:
         finally:
             watchdog.cancel()
             try:
-                self.kind.end(dbapi)
+                self.profile.end(dbapi)
             except Exception as exc:  # a broken connection is dropped, never reused
                 log.info("sql call %s: rollback failed (%s); dropping the connection", call_id, exc)
                 conn.invalidate()
@@ -141,7 +129,7 @@ class SqlEngine:
             if params is None:
                 cursor = dbapi.cursor()
                 try:
-                    self.kind.run(cursor, sql, call_id)
+                    self.profile.run(cursor, sql, call_id)
                     description = cursor.description
                     fetched = cursor.fetchmany(limit + 1) if description else []
                 finally:
@@ -152,7 +140,7 @@ class SqlEngine:
                 fetched = list(result.fetchmany(limit + 1)) if result.returns_rows else []
                 result.close()
             elapsed = time.perf_counter() - started
-            types = self.kind.type_names(dbapi, description) if description else []
+            types = self.profile.type_names(dbapi, description) if description else []
         columns = tuple(Column(str(d[0]), t) for d, t in zip(description or (), types, strict=False))
         log.debug("sql call %s: %d row(s) in %.1f ms", call_id, len(fetched), elapsed * 1000)
         return Rows(

@@ -5,6 +5,7 @@ is checked here: every `:name` must be a declared parameter and every parameter 
 is built in with admission's own rewrites; then the text to send is parsed again, its placeholders
 replaced by typed literals, and that copy must pass `admit` unchanged in meaning. Values are only
 ever bound by the driver (SQLAlchemy `text()` turns `:name` into its paramstyle), never spliced in.
+A parameter in a pattern position must be a `like:` parameter standing alone (see `like`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlglot import exp
 
 from mcpkit.sql.admission import REWRITES, FunctionCatalog, FunctionPolicy, admit, parse_statement, run_passes
 from mcpkit.sql.dialects import sent_dialect
+from mcpkit.sql.reports.like import like_problems, with_escape
 from mcpkit.sql.reports.spec import ParamSpec
 
 __all__ = ["BindError", "BoundSql", "prepare_sql", "with_literals"]
@@ -120,6 +122,7 @@ def prepare_sql(
         Refused: admission refused the query (the message says why).
     """
     types = {p.name: p.type for p in params}
+    like = {p.name: p.like for p in params if p.like}
     tree = parse_statement(sql, dialect)
     used = _placeholders(tree)
     unknown = sorted(set(used) - set(types))
@@ -128,6 +131,10 @@ def prepare_sql(
     unused = [p.name for p in params if p.name not in used]
     if unused:
         raise BindError(f"parameter {unused[0]!r} is declared but the SQL never uses :{unused[0]}")
+    misuse = like_problems(tree, like)
+    if misuse:
+        raise BindError("; ".join(misuse))
+    tree = with_escape(tree, like)
 
     def admitted(candidate: exp.Expr) -> str:
         literal = with_literals(candidate, types).sql(

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, create_model
 
+from mcpkit.sql.reports.pattern import anchored
 from mcpkit.sql.reports.spec import ParamSpec
 
 __all__ = ["input_model", "sample_value"]
@@ -29,7 +30,7 @@ def _field(p: ParamSpec) -> tuple[Any, Any]:
     if p.maximum is not None:
         limits["le"] = p.maximum
     if p.pattern is not None:
-        limits["pattern"] = p.pattern
+        limits["pattern"] = anchored(p.pattern)  # JSON Schema's pattern is a search: anchor it
     if p.max_length is not None and not p.enum:
         limits["max_length"] = p.max_length
     description = p.description or None

@@ -18,6 +18,8 @@ from pydantic import BaseModel
 
 from mcpkit.definition import NAME_PATTERN
 from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.reports.like import LIKE_MODES
+from mcpkit.sql.reports.pattern import full_match, pattern_problem
 from mcpkit.sql.reports.yaml_lines import Located, Path, load_located
 
 __all__ = ["PARAM_TYPES", "ParamSpec", "Problems", "ReportSpec", "ReportsError", "parse_reports"]
@@ -27,7 +29,19 @@ _REPORT_KEYS: Final = frozenset(
     {"name", "title", "description", "parameters", "sql", "max_rows", "cache_ttl_s", "output"}
 )
 _PARAM_KEYS: Final = frozenset(
-    {"type", "description", "enum", "minimum", "maximum", "pattern", "default", "required", "max_length"}
+    {
+        "type",
+        "description",
+        "enum",
+        "minimum",
+        "maximum",
+        "pattern",
+        "default",
+        "required",
+        "max_length",
+        "like",
+        "secret",
+    }
 )
 _PARAM_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _RESERVED: Final = frozenset(dir(BaseModel)) | frozenset(keyword.kwlist)
@@ -55,6 +69,8 @@ class ParamSpec:
     max_length: int | None = None
     default: Any = None
     required: bool = True
+    like: str | None = None
+    secret: bool = False
     line: int = 0
 
 
@@ -152,13 +168,26 @@ def _param(name: str, raw: Any, at: Path, p: Problems, report: str) -> ParamSpec
         p.add((*at, "minimum"), f"parameter {name!r}: minimum is above maximum", report)
     pattern = raw.get("pattern")
     if pattern is not None:
-        try:
-            if kind != "string" or not isinstance(pattern, str):
-                raise re.error("pattern needs a string parameter")
-            re.compile(pattern)
-        except re.error as exc:
-            p.add((*at, "pattern"), f"parameter {name!r}: bad pattern ({exc})", report)
+        why = (
+            "pattern needs a string parameter"
+            if kind != "string" or not isinstance(pattern, str)
+            else pattern_problem(pattern)
+        )
+        if why:
+            p.add((*at, "pattern"), f"parameter {name!r}: bad pattern ({why})", report)
             pattern = None
+    like = raw.get("like")
+    if like is not None and (kind != "string" or like not in LIKE_MODES):
+        p.add(
+            (*at, "like"),
+            f"parameter {name!r}: like is one of {', '.join(LIKE_MODES)} (string parameters)",
+            report,
+        )
+        like = None
+    secret = raw.get("secret", False)
+    if not isinstance(secret, bool):
+        p.add((*at, "secret"), f"parameter {name!r}: secret is true or false", report)
+        secret = False
     max_length = raw.get("max_length", 200 if kind == "string" and not enum else None)
     if max_length is not None and (kind != "string" or not isinstance(max_length, int) or max_length < 1):
         p.add((*at, "max_length"), f"parameter {name!r}: max_length is a positive integer (strings)", report)
@@ -179,7 +208,7 @@ def _param(name: str, raw: Any, at: Path, p: Problems, report: str) -> ParamSpec
             problem = "default is below minimum"
         if problem is None and hi is not None and _typed(kind, hi) and default > hi:
             problem = "default is above maximum"
-        if problem is None and pattern and not re.fullmatch(pattern, str(default)):
+        if problem is None and pattern and not full_match(pattern, str(default)):
             problem = "default does not match pattern"
         if problem:
             p.add((*at, "default"), f"parameter {name!r}: {problem}", report)
@@ -196,6 +225,8 @@ def _param(name: str, raw: Any, at: Path, p: Problems, report: str) -> ParamSpec
         max_length=max_length if isinstance(max_length, int) else None,
         default=default,
         required=required,
+        like=like,
+        secret=secret,
         line=p.doc.line(at),
     )
 

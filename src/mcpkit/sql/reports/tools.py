@@ -30,7 +30,8 @@ from mcpkit.sql.models import QueryResult
 from mcpkit.sql.render import render_markdown
 from mcpkit.sql.reports.bind import BindError, BoundSql, prepare_sql
 from mcpkit.sql.reports.inputs import input_model, sample_value
-from mcpkit.sql.reports.spec import Problems, ReportsError, ReportSpec, parse_reports
+from mcpkit.sql.reports.like import like_value
+from mcpkit.sql.reports.spec import ParamSpec, Problems, ReportsError, ReportSpec, parse_reports
 from mcpkit.sql.service import DEFAULT_ROWS, SqlService
 from mcpkit.sql.shaping import shape_rows
 
@@ -45,6 +46,15 @@ def _db_value(value: Any, dialect: str) -> Any:
     if isinstance(value, dt.date) and dialect == "sqlite":
         return value.isoformat()  # SQLite keeps dates as ISO text
     return value
+
+
+def _bind(params: Sequence[ParamSpec], values: dict[str, Any], dialect: str) -> dict[str, Any]:
+    """The values to bind: dates as the engine keeps them, `like:` values with wildcards escaped."""
+    out = {}
+    for p in params:
+        value = _db_value(values.get(p.name), dialect)
+        out[p.name] = like_value(p.like, value) if p.like else value
+    return out
 
 
 @dataclass(frozen=True)
@@ -77,7 +87,7 @@ class ReportRunner:
     def run(self, values: dict[str, Any], ctx: Context) -> QueryResult:
         """Bind `values` and run the report; the shaped, masked result."""
         engine = self.engine_for(ctx) if self.engine_for else self.service.engine
-        params = {n: _db_value(values.get(n), engine.dialect) for n in self.bound.names}
+        params = _bind(self.spec.params, values, engine.dialect)
         if self.calls is not None:
             self.calls.note(ctx.call_id, sql=self.sql)
         raw = engine.execute(self.sql, params, self.rows, self.service.timeout_s, ctx.call_id)
@@ -154,7 +164,7 @@ def _compile(
     except (BindError, Refused) as exc:
         p.items.append(sql_at + (exc.message if isinstance(exc, Refused) else str(exc)))
         return None
-    samples = {prm.name: _db_value(sample_value(prm), dialect) for prm in spec.params}
+    samples = _bind(spec.params, {prm.name: sample_value(prm) for prm in spec.params}, dialect)
     complaint = _explain(service.engine, plan.sql or bound.send, samples, service.timeout_s)
     if complaint:
         p.items.append(sql_at + f"the database rejects it: {complaint}")

@@ -1,6 +1,6 @@
-"""The planner's estimate of a query, read from `EXPLAIN` output (never `EXPLAIN ANALYZE`).
+"""The MySQL family's planner estimate, read from `EXPLAIN FORMAT=JSON` (never `EXPLAIN ANALYZE`).
 
-PostgreSQL and MySQL state a cost. MariaDB's `EXPLAIN FORMAT=JSON` states none (its
+MySQL states a cost. MariaDB's `EXPLAIN FORMAT=JSON` states none (its
 `Last_query_cost` is 0 for unions and correlated subqueries, so a ceiling on it is a hole), so
 there the estimate is the rows the plan examines: the nested-loop prefix products of each block,
 plus what its derived tables and subqueries examine, a correlated subquery once per outer row.
@@ -12,16 +12,10 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["mysql_cost", "postgres_cost"]
+__all__ = ["mysql_cost"]
 
 # Wrappers MariaDB puts around a table inside a nested loop.
 _TABLE_WRAPPERS = ("block-nl-join", "read_sorted_file", "filesort", "temporary_table", "duplicates_removal")
-
-
-def postgres_cost(document: Any) -> float:
-    """Total cost of the top plan node of `EXPLAIN (FORMAT JSON)`."""
-    plan = json.loads(document) if isinstance(document, str) else document
-    return float(plan[0]["Plan"]["Total Cost"])
 
 
 def mysql_cost(document: Any) -> float:

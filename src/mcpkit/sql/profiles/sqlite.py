@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -9,13 +10,14 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
-from sqlalchemy.engine import URL
+from sqlalchemy import text
+from sqlalchemy.engine import URL, Connection
 
 from mcpkit.sql.admission.functions import DENYLISTS, matches
-from mcpkit.sql.engines.session import Outcome
 from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.profiles.base import AccountReport, Outcome, Profile
 
-__all__ = ["SqliteSession"]
+__all__ = ["SqliteProfile"]
 
 # Pragmas with no side effects (the ones SQLite also offers as table-valued functions).
 _READ_PRAGMAS: Final = frozenset(
@@ -58,15 +60,21 @@ def _authorizer(action: int, arg1: str | None, arg2: str | None, db: str | None,
     return sqlite3.SQLITE_DENY
 
 
-class SqliteSession:
+class SqliteProfile(Profile):
     """Each call: the file opened read-only by SQLite itself, writes and ATTACH denied, a deadline.
 
     The deadline is a progress handler that aborts the VM (`interrupted`) once time is up, so a
-    runaway recursive CTE stops inside SQLite, not after it.
+    runaway recursive CTE stops inside SQLite, not after it. SQLite has no accounts: the process
+    reads the file, opened `mode=ro`.
     """
 
-    dialect = "sqlite"
+    name = "SQLite"
     read_only_enforced = True
+    has_accounts = False
+    forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
+
+    def __init__(self) -> None:
+        super().__init__("sqlite")
 
     def engine_options(self, url: URL) -> dict[str, Any]:
         """A creator that opens the file with `mode=ro` and turns `query_only` on."""
@@ -136,3 +144,10 @@ class SqliteSession:
         if "unable to open" in text:
             return "connection"
         return "other"
+
+    def inspect(self, conn: Connection, url: URL) -> AccountReport:
+        """The SQLite version and whether this process could write the file (mcpkit never does)."""
+        version = str(conn.execute(text("SELECT sqlite_version()")).scalar())
+        path = url.database or ""
+        writable = ["(the database file; mcpkit opens it read-only)"] if os.access(path, os.W_OK) else []
+        return AccountReport("sqlite", version, f"uid {os.getuid()}", False, None, writable)

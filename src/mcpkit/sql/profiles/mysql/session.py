@@ -8,7 +8,7 @@ from typing import Any, Final
 
 from sqlalchemy.engine import URL
 
-from mcpkit.sql.engines.session import Outcome, safe_call_id
+from mcpkit.sql.profiles.base import Outcome, Profile, safe_call_id
 
 __all__ = ["MysqlSession"]
 
@@ -50,7 +50,7 @@ _CODES: Final[dict[int, Outcome]] = {
 }
 
 
-class MysqlSession:
+class MysqlSession(Profile):
     """Each call: session and transaction READ ONLY, a statement time limit, a call-id comment.
 
     `SET SESSION TRANSACTION READ ONLY` matters: DDL commits the open transaction implicitly and
@@ -58,10 +58,11 @@ class MysqlSession:
     pymysql sends one statement per call (no MULTI_STATEMENTS flag).
     """
 
-    dialect = "mysql"
+    name = "MySQL/MariaDB"
     read_only_enforced = True
 
     def __init__(self) -> None:
+        super().__init__("mysql")
         self.mariadb: bool | None = None
 
     def engine_options(self, url: URL) -> dict[str, Any]:

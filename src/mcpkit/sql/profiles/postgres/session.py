@@ -7,7 +7,7 @@ from typing import Any, Final
 
 from sqlalchemy.engine import URL
 
-from mcpkit.sql.engines.session import Outcome, safe_call_id
+from mcpkit.sql.profiles.base import Outcome, Profile, safe_call_id
 
 __all__ = ["PostgresSession"]
 
@@ -20,7 +20,7 @@ _SESSION_SQL: Final = (
 )
 
 
-class PostgresSession:
+class PostgresSession(Profile):
     """Each call: `BEGIN READ ONLY`, local timeouts and identity, the query as a prepared statement.
 
     The query goes through the extended protocol (`prepare=True`), where the server itself
@@ -28,8 +28,11 @@ class PostgresSession:
     even if admission were wrong. `default_transaction_read_only` stays on for the session.
     """
 
-    dialect = "postgres"
+    name = "PostgreSQL"
     read_only_enforced = True
+
+    def __init__(self) -> None:
+        super().__init__("postgres")
 
     def engine_options(self, url: URL) -> dict[str, Any]:
         """Connect timeout; everything else is per call."""

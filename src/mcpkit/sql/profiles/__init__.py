@@ -1,0 +1,78 @@
+"""Database profiles: one per backend, chosen from one table by the URL's SQLAlchemy backend.
+
+Adding an engine is writing one `Profile` subclass (session, verification, catalog, cost, roles)
+and its tests, and naming it in `PROFILES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from sqlalchemy.engine import URL
+
+from mcpkit.sql.dialects import sqlglot_dialect
+from mcpkit.sql.profiles.base import AccountReport, Profile, safe_call_id
+from mcpkit.sql.profiles.generic import GenericProfile
+from mcpkit.sql.profiles.mysql import MysqlProfile
+from mcpkit.sql.profiles.postgres import PostgresCatalog, PostgresProfile
+from mcpkit.sql.profiles.sqlite import SqliteProfile
+
+if TYPE_CHECKING:
+    from mcpkit.sql.engines.base import Engine
+
+__all__ = [
+    "PROFILES",
+    "AccountReport",
+    "GenericProfile",
+    "MysqlProfile",
+    "PostgresCatalog",
+    "PostgresProfile",
+    "Profile",
+    "SqliteProfile",
+    "profile_for",
+    "profile_for_dialect",
+    "profile_of",
+    "safe_call_id",
+]
+
+PROFILES: Final[dict[str, Callable[[], Profile]]] = {
+    "postgresql": PostgresProfile,
+    "mysql": MysqlProfile,
+    "mariadb": MysqlProfile,
+    "sqlite": SqliteProfile,
+}
+"""SQLAlchemy backend name -> the profile of that database."""
+
+
+def profile_for(url: URL) -> Profile:
+    """A fresh profile for a URL's backend (the generic profile for untested backends).
+
+    >>> from mcpkit.sql.dialects import normalize_url
+    >>> profile_for(normalize_url("postgresql://u@h/db")).name
+    'PostgreSQL'
+    >>> profile_for(normalize_url("oracle://u@h/db")).dialect
+    'oracle'
+    """
+    make = PROFILES.get(url.get_backend_name())
+    return make() if make is not None else GenericProfile(sqlglot_dialect(url))
+
+
+def profile_of(engine: Engine) -> Profile:
+    """The profile an engine runs with; for engines without one (test fakes), its dialect's.
+
+    >>> from mcpkit.sql.engines.fake import FakeEngine
+    >>> profile_of(FakeEngine(lambda sql: ([], []), dialect="mysql")).name
+    'MySQL/MariaDB'
+    """
+    profile = getattr(engine, "profile", None)
+    return profile if isinstance(profile, Profile) else profile_for_dialect(engine.dialect)
+
+
+def profile_for_dialect(dialect: str) -> Profile:
+    """A fresh profile of the database a sqlglot dialect names (generic when none is known)."""
+    for make in PROFILES.values():
+        candidate = make()
+        if candidate.dialect == dialect:
+            return candidate
+    return GenericProfile(dialect)

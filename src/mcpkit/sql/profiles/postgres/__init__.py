@@ -1,0 +1,64 @@
+"""PostgreSQL: the read-only session, the role's verification, the catalog, the planner's cost."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Final
+
+from sqlalchemy import text
+from sqlalchemy.engine import URL, Connection
+
+from mcpkit.sql.profiles.base import AccountReport, Readable, quote_role
+from mcpkit.sql.profiles.postgres.account import inspect_postgres
+from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
+from mcpkit.sql.profiles.postgres.session import PostgresSession
+
+if TYPE_CHECKING:
+    from mcpkit.sql.admission import FunctionCatalog
+    from mcpkit.sql.engines.base import Engine
+
+__all__ = ["PostgresCatalog", "PostgresProfile"]
+
+_READABLE: Final = (
+    "SELECT n.nspname, c.relname, c.reltuples::bigint FROM pg_catalog.pg_class c"
+    " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+    " WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND has_schema_privilege(n.oid, 'USAGE')"
+    " AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))"
+)
+
+
+class PostgresProfile(PostgresSession):
+    """PostgreSQL 12+ through psycopg 3."""
+
+    forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
+    costed = True
+
+    def inspect(self, conn: Connection, url: URL) -> AccountReport:
+        """Superuser, file roles, writable tables of the role the calls run as."""
+        return inspect_postgres(conn)
+
+    def readable(self, conn: Connection) -> Readable:
+        """Relations the role can read (or read some columns of), with `reltuples` estimates."""
+        rows = conn.execute(text(_READABLE)).all()
+        return {(s, n): (int(e) if e is not None and e >= 0 else None) for s, n, e in rows}
+
+    def function_catalog(self, engine: Engine) -> FunctionCatalog:
+        """Volatility from `pg_proc`."""
+        return PostgresCatalog(engine)
+
+    def explain(self, sql: str) -> str:
+        """`EXPLAIN (FORMAT JSON)`."""
+        return "EXPLAIN (FORMAT JSON) " + sql
+
+    def cost(self, document: Any) -> float:
+        """Total cost of the top plan node.
+
+        >>> PostgresProfile().cost('[{"Plan": {"Total Cost": 12.5}}]')
+        12.5
+        """
+        plan = json.loads(document) if isinstance(document, str) else document
+        return float(plan[0]["Plan"]["Total Cost"])
+
+    def role_setup(self, role: str) -> str | None:
+        """`SET LOCAL ROLE "<role>"` inside the call's read-only transaction."""
+        return f"SET LOCAL ROLE {quote_role(role)}"

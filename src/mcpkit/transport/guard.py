@@ -1,0 +1,177 @@
+"""The first ASGI layer of the HTTP server: requests every later layer can read the same way.
+
+Before authentication and the SDK see a request, it is refused when a header that must appear
+once appears twice (400: Starlette, the auth backend and the SDK read the first copy, code that
+builds a dict reads the last, so two copies let a client be two callers at once); while the
+server drains, new MCP requests get 503; a request body must arrive within `body_timeout_s` (408)
+and fit `max_body_bytes` (413); the `Content-Type` media type is lower-cased (media types are
+case-insensitive, RFC 9110 8.3.1, and the SDK compares them exactly). It also counts the MCP
+calls in flight, so a draining server knows when the last one has answered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import anyio
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["SINGLE_HEADERS", "RequestGuard", "ServingState", "refuse"]
+
+SINGLE_HEADERS = frozenset(
+    {
+        b"authorization",
+        b"mcp-session-id",
+        b"mcp-protocol-version",
+        b"content-type",
+        b"content-length",
+        b"host",
+        b"origin",
+        b"last-event-id",
+    }
+)
+"""Headers a request may carry at most once (each names one value, RFC 9110 5.3)."""
+
+
+@dataclass
+class ServingState:
+    """Shared by the guard, the readiness probe and the shutdown hook.
+
+    Attributes:
+        draining: Set on SIGTERM/SIGINT: readiness fails, new MCP requests get 503.
+        in_flight: MCP requests (POST/DELETE) being answered; open GET streams are not counted.
+        on_quiet: Called once draining and no request is in flight (ends the GET streams).
+    """
+
+    draining: bool = False
+    in_flight: int = 0
+    on_quiet: list[Callable[[], None]] = field(default_factory=list)
+
+    def start_draining(self) -> None:
+        """Refuse new work from now on; once the calls in flight answer, run `on_quiet`."""
+        self.draining = True
+        self._maybe_quiet()
+
+    def _maybe_quiet(self) -> None:
+        if self.draining and self.in_flight == 0:
+            for callback in self.on_quiet:
+                callback()
+
+
+class RequestGuard:
+    """The outermost ASGI middleware (see the module docstring)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        state: ServingState,
+        path: str,
+        max_body_bytes: int,
+        body_timeout_s: float,
+    ) -> None:
+        self.app = app
+        self.state = state
+        self.path = path.rstrip("/") or "/"
+        self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        repeated = _repeated(scope["headers"])
+        if repeated is not None:
+            await refuse(send, 400, f"The {repeated} header must appear only once.")
+            return
+        if scope["path"].rstrip("/") != self.path:
+            await self.app(scope, receive, send)
+            return
+        if self.state.draining:
+            await refuse(send, 503, "The server is shutting down; retry on another replica.", retry_after=1)
+            return
+        scope = _lower_media_type(scope)
+        if scope["method"] == "GET":  # a standing stream, not a call: not counted
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] == "POST":
+            body = await self._read_body(receive, send)
+            if body is None:
+                return
+            receive = _replay(body, receive)
+        self.state.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.state.in_flight -= 1
+            self.state._maybe_quiet()
+
+    async def _read_body(self, receive: Receive, send: Send) -> list[Message] | None:
+        """The request's body messages, or None once a 408/413 has been sent."""
+        messages: list[Message] = []
+        size = 0
+        with anyio.move_on_after(self.body_timeout_s):
+            while True:
+                message = await receive()
+                messages.append(message)
+                if message["type"] != "http.request":
+                    return messages
+                size += len(message.get("body", b""))
+                if size > self.max_body_bytes:
+                    await refuse(send, 413, "The request body is too large.")
+                    return None
+                if not message.get("more_body", False):
+                    return messages
+        await refuse(send, 408, f"The request body did not arrive within {self.body_timeout_s:g} s.")
+        return None
+
+
+def _repeated(headers: list[tuple[bytes, bytes]]) -> str | None:
+    seen: set[bytes] = set()
+    for name, _ in headers:
+        if name in SINGLE_HEADERS:
+            if name in seen:
+                return name.decode("latin-1").title()
+            seen.add(name)
+    return None
+
+
+def _lower_media_type(scope: Scope) -> Scope:
+    headers = scope["headers"]
+    for i, (name, value) in enumerate(headers):
+        if name == b"content-type":
+            media, sep, params = value.partition(b";")
+            lowered = media.strip().lower()
+            if lowered != media:
+                headers = list(headers)
+                headers[i] = (name, lowered + sep + params)
+                return {**scope, "headers": headers}
+            break
+    return scope
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    pending = list(messages)
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay
+
+
+async def refuse(send: Send, status: int, message: str, *, retry_after: int | None = None) -> None:
+    """Answer with `status` and a JSON-RPC error body (no request id), closing the connection."""
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
