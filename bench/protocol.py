@@ -134,8 +134,10 @@ async def main() -> None:
     )
     print("calls/s, p50 and p99 from each server's best round; the ratios are medians of the per-round")
     print("ratios (each round runs the servers back to back, so noise hits them alike).\n")
-    print("| transport | server | calls/s | p50 ms | p99 ms | vs bare SDK | vs FastMCP |")
-    print("|---|---|---|---|---|---|---|")
+    with_base = BASELINE in SERVERS
+    extra_head, extra_rule = (" vs baseline |", "---|") if with_base else ("", "")
+    print(f"| transport | server | calls/s | p50 ms | p99 ms | vs bare SDK | vs FastMCP |{extra_head}")
+    print(f"|---|---|---|---|---|---|---|{extra_rule}")
     for transport in transports:
         for name in SERVERS:
             r = best[(name, transport)]
@@ -143,9 +145,16 @@ async def main() -> None:
             vs_fast = statistics.median(
                 a / b for a, b in zip(paired[(name, transport)], paired[("FastMCP", transport)], strict=True)
             )
+            vs_base = ""
+            if with_base:
+                ratio = statistics.median(
+                    a / b
+                    for a, b in zip(paired[(name, transport)], paired[(BASELINE, transport)], strict=True)
+                )
+                vs_base = f" {ratio:.2f}x |"
             print(
                 f"| {transport} | {name} | {r.calls_per_s:.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} | "
-                f"{vs_bare:.2f}x | {vs_fast:.2f}x |"
+                f"{vs_bare:.2f}x | {vs_fast:.2f}x |{vs_base}"
             )
 
 
