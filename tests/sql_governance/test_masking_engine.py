@@ -7,18 +7,22 @@ and refuses the shadow tables of virtual tables over them (FTS5 `_content`, `_da
 
 from __future__ import annotations
 
+import re
+import secrets as tokens
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import make_url
 
 from mcpkit.errors import Refused
 from mcpkit.sql.assemble import enforce_masks
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import QueryFailed
+from mcpkit.sql.errors import QueryFailed, SqlConfigError
 from mcpkit.sql.masking import MASKED, MaskPolicy, reflect_schema
 from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import mysql_admin, pg_admin
 from tests.sql_governance.conftest import CrmDb
 from tests.sql_governance.support import leaked, run_masked, secrets
 
@@ -168,3 +172,118 @@ def test_without_the_authorizer_these_routes_leak(unenforced: SqlService, sql: s
 def test_without_the_authorizer_filters_see_values(unenforced: SqlService) -> None:
     result, _ = unenforced.query("SELECT count(*) FROM customers WHERE email LIKE 'a%'", call_id="t")
     assert result.rows[0][0] > 0
+
+
+# --- PostgreSQL and MariaDB: column privileges, verified at start-up ---------------------------
+
+MASKED = {"customers": frozenset({"email", "ssn"}), "orders": frozenset({"ssn"})}
+
+
+def _statements(error: SqlConfigError) -> list[str]:
+    """The REVOKE/GRANT statements of each refusal line (before the explanation in parentheses)."""
+    out = []
+    for line in str(error).splitlines()[1:]:
+        fix = re.split(r" \((?:also|a SELECT) ", line.split(": ", 1)[1])[0]
+        out += [s.strip() for s in fix.split(";") if s.strip()]
+    return out
+
+
+@pytest.fixture
+def pg_reader(pg_crm: CrmDb) -> Iterator[tuple[str, str]]:
+    """A fresh login with SELECT on every table of the CRM schema, the way operators grant it."""
+    role = f"mcpkit_mcol_{tokens.token_hex(4)}"
+    with pg_admin(pg_crm.admin_url) as c:
+        c.execute(f"CREATE ROLE {role} LOGIN")
+        c.execute(f"GRANT USAGE ON SCHEMA {pg_crm.schema} TO {role}")
+        c.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {pg_crm.schema} TO {role}")
+        c.execute(f"ALTER ROLE {role} SET search_path = {pg_crm.schema}")
+    yield make_url(pg_crm.admin_url).set(username=role, password=None).render_as_string(False), role
+    with pg_admin(pg_crm.admin_url) as c:
+        c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
+        c.execute(f"DROP OWNED BY {role}")
+        c.execute(f"DROP ROLE {role}")
+
+
+@pytest.fixture
+def mysql_reader(mysql_crm: CrmDb) -> Iterator[tuple[str, str]]:
+    """A fresh account with SELECT on each CRM table (table-level grants)."""
+    user = f"mcpkit_mcol_{tokens.token_hex(4)}"
+    admin = mysql_admin(mysql_crm.admin_url)
+    with admin.cursor() as c:
+        c.execute(f"CREATE USER '{user}'@'%'")
+        for table in ("customers", "orders", "sales_demo"):
+            c.execute(f"GRANT SELECT ON {mysql_crm.schema}.{table} TO '{user}'@'%'")
+    url = make_url(mysql_crm.admin_url).set(username=user, password=None, database=mysql_crm.schema)
+    yield url.render_as_string(False), user
+    with admin.cursor() as c:
+        c.execute(f"DROP USER '{user}'@'%'")
+    admin.close()
+
+
+def _refuse_then_fix(url: str, run_admin: Callable[[str], None]) -> SqlService:
+    engine = SqlEngine(url)
+    with pytest.raises(SqlConfigError) as refused:
+        enforce_masks(engine, MASKED)
+    text = str(refused.value)
+    assert "customers" in text and "email" in text and "orders" in text and "REVOKE SELECT" in text
+    statements = _statements(refused.value)
+    assert [s.split()[0] for s in statements] == ["REVOKE", "GRANT"] * 2
+    for sql in statements:
+        run_admin(sql)
+    enforce_masks(engine, MASKED)  # a clean start now
+    return SqlService(engine, max_rows=500, timeout_s=10.0)
+
+
+def _after_fix(service: SqlService) -> None:
+    for sql in (
+        "SELECT email FROM customers",
+        "SELECT id FROM customers WHERE ssn LIKE '5%'",
+        "SELECT o.ssn FROM orders o",
+        "SELECT count(*) FROM customers c JOIN customers d ON c.email = d.email",
+    ):
+        with pytest.raises(QueryFailed) as denied:
+            service.query(sql, call_id="colgrant", max_rows=5)
+        assert denied.value.kind == "permission", sql
+    result, _ = service.query("SELECT id, name, region FROM customers ORDER BY id", call_id="c", max_rows=5)
+    assert len(result.rows) == 5 and not leaked(result, secrets())
+    service.engine.close()  # type: ignore[attr-defined]
+
+
+def test_postgres_refuses_a_role_that_reads_masked_columns_then_starts_clean(
+    pg_crm: CrmDb, pg_reader: tuple[str, str]
+) -> None:
+    url, _ = pg_reader
+
+    def run_admin(sql: str) -> None:
+        with pg_admin(pg_crm.admin_url) as c:
+            c.execute(sql)
+
+    service = _refuse_then_fix(url, run_admin)
+    # The route of issue 11 that the analysis once missed, straight to the database:
+    with pytest.raises(QueryFailed):
+        service.query("SELECT c.name AS leaked FROM customers AS c(id, nm, name)", call_id="c", max_rows=5)
+    _after_fix(service)
+
+
+@pytest.mark.mysql
+def test_mysql_refuses_an_account_that_reads_masked_columns_then_starts_clean(
+    mysql_crm: CrmDb, mysql_reader: tuple[str, str]
+) -> None:
+    url, _ = mysql_reader
+
+    def run_admin(sql: str) -> None:
+        admin = mysql_admin(mysql_crm.admin_url)
+        with admin.cursor() as c:
+            c.execute(sql)
+        admin.close()
+
+    _after_fix(_refuse_then_fix(url, run_admin))
+
+
+@pytest.mark.mysql
+def test_mysql_database_wide_select_is_refused(mysql_crm: CrmDb) -> None:
+    # The fixture's account holds SELECT ON db.*: the refusal says it must become per-table grants.
+    engine = SqlEngine(mysql_crm.url)
+    with pytest.raises(SqlConfigError, match=r"must be replaced by grants per table"):
+        enforce_masks(engine, MASKED)
+    engine.close()
