@@ -176,7 +176,7 @@ def test_without_the_authorizer_filters_see_values(unenforced: SqlService) -> No
 
 # --- PostgreSQL and MariaDB: column privileges, verified at start-up ---------------------------
 
-MASKED = {"customers": frozenset({"email", "ssn"}), "orders": frozenset({"ssn"})}
+MASKED_COLUMNS = {"customers": frozenset({"email", "ssn"}), "orders": frozenset({"ssn"})}
 
 
 def _statements(error: SqlConfigError) -> list[str]:
@@ -223,14 +223,14 @@ def mysql_reader(mysql_crm: CrmDb) -> Iterator[tuple[str, str]]:
 def _refuse_then_fix(url: str, run_admin: Callable[[str], None]) -> SqlService:
     engine = SqlEngine(url)
     with pytest.raises(SqlConfigError) as refused:
-        enforce_masks(engine, MASKED)
+        enforce_masks(engine, MASKED_COLUMNS)
     text = str(refused.value)
     assert "customers" in text and "email" in text and "orders" in text and "REVOKE SELECT" in text
     statements = _statements(refused.value)
     assert [s.split()[0] for s in statements] == ["REVOKE", "GRANT"] * 2
     for sql in statements:
         run_admin(sql)
-    enforce_masks(engine, MASKED)  # a clean start now
+    enforce_masks(engine, MASKED_COLUMNS)  # a clean start now
     return SqlService(engine, max_rows=500, timeout_s=10.0)
 
 
@@ -285,5 +285,5 @@ def test_mysql_database_wide_select_is_refused(mysql_crm: CrmDb) -> None:
     # The fixture's account holds SELECT ON db.*: the refusal says it must become per-table grants.
     engine = SqlEngine(mysql_crm.url)
     with pytest.raises(SqlConfigError, match=r"must be replaced by grants per table"):
-        enforce_masks(engine, MASKED)
+        enforce_masks(engine, MASKED_COLUMNS)
     engine.close()
