@@ -103,6 +103,7 @@ class Taint:
         self.by_expr = {id(s.expression): s for s in self.scopes}
         self.outs: dict[int, tuple[Out, ...]] = {}
         self.rewrites: dict[int, str | None] = {}  # REF index -> type of the masked value
+        self.star_values: list[tuple[exp.Expr, str | None]] = []  # `*` columns carrying one, with type
 
     def run(self) -> tuple[Out, ...]:
         """Outputs of the root scope; raises `Refused` on a leaking use."""
@@ -334,6 +335,7 @@ class Taint:
                 self.rewrites[marker] = ref.type  # the database gets a typed NULL instead
             elif bare:
                 live = True  # `*` passing the raw value on; masked on the way out
+                self.star_values.append((node, ref.type))
             else:
                 refuse_mask("a masked value from * used in an expression")
         return Out(name, tainted=True, live=live, type=refs[0][1].type, shown=shown)
