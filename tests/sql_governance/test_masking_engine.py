@@ -31,7 +31,7 @@ POLICY = MaskPolicy.of(["customers.email", "*.ssn"])
 # Copies of masked text in virtual tables: an external-content FTS5 index over customers, a
 # standalone FTS5 table whose ssn column the policy masks (its `_content` holds the text), and an
 # FTS4 table that copies the emails under a masked name.
-_FTS = (
+FTS_TABLES = (
     "CREATE VIRTUAL TABLE customers_fts USING fts5(name, email, content='customers', content_rowid='id')",
     "INSERT INTO customers_fts(customers_fts) VALUES ('rebuild')",
     "CREATE VIRTUAL TABLE ids USING fts5(name, ssn)",
@@ -79,7 +79,7 @@ def fts_db(sqlite_crm: CrmDb, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("fts") / "crm_fts.db"
     path.write_bytes(Path(sqlite_crm.url.removeprefix("sqlite:///")).read_bytes())
     with sqlite3.connect(path) as db:
-        for sql in _FTS:
+        for sql in FTS_TABLES:
             db.execute(sql)
     db.close()
     return path
