@@ -22,6 +22,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, SqlConfigError
 from mcpkit.sql.masking import MASKED, MaskPolicy, reflect_schema
 from mcpkit.sql.service import SqlService
+from tests.helpers import run_mcpkit
 from tests.sql.sql_support import mysql_admin, pg_admin
 from tests.sql_governance.conftest import CrmDb
 from tests.sql_governance.support import leaked, run_masked, secrets
@@ -306,3 +307,64 @@ def test_mysql_database_wide_select_is_refused(mysql_crm: CrmDb) -> None:
     with pytest.raises(SqlConfigError, match=r"must be replaced by grants per table"):
         enforce_masks(engine, MASKED_COLUMNS)
     engine.close()
+
+
+# --- `mcpkit sql grant --mask`: column privileges that start clean -------------------------------
+
+
+def _grant_script(admin_url: str, role: str, tables: str, masks: Path) -> list[str]:
+    done = run_mcpkit(
+        "sql", "grant", "--dsn", admin_url, "--role", role, "--tables", tables, "--mask", str(masks)
+    )
+    assert done.returncode == 0, done.stderr
+    body = "\n".join(line for line in done.stdout.splitlines() if not line.startswith("--"))
+    return [s.strip().rstrip(";") for s in body.split(";\n") if s.strip().rstrip(";")]
+
+
+@pytest.fixture
+def masks_file(tmp_path: Path) -> Path:
+    path = tmp_path / "masks.yaml"
+    path.write_text("masks:\n  - customers.email\n  - '*.ssn'\n", encoding="utf-8")
+    return path
+
+
+def test_postgres_grant_with_masks_starts_clean(pg_crm: CrmDb, masks_file: Path) -> None:
+    role = f"mcpkit_mgr_{tokens.token_hex(4)}"
+    tables = f"{pg_crm.schema}.customers,{pg_crm.schema}.orders"
+    script = _grant_script(pg_crm.admin_url, role, tables, masks_file)
+    assert any("GRANT SELECT (" in s and "customers" in s and "email" not in s for s in script)
+    try:
+        with pg_admin(pg_crm.admin_url) as c:
+            for sql in script:
+                c.execute(sql)
+        url = make_url(pg_crm.admin_url).set(username=role).render_as_string(False)
+        engine = SqlEngine(url)
+        enforce_masks(engine, MASKED_COLUMNS)  # no finding: a clean start
+        _after_fix(SqlService(engine, max_rows=500, timeout_s=10.0))
+    finally:
+        with pg_admin(pg_crm.admin_url) as c:
+            c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
+            c.execute(f"DROP OWNED BY {role}")
+            c.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+@pytest.mark.mysql
+def test_mysql_grant_with_masks_starts_clean(mysql_crm: CrmDb, masks_file: Path) -> None:
+    user = f"mcpkit_mgr_{tokens.token_hex(4)}"
+    tables = f"{mysql_crm.schema}.customers,{mysql_crm.schema}.orders"
+    script = _grant_script(mysql_crm.admin_url, user, tables, masks_file)
+    assert any("GRANT SELECT (" in s and "customers" in s and "email" not in s for s in script)
+    password = script[0].split("IDENTIFIED BY '")[1].split("'")[0]
+    admin = mysql_admin(mysql_crm.admin_url)
+    try:
+        with admin.cursor() as c:
+            for sql in script:
+                c.execute(sql)
+        url = make_url(mysql_crm.admin_url).set(username=user, password=password, database=mysql_crm.schema)
+        engine = SqlEngine(url.render_as_string(False))
+        enforce_masks(engine, MASKED_COLUMNS)
+        _after_fix(SqlService(engine, max_rows=500, timeout_s=10.0))
+    finally:
+        with admin.cursor() as c:
+            c.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        admin.close()
