@@ -18,13 +18,20 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from mcpkit.errors import Refused
+from mcpkit.sql.assemble import enforce_masks
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.masking import MaskPolicy, reflect_schema
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.service import SqlService
 from tests.sql_governance.conftest import CrmDb
-from tests.sql_governance.support import run_masked
+from tests.sql_governance.support import load_corpus, run_masked
+from tests.sql_governance.test_masking_engine import (
+    FTS_TABLES,
+    NULLED_ROUTES,
+    SHADOW_ROUTES,
+    VTAB_ROUTES,
+)
 
 POLICY = MaskPolicy.of(["customers.email", "*.ssn"])
 MASKED_COLS = ("c.email", "c.ssn")
@@ -139,3 +146,64 @@ def test_the_twins_really_differ(twins: tuple[SqlService, SqlService]) -> None:
     a, b = twins
     sql = "SELECT count(*) FROM customers WHERE email LIKE 'a%'"
     assert a.query(sql, call_id="t")[0].rows != b.query(sql, call_id="t")[0].rows
+
+
+@pytest.fixture(scope="module")
+def enforced_twins(
+    sqlite_crm: CrmDb, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[SqlService, SqlService]]:
+    """The twins with FTS5/FTS4 copies of the masked text, each opened with the masks enforced."""
+    source = Path(sqlite_crm.url.removeprefix("sqlite:///"))
+    services = []
+    for scramble in (False, True):
+        path = tmp_path_factory.mktemp("etwin") / "demo.db"
+        path.write_bytes(source.read_bytes())
+        if scramble:
+            _scramble(path)
+        with sqlite3.connect(path) as db:
+            for sql in FTS_TABLES:
+                db.execute(sql)
+        db.close()
+        engine = SqlEngine(f"sqlite:///{path}")
+        enforce_masks(engine, POLICY.masked_tables(reflect_schema(engine.sa_engine)))
+        services.append(SqlService(engine, max_rows=500, timeout_s=10.0))
+    yield services[0], services[1]
+    for s in services:
+        s.engine.close()  # type: ignore[attr-defined]
+
+
+def _raw(service: SqlService, sql: str) -> object:
+    try:
+        result, _ = service.query(sql, call_id="twin", max_rows=500)
+    except Refused:
+        return "refused"
+    except QueryFailed as exc:
+        return f"failed {exc.kind}"
+    return (result.columns, result.rows)
+
+
+def test_the_engine_alone_answers_the_twins_alike(enforced_twins: tuple[SqlService, SqlService]) -> None:
+    # Every SQLite attack of the corpus and every shadow-table route, sent with the analysis
+    # bypassed (admission only): the authorizer alone must make the twins indistinguishable.
+    _, attacks, _ = load_corpus()
+    routes = [c.text("main") for c in attacks if "sqlite" in c.dialects]
+    routes += [*SHADOW_ROUTES, *VTAB_ROUTES, *NULLED_ROUTES]
+    assert len(routes) > 90
+    a, b = enforced_twins
+    answers = [(sql, _raw(a, sql), _raw(b, sql)) for sql in routes]
+    differing = [sql for sql, x, y in answers if x != y]
+    # SQLite (3.40) does not report the columns of a USING / NATURAL join condition to the
+    # authorizer: there the analysis is the only guard, and it refuses every such join.
+    gaps = [sql for sql in differing if "NATURAL JOIN" in sql.upper() or "USING (" in sql.upper()]
+    assert differing == gaps
+    schema = reflect_schema(a.engine.sa_engine)  # type: ignore[attr-defined]
+    for sql in gaps:
+        with pytest.raises(Refused):
+            run_masked(a, sql, schema, POLICY)
+    assert sum(isinstance(x, tuple) for _, x, _ in answers) > 30  # most routes answer (with NULLs)
+
+
+def test_without_the_authorizer_the_twins_differ(twins: tuple[SqlService, SqlService]) -> None:
+    a, b = twins
+    differing = [sql for sql in NULLED_ROUTES if _raw(a, sql) != _raw(b, sql)]
+    assert differing

@@ -20,7 +20,7 @@ from mcpkit.sql.reports import load_reports
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
 
-__all__ = ["DEMO_REPORTS", "add_serve_options", "assemble"]
+__all__ = ["DEMO_REPORTS", "add_serve_options", "assemble", "enforce_masks"]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -55,6 +55,24 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
     group.add_argument("--role-map", metavar="FILE", help="roles.yaml: one database role per principal")
 
 
+def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
+    """Have the database withhold the masked columns from the calls' identity, or refuse to start.
+
+    Raises:
+        SqlConfigError: the identity can read a masked column (one line each, with the SQL to fix).
+    """
+    if not masked:
+        return
+    with engine.session(30.0, "startup-masks") as (conn, _):
+        findings = engine.profile.use_masks(conn, masked)
+    if findings:
+        lines = "\n".join(f"  {f.line()}" for f in findings)
+        raise SqlConfigError(
+            "--mask: the database account can read masked columns; the database must withhold "
+            f"them itself:\n{lines}"
+        )
+
+
 def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) -> Server:
     """The SQL server the options describe; what must be closed at the end goes on `stack`.
 
@@ -66,7 +84,9 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
         if not isinstance(engine, SqlEngine):
             raise SqlConfigError("--mask needs a database engine it can reflect")
         mapping = reflect_schema(engine.sa_engine)  # the account's default schema, as queries resolve it
-        service.masking = Masking(MaskPolicy.from_yaml(args.mask), KnownSchema(mapping, engine.dialect))
+        policy = MaskPolicy.from_yaml(args.mask)
+        enforce_masks(engine, policy.masked_tables(mapping))
+        service.masking = Masking(policy, KnownSchema(mapping, engine.dialect))
     calls = None
     if not args.no_audit:
         store = (

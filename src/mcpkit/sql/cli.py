@@ -113,6 +113,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     grant.add_argument("--role", required=True, help="the new role (PostgreSQL) or user (MySQL) name")
     grant.add_argument("--tables", required=True, metavar="A,B", help="schema.table names to grant")
     grant.add_argument("--password-env", metavar="VAR", help="take the password from this variable")
+    grant.add_argument("--mask", metavar="FILE", help="masks.yaml: grant SELECT on the unmasked columns only")
 
     demo = sub.add_parser("demo-db", help="write the demo database to PATH, or load it into --dsn")
     target = demo.add_mutually_exclusive_group(required=True)
@@ -219,6 +220,22 @@ def _demo_db(args: argparse.Namespace) -> int:
     return EXIT_ANSWERED
 
 
+def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> list[str]:
+    from sqlalchemy import inspect
+
+    from mcpkit.sql.masking import MaskPolicy
+    from mcpkit.sql.masking.grants import column_grants
+
+    insp = inspect(engine.sa_engine)
+    quote = engine.sa_engine.dialect.identifier_preparer.quote_identifier
+    return column_grants(
+        script,
+        MaskPolicy.from_yaml(mask_file),
+        lambda schema, table: [str(c["name"]) for c in insp.get_columns(table, schema)],
+        quote,
+    )
+
+
 def _grant(args: argparse.Namespace) -> int:
     import os
     import secrets
@@ -231,6 +248,8 @@ def _grant(args: argparse.Namespace) -> int:
     try:
         with engine.sa_engine.connect() as conn:
             script = engine.profile.grant(conn, args.role, tables, password)
+        if getattr(args, "mask", None):
+            script = _masked_grants(engine, script, args.mask)
     finally:
         engine.close()
     print(f"-- a read-only role for mcpkit sql serve ({engine.profile.name}); run as an administrator")

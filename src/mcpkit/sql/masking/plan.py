@@ -161,6 +161,13 @@ def plan_masking(
         outs = taint.run()
     except (SqlglotError, RecursionError, KeyError, ValueError) as exc:
         refuse_mask(f"qualify: {type(exc).__name__}: {str(exc)[:200]}", unchecked=True)
+    if taint.star_values:
+        # `*` names masked columns the database withholds (column privileges, SQLite's authorizer):
+        # send the expanded (qualified) query, each such column a typed NULL under its own name.
+        refs = {n.meta[REF]: n for n in qualified.find_all(exp.Column) if REF in n.meta}
+        for node, type_text in taint.star_values:
+            node.replace(_null(type_text, known))
+        work = qualified
     for marker, type_text in taint.rewrites.items():
         node = refs[marker]
         null = _null(type_text, known)
@@ -170,7 +177,7 @@ def plan_masking(
     return MaskPlan(
         masked=frozenset(i for i, o in enumerate(outs) if o.tainted),
         sql=work.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)
-        if taint.rewrites
+        if taint.rewrites or taint.star_values
         else None,
         width=len(outs),
         names=tuple(o.shown for o in outs),

@@ -12,7 +12,7 @@ covers the same name quoted in another case: masking errs on the side of hiding.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -119,6 +119,17 @@ class MaskPolicy:
     def masked_columns(self, schema: str | None, table: str, columns: Iterable[str]) -> frozenset[str]:
         """The sensitive ones among a table's columns."""
         return frozenset(c for c in columns if self.masks(schema, table, c))
+
+    def masked_tables(
+        self, tables: Mapping[str, Iterable[str]], schema: str | None = None
+    ) -> dict[str, frozenset[str]]:
+        """Table -> its sensitive columns, for the tables of one schema that have any.
+
+        >>> MaskPolicy.of(["*.ssn"]).masked_tables({"staff": ["id", "SSN"], "sales": ["id"]})
+        {'staff': frozenset({'SSN'})}
+        """
+        found = {t: self.masked_columns(schema, t, cols) for t, cols in tables.items()}
+        return {t: cols for t, cols in found.items() if cols}
 
 
 def _entries(root: Any, name: str) -> list[Any]:

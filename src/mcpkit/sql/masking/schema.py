@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine as SaEngine
+from sqlalchemy.exc import DBAPIError
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
@@ -40,13 +41,33 @@ def reflect_schema(engine: SaEngine, schema: str | None = None) -> dict[str, dic
     out: dict[str, dict[str, str]] = {}
     for name in [*insp.get_table_names(schema), *insp.get_view_names(schema)]:
         cols: dict[str, str] = {}
-        for col in insp.get_columns(name, schema):
+        try:
+            reflected = insp.get_columns(name, schema)
+        except DBAPIError:
+            if engine.dialect.name not in ("mysql", "mariadb"):
+                raise
+            out[name] = _granted_columns(engine, name, schema)
+            continue
+        for col in reflected:
             try:
                 cols[col["name"]] = str(col["type"].compile(dialect=engine.dialect))
             except Exception:
                 cols[col["name"]] = "TEXT"
         out[name] = cols
     return out
+
+
+def _granted_columns(engine: SaEngine, table: str, schema: str | None) -> dict[str, str]:
+    # MariaDB refuses SHOW CREATE TABLE (SQLAlchemy's reflection) to an account that holds only
+    # column privileges, as `--mask` requires; information_schema lists the columns it may read.
+    # The masked ones are absent, so the analysis refuses them as unknown names.
+    sql = text(
+        "SELECT column_name, column_type FROM information_schema.COLUMNS"
+        " WHERE table_schema = COALESCE(:schema, DATABASE()) AND table_name = :table"
+        " ORDER BY ordinal_position"
+    )
+    with engine.connect() as conn:
+        return {str(c): str(t).upper() for c, t in conn.execute(sql, {"schema": schema, "table": table})}
 
 
 def fold_column_names(tree: exp.Expr) -> exp.Expr:

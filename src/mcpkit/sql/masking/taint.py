@@ -103,6 +103,7 @@ class Taint:
         self.by_expr = {id(s.expression): s for s in self.scopes}
         self.outs: dict[int, tuple[Out, ...]] = {}
         self.rewrites: dict[int, str | None] = {}  # REF index -> type of the masked value
+        self.star_values: list[tuple[exp.Expr, str | None]] = []  # `*` columns carrying one, with type
 
     def run(self) -> tuple[Out, ...]:
         """Outputs of the root scope; raises `Refused` on a leaking use."""
@@ -146,6 +147,25 @@ class Taint:
             refuse_mask(f"unknown table {table.name}", unchecked=True)
         return cols
 
+    def _visible_columns(self, table: exp.Table) -> dict[str, tuple[str, str]]:
+        """A base table's columns as the query sees them: visible name -> (real name, type).
+
+        A column list on the alias renames by position (`customers AS c(id, nm, name)`: `c.name`
+        is the third column, the real email); a list longer than the table cannot be resolved.
+        """
+        cols = self._table_columns(table)
+        alias = table.args.get("alias")
+        renamed = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
+        if not renamed:
+            return {c: (c, t) for c, t in cols.items()}
+        if len(renamed) > len(cols):
+            refuse_mask(f"column list of {table.name} is longer than its columns", unchecked=True)
+        real = list(cols.items())
+        visible = [*renamed, *(c for c, _ in real[len(renamed) :])]
+        if len({n.casefold() for n in visible}) != len(visible):
+            refuse_mask(f"column list of {table.name} repeats a name", unchecked=True)
+        return dict(zip(visible, real, strict=True))
+
     def _source_tainted(self, source: exp.Expr | Scope | None) -> bool:
         if source is None:
             return True
@@ -168,11 +188,12 @@ class Taint:
                 out = out.merge(other)
             return out
         if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
-            cols = self._table_columns(source)
-            if name not in cols:
+            visible = self._visible_columns(source)
+            if name not in visible:
                 refuse_mask(f"unknown column {name}", unchecked=True)
-            if self.policy.masks(self.schema.schema_of(source), source.name, name):
-                return Out(name, tainted=True, live=True, type=cols[name], shown=name)
+            real, type_text = visible[name]
+            if self.policy.masks(self.schema.schema_of(source), source.name, real):
+                return Out(name, tainted=True, live=True, type=type_text, shown=name)
             return Out(name, shown=name)
         if source is None:
             refuse_mask(f"unresolved source {col.table}", unchecked=True)
@@ -253,8 +274,8 @@ class Taint:
                 elif isinstance(source.this, exp.Identifier):  # a table function's outputs are clean
                     schema = self.schema.schema_of(source)
                     found += [
-                        Out(c, tainted=self.policy.masks(schema, source.name, c))
-                        for c in self._table_columns(source)
+                        Out(c, tainted=self.policy.masks(schema, source.name, real))
+                        for c, (real, _) in self._visible_columns(source).items()
                         if c.casefold() == name.casefold()
                     ]
             s = s.parent
@@ -314,6 +335,7 @@ class Taint:
                 self.rewrites[marker] = ref.type  # the database gets a typed NULL instead
             elif bare:
                 live = True  # `*` passing the raw value on; masked on the way out
+                self.star_values.append((node, ref.type))
             else:
                 refuse_mask("a masked value from * used in an expression")
         return Out(name, tainted=True, live=live, type=refs[0][1].type, shown=shown)

@@ -169,6 +169,19 @@ class Profile:
         """
         return AccountReport(self.dialect, "unknown", "unknown", False, None, [], read_only_enforced=False)
 
+    def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
+        """Have the database itself withhold the masked columns, or say where it does not.
+
+        Args:
+            conn: A connection in a call's read-only session (the role the calls run as).
+            masked: Table -> its masked columns, in the schema queries resolve in.
+
+        Returns:
+            One finding per masked column the calls' identity can still read (start-up refuses);
+            the generic profile knows no way to check, so masking rests on the analysis alone.
+        """
+        return []
+
     # --- catalog ---------------------------------------------------------------------------
 
     def readable(self, conn: Connection) -> Readable | None:

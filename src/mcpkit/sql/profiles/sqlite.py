@@ -6,7 +6,8 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
@@ -16,9 +17,9 @@ from sqlalchemy.engine import URL, Connection
 from mcpkit.sql.admission.function_tables import matches
 from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.profiles.base import AccountReport, Outcome, Profile
+from mcpkit.sql.profiles.base import AccountReport, Finding, Outcome, Profile
 
-__all__ = ["MAX_LENGTH", "SqliteProfile"]
+__all__ = ["MAX_LENGTH", "SqliteProfile", "Withheld"]
 
 # Pragmas with no side effects (the ones SQLite also offers as table-valued functions).
 _READ_PRAGMAS: Final = frozenset(
@@ -48,6 +49,8 @@ MAX_LENGTH: Final = 32 * 1024 * 1024
 # Functions SQLite calls for operators (`x LIKE y`, `->`): an allowlist never names them.
 _OPERATOR_FUNCTIONS: Final = frozenset({"like", "glob", "regexp", "match", "->", "->>"})
 # printf's width and precision: flags, then `*` or digits, then `.` and `*` or digits.
+# The `content=` option of an FTS4/FTS5 table: the table its text comes from.
+_CONTENT: Final = re.compile(r"\bcontent\s*=\s*['\"`\[]?([^'\"`\],)\s]+)", re.IGNORECASE)
 _SPEC: Final = re.compile(r"%[-+ 0#,!]*(\*|\d+)?(?:\.(\*|\d+))?([a-zA-Z%])")
 
 
@@ -62,12 +65,59 @@ def _function_allowed(policy: FunctionPolicy | None) -> Callable[[str], bool]:
     return allowed
 
 
-def _authorizer(allowed: Callable[[str], bool]) -> Callable[..., int]:
+@dataclass(frozen=True)
+class Withheld:
+    """What the authorizer keeps from every statement: masked columns, and whole tables."""
+
+    columns: frozenset[tuple[str, str]] = frozenset()  # (table, column), case-folded: read as NULL
+    tables: frozenset[str] = frozenset()  # case-folded: any read refused (shadow tables)
+
+    def read(self, table: str | None, column: str | None) -> int:
+        """The authorizer's answer to SQLITE_READ of `table.column`."""
+        name = (table or "").casefold()
+        if name in self.tables:
+            return sqlite3.SQLITE_DENY
+        if (name, (column or "").casefold()) in self.columns:
+            # SQLite compiles the statement with NULL in place of the column: no clause, function
+            # or virtual table (an external-content FTS5 reads its content table) sees the value.
+            return sqlite3.SQLITE_IGNORE
+        return sqlite3.SQLITE_OK
+
+
+def _withheld(conn: Connection, masked: Mapping[str, frozenset[str]]) -> Withheld:
+    """The masked columns, plus the virtual tables over them: their masked columns and shadow tables.
+
+    A virtual table is over a masked column when the policy masks one of its own columns, or when
+    its `content=` table (FTS5, FTS4) has masked columns; its shadow tables (`_content`, `_data`,
+    `_idx`, `_docsize`, `_config`, R*Tree `_node`, ...) hold copies or tokens of the text, so every
+    read of them is denied, which also refuses MATCH on it.
+    """
+    folded = {t.casefold(): {c.casefold() for c in cols} for t, cols in masked.items() if cols}
+    columns = {(t, c) for t, cols in folded.items() for c in cols}
+    over: set[str] = set()
+    for name, sql in conn.exec_driver_sql(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'"
+    ):
+        vtab, content = str(name).casefold(), _CONTENT.search(str(sql or ""))
+        source = folded.get(content.group(1).casefold(), set()) if content else set()
+        if vtab in folded or source:
+            over.add(vtab)
+            columns |= {(vtab, c) for c in source}
+    shadows = {
+        str(row[1]).casefold() for row in conn.exec_driver_sql("PRAGMA table_list") if str(row[2]) == "shadow"
+    }
+    tables = {s for s in shadows if any(s.startswith(f"{v}_") for v in over)}
+    return Withheld(frozenset(columns), frozenset(tables))
+
+
+def _authorizer(allowed: Callable[[str], bool], withheld: Withheld = Withheld()) -> Callable[..., int]:
     def authorize(
         action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None
     ) -> int:
         # Default deny: reads, selects, recursive CTEs, read-only pragmas and allowed functions only.
-        if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE):
+        if action == sqlite3.SQLITE_READ:
+            return withheld.read(arg1, arg2)
+        if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE):
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_FUNCTION:
             return sqlite3.SQLITE_OK if allowed((arg2 or "").lower()) else sqlite3.SQLITE_DENY
@@ -129,10 +179,16 @@ class SqliteProfile(Profile):
     def __init__(self) -> None:
         super().__init__("sqlite")
         self._allowed = _function_allowed(None)
+        self.withheld = Withheld()
 
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """The authorizer refuses, inside SQLite, every function the policy does not admit."""
         self._allowed = _function_allowed(policy)
+
+    def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
+        """The authorizer reads masked columns as NULL and refuses the shadow tables over them."""
+        self.withheld = _withheld(conn, masked)
+        return []
 
     def engine_options(self, url: URL) -> dict[str, Any]:
         """A creator that opens the file with `mode=ro` and turns `query_only` on."""
@@ -159,7 +215,7 @@ class SqliteProfile(Profile):
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
         """Install the authorizer and the deadline."""
         deadline = time.monotonic() + timeout_s
-        dbapi.set_authorizer(_authorizer(self._allowed))
+        dbapi.set_authorizer(_authorizer(self._allowed, self.withheld))
         dbapi.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, _PROGRESS_STEPS)
 
     def run(self, cursor: Any, sql: str, call_id: str) -> None:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.profiles.base import AccountReport, Readable, quote_role
+from mcpkit.sql.profiles.base import AccountReport, Finding, Readable, quote_role
 from mcpkit.sql.profiles.mysql.account import inspect_mysql
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
+from mcpkit.sql.profiles.mysql.masks import readable_masked_columns
 from mcpkit.sql.profiles.mysql.session import MysqlSession
 
 __all__ = ["MysqlProfile", "mysql_cost"]
@@ -28,6 +29,10 @@ class MysqlProfile(MysqlSession):
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Server-wide privileges, DEFINER routines it can execute, writable tables of the login."""
         return inspect_mysql(conn, allowed)
+
+    def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
+        """The masked columns the calls' identity can still read (column privileges must withhold them)."""
+        return readable_masked_columns(conn, masked)
 
     def readable(self, conn: Connection) -> Readable:
         """`information_schema.TABLES` lists exactly what the login can see."""

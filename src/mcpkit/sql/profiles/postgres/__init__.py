@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 
-from mcpkit.sql.profiles.base import AccountReport, Readable, quote_role
+from mcpkit.sql.profiles.base import AccountReport, Finding, Readable, quote_role
 from mcpkit.sql.profiles.postgres.account import inspect_postgres
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
+from mcpkit.sql.profiles.postgres.masks import readable_masked_columns
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 
 if TYPE_CHECKING:
@@ -39,6 +40,10 @@ class PostgresProfile(PostgresSession):
         """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous
         function (`routes.audit_routes`) of the role the calls run as."""
         return inspect_postgres(conn, allowed)
+
+    def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
+        """The masked columns the calls' identity can still read (column privileges must withhold them)."""
+        return readable_masked_columns(conn, masked)
 
     def readable(self, conn: Connection) -> Readable:
         """Relations the role can read (or read some columns of), with `reltuples` estimates."""

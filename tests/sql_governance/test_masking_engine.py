@@ -1,0 +1,370 @@
+"""Masking the database enforces: whatever SQL reaches it, the calls' identity reads no masked value.
+
+These tests bypass the analysis on purpose (`service.query` sends the SQL as admitted, no plan):
+what they show is kept by the engine alone. SQLite: the authorizer reads masked columns as NULL
+and refuses the shadow tables of virtual tables over them (FTS5 `_content`, `_data`, `_idx`, ...).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets as tokens
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from mcpkit.errors import Refused
+from mcpkit.sql.assemble import enforce_masks
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed, SqlConfigError
+from mcpkit.sql.masking import MASKED, MaskPolicy, reflect_schema
+from mcpkit.sql.service import SqlService
+from tests.helpers import run_mcpkit
+from tests.sql.sql_support import mysql_admin, pg_admin
+from tests.sql_governance.conftest import CrmDb
+from tests.sql_governance.support import leaked, run_masked, secrets
+
+POLICY = MaskPolicy.of(["customers.email", "*.ssn"])
+
+# Copies of masked text in virtual tables: an external-content FTS5 index over customers, a
+# standalone FTS5 table whose ssn column the policy masks (its `_content` holds the text), and an
+# FTS4 table that copies the emails under a masked name.
+FTS_TABLES = (
+    "CREATE VIRTUAL TABLE customers_fts USING fts5(name, email, content='customers', content_rowid='id')",
+    "INSERT INTO customers_fts(customers_fts) VALUES ('rebuild')",
+    "CREATE VIRTUAL TABLE ids USING fts5(name, ssn)",
+    "INSERT INTO ids SELECT name, ssn FROM customers",
+    "CREATE VIRTUAL TABLE legacy USING fts4(name, ssn)",
+    "INSERT INTO legacy SELECT name, email FROM customers",
+    "CREATE VIRTUAL TABLE products_fts USING fts5(product)",
+    "INSERT INTO products_fts SELECT DISTINCT product FROM sales_demo",
+)
+
+SHADOW_ROUTES = (
+    "SELECT * FROM ids_content",
+    "SELECT id FROM ids_content WHERE c1 LIKE '5%'",
+    "SELECT * FROM ids_data",
+    "SELECT count(*) FROM ids_idx",
+    "SELECT * FROM ids_docsize",
+    "SELECT * FROM customers_fts_data",
+    "SELECT * FROM customers_fts_idx",
+    "SELECT * FROM legacy_content",
+    "SELECT * FROM legacy_segments",
+)
+
+# A virtual table over masked text cannot even open (its constructor reads `_config`): refused.
+VTAB_ROUTES = (
+    "SELECT rowid FROM customers_fts WHERE customers_fts MATCH 'ada*'",
+    "SELECT rowid FROM customers_fts WHERE email MATCH 'ada*'",
+    "SELECT rowid FROM ids WHERE ids MATCH 'ssn: 5*'",
+    "SELECT highlight(customers_fts, 1, '[', ']') FROM customers_fts('ada*')",
+    "SELECT email FROM customers_fts",
+    "SELECT name FROM ids",
+    "SELECT * FROM legacy",
+)
+
+NULLED_ROUTES = (
+    "SELECT email, ssn FROM customers",
+    "SELECT name, upper(email) FROM customers",
+    "SELECT c.id, o.ssn FROM customers c JOIN orders o ON o.customer_id = c.id",
+    "SELECT group_concat(email) FROM customers",
+    "SELECT max(ssn) FROM customers",
+)
+
+
+@pytest.fixture(scope="module")
+def fts_db(sqlite_crm: CrmDb, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("fts") / "crm_fts.db"
+    path.write_bytes(Path(sqlite_crm.url.removeprefix("sqlite:///")).read_bytes())
+    with sqlite3.connect(path) as db:
+        for sql in FTS_TABLES:
+            db.execute(sql)
+    db.close()
+    return path
+
+
+@pytest.fixture
+def enforced(fts_db: Path) -> Iterator[SqlService]:
+    engine = SqlEngine(f"sqlite:///{fts_db}")
+    enforce_masks(engine, POLICY.masked_tables(reflect_schema(engine.sa_engine)))
+    yield SqlService(engine, max_rows=500, timeout_s=10.0)
+    engine.close()
+
+
+@pytest.fixture
+def unenforced(fts_db: Path) -> Iterator[SqlService]:
+    engine = SqlEngine(f"sqlite:///{fts_db}")
+    yield SqlService(engine, max_rows=500, timeout_s=10.0)
+    engine.close()
+
+
+def _answer(service: SqlService, sql: str) -> list[list[object]] | str:
+    try:
+        result, _ = service.query(sql, call_id="engine-mask", max_rows=500)
+    except Refused:
+        return "refused"
+    except QueryFailed as exc:
+        return f"failed {exc.kind}"
+    assert leaked(result, secrets()) == [], sql
+    return [list(r) for r in result.rows]
+
+
+@pytest.mark.parametrize("sql", SHADOW_ROUTES)
+def test_sqlite_shadow_tables_and_match_are_denied(enforced: SqlService, sql: str) -> None:
+    assert _answer(enforced, sql) == "failed read_only"
+
+
+@pytest.mark.parametrize("sql", VTAB_ROUTES)
+def test_sqlite_virtual_tables_over_masked_text_do_not_open(enforced: SqlService, sql: str) -> None:
+    assert str(_answer(enforced, sql)).startswith("failed")
+
+
+@pytest.mark.parametrize("sql", NULLED_ROUTES)
+def test_sqlite_masked_columns_read_as_null(enforced: SqlService, sql: str) -> None:
+    rows = _answer(enforced, sql)
+    assert isinstance(rows, list) and rows
+    assert {c for r in rows for c in r[-1:]} == {None}
+
+
+def test_sqlite_filters_on_masked_columns_see_only_null(enforced: SqlService) -> None:
+    for sql in (
+        "SELECT count(*) FROM customers WHERE email LIKE 'a%'",
+        "SELECT count(*) FROM customers WHERE ssn IS NOT NULL",
+        "SELECT count(*) FROM customers c JOIN customers d ON c.email = d.email",
+    ):
+        assert _answer(enforced, sql) == [[0]], sql
+
+
+def test_sqlite_unmasked_tables_and_fts_still_work(enforced: SqlService) -> None:
+    assert _answer(enforced, "SELECT count(*) FROM customers WHERE region = 'Europe'") != [[0]]
+    rows = _answer(enforced, "SELECT product FROM products_fts WHERE products_fts MATCH 'a*'")
+    assert isinstance(rows, list) and rows
+    assert _answer(enforced, "SELECT count(*) FROM products_fts_content") != "failed read_only"
+
+
+def test_sqlite_star_agrees_with_the_plan(enforced: SqlService, fts_db: Path) -> None:
+    # The plan masks `*` on the way out; the engine, asked for the masked columns, gives NULL.
+    schema = reflect_schema(enforced.engine.sa_engine)  # type: ignore[attr-defined]
+    result = run_masked(enforced, "SELECT * FROM customers ORDER BY id", schema, POLICY)
+    assert result.columns[:4] == ["id", "name", "email", "ssn"]
+    assert {r[2] for r in result.rows} == {MASKED} and {r[3] for r in result.rows} == {MASKED}
+    assert all(isinstance(r[1], str) and r[1] for r in result.rows)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM ids_content",
+        "SELECT * FROM legacy_content",
+        "SELECT email FROM customers_fts",
+        "SELECT email, ssn FROM customers",
+        "SELECT group_concat(email) FROM customers",
+    ],
+)
+def test_without_the_authorizer_these_routes_leak(unenforced: SqlService, sql: str) -> None:
+    # The same routes on the same file with the analysis bypassed and no authorizer: they leak.
+    result, _ = unenforced.query(sql, call_id="engine-mask", max_rows=500)
+    assert leaked(result, secrets())
+
+
+def test_without_the_authorizer_filters_see_values(unenforced: SqlService) -> None:
+    result, _ = unenforced.query("SELECT count(*) FROM customers WHERE email LIKE 'a%'", call_id="t")
+    assert result.rows[0][0] > 0
+
+
+# --- PostgreSQL and MariaDB: column privileges, verified at start-up ---------------------------
+
+MASKED_COLUMNS = {"customers": frozenset({"email", "ssn"}), "orders": frozenset({"ssn"})}
+
+
+def _statements(error: SqlConfigError) -> list[str]:
+    """The REVOKE/GRANT statements of each refusal line (before the explanation in parentheses)."""
+    out = []
+    for line in str(error).splitlines()[1:]:
+        fix = re.split(r" \((?:also|a SELECT) ", line.split(": ", 1)[1])[0]
+        out += [s.strip() for s in fix.split(";") if s.strip()]
+    return out
+
+
+@pytest.fixture
+def pg_reader(pg_crm: CrmDb) -> Iterator[tuple[str, str]]:
+    """A fresh login with SELECT on every table of the CRM schema, the way operators grant it."""
+    role = f"mcpkit_mcol_{tokens.token_hex(4)}"
+    with pg_admin(pg_crm.admin_url) as c:
+        c.execute(f"CREATE ROLE {role} LOGIN")
+        c.execute(f"GRANT USAGE ON SCHEMA {pg_crm.schema} TO {role}")
+        c.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {pg_crm.schema} TO {role}")
+        c.execute(f"ALTER ROLE {role} SET search_path = {pg_crm.schema}")
+    yield make_url(pg_crm.admin_url).set(username=role, password=None).render_as_string(False), role
+    with pg_admin(pg_crm.admin_url) as c:
+        c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
+        c.execute(f"DROP OWNED BY {role}")
+        c.execute(f"DROP ROLE {role}")
+
+
+@pytest.fixture
+def mysql_reader(mysql_crm: CrmDb) -> Iterator[tuple[str, str]]:
+    """A fresh account with SELECT on each CRM table (table-level grants)."""
+    user = f"mcpkit_mcol_{tokens.token_hex(4)}"
+    admin = mysql_admin(mysql_crm.admin_url)
+    with admin.cursor() as c:
+        c.execute(f"CREATE USER '{user}'@'%'")
+        for table in ("customers", "orders", "sales_demo"):
+            c.execute(f"GRANT SELECT ON {mysql_crm.schema}.{table} TO '{user}'@'%'")
+    url = make_url(mysql_crm.admin_url).set(username=user, password=None, database=mysql_crm.schema)
+    yield url.render_as_string(False), user
+    with admin.cursor() as c:
+        c.execute(f"DROP USER '{user}'@'%'")
+    admin.close()
+
+
+def _refuse_then_fix(url: str, run_admin: Callable[[str], None]) -> SqlService:
+    engine = SqlEngine(url)
+    with pytest.raises(SqlConfigError) as refused:
+        enforce_masks(engine, MASKED_COLUMNS)
+    text = str(refused.value)
+    assert "customers" in text and "email" in text and "orders" in text and "REVOKE SELECT" in text
+    statements = _statements(refused.value)
+    assert [s.split()[0] for s in statements] == ["REVOKE", "GRANT"] * 2
+    for sql in statements:
+        run_admin(sql)
+    enforce_masks(engine, MASKED_COLUMNS)  # a clean start now
+    return SqlService(engine, max_rows=500, timeout_s=10.0)
+
+
+def _after_fix(service: SqlService) -> None:
+    for sql in (
+        "SELECT email FROM customers",
+        "SELECT id FROM customers WHERE ssn LIKE '5%'",
+        "SELECT o.ssn FROM orders o",
+        "SELECT count(*) FROM customers c JOIN customers d ON c.email = d.email",
+    ):
+        with pytest.raises(QueryFailed) as denied:
+            service.query(sql, call_id="colgrant", max_rows=5)
+        assert denied.value.kind == "permission", sql
+    result, _ = service.query("SELECT id, name, region FROM customers ORDER BY id", call_id="c", max_rows=5)
+    assert len(result.rows) == 5 and not leaked(result, secrets())
+    # The analysis still answers `*` (its plan sends the masked columns as typed NULLs) and refuses
+    # a filter with a clear answer instead of a permission error.
+    schema = reflect_schema(service.engine.sa_engine)  # type: ignore[attr-defined]
+    star = "SELECT * FROM customers ORDER BY id"
+    if service.engine.dialect == "mysql":
+        # MariaDB hides the columns an account holds no privilege on, from reflection too, so the
+        # analysis does not see them: the database refuses them and `*` (a known limit).
+        assert "email" not in schema["customers"]
+        for sql in ("SELECT email FROM customers", star):
+            with pytest.raises(QueryFailed) as denied:
+                run_masked(service, sql, schema, POLICY)
+            assert denied.value.kind == "permission"
+        return
+    starred = run_masked(service, star, schema, POLICY, max_rows=5)
+    assert starred.columns[:4] == ["id", "name", "email", "ssn"]
+    assert [r[2:4] for r in starred.rows] == [[MASKED, MASKED]] * 5
+    assert all(r[1] for r in starred.rows) and not leaked(starred, secrets())
+    with pytest.raises(Refused):
+        run_masked(service, "SELECT id FROM customers WHERE email LIKE 'a%'", schema, POLICY)
+    service.engine.close()  # type: ignore[attr-defined]
+
+
+def test_postgres_refuses_a_role_that_reads_masked_columns_then_starts_clean(
+    pg_crm: CrmDb, pg_reader: tuple[str, str]
+) -> None:
+    url, _ = pg_reader
+
+    def run_admin(sql: str) -> None:
+        with pg_admin(pg_crm.admin_url) as c:
+            c.execute(sql)
+
+    service = _refuse_then_fix(url, run_admin)
+    # The route of issue 11 that the analysis once missed, straight to the database:
+    with pytest.raises(QueryFailed):
+        service.query("SELECT c.name AS leaked FROM customers AS c(id, nm, name)", call_id="c", max_rows=5)
+    _after_fix(service)
+
+
+@pytest.mark.mysql
+def test_mysql_refuses_an_account_that_reads_masked_columns_then_starts_clean(
+    mysql_crm: CrmDb, mysql_reader: tuple[str, str]
+) -> None:
+    url, _ = mysql_reader
+
+    def run_admin(sql: str) -> None:
+        admin = mysql_admin(mysql_crm.admin_url)
+        with admin.cursor() as c:
+            c.execute(sql)
+        admin.close()
+
+    _after_fix(_refuse_then_fix(url, run_admin))
+
+
+@pytest.mark.mysql
+def test_mysql_database_wide_select_is_refused(mysql_crm: CrmDb) -> None:
+    # The fixture's account holds SELECT ON db.*: the refusal says it must become per-table grants.
+    engine = SqlEngine(mysql_crm.url)
+    with pytest.raises(SqlConfigError, match=r"must be replaced by grants per table"):
+        enforce_masks(engine, MASKED_COLUMNS)
+    engine.close()
+
+
+# --- `mcpkit sql grant --mask`: column privileges that start clean -------------------------------
+
+
+def _grant_script(admin_url: str, role: str, tables: str, masks: Path) -> list[str]:
+    done = run_mcpkit(
+        "sql", "grant", "--dsn", admin_url, "--role", role, "--tables", tables, "--mask", str(masks)
+    )
+    assert done.returncode == 0, done.stderr
+    body = "\n".join(line for line in done.stdout.splitlines() if not line.startswith("--"))
+    return [s.strip().rstrip(";") for s in body.split(";\n") if s.strip().rstrip(";")]
+
+
+@pytest.fixture
+def masks_file(tmp_path: Path) -> Path:
+    path = tmp_path / "masks.yaml"
+    path.write_text("masks:\n  - customers.email\n  - '*.ssn'\n", encoding="utf-8")
+    return path
+
+
+def test_postgres_grant_with_masks_starts_clean(pg_crm: CrmDb, masks_file: Path) -> None:
+    role = f"mcpkit_mgr_{tokens.token_hex(4)}"
+    tables = f"{pg_crm.schema}.customers,{pg_crm.schema}.orders"
+    script = _grant_script(pg_crm.admin_url, role, tables, masks_file)
+    assert any("GRANT SELECT (" in s and "customers" in s and "email" not in s for s in script)
+    try:
+        with pg_admin(pg_crm.admin_url) as c:
+            for sql in script:
+                c.execute(sql)
+        url = make_url(pg_crm.admin_url).set(username=role).render_as_string(False)
+        engine = SqlEngine(url)
+        enforce_masks(engine, MASKED_COLUMNS)  # no finding: a clean start
+        _after_fix(SqlService(engine, max_rows=500, timeout_s=10.0))
+    finally:
+        with pg_admin(pg_crm.admin_url) as c:
+            c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
+            c.execute(f"DROP OWNED BY {role}")
+            c.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+@pytest.mark.mysql
+def test_mysql_grant_with_masks_starts_clean(mysql_crm: CrmDb, masks_file: Path) -> None:
+    user = f"mcpkit_mgr_{tokens.token_hex(4)}"
+    tables = f"{mysql_crm.schema}.customers,{mysql_crm.schema}.orders"
+    script = _grant_script(mysql_crm.admin_url, user, tables, masks_file)
+    assert any("GRANT SELECT (" in s and "customers" in s and "email" not in s for s in script)
+    password = script[0].split("IDENTIFIED BY '")[1].split("'")[0]
+    admin = mysql_admin(mysql_crm.admin_url)
+    try:
+        with admin.cursor() as c:
+            for sql in script:
+                c.execute(sql)
+        url = make_url(mysql_crm.admin_url).set(username=user, password=password, database=mysql_crm.schema)
+        engine = SqlEngine(url.render_as_string(False))
+        enforce_masks(engine, MASKED_COLUMNS)
+        _after_fix(SqlService(engine, max_rows=500, timeout_s=10.0))
+    finally:
+        with admin.cursor() as c:
+            c.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        admin.close()
