@@ -17,10 +17,10 @@ name in any label, so their cardinality stays bounded):
     mcpkit.tool.in_flight        up-down counter tool             calls running now
     mcpkit.rate_limit.refusals   counter         tool             calls refused RATE_LIMITED
 
-Without an SDK installed as the global provider the OpenTelemetry API is a no-op, so an
-unconfigured server pays a few attribute look-ups per call. `configure` installs the SDK: OTLP
-export when the standard `OTEL_EXPORTER_OTLP_*ENDPOINT` variables ask for it, and the Prometheus
-reader that `/metrics` serves.
+Without an SDK installed as the global provider (and no provider handed to `Telemetry`) the
+middleware only checks that, per call, and passes the call on (a few microseconds, see
+bench/telemetry_overhead.py). `configure` installs the SDK: OTLP export when the standard
+`OTEL_EXPORTER_OTLP_*ENDPOINT` variables ask for it, and the Prometheus reader that `/metrics` serves.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, trace
+from opentelemetry.metrics._internal import _ProxyMeterProvider  # the API's "none installed" marker
 from opentelemetry.trace import SpanKind, StatusCode
 
 from mcpkit.errors import ToolError
@@ -65,6 +66,7 @@ class Telemetry:
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
+        self._explicit = tracer_provider is not None or meter_provider is not None
         self._tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(_SCOPE, meter_provider=meter_provider)
         self._calls = meter.create_counter("mcpkit.tool.calls", "{call}", "Tool calls, by outcome code")
@@ -83,6 +85,8 @@ class Telemetry:
         )
 
     async def __call__(self, call: Call, call_next: CallNext) -> Outcome:
+        if not self._explicit and _no_sdk():  # nothing would record: skip the no-op API calls
+            return await call_next(call)
         # A name the server does not serve is the client's choice: one label for all of them.
         tool = call.name if call.tool is not None else "(unknown)"
         labels: dict[str, str] = {"tool": tool}
@@ -123,6 +127,13 @@ class Telemetry:
                 self._refusals.add(1, labels)
             if own is not None:
                 own.end()
+
+
+def _no_sdk() -> bool:
+    """Neither a tracer nor a meter provider is installed yet (checked per call: one may come later)."""
+    return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) and isinstance(
+        metrics.get_meter_provider(), _ProxyMeterProvider
+    )
 
 
 def _call_attributes(call: Call) -> dict[str, Any]:
@@ -182,7 +193,7 @@ def configure(service_name: str, *, prometheus: bool = False) -> bool:
 
         readers.append(PrometheusMetricReader())
     if readers:
-        if type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider":
+        if isinstance(metrics.get_meter_provider(), _ProxyMeterProvider):
             metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
             installed = True
         else:
