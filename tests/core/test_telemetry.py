@@ -155,3 +155,21 @@ def test_metrics_scraped_over_http() -> None:
     assert calls is not None and float(calls.group(1)) == 1.0, text[-3000:]
     assert re.search(r'^mcpkit_tool_duration_seconds_count\{code="OK",[^}]*tool="echo"\} 1.0$', text, re.M)
     assert re.search(r'^mcpkit_tool_in_flight\{[^}]*tool="echo"\} 0.0$', text, re.M), text[-3000:]
+
+
+def test_mcpkit_sql_serve_metrics_over_http() -> None:
+    from tests.transport.http_support import ACCEPT, VERSION, answer_text, call, open_session
+
+    port = free_port()
+    args = ["-m", "mcpkit", "sql", "serve", "--demo", "--transport", "http", "--port", str(port), "--metrics"]
+    with python_server(args, port), httpx2.Client(timeout=30) as http:
+        url = f"http://127.0.0.1:{port}"
+        sid = open_session(f"{url}/mcp", ACCEPT).headers["mcp-session-id"]
+        headers = {**ACCEPT, "mcp-session-id": sid, "mcp-protocol-version": VERSION}
+        reply = http.post(
+            f"{url}/mcp", headers=headers, json=call(2, "execute_query", {"query": "SELECT 1 AS answer_n"})
+        )
+        assert "answer_n" in answer_text(reply)
+        text = http.get(f"{url}/metrics").text
+    calls = re.search(r'^mcpkit_tool_calls_total\{code="OK",[^}]*tool="execute_query"\} (\S+)$', text, re.M)
+    assert calls is not None and float(calls.group(1)) == 1.0, text[-3000:]
