@@ -75,7 +75,8 @@ class Call:
         call_id: Unique per call; in the operator record and the result's `_meta`.
         name: The tool name the client asked for.
         arguments: The arguments as sent (JSON); validated into `args` further down the chain.
-        identity: Whom limits and caches are keyed on: the principal, else the client's name/version.
+        identity: Whom limits and caches are keyed on: the principal, else the HTTP connection (the
+            gate's caller key), else the stdio session; never a name the client chose.
         principal: The authenticated caller (HTTP with auth), else None.
         groups: The authenticated caller's groups (a JWT's groups claim), else empty.
         client: The client's name and version from `initialize`, when it gave them.

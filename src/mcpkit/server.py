@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from weakref import WeakKeyDictionary
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -27,6 +28,7 @@ from mcpkit.policy import ToolSelection
 from mcpkit.ratelimit import OnOutage, RateLimit, RateLimiter
 from mcpkit.schema import CompiledSchema, compile_model
 from mcpkit.secrets import SecretStore
+from mcpkit.transport.gate import CALLER_STATE_KEY
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -316,7 +318,7 @@ class Server:
                 redactor=self.redactor,
                 cache=self.data_cache,
             ),
-            identity=principal or (f"{client.name}/{client.version}" if client else "anonymous"),
+            identity=principal or _unauthenticated_identity(ctx),
             redactor=self.redactor,
         )
         outcome = await self._chain(call)
@@ -400,6 +402,28 @@ def _client_info(ctx: ServerRequestContext[Any]) -> ClientInfo | None:
         return None
     info = params.client_info
     return ClientInfo(name=info.name[:128], version=(info.version or "")[:64])
+
+
+def _unauthenticated_identity(ctx: ServerRequestContext[Any]) -> str:
+    """Whom limits and caches count without a principal: never a name the client chose.
+
+    Over HTTP the gate's caller key (the connection); otherwise (stdio, in-memory) the SDK's
+    per-client connection, since one such connection is one client.
+    """
+    scope = getattr(ctx.request, "scope", None)
+    state = scope.get("state") if isinstance(scope, dict) else None
+    key = state.get(CALLER_STATE_KEY) if isinstance(state, dict) else None
+    if isinstance(key, str):
+        return key
+    # `ctx.session` is a per-request proxy; the SDK exposes its connection only as `_connection`.
+    connection = getattr(ctx.session, "_connection", ctx.session)
+    try:
+        return _CONNECTION_KEYS.setdefault(connection, "session:" + os.urandom(8).hex())
+    except TypeError:  # not weakly referenceable: the object's id, stable while it lives
+        return f"session:{id(connection):x}"
+
+
+_CONNECTION_KEYS: WeakKeyDictionary[Any, str] = WeakKeyDictionary()
 
 
 def _caller(ctx: ServerRequestContext[Any]) -> tuple[str | None, tuple[str, ...]]:

@@ -290,7 +290,7 @@ async def test_each_call_gets_a_unique_id_in_its_operator_record(caplog: pytest.
     by_id = {rec["call_id"]: rec for rec in records}
     for call_id in ids:
         assert by_id[call_id]["tool"] == "next_year" and by_id[call_id]["outcome"] == "OK"
-        assert by_id[call_id]["client"].startswith("mcp/")
+        assert by_id[call_id]["client"].startswith("session:")  # the connection, never the clientInfo name
     assert any(rec["outcome"] == "TOOL_ERROR" for rec in records)
 
 

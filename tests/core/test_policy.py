@@ -14,7 +14,7 @@ from mcp import Client
 from mcp_types import Implementation
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpkit import Context, Server, Tool, ToolError
+from mcpkit import Call, CallNext, Context, Outcome, Server, Tool, ToolError
 from tests.helpers import dump, text_of
 
 pytestmark = pytest.mark.anyio
@@ -117,10 +117,16 @@ async def test_server_default_limit_applies_to_tools_without_one() -> None:
         assert codes(await burst(c, "free", 4)).count("OK") == 2
 
 
+async def _as_alice(call: Call, call_next: CallNext) -> Outcome:
+    """What HTTP auth does: the same principal, whichever replica answers (in-memory has no auth)."""
+    call.identity = "alice"
+    return await call_next(call)
+
+
 @pytest.mark.redis
 async def test_two_replicas_share_one_limit_through_redis(redis_url: str) -> None:
     name = unique("rl-shared")
-    one, two = limited_server(name, 7, redis_url=redis_url), limited_server(name, 7, redis_url=redis_url)
+    one, two = (limited_server(name, 7, redis_url=redis_url, middleware=[_as_alice]) for _ in range(2))
     async with client(one) as c1, client(two) as c2:
         results: dict[str, list[object]] = {}
 
@@ -204,8 +210,8 @@ async def test_redis_cache_is_shared_by_replicas_and_computes_once(redis_url: st
     counter = Counter()
     name = unique("cache-shared")
     one, two = (
-        cached_server(counter, name, redis_url=redis_url),
-        cached_server(counter, name, redis_url=redis_url),
+        cached_server(counter, name, redis_url=redis_url, middleware=[_as_alice]),
+        cached_server(counter, name, redis_url=redis_url, middleware=[_as_alice]),
     )
     async with client(one) as c1, client(two) as c2:
         results: list[object] = []

@@ -14,6 +14,7 @@ import pytest
 
 from mcpkit.egress import EgressPolicy, StaticResolver, SystemResolver, check_url, judge_address
 from mcpkit.egress.cloud import CLOUD_ADDRESSES, cloud_service
+from mcpkit.errors import DefinitionError
 
 pytestmark = pytest.mark.anyio
 
@@ -125,3 +126,32 @@ def test_a_denial_inside_an_iana_block_names_the_cloud_service() -> None:
     v6 = judge_address(IPv6Address("fd20:ce::254"))
     assert v6 is not None
     assert "GCP" in v6.detail
+
+
+@pytest.mark.parametrize(
+    "network",
+    [
+        "fd00::/8",  # AWS fd00:ec2::/32, Oracle, Linode, Scaleway, Alibaba over IPv6
+        "fd20::/16",  # GCP fd20:ce::254
+        "fd00:c1::/32",  # Oracle fd00:c1::a9fe:a9fe
+        "169.254.0.0/24",  # Tencent 169.254.0.23
+        "169.254.42.0/24",  # Scaleway 169.254.42.42
+        "169.254.170.0/24",  # AWS ECS, EKS Pod Identity
+        "fd00:ec2::254/127",  # two addresses, one the AWS IMDS
+    ],
+)
+def test_an_allowed_private_network_never_covers_a_cloud_address(network: str) -> None:
+    with pytest.raises(DefinitionError) as info:
+        EgressPolicy(allow=("api.internal",), private_networks=(network,))
+    assert "name one such address alone" in str(info.value)
+
+
+@pytest.mark.parametrize("network", ["fd20:ce::254/128", "169.254.0.23/32", "fd00:ec2::254/128", "fd12::/16"])
+def test_one_cloud_address_named_alone_or_a_network_beside_them_is_accepted(network: str) -> None:
+    assert EgressPolicy(allow=("api.internal",), private_networks=(network,)).networks
+
+
+async def test_the_model_is_told_it_is_a_cloud_platform_address() -> None:
+    verdict = await check_url(f"http://{WIRESERVER}/machine", EgressPolicy(), SystemResolver())
+    assert verdict.reason == "cloud_platform"
+    assert "cloud provider's platform address" in verdict.message

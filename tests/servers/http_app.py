@@ -3,6 +3,7 @@
 python tests/servers/http_app.py PORT [--tokens FILE] [--jwks FILE --issuer ISS --resource URL]
     [--scopes a,b] [--stateless] [--json] [--redis URL] [--name NAME] [--max-body N] [--max-concurrent N]
     [--max-sessions N] [--sessions-per-client N] [--session-idle S] [--head-timeout S] [--body-timeout S]
+    [--metrics]
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpkit import Context, Server, Tool
+from mcpkit.telemetry import Telemetry
 from mcpkit.transport.auth import HttpAuth, JWTVerifier, StaticTokens
 
 
@@ -58,6 +60,7 @@ def main() -> None:
     parser.add_argument("--session-idle", type=float, default=1800.0)
     parser.add_argument("--head-timeout", type=float, default=10.0)
     parser.add_argument("--body-timeout", type=float, default=30.0)
+    parser.add_argument("--metrics", action="store_true")
     opts = parser.parse_args()
     resource = opts.resource or f"http://127.0.0.1:{opts.port}/mcp"
     auth = None
@@ -89,6 +92,7 @@ def main() -> None:
             Tool(name="sleep", description="Sleep a while.", input=Sleep, handler=sleep),
         ],
         redis_url=opts.redis,
+        middleware=[Telemetry()] if opts.metrics else (),
     )
     server.run_http(
         port=opts.port,
@@ -103,6 +107,7 @@ def main() -> None:
         head_timeout_s=opts.head_timeout,
         body_timeout_s=opts.body_timeout,
         graceful_s=10,
+        metrics=opts.metrics,
     )
 
 

@@ -48,3 +48,54 @@ def test_no_more_rows() -> None:
     result, text = SqlService(fake, catalog=None).query("SELECT a, b FROM t", call_id="c")
     assert not result.truncated
     assert text.splitlines()[0].startswith("1 row sent; no more rows;")
+
+
+_SPANS = """
+import json
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from mcpkit.errors import Refused
+from mcpkit.sql.engines.fake import FakeEngine
+from mcpkit.sql.service import SqlService
+
+spans = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(spans))
+trace.set_tracer_provider(provider)
+service = SqlService(FakeEngine(lambda sql: (["n"], [(1,), (2,)])), catalog=None)
+with trace.get_tracer("test").start_as_current_span("tools/call execute_query"):
+    service.query("SELECT n FROM t", call_id="c1")
+    try:
+        service.query("DELETE FROM t", call_id="c2")
+    except Refused:
+        pass
+finished = spans.get_finished_spans()
+out = [[s.name, s.parent.span_id if s.parent else None, dict(s.attributes)] for s in finished]
+print(json.dumps(out))
+"""
+
+
+def test_admission_and_database_are_child_spans_of_the_call() -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    # A process of its own: the global tracer provider can be set once per process.
+    done = subprocess.run(
+        [sys.executable, "-c", _SPANS], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    spans = json.loads(done.stdout.strip().splitlines()[-1])
+    names = [name for name, _, _ in spans]
+    assert names == ["sql.admission", "sql.database", "sql.admission", "tools/call execute_query"]
+    call_id = next(parent for name, parent, _ in spans if name == "tools/call execute_query")
+    assert call_id is None
+    parents = {parent for name, parent, _ in spans if name.startswith("sql.")}
+    assert len(parents) == 1 and None not in parents  # all under the call's span
+    assert spans[1][2]["db.response.returned_rows"] == 2
+    assert "mcpkit.sql.refused" in spans[2][2]
+    assert all("SELECT" not in json.dumps(attributes) for _, _, attributes in spans)  # no SQL text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_network
+from ipaddress import IPv4Network, IPv6Address, IPv6Network, ip_network
 
 from mcpkit.egress.addresses import (
     IPV4_DENY,
@@ -14,6 +14,7 @@ from mcpkit.egress.addresses import (
     IPAddress,
     judge_address,
 )
+from mcpkit.egress.cloud import CLOUD_ADDRESSES
 from mcpkit.egress.errors import EgressDenied
 from mcpkit.egress.urls import Target, canonical_host
 from mcpkit.errors import DefinitionError
@@ -22,13 +23,9 @@ __all__ = ["METADATA_ADDRESSES", "AllowEntry", "EgressPolicy", "admit", "judge",
 
 IPNetwork = IPv4Network | IPv6Network
 
-#: Cloud instance-metadata endpoints: a private network entry may cover one only by naming it alone.
-METADATA_ADDRESSES: tuple[IPAddress, ...] = (
-    IPv4Address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack, ...
-    IPv4Address("169.254.170.2"),  # AWS ECS task metadata
-    IPv4Address("100.100.100.200"),  # Alibaba Cloud
-    IPv6Address("fd00:ec2::254"),  # AWS over IPv6
-)
+#: Cloud providers' special addresses (`mcpkit.egress.cloud`): a private network entry may cover one only
+#: by naming one address alone.
+METADATA_ADDRESSES: tuple[IPNetwork, ...] = tuple(row.network for row in CLOUD_ADDRESSES)
 
 
 @dataclass(frozen=True)
@@ -167,11 +164,12 @@ def parse_private_network(text: str) -> IPNetwork:
             f"egress private network {text!r} is not inside one private or special-purpose block; "
             "name the internal network itself (e.g. 10.1.0.0/16)"
         )
-    for metadata in METADATA_ADDRESSES:
-        if metadata.version == net.version and metadata in net and net.num_addresses > 1:
+    for row in CLOUD_ADDRESSES:
+        if row.network.version == net.version and net.overlaps(row.network) and net.num_addresses > 1:
+            alone = f"{row.network.network_address}/{net.max_prefixlen}"
             raise DefinitionError(
-                f"egress private network {text!r} covers the cloud metadata address {metadata}; "
-                f"name it alone ({metadata}/{net.max_prefixlen}) if a tool truly needs it"
+                f"egress private network {text!r} covers {row.provider}'s {row.service} "
+                f"({row.network}); name one such address alone ({alone}) if a tool truly needs it"
             )
     return net
 
@@ -212,6 +210,7 @@ _REASON_WORDS = {
     "benchmarking": "a benchmarking address",
     "reserved": "a reserved special-purpose address",
     "embedded_ipv4": "an IPv6 form embedding an IPv4 address",
+    "cloud_platform": "a cloud provider's platform address (metadata, credentials or host agent)",
 }
 
 

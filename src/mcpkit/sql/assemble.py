@@ -19,6 +19,8 @@ from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
+from mcpkit.telemetry import Telemetry
+from mcpkit.transport.cli import telemetry_wanted
 
 __all__ = ["DEMO_REPORTS", "add_serve_options", "assemble", "enforce_masks"]
 
@@ -150,4 +152,5 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
         reports=reports,
         reports_only=args.reports_only,
         with_list_tables=args.with_list_tables,
+        middleware=[Telemetry()] if telemetry_wanted(args) else [],
     )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, create_model
 
 from mcpkit import Context, Server, Tool, ToolAnnotations, ToolResult
+from mcpkit.pipeline import Middleware
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
 from mcpkit.sql.service import DEFAULT_ROWS, SqlService
 
@@ -99,6 +100,7 @@ def build_server(
     reports: Sequence[Tool] = (),
     reports_only: bool = False,
     with_list_tables: bool = False,
+    middleware: Sequence[Middleware] = (),
 ) -> Server:
     """Build the SQL tool server around a service.
 
@@ -113,6 +115,7 @@ def build_server(
         router: One database identity per principal (`--role-map`): each call runs as its role.
         calls: The audit: each handler notes the SQL sent, rows, and why a call ended.
         reports: Report tools (`--reports`), served beside the built-in tools.
+        middleware: The core's middleware, outside the audit's (e.g. `mcpkit.telemetry.Telemetry()`).
         reports_only: Serve the report tools without the open-ended ones.
         with_list_tables: With `reports_only`, keep `list_tables`.
 
@@ -212,5 +215,5 @@ def build_server(
         lint=lint,
         environ=environ,
         redis_url=redis_url,
-        middleware=[calls.stage] if calls is not None else (),
+        middleware=[*middleware, *([calls.stage] if calls is not None else [])],
     )

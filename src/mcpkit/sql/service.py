@@ -6,6 +6,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
+from opentelemetry import trace
+from opentelemetry.trace import StatusCode
+
 from mcpkit.errors import Refused, ToolError
 from mcpkit.sql.admission import (
     DEFAULT_BUDGET,
@@ -28,6 +31,9 @@ from mcpkit.sql.shaping import shape_rows
 __all__ = ["DEFAULT_ROWS", "HARD_MAX_ROWS", "Masking", "Note", "SqlService"]
 
 log = logging.getLogger("mcpkit.sql")
+# Child spans of the call's span (see mcpkit.telemetry); no-ops until an SDK is installed. They carry
+# no SQL text: literals in a query can be data the operator's trace store should not hold.
+_tracer = trace.get_tracer("mcpkit.sql")
 
 DEFAULT_ROWS: Final = 25
 HARD_MAX_ROWS: Final = 5000
@@ -129,20 +135,28 @@ class SqlService:
         """
         rows = max(1, min(max_rows, self.max_rows))
         deadline = self.budget.deadline()
-        try:
-            admitted = self.admit(sql, rows, deadline)
-            plan = self.mask_plan(admitted)
-            AnalysisBudget.check_deadline(deadline)
-        except Refused as exc:
-            log.info("sql call %s refused (%s): %r", call_id, (exc.data or {}).get("reason"), sql[:2000])
-            raise
+        with _span("sql.admission") as span:
+            try:
+                admitted = self.admit(sql, rows, deadline)
+                plan = self.mask_plan(admitted)
+                AnalysisBudget.check_deadline(deadline)
+            except Refused as exc:
+                reason = (exc.data or {}).get("reason")
+                span.set_attribute("mcpkit.sql.refused", str(reason))
+                span.set_status(StatusCode.ERROR, "REFUSED")
+                log.info("sql call %s refused (%s): %r", call_id, reason, sql[:2000])
+                raise
         sent = plan.sql or admitted.sql
         log.info("sql call %s admitted: %s", call_id, sent[:2000])
         if note is not None:
             note(sql=sent)
-        if self.max_cost is not None:
-            self._check_cost(sent, call_id)
-        result = shape_rows(apply_mask(self.engine.execute(sent, None, rows, self.timeout_s, call_id), plan))
+        with _span("sql.database", {"db.system.name": self.engine.dialect}) as span:
+            if self.max_cost is not None:
+                self._check_cost(sent, call_id)
+            result = shape_rows(
+                apply_mask(self.engine.execute(sent, None, rows, self.timeout_s, call_id), plan)
+            )
+            span.set_attribute("db.response.returned_rows", result.row_count)
         if note is not None:
             note(rows=result.row_count, truncated=result.truncated)
         return result, render_markdown(result)
@@ -184,3 +198,10 @@ class SqlService:
             return None
         document = self.engine.execute(self.profile.explain(sql), None, 1, self.timeout_s, call_id)
         return self.profile.cost(document.rows[0][0])
+
+
+def _span(name: str, attributes: dict[str, Any] | None = None) -> Any:
+    """A child span whose failure is its error code only (no exception text, which may hold SQL)."""
+    return _tracer.start_as_current_span(
+        name, attributes=attributes, record_exception=False, set_status_on_exception=False
+    )

@@ -57,6 +57,11 @@ def add_serving_arguments(parser: argparse.ArgumentParser) -> None:
         help="open MCP sessions per caller: its token's principal, else its connection (default 16)",
     )
     group.add_argument(
+        "--metrics",
+        action="store_true",
+        help="serve Prometheus metrics at GET /metrics (HTTP; needs the telemetry extra)",
+    )
+    group.add_argument(
         "--redis",
         default=os.environ.get("MCPKIT_REDIS_URL"),
         help="share rate limits and cache with other replicas (default $MCPKIT_REDIS_URL)",
@@ -104,6 +109,10 @@ def serve(server: Server, args: argparse.Namespace) -> int:
     for option in ("max_sessions", "max_sessions_per_client"):
         if getattr(args, option) < 1:
             raise DefinitionError(f"--{option.replace('_', '-')} must be at least 1")
+    if telemetry_wanted(args):
+        from mcpkit.telemetry import configure
+
+        configure(server.name, prometheus=args.metrics and args.transport == "http")
     if args.transport == "stdio":
         server.run_stdio()
         return 0
@@ -116,5 +125,14 @@ def serve(server: Server, args: argparse.Namespace) -> int:
         auth=auth_from_args(args, server),
         max_sessions=args.max_sessions,
         max_sessions_per_client=args.max_sessions_per_client,
+        metrics=args.metrics,
     )
     return 0
+
+
+def telemetry_wanted(args: argparse.Namespace) -> bool:
+    """`--metrics`, or an OTLP endpoint in the standard `OTEL_EXPORTER_OTLP_*ENDPOINT` variables."""
+    otlp = any(
+        os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}ENDPOINT") for signal in ("", "TRACES_", "METRICS_")
+    )
+    return bool(getattr(args, "metrics", False)) or otlp

@@ -93,6 +93,7 @@ def http_app(
     max_sessions: int | None = 1000,
     max_sessions_per_client: int | None = 16,
     session_idle_timeout_s: float | None = 1800.0,
+    metrics: bool = False,
     **sdk_options: Any,
 ) -> Starlette:
     """The Streamable HTTP ASGI app of `server`.
@@ -120,6 +121,9 @@ def http_app(
         max_sessions: Open sessions for the whole server (stateful mode); beyond, 503.
         max_sessions_per_client: Open sessions per caller; beyond, 429. None: no quota.
         session_idle_timeout_s: A session with no request for this long ends (its memory is freed).
+        metrics: Serve the Prometheus text format at `GET /metrics` (no auth, like `/healthz`: it
+            holds counts by tool and outcome, never a principal). Needs the `telemetry` extra and
+            `mcpkit.telemetry.Telemetry` among the server's middleware.
         sdk_options: Passed to the SDK's `StreamableHTTPSessionManager` (`event_store`,
             `retry_interval`).
     """
@@ -175,6 +179,11 @@ def http_app(
         )
     routes = [Route(path, endpoint=endpoint), *routes]
     routes += [Route("/healthz", _health), Route("/readyz", partial(_ready, state=state))]
+    if metrics:
+        from mcpkit.telemetry import configure, metrics_endpoint
+
+        configure(server.name, prometheus=True)
+        routes.append(Route("/metrics", metrics_endpoint, methods=["GET"]))
     app = Starlette(routes=routes, middleware=middleware, lifespan=lambda _: sessions.run())
     app.state.mcpkit = state
     app.state.sessions = sessions
