@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-__all__ = ["BinarySize", "CellBudget", "Clipped", "ClipPlan", "WireColumn"]
+__all__ = ["BinarySize", "CellBudget", "ClipPlan", "Clipped", "WireColumn", "hooks"]
 
 Kind = Literal["fixed", "text", "binary", "other"]
 
