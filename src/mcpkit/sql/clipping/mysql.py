@@ -10,15 +10,13 @@ that list, so a query with both fails in the database: refused, never unclipped)
 from __future__ import annotations
 
 import importlib
-import re
 from typing import Any, Final
 
-from mcpkit.sql.clipping import CellBudget, ClipPlan, WireColumn, keep, size_only, text_chars
+from mcpkit.sql.clipping import CAP, CellBudget, ClipPlan, WireColumn, keep, size_only, text_chars
 
 __all__ = ["describe", "wrap"]
 
 _BINARY_CHARSET: Final = 63
-_CAP: Final = re.compile(r"\bLIMIT\s+\d+(\s*,\s*\d+|\s+OFFSET\s+\d+)?\s*$", re.IGNORECASE)
 _VARIABLE: Final = frozenset(
     {"VARCHAR", "VAR_STRING", "STRING", "TINY_BLOB", "MEDIUM_BLOB", "LONG_BLOB", "BLOB", "JSON", "GEOMETRY",
      "ENUM", "SET"}
@@ -31,7 +29,7 @@ def describe(dbapi: Any, sql: str) -> list[WireColumn]:
     by_code = {v: k for k, v in vars(field_type).items() if k.isupper() and isinstance(v, int)}
     cur = dbapi.cursor()
     try:
-        capped = _CAP.search(sql)
+        capped = CAP.search(sql)
         cur.execute(sql[: capped.start()] + "LIMIT 0" if capped else f"SELECT * FROM ({sql}) AS q LIMIT 0")
         result = getattr(cur, "_result", None)  # pymysql keeps the field packets (charset) there
         fields = list(result.fields or []) if result is not None else []
