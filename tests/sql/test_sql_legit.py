@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import sqlglot
 
+from mcpkit.sql.clipping import BinarySize, CellBudget
 from mcpkit.sql.dialects import read_dialect
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.service import SqlService
@@ -66,9 +67,16 @@ def _check(env: DbEnv, case: Case) -> None:
         if case.meta.get("compare") == "no":
             return
         capped = engine.execute(admitted.sql, None, CAP, 20.0, "capped")
+        clipped = engine.execute(admitted.sql, None, CAP, 20.0, "clipped", clip=CellBudget())
         raw = engine.execute(case.sql.strip().rstrip(";"), None, 100_000, 20.0, "raw")
     finally:
         engine.close()
+    # Clipping in SQL changes no value, type or order of these results (binary comes as its size).
+    assert [c.name for c in clipped.columns] == [c.name for c in capped.columns]
+    sized = [
+        tuple(BinarySize(len(v)) if isinstance(v, bytes | memoryview) else v for v in r) for r in capped.rows
+    ]
+    assert list(map(_key, clipped.rows)) == list(map(_key, sized)) and clipped.more == capped.more
     # Unaliased expressions are named after their text, which regeneration may respell.
     assert len(capped.columns) == len(raw.columns)
     ordered = sqlglot.parse_one(case.sql, read=read_dialect(env.dialect)).args.get("order") is not None

@@ -18,6 +18,7 @@ from mcpkit.sql.admission import (
     FunctionPolicy,
     admit,
 )
+from mcpkit.sql.clipping import CellBudget
 from mcpkit.sql.engines.base import Engine
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError, refuse
@@ -37,6 +38,7 @@ _tracer = trace.get_tracer("mcpkit.sql")
 
 DEFAULT_ROWS: Final = 25
 HARD_MAX_ROWS: Final = 5000
+DEFAULT_CELLS: Final = CellBudget()
 
 
 class Note(Protocol):
@@ -67,6 +69,7 @@ class SqlService:
             cost, MariaDB's estimated rows examined (the profile's `cost`).
         masking: Sensitive columns to mask (`--mask`), with the schema they are resolved against.
         budget: Limits on the Python-side analysis of one call (size limits and a deadline).
+        cells: Bytes the cells of one call may take, clipped inside the SQL sent (None: off).
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class SqlService:
         max_cost: float | None = None,
         masking: Masking | None = None,
         budget: AnalysisBudget = DEFAULT_BUDGET,
+        cells: CellBudget | None = DEFAULT_CELLS,
     ) -> None:
         if not 1 <= max_rows <= HARD_MAX_ROWS:
             raise ValueError(f"max_rows must be between 1 and {HARD_MAX_ROWS}")
@@ -100,6 +104,7 @@ class SqlService:
         self.max_cost = max_cost
         self.masking = masking
         self.budget = budget
+        self.cells = cells
         self._admit = admit  # replaced only by the defense-in-depth tests
 
     def admit(self, sql: str, rows: int, deadline: float | None = None) -> Admitted:
@@ -154,7 +159,9 @@ class SqlService:
             if self.max_cost is not None:
                 self._check_cost(sent, call_id)
             result = shape_rows(
-                apply_mask(self.engine.execute(sent, None, rows, self.timeout_s, call_id), plan)
+                apply_mask(
+                    self.engine.execute(sent, None, rows, self.timeout_s, call_id, clip=self.cells), plan
+                )
             )
             span.set_attribute("db.response.returned_rows", result.row_count)
         if note is not None:

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from pydantic import JsonValue
 
+from mcpkit.sql.clipping import BinarySize, Clipped
 from mcpkit.sql.engines.base import Rows
 from mcpkit.sql.models import QueryResult
 
@@ -71,6 +72,11 @@ def _vector_dim(value: Any, type_name: str | None) -> int | None:
     return None
 
 
+def limit_chars(text: str) -> int:
+    """Characters of a clipped cell to show (the cell limit)."""
+    return min(len(text), CELL_MAX_CHARS)
+
+
 def _fits(value: JsonValue) -> JsonValue:
     # A nested value (JSON, arrays) stays structured when short, else becomes clipped JSON text.
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -99,6 +105,10 @@ def shape_cell(value: Any, type_name: str | None = None) -> JsonValue:
     """
     if value is None or isinstance(value, bool | int):
         return value
+    if isinstance(value, Clipped):  # cut in SQL: always marked as cut
+        return value.text[: limit_chars(value.text)] + "..."
+    if isinstance(value, BinarySize):
+        return f"<binary {value.size} bytes>"
     if isinstance(value, float | Decimal):
         return _number(value)
     if isinstance(value, bytes | bytearray | memoryview):

@@ -1,6 +1,6 @@
 """Clipping inside the SQL that is sent: no cell larger than the budget ever reaches the driver.
 
-    admitted SQL --describe (no execution)--> column names and types
+    admitted SQL --describe (LIMIT 0: nothing is read)--> column names and types
                  --wrap: each big-able column clipped in SQL--> SELECT <clipped cells> FROM (<sql>) ...
     wire rows --reassemble--> the original columns, a `Clipped` or `BinarySize` where a cell was cut
 
@@ -16,13 +16,17 @@ the call's session, `wrap` writes the clipping SQL. A database profile can point
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-__all__ = ["BinarySize", "CellBudget", "ClipPlan", "Clipped", "WireColumn"]
+__all__ = ["BinarySize", "CellBudget", "ClipPlan", "Clipped", "WireColumn", "hooks"]
 
 Kind = Literal["fixed", "text", "binary", "other"]
+
+CAP: Final = re.compile(r"\bLIMIT\s+\d+(\s*,\s*\d+|\s+OFFSET\s+\d+)?\s*$", re.IGNORECASE)
+"""The row cap admission writes at the end of every query (mcpkit's own generator wrote it)."""
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,18 @@
-"""MySQL and MariaDB: describe with `LIMIT 0` (the optimizer stops before running), clip in a CTE."""
+"""MySQL and MariaDB: describe with `LIMIT 0` (the optimizer stops before running), clip in a derived table.
+
+The admitted SQL always ends with the row cap (`LIMIT n`, written by mcpkit's own generator), so
+the describe step sends it with `LIMIT 0`: the result's names, duplicates included, without a run.
+Columns are referenced by name from a derived table; duplicate names (which a derived table cannot
+hold) go through a CTE column list instead (MariaDB then resolves a UNION's ORDER BY name against
+that list, so a query with both fails in the database: refused, never unclipped).
+"""
 
 from __future__ import annotations
 
 import importlib
 from typing import Any, Final
 
-from mcpkit.sql.clipping import CellBudget, ClipPlan, WireColumn, keep, size_only, text_chars
+from mcpkit.sql.clipping import CAP, CellBudget, ClipPlan, WireColumn, keep, size_only, text_chars
 
 __all__ = ["describe", "wrap"]
 
@@ -22,8 +29,9 @@ def describe(dbapi: Any, sql: str) -> list[WireColumn]:
     by_code = {v: k for k, v in vars(field_type).items() if k.isupper() and isinstance(v, int)}
     cur = dbapi.cursor()
     try:
-        cur.execute(f"SELECT * FROM ({sql}) AS q LIMIT 0")
-        result = getattr(cur, "_result", None)  # pymysql keeps the charset per field only here
+        capped = CAP.search(sql)
+        cur.execute(sql[: capped.start()] + "LIMIT 0" if capped else f"SELECT * FROM ({sql}) AS q LIMIT 0")
+        result = getattr(cur, "_result", None)  # pymysql keeps the field packets (charset) there
         fields = list(result.fields or []) if result is not None else []
         description = cur.description or ()
     finally:
@@ -47,8 +55,9 @@ def wrap(sql: str, columns: list[WireColumn], rows: int, budget: CellBudget) -> 
     chars = text_chars(budget.cell_bytes(rows, len(columns)))
     parts: list[str] = []
     merges: list[Any] = []
+    unique = len({c.name.lower() for c in columns}) == len(columns)
     for i, col in enumerate(columns):
-        c = f"q.c{i}"
+        c = "q.`" + col.name.replace("`", "``") + "`" if unique else f"q.c{i}"
         if col.kind == "binary":
             parts.append(f"LENGTH({c})")
             merges.append(size_only)
@@ -58,6 +67,9 @@ def wrap(sql: str, columns: list[WireColumn], rows: int, budget: CellBudget) -> 
         else:
             parts.append(c)
             merges.append(keep)
-    names = ", ".join(f"c{i}" for i in range(len(columns)))
-    text = f"WITH q({names}) AS ({sql}) SELECT {', '.join(parts)} FROM q"
+    if unique:
+        text = f"SELECT {', '.join(parts)} FROM ({sql}) AS q"
+    else:
+        names = ", ".join(f"c{i}" for i in range(len(columns)))
+        text = f"WITH q({names}) AS ({sql}) SELECT {', '.join(parts)} FROM q"
     return ClipPlan(text, tuple(columns), tuple(1 for _ in columns), tuple(merges))

@@ -1,10 +1,19 @@
-"""PostgreSQL: describe through the extended protocol (parse, no execution), clip in a derived table."""
+"""PostgreSQL: describe with `LIMIT 0` (the executor returns before reading), clip in a derived table."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from mcpkit.sql.clipping import CellBudget, ClipPlan, WireColumn, keep, size_only, text_chars, text_or_clipped
+from mcpkit.sql.clipping import (
+    CAP,
+    CellBudget,
+    ClipPlan,
+    WireColumn,
+    keep,
+    size_only,
+    text_chars,
+    text_or_clipped,
+)
 
 __all__ = ["describe", "wrap"]
 
@@ -12,23 +21,21 @@ _TYPES = "SELECT oid::int, typname, typlen, typcategory FROM pg_catalog.pg_type 
 
 
 def describe(dbapi: Any, sql: str) -> list[WireColumn]:
-    """The result columns of `sql`, from a Describe of the unnamed statement (nothing is executed)."""
-    from psycopg import errors, pq
+    """The result columns of `sql`, from the same query with `LIMIT 0` (the executor stops at once).
 
-    conn = dbapi.pgconn
-    prepared = conn.prepare(b"", sql.encode())
-    if prepared.status != pq.ExecStatus.COMMAND_OK:
-        raise _error(prepared, errors)
-    described = conn.describe_prepared(b"")
-    if described.status != pq.ExecStatus.COMMAND_OK:
-        raise _error(described, errors)
-    names = [(described.fname(i) or b"?").decode() for i in range(described.nfields)]
-    oids = [int(described.ftype(i)) for i in range(described.nfields)]
+    It goes through psycopg's ordinary cursor, so the call's statement_timeout and the watchdog's
+    cancel apply to it like to the query itself.
+    """
+    capped = CAP.search(sql)
+    probe = sql[: capped.start()] + "LIMIT 0" if capped else f"SELECT * FROM ({sql}) AS q LIMIT 0"
     with dbapi.cursor() as cur:
+        cur.execute(probe, prepare=False)
+        description = list(cur.description or ())
+        oids = [int(d.type_code) for d in description]
         cur.execute(_TYPES, [sorted(set(oids))])
         types = {int(o): (str(n), int(length), str(cat)) for o, n, length, cat in cur.fetchall()}
     out = []
-    for name, oid in zip(names, oids, strict=True):
+    for col, oid in zip(description, oids, strict=True):
         typname, length, category = types.get(oid, (None, -1, "X"))
         if length > 0:
             kind = "fixed"
@@ -38,17 +45,8 @@ def describe(dbapi: Any, sql: str) -> list[WireColumn]:
             kind = "text"
         else:
             kind = "other"
-        out.append(WireColumn(name, typname, kind))  # type: ignore[arg-type]
+        out.append(WireColumn(str(col.name), typname, kind))  # type: ignore[arg-type]
     return out
-
-
-def _error(result: Any, errors: Any) -> Exception:
-    from psycopg import pq
-
-    state = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"").decode()
-    message = (result.error_message or b"").decode(errors="replace")
-    cls = errors.lookup(state) if state else errors.DatabaseError
-    return cls(message)  # type: ignore[no-any-return]
 
 
 def wrap(sql: str, columns: list[WireColumn], rows: int, budget: CellBudget) -> ClipPlan:

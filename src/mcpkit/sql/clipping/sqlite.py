@@ -17,7 +17,12 @@ def describe(dbapi: Any, sql: str) -> list[WireColumn]:
         description = cur.description or ()
     finally:
         cur.close()
-    return [WireColumn(str(col[0]), None, "other") for col in description]
+    names: list[str] = []
+    for col in description:  # SQLite names a repeated column `id:1` in a subquery; show it as written
+        name = str(col[0])
+        base, colon, digits = name.rpartition(":")
+        names.append(base if colon and digits.isdigit() and base in names else name)
+    return [WireColumn(name, None, "other") for name in names]
 
 
 def wrap(sql: str, columns: list[WireColumn], rows: int, budget: CellBudget) -> ClipPlan:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from mcpkit.sql.clipping import CellBudget
 
 __all__ = ["Column", "Engine", "Params", "Rows"]
 
@@ -40,7 +43,16 @@ class Engine(Protocol):
         """The sqlglot dialect name of the database (`postgres`, `mysql`, `sqlite`, ...)."""
         ...
 
-    def execute(self, sql: str, params: Params | None, limit: int, timeout_s: float, call_id: str) -> Rows:
+    def execute(
+        self,
+        sql: str,
+        params: Params | None,
+        limit: int,
+        timeout_s: float,
+        call_id: str,
+        *,
+        clip: CellBudget | None = None,
+    ) -> Rows:
         """Run `sql` read-only, stop it after `timeout_s`, fetch at most `limit` rows (+1 to see more).
 
         Raises:

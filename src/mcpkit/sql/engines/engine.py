@@ -15,6 +15,7 @@ from sqlalchemy.engine import Engine as SaEngine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
+from mcpkit.sql.clipping import CellBudget, hooks
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.engines.base import Column, Params, Rows
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
@@ -110,7 +111,16 @@ class SqlEngine:
                 conn.invalidate()
             conn.close()
 
-    def execute(self, sql: str, params: Params | None, limit: int, timeout_s: float, call_id: str) -> Rows:
+    def execute(
+        self,
+        sql: str,
+        params: Params | None,
+        limit: int,
+        timeout_s: float,
+        call_id: str,
+        *,
+        clip: CellBudget | None = None,
+    ) -> Rows:
         """Run one statement read-only and return at most `limit` rows.
 
         Args:
@@ -120,12 +130,27 @@ class SqlEngine:
             limit: Rows to return; one more is fetched to tell whether more exist.
             timeout_s: Deadline for the database work.
             call_id: Shown to the database (application_name / comment) and in the log.
+            clip: Clip cells inside the SQL sent (`mcpkit.sql.clipping`), so no cell over the
+                budget reaches the driver; a clipped cell comes back as `Clipped`/`BinarySize`.
 
         Returns:
             The rows.
         """
+        clipping = hooks(self.dialect) if clip is not None and params is None else None
         started = time.perf_counter()
         with self.session(timeout_s, call_id) as (conn, dbapi):
+            if clipping is not None and clip is not None:
+                describe, wrap = clipping
+                plan = wrap(sql, describe(dbapi, sql), limit + 1, clip)
+                cursor = dbapi.cursor()
+                try:
+                    self.profile.run(cursor, plan.sql, call_id)
+                    fetched = [plan.reassemble(r) for r in cursor.fetchmany(limit + 1)]
+                finally:
+                    cursor.close()
+                elapsed = time.perf_counter() - started
+                columns = tuple(Column(c.name, c.type_name) for c in plan.columns)
+                return Rows(columns, tuple(fetched[:limit]), len(fetched) > limit, elapsed, call_id)
             if params is None:
                 cursor = dbapi.cursor()
                 try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mcpkit.sql.clipping import CellBudget
 from mcpkit.sql.engines.base import Column, Params, Rows
 
 __all__ = ["FakeEngine"]
@@ -32,7 +33,16 @@ class FakeEngine:
         """The sqlglot dialect this fake pretends to be."""
         return self._dialect
 
-    def execute(self, sql: str, params: Params | None, limit: int, timeout_s: float, call_id: str) -> Rows:
+    def execute(
+        self,
+        sql: str,
+        params: Params | None,
+        limit: int,
+        timeout_s: float,
+        call_id: str,
+        *,
+        clip: CellBudget | None = None,
+    ) -> Rows:
         """Record `sql` and answer with the handler's rows, cut at `limit`."""
         self.calls.append(sql)
         names, rows = self._handler(sql)
