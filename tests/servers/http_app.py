@@ -3,6 +3,7 @@
 python tests/servers/http_app.py PORT [--tokens FILE] [--jwks FILE --issuer ISS --resource URL]
     [--scopes a,b] [--stateless] [--json] [--redis URL] [--name NAME] [--max-body N] [--max-concurrent N]
     [--max-sessions N] [--sessions-per-client N] [--session-idle S] [--head-timeout S] [--body-timeout S]
+    [--forwarded-allow-ips IPS]
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def main() -> None:
     parser.add_argument("--session-idle", type=float, default=1800.0)
     parser.add_argument("--head-timeout", type=float, default=10.0)
     parser.add_argument("--body-timeout", type=float, default=30.0)
+    parser.add_argument("--forwarded-allow-ips")
     opts = parser.parse_args()
     resource = opts.resource or f"http://127.0.0.1:{opts.port}/mcp"
     auth = None
@@ -103,6 +105,7 @@ def main() -> None:
         head_timeout_s=opts.head_timeout,
         body_timeout_s=opts.body_timeout,
         graceful_s=10,
+        **({"forwarded_allow_ips": opts.forwarded_allow_ips.split(",")} if opts.forwarded_allow_ips else {}),
     )
 
 

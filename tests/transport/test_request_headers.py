@@ -1,4 +1,5 @@
-"""Header details a client may spell differently: Host without a port, media types in capitals;
+"""Header details a client may spell differently: Host without a port, in capitals or with a trailing dot
+(and a Host whose port is not a number refused), media types in capitals;
 and static tokens never reach the operator's log, even pasted into a query."""
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ def test_loopback_host_without_a_port_and_case_insensitive_media_types() -> None
                 f"127.0.0.1:{port}",
                 "evil.example",
                 "localhost.evil.example",
+                "LOCALHOST",  # host names are case-insensitive
+                f"LocalHost.:{port}",  # a trailing dot is the same name
+                "127.0.0.1:",  # an empty port is the default one
+                "127.0.0.1:evil",  # a port must be a number
+                "localhost:80x",
+                "[::1]x",
+                "EVIL.example.",
             )
         }
         types = {
@@ -47,6 +55,13 @@ def test_loopback_host_without_a_port_and_case_insensitive_media_types() -> None
         f"127.0.0.1:{port}": 200,
         "evil.example": 421,
         "localhost.evil.example": 421,
+        "LOCALHOST": 200,
+        f"LocalHost.:{port}": 200,
+        "127.0.0.1:": 200,
+        "127.0.0.1:evil": 400,
+        "localhost:80x": 400,
+        "[::1]x": 400,
+        "EVIL.example.": 421,
     }
     assert types == {
         "APPLICATION/JSON": 200,

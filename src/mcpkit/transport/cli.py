@@ -57,6 +57,13 @@ def add_serving_arguments(parser: argparse.ArgumentParser) -> None:
         help="open MCP sessions per caller: its token's principal, else its connection (default 16)",
     )
     group.add_argument(
+        "--forwarded-allow-ips",
+        default=None,
+        metavar="IPS",
+        help="comma-separated proxy addresses or networks whose X-Forwarded-For is believed "
+        "(default: none; limits never key on it)",
+    )
+    group.add_argument(
         "--redis",
         default=os.environ.get("MCPKIT_REDIS_URL"),
         help="share rate limits and cache with other replicas (default $MCPKIT_REDIS_URL)",
@@ -116,5 +123,7 @@ def serve(server: Server, args: argparse.Namespace) -> int:
         auth=auth_from_args(args, server),
         max_sessions=args.max_sessions,
         max_sessions_per_client=args.max_sessions_per_client,
+        forwarded_allow_ips=[ip.strip() for ip in (args.forwarded_allow_ips or "").split(",") if ip.strip()]
+        or None,
     )
     return 0
