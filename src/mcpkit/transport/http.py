@@ -25,6 +25,7 @@ from starlette.types import ASGIApp
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from mcpkit.errors import DefinitionError
+from mcpkit.logs import install_redaction
 from mcpkit.transport.auth import HttpAuth, JWTVerifier, StaticTokens
 from mcpkit.transport.gate import ClientGate, SlotMiddleware
 from mcpkit.transport.guard import RequestGuard, ServingState
@@ -34,9 +35,10 @@ from mcpkit.transport.sessions import SessionManager
 if TYPE_CHECKING:
     from mcpkit.server import Server
 
-__all__ = ["http_app", "run_http", "security_settings"]
+__all__ = ["UVICORN_LOGGERS", "http_app", "run_http", "security_settings"]
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 
 def security_settings(
@@ -230,6 +232,9 @@ def run_http(
         lifespan="on",
         proxy_headers=False,  # uvicorn believes 127.0.0.1's X-Forwarded-For by default; http_app decides
     )
+    # uvicorn's loggers got handlers of their own just now (the Config applies its log config) and
+    # do not propagate: an ASGI traceback on uvicorn.error would otherwise bypass the redactor
+    install_redaction(server.redactor, loggers=UVICORN_LOGGERS)
     runner = uvicorn.Server(config)
     state: ServingState = app.state.mcpkit
     stop = runner.handle_exit
