@@ -12,6 +12,7 @@ import logging
 import re
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -45,13 +46,24 @@ class Redactor:
         self._lock = threading.Lock()
 
     def add(self, value: str) -> None:
-        """Register a secret value; values shorter than 4 characters are too common to redact safely."""
+        """Register a secret value; values shorter than 4 characters are too common to redact safely.
+
+        The value is also matched as it reads once escaped by `repr` or JSON (a log line that quotes
+        user text with `%r` doubles its backslashes), and cut short (a log line that keeps the first N
+        characters of user text may end inside the value): any prefix of at least `_MIN_CUT_PREFIX`
+        characters of each spelling is redacted too.
+
+        >>> r = Redactor(); r.add("s3cr3t-0123456789")
+        >>> r.redact("query: s3cr3t-0123456789"[:20])
+        'query: [REDACTED]'
+        """
         if len(value) < 4:
             return
         with self._lock:
             self._values.add(value)
-            ordered = sorted(self._values, key=len, reverse=True)
-            self._pattern = re.compile("|".join(re.escape(v) for v in ordered))
+            spellings = {s for v in self._values for s in _spellings(v)}
+            ordered = sorted(spellings, key=len, reverse=True)
+            self._pattern = re.compile("|".join(_with_cut_prefixes(v) for v in ordered))
 
     @property
     def has_values(self) -> bool:
@@ -89,6 +101,34 @@ class Redactor:
         return text
 
 
+_MIN_CUT_PREFIX = 8
+
+
+def _spellings(value: str) -> set[str]:
+    """`value` as it appears in text written by `repr` (either quote) or JSON."""
+    escaped = value.encode("unicode_escape").decode("ascii")
+    return {
+        value,
+        repr(value)[1:-1],
+        escaped.replace("'", "\\'"),
+        escaped.replace('"', '\\"'),
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+    }
+
+
+def _with_cut_prefixes(value: str) -> str:
+    """A pattern for `value` or any prefix of it of `_MIN_CUT_PREFIX` characters or more.
+
+    Nested optional groups (`abcd(?:e(?:f)?)?`) keep the pattern linear in the value's length;
+    the regex engine takes the longest prefix present.
+    """
+    head = max(min(_MIN_CUT_PREFIX, len(value)), 4)
+    tail = value[head:]
+    pattern = "".join(f"(?:{re.escape(c)}" for c in tail) + ")?" * len(tail)
+    return re.escape(value[:head]) + pattern
+
+
 def _keep_prefix(m: re.Match[str]) -> str:
     if m.group(1):
         return m.group(1) + REDACTED
@@ -109,18 +149,20 @@ class RedactingFormatter(logging.Formatter):
         return self.redactor.redact(self.inner.format(record))
 
 
-def install_redaction(redactor: Redactor, *, stream: Any = None) -> None:
-    """Put redaction on every handler of the root and `mcpkit` loggers.
+def install_redaction(redactor: Redactor, *, stream: Any = None, loggers: Sequence[str] = ()) -> None:
+    """Put redaction on every handler of the root and `mcpkit` loggers, and of `loggers`.
 
-    When neither has a handler, adds one to `mcpkit` writing to stderr (stdout belongs to the
-    stdio transport). Safe to call more than once.
+    When neither root nor `mcpkit` has a handler, adds one to `mcpkit` writing to stderr (stdout
+    belongs to the stdio transport). `loggers` names loggers that have handlers of their own and
+    do not propagate (uvicorn's, set up after this first ran). Safe to call more than once.
     """
     root, ours = logging.getLogger(), logging.getLogger("mcpkit")
     if not root.handlers and not ours.handlers:
         ours.addHandler(logging.StreamHandler(stream or sys.stderr))
         if ours.level == logging.NOTSET:
             ours.setLevel(logging.INFO)
-    for handler in [h for logger in (root, ours) for h in logger.handlers]:
+    named = [logging.getLogger(name) for name in loggers]
+    for handler in [h for logger in (root, ours, *named) for h in logger.handlers]:
         fmt = handler.formatter
         if isinstance(fmt, RedactingFormatter):
             if fmt.redactor is not redactor:
@@ -168,9 +210,11 @@ def redact_arguments(arguments: Any, redactor: Redactor | None = None) -> str:
         return value
 
     text = json.dumps(mask(arguments), ensure_ascii=False, separators=(",", ":"), default=str)
+    if redactor is not None:  # before the cut, which could leave a secret's first part unmatched
+        text = redactor.redact(text)
     if len(text) > _MAX_ARGUMENTS_TEXT:
         text = text[:_MAX_ARGUMENTS_TEXT] + f"...(+{len(text) - _MAX_ARGUMENTS_TEXT} chars)"
-    return redactor.redact(text) if redactor is not None else text
+    return text
 
 
 def log_call(record: dict[str, Any], *, level: int = logging.INFO) -> None:

@@ -4,6 +4,7 @@ python tests/servers/http_app.py PORT [--tokens FILE] [--jwks FILE --issuer ISS 
     [--scopes a,b] [--stateless] [--json] [--redis URL] [--name NAME] [--max-body N] [--max-concurrent N]
     [--max-sessions N] [--sessions-per-client N] [--session-idle S] [--head-timeout S] [--body-timeout S]
     [--metrics]
+    [--forwarded-allow-ips IPS]
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def main() -> None:
     parser.add_argument("--head-timeout", type=float, default=10.0)
     parser.add_argument("--body-timeout", type=float, default=30.0)
     parser.add_argument("--metrics", action="store_true")
+    parser.add_argument("--forwarded-allow-ips")
     opts = parser.parse_args()
     resource = opts.resource or f"http://127.0.0.1:{opts.port}/mcp"
     auth = None
@@ -108,6 +110,7 @@ def main() -> None:
         body_timeout_s=opts.body_timeout,
         graceful_s=10,
         metrics=opts.metrics,
+        **({"forwarded_allow_ips": opts.forwarded_allow_ips.split(",")} if opts.forwarded_allow_ips else {}),
     )
 
 

@@ -7,7 +7,9 @@ stream (sse-starlette ends SSE responses on uvicorn's exit flag); only --json-re
 
 from __future__ import annotations
 
+import json
 import signal
+import socket
 import time
 from typing import Any
 
@@ -17,6 +19,8 @@ import pytest
 from mcp import Client
 
 from tests.helpers import free_port, python_server, text_of
+from tests.transport.http_support import ACCEPT, APP, INIT, VERSION, call, open_session
+from tests.transport.http_support import MODES as HTTP_MODES
 
 SLOW_QUERY = (
     "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) "
@@ -87,3 +91,45 @@ async def test_sigterm_lets_six_calls_in_flight_finish(mode: str) -> None:
     assert code in (0, -signal.SIGTERM)
     assert took < 25, "the GET streams must end once the calls have answered, not at the graceful limit"
     assert '"outcome": "INTERNAL"' not in log
+
+
+def _send_across_sigterm(port: int, proc: Any, headers: dict[str, str], body: dict[str, Any]) -> bytes:
+    """Send a request's head and the start of its body, SIGTERM the server, then the rest: the answer."""
+    data = json.dumps(body).encode()
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    request = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}Content-Length: {len(data)}\r\n\r\n".encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(request + data[:10])
+        time.sleep(0.5)  # the head has reached the app; the body has not
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        sock.sendall(data[10:])
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize("mode", list(HTTP_MODES))
+def test_a_call_still_sending_its_body_at_sigterm_is_answered(mode: str) -> None:
+    """The drain counts a request from its arrival: before, a call whose body was still arriving was not
+    counted, so with nothing else in flight the SSE modes answered 200 with an empty stream."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with python_server([APP, str(port), *HTTP_MODES[mode]], port) as running:
+        headers = {**ACCEPT, "mcp-protocol-version": VERSION}
+        if "--stateless" not in HTTP_MODES[mode]:
+            headers["mcp-session-id"] = open_session(url, ACCEPT).headers["mcp-session-id"]
+        answer = _send_across_sigterm(port, running.proc, headers, call(7, "echo", {"text": "drained"}))
+        assert running.proc.wait(20) in (0, -signal.SIGTERM)
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    assert b'"text":"drained"' in answer, answer[-300:]
+
+
+def test_an_initialize_still_sending_its_body_at_sigterm_opens_its_session() -> None:
+    port = free_port()
+    with python_server([APP, str(port)], port) as running:
+        answer = _send_across_sigterm(port, running.proc, ACCEPT, INIT)
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    assert b"mcp-session-id:" in answer.lower()
+    assert b'"protocolVersion"' in answer, answer[-300:]

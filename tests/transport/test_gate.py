@@ -7,7 +7,10 @@ header after the real one. The limit is 2: two calls run, three get 429, whateve
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -16,6 +19,7 @@ import pytest
 
 from tests.helpers import free_port, python_server
 from tests.transport.http_support import (
+    ACCEPT,
     ALICE,
     APP,
     BOB,
@@ -116,3 +120,66 @@ def test_repeated_identity_headers_are_refused(mode: str, tokens_file: Path) -> 
     assert statuses == dict.fromkeys(attacks, 400)
     assert fine.status_code == 200
     assert answer_text(fine) == "alice"
+
+
+def _post(port: int, headers: dict[str, str], body: dict[str, object]) -> socket.socket:
+    """A raw connection that has sent the POST of `body`."""
+    data = json.dumps(body).encode()
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    request = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}Content-Length: {len(data)}\r\n\r\n"
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(request.encode() + data)
+    return sock
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_walking_away_from_an_answer_does_not_free_the_slot(mode: str, tokens_file: Path) -> None:
+    """The slot is held until the call ends, not until the client stops listening (issue 12 red team).
+
+    In SSE mode the SDK's app returns once the client closes the connection, while the call runs on:
+    40 abandoned slow calls all ran at once under a limit of 16.
+    """
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    stateful = "--stateless" not in MODES[mode]
+    args = [APP, str(port), *MODES[mode], "--tokens", str(tokens_file), "--max-concurrent", "2"]
+    with python_server(args, port):
+        alice = {**bearer(ALICE), "mcp-protocol-version": VERSION}
+        if stateful:
+            alice["mcp-session-id"] = open_session(url, bearer(ALICE)).headers["mcp-session-id"]
+        socks = [_post(port, alice, call(i, "sleep", {"seconds": 4.0})) for i in (1, 2)]
+        if "--json" in MODES[mode]:  # a JSON answer comes only at the end: walk away before it
+            time.sleep(1.0)
+        else:  # an SSE answer starts at once: read its status line, then walk away
+            assert [sock.recv(12) for sock in socks] == [b"HTTP/1.1 200"] * 2
+        for sock in socks:
+            sock.close()
+        time.sleep(0.5)
+        third = httpx2.post(url, headers=alice, json=call(2, "whoami", {}), timeout=20).status_code
+        time.sleep(4.0)  # the two abandoned calls have ended
+        after = httpx2.post(url, headers=alice, json=call(3, "whoami", {}), timeout=20)
+    if mode == "sse-stateless":  # the request's own server ends with its stream: the calls are cancelled
+        assert third == 200
+    else:
+        assert third == 429, "the two abandoned calls still run: alice is at her limit"
+    assert after.status_code == 200
+    assert answer_text(after) == "alice"
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_x_forwarded_for_does_not_make_the_caller(trusted: bool) -> None:
+    """Without auth each connection is its own caller, whatever X-Forwarded-For says.
+
+    uvicorn believes X-Forwarded-For from 127.0.0.1 by default, so a client named its own caller key
+    and could fill another client's session quota; now only `forwarded_allow_ips` makes uvicorn's
+    rewrite happen, and limits key on the connection even then.
+    """
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    args = [APP, str(port), "--sessions-per-client", "2"]
+    if trusted:
+        args += ["--forwarded-allow-ips", "127.0.0.1"]
+    forwarded = {**ACCEPT, "X-Forwarded-For": "203.0.113.7"}
+    with python_server(args, port):
+        statuses = [open_session(url, forwarded).status_code for _ in range(4)]
+    assert statuses == [200, 200, 200, 200]

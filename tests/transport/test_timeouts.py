@@ -84,3 +84,66 @@ def test_a_slow_body_gets_408() -> None:
         time.sleep(1.5)
         reply = sock.recv(4096)
     assert reply.startswith(b"HTTP/1.1 408"), reply
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Whether the server has closed `sock`, reading past any answer it sent first."""
+    while True:
+        readable, _, _ = select.select([sock], [], [], 0)
+        if not readable:
+            return False
+        try:
+            if not sock.recv(65536):
+                return True
+        except OSError:
+            return True
+
+
+_HUGE = b"Host: 127.0.0.1\r\nContent-Length: 1000000000\r\n\r\n"
+UNREAD_BODIES = {  # requests the app answers without reading the body, which then trickles on
+    "POST /healthz": b"POST /healthz HTTP/1.1\r\n" + _HUGE,
+    "GET with a body": b"GET /healthz HTTP/1.1\r\n" + _HUGE,
+    "chunked GET": b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n",
+    "unknown path": b"POST /nowhere HTTP/1.1\r\n" + _HUGE,
+    "DELETE /mcp after a 413": b"DELETE /mcp HTTP/1.1\r\n" + _HUGE,
+    "PUT /mcp": b"PUT /mcp HTTP/1.1\r\n" + _HUGE,
+}
+
+
+def test_an_answered_request_whose_body_trickles_on_is_cut() -> None:
+    """The body deadline holds for every request, also one answered without reading its body.
+
+    Before, each trickled byte cancelled uvicorn's keep-alive timer and the head timer was off once
+    the head was in: 200 of 200 such connections were still open after 240 s.
+    """
+    port = free_port()
+    args = [APP, str(port), "--head-timeout", "1", "--body-timeout", "1"]
+    per_kind = 8
+    with python_server(args, port):
+        socks = {
+            (kind, i): socket.create_connection(("127.0.0.1", port), timeout=5)
+            for kind in UNREAD_BODIES
+            for i in range(per_kind)
+        }
+        started = time.monotonic()
+        open_ = set(socks)
+        try:
+            for (kind, _), sock in socks.items():
+                sock.sendall(UNREAD_BODIES[kind])
+            while open_ and time.monotonic() - started < 8:
+                time.sleep(0.3)
+                for key in list(open_):
+                    sock = socks[key]
+                    drip = b"1\r\nx\r\n" if key[0] == "chunked GET" else b"x"
+                    try:
+                        if _closed(sock):
+                            open_.discard(key)
+                        else:
+                            sock.sendall(drip)
+                    except OSError:
+                        open_.discard(key)
+            assert httpx2.get(f"http://127.0.0.1:{port}/healthz").text == "ok"
+        finally:
+            for sock in socks.values():
+                sock.close()
+    assert not open_, f"still open after 8 s: {sorted({kind for kind, _ in open_})}"

@@ -62,6 +62,13 @@ def add_serving_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve Prometheus metrics at GET /metrics (HTTP; needs the telemetry extra)",
     )
     group.add_argument(
+        "--forwarded-allow-ips",
+        default=None,
+        metavar="IPS",
+        help="comma-separated proxy addresses or networks whose X-Forwarded-For is believed "
+        "(default: none; limits never key on it)",
+    )
+    group.add_argument(
         "--redis",
         default=os.environ.get("MCPKIT_REDIS_URL"),
         help="share rate limits and cache with other replicas (default $MCPKIT_REDIS_URL)",
@@ -126,6 +133,8 @@ def serve(server: Server, args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         max_sessions_per_client=args.max_sessions_per_client,
         metrics=args.metrics,
+        forwarded_allow_ips=[ip.strip() for ip in (args.forwarded_allow_ips or "").split(",") if ip.strip()]
+        or None,
     )
     return 0
 

@@ -8,27 +8,76 @@ may have in flight (429 beyond) and the MCP sessions it may hold open (429 beyon
 
 The caller key is also left in the request's state (`request.state.mcpkit_caller`) for the
 layers below, so limits further in can use the same identity.
+
+A request's slot is held until its work ends, not until its HTTP answer does: in SSE mode the
+SDK's ASGI app returns as soon as the client walks away while the call it started runs on (40
+abandoned slow calls ran at once under a limit of 16). The gate hands the slot to the request's
+context; `SlotMiddleware`, a middleware of the SDK's low-level server, holds it for as long as
+each handler the request started runs (the SDK runs a handler in the context of the request
+that sent its message, so the slot reaches it without any request-id bookkeeping).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from contextvars import ContextVar
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcpkit.transport.guard import refuse
+from mcpkit.transport.guard import PEER_STATE_KEY, refuse
 from mcpkit.transport.sessions import opening_caller
 
 if TYPE_CHECKING:
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+
     from mcpkit.transport.sessions import SessionManager
 
-__all__ = ["CALLER_STATE_KEY", "ClientGate", "caller_key"]
+__all__ = ["CALLER_STATE_KEY", "ClientGate", "SlotMiddleware", "caller_key"]
 
 CALLER_STATE_KEY = "mcpkit_caller"
+
+
+class _Slot:
+    """One gate slot, held by its request and by each handler the request started."""
+
+    def __init__(self, free: Callable[[], None]) -> None:
+        self._holders = 1
+        self._free: Callable[[], None] | None = free
+
+    def hold(self) -> bool:
+        """Hold the slot; False once it is free (a context that outlived its request)."""
+        if self._free is None:
+            return False
+        self._holders += 1
+        return True
+
+    def drop(self) -> None:
+        self._holders -= 1
+        if self._holders == 0 and self._free is not None:
+            free, self._free = self._free, None
+            free()
+
+
+_current_slot: ContextVar[_Slot | None] = ContextVar("mcpkit_gate_slot", default=None)
+
+
+class SlotMiddleware:
+    """Low-level server middleware: a handler holds its request's gate slot while it runs."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        slot = _current_slot.get()
+        if slot is None or not slot.hold():
+            return await call_next(ctx)
+        try:
+            return await call_next(ctx)
+        finally:
+            slot.drop()
 
 
 def caller_key(scope: Scope) -> str:
@@ -42,7 +91,9 @@ def caller_key(scope: Scope) -> str:
         who = authorization_context(user)
         text = "\0".join(str(who[k] or "") for k in ("issuer", "subject", "client_id"))
         return "p:" + hashlib.sha256(text.encode()).hexdigest()[:32]
-    client = scope.get("client")
+    # the TCP peer as the guard saw it, before a trusted proxy's X-Forwarded-For rewrote `client`
+    state = scope.get("state") or {}
+    client = state[PEER_STATE_KEY] if PEER_STATE_KEY in state else scope.get("client")
     return f"c:{client[0]}:{client[1]}" if client else "c:unknown"
 
 
@@ -78,15 +129,21 @@ class ClientGate:
             await refuse(send, 429, "This client has too many open sessions; end one (DELETE) first.")
             return
         self._in_flight[key] += 1
+        slot = _Slot(partial(self._free, key))
+        slot_token = _current_slot.set(slot)
         token = opening_caller.set(key) if opens else None
         try:
             await self.app(scope, receive, send)
         finally:
             if token is not None:
                 opening_caller.reset(token)
-            self._in_flight[key] -= 1
-            if not self._in_flight[key]:
-                del self._in_flight[key]
+            _current_slot.reset(slot_token)
+            slot.drop()  # the slot is free once the handlers this request started have ended too
+
+    def _free(self, key: str) -> None:
+        self._in_flight[key] -= 1
+        if not self._in_flight[key]:
+            del self._in_flight[key]
 
 
 def _opens_session(scope: Scope) -> bool:

@@ -12,13 +12,19 @@ calls in flight, so a draining server knows when the last one has answered.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["SINGLE_HEADERS", "RequestGuard", "ServingState", "refuse"]
+__all__ = ["PEER_STATE_KEY", "SINGLE_HEADERS", "RequestGuard", "ServingState", "refuse"]
+
+PEER_STATE_KEY = "mcpkit_peer"
+"""Where the guard leaves the TCP peer (host, port) before any proxy-header rewrite of `client`."""
+
+_PORT = re.compile(rb"[0-9]{0,5}")
 
 SINGLE_HEADERS = frozenset(
     {
@@ -86,6 +92,12 @@ class RequestGuard:
         if repeated is not None:
             await refuse(send, 400, f"The {repeated} header must appear only once.")
             return
+        scope.setdefault("state", {})[PEER_STATE_KEY] = scope.get("client")
+        headers = _normal_host(scope["headers"])
+        if headers is None:
+            await refuse(send, 400, "The Host header is not a valid host[:port].")
+            return
+        scope = {**scope, "headers": headers}
         if scope["path"].rstrip("/") != self.path:
             await self.app(scope, receive, send)
             return
@@ -96,13 +108,16 @@ class RequestGuard:
         if scope["method"] == "GET":  # a standing stream, not a call: not counted
             await self.app(scope, receive, send)
             return
-        if scope["method"] == "POST":
-            body = await self._read_body(receive, send)
-            if body is None:
-                return
-            receive = _replay(body, receive)
+        # Counted from the moment the request arrives, not once its body is read: a drain that
+        # began while the only call was still sending its body would otherwise see nothing in
+        # flight and end the SSE answers at once (200 with an empty stream).
         self.state.in_flight += 1
         try:
+            if scope["method"] == "POST":
+                body = await self._read_body(receive, send)
+                if body is None:
+                    return
+                receive = _replay(body, receive)
             await self.app(scope, receive, send)
         finally:
             self.state.in_flight -= 1
@@ -136,6 +151,45 @@ def _repeated(headers: list[tuple[bytes, bytes]]) -> str | None:
                 return name.decode("latin-1").title()
             seen.add(name)
     return None
+
+
+def _normal_host(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]] | None:
+    """The headers with Host in its one spelling (lower case, no trailing dot), or None if malformed.
+
+    Host names are case-insensitive and `name.` is the same name as `name` (RFC 9110 4.2.3,
+    RFC 1034 3.1), but the SDK's DNS-rebinding check compares strings exactly; and a port that is
+    not a number makes the value no host at all (RFC 3986 3.2.3), whatever the check would match.
+    """
+    for i, (name, value) in enumerate(headers):
+        if name != b"host":
+            continue
+        if value.startswith(b"["):
+            end = value.find(b"]")
+            if end < 0:
+                return None
+            hostname, rest = value[: end + 1], value[end + 1 :]
+            if rest and not rest.startswith(b":"):
+                return None
+            port = rest[1:] if rest else None
+        else:
+            hostname, sep, tail = value.partition(b":")
+            port = tail if sep else None
+        if port is not None and not _PORT.fullmatch(port):
+            return None
+        if port == b"":  # `host:` is `host` (RFC 3986 3.2.3: an empty port is the default one)
+            port = None
+        hostname = hostname.lower()
+        if hostname.endswith(b".") and not hostname.endswith(b".."):
+            hostname = hostname[:-1]
+        if not hostname:
+            return None
+        normal = hostname + (b":" + port if port is not None else b"")
+        if normal == value:
+            return headers
+        fixed = list(headers)
+        fixed[i] = (name, normal)
+        return fixed
+    return headers
 
 
 def _lower_media_type(scope: Scope) -> Scope:

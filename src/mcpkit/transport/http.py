@@ -22,10 +22,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from mcpkit.errors import DefinitionError
+from mcpkit.logs import install_redaction
 from mcpkit.transport.auth import HttpAuth, JWTVerifier, StaticTokens
-from mcpkit.transport.gate import ClientGate
+from mcpkit.transport.gate import ClientGate, SlotMiddleware
 from mcpkit.transport.guard import RequestGuard, ServingState
 from mcpkit.transport.runner import sse_drain, timed_h11
 from mcpkit.transport.sessions import SessionManager
@@ -33,9 +35,10 @@ from mcpkit.transport.sessions import SessionManager
 if TYPE_CHECKING:
     from mcpkit.server import Server
 
-__all__ = ["http_app", "run_http", "security_settings"]
+__all__ = ["UVICORN_LOGGERS", "http_app", "run_http", "security_settings"]
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 
 def security_settings(
@@ -94,6 +97,7 @@ def http_app(
     max_sessions_per_client: int | None = 16,
     session_idle_timeout_s: float | None = 1800.0,
     metrics: bool = False,
+    forwarded_allow_ips: Sequence[str] | None = None,
     **sdk_options: Any,
 ) -> Starlette:
     """The Streamable HTTP ASGI app of `server`.
@@ -124,10 +128,16 @@ def http_app(
         metrics: Serve the Prometheus text format at `GET /metrics` (no auth, like `/healthz`: it
             holds counts by tool and outcome, never a principal). Needs the `telemetry` extra and
             `mcpkit.telemetry.Telemetry` among the server's middleware.
+        forwarded_allow_ips: The proxies (addresses or networks) whose `X-Forwarded-For` and
+            `X-Forwarded-Proto` are believed; None (the default) believes nobody. Limits never
+            key on the forwarded address either way, only on the principal or the connection.
         sdk_options: Passed to the SDK's `StreamableHTTPSessionManager` (`event_store`,
             `retry_interval`).
     """
     state = ServingState()
+    lowlevel = server.lowlevel
+    if not any(isinstance(m, SlotMiddleware) for m in lowlevel.middleware):
+        lowlevel.middleware.append(SlotMiddleware())  # a call holds its caller's slot while it runs
     sessions = SessionManager(
         server.lowlevel,
         json_response=json_response,
@@ -154,6 +164,8 @@ def http_app(
             body_timeout_s=body_timeout_s,
         )
     ]
+    if forwarded_allow_ips:
+        middleware.append(Middleware(ProxyHeadersMiddleware, trusted_hosts=list(forwarded_allow_ips)))
     if auth is not None:
         verifier = auth.verifier
         if isinstance(verifier, JWTVerifier) and verifier.audience.rstrip("/") != auth.resource_url.rstrip(
@@ -198,6 +210,7 @@ def run_http(
     graceful_s: int = 30,
     idle_timeout_s: int = 5,
     head_timeout_s: float = 10.0,
+    body_timeout_s: float = 30.0,
     **options: Any,
 ) -> None:
     """Serve `server` with uvicorn until SIGINT/SIGTERM, then drain: finish running calls, refuse new ones.
@@ -210,11 +223,13 @@ def run_http(
         idle_timeout_s: A kept-alive connection with no request for this long is closed.
         head_timeout_s: A request's head (line and headers) must arrive within this long of the
             connection opening or the previous response ending (else 408 and close).
+        body_timeout_s: A request's body must arrive within this long of its head, whatever the
+            request (else 408 and close).
         options: For `http_app`.
     """
     import uvicorn
 
-    app = http_app(server, host=host, **options)
+    app = http_app(server, host=host, body_timeout_s=body_timeout_s, **options)
     config = uvicorn.Config(
         app,
         host=host,
@@ -222,9 +237,13 @@ def run_http(
         log_level="warning",
         timeout_graceful_shutdown=graceful_s,
         timeout_keep_alive=idle_timeout_s,
-        http=timed_h11(head_timeout_s),
+        http=timed_h11(head_timeout_s, body_timeout_s),
         lifespan="on",
+        proxy_headers=False,  # uvicorn believes 127.0.0.1's X-Forwarded-For by default; http_app decides
     )
+    # uvicorn's loggers got handlers of their own just now (the Config applies its log config) and
+    # do not propagate: an ASGI traceback on uvicorn.error would otherwise bypass the redactor
+    install_redaction(server.redactor, loggers=UVICORN_LOGGERS)
     runner = uvicorn.Server(config)
     state: ServingState = app.state.mcpkit
     stop = runner.handle_exit

@@ -4,8 +4,7 @@ Timeouts. uvicorn 0.55 (the pinned range) has an idle timeout between requests o
 connection (`timeout_keep_alive`) and a cap on the size of a request head, but nothing bounds
 how long a client may take to send the head, nor a connection that sends nothing at all: 150
 connections trickling one header byte at a time stayed open indefinitely. `timed_h11` adds a
-head timeout to uvicorn's own h11 protocol (from the moment the connection opens or the previous
-response ends until the head is complete: 408 and close); the body timeout is the guard's.
+head and a body deadline to uvicorn's own h11 protocol (408 and close).
 
 Drain. On SIGTERM uvicorn stops accepting, lets running requests finish (up to `graceful_s`),
 then runs the lifespan shutdown. But the SDK answers a call in SSE mode with sse-starlette's
@@ -38,45 +37,70 @@ _TIMEOUT_RESPONSE = (
 )
 
 
-def timed_h11(head_timeout_s: float) -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol, closing a connection whose request head takes over `head_timeout_s`."""
+def timed_h11(head_timeout_s: float, body_timeout_s: float) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with a deadline on every request's head and body.
+
+    The head must arrive within `head_timeout_s` of the connection opening or the previous
+    response ending; the body within `body_timeout_s` (plus a second's grace, so the guard's own
+    408 for the MCP endpoint goes first) of the head ending. The body deadline holds for every
+    request, also one the app answered without reading its body (a 404, `/healthz`, a 413):
+    uvicorn discards the rest of such a body and would otherwise keep the connection open for as
+    long as the client trickles it, since each byte cancels its keep-alive timer.
+    """
 
     class TimedH11(H11Protocol):
-        _head_timer: asyncio.TimerHandle | None = None
+        _timer: asyncio.TimerHandle | None = None
+        _body_timed: bool = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            self._arm()
+            self._arm(head_timeout_s)
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
-            if self._head_timer is not None and self.conn.their_state is not h11.IDLE:
-                self._disarm()  # the head is complete (the body has the guard's timeout)
+            self._follow()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
             if not self.transport.is_closing():
-                self._arm()  # the next request's head gets its own deadline
+                self._follow()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             super().connection_lost(exc)
 
-        def _arm(self) -> None:
+        def _follow(self) -> None:
+            """Keep the one deadline that fits where the peer's request stands."""
+            state = self.conn.their_state
+            if state is h11.IDLE:
+                if self._timer is None or self._body_timed:
+                    self._body_timed = False
+                    self._arm(head_timeout_s)  # the next request's head gets its own deadline
+            elif state is h11.SEND_BODY:
+                if not self._body_timed:
+                    self._body_timed = True
+                    self._arm(body_timeout_s + 1.0)
+            elif self._timer is not None:  # the request is complete: the app's answer is not timed
+                self._disarm()
+
+        def _arm(self, seconds: float) -> None:
             self._disarm()
-            self._head_timer = self.loop.call_later(head_timeout_s, self._head_timed_out)
+            self._timer = self.loop.call_later(seconds, self._timed_out)
 
         def _disarm(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
-        def _head_timed_out(self) -> None:
-            self._head_timer = None
-            if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+        def _timed_out(self) -> None:
+            self._timer = None
+            state = self.conn.their_state
+            if self.transport.is_closing() or state not in (h11.IDLE, h11.SEND_BODY):
                 return
-            if self.cycle is None or self.cycle.response_complete:
-                self.transport.write(_TIMEOUT_RESPONSE)
+            cycle = self.cycle
+            head_late = state is h11.IDLE and (cycle is None or cycle.response_complete)
+            if head_late or (state is h11.SEND_BODY and cycle is not None and not cycle.response_started):
+                self.transport.write(_TIMEOUT_RESPONSE)  # else an answer was sent: just close
             self.transport.close()
 
     return TimedH11
