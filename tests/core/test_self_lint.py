@@ -28,7 +28,7 @@ BROKEN = {
 
 
 def test_error_findings_refuse_to_build() -> None:
-    with pytest.raises(DefinitionError, match="SL009"):
+    with pytest.raises(DefinitionError, match="SL004"):
         Server("s", tools=[with_raw_schema(BROKEN)])
 
 

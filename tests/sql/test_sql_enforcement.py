@@ -32,7 +32,7 @@ from sqlalchemy.engine import make_url
 from sqlglot import exp
 
 from mcpkit.errors import Refused
-from mcpkit.sql.admission import Admitted
+from mcpkit.sql.admission import Admitted, FunctionPolicy
 from mcpkit.sql.checks import ensure_safe_account, inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
@@ -256,7 +256,10 @@ def test_2_an_opt_in_reopens_its_route(operator_pg: OperatorDb, opt_in: str, rou
         assert not any(named in f.line().split(":")[0] and f.opt_in == opt_in for f in report.findings)
         operator_pg.respawn_canary()
         assert operator_pg.canary_alive()
-        outcome = _outcome(SqlService(engine, timeout_s=TIMEOUT_S), PG_ROUTES[route])
+        # With admission off: what the database no longer stops (the parser may still refuse it).
+        raw = SqlService(engine, timeout_s=TIMEOUT_S)
+        raw._admit = _passthrough
+        outcome = _outcome(raw, PG_ROUTES[route])
         assert not operator_pg.canary_alive(), f"{route} with {opt_in}: {outcome}, the canary survived"
     finally:
         engine.close()
@@ -362,7 +365,9 @@ def test_mariadb_definer_routines_refused_then_stopped(operator_mysql: tuple[str
         lines = [f.line() for f in report.findings]
         assert any(f"function {db}.f_file, which runs as its definer" in line for line in lines), lines
         assert any(f"function {db}.f_other, which runs as its definer" in line for line in lines), lines
-        service = SqlService(engine, timeout_s=TIMEOUT_S)
+        # Admission lets both through (--allow-function), so the database is what is tested below.
+        functions = FunctionPolicy.for_dialect("mysql", extra=[f"{db}.f_file", f"{db}.f_other"])
+        service = SqlService(engine, timeout_s=TIMEOUT_S, functions=functions)
         # What --allow routine:... gives up: the definer's FILE privilege and the other tenant's rows.
         allowed = inspect_account(engine, allowed=[f"routine:{db}.f_file", f"routine:{db}.f_other"])
         assert allowed.findings == []

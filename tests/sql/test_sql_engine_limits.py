@@ -46,7 +46,8 @@ def _raw(env: DbEnv, functions: FunctionPolicy | None = None) -> SqlService:
     ],
 )
 def test_sqlite_no_step_builds_gigabytes_or_outlives_the_deadline(sql: str, sqlite_env: DbEnv) -> None:
-    service = _raw(sqlite_env)
+    # zeroblob is allowed here so that the length limit, not the function policy, is what stops it.
+    service = _raw(sqlite_env, functions=FunctionPolicy.for_dialect("sqlite", extra=["zeroblob"]))
     started = time.monotonic()
     with pytest.raises(QueryFailed) as info:
         service.query(sql, call_id="big", max_rows=1)
