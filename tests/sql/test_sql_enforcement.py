@@ -123,7 +123,7 @@ PG_NAMED = [
     "function app.liar() is written in plpgsql",
     "function app.atomic_xid runs pg_catalog.txid_current, which burns a transaction id",
     "relation app.vx runs pg_catalog.txid_current, which burns a transaction id",
-    "relation app.act runs pg_catalog.pg_stat_get_activity, which shows other sessions' queries",
+    "relation app.act reads pg_catalog.pg_stat_activity, which shows other sessions' SQL text",
     "functions of extension tablefunc: each runs SQL from a string",
     "functions of extension xml2: each runs SQL from a string",
 ]

@@ -66,7 +66,8 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="accept one start-up finding: superuser, table-owner, create-schema, bypassrls, "
-        "read-all-stats, function:SCHEMA.NAME, extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME "
+        "read-all-stats, read-all-settings, function:SCHEMA.NAME, extension:NAME, routine:DB.NAME, "
+        "relation:SCHEMA.NAME, type:SCHEMA.NAME "
         "(repeatable; each is logged as a warning)",
     )
     p.add_argument("--allow-superuser", action="store_true", help="the same as --allow superuser")

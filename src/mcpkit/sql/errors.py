@@ -37,6 +37,7 @@ RefusalReason = Literal[
     "parameter",
     "variable",
     "function",
+    "relation",
     "volatile_function",
     "attribute_call",
     "comment",

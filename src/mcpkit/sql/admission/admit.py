@@ -27,6 +27,7 @@ from mcpkit.sql.admission.reject_attribute_calls import reject_attribute_calls
 from mcpkit.sql.admission.reject_functions import reject_functions
 from mcpkit.sql.admission.reject_locks import reject_locks
 from mcpkit.sql.admission.reject_parameters import reject_parameters
+from mcpkit.sql.admission.reject_relations import reject_relations
 from mcpkit.sql.admission.reject_volatile_functions import FunctionCatalog, reject_volatile_functions
 from mcpkit.sql.admission.reject_writes import reject_writes
 from mcpkit.sql.admission.require_query import require_query
@@ -44,6 +45,7 @@ CHECKS: Final[tuple[Pass, ...]] = (
     reject_parameters,
     reject_attribute_calls,
     reject_functions,
+    reject_relations,
     reject_volatile_functions,
 )
 REWRITES: Final[tuple[Pass, ...]] = (drop_from_dual, cap_rows)

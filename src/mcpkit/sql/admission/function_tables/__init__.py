@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Final, Literal
 
-__all__ = ["Family", "FunctionTable", "Verdict", "family", "matches"]
+__all__ = ["Family", "FunctionTable", "RelationRule", "Verdict", "family", "matches", "relation_rule"]
 
 Verdict = Literal["allowed", "absent", "never"]
 
@@ -96,3 +96,30 @@ class FunctionTable:
     def by_verdict(self) -> list[Family]:
         """The families, never first (for documentation)."""
         return sorted(self.families, key=lambda f: _ORDER[f.verdict])
+
+
+@dataclass(frozen=True)
+class RelationRule:
+    """Relations no query may read: `names` (lower case, `prefix*` patterns, `*` for the whole
+    schema) in `schema` (None: whatever the schema, qualified or not), and why."""
+
+    schema: str | None
+    names: frozenset[str]
+    why: str
+
+    def refuses(self, schema: str | None, name: str) -> bool:
+        """Whether `schema.name` (lower case; schema None when unqualified) is refused.
+
+        >>> RelationRule(None, frozenset({"pg_locks"}), "x").refuses("pg_catalog", "pg_locks")
+        True
+        >>> RelationRule("sys", frozenset({"*"}), "x").refuses(None, "sessions")
+        False
+        """
+        if self.schema is not None and schema != self.schema:
+            return False
+        return matches(name, self.names)
+
+
+def relation_rule(schema: str | None, why: str, names: str) -> RelationRule:
+    """A rule from whitespace-separated names."""
+    return RelationRule(schema, frozenset(names.split()), why)

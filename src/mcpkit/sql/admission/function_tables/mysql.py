@@ -6,9 +6,21 @@ from __future__ import annotations
 
 from typing import Final
 
-from mcpkit.sql.admission.function_tables import FunctionTable, family
+from mcpkit.sql.admission.function_tables import FunctionTable, RelationRule, family, relation_rule
 
-__all__ = ["MYSQL"]
+__all__ = ["MYSQL", "NEVER_RELATIONS"]
+
+# Other sessions' statements and the server's internals; none is needed to analyse data.
+NEVER_RELATIONS: Final[tuple[RelationRule, ...]] = (
+    relation_rule(
+        "information_schema",
+        "shows other sessions' SQL text or transactions",
+        "processlist innodb_trx innodb_locks innodb_lock_waits user_statistics client_statistics",
+    ),
+    relation_rule("performance_schema", "shows other sessions' SQL text and server internals", "*"),
+    relation_rule("sys", "shows other sessions' SQL text and server internals", "*"),
+    relation_rule("mysql", "holds the server's accounts and internal state", "*"),
+)
 
 _NEVER = (
     family("sleeping", "never", "sleeps or burns CPU on purpose", "sleep benchmark"),

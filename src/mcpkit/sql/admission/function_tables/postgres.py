@@ -5,9 +5,26 @@ from __future__ import annotations
 
 from typing import Final
 
-from mcpkit.sql.admission.function_tables import FunctionTable, family
+from mcpkit.sql.admission.function_tables import FunctionTable, RelationRule, family, relation_rule
 
-__all__ = ["POSTGRES"]
+__all__ = ["NEVER_RELATIONS", "POSTGRES"]
+
+# Catalog views over other sessions and server internals (any schema: pg_stat_statements lives
+# where its extension was created). A view over them is refused at start-up (routes.py).
+NEVER_RELATIONS: Final[tuple[RelationRule, ...]] = (
+    relation_rule(
+        None,
+        "shows other sessions' SQL text, locks, prepared transactions, progress or connections",
+        "pg_stat_activity pg_locks pg_prepared_xacts pg_stat_statements pg_stat_statements_info "
+        "pg_stat_progress_* pg_stat_replication pg_stat_wal_receiver pg_stat_subscription pg_stat_ssl "
+        "pg_stat_gssapi pg_replication_slots pg_stat_replication_slots pg_backend_memory_contexts",
+    ),
+    relation_rule(
+        None,
+        "shows server configuration files and file paths",
+        "pg_settings pg_file_settings pg_hba_file_rules pg_ident_file_mappings pg_config",
+    ),
+)
 
 _NEVER = (
     family(

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from mcpkit.sql.admission.function_tables import FunctionTable
+from mcpkit.sql.admission.function_tables import FunctionTable, RelationRule, mysql, postgres
 from mcpkit.sql.admission.function_tables.mysql import MYSQL
 from mcpkit.sql.admission.function_tables.postgres import POSTGRES
 from mcpkit.sql.admission.function_tables.sqlite import SQLITE
 
-__all__ = ["DENYLISTS", "TABLES", "table_for"]
+__all__ = ["DENYLISTS", "NEVER_RELATIONS", "TABLES", "table_for"]
 
 TABLES: Final[dict[str, FunctionTable]] = {"postgres": POSTGRES, "mysql": MYSQL, "sqlite": SQLITE}
 
@@ -20,6 +20,14 @@ _GENERIC: Final = FunctionTable(
 
 DENYLISTS: Final[dict[str, frozenset[str]]] = {name: table.never for name, table in TABLES.items()}
 """Per dialect, the never-allowed names and patterns (no option admits these)."""
+
+
+NEVER_RELATIONS: Final[dict[str, tuple[RelationRule, ...]]] = {
+    "postgres": postgres.NEVER_RELATIONS,
+    "mysql": mysql.NEVER_RELATIONS,
+    # SQLite has no view of other connections or server internals.
+}
+"""Per dialect, the relations no query may read (other dialects: every engine's rules)."""
 
 
 def table_for(dialect: str) -> FunctionTable:

@@ -89,12 +89,15 @@ def _role_findings(conn: Connection) -> tuple[str, str, bool, list[Finding]]:
     if not rolsuper:
         for name, via in conn.execute(text(_MEMBERSHIPS), {"names": sorted(ROLES)}):
             stats = name in ("pg_read_all_stats", "pg_monitor")
+            # Admission refuses pg_settings and current_setting is off the allowlist; the opt-in
+            # says the operator accepts the paths being one --allow-function away.
+            settings = name == "pg_read_all_settings"
             found.append(
                 Finding(
                     name,
                     f"role {user} is a member of {name}" + (f" (through {via})" if via != name else ""),
                     f"REVOKE {via} FROM {quoted}  -- it {ROLES[name]}",
-                    "read-all-stats" if stats else None,
+                    "read-all-stats" if stats else "read-all-settings" if settings else None,
                 )
             )
     return str(user), str(version), bool(rolsuper), found

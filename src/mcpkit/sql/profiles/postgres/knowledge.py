@@ -113,6 +113,7 @@ ROLES: Final[dict[str, str]] = {
     "pg_write_server_files": "can write files on the database host",
     "pg_execute_server_program": "can run programs on the database host",
     "pg_read_all_stats": "sees every session's SQL text, literals included",
+    "pg_read_all_settings": "reads every setting, server file paths included (data_directory, hba_file, ...)",
     "pg_monitor": "sees every session's SQL text and server state",
     "pg_read_all_data": "reads every table, past the grants mcpkit verifies",
     "pg_write_all_data": "can write every table",

@@ -32,6 +32,7 @@ from typing import Any, Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from mcpkit.sql.admission.function_tables.postgres import NEVER_RELATIONS
 from mcpkit.sql.profiles.base import Finding
 from mcpkit.sql.profiles.postgres.knowledge import (
     HARMLESS_VOLATILE,
@@ -56,6 +57,10 @@ UNION ALL SELECT 'type', c.contypid, m[1], m[2]::oid FROM pg_constraint c,
 UNION ALL SELECT 'type', t.oid, 'resulttype', t.typbasetype FROM pg_type t WHERE t.typtype = 'd'
 UNION ALL SELECT 'type', r.rngtypid, 'component', r.rngsubdiff FROM pg_range r WHERE r.rngsubdiff <> 0
 UNION ALL SELECT 'type', r.rngmultitypid, 'resulttype', r.rngtypid FROM pg_range r
+UNION ALL SELECT 'type', r.rngtypid, 'resulttype', r.rngsubtype FROM pg_range r WHERE r.rngsubtype >= 16384
+UNION ALL SELECT 'type', t.oid, 'resulttype', a.atttypid FROM pg_type t
+  JOIN pg_attribute a ON a.attrelid = t.typrelid WHERE t.typtype = 'c' AND t.oid >= 16384
+  AND a.attnum > 0 AND NOT a.attisdropped AND a.atttypid >= 16384
 UNION ALL SELECT 'type', t.oid, 'resulttype', t.typelem FROM pg_type t
   WHERE t.oid >= 16384 AND t.typelem <> 0 AND t.typcategory = 'A'
 UNION ALL SELECT 'rel', a.attrelid, 'resulttype', a.atttypid FROM pg_attribute a
@@ -69,6 +74,12 @@ UNION ALL SELECT 'fn', a.aggfnoid, 'component', c.f::oid FROM pg_aggregate a,
                a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn]) c(f) WHERE c.f::oid <> 0
 UNION ALL SELECT 'op', o.oid, 'funcid', o.oprcode::oid FROM pg_operator o WHERE o.oprcode::oid <> 0
 UNION ALL SELECT 'cast', c.oid, 'funcid', c.castfunc FROM pg_cast c WHERE c.castfunc <> 0
+"""
+# Relations admission never lets a query read; a view over one must not be readable either.
+_CATALOG_RELS: Final = """
+SELECT c.oid, n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('v', 'r', 'm') AND (n.nspname IN ('pg_catalog', 'information_schema')
+  OR c.relname LIKE 'pg\\_%')
 """
 _KIND: Final = {
     "funcid": "fn",
@@ -117,12 +128,16 @@ UNION ALL SELECT 'cast', c.oid, format('(%s AS %s)', c.castsource::regtype, c.ca
   format('DROP CAST (%s AS %s)', c.castsource::regtype, c.casttarget::regtype)
 FROM pg_cast c WHERE c.oid >= 16384
 UNION ALL SELECT 'type', t.oid, t.oid::regtype::text,
-  format('REVOKE USAGE ON %s %s FROM PUBLIC', CASE t.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END,
-         t.oid::regtype)
+  format('DROP %s %s', CASE t.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END, t.oid::regtype)
 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
-WHERE t.typtype IN ('d', 'r') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND has_type_privilege(t.oid, 'USAGE') AND has_schema_privilege(n.oid, 'USAGE')
+WHERE t.typtype IN ('d', 'r', 'm', 'c') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname NOT LIKE 'pg_toast%' AND has_schema_privilege(n.oid, 'USAGE')
 """
+# A type is a starting point whatever its USAGE privilege says: a cast to it by name (which
+# needs USAGE on its schema, not on the type) runs its domain CHECKs, and those of its
+# attributes and range subtype, each call checked for EXECUTE. So the fix that stops such a route
+# is REVOKE EXECUTE on the function called (verified on PostgreSQL 15; REVOKE USAGE ON DOMAIN
+# does not stop `CAST(1 AS d)`).
 
 
 @dataclass(frozen=True)
@@ -186,6 +201,11 @@ class Fn:
 _LABEL: Final = {"fn": "function", "rel": "relation", "op": "operator", "cast": "cast", "type": "type"}
 
 
+def _never_why(name: str) -> str | None:
+    bare = name.split(".")[-1].lower()
+    return next((r.why for r in NEVER_RELATIONS if r.refuses(None, bare)), None)
+
+
 def _fn(r: Any) -> Fn:
     return Fn(
         int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]), bool(r[6]), str(r[7]), str(r[8]),
@@ -203,9 +223,10 @@ def _graph(conn: Connection) -> dict[tuple[str, int], list[tuple[str, tuple[str,
 
 def _reached(
     graph: dict[tuple[str, int], list[tuple[str, tuple[str, int]]]], start: tuple[str, int]
-) -> Iterator[tuple[int, bool]]:
-    """Functions reachable from `start`: (oid, checked) where `checked` says every step on the way
-    was an EXECUTE-checked call (false once an aggregate component or subtype_diff is crossed)."""
+) -> Iterator[tuple[tuple[str, int], bool]]:
+    """Functions and relations reachable from `start`: (node, checked) where `checked` says every
+    step on the way was an EXECUTE-checked call (false once an aggregate component or subtype_diff
+    is crossed)."""
     seen: set[tuple[tuple[str, int], bool]] = set()
     stack = [(start, True)]
     while stack:
@@ -213,8 +234,8 @@ def _reached(
         if (node, checked) in seen:
             continue
         seen.add((node, checked))
-        if node[0] == "fn" and node != start:
-            yield node[1], checked
+        if node[0] in ("fn", "rel") and node != start:
+            yield node, checked
         for field, target in graph.get(node, ()):
             stack.append((target, checked and field != "component"))
 
@@ -232,6 +253,9 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
     conn.execute(text("SET LOCAL search_path = pg_catalog"))  # signatures come out schema-qualified
     fns = {int(r[0]): _fn(r) for r in conn.execute(text(_FUNCTIONS))}
     graph = _graph(conn)
+    never_rels = {
+        int(o): str(n) for o, n in conn.execute(text(_CATALOG_RELS)) if _never_why(str(n).split(".")[-1])
+    }
     findings: list[Finding] = []
     own: dict[tuple[str, str, tuple[str, ...], bool], list[Fn]] = {}
     entries: list[tuple[str, int, str, str]] = [
@@ -249,7 +273,17 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
             entry = fns[oid]
             own.setdefault((entry.group, hazard, entry.grantees, entry.owned), []).append(entry)
             continue
-        for target, checked in _reached(graph, (kind, oid)):
+        for (target_kind, target), checked in _reached(graph, (kind, oid)):
+            if kind == "type" and not checked:
+                continue  # subtype_diff runs for a column's statistics: the relation entry covers it
+            if target_kind == "rel":
+                if target in never_rels:
+                    message = (
+                        f"{label} {name} reads {never_rels[target]}, which {_never_why(never_rels[target])}"
+                    )
+                    findings.append(Finding("route", message, fix, f"{label}:{name}"))
+                    break
+                continue
             fn = fns.get(target)
             hazard = fn.hazard() if fn is not None else None
             if fn is None or hazard is None:
@@ -257,7 +291,8 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
             if fn.catalog or not checked or (fn.executable and not fn.visible):
                 how = "" if checked else " with no EXECUTE check (aggregate component or range subtype_diff)"
                 message = f"{label} {name} runs {fn.schema}.{fn.name}{how}, which {hazard}"
-                findings.append(Finding("route", message, fix, f"{label}:{name}"))
+                stop = fn.revoke() if kind == "type" and checked and not fn.catalog else fix
+                findings.append(Finding("route", message, stop, f"{label}:{name}"))
                 break
     for (group, hazard, grantees, owned), same in own.items():
         names = ", ".join(f.signature for f in same)
