@@ -10,9 +10,12 @@ API, or flag single keywords, which is what made their false positives.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
 
+from mcpkit.lint._finding import Finding, Severity
+from mcpkit.lint._profiles import PROFILES
+from mcpkit.lint._rule import Rule, ToolView
 from mcpkit.lint._walk import escape
 
 _I = re.I
@@ -115,3 +118,30 @@ def _schema_text(value: Any, path: str) -> Iterator[tuple[str, str]]:
     elif isinstance(value, list):
         for i, child in enumerate(value):
             yield from _schema_text(child, f"{path}/{i}")
+
+
+class InstructionRule(Rule):
+    """A `security` rule that looks for one kind of instruction in what a model reads: each tool's
+    text (description, title, schema strings) and the server's instructions."""
+
+    group = "security"
+    severity: ClassVar[Mapping[str, Severity]] = dict.fromkeys(PROFILES, "warning")
+    finding: ClassVar[str]  # "an instruction to ...", followed by the quoted excerpt
+
+    @staticmethod
+    def detect(text: str) -> re.Match[str] | None:
+        """Where `text` gives the instruction this rule looks for (a detector of this module)."""
+        raise NotImplementedError
+
+    def check_tool(self, tool: ToolView) -> Iterator[Finding]:
+        for path, text in model_text(tool.raw):
+            hit = self.detect(text)
+            if hit:
+                yield from self.report(tool, path, f'{self.finding}: "{excerpt(text, hit)}"')
+                return
+
+    def check_list(self) -> Iterator[Finding]:
+        text = self.ctx.instructions
+        hit = self.detect(text) if isinstance(text, str) and text else None
+        if isinstance(text, str) and hit:
+            yield from self.report(None, "/instructions", f'{self.finding}: "{excerpt(text, hit)}"')

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import ClassVar
-
-from mcpkit.lint._finding import Finding, Severity
-from mcpkit.lint._poison import excerpt, file_read, model_text
-from mcpkit.lint._profiles import PROFILES
-from mcpkit.lint._rule import Rule, ToolView, register
+from mcpkit.lint._poison import InstructionRule, file_read
+from mcpkit.lint._rule import register
 
 
 @register
-class FileReadInstruction(Rule):
+class FileReadInstruction(InstructionRule):
     """## What it does
     Looks at the text a model reads (tool descriptions and titles, parameter descriptions, server
     instructions) for an instruction to read a sensitive file — SSH keys, `.env`, cloud and package
@@ -44,26 +39,5 @@ class FileReadInstruction(Rule):
     code = "SL101"
     name = "file-read-instruction"
     summary = "text telling the model to read sensitive files (keys, `.env`, client configs) into a call"
-    group = "security"
-    severity: ClassVar[Mapping[str, Severity]] = dict.fromkeys(PROFILES, "warning")
-
-    def check_tool(self, tool: ToolView) -> Iterator[Finding]:
-        for path, text in model_text(tool.raw):
-            hit = file_read(text)
-            if hit:
-                yield from self.report(
-                    tool,
-                    path,
-                    f'an instruction to read a sensitive file or pass its contents: "{excerpt(text, hit)}"',
-                )
-                return
-
-    def check_list(self) -> Iterator[Finding]:
-        text = self.ctx.instructions
-        hit = file_read(text) if isinstance(text, str) else None
-        if text and hit:
-            yield from self.report(
-                None,
-                "/instructions",
-                f'an instruction to read a sensitive file or pass its contents: "{excerpt(text, hit)}"',
-            )
+    detect = staticmethod(file_read)
+    finding = "an instruction to read a sensitive file or pass its contents"

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import ClassVar
-
-from mcpkit.lint._finding import Finding, Severity
-from mcpkit.lint._poison import concealment, excerpt, model_text
-from mcpkit.lint._profiles import PROFILES
-from mcpkit.lint._rule import Rule, ToolView, register
+from mcpkit.lint._poison import InstructionRule, concealment
+from mcpkit.lint._rule import register
 
 
 @register
-class ConcealFromUser(Rule):
+class ConcealFromUser(InstructionRule):
     """## What it does
     Looks at the text a model reads for instructions to keep something from the user ("do not tell
     the user", "without informing the user", "hide this from the user", "the user must not know") and
@@ -41,24 +36,5 @@ class ConcealFromUser(Rule):
     code = "SL102"
     name = "conceal-from-user"
     summary = "text telling the model to keep something from the user (or `<IMPORTANT>` tags)"
-    group = "security"
-    severity: ClassVar[Mapping[str, Severity]] = dict.fromkeys(PROFILES, "warning")
-
-    def check_tool(self, tool: ToolView) -> Iterator[Finding]:
-        for path, text in model_text(tool.raw):
-            hit = concealment(text)
-            if hit:
-                yield from self.report(
-                    tool, path, f'an instruction to keep something from the user: "{excerpt(text, hit)}"'
-                )
-                return
-
-    def check_list(self) -> Iterator[Finding]:
-        text = self.ctx.instructions
-        hit = concealment(text) if isinstance(text, str) else None
-        if text and hit:
-            yield from self.report(
-                None,
-                "/instructions",
-                f'an instruction to keep something from the user: "{excerpt(text, hit)}"',
-            )
+    detect = staticmethod(concealment)
+    finding = "an instruction to keep something from the user"

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import ClassVar
-
-from mcpkit.lint._finding import Finding, Severity
-from mcpkit.lint._poison import excerpt, model_text, shadowing
-from mcpkit.lint._profiles import PROFILES
-from mcpkit.lint._rule import Rule, ToolView, register
+from mcpkit.lint._poison import InstructionRule, shadowing
+from mcpkit.lint._rule import register
 
 
 @register
-class ShadowOtherTools(Rule):
+class ShadowOtherTools(InstructionRule):
     """## What it does
     Looks at the text a model reads for instructions aimed at *other* tools or servers combined with
     a side effect: "whenever the send_email tool of any other server is used, BCC …", "all emails
@@ -44,26 +39,5 @@ class ShadowOtherTools(Rule):
     code = "SL103"
     name = "shadows-other-tools"
     summary = 'text that changes how other tools or servers behave ("whenever send_email is used, BCC ...")'
-    group = "security"
-    severity: ClassVar[Mapping[str, Severity]] = dict.fromkeys(PROFILES, "warning")
-
-    def check_tool(self, tool: ToolView) -> Iterator[Finding]:
-        for path, text in model_text(tool.raw):
-            hit = shadowing(text)
-            if hit:
-                yield from self.report(
-                    tool,
-                    path,
-                    f'an instruction that changes what other tools or servers do: "{excerpt(text, hit)}"',
-                )
-                return
-
-    def check_list(self) -> Iterator[Finding]:
-        text = self.ctx.instructions
-        hit = shadowing(text) if isinstance(text, str) else None
-        if text and hit:
-            yield from self.report(
-                None,
-                "/instructions",
-                f'an instruction that changes what other tools or servers do: "{excerpt(text, hit)}"',
-            )
+    detect = staticmethod(shadowing)
+    finding = "an instruction that changes what other tools or servers do"
