@@ -47,7 +47,8 @@ def _clip(text: str, width: int) -> str:
 
 
 def _cells(r: AuditRecord, wide: bool) -> list[str]:
-    caller = r.principal or r.identity or (f"{r.client_name}/{r.client_version}" if r.client_name else "")
+    # the principal when authenticated; else the client's own (unverified) name, else the connection
+    caller = r.principal or (f"{r.client_name}/{r.client_version}" if r.client_name else "") or r.identity
     sql = r.sql or r.statement or ""  # newlines escaped, not folded: `-- x\nDROP` must not read as a comment
     cells = {
         "at": r.at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-4] + "Z",

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from mcpkit.sql.clipping import CellBudget, ClipPlan, WireColumn, text_chars, value_or_size
 
-__all__ = ["describe", "wrap"]
+__all__ = ["FUNCTIONS", "describe", "wrap"]
+
+# What the wrapper itself calls: the authorizer admits these whatever the operator's function list.
+FUNCTIONS: Final = frozenset({"typeof", "substr", "length"})
 
 
 def describe(dbapi: Any, sql: str) -> list[WireColumn]:

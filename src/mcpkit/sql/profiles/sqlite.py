@@ -16,6 +16,7 @@ from sqlalchemy.engine import URL, Connection
 
 from mcpkit.sql.admission.function_tables import matches
 from mcpkit.sql.admission.policy import FunctionPolicy
+from mcpkit.sql.clipping.sqlite import FUNCTIONS as CLIP_FUNCTIONS
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import AccountReport, Finding, Outcome, Profile
 
@@ -60,7 +61,7 @@ def _function_allowed(policy: FunctionPolicy | None) -> Callable[[str], bool]:
     def allowed(name: str) -> bool:
         if matches(name, chosen.deny):
             return False
-        return name in _OPERATOR_FUNCTIONS or chosen.allows_name(name)
+        return name in _OPERATOR_FUNCTIONS or name in CLIP_FUNCTIONS or chosen.allows_name(name)
 
     return allowed
 
