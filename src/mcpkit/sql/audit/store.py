@@ -39,6 +39,7 @@ from sqlalchemy import (
     inspect,
     select,
 )
+from sqlalchemy import text as sql_text
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
@@ -194,6 +195,12 @@ class AuditStore:
         for attempt in range(_RETRIES):
             try:
                 with self.engine.connect().execution_options(audit_append=True) as conn, conn.begin():
+                    if conn.dialect.name == "postgresql":
+                        # appenders queue here instead of racing for the next seq: with optimistic
+                        # retries alone a writer in a tight loop starved the other past every retry
+                        conn.execute(
+                            sql_text("SELECT pg_advisory_xact_lock(hashtext(:t))"), {"t": TABLE_NAME}
+                        )
                     head = conn.execute(
                         select(self.table.c.seq, self.table.c.hash).order_by(self.table.c.seq.desc()).limit(1)
                     ).first()

@@ -47,8 +47,10 @@ def _clip(text: str, width: int) -> str:
 
 
 def _cells(r: AuditRecord, wide: bool) -> list[str]:
-    # the principal when authenticated; else the client's own (unverified) name, else the connection
-    caller = r.principal or (f"{r.client_name}/{r.client_version}" if r.client_name else "") or r.identity
+    # the principal when authenticated; else what the client calls itself (unverified) and the
+    # connection the limits are keyed on
+    client = f"{r.client_name}/{r.client_version}" if r.client_name else ""
+    caller = r.principal or " ".join(part for part in (client, r.identity or "") if part)
     sql = r.sql or r.statement or ""  # newlines escaped, not folded: `-- x\nDROP` must not read as a comment
     cells = {
         "at": r.at.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-4] + "Z",
