@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mcpkit.cli import main as mcpkit_main
-from mcpkit.sql.audit import open_store
+from mcpkit.sql.audit import AuditStore, open_store
 from tests.sql_governance.test_audit import call_entries
 
 Tamper = Callable[[sqlite3.Connection], None]
@@ -157,19 +157,7 @@ def test_after_tampering_new_entries_do_not_heal_the_chain(
 
 def test_two_writers_on_one_file_make_one_chain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "audit.db"
-    stores = [open_store(path=path), open_store(path=path)]
-
-    def write(store_index: int) -> None:
-        for i in range(20):
-            stores[store_index].append(call_entries(store_index * 1000 + i))
-
-    threads = [threading.Thread(target=write, args=(k,)) for k in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for s in stores:
-        s.close()
+    _race([open_store(path=path), open_store(path=path)], range(20))
     code, out = _verify(path, capsys)
     assert code == 0 and "ok: 80 entries" in out
 
@@ -179,20 +167,30 @@ def test_two_writers_on_one_postgres_table_make_one_chain(
 ) -> None:
     stores = [open_store(dsn=pg_audit_dsn), open_store(dsn=pg_audit_dsn)]
     stores[0].append(call_entries(0))  # the table exists before the race
+    _race(stores, range(1, 30))
+    code, out = _verify_dsn(pg_audit_dsn, capsys)
+    assert code == 0 and "ok: 118 entries" in out
+
+
+def _race(stores: list[AuditStore], calls: range) -> None:
+    """Each store appends `calls` from its own thread at once; a writer's failure fails the test."""
+    failures: list[BaseException] = []
 
     def write(store_index: int) -> None:
-        for i in range(1, 30):
-            stores[store_index].append(call_entries(store_index * 1000 + i))
+        try:
+            for i in calls:
+                stores[store_index].append(call_entries(store_index * 1000 + i))
+        except BaseException as exc:
+            failures.append(exc)
 
-    threads = [threading.Thread(target=write, args=(k,)) for k in (0, 1)]
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(len(stores))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     for s in stores:
         s.close()
-    code, out = _verify_dsn(pg_audit_dsn, capsys)
-    assert code == 0 and "ok: 118 entries" in out
+    assert not failures, failures
 
 
 def _verify_dsn(dsn: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
