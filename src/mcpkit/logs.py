@@ -61,9 +61,22 @@ class Redactor:
             return
         with self._lock:
             self._values.add(value)
-            spellings = {s for v in self._values for s in _spellings(v)}
-            ordered = sorted(spellings, key=len, reverse=True)
-            self._pattern = re.compile("|".join(_with_cut_prefixes(v) for v in ordered))
+            self._compile()
+
+    def discard(self, value: str) -> None:
+        """Stop redacting `value` (a credential that has expired and been replaced); no error if unknown."""
+        with self._lock:
+            if value in self._values:
+                self._values.discard(value)
+                self._compile()
+
+    def _compile(self) -> None:
+        if not self._values:
+            self._pattern = None
+            return
+        spellings = {s for v in self._values for s in _spellings(v)}
+        ordered = sorted(spellings, key=len, reverse=True)
+        self._pattern = re.compile("|".join(_with_cut_prefixes(v) for v in ordered))
 
     @property
     def has_values(self) -> bool:

@@ -176,6 +176,7 @@ class Server:
         self.egress = _egress_client(
             egress, egress_private, auth, lambda name: self.secrets.get(name, frozenset(auth_secrets))
         )
+        self.egress.register_secrets(self.redactor)  # access tokens minted at run time, as they come
         env = os.environ if environ is None else environ
         self._available = {n: self.compiled[n].tool for n in self.selection.available}
         listed = list(self.selection.listed)
