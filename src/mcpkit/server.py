@@ -28,6 +28,7 @@ from mcpkit.policy import ToolSelection
 from mcpkit.ratelimit import OnOutage, RateLimit, RateLimiter
 from mcpkit.schema import CompiledSchema, compile_model
 from mcpkit.secrets import SecretStore
+from mcpkit.threads import DEFAULT_MAX_THREADS, HandlerThreads
 from mcpkit.transport.gate import CALLER_STATE_KEY
 
 if TYPE_CHECKING:
@@ -77,6 +78,9 @@ class Server:
         toolsets: Named groups of categories a deployment can switch on.
         enabled_toolsets: The toolsets switched on (default: `$MCPKIT_TOOLSETS`, else all).
         timeout_s: Default deadline of one call.
+        max_threads: Sync handlers running at once, each in a worker thread. A thread cannot be
+            stopped: a call cancelled or past its deadline answers at once, but its thread keeps
+            its place here (and its caller's HTTP concurrency slot) until the handler returns.
         secrets: Secret names every tool of this server may read.
         secrets_dir: Where secret files live (default: `$MCPKIT_SECRETS_DIR`).
         egress: Where `ctx.fetch` may go: a list of hosts (`host`, `.suffix`, `host:port`; deny
@@ -116,6 +120,7 @@ class Server:
         toolsets: Mapping[str, Sequence[str]] | None = None,
         enabled_toolsets: Sequence[str] | None = None,
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        max_threads: int = DEFAULT_MAX_THREADS,
         secrets: Sequence[str] = (),
         secrets_dir: str | Path | None = None,
         egress: Sequence[str] | EgressPolicy | GuardedClient | None = None,
@@ -200,7 +205,10 @@ class Server:
         self._listing = types.ListToolsResult(tools=[self.compiled[n].wire for n in listed])
         if lint != "off":
             self._lint_self(lint, lint_profiles)
-        self._chain = compose(self._stages(), invoke(timeout_s))
+        if not isinstance(max_threads, int) or max_threads < 1:
+            raise DefinitionError(f"max_threads must be a positive integer, got {max_threads!r}")
+        self.threads = HandlerThreads(max_threads)
+        self._chain = compose(self._stages(), invoke(timeout_s, self.threads))
         self._lookup = self._available.get
         self._lowlevel: LowLevelServer[Any] | None = None
         self.client_log_level: types.LoggingLevel = "debug"

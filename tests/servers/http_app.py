@@ -10,6 +10,7 @@ python tests/servers/http_app.py PORT [--tokens FILE] [--jwks FILE --issuer ISS 
 from __future__ import annotations
 
 import argparse
+import time
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,6 +40,12 @@ async def whoami(args: Text, ctx: Context) -> str:
 async def sleep(args: Sleep, ctx: Context) -> str:
     await anyio.sleep(args.seconds)
     return f"slept {args.seconds}"
+
+
+def block(args: Sleep, ctx: Context) -> str:
+    """A sync handler: its thread cannot be stopped once started."""
+    time.sleep(args.seconds)
+    return f"blocked {args.seconds}"
 
 
 def main() -> None:
@@ -92,6 +99,7 @@ def main() -> None:
             ),
             Tool(name="whoami", description="The caller's principal.", input=Text, handler=whoami),
             Tool(name="sleep", description="Sleep a while.", input=Sleep, handler=sleep),
+            Tool(name="block", description="Block a thread a while.", input=Sleep, handler=block),
         ],
         redis_url=opts.redis,
         middleware=[Telemetry()] if opts.metrics else (),

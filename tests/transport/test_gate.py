@@ -14,10 +14,14 @@ import time
 import uuid
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
-from tests.helpers import free_port, python_server
+from tests.helpers import free_port, python_server, text_of
 from tests.transport.http_support import (
     ACCEPT,
     ALICE,
@@ -183,3 +187,63 @@ def test_x_forwarded_for_does_not_make_the_caller(trusted: bool) -> None:
     with python_server(args, port):
         statuses = [open_session(url, forwarded).status_code for _ in range(4)]
     assert statuses == [200, 200, 200, 200]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["sse-stateful", "json-stateful"])
+async def test_a_cancelled_sync_call_holds_its_slot_until_its_thread_ends(
+    mode: str, tokens_file: Path
+) -> None:
+    """A sync handler's thread cannot be stopped: the cancelled call ends at once, but its thread
+    keeps the caller's slot until it returns, or cancel-and-resend would void the limit.
+
+    Through the official client, which sends `notifications/cancelled` when a call is abandoned;
+    that notification itself passes the gate at the limit (it starts no work and ends some). In the
+    stateless modes a cancel cannot reach a call (each POST is its own transport), so the call runs
+    to its end holding its slot (`test_walking_away_from_an_answer_does_not_free_the_slot`).
+    """
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    args = [APP, str(port), *MODES[mode], "--tokens", str(tokens_file), "--max-concurrent", "2"]
+    with python_server(args, port) as running:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {ALICE}"}, timeout=20)
+        async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+            await client.list_tools()  # the client checks results against the listing: fetch it now
+
+            async def cancelled_block() -> None:
+                with anyio.move_on_after(1.0):
+                    await client.call_tool("block", {"seconds": 5.0})
+
+            async with anyio.create_task_group() as group:
+                for _ in range(2):
+                    group.start_soon(cancelled_block)
+            deadline = time.monotonic() + 10
+            while running.log().count('"outcome": "CANCELLED"') < 2:  # both cancels arrived
+                assert time.monotonic() < deadline, running.log()[-2000:]
+                await anyio.sleep(0.05)
+            with pytest.raises(MCPError, match="Too many concurrent requests"):
+                await client.call_tool("whoami", {})  # both threads still run: alice is at her limit
+            while running.log().count("the thread left behind has ended") < 2:
+                assert time.monotonic() < deadline + 10, running.log()[-2000:]
+                await anyio.sleep(0.05)
+            after = await client.call_tool("whoami", {})
+    assert running.log().count("its thread runs on") == 2
+    assert text_of(after) == "alice"
+
+
+def test_only_a_body_of_cancellations_passes_the_gate_at_the_limit() -> None:
+    from mcpkit.transport.guard import BODY_STATE_KEY, sends_only_cancellations
+
+    def scope(body: object) -> dict[str, object]:
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return {"state": {BODY_STATE_KEY: [{"type": "http.request", "body": raw, "more_body": False}]}}
+
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}
+    assert sends_only_cancellations(scope(cancel))
+    assert sends_only_cancellations(scope([cancel, cancel]))
+    assert not sends_only_cancellations(scope([cancel, call(4, "sleep", {"seconds": 1})]))
+    assert not sends_only_cancellations(scope({**cancel, "id": 5}))  # a request, not a notification
+    assert not sends_only_cancellations(scope(b"notifications/cancelled"))
+    assert not sends_only_cancellations(scope([]))
+    assert not sends_only_cancellations(scope({**cancel, "pad": "x" * 5000}))
+    assert not sends_only_cancellations({})

@@ -19,10 +19,23 @@ from dataclasses import dataclass, field
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["PEER_STATE_KEY", "SINGLE_HEADERS", "RequestGuard", "ServingState", "refuse"]
+__all__ = [
+    "BODY_STATE_KEY",
+    "PEER_STATE_KEY",
+    "SINGLE_HEADERS",
+    "RequestGuard",
+    "ServingState",
+    "refuse",
+    "sends_only_cancellations",
+]
 
 PEER_STATE_KEY = "mcpkit_peer"
 """Where the guard leaves the TCP peer (host, port) before any proxy-header rewrite of `client`."""
+
+BODY_STATE_KEY = "mcpkit_body"
+"""Where the guard leaves a POST's body messages (already read and capped) for the layers below."""
+
+_MAX_CANCEL_BODY = 4096
 
 _PORT = re.compile(rb"[0-9]{0,5}")
 
@@ -117,6 +130,7 @@ class RequestGuard:
                 body = await self._read_body(receive, send)
                 if body is None:
                     return
+                scope["state"][BODY_STATE_KEY] = body
                 receive = _replay(body, receive)
             await self.app(scope, receive, send)
         finally:
@@ -215,6 +229,26 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+def sends_only_cancellations(scope: Scope) -> bool:
+    """Whether a POST's body is only `notifications/cancelled` (one, or a batch of them).
+
+    Such a request starts no work and ends some: the per-caller gate lets it through at the limit,
+    or a caller whose calls fill its slots could never cancel one.
+    """
+    messages = (scope.get("state") or {}).get(BODY_STATE_KEY) or ()
+    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
+    if len(body) > _MAX_CANCEL_BODY or b"notifications/cancelled" not in body:
+        return False
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return False
+    items = parsed if isinstance(parsed, list) and parsed else [parsed]
+    return all(
+        isinstance(m, dict) and m.get("method") == "notifications/cancelled" and "id" not in m for m in items
+    )
 
 
 async def refuse(send: Send, status: int, message: str, *, retry_after: int | None = None) -> None:
