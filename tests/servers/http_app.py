@@ -3,7 +3,7 @@
 python tests/servers/http_app.py PORT [--tokens FILE] [--jwks FILE --issuer ISS --resource URL]
     [--scopes a,b] [--stateless] [--json] [--redis URL] [--name NAME] [--max-body N] [--max-concurrent N]
     [--max-sessions N] [--sessions-per-client N] [--session-idle S] [--head-timeout S] [--body-timeout S]
-    [--metrics]
+    [--metrics] [--metrics-port PORT]
     [--forwarded-allow-ips IPS]
 """
 
@@ -69,6 +69,7 @@ def main() -> None:
     parser.add_argument("--head-timeout", type=float, default=10.0)
     parser.add_argument("--body-timeout", type=float, default=30.0)
     parser.add_argument("--metrics", action="store_true")
+    parser.add_argument("--metrics-port", type=int)
     parser.add_argument("--forwarded-allow-ips")
     opts = parser.parse_args()
     resource = opts.resource or f"http://127.0.0.1:{opts.port}/mcp"
@@ -102,7 +103,7 @@ def main() -> None:
             Tool(name="block", description="Block a thread a while.", input=Sleep, handler=block),
         ],
         redis_url=opts.redis,
-        middleware=[Telemetry()] if opts.metrics else (),
+        middleware=[Telemetry()] if opts.metrics or opts.metrics_port else (),
     )
     server.run_http(
         port=opts.port,
@@ -118,6 +119,7 @@ def main() -> None:
         body_timeout_s=opts.body_timeout,
         graceful_s=10,
         metrics=opts.metrics,
+        metrics_port=opts.metrics_port,
         **({"forwarded_allow_ips": opts.forwarded_allow_ips.split(",")} if opts.forwarded_allow_ips else {}),
     )
 
