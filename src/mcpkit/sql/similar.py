@@ -63,18 +63,19 @@ Kind = Literal["sqlite_vec", "pgvector", "array"]
 
 _ARRAY_ELEMENTS: Final = frozenset({"float4", "float8", "numeric", "int2", "int4", "int8"})
 _PG_VECTORS: Final = frozenset({"vector", "halfvec"})
-_PG_COLUMN_TYPE: Final = (
-    "SELECT t.typname, e.typname, a.atttypmod FROM pg_catalog.pg_attribute a "
+_PG_COLUMNS: Final = (
+    "SELECT a.attname, t.typname, e.typname, a.atttypmod, "
+    "has_column_privilege(a.attrelid, a.attnum, 'SELECT') FROM pg_catalog.pg_attribute a "
     "JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
     "LEFT JOIN pg_catalog.pg_type e ON e.oid = t.typelem AND t.typcategory = 'A' "
-    "WHERE a.attrelid = CAST(:rel AS regclass) AND a.attname = :col AND a.attnum > 0 "
-    "AND NOT a.attisdropped"
+    "WHERE a.attrelid = CAST(:rel AS regclass) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
 )
 _NO_COLUMN: Final = "That table has no column of that name; call describe_table to see its columns."
 _NOT_VECTOR: Final = (
     "That column does not hold embeddings this database can compare: use a pgvector vector or a "
     "float array column (PostgreSQL), or a JSON array or float32 blob column (SQLite)."
 )
+_UNREADABLE: Final = "This server's database account may not read that column."
 _MASKED: Final = "That column is masked on this server; it cannot be used for similarity."
 _NO_KEY: Final = (
     "That table has no single-column primary key to find the row by; pass a vector instead of row_id."
@@ -115,6 +116,7 @@ class _Target:
     kind: Kind
     type_name: str  # pgvector: vector or halfvec
     dims: int | None  # declared dimension (pgvector typmod), when known
+    shown: tuple[str, ...]  # the columns to return: those the identity may read
 
 
 def enable_similarity(service: SqlService) -> None:
@@ -164,15 +166,20 @@ def _pg_kind(
 ) -> _Target:
     rel = _table_sql(table, "postgres")
     with engine.session(timeout_s, call_id) as (conn, _):
-        found = conn.execute(text(_PG_COLUMN_TYPE), {"rel": rel, "col": column}).first()
-    if found is None:  # pragma: no cover - reflected a moment ago
+        found = {str(r[0]): r for r in conn.execute(text(_PG_COLUMNS), {"rel": rel})}
+    if column not in found:  # pragma: no cover - reflected a moment ago
         raise Refused(_NO_COLUMN, data={"reason": "not_found"})
-    type_name, element, typmod = str(found[0]), found[1], int(found[2])
+    _, type_name, element, typmod, readable = found[column]
+    if not readable:
+        raise Refused(_UNREADABLE, data={"reason": "permission"})
+    # Columns without a grant are left out, as SELECT * would fail on them.
+    shown = tuple(name for name, row in found.items() if row[4])
     key = table.primary_key[0] if len(table.primary_key) == 1 else None
     if type_name in _PG_VECTORS:
-        return _Target(table, column, key, "pgvector", type_name, typmod if typmod > 0 else None)
+        dims = int(typmod) if int(typmod) > 0 else None
+        return _Target(table, column, key, "pgvector", str(type_name), dims, shown)
     if element is not None and str(element) in _ARRAY_ELEMENTS:
-        return _Target(table, column, key, "array", "float8", None)
+        return _Target(table, column, key, "array", "float8", None, shown)
     raise Refused(_NOT_VECTOR, data={"reason": "not_a_vector"})
 
 
@@ -191,7 +198,7 @@ def _target(service: SqlService, args: SimilarRowsInput, call_id: str) -> _Targe
         return _pg_kind(engine, table, column, call_id, service.timeout_s)
     if engine.dialect == "sqlite":
         key = table.primary_key[0] if len(table.primary_key) == 1 else None
-        return _Target(table, column, key, "sqlite_vec", "", None)
+        return _Target(table, column, key, "sqlite_vec", "", None, tuple(c.name for c in table.columns))
     raise Refused(  # pragma: no cover - enable_similarity refuses other engines at start-up
         "This database has no vector type mcpkit can rank by.", data={"reason": "not_a_vector"}
     )
@@ -259,10 +266,8 @@ def build_sql(target: _Target, args: SimilarRowsInput, dialect: str) -> str:
         if target.dims is None:
             where.append(f"{_dims(kind, col)} = {_dims(kind, 'r.mk_v')}")
     shown = [
-        f"'<VECTOR(' || {_dims(kind, col)} || ')>' AS {q(c.name)}"
-        if c.name == target.column
-        else f"t.{q(c.name)}"
-        for c in target.table.columns
+        f"'<VECTOR(' || {_dims(kind, col)} || ')>' AS {q(name)}" if name == target.column else f"t.{q(name)}"
+        for name in target.shown
     ]
     distance = _distance(kind, args.metric, col, ref)
     order = f"{q(alias)}" + (f", t.{q(target.key)}" if target.key else "")
