@@ -65,7 +65,8 @@ _ARRAY_ELEMENTS: Final = frozenset({"float4", "float8", "numeric", "int2", "int4
 _PG_VECTORS: Final = frozenset({"vector", "halfvec"})
 _PG_COLUMNS: Final = (
     "SELECT a.attname, t.typname, e.typname, a.atttypmod, "
-    "has_column_privilege(a.attrelid, a.attnum, 'SELECT') FROM pg_catalog.pg_attribute a "
+    "has_column_privilege(a.attrelid, a.attnum, 'SELECT'), t.typnamespace::regnamespace::text "
+    "FROM pg_catalog.pg_attribute a "
     "JOIN pg_catalog.pg_type t ON t.oid = a.atttypid "
     "LEFT JOIN pg_catalog.pg_type e ON e.oid = t.typelem AND t.typcategory = 'A' "
     "WHERE a.attrelid = CAST(:rel AS regclass) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
@@ -114,7 +115,7 @@ class _Target:
     column: str
     key: str | None
     kind: Kind
-    type_name: str  # pgvector: vector or halfvec
+    type_name: str  # pgvector: its schema-qualified, quoted type (vector or halfvec)
     dims: int | None  # declared dimension (pgvector typmod), when known
     shown: tuple[str, ...]  # the columns to return: those the identity may read
 
@@ -169,7 +170,7 @@ def _pg_kind(
         found = {str(r[0]): r for r in conn.execute(text(_PG_COLUMNS), {"rel": rel})}
     if column not in found:  # pragma: no cover - reflected a moment ago
         raise Refused(_NO_COLUMN, data={"reason": "not_found"})
-    _, type_name, element, typmod, readable = found[column]
+    _, type_name, element, typmod, readable, namespace = found[column]
     if not readable:
         raise Refused(_UNREADABLE, data={"reason": "permission"})
     # Columns without a grant are left out, as SELECT * would fail on them.
@@ -177,7 +178,9 @@ def _pg_kind(
     key = table.primary_key[0] if len(table.primary_key) == 1 else None
     if type_name in _PG_VECTORS:
         dims = int(typmod) if int(typmod) > 0 else None
-        return _Target(table, column, key, "pgvector", str(type_name), dims, shown)
+        # Qualified by the extension's schema: the caller's search_path need not include it.
+        qualified = f"{_quote(str(namespace), 'postgres')}.{_quote(str(type_name), 'postgres')}"
+        return _Target(table, column, key, "pgvector", qualified, dims, shown)
     if element is not None and str(element) in _ARRAY_ELEMENTS:
         return _Target(table, column, key, "array", "float8", None, shown)
     raise Refused(_NOT_VECTOR, data={"reason": "not_a_vector"})
@@ -210,14 +213,20 @@ def _vector_text(values: Sequence[float], kind: Kind) -> str:
 
 
 def _dims(kind: Kind, ref: str) -> str:
-    return {"sqlite_vec": "vec_length", "pgvector": "vector_dims", "array": "CARDINALITY"}[kind] + f"({ref})"
+    if kind == "sqlite_vec":
+        return f"vec_length({ref})"
+    # pgvector's types cast to real[]: no extension function, so no search_path or allowlist needed
+    return f"CARDINALITY(CAST({ref} AS REAL[]))" if kind == "pgvector" else f"CARDINALITY({ref})"
 
 
-def _distance(kind: Kind, metric: Metric, col: str, ref: str) -> str:
+def _distance(target: _Target, metric: Metric, col: str, ref: str) -> str:
+    kind = target.kind
     if kind == "sqlite_vec":
         return f"vec_distance_{'cosine' if metric == 'cosine' else 'l2'}({col}, {ref})"
     if kind == "pgvector":
-        return f"cosine_distance({col}, {ref})" if metric == "cosine" else f"({col} <-> {ref})"
+        # The operators, not the functions: an HNSW or IVFFlat index serves ORDER BY on them.
+        schema = target.type_name.rsplit(".", 1)[0]
+        return f"({col} OPERATOR({schema}.{'<=>' if metric == 'cosine' else '<->'}) {ref})"
     pairs = f"FROM UNNEST(CAST({col} AS DOUBLE PRECISION[]), {ref}) AS mk_u(mk_a, mk_b)"
     if metric == "cosine":
         return (
@@ -257,20 +266,19 @@ def build_sql(target: _Target, args: SimilarRowsInput, dialect: str) -> str:
         literal = (
             str(value) if isinstance(value, int) else exp.Literal.string(str(value)).sql(dialect=dialect)
         )
-        ref = "r.mk_v" if kind != "array" else "CAST(r.mk_v AS DOUBLE PRECISION[])"
-        source = (
-            f"{table} AS t CROSS JOIN (SELECT {q(target.column)} AS mk_v FROM {table} "
-            f"WHERE {key} = {literal}) AS r"
-        )
-        where += [f"t.{key} <> {literal}", "r.mk_v IS NOT NULL"]
+        # A scalar subquery, evaluated once (an InitPlan on PostgreSQL, so an index still serves it)
+        found = f"(SELECT {q(target.column)} FROM {table} WHERE {key} = {literal})"
+        ref = found if kind != "array" else f"CAST({found} AS DOUBLE PRECISION[])"
+        source = f"{table} AS t"
+        where += [f"t.{key} <> {literal}", f"{found} IS NOT NULL"]
         if target.dims is None:
-            where.append(f"{_dims(kind, col)} = {_dims(kind, 'r.mk_v')}")
-    shown = [
-        f"'<VECTOR(' || {_dims(kind, col)} || ')>' AS {q(name)}" if name == target.column else f"t.{q(name)}"
-        for name in target.shown
-    ]
-    distance = _distance(kind, args.metric, col, ref)
-    order = f"{q(alias)}" + (f", t.{q(target.key)}" if target.key else "")
+            where.append(f"{_dims(kind, col)} = {_dims(kind, found)}")
+    shape = f"'<VECTOR({target.dims})>'" if target.dims else f"'<VECTOR(' || {_dims(kind, col)} || ')>'"
+    shown = [f"{shape} AS {q(name)}" if name == target.column else f"t.{q(name)}" for name in target.shown]
+    distance = _distance(target, args.metric, col, ref)
+    # Ties broken by the key, except for pgvector, whose index serves only ORDER BY the distance
+    tie = target.key is not None and kind != "pgvector"
+    order = f"{q(alias)}" + (f", t.{q(target.key)}" if tie and target.key else "")
     return (
         f"SELECT {', '.join(shown)}, {distance} AS {q(alias)} FROM {source} "
         f"WHERE {' AND '.join(where)} ORDER BY {order}"
