@@ -142,7 +142,7 @@ async def test_sqlite_neighbours_are_the_brute_force_ones(
     _same(_ranked(by_row), brute(VECTORS[6], metric, 8, skip=7), 1e-4)
     _same(_ranked(by_vector), brute(query, metric, 5), 1e-4)
     text = text_of(by_row)
-    assert text.startswith(f"8 nearest rows to row 7 by {metric} distance")
+    assert text.startswith(f'8 nearest rows to row "7" by {metric} distance')
     cells = [c for r in QueryResult.model_validate(by_row.structured_content).rows for c in r]
     assert f"<VECTOR({DIM})>" in text and not any(
         isinstance(c, list) or str(c).startswith("[") for c in cells
@@ -219,6 +219,31 @@ async def test_a_vector_of_another_dimension_matches_nothing(sqlite_service: Sql
             "similar_rows", {"table": "items", "column": "emb", "vector": [1.0, 2.0]}
         )
     assert _ranked(result) == []
+
+
+async def test_names_and_ids_are_quoted_not_spliced(tmp_path: Path) -> None:
+    path = tmp_path / "weird.db"
+    with sqlite3.connect(path) as db:
+        db.execute('CREATE TABLE "we""ird t" ("k""ey" TEXT PRIMARY KEY, "e m""b" TEXT, distance TEXT)')
+        for i in range(5):
+            db.execute(
+                'INSERT INTO "we""ird t" VALUES (?, ?, ?)', [f"a'{i}\\", json.dumps([i, 1.0, 2.0]), "d"]
+            )
+    db.close()
+    engine = SqlEngine(f"sqlite:///{path}")
+    service = SqlService(engine, max_rows=50, timeout_s=10.0)
+    enable_similarity(service)
+    where = {"table": 'we"ird t', "column": 'e m"b', "k": 2}
+    try:
+        async with connect(build_server(service, similar=True)) as client:
+            quoted = await client.call_tool("similar_rows", {**where, "row_id": "a'1\\"})
+            spliced = await client.call_tool("similar_rows", {**where, "row_id": "x' OR 1=1 OR 'a'='"})
+    finally:
+        engine.close()
+    found = QueryResult.model_validate(quoted.structured_content)
+    assert found.columns == ['k"ey', 'e m"b', "distance", "similarity_distance"]  # the table's own distance
+    assert [r[0] for r in found.rows] == ["a'2\\", "a'0\\"]
+    assert QueryResult.model_validate(spliced.structured_content).rows == []
 
 
 def test_loading_sqlite_vec_opens_no_door_to_extensions(sqlite_service: SqlService) -> None:

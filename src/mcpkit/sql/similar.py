@@ -21,14 +21,15 @@ parameters are refused by admission, and in-SQL cell clipping needs parameter-fr
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Annotated, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, StrictInt, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, StrictInt, field_validator, model_validator
 from sqlalchemy import text
 from sqlglot import exp
 
@@ -90,8 +91,9 @@ class SimilarRowsInput(BaseModel):
 
     table: str = Field(min_length=1, max_length=512, description="Table, as list_tables shows it.")
     column: str = Field(min_length=1, max_length=256, description="Its embedding column.")
-    row_id: StrictInt | Annotated[StrictStr, Field(max_length=256)] | None = Field(
-        default=None, description="Primary key of the row to compare with."
+    # One JSON type (some clients reject `anyOf`); the database converts the text to the key's type.
+    row_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="Primary key of the row to compare with."
     )
     vector: list[FiniteFloat] | None = Field(
         default=None, min_length=1, max_length=MAX_DIM, description="Or a vector to compare with."
@@ -99,6 +101,11 @@ class SimilarRowsInput(BaseModel):
     k: StrictInt = Field(default=10, ge=1, le=MAX_K, description=f"Rows to return (at most {MAX_K}).")
     metric: Metric = Field(default="cosine", description="cosine or l2 distance.")
     table_schema: str = Field(default="", max_length=256, description="Its schema, when names repeat.")
+
+    @field_validator("row_id", mode="before")
+    @classmethod
+    def _key_as_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     @model_validator(mode="after")
     def _one_reference(self) -> SimilarRowsInput:
@@ -262,10 +269,7 @@ def build_sql(target: _Target, args: SimilarRowsInput, dialect: str) -> str:
         if target.key is None:
             raise Refused(_NO_KEY, data={"reason": "no_key"})
         key = q(target.key)
-        value = args.row_id
-        literal = (
-            str(value) if isinstance(value, int) else exp.Literal.string(str(value)).sql(dialect=dialect)
-        )
+        literal = exp.Literal.string(str(args.row_id)).sql(dialect=dialect)
         # A scalar subquery, evaluated once (an InitPlan on PostgreSQL, so an index still serves it)
         found = f"(SELECT {q(target.column)} FROM {table} WHERE {key} = {literal})"
         ref = found if kind != "array" else f"CAST({found} AS DOUBLE PRECISION[])"
@@ -287,7 +291,7 @@ def build_sql(target: _Target, args: SimilarRowsInput, dialect: str) -> str:
 
 def _header(result: QueryResult, args: SimilarRowsInput) -> str:
     to = (
-        f"row {args.row_id!r}"
+        f"row {json.dumps(args.row_id, ensure_ascii=False)}"
         if args.row_id is not None
         else f"the given {len(args.vector or [])}-dimension vector"
     )
