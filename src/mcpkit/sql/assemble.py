@@ -19,6 +19,7 @@ from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
+from mcpkit.sql.similar import enable_similarity
 from mcpkit.telemetry import Telemetry
 from mcpkit.transport.cli import telemetry_wanted
 
@@ -55,6 +56,12 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--mask", metavar="FILE", help="masks.yaml: sensitive columns come back as <masked>")
     group.add_argument("--role-map", metavar="FILE", help="roles.yaml: one database role per principal")
+    group.add_argument(
+        "--similar",
+        action="store_true",
+        help="also serve similar_rows: nearest rows by an embedding column (SQLite with sqlite-vec, "
+        "PostgreSQL with pgvector or float arrays)",
+    )
 
 
 def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
@@ -82,6 +89,8 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
         SqlConfigError: a reports, masks or roles file is unusable, or a role check fails.
     """
     engine = service.engine
+    if getattr(args, "similar", False):
+        enable_similarity(service)
     if args.mask:
         if not isinstance(engine, SqlEngine):
             raise SqlConfigError("--mask needs a database engine it can reflect")
@@ -153,4 +162,5 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
         reports_only=args.reports_only,
         with_list_tables=args.with_list_tables,
         middleware=[Telemetry()] if telemetry_wanted(args) else [],
+        similar=getattr(args, "similar", False),
     )

@@ -101,6 +101,7 @@ def build_server(
     reports_only: bool = False,
     with_list_tables: bool = False,
     middleware: Sequence[Middleware] = (),
+    similar: bool = False,
 ) -> Server:
     """Build the SQL tool server around a service.
 
@@ -117,6 +118,7 @@ def build_server(
         reports: Report tools (`--reports`), served beside the built-in tools.
         middleware: The core's middleware, outside the audit's (e.g. `mcpkit.telemetry.Telemetry()`).
         reports_only: Serve the report tools without the open-ended ones.
+        similar: Also serve `similar_rows` (call `mcpkit.sql.similar.enable_similarity` first).
         with_list_tables: With `reports_only`, keep `list_tables`.
 
     Returns:
@@ -201,6 +203,10 @@ def build_server(
             timeout_s=outer_timeout,
         ),
     ]
+    if similar:
+        from mcpkit.sql.similar import similar_rows_tool
+
+        tools.append(similar_rows_tool(service, serving, audited, calls, outer_timeout))
     if reports_only:
         keep = {"list_tables"} if with_list_tables else set()
         tools = [t for t in tools if t.name in keep]

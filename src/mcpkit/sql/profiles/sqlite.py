@@ -19,6 +19,7 @@ from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.clipping.sqlite import FUNCTIONS as CLIP_FUNCTIONS
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import AccountReport, Finding, Outcome, Profile
+from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 
 __all__ = ["MAX_LENGTH", "SqliteProfile", "Withheld"]
 
@@ -181,6 +182,11 @@ class SqliteProfile(Profile):
         super().__init__("sqlite")
         self._allowed = _function_allowed(None)
         self.withheld = Withheld()
+        self.vectors = False
+
+    def use_vectors(self) -> None:
+        """Load sqlite-vec into every new connection (for `similar_rows`), before any statement."""
+        self.vectors = True
 
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """The authorizer refuses, inside SQLite, every function the policy does not admit."""
@@ -208,6 +214,8 @@ class SqliteProfile(Profile):
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
             for name in ("printf", "format"):
                 conn.create_function(name, -1, _bounded_printf, deterministic=True)
+            if self.vectors:
+                load_sqlite_vec(conn)
             return conn
 
         creator: Callable[[], sqlite3.Connection] = connect

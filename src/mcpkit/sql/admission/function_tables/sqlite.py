@@ -89,6 +89,13 @@ _ALLOWED = (
         "bm25 highlight snippet matchinfo offsets",
     ),
     family(
+        "sqlite-vec",
+        "allowed",
+        "vector distances and lengths, pure (loaded only with --similar; the wheel's extension)",
+        "vec_distance_cosine vec_distance_l2 vec_distance_l1 vec_length",
+        in_catalog=False,
+    ),
+    family(
         "planner hints",
         "allowed",
         "hints that change no result",
