@@ -1,4 +1,5 @@
-"""PostgreSQL (psycopg 3): READ ONLY transaction, statement_timeout, application_name = call id."""
+"""PostgreSQL (psycopg 3): READ ONLY transaction, statement_timeout, application_name = the call's
+tag, and `DISCARD ALL` before a connection is reused."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any, Final
 
 from sqlalchemy.engine import URL
 
-from mcpkit.sql.profiles.base import Outcome, Profile, safe_call_id
+from mcpkit.sql.profiles.base import Outcome, Profile
+from mcpkit.sql.tagging import session_label
 
 __all__ = ["PostgresSession"]
 
@@ -30,6 +32,7 @@ class PostgresSession(Profile):
 
     name = "PostgreSQL"
     read_only_enforced = True
+    poolable = True
 
     def __init__(self) -> None:
         super().__init__("postgres")
@@ -44,7 +47,8 @@ class PostgresSession(Profile):
         dbapi.read_only = True
         ms = str(max(1, int(timeout_s * 1000)))
         with dbapi.cursor() as cur:
-            cur.execute(_SESSION_SQL, [ms, ms, str(int(ms) * 2), f"mcpkit:{safe_call_id(call_id)}"])
+            label = session_label(call_id, limit=63, compact=True)  # application_name keeps 63 bytes
+            cur.execute(_SESSION_SQL, [ms, ms, str(int(ms) * 2), label])
 
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
         """Run one statement through the extended protocol (no parameter processing)."""
@@ -76,6 +80,23 @@ class PostgresSession(Profile):
     def end(self, dbapi: Any) -> None:
         """Roll back the read-only transaction."""
         dbapi.rollback()
+
+    def reset(self, dbapi: Any, url: URL) -> None:
+        """Roll back, then `DISCARD ALL` (outside a transaction, as it must run).
+
+        A rollback undoes the transaction's settings, SET ROLE, temporary objects and cursors,
+        but not what lives in the session: session advisory locks, PREPAREd statements, the
+        sequence cache (`currval`), cached plans. `DISCARD ALL` is `CLOSE ALL; SET SESSION
+        AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; pg_advisory_unlock_all();
+        DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES`. psycopg forgets its own prepared
+        statements when it sees the command complete.
+        """
+        dbapi.rollback()
+        dbapi.autocommit = True
+        try:
+            dbapi.execute("DISCARD ALL")
+        finally:
+            dbapi.autocommit = False
 
     def classify(self, exc: BaseException) -> Outcome:
         """Map a SQLSTATE to a failure kind."""
