@@ -118,7 +118,8 @@ def dbhub_params(entry: Path, dsn: str, folder: Path) -> StdioServerParameters:
     config = folder / "dbhub.toml"
     config.write_text(
         f'[[sources]]\nid = "default"\ndsn = "{dsn}"\n\n'
-        f'[[tools]]\nname = "execute_sql"\nsource = "default"\nreadonly = true\nmax_rows = {CAP}\n',
+        f'[[tools]]\nname = "execute_sql"\nsource = "default"\nreadonly = true\nmax_rows = {CAP}\n\n'
+        '[[tools]]\nname = "search_objects"\nsource = "default"\n',
         encoding="utf-8",
     )
     return StdioServerParameters(

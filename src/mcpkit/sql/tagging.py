@@ -29,7 +29,7 @@ __all__ = ["MODEL_STATE_KEY", "SessionTag", "current_tag", "session_label", "tag
 
 MODEL_STATE_KEY: Final = "model"
 """The `call.state` key a middleware may set to the model's name."""
-_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._@+-]+")
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9._@+]+")  # runs become one "-"
 _NAME_MAX: Final = 40
 _current: ContextVar[SessionTag | None] = ContextVar("mcpkit_sql_session_tag", default=None)
 
