@@ -46,7 +46,8 @@ def test_postgres_session_carries_the_call_id(pg_env: DbEnv) -> None:
         for _ in range(40):
             seen = conn.execute(
                 "SELECT application_name, usename, state FROM pg_stat_activity"
-                " WHERE application_name LIKE 'mcpkit:%'"
+                " WHERE application_name LIKE 'mcpkit:%%' AND usename = %s",  # not other sessions' servers
+                [pg_env.ro_user],
             ).fetchall()
             if any(state == "active" for _, _, state in seen):
                 break
@@ -65,7 +66,9 @@ def test_mysql_statement_carries_the_call_id(mysql_env: DbEnv) -> None:
         with conn.cursor() as c:
             for _ in range(40):
                 c.execute(
-                    "SELECT USER, INFO FROM information_schema.PROCESSLIST WHERE INFO LIKE '/* mcpkit:%'"
+                    "SELECT USER, INFO FROM information_schema.PROCESSLIST"
+                    " WHERE INFO LIKE '/* mcpkit:%%' AND USER = %s",  # not other sessions' servers
+                    [mysql_env.ro_user],
                 )
                 seen = list(c.fetchall())
                 if seen:

@@ -18,7 +18,7 @@ from mcpkit.sql.admission import FunctionPolicy, load_allowlist
 from mcpkit.sql.assemble import add_serve_options, assemble
 from mcpkit.sql.checks import ensure_safe_account, inspect_account
 from mcpkit.sql.demo import load_demo, write_demo_sqlite
-from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.service import DEFAULT_ROWS, HARD_MAX_ROWS, SqlService
 from mcpkit.transport.cli import add_serving_arguments, serve
@@ -42,6 +42,14 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
     )
     where.add_argument("--demo", action="store_true", help="use the bundled demo database (SQLite)")
     p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per-call timeout (default 30 s)")
+    p.add_argument(
+        "--pool-size",
+        type=int,
+        default=DEFAULT_POOL_SIZE,
+        metavar="N",
+        help=f"database connections kept open per login (default {DEFAULT_POOL_SIZE}; 0: a new "
+        "connection per call); each is reset before reuse",
+    )
     p.add_argument(
         "--functions", metavar="FILE", help="replace the reviewed function allowlist with the names in FILE"
     )
@@ -135,7 +143,7 @@ def _demo_dsn() -> str:
 
 
 def _service(args: argparse.Namespace, max_rows: int) -> SqlService:
-    engine = SqlEngine(_demo_dsn() if args.demo else args.dsn)
+    engine = SqlEngine(_demo_dsn() if args.demo else args.dsn, pool_size=args.pool_size)
     try:
         report = inspect_account(engine, allowed=args.allow)
         ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)

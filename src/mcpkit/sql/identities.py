@@ -161,8 +161,10 @@ class RoleMap:
 class RoleEngine(SqlEngine):
     """`SqlEngine` whose every session first runs the role's setup (`SET LOCAL ROLE`).
 
-    Shares the base engine's SQLAlchemy engine (a fresh connection per call either way), so
-    `execute`, the timeout watchdog and error masking are the base's own code.
+    Shares the base engine's SQLAlchemy engine and pool: the role is set inside each call's
+    transaction and gone with its rollback, and the pool's reset (`DISCARD ALL`, which includes
+    `SET SESSION AUTHORIZATION DEFAULT` and `RESET ALL`) runs before any reuse. `execute`, the
+    timeout watchdog and error masking are the base's own code.
     """
 
     def __init__(self, base: SqlEngine, role: str) -> None:
@@ -271,7 +273,7 @@ class IdentityRouter:
         user, password = self.secret(login.user), self.secret(login.password)
         if not user:
             raise SqlConfigError(f"the secret {login.user} (the user of role {role}) is not set")
-        return SqlEngine(self.base.url.set(username=user, password=password or None))
+        return self.base.for_login(user, password or None)  # its own pool, same size
 
     def service_for(self, principal: str | None, groups: Sequence[str] = ()) -> SqlService:
         """The service of a caller (refused when it has no role)."""

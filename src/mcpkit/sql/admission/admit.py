@@ -10,6 +10,7 @@ and checks the analysis `deadline` between passes.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -60,6 +61,12 @@ class Admitted:
     tree: exp.Expr
 
 
+@functools.lru_cache(maxsize=256)
+def _parameters(step: Pass) -> frozenset[str]:
+    """The keyword names a pass takes (cached: `inspect.signature` costs more than most passes)."""
+    return frozenset(inspect.signature(step).parameters)
+
+
 def run_passes(tree: exp.Expr, passes: Sequence[Pass], **named: Any) -> exp.Expr:
     """Run `passes` in order, each with only the keyword arguments it names.
 
@@ -70,7 +77,7 @@ def run_passes(tree: exp.Expr, passes: Sequence[Pass], **named: Any) -> exp.Expr
     deadline = named.get("deadline")
     for step in passes:
         AnalysisBudget.check_deadline(deadline)
-        wanted = inspect.signature(step).parameters
+        wanted = _parameters(step)
         tree = step(tree, **{k: v for k, v in named.items() if k in wanted})
     return tree
 

@@ -18,6 +18,8 @@ from mcpkit.sql.clipping import (
 __all__ = ["describe", "wrap"]
 
 _TYPES = "SELECT oid::int, typname, typlen, typcategory FROM pg_catalog.pg_type WHERE oid = ANY(%s)"
+_FIRST_USER_OID = 16384  # FirstNormalObjectId: OIDs below it are built in and never change
+_BUILTIN: dict[int, tuple[str, int, str]] = {}  # built-in type OID -> (typname, typlen, typcategory)
 
 
 def describe(dbapi: Any, sql: str) -> list[WireColumn]:
@@ -32,8 +34,14 @@ def describe(dbapi: Any, sql: str) -> list[WireColumn]:
         cur.execute(probe, prepare=False)
         description = list(cur.description or ())
         oids = [int(d.type_code) for d in description]
-        cur.execute(_TYPES, [sorted(set(oids))])
-        types = {int(o): (str(n), int(length), str(cat)) for o, n, length, cat in cur.fetchall()}
+        types = {o: _BUILTIN[o] for o in oids if o in _BUILTIN}
+        unknown = sorted(set(oids) - set(types))
+        if unknown:  # extension and user types are looked up every time (they can be re-created)
+            cur.execute(_TYPES, [unknown])
+            for o, n, length, cat in cur.fetchall():
+                types[int(o)] = (str(n), int(length), str(cat))
+                if int(o) < _FIRST_USER_OID:
+                    _BUILTIN[int(o)] = types[int(o)]
     out = []
     for col, oid in zip(description, oids, strict=True):
         typname, length, category = types.get(oid, (None, -1, "X"))

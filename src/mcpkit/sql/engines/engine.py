@@ -1,4 +1,9 @@
-"""`SqlEngine`: the one engine over SQLAlchemy, one fresh read-only connection per call."""
+"""`SqlEngine`: the one engine over SQLAlchemy: pooled connections, a fresh read-only session per call.
+
+A connection is reused only after its profile reset it (`Profile.reset`: PostgreSQL `DISCARD ALL`,
+MySQL/MariaDB `COM_RESET_CONNECTION`, SQLite a check that nothing was left behind) when it went back
+to the pool; one that failed, timed out, was interrupted or failed its reset is closed, never reused.
+"""
 
 from __future__ import annotations
 
@@ -7,49 +12,94 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Final
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.engine import Engine as SaEngine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolResetState, QueuePool
 
 from mcpkit.sql.clipping import CellBudget, hooks
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.engines.base import Column, Params, Rows
-from mcpkit.sql.errors import QueryFailed, QueryTimeout
+from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles import Profile, profile_for
 
-__all__ = ["SqlEngine"]
+__all__ = ["DEFAULT_POOL_SIZE", "SqlEngine"]
 
 log = logging.getLogger("mcpkit.sql")
 
+DEFAULT_POOL_SIZE: Final = 5
+"""Connections kept open per database login (`--pool-size`); 0: a new connection per call."""
+_POOL_WAIT_S: Final = 30.0  # how long a call waits for a free connection when all are busy
+_POOL_RECYCLE_S: Final = 600.0  # a connection's lifetime: bounds anything a reset could not reach
+# Failures after which the connection is as good as before (the reset cleans up); any other
+# outcome (timeout, connection, resource, unclassified) closes it.
+_KEEP_AFTER: Final[frozenset[FailureKind]] = frozenset(
+    {"syntax", "undefined_object", "permission", "read_only", "data"}
+)
+
 
 class SqlEngine:
-    """An `Engine` over SQLAlchemy: a new connection per call (`NullPool`), read-only by the database.
+    """An `Engine` over SQLAlchemy: pooled connections, each call in its own read-only session.
 
-    What differs per database (session set-up, interrupting, error classes) is the URL's profile.
+    Every call opens a read-only transaction with its own timeout and identity on a connection
+    that holds nothing of earlier calls: the profile resets each connection as it goes back to
+    the pool (`Profile.reset`), and a connection that failed, timed out, was interrupted or failed
+    its reset is closed instead. What differs per database (session set-up, reset, interrupting,
+    error classes) is the URL's profile.
 
     Args:
         dsn: A SQLAlchemy URL; `postgresql://` and `mysql://` pick psycopg and pymysql.
         grace_s: How long past the database's own timeout the watchdog waits before it
             interrupts the statement from another thread.
+        pool_size: Connections kept open at most (calls beyond it wait up to 30 s for one);
+            0: a new connection per call, closed after it.
     """
 
-    def __init__(self, dsn: str | URL, *, grace_s: float = 1.0) -> None:
+    def __init__(self, dsn: str | URL, *, grace_s: float = 1.0, pool_size: int = DEFAULT_POOL_SIZE) -> None:
+        if not 0 <= pool_size <= 1000:
+            raise SqlConfigError("the pool size (--pool-size) must be between 0 (no pool) and 1000")
         self.url = normalize_url(dsn)
         self.profile: Profile = profile_for(self.url)
+        self.pool_size = pool_size if self.profile.poolable else 0
         self._grace_s = grace_s
-        self._sa: SaEngine = create_engine(
-            self.url, poolclass=NullPool, **self.profile.engine_options(self.url)
+        pooling: dict[str, Any] = (
+            {"poolclass": NullPool}
+            if self.pool_size == 0
+            else {
+                "poolclass": QueuePool,
+                "pool_size": self.pool_size,
+                "max_overflow": 0,
+                "pool_timeout": _POOL_WAIT_S,
+                "pool_recycle": _POOL_RECYCLE_S,
+                "pool_reset_on_return": None,  # the profile's reset below rolls back and more
+            }
         )
+        self._sa: SaEngine = create_engine(self.url, **pooling, **self.profile.engine_options(self.url))
+        if self.pool_size:
+            event.listen(self._sa, "reset", self._reset)
         self._errors: tuple[type[BaseException], ...] = (SQLAlchemyError,)
         dbapi = getattr(self._sa.dialect, "loaded_dbapi", None)
         for name in ("Error", "Warning"):
             err = getattr(dbapi, name, None)
             if isinstance(err, type) and issubclass(err, BaseException):
                 self._errors += (err,)
+
+    def for_login(self, username: str, password: str | None) -> SqlEngine:
+        """An engine like this one (same options, its own pool) that logs in as another user."""
+        return SqlEngine(
+            self.url.set(username=username, password=password),
+            grace_s=self._grace_s,
+            pool_size=self.pool_size,
+        )
+
+    def _reset(self, dbapi: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
+        """Pool `reset` hook: clean a connection going back to the pool; raising discards it."""
+        if state.terminate_only:  # being closed anyway
+            return
+        self.profile.reset(dbapi, self.url)
 
     @property
     def dialect(self) -> str:
@@ -69,9 +119,38 @@ class SqlEngine:
             return QueryTimeout(timeout_s, call_id)
         return QueryFailed(outcome, call_id)
 
+    def _begin(self, timeout_s: float, call_id: str) -> tuple[Connection, Any]:
+        """A connection with the call's session begun; a stale pooled one is replaced once."""
+        for attempt in (1, 2):
+            try:
+                conn = self._sa.connect()
+            except self._errors as exc:
+                raise self._fail(exc, False, timeout_s, call_id) from None
+            dbapi = conn.connection.driver_connection
+            try:
+                self.profile.begin(dbapi, timeout_s, call_id)
+            except self._errors as exc:
+                conn.invalidate()
+                conn.close()
+                orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+                if attempt == 1 and self.pool_size and self.profile.classify(orig) == "connection":
+                    log.info("sql call %s: a pooled connection was gone; opening another", call_id)
+                    continue
+                raise self._fail(exc, False, timeout_s, call_id) from None
+            except BaseException:
+                conn.invalidate()
+                conn.close()
+                raise
+            return conn, dbapi
+        raise AssertionError("unreachable")  # pragma: no cover
+
     @contextmanager
     def session(self, timeout_s: float, call_id: str) -> Iterator[tuple[Connection, Any]]:
-        """A fresh connection in a read-only transaction with the timeout armed; rolled back after.
+        """A connection in a fresh read-only transaction with the timeout armed; rolled back after.
+
+        The connection goes back to the pool only if the call ended cleanly or failed in a way
+        that leaves the connection as it was (syntax, permission, ...), and then only after its
+        profile's reset; otherwise (timeout, interrupt, lost connection, unknown) it is closed.
 
         Yields:
             The SQLAlchemy connection and its driver connection.
@@ -81,11 +160,7 @@ class SqlEngine:
             QueryTimeout: the deadline passed.
         """
         fired = threading.Event()
-        try:
-            conn = self._sa.connect()
-        except self._errors as exc:
-            raise self._fail(exc, False, timeout_s, call_id) from None
-        dbapi = conn.connection.driver_connection
+        conn, dbapi = self._begin(timeout_s, call_id)
 
         def interrupt() -> None:
             fired.set()
@@ -96,20 +171,29 @@ class SqlEngine:
 
         watchdog = threading.Timer(timeout_s + self._grace_s, interrupt)
         watchdog.daemon = True
+        keep = True
         try:
-            self.profile.begin(dbapi, timeout_s, call_id)
             watchdog.start()
             yield conn, dbapi
         except self._errors as exc:
-            raise self._fail(exc, fired.is_set(), timeout_s, call_id) from None
+            failure = self._fail(exc, fired.is_set(), timeout_s, call_id)
+            keep = isinstance(failure, QueryFailed) and failure.kind in _KEEP_AFTER
+            raise failure from None
+        except BaseException:
+            keep = False
+            raise
         finally:
             watchdog.cancel()
+            watchdog.join()  # an interrupt already under way lands on this call, not the next one
+            keep = keep and not fired.is_set()
             try:
                 self.profile.end(dbapi)
             except Exception as exc:  # a broken connection is dropped, never reused
                 log.info("sql call %s: rollback failed (%s); dropping the connection", call_id, exc)
+                keep = False
+            if not keep:
                 conn.invalidate()
-            conn.close()
+            conn.close()  # back to the pool through the profile's reset, or closed
 
     def execute(
         self,
@@ -177,5 +261,5 @@ class SqlEngine:
         )
 
     def close(self) -> None:
-        """Dispose of the SQLAlchemy engine."""
+        """Close every pooled connection (the SQLAlchemy engine's `dispose`)."""
         self._sa.dispose()

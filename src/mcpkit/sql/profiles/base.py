@@ -117,6 +117,8 @@ class Profile:
     """False where the database has no logins (SQLite: the process reads a file)."""
     forever_sql: str | None = None
     """A query that never ends, for the doctor's timeout probe."""
+    poolable: bool = False
+    """Whether `reset` returns a connection to its state at login, so it may be pooled."""
 
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect
@@ -149,6 +151,15 @@ class Profile:
     def end(self, dbapi: Any) -> None:
         """Roll back; called in every case, before the connection is closed."""
         dbapi.rollback()
+
+    def reset(self, dbapi: Any, url: URL) -> None:
+        """Return a connection to its state at login before the pool hands it out again.
+
+        Everything a call could leave in its session that a rollback does not undo must go
+        (locks, prepared statements, temporary objects, settings, variables). Raising closes the
+        connection instead; the generic profile knows no reset, so it is not pooled.
+        """
+        raise NotImplementedError(f"{self.name}: no session reset is known")
 
     def classify(self, exc: BaseException) -> Outcome:
         """Map a driver exception to a failure kind or `timeout`."""

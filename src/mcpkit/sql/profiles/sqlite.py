@@ -46,6 +46,13 @@ _SCHEMA_TABLES: Final = frozenset(
     {"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"}
 )
 _PROGRESS_STEPS: Final = 1000
+# What a connection must look like to be reused: no temporary objects, query_only still on, no
+# database but main (and the empty temp). The authorizer denies every way to change these; this
+# is the check that it did.
+_LEFT_BEHIND: Final = (
+    "SELECT (SELECT count(*) FROM temp.sqlite_master), (SELECT query_only FROM pragma_query_only),"
+    " (SELECT count(*) FROM pragma_database_list WHERE name NOT IN ('main', 'temp'))"
+)
 MAX_LENGTH: Final = 32 * 1024 * 1024
 """SQLITE_LIMIT_LENGTH: no string or blob, stored or built, may exceed 32 MiB (the default is 1 GB)."""
 # Functions SQLite calls for operators (`x LIKE y`, `->`): an allowlist never names them.
@@ -176,6 +183,7 @@ class SqliteProfile(Profile):
     name = "SQLite"
     read_only_enforced = True
     has_accounts = False
+    poolable = True
     forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
 
     def __init__(self) -> None:
@@ -244,6 +252,17 @@ class SqliteProfile(Profile):
         dbapi.set_progress_handler(None, 0)
         dbapi.set_authorizer(None)
         dbapi.rollback()
+
+    def reset(self, dbapi: Any, url: URL) -> None:
+        """Roll back and check that the call left nothing in the connection (else it is closed).
+
+        SQLite's per-connection state is the temp schema, pragmas and attached databases; the
+        authorizer refuses every statement that would change them, and this verifies it did.
+        """
+        self.end(dbapi)
+        state = tuple(dbapi.execute(_LEFT_BEHIND).fetchone())
+        if state != (0, 1, 0):
+            raise RuntimeError(f"the connection kept state (temp objects, query_only, attached): {state}")
 
     def classify(self, exc: BaseException) -> Outcome:
         """Map sqlite3's message to a failure kind (SQLite has no error codes in Python 3.11's API)."""

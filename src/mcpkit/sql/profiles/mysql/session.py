@@ -8,13 +8,15 @@ from typing import Any, Final
 
 from sqlalchemy.engine import URL
 
-from mcpkit.sql.profiles.base import Outcome, Profile, safe_call_id
+from mcpkit.sql.profiles.base import Outcome, Profile
+from mcpkit.sql.tagging import session_label
 
 __all__ = ["MysqlSession"]
 
 # sql_mode flags that change how text is read (quotes, backslashes, `||`): pinned off so the
 # server reads regenerated SQL the way sqlglot wrote it.
 _UNPINNED_MODES: Final = frozenset({"ANSI_QUOTES", "NO_BACKSLASH_ESCAPES", "PIPES_AS_CONCAT", "ANSI"})
+_COM_RESET_CONNECTION: Final = 0x1F  # MariaDB 10.2.4+, MySQL 5.7.3+
 _TMP_DISK_BYTES: Final = 256 * 1024 * 1024  # one call's on-disk temporary tables (MariaDB)
 _CODES: Final[dict[int, Outcome]] = {
     1064: "syntax",
@@ -24,6 +26,7 @@ _CODES: Final[dict[int, Outcome]] = {
     1305: "undefined_object",
     1049: "undefined_object",
     1109: "undefined_object",
+    1243: "undefined_object",  # unknown prepared statement
     1142: "permission",
     1143: "permission",
     1044: "permission",
@@ -61,6 +64,7 @@ class MysqlSession(Profile):
 
     name = "MySQL/MariaDB"
     read_only_enforced = True
+    poolable = True
 
     def __init__(self) -> None:
         super().__init__("mysql")
@@ -93,8 +97,11 @@ class MysqlSession(Profile):
             cur.execute("START TRANSACTION READ ONLY")
 
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
-        """Run one statement with the call id as a leading comment (visible in the process list)."""
-        cursor.execute(f"/* mcpkit:{safe_call_id(call_id)} */ {sql}")
+        """Run one statement with the call's tag as a leading comment (visible in the process list).
+
+        The tag holds only `[A-Za-z0-9._@+:= -]` (`mcpkit.sql.tagging`): it cannot end the comment.
+        """
+        cursor.execute(f"/* {session_label(call_id)} */ {sql}")
 
     def type_names(self, dbapi: Any, description: Sequence[Any]) -> list[str | None]:
         """pymysql field type codes as names (BLOB, JSON, VAR_STRING, ...)."""
@@ -122,6 +129,27 @@ class MysqlSession(Profile):
     def end(self, dbapi: Any) -> None:
         """Roll back."""
         dbapi.rollback()
+
+    def reset(self, dbapi: Any, url: URL) -> None:
+        """`COM_RESET_CONNECTION`, then the login's database and autocommit mode again.
+
+        The reset rolls back and drops what a rollback leaves: user variables (`@x`), GET_LOCK
+        locks, temporary tables, PREPAREd statements, session variables (back to the global
+        values; the character set stays the handshake's). It keeps the current database, so a
+        `USE other` is undone by selecting the login's database again (or, with none in the URL,
+        the connection is dropped if one was chosen). pymysql has no public call for this
+        protocol command; `_execute_command` is what its own `ping` uses.
+        """
+        dbapi._execute_command(_COM_RESET_CONNECTION, b"")
+        dbapi._read_ok_packet()
+        if url.database:
+            dbapi.select_db(url.database)
+        else:
+            with dbapi.cursor() as cur:
+                cur.execute("SELECT DATABASE()")
+                if cur.fetchone()[0] is not None:
+                    raise RuntimeError("a database was selected on a connection that had none")
+        dbapi.autocommit(False)
 
     def classify(self, exc: BaseException) -> Outcome:
         """Map a MySQL error code to a failure kind."""

@@ -1,23 +1,31 @@
-"""PostgreSQL (psycopg 3): READ ONLY transaction, statement_timeout, application_name = call id."""
+"""PostgreSQL (psycopg 3): READ ONLY transaction, statement_timeout, application_name = the call's
+tag, and `DISCARD ALL` before a connection is reused."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
 from sqlalchemy.engine import URL
 
-from mcpkit.sql.profiles.base import Outcome, Profile, safe_call_id
+from mcpkit.sql.profiles.base import Outcome, Profile
+from mcpkit.sql.tagging import session_label
 
 __all__ = ["PostgresSession"]
 
 _UNDEFINED: Final = frozenset({"42P01", "42703", "42883", "42704", "3F000", "3D000", "42P02"})
-_SESSION_SQL: Final = (
-    "SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true),"
-    " set_config('idle_in_transaction_session_timeout', %s, true), set_config('application_name', %s, true),"
+# One round trip: the read-only transaction and its settings, sent as one simple-protocol message.
+# Only integers and the sanitised label (`_LABEL_SAFE`) are put into it.
+_BEGIN_SQL: Final = (
+    "BEGIN READ ONLY; SELECT set_config('statement_timeout', '{ms}', true),"
+    " set_config('lock_timeout', '{ms}', true),"
+    " set_config('idle_in_transaction_session_timeout', '{idle}', true),"
+    " set_config('application_name', '{label}', true),"
     " set_config('standard_conforming_strings', 'on', true),"
     " set_config('default_transaction_read_only', 'on', false)"
 )
+_LABEL_SAFE: Final = re.compile(r"[A-Za-z0-9._:@+= -]*")
 
 
 class PostgresSession(Profile):
@@ -30,6 +38,7 @@ class PostgresSession(Profile):
 
     name = "PostgreSQL"
     read_only_enforced = True
+    poolable = True
 
     def __init__(self) -> None:
         super().__init__("postgres")
@@ -39,12 +48,17 @@ class PostgresSession(Profile):
         return {"connect_args": {"connect_timeout": 10}}
 
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
-        """Start the read-only transaction and set the local timeouts and application_name."""
-        dbapi.autocommit = False
-        dbapi.read_only = True
-        ms = str(max(1, int(timeout_s * 1000)))
-        with dbapi.cursor() as cur:
-            cur.execute(_SESSION_SQL, [ms, ms, str(int(ms) * 2), f"mcpkit:{safe_call_id(call_id)}"])
+        """Start the read-only transaction and set the local timeouts and application_name.
+
+        The connection is in autocommit mode for the call, so psycopg sends no BEGIN of its own:
+        the transaction is the explicit `BEGIN READ ONLY` sent with the settings in one message.
+        """
+        ms = max(1, int(timeout_s * 1000))
+        label = session_label(call_id, limit=63, compact=True)  # application_name keeps 63 bytes
+        if not _LABEL_SAFE.fullmatch(label):  # session_label guarantees it; never inline otherwise
+            label = "mcpkit"
+        dbapi.autocommit = True
+        dbapi.execute(_BEGIN_SQL.format(ms=ms, idle=ms * 2, label=label))
 
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
         """Run one statement through the extended protocol (no parameter processing)."""
@@ -76,6 +90,21 @@ class PostgresSession(Profile):
     def end(self, dbapi: Any) -> None:
         """Roll back the read-only transaction."""
         dbapi.rollback()
+
+    def reset(self, dbapi: Any, url: URL) -> None:
+        """Roll back, then `DISCARD ALL` (outside a transaction, as it must run).
+
+        A rollback undoes the transaction's settings, SET ROLE, temporary objects and cursors,
+        but not what lives in the session: session advisory locks, PREPAREd statements, the
+        sequence cache (`currval`), cached plans. `DISCARD ALL` is `CLOSE ALL; SET SESSION
+        AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; pg_advisory_unlock_all();
+        DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES`. psycopg forgets its own prepared
+        statements when it sees the command complete.
+        """
+        dbapi.rollback()
+        dbapi.autocommit = True
+        dbapi.execute("DISCARD ALL")
+        dbapi.autocommit = False  # as SQLAlchemy expects a connection it hands out
 
     def classify(self, exc: BaseException) -> Outcome:
         """Map a SQLSTATE to a failure kind."""
