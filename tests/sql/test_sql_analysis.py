@@ -352,6 +352,7 @@ async def test_postgres_profile_never_reads_stats_hidden_by_rls(pg_db: Db) -> No
     assert not profile.is_error and not sample.is_error
     found = profile.structured_content or {}
     assert found["statistics"] == ""  # RLS is active for the role: pg_stats shows it nothing
+    assert found["row_estimate"] == 70  # the rows it sees, not the catalog's count of all 210
     region = next(c for c in found["columns"] if c["name"] == "region")
     assert region["source"] == "sample" and region["distinct_estimate"] == 1
     assert [v["value"] for v in region["most_common"]] == ["north"]

@@ -11,9 +11,11 @@ newline in a value is shown as the characters it is.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import io
 import itertools
 import math
+import threading
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ WIDTH_PX: Final = 800
 HEIGHT_PX: Final = 450
 _DPI: Final = 100
 # Colour-blind-safe series colours (Okabe-Ito); the first is what tests look for in the pixels.
+_DRAWING: Final = threading.Lock()  # matplotlib's font and text caches are not thread-safe
 COLORS: Final = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
 _MISSING: Final = (
     "Charts need the optional matplotlib dependency, which this server lacks; "
@@ -52,11 +55,7 @@ _MISSING: Final = (
 
 def charts_available() -> bool:
     """Whether matplotlib (the `mcpkit[charts]` extra) can be imported."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def clean_label(value: JsonValue, limit: int = LABEL_CHARS) -> str:
@@ -242,7 +241,7 @@ def render_png(plan: ChartPlan, *, width: int = WIDTH_PX, height: int = HEIGHT_P
     except ImportError:
         refuse("charts_missing", _MISSING)
     # Labels are data: no math text, no TeX, whatever characters they hold.
-    with rc_context({"text.parse_math": False, "text.usetex": False}), warnings.catch_warnings():
+    with _DRAWING, rc_context({"text.parse_math": False, "text.usetex": False}), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a glyph the font lacks is drawn as a box, not logged per call
         figure = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI, layout="constrained")
         FigureCanvasAgg(figure)

@@ -210,35 +210,75 @@ def _sample_source(
     masked: frozenset[str],
     windows: int = _WINDOWS,
     boost: float = 1.0,
+    keys_first: bool = False,
 ) -> _Source:
-    """SQL for at most `wanted` rows of the table's `columns`, read without a scan."""
+    """SQL for at most `wanted` rows of the table's `columns`, read without a scan.
+
+    Page sampling suits a profile (many rows, a few hundred pages); a handful of rows is better
+    spread by key ranges (`keys_first`), where page sampling would return neighbours.
+    """
     cols = tuple(columns)
     limit = f"LIMIT {wanted}"
     if estimate is not None and estimate <= wanted:
         return _Source(table, limit, cols, "whole table", whole=True)
-    profile = calls.service.profile
-    if profile.sample_clause(1.0, 1) is not None and estimate and table.description.kind == "table":
-        # Pages for large tables (no scan); rows for small ones, where a page holds much of the table.
-        pages = estimate > _ROW_SAMPLED
-        percent = min(100.0, max(0.0001, 100.0 * wanted * 1.5 * boost / estimate))
-        clause = profile.sample_clause(percent, _RNG.randrange(1, 2**31 - 1), pages=pages)
-        what = "pages" if pages else "rows"
-        return _Source(table, f"{clause} {limit}", cols, f"TABLESAMPLE ({percent:.4g}% of {what})")
-    key = table.integer_key(masked)
-    if key is not None:
-        q = table.quote(key)
-        bounds = calls.query(f"SELECT MIN({q}), MAX({q}) FROM {table.ref}", 1).rows
-        low, high = (bounds[0] if bounds else (None, None))[:2]
-        if isinstance(low, int) and isinstance(high, int):
-            span = high - low + 1
-            density = min(1.0, estimate / span) if estimate else 1.0
-            width = max(1, math.ceil(wanted * boost / windows / density))
-            if width * windows >= span:
-                return _Source(table, limit, cols, "whole table", whole=True)
-            starts = sorted(_RNG.randrange(low, high - width + 2) for _ in range(windows))
-            ranges = " OR ".join(f"{q} BETWEEN {s} AND {s + width - 1}" for s in starts)
-            return _Source(table, f"WHERE {ranges} {limit}", cols, f"{windows} random key ranges of {key}")
+    tried = (_by_keys, _by_pages) if keys_first else (_by_pages, _by_keys)
+    for way in tried:
+        found = way(calls, table, cols, estimate, wanted, masked, windows, boost)
+        if found is not None:
+            return found
     return _Source(table, limit, cols, f"the first {wanted} rows in storage order (no sampling method)")
+
+
+def _by_pages(
+    calls: _Calls,
+    table: _Table,
+    cols: tuple[str, ...],
+    estimate: int | None,
+    wanted: int,
+    masked: frozenset[str],
+    windows: int,
+    boost: float,
+) -> _Source | None:
+    profile = calls.service.profile
+    if profile.sample_clause(1.0, 1) is None or not estimate or table.description.kind != "table":
+        return None
+    # Pages for large tables (no scan); rows for small ones, where a page holds much of the table.
+    pages = estimate > _ROW_SAMPLED
+    percent = min(100.0, max(0.0001, 100.0 * wanted * 1.5 * boost / estimate))
+    clause = profile.sample_clause(percent, _RNG.randrange(1, 2**31 - 1), pages=pages)
+    what = "pages" if pages else "rows"
+    return _Source(table, f"{clause} LIMIT {wanted}", cols, f"TABLESAMPLE ({percent:.4g}% of {what})")
+
+
+def _by_keys(
+    calls: _Calls,
+    table: _Table,
+    cols: tuple[str, ...],
+    estimate: int | None,
+    wanted: int,
+    masked: frozenset[str],
+    windows: int,
+    boost: float,
+) -> _Source | None:
+    key = table.integer_key(masked)
+    if key is None:
+        return None
+    q = table.quote(key)
+    # Two scalar subqueries: SQLite answers MIN or MAX from the key's b-tree only when it is alone.
+    bounds = calls.query(
+        f"SELECT (SELECT MIN({q}) FROM {table.ref}), (SELECT MAX({q}) FROM {table.ref})", 1
+    ).rows
+    low, high = (bounds[0] if bounds else (None, None))[:2]
+    if not isinstance(low, int) or not isinstance(high, int):
+        return None
+    span = high - low + 1
+    density = min(1.0, estimate / span) if estimate else 1.0
+    width = max(1, math.ceil(wanted * boost / windows / density))
+    if width * windows >= span:
+        return _Source(table, f"LIMIT {wanted}", cols, "whole table", whole=True)
+    starts = sorted(_RNG.randrange(low, high - width + 2) for _ in range(windows))
+    ranges = " OR ".join(f"{q} BETWEEN {s} AND {s + width - 1}" for s in starts)
+    return _Source(table, f"WHERE {ranges} LIMIT {wanted}", cols, f"{windows} random key ranges of {key}")
 
 
 def _scale_distinct(
@@ -318,6 +358,7 @@ def profile_table(
     partial = {n: s for n, s in stats.columns.items() if stats.source != "pg_stats"}
     calls = _Calls(service, call_id, note)
     sampled_rows: int | None = None
+    whole = False
     method = "none needed: the statistics cover every column"
     if wanted:
         source = _sample_source(calls, table, [p.name for p in wanted], estimate, PROFILE_ROWS, masked)
@@ -331,10 +372,11 @@ def profile_table(
             if time.perf_counter() < deadline:  # past it, what is done is answered
                 _common(calls, table, source, p, kinds[p.name], sampled_rows)
             _scale_distinct(p, partial.get(p.name), sampled_rows, estimate, whole)
+    shown = estimate if whole or not stats.row_filtered else None  # the catalog counts hidden rows
     return TableProfile(
         table_schema=description.table_schema,
         name=description.name,
-        row_estimate=estimate,
+        row_estimate=shown,
         statistics=stats.source,
         sampling=method,
         sampled_rows=sampled_rows,
@@ -359,7 +401,7 @@ def _stats(service: SqlService, description: TableDescription, call_id: str) -> 
     masked = _masked(service, description)
     # Statistics of masked columns are values too (bounds, common values, counts): dropped here.
     kept = {n: s for n, s in found.columns.items() if n not in masked}
-    return TableStats(rows=found.rows, columns=kept, readable=found.readable, source=found.source)
+    return TableStats(found.rows, kept, found.readable, found.source, found.row_filtered)
 
 
 def _aggregate(
@@ -447,11 +489,13 @@ def sample_table(
     ]
     calls = _Calls(service, call_id, note)
     windows = min(fetch, 100)
-    source = _sample_source(calls, table, columns, estimate, fetch, masked, windows)
+    source = _sample_source(calls, table, columns, estimate, fetch, masked, windows, keys_first=True)
     result = calls.query(source.sql, fetch)
     if result.row_count < n and not source.whole and (estimate or 0) > n:
         # Too few rows came back (sparse keys, an unlucky draw of pages): once more, wider.
-        source = _sample_source(calls, table, columns, estimate, fetch, masked, windows, boost=8.0)
+        source = _sample_source(
+            calls, table, columns, estimate, fetch, masked, windows, boost=8.0, keys_first=True
+        )
         result = calls.query(source.sql, fetch)
     chosen = (pick or _pick)(list(result.rows), n)
     return TableSample(

@@ -111,12 +111,15 @@ class TableStats:
         columns: Column name -> its statistics, only for columns the identity may read in full.
         readable: The columns the identity may select (None: every column the reflection shows).
         source: What the statistics came from, for the answer (e.g. `pg_stats`).
+        row_filtered: Row-level security hides rows from the identity: whole-table counts (such
+            as the catalog's row estimate) are not its to see.
     """
 
     rows: int | None = None
     columns: Mapping[str, ColumnStats] = field(default_factory=dict)
     readable: frozenset[str] | None = None
     source: str = ""
+    row_filtered: bool = False
 
 
 @dataclass

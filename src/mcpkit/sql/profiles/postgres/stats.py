@@ -55,7 +55,7 @@ def postgres_table_stats(conn: Connection, schema: str | None, table: str) -> Ta
     readable = frozenset(str(r[0]) for r in conn.execute(text(_READABLE), {"oid": oid}))
     rows = int(reltuples) if reltuples is not None and reltuples >= 0 else None
     if rls_active:
-        return TableStats(rows=None, readable=readable, source="")
+        return TableStats(rows=rows, readable=readable, row_filtered=True)
     columns: dict[str, ColumnStats] = {}
     for name, null_frac, n_distinct, common, freqs, histogram in conn.execute(
         text(_STATS), {"schema": schema, "table": table, "oid": oid}
