@@ -23,6 +23,8 @@ def test_make_demo_story() -> None:
     assert "| Europe |" in out  # the aggregate was answered
     assert "REFUSED: This server is read-only" in out  # the write was refused
     assert "more rows exist" in out  # the long result was capped
+    assert "bar chart (800x450 PNG" in out and "the PNG image content" in out  # a chart was drawn
+    assert "main.sales_demo: about 3000 rows" in out and "| region | VARCHAR(40) |" in out  # and a profile
     assert "0 errors" in out  # and every client would accept its tools
     story, _, log = out.partition("operator log")
     assert "mcpkit.calls" not in story + proc.stderr  # the story is not interleaved with log lines

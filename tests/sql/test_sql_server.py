@@ -167,7 +167,7 @@ async def test_stdio_walkthrough_as_a_real_subprocess() -> None:
     from mcpkit.sql.walkthrough import walkthrough
 
     lines: list[str] = []
-    answered, refused, capped, report = await walkthrough(echo=lines.append)
+    answered, refused, capped, report, chart, profile = await walkthrough(echo=lines.append)
     assert lines[0].startswith("connected to mcpkit-sql over stdio")
     tools = [line.split(":")[0].removeprefix("  tool ") for line in lines if line.startswith("  tool ")]
     assert tools[:3] == ["list_tables", "describe_table", "execute_query"]
@@ -177,3 +177,5 @@ async def test_stdio_walkthrough_as_a_real_subprocess() -> None:
     assert not answered.is_error and "| region | units |" in text_of(answered)
     assert refused.is_error and text_of(refused).startswith("REFUSED:")
     assert "more rows exist" in text_of(capped)
+    assert not chart.is_error and [b.type for b in chart.content] == ["text", "image"]
+    assert not profile.is_error and "| region | VARCHAR(40) | sample |" in text_of(profile)

@@ -46,6 +46,8 @@ RefusalReason = Literal[
     "too_complex",
     "cost",
     "not_found",
+    "chart",
+    "charts_missing",
 ]
 
 FailureKind = Literal[

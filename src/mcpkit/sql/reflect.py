@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.engine.reflection import Inspector
+from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import refuse
@@ -28,6 +29,11 @@ log = logging.getLogger("mcpkit.sql")
 MAX_TABLES: Final = 500
 _SYSTEM_SCHEMAS: Final = frozenset(
     {"information_schema", "pg_catalog", "pg_toast", "mysql", "performance_schema", "sys"}
+)
+_GRANTED: Final = text(
+    "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_KEY, COLUMN_DEFAULT, COLUMN_COMMENT"
+    " FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE())"
+    " AND TABLE_NAME = :table ORDER BY ORDINAL_POSITION"
 )
 _NOT_FOUND: Final = "No readable table or view has that name; call list_tables to see the names."
 
@@ -120,36 +126,70 @@ def describe_table(
         entry = _locate(_entries(insp, conn, engine.profile), name, schema)
         if entry is None:
             refuse("not_found", _NOT_FOUND)
-        s, n = entry.table_schema, entry.name
-        pk = _safe(lambda: insp.get_pk_constraint(n, s), {}) or {}
-        pk_cols = list(pk.get("constrained_columns") or [])
-        columns = [
-            ColumnEntry(
-                name=c["name"],
-                type=_type_name(c["type"], conn),
-                nullable=bool(c.get("nullable", True)),
-                default=None if c.get("default") is None else str(c.get("default")),
-                primary_key=c["name"] in pk_cols,
-                comment=c.get("comment"),
-            )
-            for c in insp.get_columns(n, s)
-        ]
-        fks = [
-            ForeignKeyEntry(
-                columns=list(fk.get("constrained_columns") or []),
-                references_schema=fk.get("referred_schema"),
-                references_table=str(fk.get("referred_table")),
-                references_columns=list(fk.get("referred_columns") or []),
-            )
-            for fk in _safe(lambda: insp.get_foreign_keys(n, s), [])
-        ]
-        indexes = [
-            IndexEntry(
-                name=ix.get("name"), columns=list(ix.get("column_names") or []), unique=bool(ix.get("unique"))
-            )
-            for ix in _safe(lambda: insp.get_indexes(n, s), [])
-        ]
-        comment = (_safe(lambda: insp.get_table_comment(n, s), {}) or {}).get("text")
+        try:
+            return _reflected(insp, conn, entry)
+        except DBAPIError:
+            if conn.dialect.name not in ("mysql", "mariadb"):
+                raise
+        # MariaDB refuses SHOW CREATE TABLE (the inspector's source) to a login that holds only
+        # column privileges, as `--mask` requires: information_schema lists what it may read.
+        return _granted(conn, entry)
+
+
+def _granted(conn: Connection, entry: TableEntry) -> TableDescription:
+    rows = conn.execute(_GRANTED, {"schema": entry.table_schema, "table": entry.name}).all()
+    columns = [
+        ColumnEntry(
+            name=str(name),
+            type=str(type_).upper(),
+            nullable=nullable == "YES",
+            default=None if default is None else str(default),
+            primary_key=key == "PRI",
+            comment=comment or None,
+        )
+        for name, type_, nullable, key, default, comment in rows
+    ]
+    return TableDescription(
+        table_schema=entry.table_schema,
+        name=entry.name,
+        kind=entry.kind,
+        row_estimate=entry.row_estimate,
+        columns=columns,
+        primary_key=[c.name for c in columns if c.primary_key],
+    )
+
+
+def _reflected(insp: Inspector, conn: Connection, entry: TableEntry) -> TableDescription:
+    s, n = entry.table_schema, entry.name
+    pk = _safe(lambda: insp.get_pk_constraint(n, s), {}) or {}
+    pk_cols = list(pk.get("constrained_columns") or [])
+    columns = [
+        ColumnEntry(
+            name=c["name"],
+            type=_type_name(c["type"], conn),
+            nullable=bool(c.get("nullable", True)),
+            default=None if c.get("default") is None else str(c.get("default")),
+            primary_key=c["name"] in pk_cols,
+            comment=c.get("comment"),
+        )
+        for c in insp.get_columns(n, s)
+    ]
+    fks = [
+        ForeignKeyEntry(
+            columns=list(fk.get("constrained_columns") or []),
+            references_schema=fk.get("referred_schema"),
+            references_table=str(fk.get("referred_table")),
+            references_columns=list(fk.get("referred_columns") or []),
+        )
+        for fk in _safe(lambda: insp.get_foreign_keys(n, s), [])
+    ]
+    indexes = [
+        IndexEntry(
+            name=ix.get("name"), columns=list(ix.get("column_names") or []), unique=bool(ix.get("unique"))
+        )
+        for ix in _safe(lambda: insp.get_indexes(n, s), [])
+    ]
+    comment = (_safe(lambda: insp.get_table_comment(n, s), {}) or {}).get("text")
     return TableDescription(
         table_schema=s,
         name=n,

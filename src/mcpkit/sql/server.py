@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, create_model
 
 from mcpkit import Context, Server, Tool, ToolAnnotations, ToolResult
 from mcpkit.pipeline import Middleware
+from mcpkit.sql.analysis import ANALYSIS_TOOL_NAMES, analysis_tools
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
 from mcpkit.sql.service import DEFAULT_ROWS, SqlService
 from mcpkit.sql.tagging import tag_calls
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TOOL_NAMES", "build_server", "instructions_for"]
 
-TOOL_NAMES: Final = ("list_tables", "describe_table", "execute_query")
+TOOL_NAMES: Final = ("list_tables", "describe_table", "execute_query", *ANALYSIS_TOOL_NAMES)
 _READ_ONLY: Final = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 _DIALECT_NAMES: Final = {"postgres": "PostgreSQL", "mysql": "MySQL/MariaDB", "sqlite": "SQLite"}
 
@@ -201,6 +202,7 @@ def build_server(
         from mcpkit.sql.similar import similar_rows_tool
 
         tools.append(similar_rows_tool(service, serving, audited, calls, outer_timeout))
+    tools += analysis_tools(service, serving=serving, audited=audited, calls=calls, timeout_s=outer_timeout)
     if reports_only:
         keep = {"list_tables"} if with_list_tables else set()
         tools = [t for t in tools if t.name in keep]

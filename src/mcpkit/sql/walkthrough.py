@@ -1,17 +1,20 @@
 """The demo story: `mcpkit sql serve --demo` as a real stdio subprocess, driven by the official client.
 
 Run `python -m mcpkit.sql.walkthrough`: it lists the tools, answers a query, refuses a write,
-caps a long result with "more rows exist" and runs one of the demo's report tools.
+caps a long result with "more rows exist", runs one of the demo's report tools, draws a chart (the
+PNG is written to a temporary file) and profiles the demo table.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import sys
+import tempfile
 from typing import Any, TextIO
 
 import anyio
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 __all__ = ["main", "walkthrough"]
@@ -50,6 +53,19 @@ async def walkthrough(echo: Any = print, errlog: TextIO | None = None) -> list[A
         result = await client.call_tool("quarterly_revenue_by_region", report)
         results.append(result)
         echo(f"\na report tool: quarterly_revenue_by_region({report})\n{_text(result)}")
+        chart = {"query": by_region, "title": "Units by region"}
+        result = await client.call_tool("create_chart", chart)
+        results.append(result)
+        echo(f"\na chart: create_chart({chart})\n{_text(result).splitlines()[0]}")
+        for block in result.content:
+            if isinstance(block, types.ImageContent):
+                png = base64.b64decode(block.data)
+                with tempfile.NamedTemporaryFile(prefix="mcpkit-chart-", suffix=".png", delete=False) as f:
+                    f.write(png)
+                echo(f"  the PNG image content ({len(png):,} bytes) is in {f.name}")
+        result = await client.call_tool("profile_table", {"table": "sales_demo"})
+        results.append(result)
+        echo(f"\na profile: profile_table(sales_demo)\n{_text(result)}")
     return results
 
 

@@ -26,10 +26,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ROLE_NAME",
     "AccountReport",
+    "ColumnStats",
     "Finding",
     "Outcome",
     "Profile",
     "Readable",
+    "TableStats",
     "quote_role",
     "safe_call_id",
 ]
@@ -84,6 +86,40 @@ class Finding:
         """One line for the operator: what, then the SQL that removes it."""
         accept = f" (or --allow {self.opt_in})" if self.opt_in else ""
         return f"{self.message}: {self.fix}{accept}"
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """What the database's own statistics say of one column (None: they do not say).
+
+    Values are as the catalog holds them (often text); `common` pairs a value with its fraction.
+    """
+
+    null_fraction: float | None = None
+    distinct: float | None = None
+    minimum: Any = None
+    maximum: Any = None
+    common: tuple[tuple[Any, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """The statistics the calls' identity may read for one table.
+
+    Attributes:
+        rows: The row estimate, where the statistics hold one.
+        columns: Column name -> its statistics, only for columns the identity may read in full.
+        readable: The columns the identity may select (None: every column the reflection shows).
+        source: What the statistics came from, for the answer (e.g. `pg_stats`).
+        row_filtered: Row-level security hides rows from the identity: whole-table counts (such
+            as the catalog's row estimate) are not its to see.
+    """
+
+    rows: int | None = None
+    columns: Mapping[str, ColumnStats] = field(default_factory=dict)
+    readable: frozenset[str] | None = None
+    source: str = ""
+    row_filtered: bool = False
 
 
 @dataclass
@@ -201,6 +237,20 @@ class Profile:
 
     def function_catalog(self, engine: Engine) -> FunctionCatalog | None:
         """The catalog admission asks which functions may change state, if the database says."""
+        return None
+
+    def table_stats(self, conn: Connection, schema: str | None, table: str) -> TableStats:
+        """The database's statistics of one table, as far as the calls' identity may read its rows.
+
+        Statistics hold values (most common values, bounds): a profile returns them only for
+        columns and rows the identity could select itself. The generic profile knows none.
+        """
+        return TableStats()
+
+    def sample_clause(self, percent: float, seed: int, *, pages: bool = True) -> str | None:
+        """A clause after a table name that samples about `percent` % of it (`TABLESAMPLE`): whole
+        pages without a scan, or with `pages` False each row (a scan, for small tables); None
+        where the database has none."""
         return None
 
     # --- cost ------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from mcpkit.sql.admission.function_tables import matches
 from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.clipping.sqlite import FUNCTIONS as CLIP_FUNCTIONS
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.profiles.base import AccountReport, Finding, Outcome, Profile
+from mcpkit.sql.profiles.base import AccountReport, ColumnStats, Finding, Outcome, Profile, TableStats
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 
 __all__ = ["MAX_LENGTH", "SqliteProfile", "Withheld"]
@@ -296,3 +296,32 @@ class SqliteProfile(Profile):
         path = url.database or ""
         writable = ["(the database file; mcpkit opens it read-only)"] if os.access(path, os.W_OK) else []
         return AccountReport("sqlite", version, f"uid {os.getuid()}", False, None, writable)
+
+    def table_stats(self, conn: Connection, schema: str | None, table: str) -> TableStats:
+        """`sqlite_stat1` (after ANALYZE): the row count and the distinct estimate of each index's
+        first column. `sqlite_stat4` holds sampled values and is not read."""
+        return sqlite_table_stats(conn, table)
+
+
+def sqlite_table_stats(conn: Connection, table: str) -> TableStats:
+    """Row count and leading-column distinct estimates from `sqlite_stat1`, where ANALYZE wrote it."""
+    present = conn.exec_driver_sql(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'"
+    ).first()
+    if present is None:
+        return TableStats()
+    rows: int | None = None
+    columns: dict[str, ColumnStats] = {}
+    for index, stat in conn.exec_driver_sql("SELECT idx, stat FROM sqlite_stat1 WHERE tbl = ?", (table,)):
+        numbers = [int(p) for p in str(stat or "").split() if p.isdigit()]
+        if not numbers:
+            continue
+        rows = numbers[0] if rows is None else max(rows, numbers[0])
+        if index is None or len(numbers) < 2 or numbers[1] <= 0:
+            continue
+        first = conn.exec_driver_sql(
+            "SELECT name FROM pragma_index_info(?) WHERE seqno = 0", (str(index),)
+        ).first()
+        if first is not None and first[0] is not None:
+            columns[str(first[0])] = ColumnStats(distinct=max(1.0, numbers[0] / numbers[1]))
+    return TableStats(rows=rows, columns=columns, source="sqlite_stat1" if rows is not None else "")

@@ -37,7 +37,14 @@ from mcpkit.sql.shaping import shape_rows
 
 __all__ = ["RESERVED_NAMES", "ReportRunner", "build_report_tools", "load_reports"]
 
-RESERVED_NAMES: Final = ("list_tables", "describe_table", "execute_query")
+RESERVED_NAMES: Final = (
+    "list_tables",
+    "describe_table",
+    "execute_query",
+    "create_chart",
+    "profile_table",
+    "sample_table",
+)
 _READ_ONLY: Final = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 _EXPLAIN: Final = {"postgres": "EXPLAIN {}", "mysql": "EXPLAIN {}", "sqlite": "EXPLAIN QUERY PLAN {}"}
 

@@ -9,11 +9,12 @@ from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.profiles.base import AccountReport, Finding, Readable, quote_role
+from mcpkit.sql.profiles.base import AccountReport, Finding, Readable, TableStats, quote_role
 from mcpkit.sql.profiles.mysql.account import inspect_mysql
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
 from mcpkit.sql.profiles.mysql.masks import readable_masked_columns
 from mcpkit.sql.profiles.mysql.session import MysqlSession
+from mcpkit.sql.profiles.mysql.stats import mysql_table_stats
 
 __all__ = ["MysqlProfile", "mysql_cost"]
 
@@ -68,3 +69,7 @@ class MysqlProfile(MysqlSession):
         """None: each role has its own login, from the secrets store."""
         quote_role(role)
         return None
+
+    def table_stats(self, conn: Connection, schema: str | None, table: str) -> TableStats:
+        """Index cardinality from information_schema (see `profiles.mysql.stats`)."""
+        return mysql_table_stats(conn, schema, table)

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any, Final
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 
-from mcpkit.sql.profiles.base import AccountReport, Finding, Readable, quote_role
+from mcpkit.sql.profiles.base import AccountReport, Finding, Readable, TableStats, quote_role
 from mcpkit.sql.profiles.postgres.account import inspect_postgres
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
 from mcpkit.sql.profiles.postgres.masks import readable_masked_columns
 from mcpkit.sql.profiles.postgres.session import PostgresSession
+from mcpkit.sql.profiles.postgres.stats import postgres_table_stats
 
 if TYPE_CHECKING:
     from mcpkit.sql.admission import FunctionCatalog
@@ -74,3 +75,12 @@ class PostgresProfile(PostgresSession):
     def role_setup(self, role: str) -> str | None:
         """`SET LOCAL ROLE "<role>"` inside the call's read-only transaction."""
         return f"SET LOCAL ROLE {quote_role(role)}"
+
+    def table_stats(self, conn: Connection, schema: str | None, table: str) -> TableStats:
+        """`pg_stats`, as far as the role may select the columns and no row-level policy applies."""
+        return postgres_table_stats(conn, schema, table)
+
+    def sample_clause(self, percent: float, seed: int, *, pages: bool = True) -> str | None:
+        """`TABLESAMPLE SYSTEM (p) REPEATABLE (seed)` (whole pages, no scan), or BERNOULLI."""
+        method = "SYSTEM" if pages else "BERNOULLI"
+        return f"TABLESAMPLE {method} ({percent:.6f}) REPEATABLE ({seed})"
