@@ -249,17 +249,20 @@ def _after_fix(service: SqlService) -> None:
     assert len(result.rows) == 5 and not leaked(result, secrets())
     # The analysis still answers `*` (its plan sends the masked columns as typed NULLs) and refuses
     # a filter with a clear answer instead of a permission error.
-    schema = reflect_schema(service.engine.sa_engine)  # type: ignore[attr-defined]
+    schema = reflect_schema(service.engine.sa_engine, policy=POLICY)  # type: ignore[attr-defined]
     star = "SELECT * FROM customers ORDER BY id"
     if service.engine.dialect == "mysql":
-        # MariaDB hides the columns an account holds no privilege on, from reflection too, so the
-        # analysis does not see them: the database refuses them and `*` (a known limit).
-        assert "email" not in schema["customers"]
-        for sql in ("SELECT email FROM customers", star):
-            with pytest.raises(QueryFailed) as denied:
-                run_masked(service, sql, schema, POLICY)
-            assert denied.value.kind == "permission"
-        return
+        # MariaDB hides the columns an account holds no privilege on, from the catalog too: the
+        # mask rules put them back in place, and the database still refuses them by name.
+        assert list(schema["customers"]) == ["id", "name", "email", "ssn", "region", "tier"]
+        assert list(schema["orders"])[-1] == "ssn"
+        with pytest.raises(QueryFailed) as denied:
+            service.query(star, call_id="colgrant", max_rows=5)
+        assert denied.value.kind == "permission"
+    # Answered, so the SQL sent never read a masked column (the identity may not).
+    for sql in ("SELECT email, name FROM customers ORDER BY id", "SELECT o.* FROM orders o ORDER BY id"):
+        masked = run_masked(service, sql, schema, POLICY, max_rows=5)
+        assert len(masked.rows) == 5 and MASKED in masked.rows[0] and not leaked(masked, secrets()), sql
     starred = run_masked(service, star, schema, POLICY, max_rows=5)
     assert starred.columns[:4] == ["id", "name", "email", "ssn"]
     assert [r[2:4] for r in starred.rows] == [[MASKED, MASKED]] * 5
