@@ -7,6 +7,7 @@ and refuses the shadow tables of virtual tables over them (FTS5 `_content`, `_da
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets as tokens
 import sqlite3
@@ -22,8 +23,8 @@ from mcpkit.sql.admission import Admitted
 from mcpkit.sql.assemble import enforce_masks
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, SqlConfigError
-from mcpkit.sql.masking import MASKED, MaskPolicy, reflect_schema
-from mcpkit.sql.service import SqlService
+from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema
+from mcpkit.sql.service import Masking, SqlService
 from tests.helpers import run_mcpkit
 from tests.sql.sql_support import mysql_admin, pg_admin
 from tests.sql_governance.conftest import CrmDb
@@ -122,6 +123,35 @@ def test_sqlite_shadow_tables_and_match_are_denied(enforced: SqlService, sql: st
 @pytest.mark.parametrize("sql", VTAB_ROUTES)
 def test_sqlite_virtual_tables_over_masked_text_do_not_open(enforced: SqlService, sql: str) -> None:
     assert str(_answer(enforced, sql)).startswith("failed")
+
+
+@pytest.mark.parametrize("sql", VTAB_ROUTES + SHADOW_ROUTES)
+def test_sqlite_virtual_tables_over_masked_text_are_refused_clearly(
+    fts_db: Path, sql: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As the server composes it: the authorizer installed, the analysis told which relations
+    # the database refuses whole, so the agent gets one clear sentence instead of
+    # "vtable constructor failed", and the operator log names the table.
+    engine = SqlEngine(f"sqlite:///{fts_db}")
+    try:
+        mapping = reflect_schema(engine.sa_engine, policy=POLICY)
+        with caplog.at_level(logging.INFO, logger="mcpkit.sql"):
+            enforce_masks(engine, POLICY.masked_tables(mapping))
+        assert "virtual table customers_fts is built over masked columns" in caplog.text
+        assert "virtual table ids is built over masked columns" in caplog.text
+        assert "products_fts" not in caplog.text
+        withheld = engine.profile.withheld_relations()
+        masking = Masking(POLICY, KnownSchema(mapping, "sqlite", withheld=withheld))
+        service = SqlService(engine, max_rows=50, timeout_s=10.0, masking=masking)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="mcpkit.sql"), pytest.raises(Refused) as refused:
+            service.query(sql, call_id="vtab", max_rows=5)
+        assert str(refused.value).startswith("This query reads a full-text index or another virtual table")
+        assert "virtual table over masked columns" in caplog.text
+        rows = service.query("SELECT product FROM products_fts WHERE products_fts MATCH 'a*'", call_id="v")
+        assert rows[0].rows
+    finally:
+        engine.close()
 
 
 @pytest.mark.parametrize("sql", NULLED_ROUTES)

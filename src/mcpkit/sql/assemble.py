@@ -89,7 +89,8 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
         # the account's default schema, as queries resolve it
         mapping = reflect_schema(engine.sa_engine, policy=policy)
         enforce_masks(engine, policy.masked_tables(mapping))
-        service.masking = Masking(policy, KnownSchema(mapping, engine.dialect))
+        withheld = engine.profile.withheld_relations()
+        service.masking = Masking(policy, KnownSchema(mapping, engine.dialect, withheld=withheld))
     calls = None
     if not args.no_audit:
         store = (

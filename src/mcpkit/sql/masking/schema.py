@@ -176,10 +176,20 @@ class KnownSchema:
         mapping: `{table: {column: type}}` or `{schema: {table: {column: type}}}`.
         dialect: The sqlglot dialect names are normalised for.
         default_schema: With a three-level mapping, where unqualified tables are looked up.
+        withheld: Relations the database withholds whole (SQLite: virtual tables over masked
+            columns and their shadow tables); a query that reads one is refused up front.
     """
 
-    def __init__(self, mapping: SchemaMapping, dialect: str, default_schema: str | None = None) -> None:
+    def __init__(
+        self,
+        mapping: SchemaMapping,
+        dialect: str,
+        default_schema: str | None = None,
+        *,
+        withheld: frozenset[str] = frozenset(),
+    ) -> None:
         self.dialect = dialect
+        self.withheld = frozenset(name.casefold() for name in withheld)
         self.levels = _depth(mapping) - 1 if mapping else 1
         if self.levels not in (1, 2):
             raise ValueError("the schema is {table: {column: type}} or {schema: {table: {column: type}}}")
