@@ -7,6 +7,7 @@ and refuses the shadow tables of virtual tables over them (FTS5 `_content`, `_da
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets as tokens
 import sqlite3
@@ -15,13 +16,15 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
+from sqlglot import exp
 
 from mcpkit.errors import Refused
+from mcpkit.sql.admission import Admitted
 from mcpkit.sql.assemble import enforce_masks
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, SqlConfigError
-from mcpkit.sql.masking import MASKED, MaskPolicy, reflect_schema
-from mcpkit.sql.service import SqlService
+from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema
+from mcpkit.sql.service import Masking, SqlService
 from tests.helpers import run_mcpkit
 from tests.sql.sql_support import mysql_admin, pg_admin
 from tests.sql_governance.conftest import CrmDb
@@ -120,6 +123,35 @@ def test_sqlite_shadow_tables_and_match_are_denied(enforced: SqlService, sql: st
 @pytest.mark.parametrize("sql", VTAB_ROUTES)
 def test_sqlite_virtual_tables_over_masked_text_do_not_open(enforced: SqlService, sql: str) -> None:
     assert str(_answer(enforced, sql)).startswith("failed")
+
+
+@pytest.mark.parametrize("sql", VTAB_ROUTES + SHADOW_ROUTES)
+def test_sqlite_virtual_tables_over_masked_text_are_refused_clearly(
+    fts_db: Path, sql: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As the server composes it: the authorizer installed, the analysis told which relations
+    # the database refuses whole, so the agent gets one clear sentence instead of
+    # "vtable constructor failed", and the operator log names the table.
+    engine = SqlEngine(f"sqlite:///{fts_db}")
+    try:
+        mapping = reflect_schema(engine.sa_engine, policy=POLICY)
+        with caplog.at_level(logging.INFO, logger="mcpkit.sql"):
+            enforce_masks(engine, POLICY.masked_tables(mapping))
+        assert "virtual table customers_fts is built over masked columns" in caplog.text
+        assert "virtual table ids is built over masked columns" in caplog.text
+        assert "products_fts" not in caplog.text
+        withheld = engine.profile.withheld_relations()
+        masking = Masking(POLICY, KnownSchema(mapping, "sqlite", withheld=withheld))
+        service = SqlService(engine, max_rows=50, timeout_s=10.0, masking=masking)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="mcpkit.sql"), pytest.raises(Refused) as refused:
+            service.query(sql, call_id="vtab", max_rows=5)
+        assert str(refused.value).startswith("This query reads a full-text index or another virtual table")
+        assert "virtual table over masked columns" in caplog.text
+        rows = service.query("SELECT product FROM products_fts WHERE products_fts MATCH 'a*'", call_id="v")
+        assert rows[0].rows
+    finally:
+        engine.close()
 
 
 @pytest.mark.parametrize("sql", NULLED_ROUTES)
@@ -249,17 +281,20 @@ def _after_fix(service: SqlService) -> None:
     assert len(result.rows) == 5 and not leaked(result, secrets())
     # The analysis still answers `*` (its plan sends the masked columns as typed NULLs) and refuses
     # a filter with a clear answer instead of a permission error.
-    schema = reflect_schema(service.engine.sa_engine)  # type: ignore[attr-defined]
+    schema = reflect_schema(service.engine.sa_engine, policy=POLICY)  # type: ignore[attr-defined]
     star = "SELECT * FROM customers ORDER BY id"
     if service.engine.dialect == "mysql":
-        # MariaDB hides the columns an account holds no privilege on, from reflection too, so the
-        # analysis does not see them: the database refuses them and `*` (a known limit).
-        assert "email" not in schema["customers"]
-        for sql in ("SELECT email FROM customers", star):
-            with pytest.raises(QueryFailed) as denied:
-                run_masked(service, sql, schema, POLICY)
-            assert denied.value.kind == "permission"
-        return
+        # MariaDB hides the columns an account holds no privilege on, from the catalog too: the
+        # mask rules put them back in place, and the database still refuses them by name.
+        assert list(schema["customers"]) == ["id", "name", "email", "ssn", "region", "tier"]
+        assert list(schema["orders"])[-1] == "ssn"
+        with pytest.raises(QueryFailed) as denied:
+            service.query(star, call_id="colgrant", max_rows=5)
+        assert denied.value.kind == "permission"
+    # Answered, so the SQL sent never read a masked column (the identity may not).
+    for sql in ("SELECT email, name FROM customers ORDER BY id", "SELECT o.* FROM orders o ORDER BY id"):
+        masked = run_masked(service, sql, schema, POLICY, max_rows=5)
+        assert len(masked.rows) == 5 and MASKED in masked.rows[0] and not leaked(masked, secrets()), sql
     starred = run_masked(service, star, schema, POLICY, max_rows=5)
     assert starred.columns[:4] == ["id", "name", "email", "ssn"]
     assert [r[2:4] for r in starred.rows] == [[MASKED, MASKED]] * 5
@@ -367,4 +402,188 @@ def test_mysql_grant_with_masks_starts_clean(mysql_crm: CrmDb, masks_file: Path)
     finally:
         with admin.cursor() as c:
             c.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        admin.close()
+
+
+# --- views and SECURITY DEFINER functions over masked columns -------------------------------------
+
+PG_VIEWS = """
+CREATE VIEW {s}.v_contact AS SELECT id, email AS contact FROM {s}.customers;
+CREATE VIEW {s}.v_filter AS SELECT id FROM {s}.customers WHERE email LIKE 'a%';
+CREATE VIEW {s}.v_row AS SELECT c.id, c::text AS whole FROM {s}.customers c;
+CREATE VIEW {s}.v_inner AS SELECT id, ssn AS tax FROM {s}.customers;
+CREATE VIEW {s}.v_outer AS SELECT id, upper(tax) AS t FROM {s}.v_inner;
+CREATE VIEW {s}.v_invoker WITH (security_invoker = true) AS SELECT id, email FROM {s}.customers;
+CREATE VIEW {s}.v_clean AS SELECT id, name, region FROM {s}.customers;
+CREATE MATERIALIZED VIEW {s}.mv_emails AS SELECT id, email FROM {s}.customers;
+CREATE FUNCTION {s}.sd_emails() RETURNS SETOF text LANGUAGE plpgsql SECURITY DEFINER
+    AS $$ BEGIN RETURN QUERY SELECT email FROM {s}.Customers; END $$;
+CREATE FUNCTION {s}.sd_atomic() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+    BEGIN ATOMIC SELECT count(*) FROM {s}.customers WHERE ssn LIKE '5%'; END;
+CREATE FUNCTION {s}.sd_clean() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS 'SELECT 1::bigint';
+CREATE FUNCTION {s}.plain_emails() RETURNS SETOF text LANGUAGE sql AS 'SELECT email FROM {s}.customers';
+"""
+PG_EXPOSED = ("v_contact", "v_filter", "v_row", "v_outer", "mv_emails", "sd_emails()", "sd_atomic()")
+
+
+@pytest.fixture
+def pg_views(pg_url: str) -> Iterator[tuple[str, str, str]]:
+    """A schema with the CRM tables, a reader holding column privileges only, and views and
+    functions over the masked columns that the administrator (a superuser) owns."""
+    tag = tokens.token_hex(4)
+    schema, role = f"mk_mview_{tag}", f"mk_mviewr_{tag}"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE SCHEMA {schema}")
+        c.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        with pg_admin(pg_url) as c:
+            c.execute(
+                f"CREATE TABLE {schema}.customers (id int PRIMARY KEY, name text, email text, ssn text,"
+                " region text, tier int)"
+            )
+            c.execute(
+                f"CREATE TABLE {schema}.orders (id int PRIMARY KEY, customer_id int, email text, ssn text)"
+            )
+            c.execute(
+                f"INSERT INTO {schema}.customers VALUES (1, 'Ada', 'ada@x.org', '512-44-3187', 'EU', 1)"
+            )
+            c.execute(PG_VIEWS.replace("{s}", schema))
+            c.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+            c.execute(f"GRANT SELECT (id, name, region, tier) ON {schema}.customers TO {role}")
+            c.execute(f"GRANT SELECT (id, customer_id, email) ON {schema}.orders TO {role}")
+            for view in ("v_contact", "v_filter", "v_row", "v_outer", "v_invoker", "v_clean", "mv_emails"):
+                c.execute(f"GRANT SELECT ON {schema}.{view} TO {role}")
+            c.execute(f"ALTER ROLE {role} SET search_path = {schema}")
+        url = make_url(pg_url).set(username=role, password=None).render_as_string(False)
+        yield url, schema, role
+    finally:
+        with pg_admin(pg_url) as c:
+            c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
+            c.execute(f"DROP SCHEMA {schema} CASCADE")
+            c.execute(f"DROP OWNED BY {role}")
+            c.execute(f"DROP ROLE {role}")
+
+
+def _fixes(error: SqlConfigError) -> list[str]:
+    return [line[line.index("REVOKE ") :].split(" (")[0] for line in str(error).splitlines()[1:]]
+
+
+def test_postgres_views_and_definers_over_masked_columns_refused_then_clean(
+    pg_url: str, pg_views: tuple[str, str, str]
+) -> None:
+    url, schema, _ = pg_views
+    masked = {"customers": frozenset({"email", "ssn"}), "orders": frozenset({"ssn"})}
+    engine = SqlEngine(url)
+    service = SqlService(engine, max_rows=50, timeout_s=10.0)
+    service._admit = lambda sql, dialect, **_: Admitted(sql=sql, tree=exp.Select())  # the database alone
+    try:
+        # As found, the database hands the masked values over through the views and functions.
+        for sql in (
+            "SELECT contact FROM v_contact",
+            "SELECT * FROM sd_emails()",
+            "SELECT email FROM mv_emails",
+        ):
+            result, _ = service.query(sql, call_id="view", max_rows=5)
+            assert leaked(result, ["ada@x.org"]), sql
+        with pytest.raises(SqlConfigError) as refused:
+            enforce_masks(engine, masked)
+        text = str(refused.value)
+        for name in PG_EXPOSED:
+            assert f"{schema}.{name}" in text, name
+        for name in ("v_invoker", "v_clean", "v_inner", "sd_clean", "plain_emails"):
+            assert f".{name}" not in text, name
+        assert "security_invoker = true" in text
+        with pg_admin(pg_url) as c:
+            for sql in _fixes(refused.value):
+                c.execute(sql)
+        enforce_masks(engine, masked)  # a clean start now
+        for sql in (
+            "SELECT contact FROM v_contact",
+            "SELECT id FROM v_filter",
+            "SELECT * FROM sd_emails()",
+            "SELECT email FROM mv_emails",
+            "SELECT email FROM v_invoker",
+            "SELECT * FROM plain_emails()",
+        ):
+            with pytest.raises(QueryFailed) as denied:
+                service.query(sql, call_id="view", max_rows=5)
+            assert denied.value.kind == "permission", sql
+        assert service.query("SELECT name FROM v_clean", call_id="view", max_rows=5)[0].rows == [["Ada"]]
+    finally:
+        engine.close()
+
+
+MYSQL_VIEWS = (
+    "CREATE VIEW {d}.v_contact AS SELECT id, email AS contact FROM {d}.customers",
+    "CREATE VIEW {d}.v_filter AS SELECT id FROM {d}.customers WHERE ssn LIKE '5%'",
+    "CREATE VIEW {d}.v_outer AS SELECT id, upper(contact) AS c FROM {d}.v_contact",
+    "CREATE VIEW {d}.v_inner AS SELECT id, email FROM {d}.customers",
+    "CREATE VIEW {d}.v_over_hidden AS SELECT id FROM {d}.v_inner",
+    "CREATE SQL SECURITY INVOKER VIEW {d}.v_invoker AS SELECT id, email FROM {d}.customers",
+    "CREATE VIEW {d}.v_clean AS SELECT id, name, region FROM {d}.customers",
+)
+MYSQL_GRANTED = ("v_contact", "v_filter", "v_outer", "v_over_hidden", "v_invoker", "v_clean")
+
+
+@pytest.mark.mysql
+def test_mysql_definer_views_over_masked_columns_refused_then_clean(mysql_url: str) -> None:
+    tag = tokens.token_hex(4)
+    db, user = f"mk_mview_{tag}", f"mk_mviewr_{tag}"
+    admin = mysql_admin(mysql_url)
+    masked = {"customers": frozenset({"email", "ssn"})}
+
+    def run(*statements: str) -> None:
+        with admin.cursor() as c:
+            for sql in statements:
+                c.execute(sql)
+
+    try:
+        run(
+            f"CREATE DATABASE {db}",
+            f"CREATE TABLE {db}.customers (id INT PRIMARY KEY, name TEXT, email TEXT, ssn TEXT, region TEXT)",
+            f"INSERT INTO {db}.customers VALUES (1, 'Ada', 'ada@x.org', '512-44-3187', 'EU')",
+            *(v.format(d=db) for v in MYSQL_VIEWS),
+            f"CREATE USER '{user}'@'%'",
+            f"GRANT SELECT (id, name, region) ON {db}.customers TO '{user}'@'%'",
+            *(f"GRANT SELECT ON {db}.{v} TO '{user}'@'%'" for v in MYSQL_GRANTED),
+        )
+        url = make_url(mysql_url).set(username=user, password=None, database=db).render_as_string(False)
+        engine = SqlEngine(url)
+        service = SqlService(engine, max_rows=50, timeout_s=10.0)
+        service._admit = lambda sql, dialect, **_: Admitted(sql=sql, tree=exp.Select())  # the database alone
+        try:
+            result, _ = service.query("SELECT contact FROM v_contact", call_id="view", max_rows=5)
+            assert leaked(result, ["ada@x.org"])  # as found, the view hands the value over
+            # Without SHOW VIEW the definitions are hidden: every definer view is refused, unchecked.
+            with pytest.raises(SqlConfigError) as hidden:
+                enforce_masks(engine, masked)
+            text = str(hidden.value)
+            for view in ("v_contact", "v_filter", "v_outer", "v_over_hidden", "v_clean"):
+                assert f"`{view}`: its definition is hidden" in text, view
+            assert "v_invoker" not in text
+            run(*(f"GRANT SHOW VIEW ON {db}.{v} TO '{user}'@'%'" for v in MYSQL_GRANTED))
+            with pytest.raises(SqlConfigError) as refused:
+                enforce_masks(engine, masked)
+            text = str(refused.value)
+            assert "`v_contact`: it reads a masked column" in text
+            assert "`v_filter`: it reads a masked column" in text
+            assert "`v_outer`: it reads view v_contact" in text
+            assert "`v_over_hidden`: it reads " in text and "cannot see into" in text
+            assert "v_clean" not in text and "v_invoker" not in text
+            run(*_fixes(refused.value))
+            enforce_masks(engine, masked)  # a clean start now
+            for sql in (
+                "SELECT contact FROM v_contact",
+                "SELECT id FROM v_filter",
+                "SELECT c FROM v_outer",
+                "SELECT email FROM v_invoker",  # MariaDB 1356: the invoker lacks rights (kind other)
+            ):
+                with pytest.raises(QueryFailed) as denied:
+                    service.query(sql, call_id="view", max_rows=5)
+                assert denied.value.kind in ("permission", "other"), sql
+            assert service.query("SELECT name FROM v_clean", call_id="v", max_rows=5)[0].rows == [["Ada"]]
+        finally:
+            engine.close()
+    finally:
+        run(f"DROP DATABASE IF EXISTS {db}", f"DROP USER IF EXISTS '{user}'@'%'")
         admin.close()

@@ -94,10 +94,12 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
     if args.mask:
         if not isinstance(engine, SqlEngine):
             raise SqlConfigError("--mask needs a database engine it can reflect")
-        mapping = reflect_schema(engine.sa_engine)  # the account's default schema, as queries resolve it
         policy = MaskPolicy.from_yaml(args.mask)
+        # the account's default schema, as queries resolve it
+        mapping = reflect_schema(engine.sa_engine, policy=policy)
         enforce_masks(engine, policy.masked_tables(mapping))
-        service.masking = Masking(policy, KnownSchema(mapping, engine.dialect))
+        withheld = engine.profile.withheld_relations()
+        service.masking = Masking(policy, KnownSchema(mapping, engine.dialect, withheld=withheld))
     calls = None
     if not args.no_audit:
         store = (

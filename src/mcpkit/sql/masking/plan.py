@@ -73,6 +73,13 @@ def _touches_masked(tree: exp.Expr, schema: KnownSchema, policy: MaskPolicy) -> 
     ctes = {c.alias_or_name.casefold() for c in tree.find_all(exp.CTE)}
     touched = False
     for table in tree.find_all(exp.Table):
+        called = table.this.name if isinstance(table.this, exp.Func) else ""
+        if (table.name or called).casefold() in schema.withheld:
+            refuse_mask(
+                f"table {table.name or called} is a virtual table over masked columns, or one of "
+                "its shadow tables: the database refuses to open it",
+                withheld=True,
+            )
         if not isinstance(table.this, exp.Identifier) or isinstance(table.parent, exp.JoinHint):
             continue  # a table function: its arguments are expressions, analysed as such
         columns = schema.columns(table)

@@ -17,6 +17,8 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.schema import MappingSchema
 
+from mcpkit.sql.masking.policy import MaskPolicy
+
 __all__ = ["CASELESS_COLUMNS", "KnownSchema", "SchemaMapping", "fold_column_names", "reflect_schema"]
 
 SchemaMapping = Mapping[str, Mapping[str, Any]]
@@ -27,12 +29,16 @@ CASELESS_COLUMNS: Final = frozenset({"mysql"})
 may not (MySQL, MariaDB); sqlglot reads them all case-sensitively, so masking folds the columns."""
 
 
-def reflect_schema(engine: SaEngine, schema: str | None = None) -> dict[str, dict[str, str]]:
+def reflect_schema(
+    engine: SaEngine, schema: str | None = None, *, policy: MaskPolicy | None = None
+) -> dict[str, dict[str, str]]:
     """`{table: {column: type}}` of one schema's tables and views, through SQLAlchemy's inspector.
 
     Args:
         engine: A SQLAlchemy engine (`SqlEngine.sa_engine`).
         schema: The schema to read; the connection's default when None.
+        policy: The masks; on MySQL/MariaDB, masked columns the account holds no privilege on
+            (and so cannot see in the catalog) are put back by name, so `*` answers them masked.
 
     Returns:
         Column names in table order, with their types as SQL text.
@@ -46,7 +52,7 @@ def reflect_schema(engine: SaEngine, schema: str | None = None) -> dict[str, dic
         except DBAPIError:
             if engine.dialect.name not in ("mysql", "mariadb"):
                 raise
-            out[name] = _granted_columns(engine, name, schema)
+            out[name] = _granted_columns(engine, name, schema, policy)
             continue
         for col in reflected:
             try:
@@ -57,17 +63,66 @@ def reflect_schema(engine: SaEngine, schema: str | None = None) -> dict[str, dic
     return out
 
 
-def _granted_columns(engine: SaEngine, table: str, schema: str | None) -> dict[str, str]:
+def _granted_columns(
+    engine: SaEngine, table: str, schema: str | None, policy: MaskPolicy | None
+) -> dict[str, str]:
     # MariaDB refuses SHOW CREATE TABLE (SQLAlchemy's reflection) to an account that holds only
     # column privileges, as `--mask` requires; information_schema lists the columns it may read.
-    # The masked ones are absent, so the analysis refuses them as unknown names.
     sql = text(
-        "SELECT column_name, column_type FROM information_schema.COLUMNS"
+        "SELECT column_name, column_type, ordinal_position FROM information_schema.COLUMNS"
         " WHERE table_schema = COALESCE(:schema, DATABASE()) AND table_name = :table"
         " ORDER BY ordinal_position"
     )
     with engine.connect() as conn:
-        return {str(c): str(t).upper() for c, t in conn.execute(sql, {"schema": schema, "table": table})}
+        seen = [
+            (str(c), str(t).upper(), int(p))
+            for c, t, p in conn.execute(sql, {"schema": schema, "table": table})
+        ]
+        if policy is None or policy.empty:
+            return {c: t for c, t, _ in seen}
+        quoted = "`" + table.replace("`", "``") + "`"
+        if schema:
+            quoted = "`" + schema.replace("`", "``") + "`." + quoted
+        try:  # every column granted: nothing is hidden
+            conn.exec_driver_sql(f"SELECT * FROM {quoted} WHERE 1 = 0").fetchall()
+            return {c: t for c, t, _ in seen}
+        except DBAPIError:
+            pass
+    return _with_hidden(seen, _named_masks(policy, schema, table, {c.casefold() for c, _, _ in seen}))
+
+
+def _named_masks(policy: MaskPolicy, schema: str | None, table: str, visible: set[str]) -> list[str]:
+    # The masked columns the rules name literally (no glob) for this table, not among the visible.
+    names: list[str] = []
+    for rule in policy.rules:
+        literal = not set("*?[") & set(rule.column)
+        if literal and rule.covers_table(schema, table) and rule.column not in {*visible, *names}:
+            names.append(rule.column)
+    return names
+
+
+def _with_hidden(seen: list[tuple[str, str, int]], hidden: list[str]) -> dict[str, str]:
+    """The visible columns with the hidden masked ones put back: in the gaps of the ordinal
+    positions first (in rule order), the rest at the end.
+
+    >>> _with_hidden([("id", "INT", 1), ("name", "TEXT", 3)], ["email", "ssn"])
+    {'id': 'INT', 'email': 'TEXT', 'name': 'TEXT', 'ssn': 'TEXT'}
+    """
+    # The catalog hides the names of columns an account cannot read, and MariaDB answers every
+    # name alike (denied), so the names come from the mask rules; a table whose hidden columns
+    # the rules do not name loses them from `*` (the database still refuses them by name).
+    queue = list(hidden)
+    out: dict[str, str] = {}
+    position = 1
+    for column, type_text, ordinal in seen:
+        while position < ordinal and queue:
+            out[queue.pop(0)] = "TEXT"
+            position += 1
+        out[column] = type_text
+        position = ordinal + 1
+    for name in queue:
+        out[name] = "TEXT"
+    return out
 
 
 def fold_column_names(tree: exp.Expr) -> exp.Expr:
@@ -121,10 +176,20 @@ class KnownSchema:
         mapping: `{table: {column: type}}` or `{schema: {table: {column: type}}}`.
         dialect: The sqlglot dialect names are normalised for.
         default_schema: With a three-level mapping, where unqualified tables are looked up.
+        withheld: Relations the database withholds whole (SQLite: virtual tables over masked
+            columns and their shadow tables); a query that reads one is refused up front.
     """
 
-    def __init__(self, mapping: SchemaMapping, dialect: str, default_schema: str | None = None) -> None:
+    def __init__(
+        self,
+        mapping: SchemaMapping,
+        dialect: str,
+        default_schema: str | None = None,
+        *,
+        withheld: frozenset[str] = frozenset(),
+    ) -> None:
         self.dialect = dialect
+        self.withheld = frozenset(name.casefold() for name in withheld)
         self.levels = _depth(mapping) - 1 if mapping else 1
         if self.levels not in (1, 2):
             raise ValueError("the schema is {table: {column: type}} or {schema: {table: {column: type}}}")

@@ -39,6 +39,10 @@ _USE: Final = (
     "Masked columns may only be selected: this query filters, joins, groups, orders, deduplicates "
     "or compares on one, which would reveal it."
 )
+_WITHHELD: Final = (
+    "This query reads a full-text index or another virtual table built over masked columns, which "
+    "this server withholds; query the base table instead (its masked columns come back as <masked>)."
+)
 _UNCHECKED: Final = (
     "This query reads a table or uses a construct this server cannot check for masked columns; "
     "select plain columns of the listed tables."
@@ -53,18 +57,19 @@ class MaskRefused(Refused):
 
     expose_data = True  # the stable reason only
 
-    def __init__(self, detail: str, *, unchecked: bool = False) -> None:
-        super().__init__(_UNCHECKED if unchecked else _USE, data={"reason": "masked_column"})
+    def __init__(self, detail: str, *, unchecked: bool = False, withheld: bool = False) -> None:
+        message = _WITHHELD if withheld else _UNCHECKED if unchecked else _USE
+        super().__init__(message, data={"reason": "masked_column"})
         self.detail = detail
 
 
 MaskRefused.__module__ = "mcpkit.sql.masking"
 
 
-def refuse_mask(detail: str, *, unchecked: bool = False) -> NoReturn:
+def refuse_mask(detail: str, *, unchecked: bool = False, withheld: bool = False) -> NoReturn:
     """Raise `MaskRefused`; `detail` never reaches the model."""
     log.info("masking refused a query: %s", detail)
-    raise MaskRefused(detail, unchecked=unchecked)
+    raise MaskRefused(detail, unchecked=unchecked, withheld=withheld)
 
 
 @dataclass(frozen=True)

@@ -216,6 +216,10 @@ class Profile:
         """
         return AccountReport(self.dialect, "unknown", "unknown", False, None, [], read_only_enforced=False)
 
+    def withheld_relations(self) -> frozenset[str]:
+        """Relations the database refuses whole under the masks `use_masks` installed (none here)."""
+        return frozenset()
+
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """Have the database itself withhold the masked columns, or say where it does not.
 

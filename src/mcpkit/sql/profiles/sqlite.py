@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sqlite3
@@ -22,6 +23,8 @@ from mcpkit.sql.profiles.base import AccountReport, ColumnStats, Finding, Outcom
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 
 __all__ = ["MAX_LENGTH", "SqliteProfile", "Withheld"]
+
+log = logging.getLogger("mcpkit.sql")
 
 # Pragmas with no side effects (the ones SQLite also offers as table-valued functions).
 _READ_PRAGMAS: Final = frozenset(
@@ -80,6 +83,7 @@ class Withheld:
 
     columns: frozenset[tuple[str, str]] = frozenset()  # (table, column), case-folded: read as NULL
     tables: frozenset[str] = frozenset()  # case-folded: any read refused (shadow tables)
+    virtual: frozenset[str] = frozenset()  # case-folded: virtual tables over masked columns
 
     def read(self, table: str | None, column: str | None) -> int:
         """The authorizer's answer to SQLITE_READ of `table.column`."""
@@ -116,7 +120,14 @@ def _withheld(conn: Connection, masked: Mapping[str, frozenset[str]]) -> Withhel
         str(row[1]).casefold() for row in conn.exec_driver_sql("PRAGMA table_list") if str(row[2]) == "shadow"
     }
     tables = {s for s in shadows if any(s.startswith(f"{v}_") for v in over)}
-    return Withheld(frozenset(columns), frozenset(tables))
+    for vtab in sorted(over):
+        log.info(
+            "masks: SQLite virtual table %s is built over masked columns; it and its shadow tables "
+            "(%s) cannot be opened by the calls (refused before they run)",
+            vtab,
+            ", ".join(sorted(s for s in tables if s.startswith(f"{vtab}_"))) or "none",
+        )
+    return Withheld(frozenset(columns), frozenset(tables), frozenset(over))
 
 
 def _authorizer(allowed: Callable[[str], bool], withheld: Withheld = Withheld()) -> Callable[..., int]:
@@ -204,6 +215,11 @@ class SqliteProfile(Profile):
         """The authorizer reads masked columns as NULL and refuses the shadow tables over them."""
         self.withheld = _withheld(conn, masked)
         return []
+
+    def withheld_relations(self) -> frozenset[str]:
+        """The virtual tables over masked columns and their shadow tables: the authorizer
+        refuses them whole (a virtual table cannot even open), so the analysis refuses them first."""
+        return self.withheld.tables | self.withheld.virtual
 
     def engine_options(self, url: URL) -> dict[str, Any]:
         """A creator that opens the file with `mode=ro` and turns `query_only` on."""

@@ -12,7 +12,7 @@ from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import AccountReport, Finding, Readable, TableStats, quote_role
 from mcpkit.sql.profiles.mysql.account import inspect_mysql
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
-from mcpkit.sql.profiles.mysql.masks import readable_masked_columns
+from mcpkit.sql.profiles.mysql.masks import masked_views, readable_masked_columns
 from mcpkit.sql.profiles.mysql.session import MysqlSession
 from mcpkit.sql.profiles.mysql.stats import mysql_table_stats
 
@@ -32,8 +32,9 @@ class MysqlProfile(MysqlSession):
         return inspect_mysql(conn, allowed)
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
-        """The masked columns the calls' identity can still read (column privileges must withhold them)."""
-        return readable_masked_columns(conn, masked)
+        """The masked columns the calls' identity can still read (column privileges must withhold them),
+        and the DEFINER views that read them for it."""
+        return readable_masked_columns(conn, masked) + masked_views(conn, masked)
 
     def readable(self, conn: Connection) -> Readable:
         """`information_schema.TABLES` lists exactly what the login can see."""

@@ -13,7 +13,7 @@ from mcpkit.sql.profiles.base import AccountReport, Finding, Readable, TableStat
 from mcpkit.sql.profiles.postgres.account import inspect_postgres
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
-from mcpkit.sql.profiles.postgres.masks import readable_masked_columns
+from mcpkit.sql.profiles.postgres.masks import masked_routes, readable_masked_columns
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import postgres_table_stats
 
@@ -43,8 +43,9 @@ class PostgresProfile(PostgresSession):
         return inspect_postgres(conn, allowed)
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
-        """The masked columns the calls' identity can still read (column privileges must withhold them)."""
-        return readable_masked_columns(conn, masked)
+        """The masked columns the calls' identity can still read (column privileges must withhold them),
+        and the views and SECURITY DEFINER functions that read them for it with their owner's rights."""
+        return readable_masked_columns(conn, masked) + masked_routes(conn, masked)
 
     def readable(self, conn: Connection) -> Readable:
         """Relations the role can read (or read some columns of), with `reltuples` estimates."""

@@ -1,4 +1,5 @@
-"""Masked columns on PostgreSQL: the calls' role must hold SELECT on the other columns only."""
+"""Masked columns on PostgreSQL: the calls' role must hold SELECT on the other columns only, and
+read no view, materialized view or SECURITY DEFINER function that reads them with its owner's rights."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import Finding
 
-__all__ = ["readable_masked_columns"]
+__all__ = ["masked_routes", "readable_masked_columns"]
 
 # Resolved through the session's search_path, as the calls' queries resolve the name; the
 # privilege is the engine's own answer for this role (direct, through PUBLIC or a membership).
@@ -44,6 +45,111 @@ def readable_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str
                 f"can read masked column(s) {', '.join(readable)} of {name}",
                 f"REVOKE SELECT ON {name} FROM {role}; {grant}".rstrip("; ")
                 + " (also from PUBLIC or the role that grants it, where it comes from there)",
+            )
+        )
+    return findings
+
+
+# Views and materialized views whose rewrite rule references a masked column (or the whole row of
+# a masked table), then every view over those, transitively: PostgreSQL records each column a
+# view's query reads in pg_depend (refobjsubid), but not a whole-row reference (`c::text`), so a
+# view over such a table whose query holds any whole-row Var counts too. A view reads its relations
+# with its owner's rights unless it is security_invoker, so a readable one hands the column on;
+# invoker views are followed (a definer view over one still reads as its owner) but not reported.
+_CLOSURE = """
+WITH RECURSIVE tainted(relid, attnum) AS (
+    SELECT t.relid, t.attnum
+    FROM unnest(CAST(:relids AS oid[]), CAST(:attnums AS int2[])) AS t(relid, attnum)
+  UNION
+    SELECT r.ev_class, CAST(0 AS int2)
+    FROM tainted t
+    JOIN pg_catalog.pg_depend d ON d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid = t.relid
+    JOIN pg_catalog.pg_rewrite r ON d.classid = 'pg_catalog.pg_rewrite'::regclass AND r.oid = d.objid
+    WHERE r.ev_class <> d.refobjid
+      AND (t.attnum = 0 OR d.refobjsubid IN (0, t.attnum) OR r.ev_action::text LIKE '%\\:varattno 0 %')
+)
+SELECT DISTINCT c.oid, quote_ident(n.nspname) || '.' || quote_ident(c.relname), lower(c.relname),
+       c.relkind,
+       c.relkind IN ('v', 'm') AND has_schema_privilege(n.oid, 'USAGE')
+       AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))
+       AND NOT (c.relkind = 'v' AND coalesce(c.reloptions, '{}') && ARRAY['security_invoker=true',
+            'security_invoker=on', 'security_invoker=1', 'security_invoker=yes'])
+FROM tainted t
+JOIN pg_catalog.pg_class c ON c.oid = t.relid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ORDER BY 2
+"""
+
+# SECURITY DEFINER functions the role can execute that name a relation holding masked values:
+# SQL-standard bodies record their relations in pg_depend; other bodies are text, matched on the
+# relation's name (cheap and conservative: a mention is enough).
+_DEFINERS = r"""
+SELECT DISTINCT quote_ident(n.nspname) || '.' || quote_ident(p.proname)
+       || '(' || pg_get_function_identity_arguments(p.oid) || ')'
+FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+WHERE p.prosecdef AND has_function_privilege(p.oid, 'EXECUTE')
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND (EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+               WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid
+                 AND d.refclassid = 'pg_catalog.pg_class'::regclass
+                 AND d.refobjid = ANY(CAST(:relids AS oid[]))
+                 AND (d.refobjsubid = 0 OR d.refobjid = ANY(CAST(:views AS oid[]))
+                      OR (d.refobjid::text || '.' || d.refobjsubid) = ANY(CAST(:columns AS text[]))
+                      OR p.prosqlbody::text LIKE '%\:varattno 0 %'))
+       OR EXISTS (SELECT 1 FROM unnest(CAST(:names AS text[])) AS m(name)
+                  WHERE lower(coalesce(p.prosrc, ''))
+                        ~ ('\m' || regexp_replace(m.name, '([^a-z0-9_])', '\\\1', 'g') || '\M')))
+ORDER BY 1
+"""
+
+_MASKED_ATTRS = """
+SELECT c.oid, a.attnum FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.oid = to_regclass(quote_ident(:table)) AND a.attname = ANY(:masked)
+"""
+
+
+def masked_routes(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
+    """Views, materialized views and SECURITY DEFINER functions that hand a masked column to the
+    current role with their owner's rights (one finding each, with the statement that stops it)."""
+    relids: list[int] = []
+    attnums: list[int] = []
+    for table, columns in sorted(masked.items()):
+        for oid, attnum in conn.execute(text(_MASKED_ATTRS), {"table": table, "masked": sorted(columns)}):
+            relids.append(int(oid))
+            attnums.append(int(attnum))
+    if not relids:
+        return []
+    role = str(conn.execute(text("SELECT quote_ident(current_user)")).scalar())
+    closure = conn.execute(text(_CLOSURE), {"relids": relids, "attnums": attnums}).all()
+    findings = []
+    for _, name, _, kind, exposed in closure:
+        if not exposed:
+            continue
+        if kind == "m":
+            what, alt = "materialized view", ""
+        else:
+            what, alt = "view", f"; or ALTER VIEW {name} SET (security_invoker = true)"
+        findings.append(
+            Finding(
+                "masked-column-view",
+                f"{what} {name} reads a masked column with its owner's rights",
+                f"REVOKE SELECT ON {name} FROM {role} (also from PUBLIC or the role that grants it{alt})",
+            )
+        )
+    params = {
+        "relids": sorted({int(r[0]) for r in closure}),
+        "views": sorted({int(r[0]) for r in closure if r[3] in ("v", "m")}),
+        "columns": [f"{r}.{a}" for r, a in zip(relids, attnums, strict=True)],
+        "names": sorted({str(r[2]) for r in closure}),
+    }
+    for (function,) in conn.execute(text(_DEFINERS), params):
+        findings.append(
+            Finding(
+                "masked-column-definer",
+                f"function {function} runs as its owner and reads a relation with masked columns",
+                f"REVOKE EXECUTE ON FUNCTION {function} FROM {role}, PUBLIC",
             )
         )
     return findings
