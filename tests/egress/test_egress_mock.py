@@ -280,3 +280,24 @@ def test_a_token_source_keeps_the_previous_token_registered_and_drops_older_ones
         source._remember(token)
     text = "tok-one-0123456789 tok-two-0123456789 tok-three-0123456789"
     assert redactor.redact(text) == "tok-one-0123456789 [REDACTED] [REDACTED]"
+
+
+async def test_runtime_access_token_is_scrubbed_over_real_http() -> None:
+    """The second red team's break, through the official client over Streamable HTTP: an API that
+    echoes request headers handed the tool's bearer token to the client verbatim."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.helpers import free_port, python_server
+    from tests.servers.oauth_app import TOKEN
+
+    port = free_port()
+    with python_server(["tests/servers/oauth_app.py", str(port)], port) as running:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with Client(streamable_http_client(url), mode="legacy") as client:
+            result = await client.call_tool("echo_headers", {})
+        log = running.log()
+    assert result.structured_content is not None
+    assert result.structured_content["headers"]["authorization"] == "Bearer [REDACTED]"
+    assert TOKEN not in dump(result) and TOKEN[:12] not in dump(result)
+    assert "the API saw" in log and TOKEN not in log and TOKEN[:12] not in log
