@@ -265,8 +265,15 @@ async def test_runtime_access_tokens_never_reach_a_result_or_the_log(operator_lo
     assert results[3].structured_content == {"sent": "Bearer [REDACTED]", "cut": "[REDACTED]"}
 
 
-def test_a_token_source_keeps_the_previous_token_registered_and_drops_older_ones() -> None:
+async def test_a_token_source_keeps_the_previous_token_registered_and_drops_older_ones() -> None:
+    """A token two mints back has expired or been rejected: the redactor forgets it, so a server
+    that runs for months does not grow its redaction pattern without end."""
     from mcpkit.logs import Redactor
+
+    minted = iter(["tok-one-0123456789", "tok-two-0123456789", "tok-three-0123456789"])
+
+    async def send(target: object, headers: httpx2.Headers, body: bytes) -> httpx2.Response:
+        return httpx2.Response(200, json={"access_token": next(minted), "expires_in": 3600})
 
     redactor = Redactor()
     source = OAuth2ClientCredentials(
@@ -276,7 +283,28 @@ def test_a_token_source_keeps_the_previous_token_registered_and_drops_older_ones
         api_host=API,
     ).bind(lambda name: "x")
     source.register_secrets(redactor)
-    for token in ("tok-one-0123456789", "tok-two-0123456789", "tok-three-0123456789"):
-        source._remember(token)
+    for _ in range(3):
+        source.invalidate(await source.token(send))  # rejected by the API: the next call mints anew
     text = "tok-one-0123456789 tok-two-0123456789 tok-three-0123456789"
     assert redactor.redact(text) == "tok-one-0123456789 [REDACTED] [REDACTED]"
+
+
+async def test_runtime_access_token_is_scrubbed_over_real_http() -> None:
+    """The second red team's break, through the official client over Streamable HTTP: an API that
+    echoes request headers handed the tool's bearer token to the client verbatim."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.helpers import free_port, python_server
+    from tests.servers.oauth_app import TOKEN
+
+    port = free_port()
+    with python_server(["tests/servers/oauth_app.py", str(port)], port) as running:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with Client(streamable_http_client(url), mode="legacy") as client:
+            result = await client.call_tool("echo_headers", {})
+        log = running.log()
+    assert result.structured_content is not None
+    assert result.structured_content["headers"]["authorization"] == "Bearer [REDACTED]"
+    assert TOKEN not in dump(result) and TOKEN[:12] not in dump(result)
+    assert "the API saw" in log and TOKEN not in log and TOKEN[:12] not in log

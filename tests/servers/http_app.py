@@ -101,6 +101,13 @@ def main() -> None:
             Tool(name="whoami", description="The caller's principal.", input=Text, handler=whoami),
             Tool(name="sleep", description="Sleep a while.", input=Sleep, handler=sleep),
             Tool(name="block", description="Block a thread a while.", input=Sleep, handler=block),
+            Tool(
+                name="block_deadline",
+                description="Block a thread past a 1 s deadline.",
+                input=Sleep,
+                handler=block,
+                timeout_s=1.0,
+            ),
         ],
         redis_url=opts.redis,
         middleware=[Telemetry()] if opts.metrics or opts.metrics_port else (),

@@ -136,12 +136,15 @@ def _post(port: int, headers: dict[str, str], body: dict[str, object]) -> socket
     return sock
 
 
+@pytest.mark.parametrize("tool", ["sleep", "block"])
 @pytest.mark.parametrize("mode", list(MODES))
-def test_walking_away_from_an_answer_does_not_free_the_slot(mode: str, tokens_file: Path) -> None:
+def test_walking_away_from_an_answer_does_not_free_the_slot(mode: str, tool: str, tokens_file: Path) -> None:
     """The slot is held until the call ends, not until the client stops listening (issue 12 red team).
 
     In SSE mode the SDK's app returns once the client closes the connection, while the call runs on:
-    40 abandoned slow calls all ran at once under a limit of 16.
+    40 abandoned slow calls all ran at once under a limit of 16. In sse-stateless mode walking away
+    cancels the call: an async one (`sleep`) ends then and frees its slot, a sync one (`block`) runs
+    on in its thread and keeps the slot until it returns (second red team: 60 threads for one caller).
     """
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -151,7 +154,7 @@ def test_walking_away_from_an_answer_does_not_free_the_slot(mode: str, tokens_fi
         alice = {**bearer(ALICE), "mcp-protocol-version": VERSION}
         if stateful:
             alice["mcp-session-id"] = open_session(url, bearer(ALICE)).headers["mcp-session-id"]
-        socks = [_post(port, alice, call(i, "sleep", {"seconds": 4.0})) for i in (1, 2)]
+        socks = [_post(port, alice, call(i, tool, {"seconds": 4.0})) for i in (1, 2)]
         if "--json" in MODES[mode]:  # a JSON answer comes only at the end: walk away before it
             time.sleep(1.0)
         else:  # an SSE answer starts at once: read its status line, then walk away
@@ -162,7 +165,7 @@ def test_walking_away_from_an_answer_does_not_free_the_slot(mode: str, tokens_fi
         third = httpx2.post(url, headers=alice, json=call(2, "whoami", {}), timeout=20).status_code
         time.sleep(4.0)  # the two abandoned calls have ended
         after = httpx2.post(url, headers=alice, json=call(3, "whoami", {}), timeout=20)
-    if mode == "sse-stateless":  # the request's own server ends with its stream: the calls are cancelled
+    if mode == "sse-stateless" and tool == "sleep":  # its stream ended: the calls were cancelled
         assert third == 200
     else:
         assert third == 429, "the two abandoned calls still run: alice is at her limit"
@@ -247,3 +250,51 @@ def test_only_a_body_of_cancellations_passes_the_gate_at_the_limit() -> None:
     assert not sends_only_cancellations(scope([]))
     assert not sends_only_cancellations(scope({**cancel, "pad": "x" * 5000}))
     assert not sends_only_cancellations({})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["sse-stateful", "json-stateless"])
+async def test_sync_calls_past_their_deadline_hold_their_slots_until_their_threads_end(
+    mode: str, tokens_file: Path
+) -> None:
+    """A sync tool past its deadline answers TIMEOUT at once, but its thread runs on and keeps its
+    caller's slot (second red team: 16 x 4 rounds of timed-out calls left 64 threads running for one
+    caller limited to 16). Rounds sent while the threads run are refused; none adds a thread."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    args = [APP, str(port), *MODES[mode], "--tokens", str(tokens_file), "--max-concurrent", "2"]
+    with python_server(args, port) as running:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {ALICE}"}, timeout=20)
+        async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+            await client.list_tools()
+            base = _threads(running.proc.pid)
+            rounds: list[list[str]] = []
+            for _ in range(4):
+                answers: list[str] = []
+
+                async def one(answers: list[str] = answers) -> None:
+                    try:
+                        result = await client.call_tool("block_deadline", {"seconds": 5.0})
+                        answers.append((result.meta or {})["mcpkit/error"]["code"])
+                    except MCPError as exc:
+                        answers.append("429" if "Too many concurrent" in exc.message else exc.message)
+
+                async with anyio.create_task_group() as group:
+                    for _ in range(2):
+                        group.start_soon(one)
+                rounds.append(sorted(answers))
+            peak = _threads(running.proc.pid) - base
+            deadline = time.monotonic() + 15
+            while running.log().count("the thread left behind has ended") < 2:
+                assert time.monotonic() < deadline, running.log()[-2000:]
+                await anyio.sleep(0.05)
+            after = await client.call_tool("whoami", {})
+    assert rounds[0] == ["TIMEOUT", "TIMEOUT"]
+    assert rounds[1:] == [["429", "429"]] * 3
+    assert peak <= 4, f"{peak} more threads: the refused rounds must not start any"
+    assert text_of(after) == "alice"
+
+
+def _threads(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("Threads:")).split()[1])
