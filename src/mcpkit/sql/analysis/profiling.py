@@ -107,6 +107,7 @@ class TableProfile(BaseModel):
     sampling: str = Field(description="How the sampled figures were read.")
     sampled_rows: int | None = Field(description="Rows the sample held (None: no sample was needed).")
     columns: list[ColumnProfile]
+    more_columns: int = Field(default=0, description=f"Columns past the first {MAX_COLUMNS}, not profiled.")
     elapsed_ms: float
 
 
@@ -381,6 +382,7 @@ def profile_table(
         sampling=method,
         sampled_rows=sampled_rows,
         columns=profiles,
+        more_columns=max(0, len(description.columns) - MAX_COLUMNS),
         elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
     )
 
