@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client, StdioServerParameters
 from PIL import Image
 from sqlalchemy.engine import make_url
 
@@ -31,7 +32,7 @@ from mcpkit.sql.models import QueryResult
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
 from mcpkit.testing import connect
-from tests.helpers import dump, text_of
+from tests.helpers import ROOT, dump, text_of
 from tests.sql.sql_support import mysql_admin, pg_admin
 
 pytestmark = pytest.mark.anyio
@@ -520,3 +521,27 @@ async def test_without_matplotlib_create_chart_is_not_offered(
                 QueryResult(columns=["a", "n"], rows=[["x", 1]], row_count=1, truncated=False, elapsed_ms=1)
             )
         )
+
+
+async def test_serve_demo_with_masks_over_stdio(tmp_path: Path) -> None:
+    """`mcpkit sql serve --demo --mask --audit` as a subprocess: the tools as `serve` assembles them."""
+    audit = tmp_path / "audit.db"
+    args = ["-m", "mcpkit", "sql", "serve", "--demo", "--mask", str(ROOT / "examples" / "masks.yaml")]
+    params = StdioServerParameters(command=sys.executable, args=[*args, "--audit", str(audit)], cwd=str(ROOT))
+    by_region = "SELECT region, SUM(revenue) AS revenue FROM sales_demo GROUP BY region ORDER BY 2 DESC"
+    async with Client(params, mode="legacy") as client:
+        chart = await client.call_tool("create_chart", {"query": by_region})
+        profile = await client.call_tool("profile_table", {"table": "sales_demo"})
+        sample = await client.call_tool("sample_table", {"table": "sales_demo", "rows": 5})
+    assert not chart.is_error and any(b.type == "image" for b in chart.content)
+    notes = next(c for c in (profile.structured_content or {})["columns"] if c["name"] == "notes")
+    assert notes["status"] == "masked" and notes["most_common"] == [] and notes["min"] is None
+    rows = (sample.structured_content or {})["rows"]
+    index = (sample.structured_content or {})["columns"].index("notes")
+    assert len(rows) == 5 and {r[index] for r in rows} == {"<masked>"}
+    store = open_store(path=audit)
+    records = {r.call_id: r for r in store.read()}
+    store.close()
+    for name, result in (("create_chart", chart), ("profile_table", profile), ("sample_table", sample)):
+        record = records[result.meta["mcpkit/callId"]]  # type: ignore[index]
+        assert record.tool == name and record.outcome == "OK" and record.sql
