@@ -352,11 +352,13 @@ def profile_table(
         profiles.append(ColumnProfile(name=column.name, type=column.type, status=status))
         kinds[column.name] = _kind(column.type)
     estimate = stats.rows if stats.rows is not None else description.row_estimate
+    # Statistics with a null fraction describe the whole column (pg_stats); others only help.
+    complete = {n: c for n, c in stats.columns.items() if c.null_fraction is not None}
     for p in profiles:
-        if p.status == "profiled" and p.name in stats.columns and stats.source == "pg_stats":
-            _from_stats(p, stats.columns[p.name], kinds[p.name])
+        if p.status == "profiled" and p.name in complete:
+            _from_stats(p, complete[p.name], kinds[p.name])
     wanted = [p for p in profiles if p.status == "profiled" and p.source is None]
-    partial = {n: s for n, s in stats.columns.items() if stats.source != "pg_stats"}
+    partial = {n: c for n, c in stats.columns.items() if n not in complete}
     calls = _Calls(service, call_id, note)
     sampled_rows: int | None = None
     whole = False
