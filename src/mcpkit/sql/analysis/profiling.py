@@ -31,6 +31,7 @@ from sqlglot import exp
 
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryTimeout
 from mcpkit.sql.models import QueryResult, TableDescription
 from mcpkit.sql.profiles.base import ColumnStats, TableStats
 from mcpkit.sql.service import Note, SqlService
@@ -55,6 +56,7 @@ MCV_COUNT: Final = 5
 MAX_COLUMNS: Final = 64
 _VALUE_CHARS: Final = 80
 _WINDOWS: Final = 20
+_MCV_RESERVE_S: Final = 0.25
 _ROW_SAMPLED: Final = 100_000
 """Tables up to this many rows are sampled row by row (a scan that small is cheap)."""
 _RNG: Final = random.SystemRandom()
@@ -125,13 +127,23 @@ class TableSample(BaseModel):
 
 @dataclass
 class _Calls:
-    """Runs this tool's queries through `service.query`, noting every statement for the audit."""
+    """Runs this tool's queries through `service.query` within one deadline (the service's timeout
+    for the whole call), noting every statement for the audit."""
 
     service: SqlService
     call_id: str
     note: Note | None
+    deadline: float = 0.0
     sent: list[str] = field(default_factory=list)
     rows: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.deadline:
+            self.deadline = time.perf_counter() + self.service.timeout_s
+
+    def remaining(self) -> float:
+        """Seconds left of the call's budget."""
+        return self.deadline - time.perf_counter()
 
     def _noted(self, **fields: Any) -> None:
         if "sql" in fields:
@@ -140,7 +152,12 @@ class _Calls:
             self.rows += int(fields["rows"])
 
     def query(self, sql: str, rows: int) -> QueryResult:
-        result, _ = self.service.query(sql, call_id=self.call_id, max_rows=rows, note=self._noted)
+        left = self.remaining()
+        if left <= 0:
+            raise QueryTimeout(self.service.timeout_s, self.call_id)
+        result, _ = self.service.query(
+            sql, call_id=self.call_id, max_rows=rows, note=self._noted, timeout_s=left
+        )
         if self.note is not None:
             self.note(sql=";\n".join(self.sent), rows=self.rows, truncated=False)
         return result
@@ -359,7 +376,7 @@ def profile_table(
             _from_stats(p, complete[p.name], kinds[p.name])
     wanted = [p for p in profiles if p.status == "profiled" and p.source is None]
     partial = {n: c for n, c in stats.columns.items() if n not in complete}
-    calls = _Calls(service, call_id, note)
+    calls = _Calls(service, call_id, note, deadline=started + service.timeout_s)
     sampled_rows: int | None = None
     whole = False
     method = "none needed: the statistics cover every column"
@@ -370,9 +387,8 @@ def profile_table(
         whole = source.whole and sampled_rows < PROFILE_ROWS
         if whole:
             estimate = sampled_rows
-        deadline = started + service.timeout_s
         for p in wanted:
-            if time.perf_counter() < deadline:  # past it, what is done is answered
+            if calls.remaining() > _MCV_RESERVE_S:  # out of time: what is done is answered
                 _common(calls, table, source, p, kinds[p.name], sampled_rows)
             _scale_distinct(p, partial.get(p.name), sampled_rows, estimate, whole)
     shown = estimate if whole or not stats.row_filtered else None  # the catalog counts hidden rows
@@ -491,7 +507,7 @@ def sample_table(
     columns = [
         c.name for c in description.columns if readable is None or c.name in readable or c.name in masked
     ]
-    calls = _Calls(service, call_id, note)
+    calls = _Calls(service, call_id, note, deadline=started + service.timeout_s)
     windows = min(fetch, 100)
     source = _sample_source(calls, table, columns, estimate, fetch, masked, windows, keys_first=True)
     result = calls.query(source.sql, fetch)
