@@ -545,3 +545,64 @@ async def test_serve_demo_with_masks_over_stdio(tmp_path: Path) -> None:
     for name, result in (("create_chart", chart), ("profile_table", profile), ("sample_table", sample)):
         record = records[result.meta["mcpkit/callId"]]  # type: ignore[index]
         assert record.tool == name and record.outcome == "OK" and record.sql
+
+
+def _bounded(service: SqlService) -> tuple[dict[str, Any], list[str]]:
+    noted: dict[str, Any] = {}
+    profile = profile_table(service, "big", call_id="bounded", note=lambda **f: noted.update(f))
+    sample = sample_table(service, "big", call_id="bounded-sample", rows=20)
+    assert sample.row_count == 20 and len({r[0] for r in sample.rows}) == 20
+    statements = str(noted["sql"]).split(";\n")
+    return profile.model_dump(), statements
+
+
+def test_sqlite_profile_of_a_large_table_reads_key_ranges(tmp_path: Path) -> None:
+    path = tmp_path / "big.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE big (id INTEGER PRIMARY KEY, k INTEGER, s TEXT)")
+        db.execute(
+            "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 60000)"
+            " INSERT INTO big SELECT n, n % 7, 'v' || (n % 100) FROM g"
+        )
+    db.close()
+    engine = SqlEngine(f"sqlite:///{path}")
+    profile, statements = _bounded(SqlService(engine, max_rows=200, timeout_s=10.0))
+    engine.close()
+    assert profile["sampling"] == "20 random key ranges of id" and 0 < profile["sampled_rows"] <= 10_000
+    # No statement reads the table unbounded: key bounds by the index, the rest in ranges with a LIMIT.
+    assert statements[0].startswith('SELECT (SELECT MIN("id")')
+    assert all("BETWEEN" in s and "LIMIT 10000" in s for s in statements[1:])
+    k = next(c for c in profile["columns"] if c["name"] == "k")
+    assert k["distinct_estimate"] == 7 and len(k["most_common"]) == 5
+
+
+@pytest.mark.postgres
+def test_postgres_profile_of_a_large_table_samples_pages(pg_url: str) -> None:
+    tag = secrets.token_hex(4)
+    s, role = f"mk_anbig_{tag}", f"mk_anbigr_{tag}"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE SCHEMA {s}")
+        c.execute(f"CREATE ROLE {role} LOGIN")
+        c.execute(
+            f"CREATE TABLE {s}.big AS SELECT g AS id, g % 7 AS k, 'v' || (g % 100) AS s"
+            " FROM generate_series(1, 150000) g"
+        )
+        c.execute(f"ANALYZE {s}.big")
+        c.execute(f"ALTER TABLE {s}.big ENABLE ROW LEVEL SECURITY")  # pg_stats then shows the role nothing
+        c.execute(f"CREATE POLICY everyone ON {s}.big FOR SELECT USING (true)")
+        c.execute(f"GRANT USAGE ON SCHEMA {s} TO {role}")
+        c.execute(f"GRANT SELECT ON {s}.big TO {role}")
+        c.execute(f"ALTER ROLE {role} SET search_path = {s}")
+    engine = SqlEngine(make_url(pg_url).set(username=role, password=None).render_as_string(False))
+    try:
+        profile, statements = _bounded(SqlService(engine, max_rows=200, timeout_s=10.0))
+    finally:
+        engine.close()
+        with pg_admin(pg_url) as c:
+            c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
+            c.execute(f"DROP SCHEMA {s} CASCADE")
+            c.execute(f"DROP OWNED BY {role}")
+            c.execute(f"DROP ROLE {role}")
+    assert profile["statistics"] == "" and profile["sampling"].startswith("TABLESAMPLE (")
+    assert profile["sampling"].endswith("of pages)") and 0 < profile["sampled_rows"] <= 10_000
+    assert all("TABLESAMPLE SYSTEM" in s and "LIMIT 10000" in s for s in statements)

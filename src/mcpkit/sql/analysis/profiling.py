@@ -59,6 +59,9 @@ _WINDOWS: Final = 20
 _MCV_RESERVE_S: Final = 0.25
 _ROW_SAMPLED: Final = 100_000
 """Tables up to this many rows are sampled row by row (a scan that small is cheap)."""
+_FEW_ROW_SAMPLED: Final = 2_000_000
+"""The same for `sample_table`, whose few rows page sampling would take from a few pages."""
+_ROWS_PER_PAGE: Final = 100
 _RNG: Final = random.SystemRandom()
 
 _NUMERIC = re.compile(
@@ -208,6 +211,8 @@ class _Source:
     columns: tuple[str, ...]
     method: str
     whole: bool = False
+    rows: int = 0
+    """Rows the source may return, when more than asked for (0: as asked)."""
 
     @property
     def sql(self) -> str:
@@ -228,20 +233,20 @@ def _sample_source(
     masked: frozenset[str],
     windows: int = _WINDOWS,
     boost: float = 1.0,
-    keys_first: bool = False,
+    few: bool = False,
 ) -> _Source:
     """SQL for at most `wanted` rows of the table's `columns`, read without a scan.
 
     Page sampling suits a profile (many rows, a few hundred pages); a handful of rows is better
-    spread by key ranges (`keys_first`), where page sampling would return neighbours.
+    spread by key ranges (`few`), where page sampling would return neighbours.
     """
     cols = tuple(columns)
     limit = f"LIMIT {wanted}"
     if estimate is not None and estimate <= wanted:
         return _Source(table, limit, cols, "whole table", whole=True)
-    tried = (_by_keys, _by_pages) if keys_first else (_by_pages, _by_keys)
+    tried = (_by_keys, _by_pages) if few else (_by_pages, _by_keys)
     for way in tried:
-        found = way(calls, table, cols, estimate, wanted, masked, windows, boost)
+        found = way(calls, table, cols, estimate, wanted, masked, windows, boost, few)
         if found is not None:
             return found
     return _Source(table, limit, cols, f"the first {wanted} rows in storage order (no sampling method)")
@@ -256,16 +261,23 @@ def _by_pages(
     masked: frozenset[str],
     windows: int,
     boost: float,
+    few: bool,
 ) -> _Source | None:
     profile = calls.service.profile
     if profile.sample_clause(1.0, 1) is None or not estimate or table.description.kind != "table":
         return None
     # Pages for large tables (no scan); rows for small ones, where a page holds much of the table.
-    pages = estimate > _ROW_SAMPLED
-    percent = min(100.0, max(0.0001, 100.0 * wanted * 1.5 * boost / estimate))
+    # A few rows are drawn row by row up to a larger table, and from pages beyond it: about one
+    # page per row wanted, all of their rows read (up to the row cap) for the caller to pick from.
+    pages = estimate > (_FEW_ROW_SAMPLED if few else _ROW_SAMPLED)
+    target = wanted * (_ROWS_PER_PAGE if few and pages else 1.5)
+    percent = min(100.0, max(0.0001, 100.0 * target * boost / estimate))
     clause = profile.sample_clause(percent, _RNG.randrange(1, 2**31 - 1), pages=pages)
     what = "pages" if pages else "rows"
-    return _Source(table, f"{clause} LIMIT {wanted}", cols, f"TABLESAMPLE ({percent:.4g}% of {what})")
+    rows = calls.service.max_rows if few and pages else wanted
+    return _Source(
+        table, f"{clause} LIMIT {rows}", cols, f"TABLESAMPLE ({percent:.4g}% of {what})", rows=rows
+    )
 
 
 def _by_keys(
@@ -277,6 +289,7 @@ def _by_keys(
     masked: frozenset[str],
     windows: int,
     boost: float,
+    few: bool,
 ) -> _Source | None:
     key = table.integer_key(masked)
     if key is None:
@@ -509,14 +522,12 @@ def sample_table(
     ]
     calls = _Calls(service, call_id, note, deadline=started + service.timeout_s)
     windows = min(fetch, 100)
-    source = _sample_source(calls, table, columns, estimate, fetch, masked, windows, keys_first=True)
-    result = calls.query(source.sql, fetch)
+    source = _sample_source(calls, table, columns, estimate, fetch, masked, windows, few=True)
+    result = calls.query(source.sql, max(fetch, source.rows))
     if result.row_count < n and not source.whole and (estimate or 0) > n:
         # Too few rows came back (sparse keys, an unlucky draw of pages): once more, wider.
-        source = _sample_source(
-            calls, table, columns, estimate, fetch, masked, windows, boost=8.0, keys_first=True
-        )
-        result = calls.query(source.sql, fetch)
+        source = _sample_source(calls, table, columns, estimate, fetch, masked, windows, boost=8.0, few=True)
+        result = calls.query(source.sql, max(fetch, source.rows))
     chosen = (pick or _pick)(list(result.rows), n)
     return TableSample(
         columns=list(result.columns),
