@@ -7,25 +7,32 @@ import base64
 import io
 import secrets
 import sqlite3
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client, StdioServerParameters
 from PIL import Image
 from sqlalchemy.engine import make_url
 
+from mcpkit.context import Context
+from mcpkit.errors import Refused
+from mcpkit.sql.analysis import tools as analysis_tools
 from mcpkit.sql.analysis.charts import COLORS, HEIGHT_PX, WIDTH_PX, clean_label, plan_chart, render_png
+from mcpkit.sql.analysis.profiling import profile_table, sample_table
 from mcpkit.sql.assemble import enforce_masks
 from mcpkit.sql.audit import AuditLog, CallAudit, open_store
 from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.identities import IdentityRouter, MysqlLogin, RoleMap
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
 from mcpkit.testing import connect
-from tests.helpers import dump, text_of
+from tests.helpers import ROOT, dump, text_of
 from tests.sql.sql_support import mysql_admin, pg_admin
 
 pytestmark = pytest.mark.anyio
@@ -290,7 +297,10 @@ def test_labels_are_data_never_markup() -> None:
 async def test_profile_masks_masked_columns(service: SqlService) -> None:
     async with connect(build_server(service)) as client:
         result = await client.call_tool("profile_table", {"table": "people"})
+        described = await client.call_tool("describe_table", {"table": "people"})
     assert not result.is_error, text_of(result)
+    # MariaDB refuses SHOW CREATE TABLE to column privileges: describe reads information_schema then
+    assert not described.is_error and (described.structured_content or {})["primary_key"] == ["id"]
     profile = result.structured_content or {}
     columns = {c["name"]: c for c in profile["columns"]}
     assert _leaks(result) == []
@@ -420,3 +430,179 @@ async def test_calls_are_audited_with_the_sql_sent(sqlite_db: Db, tmp_path: Path
     assert by_call["sample"].tool == "sample_table" and "people" in (by_call["sample"].sql or "")
     assert by_call["refused"].outcome == "REFUSED" and by_call["refused"].reason == "write"
     assert "email" not in (by_call["profile"].sql or "")  # a masked column is never read
+
+
+@pytest.mark.postgres
+def test_postgres_profile_and_sample_run_as_the_callers_role(pg_url: str) -> None:
+    tag = secrets.token_hex(4)
+    s, emea, amer, svc = f"mk_anid_{tag}", f"mk_anide_{tag}", f"mk_anida_{tag}", f"mk_anids_{tag}"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE SCHEMA {s}")
+        for role in (emea, amer):
+            c.execute(f"CREATE ROLE {role} LOGIN")
+        c.execute(f"CREATE ROLE {svc} LOGIN NOINHERIT")
+        c.execute(f"CREATE TABLE {s}.accounts (id int PRIMARY KEY, region text NOT NULL, note text NOT NULL)")
+        with c.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {s}.accounts VALUES (%s, %s, %s)",
+                [(i, r, f"{r}-note-{i % 3}") for i in range(1, 41) for r in ["emea" if i % 2 else "amer"]],
+            )
+        c.execute(f"ALTER TABLE {s}.accounts ENABLE ROW LEVEL SECURITY")
+        c.execute(f"CREATE POLICY pe ON {s}.accounts FOR SELECT TO {emea} USING (region = 'emea')")
+        c.execute(f"CREATE POLICY pa ON {s}.accounts FOR SELECT TO {amer} USING (region = 'amer')")
+        c.execute(f"GRANT USAGE ON SCHEMA {s} TO {emea}, {amer}, {svc}")
+        c.execute(f"GRANT SELECT ON {s}.accounts TO {emea}, {amer}")
+        c.execute(f"ANALYZE {s}.accounts")
+        for role in (svc, emea, amer):
+            c.execute(f"ALTER ROLE {role} SET search_path = {s}")
+    engine = SqlEngine(make_url(pg_url).set(username=svc, password=None).render_as_string(False))
+    logins = {emea: MysqlLogin("E_USER", "E_PASSWORD"), amer: MysqlLogin("A_USER", "A_PASSWORD")}
+    store = {"E_USER": emea, "E_PASSWORD": "", "A_USER": amer, "A_PASSWORD": ""}
+    router = IdentityRouter(
+        SqlService(engine, max_rows=200, timeout_s=10.0),
+        RoleMap(principals={"alice": emea, "bob": amer}, logins=logins),
+        secret=store.get,
+    )
+    try:
+        alice = router.for_context(_ctx("alice"))
+        bob = router.for_context(_ctx("bob"))
+        profile = profile_table(alice, "accounts", call_id="alice")
+        sample = sample_table(bob, "accounts", call_id="bob", rows=10)
+    finally:
+        router.close()
+        engine.close()
+        with pg_admin(pg_url) as c:
+            c.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)",
+                [[svc, emea, amer]],
+            )
+            c.execute(f"DROP SCHEMA {s} CASCADE")
+            for role in (svc, emea, amer):
+                c.execute(f"DROP OWNED BY {role}")
+                c.execute(f"DROP ROLE {role}")
+    region = next(c for c in profile.columns if c.name == "region")
+    assert profile.statistics == "" and [v.value for v in region.most_common] == ["emea"]
+    assert "amer" not in profile.model_dump_json()
+    assert sample.row_count == 10 and {r[1] for r in sample.rows} == {"amer"}
+
+
+def _ctx(principal: str) -> Context:
+    return Context(call_id="c", tool="profile_table", client=None, principal=principal, protocol_version="x")
+
+
+async def test_profile_stops_at_the_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "slow.db"
+    with sqlite3.connect(path) as db:  # a view that never ends: the statement timeout must stop it
+        db.execute(
+            "CREATE VIEW endless AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r)"
+            " SELECT count(*) AS n FROM r"
+        )
+    db.close()
+    engine = SqlEngine(f"sqlite:///{path}")
+    service = SqlService(engine, max_rows=50, timeout_s=1.0)
+    async with connect(build_server(service)) as client:
+        result = await client.call_tool("profile_table", {"table": "endless"})
+    engine.close()
+    assert _code(result) == "TIMEOUT", text_of(result)
+
+
+async def test_without_matplotlib_create_chart_is_not_offered(
+    service: SqlService, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(analysis_tools, "charts_available", lambda: False)
+    async with connect(build_server(service)) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+    assert "create_chart" not in names and "profile_table" in names
+    assert "mcpkit[charts]" in caplog.text
+    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
+    with pytest.raises(Refused, match=r"mcpkit\[charts\]"):
+        render_png(
+            plan_chart(
+                QueryResult(columns=["a", "n"], rows=[["x", 1]], row_count=1, truncated=False, elapsed_ms=1)
+            )
+        )
+
+
+async def test_serve_demo_with_masks_over_stdio(tmp_path: Path) -> None:
+    """`mcpkit sql serve --demo --mask --audit` as a subprocess: the tools as `serve` assembles them."""
+    audit = tmp_path / "audit.db"
+    args = ["-m", "mcpkit", "sql", "serve", "--demo", "--mask", str(ROOT / "examples" / "masks.yaml")]
+    params = StdioServerParameters(command=sys.executable, args=[*args, "--audit", str(audit)], cwd=str(ROOT))
+    by_region = "SELECT region, SUM(revenue) AS revenue FROM sales_demo GROUP BY region ORDER BY 2 DESC"
+    async with Client(params, mode="legacy") as client:
+        chart = await client.call_tool("create_chart", {"query": by_region})
+        profile = await client.call_tool("profile_table", {"table": "sales_demo"})
+        sample = await client.call_tool("sample_table", {"table": "sales_demo", "rows": 5})
+    assert not chart.is_error and any(b.type == "image" for b in chart.content)
+    notes = next(c for c in (profile.structured_content or {})["columns"] if c["name"] == "notes")
+    assert notes["status"] == "masked" and notes["most_common"] == [] and notes["min"] is None
+    rows = (sample.structured_content or {})["rows"]
+    index = (sample.structured_content or {})["columns"].index("notes")
+    assert len(rows) == 5 and {r[index] for r in rows} == {"<masked>"}
+    store = open_store(path=audit)
+    records = {r.call_id: r for r in store.read()}
+    store.close()
+    for name, result in (("create_chart", chart), ("profile_table", profile), ("sample_table", sample)):
+        record = records[result.meta["mcpkit/callId"]]  # type: ignore[index]
+        assert record.tool == name and record.outcome == "OK" and record.sql
+
+
+def _bounded(service: SqlService) -> tuple[dict[str, Any], list[str]]:
+    noted: dict[str, Any] = {}
+    profile = profile_table(service, "big", call_id="bounded", note=lambda **f: noted.update(f))
+    sample = sample_table(service, "big", call_id="bounded-sample", rows=20)
+    assert sample.row_count == 20 and len({r[0] for r in sample.rows}) == 20
+    statements = str(noted["sql"]).split(";\n")
+    return profile.model_dump(), statements
+
+
+def test_sqlite_profile_of_a_large_table_reads_key_ranges(tmp_path: Path) -> None:
+    path = tmp_path / "big.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE big (id INTEGER PRIMARY KEY, k INTEGER, s TEXT)")
+        db.execute(
+            "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 60000)"
+            " INSERT INTO big SELECT n, n % 7, 'v' || (n % 100) FROM g"
+        )
+    db.close()
+    engine = SqlEngine(f"sqlite:///{path}")
+    profile, statements = _bounded(SqlService(engine, max_rows=200, timeout_s=10.0))
+    engine.close()
+    assert profile["sampling"] == "20 random key ranges of id" and 0 < profile["sampled_rows"] <= 10_000
+    # No statement reads the table unbounded: key bounds by the index, the rest in ranges with a LIMIT.
+    assert statements[0].startswith('SELECT (SELECT MIN("id")')
+    assert all("BETWEEN" in s and "LIMIT 10000" in s for s in statements[1:])
+    k = next(c for c in profile["columns"] if c["name"] == "k")
+    assert k["distinct_estimate"] == 7 and len(k["most_common"]) == 5
+
+
+@pytest.mark.postgres
+def test_postgres_profile_of_a_large_table_samples_pages(pg_url: str) -> None:
+    tag = secrets.token_hex(4)
+    s, role = f"mk_anbig_{tag}", f"mk_anbigr_{tag}"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE SCHEMA {s}")
+        c.execute(f"CREATE ROLE {role} LOGIN")
+        c.execute(
+            f"CREATE TABLE {s}.big AS SELECT g AS id, g % 7 AS k, 'v' || (g % 100) AS s"
+            " FROM generate_series(1, 150000) g"
+        )
+        c.execute(f"ANALYZE {s}.big")
+        c.execute(f"ALTER TABLE {s}.big ENABLE ROW LEVEL SECURITY")  # pg_stats then shows the role nothing
+        c.execute(f"CREATE POLICY everyone ON {s}.big FOR SELECT USING (true)")
+        c.execute(f"GRANT USAGE ON SCHEMA {s} TO {role}")
+        c.execute(f"GRANT SELECT ON {s}.big TO {role}")
+        c.execute(f"ALTER ROLE {role} SET search_path = {s}")
+    engine = SqlEngine(make_url(pg_url).set(username=role, password=None).render_as_string(False))
+    try:
+        profile, statements = _bounded(SqlService(engine, max_rows=200, timeout_s=10.0))
+    finally:
+        engine.close()
+        with pg_admin(pg_url) as c:
+            c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
+            c.execute(f"DROP SCHEMA {s} CASCADE")
+            c.execute(f"DROP OWNED BY {role}")
+            c.execute(f"DROP ROLE {role}")
+    assert profile["statistics"] == "" and profile["sampling"].startswith("TABLESAMPLE (")
+    assert profile["sampling"].endswith("of pages)") and 0 < profile["sampled_rows"] <= 10_000
+    assert all("TABLESAMPLE SYSTEM" in s and "LIMIT 10000" in s for s in statements)

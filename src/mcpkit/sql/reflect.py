@@ -126,14 +126,54 @@ def describe_table(
         entry = _locate(_entries(insp, conn, engine.profile), name, schema)
         if entry is None:
             refuse("not_found", _NOT_FOUND)
+        s, n = entry.table_schema, entry.name
         try:
-            return _reflected(insp, conn, entry)
+            pk = _safe(lambda: insp.get_pk_constraint(n, s), {}) or {}
         except DBAPIError:
             if conn.dialect.name not in ("mysql", "mariadb"):
                 raise
-        # MariaDB refuses SHOW CREATE TABLE (the inspector's source) to a login that holds only
-        # column privileges, as `--mask` requires: information_schema lists what it may read.
-        return _granted(conn, entry)
+            # MariaDB refuses SHOW CREATE TABLE (the inspector's source) to a login that holds only
+            # column privileges, as `--mask` requires: information_schema lists what it may read.
+            return _granted(conn, entry)
+        pk_cols = list(pk.get("constrained_columns") or [])
+        columns = [
+            ColumnEntry(
+                name=c["name"],
+                type=_type_name(c["type"], conn),
+                nullable=bool(c.get("nullable", True)),
+                default=None if c.get("default") is None else str(c.get("default")),
+                primary_key=c["name"] in pk_cols,
+                comment=c.get("comment"),
+            )
+            for c in insp.get_columns(n, s)
+        ]
+        fks = [
+            ForeignKeyEntry(
+                columns=list(fk.get("constrained_columns") or []),
+                references_schema=fk.get("referred_schema"),
+                references_table=str(fk.get("referred_table")),
+                references_columns=list(fk.get("referred_columns") or []),
+            )
+            for fk in _safe(lambda: insp.get_foreign_keys(n, s), [])
+        ]
+        indexes = [
+            IndexEntry(
+                name=ix.get("name"), columns=list(ix.get("column_names") or []), unique=bool(ix.get("unique"))
+            )
+            for ix in _safe(lambda: insp.get_indexes(n, s), [])
+        ]
+        comment = (_safe(lambda: insp.get_table_comment(n, s), {}) or {}).get("text")
+    return TableDescription(
+        table_schema=s,
+        name=n,
+        kind=entry.kind,
+        comment=comment,
+        row_estimate=entry.row_estimate,
+        columns=columns,
+        primary_key=pk_cols,
+        foreign_keys=fks,
+        indexes=indexes,
+    )
 
 
 def _granted(conn: Connection, entry: TableEntry) -> TableDescription:
@@ -156,50 +196,6 @@ def _granted(conn: Connection, entry: TableEntry) -> TableDescription:
         row_estimate=entry.row_estimate,
         columns=columns,
         primary_key=[c.name for c in columns if c.primary_key],
-    )
-
-
-def _reflected(insp: Inspector, conn: Connection, entry: TableEntry) -> TableDescription:
-    s, n = entry.table_schema, entry.name
-    pk = _safe(lambda: insp.get_pk_constraint(n, s), {}) or {}
-    pk_cols = list(pk.get("constrained_columns") or [])
-    columns = [
-        ColumnEntry(
-            name=c["name"],
-            type=_type_name(c["type"], conn),
-            nullable=bool(c.get("nullable", True)),
-            default=None if c.get("default") is None else str(c.get("default")),
-            primary_key=c["name"] in pk_cols,
-            comment=c.get("comment"),
-        )
-        for c in insp.get_columns(n, s)
-    ]
-    fks = [
-        ForeignKeyEntry(
-            columns=list(fk.get("constrained_columns") or []),
-            references_schema=fk.get("referred_schema"),
-            references_table=str(fk.get("referred_table")),
-            references_columns=list(fk.get("referred_columns") or []),
-        )
-        for fk in _safe(lambda: insp.get_foreign_keys(n, s), [])
-    ]
-    indexes = [
-        IndexEntry(
-            name=ix.get("name"), columns=list(ix.get("column_names") or []), unique=bool(ix.get("unique"))
-        )
-        for ix in _safe(lambda: insp.get_indexes(n, s), [])
-    ]
-    comment = (_safe(lambda: insp.get_table_comment(n, s), {}) or {}).get("text")
-    return TableDescription(
-        table_schema=s,
-        name=n,
-        kind=entry.kind,
-        comment=comment,
-        row_estimate=entry.row_estimate,
-        columns=columns,
-        primary_key=pk_cols,
-        foreign_keys=fks,
-        indexes=indexes,
     )
 
 

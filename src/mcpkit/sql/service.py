@@ -120,7 +120,13 @@ class SqlService:
         )
 
     def query(
-        self, sql: str, *, call_id: str, max_rows: int = DEFAULT_ROWS, note: Note | None = None
+        self,
+        sql: str,
+        *,
+        call_id: str,
+        max_rows: int = DEFAULT_ROWS,
+        note: Note | None = None,
+        timeout_s: float | None = None,
     ) -> tuple[QueryResult, str]:
         """Run one query as `execute_query` does.
 
@@ -129,6 +135,8 @@ class SqlService:
             call_id: Shown to the database and in the log.
             max_rows: Rows to return (clamped to this service's maximum).
             note: Told what the audit needs: `sql=` actually sent, then `rows=` and `truncated=`.
+            timeout_s: A shorter deadline for this statement (a tool that runs several shares
+                one budget); never longer than the service's.
 
         Returns:
             The structured result and its markdown.
@@ -139,6 +147,7 @@ class SqlService:
             QueryTimeout: the deadline passed.
         """
         rows = max(1, min(max_rows, self.max_rows))
+        deadline_s = self.timeout_s if timeout_s is None else max(0.001, min(timeout_s, self.timeout_s))
         deadline = self.budget.deadline()
         with _span("sql.admission") as span:
             try:
@@ -159,9 +168,7 @@ class SqlService:
             if self.max_cost is not None:
                 self._check_cost(sent, call_id)
             result = shape_rows(
-                apply_mask(
-                    self.engine.execute(sent, None, rows, self.timeout_s, call_id, clip=self.cells), plan
-                )
+                apply_mask(self.engine.execute(sent, None, rows, deadline_s, call_id, clip=self.cells), plan)
             )
             span.set_attribute("db.response.returned_rows", result.row_count)
         if note is not None:

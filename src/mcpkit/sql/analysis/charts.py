@@ -15,6 +15,7 @@ import importlib.util
 import io
 import itertools
 import math
+import re
 import threading
 import warnings
 from collections.abc import Sequence
@@ -45,6 +46,7 @@ WIDTH_PX: Final = 800
 HEIGHT_PX: Final = 450
 _DPI: Final = 100
 # Colour-blind-safe series colours (Okabe-Ito); the first is what tests look for in the pixels.
+_DECIMAL: Final = re.compile(r"-?\d{1,60}(\.\d{1,60})?")
 _DRAWING: Final = threading.Lock()  # matplotlib's font and text caches are not thread-safe
 COLORS: Final = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
 _MISSING: Final = (
@@ -147,9 +149,17 @@ def _x_axis(values: Sequence[JsonValue]) -> Literal["category", "time", "number"
     return "category"
 
 
+def _measure(value: JsonValue) -> float | None:
+    # A y value: a number, or a decimal the shaping kept as text because a float would round it.
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
+        parsed = float(value)
+        return parsed if math.isfinite(parsed) else None
+    return _number(value)
+
+
 def _numeric_column(result: QueryResult, index: int) -> tuple[float | None, ...] | None:
     cells = [row[index] for row in result.rows]
-    numbers = [_number(c) for c in cells]
+    numbers = [_measure(c) for c in cells]
     if any(n is None and c is not None for n, c in zip(numbers, cells, strict=True)):
         return None  # text, masked or otherwise not a number
     if all(n is None for n in numbers):

@@ -31,6 +31,7 @@ from sqlglot import exp
 
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryTimeout
 from mcpkit.sql.models import QueryResult, TableDescription
 from mcpkit.sql.profiles.base import ColumnStats, TableStats
 from mcpkit.sql.service import Note, SqlService
@@ -55,8 +56,12 @@ MCV_COUNT: Final = 5
 MAX_COLUMNS: Final = 64
 _VALUE_CHARS: Final = 80
 _WINDOWS: Final = 20
+_MCV_RESERVE_S: Final = 0.25
 _ROW_SAMPLED: Final = 100_000
 """Tables up to this many rows are sampled row by row (a scan that small is cheap)."""
+_FEW_ROW_SAMPLED: Final = 2_000_000
+"""The same for `sample_table`, whose few rows page sampling would take from a few pages."""
+_ROWS_PER_PAGE: Final = 100
 _RNG: Final = random.SystemRandom()
 
 _NUMERIC = re.compile(
@@ -107,6 +112,7 @@ class TableProfile(BaseModel):
     sampling: str = Field(description="How the sampled figures were read.")
     sampled_rows: int | None = Field(description="Rows the sample held (None: no sample was needed).")
     columns: list[ColumnProfile]
+    more_columns: int = Field(default=0, description=f"Columns past the first {MAX_COLUMNS}, not profiled.")
     elapsed_ms: float
 
 
@@ -124,13 +130,23 @@ class TableSample(BaseModel):
 
 @dataclass
 class _Calls:
-    """Runs this tool's queries through `service.query`, noting every statement for the audit."""
+    """Runs this tool's queries through `service.query` within one deadline (the service's timeout
+    for the whole call), noting every statement for the audit."""
 
     service: SqlService
     call_id: str
     note: Note | None
+    deadline: float = 0.0
     sent: list[str] = field(default_factory=list)
     rows: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.deadline:
+            self.deadline = time.perf_counter() + self.service.timeout_s
+
+    def remaining(self) -> float:
+        """Seconds left of the call's budget."""
+        return self.deadline - time.perf_counter()
 
     def _noted(self, **fields: Any) -> None:
         if "sql" in fields:
@@ -139,7 +155,12 @@ class _Calls:
             self.rows += int(fields["rows"])
 
     def query(self, sql: str, rows: int) -> QueryResult:
-        result, _ = self.service.query(sql, call_id=self.call_id, max_rows=rows, note=self._noted)
+        left = self.remaining()
+        if left <= 0:
+            raise QueryTimeout(self.service.timeout_s, self.call_id)
+        result, _ = self.service.query(
+            sql, call_id=self.call_id, max_rows=rows, note=self._noted, timeout_s=left
+        )
         if self.note is not None:
             self.note(sql=";\n".join(self.sent), rows=self.rows, truncated=False)
         return result
@@ -190,6 +211,8 @@ class _Source:
     columns: tuple[str, ...]
     method: str
     whole: bool = False
+    rows: int = 0
+    """Rows the source may return, when more than asked for (0: as asked)."""
 
     @property
     def sql(self) -> str:
@@ -210,20 +233,20 @@ def _sample_source(
     masked: frozenset[str],
     windows: int = _WINDOWS,
     boost: float = 1.0,
-    keys_first: bool = False,
+    few: bool = False,
 ) -> _Source:
     """SQL for at most `wanted` rows of the table's `columns`, read without a scan.
 
     Page sampling suits a profile (many rows, a few hundred pages); a handful of rows is better
-    spread by key ranges (`keys_first`), where page sampling would return neighbours.
+    spread by key ranges (`few`), where page sampling would return neighbours.
     """
     cols = tuple(columns)
     limit = f"LIMIT {wanted}"
     if estimate is not None and estimate <= wanted:
         return _Source(table, limit, cols, "whole table", whole=True)
-    tried = (_by_keys, _by_pages) if keys_first else (_by_pages, _by_keys)
+    tried = (_by_keys, _by_pages) if few else (_by_pages, _by_keys)
     for way in tried:
-        found = way(calls, table, cols, estimate, wanted, masked, windows, boost)
+        found = way(calls, table, cols, estimate, wanted, masked, windows, boost, few)
         if found is not None:
             return found
     return _Source(table, limit, cols, f"the first {wanted} rows in storage order (no sampling method)")
@@ -238,16 +261,23 @@ def _by_pages(
     masked: frozenset[str],
     windows: int,
     boost: float,
+    few: bool,
 ) -> _Source | None:
     profile = calls.service.profile
     if profile.sample_clause(1.0, 1) is None or not estimate or table.description.kind != "table":
         return None
     # Pages for large tables (no scan); rows for small ones, where a page holds much of the table.
-    pages = estimate > _ROW_SAMPLED
-    percent = min(100.0, max(0.0001, 100.0 * wanted * 1.5 * boost / estimate))
+    # A few rows are drawn row by row up to a larger table, and from pages beyond it: about one
+    # page per row wanted, all of their rows read (up to the row cap) for the caller to pick from.
+    pages = estimate > (_FEW_ROW_SAMPLED if few else _ROW_SAMPLED)
+    target = wanted * (_ROWS_PER_PAGE if few and pages else 1.5)
+    percent = min(100.0, max(0.0001, 100.0 * target * boost / estimate))
     clause = profile.sample_clause(percent, _RNG.randrange(1, 2**31 - 1), pages=pages)
     what = "pages" if pages else "rows"
-    return _Source(table, f"{clause} LIMIT {wanted}", cols, f"TABLESAMPLE ({percent:.4g}% of {what})")
+    rows = calls.service.max_rows if few and pages else wanted
+    return _Source(
+        table, f"{clause} LIMIT {rows}", cols, f"TABLESAMPLE ({percent:.4g}% of {what})", rows=rows
+    )
 
 
 def _by_keys(
@@ -259,6 +289,7 @@ def _by_keys(
     masked: frozenset[str],
     windows: int,
     boost: float,
+    few: bool,
 ) -> _Source | None:
     key = table.integer_key(masked)
     if key is None:
@@ -351,12 +382,14 @@ def profile_table(
         profiles.append(ColumnProfile(name=column.name, type=column.type, status=status))
         kinds[column.name] = _kind(column.type)
     estimate = stats.rows if stats.rows is not None else description.row_estimate
+    # Statistics with a null fraction describe the whole column (pg_stats); others only help.
+    complete = {n: c for n, c in stats.columns.items() if c.null_fraction is not None}
     for p in profiles:
-        if p.status == "profiled" and p.name in stats.columns and stats.source == "pg_stats":
-            _from_stats(p, stats.columns[p.name], kinds[p.name])
+        if p.status == "profiled" and p.name in complete:
+            _from_stats(p, complete[p.name], kinds[p.name])
     wanted = [p for p in profiles if p.status == "profiled" and p.source is None]
-    partial = {n: s for n, s in stats.columns.items() if stats.source != "pg_stats"}
-    calls = _Calls(service, call_id, note)
+    partial = {n: c for n, c in stats.columns.items() if n not in complete}
+    calls = _Calls(service, call_id, note, deadline=started + service.timeout_s)
     sampled_rows: int | None = None
     whole = False
     method = "none needed: the statistics cover every column"
@@ -367,9 +400,8 @@ def profile_table(
         whole = source.whole and sampled_rows < PROFILE_ROWS
         if whole:
             estimate = sampled_rows
-        deadline = started + service.timeout_s
         for p in wanted:
-            if time.perf_counter() < deadline:  # past it, what is done is answered
+            if calls.remaining() > _MCV_RESERVE_S:  # out of time: what is done is answered
                 _common(calls, table, source, p, kinds[p.name], sampled_rows)
             _scale_distinct(p, partial.get(p.name), sampled_rows, estimate, whole)
     shown = estimate if whole or not stats.row_filtered else None  # the catalog counts hidden rows
@@ -381,6 +413,7 @@ def profile_table(
         sampling=method,
         sampled_rows=sampled_rows,
         columns=profiles,
+        more_columns=max(0, len(description.columns) - MAX_COLUMNS),
         elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
     )
 
@@ -487,16 +520,14 @@ def sample_table(
     columns = [
         c.name for c in description.columns if readable is None or c.name in readable or c.name in masked
     ]
-    calls = _Calls(service, call_id, note)
+    calls = _Calls(service, call_id, note, deadline=started + service.timeout_s)
     windows = min(fetch, 100)
-    source = _sample_source(calls, table, columns, estimate, fetch, masked, windows, keys_first=True)
-    result = calls.query(source.sql, fetch)
+    source = _sample_source(calls, table, columns, estimate, fetch, masked, windows, few=True)
+    result = calls.query(source.sql, max(fetch, source.rows))
     if result.row_count < n and not source.whole and (estimate or 0) > n:
         # Too few rows came back (sparse keys, an unlucky draw of pages): once more, wider.
-        source = _sample_source(
-            calls, table, columns, estimate, fetch, masked, windows, boost=8.0, keys_first=True
-        )
-        result = calls.query(source.sql, fetch)
+        source = _sample_source(calls, table, columns, estimate, fetch, masked, windows, boost=8.0, few=True)
+        result = calls.query(source.sql, max(fetch, source.rows))
     chosen = (pick or _pick)(list(result.rows), n)
     return TableSample(
         columns=list(result.columns),

@@ -52,7 +52,8 @@ def render_profile(profile: TableProfile) -> str:
         truncated=False,
         elapsed_ms=profile.elapsed_ms,
     )
-    return head + "\n" + render_markdown(table).split("\n", 1)[1]
+    tail = f"\n({profile.more_columns} more columns not profiled)" if profile.more_columns else ""
+    return head + "\n" + render_markdown(table).split("\n", 1)[1] + tail
 
 
 def render_sample(sample: TableSample) -> str:

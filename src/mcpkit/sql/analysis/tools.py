@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from mcp import types
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictInt, create_model
@@ -21,7 +21,6 @@ from mcpkit import Context, Tool, ToolAnnotations, ToolResult
 from mcpkit.sql.analysis.charts import (
     HEIGHT_PX,
     WIDTH_PX,
-    ChartKind,
     charts_available,
     plan_chart,
     render_png,
@@ -40,6 +39,7 @@ log = logging.getLogger("mcpkit.sql")
 ANALYSIS_TOOL_NAMES: Final = ("create_chart", "profile_table", "sample_table")
 CHART_ROWS: Final = 100
 """Default rows a chart plots (at most the server's `max_rows`)."""
+ChartChoice = Literal["auto", "bar", "line", "scatter"]
 _READ_ONLY: Final = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
@@ -79,15 +79,12 @@ def _chart_input(max_rows: int) -> type[BaseModel]:
             Field(min_length=1, max_length=100_000, description="One SELECT: x first, then numbers."),
         ),
         kind=(
-            ChartKind | None,
-            Field(default=None, description="bar, line or scatter; default: from the result's shape."),
+            ChartChoice,
+            Field(default="auto", description="auto: from the result's shape."),
         ),
-        x=(str | None, Field(default=None, max_length=256, description="x column (default: the first).")),
-        y=(
-            list[str],
-            Field(default_factory=list, max_length=6, description="y columns (default: the numeric ones)."),
-        ),
-        title=(str, Field(default="", max_length=200, description="Chart title (optional).")),
+        x=(str, Field(default="", max_length=256, description="x column (default: the first).")),
+        y=(list[str], Field(default_factory=list, max_length=6, description="y columns (default: numeric).")),
+        title=(str, Field(default="", max_length=200, description="Chart title.")),
         max_rows=(
             StrictInt,
             Field(default=default, ge=1, le=max_rows, description=f"Rows (default {default})."),
@@ -134,7 +131,8 @@ def analysis_tools(
             result, text = serving(ctx).query(
                 args.query, call_id=ctx.call_id, max_rows=args.max_rows, note=note_for(ctx)
             )
-            plan = plan_chart(result, kind=args.kind, x=args.x, y=args.y, title=args.title)
+            kind = None if args.kind == "auto" else args.kind
+            plan = plan_chart(result, kind=kind, x=args.x or None, y=args.y, title=args.title)
             png = render_png(plan)
         chart = ChartResult(
             kind=plan.kind,
