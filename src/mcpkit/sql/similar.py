@@ -242,14 +242,14 @@ def _distance(target: _Target, metric: Metric, col: str, ref: str) -> str:
     return f"(SELECT SQRT(SUM((mk_a - mk_b) * (mk_a - mk_b))) {pairs})"
 
 
-def build_sql(target: _Target, args: SimilarRowsInput, dialect: str) -> str:
-    """The statement similar_rows sends (before admission adds the row cap)."""
+def build_sql(target: _Target, args: SimilarRowsInput, dialect: str, rows: int) -> str:
+    """The statement similar_rows sends for `rows` rows (admission then adds the row cap `rows + 1`)."""
     q = partial(_quote, dialect=dialect)
     table = _table_sql(target.table, dialect)
     col = f"t.{q(target.column)}"
     kind = target.kind
     names = {c.name.casefold() for c in target.table.columns}
-    alias = "distance" if "distance" not in names else "similarity_distance"
+    alias = q("distance" if "distance" not in names else "similarity_distance")
     where = [f"{col} IS NOT NULL"]
     if args.vector is not None:
         if target.dims is not None and target.dims != len(args.vector):
@@ -259,10 +259,10 @@ def build_sql(target: _Target, args: SimilarRowsInput, dialect: str) -> str:
                 data={"reason": "dimension"},
             )
         literal = exp.Literal.string(_vector_text(args.vector, kind)).sql(dialect=dialect)
-        ref = {"sqlite_vec": literal, "pgvector": f"CAST({literal} AS {target.type_name})"}.get(
+        # sqlite-vec: converted to float32 once (a constant), not parsed again for every row
+        ref = {"sqlite_vec": f"vec_f32({literal})", "pgvector": f"CAST({literal} AS {target.type_name})"}.get(
             kind, f"CAST({literal} AS DOUBLE PRECISION[])"
         )
-        source = f"{table} AS t"
         if target.dims is None:
             where.append(f"{_dims(kind, col)} = {len(args.vector)}")
     else:
@@ -271,21 +271,26 @@ def build_sql(target: _Target, args: SimilarRowsInput, dialect: str) -> str:
         key = q(target.key)
         literal = exp.Literal.string(str(args.row_id)).sql(dialect=dialect)
         # A scalar subquery, evaluated once (an InitPlan on PostgreSQL, so an index still serves it)
-        found = f"(SELECT {q(target.column)} FROM {table} WHERE {key} = {literal})"
+        vector = f"vec_f32({q(target.column)})" if kind == "sqlite_vec" else q(target.column)
+        found = f"(SELECT {vector} FROM {table} WHERE {key} = {literal} AND {q(target.column)} IS NOT NULL)"
         ref = found if kind != "array" else f"CAST({found} AS DOUBLE PRECISION[])"
-        source = f"{table} AS t"
         where += [f"t.{key} <> {literal}", f"{found} IS NOT NULL"]
         if target.dims is None:
             where.append(f"{_dims(kind, col)} = {_dims(kind, found)}")
-    shape = f"'<VECTOR({target.dims})>'" if target.dims else f"'<VECTOR(' || {_dims(kind, col)} || ')>'"
-    shown = [f"{shape} AS {q(name)}" if name == target.column else f"t.{q(name)}" for name in target.shown]
     distance = _distance(target, args.metric, col, ref)
     # Ties broken by the key, except for pgvector, whose index serves only ORDER BY the distance
-    tie = target.key is not None and kind != "pgvector"
-    order = f"{q(alias)}" + (f", t.{q(target.key)}" if tie and target.key else "")
+    tie = f", t.{q(target.key)}" if target.key is not None and kind != "pgvector" else ""
+    ranked = f"FROM {table} AS t WHERE {' AND '.join(where)} ORDER BY {alias}{tie}"
+    shape = f"'<VECTOR({target.dims})>'" if target.dims else f"'<VECTOR(' || {_dims(kind, col)} || ')>'"
+    shown = [f"{shape} AS {q(n)}" if n == target.column else f"t.{q(n)}" for n in target.shown]
+    if kind != "sqlite_vec":
+        return f"SELECT {', '.join(shown)}, {distance} AS {alias} {ranked}"
+    # SQLite computes every output column before it sorts: the shape (one more parse of a JSON
+    # vector) is left to the rows kept, outside an inner ranking cut at the same row cap.
+    inner = ", ".join(f"t.{q(n)}" for n in target.shown)
     return (
-        f"SELECT {', '.join(shown)}, {distance} AS {q(alias)} FROM {source} "
-        f"WHERE {' AND '.join(where)} ORDER BY {order}"
+        f"SELECT {', '.join(shown)}, t.{alias} FROM (SELECT {inner}, {distance} AS {alias} {ranked} "
+        f"LIMIT {rows + 1}) AS t ORDER BY t.{alias}{tie}"
     )
 
 
@@ -315,8 +320,9 @@ def similar_rows(
         QueryFailed: the database failed the query (masked), e.g. a column this identity cannot read.
     """
     target = _target(service, args, call_id)
-    sql = build_sql(target, args, service.engine.dialect)
-    result, markdown = service.query(sql, call_id=call_id, max_rows=min(args.k, service.max_rows), note=note)
+    rows = min(args.k, service.max_rows)
+    sql = build_sql(target, args, service.engine.dialect, rows)
+    result, markdown = service.query(sql, call_id=call_id, max_rows=rows, note=note)
     body = markdown.split("\n", 1)[1] if "\n" in markdown else ""
     return result, _header(result, args) + f"; {result.elapsed_ms:g} ms\n" + body
 
