@@ -367,6 +367,11 @@ def pg_vectors(pg_url: str) -> Iterator[PgVectors]:
                 [(i, f"item {i}", REGIONS[i - 1], v, v, v) for i, v in enumerate(VECTORS, start=1)],
             )
         c.execute(f"INSERT INTO {s}.items (id, label, region) VALUES (1000, 'no vector', 'emea')")
+        c.execute(f"CREATE TABLE {s}.big (id int PRIMARY KEY, emb float8[])")
+        c.execute(
+            f"INSERT INTO {s}.big SELECT i, ARRAY(SELECT random() FROM generate_series(1, {DIM}) "
+            "WHERE i > 0) FROM generate_series(1, 100000) i"
+        )
         c.execute(f"ALTER TABLE {s}.items ENABLE ROW LEVEL SECURITY")
         c.execute(f"CREATE POLICY p_emea ON {s}.items FOR SELECT TO {emea} USING (region = 'emea')")
         c.execute(f"CREATE POLICY p_amer ON {s}.items FOR SELECT TO {amer} USING (region = 'amer')")
@@ -417,6 +422,21 @@ async def test_pg_float_arrays_neighbours_are_the_brute_force_ones(
     assert {
         r[3 if column == "emb" else 4] for r in QueryResult.model_validate(by_row.structured_content).rows
     } == {f"<VECTOR({DIM})>"}
+
+
+async def test_pg_the_statement_timeout_stops_a_long_ranking(pg_vectors: PgVectors) -> None:
+    engine = SqlEngine(pg_vectors.admin)
+    service = SqlService(engine, max_rows=50, timeout_s=0.2)
+    enable_similarity(service)
+    try:
+        async with connect(build_server(service, similar=True)) as client:
+            result = await client.call_tool(
+                "similar_rows",
+                {"table": "big", "table_schema": pg_vectors.schema, "column": "emb", "row_id": 1},
+            )
+    finally:
+        engine.close()
+    assert _error(result)["code"] == "TIMEOUT"
 
 
 async def test_pg_non_vector_and_ungranted_columns_are_refused(pg_vectors: PgVectors) -> None:
