@@ -60,7 +60,7 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
         "--similar",
         action="store_true",
         help="also serve similar_rows: nearest rows by an embedding column (SQLite with sqlite-vec, "
-        "PostgreSQL with pgvector or float arrays)",
+        "PostgreSQL with pgvector or float arrays, MySQL/MariaDB with JSON arrays)",
     )
 
 
