@@ -19,7 +19,6 @@ from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
-from mcpkit.sql.similar import enable_similarity
 from mcpkit.telemetry import Telemetry
 from mcpkit.transport.cli import telemetry_wanted
 
@@ -89,8 +88,6 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
         SqlConfigError: a reports, masks or roles file is unusable, or a role check fails.
     """
     engine = service.engine
-    if getattr(args, "similar", False):
-        enable_similarity(service)
     if args.mask:
         if not isinstance(engine, SqlEngine):
             raise SqlConfigError("--mask needs a database engine it can reflect")
