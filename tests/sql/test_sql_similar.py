@@ -32,6 +32,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.models import QueryResult
+from mcpkit.sql.profiles import SqliteProfile
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
 from mcpkit.sql.similar import enable_similarity
@@ -256,6 +257,21 @@ def test_loading_sqlite_vec_opens_no_door_to_extensions(sqlite_service: SqlServi
             dbapi.execute("SELECT load_extension('/nonexistent')")
     rows = sqlite_service.engine.execute("SELECT vec_length('[1, 2, 3]')", None, 1, 5.0, "t").rows
     assert rows == ((3,),)
+
+
+def test_a_connection_opened_before_similar_gets_the_extension_at_its_next_call(vec_db: Path) -> None:
+    # What a connection pool does: the connection outlives the switch.
+    profile = SqliteProfile()
+    dbapi = profile.engine_options(make_url(f"sqlite:///{vec_db}"))["creator"]()
+    try:
+        profile.use_vectors()
+        profile.begin(dbapi, 5.0, "t")
+        assert dbapi.execute("SELECT vec_length('[1, 2]')").fetchone() == (2,)
+        profile.end(dbapi)
+        profile.begin(dbapi, 5.0, "t")  # loaded once: the second call finds it
+        profile.end(dbapi)
+    finally:
+        dbapi.close()
 
 
 def test_without_similar_the_extension_is_not_loaded(vec_db: Path) -> None:
