@@ -29,15 +29,16 @@ from sqlalchemy.engine import make_url
 from mcpkit.sql.assemble import enforce_masks
 from mcpkit.sql.audit import open_store
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import QueryFailed, SqlConfigError
+from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.models import QueryResult
+from mcpkit.sql.profiles import SqliteProfile
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
 from mcpkit.sql.similar import enable_similarity
 from mcpkit.testing import connect
 from tests.helpers import ROOT, free_port, python_server, text_of
-from tests.sql.sql_support import pg_admin
+from tests.sql.sql_support import mysql_admin, pg_admin
 
 pytestmark = pytest.mark.anyio
 
@@ -258,6 +259,21 @@ def test_loading_sqlite_vec_opens_no_door_to_extensions(sqlite_service: SqlServi
     assert rows == ((3,),)
 
 
+def test_a_connection_opened_before_similar_gets_the_extension_at_its_next_call(vec_db: Path) -> None:
+    # What a connection pool does: the connection outlives the switch.
+    profile = SqliteProfile()
+    dbapi = profile.engine_options(make_url(f"sqlite:///{vec_db}"))["creator"]()
+    try:
+        profile.use_vectors()
+        profile.begin(dbapi, 5.0, "t")
+        assert dbapi.execute("SELECT vec_length('[1, 2]')").fetchone() == (2,)
+        profile.end(dbapi)
+        profile.begin(dbapi, 5.0, "t")  # loaded once: the second call finds it
+        profile.end(dbapi)
+    finally:
+        dbapi.close()
+
+
 def test_without_similar_the_extension_is_not_loaded(vec_db: Path) -> None:
     engine = SqlEngine(f"sqlite:///{vec_db}")
     try:
@@ -326,13 +342,73 @@ async def test_over_stdio_with_the_cli_and_the_audit(vec_db: Path, tmp_path: Pat
     assert record.sql is not None and "vec_distance_l2" in record.sql and "LIMIT 5" in record.sql
 
 
-def test_mysql_is_refused_at_start_up(mysql_url: str) -> None:
+@pytest.fixture(scope="module")
+def mysql_vectors(mysql_url: str) -> Iterator[str]:
+    table = f"mk_sim_{secrets.token_hex(4)}"
+    with mysql_admin(mysql_url) as c, c.cursor() as cur:
+        cur.execute(
+            f"CREATE TABLE test.{table} (id INT PRIMARY KEY, label VARCHAR(20), emb LONGTEXT, emb_json JSON)"
+        )
+        cur.executemany(
+            f"INSERT INTO test.{table} VALUES (%s, %s, %s, %s)",
+            [(i, f"item {i}", json.dumps(v), json.dumps(v)) for i, v in enumerate(VECTORS, start=1)],
+        )
+        cur.execute(f"INSERT INTO test.{table} (id, label, emb) VALUES (1000, 'not json', 'oops')")
+        cur.execute(f"CREATE USER '{table}'@'%'")  # emb_json is not granted: the database withholds it
+        cur.execute(f"GRANT SELECT (id, label, emb) ON test.{table} TO '{table}'@'%'")
+    yield table
+    with mysql_admin(mysql_url) as c, c.cursor() as cur:
+        cur.execute(f"DROP USER IF EXISTS '{table}'@'%'")
+        cur.execute(f"DROP TABLE IF EXISTS test.{table}")
+
+
+@pytest.mark.parametrize("column", ["emb", "emb_json"])
+@pytest.mark.parametrize("metric", ["cosine", "l2"])
+async def test_mariadb_json_arrays_neighbours_are_the_brute_force_ones(
+    mysql_url: str, mysql_vectors: str, column: str, metric: str
+) -> None:
     engine = SqlEngine(mysql_url)
+    service = SqlService(engine, max_rows=50, timeout_s=10.0)
+    enable_similarity(service)
+    query = [round(_rng.gauss(0.0, 1.0), 3) for _ in range(DIM)]
+    where = {"table": mysql_vectors, "column": column, "metric": metric}
     try:
-        with pytest.raises(SqlConfigError, match="no vector type"):
-            enable_similarity(SqlService(engine, timeout_s=5.0))
+        async with connect(build_server(service, similar=True)) as client:
+            by_row = await client.call_tool("similar_rows", {**where, "row_id": 9, "k": 6})
+            by_vector = await client.call_tool("similar_rows", {**where, "vector": query, "k": 6})
+            text_column = await client.call_tool("similar_rows", {**where, "column": "id", "row_id": 1})
+            shown = await client.call_tool(
+                "execute_query", {"query": f"SELECT {column} FROM {mysql_vectors} WHERE id = 1"}
+            )
     finally:
         engine.close()
+    _same(_ranked(by_row), brute(VECTORS[8], metric, 6, skip=9), 1e-9)
+    _same(_ranked(by_vector), brute(query, metric, 6), 1e-9)
+    assert {r[2] for r in QueryResult.model_validate(by_row.structured_content).rows} == {f"<VECTOR({DIM})>"}
+    assert _error(text_column)["data"]["reason"] == "not_a_vector"
+    assert QueryResult.model_validate(shown.structured_content).rows == [[f"<VECTOR({DIM})>"]]
+
+
+async def test_mariadb_column_grants_hold(mysql_url: str, mysql_vectors: str) -> None:
+    engine = SqlEngine(make_url(mysql_url).set(username=mysql_vectors).render_as_string(hide_password=False))
+    service = SqlService(engine, max_rows=50, timeout_s=10.0)
+    enable_similarity(service)
+    where = {"table": mysql_vectors, "row_id": 4, "k": 3}
+    try:
+        async with connect(build_server(service, similar=True)) as client:
+            ungranted = await client.call_tool("similar_rows", {**where, "column": "emb_json"})
+            granted = await client.call_tool("similar_rows", {**where, "column": "emb"})
+    finally:
+        engine.close()
+    # information_schema does not show the caller a column it holds no privilege on
+    assert _error(ungranted)["data"]["reason"] == "not_found"
+    assert QueryResult.model_validate(granted.structured_content).columns == [
+        "id",
+        "label",
+        "emb",
+        "distance",
+    ]
+    _same(_ranked(granted), brute(VECTORS[3], "cosine", 3, skip=4), 1e-9)
 
 
 # --- PostgreSQL: float arrays, pgvector, grants, row-level security -----------------------------
@@ -367,6 +443,11 @@ def pg_vectors(pg_url: str) -> Iterator[PgVectors]:
                 [(i, f"item {i}", REGIONS[i - 1], v, v, v) for i, v in enumerate(VECTORS, start=1)],
             )
         c.execute(f"INSERT INTO {s}.items (id, label, region) VALUES (1000, 'no vector', 'emea')")
+        c.execute(f"CREATE TABLE {s}.big (id int PRIMARY KEY, emb float8[])")
+        c.execute(
+            f"INSERT INTO {s}.big SELECT i, ARRAY(SELECT random() FROM generate_series(1, {DIM}) "
+            "WHERE i > 0) FROM generate_series(1, 100000) i"
+        )
         c.execute(f"ALTER TABLE {s}.items ENABLE ROW LEVEL SECURITY")
         c.execute(f"CREATE POLICY p_emea ON {s}.items FOR SELECT TO {emea} USING (region = 'emea')")
         c.execute(f"CREATE POLICY p_amer ON {s}.items FOR SELECT TO {amer} USING (region = 'amer')")
@@ -417,6 +498,23 @@ async def test_pg_float_arrays_neighbours_are_the_brute_force_ones(
     assert {
         r[3 if column == "emb" else 4] for r in QueryResult.model_validate(by_row.structured_content).rows
     } == {f"<VECTOR({DIM})>"}
+
+
+async def test_pg_the_statement_timeout_stops_a_long_ranking(pg_vectors: PgVectors) -> None:
+    engine = SqlEngine(pg_vectors.admin)
+    # 1 s, not less: PostgreSQL also ends a session idle in its transaction that long, and a loaded
+    # machine can spend 0.2 s in Python between two statements of one call
+    service = SqlService(engine, max_rows=50, timeout_s=1.0)
+    enable_similarity(service)
+    try:
+        async with connect(build_server(service, similar=True)) as client:
+            result = await client.call_tool(
+                "similar_rows",
+                {"table": "big", "table_schema": pg_vectors.schema, "column": "emb", "row_id": 1},
+            )
+    finally:
+        engine.close()
+    assert _error(result)["code"] == "TIMEOUT"
 
 
 async def test_pg_non_vector_and_ungranted_columns_are_refused(pg_vectors: PgVectors) -> None:

@@ -19,7 +19,6 @@ from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
-from mcpkit.sql.similar import enable_similarity
 from mcpkit.telemetry import Telemetry
 from mcpkit.transport.cli import telemetry_wanted
 
@@ -60,7 +59,7 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
         "--similar",
         action="store_true",
         help="also serve similar_rows: nearest rows by an embedding column (SQLite with sqlite-vec, "
-        "PostgreSQL with pgvector or float arrays)",
+        "PostgreSQL with pgvector or float arrays, MySQL/MariaDB with JSON arrays)",
     )
 
 
@@ -89,8 +88,6 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
         SqlConfigError: a reports, masks or roles file is unusable, or a role check fails.
     """
     engine = service.engine
-    if getattr(args, "similar", False):
-        enable_similarity(service)
     if args.mask:
         if not isinstance(engine, SqlEngine):
             raise SqlConfigError("--mask needs a database engine it can reflect")

@@ -125,11 +125,14 @@ def build_server(
         reports: Report tools (`--reports`), served beside the built-in tools.
         middleware: The core's middleware, outside the audit's (e.g. `mcpkit.telemetry.Telemetry()`).
         reports_only: Serve the report tools without the open-ended ones.
-        similar: Also serve `similar_rows` (call `mcpkit.sql.similar.enable_similarity` first).
+        similar: Also serve `similar_rows` (on SQLite, connections then load sqlite-vec).
         with_list_tables: With `reports_only`, keep `list_tables`.
 
     Returns:
         The server; run it with `run_stdio()` or `run_http(host, port)`.
+
+    Raises:
+        SqlConfigError: `similar` on an engine that cannot rank rows by similarity.
     """
     query_input = _query_input(service.max_rows)
     outer_timeout = service.timeout_s + 15.0  # the engine stops the database work first
@@ -199,8 +202,9 @@ def build_server(
         ),
     ]
     if similar:
-        from mcpkit.sql.similar import similar_rows_tool
+        from mcpkit.sql.similar import enable_similarity, similar_rows_tool
 
+        enable_similarity(service)
         tools.append(similar_rows_tool(service, serving, audited, calls, outer_timeout))
     tools += analysis_tools(service, serving=serving, audited=audited, calls=calls, timeout_s=outer_timeout)
     if reports_only:

@@ -12,7 +12,8 @@ the audit. The distance is computed by the engine, and the embedding column come
 - PostgreSQL with pgvector: `cosine_distance(a, b)` and `a <-> b` over `vector`/`halfvec` columns;
 - PostgreSQL without it: `real[]`/`float8[]`/`numeric[]` columns, the distance a subquery over
   `unnest` of both arrays;
-- MySQL/MariaDB: refused (no vector type in MariaDB 10.11).
+- MySQL/MariaDB (no vector type in MariaDB 10.11): JSON array text columns, the distance a subquery
+  joining two `JSON_TABLE`s by ordinality.
 
 The reference vector is one string literal rather than a bind parameter so that the statement the
 admission passes check, the audit records and the database runs is one and the same text (bind
@@ -37,7 +38,7 @@ from mcpkit import Context, Tool, ToolAnnotations, ToolResult
 from mcpkit.errors import Refused, ToolError
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.models import QueryResult, TableDescription
+from mcpkit.sql.models import ColumnEntry, QueryResult, TableDescription
 from mcpkit.sql.profiles.sqlite import SqliteProfile
 from mcpkit.sql.reflect import describe_table
 from mcpkit.sql.service import SqlService
@@ -60,10 +61,16 @@ log = logging.getLogger("mcpkit.sql")
 MAX_K: Final = 100
 MAX_DIM: Final = 16_000  # pgvector's limit for `vector`
 Metric = Literal["cosine", "l2"]
-Kind = Literal["sqlite_vec", "pgvector", "array"]
+Kind = Literal["sqlite_vec", "pgvector", "array", "json"]
 
 _ARRAY_ELEMENTS: Final = frozenset({"float4", "float8", "numeric", "int2", "int4", "int8"})
 _PG_VECTORS: Final = frozenset({"vector", "halfvec"})
+_MYSQL_TEXTS: Final = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json"})
+_MYSQL_COLUMNS: Final = (
+    "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, DATA_TYPE, PRIVILEGES, COLUMN_KEY "
+    "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(:schema, DATABASE()) "
+    "AND TABLE_NAME = :table ORDER BY ORDINAL_POSITION"
+)
 _PG_COLUMNS: Final = (
     "SELECT a.attname, t.typname, e.typname, a.atttypmod, "
     "has_column_privilege(a.attrelid, a.attnum, 'SELECT'), t.typnamespace::regnamespace::text "
@@ -72,10 +79,12 @@ _PG_COLUMNS: Final = (
     "LEFT JOIN pg_catalog.pg_type e ON e.oid = t.typelem AND t.typcategory = 'A' "
     "WHERE a.attrelid = CAST(:rel AS regclass) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
 )
+_NO_TABLE: Final = "No readable table or view has that name; call list_tables to see the names."
 _NO_COLUMN: Final = "That table has no column of that name; call describe_table to see its columns."
 _NOT_VECTOR: Final = (
     "That column does not hold embeddings this database can compare: use a pgvector vector or a "
-    "float array column (PostgreSQL), or a JSON array or float32 blob column (SQLite)."
+    "float array column (PostgreSQL), a JSON array or float32 blob column (SQLite), or a JSON array "
+    "text column (MySQL/MariaDB)."
 )
 _UNREADABLE: Final = "This server's database account may not read that column."
 _MASKED: Final = "That column is masked on this server; it cannot be used for similarity."
@@ -132,6 +141,7 @@ def enable_similarity(service: SqlService) -> None:
 
     SQLite: every new connection loads sqlite-vec (checked once here). PostgreSQL: nothing to load;
     pgvector columns are used where the extension is installed, float arrays everywhere.
+    MySQL/MariaDB: nothing to load; JSON arrays through `JSON_TABLE`.
 
     Raises:
         SqlConfigError: the engine has no vector support mcpkit can use.
@@ -146,10 +156,10 @@ def enable_similarity(service: SqlService) -> None:
         )
         if rows.rows != ((2,),):  # pragma: no cover - the extension answered something else
             raise SqlConfigError("--similar: sqlite-vec did not answer as expected")
-    elif engine.dialect != "postgres":
+    elif engine.dialect not in ("postgres", "mysql"):
         raise SqlConfigError(
-            "--similar: only SQLite (sqlite-vec) and PostgreSQL (pgvector or float arrays) can rank "
-            "rows by similarity; MySQL/MariaDB 10.11 has no vector type"
+            "--similar: only SQLite (sqlite-vec), PostgreSQL (pgvector or float arrays) and "
+            "MySQL/MariaDB (JSON arrays) can rank rows by similarity"
         )
 
 
@@ -193,25 +203,73 @@ def _pg_kind(
     raise Refused(_NOT_VECTOR, data={"reason": "not_a_vector"})
 
 
+def _mysql_table(engine: SqlEngine, args: SimilarRowsInput, call_id: str, timeout_s: float) -> _Located:
+    # information_schema, not SHOW CREATE TABLE (SQLAlchemy's reflection): that needs a table-level
+    # privilege, and a reader granted some columns only (how masks are enforced) has none.
+    candidates = [(args.table_schema or None, args.table)]
+    if not args.table_schema and "." in args.table:
+        left, right = args.table.split(".", 1)
+        candidates.append((left, right))
+    with engine.session(timeout_s, call_id) as (conn, _):
+        for schema, name in candidates:
+            found = conn.execute(text(_MYSQL_COLUMNS), {"schema": schema, "table": name}).all()
+            if found:
+                break
+        else:
+            raise Refused(_NO_TABLE, data={"reason": "not_found"})
+    table = TableDescription(
+        table_schema=str(found[0][0]),
+        name=str(found[0][1]),
+        kind="table",
+        columns=[ColumnEntry(name=str(r[2]), type=str(r[3]), nullable=True) for r in found],
+        primary_key=[str(r[2]) for r in found if r[5] == "PRI"],
+    )
+    readable = {str(r[2]) for r in found if "select" in str(r[4]).lower().split(",")}
+    return _Located(table, {str(r[2]): str(r[3]).lower() for r in found}, readable)
+
+
+@dataclass(frozen=True)
+class _Located:
+    """A MySQL table as information_schema shows it to the caller."""
+
+    table: TableDescription
+    types: dict[str, str]
+    readable: set[str]
+
+
+def _mysql_kind(located: _Located, column: str) -> _Target:
+    if column not in located.readable:
+        raise Refused(_UNREADABLE, data={"reason": "permission"})
+    if located.types[column] not in _MYSQL_TEXTS:
+        raise Refused(_NOT_VECTOR, data={"reason": "not_a_vector"})
+    table = located.table
+    key = table.primary_key[0] if len(table.primary_key) == 1 else None
+    shown = tuple(c.name for c in table.columns if c.name in located.readable)
+    return _Target(table, column, key, "json", "", None, shown)
+
+
 def _target(service: SqlService, args: SimilarRowsInput, call_id: str) -> _Target:
     engine = service.engine
     if not isinstance(engine, SqlEngine):  # pragma: no cover - enable_similarity checked it
         raise ToolError("This server's engine cannot rank rows by similarity.")
-    table = describe_table(
-        engine, args.table, call_id=call_id, schema=args.table_schema or None, timeout_s=service.timeout_s
-    )
+    located = None
+    if engine.dialect == "mysql":
+        located = _mysql_table(engine, args, call_id, service.timeout_s)
+        table = located.table
+    else:
+        table = describe_table(
+            engine, args.table, call_id=call_id, schema=args.table_schema or None, timeout_s=service.timeout_s
+        )
     column = _column(table, args.column)
     masking = service.masking
     if masking is not None and masking.policy.masks(table.table_schema, table.name, column):
         raise Refused(_MASKED, data={"reason": "masked_column"})
+    if located is not None:
+        return _mysql_kind(located, column)
     if engine.dialect == "postgres":
         return _pg_kind(engine, table, column, call_id, service.timeout_s)
-    if engine.dialect == "sqlite":
-        key = table.primary_key[0] if len(table.primary_key) == 1 else None
-        return _Target(table, column, key, "sqlite_vec", "", None, tuple(c.name for c in table.columns))
-    raise Refused(  # pragma: no cover - enable_similarity refuses other engines at start-up
-        "This database has no vector type mcpkit can rank by.", data={"reason": "not_a_vector"}
-    )
+    key = table.primary_key[0] if len(table.primary_key) == 1 else None
+    return _Target(table, column, key, "sqlite_vec", "", None, tuple(c.name for c in table.columns))
 
 
 def _vector_text(values: Sequence[float], kind: Kind) -> str:
@@ -222,6 +280,8 @@ def _vector_text(values: Sequence[float], kind: Kind) -> str:
 def _dims(kind: Kind, ref: str) -> str:
     if kind == "sqlite_vec":
         return f"vec_length({ref})"
+    if kind == "json":
+        return f"JSON_LENGTH({ref})"
     # pgvector's types cast to real[]: no extension function, so no search_path or allowlist needed
     return f"CARDINALITY(CAST({ref} AS REAL[]))" if kind == "pgvector" else f"CARDINALITY({ref})"
 
@@ -234,22 +294,29 @@ def _distance(target: _Target, metric: Metric, col: str, ref: str) -> str:
         # The operators, not the functions: an HNSW or IVFFlat index serves ORDER BY on them.
         schema = target.type_name.rsplit(".", 1)[0]
         return f"({col} OPERATOR({schema}.{'<=>' if metric == 'cosine' else '<->'}) {ref})"
-    pairs = f"FROM UNNEST(CAST({col} AS DOUBLE PRECISION[]), {ref}) AS mk_u(mk_a, mk_b)"
-    if metric == "cosine":
-        return (
-            f"(1 - (SELECT SUM(mk_a * mk_b) / NULLIF(SQRT(SUM(mk_a * mk_a) * SUM(mk_b * mk_b)), 0) {pairs}))"
+    if kind == "json":
+        pairs = " JOIN ".join(
+            f"JSON_TABLE({doc}, '$[*]' COLUMNS (mk_i FOR ORDINALITY, mk_v DOUBLE PATH '$')) AS {side}"
+            for doc, side in ((col, "mk_x"), (ref, "mk_y"))
         )
-    return f"(SELECT SQRT(SUM((mk_a - mk_b) * (mk_a - mk_b))) {pairs})"
+        pairs = f"FROM {pairs} ON mk_x.mk_i = mk_y.mk_i"
+        a, b = "mk_x.mk_v", "mk_y.mk_v"
+    else:
+        pairs = f"FROM UNNEST(CAST({col} AS DOUBLE PRECISION[]), {ref}) AS mk_u(mk_a, mk_b)"
+        a, b = "mk_a", "mk_b"
+    if metric == "cosine":
+        return f"(1 - (SELECT SUM({a} * {b}) / NULLIF(SQRT(SUM({a} * {a}) * SUM({b} * {b})), 0) {pairs}))"
+    return f"(SELECT SQRT(SUM(({a} - {b}) * ({a} - {b}))) {pairs})"
 
 
-def build_sql(target: _Target, args: SimilarRowsInput, dialect: str) -> str:
-    """The statement similar_rows sends (before admission adds the row cap)."""
+def build_sql(target: _Target, args: SimilarRowsInput, dialect: str, rows: int) -> str:
+    """The statement similar_rows sends for `rows` rows (admission then adds the row cap `rows + 1`)."""
     q = partial(_quote, dialect=dialect)
     table = _table_sql(target.table, dialect)
     col = f"t.{q(target.column)}"
     kind = target.kind
     names = {c.name.casefold() for c in target.table.columns}
-    alias = "distance" if "distance" not in names else "similarity_distance"
+    alias = q("distance" if "distance" not in names else "similarity_distance")
     where = [f"{col} IS NOT NULL"]
     if args.vector is not None:
         if target.dims is not None and target.dims != len(args.vector):
@@ -259,10 +326,13 @@ def build_sql(target: _Target, args: SimilarRowsInput, dialect: str) -> str:
                 data={"reason": "dimension"},
             )
         literal = exp.Literal.string(_vector_text(args.vector, kind)).sql(dialect=dialect)
-        ref = {"sqlite_vec": literal, "pgvector": f"CAST({literal} AS {target.type_name})"}.get(
-            kind, f"CAST({literal} AS DOUBLE PRECISION[])"
-        )
-        source = f"{table} AS t"
+        # sqlite-vec: converted to float32 once (a constant), not parsed again for every row
+        ref = {
+            "sqlite_vec": f"vec_f32({literal})",
+            "pgvector": f"CAST({literal} AS {target.type_name})",
+            "array": f"CAST({literal} AS DOUBLE PRECISION[])",
+            "json": literal,
+        }[kind]
         if target.dims is None:
             where.append(f"{_dims(kind, col)} = {len(args.vector)}")
     else:
@@ -271,21 +341,31 @@ def build_sql(target: _Target, args: SimilarRowsInput, dialect: str) -> str:
         key = q(target.key)
         literal = exp.Literal.string(str(args.row_id)).sql(dialect=dialect)
         # A scalar subquery, evaluated once (an InitPlan on PostgreSQL, so an index still serves it)
-        found = f"(SELECT {q(target.column)} FROM {table} WHERE {key} = {literal})"
+        vector = f"vec_f32({q(target.column)})" if kind == "sqlite_vec" else q(target.column)
+        found = f"(SELECT {vector} FROM {table} WHERE {key} = {literal} AND {q(target.column)} IS NOT NULL)"
         ref = found if kind != "array" else f"CAST({found} AS DOUBLE PRECISION[])"
-        source = f"{table} AS t"
         where += [f"t.{key} <> {literal}", f"{found} IS NOT NULL"]
         if target.dims is None:
             where.append(f"{_dims(kind, col)} = {_dims(kind, found)}")
-    shape = f"'<VECTOR({target.dims})>'" if target.dims else f"'<VECTOR(' || {_dims(kind, col)} || ')>'"
-    shown = [f"{shape} AS {q(name)}" if name == target.column else f"t.{q(name)}" for name in target.shown]
     distance = _distance(target, args.metric, col, ref)
     # Ties broken by the key, except for pgvector, whose index serves only ORDER BY the distance
-    tie = target.key is not None and kind != "pgvector"
-    order = f"{q(alias)}" + (f", t.{q(target.key)}" if tie and target.key else "")
+    tie = f", t.{q(target.key)}" if target.key is not None and kind != "pgvector" else ""
+    ranked = f"FROM {table} AS t WHERE {' AND '.join(where)} ORDER BY {alias}{tie}"
+    if target.dims:
+        shape = f"'<VECTOR({target.dims})>'"
+    elif kind == "json":  # || is OR in MySQL
+        shape = f"CONCAT('<VECTOR(', {_dims(kind, col)}, ')>')"
+    else:
+        shape = f"'<VECTOR(' || {_dims(kind, col)} || ')>'"
+    shown = [f"{shape} AS {q(n)}" if n == target.column else f"t.{q(n)}" for n in target.shown]
+    if kind != "sqlite_vec":
+        return f"SELECT {', '.join(shown)}, {distance} AS {alias} {ranked}"
+    # SQLite computes every output column before it sorts: the shape (one more parse of a JSON
+    # vector) is left to the rows kept, outside an inner ranking cut at the same row cap.
+    inner = ", ".join(f"t.{q(n)}" for n in target.shown)
     return (
-        f"SELECT {', '.join(shown)}, {distance} AS {q(alias)} FROM {source} "
-        f"WHERE {' AND '.join(where)} ORDER BY {order}"
+        f"SELECT {', '.join(shown)}, t.{alias} FROM (SELECT {inner}, {distance} AS {alias} {ranked} "
+        f"LIMIT {rows + 1}) AS t ORDER BY t.{alias}{tie}"
     )
 
 
@@ -315,8 +395,9 @@ def similar_rows(
         QueryFailed: the database failed the query (masked), e.g. a column this identity cannot read.
     """
     target = _target(service, args, call_id)
-    sql = build_sql(target, args, service.engine.dialect)
-    result, markdown = service.query(sql, call_id=call_id, max_rows=min(args.k, service.max_rows), note=note)
+    rows = min(args.k, service.max_rows)
+    sql = build_sql(target, args, service.engine.dialect, rows)
+    result, markdown = service.query(sql, call_id=call_id, max_rows=rows, note=note)
     body = markdown.split("\n", 1)[1] if "\n" in markdown else ""
     return result, _header(result, args) + f"; {result.elapsed_ms:g} ms\n" + body
 

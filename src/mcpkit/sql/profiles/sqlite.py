@@ -181,6 +181,11 @@ def _builtin(name: str, args: tuple[Any, ...]) -> Any:
         return plain.execute(f"SELECT {name}({marks})", args).fetchone()[0]
 
 
+def _has_vec(dbapi: Any) -> bool:
+    # Per connection, not per creator: a pooled connection may predate `use_vectors()`.
+    return dbapi.execute("SELECT 1 FROM pragma_function_list WHERE name = 'vec_f32'").fetchone() is not None
+
+
 class SqliteProfile(Profile):
     """Each call: the file opened read-only by SQLite itself, writes and ATTACH denied, a deadline.
 
@@ -204,7 +209,7 @@ class SqliteProfile(Profile):
         self.vectors = False
 
     def use_vectors(self) -> None:
-        """Load sqlite-vec into every new connection (for `similar_rows`), before any statement."""
+        """Load sqlite-vec into every connection (for `similar_rows`), before its first call."""
         self.vectors = True
 
     def use_function_policy(self, policy: FunctionPolicy) -> None:
@@ -238,15 +243,15 @@ class SqliteProfile(Profile):
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
             for name in ("printf", "format"):
                 conn.create_function(name, -1, _bounded_printf, deterministic=True)
-            if self.vectors:
-                load_sqlite_vec(conn)
             return conn
 
         creator: Callable[[], sqlite3.Connection] = connect
         return {"creator": creator}
 
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
-        """Install the authorizer and the deadline."""
+        """Load sqlite-vec once per connection when asked, then install the authorizer and the deadline."""
+        if self.vectors and not _has_vec(dbapi):  # before the call's first statement and authorizer
+            load_sqlite_vec(dbapi)
         deadline = time.monotonic() + timeout_s
         dbapi.set_authorizer(_authorizer(self._allowed, self.withheld))
         dbapi.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, _PROGRESS_STEPS)

@@ -20,10 +20,8 @@ from typing import Any, Final
 
 from mcpkit.sql.errors import SqlConfigError
 
-__all__ = ["VEC_FUNCTIONS", "load_sqlite_vec", "sqlite_vec_path"]
+__all__ = ["load_sqlite_vec", "sqlite_vec_path"]
 
-VEC_FUNCTIONS: Final = frozenset({"vec_distance_cosine", "vec_distance_l2", "vec_length"})
-"""The sqlite-vec scalar functions similar_rows calls (pure; on the SQLite function table)."""
 _ENABLE_LOAD_EXTENSION: Final = 1005  # SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION
 
 

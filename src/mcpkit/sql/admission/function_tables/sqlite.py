@@ -92,7 +92,7 @@ _ALLOWED = (
         "sqlite-vec",
         "allowed",
         "vector distances and lengths, pure (loaded only with --similar; the wheel's extension)",
-        "vec_distance_cosine vec_distance_l2 vec_distance_l1 vec_length",
+        "vec_distance_cosine vec_distance_l2 vec_distance_l1 vec_length vec_f32",
         in_catalog=False,
     ),
     family(
