@@ -14,9 +14,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from mcpkit.errors import Refused, ToolError
-from mcpkit.sql.admission import FunctionPolicy, load_allowlist
-from mcpkit.sql.assemble import add_serve_options, assemble
-from mcpkit.sql.checks import ensure_safe_account, inspect_account
+from mcpkit.sql.assemble import (
+    ALLOW_FUNCTIONS_ENV,
+    add_serve_options,
+    assemble,
+    open_service,
+    open_sources,
+    parse_dsns,
+)
 from mcpkit.sql.demo import load_demo, write_demo_sqlite
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
@@ -25,7 +30,6 @@ from mcpkit.transport.cli import add_serving_arguments, serve
 
 __all__ = ["EXIT_ANSWERED", "EXIT_DB_FAILED", "EXIT_REFUSED", "EXIT_USAGE", "register", "run"]
 
-ALLOW_FUNCTIONS_ENV: Final = "MCPKIT_SQL_ALLOW_FUNCTIONS"
 EXIT_ANSWERED: Final = 0
 EXIT_DOCTOR_FAIL: Final = 1
 EXIT_USAGE: Final = 2
@@ -38,7 +42,11 @@ log = logging.getLogger("mcpkit.sql")
 def _connection_options(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument(
-        "--dsn", metavar="URL", help="SQLAlchemy URL (postgresql://, mysql://, sqlite:///path)"
+        "--dsn",
+        action="append",
+        metavar="[NAME=]URL",
+        help="SQLAlchemy URL (postgresql://, mysql://, sqlite:///path); repeat as NAME=URL to serve "
+        "several databases, each with its own account (tools then take source=NAME)",
     )
     where.add_argument("--demo", action="store_true", help="use the bundled demo database (SQLite)")
     p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per-call timeout (default 30 s)")
@@ -134,48 +142,29 @@ def _demo_dsn() -> str:
     return f"sqlite:///{path}"
 
 
+def _dsns(args: argparse.Namespace) -> list[tuple[str, str]]:
+    return [("default", _demo_dsn())] if args.demo else parse_dsns(args.dsn)
+
+
 def _service(args: argparse.Namespace, max_rows: int) -> SqlService:
-    engine = SqlEngine(_demo_dsn() if args.demo else args.dsn)
+    dsns = _dsns(args)
+    if len(dsns) > 1:
+        raise SqlConfigError(f"mcpkit sql {args.sql_command} takes one --dsn")
     try:
-        report = inspect_account(engine, allowed=args.allow)
-        ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
+        return open_service(dsns[0][1], args, max_rows)
     except (QueryFailed, QueryTimeout) as exc:
-        engine.close()
         raise SqlConfigError(
             "Cannot connect to the database; check the DSN and that the server is up."
         ) from exc
-    except SqlConfigError:
-        engine.close()
-        raise
-    try:
-        functions = _function_policy(args, engine.dialect)
-    except SqlConfigError:
-        engine.close()
-        raise
-    return SqlService(
-        engine, max_rows=max_rows, timeout_s=args.timeout, functions=functions, max_cost=args.max_cost
-    )
-
-
-def _function_policy(args: argparse.Namespace, dialect: str) -> FunctionPolicy:
-    allow = load_allowlist(args.functions) if args.functions else None
-    extra = list(args.allow_function)
-    extra += [n.strip() for n in os.environ.get(ALLOW_FUNCTIONS_ENV, "").split(",") if n.strip()]
-    policy = FunctionPolicy.for_dialect(dialect, allow=allow, extra=extra)
-    if policy.extra:
-        log.warning("functions allowed beyond the reviewed list: %s", ", ".join(sorted(policy.extra)))
-    return policy
 
 
 def _serve(args: argparse.Namespace) -> int:
 
     if not 1 <= args.max_rows <= HARD_MAX_ROWS:
         raise SqlConfigError(f"--max-rows must be between 1 and {HARD_MAX_ROWS}.")
-    service = _service(args, args.max_rows)
     logging.getLogger("mcpkit.calls").setLevel(logging.INFO)  # the operator's record of every call
     with ExitStack() as stack:
-        stack.callback(service.engine.close)
-        serve(assemble(args, service, stack), args)
+        serve(assemble(args, open_sources(args, _dsns(args), stack), stack), args)
     return EXIT_ANSWERED
 
 
@@ -197,15 +186,21 @@ def _query(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from mcpkit.sql.doctor import diagnose
 
-    engine = SqlEngine(_demo_dsn() if args.demo else args.dsn)
-    try:
-        allow = [*args.allow, *(["superuser"] if args.allow_superuser else [])]
-        checks = diagnose(engine, timeout_s=min(args.timeout, 2.0), allow=allow)
-    finally:
-        engine.close()
-    for check in checks:
-        print(check.line())
-    return EXIT_DOCTOR_FAIL if any(c.status == "fail" for c in checks) else EXIT_ANSWERED
+    allow = [*args.allow, *(["superuser"] if args.allow_superuser else [])]
+    dsns = _dsns(args)
+    failed = False
+    for name, url in dsns:
+        engine = SqlEngine(url)
+        try:
+            checks = diagnose(engine, timeout_s=min(args.timeout, 2.0), allow=allow)
+        finally:
+            engine.close()
+        if len(dsns) > 1:
+            print(f"source {name} ({engine.profile.name})")
+        for check in checks:
+            print(("  " if len(dsns) > 1 else "") + check.line())
+        failed = failed or any(c.status == "fail" for c in checks)
+    return EXIT_DOCTOR_FAIL if failed else EXIT_ANSWERED
 
 
 def _demo_db(args: argparse.Namespace) -> int:
@@ -238,7 +233,6 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> list
 
 
 def _grant(args: argparse.Namespace) -> int:
-    import os
     import secrets
 
     password = os.environ.get(args.password_env, "") if args.password_env else secrets.token_urlsafe(18)
