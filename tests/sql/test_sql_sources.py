@@ -6,8 +6,10 @@ every audit record carries its source."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,16 +18,18 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.engine import make_url
 
+from mcpkit.sql.assemble import load_sources
 from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed, SqlConfigError
 from mcpkit.sql.routing import Source, SourceRouter
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
 from mcpkit.testing import connect
-from tests.helpers import free_port, python_server, run_mcpkit, text_of
+from tests.helpers import ROOT, free_port, python_server, run_mcpkit, text_of
 from tests.sql.sql_support import mysql_admin, pg_admin
 
 pytestmark = pytest.mark.anyio
@@ -343,3 +347,93 @@ async def test_one_database_keeps_the_tool_schemas_small(world: World) -> None:
     assert one == plain
     assert all("source" not in t["input_schema"]["properties"] for t in one)
     assert _rows(answer) == [[2]]
+
+
+def _sqlite(path: Path, rows: list[tuple[int, str, str]]) -> str:
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT, secret TEXT)")
+        conn.executemany("INSERT INTO events VALUES (?, ?, ?)", rows)
+    conn.close()
+    return f"sqlite:///{path}"
+
+
+async def test_a_sources_file_names_each_database_and_its_files(tmp_path: Path) -> None:
+    a = _sqlite(tmp_path / "a.db", [(1, "login", "hunter2")])
+    b = _sqlite(tmp_path / "b.db", [(1, "logout", "swordfish"), (2, "login", "letmein")])
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "a-masks.yaml").write_text("masks:\n  - events.secret\n", encoding="utf-8")
+    sources = conf / "sources.yaml"
+    sources.write_text(
+        f"sources:\n  alpha:\n    dsn: {a}\n    mask: a-masks.yaml\n  beta:\n    dsn_env: MK_BETA_DSN\n",
+        encoding="utf-8",
+    )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcpkit", "sql", "serve", "--no-audit", "--sources", str(sources)],
+        cwd=str(ROOT),
+        env={**os.environ, "MK_BETA_DSN": b},
+    )
+    sql = "SELECT kind, secret FROM events ORDER BY id"
+    async with Client(params, mode="legacy") as client:
+        alpha = await client.call_tool("execute_query", {"source": "alpha", "query": sql})
+        beta = await client.call_tool("execute_query", {"source": "beta", "query": sql})
+    assert _rows(alpha) == [["login", "<masked>"]]  # alpha's masks ...
+    assert _rows(beta) == [["logout", "swordfish"], ["login", "letmein"]]  # ... are not beta's
+
+    sources.write_text("sources:\n  alpha:\n    dsn: x\n  beta:\n    url: y\n", encoding="utf-8")
+    with pytest.raises(SqlConfigError, match=r"sources.yaml:4: source beta: keys are .* \(not 'url'\)"):
+        load_sources(sources)
+    sources.write_text("sources:\n  alpha:\n    dsn_env: MK_UNSET_DSN\n", encoding="utf-8")
+    with pytest.raises(SqlConfigError, match=r"sources\.yaml:2: source alpha: the variable MK_UNSET_DSN"):
+        load_sources(sources, environ={})
+    sources.write_text("sources:\n  'bad name':\n    dsn: x\n", encoding="utf-8")
+    with pytest.raises(SqlConfigError, match=r"sources\.yaml:2: source name 'bad name'"):
+        load_sources(sources)
+
+
+async def test_a_database_that_comes_back_is_checked_before_it_serves(tmp_path: Path) -> None:
+    """The deferred start-up checks: unreachable -> retried; refused by a check -> stays refused."""
+    engine = SqlEngine(_sqlite(tmp_path / "a.db", [(1, "login", "x")]))
+    later = SqlEngine(_sqlite(tmp_path / "b.db", [(1, "logout", "y")]))
+    attempts: list[str] = []
+
+    def flaky() -> tuple[SqlService, None]:
+        attempts.append("flaky")
+        if len(attempts) == 1:
+            raise QueryFailed("connection")
+        return SqlService(later, timeout_s=5.0), None
+
+    def unsafe() -> tuple[SqlService, None]:
+        raise SqlConfigError("the database account holds what a read-only server must not")
+
+    flaky_source = Source("flaky", "sqlite", prepare=flaky)
+    routing = SourceRouter(
+        [
+            Source("main", "sqlite", SqlService(engine, timeout_s=5.0)),
+            flaky_source,
+            Source("unsafe", "postgres", prepare=unsafe),
+        ]
+    )
+    sql = "SELECT kind FROM events"
+    try:
+        async with connect(build_server(routing)) as client:
+
+            async def ask(source: str) -> Any:
+                return await client.call_tool("execute_query", {"source": source, "query": sql})
+
+            first = await ask("flaky")
+            again = await ask("flaky")  # within 5 s of the failed attempt: not retried
+            flaky_source._next_try = 0.0  # as if 5 s had passed
+            back = await ask("flaky")
+            refused = await ask("unsafe")
+            main = await ask("main")
+    finally:
+        routing.close()
+    assert "'flaky' is not reachable right now" in text_of(first) and text_of(again) == text_of(first)
+    assert attempts == ["flaky", "flaky"]
+    assert _rows(back) == [["logout"]]
+    assert "'unsafe' is not served: it failed this server's safety checks" in text_of(refused)
+    assert "read-only server must not" not in text_of(refused)  # the why is for the operator
+    assert (refused.meta or {})["mcpkit/error"]["data"]["reason"] == "source_refused"
+    assert _rows(main) == [["login"]]

@@ -18,6 +18,7 @@ from mcpkit.sql.assemble import (
     ALLOW_FUNCTIONS_ENV,
     add_serve_options,
     assemble,
+    load_sources,
     open_service,
     open_sources,
     parse_dsns,
@@ -47,6 +48,12 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         metavar="[NAME=]URL",
         help="SQLAlchemy URL (postgresql://, mysql://, sqlite:///path); repeat as NAME=URL to serve "
         "several databases, each with its own account (tools then take source=NAME)",
+    )
+    where.add_argument(
+        "--sources",
+        metavar="FILE",
+        help="sources.yaml: several databases, each with its URL (or the variable holding it) and "
+        "its masks, role map and reports",
     )
     where.add_argument("--demo", action="store_true", help="use the bundled demo database (SQLite)")
     p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per-call timeout (default 30 s)")
@@ -143,7 +150,16 @@ def _demo_dsn() -> str:
 
 
 def _dsns(args: argparse.Namespace) -> list[tuple[str, str]]:
-    return [("default", _demo_dsn())] if args.demo else parse_dsns(args.dsn)
+    if args.demo:
+        return [("default", _demo_dsn())]
+    if not args.sources:
+        return parse_dsns(args.dsn)
+    entries = load_sources(args.sources)
+    for option, attribute in (("mask", "mask"), ("role_map", "role_map"), ("reports", "reports")):
+        given = [f"{e.name}={getattr(e, attribute)}" for e in entries if getattr(e, attribute)]
+        if given and hasattr(args, option):  # the per-source files, as if given as NAME=FILE
+            setattr(args, option, [*(getattr(args, option) or []), *given])
+    return [(e.name, e.url) for e in entries]
 
 
 def _service(args: argparse.Namespace, max_rows: int) -> SqlService:
