@@ -161,7 +161,7 @@ def _files(w: World, folder: Path) -> dict[str, Path]:
         "maria-roles": "principals:\n  alice: role_a\n  bob: role_b\n"
         "logins:\n  role_a: {user: MA_A_USER, password: MA_A_PASSWORD}\n"
         "  role_b: {user: MA_B_USER, password: MA_B_PASSWORD}\n",
-        "tokens": "alice alice-token-" + w.tag + "\nbob bob-token-" + w.tag + "\n",
+        "tokens": "".join(f"{p} {p}-token-{w.tag}\n" for p in ("alice", "bob", "carol")),
     }
     out = {}
     for name, text in files.items():
@@ -233,6 +233,10 @@ async def test_three_engines_one_server_with_an_outage(world: World, tmp_path: P
         assert {"accounts", "people"} <= {t["name"] for t in by_source["pg"]["tables"]}
         assert {t["name"] for t in by_source["lite"]["tables"]} == {"events", "contacts"}
         assert "## source down (PostgreSQL)" in text_of(listed)
+        one = await bob("list_tables", source="maria")
+        assert [s["source"] for s in one.structured_content["sources"]] == ["maria"]
+        described = await alice("describe_table", source="lite", table="events")
+        assert [c["name"] for c in described.structured_content["columns"]] == ["id", "kind", "secret"]
 
         # per-source role maps: the same query, each caller its own rows (PostgreSQL RLS) ...
         regions = "SELECT DISTINCT region FROM accounts"
@@ -249,6 +253,11 @@ async def test_three_engines_one_server_with_an_outage(world: World, tmp_path: P
         assert _rows(await bob("execute_query", source="maria", query="SELECT item FROM stock")) == [
             ["bolts"]
         ]
+        # carol has a role on no database with a role map: refused there, served where there is none
+        carol = Caller(url, f"carol-token-{world.tag}")
+        assert _code(await carol("execute_query", source="pg", query=regions)) == "REFUSED"
+        counted = await carol("execute_query", source="lite", query="SELECT count(*) FROM events")
+        assert _rows(counted) == [[2]]
 
         # per-source masks: PostgreSQL masks *.email, SQLite events.secret (not its contacts.email)
         people = await alice("execute_query", source="pg", query="SELECT name, email FROM people ORDER BY id")
@@ -300,9 +309,11 @@ async def test_three_engines_one_server_with_an_outage(world: World, tmp_path: P
     records = [json.loads(line) for line in done.stdout.splitlines()]
     sources = [r["source"] for r in records if r["tool"] == "execute_query"]
     assert {"pg", "maria", "lite", "down", "scratch"} <= set(sources)
-    assert [r["source"] for r in records if r["tool"] == "list_tables"] == ["*"]
-    refused = [r for r in records if r["source"] == "down"]
-    assert refused and all(r["outcome"] == "TOOL_ERROR" and r["reason"] == "connection" for r in refused)
+    assert [r["source"] for r in records if r["tool"] == "list_tables"] == ["*", "maria"]
+    down = [r for r in records if r["source"] == "down"]
+    assert down and all(r["outcome"] == "TOOL_ERROR" and r["reason"] == "connection" for r in down)
+    no_role = [r for r in records if r["principal"] == "carol" and r["source"] == "pg"]
+    assert [(r["outcome"], r["reason"]) for r in no_role] == [("REFUSED", "no_role")]
 
 
 def test_start_up_checks_run_per_database_and_name_the_one_that_failed(world: World, tmp_path: Path) -> None:
