@@ -317,6 +317,7 @@ def with_source(
     sources: Sequence[Source] | SourceRouter,
     *,
     required: bool = True,
+    engines: bool = True,
 ) -> type[BaseModel]:
     """`model` with a `source` argument (an enum of the names) when there are several databases.
 
@@ -326,19 +327,20 @@ def with_source(
         model: A tool's input model.
         sources: The server's sources (or its router).
         required: Whether `source` must be given (False: it defaults to "", meaning all).
+        engines: Name each database's engine in the description (where the dialect matters).
     """
     listed = list(sources.sources.values()) if isinstance(sources, SourceRouter) else list(sources)
     if len(listed) < 2:
         return model
     names = tuple(s.name for s in listed)
-    kinds = ", ".join(s.label for s in listed)
+    kinds = ": " + ", ".join(s.label for s in listed) if engines else ""
     choice: Any = Literal[names]
     if required:
-        field = (choice, Field(description=f"Which database: {kinds}."))
+        field = (choice, Field(description=f"Which database{kinds}."))
     else:
         field = (
             Literal[(*names, "")],
-            Field(default="", description=f"Which database: {kinds}; empty: all."),
+            Field(default="", description=f"Which database{kinds}; empty: all."),
         )
     return create_model(
         model.__name__,

@@ -260,7 +260,7 @@ def build_server(
                 "Show one table's columns (types, nullability, comments), primary and foreign keys and "
                 "indexes. Cheap: use it before writing a query instead of selecting sample rows."
             ),
-            input=with_source(DescribeTableInput, routing),
+            input=with_source(DescribeTableInput, routing, engines=False),
             output=TableDescription,
             handler=describe_table,
             annotations=_READ_ONLY,
