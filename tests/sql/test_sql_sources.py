@@ -368,15 +368,26 @@ def _sqlite(path: Path, rows: list[tuple[int, str, str]]) -> str:
     return f"sqlite:///{path}"
 
 
+def _report(name: str, kind: str) -> str:
+    return (
+        "version: 1\nreports:\n"
+        f"  - name: {name}\n    title: Count\n    description: How many {kind} events there are.\n"
+        f"    sql: SELECT count(*) AS n FROM events WHERE kind = '{kind}'\n"
+    )
+
+
 async def test_a_sources_file_names_each_database_and_its_files(tmp_path: Path) -> None:
     a = _sqlite(tmp_path / "a.db", [(1, "login", "hunter2")])
-    b = _sqlite(tmp_path / "b.db", [(1, "logout", "swordfish"), (2, "login", "letmein")])
+    b = _sqlite(tmp_path / "b.db", [(1, "logout", "swordfish"), (2, "login", "letmein"), (3, "login", "x")])
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "a-masks.yaml").write_text("masks:\n  - events.secret\n", encoding="utf-8")
+    (conf / "a-reports.yaml").write_text(_report("alpha_logins", "login"), encoding="utf-8")
+    (conf / "b-reports.yaml").write_text(_report("beta_logouts", "logout"), encoding="utf-8")
     sources = conf / "sources.yaml"
     sources.write_text(
-        f"sources:\n  alpha:\n    dsn: {a}\n    mask: a-masks.yaml\n  beta:\n    dsn_env: MK_BETA_DSN\n",
+        f"sources:\n  alpha:\n    dsn: {a}\n    mask: a-masks.yaml\n    reports: a-reports.yaml\n"
+        "  beta:\n    dsn_env: MK_BETA_DSN\n    reports: b-reports.yaml\n",
         encoding="utf-8",
     )
     params = StdioServerParameters(
@@ -387,10 +398,16 @@ async def test_a_sources_file_names_each_database_and_its_files(tmp_path: Path) 
     )
     sql = "SELECT kind, secret FROM events ORDER BY id"
     async with Client(params, mode="legacy") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
         alpha = await client.call_tool("execute_query", {"source": "alpha", "query": sql})
         beta = await client.call_tool("execute_query", {"source": "beta", "query": sql})
+        logins = await client.call_tool("alpha_logins", {})
+        logouts = await client.call_tool("beta_logouts", {})
     assert _rows(alpha) == [["login", "<masked>"]]  # alpha's masks ...
-    assert _rows(beta) == [["logout", "swordfish"], ["login", "letmein"]]  # ... are not beta's
+    assert _rows(beta)[:2] == [["logout", "swordfish"], ["login", "letmein"]]  # ... are not beta's
+    # each report runs on the database whose file defined it, and takes no source
+    assert "source" not in tools["alpha_logins"].input_schema.get("properties", {})
+    assert _rows(logins) == [[1]] and _rows(logouts) == [[1]]  # beta has 2 logins, alpha no logout
 
     sources.write_text("sources:\n  alpha:\n    dsn: x\n  beta:\n    url: y\n", encoding="utf-8")
     with pytest.raises(SqlConfigError, match=r"sources.yaml:4: source beta: keys are .* \(not 'url'\)"):
