@@ -14,18 +14,21 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.engine import make_url
 
+from mcpkit import Context, Tool, ToolAnnotations, ToolResult
 from mcpkit.sql.assemble import load_sources
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, SqlConfigError
-from mcpkit.sql.routing import Source, SourceRouter
+from mcpkit.sql.models import QueryResult
+from mcpkit.sql.routing import Source, SourceRouter, service_of, source_of
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
 from mcpkit.testing import connect
@@ -465,3 +468,54 @@ async def test_a_database_that_comes_back_is_checked_before_it_serves(tmp_path: 
     assert "read-only server must not" not in text_of(refused)  # the why is for the operator
     assert (refused.meta or {})["mcpkit/error"]["data"]["reason"] == "source_refused"
     assert _rows(main) == [["login"]]
+
+
+class CountInput(BaseModel):
+    """Arguments of event_count."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["login", "logout"] = Field(description="The kind of event.")
+
+
+def _event_count(args: CountInput, ctx: Context) -> ToolResult:
+    service = service_of(ctx)  # the routing picked the database (and the caller's role)
+    result, text = service.query(
+        f"SELECT count(*) AS n, '{source_of(ctx)}' AS source FROM events WHERE kind = '{args.kind}'",
+        call_id=ctx.call_id,
+    )
+    return ToolResult(text=text, structured=result)
+
+
+async def test_a_tool_of_your_own_gets_source_routing_for_free(tmp_path: Path) -> None:
+    a = SqlEngine(_sqlite(tmp_path / "a.db", [(1, "login", "x")]))
+    b = SqlEngine(_sqlite(tmp_path / "b.db", [(1, "login", "y"), (2, "login", "z")]))
+    count = Tool(
+        name="event_count",
+        description="How many events of one kind there are.",
+        input=CountInput,
+        output=QueryResult,
+        handler=_event_count,
+        annotations=ToolAnnotations(read_only_hint=True),
+    )
+    several = SourceRouter(
+        [Source("alpha", "sqlite", SqlService(a, timeout_s=5.0)), Source("beta", "sqlite", SqlService(b))]
+    )
+    try:
+        async with connect(build_server(several, tools=[count])) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            alpha = await client.call_tool("event_count", {"source": "alpha", "kind": "login"})
+            beta = await client.call_tool("event_count", {"source": "beta", "kind": "login"})
+            missing = await client.call_tool("event_count", {"kind": "login"})
+        async with connect(build_server(SqlService(a, timeout_s=5.0), tools=[count])) as client:
+            one = {t.name: t for t in (await client.list_tools()).tools}
+            only = await client.call_tool("event_count", {"kind": "login"})
+    finally:
+        a.close()
+        b.close()
+    schema = listed["event_count"].input_schema
+    assert schema["properties"]["source"]["enum"] == ["alpha", "beta"] and "source" in schema["required"]
+    assert _rows(alpha) == [[1, "alpha"]] and _rows(beta) == [[2, "beta"]]
+    assert _code(missing) == "INVALID_PARAMS"
+    assert "source" not in one["event_count"].input_schema["properties"]
+    assert _rows(only) == [[1, "default"]]

@@ -11,9 +11,9 @@ and gives a failure to reach that database a sentence naming it. Handlers only r
     def my_tool(args: MyInput, ctx: Context) -> ToolResult:
         service = service_of(ctx)          # the source's database, as the caller's role
 
-A new tool gets source routing by taking `source` in its input model (`with_source(MyInput, names)`
-adds it when the server has several databases and leaves the model unchanged with one) and by
-calling `service_of(ctx)`; nothing else.
+A new tool gets source routing by calling `service_of(ctx)`; nothing else. `build_server` gives
+every tool it serves (but reports, which belong to one database) a required `source` argument when
+the server has several databases (`routed_tool`, `with_source`), and leaves it unchanged with one.
 
 A source that did not answer at start-up (several databases only) is served as unavailable: its
 calls fail with a sentence naming it, and the start-up checks are tried again (at most every few
@@ -22,6 +22,7 @@ seconds) until they pass; a source whose checks then find something unsafe stays
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import threading
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import anyio.to_thread
 from pydantic import BaseModel, Field, create_model
 
+from mcpkit.definition import Tool
 from mcpkit.errors import Refused, ToolError
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 
@@ -51,6 +53,7 @@ __all__ = [
     "Source",
     "SourceRouter",
     "SourceUnavailable",
+    "routed_tool",
     "service_of",
     "source_of",
     "with_source",
@@ -348,3 +351,11 @@ def with_source(
         __doc__=model.__doc__,
         source=field,
     )
+
+
+def routed_tool(tool: Tool[Any, Any], routing: SourceRouter) -> Tool[Any, Any]:
+    """`tool` taking a required `source` when `routing` has several databases (unless it is bound to
+    one, or already takes `source`); the same tool otherwise."""
+    if not routing.several or tool.name in routing.fixed or "source" in tool.input.model_fields:
+        return tool
+    return dataclasses.replace(tool, input=with_source(tool.input, routing))

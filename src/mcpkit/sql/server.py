@@ -23,6 +23,7 @@ from mcpkit.sql.routing import (
     SERVICES_KEY,
     Source,
     SourceRouter,
+    routed_tool,
     service_of,
     source_of,
     with_source,
@@ -157,6 +158,7 @@ def build_server(
     router: IdentityRouter | None = None,
     calls: CallAudit | None = None,
     reports: Sequence[Tool] = (),
+    tools: Sequence[Tool] = (),
     reports_only: bool = False,
     with_list_tables: bool = False,
     middleware: Sequence[Middleware] = (),
@@ -177,6 +179,8 @@ def build_server(
             routing middleware runs each call as the caller's role.
         calls: The audit: each handler notes the SQL sent, rows, and why a call ended.
         reports: Report tools (`--reports`), served beside the built-in tools.
+        tools: More tools of your own, routed as the built-in ones: a handler reads its database with
+            `mcpkit.sql.routing.service_of(ctx)`, and with several databases the tool takes `source`.
         middleware: The core's middleware, outside the routing and the audit (e.g.
             `mcpkit.telemetry.Telemetry()`).
         reports_only: Serve the report tools without the open-ended ones.
@@ -237,7 +241,7 @@ def build_server(
             )
         return ToolResult(text=text, structured=result)
 
-    tools = [
+    served = [
         Tool(
             name="list_tables",
             title="List tables",
@@ -286,16 +290,18 @@ def build_server(
             keywords=("sql", "select", "query", "aggregate"),
             timeout_s=outer_timeout,
         ),
+        *tools,
     ]
     if reports_only:
         keep = {"list_tables"} if with_list_tables else set()
-        tools = [t for t in tools if t.name in keep]
-    tools.extend(reports)
+        served = [t for t in served if t.name in keep]
+    served = [routed_tool(t, routing) for t in served]  # every tool above gets `source` for free
+    served.extend(reports)
     return Server(
         name,
         version=version,
         instructions=instructions_for(service, reports_only=reports_only),
-        tools=tools,
+        tools=served,
         allowed_tools=allowed_tools,
         timeout_s=outer_timeout,
         lint=lint,
