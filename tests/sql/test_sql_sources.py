@@ -519,3 +519,13 @@ async def test_a_tool_of_your_own_gets_source_routing_for_free(tmp_path: Path) -
     assert _code(missing) == "INVALID_PARAMS"
     assert "source" not in one["event_count"].input_schema["properties"]
     assert _rows(only) == [[1, "default"]]
+
+
+def test_query_takes_the_source_to_run_on(tmp_path: Path) -> None:
+    a = _sqlite(tmp_path / "a.db", [(1, "login", "x")])
+    b = _sqlite(tmp_path / "b.db", [(1, "logout", "y")])
+    both = ("sql", "query", "--dsn", f"alpha={a}", "--dsn", f"beta={b}")
+    picked = run_mcpkit(*both, "--source", "beta", "SELECT kind FROM events")
+    assert picked.returncode == 0 and "logout" in picked.stdout, picked.stderr
+    unnamed = run_mcpkit(*both, "SELECT kind FROM events")
+    assert unnamed.returncode == 2 and "--source (alpha, beta)" in unnamed.stderr

@@ -114,6 +114,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     query.add_argument(
         "--max-rows", type=int, default=DEFAULT_ROWS, metavar="N", help="rows to show (default 25)"
     )
+    query.add_argument("--source", metavar="NAME", help="with several databases: the one to query")
     query.add_argument("sql", metavar="SQL")
 
     doctor = sub.add_parser("doctor", help="check the account, the read-only session and the timeout")
@@ -164,10 +165,13 @@ def _dsns(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 def _service(args: argparse.Namespace, max_rows: int) -> SqlService:
     dsns = _dsns(args)
-    if len(dsns) > 1:
-        raise SqlConfigError(f"mcpkit sql {args.sql_command} takes one --dsn")
+    wanted = getattr(args, "source", None)
+    chosen = [(n, u) for n, u in dsns if n == wanted] if wanted else dsns
+    if len(chosen) != 1:
+        names = ", ".join(n for n, _ in dsns)
+        raise SqlConfigError(f"name the database to query with --source ({names})")
     try:
-        return open_service(dsns[0][1], args, max_rows)
+        return open_service(chosen[0][1], args, max_rows)
     except (QueryFailed, QueryTimeout) as exc:
         raise SqlConfigError(
             "Cannot connect to the database; check the DSN and that the server is up."
