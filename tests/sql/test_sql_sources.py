@@ -24,13 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.engine import make_url
 
 from mcpkit import Context, Tool, ToolAnnotations, ToolResult
-from mcpkit.sql.assemble import load_sources
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, SqlConfigError
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.routing import Source, SourceRouter, service_of, source_of
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
+from mcpkit.sql.sources import load_sources
 from mcpkit.testing import connect
 from tests.helpers import ROOT, free_port, python_server, run_mcpkit, text_of
 from tests.sql.sql_support import mysql_admin, pg_admin

@@ -18,15 +18,14 @@ from mcpkit.sql.assemble import (
     ALLOW_FUNCTIONS_ENV,
     add_serve_options,
     assemble,
-    load_sources,
     open_service,
     open_sources,
-    parse_dsns,
 )
 from mcpkit.sql.demo import load_demo, write_demo_sqlite
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.service import DEFAULT_ROWS, HARD_MAX_ROWS, SqlService
+from mcpkit.sql.sources import load_sources, parse_dsns
 from mcpkit.transport.cli import add_serving_arguments, serve
 
 __all__ = ["EXIT_ANSWERED", "EXIT_DB_FAILED", "EXIT_REFUSED", "EXIT_USAGE", "register", "run"]
