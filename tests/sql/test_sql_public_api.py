@@ -53,6 +53,7 @@ DOCTESTED = [
     "mcpkit.sql.admission.reject_functions",
     "mcpkit.sql.admission.reject_attribute_calls",
     "mcpkit.sql.admission.reject_volatile_functions",
+    "mcpkit.sql.sources",
 ]
 
 

@@ -29,6 +29,8 @@ from sqlglot import exp
 
 from mcpkit.context import Context
 from mcpkit.errors import Refused
+from mcpkit.pipeline import Call, CallNext
+from mcpkit.result import Outcome
 from mcpkit.sql.admission import Admitted, FunctionPolicy
 from mcpkit.sql.checks import inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
@@ -36,7 +38,10 @@ from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, MysqlLogin, RoleMap, session_setup, verify_roles
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.profiles import PostgresCatalog
+from mcpkit.sql.routing import SERVICE_KEY, SOURCE_KEY
+from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
+from mcpkit.testing import connect
 from tests.helpers import ROOT, free_port, python_server, run_mcpkit, text_of
 from tests.sql.sql_support import load_corpus, pg_admin
 
@@ -471,3 +476,59 @@ def test_start_up_refuses_a_login_that_can_switch_to_another_principal(
     finally:
         with pg_admin(pg_url) as c:
             c.execute(f"REVOKE {rls.amer} FROM {rls.emea}")
+
+
+@pytest.mark.anyio
+async def test_identity_routing_is_middleware_that_composes_with_the_users(rls: RlsDb) -> None:
+    """The role a call runs as is picked by the public middleware chain: a user's middleware outside
+    it (here one that authenticates callers, one that keeps a quota, one that looks) composes."""
+    engine = SqlEngine(rls.url)
+    roles = RoleMap(principals={"alice": rls.emea, "bob": rls.amer}, logins=_logins(rls))
+    router = IdentityRouter(SqlService(engine, timeout_s=5.0), roles, secret=_secrets(rls).get)
+    who = ["alice"]
+    seen: list[tuple[str | None, object, object]] = []
+    used: dict[str | None, int] = {}
+
+    async def authenticate(call: Call, call_next: CallNext) -> Outcome:
+        call.principal = who[0]  # e.g. from a header the user's own gateway checked
+        return await call_next(call)
+
+    async def quota(call: Call, call_next: CallNext) -> Outcome:
+        used[call.principal] = used.get(call.principal, 0) + 1
+        if used[call.principal] > 2:
+            raise Refused("Your quota for today is spent.", data={"reason": "quota"})
+        return await call_next(call)
+
+    async def look(call: Call, call_next: CallNext) -> Outcome:
+        try:
+            return await call_next(call)
+        finally:  # routing ran inside: the state says where the call went
+            service = call.state.get(SERVICE_KEY)
+            seen.append((call.principal, call.state.get(SOURCE_KEY), getattr(service, "engine", None)))
+
+    server = build_server(
+        SqlService(engine, timeout_s=5.0), router=router, middleware=[authenticate, quota, look]
+    )
+    sql = {"query": "SELECT DISTINCT region FROM accounts"}
+    try:
+        async with connect(server) as client:
+            alice = await client.call_tool("execute_query", sql)
+            who[0] = "bob"
+            bob = await client.call_tool("execute_query", sql)
+            who[0] = "mallory"
+            mallory = await client.call_tool("execute_query", sql)
+            who[0] = "alice"
+            await client.call_tool("execute_query", sql)
+            over = await client.call_tool("execute_query", sql)
+    finally:
+        router.close()
+        engine.close()
+    assert (alice.structured_content or {})["rows"] == [["emea"]], text_of(alice)
+    assert (bob.structured_content or {})["rows"] == [["amer"]], text_of(bob)
+    assert (mallory.meta or {})["mcpkit/error"]["code"] == "REFUSED"  # no role: refused by routing
+    assert "quota" in text_of(over)
+    # the quota refused the fifth call before it reached the routing (look sits inside the quota)
+    assert [s[:2] for s in seen] == [(p, "default") for p in ("alice", "bob", "mallory", "alice")]
+    engines = [s[2] for s in seen]
+    assert engines[0] is not None and engines[0] is not engines[1]  # each role its own login
+    assert engines[0] is engines[3] and engines[2] is None  # mallory: refused, no database

@@ -1,40 +1,65 @@
-"""Assemble `mcpkit sql serve` from its options: masking, identities, audit and reports around a service."""
+"""Assemble `mcpkit sql serve` from its options: the databases (`--dsn [NAME=]URL`), each with its
+masks, identities and reports, and the audit around them."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from importlib.resources import files
 from pathlib import Path
+from typing import Final
 
 from mcpkit.definition import Tool
 from mcpkit.server import Server
+from mcpkit.sql.admission import FunctionPolicy, load_allowlist
 from mcpkit.sql.audit import AuditLog, CallAudit, open_store
 from mcpkit.sql.audit.store import SYNC_MODES, default_audit_path
-from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
+from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.reports import load_reports
+from mcpkit.sql.routing import Source, SourceRouter
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
+from mcpkit.sql.sources import per_source
 from mcpkit.telemetry import Telemetry
 from mcpkit.transport.cli import telemetry_wanted
 
-__all__ = ["DEMO_REPORTS", "add_serve_options", "assemble", "enforce_masks"]
+__all__ = [
+    "ALLOW_FUNCTIONS_ENV",
+    "DEMO_REPORTS",
+    "add_serve_options",
+    "assemble",
+    "enforce_masks",
+    "equip",
+    "function_policy",
+    "open_service",
+    "open_sources",
+]
 
 log = logging.getLogger("mcpkit.sql")
 
 DEMO_REPORTS = files("mcpkit.sql") / "demo_reports.yaml"
 """The report tools `--demo` serves (also `examples/reports.yaml`)."""
+ALLOW_FUNCTIONS_ENV: Final = "MCPKIT_SQL_ALLOW_FUNCTIONS"
 
 
 def add_serve_options(serve: argparse.ArgumentParser) -> None:
     """The options of issue-6 features: reports, audit, masking, identities."""
-    group = serve.add_argument_group("reports, audit, masking and identities")
+    group = serve.add_argument_group(
+        "reports, audit, masking and identities",
+        "With several databases (--dsn NAME=URL), --reports, --mask and --role-map take "
+        "NAME=FILE, once per database that has one.",
+    )
     group.add_argument(
-        "--reports", metavar="FILE", help="report tools from a reports.yaml (--demo: the demo's)"
+        "--reports",
+        action="append",
+        metavar="[SOURCE=]FILE",
+        help="report tools from a reports.yaml (--demo: the demo's)",
     )
     group.add_argument("--reports-only", action="store_true", help="serve the reports, not execute_query")
     group.add_argument(
@@ -53,14 +78,35 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
         help="full: each entry on disk before the call goes on (default); normal: with the OS "
         "(survives a killed server, not a power cut)",
     )
-    group.add_argument("--mask", metavar="FILE", help="masks.yaml: sensitive columns come back as <masked>")
-    group.add_argument("--role-map", metavar="FILE", help="roles.yaml: one database role per principal")
+    group.add_argument(
+        "--mask",
+        action="append",
+        metavar="[SOURCE=]FILE",
+        help="masks.yaml: sensitive columns come back as <masked>",
+    )
+    group.add_argument(
+        "--role-map",
+        action="append",
+        metavar="[SOURCE=]FILE",
+        help="roles.yaml: one database role per principal",
+    )
     group.add_argument(
         "--similar",
         action="store_true",
         help="also serve similar_rows: nearest rows by an embedding column (SQLite with sqlite-vec, "
         "PostgreSQL with pgvector or float arrays, MySQL/MariaDB with JSON arrays)",
     )
+
+
+def function_policy(args: argparse.Namespace, dialect: str) -> FunctionPolicy:
+    """The function policy the options give (`--functions`, `--allow-function`, the environment)."""
+    allow = load_allowlist(args.functions) if args.functions else None
+    extra = list(args.allow_function)
+    extra += [n.strip() for n in os.environ.get(ALLOW_FUNCTIONS_ENV, "").split(",") if n.strip()]
+    policy = FunctionPolicy.for_dialect(dialect, allow=allow, extra=extra)
+    if policy.extra:
+        log.warning("functions allowed beyond the reviewed list: %s", ", ".join(sorted(policy.extra)))
+    return policy
 
 
 def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
@@ -81,22 +127,160 @@ def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
         )
 
 
-def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) -> Server:
-    """The SQL server the options describe; what must be closed at the end goes on `stack`.
+def open_service(url: str, args: argparse.Namespace, max_rows: int) -> SqlService:
+    """Connect as the server would, refuse an account that holds too much, and build the service.
 
     Raises:
-        SqlConfigError: a reports, masks or roles file is unusable, or a role check fails.
+        SqlConfigError: the account holds what a reader must not, or an option is unusable.
+        QueryFailed, QueryTimeout: the database did not answer.
+    """
+    from mcpkit.sql.checks import ensure_safe_account, inspect_account
+
+    engine = SqlEngine(url, pool_size=getattr(args, "pool_size", DEFAULT_POOL_SIZE))
+    try:
+        report = inspect_account(engine, allowed=args.allow)
+        ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
+        functions = function_policy(args, engine.dialect)
+        return SqlService(
+            engine, max_rows=max_rows, timeout_s=args.timeout, functions=functions, max_cost=args.max_cost
+        )
+    except BaseException:
+        engine.close()
+        raise
+
+
+def equip(
+    args: argparse.Namespace, service: SqlService, mask: str | None, role_map: str | None
+) -> IdentityRouter | None:
+    """Masks and identities on one database's service: checked against the database, or refused.
+
+    Raises:
+        SqlConfigError: a masks or roles file is unusable, or a check fails.
     """
     engine = service.engine
-    if args.mask:
+    if mask:
         if not isinstance(engine, SqlEngine):
             raise SqlConfigError("--mask needs a database engine it can reflect")
-        policy = MaskPolicy.from_yaml(args.mask)
+        policy = MaskPolicy.from_yaml(mask)
         # the account's default schema, as queries resolve it
         mapping = reflect_schema(engine.sa_engine, policy=policy)
         enforce_masks(engine, policy.masked_tables(mapping))
         withheld = engine.profile.withheld_relations()
         service.masking = Masking(policy, KnownSchema(mapping, engine.dialect, withheld=withheld))
+    if getattr(args, "similar", False):
+        from mcpkit.sql.similar import enable_similarity
+
+        enable_similarity(service)
+    if not role_map:
+        return None
+    if not isinstance(engine, SqlEngine):
+        raise SqlConfigError("--role-map needs a database engine")
+    roles = RoleMap.from_yaml(role_map)
+    allow = [*args.allow, *(["superuser"] if args.allow_superuser else [])]
+    shared = "shared-login" in allow
+    if shared:
+        log.warning(
+            "--allow shared-login: one account switches roles; a query that reached "
+            "set_config('role', ...) could take on another principal's role"
+        )
+        problems = verify_roles(engine, roles)
+        if problems:
+            raise SqlConfigError("role map: " + "; ".join(problems))
+    # Over stdio there is no authenticated caller: the server runs as its configured account.
+    router = IdentityRouter(
+        service,
+        roles,
+        anonymous="account" if args.transport == "stdio" else "refuse",
+        shared_login=shared,
+    )
+    try:
+        router.verify(allow=allow)
+    except BaseException:
+        router.close()
+        raise
+    return router
+
+
+def _prepare(
+    name: str, url: str, args: argparse.Namespace, mask: str | None, role_map: str | None, several: bool
+) -> Callable[[], tuple[SqlService, IdentityRouter | None]]:
+    def prepare() -> tuple[SqlService, IdentityRouter | None]:
+        try:
+            service = open_service(url, args, args.max_rows)
+        except SqlConfigError as exc:
+            raise _named(exc, name, several) from None
+        try:
+            return service, equip(args, service, mask, role_map)
+        except SqlConfigError as exc:
+            service.engine.close()
+            raise _named(exc, name, several) from None
+        except BaseException:
+            service.engine.close()
+            raise
+
+    return prepare
+
+
+def _named(exc: SqlConfigError, name: str, several: bool) -> SqlConfigError:
+    return SqlConfigError(f"source {name}: {exc}") if several else exc
+
+
+def open_sources(args: argparse.Namespace, dsns: Sequence[tuple[str, str]], stack: ExitStack) -> SourceRouter:
+    """Every database of `--dsn`, each checked at start-up (and named in what fails).
+
+    One database that does not answer stops the start, as it always did. With several, a database
+    that does not answer is served as unavailable (its calls fail, naming it) and checked when it
+    answers; one that answers and fails a check stops the start.
+
+    Raises:
+        SqlConfigError: a check failed (`source NAME: ...` with several databases).
+    """
+    names = [n for n, _ in dsns]
+    masks = per_source(args.mask, names, "--mask")
+    roles = per_source(args.role_map, names, "--role-map")
+    several = len(dsns) > 1
+    if roles and args.transport == "http" and not (args.tokens or args.jwt_issuer):
+        raise SqlConfigError("--role-map over HTTP needs --tokens or --jwt-issuer: callers must be known")
+    sources: list[Source] = []
+    routing: SourceRouter | None = None
+    try:
+        for name, url in dsns:
+            prepare = _prepare(name, url, args, masks.get(name), roles.get(name), several)
+            probe = SqlEngine(url)  # the dialect, from the URL: no connection yet
+            dialect = probe.dialect
+            probe.close()
+            try:
+                service, router = prepare()
+            except (QueryFailed, QueryTimeout) as exc:
+                if not several:
+                    raise SqlConfigError(
+                        "Cannot connect to the database; check the DSN and that the server is up."
+                    ) from exc
+                log.warning(
+                    "source %s did not answer at start-up; its calls fail until it answers and "
+                    "passes the start-up checks",
+                    name,
+                )
+                sources.append(Source(name, dialect, prepare=prepare))
+                continue
+            sources.append(Source(name, dialect, service, router))
+        if not any(s.ready for s in sources):
+            raise SqlConfigError("Cannot connect to any of the databases; check the DSNs and the servers.")
+        routing = SourceRouter(sources)
+    finally:
+        if routing is None:
+            for s in sources:
+                s.close()
+    stack.callback(routing.close)
+    return routing
+
+
+def assemble(args: argparse.Namespace, routing: SourceRouter, stack: ExitStack) -> Server:
+    """The SQL server the options describe; what must be closed at the end goes on `stack`.
+
+    Raises:
+        SqlConfigError: a reports file is unusable, or the audit store is unreachable.
+    """
     calls = None
     if not args.no_audit:
         store = (
@@ -110,52 +294,39 @@ def assemble(args: argparse.Namespace, service: SqlService, stack: ExitStack) ->
         stack.callback(audit.close)
         audit.install_signal_handlers()
         calls = CallAudit(audit)
-    router = None
-    if args.role_map:
-        if not isinstance(engine, SqlEngine):
-            raise SqlConfigError("--role-map needs a database engine")
-        if args.transport == "http" and not (args.tokens or args.jwt_issuer):
-            raise SqlConfigError("--role-map over HTTP needs --tokens or --jwt-issuer: callers must be known")
-        roles = RoleMap.from_yaml(args.role_map)
-        allow = [*args.allow, *(["superuser"] if args.allow_superuser else [])]
-        shared = "shared-login" in allow
-        if shared:
-            log.warning(
-                "--allow shared-login: one account switches roles; a query that reached "
-                "set_config('role', ...) could take on another principal's role"
-            )
-            problems = verify_roles(engine, roles)
-            if problems:
-                raise SqlConfigError("role map: " + "; ".join(problems))
-        # Over stdio there is no authenticated caller: the server runs as its configured account.
-        router = IdentityRouter(
-            service,
-            roles,
-            anonymous="account" if args.transport == "stdio" else "refuse",
-            shared_login=shared,
-        )
-        router.verify(allow=allow)
-        stack.callback(router.close)
+    names = list(routing.names)
+    files_ = per_source(args.reports, names, "--reports")
+    if args.demo and not files_:
+        files_ = {names[0]: str(DEMO_REPORTS)}
+    if args.reports_only and not files_:
+        raise SqlConfigError("--reports-only needs --reports FILE")
     reports: list[Tool] = []
-    source = args.reports or (str(DEMO_REPORTS) if args.demo else None)
-    if source:
-        masking = service.masking
-        reports = load_reports(
-            Path(source),
-            service,
+    for name, path in files_.items():
+        source = routing.sources[name]
+        if source.service is None:
+            raise SqlConfigError(
+                f"source {name}: --reports are checked against the database at start-up, and it "
+                "did not answer"
+            )
+        masking = source.service.masking
+        for tool in load_reports(
+            Path(path),
+            source.service,
             schema=masking.schema if masking else None,
             policy=masking.policy if masking else None,
             calls=calls,
-            engine_for=router.engine_for if router else None,
-        )
-    elif args.reports_only:
-        raise SqlConfigError("--reports-only needs --reports FILE")
+        ):
+            if tool.name in routing.fixed:
+                raise SqlConfigError(
+                    f"{path}: report {tool.name!r} is also a report of source {routing.fixed[tool.name]}"
+                )
+            routing.fixed[tool.name] = name
+            reports.append(tool)
     allowed = [t.strip() for t in args.allowed_tools.split(",") if t.strip()] if args.allowed_tools else None
     return build_server(
-        service,
+        routing,
         allowed_tools=allowed,
         redis_url=args.redis,
-        router=router,
         calls=calls,
         reports=reports,
         reports_only=args.reports_only,

@@ -14,18 +14,22 @@ from pathlib import Path
 from typing import Any, Final
 
 from mcpkit.errors import Refused, ToolError
-from mcpkit.sql.admission import FunctionPolicy, load_allowlist
-from mcpkit.sql.assemble import add_serve_options, assemble
-from mcpkit.sql.checks import ensure_safe_account, inspect_account
+from mcpkit.sql.assemble import (
+    ALLOW_FUNCTIONS_ENV,
+    add_serve_options,
+    assemble,
+    open_service,
+    open_sources,
+)
 from mcpkit.sql.demo import load_demo, write_demo_sqlite
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.service import DEFAULT_ROWS, HARD_MAX_ROWS, SqlService
+from mcpkit.sql.sources import load_sources, parse_dsns
 from mcpkit.transport.cli import add_serving_arguments, serve
 
 __all__ = ["EXIT_ANSWERED", "EXIT_DB_FAILED", "EXIT_REFUSED", "EXIT_USAGE", "register", "run"]
 
-ALLOW_FUNCTIONS_ENV: Final = "MCPKIT_SQL_ALLOW_FUNCTIONS"
 EXIT_ANSWERED: Final = 0
 EXIT_DOCTOR_FAIL: Final = 1
 EXIT_USAGE: Final = 2
@@ -38,7 +42,17 @@ log = logging.getLogger("mcpkit.sql")
 def _connection_options(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument(
-        "--dsn", metavar="URL", help="SQLAlchemy URL (postgresql://, mysql://, sqlite:///path)"
+        "--dsn",
+        action="append",
+        metavar="[NAME=]URL",
+        help="SQLAlchemy URL (postgresql://, mysql://, sqlite:///path); repeat as NAME=URL to serve "
+        "several databases, each with its own account (tools then take source=NAME)",
+    )
+    where.add_argument(
+        "--sources",
+        metavar="FILE",
+        help="sources.yaml: several databases, each with its URL (or the variable holding it) and "
+        "its masks, role map and reports",
     )
     where.add_argument("--demo", action="store_true", help="use the bundled demo database (SQLite)")
     p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="per-call timeout (default 30 s)")
@@ -107,6 +121,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     query.add_argument(
         "--max-rows", type=int, default=DEFAULT_ROWS, metavar="N", help="rows to show (default 25)"
     )
+    query.add_argument("--source", metavar="NAME", help="with several databases: the one to query")
     query.add_argument("sql", metavar="SQL")
 
     doctor = sub.add_parser("doctor", help="check the account, the read-only session and the timeout")
@@ -142,48 +157,41 @@ def _demo_dsn() -> str:
     return f"sqlite:///{path}"
 
 
+def _dsns(args: argparse.Namespace) -> list[tuple[str, str]]:
+    if args.demo:
+        return [("default", _demo_dsn())]
+    if not args.sources:
+        return parse_dsns(args.dsn)
+    entries = load_sources(args.sources)
+    for option, attribute in (("mask", "mask"), ("role_map", "role_map"), ("reports", "reports")):
+        given = [f"{e.name}={getattr(e, attribute)}" for e in entries if getattr(e, attribute)]
+        if given and hasattr(args, option):  # the per-source files, as if given as NAME=FILE
+            setattr(args, option, [*(getattr(args, option) or []), *given])
+    return [(e.name, e.url) for e in entries]
+
+
 def _service(args: argparse.Namespace, max_rows: int) -> SqlService:
-    engine = SqlEngine(_demo_dsn() if args.demo else args.dsn, pool_size=args.pool_size)
+    dsns = _dsns(args)
+    wanted = getattr(args, "source", None)
+    chosen = [(n, u) for n, u in dsns if n == wanted] if wanted else dsns
+    if len(chosen) != 1:
+        names = ", ".join(n for n, _ in dsns)
+        raise SqlConfigError(f"name the database to query with --source ({names})")
     try:
-        report = inspect_account(engine, allowed=args.allow)
-        ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
+        return open_service(chosen[0][1], args, max_rows)
     except (QueryFailed, QueryTimeout) as exc:
-        engine.close()
         raise SqlConfigError(
             "Cannot connect to the database; check the DSN and that the server is up."
         ) from exc
-    except SqlConfigError:
-        engine.close()
-        raise
-    try:
-        functions = _function_policy(args, engine.dialect)
-    except SqlConfigError:
-        engine.close()
-        raise
-    return SqlService(
-        engine, max_rows=max_rows, timeout_s=args.timeout, functions=functions, max_cost=args.max_cost
-    )
-
-
-def _function_policy(args: argparse.Namespace, dialect: str) -> FunctionPolicy:
-    allow = load_allowlist(args.functions) if args.functions else None
-    extra = list(args.allow_function)
-    extra += [n.strip() for n in os.environ.get(ALLOW_FUNCTIONS_ENV, "").split(",") if n.strip()]
-    policy = FunctionPolicy.for_dialect(dialect, allow=allow, extra=extra)
-    if policy.extra:
-        log.warning("functions allowed beyond the reviewed list: %s", ", ".join(sorted(policy.extra)))
-    return policy
 
 
 def _serve(args: argparse.Namespace) -> int:
 
     if not 1 <= args.max_rows <= HARD_MAX_ROWS:
         raise SqlConfigError(f"--max-rows must be between 1 and {HARD_MAX_ROWS}.")
-    service = _service(args, args.max_rows)
     logging.getLogger("mcpkit.calls").setLevel(logging.INFO)  # the operator's record of every call
     with ExitStack() as stack:
-        stack.callback(service.engine.close)
-        serve(assemble(args, service, stack), args)
+        serve(assemble(args, open_sources(args, _dsns(args), stack), stack), args)
     return EXIT_ANSWERED
 
 
@@ -205,15 +213,21 @@ def _query(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from mcpkit.sql.doctor import diagnose
 
-    engine = SqlEngine(_demo_dsn() if args.demo else args.dsn)
-    try:
-        allow = [*args.allow, *(["superuser"] if args.allow_superuser else [])]
-        checks = diagnose(engine, timeout_s=min(args.timeout, 2.0), allow=allow)
-    finally:
-        engine.close()
-    for check in checks:
-        print(check.line())
-    return EXIT_DOCTOR_FAIL if any(c.status == "fail" for c in checks) else EXIT_ANSWERED
+    allow = [*args.allow, *(["superuser"] if args.allow_superuser else [])]
+    dsns = _dsns(args)
+    failed = False
+    for name, url in dsns:
+        engine = SqlEngine(url)
+        try:
+            checks = diagnose(engine, timeout_s=min(args.timeout, 2.0), allow=allow)
+        finally:
+            engine.close()
+        if len(dsns) > 1:
+            print(f"source {name} ({engine.profile.name})")
+        for check in checks:
+            print(("  " if len(dsns) > 1 else "") + check.line())
+        failed = failed or any(c.status == "fail" for c in checks)
+    return EXIT_DOCTOR_FAIL if failed else EXIT_ANSWERED
 
 
 def _demo_db(args: argparse.Namespace) -> int:
@@ -246,7 +260,6 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> list
 
 
 def _grant(args: argparse.Namespace) -> int:
-    import os
     import secrets
 
     password = os.environ.get(args.password_env, "") if args.password_env else secrets.token_urlsafe(18)

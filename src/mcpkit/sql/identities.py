@@ -19,6 +19,10 @@ every login. On PostgreSQL, `--allow shared-login` keeps the older design: one s
 `set_config('role', ...)` could switch to another principal's role, and only the function audit and
 admission stand in the way. A principal with no role is refused. Functions that would run as
 someone else (SECURITY DEFINER, or a SET role clause) are refused too.
+
+`IdentityRouter` answers "which service does this caller get"; the SQL server asks it from its
+routing middleware (`mcpkit.sql.routing.SourceRouter.resolve`, on the public pipeline), never from a
+tool handler.
 """
 
 from __future__ import annotations
@@ -328,12 +332,6 @@ class IdentityRouter:
         """The service of the caller of a tool call."""
         groups = self.groups_of(ctx) if self.groups_of is not None else ctx.groups
         return self.service_for(ctx.principal, groups)
-
-    def engine_for(self, ctx: Context) -> SqlEngine:
-        """The engine of the caller of a tool call (for report tools)."""
-        engine = self.for_context(ctx).engine
-        assert isinstance(engine, SqlEngine)
-        return engine
 
     def close(self) -> None:
         """Close the per-role logins (MySQL); the base engine stays with its owner."""

@@ -9,6 +9,8 @@ __all__ = [
     "ForeignKeyEntry",
     "IndexEntry",
     "QueryResult",
+    "SourceTables",
+    "SourcesTableList",
     "TableDescription",
     "TableEntry",
     "TableList",
@@ -47,6 +49,26 @@ class TableList(BaseModel):
 
     tables: list[TableEntry]
     truncated: bool = Field(default=False, description="True when the list was cut.")
+
+
+class SourceTables(BaseModel):
+    """The tables of one database of a server that serves several."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(description="The name tools take as source.")
+    dialect: str = Field(description="PostgreSQL, MySQL/MariaDB or SQLite.")
+    available: bool = Field(description="False when the database could not be listed right now.")
+    tables: list[TableEntry]
+    truncated: bool = Field(default=False, description="True when the list was cut.")
+
+
+class SourcesTableList(BaseModel):
+    """Tables and views the account can read, per database."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sources: list[SourceTables]
 
 
 class ColumnEntry(BaseModel):

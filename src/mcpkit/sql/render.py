@@ -8,9 +8,15 @@ from typing import Final
 
 from pydantic import JsonValue
 
-from mcpkit.sql.models import QueryResult, TableDescription, TableList
+from mcpkit.sql.models import QueryResult, SourcesTableList, TableDescription, TableList
 
-__all__ = ["escape_cell", "render_description", "render_markdown", "render_table_list"]
+__all__ = [
+    "escape_cell",
+    "render_description",
+    "render_markdown",
+    "render_sources_table_list",
+    "render_table_list",
+]
 
 _ESCAPES: Final = {"\\": "\\\\", "|": "\\|", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -95,6 +101,19 @@ def render_table_list(tables: TableList) -> str:
         " (list cut; name a schema to see more)" if tables.truncated else ""
     )
     return "\n".join([meta, "", *_table(["schema", "name", "kind", "rows (estimate)"], rows)])
+
+
+def render_sources_table_list(found: SourcesTableList) -> str:
+    """`list_tables` over several databases: one section per source."""
+    parts = []
+    for s in found.sources:
+        head = f"## source {s.source} ({s.dialect})"
+        if not s.available:
+            parts.append(f"{head}\nnot reachable right now; its tables are not listed")
+            continue
+        listing = TableList(tables=s.tables, truncated=s.truncated)
+        parts.append(f"{head}\n{render_table_list(listing)}")
+    return "\n\n".join(parts)
 
 
 def render_description(table: TableDescription) -> str:

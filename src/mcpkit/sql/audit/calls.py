@@ -2,14 +2,15 @@
 
     start entry ──stored──> tool runs ──> end entry ──stored──> answer goes to the client
 
-`stage` runs inside only the core's `record` stage (which turns errors into answers and writes the
-operator log), so it sees every `tools/call`: answered, refused, invalid, rate limited, cached or
-naming an unknown tool. Before anything else runs it stores the start (time, tool as named, principal,
-client, the arguments as sent and the statement with their SHA-256); after the pipeline is done it
-stores the end (outcome, duration, and what the tool handler noted for the call id: the SQL sent,
-rows, the refusal reason, operator-only detail). Only then does the answer leave. If the store
-cannot take an entry, the call is refused with a retryable error: nothing runs or answers
-unrecorded.
+`stage` runs inside only the core's `record` stage and the routing's `choose` (which names the
+database and writes nothing), so it sees every `tools/call`: answered, refused, invalid, rate limited,
+cached or naming an unknown tool. Before anything else runs it stores the start (time, tool as named,
+principal, client, the source database, the arguments as sent and the statement with their SHA-256);
+the routing's identity resolution runs inside it, so a caller refused there is recorded. After the
+pipeline is done it stores the end (outcome, duration, and what the tool handler noted for the
+call id: the SQL sent, rows, the refusal reason, operator-only detail). Only then does the answer
+leave. If the store cannot take an entry, the call is refused with a retryable error: nothing runs
+or answers unrecorded.
 
 Arguments are recorded as sent. Only values the server declared secret are replaced by
 `[REDACTED]` (report parameters with `secret: true`, see `register`): nothing is redacted because
@@ -34,6 +35,7 @@ from mcpkit.pipeline import UnknownTool
 from mcpkit.result import Outcome, error_outcome
 from mcpkit.sql.audit.log import AuditLog, AuditUnavailable
 from mcpkit.sql.audit.record import kept, utc_now
+from mcpkit.sql.routing import SOURCE_KEY
 
 if TYPE_CHECKING:
     from mcpkit.context import Context
@@ -213,6 +215,7 @@ class CallAudit:
             "tool": call.name,
             "principal": call.principal,
             "identity": call.identity,
+            "source": call.state.get(SOURCE_KEY),
             "client_name": client.name if client else None,
             "client_version": client.version if client else None,
             "arguments": args_kept,

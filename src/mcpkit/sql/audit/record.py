@@ -65,6 +65,8 @@ class AuditRecord:
         at: When the call started, UTC.
         principal: The authenticated caller (HTTP with auth), else None.
         identity: The caller as rate limits see it (principal, or client name/version).
+        source: The database the call was routed to (`--dsn NAME=URL`; `default` for one plain
+            `--dsn`; `*` for list_tables over every database), None when none was chosen.
         client_name: The client's name from `initialize`.
         client_version: The client's version.
         arguments: The arguments as sent, as JSON; parameters declared secret are `[REDACTED]`.
@@ -90,6 +92,7 @@ class AuditRecord:
     at: dt.datetime = field(default_factory=utc_now)
     principal: str | None = None
     identity: str | None = None
+    source: str | None = None
     client_name: str | None = None
     client_version: str | None = None
     arguments: str | None = None

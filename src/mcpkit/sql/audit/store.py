@@ -58,6 +58,7 @@ _RETRIES: Final = 20
 _START_FIELDS: Final = (
     "principal",
     "identity",
+    "source",
     "client_name",
     "client_version",
     "arguments",

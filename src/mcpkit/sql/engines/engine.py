@@ -125,7 +125,11 @@ class SqlEngine:
             try:
                 conn = self._sa.connect()
             except self._errors as exc:
-                raise self._fail(exc, False, timeout_s, call_id) from None
+                # Whatever the driver says (a dropped database, a refused login), no session means the
+                # database cannot serve this call: a connection failure, retryable.
+                orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+                log.warning("sql call %s could not connect: %s: %s", call_id, type(orig).__name__, orig)
+                raise QueryFailed("connection", call_id) from None
             dbapi = conn.connection.driver_connection
             try:
                 self.profile.begin(dbapi, timeout_s, call_id)

@@ -11,7 +11,7 @@ structuredContent.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -32,6 +32,7 @@ from mcpkit.sql.reports.bind import BindError, BoundSql, prepare_sql
 from mcpkit.sql.reports.inputs import input_model, sample_value
 from mcpkit.sql.reports.like import like_value
 from mcpkit.sql.reports.spec import ParamSpec, Problems, ReportsError, ReportSpec, parse_reports
+from mcpkit.sql.routing import SERVICE_KEY
 from mcpkit.sql.service import DEFAULT_ROWS, SqlService
 from mcpkit.sql.shaping import shape_rows
 
@@ -73,8 +74,8 @@ class ReportRunner:
         bound: Its checked SQL.
         plan: Its masking plan (fixed SQL, so planned once at load).
         rows: Its row cap.
-        service: Engine and timeout (as for `execute_query`).
-        engine_for: Per-call engine (identities: the principal's role); default `service.engine`.
+        service: Engine and timeout (as for `execute_query`); a served call runs on the service
+            the routing middleware resolved (the caller's role), `service` is the fallback.
         calls: The audit, when there is one: the SQL sent and rows are noted per call.
     """
 
@@ -83,7 +84,6 @@ class ReportRunner:
     plan: MaskPlan
     rows: int
     service: SqlService
-    engine_for: Callable[[Context], Engine] | None = None
     calls: CallAudit | None = None
 
     @property
@@ -93,7 +93,8 @@ class ReportRunner:
 
     def run(self, values: dict[str, Any], ctx: Context) -> QueryResult:
         """Bind `values` and run the report; the shaped, masked result."""
-        engine = self.engine_for(ctx) if self.engine_for else self.service.engine
+        routed = ctx.state.get(SERVICE_KEY)
+        engine = routed.engine if isinstance(routed, SqlService) else self.service.engine
         params = _bind(self.spec.params, values, engine.dialect)
         if self.calls is not None:
             self.calls.note(ctx.call_id, sql=self.sql)
@@ -187,7 +188,6 @@ def build_report_tools(
     schema: SchemaMapping | KnownSchema | None = None,
     policy: MaskPolicy | None = None,
     calls: CallAudit | None = None,
-    engine_for: Callable[[Context], Engine] | None = None,
     reserved: Sequence[str] = RESERVED_NAMES,
 ) -> list[Tool]:
     """Compile reports from YAML text; every report checked, all problems reported together.
@@ -199,7 +199,6 @@ def build_report_tools(
         schema: The reflected schema (needed with a mask policy).
         policy: The mask policy; a report that filters on a masked column fails the load.
         calls: The audit, to note the SQL sent and rows of each call.
-        engine_for: Per-call engine (identities); default `service.engine`.
         reserved: Tool names reports may not take.
 
     Returns:
@@ -216,7 +215,7 @@ def build_report_tools(
         if compiled is None:
             continue
         bound, plan, rows = compiled
-        runner = ReportRunner(spec, bound, plan, rows, service, engine_for, calls)
+        runner = ReportRunner(spec, bound, plan, rows, service, calls)
         if calls is not None:
             calls.register(
                 spec.name, statement=runner.sql, secret_arguments=[q.name for q in spec.params if q.secret]
