@@ -445,7 +445,8 @@ def pg_vectors(pg_url: str) -> Iterator[PgVectors]:
         c.execute(f"INSERT INTO {s}.items (id, label, region) VALUES (1000, 'no vector', 'emea')")
         c.execute(f"CREATE TABLE {s}.big (id int PRIMARY KEY, emb float8[])")
         c.execute(
-            f"INSERT INTO {s}.big SELECT i, ARRAY(SELECT random() FROM generate_series(1, {DIM}) "
+            # ten times the ranking work of DIM-wide rows: seconds, well past the test's 1 s timeout
+            f"INSERT INTO {s}.big SELECT i, ARRAY(SELECT random() FROM generate_series(1, {DIM * 10}) "
             "WHERE i > 0) FROM generate_series(1, 100000) i"
         )
         c.execute(f"ALTER TABLE {s}.items ENABLE ROW LEVEL SECURITY")

@@ -274,7 +274,9 @@ async def test_three_engines_one_server_with_an_outage(world: World, tmp_path: P
         by_secret = "SELECT id FROM events WHERE secret = 'hunter2'"
         assert _code(await alice("execute_query", source="lite", query=by_secret)) == "REFUSED"
         card = await alice("execute_query", source="maria", query="SELECT card FROM orders")
-        assert card.is_error and "4111" not in json.dumps(card.structured_content or {}) + text_of(card)
+        # masked on MariaDB too: the column reads <masked>, and the account holds no grant on it
+        assert "4111" not in json.dumps(card.structured_content or {}) + text_of(card)
+        assert _rows(card) == [["<masked>"], ["<masked>"]]
 
         # a database that never answered: its calls fail, naming it; the others answer
         down = await alice("execute_query", source="down", query="SELECT 1")

@@ -176,7 +176,7 @@ def _column(table: TableDescription, name: str) -> str:
         for c in table.columns:
             if (c.name.casefold() == name.casefold()) if folded else c.name == name:
                 return c.name
-    raise Refused(_NO_COLUMN, data={"reason": "not_found"})
+    raise Refused(_NO_COLUMN, data={"reason": "not_found"}, expose_data=True)
 
 
 def _pg_kind(
@@ -186,10 +186,10 @@ def _pg_kind(
     with engine.session(timeout_s, call_id) as (conn, _):
         found = {str(r[0]): r for r in conn.execute(text(_PG_COLUMNS), {"rel": rel})}
     if column not in found:  # pragma: no cover - reflected a moment ago
-        raise Refused(_NO_COLUMN, data={"reason": "not_found"})
+        raise Refused(_NO_COLUMN, data={"reason": "not_found"}, expose_data=True)
     _, type_name, element, typmod, readable, namespace = found[column]
     if not readable:
-        raise Refused(_UNREADABLE, data={"reason": "permission"})
+        raise Refused(_UNREADABLE, data={"reason": "permission"}, expose_data=True)
     # Columns without a grant are left out, as SELECT * would fail on them.
     shown = tuple(name for name, row in found.items() if row[4])
     key = table.primary_key[0] if len(table.primary_key) == 1 else None
@@ -200,7 +200,7 @@ def _pg_kind(
         return _Target(table, column, key, "pgvector", qualified, dims, shown)
     if element is not None and str(element) in _ARRAY_ELEMENTS:
         return _Target(table, column, key, "array", "float8", None, shown)
-    raise Refused(_NOT_VECTOR, data={"reason": "not_a_vector"})
+    raise Refused(_NOT_VECTOR, data={"reason": "not_a_vector"}, expose_data=True)
 
 
 def _mysql_table(engine: SqlEngine, args: SimilarRowsInput, call_id: str, timeout_s: float) -> _Located:
@@ -216,7 +216,7 @@ def _mysql_table(engine: SqlEngine, args: SimilarRowsInput, call_id: str, timeou
             if found:
                 break
         else:
-            raise Refused(_NO_TABLE, data={"reason": "not_found"})
+            raise Refused(_NO_TABLE, data={"reason": "not_found"}, expose_data=True)
     table = TableDescription(
         table_schema=str(found[0][0]),
         name=str(found[0][1]),
@@ -239,9 +239,9 @@ class _Located:
 
 def _mysql_kind(located: _Located, column: str) -> _Target:
     if column not in located.readable:
-        raise Refused(_UNREADABLE, data={"reason": "permission"})
+        raise Refused(_UNREADABLE, data={"reason": "permission"}, expose_data=True)
     if located.types[column] not in _MYSQL_TEXTS:
-        raise Refused(_NOT_VECTOR, data={"reason": "not_a_vector"})
+        raise Refused(_NOT_VECTOR, data={"reason": "not_a_vector"}, expose_data=True)
     table = located.table
     key = table.primary_key[0] if len(table.primary_key) == 1 else None
     shown = tuple(c.name for c in table.columns if c.name in located.readable)
@@ -263,7 +263,7 @@ def _target(service: SqlService, args: SimilarRowsInput, call_id: str) -> _Targe
     column = _column(table, args.column)
     masking = service.masking
     if masking is not None and masking.policy.masks(table.table_schema, table.name, column):
-        raise Refused(_MASKED, data={"reason": "masked_column"})
+        raise Refused(_MASKED, data={"reason": "masked_column"}, expose_data=True)
     if located is not None:
         return _mysql_kind(located, column)
     if engine.dialect == "postgres":
@@ -324,6 +324,7 @@ def build_sql(target: _Target, args: SimilarRowsInput, dialect: str, rows: int) 
                 f"That column holds {target.dims}-dimension vectors; the vector given has "
                 f"{len(args.vector)}.",
                 data={"reason": "dimension"},
+                expose_data=True,
             )
         literal = exp.Literal.string(_vector_text(args.vector, kind)).sql(dialect=dialect)
         # sqlite-vec: converted to float32 once (a constant), not parsed again for every row
@@ -337,7 +338,7 @@ def build_sql(target: _Target, args: SimilarRowsInput, dialect: str, rows: int) 
             where.append(f"{_dims(kind, col)} = {len(args.vector)}")
     else:
         if target.key is None:
-            raise Refused(_NO_KEY, data={"reason": "no_key"})
+            raise Refused(_NO_KEY, data={"reason": "no_key"}, expose_data=True)
         key = q(target.key)
         literal = exp.Literal.string(str(args.row_id)).sql(dialect=dialect)
         # A scalar subquery, evaluated once (an InitPlan on PostgreSQL, so an index still serves it)
