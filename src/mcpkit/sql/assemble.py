@@ -16,6 +16,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
+from mcpkit.sql.profiles.base import merge_findings
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
@@ -68,7 +69,7 @@ def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
     with engine.session(30.0, "startup-masks") as (conn, _):
         findings = engine.profile.use_masks(conn, masked)
     if findings:
-        lines = "\n".join(f"  {f.line()}" for f in findings)
+        lines = "\n".join(f"  {f.line()}" for f in merge_findings(findings))
         raise SqlConfigError(
             "--mask: the database account can read masked columns; the database must withhold "
             f"them itself:\n{lines}"

@@ -1,0 +1,211 @@
+"""Each least-privilege finding on the real engine: held directly, held through a role, then gone
+after the printed fix; and a fix that removes two findings is printed once.
+
+PostgreSQL: CREATEROLE, BYPASSRLS, REPLICATION on the login, and the same attributes on a role the
+login can SET ROLE to (directly or through another role). MariaDB: FILE, SUPER, PROCESS on the
+login, through a default role, and through a role of a role that is not enabled.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from mcpkit.sql.checks import ensure_safe_account, inspect_account
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.profiles import AccountReport
+from tests.sql.sql_support import mysql_admin, pg_admin
+
+
+def _report(url: str) -> AccountReport:
+    engine = SqlEngine(url)
+    try:
+        return inspect_account(engine)
+    finally:
+        engine.close()
+
+
+def _by_code(report: AccountReport, *codes: str) -> dict[str, str]:
+    return {f.code: f.line() for f in report.findings if f.code in codes}
+
+
+# --- PostgreSQL -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_db(pg_url: str) -> Iterator[tuple[str, str]]:
+    """A database of its own (the route audit sees only this database's objects) and a tag."""
+    tag = secrets.token_hex(4)
+    db = f"mk_lp_{tag}"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE DATABASE {db}")
+    roles: list[str] = []
+    yield make_url(pg_url).set(database=db).render_as_string(hide_password=False), tag
+    with pg_admin(pg_url) as c:
+        c.execute(f"DROP DATABASE {db} WITH (FORCE)")
+        for (role,) in c.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE %s", [f"mk_lp_{tag}_%"]):
+            roles.append(role)
+        for role in sorted(roles, reverse=True):
+            c.execute(f"DROP ROLE {role}")
+
+
+def _login(admin: str, role: str) -> str:
+    return make_url(admin).set(username=role, password=None).render_as_string(hide_password=False)
+
+
+@pytest.mark.postgres
+def test_postgres_role_attributes_refused_then_clean(pg_db: tuple[str, str]) -> None:
+    admin, tag = pg_db
+    role = f"mk_lp_{tag}_a"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {role} LOGIN CREATEROLE BYPASSRLS REPLICATION")
+    found = _by_code(_report(_login(admin, role)), "createrole", "bypassrls", "replication")
+    assert set(found) == {"createrole", "bypassrls", "replication"}
+    assert f"ALTER ROLE {role} NOCREATEROLE" in found["createrole"]
+    assert f"ALTER ROLE {role} NOBYPASSRLS" in found["bypassrls"]
+    assert f"ALTER ROLE {role} NOREPLICATION" in found["replication"]
+    with pg_admin(admin) as c:
+        for line in found.values():
+            c.execute(re.search(r"ALTER ROLE \S+ NO\w+", line)[0])  # type: ignore[index]
+    assert _by_code(_report(_login(admin, role)), "createrole", "bypassrls", "replication") == {}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("chain", [False, True], ids=["direct", "through-another-role"])
+def test_postgres_membership_in_a_privileged_role_refused_then_clean(
+    pg_db: tuple[str, str], chain: bool
+) -> None:
+    admin, tag = pg_db
+    login, holder, middle = f"mk_lp_{tag}_b", f"mk_lp_{tag}_g", f"mk_lp_{tag}_m"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {holder} NOLOGIN CREATEROLE BYPASSRLS REPLICATION")
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        if chain:
+            c.execute(f"CREATE ROLE {middle} NOLOGIN")
+            c.execute(f"GRANT {holder} TO {middle}")
+            c.execute(f"GRANT {middle} TO {login}")
+        else:
+            c.execute(f"GRANT {holder} TO {login}")
+    report = _report(_login(admin, login))
+    found = [f for f in report.findings if f.code == "member-of-privileged-role"]
+    assert len(found) == 1
+    line = found[0].line()
+    assert f"can SET ROLE to {holder}, which has CREATEROLE, BYPASSRLS, REPLICATION" in line
+    granted = middle if chain else holder
+    assert line.endswith(f"REVOKE {granted} FROM {login}")
+    assert ("through" in line) is chain
+    with pytest.raises(SqlConfigError, match="can SET ROLE to"):
+        ensure_safe_account(report)
+    with pg_admin(admin) as c:
+        c.execute(f"REVOKE {granted} FROM {login}")
+    assert not [f for f in _report(_login(admin, login)).findings if f.code == "member-of-privileged-role"]
+
+
+@pytest.mark.postgres
+def test_postgres_one_fix_for_two_routes_is_printed_once(pg_db: tuple[str, str]) -> None:
+    # Two domains whose CHECK calls one volatile function in a schema the login cannot use:
+    # two routes, one statement that stops both.
+    admin, tag = pg_db
+    login = f"mk_lp_{tag}_r"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute(
+            "CREATE SCHEMA priv; CREATE SCHEMA app;"
+            "CREATE FUNCTION priv.side(text) RETURNS boolean LANGUAGE sql VOLATILE AS 'SELECT true';"
+            "CREATE DOMAIN app.d1 AS text CHECK (priv.side(VALUE));"
+            "CREATE DOMAIN app.d2 AS text CHECK (priv.side(VALUE));"
+        )
+        c.execute(f"GRANT USAGE ON SCHEMA app TO {login}")
+    report = _report(_login(admin, login))
+    raw = [f.fix for f in report.findings if "priv.side" in f.fix]
+    assert len(raw) >= 2 and len(set(raw)) == 1, report.findings  # two routes, one fix
+    with pytest.raises(SqlConfigError) as refused:
+        ensure_safe_account(report)
+    lines = [line for line in str(refused.value).splitlines()[1:] if "priv.side" in line]
+    assert len(lines) == 1 and "app.d1" in lines[0] and "app.d2" in lines[0], lines
+    with pg_admin(admin) as c:
+        c.execute(raw[0])
+    assert not [f for f in _report(_login(admin, login)).findings if "priv.side" in f.fix]
+
+
+# --- MariaDB --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mysql_accounts(mysql_url: str) -> Iterator[str]:
+    tag = secrets.token_hex(4)
+    admin = mysql_admin(mysql_url)
+    with admin.cursor() as c:
+        c.execute(f"CREATE DATABASE mk_lp_{tag}_db")
+    yield tag
+    with admin.cursor() as c:
+        c.execute(f"DROP DATABASE mk_lp_{tag}_db")
+        c.execute("SELECT User FROM mysql.user WHERE User LIKE %s", [f"mk_lp_{tag}_%"])
+        for (name,) in c.fetchall():
+            c.execute(f"DROP USER IF EXISTS '{name}'@'%'")
+            c.execute(f"DROP ROLE IF EXISTS {name}")
+    admin.close()
+
+
+def _mysql_run(url: str, *statements: str) -> None:
+    admin = mysql_admin(url)
+    with admin.cursor() as c:
+        for sql in statements:
+            c.execute(sql)
+    admin.close()
+
+
+def _mysql_login(url: str, user: str) -> str:
+    db = user.rsplit("_", 1)[0] + "_db"
+    _mysql_run(url, f"GRANT SELECT ON {db}.* TO '{user}'@'%'")
+    return make_url(url).set(username=user, password=None, database=db).render_as_string(False)
+
+
+ADMIN_CODES = ("mysql:file", "mysql:super", "mysql:process")
+
+
+@pytest.mark.mysql
+def test_mariadb_file_super_process_on_the_login_refused_then_clean(
+    mysql_url: str, mysql_accounts: str
+) -> None:
+    user = f"mk_lp_{mysql_accounts}_u"
+    _mysql_run(mysql_url, f"CREATE USER '{user}'@'%'", f"GRANT FILE, SUPER, PROCESS ON *.* TO '{user}'@'%'")
+    report = _report(_mysql_login(mysql_url, user))
+    fixes = {f.code: f.fix for f in report.findings if f.code in ADMIN_CODES}
+    assert set(fixes) == set(ADMIN_CODES), report.findings
+    for fix in fixes.values():
+        assert "; " not in fix and fix.endswith(f"FROM `{user}`@`%`"), fix
+    _mysql_run(mysql_url, *fixes.values())
+    assert _by_code(_report(_mysql_login(mysql_url, user)), *ADMIN_CODES) == {}
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("default_role", [True, False], ids=["default-role", "role-not-enabled"])
+def test_mariadb_file_super_process_through_roles_refused_then_clean(
+    mysql_url: str, mysql_accounts: str, default_role: bool
+) -> None:
+    user, outer, inner = (f"mk_lp_{mysql_accounts}_{s}" for s in ("v", "r", "n"))
+    _mysql_run(
+        mysql_url,
+        f"CREATE ROLE {inner}",
+        f"CREATE ROLE {outer}",
+        f"GRANT FILE, SUPER, PROCESS ON *.* TO {inner}",
+        f"GRANT {inner} TO {outer}",
+        f"CREATE USER '{user}'@'%'",
+        f"GRANT {outer} TO '{user}'@'%'",
+        *([f"SET DEFAULT ROLE {outer} FOR '{user}'@'%'"] if default_role else []),
+    )
+    report = _report(_mysql_login(mysql_url, user))
+    found = {f.code: f for f in report.findings if f.code in ADMIN_CODES}
+    assert set(found) == set(ADMIN_CODES), report.findings
+    for f in found.values():
+        assert f"through role `{inner}`" in f.message and f.fix.endswith(f"ON *.* FROM `{inner}`"), f
+    with pytest.raises(SqlConfigError, match="holds FILE through role"):
+        ensure_safe_account(report)
+    _mysql_run(mysql_url, *(f.fix for f in found.values()))
+    assert _by_code(_report(_mysql_login(mysql_url, user)), *ADMIN_CODES) == {}
