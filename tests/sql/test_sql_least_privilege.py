@@ -209,3 +209,53 @@ def test_mariadb_file_super_process_through_roles_refused_then_clean(
         ensure_safe_account(report)
     _mysql_run(mysql_url, *(f.fix for f in found.values()))
     assert _by_code(_report(_mysql_login(mysql_url, user)), *ADMIN_CODES) == {}
+
+
+@pytest.mark.postgres
+def test_postgres_readable_foreign_tables_refused_then_clean(pg_db: tuple[str, str], pg_url: str) -> None:
+    admin, tag = pg_db
+    login = f"mk_lp_{tag}_f"
+    base = make_url(pg_url)
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute("CREATE EXTENSION file_fdw; CREATE EXTENSION postgres_fdw; CREATE SCHEMA app")
+        c.execute("CREATE SERVER files FOREIGN DATA WRAPPER file_fdw")
+        c.execute(
+            "CREATE FOREIGN TABLE app.host_file (line text) SERVER files"
+            " OPTIONS (filename '/etc/hostname', format 'text')"
+        )
+        c.execute(
+            "CREATE SERVER other FOREIGN DATA WRAPPER postgres_fdw"
+            f" OPTIONS (host '{base.host}', port '{base.port or 5432}', dbname '{base.database}')"
+        )
+        c.execute(f"CREATE USER MAPPING FOR {login} SERVER other OPTIONS (user 'postgres')")
+        c.execute(
+            "CREATE FOREIGN TABLE app.remote_roles (rolname text) SERVER other"
+            " OPTIONS (schema_name 'pg_catalog', table_name 'pg_roles')"
+        )
+        c.execute(f"GRANT USAGE ON SCHEMA app TO {login}")
+        c.execute(f"GRANT SELECT ON app.host_file, app.remote_roles TO {login}")
+    url = _login(admin, login)
+    engine = SqlEngine(url)
+    try:  # as found, the reader reads a server file through the foreign table
+        with engine.session(10.0, "fdw") as (conn, _):
+            assert conn.exec_driver_sql("SELECT count(*) FROM app.host_file").scalar() >= 1
+    finally:
+        engine.close()
+    report = _report(url)
+    found = {
+        f.message.split(" (server")[0].rsplit(" ", 1)[1]: f
+        for f in report.findings
+        if f.code == "foreign-table"
+    }
+    assert set(found) == {"app.host_file", "app.remote_roles"}, report.findings
+    assert (
+        "file_fdw" in found["app.host_file"].message and "postgres_fdw" in found["app.remote_roles"].message
+    )
+    with pytest.raises(SqlConfigError, match=re.escape("foreign table app.host_file")):
+        ensure_safe_account(report)
+    assert found["app.host_file"].opt_in == "foreign-table:app.host_file"  # an opt-in names one
+    with pg_admin(admin) as c:
+        for f in found.values():
+            c.execute(f.fix)
+    assert not [f for f in _report(url).findings if f.code == "foreign-table"]

@@ -40,6 +40,20 @@ WHERE r.rolname <> current_user AND pg_has_role(current_user, r.oid, 'MEMBER')
   AND (r.rolsuper OR r.rolcreaterole OR r.rolbypassrls OR r.rolreplication)
 ORDER BY 1
 """
+# Foreign tables the role can read: each read leaves this database (another server through
+# postgres_fdw, a server file or program through file_fdw, any other wrapper's source).
+_FOREIGN: Final = """
+SELECT n.nspname || '.' || c.relname, quote_ident(n.nspname) || '.' || quote_ident(c.relname),
+       s.srvname, w.fdwname
+FROM pg_foreign_table ft
+JOIN pg_class c ON c.oid = ft.ftrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_foreign_server s ON s.oid = ft.ftserver
+JOIN pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+WHERE has_schema_privilege(n.oid, 'USAGE')
+  AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))
+ORDER BY 1
+"""
 _OWNED: Final = """
 SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -158,6 +172,18 @@ def inspect_postgres(conn: Connection, allowed: frozenset[str] = frozenset()) ->
         )
         found.append(
             Finding("create-schema", f"role {user} can CREATE in schema {schema}", fix, "create-schema")
+        )
+    for name, qualified, server, wrapper in conn.execute(text(_FOREIGN)):
+        if f"foreign-table:{name}" in allowed:
+            continue
+        found.append(
+            Finding(
+                "foreign-table",
+                f"role {user} can read foreign table {qualified} (server {server}, {wrapper}): "
+                "each read reaches outside this database",
+                f"REVOKE SELECT ON {qualified} FROM {quoted}",
+                f"foreign-table:{name}",
+            )
         )
     found += audit_routes(conn, allowed)
     writable = [str(r[0]) for r in conn.execute(text(_WRITABLE))]
