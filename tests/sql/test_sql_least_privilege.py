@@ -19,6 +19,7 @@ from mcpkit.sql.checks import ensure_safe_account, inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import AccountReport
+from tests.helpers import run_mcpkit
 from tests.sql.sql_support import mysql_admin, pg_admin
 
 
@@ -259,3 +260,23 @@ def test_postgres_readable_foreign_tables_refused_then_clean(pg_db: tuple[str, s
         for f in found.values():
             c.execute(f.fix)
     assert not [f for f in _report(url).findings if f.code == "foreign-table"]
+
+
+@pytest.mark.postgres
+def test_one_option_reopens_a_function_for_start_up_and_queries(pg_db: tuple[str, str]) -> None:
+    # --allow function:S.N and --allow-function S.N used to be two halves of one decision.
+    admin, tag = pg_db
+    login = f"mk_lp_{tag}_o"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute(
+            "CREATE SCHEMA app; CREATE FUNCTION app.f() RETURNS int LANGUAGE sql STABLE SECURITY DEFINER"
+            " AS 'SELECT 41 + 1'"
+        )
+        c.execute(f"GRANT USAGE ON SCHEMA app TO {login}")
+    url = _login(admin, login)
+    neither = run_mcpkit("sql", "query", "--dsn", url, "SELECT app.f() AS x")
+    assert neither.returncode == 2 and "function app.f() runs as its owner" in neither.stderr
+    for option in (["--allow", "function:app.f"], ["--allow-function", "app.f"]):
+        done = run_mcpkit("sql", "query", "--dsn", url, *option, "SELECT app.f() AS x")
+        assert done.returncode == 0 and "42" in done.stdout, (option, done.stderr)

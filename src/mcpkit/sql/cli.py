@@ -51,7 +51,8 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="also allow this function (name, schema.name or prefix*; repeatable; also "
-        f"${ALLOW_FUNCTIONS_ENV}, comma-separated); the never list (sleeping, locks, files, SQL in "
+        f"${ALLOW_FUNCTIONS_ENV}, comma-separated); a schema.name also accepts its start-up finding "
+        "(the same as --allow function:SCHEMA.NAME); the never list (sleeping, locks, files, SQL in "
         "strings, transaction ids, other sessions) cannot be allowed",
     )
     p.add_argument(
@@ -67,8 +68,9 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="accept one start-up finding: superuser, table-owner, create-schema, bypassrls, "
         "read-all-stats, read-all-settings, function:SCHEMA.NAME, extension:NAME, routine:DB.NAME, "
-        "relation:SCHEMA.NAME, type:SCHEMA.NAME "
-        "(repeatable; each is logged as a warning)",
+        "relation:SCHEMA.NAME, type:SCHEMA.NAME, foreign-table:SCHEMA.NAME "
+        "(repeatable; each is logged as a warning); function:SCHEMA.NAME also lets queries call it "
+        "(the same as --allow-function SCHEMA.NAME)",
     )
     p.add_argument("--allow-superuser", action="store_true", help="the same as --allow superuser")
     p.add_argument("-v", "--verbose", action="store_true", help="log admitted SQL and details to stderr")
@@ -134,7 +136,23 @@ def _demo_dsn() -> str:
     return f"sqlite:///{path}"
 
 
+def opt_ins(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """`--allow` and `--allow-function`, made one decision: reopening a function accepts both its
+    start-up finding and its use in queries, whichever option named it.
+
+    >>> ns = argparse.Namespace(allow=["function:app.f", "table-owner"], allow_function=["app.g", "h"])
+    >>> opt_ins(ns)
+    (['function:app.f', 'table-owner', 'function:app.g'], ['app.g', 'h', 'app.f'])
+    """
+    allow = list(args.allow)
+    functions = list(args.allow_function)
+    allow += [f"function:{n}" for n in functions if "." in n and f"function:{n}" not in allow]
+    functions += [a.split(":", 1)[1] for a in args.allow if a.startswith("function:")]
+    return allow, list(dict.fromkeys(functions))
+
+
 def _service(args: argparse.Namespace, max_rows: int) -> SqlService:
+    args.allow, args.allow_function = opt_ins(args)
     engine = SqlEngine(_demo_dsn() if args.demo else args.dsn)
     try:
         report = inspect_account(engine, allowed=args.allow)
@@ -199,7 +217,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
     engine = SqlEngine(_demo_dsn() if args.demo else args.dsn)
     try:
-        allow = [*args.allow, *(["superuser"] if args.allow_superuser else [])]
+        allow = [*opt_ins(args)[0], *(["superuser"] if args.allow_superuser else [])]
         checks = diagnose(engine, timeout_s=min(args.timeout, 2.0), allow=allow)
     finally:
         engine.close()
