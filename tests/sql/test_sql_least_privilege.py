@@ -15,10 +15,12 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy.engine import make_url
 
+from mcpkit.sql.admission.function_tables.postgres import POSTGRES
 from mcpkit.sql.checks import ensure_safe_account, inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import AccountReport
+from mcpkit.sql.profiles.postgres.knowledge import unreachable_reason
 from tests.helpers import run_mcpkit
 from tests.sql.sql_support import mysql_admin, pg_admin
 
@@ -280,3 +282,24 @@ def test_one_option_reopens_a_function_for_start_up_and_queries(pg_db: tuple[str
     for option in (["--allow", "function:app.f"], ["--allow-function", "app.f"]):
         done = run_mcpkit("sql", "query", "--dsn", url, *option, "SELECT app.f() AS x")
         assert done.returncode == 0 and "42" in done.stdout, (option, done.stderr)
+
+
+@pytest.mark.postgres
+def test_postgres_audit_and_admission_share_one_never_list(pg_db: tuple[str, str]) -> None:
+    # One source: every pg_catalog function admission never allows is unreachable for the start-up
+    # audit too. pg_lock_status (other sessions' locks) was allowed to views by the audit's own list.
+    admin, tag = pg_db
+    with pg_admin(admin) as c:
+        names = {
+            r[0]
+            for r in c.execute("SELECT proname FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace")
+        }
+    never = {n for n in names if (f := POSTGRES.lookup(n)) is not None and f.verdict == "never"}
+    assert {n for n in names if unreachable_reason(n)} == never and "pg_lock_status" in never
+    login = f"mk_lp_{tag}_l"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute("CREATE SCHEMA app; CREATE VIEW app.locks AS SELECT count(*) AS n FROM pg_lock_status() l")
+        c.execute(f"GRANT USAGE ON SCHEMA app TO {login}; GRANT SELECT ON app.locks TO {login}")
+    lines = [f.line() for f in _report(_login(admin, login)).findings]
+    assert any("relation app.locks runs pg_catalog.pg_lock_status" in line for line in lines), lines
