@@ -49,6 +49,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
 from mcpkit.sql.audit.chain import GENESIS, ChainRow, canonical, link
+from mcpkit.sql.audit.mysql import RESTART_CODES, flush_setting, release_lock, take_lock
 from mcpkit.sql.audit.record import AuditRecord
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.errors import SqlConfigError
@@ -59,7 +60,6 @@ TABLE_NAME: Final = "mcpkit_audit"
 SYNC_MODES: Final = ("full", "normal")
 Sync = Literal["full", "normal"]
 _RETRIES: Final = 20
-_MYSQL_RESTART: Final = (1205, 1213)  # lock wait timeout, deadlock
 _START_FIELDS: Final = (
     "principal",
     "identity",
@@ -213,7 +213,7 @@ class AuditStore:
         if self.url.get_backend_name() not in ("mysql", "mariadb"):
             return None
         with self.engine.connect() as conn:
-            return int(conn.execute(sql_text("SELECT @@GLOBAL.innodb_flush_log_at_trx_commit")).scalar() or 0)
+            return flush_setting(conn)
 
     # --- writing ----------------------------------------------------------------------------------
 
@@ -233,7 +233,7 @@ class AuditStore:
                             seq = self._append(conn, entries, texts)
                     finally:
                         if conn.dialect.name in ("mysql", "mariadb"):
-                            _release(conn)
+                            release_lock(conn)
                 return seq
             except IntegrityError:
                 # another process took these positions first: chain onto theirs
@@ -243,7 +243,7 @@ class AuditStore:
                 # InnoDB's "deadlock found, try restarting transaction" (seen while another server
                 # created the table) and lock wait timeouts: nothing was written, so try again
                 code = exc.orig.args[0] if exc.orig is not None and exc.orig.args else None
-                if code not in _MYSQL_RESTART or attempt == _RETRIES - 1:
+                if code not in RESTART_CODES or attempt == _RETRIES - 1:
                     raise
         raise AssertionError("unreachable")
 
@@ -253,9 +253,7 @@ class AuditStore:
         if conn.dialect.name == "postgresql":
             conn.execute(sql_text("SELECT pg_advisory_xact_lock(hashtext(:t))"), {"t": TABLE_NAME})
         elif conn.dialect.name in ("mysql", "mariadb"):
-            got = conn.execute(sql_text("SELECT GET_LOCK(:t, 60)"), {"t": _lock_name(conn)}).scalar()
-            if got != 1:
-                raise OperationalError("GET_LOCK", {}, TimeoutError("the audit append lock timed out"))
+            take_lock(conn)
         head = conn.execute(
             select(self.table.c.seq, self.table.c.hash).order_by(self.table.c.seq.desc()).limit(1)
         ).first()
@@ -341,21 +339,6 @@ class AuditStore:
     def close(self) -> None:
         """Release the connections."""
         self.engine.dispose()
-
-
-def _lock_name(conn: Connection) -> str:
-    # GET_LOCK names are server-wide: one per audit database (at most 64 characters).
-    return f"mcpkit_audit:{conn.engine.url.database or ''}"[:64]
-
-
-def _release(conn: Connection) -> None:
-    # The named lock belongs to the session, not the transaction: released once the entries are
-    # committed (a broken connection releases it on its own).
-    try:
-        conn.execute(sql_text("SELECT RELEASE_LOCK(:t)"), {"t": _lock_name(conn)})
-        conn.commit()
-    except SQLAlchemyError:
-        conn.invalidate()
 
 
 def _time(text: str) -> dt.datetime:
