@@ -7,12 +7,13 @@ filter that rewrites `msg` misses the traceback formatted later.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "install_redaction",
     "log_call",
     "redact_arguments",
+    "secret_fields",
 ]
 
 REDACTED = "[REDACTED]"
@@ -207,25 +209,54 @@ class _Chain(Redactor):
         return text
 
 
-_SENSITIVE_KEY = re.compile(r"(?i)pass|secret|token|key|auth|cookie|credential|session|signature")
 _MAX_ARGUMENTS_TEXT = 1000
 
 
-def redact_arguments(arguments: Any, redactor: Redactor | None = None) -> str:
-    """Arguments for an operator record: credential-named fields masked, secrets redacted, length capped.
+@functools.lru_cache(maxsize=1024)
+def _model_schema(model: Any) -> Mapping[str, Any]:
+    try:
+        schema: Mapping[str, Any] = model.model_json_schema()
+    except Exception:  # not a pydantic model, or a schema pydantic cannot write: nothing declared
+        return {}
+    return schema
 
-    >>> redact_arguments({"user": "ann", "api_key": "k-123456", "nested": {"password": "pw123"}})
-    '{"user":"ann","api_key":"[REDACTED]","nested":{"password":"[REDACTED]"}}'
+
+def secret_fields(tool: Any) -> frozenset[str]:
+    """The arguments a tool declares secret: `SecretStr`/`SecretBytes` fields of its input model, or
+    properties of its `input_schema` marked `"writeOnly": true` or `"format": "password"`.
+
+    >>> class Login:  # a tool with a hand-written schema (SecretStr fields give the same)
+    ...     input_schema = {"properties": {"author": {"type": "string"},
+    ...                     "password": {"type": "string", "format": "password", "writeOnly": True}}}
+    >>> sorted(secret_fields(Login))
+    ['password']
     """
+    schema = getattr(tool, "input_schema", None)
+    if schema is None:
+        model = getattr(tool, "input", None)
+        schema = _model_schema(model) if model is not None else {}
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return frozenset()
+    return frozenset(
+        str(name)
+        for name, p in properties.items()
+        if isinstance(p, Mapping) and (p.get("writeOnly") is True or p.get("format") == "password")
+    )
 
-    def mask(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: REDACTED if _SENSITIVE_KEY.search(str(k)) else mask(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [mask(v) for v in value]
-        return value
 
-    text = json.dumps(mask(arguments), ensure_ascii=False, separators=(",", ":"), default=str)
+def redact_arguments(arguments: Any, redactor: Redactor | None = None, secret: Collection[str] = ()) -> str:
+    """Arguments for an operator record: declared secret fields masked, secret values redacted,
+    length capped. Names are never guessed (`keyword`, `author` stay as they are): a field is masked
+    when the tool declares it (`secret_fields`), a value when the server loaded it as a secret.
+
+    >>> redact_arguments({"user": "ann", "keyword": "k-123456", "pin": "0000"}, secret={"pin"})
+    '{"user":"ann","keyword":"k-123456","pin":"[REDACTED]"}'
+    """
+    shown = arguments
+    if secret and isinstance(arguments, dict):
+        shown = {k: REDACTED if k in secret else v for k, v in arguments.items()}
+    text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"), default=str)
     if redactor is not None:  # before the cut, which could leave a secret's first part unmatched
         text = redactor.redact(text)
     if len(text) > _MAX_ARGUMENTS_TEXT:

@@ -35,7 +35,7 @@ from pydantic_core import to_json
 
 from mcpkit.definition import Tool
 from mcpkit.errors import InvalidParams, ToolError, ToolTimeout
-from mcpkit.logs import Redactor, log_call, redact_arguments
+from mcpkit.logs import Redactor, log_call, redact_arguments, secret_fields
 from mcpkit.result import Outcome, OutputInvalid, error_outcome, internal_outcome, shape_output
 from mcpkit.threads import HandlerThreads
 
@@ -240,7 +240,8 @@ class _AnyioDeadline:
 
 
 def _log_record(fields: dict[str, Any], call: Call) -> None:
-    log_call({**fields, "arguments": redact_arguments(call.arguments, call.redactor), **call.record})
+    secret = secret_fields(call.tool) if call.tool is not None else ()
+    log_call({**fields, "arguments": redact_arguments(call.arguments, call.redactor, secret), **call.record})
 
 
 def _after_answer(fn: Callable[..., None], *args: Any) -> None:

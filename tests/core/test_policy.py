@@ -12,7 +12,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp_types import Implementation
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from mcpkit import Call, CallNext, Context, Outcome, Server, Tool, ToolError
 from tests.helpers import dump, text_of
@@ -319,18 +319,22 @@ async def test_secrets_never_reach_logs_results_or_errors(
     assert sneaky.meta["mcpkit/error"]["code"] == "INTERNAL"  # type: ignore[index]
 
 
-async def test_operator_record_masks_credential_arguments(captured: io.StringIO) -> None:
+async def test_operator_record_masks_declared_secret_arguments(captured: io.StringIO) -> None:
+    # Only what the tool declares (SecretStr): names are not guessed, so `author`/`keyword` stay.
     class Login(BaseModel):
         user: str
-        password: str
+        password: SecretStr
+        author: str = ""
+        keyword: str = ""
 
     server = Server(
         unique("args"),
         tools=[Tool(name="login", description="Log in.", input=Login, handler=lambda a, c: "ok")],
     )
     async with client(server) as c:
-        await c.call_tool("login", {"user": "ann", "password": "hunter2-long"})
+        args = {"user": "ann", "password": "hunter2-long", "author": "Ann Author", "keyword": "widgets"}
+        await c.call_tool("login", args)
     line = next(ln for ln in captured.getvalue().splitlines() if '"tool": "login"' in ln)
     record = json.loads(line[line.index("{") :])
-    assert record["arguments"] == '{"user":"ann","password":"[REDACTED]"}'
+    assert json.loads(record["arguments"]) == {**args, "password": "[REDACTED]"}
     assert "hunter2" not in captured.getvalue()

@@ -103,6 +103,10 @@ _PG_QUERIES = {
     "file_settings": "SELECT name, setting FROM pg_file_settings ORDER BY 1, 2",
     "extensions": "SELECT extname FROM pg_extension ORDER BY 1",
     "databases": "SELECT datname FROM pg_database ORDER BY 1",
+    # The one cluster-wide file check: the data directory's top-level entries (COPY TO, lo_export
+    # or an adminpack write would add one). The test user cannot read the directory itself; the
+    # administrator lists it. Nothing else on a shared server adds names there.
+    "data_directory": "SELECT f FROM pg_ls_dir('.') AS f ORDER BY 1",
     "sequence": None,
 }
 

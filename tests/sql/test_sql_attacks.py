@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlglot import exp
 
 from mcpkit.errors import Refused
@@ -118,6 +119,56 @@ def test_postgres_read_only_session_holds_without_admission(case: Case, pg_env: 
             lambda: pg_snapshot(pg_env.admin_url, pg_env.schema, pg_env.canary),
             admission=False,
         )
+    finally:
+        engine.close()
+
+
+def _assigns_xid(engine: SqlEngine, sql: str) -> bool:
+    """Run `sql` in the server's read-only session; whether the transaction got a transaction id.
+
+    Sound on a shared server where others burn ids all the time: it asks this transaction only
+    (`pg_current_xact_id_if_assigned`), inside it, after the statement (a savepoint keeps the
+    transaction usable when the statement fails; a savepoint alone assigns no id).
+    """
+    with engine.session(TIMEOUT_S, "xid") as (conn, _):
+        conn.exec_driver_sql("SAVEPOINT mk_attack")
+        try:
+            conn.exec_driver_sql(sql)
+        except DBAPIError:
+            try:
+                conn.exec_driver_sql("ROLLBACK TO SAVEPOINT mk_attack")
+            except DBAPIError:
+                return True  # the statement left the transaction (COMMIT; ...): count it as a change
+        return conn.exec_driver_sql("SELECT pg_current_xact_id_if_assigned()").scalar() is not None
+
+
+@pytest.mark.postgres
+def test_postgres_xid_probe_can_fail(pg_env: DbEnv) -> None:
+    engine = SqlEngine(pg_env.ro_url)
+    try:
+        assert _assigns_xid(engine, "SELECT txid_current()")
+        assert not _assigns_xid(engine, "SELECT count(*) FROM sales_demo")
+    finally:
+        engine.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("case", PG_CASES, ids=lambda c: c.id)
+def test_postgres_attack_assigns_no_transaction_id(case: Case, pg_env: DbEnv) -> None:
+    # What admission lets through assigns no transaction id; what would assign one with admission
+    # off (txid_current and friends are executable by PUBLIC in pg_catalog) is refused by it.
+    engine = SqlEngine(pg_env.ro_url)
+    try:
+        service = SqlService(engine, timeout_s=TIMEOUT_S)
+        sql = _sql(case, pg_env)
+        try:
+            admitted: str | None = service.admit(sql, 5).sql
+        except Refused:
+            admitted = None
+        if admitted is not None:
+            assert not _assigns_xid(engine, admitted), case.name
+        elif _assigns_xid(engine, sql):
+            assert _outcome(service, sql) == "refused", case.name
     finally:
         engine.close()
 

@@ -129,3 +129,16 @@ def pg_audit_dsn(pg_url: str) -> Iterator[str]:
     yield f"{pg_url}?options=-csearch_path%3D{schema}"
     with pg_admin(pg_url) as c:
         c.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def mysql_audit_dsn(mysql_url: str) -> Iterator[str]:
+    """A database of its own on MariaDB for an audit table."""
+    db = f"mk_audit_{tokens.token_hex(4)}"
+    admin = mysql_admin(mysql_url)
+    with admin.cursor() as c:
+        c.execute(f"CREATE DATABASE {db}")
+    yield make_url(mysql_url).set(database=db).render_as_string(hide_password=False)
+    with admin.cursor() as c:
+        c.execute(f"DROP DATABASE {db}")
+    admin.close()

@@ -314,3 +314,42 @@ def test_cache_and_limits_reach_the_tool(sqlite_crm: CrmDb) -> None:
     assert "revenue: Net revenue in USD" in by_name["top_products"].description
     assert by_name["top_products"].annotations is not None
     assert by_name["top_products"].annotations.read_only_hint is True
+
+
+def test_report_cells_are_clipped_in_the_sql_sent(crm: CrmDb) -> None:
+    # As execute_query: a report's big cells are cut by the database, so no cell over the budget
+    # reaches the driver; the bound parameter still filters (the clip wraps the text with it).
+    from mcpkit.context import Context
+    from mcpkit.sql.clipping import CellBudget
+
+    engine = SqlEngine(crm.url)
+    service = SqlService(engine, max_rows=100, timeout_s=20.0, cells=CellBudget(call_bytes=64 * 1024))
+    big = {"sqlite": "printf('%.*c', 1000000, 'x')", "postgres": "repeat('x', 1000000)"}
+    big["mysql"] = "repeat('x', 1000000)"
+    try:
+        (tool,) = build_report_tools(
+            _file(
+                f"""
+                - name: big_cells
+                  description: A big cell per customer of a region.
+                  parameters:
+                    region: {{type: string}}
+                  sql: >-
+                    SELECT id, {big[crm.dialect]} AS big, name FROM customers
+                    WHERE region = :region ORDER BY id
+                """
+            ),
+            service,
+        )
+        runner = tool.handler
+        assert isinstance(runner, ReportRunner) and runner.clip is not None and ":region" in runner.sql
+        ctx = Context(
+            call_id="c", tool="big_cells", client=None, principal=None, protocol_version="2025-11-25"
+        )
+        result = runner.run({"region": "Europe"}, ctx)
+        assert 0 < result.row_count < 40 and result.columns == ["id", "big", "name"]
+        cells = [r[1] for r in result.rows]
+        assert all(isinstance(c, str) and 100 < len(c) < 70_000 for c in cells), [len(str(c)) for c in cells]
+        assert all(isinstance(r[0], int) and r[2] for r in result.rows)  # numbers stay numbers
+    finally:
+        engine.close()

@@ -21,6 +21,7 @@ from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
+from mcpkit.sql.profiles.base import merge_findings
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.routing import Source, SourceRouter
 from mcpkit.sql.server import build_server
@@ -120,7 +121,7 @@ def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
     with engine.session(30.0, "startup-masks") as (conn, _):
         findings = engine.profile.use_masks(conn, masked)
     if findings:
-        lines = "\n".join(f"  {f.line()}" for f in findings)
+        lines = "\n".join(f"  {f.line()}" for f in merge_findings(findings))
         raise SqlConfigError(
             "--mask: the database account can read masked columns; the database must withhold "
             f"them itself:\n{lines}"

@@ -14,6 +14,7 @@ from sqlalchemy import text
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles import AccountReport, Finding
+from mcpkit.sql.profiles.base import merge_findings
 
 __all__ = [
     "AccountReport",
@@ -75,7 +76,7 @@ def ensure_safe_account(
     accepted = set(allow) | ({"superuser"} if allow_superuser else set())
     refused = [f for f in report.findings if f.opt_in is None or f.opt_in not in accepted]
     if refused:
-        lines = "\n".join(f"  {f.line()}" for f in refused)
+        lines = "\n".join(f"  {f.line()}" for f in merge_findings(refused))
         raise SqlConfigError(
             f"the database account {report.user} holds what a read-only server must not; "
             f"remove it (or opt in where offered):\n{lines}"

@@ -73,7 +73,8 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="also allow this function (name, schema.name or prefix*; repeatable; also "
-        f"${ALLOW_FUNCTIONS_ENV}, comma-separated); the never list (sleeping, locks, files, SQL in "
+        f"${ALLOW_FUNCTIONS_ENV}, comma-separated); a schema.name also accepts its start-up finding "
+        "(the same as --allow function:SCHEMA.NAME); the never list (sleeping, locks, files, SQL in "
         "strings, transaction ids, other sessions) cannot be allowed",
     )
     p.add_argument(
@@ -89,8 +90,9 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="accept one start-up finding: superuser, table-owner, create-schema, bypassrls, "
         "read-all-stats, read-all-settings, function:SCHEMA.NAME, extension:NAME, routine:DB.NAME, "
-        "relation:SCHEMA.NAME, type:SCHEMA.NAME "
-        "(repeatable; each is logged as a warning)",
+        "relation:SCHEMA.NAME, type:SCHEMA.NAME, foreign-table:SCHEMA.NAME "
+        "(repeatable; each is logged as a warning); function:SCHEMA.NAME also lets queries call it "
+        "(the same as --allow-function SCHEMA.NAME)",
     )
     p.add_argument("--allow-superuser", action="store_true", help="the same as --allow superuser")
     p.add_argument("-v", "--verbose", action="store_true", help="log admitted SQL and details to stderr")
@@ -170,7 +172,23 @@ def _dsns(args: argparse.Namespace) -> list[tuple[str, str]]:
     return [(e.name, e.url) for e in entries]
 
 
+def opt_ins(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """`--allow` and `--allow-function`, made one decision: reopening a function accepts both its
+    start-up finding and its use in queries, whichever option named it.
+
+    >>> ns = argparse.Namespace(allow=["function:app.f", "table-owner"], allow_function=["app.g", "h"])
+    >>> opt_ins(ns)
+    (['function:app.f', 'table-owner', 'function:app.g'], ['app.g', 'h', 'app.f'])
+    """
+    allow = list(args.allow)
+    functions = list(args.allow_function)
+    allow += [f"function:{n}" for n in functions if "." in n and f"function:{n}" not in allow]
+    functions += [a.split(":", 1)[1] for a in args.allow if a.startswith("function:")]
+    return allow, list(dict.fromkeys(functions))
+
+
 def _service(args: argparse.Namespace, max_rows: int) -> SqlService:
+    args.allow, args.allow_function = opt_ins(args)
     dsns = _dsns(args)
     wanted = getattr(args, "source", None)
     chosen = [(n, u) for n, u in dsns if n == wanted] if wanted else dsns
@@ -189,6 +207,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     if not 1 <= args.max_rows <= HARD_MAX_ROWS:
         raise SqlConfigError(f"--max-rows must be between 1 and {HARD_MAX_ROWS}.")
+    args.allow, args.allow_function = opt_ins(args)
     logging.getLogger("mcpkit.calls").setLevel(logging.INFO)  # the operator's record of every call
     with ExitStack() as stack:
         serve(assemble(args, open_sources(args, _dsns(args), stack), stack), args)
@@ -213,7 +232,7 @@ def _query(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from mcpkit.sql.doctor import diagnose
 
-    allow = [*args.allow, *(["superuser"] if args.allow_superuser else [])]
+    allow = [*opt_ins(args)[0], *(["superuser"] if args.allow_superuser else [])]
     dsns = _dsns(args)
     failed = False
     for name, url in dsns:

@@ -10,6 +10,7 @@ from typing import Literal
 from mcpkit.sql.checks import inspect_account, probe_read_only, probe_timeout
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
+from mcpkit.sql.profiles.base import merge_findings
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
 
@@ -67,7 +68,7 @@ def diagnose(engine: SqlEngine, *, timeout_s: float = 1.0, allow: Collection[str
     report = inspect_account(engine, call_id="doctor", allowed=allow)
     checks.append(Check("ok", "dialect", f"{engine.dialect} ({report.version.split(' on ')[0]})"))
     accepted = set(allow)
-    for finding in report.findings:
+    for finding in merge_findings(report.findings):
         status: Status = "warn" if finding.opt_in in accepted else "fail"
         checks.append(Check(status, "least privilege", finding.line()))
     if not report.findings:

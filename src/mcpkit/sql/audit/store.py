@@ -12,7 +12,10 @@ the other columns copy parts of it so that filters can use an index, and `verify
   server process being killed and the machine losing power.
 - `normal`: the entry is in the operating system's hands (SQLite WAL `synchronous=NORMAL`,
   PostgreSQL `synchronous_commit=off`). Survives SIGKILL and the OOM killer, not a power cut.
-On MySQL/MariaDB the server's own `innodb_flush_log_at_trx_commit` decides; `sync` changes nothing.
+On MySQL/MariaDB durability is the server's `innodb_flush_log_at_trx_commit` (a global setting):
+`full` needs it at 1 and the store refuses to open otherwise; `normal` accepts any value. The table
+is InnoDB, utf8mb4 (binary collation), the entry a LONGTEXT (a TEXT holds 64 KiB, less than a kept
+statement), times to the microsecond, and appenders queue on a named lock (`GET_LOCK`).
 """
 
 from __future__ import annotations
@@ -40,11 +43,13 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy import text as sql_text
-from sqlalchemy.engine import URL, Engine
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import QueuePool
 
 from mcpkit.sql.audit.chain import GENESIS, ChainRow, canonical, link
+from mcpkit.sql.audit.mysql import RESTART_CODES, flush_setting, release_lock, take_lock
 from mcpkit.sql.audit.record import AuditRecord
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.errors import SqlConfigError
@@ -78,12 +83,21 @@ def _table(metadata: MetaData) -> Table:
         Column("seq", Integer, primary_key=True, autoincrement=False),
         Column("kind", String(8), nullable=False),
         Column("call_id", String(64), nullable=False, index=True),
-        Column("at", DateTime(), nullable=False, index=True),  # naive UTC: portable across stores
+        # naive UTC: portable across stores
+        Column(
+            "at",
+            DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb"),
+            nullable=False,
+            index=True,
+        ),
         Column("tool", String(128), nullable=False, index=True),
         Column("outcome", String(32), index=True),
-        Column("entry", Text, nullable=False),
+        Column("entry", Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb"), nullable=False),
         Column("prev", String(64), nullable=False),
         Column("hash", String(64), nullable=False),
+        mysql_engine="InnoDB",
+        mysql_charset="utf8mb4",
+        mysql_collate="utf8mb4_bin",
     )
 
 
@@ -167,8 +181,14 @@ class AuditStore:
                     "and start again"
                 )
         else:
-            with self.engine.connect().execution_options(audit_append=True) as conn, conn.begin():
-                self.table.create(conn, checkfirst=True)
+            try:
+                with self.engine.connect().execution_options(audit_append=True) as conn, conn.begin():
+                    self.table.create(conn, checkfirst=True)
+            except SQLAlchemyError:
+                # two servers starting at once: the other created it first (MySQL's DDL is not
+                # transactional, so checkfirst alone races)
+                if not inspect(self.engine).has_table(TABLE_NAME):
+                    raise
         self._created = True
 
     def check(self) -> None:
@@ -177,11 +197,24 @@ class AuditStore:
         Raises:
             SqlConfigError: what is wrong, without the driver's text.
         """
+        where = self.url.render_as_string(hide_password=True)
         try:
             self.head()
+            flush = self._mysql_flush_setting()
         except SQLAlchemyError as exc:
-            where = self.url.render_as_string(hide_password=True)
             raise SqlConfigError(f"cannot open the audit store at {where} ({type(exc).__name__})") from None
+        if flush is not None and flush != 1 and self.sync == "full":
+            raise SqlConfigError(
+                f"the audit store at {where} does not flush its log at each commit "
+                f"(innodb_flush_log_at_trx_commit = {flush}): an entry could be lost after the answer; "
+                "set it to 1 on that server, or accept that with --audit-sync normal"
+            )
+
+    def _mysql_flush_setting(self) -> int | None:
+        if self.url.get_backend_name() not in ("mysql", "mariadb"):
+            return None
+        with self.engine.connect() as conn:
+            return flush_setting(conn)
 
     # --- writing ----------------------------------------------------------------------------------
 
@@ -195,31 +228,45 @@ class AuditStore:
         texts = [canonical(e) for e in entries]
         for attempt in range(_RETRIES):
             try:
-                with self.engine.connect().execution_options(audit_append=True) as conn, conn.begin():
-                    if conn.dialect.name == "postgresql":
-                        # appenders queue here instead of racing for the next seq: with optimistic
-                        # retries alone a writer in a tight loop starved the other past every retry
-                        conn.execute(
-                            sql_text("SELECT pg_advisory_xact_lock(hashtext(:t))"), {"t": TABLE_NAME}
-                        )
-                    head = conn.execute(
-                        select(self.table.c.seq, self.table.c.hash).order_by(self.table.c.seq.desc()).limit(1)
-                    ).first()
-                    seq, prev = (int(head[0]), str(head[1])) if head else (0, GENESIS)
-                    rows = []
-                    for entry, text in zip(entries, texts, strict=True):
-                        seq += 1
-                        digest = link(prev, text)
-                        row = {"seq": seq, **_columns(entry), "entry": text, "prev": prev, "hash": digest}
-                        rows.append(row)
-                        prev = digest
-                    conn.execute(insert(self.table), rows)
+                with self.engine.connect().execution_options(audit_append=True) as conn:
+                    try:
+                        with conn.begin():
+                            seq = self._append(conn, entries, texts)
+                    finally:
+                        if conn.dialect.name in ("mysql", "mariadb"):
+                            release_lock(conn)
                 return seq
             except IntegrityError:
                 # another process took these positions first: chain onto theirs
                 if attempt == _RETRIES - 1:
                     raise
+            except OperationalError as exc:
+                # InnoDB's "deadlock found, try restarting transaction" (seen while another server
+                # created the table) and lock wait timeouts: nothing was written, so try again
+                code = exc.orig.args[0] if exc.orig is not None and exc.orig.args else None
+                if code not in RESTART_CODES or attempt == _RETRIES - 1:
+                    raise
         raise AssertionError("unreachable")
+
+    def _append(self, conn: Connection, entries: Sequence[dict[str, Any]], texts: list[str]) -> int:
+        # Appenders queue here instead of racing for the next seq: with optimistic retries alone
+        # a writer in a tight loop starved the other past every retry.
+        if conn.dialect.name == "postgresql":
+            conn.execute(sql_text("SELECT pg_advisory_xact_lock(hashtext(:t))"), {"t": TABLE_NAME})
+        elif conn.dialect.name in ("mysql", "mariadb"):
+            take_lock(conn)
+        head = conn.execute(
+            select(self.table.c.seq, self.table.c.hash).order_by(self.table.c.seq.desc()).limit(1)
+        ).first()
+        seq, prev = (int(head[0]), str(head[1])) if head else (0, GENESIS)
+        rows = []
+        for entry, text in zip(entries, texts, strict=True):
+            seq += 1
+            digest = link(prev, text)
+            rows.append({"seq": seq, **_columns(entry), "entry": text, "prev": prev, "hash": digest})
+            prev = digest
+        conn.execute(insert(self.table), rows)
+        return seq
 
     # --- reading ----------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ dialect name. The base class is the generic behaviour (any other SQLAlchemy back
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -32,6 +32,7 @@ __all__ = [
     "Profile",
     "Readable",
     "TableStats",
+    "merge_findings",
     "quote_role",
     "safe_call_id",
 ]
@@ -120,6 +121,29 @@ class TableStats:
     readable: frozenset[str] | None = None
     source: str = ""
     row_filtered: bool = False
+
+
+def merge_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """One finding per distinct fix, in first-seen order: what one statement removes is told on one
+    line (two routes to one function printed the same REVOKE twice).
+
+    >>> a = Finding("x", "operator + calls f", "REVOKE EXECUTE ON FUNCTION f() FROM PUBLIC")
+    >>> b = Finding("y", "aggregate g calls f", a.fix)
+    >>> [f.line() for f in merge_findings([a, b])]
+    ['operator + calls f; aggregate g calls f: REVOKE EXECUTE ON FUNCTION f() FROM PUBLIC']
+    """
+    groups: dict[str, list[Finding]] = {}
+    for finding in findings:
+        groups.setdefault(finding.fix, []).append(finding)
+    merged = []
+    for fix, group in groups.items():
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        opt_ins = {f.opt_in for f in group}
+        message = "; ".join(dict.fromkeys(f.message for f in group))
+        merged.append(Finding(group[0].code, message, fix, opt_ins.pop() if len(opt_ins) == 1 else None))
+    return merged
 
 
 @dataclass

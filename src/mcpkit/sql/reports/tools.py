@@ -11,6 +11,7 @@ structuredContent.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,8 @@ from mcpkit import Context, Server, Tool, ToolAnnotations, ToolResult
 from mcpkit.errors import DefinitionError, Refused
 from mcpkit.lint import lint_tools
 from mcpkit.sql.audit import CallAudit
-from mcpkit.sql.engines.base import Engine
+from mcpkit.sql.clipping import ClipPlan, hooks
+from mcpkit.sql.engines.base import Column, Engine, Rows
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
 from mcpkit.sql.masking.schema import SchemaMapping
@@ -77,6 +79,7 @@ class ReportRunner:
         service: Engine and timeout (as for `execute_query`); a served call runs on the service
             the routing middleware resolved (the caller's role), `service` is the fallback.
         calls: The audit, when there is one: the SQL sent and rows are noted per call.
+        clip: Cells clipped inside the SQL sent, as for `execute_query` (planned once at load).
     """
 
     spec: ReportSpec
@@ -85,11 +88,12 @@ class ReportRunner:
     rows: int
     service: SqlService
     calls: CallAudit | None = None
+    clip: ClipPlan | None = None
 
     @property
     def sql(self) -> str:
-        """The SQL each call sends (masking applied)."""
-        return self.plan.sql or self.bound.send
+        """The SQL each call sends (masking, then clipping, applied)."""
+        return self.clip.sql if self.clip is not None else self.plan.sql or self.bound.send
 
     def run(self, values: dict[str, Any], ctx: Context) -> QueryResult:
         """Bind `values` and run the report; the shaped, masked result."""
@@ -99,6 +103,15 @@ class ReportRunner:
         if self.calls is not None:
             self.calls.note(ctx.call_id, sql=self.sql)
         raw = engine.execute(self.sql, params, self.rows, self.service.timeout_s, ctx.call_id)
+        if self.clip is not None:
+            clip = self.clip
+            raw = Rows(
+                tuple(Column(c.name, c.type_name) for c in clip.columns),
+                tuple(clip.reassemble(r) for r in raw.rows),
+                raw.more,
+                raw.elapsed_s,
+                raw.call_id,
+            )
         result = shape_rows(apply_mask(raw, self.plan))
         if self.calls is not None:
             self.calls.note(ctx.call_id, rows=result.row_count, truncated=result.truncated)
@@ -132,6 +145,21 @@ def _explain(engine: Engine, sql: str, params: dict[str, Any], timeout_s: float)
             first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
             return first[0][:300] if first else type(exc).__name__
     return None
+
+
+def _clip_plan(service: SqlService, sql: str, names: Sequence[str], rows: int) -> ClipPlan | None:
+    """The clipping of a report's SQL, planned once: its columns described with every parameter
+    NULL (`LIMIT 0`: nothing is read), then the dialect's wrap around the text with placeholders."""
+    found = hooks(service.engine.dialect)
+    if service.cells is None or found is None or not isinstance(service.engine, SqlEngine):
+        return None
+    describe, wrap = found
+    probe = sql
+    for name in names:
+        probe = re.sub(rf"(?<![:\w]):{re.escape(name)}\b", "NULL", probe)
+    with service.engine.session(service.timeout_s, "reports-clip") as (_, dbapi):
+        columns = describe(dbapi, probe)
+    return wrap(sql, columns, rows + 1, service.cells)
 
 
 def _compile(
@@ -215,7 +243,8 @@ def build_report_tools(
         if compiled is None:
             continue
         bound, plan, rows = compiled
-        runner = ReportRunner(spec, bound, plan, rows, service, calls)
+        clip = _clip_plan(service, plan.sql or bound.send, bound.names, rows)
+        runner = ReportRunner(spec, bound, plan, rows, service, calls, clip)
         if calls is not None:
             calls.register(
                 spec.name, statement=runner.sql, secret_arguments=[q.name for q in spec.params if q.secret]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
 from typing import Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.profiles.base import AccountReport, Finding
 
@@ -43,6 +46,49 @@ _DEFINERS: Final = (
 )
 
 
+_GLOBAL_GRANT: Final = re.compile(r"GRANT (.+?) ON \*\.\* TO (\S+)")
+_ROLE_GRANT: Final = re.compile(r"GRANT ((?:`(?:[^`]|``)+`(?:, )?)+) TO ")
+
+
+def _global_holders(conn: Connection) -> dict[str, list[str]]:
+    """Global privilege -> who holds it for this login: the login itself, or a role granted to it
+    (directly or through other roles), as SHOW GRANTS writes them.
+
+    information_schema.USER_PRIVILEGES lists the login's own grants only: a SUPER held through a
+    role was not seen. SHOW GRANTS lists the enabled role's grants too (nested roles included); a
+    role granted but not enabled is one SET ROLE away, so each is enabled in turn to list its grants,
+    and the session's role is put back.
+    """
+    lines = [str(r[0]) for r in conn.exec_driver_sql("SHOW GRANTS")]
+    roles = [
+        name.strip("`").replace("``", "`")
+        for line in lines
+        if " ON " not in line and (m := _ROLE_GRANT.match(line))
+        for name in re.findall(r"`(?:[^`]|``)+`", m[1])
+    ]
+    current = conn.exec_driver_sql("SELECT CURRENT_ROLE()").scalar()
+    try:
+        for role in roles:
+            with contextlib.suppress(DBAPIError):
+                conn.exec_driver_sql(f"SET ROLE {_quote(role)}")
+                lines += [str(r[0]) for r in conn.exec_driver_sql("SHOW GRANTS")]
+    finally:
+        conn.exec_driver_sql(f"SET ROLE {_quote(str(current)) if current else 'NONE'}")
+    holders: dict[str, list[str]] = {}
+    for line in lines:
+        m = _GLOBAL_GRANT.match(line)
+        if m is None:
+            continue
+        for privilege in (p.strip().upper() for p in m[1].split(",")):
+            if m[2] not in holders.setdefault(privilege, []):
+                holders[privilege].append(m[2])
+    return holders
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
 def _grantees(conn: Connection, user: str, host: str) -> tuple[str, ...]:
     """The login and every role granted to it (MariaDB), as information_schema writes grantees."""
     roles = list(conn.execute(text("SELECT ROLE_NAME FROM information_schema.APPLICABLE_ROLES")).scalars())
@@ -64,17 +110,23 @@ def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> Ac
         scope: [(str(p), str(o)) for p, o in conn.execute(text(q).bindparams(g=grantees))]
         for scope, q in _PRIVILEGES.items()
     }
-    held = {p for p, _ in privileges["global"]}
-    found = [
-        Finding(
-            f"mysql:{p.lower()}",
-            f"{current} holds {p} (it {why})",
-            f"REVOKE {p} ON *.* FROM {account}",
-            _OPT_IN.get(p),
+    holders = _global_holders(conn)
+    held = {p for p, _ in privileges["global"]} | set(holders)
+    found = []
+    for p, why in _ADMIN.items():
+        if p not in held:
+            continue
+        sources = holders.get(p) or [account]
+        roles = [s for s in sources if "@" not in s]
+        via = f" through role {', '.join(roles)}" if roles else ""
+        found.append(
+            Finding(
+                f"mysql:{p.lower()}",
+                f"{current} holds {p}{via} (it {why})",
+                "; ".join(f"REVOKE {p} ON *.* FROM {s}" for s in sources),
+                _OPT_IN.get(p),
+            )
         )
-        for p, why in _ADMIN.items()
-        if p in held
-    ]
     schema_execute = {on for p, on in privileges["schema"] if p == "EXECUTE"}
     for schema, name, kind, definer in conn.execute(text(_DEFINERS)):
         if f"routine:{schema}.{name}" in allowed:

@@ -26,6 +26,34 @@ SELECT r.rolname, coalesce((SELECT quote_ident(g.rolname) FROM pg_auth_members m
 FROM pg_roles r WHERE r.rolname = ANY(:names) AND pg_has_role(current_user, r.oid, 'MEMBER')
 ORDER BY 1
 """
+# Roles with attributes the current role can take on with SET ROLE (attributes are not inherited,
+# but a member may switch to the role: one set_config('role', ...) away), and the direct grant.
+_ATTRIBUTE_ROLES: Final = """
+SELECT r.rolname, r.rolsuper, r.rolcreaterole, r.rolbypassrls, r.rolreplication,
+    coalesce((SELECT quote_ident(g.rolname) FROM pg_auth_members m
+        JOIN pg_roles g ON g.oid = m.roleid
+        WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+          AND pg_has_role(g.oid, r.oid, 'MEMBER') ORDER BY g.oid = r.oid DESC LIMIT 1),
+        quote_ident(r.rolname))
+FROM pg_roles r
+WHERE r.rolname <> current_user AND pg_has_role(current_user, r.oid, 'MEMBER')
+  AND (r.rolsuper OR r.rolcreaterole OR r.rolbypassrls OR r.rolreplication)
+ORDER BY 1
+"""
+# Foreign tables the role can read: each read leaves this database (another server through
+# postgres_fdw, a server file or program through file_fdw, any other wrapper's source).
+_FOREIGN: Final = """
+SELECT n.nspname || '.' || c.relname, quote_ident(n.nspname) || '.' || quote_ident(c.relname),
+       s.srvname, w.fdwname
+FROM pg_foreign_table ft
+JOIN pg_class c ON c.oid = ft.ftrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_foreign_server s ON s.oid = ft.ftserver
+JOIN pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+WHERE has_schema_privilege(n.oid, 'USAGE')
+  AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))
+ORDER BY 1
+"""
 _OWNED: Final = """
 SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -87,6 +115,18 @@ def _role_findings(conn: Connection) -> tuple[str, str, bool, list[Finding]]:
             )
         )
     if not rolsuper:
+        for name, sup, create, bypass, repl, via in conn.execute(text(_ATTRIBUTE_ROLES)):
+            held = [a for a, on in (("SUPERUSER", sup), ("CREATEROLE", create), ("BYPASSRLS", bypass)) if on]
+            held += ["REPLICATION"] if repl else []
+            found.append(
+                Finding(
+                    "member-of-privileged-role",
+                    f"role {user} can SET ROLE to {name}, which has {', '.join(held)}"
+                    + (f" (through {via})" if via.strip('"') != name else ""),
+                    f"REVOKE {via} FROM {quoted}",
+                    "superuser" if sup else None,
+                )
+            )
         for name, via in conn.execute(text(_MEMBERSHIPS), {"names": sorted(ROLES)}):
             stats = name in ("pg_read_all_stats", "pg_monitor")
             # Admission refuses pg_settings and current_setting is off the allowlist; the opt-in
@@ -132,6 +172,18 @@ def inspect_postgres(conn: Connection, allowed: frozenset[str] = frozenset()) ->
         )
         found.append(
             Finding("create-schema", f"role {user} can CREATE in schema {schema}", fix, "create-schema")
+        )
+    for name, qualified, server, wrapper in conn.execute(text(_FOREIGN)):
+        if f"foreign-table:{name}" in allowed:
+            continue
+        found.append(
+            Finding(
+                "foreign-table",
+                f"role {user} can read foreign table {qualified} (server {server}, {wrapper}): "
+                "each read reaches outside this database",
+                f"REVOKE SELECT ON {qualified} FROM {quoted}",
+                f"foreign-table:{name}",
+            )
         )
     found += audit_routes(conn, allowed)
     writable = [str(r[0]) for r in conn.execute(text(_WRITABLE))]

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.profiles.base import quote_role
+from mcpkit.sql.profiles.base import merge_findings, quote_role
 
 __all__ = ["postgres_grant"]
 
@@ -75,5 +75,7 @@ def postgres_grant(conn: Connection, role: str, tables: Sequence[str], password:
         unfixable = [f for f in findings if "<" in f.fix or not f.fix.startswith(("REVOKE", "ALTER", "DROP"))]
         if unfixable:
             raise SqlConfigError("cannot write a clean grant: " + unfixable[0].line())
-        script += [f.fix.split("  --")[0] for f in findings]
+        script += [
+            f.fix.split("  --")[0] for f in merge_findings(findings) if f.fix.split("  --")[0] not in script
+        ]
     raise SqlConfigError("the grant does not come out clean after its own fixes")

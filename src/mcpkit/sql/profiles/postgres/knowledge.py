@@ -9,67 +9,16 @@ calls one of them.
 
 from __future__ import annotations
 
-from fnmatch import fnmatchcase
 from typing import Final
+
+from mcpkit.sql.admission.function_tables.postgres import POSTGRES
 
 __all__ = ["HARMLESS_VOLATILE", "ROLES", "STRING_SQL_EXTENSIONS", "UNREACHABLE", "unreachable_reason"]
 
-# pg_catalog functions no query may reach, by what they would do (name or `prefix*`).
+# pg_catalog functions no query may reach, by what they would do (names and `prefix*` patterns):
+# the admission table's never families, the one list both admission and the start-up audit read.
 UNREACHABLE: Final[dict[str, tuple[str, ...]]] = {
-    "burns a transaction id": (
-        "txid_current",
-        "pg_current_xact_id",
-        "lo_*",
-        "lowrite",
-        "loread",
-    ),
-    "shows other sessions' queries": (
-        "pg_stat_get_activity",
-        "pg_stat_get_backend_activity",
-        "pg_stat_get_backend_activity_start",
-        "pg_stat_get_backend_client_addr",
-        "pg_stat_get_backend_userid",
-    ),
-    "signals or stops sessions": (
-        "pg_cancel_backend",
-        "pg_terminate_backend",
-        "pg_reload_conf",
-        "pg_rotate_logfile*",
-        "pg_log_backend_memory_contexts",
-        "pg_promote",
-    ),
-    "takes locks that outlive the statement": ("pg_advisory*", "pg_try_advisory*"),
-    "sleeps": ("pg_sleep*",),
-    "runs SQL from a string": (
-        "query_to_xml*",
-        "cursor_to_xml*",
-        "table_to_xml*",
-        "schema_to_xml*",
-        "database_to_xml*",
-        "ts_stat",
-        "ts_rewrite",
-    ),
-    "reads or lists server files": ("pg_read_file", "pg_read_binary_file", "pg_ls_*", "pg_stat_file"),
-    "changes settings or sequences": ("set_config", "setseed", "nextval", "setval"),
-    "sends messages or changes server state": (
-        "pg_notify",
-        "pg_logical_emit_message",
-        "pg_switch_wal",
-        "pg_create_*",
-        "pg_drop_replication_slot",
-        "pg_replication_*",
-        "pg_logical_slot_*",
-        "pg_copy_*_replication_slot",
-        "pg_stat_reset*",
-        "pg_backup_*",
-        "pg_wal_replay_*",
-        "brin_summarize*",
-        "brin_desummarize_range",
-        "gin_clean_pending_list",
-        "pg_import_system_collations",
-        "pg_nextoid",
-        "binary_upgrade_*",
-    ),
+    family.why: tuple(sorted(family.names)) for family in POSTGRES.families if family.verdict == "never"
 }
 
 # Extensions whose functions run SQL carried in a string, or reach other servers.
@@ -101,8 +50,6 @@ HARMLESS_VOLATILE: Final = frozenset(
         "currval",
         "lastval",
         "pg_sequence_last_value",
-        "pg_blocking_pids",
-        "pg_lock_status",
     }
 )
 
@@ -122,12 +69,10 @@ ROLES: Final[dict[str, str]] = {
 
 
 def unreachable_reason(name: str) -> str | None:
-    """Why a pg_catalog function must stay unreachable, or None.
+    """Why a pg_catalog function must stay unreachable (its admission never family), or None.
 
     >>> unreachable_reason("txid_current"), unreachable_reason("lower")
-    ('burns a transaction id', None)
+    ('assigns a transaction id (a lasting change per call)', None)
     """
-    for reason, patterns in UNREACHABLE.items():
-        if any(fnmatchcase(name, p) if p.endswith("*") else name == p for p in patterns):
-            return reason
-    return None
+    found = POSTGRES.lookup(name)
+    return found.why if found is not None and found.verdict == "never" else None

@@ -20,7 +20,7 @@ CHECKs, default arguments, SQL-standard bodies; `pg_depend` omits pinned built-i
 txid_current, the node trees do not), and refuses what reaches a function that is volatile,
 SECURITY DEFINER, switches role, comes from an extension that runs SQL from strings, has a body
 PostgreSQL does not track (plpgsql, non-atomic SQL, C: its STABLE label cannot be verified), or
-is a built-in that must stay unreachable (`knowledge.UNREACHABLE`).
+is a built-in that must stay unreachable (`knowledge.UNREACHABLE`: the admission never families).
 """
 
 from __future__ import annotations

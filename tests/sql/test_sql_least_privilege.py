@@ -1,0 +1,305 @@
+"""Each least-privilege finding on the real engine: held directly, held through a role, then gone
+after the printed fix; and a fix that removes two findings is printed once.
+
+PostgreSQL: CREATEROLE, BYPASSRLS, REPLICATION on the login, and the same attributes on a role the
+login can SET ROLE to (directly or through another role). MariaDB: FILE, SUPER, PROCESS on the
+login, through a default role, and through a role of a role that is not enabled.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from mcpkit.sql.admission.function_tables.postgres import POSTGRES
+from mcpkit.sql.checks import ensure_safe_account, inspect_account
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.profiles import AccountReport
+from mcpkit.sql.profiles.postgres.knowledge import unreachable_reason
+from tests.helpers import run_mcpkit
+from tests.sql.sql_support import mysql_admin, pg_admin
+
+
+def _report(url: str) -> AccountReport:
+    engine = SqlEngine(url)
+    try:
+        return inspect_account(engine)
+    finally:
+        engine.close()
+
+
+def _by_code(report: AccountReport, *codes: str) -> dict[str, str]:
+    return {f.code: f.line() for f in report.findings if f.code in codes}
+
+
+# --- PostgreSQL -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_db(pg_url: str) -> Iterator[tuple[str, str]]:
+    """A database of its own (the route audit sees only this database's objects) and a tag."""
+    tag = secrets.token_hex(4)
+    db = f"mk_lp_{tag}"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE DATABASE {db}")
+    roles: list[str] = []
+    yield make_url(pg_url).set(database=db).render_as_string(hide_password=False), tag
+    with pg_admin(pg_url) as c:
+        c.execute(f"DROP DATABASE {db} WITH (FORCE)")
+        for (role,) in c.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE %s", [f"mk_lp_{tag}_%"]):
+            roles.append(role)
+        for role in sorted(roles, reverse=True):
+            c.execute(f"DROP ROLE {role}")
+
+
+def _login(admin: str, role: str) -> str:
+    return make_url(admin).set(username=role, password=None).render_as_string(hide_password=False)
+
+
+@pytest.mark.postgres
+def test_postgres_role_attributes_refused_then_clean(pg_db: tuple[str, str]) -> None:
+    admin, tag = pg_db
+    role = f"mk_lp_{tag}_a"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {role} LOGIN CREATEROLE BYPASSRLS REPLICATION")
+    found = _by_code(_report(_login(admin, role)), "createrole", "bypassrls", "replication")
+    assert set(found) == {"createrole", "bypassrls", "replication"}
+    assert f"ALTER ROLE {role} NOCREATEROLE" in found["createrole"]
+    assert f"ALTER ROLE {role} NOBYPASSRLS" in found["bypassrls"]
+    assert f"ALTER ROLE {role} NOREPLICATION" in found["replication"]
+    with pg_admin(admin) as c:
+        for line in found.values():
+            c.execute(re.search(r"ALTER ROLE \S+ NO\w+", line)[0])  # type: ignore[index]
+    assert _by_code(_report(_login(admin, role)), "createrole", "bypassrls", "replication") == {}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("chain", [False, True], ids=["direct", "through-another-role"])
+def test_postgres_membership_in_a_privileged_role_refused_then_clean(
+    pg_db: tuple[str, str], chain: bool
+) -> None:
+    admin, tag = pg_db
+    login, holder, middle = f"mk_lp_{tag}_b", f"mk_lp_{tag}_g", f"mk_lp_{tag}_m"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {holder} NOLOGIN CREATEROLE BYPASSRLS REPLICATION")
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        if chain:
+            c.execute(f"CREATE ROLE {middle} NOLOGIN")
+            c.execute(f"GRANT {holder} TO {middle}")
+            c.execute(f"GRANT {middle} TO {login}")
+        else:
+            c.execute(f"GRANT {holder} TO {login}")
+    report = _report(_login(admin, login))
+    found = [f for f in report.findings if f.code == "member-of-privileged-role"]
+    assert len(found) == 1
+    line = found[0].line()
+    assert f"can SET ROLE to {holder}, which has CREATEROLE, BYPASSRLS, REPLICATION" in line
+    granted = middle if chain else holder
+    assert line.endswith(f"REVOKE {granted} FROM {login}")
+    assert ("through" in line) is chain
+    with pytest.raises(SqlConfigError, match="can SET ROLE to"):
+        ensure_safe_account(report)
+    with pg_admin(admin) as c:
+        c.execute(f"REVOKE {granted} FROM {login}")
+    assert not [f for f in _report(_login(admin, login)).findings if f.code == "member-of-privileged-role"]
+
+
+@pytest.mark.postgres
+def test_postgres_one_fix_for_two_routes_is_printed_once(pg_db: tuple[str, str]) -> None:
+    # Two domains whose CHECK calls one volatile function in a schema the login cannot use:
+    # two routes, one statement that stops both.
+    admin, tag = pg_db
+    login = f"mk_lp_{tag}_r"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute(
+            "CREATE SCHEMA priv; CREATE SCHEMA app;"
+            "CREATE FUNCTION priv.side(text) RETURNS boolean LANGUAGE sql VOLATILE AS 'SELECT true';"
+            "CREATE DOMAIN app.d1 AS text CHECK (priv.side(VALUE));"
+            "CREATE DOMAIN app.d2 AS text CHECK (priv.side(VALUE));"
+        )
+        c.execute(f"GRANT USAGE ON SCHEMA app TO {login}")
+    report = _report(_login(admin, login))
+    raw = [f.fix for f in report.findings if "priv.side" in f.fix]
+    assert len(raw) >= 2 and len(set(raw)) == 1, report.findings  # two routes, one fix
+    with pytest.raises(SqlConfigError) as refused:
+        ensure_safe_account(report)
+    lines = [line for line in str(refused.value).splitlines()[1:] if "priv.side" in line]
+    assert len(lines) == 1 and "app.d1" in lines[0] and "app.d2" in lines[0], lines
+    with pg_admin(admin) as c:
+        c.execute(raw[0])
+    assert not [f for f in _report(_login(admin, login)).findings if "priv.side" in f.fix]
+
+
+# --- MariaDB --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mysql_accounts(mysql_url: str) -> Iterator[str]:
+    tag = secrets.token_hex(4)
+    admin = mysql_admin(mysql_url)
+    with admin.cursor() as c:
+        c.execute(f"CREATE DATABASE mk_lp_{tag}_db")
+    yield tag
+    with admin.cursor() as c:
+        c.execute(f"DROP DATABASE mk_lp_{tag}_db")
+        c.execute("SELECT User FROM mysql.user WHERE User LIKE %s", [f"mk_lp_{tag}_%"])
+        for (name,) in c.fetchall():
+            c.execute(f"DROP USER IF EXISTS '{name}'@'%'")
+            c.execute(f"DROP ROLE IF EXISTS {name}")
+    admin.close()
+
+
+def _mysql_run(url: str, *statements: str) -> None:
+    admin = mysql_admin(url)
+    with admin.cursor() as c:
+        for sql in statements:
+            c.execute(sql)
+    admin.close()
+
+
+def _mysql_login(url: str, user: str) -> str:
+    db = user.rsplit("_", 1)[0] + "_db"
+    _mysql_run(url, f"GRANT SELECT ON {db}.* TO '{user}'@'%'")
+    return make_url(url).set(username=user, password=None, database=db).render_as_string(False)
+
+
+ADMIN_CODES = ("mysql:file", "mysql:super", "mysql:process")
+
+
+@pytest.mark.mysql
+def test_mariadb_file_super_process_on_the_login_refused_then_clean(
+    mysql_url: str, mysql_accounts: str
+) -> None:
+    user = f"mk_lp_{mysql_accounts}_u"
+    _mysql_run(mysql_url, f"CREATE USER '{user}'@'%'", f"GRANT FILE, SUPER, PROCESS ON *.* TO '{user}'@'%'")
+    report = _report(_mysql_login(mysql_url, user))
+    fixes = {f.code: f.fix for f in report.findings if f.code in ADMIN_CODES}
+    assert set(fixes) == set(ADMIN_CODES), report.findings
+    for fix in fixes.values():
+        assert "; " not in fix and fix.endswith(f"FROM `{user}`@`%`"), fix
+    _mysql_run(mysql_url, *fixes.values())
+    assert _by_code(_report(_mysql_login(mysql_url, user)), *ADMIN_CODES) == {}
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("default_role", [True, False], ids=["default-role", "role-not-enabled"])
+def test_mariadb_file_super_process_through_roles_refused_then_clean(
+    mysql_url: str, mysql_accounts: str, default_role: bool
+) -> None:
+    user, outer, inner = (f"mk_lp_{mysql_accounts}_{s}" for s in ("v", "r", "n"))
+    _mysql_run(
+        mysql_url,
+        f"CREATE ROLE {inner}",
+        f"CREATE ROLE {outer}",
+        f"GRANT FILE, SUPER, PROCESS ON *.* TO {inner}",
+        f"GRANT {inner} TO {outer}",
+        f"CREATE USER '{user}'@'%'",
+        f"GRANT {outer} TO '{user}'@'%'",
+        *([f"SET DEFAULT ROLE {outer} FOR '{user}'@'%'"] if default_role else []),
+    )
+    report = _report(_mysql_login(mysql_url, user))
+    found = {f.code: f for f in report.findings if f.code in ADMIN_CODES}
+    assert set(found) == set(ADMIN_CODES), report.findings
+    for f in found.values():
+        assert f"through role `{inner}`" in f.message and f.fix.endswith(f"ON *.* FROM `{inner}`"), f
+    with pytest.raises(SqlConfigError, match="holds FILE through role"):
+        ensure_safe_account(report)
+    _mysql_run(mysql_url, *(f.fix for f in found.values()))
+    assert _by_code(_report(_mysql_login(mysql_url, user)), *ADMIN_CODES) == {}
+
+
+@pytest.mark.postgres
+def test_postgres_readable_foreign_tables_refused_then_clean(pg_db: tuple[str, str], pg_url: str) -> None:
+    admin, tag = pg_db
+    login = f"mk_lp_{tag}_f"
+    base = make_url(pg_url)
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute("CREATE EXTENSION file_fdw; CREATE EXTENSION postgres_fdw; CREATE SCHEMA app")
+        c.execute("CREATE SERVER files FOREIGN DATA WRAPPER file_fdw")
+        c.execute(
+            "CREATE FOREIGN TABLE app.host_file (line text) SERVER files"
+            " OPTIONS (filename '/etc/hostname', format 'text')"
+        )
+        c.execute(
+            "CREATE SERVER other FOREIGN DATA WRAPPER postgres_fdw"
+            f" OPTIONS (host '{base.host}', port '{base.port or 5432}', dbname '{base.database}')"
+        )
+        c.execute(f"CREATE USER MAPPING FOR {login} SERVER other OPTIONS (user 'postgres')")
+        c.execute(
+            "CREATE FOREIGN TABLE app.remote_roles (rolname text) SERVER other"
+            " OPTIONS (schema_name 'pg_catalog', table_name 'pg_roles')"
+        )
+        c.execute(f"GRANT USAGE ON SCHEMA app TO {login}")
+        c.execute(f"GRANT SELECT ON app.host_file, app.remote_roles TO {login}")
+    url = _login(admin, login)
+    engine = SqlEngine(url)
+    try:  # as found, the reader reads a server file through the foreign table
+        with engine.session(10.0, "fdw") as (conn, _):
+            assert conn.exec_driver_sql("SELECT count(*) FROM app.host_file").scalar() >= 1
+    finally:
+        engine.close()
+    report = _report(url)
+    found = {
+        f.message.split(" (server")[0].rsplit(" ", 1)[1]: f
+        for f in report.findings
+        if f.code == "foreign-table"
+    }
+    assert set(found) == {"app.host_file", "app.remote_roles"}, report.findings
+    assert (
+        "file_fdw" in found["app.host_file"].message and "postgres_fdw" in found["app.remote_roles"].message
+    )
+    with pytest.raises(SqlConfigError, match=re.escape("foreign table app.host_file")):
+        ensure_safe_account(report)
+    assert found["app.host_file"].opt_in == "foreign-table:app.host_file"  # an opt-in names one
+    with pg_admin(admin) as c:
+        for f in found.values():
+            c.execute(f.fix)
+    assert not [f for f in _report(url).findings if f.code == "foreign-table"]
+
+
+@pytest.mark.postgres
+def test_one_option_reopens_a_function_for_start_up_and_queries(pg_db: tuple[str, str]) -> None:
+    # --allow function:S.N and --allow-function S.N used to be two halves of one decision.
+    admin, tag = pg_db
+    login = f"mk_lp_{tag}_o"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute(
+            "CREATE SCHEMA app; CREATE FUNCTION app.f() RETURNS int LANGUAGE sql STABLE SECURITY DEFINER"
+            " AS 'SELECT 41 + 1'"
+        )
+        c.execute(f"GRANT USAGE ON SCHEMA app TO {login}")
+    url = _login(admin, login)
+    neither = run_mcpkit("sql", "query", "--dsn", url, "SELECT app.f() AS x")
+    assert neither.returncode == 2 and "function app.f() runs as its owner" in neither.stderr
+    for option in (["--allow", "function:app.f"], ["--allow-function", "app.f"]):
+        done = run_mcpkit("sql", "query", "--dsn", url, *option, "SELECT app.f() AS x")
+        assert done.returncode == 0 and "42" in done.stdout, (option, done.stderr)
+
+
+@pytest.mark.postgres
+def test_postgres_audit_and_admission_share_one_never_list(pg_db: tuple[str, str]) -> None:
+    # One source: every pg_catalog function admission never allows is unreachable for the start-up
+    # audit too. pg_lock_status (other sessions' locks) was allowed to views by the audit's own list.
+    admin, tag = pg_db
+    with pg_admin(admin) as c:
+        names = {
+            r[0]
+            for r in c.execute("SELECT proname FROM pg_proc WHERE pronamespace = 'pg_catalog'::regnamespace")
+        }
+    never = {n for n in names if (f := POSTGRES.lookup(n)) is not None and f.verdict == "never"}
+    assert {n for n in names if unreachable_reason(n)} == never and "pg_lock_status" in never
+    login = f"mk_lp_{tag}_l"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute("CREATE SCHEMA app; CREATE VIEW app.locks AS SELECT count(*) AS n FROM pg_lock_status() l")
+        c.execute(f"GRANT USAGE ON SCHEMA app TO {login}; GRANT SELECT ON app.locks TO {login}")
+    lines = [f.line() for f in _report(_login(admin, login)).findings]
+    assert any("relation app.locks runs pg_catalog.pg_lock_status" in line for line in lines), lines
