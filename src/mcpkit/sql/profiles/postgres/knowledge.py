@@ -126,8 +126,10 @@ def unreachable_reason(name: str) -> str | None:
 
     >>> unreachable_reason("txid_current"), unreachable_reason("lower")
     ('burns a transaction id', None)
+    >>> unreachable_reason("pg_copy_logical_replication_slot")
+    'sends messages or changes server state'
     """
     for reason, patterns in UNREACHABLE.items():
-        if any(fnmatchcase(name, p) if p.endswith("*") else name == p for p in patterns):
+        if any(fnmatchcase(name, p) if "*" in p else name == p for p in patterns):
             return reason
     return None
