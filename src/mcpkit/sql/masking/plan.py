@@ -106,6 +106,9 @@ def _null(type_text: str | None, schema: KnownSchema) -> exp.Expr:
     return exp.Null() if to is None else exp.Cast(this=exp.Null(), to=to)
 
 
+_ORDERED_AGGREGATES: Final = frozenset({"postgres", "mysql"})
+
+
 def _ordinals(width: int, dialect: str) -> exp.Order:
     # The dialect's own NULL placement, so no NULLS FIRST/LAST is written (MariaDB has none).
     small = Dialect.get_or_raise(sent_dialect(dialect)).NULL_ORDERING == "nulls_are_small"
@@ -123,6 +126,8 @@ def _pin_order(tree: exp.Expr, width: int, dialect: str) -> bool:
     and which rows a LIMIT keeps, a function of what the caller sees anyway: rows that tie are
     equal in every visible value. The top level and every subquery with LIMIT or OFFSET but no
     ORDER BY are pinned; a subquery with `*` cannot be (its width is unknown) and is refused.
+    On PostgreSQL and MariaDB, `string_agg`/`GROUP_CONCAT`/`array_agg` without ORDER BY are
+    ordered by their own argument.
     """
     pinned = False
     for node in [tree, *tree.find_all(exp.Select, exp.SetOperation)]:
@@ -141,6 +146,16 @@ def _pin_order(tree: exp.Expr, width: int, dialect: str) -> bool:
             refuse_mask("a LIMIT without ORDER BY over * in a subquery cannot be ordered", unchecked=True)
         if count:
             node.set("order", _ordinals(count, dialect))
+            pinned = True
+    if dialect in _ORDERED_AGGREGATES:  # SQLite before 3.44 has no ORDER BY inside an aggregate
+        small = Dialect.get_or_raise(sent_dialect(dialect)).NULL_ORDERING == "nulls_are_small"
+        for agg in list(tree.find_all(exp.GroupConcat, exp.ArrayAgg)):
+            arg = agg.this
+            if isinstance(arg, exp.Order | exp.Distinct) or arg is None:
+                continue
+            # Concatenated in the order of their own (visible) values, not of the scan.
+            ordered = exp.Ordered(this=arg.copy(), nulls_first=small)
+            agg.set("this", exp.Order(this=arg.copy(), expressions=[ordered]))
             pinned = True
     return pinned
 
