@@ -380,3 +380,21 @@ def test_allow_function_schema_name_admits_the_qualified_table_function() -> Non
     for sql in ("SELECT id FROM xml_report('x')", "SELECT * FROM other.xml_report('x')"):
         with pytest.raises(Refused):
             admit(sql, "postgres", functions=policy)
+
+
+@pytest.mark.postgres
+def test_pg_grant_of_an_owner_rights_view_says_it_cannot_write_a_clean_grant(
+    pg_owner_views: tuple[str, str, str],
+) -> None:
+    admin_url, _, schema = pg_owner_views
+    role = f"mk_ov_{secrets.token_hex(4)}_g"
+    done = run_mcpkit("sql", "grant", "--dsn", admin_url, "--role", role, "--tables", f"{schema}.role_list")
+    assert done.returncode != 0
+    assert "cannot write a clean grant" in done.stderr and "security_invoker" in done.stderr, done.stderr
+    # Alone, even the harmless view gives more than the role could read (plain is not granted) ...
+    done = run_mcpkit("sql", "grant", "--dsn", admin_url, "--role", role, "--tables", f"{schema}.plain_v")
+    assert done.returncode != 0 and f"it reads {schema}.plain, which the role may not" in done.stderr
+    # ... with its table, nothing.
+    tables = f"{schema}.plain,{schema}.plain_v"
+    done = run_mcpkit("sql", "grant", "--dsn", admin_url, "--role", role, "--tables", tables)
+    assert done.returncode == 0, done.stderr
