@@ -311,3 +311,44 @@ def test_pg_partitions_of_a_masked_table_are_checked_and_masked(
         admin.execute(f"DROP OWNED BY {role}")
         admin.execute(f"DROP ROLE {role}")
         admin.close()
+
+
+@pytest.mark.parametrize(
+    ("dialect", "sql", "sent"),
+    [
+        ("sqlite", "SELECT id FROM customers", "SELECT id FROM customers ORDER BY 1"),
+        (
+            "sqlite",
+            "SELECT id, name FROM customers LIMIT 3",
+            "SELECT id, name FROM customers ORDER BY 1, 2 LIMIT 3",
+        ),
+        ("sqlite", "SELECT id FROM customers ORDER BY name", None),  # ordered by the query: unchanged
+        (
+            "postgres",
+            "SELECT id FROM customers UNION SELECT 1",
+            "SELECT id FROM customers UNION SELECT 1 ORDER BY 1",
+        ),
+        (
+            "postgres",
+            "SELECT array_agg(id) AS a FROM customers",
+            "SELECT ARRAY_AGG(id ORDER BY id) AS a FROM customers ORDER BY 1",
+        ),
+        (
+            "mysql",
+            "SELECT GROUP_CONCAT(name) AS g FROM customers",
+            "SELECT GROUP_CONCAT(name ORDER BY name SEPARATOR ',') AS g FROM customers ORDER BY 1",
+        ),
+        ("postgres", "SELECT row_number() OVER () AS r FROM customers", "refused"),
+        ("mysql", "SELECT lag(id) OVER () AS l FROM customers", "refused"),
+        ("sqlite", "SELECT n FROM (SELECT * FROM customers LIMIT 2) AS s", "refused"),
+    ],
+)
+def test_plans_over_masked_tables_order_by_what_is_visible(dialect: str, sql: str, sent: str | None) -> None:
+    from mcpkit.sql.masking.plan import plan_masking
+
+    schema = {"customers": {"id": "INT", "name": "TEXT", "email": "TEXT"}}
+    try:
+        got = plan_masking(sql, dialect, schema, MaskPolicy.of(["customers.email"])).sql
+    except Refused:
+        got = "refused"
+    assert got == sent

@@ -107,6 +107,16 @@ def _null(type_text: str | None, schema: KnownSchema) -> exp.Expr:
 
 
 _ORDERED_AGGREGATES: Final = frozenset({"postgres", "mysql"})
+# Window functions whose value depends on the order of the rows in the frame.
+_SCAN_ORDER_WINDOWS: Final = (
+    exp.RowNumber,
+    exp.Ntile,
+    exp.Lag,
+    exp.Lead,
+    exp.FirstValue,
+    exp.LastValue,
+    exp.NthValue,
+)
 
 
 def _ordinals(width: int, dialect: str) -> exp.Order:
@@ -127,8 +137,12 @@ def _pin_order(tree: exp.Expr, width: int, dialect: str) -> bool:
     equal in every visible value. The top level and every subquery with LIMIT or OFFSET but no
     ORDER BY are pinned; a subquery with `*` cannot be (its width is unknown) and is refused.
     On PostgreSQL and MariaDB, `string_agg`/`GROUP_CONCAT`/`array_agg` without ORDER BY are
-    ordered by their own argument.
+    ordered by their own argument. `row_number()`, `ntile`, `lag`, `lead`, `first_value`,
+    `last_value`, `nth_value` over a window without ORDER BY are refused (nothing visible orders them).
     """
+    for window in tree.find_all(exp.Window):
+        if window.args.get("order") is None and isinstance(window.this, _SCAN_ORDER_WINDOWS):
+            refuse_mask("a numbering or offset window without ORDER BY follows the scan order")
     pinned = False
     for node in [tree, *tree.find_all(exp.Select, exp.SetOperation)]:
         if node.args.get("order") is not None or not isinstance(node, exp.Select | exp.SetOperation):
