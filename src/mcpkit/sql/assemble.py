@@ -110,6 +110,22 @@ def function_policy(args: argparse.Namespace, dialect: str) -> FunctionPolicy:
     return policy
 
 
+def derive_masks(
+    engine: SqlEngine, policy: MaskPolicy, masked: dict[str, frozenset[str]]
+) -> tuple[MaskPolicy, dict[str, frozenset[str]]]:
+    """The policy and the masked tables, with what the database derives from masked columns
+    (generated columns, partitions and children, full-text indexes) masked as well."""
+    if not masked:
+        return policy, masked
+    with engine.session(30.0, "startup-masks") as (conn, _):
+        derived = engine.profile.derived_masks(conn, masked)
+    merged = dict(masked)
+    for d in derived:
+        log.info("masks: %s %s also masked (%s)", d.key, ", ".join(sorted(d.columns)), d.why)
+        merged[d.key] = merged.get(d.key, frozenset()) | d.columns
+    return policy.with_columns((d.schema, d.table, d.columns) for d in derived), merged
+
+
 def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
     """Have the database withhold the masked columns from the calls' identity, or refuse to start.
 
@@ -165,7 +181,8 @@ def equip(
         policy = MaskPolicy.from_yaml(mask)
         # the account's default schema, as queries resolve it
         mapping = reflect_schema(engine.sa_engine, policy=policy)
-        enforce_masks(engine, policy.masked_tables(mapping))
+        policy, masked = derive_masks(engine, policy, policy.masked_tables(mapping))
+        enforce_masks(engine, masked)
         withheld = engine.profile.withheld_relations()
         service.masking = Masking(policy, KnownSchema(mapping, engine.dialect, withheld=withheld))
     if getattr(args, "similar", False):

@@ -266,16 +266,25 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> list
     from sqlalchemy import inspect
 
     from mcpkit.sql.masking import MaskPolicy
-    from mcpkit.sql.masking.grants import column_grants
+    from mcpkit.sql.masking.grants import column_grants, granted_tables
 
     insp = inspect(engine.sa_engine)
     quote = engine.sa_engine.dialect.identifier_preparer.quote_identifier
-    return column_grants(
-        script,
-        MaskPolicy.from_yaml(mask_file),
-        lambda schema, table: [str(c["name"]) for c in insp.get_columns(table, schema)],
-        quote,
-    )
+    policy = MaskPolicy.from_yaml(mask_file)
+
+    def columns_of(schema: str | None, table: str) -> list[str]:
+        return [str(c["name"]) for c in insp.get_columns(table, schema)]
+
+    masked = {}
+    for schema, table in granted_tables(script):
+        columns = policy.masked_columns(schema, table, columns_of(schema, table))
+        if columns:
+            masked[f"{quote(schema)}.{quote(table)}" if schema else table] = columns
+    if masked:  # generated columns computed from masked ones are not granted either
+        with engine.sa_engine.connect() as conn:
+            derived = engine.profile.derived_masks(conn, masked)
+        policy = policy.with_columns((d.schema, d.table, d.columns) for d in derived)
+    return column_grants(script, policy, columns_of, quote)
 
 
 def _grant(args: argparse.Namespace) -> int:

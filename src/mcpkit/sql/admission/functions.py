@@ -147,6 +147,9 @@ def _db_identifier(node: exp.Expr) -> str:
 def _qualifier(node: exp.Expr) -> str | None:
     parts: list[str] = []
     child, parent = node, node.parent
+    if isinstance(parent, exp.Table) and node.arg_key == "this":  # FROM schema.f(...)
+        names = [parent.args.get("catalog"), parent.args.get("db")]
+        return ".".join(_db_identifier(n) for n in names if isinstance(n, exp.Expr)) or None
     while isinstance(parent, exp.Dot) and parent.expression is child:
         parts.insert(0, _db_identifier(parent.this))
         child, parent = parent, parent.parent

@@ -13,7 +13,7 @@ from typing import Final
 
 from mcpkit.sql.masking.policy import MaskPolicy
 
-__all__ = ["column_grants"]
+__all__ = ["column_grants", "granted_tables"]
 
 _GRANT: Final = re.compile(r"GRANT SELECT ON (?P<name>\S+) TO (?P<to>.+)", re.IGNORECASE)
 _PART: Final = re.compile(r'"((?:[^"]|"")*)"|`((?:[^`]|``)*)`|([^."`]+)')
@@ -60,4 +60,19 @@ def column_grants(
         kept = ", ".join(quote(c) for c in names if c not in masked)
         if kept:
             out.append(f"GRANT SELECT ({kept}) ON {found['name']} TO {found['to']}")
+    return out
+
+
+def granted_tables(script: Sequence[str]) -> list[tuple[str | None, str]]:
+    """`(schema, table)` of each table-wide SELECT grant in the script.
+
+    >>> granted_tables(['CREATE ROLE "r"', 'GRANT SELECT ON "crm"."customers" TO "r"'])
+    [('crm', 'customers')]
+    """
+    out = []
+    for statement in script:
+        found = _GRANT.fullmatch(statement.strip())
+        if found is not None:
+            parts = _parts(found["name"])
+            out.append(((parts[-2] if len(parts) > 1 else None), parts[-1]))
     return out

@@ -15,6 +15,7 @@ from typing import Final, TypeVar
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
@@ -105,6 +106,74 @@ def _null(type_text: str | None, schema: KnownSchema) -> exp.Expr:
     return exp.Null() if to is None else exp.Cast(this=exp.Null(), to=to)
 
 
+_ORDERED_AGGREGATES: Final = frozenset({"postgres", "mysql"})
+# Window functions whose value depends on the order of the rows in the frame.
+_SCAN_ORDER_WINDOWS: Final = (
+    exp.RowNumber,
+    exp.Ntile,
+    exp.Lag,
+    exp.Lead,
+    exp.FirstValue,
+    exp.LastValue,
+    exp.NthValue,
+)
+
+
+def _ordinals(width: int, dialect: str) -> exp.Order:
+    # The dialect's own NULL placement, so no NULLS FIRST/LAST is written (MariaDB has none).
+    small = Dialect.get_or_raise(sent_dialect(dialect)).NULL_ORDERING == "nulls_are_small"
+    return exp.Order(
+        expressions=[exp.Ordered(this=exp.Literal.number(i), nulls_first=small) for i in range(1, width + 1)]
+    )
+
+
+def _pin_order(tree: exp.Expr, width: int, dialect: str) -> bool:
+    """Order a result over a masked table by its own visible values.
+
+    Without ORDER BY the engine returns rows in the order of whatever it scans: an index on a
+    masked column sorts `SELECT id FROM customers` by the hidden values, and a LIMIT then picks
+    the rows with the smallest ones. Ordering by every output column (ordinals) makes the order,
+    and which rows a LIMIT keeps, a function of what the caller sees anyway: rows that tie are
+    equal in every visible value. The top level and every subquery with LIMIT or OFFSET but no
+    ORDER BY are pinned; a subquery with `*` cannot be (its width is unknown) and is refused.
+    On PostgreSQL and MariaDB, `string_agg`/`GROUP_CONCAT`/`array_agg` without ORDER BY are
+    ordered by their own argument. `row_number()`, `ntile`, `lag`, `lead`, `first_value`,
+    `last_value`, `nth_value` over a window without ORDER BY are refused (nothing visible orders them).
+    """
+    for window in tree.find_all(exp.Window):
+        if window.args.get("order") is None and isinstance(window.this, _SCAN_ORDER_WINDOWS):
+            refuse_mask("a numbering or offset window without ORDER BY follows the scan order")
+    pinned = False
+    for node in [tree, *tree.find_all(exp.Select, exp.SetOperation)]:
+        if node.args.get("order") is not None or not isinstance(node, exp.Select | exp.SetOperation):
+            continue
+        top = node is tree
+        if not top and node.args.get("limit") is None and node.args.get("offset") is None:
+            continue
+        if not top and isinstance(node.parent, exp.SetOperation):
+            continue  # a UNION branch: ordered as a whole above
+        if top:
+            count = width
+        elif isinstance(node, exp.Select) and not any(p.is_star for p in node.selects):
+            count = len(node.selects)
+        else:
+            refuse_mask("a LIMIT without ORDER BY over * in a subquery cannot be ordered", unchecked=True)
+        if count:
+            node.set("order", _ordinals(count, dialect))
+            pinned = True
+    if dialect in _ORDERED_AGGREGATES:  # SQLite before 3.44 has no ORDER BY inside an aggregate
+        small = Dialect.get_or_raise(sent_dialect(dialect)).NULL_ORDERING == "nulls_are_small"
+        for agg in list(tree.find_all(exp.GroupConcat, exp.ArrayAgg)):
+            arg = agg.this
+            if isinstance(arg, exp.Order | exp.Distinct) or arg is None:
+                continue
+            # Concatenated in the order of their own (visible) values, not of the scan.
+            ordered = exp.Ordered(this=arg.copy(), nulls_first=small)
+            agg.set("this", exp.Order(this=arg.copy(), expressions=[ordered]))
+            pinned = True
+    return pinned
+
+
 def plan_masking(
     tree_or_sql: exp.Expr | str,
     dialect: str,
@@ -119,7 +188,7 @@ def plan_masking(
     >>> schema = {"customers": {"id": "INT", "email": "TEXT"}}
     >>> plan = plan_masking("SELECT id, upper(email) AS e FROM customers", "sqlite", schema, policy)
     >>> sorted(plan.masked), plan.sql
-    ([1], 'SELECT id, UPPER(CAST(NULL AS TEXT)) AS e FROM customers')
+    ([1], 'SELECT id, UPPER(CAST(NULL AS TEXT)) AS e FROM customers ORDER BY 1, 2')
     >>> sql = "SELECT id FROM customers ORDER BY email"
     >>> plan_masking(sql, "sqlite", schema, policy)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -181,10 +250,11 @@ def plan_masking(
         if isinstance(node.parent, exp.Select) and node.arg_key == "expressions":
             null = exp.alias_(null, node.this.copy())  # keep the name the database shows
         node.replace(null)
+    pinned = _pin_order(work, len(outs), dialect)
     return MaskPlan(
         masked=frozenset(i for i, o in enumerate(outs) if o.tainted),
         sql=work.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)
-        if taint.rewrites or taint.star_values
+        if taint.rewrites or taint.star_values or pinned
         else None,
         width=len(outs),
         names=tuple(o.shown for o in outs),

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from glob import escape
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,24 @@ class MaskPolicy:
                 raise SqlConfigError(f"{where}each mask is a string such as customers.email")
             rules.append(MaskRule.parse(str(node.value), where))
         return cls(tuple(rules))
+
+    def with_columns(self, entries: Iterable[tuple[str | None, str, Iterable[str]]]) -> MaskPolicy:
+        """This policy, plus exact rules for `(schema, table, columns)` (derived masks).
+
+        >>> MaskPolicy.of(["t.email"]).with_columns([(None, "t_eu", ["email"])]).masks(None, "T_EU", "email")
+        True
+        """
+        added = tuple(
+            MaskRule(
+                table=escape(table.casefold()),
+                column=escape(column.casefold()),
+                schema=escape(schema.casefold()) if schema else None,
+                source=f"{table}.{column} (derived)",
+            )
+            for schema, table, columns in entries
+            for column in sorted(columns)
+        )
+        return MaskPolicy(self.rules + added)
 
     @property
     def empty(self) -> bool:

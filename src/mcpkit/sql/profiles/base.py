@@ -27,6 +27,7 @@ __all__ = [
     "ROLE_NAME",
     "AccountReport",
     "ColumnStats",
+    "DerivedMask",
     "Finding",
     "Outcome",
     "Profile",
@@ -146,6 +147,21 @@ def merge_findings(findings: Iterable[Finding]) -> list[Finding]:
     return merged
 
 
+@dataclass(frozen=True)
+class DerivedMask:
+    """Columns that hold a masked column's values under another name, masked as well.
+
+    `key` names the table the way `Profile.use_masks` resolves it; `schema` (None: the default
+    one) and `table` are for the masking policy; `why` is for the operator's log.
+    """
+
+    key: str
+    schema: str | None
+    table: str
+    columns: frozenset[str]
+    why: str
+
+
 @dataclass
 class AccountReport:
     """Who the server connects as, what that account could change, and what it must not hold."""
@@ -243,6 +259,16 @@ class Profile:
     def withheld_relations(self) -> frozenset[str]:
         """Relations the database refuses whole under the masks `use_masks` installed (none here)."""
         return frozenset()
+
+    def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
+        """Columns that carry masked values under other names (generated columns, partitions,
+        inheritance children, full-text indexes), to be masked like the columns they come from.
+
+        Args:
+            conn: A connection in a call's read-only session (or an administrator's, for grant).
+            masked: Table -> its masked columns, in the schema queries resolve in.
+        """
+        return []
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """Have the database itself withhold the masked columns, or say where it does not.

@@ -13,13 +13,24 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
+import sqlglot
 from sqlalchemy.engine import URL, Connection
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from mcpkit.sql.admission.function_tables import matches
 from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.clipping.sqlite import FUNCTIONS as CLIP_FUNCTIONS
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.profiles.base import AccountReport, ColumnStats, Finding, Outcome, Profile, TableStats
+from mcpkit.sql.profiles.base import (
+    AccountReport,
+    ColumnStats,
+    DerivedMask,
+    Finding,
+    Outcome,
+    Profile,
+    TableStats,
+)
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 
 __all__ = ["MAX_LENGTH", "SqliteProfile", "Withheld"]
@@ -107,13 +118,16 @@ def _withheld(conn: Connection, masked: Mapping[str, frozenset[str]]) -> Withhel
     """
     folded = {t.casefold(): {c.casefold() for c in cols} for t, cols in masked.items() if cols}
     columns = {(t, c) for t, cols in folded.items() for c in cols}
+    views = _views_over(conn, set(folded))
     over: set[str] = set()
     for name, sql in conn.exec_driver_sql(
         "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'"
     ):
         vtab, content = str(name).casefold(), _CONTENT.search(str(sql or ""))
         source = folded.get(content.group(1).casefold(), set()) if content else set()
-        if vtab in folded or source:
+        # content= a view over a masked table: the index holds its text (refused whole, below).
+        over_view = content is not None and content.group(1).casefold() in views
+        if vtab in folded or source or over_view:
             over.add(vtab)
             columns |= {(vtab, c) for c in source}
     shadows = {
@@ -128,6 +142,69 @@ def _withheld(conn: Connection, masked: Mapping[str, frozenset[str]]) -> Withhel
             ", ".join(sorted(s for s in tables if s.startswith(f"{vtab}_"))) or "none",
         )
     return Withheld(frozenset(columns), frozenset(tables), frozenset(over))
+
+
+def _generated(conn: Connection, table: str, masked: frozenset[str]) -> frozenset[str]:
+    """Generated columns of `table` computed (directly or through another) from a masked column.
+
+    SQLite's authorizer reports a read of the generated column, not of the columns its expression
+    reads. The expressions come from the stored CREATE TABLE; one that cannot be parsed counts as
+    reading every column.
+    """
+    found = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+    row = found.first()
+    hidden = {
+        str(r[1]).casefold()
+        for r in conn.exec_driver_sql(f"PRAGMA table_xinfo({_sqlite_quote(table)})")
+        if int(r[6]) in (2, 3)  # 2: VIRTUAL, 3: STORED generated column
+    }
+    if not hidden:
+        return frozenset()
+    reads: dict[str, set[str]] = {}
+    try:
+        tree = sqlglot.parse_one(str(row[0] if row else ""), read="sqlite")
+        for column in tree.find_all(exp.ColumnDef):
+            for constraint in column.constraints:
+                kind = constraint.args.get("kind")
+                if isinstance(kind, exp.ComputedColumnConstraint):
+                    reads[column.name.casefold()] = {c.name.casefold() for c in kind.find_all(exp.Column)}
+    except SqlglotError:
+        reads = {}
+    if set(reads) != hidden:
+        return frozenset(hidden)
+    tainted = {c.casefold() for c in masked}
+    out: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, uses in reads.items():
+            if name not in out and uses & (tainted | out):
+                out.add(name)
+                changed = True
+    return frozenset(out)
+
+
+def _sqlite_quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _views_over(conn: Connection, tables: set[str]) -> set[str]:
+    """Views whose definition names one of `tables` (or such a view), case-folded; conservative:
+    a mention anywhere in the stored SQL counts."""
+    defined = {
+        str(n).casefold(): str(q or "").casefold()
+        for n, q in conn.exec_driver_sql("SELECT name, sql FROM sqlite_master WHERE type = 'view'")
+    }
+    out: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, sql in defined.items():
+            words = set(re.findall(r"[a-z0-9_$\u0080-\uffff]+", sql))
+            if name not in out and words & (tables | out):
+                out.add(name)
+                changed = True
+    return out
 
 
 def _authorizer(allowed: Callable[[str], bool], withheld: Withheld = Withheld()) -> Callable[..., int]:
@@ -215,6 +292,15 @@ class SqliteProfile(Profile):
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """The authorizer refuses, inside SQLite, every function the policy does not admit."""
         self._allowed = _function_allowed(policy)
+
+    def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
+        """Generated columns computed from masked ones (the authorizer sees only the column read)."""
+        out = []
+        for table, columns in sorted(masked.items()):
+            generated = _generated(conn, table, columns)
+            if generated:
+                out.append(DerivedMask(table, None, table, generated, "generated from a masked column"))
+        return out
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The authorizer reads masked columns as NULL and refuses the shadow tables over them."""

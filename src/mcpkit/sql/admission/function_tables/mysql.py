@@ -17,6 +17,11 @@ NEVER_RELATIONS: Final[tuple[RelationRule, ...]] = (
         "shows other sessions' SQL text or transactions",
         "processlist innodb_trx innodb_locks innodb_lock_waits user_statistics client_statistics",
     ),
+    relation_rule(
+        "information_schema",
+        "shows the server's settings, file paths included (datadir, log_error, plugin_dir)",
+        "global_variables session_variables global_status session_status system_variables",
+    ),
     relation_rule("performance_schema", "shows other sessions' SQL text and server internals", "*"),
     relation_rule("sys", "shows other sessions' SQL text and server internals", "*"),
     relation_rule("mysql", "holds the server's accounts and internal state", "*"),

@@ -45,6 +45,13 @@ _DEFINERS: Final = (
     " WHERE SECURITY_TYPE = 'DEFINER' ORDER BY 1, 2"
 )
 
+# information_schema.VIEWS lists every view the login holds a privilege on, with its definer and
+# SQL SECURITY, whoever created it (the definition itself needs SHOW VIEW).
+_DEFINER_VIEWS: Final = (
+    "SELECT TABLE_SCHEMA, TABLE_NAME, DEFINER FROM information_schema.VIEWS"
+    " WHERE SECURITY_TYPE = 'DEFINER' ORDER BY 1, 2"
+)
+
 
 _GLOBAL_GRANT: Final = re.compile(r"GRANT (.+?) ON \*\.\* TO (\S+)")
 _ROLE_GRANT: Final = re.compile(r"GRANT ((?:`(?:[^`]|``)+`(?:, )?)+) TO ")
@@ -93,6 +100,40 @@ def _grantees(conn: Connection, user: str, host: str) -> tuple[str, ...]:
     """The login and every role granted to it (MariaDB), as information_schema writes grantees."""
     roles = list(conn.execute(text("SELECT ROLE_NAME FROM information_schema.APPLICABLE_ROLES")).scalars())
     return (f"'{user}'@'{host}'", *(f"'{r}'" for r in roles), *(f"'{r}'@''" for r in roles))
+
+
+def _same_account(definer: str, current: str) -> bool:
+    """`user@host` as the catalog writes a definer, against CURRENT_USER() (host names fold case)."""
+    d_user, _, d_host = definer.rpartition("@")
+    c_user, _, c_host = current.rpartition("@")
+    return d_user == c_user and d_host.casefold() == c_host.casefold()
+
+
+def _definer_views(conn: Connection, current: str, account: str, allowed: frozenset[str]) -> list[Finding]:
+    """A view that runs with another account's rights is a route around every other check.
+
+    MariaDB checks a DEFINER view's tables, columns and functions against its definer: a view
+    created by root reads mysql.user, calls LOAD_FILE, or runs a root routine the login may not
+    execute (which may SET GLOBAL inside the read-only transaction). Its definition may be hidden
+    from the login, so every such view is refused, not only those found to reach something.
+    """
+    found = []
+    for schema, name, definer in conn.execute(text(_DEFINER_VIEWS)):
+        if _same_account(str(definer), current) or f"view:{schema}.{name}" in allowed:
+            continue
+        quoted = f"`{schema}`.`{name}`"
+        found.append(
+            Finding(
+                "definer-view",
+                f"{current} can read view {schema}.{name}, which runs as its definer {definer}"
+                " (SQL SECURITY DEFINER: its tables, columns and functions are checked against the definer)",
+                f"ALTER SQL SECURITY INVOKER VIEW {quoted} AS <its SELECT, from SHOW CREATE VIEW {quoted}>;"
+                f" or REVOKE SELECT ON {quoted} FROM {account} (a grant on `{schema}`.* must become grants"
+                " per table)",
+                f"view:{schema}.{name}",
+            )
+        )
+    return found
 
 
 def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> AccountReport:
@@ -145,6 +186,7 @@ def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> Ac
                 f"routine:{schema}.{name}",
             )
         )
+    found += _definer_views(conn, str(current), account, allowed)
     writable = sorted(
         {
             "*.* (global)" if scope == "global" else f"{on}.*" if scope == "schema" else on

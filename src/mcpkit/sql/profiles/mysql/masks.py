@@ -38,10 +38,13 @@ def _readable(conn: Connection, table: str, column: str) -> bool:
 
 def _selectable(conn: Connection, relation: str) -> bool:
     # SHOW VIEW alone lists a view in information_schema; the server says whether it may be read.
+    # PREPARE checks the privileges without running anything: even `WHERE 1 = 0` or `LIMIT 0`
+    # evaluates a FROM-less DEFINER view's functions (with the definer's rights).
     try:
-        conn.exec_driver_sql(f"SELECT 1 FROM {_quote(relation)} WHERE 1 = 0").fetchall()
+        conn.execute(text("PREPARE mcpkit_probe FROM :q"), {"q": f"SELECT 1 FROM {_quote(relation)}"})
     except DBAPIError:
         return False
+    conn.exec_driver_sql("DEALLOCATE PREPARE mcpkit_probe")
     return True
 
 

@@ -18,6 +18,11 @@ __all__ = ["MysqlSession"]
 _UNPINNED_MODES: Final = frozenset({"ANSI_QUOTES", "NO_BACKSLASH_ESCAPES", "PIPES_AS_CONCAT", "ANSI"})
 _COM_RESET_CONNECTION: Final = 0x1F  # MariaDB 10.2.4+, MySQL 5.7.3+
 _TMP_DISK_BYTES: Final = 256 * 1024 * 1024  # one call's on-disk temporary tables (MariaDB)
+_GROUP_CONCAT_BYTES: Final = 32 * 1024 * 1024  # as SQLite's MAX_LENGTH; longer ones fail (see run)
+# Warnings that mean the answer is wrong, not merely imprecise: the server cut a GROUP_CONCAT at
+# group_concat_max_len (1260), or answered NULL for a string over max_allowed_packet (1301).
+# Neither turns into an error in any sql_mode, so `run` turns them into one.
+_WRONG_ANSWER: Final = frozenset({1260, 1301})
 _CODES: Final[dict[int, Outcome]] = {
     1064: "syntax",
     1149: "syntax",
@@ -32,6 +37,7 @@ _CODES: Final[dict[int, Outcome]] = {
     1044: "permission",
     1227: "permission",
     1370: "permission",
+    1356: "permission",  # a view whose definer or invoker lacks a right (or a broken view)
     1045: "permission",
     1792: "read_only",
     1290: "read_only",
@@ -44,6 +50,8 @@ _CODES: Final[dict[int, Outcome]] = {
     1366: "data",
     1264: "data",
     1114: "resource",
+    1260: "resource",  # raised by `run`: GROUP_CONCAT cut at group_concat_max_len
+    1301: "resource",  # raised by `run`: a result over max_allowed_packet came back as NULL
     1041: "resource",
     1038: "resource",
     1206: "resource",
@@ -83,6 +91,7 @@ class MysqlSession(Profile):
             self.mariadb = "mariadb" in str(version).lower()
             kept = [m for m in str(mode).split(",") if m and m.upper() not in _UNPINNED_MODES]
             cur.execute("SET SESSION sql_mode = %s", [",".join(kept)])
+            cur.execute("SET SESSION group_concat_max_len = %s", [_GROUP_CONCAT_BYTES])
             if self.mariadb:
                 cur.execute("SET SESSION max_statement_time = %s", [max(0.001, timeout_s)])
                 # max_recursive_iterations truncates silently (warning 1931, COUNT(*) = 1001 as if
@@ -97,11 +106,21 @@ class MysqlSession(Profile):
             cur.execute("START TRANSACTION READ ONLY")
 
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
-        """Run one statement with the call's tag as a leading comment (visible in the process list).
+        """Run one statement with the call's tag as a leading comment (visible in the process list);
+        a warning that the answer was cut or nulled by a server limit fails the call.
 
-        The tag holds only `[A-Za-z0-9._@+:= -]` (`mcpkit.sql.tagging`): it cannot end the comment.
+        pymysql's default cursor reads the whole result during `execute`, so the warning count
+        is final here. The tag holds only `[A-Za-z0-9._@+:= -]` (`mcpkit.sql.tagging`): it
+        cannot end the comment.
         """
         cursor.execute(f"/* {session_label(call_id)} */ {sql}")
+        if getattr(cursor, "warning_count", 0):
+            with cursor.connection.cursor() as warnings:
+                warnings.execute("SHOW WARNINGS")
+                codes = {int(code) for _, code, _ in warnings.fetchall()}
+            for code in sorted(codes & _WRONG_ANSWER):
+                pymysql: Any = importlib.import_module("pymysql")
+                raise pymysql.err.OperationalError(code, "a server limit cut the answer")
 
     def type_names(self, dbapi: Any, description: Sequence[Any]) -> list[str | None]:
         """pymysql field type codes as names (BLOB, JSON, VAR_STRING, ...)."""

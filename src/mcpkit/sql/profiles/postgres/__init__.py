@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any, Final
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 
-from mcpkit.sql.profiles.base import AccountReport, Finding, Readable, TableStats, quote_role
+from mcpkit.sql.profiles.base import AccountReport, DerivedMask, Finding, Readable, TableStats, quote_role
 from mcpkit.sql.profiles.postgres.account import inspect_postgres
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
-from mcpkit.sql.profiles.postgres.masks import masked_routes, readable_masked_columns
+from mcpkit.sql.profiles.postgres.masks import derived_masks, masked_routes, readable_masked_columns
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import postgres_table_stats
 
@@ -41,6 +41,10 @@ class PostgresProfile(PostgresSession):
         """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous
         function (`routes.audit_routes`) of the role the calls run as."""
         return inspect_postgres(conn, allowed)
+
+    def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
+        """Generated columns computed from masked ones; partitions and inheritance children."""
+        return derived_masks(conn, masked)
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The masked columns the calls' identity can still read (column privileges must withhold them),

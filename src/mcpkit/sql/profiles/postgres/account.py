@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 from mcpkit.sql.profiles.base import AccountReport, Finding
 from mcpkit.sql.profiles.postgres.knowledge import ROLES
 from mcpkit.sql.profiles.postgres.routes import audit_routes
+from mcpkit.sql.profiles.postgres.views import owner_views
 
 __all__ = ["inspect_postgres"]
 
@@ -24,20 +25,6 @@ SELECT r.rolname, coalesce((SELECT quote_ident(g.rolname) FROM pg_auth_members m
     WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = current_user)
       AND pg_has_role(g.oid, r.oid, 'MEMBER') ORDER BY g.oid = r.oid DESC LIMIT 1), r.rolname)
 FROM pg_roles r WHERE r.rolname = ANY(:names) AND pg_has_role(current_user, r.oid, 'MEMBER')
-ORDER BY 1
-"""
-# Roles with attributes the current role can take on with SET ROLE (attributes are not inherited,
-# but a member may switch to the role: one set_config('role', ...) away), and the direct grant.
-_ATTRIBUTE_ROLES: Final = """
-SELECT r.rolname, r.rolsuper, r.rolcreaterole, r.rolbypassrls, r.rolreplication,
-    coalesce((SELECT quote_ident(g.rolname) FROM pg_auth_members m
-        JOIN pg_roles g ON g.oid = m.roleid
-        WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = current_user)
-          AND pg_has_role(g.oid, r.oid, 'MEMBER') ORDER BY g.oid = r.oid DESC LIMIT 1),
-        quote_ident(r.rolname))
-FROM pg_roles r
-WHERE r.rolname <> current_user AND pg_has_role(current_user, r.oid, 'MEMBER')
-  AND (r.rolsuper OR r.rolcreaterole OR r.rolbypassrls OR r.rolreplication)
 ORDER BY 1
 """
 # Foreign tables the role can read: each read leaves this database (another server through
@@ -58,7 +45,28 @@ _OWNED: Final = """
 SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND n.nspname NOT LIKE 'pg_toast%' AND pg_has_role(c.relowner, 'USAGE') ORDER BY 1 LIMIT 1000
+  AND n.nspname NOT LIKE 'pg_toast%' AND pg_has_role(c.relowner, 'MEMBER') ORDER BY 1 LIMIT 1000
+"""
+# Roles the current role can SET ROLE to (MEMBER: NOINHERIT and transitive memberships count)
+# that hold an attribute a reader must not reach, with the direct grant that leads there.
+_POWERFUL_MEMBERSHIPS: Final = """
+SELECT r.rolname, concat_ws(', ', CASE WHEN r.rolsuper THEN 'SUPERUSER' END,
+    CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END, CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END,
+    CASE WHEN r.rolreplication THEN 'REPLICATION' END),
+  coalesce((SELECT quote_ident(g.rolname) FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+    WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+      AND pg_has_role(g.oid, r.oid, 'MEMBER') ORDER BY g.oid = r.oid DESC LIMIT 1), quote_ident(r.rolname))
+FROM pg_roles r WHERE r.rolname <> current_user AND pg_has_role(current_user, r.oid, 'MEMBER')
+  AND (r.rolsuper OR r.rolcreaterole OR r.rolbypassrls OR r.rolreplication)
+ORDER BY 1
+"""
+_CREATE_DATABASE: Final = """
+SELECT quote_ident(d.datname), coalesce((SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'
+       ELSE quote_ident(a.grantee::regrole::text) END, ', ')
+     FROM aclexplode(coalesce(d.datacl, acldefault('d', d.datdba))) a
+     WHERE a.privilege_type = 'CREATE' AND (a.grantee = 0 OR pg_has_role(a.grantee, 'USAGE'))), ''),
+  pg_has_role(d.datdba, 'MEMBER')
+FROM pg_database d WHERE d.datname = current_database() AND has_database_privilege(d.oid, 'CREATE')
 """
 _CREATE: Final = """
 SELECT quote_ident(n.nspname), coalesce((SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'
@@ -115,16 +123,15 @@ def _role_findings(conn: Connection) -> tuple[str, str, bool, list[Finding]]:
             )
         )
     if not rolsuper:
-        for name, sup, create, bypass, repl, via in conn.execute(text(_ATTRIBUTE_ROLES)):
-            held = [a for a, on in (("SUPERUSER", sup), ("CREATEROLE", create), ("BYPASSRLS", bypass)) if on]
-            held += ["REPLICATION"] if repl else []
+        for name, attributes, via in conn.execute(text(_POWERFUL_MEMBERSHIPS)):
             found.append(
                 Finding(
-                    "member-of-privileged-role",
-                    f"role {user} can SET ROLE to {name}, which has {', '.join(held)}"
-                    + (f" (through {via})" if via.strip('"') != name else ""),
+                    "powerful-membership",
+                    f"role {user} is a member of {name}, which has {attributes}"
+                    + (f" (through {via})" if via != name else "")
+                    + "; SET ROLE takes it on, INHERIT or not",
                     f"REVOKE {via} FROM {quoted}",
-                    "superuser" if sup else None,
+                    "superuser" if "SUPERUSER" in attributes else None,
                 )
             )
         for name, via in conn.execute(text(_MEMBERSHIPS), {"names": sorted(ROLES)}):
@@ -159,7 +166,8 @@ def inspect_postgres(conn: Connection, allowed: frozenset[str] = frozenset()) ->
         found.append(
             Finding(
                 "table-owner",
-                f"role {user} owns {shown} (an owner can bypass row-level security and change what it reads)",
+                f"role {user} owns {shown}, or can SET ROLE to a role that does (an owner can bypass"
+                " row-level security and change what it reads)",
                 "connect as a reader role that owns nothing (`mcpkit sql grant` prints one)",
                 "table-owner",
             )
@@ -185,7 +193,22 @@ def inspect_postgres(conn: Connection, allowed: frozenset[str] = frozenset()) ->
                 f"foreign-table:{name}",
             )
         )
+    for database, grantees, owner in conn.execute(text(_CREATE_DATABASE)):
+        fix = (
+            f"ALTER DATABASE {database} OWNER TO <another role>"
+            if owner
+            else f"REVOKE CREATE ON DATABASE {database} FROM {grantees or quoted}"
+        )
+        found.append(
+            Finding(
+                "create-database",
+                f"role {user} can CREATE schemas in database {database} (and own what it creates there)",
+                fix,
+                "create-schema",
+            )
+        )
     found += audit_routes(conn, allowed)
+    found += owner_views(conn, allowed)
     writable = [str(r[0]) for r in conn.execute(text(_WRITABLE))]
     reason = "rolsuper" if rolsuper else next((f.code for f in found if f.code.startswith("pg_")), None)
     return AccountReport("postgres", version, user, reason is not None, reason, writable, True, found)

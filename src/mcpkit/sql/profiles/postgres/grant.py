@@ -72,7 +72,13 @@ def postgres_grant(conn: Connection, role: str, tables: Sequence[str], password:
             trial.rollback()
         if not findings:
             return script
-        unfixable = [f for f in findings if "<" in f.fix or not f.fix.startswith(("REVOKE", "ALTER", "DROP"))]
+        # A fix with alternatives ("ALTER VIEW ... SET (security_invoker = on); or REVOKE ...")
+        # changes an object for everyone: the administrator chooses, the script does not.
+        unfixable = [
+            f
+            for f in findings
+            if "<" in f.fix or "; or " in f.fix or not f.fix.startswith(("REVOKE", "ALTER", "DROP"))
+        ]
         if unfixable:
             raise SqlConfigError("cannot write a clean grant: " + unfixable[0].line())
         script += [

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.base import DerivedMask, Finding
 
-__all__ = ["masked_routes", "readable_masked_columns"]
+__all__ = ["derived_masks", "masked_routes", "readable_masked_columns"]
 
 # Resolved through the session's search_path, as the calls' queries resolve the name; the
 # privilege is the engine's own answer for this role (direct, through PUBLIC or a membership).
@@ -22,7 +22,7 @@ SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), quote_ident(curr
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE c.oid = to_regclass(quote_ident(:table))
+WHERE c.oid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))
 GROUP BY n.nspname, c.relname
 """
 
@@ -106,7 +106,7 @@ ORDER BY 1
 _MASKED_ATTRS = """
 SELECT c.oid, a.attnum FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE c.oid = to_regclass(quote_ident(:table)) AND a.attname = ANY(:masked)
+WHERE c.oid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table)) AND a.attname = ANY(:masked)
 """
 
 
@@ -153,3 +153,58 @@ def masked_routes(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
             )
         )
     return findings
+
+
+# The masked table, resolved as queries resolve it (a derived key is already quoted and qualified),
+# then every partition and inheritance child below it, each with the masked columns it has.
+_FAMILY = """
+WITH RECURSIVE family(relid) AS (
+    SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid
+  UNION
+    SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN family f ON i.inhparent = f.relid
+)
+SELECT f.relid, n.nspname, c.relname, pg_catalog.pg_table_is_visible(c.oid),
+       array_agg(a.attnum ORDER BY a.attnum)
+FROM family f
+JOIN pg_catalog.pg_class c ON c.oid = f.relid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE a.attname = ANY(:masked)
+GROUP BY f.relid, n.nspname, c.relname, c.oid
+"""
+_RESOLVE = "SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid"
+# Generated columns computed from the given columns: PostgreSQL records each column a generation
+# expression reads in pg_depend, from the expression (pg_attrdef) to the column.
+_GENERATED = """
+SELECT DISTINCT a.attname FROM pg_catalog.pg_attribute a
+JOIN pg_catalog.pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_attrdef'::regclass AND d.objid = ad.oid
+  AND d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid = a.attrelid
+  AND d.refobjsubid = ANY(CAST(:attnums AS int2[]))
+WHERE a.attrelid = :relid AND a.attgenerated <> ''
+"""
+
+
+def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
+    """Generated columns computed from a masked column, and the partitions and inheritance children
+    of a masked table (a partition is readable by its own name, with its own grants)."""
+    out = []
+    for table, columns in sorted(masked.items()):
+        parent = conn.execute(text(_RESOLVE), {"table": table}).scalar()
+        rows = conn.execute(text(_FAMILY), {"table": table, "masked": sorted(columns)}).all()
+        for relid, schema, name, visible, attnums in rows:
+            found = conn.execute(text(_GENERATED), {"relid": relid, "attnums": list(attnums)})
+            generated = {str(r[0]) for r in found}
+            top = relid == parent
+            if top and not generated:
+                continue
+            key = str(name) if visible else _qualified(conn, str(schema), str(name))
+            names = frozenset(generated if top else generated | set(columns))
+            why = "generated from a masked column" if top else f"a partition or child of {table}"
+            out.append(DerivedMask(key, str(schema), str(name), names, why))
+    return out
+
+
+def _qualified(conn: Connection, schema: str, name: str) -> str:
+    quoted = conn.execute(text("SELECT quote_ident(:s) || '.' || quote_ident(:n)"), {"s": schema, "n": name})
+    return str(quoted.scalar())

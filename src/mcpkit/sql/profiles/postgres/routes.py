@@ -40,9 +40,11 @@ from mcpkit.sql.profiles.postgres.knowledge import (
     unreachable_reason,
 )
 
-__all__ = ["Fn", "audit_routes"]
+__all__ = ["FIRST_NORMAL_OID", "Fn", "audit_routes"]
 
 _CATALOG: Final = ("pg_catalog", "information_schema")
+FIRST_NORMAL_OID: Final = 16384
+"""PostgreSQL's FirstNormalObjectId: every object initdb creates has a lower OID."""
 _FIELDS: Final = r"':(funcid|opfuncid|aggfnoid|winfnoid|relid|resulttype|opno) (\d+)'"
 _TREE: Final = f"regexp_matches({{tree}}, {_FIELDS}, 'g')"
 
@@ -118,7 +120,8 @@ SELECT 'rel', c.oid, quote_ident(n.nspname) || '.' || quote_ident(c.relname),
      WHERE a.privilege_type = 'SELECT' AND (a.grantee = 0 OR pg_has_role(a.grantee, 'USAGE'))),
      quote_ident(current_user))
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
+  AND (n.nspname NOT IN ('pg_catalog', 'information_schema') OR c.oid >= 16384)
   AND n.nspname NOT LIKE 'pg_toast%' AND has_schema_privilege(n.oid, 'USAGE')
   AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))
 UNION ALL SELECT 'op', o.oid, o.oid::regoperator::text,
@@ -163,8 +166,10 @@ class Fn:
 
     @property
     def catalog(self) -> bool:
-        """A built-in (pg_catalog or information_schema)."""
-        return self.schema in _CATALOG
+        """A built-in: in pg_catalog or information_schema and created by initdb (an OID below
+        FirstNormalObjectId). An extension installed SCHEMA pg_catalog, or a function an operator
+        put there, is judged like any other function."""
+        return self.schema in _CATALOG and self.oid < FIRST_NORMAL_OID
 
     def hazard(self) -> str | None:
         """Why running this function could change something or escape the role, or None."""

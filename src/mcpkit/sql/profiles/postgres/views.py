@@ -1,0 +1,104 @@
+"""PostgreSQL: views that read their relations with another role's rights.
+
+A view that is not `security_invoker` (and every materialized view) reads its relations as its
+owner: the owner's table and column privileges apply, and row-level security applies as the
+owner (not at all when the owner owns the table, is a superuser or has BYPASSRLS). So a view the
+reader can select is a route around the reader's own grants when it gives more than the reader
+could read itself. The rule, for each such view the reader can select and does not own:
+
+- the owner is a superuser or has BYPASSRLS: refused;
+- it reads a relation with row-level security: refused (the policies are the owner's, not the
+  reader's);
+- it reads a relation the reader may not SELECT whole (a catalog such as pg_authid or
+  pg_statistic, a table with column grants, another role's table): refused.
+
+Otherwise the view shows nothing the reader could not read itself. The relations are taken from
+the view's stored rule (its range table), which names pinned catalogs that `pg_depend` omits.
+Functions a view calls run as the caller and are checked by `routes.audit_routes`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from mcpkit.sql.profiles.base import Finding
+
+__all__ = ["owner_views"]
+
+_VIEWS: Final = r"""
+SELECT c.oid, quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relkind,
+  quote_ident(o.rolname), o.rolsuper, o.rolbypassrls,
+  coalesce((SELECT lower(option_value) IN ('on', 'true', 'yes', '1')
+            FROM pg_options_to_table(c.reloptions) WHERE option_name = 'security_invoker'), false),
+  ARRAY(SELECT DISTINCT m[1]::oid FROM pg_rewrite r,
+        regexp_matches(r.ev_action::text, '[:]relid (\d+)', 'g') m
+        WHERE r.ev_class = c.oid AND m[1]::oid <> c.oid),
+  coalesce((SELECT string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'
+       ELSE quote_ident(a.grantee::regrole::text) END, ', ')
+     FROM aclexplode(coalesce(c.relacl, acldefault('r', c.relowner))) a
+     WHERE a.privilege_type = 'SELECT' AND (a.grantee = 0 OR pg_has_role(a.grantee, 'USAGE'))),
+     quote_ident(current_user))
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_roles o ON o.oid = c.relowner
+WHERE c.relkind IN ('v', 'm') AND (n.nspname NOT IN ('pg_catalog', 'information_schema') OR c.oid >= 16384)
+  AND has_schema_privilege(n.oid, 'USAGE')
+  AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))
+  AND NOT pg_has_role(c.relowner, 'USAGE')
+ORDER BY 2
+"""
+_RELATIONS: Final = """
+SELECT c.oid, n.nspname || '.' || c.relname, c.relrowsecurity,
+  has_table_privilege(c.oid, 'SELECT') AND has_schema_privilege(n.oid, 'USAGE')
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = ANY(:oids)
+"""
+
+
+def owner_views(conn: Connection, allowed: frozenset[str] = frozenset()) -> list[Finding]:
+    """One finding per selectable view that reads with its owner's rights more than the role could.
+
+    Args:
+        conn: A connection in the role's read-only session.
+        allowed: `view:schema.name` opt-ins for reviewed views.
+    """
+    views = conn.execute(text(_VIEWS)).all()
+    oids = sorted({int(o) for v in views for o in v[7]})
+    rows = conn.execute(text(_RELATIONS), {"oids": oids})
+    relations = {int(r[0]): (str(r[1]), bool(r[2]), bool(r[3])) for r in rows}
+    found = []
+    for _, name, kind, owner, rolsuper, bypassrls, invoker, reads, grantees in views:
+        if (kind == "v" and invoker) or f"view:{name}" in allowed:
+            continue
+        why = (
+            f"its owner {owner} is a superuser"
+            if rolsuper
+            else f"its owner {owner} has BYPASSRLS"
+            if bypassrls
+            else None
+        )
+        for oid in reads:
+            if why or int(oid) not in relations:
+                continue
+            rel, rls, selectable = relations[int(oid)]
+            if rls:
+                why = f"it reads {rel}, which has row-level security (the owner's policies apply)"
+            elif not selectable:
+                why = f"it reads {rel}, which the role may not read whole itself"
+        if why is None:
+            continue
+        what = "materialized view" if kind == "m" else "view"
+        fix = (
+            f"REVOKE SELECT ON {name} FROM {grantees}"
+            if kind == "m"
+            else f"ALTER VIEW {name} SET (security_invoker = on); or REVOKE SELECT ON {name} FROM {grantees}"
+        )
+        found.append(
+            Finding(
+                "owner-view",
+                f"{what} {name} reads its relations with its owner's rights and {why}",
+                fix,
+                f"view:{name}",
+            )
+        )
+    return found

@@ -1,0 +1,76 @@
+"""MariaDB answers some over-limit results with a warning and a wrong value (red team, break 11).
+
+GROUP_CONCAT stops at group_concat_max_len and REPEAT past max_allowed_packet answers NULL, each
+with only a warning, in every sql_mode. The server raises the first limit for its session to the
+cell budget and fails the call on either warning: the model gets an error, never a cut answer.
+No global setting is changed (the fingerprint includes the server's variables).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import changed, mysql_admin, mysql_snapshot
+
+pytestmark = pytest.mark.mysql
+
+
+@pytest.fixture
+def reader(mysql_url: str) -> Iterator[tuple[str, str, str]]:
+    tag = secrets.token_hex(4)
+    db, user = f"mk_tr_{tag}", f"mk_tr_{tag}_r"
+    admin = mysql_admin(mysql_url)
+    with admin.cursor() as c:
+        c.execute(f"CREATE DATABASE {db}")
+        c.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
+        c.execute(f"GRANT SELECT ON {db}.* TO '{user}'@'%'")
+    base = make_url(mysql_url).set(database=db)
+    try:
+        yield (
+            base.render_as_string(hide_password=False),
+            base.set(username=user, password="pw").render_as_string(hide_password=False),
+            db,
+        )
+    finally:
+        with admin.cursor() as c:
+            c.execute(f"DROP DATABASE {db}")
+            c.execute(f"DROP USER '{user}'@'%'")
+        admin.close()
+
+
+def _rows(n: int, body: str) -> str:
+    return f"WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < {n}) {body}"
+
+
+def test_mariadb_cut_results_are_errors_not_answers(reader: tuple[str, str, str], tmp_path: Path) -> None:
+    admin_url, url, db = reader
+    before = mysql_snapshot(admin_url, db, tmp_path)
+    engine = SqlEngine(url)
+    service = SqlService(engine, timeout_s=30.0)
+    try:
+        # Past the server's default 1 MiB, now answered in full: the red team's query.
+        sql = _rows(300_000, "SELECT COUNT(*) AS n, LENGTH(GROUP_CONCAT(n)) AS len FROM r")
+        truth = sum(len(str(i)) for i in range(1, 300_001)) + 299_999
+        assert service.query(sql, call_id="gc")[0].rows == [[300_000, truth]]
+        # Past the session's limit (32 MiB): an error, not a shorter string.
+        over = _rows(40_000, "SELECT LENGTH(GROUP_CONCAT(REPEAT('x', 1000))) AS len FROM r")
+        with pytest.raises(QueryFailed) as cut:
+            service.query(over, call_id="gc-over")
+        assert cut.value.kind == "resource"
+        # REPEAT over max_allowed_packet: an error, not NULL.
+        with pytest.raises(QueryFailed) as nulled:
+            service.query("SELECT LENGTH(REPEAT('x', 20000000)) AS len", call_id="repeat")
+        assert nulled.value.kind == "resource"
+        # Other warnings still answer (a truncated number is the SQL standard's answer).
+        assert service.query("SELECT CAST('12abc' AS SIGNED) AS n", call_id="w")[0].rows == [[12]]
+    finally:
+        engine.close()
+    assert changed(before, mysql_snapshot(admin_url, db, tmp_path)) == []
