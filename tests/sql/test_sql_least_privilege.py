@@ -95,18 +95,18 @@ def test_postgres_membership_in_a_privileged_role_refused_then_clean(
         else:
             c.execute(f"GRANT {holder} TO {login}")
     report = _report(_login(admin, login))
-    found = [f for f in report.findings if f.code == "member-of-privileged-role"]
+    found = [f for f in report.findings if f.code == "powerful-membership"]
     assert len(found) == 1
     line = found[0].line()
-    assert f"can SET ROLE to {holder}, which has CREATEROLE, BYPASSRLS, REPLICATION" in line
+    assert f"is a member of {holder}, which has CREATEROLE, BYPASSRLS, REPLICATION" in line
     granted = middle if chain else holder
     assert line.endswith(f"REVOKE {granted} FROM {login}")
     assert ("through" in line) is chain
-    with pytest.raises(SqlConfigError, match="can SET ROLE to"):
+    with pytest.raises(SqlConfigError, match="SET ROLE takes it on"):
         ensure_safe_account(report)
     with pg_admin(admin) as c:
         c.execute(f"REVOKE {granted} FROM {login}")
-    assert not [f for f in _report(_login(admin, login)).findings if f.code == "member-of-privileged-role"]
+    assert not [f for f in _report(_login(admin, login)).findings if f.code == "powerful-membership"]
 
 
 @pytest.mark.postgres

@@ -364,10 +364,18 @@ def test_every_unreachable_pattern_names_a_real_function(pg_url: str) -> None:
         names = [str(r[0]) for r in admin.execute("SELECT DISTINCT proname FROM pg_proc WHERE oid < 16384")]
     finally:
         admin.close()
+    # the never list also names functions that are not built into PostgreSQL 15: extensions' (tablefunc,
+    # xml2, dblink, postgres_fdw, adminpack, pg_prewarm, pg_stat_statements, pg_visibility, pg_trgm)
+    # and the backup functions PostgreSQL 15 renamed (older servers still have them)
+    from_extensions = {
+        *("crosstab*", "connectby*", "xpath_table", "xslt_process", "dblink*", "postgres_fdw_*"),
+        *("pg_file_*", "pg_prewarm", "pg_stat_statements_reset", "pg_truncate_visibility_map", "set_limit"),
+        *("pg_start_backup", "pg_stop_backup"),
+    }
     for reason, patterns in UNREACHABLE.items():
         for pattern in patterns:
             hits = [n for n in names if fnmatchcase(n, pattern)]
-            assert hits, f"{pattern} names no function on this PostgreSQL"
+            assert hits or pattern in from_extensions, f"{pattern} names no function on this PostgreSQL"
             assert all(unreachable_reason(n) is not None for n in hits), (pattern, reason)
 
 

@@ -122,7 +122,10 @@ def test_sqlite_shadow_tables_and_match_are_denied(enforced: SqlService, sql: st
 
 @pytest.mark.parametrize("sql", VTAB_ROUTES)
 def test_sqlite_virtual_tables_over_masked_text_do_not_open(enforced: SqlService, sql: str) -> None:
-    assert str(_answer(enforced, sql)).startswith("failed")
+    answer = _answer(enforced, sql)
+    # a column of a virtual table over masked text is masked itself (the authorizer reads it as
+    # NULL); otherwise the table does not open
+    assert str(answer).startswith("failed") or all(v is None for row in answer for v in row), answer
 
 
 @pytest.mark.parametrize("sql", VTAB_ROUTES + SHADOW_ROUTES)
