@@ -10,6 +10,7 @@ python tests/servers/http_app.py PORT [--tokens FILE] [--jwks FILE --issuer ISS 
 from __future__ import annotations
 
 import argparse
+import secrets
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,6 +27,19 @@ class Text(BaseModel):
 
 class Sleep(BaseModel):
     seconds: float = Field(description="How long to sleep", ge=0, le=30)
+
+
+class Ratio(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    x: float = Field(description="Any number")
+
+
+async def ratio(args: Ratio, ctx: Context) -> str:
+    return f"x={args.x!r}"
+
+
+async def draft(args: Text, ctx: Context) -> str:
+    return f"draft {secrets.token_hex(8)}"  # a fresh value per computation: a cache hit shows
 
 
 async def echo(args: Text, ctx: Context) -> str:
@@ -92,6 +106,14 @@ def main() -> None:
             ),
             Tool(name="whoami", description="The caller's principal.", input=Text, handler=whoami),
             Tool(name="sleep", description="Sleep a while.", input=Sleep, handler=sleep),
+            Tool(name="ratio", description="Echo a number.", input=Ratio, handler=ratio),
+            Tool(
+                name="draft",
+                description="This caller's scratch value (cached per caller).",
+                input=Text,
+                handler=draft,
+                cache_ttl_s=300,
+            ),
         ],
         redis_url=opts.redis,
         middleware=[Telemetry()] if opts.metrics else (),

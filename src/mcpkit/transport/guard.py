@@ -3,28 +3,52 @@
 Before authentication and the SDK see a request, it is refused when a header that must appear
 once appears twice (400: Starlette, the auth backend and the SDK read the first copy, code that
 builds a dict reads the last, so two copies let a client be two callers at once); while the
-server drains, new MCP requests get 503; a request body must arrive within `body_timeout_s` (408)
-and fit `max_body_bytes` (413); the `Content-Type` media type is lower-cased (media types are
-case-insensitive, RFC 9110 8.3.1, and the SDK compares them exactly). It also counts the MCP
+server drains, new MCP requests get 503; the `Content-Type` media type is lower-cased (media types
+are case-insensitive, RFC 9110 8.3.1, and the SDK compares them exactly). It also counts the MCP
 calls in flight, so a draining server knows when the last one has answered.
+
+The body is read later, by `BodyReader`, which sits behind authentication and the per-caller
+gate: a request with a wrong token is refused (401) before a byte of its body is buffered, and
+one caller buffers at most as many bodies as it may have requests in flight. There a body must
+arrive within `body_timeout_s` (408) and fit `max_body_bytes` (413); `NaN` and `Infinity`, which
+are not JSON (RFC 8259 6) but which the SDK's parser accepts, are refused; and the SDK's answer
+to a body that is not a JSON-RPC message (a validation dump of class names, links and the
+caller's input) becomes one short sentence, the detail going to the operator's log.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["PEER_STATE_KEY", "SINGLE_HEADERS", "RequestGuard", "ServingState", "refuse"]
+__all__ = [
+    "CONNECTION_STATE_KEY",
+    "PEER_STATE_KEY",
+    "SERVER_INSTANCE",
+    "SINGLE_HEADERS",
+    "BodyReader",
+    "RequestGuard",
+    "ServingState",
+    "refuse",
+]
 
 PEER_STATE_KEY = "mcpkit_peer"
 """Where the guard leaves the TCP peer (host, port) before any proxy-header rewrite of `client`."""
+CONNECTION_STATE_KEY = "mcpkit_connection"
+"""Where `runner.timed_h11` leaves the id of the request's connection (unique, never reused)."""
+SERVER_INSTANCE = os.urandom(6).hex()
+"""This process's random id: connection ids of two replicas (or two runs) never meet."""
 
 _PORT = re.compile(rb"[0-9]{0,5}")
+log = logging.getLogger("mcpkit.http")
 
 SINGLE_HEADERS = frozenset(
     {
@@ -75,14 +99,10 @@ class RequestGuard:
         *,
         state: ServingState,
         path: str,
-        max_body_bytes: int,
-        body_timeout_s: float,
     ) -> None:
         self.app = app
         self.state = state
         self.path = path.rstrip("/") or "/"
-        self.max_body_bytes = max_body_bytes
-        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -113,15 +133,31 @@ class RequestGuard:
         # flight and end the SSE answers at once (200 with an empty stream).
         self.state.in_flight += 1
         try:
-            if scope["method"] == "POST":
-                body = await self._read_body(receive, send)
-                if body is None:
-                    return
-                receive = _replay(body, receive)
             await self.app(scope, receive, send)
         finally:
             self.state.in_flight -= 1
             self.state._maybe_quiet()
+
+
+class BodyReader:
+    """Reads a POST's body behind authentication and the gate (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, body_timeout_s: float) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        messages = await self._read_body(receive, send)
+        if messages is None:
+            return
+        if _has_non_finite(b"".join(m.get("body", b"") for m in messages)):
+            await refuse(send, 400, "NaN and Infinity are not JSON numbers; send a finite one.", code=-32700)
+            return
+        await self.app(scope, _replay(messages, receive), _short_errors(send))
 
     async def _read_body(self, receive: Receive, send: Send) -> list[Message] | None:
         """The request's body messages, or None once a 408/413 has been sent."""
@@ -141,6 +177,72 @@ class RequestGuard:
                     return messages
         await refuse(send, 408, f"The request body did not arrive within {self.body_timeout_s:g} s.")
         return None
+
+
+_NON_FINITE = re.compile(rb"NaN|Infinity")
+
+
+def _has_non_finite(body: bytes) -> bool:
+    """Whether `body` uses NaN/Infinity as a JSON value (parsed only when the word appears at all)."""
+    if not _NON_FINITE.search(body):
+        return False
+
+    def refuse_constant(name: str) -> Any:
+        raise _NonFinite(name)
+
+    try:
+        json.loads(body, parse_constant=refuse_constant)
+    except _NonFinite:
+        return True
+    except ValueError:  # not JSON at all: the SDK answers that
+        return False
+    return False
+
+
+class _NonFinite(Exception):
+    pass
+
+
+_SHORT_ERRORS = (
+    ("Validation error", "The request is not a valid JSON-RPC message."),
+    ("Parse error", "The request body is not valid JSON."),
+)
+
+
+def _short_errors(send: Send) -> Send:
+    """`send`, with the SDK's 400 answers to a malformed body cut to one sentence (detail logged)."""
+    held: list[Message] = []
+
+    async def short_send(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 400:
+            held.append(message)
+            return
+        if held and message["type"] == "http.response.body":
+            start = held.pop()
+            body = message.get("body", b"")
+            if not message.get("more_body", False):
+                body = _shorten(body)
+            headers = [(n, v) for n, v in start.get("headers", []) if n.lower() != b"content-length"]
+            await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            message = {**message, "body": body}
+        await send(message)
+
+    return short_send
+
+
+def _shorten(body: bytes) -> bytes:
+    try:
+        answer = json.loads(body)
+        text = answer["error"]["message"]
+    except (ValueError, TypeError, KeyError):
+        return body
+    for prefix, sentence in _SHORT_ERRORS:
+        if isinstance(text, str) and text.startswith(prefix):
+            log.info("refused a malformed request body: %s", text[:2000])
+            answer["error"] = {**answer["error"], "message": sentence}
+            answer["error"].pop("data", None)
+            return json.dumps(answer).encode()
+    return body
 
 
 def _repeated(headers: list[tuple[bytes, bytes]]) -> str | None:
@@ -217,9 +319,11 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
     return replay
 
 
-async def refuse(send: Send, status: int, message: str, *, retry_after: int | None = None) -> None:
+async def refuse(
+    send: Send, status: int, message: str, *, retry_after: int | None = None, code: int = -32000
+) -> None:
     """Answer with `status` and a JSON-RPC error body (no request id), closing the connection."""
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}).encode()
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

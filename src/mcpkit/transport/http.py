@@ -28,7 +28,7 @@ from mcpkit.errors import DefinitionError
 from mcpkit.logs import install_redaction
 from mcpkit.transport.auth import HttpAuth, JWTVerifier, StaticTokens
 from mcpkit.transport.gate import ClientGate, SlotMiddleware
-from mcpkit.transport.guard import RequestGuard, ServingState
+from mcpkit.transport.guard import BodyReader, RequestGuard, ServingState
 from mcpkit.transport.runner import sse_drain, timed_h11
 from mcpkit.transport.sessions import SessionManager
 
@@ -102,9 +102,10 @@ def http_app(
 ) -> Starlette:
     """The Streamable HTTP ASGI app of `server`.
 
-    Layers, outermost first: the request guard (repeated headers 400, draining 503, body size and
-    time), bearer authentication, `RequireAuth` (401/403), the per-caller gate (concurrency and
-    session quota, keyed on the verified principal or the connection), the SDK's transport.
+    Layers, outermost first: the request guard (repeated headers 400, draining 503), bearer
+    authentication, `RequireAuth` (401/403), the per-caller gate (concurrency, session quota and
+    one GET stream per session, keyed on the verified principal or the connection), the body
+    reader (size and time, so no body is buffered before authentication), the SDK's transport.
     Serve it with `run_http` (or `mcpkit ... --transport http`): that adds the head timeout and the
     drain that lets SSE answers finish; under another ASGI server those are that server's business.
 
@@ -150,20 +151,15 @@ def http_app(
         **sdk_options,
     )
     endpoint: ASGIApp = ClientGate(
-        StreamableHTTPASGIApp(sessions),
+        BodyReader(
+            StreamableHTTPASGIApp(sessions), max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s
+        ),
         max_concurrent=max_concurrent_per_client,
         sessions=None if stateless else sessions,
+        resumable=sdk_options.get("event_store") is not None,
     )
     routes: list[Route] = []
-    middleware = [
-        Middleware(
-            RequestGuard,
-            state=state,
-            path=path,
-            max_body_bytes=max_body_bytes,
-            body_timeout_s=body_timeout_s,
-        )
-    ]
+    middleware = [Middleware(RequestGuard, state=state, path=path)]
     if forwarded_allow_ips:
         middleware.append(Middleware(ProxyHeadersMiddleware, trusted_hosts=list(forwarded_allow_ips)))
     if auth is not None:
