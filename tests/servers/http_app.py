@@ -2,8 +2,8 @@
 
 python tests/servers/http_app.py PORT [--tokens FILE] [--jwks FILE --issuer ISS --resource URL]
     [--scopes a,b] [--stateless] [--json] [--redis URL] [--name NAME] [--max-body N] [--max-concurrent N]
-    [--max-sessions N] [--sessions-per-client N] [--session-idle S] [--head-timeout S] [--body-timeout S]
-    [--metrics]
+    [--max-arriving N] [--max-sessions N] [--sessions-per-client N] [--session-idle S]
+    [--head-timeout S] [--body-timeout S] [--metrics]
     [--forwarded-allow-ips IPS]
 """
 
@@ -69,6 +69,7 @@ def main() -> None:
     parser.add_argument("--name", default="http-test")
     parser.add_argument("--limit", type=int)
     parser.add_argument("--max-body", type=int, default=1_048_576)
+    parser.add_argument("--max-arriving", type=int, default=64 * 1_048_576)
     parser.add_argument("--max-concurrent", type=int, default=16)
     parser.add_argument("--max-sessions", type=int, default=1000)
     parser.add_argument("--sessions-per-client", type=int, default=16)
@@ -124,6 +125,7 @@ def main() -> None:
         stateless=opts.stateless,
         json_response=opts.json,
         max_body_bytes=opts.max_body,
+        max_arriving_body_bytes=opts.max_arriving,
         max_concurrent_per_client=opts.max_concurrent,
         max_sessions=opts.max_sessions,
         max_sessions_per_client=opts.sessions_per_client,

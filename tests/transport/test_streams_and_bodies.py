@@ -155,3 +155,29 @@ def test_a_body_that_is_no_json_rpc_message_gets_one_short_sentence(body: bytes,
     for leak in ("caller-text-echoed", "pydantic", "input_value", "JSONRPC", "\n"):
         assert leak not in reply.text
     assert "Traceback" not in log
+
+
+def test_bodies_still_arriving_are_capped_all_callers_together() -> None:
+    """Without auth every connection is a caller: many slow bodies at once are shed with 503
+    (`max_arriving_body_bytes`), and the bytes come back when those requests end."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    limits = ["--max-body", "200000", "--max-arriving", "300000"]
+    with python_server([APP, str(port), *limits], port):
+        socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+        try:
+            for sock in socks:  # 4 x 120 KB of announced 200 KB bodies, then nothing
+                sock.sendall(
+                    b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    b"Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: 200000\r\n\r\n" + b" " * 120_000
+                )
+                time.sleep(0.2)
+            statuses = [_status(sock, timeout=2) for sock in socks]
+        finally:
+            for sock in socks:
+                sock.close()
+        assert 503 in statuses, statuses
+        assert statuses.count(None) >= 2, statuses  # the others still wait for their bodies
+        time.sleep(0.5)
+        assert open_session(url, ACCEPT).status_code == 200

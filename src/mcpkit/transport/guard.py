@@ -9,7 +9,9 @@ calls in flight, so a draining server knows when the last one has answered.
 
 The body is read later, by `BodyReader`, which sits behind authentication and the per-caller
 gate: a request with a wrong token is refused (401) before a byte of its body is buffered, and
-one caller buffers at most as many bodies as it may have requests in flight. There a body must
+one caller buffers at most as many bodies as it may have requests in flight; the bytes of all
+bodies still arriving are capped too (503 beyond), for the many connections of callers without
+auth. There a body must
 arrive within `body_timeout_s` (408) and fit `max_body_bytes` (413); `NaN` and `Infinity`, which
 are not JSON (RFC 8259 6) but which the SDK's parser accepts, are refused; and the SDK's answer
 to a body that is not a JSON-RPC message (a validation dump of class names, links and the
@@ -142,10 +144,20 @@ class RequestGuard:
 class BodyReader:
     """Reads a POST's body behind authentication and the gate (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, body_timeout_s: float) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        body_timeout_s: float,
+        max_arriving_bytes: int | None = None,
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
+        self.max_arriving_bytes = max_arriving_bytes
+        self.arriving = 0
+        """Bytes held of bodies still arriving, all requests together (bounded by `max_arriving_bytes`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -160,23 +172,34 @@ class BodyReader:
         await self.app(scope, _replay(messages, receive), _short_errors(send))
 
     async def _read_body(self, receive: Receive, send: Send) -> list[Message] | None:
-        """The request's body messages, or None once a 408/413 has been sent."""
+        """The request's body messages, or None once a 408/413/503 has been sent."""
         messages: list[Message] = []
         size = 0
-        with anyio.move_on_after(self.body_timeout_s):
-            while True:
-                message = await receive()
-                messages.append(message)
-                if message["type"] != "http.request":
-                    return messages
-                size += len(message.get("body", b""))
-                if size > self.max_body_bytes:
-                    await refuse(send, 413, "The request body is too large.")
-                    return None
-                if not message.get("more_body", False):
-                    return messages
-        await refuse(send, 408, f"The request body did not arrive within {self.body_timeout_s:g} s.")
-        return None
+        try:
+            with anyio.move_on_after(self.body_timeout_s):
+                while True:
+                    message = await receive()
+                    messages.append(message)
+                    if message["type"] != "http.request":
+                        return messages
+                    chunk = len(message.get("body", b""))
+                    size += chunk
+                    self.arriving += chunk
+                    if size > self.max_body_bytes:
+                        await refuse(send, 413, "The request body is too large.")
+                        return None
+                    if not message.get("more_body", False):
+                        return messages
+                    if self.max_arriving_bytes is not None and self.arriving > self.max_arriving_bytes:
+                        # many slow bodies at once (many connections without auth): shed this one
+                        await refuse(
+                            send, 503, "The server is receiving too many request bodies.", retry_after=1
+                        )
+                        return None
+            await refuse(send, 408, f"The request body did not arrive within {self.body_timeout_s:g} s.")
+            return None
+        finally:
+            self.arriving -= size
 
 
 _NON_FINITE = re.compile(rb"NaN|Infinity")

@@ -91,6 +91,7 @@ def http_app(
     allowed_origins: Sequence[str] | None = None,
     auth: HttpAuth | None = None,
     max_body_bytes: int = 1_048_576,
+    max_arriving_body_bytes: int | None = 64 * 1_048_576,
     body_timeout_s: float = 30.0,
     max_concurrent_per_client: int = 16,
     max_sessions: int | None = 1000,
@@ -120,6 +121,9 @@ def http_app(
         allowed_origins: Origin header values to accept.
         auth: Bearer-token auth; without it the endpoint is open (bind to loopback, the default).
         max_body_bytes: Larger request bodies get 413.
+        max_arriving_body_bytes: Bytes of request bodies still arriving, all callers together; a
+            body that would go past it gets 503 with `Retry-After` (None: no cap). Bodies are read
+            after authentication, so this bounds what callers without a token cannot reach anyway.
         body_timeout_s: A request body must arrive within this many seconds (else 408).
         max_concurrent_per_client: Requests one caller (its verified principal, else its
             connection) may have in flight; more get 429 with `Retry-After`.
@@ -152,7 +156,10 @@ def http_app(
     )
     endpoint: ASGIApp = ClientGate(
         BodyReader(
-            StreamableHTTPASGIApp(sessions), max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s
+            StreamableHTTPASGIApp(sessions),
+            max_body_bytes=max_body_bytes,
+            body_timeout_s=body_timeout_s,
+            max_arriving_bytes=max_arriving_body_bytes,
         ),
         max_concurrent=max_concurrent_per_client,
         sessions=None if stateless else sessions,
