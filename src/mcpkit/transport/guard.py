@@ -13,7 +13,8 @@ one caller buffers at most as many bodies as it may have requests in flight; the
 bodies still arriving are capped too (503 beyond), for the many connections of callers without
 auth. There a body must
 arrive within `body_timeout_s` (408) and fit `max_body_bytes` (413); `NaN` and `Infinity`, which
-are not JSON (RFC 8259 6) but which the SDK's parser accepts, are refused; and the SDK's answer
+are not JSON (RFC 8259 6) but which the SDK's parser accepts, are refused, and so are numbers
+too large for a double (`1e999` parses as infinity); and the SDK's answer
 to a body that is not a JSON-RPC message (a validation dump of class names, links and the
 caller's input) becomes one short sentence, the detail going to the operator's log.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 from collections.abc import Callable
@@ -167,7 +169,7 @@ class BodyReader:
         if messages is None:
             return
         if _has_non_finite(b"".join(m.get("body", b"") for m in messages)):
-            await refuse(send, 400, "NaN and Infinity are not JSON numbers; send a finite one.", code=-32700)
+            await refuse(send, 400, "Numbers must be finite JSON numbers (no NaN or Infinity).", code=-32700)
             return
         await self.app(scope, _replay(messages, receive), _short_errors(send))
 
@@ -202,19 +204,26 @@ class BodyReader:
             self.arriving -= size
 
 
-_NON_FINITE = re.compile(rb"NaN|Infinity")
+_NON_FINITE = re.compile(rb"NaN|Infinity|[eE]\+?[0-9]{3}")
 
 
 def _has_non_finite(body: bytes) -> bool:
-    """Whether `body` uses NaN/Infinity as a JSON value (parsed only when the word appears at all)."""
+    """Whether `body` has NaN/Infinity as a value, or a number too large for a float (`1e999`,
+    which parsers turn into infinity). Parsed only when such a word or exponent appears at all."""
     if not _NON_FINITE.search(body):
         return False
 
     def refuse_constant(name: str) -> Any:
         raise _NonFinite(name)
 
+    def finite_float(text: str) -> float:
+        value = float(text)
+        if math.isinf(value):
+            raise _NonFinite(text)
+        return value
+
     try:
-        json.loads(body, parse_constant=refuse_constant)
+        json.loads(body, parse_constant=refuse_constant, parse_float=finite_float)
     except _NonFinite:
         return True
     except ValueError:  # not JSON at all: the SDK answers that
