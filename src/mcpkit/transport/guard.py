@@ -11,10 +11,9 @@ The body is read later, by `BodyReader`, which sits behind authentication and th
 gate: a request with a wrong token is refused (401) before a byte of its body is buffered, and
 one caller buffers at most as many bodies as it may have requests in flight; the bytes of all
 bodies still arriving are capped too (503 beyond), for the many connections of callers without
-auth. There a body must
-arrive within `body_timeout_s` (408) and fit `max_body_bytes` (413); `NaN` and `Infinity`, which
-are not JSON (RFC 8259 6) but which the SDK's parser accepts, are refused, and so are numbers
-too large for a double (`1e999` parses as infinity); and the SDK's answer
+auth. There a body must arrive within `body_timeout_s` (408) and fit `max_body_bytes` (413).
+`NaN` and `Infinity`, which are not JSON (RFC 8259 6) but which the SDK's parser accepts, are
+refused, and so are numbers too large for a double (`1e999` parses as infinity). The SDK's answer
 to a body that is not a JSON-RPC message (a validation dump of class names, links and the
 caller's input) becomes one short sentence, the detail going to the operator's log.
 """
