@@ -61,8 +61,10 @@ class ToolError(McpkitError):
         retryable: Whether the same call may succeed later; stated in the text the model reads.
         data: JSON-able detail. It goes to the operator's log; the client sees it (in the result's
             `_meta`) only when `expose_data` is true.
-        expose_data: Send `data` to the client too (default: the class's `expose_data`, False for
-            `ToolError` itself; mcpkit's own errors expose their stable reason codes).
+        expose_data: Send `data` to the client too (default: the class's `expose_data`, False
+            unless a class says otherwise). Nothing is public by default, subclasses included: only
+            data its author marked public reaches the model. mcpkit marks its own stable reason
+            codes (a rate limit's wait, an egress refusal's reason) where it builds them.
     """
 
     code: ClassVar[str] = "TOOL_ERROR"
@@ -77,10 +79,6 @@ class ToolError(McpkitError):
             )
         if cls.code in _RESERVED_CODES:
             raise DefinitionError(f"{cls.__name__}.code {cls.code!r} is reserved to mcpkit")
-        if cls.__module__.startswith("mcpkit.") and "expose_data" not in cls.__dict__:
-            # mcpkit's own errors carry machine-readable reason codes in `data`, meant for the client.
-            # (Transitional for subpackages that predate `expose_data`: they may set it themselves.)
-            cls.expose_data = True
 
     def __init__(
         self,
@@ -125,7 +123,11 @@ class RateLimited(ToolError):
 
     def __init__(self, retry_after: float, message: str | None = None) -> None:
         wait = max(1, round(retry_after))
-        super().__init__(message or f"Rate limit reached; retry in {wait} s.", data={"retry_after_s": wait})
+        super().__init__(
+            message or f"Rate limit reached; retry in {wait} s.",
+            data={"retry_after_s": wait},
+            expose_data=True,  # built here: the wait, never anything the caller's code put in
+        )
         self.retry_after = wait
 
 

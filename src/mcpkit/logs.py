@@ -66,8 +66,21 @@ class Redactor:
             raise ValueError(f"a secret of {len(value)} characters is too short to redact")
         with self._lock:
             self._values.add(value)
-            spellings = {s for v in self._values for s in _spellings(v)}
-            self._pattern = re.compile(_cut_prefix_trie(spellings))
+            self._compile()
+
+    def discard(self, value: str) -> None:
+        """Stop redacting `value` (a credential that has expired and been replaced); no error if unknown."""
+        with self._lock:
+            if value in self._values:
+                self._values.discard(value)
+                self._compile()
+
+    def _compile(self) -> None:
+        if not self._values:
+            self._pattern = None
+            return
+        spellings = {s for v in self._values for s in _spellings(v)}
+        self._pattern = re.compile(_cut_prefix_trie(spellings))
 
     @property
     def has_values(self) -> bool:
@@ -213,7 +226,9 @@ def install_redaction(redactor: Redactor, *, stream: Any = None, loggers: Sequen
 
     When neither root nor `mcpkit` has a handler, adds one to `mcpkit` writing to stderr (stdout
     belongs to the stdio transport). `loggers` names loggers that have handlers of their own and
-    do not propagate (uvicorn's, set up after this first ran). Safe to call more than once.
+    do not propagate (uvicorn's, set up after this first ran). Python's last-resort handler, which
+    prints a warning of any other logger when no handler is configured (a tool's own
+    `logging.getLogger(__name__)`), redacts too. Safe to call more than once.
     """
     root, ours = logging.getLogger(), logging.getLogger("mcpkit")
     if not root.handlers and not ours.handlers:
@@ -221,7 +236,8 @@ def install_redaction(redactor: Redactor, *, stream: Any = None, loggers: Sequen
         if ours.level == logging.NOTSET:
             ours.setLevel(logging.INFO)
     named = [logging.getLogger(name) for name in loggers]
-    for handler in [h for logger in (root, ours, *named) for h in logger.handlers]:
+    last = [logging.lastResort] if logging.lastResort is not None else []
+    for handler in [*(h for logger in (root, ours, *named) for h in logger.handlers), *last]:
         fmt = handler.formatter
         if isinstance(fmt, RedactingFormatter):
             if fmt.redactor is not redactor:

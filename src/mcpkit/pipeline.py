@@ -28,7 +28,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.to_thread
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from pydantic import BaseModel, ValidationError
@@ -39,6 +38,7 @@ from mcpkit.errors import InvalidParams, ToolError, ToolTimeout
 from mcpkit.logs import Redactor, log_call, redact_arguments
 from mcpkit.patterns import pattern_error
 from mcpkit.result import Outcome, OutputInvalid, error_outcome, internal_outcome, shape_output
+from mcpkit.threads import HandlerThreads
 
 if TYPE_CHECKING:
     from mcpkit.context import ClientInfo, Context
@@ -140,6 +140,9 @@ async def record(call: Call, call_next: CallNext) -> Outcome:
     except UnknownTool:
         code = "UNKNOWN_TOOL"
         raise
+    except anyio.get_cancelled_exc_class():  # the client cancelled: no answer is sent
+        code = "CANCELLED"
+        raise
     except ToolError as err:
         outcome = error_outcome(err)
         code = err.code
@@ -191,8 +194,13 @@ async def validate(call: Call, call_next: CallNext) -> Outcome:
     return await call_next(call)
 
 
-def invoke(default_timeout_s: float | None) -> CallNext:
-    """Innermost: run the handler under its deadline and shape what it returns."""
+def invoke(default_timeout_s: float | None, threads: HandlerThreads | None = None) -> CallNext:
+    """Innermost: run the handler under its deadline and shape what it returns.
+
+    A sync handler runs in one of `threads`' worker threads; past its deadline or cancelled, its
+    call answers at once while the thread keeps its place until it returns (`mcpkit.threads`).
+    """
+    pool = threads or HandlerThreads()
 
     async def last(call: Call) -> Outcome:
         tool = call.tool
@@ -204,9 +212,7 @@ def invoke(default_timeout_s: float | None) -> CallNext:
                 if tool.is_async:
                     value = await tool.handler(call.args, ctx)
                 else:
-                    value = await anyio.to_thread.run_sync(
-                        tool.handler, call.args, ctx, abandon_on_cancel=True
-                    )
+                    value = await pool.run(tool.handler, call.args, ctx, name=tool.name)
         except TimeoutError:
             raise ToolTimeout(f"The tool did not finish within {timeout:g} s.") from None
         return shape_output(value, tool.output)

@@ -5,11 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-from weakref import WeakKeyDictionary
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -17,18 +15,20 @@ from mcp.server.lowlevel import Server as LowLevelServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from mcpkit.cache import Cache, DataCache, Invalidated, MemoryCache, RedisCache, ResultCache
-from mcpkit.context import ClientInfo, Context
+from mcpkit.caller import authenticated_caller, client_info, unauthenticated_identity
+from mcpkit.compiled import CompiledTool, compile_tool, compile_tools
+from mcpkit.context import Context
 from mcpkit.definition import Tool
 from mcpkit.egress import EgressPolicy, GuardedClient, OAuth2ClientCredentials
+from mcpkit.egress.assemble import client_for
 from mcpkit.errors import DefinitionError
 from mcpkit.finder import find_tools_tool
 from mcpkit.logs import Redactor, install_redaction
 from mcpkit.pipeline import Call, Middleware, compose, invoke, record, require_tool, validate
 from mcpkit.policy import ToolSelection
 from mcpkit.ratelimit import OnOutage, RateLimit, RateLimiter
-from mcpkit.schema import CompiledSchema, compile_model
 from mcpkit.secrets import SecretStore
-from mcpkit.transport.gate import CALLER_STATE_KEY
+from mcpkit.threads import DEFAULT_MAX_THREADS, HandlerThreads
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -39,21 +39,6 @@ log = logging.getLogger("mcpkit.server")
 
 DEFAULT_TIMEOUT_S = 60.0
 REDIS_URL_ENV = "MCPKIT_REDIS_URL"
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledTool:
-    """A tool with its compiled schemas and its wire form."""
-
-    tool: Tool
-    wire: types.Tool
-    recursive_defs: tuple[str, ...]
-    allowed_secrets: frozenset[str]
-
-    @property
-    def listed(self) -> dict[str, Any]:
-        """The tool as `tools/list` lists it, in wire JSON."""
-        return self.wire.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class Server:
@@ -77,6 +62,9 @@ class Server:
         toolsets: Named groups of categories a deployment can switch on.
         enabled_toolsets: The toolsets switched on (default: `$MCPKIT_TOOLSETS`, else all).
         timeout_s: Default deadline of one call.
+        max_threads: Sync handlers running at once, each in a worker thread. A thread cannot be
+            stopped: a call cancelled or past its deadline answers at once, but its thread keeps
+            its place here (and its caller's HTTP concurrency slot) until the handler returns.
         secrets: Secret names every tool of this server may read.
         secrets_dir: Where secret files live (default: `$MCPKIT_SECRETS_DIR`).
         egress: Where `ctx.fetch` may go: a list of hosts (`host`, `.suffix`, `host:port`; deny
@@ -116,6 +104,7 @@ class Server:
         toolsets: Mapping[str, Sequence[str]] | None = None,
         enabled_toolsets: Sequence[str] | None = None,
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        max_threads: int = DEFAULT_MAX_THREADS,
         secrets: Sequence[str] = (),
         secrets_dir: str | Path | None = None,
         egress: Sequence[str] | EgressPolicy | GuardedClient | None = None,
@@ -137,25 +126,7 @@ class Server:
         self.timeout_s = timeout_s
         self.redactor = Redactor()
         self.compiled: dict[str, CompiledTool] = {}
-        if isinstance(tools, Tool) or not tools:
-            raise DefinitionError(
-                f"server {name!r} has no tools: pass tools=[...] (a list of mcpkit.Tool, or @tool functions)"
-            )
-        seen: dict[str, str] = {}
-        for t in tools:
-            if not isinstance(t, Tool):
-                raise DefinitionError(f"tools must be mcpkit.Tool instances, got {type(t).__name__}")
-            folded = t.name.casefold()
-            if folded in seen:
-                other = seen[folded]
-                why = (
-                    "twice"
-                    if other == t.name
-                    else f"as {other!r} and {t.name!r} (names differing only in case)"
-                )
-                raise DefinitionError(f"server {name!r}: tool name defined {why}; tool names must be unique")
-            seen[folded] = t.name
-            self.compiled[t.name] = _compile(t, server_secrets=frozenset(secrets))
+        self.compiled.update(compile_tools(name, tools, server_secrets=frozenset(secrets)))
         self.selection = ToolSelection.build(
             self.compiled.values(),
             allowed_tools=allowed_tools,
@@ -173,15 +144,16 @@ class Server:
         self.secrets = SecretStore(
             sorted(declared), redactor=self.redactor, secrets_dir=secrets_dir, environ=environ
         )
-        self.egress = _egress_client(
+        self.egress = client_for(
             egress, egress_private, auth, lambda name: self.secrets.get(name, frozenset(auth_secrets))
         )
+        self.egress.register_secrets(self.redactor)  # access tokens minted at run time, as they come
         env = os.environ if environ is None else environ
         self._available = {n: self.compiled[n].tool for n in self.selection.available}
         listed = list(self.selection.listed)
         if find_tools:
             finder = find_tools_tool(self)
-            self.compiled[finder.name] = _compile(finder, server_secrets=frozenset())
+            self.compiled[finder.name] = compile_tool(finder, server_secrets=frozenset())
             self._available[finder.name] = finder
             if list_limit is not None:
                 listed = listed[: max(0, list_limit - 1)]
@@ -199,7 +171,10 @@ class Server:
         self._listing = types.ListToolsResult(tools=[self.compiled[n].wire for n in listed])
         if lint != "off":
             self._lint_self(lint, lint_profiles)
-        self._chain = compose(self._stages(), invoke(timeout_s))
+        if not isinstance(max_threads, int) or max_threads < 1:
+            raise DefinitionError(f"max_threads must be a positive integer, got {max_threads!r}")
+        self.threads = HandlerThreads(max_threads)
+        self._chain = compose(self._stages(), invoke(timeout_s, self.threads))
         self._lookup = self._available.get
         self._lowlevel: LowLevelServer[Any] | None = None
         self.client_log_level: types.LoggingLevel = "debug"
@@ -291,8 +266,8 @@ class Server:
     async def _on_call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        client = _client_info(ctx)
-        principal, groups = _caller(ctx)
+        client = client_info(ctx)
+        principal, groups = authenticated_caller(ctx)
         call = Call(
             call_id=os.urandom(16).hex(),
             name=params.name,
@@ -318,7 +293,7 @@ class Server:
                 redactor=self.redactor,
                 cache=self.data_cache,
             ),
-            identity=principal or _unauthenticated_identity(ctx),
+            identity=principal or unauthenticated_identity(ctx),
             redactor=self.redactor,
         )
         outcome = await self._chain(call)
@@ -349,91 +324,3 @@ class Server:
         from mcpkit.transport.http import run_http
 
         run_http(self, host=host, port=port, **options)
-
-
-def _compile(t: Tool, *, server_secrets: frozenset[str]) -> CompiledTool:
-    inp = compile_model(t.input, mode="validation", what=f"tool {t.name!r} input", strict=t.strict)
-    if t.input_schema is not None:
-        if t.input_schema.get("type") != "object":
-            raise DefinitionError(f'tool {t.name!r}: input_schema needs "type": "object" at the root')
-        inp = CompiledSchema(dict(t.input_schema))
-    out = compile_model(t.output, mode="serialization", what=f"tool {t.name!r} output") if t.output else None
-    wire = types.Tool(
-        name=t.name,
-        title=t.title,
-        description=t.description,
-        input_schema=inp.schema,
-        output_schema=out.schema if out else None,
-        annotations=t.listed_annotations(),
-    )
-    recursive = inp.recursive + (out.recursive if out else ())
-    return CompiledTool(t, wire, recursive, server_secrets | frozenset(t.secrets))
-
-
-def _egress_client(
-    egress: Sequence[str] | EgressPolicy | GuardedClient | None,
-    private: Sequence[str],
-    auth: OAuth2ClientCredentials | None,
-    secret: Callable[[str], str | None],
-) -> GuardedClient:
-    if isinstance(egress, GuardedClient):
-        if auth is not None or private:
-            raise DefinitionError(
-                "pass auth= and private networks to your GuardedClient's policy, not to the Server, "
-                "when you bring one"
-            )
-        return egress
-    if isinstance(egress, str):
-        raise DefinitionError("egress is a list of hosts, not one string")
-    if isinstance(private, str):
-        raise DefinitionError("egress_private is a list of networks (['10.1.0.0/16']), not one string")
-    if isinstance(egress, EgressPolicy):
-        policy = replace(egress, private_networks=(*egress.private_networks, *private)) if private else egress
-    else:
-        policy = EgressPolicy(
-            allow=None if egress is None else tuple(egress), private_networks=tuple(private)
-        )
-    return GuardedClient(policy, auth=auth, secret=secret if auth is not None else None)
-
-
-def _client_info(ctx: ServerRequestContext[Any]) -> ClientInfo | None:
-    params = ctx.session.client_params
-    if params is None:
-        return None
-    info = params.client_info
-    return ClientInfo(name=info.name[:128], version=(info.version or "")[:64])
-
-
-def _unauthenticated_identity(ctx: ServerRequestContext[Any]) -> str:
-    """Whom limits and caches count without a principal: never a name the client chose.
-
-    Over HTTP the gate's caller key (the connection); otherwise (stdio, in-memory) the SDK's
-    per-client connection, since one such connection is one client.
-    """
-    scope = getattr(ctx.request, "scope", None)
-    state = scope.get("state") if isinstance(scope, dict) else None
-    key = state.get(CALLER_STATE_KEY) if isinstance(state, dict) else None
-    if isinstance(key, str):
-        return key
-    # `ctx.session` is a per-request proxy; the SDK exposes its connection only as `_connection`.
-    connection = getattr(ctx.session, "_connection", ctx.session)
-    try:
-        return _CONNECTION_KEYS.setdefault(connection, "session:" + os.urandom(8).hex())
-    except TypeError:  # not weakly referenceable: the object's id, stable while it lives
-        return f"session:{id(connection):x}"
-
-
-_CONNECTION_KEYS: WeakKeyDictionary[Any, str] = WeakKeyDictionary()
-
-
-def _caller(ctx: ServerRequestContext[Any]) -> tuple[str | None, tuple[str, ...]]:
-    """The authenticated caller of an HTTP request (set by the auth middleware) and its groups."""
-    scope = getattr(ctx.request, "scope", None)
-    user = scope.get("user") if isinstance(scope, dict) else None
-    if user is None or not getattr(user, "is_authenticated", False):
-        return None, ()
-    name = getattr(user, "display_name", None) or getattr(user, "username", None)
-    claims = getattr(getattr(user, "access_token", None), "claims", None) or {}
-    groups = claims.get("groups", ())
-    named = tuple(g for g in groups if isinstance(g, str)) if isinstance(groups, list | tuple) else ()
-    return (str(name)[:128] if name else None), named

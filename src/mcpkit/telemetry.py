@@ -1,7 +1,8 @@
 """OpenTelemetry for tool calls: one span per call and the call metrics, through the OTel SDK.
 
     Server("orders", tools=[...], middleware=[Telemetry()])
-    server.run_http(metrics=True)        # Prometheus text at GET /metrics
+    server.run_http(metrics=True)        # Prometheus text at GET /metrics, behind the MCP port's auth
+    server.run_http(metrics_port=9464)   # or on a listener of its own at 127.0.0.1:9464, no auth
 
 `Telemetry` is a middleware of the call chain (`mcpkit.pipeline`). The official SDK already opens a
 SERVER span per message (`mcp.server._otel.OpenTelemetryMiddleware`, on by default, `tools/call
@@ -30,6 +31,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from opentelemetry import metrics, trace
 from opentelemetry.metrics._internal import _ProxyMeterProvider  # the API's "none installed" marker
 from opentelemetry.trace import SpanKind, StatusCode
@@ -109,6 +111,9 @@ class Telemetry:
             return outcome
         except UnknownTool:
             code = "UNKNOWN_TOOL"
+            raise
+        except anyio.get_cancelled_exc_class():
+            code = "CANCELLED"
             raise
         except ToolError as err:
             code = err.code

@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from mcpkit import Context, DefinitionError, Server, Tool, ToolAnnotations, ToolError, ToolResult, tool
+from mcpkit.errors import InvalidParams, Refused, ToolTimeout
 from mcpkit.testing import connect
 from tests.helpers import text_of
 
@@ -123,6 +124,64 @@ async def test_meta_error_data_custom_codes_and_retry_wording(caplog: pytest.Log
     assert text_of(custom) == "NOT_FOUND: No such order." and meta_error(custom)["code"] == "NOT_FOUND"
     assert text_of(busy) == "TOOL_ERROR: The service is busy. Retrying later may succeed."
     assert text_of(hidden) == "TOOL_ERROR: The upstream refused."
+
+
+class Conflict(Refused):  # an author's subclass of one of mcpkit's own errors
+    code = "CONFLICT"
+
+
+class Vendored(ToolError):  # an error class defined inside an mcpkit.* module, unmarked
+    __module__ = "mcpkit.vendored"
+    code = "VENDORED"
+
+
+class Public(ToolError):  # its author marks the whole class public
+    code = "PUBLIC"
+    expose_data = True
+
+
+class Which(BaseModel):
+    which: str
+
+
+async def raising(args: Which, ctx: Context) -> str:
+    detail = {"upstream_body": "internal detail"}
+    errors: dict[str, ToolError] = {
+        "refused": Refused("No.", data=detail),
+        "invalid": InvalidParams("Bad.", data=detail),
+        "timeout": ToolTimeout("Late.", data=detail),
+        "conflict": Conflict("Taken.", data=detail),
+        "vendored": Vendored("Odd.", data=detail),
+        "public": Public("Shown.", data={"free": 2}),
+        "marked": Refused("Marked.", data={"free": 1}, expose_data=True),
+    }
+    raise errors[args.which]
+
+
+async def test_error_data_is_private_unless_its_author_marks_it(caplog: pytest.LogCaptureFixture) -> None:
+    """Only data an author explicitly marked public reaches the model, whatever class or module
+    raised it; mcpkit marks its own stable reasons where it builds them (a rate limit's wait)."""
+    caplog.set_level(logging.INFO, logger="mcpkit.calls")
+    server = Server(
+        "private",
+        tools=[
+            Tool(name="r", description="Raise.", input=Which, handler=raising),
+            Tool(name="n", description="Limited.", input=Which, handler=raising, rate_limit_per_min=1),
+        ],
+    )
+    hidden = ("refused", "invalid", "timeout", "conflict", "vendored")
+    async with connect(server) as client:
+        results = {w: await client.call_tool("r", {"which": w}) for w in (*hidden, "public", "marked")}
+        await client.call_tool("n", {"which": "public"})
+        limited = await client.call_tool("n", {"which": "public"})
+    for which in hidden:
+        assert results[which].is_error and "data" not in meta_error(results[which]), which
+        assert "internal detail" not in str(results[which])
+    assert meta_error(results["public"])["data"] == {"free": 2}
+    assert meta_error(results["marked"])["data"] == {"free": 1}
+    assert meta_error(limited)["code"] == "RATE_LIMITED" and "retry_after_s" in meta_error(limited)["data"]
+    records = [r.call for r in caplog.records if hasattr(r, "call")]  # type: ignore[attr-defined]
+    assert sum(r.get("error_data") == {"upstream_body": "internal detail"} for r in records) == len(hidden)
 
 
 def test_custom_codes_are_checked() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -173,3 +174,78 @@ def test_mcpkit_sql_serve_metrics_over_http() -> None:
         text = http.get(f"{url}/metrics").text
     calls = re.search(r'^mcpkit_tool_calls_total\{code="OK",[^}]*tool="execute_query"\} (\S+)$', text, re.M)
     assert calls is not None and float(calls.group(1)) == 1.0, text[-3000:]
+
+
+def test_metrics_on_the_mcp_port_ask_for_the_same_token(tmp_path: Path) -> None:
+    """`/metrics` on the MCP port is behind the endpoint's own auth (issue 12: it had none)."""
+    from tests.transport.http_support import ALICE, bearer
+
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\n")
+    port = free_port()
+    with python_server(["tests/servers/http_app.py", str(port), "--metrics", "--tokens", str(tokens)], port):
+        url = f"http://127.0.0.1:{port}/metrics"
+        with httpx2.Client(timeout=20) as http:
+            anonymous = http.get(url)
+            wrong = http.get(url, headers={"Authorization": "Bearer not-a-token-0123456789"})
+            scrape = http.get(url, headers=bearer(ALICE))
+    assert anonymous.status_code == wrong.status_code == 401
+    assert "mcpkit_tool" not in anonymous.text + wrong.text
+    assert anonymous.headers["www-authenticate"].startswith("Bearer")
+    assert scrape.status_code == 200 and scrape.headers["content-type"].startswith("text/plain")
+
+
+def test_a_metrics_port_of_its_own_on_loopback(tmp_path: Path) -> None:
+    """`--metrics-port`: a scraper without a token reads /metrics on a listener of its own, bound to
+    127.0.0.1; the MCP port (with its auth) serves no /metrics then, and calls are counted."""
+    from tests.transport.http_support import ALICE, VERSION, answer_text, bearer, call, open_session
+
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\n")
+    port, metrics_port = free_port(), free_port()
+    args = [
+        "tests/servers/http_app.py",
+        str(port),
+        "--tokens",
+        str(tokens),
+        "--metrics-port",
+        str(metrics_port),
+    ]
+    with python_server(args, port), httpx2.Client(timeout=20) as http:
+        url = f"http://127.0.0.1:{port}"
+        sid = open_session(f"{url}/mcp", bearer(ALICE)).headers["mcp-session-id"]
+        headers = {**bearer(ALICE), "mcp-session-id": sid, "mcp-protocol-version": VERSION}
+        reply = http.post(f"{url}/mcp", headers=headers, json=call(2, "echo", {"text": "hi"}))
+        assert answer_text(reply) == "hi"
+        on_mcp_port = http.get(f"{url}/metrics", headers=bearer(ALICE))
+        scrape = http.get(f"http://127.0.0.1:{metrics_port}/metrics")
+        other_path = http.get(f"http://127.0.0.1:{metrics_port}/mcp")
+        _need_127_0_0_2()
+        with pytest.raises(httpx2.ConnectError):  # bound to 127.0.0.1 only, not to every address
+            http.get(f"http://127.0.0.2:{metrics_port}/metrics")
+    assert on_mcp_port.status_code == 404
+    assert other_path.status_code == 404
+    assert scrape.status_code == 200
+    calls = re.search(r'^mcpkit_tool_calls_total\{code="OK",[^}]*tool="echo"\} (\S+)$', scrape.text, re.M)
+    assert calls is not None and float(calls.group(1)) == 1.0, scrape.text[-3000:]
+
+
+def _need_127_0_0_2() -> None:
+    """127.0.0.2 is a local address on Linux: a listener on 0.0.0.0 answers there, one on 127.0.0.1 not."""
+    import socket
+
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.2", 0))
+        except OSError:
+            pytest.skip("127.0.0.2 is not a local address on this machine")
+
+
+def test_metrics_options_are_checked() -> None:
+    from tests.helpers import run_mcpkit
+
+    stdio = run_mcpkit("sql", "serve", "--demo", "--metrics-port", "9464", timeout=60)
+    bad_port = run_mcpkit("sql", "serve", "--demo", "--transport", "http", "--metrics-port", "0", timeout=60)
+    assert stdio.returncode == bad_port.returncode == 2
+    assert "--metrics and --metrics-port need --transport http" in stdio.stderr
+    assert "--metrics-port must be a TCP port" in bad_port.stderr

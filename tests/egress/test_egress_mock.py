@@ -3,7 +3,10 @@ networks; the `.suffix` allowlist form."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import httpx2
@@ -178,3 +181,130 @@ async def test_suffix_entries_allow_subdomains_only() -> None:
     for bad in (".com", ".10.0.0.1", "."):
         with pytest.raises(DefinitionError, match="allowlist entry"):
             EgressPolicy(allow=(bad,))
+
+
+# --- access tokens obtained at run time are secrets too -----------------------------------------
+
+
+@pytest.fixture
+def operator_log() -> Iterator[io.StringIO]:
+    """Everything the root logger's handlers write while the test runs (redaction goes on them)."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    old = root.level
+    root.setLevel(logging.INFO)
+    try:
+        yield stream
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old)
+
+
+class Mode(BaseModel):
+    mode: str
+
+
+async def careless(args: Mode, ctx: Context) -> Any:
+    """Hands back what the API echoed: its own bearer token, in every place a result can carry it."""
+    seen = (await ctx.fetch(f"https://{API}/v1/echo")).json()["authorization"]
+    ctx.log.info("the API saw %s", seen)
+    logging.getLogger("careless").warning("header was %r", seen)
+    if args.mode == "error":
+        raise ToolError(f"The API refused {seen}.", data={"sent": seen}, expose_data=True)
+    if args.mode == "crash":
+        raise RuntimeError(f"boom with {seen}")
+    return {"sent": seen, "cut": seen[7:20]}
+
+
+async def test_runtime_access_tokens_never_reach_a_result_or_the_log(operator_log: io.StringIO) -> None:
+    minted = iter(["at-first-0123456789", "at-second-0123456789", "at-third-0123456789"])
+    rejected: set[str] = set()
+
+    def rotating_token_endpoint(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json={"access_token": next(minted), "expires_in": 3600})
+
+    def echo(request: httpx2.Request) -> httpx2.Response:
+        bearer = request.headers.get("authorization", "")
+        if request.url.path == "/v1/reject" or bearer.removeprefix("Bearer ") in rejected:
+            return httpx2.Response(401)
+        return httpx2.Response(200, json={"authorization": bearer})
+
+    srv = Server(
+        "careless",
+        tools=[Tool(name="careless", description="Echo what the API saw.", input=Mode, handler=careless)],
+        egress=[API, "auth.acme.com"],
+        auth=OAuth2ClientCredentials(
+            token_url="https://auth.acme.com/oauth/token",
+            client_id_secret="ORDERS_CLIENT_ID",
+            client_secret_secret="ORDERS_CLIENT_SECRET",
+            api_host=API,
+        ),
+        environ=CREDENTIALS,
+    )
+    notes: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        notes.append(params)
+
+    egress = MockEgress({API: echo, "auth.acme.com": rotating_token_endpoint})
+    async with connect(srv, egress=egress, logging_callback=on_log) as client:
+        results = [await client.call_tool("careless", {"mode": m}) for m in ("plain", "error", "crash")]
+        rejected.add("at-first-0123456789")  # the API rejects the first token: a second one is minted
+        results.append(await client.call_tool("careless", {"mode": "plain"}))
+    sent = [r.headers.get("authorization") for r in egress.requests if r.url.host == API]
+    assert sent[0] == "Bearer at-first-0123456789" and sent[-1] == "Bearer at-second-0123456789"
+    wire = json.dumps([dump(r) for r in results]) + json.dumps([str(n) for n in notes])
+    log = operator_log.getvalue()
+    for token in ("at-first-0123456789", "at-second-0123456789", "at-first-01", "at-second-01"):
+        assert token not in wire and token not in log, token
+    assert results[0].structured_content == {"sent": "Bearer [REDACTED]", "cut": "[REDACTED]"}
+    assert text_of(results[1]) == "TOOL_ERROR: The API refused Bearer [REDACTED]."
+    assert (results[2].meta or {})["mcpkit/error"]["code"] == "INTERNAL" and "Traceback" in log
+    assert results[3].structured_content == {"sent": "Bearer [REDACTED]", "cut": "[REDACTED]"}
+
+
+async def test_a_token_source_keeps_the_previous_token_registered_and_drops_older_ones() -> None:
+    """A token two mints back has expired or been rejected: the redactor forgets it, so a server
+    that runs for months does not grow its redaction pattern without end."""
+    from mcpkit.logs import Redactor
+
+    minted = iter(["tok-one-0123456789", "tok-two-0123456789", "tok-three-0123456789"])
+
+    async def send(target: object, headers: httpx2.Headers, body: bytes) -> httpx2.Response:
+        return httpx2.Response(200, json={"access_token": next(minted), "expires_in": 3600})
+
+    redactor = Redactor()
+    source = OAuth2ClientCredentials(
+        token_url="https://auth.acme.com/oauth/token",
+        client_id_secret="ID",
+        client_secret_secret="SECRET",
+        api_host=API,
+    ).bind(lambda name: "x")
+    source.register_secrets(redactor)
+    for _ in range(3):
+        source.invalidate(await source.token(send))  # rejected by the API: the next call mints anew
+    text = "tok-one-0123456789 tok-two-0123456789 tok-three-0123456789"
+    assert redactor.redact(text) == "tok-one-0123456789 [REDACTED] [REDACTED]"
+
+
+async def test_runtime_access_token_is_scrubbed_over_real_http() -> None:
+    """The second red team's break, through the official client over Streamable HTTP: an API that
+    echoes request headers handed the tool's bearer token to the client verbatim."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.helpers import free_port, python_server
+    from tests.servers.oauth_app import TOKEN
+
+    port = free_port()
+    with python_server(["tests/servers/oauth_app.py", str(port)], port) as running:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with Client(streamable_http_client(url), mode="legacy") as client:
+            result = await client.call_tool("echo_headers", {})
+        log = running.log()
+    assert result.structured_content is not None
+    assert result.structured_content["headers"]["authorization"] == "Bearer [REDACTED]"
+    assert TOKEN not in dump(result) and TOKEN[:12] not in dump(result)
+    assert "the API saw" in log and TOKEN not in log and TOKEN[:12] not in log

@@ -3,7 +3,7 @@
 python tests/servers/http_app.py PORT [--tokens FILE] [--jwks FILE --issuer ISS --resource URL]
     [--scopes a,b] [--stateless] [--json] [--redis URL] [--name NAME] [--max-body N] [--max-concurrent N]
     [--max-arriving N] [--max-sessions N] [--sessions-per-client N] [--session-idle S]
-    [--head-timeout S] [--body-timeout S] [--metrics]
+    [--head-timeout S] [--body-timeout S] [--metrics] [--metrics-port PORT]
     [--forwarded-allow-ips IPS]
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import time
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,6 +56,12 @@ async def sleep(args: Sleep, ctx: Context) -> str:
     return f"slept {args.seconds}"
 
 
+def block(args: Sleep, ctx: Context) -> str:
+    """A sync handler: its thread cannot be stopped once started."""
+    time.sleep(args.seconds)
+    return f"blocked {args.seconds}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("port", type=int)
@@ -77,6 +84,7 @@ def main() -> None:
     parser.add_argument("--head-timeout", type=float, default=10.0)
     parser.add_argument("--body-timeout", type=float, default=30.0)
     parser.add_argument("--metrics", action="store_true")
+    parser.add_argument("--metrics-port", type=int)
     parser.add_argument("--forwarded-allow-ips")
     opts = parser.parse_args()
     resource = opts.resource or f"http://127.0.0.1:{opts.port}/mcp"
@@ -115,9 +123,17 @@ def main() -> None:
                 handler=draft,
                 cache_ttl_s=300,
             ),
+            Tool(name="block", description="Block a thread a while.", input=Sleep, handler=block),
+            Tool(
+                name="block_deadline",
+                description="Block a thread past a 1 s deadline.",
+                input=Sleep,
+                handler=block,
+                timeout_s=1.0,
+            ),
         ],
         redis_url=opts.redis,
-        middleware=[Telemetry()] if opts.metrics else (),
+        middleware=[Telemetry()] if opts.metrics or opts.metrics_port else (),
     )
     server.run_http(
         port=opts.port,
@@ -134,6 +150,7 @@ def main() -> None:
         body_timeout_s=opts.body_timeout,
         graceful_s=10,
         metrics=opts.metrics,
+        metrics_port=opts.metrics_port,
         **({"forwarded_allow_ips": opts.forwarded_allow_ips.split(",")} if opts.forwarded_allow_ips else {}),
     )
 

@@ -14,10 +14,14 @@ import time
 import uuid
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
-from tests.helpers import free_port, python_server
+from tests.helpers import free_port, python_server, text_of
 from tests.transport.http_support import (
     ACCEPT,
     ALICE,
@@ -132,12 +136,15 @@ def _post(port: int, headers: dict[str, str], body: dict[str, object]) -> socket
     return sock
 
 
+@pytest.mark.parametrize("tool", ["sleep", "block"])
 @pytest.mark.parametrize("mode", list(MODES))
-def test_walking_away_from_an_answer_does_not_free_the_slot(mode: str, tokens_file: Path) -> None:
+def test_walking_away_from_an_answer_does_not_free_the_slot(mode: str, tool: str, tokens_file: Path) -> None:
     """The slot is held until the call ends, not until the client stops listening (issue 12 red team).
 
     In SSE mode the SDK's app returns once the client closes the connection, while the call runs on:
-    40 abandoned slow calls all ran at once under a limit of 16.
+    40 abandoned slow calls all ran at once under a limit of 16. In sse-stateless mode walking away
+    cancels the call: an async one (`sleep`) ends then and frees its slot, a sync one (`block`) runs
+    on in its thread and keeps the slot until it returns (second red team: 60 threads for one caller).
     """
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -147,7 +154,7 @@ def test_walking_away_from_an_answer_does_not_free_the_slot(mode: str, tokens_fi
         alice = {**bearer(ALICE), "mcp-protocol-version": VERSION}
         if stateful:
             alice["mcp-session-id"] = open_session(url, bearer(ALICE)).headers["mcp-session-id"]
-        socks = [_post(port, alice, call(i, "sleep", {"seconds": 4.0})) for i in (1, 2)]
+        socks = [_post(port, alice, call(i, tool, {"seconds": 4.0})) for i in (1, 2)]
         if "--json" in MODES[mode]:  # a JSON answer comes only at the end: walk away before it
             time.sleep(1.0)
         else:  # an SSE answer starts at once: read its status line, then walk away
@@ -158,7 +165,7 @@ def test_walking_away_from_an_answer_does_not_free_the_slot(mode: str, tokens_fi
         third = httpx2.post(url, headers=alice, json=call(2, "whoami", {}), timeout=20).status_code
         time.sleep(4.0)  # the two abandoned calls have ended
         after = httpx2.post(url, headers=alice, json=call(3, "whoami", {}), timeout=20)
-    if mode == "sse-stateless":  # the request's own server ends with its stream: the calls are cancelled
+    if mode == "sse-stateless" and tool == "sleep":  # its stream ended: the calls were cancelled
         assert third == 200
     else:
         assert third == 429, "the two abandoned calls still run: alice is at her limit"
@@ -183,3 +190,111 @@ def test_x_forwarded_for_does_not_make_the_caller(trusted: bool) -> None:
     with python_server(args, port):
         statuses = [open_session(url, forwarded).status_code for _ in range(4)]
     assert statuses == [200, 200, 200, 200]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["sse-stateful", "json-stateful"])
+async def test_a_cancelled_sync_call_holds_its_slot_until_its_thread_ends(
+    mode: str, tokens_file: Path
+) -> None:
+    """A sync handler's thread cannot be stopped: the cancelled call ends at once, but its thread
+    keeps the caller's slot until it returns, or cancel-and-resend would void the limit.
+
+    Through the official client, which sends `notifications/cancelled` when a call is abandoned;
+    that notification itself passes the gate at the limit (it starts no work and ends some). In the
+    stateless modes a cancel cannot reach a call (each POST is its own transport), so the call runs
+    to its end holding its slot (`test_walking_away_from_an_answer_does_not_free_the_slot`).
+    """
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    args = [APP, str(port), *MODES[mode], "--tokens", str(tokens_file), "--max-concurrent", "2"]
+    with python_server(args, port) as running:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {ALICE}"}, timeout=20)
+        async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+            await client.list_tools()  # the client checks results against the listing: fetch it now
+
+            async def cancelled_block() -> None:
+                with anyio.move_on_after(1.0):
+                    await client.call_tool("block", {"seconds": 5.0})
+
+            async with anyio.create_task_group() as group:
+                for _ in range(2):
+                    group.start_soon(cancelled_block)
+            deadline = time.monotonic() + 10
+            while running.log().count('"outcome": "CANCELLED"') < 2:  # both cancels arrived
+                assert time.monotonic() < deadline, running.log()[-2000:]
+                await anyio.sleep(0.05)
+            with pytest.raises(MCPError, match="Too many concurrent requests"):
+                await client.call_tool("whoami", {})  # both threads still run: alice is at her limit
+            while running.log().count("the thread left behind has ended") < 2:
+                assert time.monotonic() < deadline + 10, running.log()[-2000:]
+                await anyio.sleep(0.05)
+            after = await client.call_tool("whoami", {})
+    assert running.log().count("its thread runs on") == 2
+    assert text_of(after) == "alice"
+
+
+def test_only_a_body_of_cancellations_passes_the_gate_at_the_limit() -> None:
+    from mcpkit.transport.guard import BODY_STATE_KEY, sends_only_cancellations
+
+    def scope(body: object) -> dict[str, object]:
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return {"state": {BODY_STATE_KEY: [{"type": "http.request", "body": raw, "more_body": False}]}}
+
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}
+    assert sends_only_cancellations(scope(cancel))
+    assert sends_only_cancellations(scope([cancel, cancel]))
+    assert not sends_only_cancellations(scope([cancel, call(4, "sleep", {"seconds": 1})]))
+    assert not sends_only_cancellations(scope({**cancel, "id": 5}))  # a request, not a notification
+    assert not sends_only_cancellations(scope(b"notifications/cancelled"))
+    assert not sends_only_cancellations(scope([]))
+    assert not sends_only_cancellations(scope({**cancel, "pad": "x" * 5000}))
+    assert not sends_only_cancellations({})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["sse-stateful", "json-stateless"])
+async def test_sync_calls_past_their_deadline_hold_their_slots_until_their_threads_end(
+    mode: str, tokens_file: Path
+) -> None:
+    """A sync tool past its deadline answers TIMEOUT at once, but its thread runs on and keeps its
+    caller's slot (second red team: 16 x 4 rounds of timed-out calls left 64 threads running for one
+    caller limited to 16). Rounds sent while the threads run are refused; none adds a thread."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    args = [APP, str(port), *MODES[mode], "--tokens", str(tokens_file), "--max-concurrent", "2"]
+    with python_server(args, port) as running:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {ALICE}"}, timeout=20)
+        async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+            await client.list_tools()
+            base = _threads(running.proc.pid)
+            rounds: list[list[str]] = []
+            for _ in range(4):
+                answers: list[str] = []
+
+                async def one(answers: list[str] = answers) -> None:
+                    try:
+                        result = await client.call_tool("block_deadline", {"seconds": 5.0})
+                        answers.append((result.meta or {})["mcpkit/error"]["code"])
+                    except MCPError as exc:
+                        answers.append("429" if "Too many concurrent" in exc.message else exc.message)
+
+                async with anyio.create_task_group() as group:
+                    for _ in range(2):
+                        group.start_soon(one)
+                rounds.append(sorted(answers))
+            peak = _threads(running.proc.pid) - base
+            deadline = time.monotonic() + 15
+            while running.log().count("the thread left behind has ended") < 2:
+                assert time.monotonic() < deadline, running.log()[-2000:]
+                await anyio.sleep(0.05)
+            after = await client.call_tool("whoami", {})
+    assert rounds[0] == ["TIMEOUT", "TIMEOUT"]
+    assert rounds[1:] == [["429", "429"]] * 3
+    assert peak <= 4, f"{peak} more threads: the refused rounds must not start any"
+    assert text_of(after) == "alice"
+
+
+def _threads(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("Threads:")).split()[1])

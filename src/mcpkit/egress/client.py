@@ -38,6 +38,7 @@ from mcpkit.egress.templates import expand_template
 from mcpkit.egress.transport import GuardedTransport
 from mcpkit.egress.urls import Target, canonicalise
 from mcpkit.errors import DefinitionError, ToolTimeout
+from mcpkit.logs import Redactor
 
 __all__ = ["GuardedClient", "default_user_agent"]
 
@@ -107,6 +108,11 @@ class GuardedClient:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+    def register_secrets(self, redactor: Redactor) -> None:
+        """Have `redactor` scrub the credentials this client obtains at run time (OAuth2 access tokens)."""
+        if self.auth is not None:
+            self.auth.register_secrets(redactor)
 
     async def aclose(self) -> None:
         """Close pooled connections."""

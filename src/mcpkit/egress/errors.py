@@ -38,7 +38,7 @@ class EgressDenied(Refused):
     """
 
     def __init__(self, reason: str, message: str, detail: str = "") -> None:
-        super().__init__(message, retryable=False, data={"reason": reason})
+        super().__init__(message, retryable=False, data={"reason": reason}, expose_data=True)
         self.reason = reason
         self.detail = detail or message
 
@@ -48,10 +48,15 @@ class UpstreamError(ToolError):
 
 
 class UpstreamStatusError(UpstreamError):
-    """The upstream answered with an error status; 429 and 5xx are retryable."""
+    """The upstream answered with an error status; 429 and 5xx are retryable.
+
+    Its `data` (the status, and the upstream's `Retry-After` when it sent one) goes to the client.
+    """
 
     def __init__(self, status: int, message: str, retryable: bool, data: Any = None) -> None:
-        super().__init__(message, retryable=retryable, data={"status": status, **(data or {})})
+        super().__init__(
+            message, retryable=retryable, data={"status": status, **(data or {})}, expose_data=True
+        )
         self.status = status
 
 

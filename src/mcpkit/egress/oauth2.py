@@ -23,6 +23,7 @@ import httpx2
 from mcpkit.egress.errors import EgressDenied, UpstreamError, UpstreamStatusError
 from mcpkit.egress.urls import Target, canonical_host, canonicalise
 from mcpkit.errors import DefinitionError, ToolError
+from mcpkit.logs import Redactor
 
 __all__ = ["OAuth2ClientCredentials", "SecretLookup", "TokenSender", "TokenSource"]
 
@@ -94,7 +95,13 @@ class OAuth2ClientCredentials:
 
 
 class TokenSource:
-    """Mints, caches and refreshes the bearer token of one `OAuth2ClientCredentials`."""
+    """Mints, caches and refreshes the bearer token of one `OAuth2ClientCredentials`.
+
+    Each token minted is registered with the redactors given to `register_secrets`, so it never
+    reaches a log line or a tool result, like a declared secret. The token before the current one
+    stays registered (a call may still hold it); the one before that is dropped, since it has
+    expired or been rejected by then (a refresh comes at least half a lifetime after its mint).
+    """
 
     def __init__(
         self, config: OAuth2ClientCredentials, secret: SecretLookup, clock: Callable[[], float]
@@ -107,7 +114,25 @@ class TokenSource:
         self._token: str | None = None
         self._refresh_at = 0.0
         self._lock = anyio.Lock()
+        self._redactors: list[Redactor] = []
+        self._registered: list[str] = []  # the previous and the current token, oldest first
         self.minted = 0
+
+    def register_secrets(self, redactor: Redactor) -> None:
+        """Have `redactor` scrub every token this source mints (and the ones it holds now)."""
+        if redactor not in self._redactors:
+            self._redactors.append(redactor)
+            for token in self._registered:
+                redactor.add(token)
+
+    def _remember(self, token: str) -> None:
+        for redactor in self._redactors:
+            redactor.add(token)
+        self._registered.append(token)
+        while len(self._registered) > 2:
+            old = self._registered.pop(0)
+            for redactor in self._redactors:
+                redactor.discard(old)
 
     @property
     def token_target(self) -> Target:
@@ -130,6 +155,7 @@ class TokenSource:
             if self._token is not None and self._clock() < self._refresh_at:
                 return self._token
             token, lifetime = await self._mint(send)
+            self._remember(token)  # before any caller can put it in a result or a log line
             margin = min(self.config.refresh_margin_s, lifetime / 2)
             self._token, self._refresh_at = token, self._clock() + lifetime - margin
             self.minted += 1

@@ -86,6 +86,8 @@ class QueryFailed(ToolError):
         call_id: The call id, sent so the operator can find the log line.
     """
 
+    expose_data = True  # the failure class and call id: fixed values the client may act on
+
     def __init__(self, kind: FailureKind, call_id: str | None = None) -> None:
         data: dict[str, str] = {"reason": kind}
         if call_id:
@@ -96,6 +98,8 @@ class QueryFailed(ToolError):
 
 class QueryTimeout(ToolTimeout):
     """The query ran past its deadline and the database work was stopped."""
+
+    expose_data = True
 
     def __init__(self, timeout_s: float, call_id: str | None = None) -> None:
         data: dict[str, object] = {"reason": "timeout", "timeout_s": timeout_s}
@@ -117,4 +121,4 @@ def refuse(reason: RefusalReason, message: str) -> NoReturn:
     Raises:
         Refused: always.
     """
-    raise Refused(message, data={"reason": reason})
+    raise Refused(message, data={"reason": reason}, expose_data=True)

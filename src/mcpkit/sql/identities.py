@@ -117,7 +117,7 @@ class RoleMap:
             return self.principals[principal]
         found = {self.groups[g] for g in groups if g in self.groups}
         if len(found) != 1:
-            raise Refused(_UNMAPPED, data={"reason": "no_role"})
+            raise Refused(_UNMAPPED, data={"reason": "no_role"}, expose_data=True)
         return found.pop()
 
     @classmethod

@@ -59,7 +59,22 @@ def add_serving_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--metrics",
         action="store_true",
-        help="serve Prometheus metrics at GET /metrics (HTTP; needs the telemetry extra)",
+        help="serve Prometheus metrics at GET /metrics on the MCP port, behind the same auth "
+        "(HTTP; needs the telemetry extra)",
+    )
+    group.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve GET /metrics without auth on a listener of its own at PORT (for a scraper "
+        "without a token), bound to --metrics-host",
+    )
+    group.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="the address of the --metrics-port listener (default 127.0.0.1)",
     )
     group.add_argument(
         "--forwarded-allow-ips",
@@ -116,10 +131,14 @@ def serve(server: Server, args: argparse.Namespace) -> int:
     for option in ("max_sessions", "max_sessions_per_client"):
         if getattr(args, option) < 1:
             raise DefinitionError(f"--{option.replace('_', '-')} must be at least 1")
+    if args.metrics_port is not None and not 0 < args.metrics_port < 65536:
+        raise DefinitionError("--metrics-port must be a TCP port (1-65535)")
+    if (args.metrics or args.metrics_port is not None) and args.transport != "http":
+        raise DefinitionError("--metrics and --metrics-port need --transport http")
     if telemetry_wanted(args):
         from mcpkit.telemetry import configure
 
-        configure(server.name, prometheus=args.metrics and args.transport == "http")
+        configure(server.name, prometheus=args.metrics or args.metrics_port is not None)
     if args.transport == "stdio":
         server.run_stdio()
         return 0
@@ -133,6 +152,8 @@ def serve(server: Server, args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         max_sessions_per_client=args.max_sessions_per_client,
         metrics=args.metrics,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
         forwarded_allow_ips=[ip.strip() for ip in (args.forwarded_allow_ips or "").split(",") if ip.strip()]
         or None,
     )
@@ -140,8 +161,10 @@ def serve(server: Server, args: argparse.Namespace) -> int:
 
 
 def telemetry_wanted(args: argparse.Namespace) -> bool:
-    """`--metrics`, or an OTLP endpoint in the standard `OTEL_EXPORTER_OTLP_*ENDPOINT` variables."""
+    """`--metrics`, `--metrics-port`, or an OTLP endpoint in the standard `OTEL_EXPORTER_OTLP_*ENDPOINT`
+    variables."""
     otlp = any(
         os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}ENDPOINT") for signal in ("", "TRACES_", "METRICS_")
     )
-    return bool(getattr(args, "metrics", False)) or otlp
+    prometheus = bool(getattr(args, "metrics", False)) or getattr(args, "metrics_port", None) is not None
+    return prometheus or otlp

@@ -36,7 +36,15 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorizat
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcpkit.transport.guard import CONNECTION_STATE_KEY, PEER_STATE_KEY, SERVER_INSTANCE, refuse
+from mcpkit.threads import holding
+from mcpkit.transport.guard import (
+    CONNECTION_STATE_KEY,
+    PEER_STATE_KEY,
+    SERVER_INSTANCE,
+    peek_small_body,
+    refuse,
+    sends_only_cancellations,
+)
 from mcpkit.transport.sessions import opening_caller
 
 if TYPE_CHECKING:
@@ -63,6 +71,10 @@ class _Slot:
         self._holders += 1
         return True
 
+    def thread_hold(self) -> Callable[[], None] | None:
+        """A hold for a handler's worker thread (`mcpkit.threads.holding`)."""
+        return self.drop if self.hold() else None
+
     def drop(self) -> None:
         self._holders -= 1
         if self._holders == 0 and self._free is not None:
@@ -74,14 +86,16 @@ _current_slot: ContextVar[_Slot | None] = ContextVar("mcpkit_gate_slot", default
 
 
 class SlotMiddleware:
-    """Low-level server middleware: a handler holds its request's gate slot while it runs."""
+    """Low-level server middleware: a handler holds its request's gate slot while it runs, and a
+    sync handler's thread holds it until the thread ends (`mcpkit.threads`), even after a cancel."""
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         slot = _current_slot.get()
         if slot is None or not slot.hold():
             return await call_next(ctx)
         try:
-            return await call_next(ctx)
+            with holding(slot.thread_hold):
+                return await call_next(ctx)
         finally:
             slot.drop()
 
@@ -148,6 +162,11 @@ class ClientGate:
             await self.app(scope, receive, send)
             return
         if self._in_flight[key] >= self.max_concurrent:
+            # the body is read after the gate, so a small one is peeked at here, only at the limit
+            receive = await peek_small_body(scope, receive)
+            if sends_only_cancellations(scope):  # ends work, starts none: never refused
+                await self.app(scope, receive, send)
+                return
             await refuse(send, 429, "Too many concurrent requests from this client.", retry_after=1)
             return
         sessions = self.sessions

@@ -33,6 +33,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
+    "BODY_STATE_KEY",
     "CONNECTION_STATE_KEY",
     "PEER_STATE_KEY",
     "SERVER_INSTANCE",
@@ -40,7 +41,9 @@ __all__ = [
     "BodyReader",
     "RequestGuard",
     "ServingState",
+    "peek_small_body",
     "refuse",
+    "sends_only_cancellations",
 ]
 
 PEER_STATE_KEY = "mcpkit_peer"
@@ -49,6 +52,12 @@ CONNECTION_STATE_KEY = "mcpkit_connection"
 """Where `runner.timed_h11` leaves the id of the request's connection (unique, never reused)."""
 SERVER_INSTANCE = os.urandom(6).hex()
 """This process's random id: connection ids of two replicas (or two runs) never meet."""
+
+BODY_STATE_KEY = "mcpkit_body"
+"""Where `peek_small_body` leaves a small POST body's messages for the gate's decision at the limit."""
+
+_MAX_CANCEL_BODY = 4096
+_PEEK_TIMEOUT_S = 5.0
 
 _PORT = re.compile(rb"[0-9]{0,5}")
 log = logging.getLogger("mcpkit.http")
@@ -348,6 +357,50 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+async def peek_small_body(scope: Scope, receive: Receive, limit: int = _MAX_CANCEL_BODY) -> Receive:
+    """Read a POST's body into `scope["state"][BODY_STATE_KEY]` if it is at most `limit` bytes
+    (and arrives within a few seconds); the `receive` that replays what was read.
+
+    For a decision the gate takes before the body reader runs (is this only a cancellation?): a
+    larger or slower body stops being read at once, and the rest is left to the body reader.
+    """
+    messages: list[Message] = []
+    size = 0
+    with anyio.move_on_after(_PEEK_TIMEOUT_S):
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > limit:
+                break
+            if not message.get("more_body", False):
+                scope.setdefault("state", {})[BODY_STATE_KEY] = messages
+                break
+    return _replay(messages, receive)
+
+
+def sends_only_cancellations(scope: Scope) -> bool:
+    """Whether a POST's body is only `notifications/cancelled` (one, or a batch of them).
+
+    Such a request starts no work and ends some: the per-caller gate lets it through at the limit,
+    or a caller whose calls fill its slots could never cancel one.
+    """
+    messages = (scope.get("state") or {}).get(BODY_STATE_KEY) or ()
+    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
+    if len(body) > _MAX_CANCEL_BODY or b"notifications/cancelled" not in body:
+        return False
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return False
+    items = parsed if isinstance(parsed, list) and parsed else [parsed]
+    return all(
+        isinstance(m, dict) and m.get("method") == "notifications/cancelled" and "id" not in m for m in items
+    )
 
 
 async def refuse(

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -20,7 +23,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, request_response
 from starlette.types import ASGIApp
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
@@ -35,7 +38,7 @@ from mcpkit.transport.sessions import SessionManager
 if TYPE_CHECKING:
     from mcpkit.server import Server
 
-__all__ = ["UVICORN_LOGGERS", "http_app", "run_http", "security_settings"]
+__all__ = ["UVICORN_LOGGERS", "http_app", "metrics_listener", "run_http", "security_settings"]
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
@@ -130,8 +133,10 @@ def http_app(
         max_sessions: Open sessions for the whole server (stateful mode); beyond, 503.
         max_sessions_per_client: Open sessions per caller; beyond, 429. None: no quota.
         session_idle_timeout_s: A session with no request for this long ends (its memory is freed).
-        metrics: Serve the Prometheus text format at `GET /metrics` (no auth, like `/healthz`: it
-            holds counts by tool and outcome, never a principal). Needs the `telemetry` extra and
+        metrics: Serve the Prometheus text format at `GET /metrics` on this app, behind the same
+            bearer auth and scopes as the MCP endpoint (open only when the endpoint is). For a
+            scraper without a token, use `run_http(metrics_port=...)` instead: a listener of its
+            own, on loopback unless told otherwise. Needs the `telemetry` extra and
             `mcpkit.telemetry.Telemetry` among the server's middleware.
         forwarded_allow_ips: The proxies (addresses or networks) whose `X-Forwarded-For` and
             `X-Forwarded-Proto` are believed; None (the default) believes nobody. Limits never
@@ -166,6 +171,12 @@ def http_app(
         resumable=sdk_options.get("event_store") is not None,
     )
     routes: list[Route] = []
+    metrics_route: Route | None = None
+    if metrics:
+        from mcpkit.telemetry import configure, metrics_endpoint
+
+        configure(server.name, prometheus=True)
+        metrics_route = Route("/metrics", metrics_endpoint, methods=["GET"])
     middleware = [Middleware(RequestGuard, state=state, path=path)]
     if forwarded_allow_ips:
         middleware.append(Middleware(ProxyHeadersMiddleware, trusted_hosts=list(forwarded_allow_ips)))
@@ -189,16 +200,18 @@ def http_app(
             Middleware(AuthContextMiddleware),
         ]
         endpoint = RequireAuthMiddleware(endpoint, scopes, build_resource_metadata_url(resource))
+        if metrics_route is not None:  # what the endpoint asks of a caller, /metrics asks too
+            guarded = RequireAuthMiddleware(
+                request_response(metrics_route.endpoint), scopes, build_resource_metadata_url(resource)
+            )
+            metrics_route = Route("/metrics", guarded, methods=["GET"])
         routes += create_protected_resource_routes(
             resource_url=resource, authorization_servers=[issuer], scopes_supported=scopes or None
         )
     routes = [Route(path, endpoint=endpoint), *routes]
     routes += [Route("/healthz", _health), Route("/readyz", partial(_ready, state=state))]
-    if metrics:
-        from mcpkit.telemetry import configure, metrics_endpoint
-
-        configure(server.name, prometheus=True)
-        routes.append(Route("/metrics", metrics_endpoint, methods=["GET"]))
+    if metrics_route is not None:
+        routes.append(metrics_route)
     app = Starlette(routes=routes, middleware=middleware, lifespan=lambda _: sessions.run())
     app.state.mcpkit = state
     app.state.sessions = sessions
@@ -214,6 +227,8 @@ def run_http(
     idle_timeout_s: int = 5,
     head_timeout_s: float = 10.0,
     body_timeout_s: float = 30.0,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
     **options: Any,
 ) -> None:
     """Serve `server` with uvicorn until SIGINT/SIGTERM, then drain: finish running calls, refuse new ones.
@@ -228,7 +243,11 @@ def run_http(
             connection opening or the previous response ending (else 408 and close).
         body_timeout_s: A request's body must arrive within this long of its head, whatever the
             request (else 408 and close).
-        options: For `http_app`.
+        metrics_port: Serve `GET /metrics` (Prometheus text) on a listener of its own at this port,
+            without auth: for a scraper that has no token. Bound to `metrics_host`.
+        metrics_host: The metrics listener's address: 127.0.0.1 unless the operator names another
+            (a private interface the scraper reaches; never one the MCP clients reach).
+        options: For `http_app` (`metrics=True` serves `/metrics` on the MCP port, behind its auth).
     """
     import uvicorn
 
@@ -257,10 +276,50 @@ def run_http(
 
     runner.handle_exit = handle_exit  # type: ignore[method-assign]
     try:
-        with sse_drain(state):
+        with sse_drain(state), metrics_listener(server, metrics_host, metrics_port, idle_timeout_s):
             runner.run()
     finally:
         anyio.run(server.aclose)
+
+
+@contextmanager
+def metrics_listener(server: Server, host: str, port: int | None, idle_timeout_s: int = 5) -> Iterator[None]:
+    """While the block runs, serve `GET /metrics` (and nothing else) on `host:port`, no auth.
+
+    uvicorn in a thread of its own, with the MCP port's head, body and idle timeouts; the Prometheus
+    registry it reads is the process's. `port` None: nothing is started.
+    """
+    if port is None:
+        yield
+        return
+    import uvicorn
+
+    from mcpkit.telemetry import configure, metrics_endpoint
+
+    configure(server.name, prometheus=True)
+    app = Starlette(routes=[Route("/metrics", metrics_endpoint, methods=["GET"])])
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_keep_alive=idle_timeout_s,
+        http=timed_h11(10.0, 10.0),
+        lifespan="off",
+        proxy_headers=False,
+    )
+    listener = uvicorn.Server(config)
+    thread = threading.Thread(target=listener.run, name="mcpkit-metrics", daemon=True)
+    thread.start()
+    while not listener.started and thread.is_alive():
+        time.sleep(0.01)
+    if not listener.started:
+        raise DefinitionError(f"the metrics listener could not bind {host}:{port}")
+    try:
+        yield
+    finally:
+        listener.should_exit = True
+        thread.join(timeout=5)
 
 
 async def _health(request: Request) -> Response:

@@ -56,6 +56,7 @@ def _unavailable(what: str) -> Outcome:
             f"The audit log is unavailable, so {what}; try again later.",
             retryable=True,
             data={"reason": "audit_unavailable"},
+            expose_data=True,
         )
     )
 

@@ -51,6 +51,8 @@ class MaskRefused(Refused):
     The message is one model-safe sentence; `detail` is for the operator's log and audit only.
     """
 
+    expose_data = True  # the stable reason only
+
     def __init__(self, detail: str, *, unchecked: bool = False) -> None:
         super().__init__(_UNCHECKED if unchecked else _USE, data={"reason": "masked_column"})
         self.detail = detail
