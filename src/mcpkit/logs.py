@@ -7,12 +7,14 @@ filter that rewrites `msg` misses the traceback formatted later.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import logging
 import re
 import sys
 import threading
+import urllib.parse
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -48,19 +50,22 @@ class Redactor:
         self._lock = threading.Lock()
 
     def add(self, value: str) -> None:
-        """Register a secret value; values shorter than 4 characters are too common to redact safely.
+        """Register a secret value of at least `MIN_SECRET_CHARS` characters (ValueError if shorter:
+        three characters are too common to redact without mangling unrelated text).
 
         The value is also matched as it reads once escaped by `repr` or JSON (a log line that quotes
         user text with `%r` doubles its backslashes), and cut short (a log line that keeps the first N
         characters of user text may end inside the value): any prefix of at least `_MIN_CUT_PREFIX`
-        characters of each spelling is redacted too.
+        characters of each spelling is redacted too. So are its common encodings, as a handler
+        that builds a request writes them: percent-encoded (a URL query), JSON with `\\/`, hex,
+        and base64 (standard and URL-safe, at any offset: inside a Basic header's `user:secret`).
 
         >>> r = Redactor(); r.add("s3cr3t-0123456789")
         >>> r.redact("query: s3cr3t-0123456789"[:20])
         'query: [REDACTED]'
         """
-        if len(value) < 4:
-            return
+        if len(value) < MIN_SECRET_CHARS:
+            raise ValueError(f"a secret of {len(value)} characters is too short to redact")
         with self._lock:
             self._values.add(value)
             self._compile()
@@ -77,8 +82,7 @@ class Redactor:
             self._pattern = None
             return
         spellings = {s for v in self._values for s in _spellings(v)}
-        ordered = sorted(spellings, key=len, reverse=True)
-        self._pattern = re.compile("|".join(_with_cut_prefixes(v) for v in ordered))
+        self._pattern = re.compile(_cut_prefix_trie(spellings))
 
     @property
     def has_values(self) -> bool:
@@ -116,13 +120,17 @@ class Redactor:
         return text
 
 
+MIN_SECRET_CHARS = 4
+"""Shorter secret values are refused: redacting every `739` would mangle unrelated text."""
 _MIN_CUT_PREFIX = 8
+_MAX_CUT_PREFIX = 128  # a prefix ends at most here: Python's regex parser recurses per nested group
+_MIN_ENCODED = 8  # an encoded spelling shorter than this is too likely in unrelated text
 
 
 def _spellings(value: str) -> set[str]:
-    """`value` as it appears in text written by `repr` (either quote) or JSON."""
+    """`value` as it appears in text written by `repr` (either quote) or JSON, or encoded."""
     escaped = value.encode("unicode_escape").decode("ascii")
-    return {
+    plain = {
         value,
         repr(value)[1:-1],
         escaped.replace("'", "\\'"),
@@ -130,18 +138,69 @@ def _spellings(value: str) -> set[str]:
         json.dumps(value)[1:-1],
         json.dumps(value, ensure_ascii=False)[1:-1],
     }
+    return plain | {e for e in _encodings(value) if len(e) >= _MIN_ENCODED}
 
 
-def _with_cut_prefixes(value: str) -> str:
-    """A pattern for `value` or any prefix of it of `_MIN_CUT_PREFIX` characters or more.
+def _encodings(value: str) -> set[str]:
+    """`value` percent-encoded, slash-escaped in JSON, hex, and base64 at each of the 3 offsets.
 
-    Nested optional groups (`abcd(?:e(?:f)?)?`) keep the pattern linear in the value's length;
-    the regex engine takes the longest prefix present.
+    A base64 text holding the value after k bytes of something else (`user:` in a Basic header)
+    has, in the middle, characters that depend on the value's bytes only: those are the spelling
+    for offset k mod 3 (the one or two characters at each edge that mix in the neighbours stay).
     """
-    head = max(min(_MIN_CUT_PREFIX, len(value)), 4)
-    tail = value[head:]
-    pattern = "".join(f"(?:{re.escape(c)}" for c in tail) + ")?" * len(tail)
-    return re.escape(value[:head]) + pattern
+    raw = value.encode()
+    found = {json.dumps(value)[1:-1].replace("/", "\\/"), raw.hex(), raw.hex().upper()}
+    for quoted in (
+        urllib.parse.quote(value, safe=""),
+        urllib.parse.quote(value, safe="/"),
+        urllib.parse.quote_plus(value, safe=""),
+        urllib.parse.quote_plus(value, safe="/"),
+    ):
+        found |= {quoted, re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), quoted)}
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode("ascii")
+        start, end = -(-8 * shift // 6), 8 * (shift + len(raw)) // 6
+        inner = encoded[start:end]
+        found |= {inner, inner.replace("+", "-").replace("/", "_")}
+    return found
+
+
+def _cut_prefix_trie(spellings: set[str]) -> str:
+    """A pattern for any spelling, or any prefix of one of `_MIN_CUT_PREFIX` characters or more.
+
+    The spellings share one trie, each node a group of the characters that may follow it (made
+    optional where a prefix may end): the regex takes the first alternative that matches, so
+    spellings as separate alternatives would let a cut prefix of one (`tok-Sup3r` of
+    `tok-Sup3r%2F...`) win over the whole of another (`tok-Sup3r\\/...`); in a trie the
+    alternatives at a node begin with different characters, and greedy optional groups take the
+    longest prefix present. Built without recursion: a value may be thousands of characters
+    (cut prefixes of it are matched up to `_MAX_CUT_PREFIX` characters).
+    """
+    children: list[dict[str, int]] = [{}]
+    stop: list[bool] = [False]
+    for value in spellings:
+        head = max(min(_MIN_CUT_PREFIX, len(value)), 4)
+        node = 0
+        for depth, char in enumerate(value, 1):
+            nxt = children[node].get(char)
+            if nxt is None:
+                nxt = children[node][char] = len(children)
+                children.append({})
+                stop.append(False)
+            node = nxt
+            if head <= depth <= _MAX_CUT_PREFIX or depth == len(value):
+                stop[node] = True
+    # children are numbered after their parents: emit from the last node back to the root
+    emitted = [""] * len(children)
+    for node in range(len(children) - 1, -1, -1):
+        parts = [re.escape(char) + emitted[child] for char, child in children[node].items()]
+        for child in children[node].values():
+            emitted[child] = ""  # free as we go: only the root's text is kept
+        if not parts:
+            continue
+        body = parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+        emitted[node] = f"(?:{body})?" if stop[node] and node else body
+    return emitted[0]
 
 
 def _keep_prefix(m: re.Match[str]) -> str:

@@ -36,6 +36,7 @@ from pydantic_core import to_json
 from mcpkit.definition import Tool
 from mcpkit.errors import InvalidParams, ToolError, ToolTimeout
 from mcpkit.logs import Redactor, log_call, redact_arguments, secret_fields
+from mcpkit.patterns import pattern_error
 from mcpkit.result import Outcome, OutputInvalid, error_outcome, internal_outcome, shape_output
 from mcpkit.threads import HandlerThreads
 
@@ -188,6 +189,8 @@ async def validate(call: Call, call_next: CallNext) -> Outcome:
         )
     except ValidationError as exc:
         raise InvalidParams(validation_message(exc)) from None
+    if (problem := pattern_error(call.tool.input, call.arguments)) is not None:  # as published
+        raise InvalidParams(f"Invalid arguments: {problem}.")
     return await call_next(call)
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from mcpkit.errors import DefinitionError, McpkitError, ToolError
-from mcpkit.logs import Redactor
+from mcpkit.logs import MIN_SECRET_CHARS, Redactor
 
 __all__ = ["SecretNotDeclared", "SecretStore"]
 
@@ -23,7 +23,9 @@ class SecretStore:
 
     A value comes from the environment variable of the same name, else from the file of that name
     in the secrets directory (`secrets_dir`, or `$MCPKIT_SECRETS_DIR`), with one trailing newline
-    removed. Every loaded value is registered with the redactor, so it cannot reach a log line.
+    removed. Every loaded value is registered with the redactor, so it cannot reach a log line or
+    the client (nor can its percent, JSON, hex or base64 encodings); a value shorter than
+    `MIN_SECRET_CHARS` (4) stops start-up with a `DefinitionError`, since it could not be redacted.
     """
 
     def __init__(
@@ -46,6 +48,11 @@ class SecretStore:
                 path = self.directory / name
                 if path.is_file():
                     value = path.read_text(encoding="utf-8").removesuffix("\n")
+            if value and len(value) < MIN_SECRET_CHARS:
+                raise DefinitionError(
+                    f"secret {name} is {len(value)} characters long: under {MIN_SECRET_CHARS} it cannot be "
+                    "redacted from results and logs without mangling other text; use a longer value"
+                )
             self._values[name] = value or None
             if value:
                 redactor.add(value)

@@ -2,14 +2,15 @@
 
 python tests/servers/http_app.py PORT [--tokens FILE] [--jwks FILE --issuer ISS --resource URL]
     [--scopes a,b] [--stateless] [--json] [--redis URL] [--name NAME] [--max-body N] [--max-concurrent N]
-    [--max-sessions N] [--sessions-per-client N] [--session-idle S] [--head-timeout S] [--body-timeout S]
-    [--metrics] [--metrics-port PORT]
+    [--max-arriving N] [--max-sessions N] [--sessions-per-client N] [--session-idle S]
+    [--head-timeout S] [--body-timeout S] [--metrics] [--metrics-port PORT]
     [--forwarded-allow-ips IPS]
 """
 
 from __future__ import annotations
 
 import argparse
+import secrets
 import time
 
 import anyio
@@ -27,6 +28,19 @@ class Text(BaseModel):
 
 class Sleep(BaseModel):
     seconds: float = Field(description="How long to sleep", ge=0, le=30)
+
+
+class Ratio(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    x: float = Field(description="Any number")
+
+
+async def ratio(args: Ratio, ctx: Context) -> str:
+    return f"x={args.x!r}"
+
+
+async def draft(args: Text, ctx: Context) -> str:
+    return f"draft {secrets.token_hex(8)}"  # a fresh value per computation: a cache hit shows
 
 
 async def echo(args: Text, ctx: Context) -> str:
@@ -62,6 +76,7 @@ def main() -> None:
     parser.add_argument("--name", default="http-test")
     parser.add_argument("--limit", type=int)
     parser.add_argument("--max-body", type=int, default=1_048_576)
+    parser.add_argument("--max-arriving", type=int, default=64 * 1_048_576)
     parser.add_argument("--max-concurrent", type=int, default=16)
     parser.add_argument("--max-sessions", type=int, default=1000)
     parser.add_argument("--sessions-per-client", type=int, default=16)
@@ -100,6 +115,14 @@ def main() -> None:
             ),
             Tool(name="whoami", description="The caller's principal.", input=Text, handler=whoami),
             Tool(name="sleep", description="Sleep a while.", input=Sleep, handler=sleep),
+            Tool(name="ratio", description="Echo a number.", input=Ratio, handler=ratio),
+            Tool(
+                name="draft",
+                description="This caller's scratch value (cached per caller).",
+                input=Text,
+                handler=draft,
+                cache_ttl_s=300,
+            ),
             Tool(name="block", description="Block a thread a while.", input=Sleep, handler=block),
             Tool(
                 name="block_deadline",
@@ -118,6 +141,7 @@ def main() -> None:
         stateless=opts.stateless,
         json_response=opts.json,
         max_body_bytes=opts.max_body,
+        max_arriving_body_bytes=opts.max_arriving,
         max_concurrent_per_client=opts.max_concurrent,
         max_sessions=opts.max_sessions,
         max_sessions_per_client=opts.sessions_per_client,

@@ -59,3 +59,36 @@ def answer_text(reply: httpx2.Response) -> str:
     if reply.headers.get("content-type", "").startswith("text/event-stream"):
         body = next(line[5:] for line in body.splitlines() if line.startswith("data:") and line[5:].strip())
     return str(json.loads(body)["result"]["content"][0]["text"])
+
+
+def raw_request(
+    sock: Any, body: Any, headers: dict[str, str], method: str = "POST"
+) -> tuple[int, dict[str, str], str]:
+    """One request on an open socket, the answer read by its Content-Length (`--json` servers).
+
+    For tests that must choose the TCP connection itself (its source port, say).
+    """
+    import json
+
+    data = json.dumps(body).encode() if body is not None else b""
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    sock.sendall(
+        f"{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}Content-Length: {len(data)}\r\n\r\n".encode()
+        + data
+    )
+    buffer = b""
+    while b"\r\n\r\n" not in buffer:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed before an answer")
+        buffer += chunk
+    raw_head, _, rest = buffer.partition(b"\r\n\r\n")
+    lines = raw_head.decode("latin-1").split("\r\n")
+    fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    length = int(fields.get("content-length", "0"))
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return int(lines[0].split()[1]), fields, rest[:length].decode("utf-8", "replace")

@@ -99,6 +99,14 @@ def test_malformed_and_misfit_tokens_are_401_without_a_traceback(keys: tuple[Any
         "aud is a number": signed(rsa_key, "k1", aud=5),
         "iat in the future": signed(rsa_key, "k1", aud=url, iat=int(time.time()) + 3600),
         "nbf is a string": signed(rsa_key, "k1", aud=url, nbf="later"),
+        # RFC 7519 wants JSON numbers; PyJWT would take a numeric string through int()
+        "exp is a numeric string": signed(rsa_key, "k1", aud=url, exp=str(int(time.time()) + 300)),
+        "nbf is a numeric string": signed(rsa_key, "k1", aud=url, nbf=str(int(time.time()) - 10)),
+        "iat is a numeric string": signed(rsa_key, "k1", aud=url, iat=str(int(time.time()))),
+        "exp is true": signed(rsa_key, "k1", aud=url, exp=True),
+        # an empty subject is no principal: it must not get past auth as one
+        "sub is empty": signed(rsa_key, "k1", aud=url, sub=""),
+        "sub is blank": signed(rsa_key, "k1", aud=url, sub="   "),
     }
     with python_server([APP, str(port), "--jwks", str(jwks), "--issuer", ISSUER], port) as running:
         assert (

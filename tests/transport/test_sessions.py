@@ -160,3 +160,34 @@ def _init() -> dict[str, object]:
             "clientInfo": {"name": "m", "version": "1"},
         },
     }
+
+
+@pytest.mark.parametrize("mode", ["sse-stateful", "json-stateful"])
+def test_concurrent_opens_past_the_quota_get_429_never_503(mode: str, tokens_file: Path) -> None:
+    """Before: 24 initializes at once with a quota of 4 got 4x200, 8x429 and 12x503 (the SDK's
+    server-wide "Too many open sessions", which a balancer reads as an overloaded replica). The
+    gate now reserves the caller's place before the request goes on."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    alice = bearer(ALICE)
+    with python_server(
+        [APP, str(port), *MODES[mode], "--tokens", str(tokens_file), "--sessions-per-client", "4"], port
+    ):
+        for _ in range(2):
+            barrier = threading.Barrier(24)
+            replies: list[httpx2.Response] = []
+
+            def open_one(barrier: threading.Barrier, replies: list[httpx2.Response]) -> None:
+                barrier.wait()
+                replies.append(httpx2.post(url, headers=alice, json=_init(), timeout=30))
+
+            threads = [threading.Thread(target=open_one, args=(barrier, replies)) for _ in range(24)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            statuses = sorted(r.status_code for r in replies)
+            assert statuses == [200] * 4 + [429] * 20, statuses
+            for reply in replies:  # give the quota back for the next round
+                if reply.status_code == 200:
+                    assert _delete(url, alice, reply.headers["mcp-session-id"]) in (200, 204)

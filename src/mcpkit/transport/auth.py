@@ -180,6 +180,7 @@ class JWTVerifier:
             leeway=self.leeway_s,
             options={"require": ["exp", "iss", "aud", "sub"]},
         )
+        _check_claim_types(claims)
         return AccessToken(
             token=token,
             client_id=str(claims["sub"]),
@@ -251,6 +252,21 @@ class _Key:
         if key is None:
             key = self.bound[alg] = jwt.PyJWK(self.jwk, algorithm=alg)
         return key
+
+
+def _check_claim_types(claims: Mapping[str, Any]) -> None:
+    """RFC 7519 4.1: the time claims are JSON numbers and `sub` a string; an empty subject names nobody.
+
+    PyJWT converts a time claim with `int()`, so `"exp": "1765000000"` would pass; and a token
+    whose `sub` is empty would be served as no principal at all, yet still get past auth.
+    """
+    for name in ("exp", "nbf", "iat"):
+        value = claims.get(name)
+        if name in claims and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise _BadClaim(f"the {name} claim is not a number")
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not subject.strip():
+        raise _BadClaim("the sub claim is empty or not a string")
 
 
 def _scopes(claims: Mapping[str, Any]) -> list[str]:

@@ -3,41 +3,64 @@
 Before authentication and the SDK see a request, it is refused when a header that must appear
 once appears twice (400: Starlette, the auth backend and the SDK read the first copy, code that
 builds a dict reads the last, so two copies let a client be two callers at once); while the
-server drains, new MCP requests get 503; a request body must arrive within `body_timeout_s` (408)
-and fit `max_body_bytes` (413); the `Content-Type` media type is lower-cased (media types are
-case-insensitive, RFC 9110 8.3.1, and the SDK compares them exactly). It also counts the MCP
+server drains, new MCP requests get 503; the `Content-Type` media type is lower-cased (media types
+are case-insensitive, RFC 9110 8.3.1, and the SDK compares them exactly). It also counts the MCP
 calls in flight, so a draining server knows when the last one has answered.
+
+The body is read later, by `BodyReader`, which sits behind authentication and the per-caller
+gate: a request with a wrong token is refused (401) before a byte of its body is buffered, and
+one caller buffers at most as many bodies as it may have requests in flight; the bytes of all
+bodies still arriving are capped too (503 beyond), for the many connections of callers without
+auth. There a body must arrive within `body_timeout_s` (408) and fit `max_body_bytes` (413).
+`NaN` and `Infinity`, which are not JSON (RFC 8259 6) but which the SDK's parser accepts, are
+refused, and so are numbers too large for a double (`1e999` parses as infinity). The SDK's answer
+to a body that is not a JSON-RPC message (a validation dump of class names, links and the
+caller's input) becomes one short sentence, the detail going to the operator's log.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
     "BODY_STATE_KEY",
+    "CONNECTION_STATE_KEY",
     "PEER_STATE_KEY",
+    "SERVER_INSTANCE",
     "SINGLE_HEADERS",
+    "BodyReader",
     "RequestGuard",
     "ServingState",
+    "peek_small_body",
     "refuse",
     "sends_only_cancellations",
 ]
 
 PEER_STATE_KEY = "mcpkit_peer"
 """Where the guard leaves the TCP peer (host, port) before any proxy-header rewrite of `client`."""
+CONNECTION_STATE_KEY = "mcpkit_connection"
+"""Where `runner.timed_h11` leaves the id of the request's connection (unique, never reused)."""
+SERVER_INSTANCE = os.urandom(6).hex()
+"""This process's random id: connection ids of two replicas (or two runs) never meet."""
 
 BODY_STATE_KEY = "mcpkit_body"
-"""Where the guard leaves a POST's body messages (already read and capped) for the layers below."""
+"""Where `peek_small_body` leaves a small POST body's messages for the gate's decision at the limit."""
 
 _MAX_CANCEL_BODY = 4096
+_PEEK_TIMEOUT_S = 5.0
 
 _PORT = re.compile(rb"[0-9]{0,5}")
+log = logging.getLogger("mcpkit.http")
 
 SINGLE_HEADERS = frozenset(
     {
@@ -88,14 +111,10 @@ class RequestGuard:
         *,
         state: ServingState,
         path: str,
-        max_body_bytes: int,
-        body_timeout_s: float,
     ) -> None:
         self.app = app
         self.state = state
         self.path = path.rstrip("/") or "/"
-        self.max_body_bytes = max_body_bytes
-        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,35 +145,144 @@ class RequestGuard:
         # flight and end the SSE answers at once (200 with an empty stream).
         self.state.in_flight += 1
         try:
-            if scope["method"] == "POST":
-                body = await self._read_body(receive, send)
-                if body is None:
-                    return
-                scope["state"][BODY_STATE_KEY] = body
-                receive = _replay(body, receive)
             await self.app(scope, receive, send)
         finally:
             self.state.in_flight -= 1
             self.state._maybe_quiet()
 
+
+class BodyReader:
+    """Reads a POST's body behind authentication and the gate (see the module docstring)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        body_timeout_s: float,
+        max_arriving_bytes: int | None = None,
+    ) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
+        self.max_arriving_bytes = max_arriving_bytes
+        self.arriving = 0
+        """Bytes held of bodies still arriving, all requests together (bounded by `max_arriving_bytes`)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        messages = await self._read_body(receive, send)
+        if messages is None:
+            return
+        if _has_non_finite(b"".join(m.get("body", b"") for m in messages)):
+            await refuse(send, 400, "Numbers must be finite JSON numbers (no NaN or Infinity).", code=-32700)
+            return
+        await self.app(scope, _replay(messages, receive), _short_errors(send))
+
     async def _read_body(self, receive: Receive, send: Send) -> list[Message] | None:
-        """The request's body messages, or None once a 408/413 has been sent."""
+        """The request's body messages, or None once a 408/413/503 has been sent."""
         messages: list[Message] = []
         size = 0
-        with anyio.move_on_after(self.body_timeout_s):
-            while True:
-                message = await receive()
-                messages.append(message)
-                if message["type"] != "http.request":
-                    return messages
-                size += len(message.get("body", b""))
-                if size > self.max_body_bytes:
-                    await refuse(send, 413, "The request body is too large.")
-                    return None
-                if not message.get("more_body", False):
-                    return messages
-        await refuse(send, 408, f"The request body did not arrive within {self.body_timeout_s:g} s.")
-        return None
+        try:
+            with anyio.move_on_after(self.body_timeout_s):
+                while True:
+                    message = await receive()
+                    messages.append(message)
+                    if message["type"] != "http.request":
+                        return messages
+                    chunk = len(message.get("body", b""))
+                    size += chunk
+                    self.arriving += chunk
+                    if size > self.max_body_bytes:
+                        await refuse(send, 413, "The request body is too large.")
+                        return None
+                    if not message.get("more_body", False):
+                        return messages
+                    if self.max_arriving_bytes is not None and self.arriving > self.max_arriving_bytes:
+                        # many slow bodies at once (many connections without auth): shed this one
+                        await refuse(
+                            send, 503, "The server is receiving too many request bodies.", retry_after=1
+                        )
+                        return None
+            await refuse(send, 408, f"The request body did not arrive within {self.body_timeout_s:g} s.")
+            return None
+        finally:
+            self.arriving -= size
+
+
+_NON_FINITE = re.compile(rb"NaN|Infinity|[eE]\+?[0-9]{3}")
+
+
+def _has_non_finite(body: bytes) -> bool:
+    """Whether `body` has NaN/Infinity as a value, or a number too large for a float (`1e999`,
+    which parsers turn into infinity). Parsed only when such a word or exponent appears at all."""
+    if not _NON_FINITE.search(body):
+        return False
+
+    def refuse_constant(name: str) -> Any:
+        raise _NonFinite(name)
+
+    def finite_float(text: str) -> float:
+        value = float(text)
+        if math.isinf(value):
+            raise _NonFinite(text)
+        return value
+
+    try:
+        json.loads(body, parse_constant=refuse_constant, parse_float=finite_float)
+    except _NonFinite:
+        return True
+    except ValueError:  # not JSON at all: the SDK answers that
+        return False
+    return False
+
+
+class _NonFinite(Exception):
+    pass
+
+
+_SHORT_ERRORS = (
+    ("Validation error", "The request is not a valid JSON-RPC message."),
+    ("Parse error", "The request body is not valid JSON."),
+)
+
+
+def _short_errors(send: Send) -> Send:
+    """`send`, with the SDK's 400 answers to a malformed body cut to one sentence (detail logged)."""
+    held: list[Message] = []
+
+    async def short_send(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 400:
+            held.append(message)
+            return
+        if held and message["type"] == "http.response.body":
+            start = held.pop()
+            body = message.get("body", b"")
+            if not message.get("more_body", False):
+                body = _shorten(body)
+            headers = [(n, v) for n, v in start.get("headers", []) if n.lower() != b"content-length"]
+            await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            message = {**message, "body": body}
+        await send(message)
+
+    return short_send
+
+
+def _shorten(body: bytes) -> bytes:
+    try:
+        answer = json.loads(body)
+        text = answer["error"]["message"]
+    except (ValueError, TypeError, KeyError):
+        return body
+    for prefix, sentence in _SHORT_ERRORS:
+        if isinstance(text, str) and text.startswith(prefix):
+            log.info("refused a malformed request body: %s", text[:2000])
+            answer["error"] = {**answer["error"], "message": sentence}
+            answer["error"].pop("data", None)
+            return json.dumps(answer).encode()
+    return body
 
 
 def _repeated(headers: list[tuple[bytes, bytes]]) -> str | None:
@@ -231,6 +359,30 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
     return replay
 
 
+async def peek_small_body(scope: Scope, receive: Receive, limit: int = _MAX_CANCEL_BODY) -> Receive:
+    """Read a POST's body into `scope["state"][BODY_STATE_KEY]` if it is at most `limit` bytes
+    (and arrives within a few seconds); the `receive` that replays what was read.
+
+    For a decision the gate takes before the body reader runs (is this only a cancellation?): a
+    larger or slower body stops being read at once, and the rest is left to the body reader.
+    """
+    messages: list[Message] = []
+    size = 0
+    with anyio.move_on_after(_PEEK_TIMEOUT_S):
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > limit:
+                break
+            if not message.get("more_body", False):
+                scope.setdefault("state", {})[BODY_STATE_KEY] = messages
+                break
+    return _replay(messages, receive)
+
+
 def sends_only_cancellations(scope: Scope) -> bool:
     """Whether a POST's body is only `notifications/cancelled` (one, or a batch of them).
 
@@ -251,9 +403,11 @@ def sends_only_cancellations(scope: Scope) -> bool:
     )
 
 
-async def refuse(send: Send, status: int, message: str, *, retry_after: int | None = None) -> None:
+async def refuse(
+    send: Send, status: int, message: str, *, retry_after: int | None = None, code: int = -32000
+) -> None:
     """Answer with `status` and a JSON-RPC error body (no request id), closing the connection."""
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}).encode()
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

@@ -31,7 +31,7 @@ from mcpkit.errors import DefinitionError
 from mcpkit.logs import install_redaction
 from mcpkit.transport.auth import HttpAuth, JWTVerifier, StaticTokens
 from mcpkit.transport.gate import ClientGate, SlotMiddleware
-from mcpkit.transport.guard import RequestGuard, ServingState
+from mcpkit.transport.guard import BodyReader, RequestGuard, ServingState
 from mcpkit.transport.runner import sse_drain, timed_h11
 from mcpkit.transport.sessions import SessionManager
 
@@ -94,6 +94,7 @@ def http_app(
     allowed_origins: Sequence[str] | None = None,
     auth: HttpAuth | None = None,
     max_body_bytes: int = 1_048_576,
+    max_arriving_body_bytes: int | None = 64 * 1_048_576,
     body_timeout_s: float = 30.0,
     max_concurrent_per_client: int = 16,
     max_sessions: int | None = 1000,
@@ -105,9 +106,10 @@ def http_app(
 ) -> Starlette:
     """The Streamable HTTP ASGI app of `server`.
 
-    Layers, outermost first: the request guard (repeated headers 400, draining 503, body size and
-    time), bearer authentication, `RequireAuth` (401/403), the per-caller gate (concurrency and
-    session quota, keyed on the verified principal or the connection), the SDK's transport.
+    Layers, outermost first: the request guard (repeated headers 400, draining 503), bearer
+    authentication, `RequireAuth` (401/403), the per-caller gate (concurrency, session quota and
+    one GET stream per session, keyed on the verified principal or the connection), the body
+    reader (size and time, so no body is buffered before authentication), the SDK's transport.
     Serve it with `run_http` (or `mcpkit ... --transport http`): that adds the head timeout and the
     drain that lets SSE answers finish; under another ASGI server those are that server's business.
 
@@ -122,6 +124,9 @@ def http_app(
         allowed_origins: Origin header values to accept.
         auth: Bearer-token auth; without it the endpoint is open (bind to loopback, the default).
         max_body_bytes: Larger request bodies get 413.
+        max_arriving_body_bytes: Bytes of request bodies still arriving, all callers together; a
+            body that would go past it gets 503 with `Retry-After` (None: no cap). Bodies are read
+            after authentication, so this bounds what callers without a token cannot reach anyway.
         body_timeout_s: A request body must arrive within this many seconds (else 408).
         max_concurrent_per_client: Requests one caller (its verified principal, else its
             connection) may have in flight; more get 429 with `Retry-After`.
@@ -155,9 +160,15 @@ def http_app(
         **sdk_options,
     )
     endpoint: ASGIApp = ClientGate(
-        StreamableHTTPASGIApp(sessions),
+        BodyReader(
+            StreamableHTTPASGIApp(sessions),
+            max_body_bytes=max_body_bytes,
+            body_timeout_s=body_timeout_s,
+            max_arriving_bytes=max_arriving_body_bytes,
+        ),
         max_concurrent=max_concurrent_per_client,
         sessions=None if stateless else sessions,
+        resumable=sdk_options.get("event_store") is not None,
     )
     routes: list[Route] = []
     metrics_route: Route | None = None
@@ -166,15 +177,7 @@ def http_app(
 
         configure(server.name, prometheus=True)
         metrics_route = Route("/metrics", metrics_endpoint, methods=["GET"])
-    middleware = [
-        Middleware(
-            RequestGuard,
-            state=state,
-            path=path,
-            max_body_bytes=max_body_bytes,
-            body_timeout_s=body_timeout_s,
-        )
-    ]
+    middleware = [Middleware(RequestGuard, state=state, path=path)]
     if forwarded_allow_ips:
         middleware.append(Middleware(ProxyHeadersMiddleware, trusted_hosts=list(forwarded_allow_ips)))
     if auth is not None:

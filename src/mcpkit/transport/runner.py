@@ -19,12 +19,15 @@ exits promptly instead of waiting out `graceful_s`.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from mcpkit.transport.guard import CONNECTION_STATE_KEY, SERVER_INSTANCE
 
 if TYPE_CHECKING:
     from mcpkit.transport.guard import ServingState
@@ -46,7 +49,11 @@ def timed_h11(head_timeout_s: float, body_timeout_s: float) -> type[asyncio.Prot
     request, also one the app answered without reading its body (a 404, `/healthz`, a 413):
     uvicorn discards the rest of such a body and would otherwise keep the connection open for as
     long as the client trickles it, since each byte cancels its keep-alive timer.
+
+    Each connection also gets an id no other connection of any process has (the process's
+    instance id and a counter), left in every request's state for the gate's caller key.
     """
+    numbers = itertools.count(1)
 
     class TimedH11(H11Protocol):
         _timer: asyncio.TimerHandle | None = None
@@ -54,6 +61,8 @@ def timed_h11(head_timeout_s: float, body_timeout_s: float) -> type[asyncio.Prot
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            # uvicorn copies app_state into each request's scope["state"]: this copy is the connection's
+            self.app_state = {**self.app_state, CONNECTION_STATE_KEY: f"{SERVER_INSTANCE}.{next(numbers)}"}
             self._arm(head_timeout_s)
 
         def data_received(self, data: bytes) -> None:

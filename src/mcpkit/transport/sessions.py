@@ -7,6 +7,9 @@ tests/transport/test_sessions.py). What it lacks is a per-caller quota, without 
 fills the table and locks everyone else out. This subclass adds it at the SDK's two session
 hooks (`_admit_session`, under the creation lock, and `_discard_session`); the caller is the
 gate's caller key, handed over in a context variable for the request that opens the session.
+The gate reserves a place in the caller's quota before the request goes on (`reserve`, with no
+await between the check and the count), so concurrent initializes past the quota get the gate's
+429, never the SDK's server-wide 503; the reservation becomes the session when it opens.
 The hooks are private to mcp 2.3 (pinned `<2.4`): the session tests fail if they move.
 """
 
@@ -14,16 +17,26 @@ from __future__ import annotations
 
 from collections import Counter
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-__all__ = ["SessionManager", "opening_caller"]
+__all__ = ["Opening", "SessionManager", "opening_caller"]
 
-opening_caller: ContextVar[str | None] = ContextVar("mcpkit_opening_caller", default=None)
-"""The caller key of the request being served, set by the gate when the request may open a session."""
+
+@dataclass
+class Opening:
+    """A place in a caller's session quota, reserved by a request that may open a session."""
+
+    caller: str
+    reserved: bool = True
+
+
+opening_caller: ContextVar[Opening | None] = ContextVar("mcpkit_opening_caller", default=None)
+"""The reservation of the request being served, set by the gate when the request may open a session."""
 
 
 class SessionManager(StreamableHTTPSessionManager):
@@ -36,6 +49,7 @@ class SessionManager(StreamableHTTPSessionManager):
         self.max_per_client = max_per_client
         self._owner: dict[str, str] = {}
         self._held: Counter[str] = Counter()
+        self._pending: Counter[str] = Counter()
 
     def open_sessions(self, caller: str | None = None) -> int:
         """Sessions open now: all of them, or those `caller` opened."""
@@ -46,17 +60,40 @@ class SessionManager(StreamableHTTPSessionManager):
         return dict(self._held)
 
     def at_quota(self, caller: str) -> bool:
-        """Whether `caller` may not open another session."""
-        return self.max_per_client is not None and self._held[caller] >= self.max_per_client
+        """Whether `caller` may not open another session (open ones and reserved places count)."""
+        return (
+            self.max_per_client is not None
+            and self._held[caller] + self._pending[caller] >= self.max_per_client
+        )
+
+    def reserve(self, caller: str) -> Opening | None:
+        """A place in `caller`'s quota for a request that may open a session; None at the quota.
+
+        Synchronous, so concurrent requests cannot all pass the check; `release` it when the
+        request ends (a no-op once the session opened and took the place over).
+        """
+        if self.at_quota(caller):
+            return None
+        self._pending[caller] += 1
+        return Opening(caller)
+
+    def release(self, opening: Opening) -> None:
+        """Give back a reserved place that no session took over."""
+        if opening.reserved:
+            opening.reserved = False
+            self._pending[opening.caller] -= 1
+            if self._pending[opening.caller] <= 0:
+                del self._pending[opening.caller]
 
     def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
-        caller = opening_caller.get()
-        if caller is not None and self.at_quota(caller):
-            return None  # the SDK answers 503 "Too many open sessions" (the gate's 429 comes first)
+        opening = opening_caller.get()
+        if opening is not None and not opening.reserved and self.at_quota(opening.caller):
+            return None  # cannot happen through the gate, which reserved the place
         transport = super()._admit_session(requestor)
-        if transport is not None and caller is not None and transport.mcp_session_id is not None:
-            self._owner[transport.mcp_session_id] = caller
-            self._held[caller] += 1
+        if transport is not None and opening is not None and transport.mcp_session_id is not None:
+            self.release(opening)  # the session takes the reserved place over
+            self._owner[transport.mcp_session_id] = opening.caller
+            self._held[opening.caller] += 1
         return transport
 
     async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
