@@ -348,3 +348,22 @@ def test_pg_concurrent_calls_share_the_pool_and_all_answer(pg_env: DbEnv) -> Non
 
 def _ro_plain(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def test_watchdog_disarm_waits_for_an_interrupt_under_way() -> None:
+    from mcpkit.sql.engines import watchdog
+
+    ran: list[str] = []
+
+    def slow_interrupt() -> None:
+        time.sleep(0.3)
+        ran.append("done")
+
+    alarm = watchdog.arm(0.05, slow_interrupt)
+    time.sleep(0.15)
+    assert alarm.disarm() is True and ran == ["done"], "disarm returned before the interrupt ended"
+    never = watchdog.arm(5.0, lambda: ran.append("never"))
+    assert never.disarm() is False
+    soon = watchdog.arm(0.01, lambda: ran.append("soon"))  # due before the disarmed one
+    time.sleep(0.3)
+    assert soon.disarm() is True and ran == ["done", "soon"]

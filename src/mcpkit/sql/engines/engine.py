@@ -22,6 +22,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolResetState, Queue
 
 from mcpkit.sql.clipping import CellBudget, hooks
 from mcpkit.sql.dialects import normalize_url
+from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
 from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles import Profile, profile_for
@@ -159,8 +160,8 @@ class SqlEngine:
             QueryFailed: the database failed (masked).
             QueryTimeout: the deadline passed.
         """
-        fired = threading.Event()
         conn, dbapi = self._begin(timeout_s, call_id)
+        fired = threading.Event()
 
         def interrupt() -> None:
             fired.set()
@@ -169,11 +170,9 @@ class SqlEngine:
             except Exception:
                 log.exception("sql call %s: interrupting the statement failed", call_id)
 
-        watchdog = threading.Timer(timeout_s + self._grace_s, interrupt)
-        watchdog.daemon = True
+        alarm = watchdog.arm(timeout_s + self._grace_s, interrupt)
         keep = True
         try:
-            watchdog.start()
             yield conn, dbapi
         except self._errors as exc:
             failure = self._fail(exc, fired.is_set(), timeout_s, call_id)
@@ -183,8 +182,7 @@ class SqlEngine:
             keep = False
             raise
         finally:
-            watchdog.cancel()
-            watchdog.join()  # an interrupt already under way lands on this call, not the next one
+            alarm.disarm()  # waits for an interrupt under way: it lands on this call, not the next
             keep = keep and not fired.is_set()
             try:
                 self.profile.end(dbapi)
