@@ -76,10 +76,8 @@ _ADVISORY = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid =
 PG_LEAKS = [
     ("advisory-lock", "SELECT pg_advisory_lock(4242001)",
      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()", 0, True),
-    # PREPARE outlives a rollback in PostgreSQL; psycopg happens to DEALLOCATE ALL after a rollback
-    # of a connection with prepared statements of its own, so the control cannot show it here.
     ("prepare", "PREPARE mk_leak AS SELECT 1",
-     "SELECT count(*) FROM pg_prepared_statements WHERE name = 'mk_leak'", 0, False),
+     "SELECT count(*) FROM pg_prepared_statements WHERE name = 'mk_leak'", 0, True),
     ("set-config-session", "SELECT set_config('mk.leak', 'planted', false)",
      "SELECT coalesce(current_setting('mk.leak', true), '')", "", False),
     ("read-only-off", "SELECT set_config('default_transaction_read_only', 'off', false)",
