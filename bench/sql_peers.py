@@ -291,15 +291,13 @@ async def peers(opts: argparse.Namespace) -> None:
     host = user_at[1] if len(user_at) == 2 else user_at[0]
     mk_dsn, hub_dsn = f"postgresql://{role}@{host}", f"postgres://{role}@{host}?sslmode=disable"
     queries = {"point": f"SELECT * FROM {table} WHERE id = 123457", "scan": f"SELECT * FROM {table}"}
-    results: dict[str, list[dict[str, Any]]] = {"mcpkit": [], "DBHub": []}
+    results: dict[str, list[dict[str, Any]]] = {"mcpkit": [], "mcpkit --pool-size 0": [], "DBHub": []}
     try:
         with tempfile.TemporaryDirectory(prefix="mk-peers-") as folder:
             for _ in range(opts.rounds):
-                results["mcpkit"].append(
-                    await timed(
-                        mcpkit_params(mk_dsn, opts.pool_size), "execute_query", "query", queries, opts.repeat
-                    )
-                )
+                for name, size in (("mcpkit", opts.pool_size), ("mcpkit --pool-size 0", 0)):
+                    params = mcpkit_params(mk_dsn, size)
+                    results[name].append(await timed(params, "execute_query", "query", queries, opts.repeat))
                 if entry is not None:
                     results["DBHub"].append(
                         await timed(
@@ -327,7 +325,7 @@ async def peers(opts: argparse.Namespace) -> None:
                 f" {r['bytes']:,} ({', '.join(r['tools'])}) |"
             )
     if results["DBHub"]:
-        for label in ("point", "scan"):
+        for label in ("point", "scan"):  # the pooled server against DBHub
             ratios = [m[label] / d[label] for m, d in zip(results["mcpkit"], results["DBHub"], strict=True)]
             print(f"{label}: mcpkit / DBHub per round: {', '.join(f'{x:.2f}x' for x in ratios)}")
 
