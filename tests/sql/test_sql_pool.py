@@ -365,3 +365,14 @@ def test_watchdog_disarm_waits_for_an_interrupt_under_way() -> None:
     soon = watchdog.arm(0.01, lambda: ran.append("soon"))  # due before the disarmed one
     time.sleep(0.3)
     assert soon.disarm() is True and ran == ["done", "soon"]
+
+
+def test_a_call_that_finds_every_connection_busy_fails_as_resource(sqlite_env: DbEnv) -> None:
+    engine = SqlEngine(sqlite_env.ro_url, pool_size=1, pool_wait_s=0.2)
+    try:
+        with engine.session(5.0, "holds-the-only-connection"), pytest.raises(QueryFailed) as failed:
+            engine.execute("SELECT 1", None, 1, 5.0, "waits")
+        assert failed.value.kind == "resource"
+        assert engine.execute("SELECT 1", None, 1, 5.0, "after").rows == ((1,),)
+    finally:
+        engine.close()

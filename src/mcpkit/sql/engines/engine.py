@@ -18,6 +18,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.engine import Engine as SaEngine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolResetState, QueuePool
 
 from mcpkit.sql.clipping import CellBudget, hooks
@@ -26,6 +27,7 @@ from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
 from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles import Profile, profile_for
+from mcpkit.sql.profiles.base import Outcome
 
 __all__ = ["DEFAULT_POOL_SIZE", "SqlEngine"]
 
@@ -55,16 +57,25 @@ class SqlEngine:
         dsn: A SQLAlchemy URL; `postgresql://` and `mysql://` pick psycopg and pymysql.
         grace_s: How long past the database's own timeout the watchdog waits before it
             interrupts the statement from another thread.
-        pool_size: Connections kept open at most (calls beyond it wait up to 30 s for one);
-            0: a new connection per call, closed after it.
+        pool_size: Connections kept open at most; 0: a new connection per call, closed after it.
+        pool_wait_s: How long a call waits for a free connection when all are busy; then it
+            fails as `resource` ("the database is busy").
     """
 
-    def __init__(self, dsn: str | URL, *, grace_s: float = 1.0, pool_size: int = DEFAULT_POOL_SIZE) -> None:
+    def __init__(
+        self,
+        dsn: str | URL,
+        *,
+        grace_s: float = 1.0,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        pool_wait_s: float = _POOL_WAIT_S,
+    ) -> None:
         if not 0 <= pool_size <= 1000:
             raise SqlConfigError("the pool size (--pool-size) must be between 0 (no pool) and 1000")
         self.url = normalize_url(dsn)
         self.profile: Profile = profile_for(self.url)
         self.pool_size = pool_size if self.profile.poolable else 0
+        self._pool_wait_s = pool_wait_s
         self._grace_s = grace_s
         pooling: dict[str, Any] = (
             {"poolclass": NullPool}
@@ -73,7 +84,7 @@ class SqlEngine:
                 "poolclass": QueuePool,
                 "pool_size": self.pool_size,
                 "max_overflow": 0,
-                "pool_timeout": _POOL_WAIT_S,
+                "pool_timeout": pool_wait_s,
                 "pool_recycle": _POOL_RECYCLE_S,
                 "pool_reset_on_return": None,  # the profile's reset below rolls back and more
             }
@@ -94,6 +105,7 @@ class SqlEngine:
             self.url.set(username=username, password=password),
             grace_s=self._grace_s,
             pool_size=self.pool_size,
+            pool_wait_s=self._pool_wait_s,
         )
 
     def _reset(self, dbapi: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
@@ -114,7 +126,9 @@ class SqlEngine:
 
     def _fail(self, exc: BaseException, fired: bool, timeout_s: float, call_id: str) -> Exception:
         orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
-        outcome = "timeout" if fired else self.profile.classify(orig)
+        outcome: Outcome = "timeout" if fired else self.profile.classify(orig)
+        if isinstance(exc, PoolTimeout):  # every pooled connection stayed busy for pool_wait_s
+            outcome = "resource"
         log.warning("sql call %s failed (%s): %s: %s", call_id, outcome, type(orig).__name__, orig)
         if outcome == "timeout":
             return QueryTimeout(timeout_s, call_id)
