@@ -193,7 +193,8 @@ MY_LEAKS = [
     ("session-variable", "SET SESSION group_concat_max_len = 7",
      "SELECT @@SESSION.group_concat_max_len = 7", 0, True),
     ("prepare", "PREPARE mk_leak FROM 'SELECT 42'", "EXECUTE mk_leak", "error:undefined_object", True),
-    ("use-database", "USE information_schema", "SELECT DATABASE()", "{db}", True),
+    # Each call selects the login's database again (it also re-reads the privileges on it).
+    ("use-database", "USE information_schema", "SELECT DATABASE()", "{db}", False),
     # Refused inside the READ ONLY transaction (1792), so there is nothing to survive.
     ("temporary-table", "CREATE TEMPORARY TABLE mk_leak (a INT)", "SELECT COUNT(*) FROM mk_leak",
      "error:undefined_object", False),
@@ -376,3 +377,22 @@ def test_a_call_that_finds_every_connection_busy_fails_as_resource(sqlite_env: D
         assert engine.execute("SELECT 1", None, 1, 5.0, "after").rows == ((1,),)
     finally:
         engine.close()
+
+
+@pytest.mark.postgres
+def test_pg_a_revoke_reaches_a_pooled_connection(pg_env: DbEnv, pooled: Callable[[str], SqlEngine]) -> None:
+    table = f"{pg_env.schema}.mk_revoke_{secrets.token_hex(4)}"
+    with pg_admin(pg_env.admin_url) as c:
+        c.execute(f"CREATE TABLE {table} AS SELECT 1 AS n")
+        c.execute(f"GRANT SELECT ON {table} TO {pg_env.ro_user}")
+    try:
+        service = _service(pooled(pg_env.ro_url))
+        pid = _one(service, "SELECT pg_backend_pid()")
+        assert _one(service, f"SELECT n FROM {table}") == 1
+        with pg_admin(pg_env.admin_url) as c:
+            c.execute(f"REVOKE SELECT ON {table} FROM {pg_env.ro_user}")
+        assert _one(service, f"SELECT n FROM {table}") == "error:permission"
+        assert _one(service, "SELECT pg_backend_pid()") == pid, "not the same pooled connection"
+    finally:
+        with pg_admin(pg_env.admin_url) as c:
+            c.execute(f"DROP TABLE {table}")

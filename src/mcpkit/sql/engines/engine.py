@@ -36,7 +36,7 @@ log = logging.getLogger("mcpkit.sql")
 DEFAULT_POOL_SIZE: Final = 5
 """Connections kept open per database login (`--pool-size`); 0: a new connection per call."""
 _POOL_WAIT_S: Final = 30.0  # how long a call waits for a free connection when all are busy
-_POOL_RECYCLE_S: Final = 600.0  # a connection's lifetime: bounds anything a reset could not reach
+_POOL_RECYCLE_S: Final = 300.0  # a connection's lifetime: bounds what is read only at login
 # Failures after which the connection is as good as before (the reset cleans up); any other
 # outcome (timeout, connection, resource, unclassified) closes it.
 _KEEP_AFTER: Final[frozenset[FailureKind]] = frozenset(

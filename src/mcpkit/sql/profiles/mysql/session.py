@@ -80,10 +80,14 @@ class MysqlSession(Profile):
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
         """Make the session read-only, pin sql_mode, arm the time limit, start a read-only transaction.
 
-        Two round trips: one SET of every session variable, then START TRANSACTION READ ONLY. The
-        server's flavour and the pinned sql_mode are read once per connection (the pool's reset
-        puts the session back to the global values, which the next SET overrides again).
+        First the login's database is selected again: the server re-reads the login's privileges
+        on it then, so a REVOKE on the database reaches a pooled connection at its next call (as
+        it reaches a `USE`). Then one SET of every session variable and START TRANSACTION READ
+        ONLY. The server's flavour and the pinned sql_mode are read once per connection (the
+        pool's reset puts the session back to the global values, which the next SET overrides).
         """
+        if getattr(dbapi, "db", None):
+            dbapi.select_db(dbapi.db)
         pinned = self._pinned.get(dbapi)
         with dbapi.cursor() as cur:
             if pinned is None:
