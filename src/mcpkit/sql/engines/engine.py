@@ -76,6 +76,7 @@ class SqlEngine:
         self.profile: Profile = profile_for(self.url)
         self.pool_size = pool_size if self.profile.poolable else 0
         self._pool_wait_s = pool_wait_s
+        self._generation = self.profile.policy_generation
         self._grace_s = grace_s
         pooling: dict[str, Any] = (
             {"poolclass": NullPool}
@@ -136,6 +137,9 @@ class SqlEngine:
 
     def _begin(self, timeout_s: float, call_id: str) -> tuple[Connection, Any]:
         """A connection with the call's session begun; a stale pooled one is replaced once."""
+        if self._generation != self.profile.policy_generation:
+            self._generation = self.profile.policy_generation
+            self._sa.dispose()  # connections opened under an earlier policy are not reused
         for attempt in (1, 2):
             try:
                 conn = self._sa.connect()

@@ -193,10 +193,14 @@ class SqliteProfile(Profile):
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """The authorizer refuses, inside SQLite, every function the policy does not admit."""
         self._allowed = _function_allowed(policy)
+        self.policy_generation += 1
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The authorizer reads masked columns as NULL and refuses the shadow tables over them."""
         self.withheld = _withheld(conn, masked)
+        # A connection that already opened a virtual table keeps it open, with what it read then;
+        # the engine replaces every pooled connection, so the new policy applies from the start.
+        self.policy_generation += 1
         return []
 
     def engine_options(self, url: URL) -> dict[str, Any]:
