@@ -396,3 +396,22 @@ def test_pg_a_revoke_reaches_a_pooled_connection(pg_env: DbEnv, pooled: Callable
     finally:
         with pg_admin(pg_env.admin_url) as c:
             c.execute(f"DROP TABLE {table}")
+
+
+def test_sqlite_earlier_calls_statements_are_not_visible(
+    sqlite_env: DbEnv, pooled: Callable[[str], SqlEngine]
+) -> None:
+    """Red team (pool) break 1: sqlite_stmt listed the previous call's SQL on a pooled connection."""
+    engine = pooled(sqlite_env.ro_url)
+    admitted = SqlService(engine, timeout_s=5.0)  # the real admission: it lets sqlite_stmt through
+    secret = f"private-lookup-{secrets.token_hex(4)}"
+    admitted.query(f"SELECT region FROM sales_demo WHERE region = '{secret}'", call_id="first", max_rows=1)
+    for service in (admitted, _service(engine)):
+        assert _one(service, "SELECT sql FROM sqlite_stmt") == "error:read_only"  # the authorizer
+    with engine.session(5.0, "look") as (_, dbapi):
+        first = id(dbapi)
+        dbapi.set_authorizer(None)  # as if the authorizer had let it through: nothing is cached
+        held = dbapi.execute("SELECT sql FROM sqlite_stmt").fetchall()
+    assert held and not any(secret in str(row) for row in held), held
+    with engine.session(5.0, "same") as (_, dbapi):
+        assert id(dbapi) == first, "not the same pooled connection"
