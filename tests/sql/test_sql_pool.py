@@ -113,24 +113,59 @@ def test_pg_a_call_leaves_nothing_for_the_next(
 def test_pg_a_role_taken_on_in_one_call_is_gone_in_the_next(
     pg_env: DbEnv, pooled: Callable[[str], SqlEngine]
 ) -> None:
-    role = f"mk_pool_role_{secrets.token_hex(4)}"
+    roles = [f"mk_pool_role_{secrets.token_hex(4)}" for _ in range(2)]
     with pg_admin(pg_env.admin_url) as c:
-        c.execute(f"CREATE ROLE {role} NOLOGIN")
-        c.execute(f"GRANT {role} TO {pg_env.ro_user}")
+        for role in roles:
+            c.execute(f"CREATE ROLE {role} NOLOGIN")
+            c.execute(f"GRANT {role} TO {pg_env.ro_user}")
+    base = pooled(pg_env.ro_url)
+    engines = [RoleEngine(base, role) for role in roles]
     try:
-        base = pooled(pg_env.ro_url)
-        as_role, as_account = _service(RoleEngine(base, role)), _service(base)
-        pid = _one(as_account, "SELECT pg_backend_pid()")
-        assert _one(as_role, "SELECT current_user") == role
+        as_role = _service(engines[0])
+        pid = _one(as_role, "SELECT pg_backend_pid()")
+        assert _one(as_role, "SELECT current_user") == roles[0]
         _one(as_role, "SELECT pg_advisory_lock(4242002)")
-        _one(as_role, f"SELECT set_config('role', '{role}', false)")
-        assert _one(as_account, "SELECT current_user") == pg_env.ro_user
-        assert _one(as_account, _ADVISORY) == 0
-        assert _one(as_account, "SELECT pg_backend_pid()") == pid, "the role's call used another connection"
+        _one(as_role, f"SELECT set_config('role', '{roles[1]}', false)")  # --allow shared-login's risk
+        assert _one(as_role, "SELECT current_user") == roles[0]
+        assert _one(as_role, _ADVISORY) == 0
+        assert _one(as_role, "SELECT pg_backend_pid()") == pid, "not the same pooled connection"
+        # Each role has a pool of its own: another role's call never gets this connection.
+        assert _one(_service(engines[1]), "SELECT pg_backend_pid()") != pid
+        assert _one(_service(base), "SELECT current_user") == pg_env.ro_user
     finally:
+        for engine in engines:
+            engine.close()
         base.close()
         with pg_admin(pg_env.admin_url) as c:
-            c.execute(f"DROP ROLE {role}")
+            for role in roles:
+                c.execute(f"DROP ROLE {role}")
+
+
+@pytest.mark.postgres
+def test_pg_one_role_cannot_starve_another(pg_env: DbEnv) -> None:
+    """Red team (pool) break 2: with --allow shared-login, one principal held the shared pool."""
+    roles = [f"mk_pool_starve_{secrets.token_hex(4)}" for _ in range(2)]
+    with pg_admin(pg_env.admin_url) as c:
+        for role in roles:
+            c.execute(f"CREATE ROLE {role} NOLOGIN")
+            c.execute(f"GRANT {role} TO {pg_env.ro_user}")
+    base = SqlEngine(pg_env.ro_url, pool_size=1, pool_wait_s=0.5)
+    greedy, other = RoleEngine(base, roles[0]), RoleEngine(base, roles[1])
+    try:
+        with greedy.session(10.0, "holds-its-only-connection"):
+            started = time.monotonic()
+            assert other.execute("SELECT current_user", None, 1, 5.0, "other").rows == ((roles[1],),)
+            assert time.monotonic() - started < 0.5, "the other role waited for a connection"
+            with pytest.raises(QueryFailed) as busy:
+                greedy.execute("SELECT 1", None, 1, 5.0, "greedy-again")
+            assert busy.value.kind == "resource"  # a role's own pool is bounded
+            assert base.execute("SELECT 1", None, 1, 5.0, "account").rows == ((1,),)
+    finally:
+        for engine in (greedy, other, base):
+            engine.close()
+        with pg_admin(pg_env.admin_url) as c:
+            for role in roles:
+                c.execute(f"DROP ROLE {role}")
 
 
 @pytest.mark.postgres

@@ -78,6 +78,16 @@ class SqlEngine:
         self._pool_wait_s = pool_wait_s
         self._generation = self.profile.policy_generation
         self._grace_s = grace_s
+        self._sa: SaEngine = self._new_pool()
+        self._errors: tuple[type[BaseException], ...] = (SQLAlchemyError,)
+        dbapi = getattr(self._sa.dialect, "loaded_dbapi", None)
+        for name in ("Error", "Warning"):
+            err = getattr(dbapi, name, None)
+            if isinstance(err, type) and issubclass(err, BaseException):
+                self._errors += (err,)
+
+    def _new_pool(self) -> SaEngine:
+        """A SQLAlchemy engine with its own pool of this engine's size, reset by the profile."""
         pooling: dict[str, Any] = (
             {"poolclass": NullPool}
             if self.pool_size == 0
@@ -85,20 +95,15 @@ class SqlEngine:
                 "poolclass": QueuePool,
                 "pool_size": self.pool_size,
                 "max_overflow": 0,
-                "pool_timeout": pool_wait_s,
+                "pool_timeout": self._pool_wait_s,
                 "pool_recycle": _POOL_RECYCLE_S,
-                "pool_reset_on_return": None,  # the profile's reset below rolls back and more
+                "pool_reset_on_return": None,  # the profile's reset rolls back and more
             }
         )
-        self._sa: SaEngine = create_engine(self.url, **pooling, **self.profile.engine_options(self.url))
+        sa = create_engine(self.url, **pooling, **self.profile.engine_options(self.url))
         if self.pool_size:
-            event.listen(self._sa, "reset", self._reset)
-        self._errors: tuple[type[BaseException], ...] = (SQLAlchemyError,)
-        dbapi = getattr(self._sa.dialect, "loaded_dbapi", None)
-        for name in ("Error", "Warning"):
-            err = getattr(dbapi, name, None)
-            if isinstance(err, type) and issubclass(err, BaseException):
-                self._errors += (err,)
+            event.listen(sa, "reset", self._reset)
+        return sa
 
     def for_login(self, username: str, password: str | None) -> SqlEngine:
         """An engine like this one (same options, its own pool) that logs in as another user."""
