@@ -9,11 +9,13 @@
 2. The model-visible part of `tools/list` (name, description, inputSchema of each tool, as compact
    JSON, the way the wire sends it) for both servers.
 3. 50 concurrent official clients against `mcpkit sql serve --demo` over Streamable HTTP (stateless,
-   JSON responses), each making `--calls` calls of one GROUP BY query; p50/p99 latency, and the
-   load generator's own CPU use (so it is shown not to be the bottleneck).
+   JSON responses), each making `--calls` calls of one GROUP BY query, first paced like agents
+   (`--interval` seconds apart, the clients spread over one interval), then back to back (the
+   server's saturation); p50/p99 latency, and the CPU of the load generator and of the server, so
+   the generator is shown not to be the bottleneck.
 
     .venv/bin/python bench/sql_peers.py [--pg postgresql://postgres@127.0.0.1:5432/test] [--rows 1000000]
-        [--repeat 7] [--rounds 3] [--clients 50] [--calls 20] [--pool-size 5]
+        [--repeat 7] [--rounds 3] [--clients 50] [--calls 20] [--interval 1.0] [--pool-size 5]
 
 The table and role are created with a random tag and dropped at the end.
 """
@@ -196,7 +198,9 @@ def _cpu_s(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def load(port: int, clients: int, calls: int, server_pid: int) -> dict[str, float]:
+async def load(port: int, clients: int, calls: int, server_pid: int, interval_s: float) -> dict[str, float]:
+    """`clients` official clients at once, each making `calls` calls `interval_s` apart (0: back to
+    back, which measures the server's saturation rather than the latency an agent sees)."""
     url = f"http://127.0.0.1:{port}/mcp"
     query = {
         "query": "SELECT region, COUNT(*) AS deals, SUM(revenue) AS revenue FROM sales_demo GROUP BY region"
@@ -204,11 +208,14 @@ async def load(port: int, clients: int, calls: int, server_pid: int) -> dict[str
     latencies: list[float] = []
     failures: list[str] = []
 
-    async def one(ready: anyio.Event) -> None:
+    async def one(ready: anyio.Event, offset: float) -> None:
         async with Client(url, mode="legacy") as client:
             await client.call_tool("execute_query", query)  # warm
             await ready.wait()
-            for _ in range(calls):
+            await anyio.sleep(offset)  # clients spread over one interval, as agents would be
+            for i in range(calls):
+                if i and interval_s:
+                    await anyio.sleep(interval_s)
                 t0 = time.perf_counter()
                 result = await client.call_tool("execute_query", query)
                 latencies.append(time.perf_counter() - t0)
@@ -217,8 +224,8 @@ async def load(port: int, clients: int, calls: int, server_pid: int) -> dict[str
 
     ready = anyio.Event()
     async with anyio.create_task_group() as tg:
-        for _ in range(clients):
-            tg.start_soon(one, ready)
+        for c in range(clients):
+            tg.start_soon(one, ready, interval_s * c / clients)
         await anyio.sleep(3.0)  # every client connected and warm
         cpu0, srv0, t0 = _cpu_s(), _cpu_s(server_pid), time.perf_counter()
         ready.set()
@@ -248,6 +255,7 @@ async def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--pool-size", type=int, default=5)
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between one client's calls")
     parser.add_argument("--skip-peers", action="store_true")
     parser.add_argument("--skip-load", action="store_true")
     opts = parser.parse_args()
@@ -259,20 +267,21 @@ async def main() -> None:
     if not opts.skip_peers:
         await peers(opts)
     if not opts.skip_load:
-        port = free_port()
-        proc = start_demo(port, opts.pool_size)
-        try:
-            r = await load(port, opts.clients, opts.calls, proc.pid)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-        print(
-            f"\n{opts.clients} concurrent clients x {opts.calls} calls, demo database (SQLite), "
-            "stateless HTTP "
-            f"JSON, pool {opts.pool_size}: {r['calls']:.0f} calls, {r['failures']:.0f} failed, "
-            f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, {r['rate']:.0f} calls/s; "
-            f"load generator CPU {r['gen_cpu']:.0%} of one core, server {r['srv_cpu']:.0%}"
-        )
+        for interval in (opts.interval, 0.0):
+            port = free_port()
+            proc = start_demo(port, opts.pool_size)
+            try:
+                r = await load(port, opts.clients, opts.calls, proc.pid, interval)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+            pace = f"one call per {interval:g} s each" if interval else "back to back (saturation)"
+            print(
+                f"\n{opts.clients} concurrent clients x {opts.calls} calls, {pace}, demo database (SQLite), "
+                f"stateless HTTP JSON, pool {opts.pool_size}: {r['calls']:.0f} calls, {r['failures']:.0f} "
+                f"failed, p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, {r['rate']:.0f} calls/s; "
+                f"load generator CPU {r['gen_cpu']:.0%} of one core, server {r['srv_cpu']:.0%}"
+            )
 
 
 async def peers(opts: argparse.Namespace) -> None:
@@ -282,15 +291,13 @@ async def peers(opts: argparse.Namespace) -> None:
     host = user_at[1] if len(user_at) == 2 else user_at[0]
     mk_dsn, hub_dsn = f"postgresql://{role}@{host}", f"postgres://{role}@{host}?sslmode=disable"
     queries = {"point": f"SELECT * FROM {table} WHERE id = 123457", "scan": f"SELECT * FROM {table}"}
-    results: dict[str, list[dict[str, Any]]] = {"mcpkit": [], "DBHub": []}
+    results: dict[str, list[dict[str, Any]]] = {"mcpkit": [], "mcpkit --pool-size 0": [], "DBHub": []}
     try:
         with tempfile.TemporaryDirectory(prefix="mk-peers-") as folder:
             for _ in range(opts.rounds):
-                results["mcpkit"].append(
-                    await timed(
-                        mcpkit_params(mk_dsn, opts.pool_size), "execute_query", "query", queries, opts.repeat
-                    )
-                )
+                for name, size in (("mcpkit", opts.pool_size), ("mcpkit --pool-size 0", 0)):
+                    params = mcpkit_params(mk_dsn, size)
+                    results[name].append(await timed(params, "execute_query", "query", queries, opts.repeat))
                 if entry is not None:
                     results["DBHub"].append(
                         await timed(
@@ -318,7 +325,7 @@ async def peers(opts: argparse.Namespace) -> None:
                 f" {r['bytes']:,} ({', '.join(r['tools'])}) |"
             )
     if results["DBHub"]:
-        for label in ("point", "scan"):
+        for label in ("point", "scan"):  # the pooled server against DBHub
             ratios = [m[label] / d[label] for m, d in zip(results["mcpkit"], results["DBHub"], strict=True)]
             print(f"{label}: mcpkit / DBHub per round: {', '.join(f'{x:.2f}x' for x in ratios)}")
 

@@ -45,6 +45,9 @@ def test_query_usage_errors_exit_2(tmp_path: Path) -> None:
     assert mcpkit("query", "--dsn", "not a url", "SELECT 1").returncode == 2
     assert mcpkit("query", "--demo", "--max-rows", "0", "SELECT 1").returncode == 2
     assert mcpkit("query", "SELECT 1").returncode == 2  # argparse: --dsn or --demo is required
+    bad_pool = mcpkit("query", "--demo", "--pool-size", "-1", "SELECT 1")
+    assert bad_pool.returncode == 2 and "--pool-size" in bad_pool.stderr
+    assert mcpkit("query", "--demo", "--pool-size", "0", "SELECT 1").returncode == 0  # no pool
 
 
 @pytest.mark.postgres

@@ -76,10 +76,8 @@ _ADVISORY = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid =
 PG_LEAKS = [
     ("advisory-lock", "SELECT pg_advisory_lock(4242001)",
      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()", 0, True),
-    # PREPARE outlives a rollback in PostgreSQL; psycopg happens to DEALLOCATE ALL after a rollback
-    # of a connection with prepared statements of its own, so the control cannot show it here.
     ("prepare", "PREPARE mk_leak AS SELECT 1",
-     "SELECT count(*) FROM pg_prepared_statements WHERE name = 'mk_leak'", 0, False),
+     "SELECT count(*) FROM pg_prepared_statements WHERE name = 'mk_leak'", 0, True),
     ("set-config-session", "SELECT set_config('mk.leak', 'planted', false)",
      "SELECT coalesce(current_setting('mk.leak', true), '')", "", False),
     ("read-only-off", "SELECT set_config('default_transaction_read_only', 'off', false)",
@@ -115,24 +113,59 @@ def test_pg_a_call_leaves_nothing_for_the_next(
 def test_pg_a_role_taken_on_in_one_call_is_gone_in_the_next(
     pg_env: DbEnv, pooled: Callable[[str], SqlEngine]
 ) -> None:
-    role = f"mk_pool_role_{secrets.token_hex(4)}"
+    roles = [f"mk_pool_role_{secrets.token_hex(4)}" for _ in range(2)]
     with pg_admin(pg_env.admin_url) as c:
-        c.execute(f"CREATE ROLE {role} NOLOGIN")
-        c.execute(f"GRANT {role} TO {pg_env.ro_user}")
+        for role in roles:
+            c.execute(f"CREATE ROLE {role} NOLOGIN")
+            c.execute(f"GRANT {role} TO {pg_env.ro_user}")
+    base = pooled(pg_env.ro_url)
+    engines = [RoleEngine(base, role) for role in roles]
     try:
-        base = pooled(pg_env.ro_url)
-        as_role, as_account = _service(RoleEngine(base, role)), _service(base)
-        pid = _one(as_account, "SELECT pg_backend_pid()")
-        assert _one(as_role, "SELECT current_user") == role
+        as_role = _service(engines[0])
+        pid = _one(as_role, "SELECT pg_backend_pid()")
+        assert _one(as_role, "SELECT current_user") == roles[0]
         _one(as_role, "SELECT pg_advisory_lock(4242002)")
-        _one(as_role, f"SELECT set_config('role', '{role}', false)")
-        assert _one(as_account, "SELECT current_user") == pg_env.ro_user
-        assert _one(as_account, _ADVISORY) == 0
-        assert _one(as_account, "SELECT pg_backend_pid()") == pid, "the role's call used another connection"
+        _one(as_role, f"SELECT set_config('role', '{roles[1]}', false)")  # --allow shared-login's risk
+        assert _one(as_role, "SELECT current_user") == roles[0]
+        assert _one(as_role, _ADVISORY) == 0
+        assert _one(as_role, "SELECT pg_backend_pid()") == pid, "not the same pooled connection"
+        # Each role has a pool of its own: another role's call never gets this connection.
+        assert _one(_service(engines[1]), "SELECT pg_backend_pid()") != pid
+        assert _one(_service(base), "SELECT current_user") == pg_env.ro_user
     finally:
+        for engine in engines:
+            engine.close()
         base.close()
         with pg_admin(pg_env.admin_url) as c:
-            c.execute(f"DROP ROLE {role}")
+            for role in roles:
+                c.execute(f"DROP ROLE {role}")
+
+
+@pytest.mark.postgres
+def test_pg_one_role_cannot_starve_another(pg_env: DbEnv) -> None:
+    """Red team (pool) break 2: with --allow shared-login, one principal held the shared pool."""
+    roles = [f"mk_pool_starve_{secrets.token_hex(4)}" for _ in range(2)]
+    with pg_admin(pg_env.admin_url) as c:
+        for role in roles:
+            c.execute(f"CREATE ROLE {role} NOLOGIN")
+            c.execute(f"GRANT {role} TO {pg_env.ro_user}")
+    base = SqlEngine(pg_env.ro_url, pool_size=1, pool_wait_s=0.5)
+    greedy, other = RoleEngine(base, roles[0]), RoleEngine(base, roles[1])
+    try:
+        with greedy.session(10.0, "holds-its-only-connection"):
+            started = time.monotonic()
+            assert other.execute("SELECT current_user", None, 1, 5.0, "other").rows == ((roles[1],),)
+            assert time.monotonic() - started < 0.5, "the other role waited for a connection"
+            with pytest.raises(QueryFailed) as busy:
+                greedy.execute("SELECT 1", None, 1, 5.0, "greedy-again")
+            assert busy.value.kind == "resource"  # a role's own pool is bounded
+            assert base.execute("SELECT 1", None, 1, 5.0, "account").rows == ((1,),)
+    finally:
+        for engine in (greedy, other, base):
+            engine.close()
+        with pg_admin(pg_env.admin_url) as c:
+            for role in roles:
+                c.execute(f"DROP ROLE {role}")
 
 
 @pytest.mark.postgres
@@ -195,7 +228,8 @@ MY_LEAKS = [
     ("session-variable", "SET SESSION group_concat_max_len = 7",
      "SELECT @@SESSION.group_concat_max_len = 7", 0, True),
     ("prepare", "PREPARE mk_leak FROM 'SELECT 42'", "EXECUTE mk_leak", "error:undefined_object", True),
-    ("use-database", "USE information_schema", "SELECT DATABASE()", "{db}", True),
+    # Each call selects the login's database again (it also re-reads the privileges on it).
+    ("use-database", "USE information_schema", "SELECT DATABASE()", "{db}", False),
     # Refused inside the READ ONLY transaction (1792), so there is nothing to survive.
     ("temporary-table", "CREATE TEMPORARY TABLE mk_leak (a INT)", "SELECT COUNT(*) FROM mk_leak",
      "error:undefined_object", False),
@@ -348,3 +382,71 @@ def test_pg_concurrent_calls_share_the_pool_and_all_answer(pg_env: DbEnv) -> Non
 
 def _ro_plain(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def test_watchdog_disarm_waits_for_an_interrupt_under_way() -> None:
+    from mcpkit.sql.engines import watchdog
+
+    ran: list[str] = []
+
+    def slow_interrupt() -> None:
+        time.sleep(0.3)
+        ran.append("done")
+
+    alarm = watchdog.arm(0.05, slow_interrupt)
+    time.sleep(0.15)
+    assert alarm.disarm() is True and ran == ["done"], "disarm returned before the interrupt ended"
+    never = watchdog.arm(5.0, lambda: ran.append("never"))
+    assert never.disarm() is False
+    soon = watchdog.arm(0.01, lambda: ran.append("soon"))  # due before the disarmed one
+    time.sleep(0.3)
+    assert soon.disarm() is True and ran == ["done", "soon"]
+
+
+def test_a_call_that_finds_every_connection_busy_fails_as_resource(sqlite_env: DbEnv) -> None:
+    engine = SqlEngine(sqlite_env.ro_url, pool_size=1, pool_wait_s=0.2)
+    try:
+        with engine.session(5.0, "holds-the-only-connection"), pytest.raises(QueryFailed) as failed:
+            engine.execute("SELECT 1", None, 1, 5.0, "waits")
+        assert failed.value.kind == "resource"
+        assert engine.execute("SELECT 1", None, 1, 5.0, "after").rows == ((1,),)
+    finally:
+        engine.close()
+
+
+@pytest.mark.postgres
+def test_pg_a_revoke_reaches_a_pooled_connection(pg_env: DbEnv, pooled: Callable[[str], SqlEngine]) -> None:
+    table = f"{pg_env.schema}.mk_revoke_{secrets.token_hex(4)}"
+    with pg_admin(pg_env.admin_url) as c:
+        c.execute(f"CREATE TABLE {table} AS SELECT 1 AS n")
+        c.execute(f"GRANT SELECT ON {table} TO {pg_env.ro_user}")
+    try:
+        service = _service(pooled(pg_env.ro_url))
+        pid = _one(service, "SELECT pg_backend_pid()")
+        assert _one(service, f"SELECT n FROM {table}") == 1
+        with pg_admin(pg_env.admin_url) as c:
+            c.execute(f"REVOKE SELECT ON {table} FROM {pg_env.ro_user}")
+        assert _one(service, f"SELECT n FROM {table}") == "error:permission"
+        assert _one(service, "SELECT pg_backend_pid()") == pid, "not the same pooled connection"
+    finally:
+        with pg_admin(pg_env.admin_url) as c:
+            c.execute(f"DROP TABLE {table}")
+
+
+def test_sqlite_earlier_calls_statements_are_not_visible(
+    sqlite_env: DbEnv, pooled: Callable[[str], SqlEngine]
+) -> None:
+    """Red team (pool) break 1: sqlite_stmt listed the previous call's SQL on a pooled connection."""
+    engine = pooled(sqlite_env.ro_url)
+    admitted = SqlService(engine, timeout_s=5.0)  # the real admission: it lets sqlite_stmt through
+    secret = f"private-lookup-{secrets.token_hex(4)}"
+    admitted.query(f"SELECT region FROM sales_demo WHERE region = '{secret}'", call_id="first", max_rows=1)
+    for service in (admitted, _service(engine)):
+        assert _one(service, "SELECT sql FROM sqlite_stmt") == "error:read_only"  # the authorizer
+    with engine.session(5.0, "look") as (_, dbapi):
+        first = id(dbapi)
+        dbapi.set_authorizer(None)  # as if the authorizer had let it through: nothing is cached
+        held = dbapi.execute("SELECT sql FROM sqlite_stmt").fetchall()
+    assert held and not any(secret in str(row) for row in held), held
+    with engine.session(5.0, "same") as (_, dbapi):
+        assert id(dbapi) == first, "not the same pooled connection"

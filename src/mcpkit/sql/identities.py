@@ -165,7 +165,8 @@ class RoleMap:
 class RoleEngine(SqlEngine):
     """`SqlEngine` whose every session first runs the role's setup (`SET LOCAL ROLE`).
 
-    Shares the base engine's SQLAlchemy engine and pool: the role is set inside each call's
+    Logs in as the base engine's account but has a pool of its own, so the principals of one role
+    cannot take the connections another role's calls need. The role is set inside each call's
     transaction and gone with its rollback, and the pool's reset (`DISCARD ALL`, which includes
     `SET SESSION AUTHORIZATION DEFAULT` and `RESET ALL`) runs before any reuse. `execute`, the
     timeout watchdog and error masking are the base's own code.
@@ -173,6 +174,7 @@ class RoleEngine(SqlEngine):
 
     def __init__(self, base: SqlEngine, role: str) -> None:
         self.__dict__.update(base.__dict__)
+        self._sa = self._new_pool()
         self.role = role
         self._setup = session_setup(base.dialect, role)
 
@@ -186,7 +188,8 @@ class RoleEngine(SqlEngine):
             yield conn, dbapi
 
     def close(self) -> None:
-        """Nothing: the base engine owns the connections."""
+        """Close this role's pooled connections (the base engine keeps its own)."""
+        self._sa.dispose()
 
 
 class DefinerCatalog:

@@ -18,13 +18,16 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.engine import Engine as SaEngine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolResetState, QueuePool
 
 from mcpkit.sql.clipping import CellBudget, hooks
 from mcpkit.sql.dialects import normalize_url
+from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
 from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles import Profile, profile_for
+from mcpkit.sql.profiles.base import Outcome
 
 __all__ = ["DEFAULT_POOL_SIZE", "SqlEngine"]
 
@@ -33,7 +36,7 @@ log = logging.getLogger("mcpkit.sql")
 DEFAULT_POOL_SIZE: Final = 5
 """Connections kept open per database login (`--pool-size`); 0: a new connection per call."""
 _POOL_WAIT_S: Final = 30.0  # how long a call waits for a free connection when all are busy
-_POOL_RECYCLE_S: Final = 600.0  # a connection's lifetime: bounds anything a reset could not reach
+_POOL_RECYCLE_S: Final = 300.0  # a connection's lifetime: bounds what is read only at login
 # Failures after which the connection is as good as before (the reset cleans up); any other
 # outcome (timeout, connection, resource, unclassified) closes it.
 _KEEP_AFTER: Final[frozenset[FailureKind]] = frozenset(
@@ -54,32 +57,28 @@ class SqlEngine:
         dsn: A SQLAlchemy URL; `postgresql://` and `mysql://` pick psycopg and pymysql.
         grace_s: How long past the database's own timeout the watchdog waits before it
             interrupts the statement from another thread.
-        pool_size: Connections kept open at most (calls beyond it wait up to 30 s for one);
-            0: a new connection per call, closed after it.
+        pool_size: Connections kept open at most; 0: a new connection per call, closed after it.
+        pool_wait_s: How long a call waits for a free connection when all are busy; then it
+            fails as `resource` ("the database is busy").
     """
 
-    def __init__(self, dsn: str | URL, *, grace_s: float = 1.0, pool_size: int = DEFAULT_POOL_SIZE) -> None:
+    def __init__(
+        self,
+        dsn: str | URL,
+        *,
+        grace_s: float = 1.0,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        pool_wait_s: float = _POOL_WAIT_S,
+    ) -> None:
         if not 0 <= pool_size <= 1000:
             raise SqlConfigError("the pool size (--pool-size) must be between 0 (no pool) and 1000")
         self.url = normalize_url(dsn)
         self.profile: Profile = profile_for(self.url)
         self.pool_size = pool_size if self.profile.poolable else 0
+        self._pool_wait_s = pool_wait_s
+        self._generation = self.profile.policy_generation
         self._grace_s = grace_s
-        pooling: dict[str, Any] = (
-            {"poolclass": NullPool}
-            if self.pool_size == 0
-            else {
-                "poolclass": QueuePool,
-                "pool_size": self.pool_size,
-                "max_overflow": 0,
-                "pool_timeout": _POOL_WAIT_S,
-                "pool_recycle": _POOL_RECYCLE_S,
-                "pool_reset_on_return": None,  # the profile's reset below rolls back and more
-            }
-        )
-        self._sa: SaEngine = create_engine(self.url, **pooling, **self.profile.engine_options(self.url))
-        if self.pool_size:
-            event.listen(self._sa, "reset", self._reset)
+        self._sa: SaEngine = self._new_pool()
         self._errors: tuple[type[BaseException], ...] = (SQLAlchemyError,)
         dbapi = getattr(self._sa.dialect, "loaded_dbapi", None)
         for name in ("Error", "Warning"):
@@ -87,12 +86,32 @@ class SqlEngine:
             if isinstance(err, type) and issubclass(err, BaseException):
                 self._errors += (err,)
 
+    def _new_pool(self) -> SaEngine:
+        """A SQLAlchemy engine with its own pool of this engine's size, reset by the profile."""
+        pooling: dict[str, Any] = (
+            {"poolclass": NullPool}
+            if self.pool_size == 0
+            else {
+                "poolclass": QueuePool,
+                "pool_size": self.pool_size,
+                "max_overflow": 0,
+                "pool_timeout": self._pool_wait_s,
+                "pool_recycle": _POOL_RECYCLE_S,
+                "pool_reset_on_return": None,  # the profile's reset rolls back and more
+            }
+        )
+        sa = create_engine(self.url, **pooling, **self.profile.engine_options(self.url))
+        if self.pool_size:
+            event.listen(sa, "reset", self._reset)
+        return sa
+
     def for_login(self, username: str, password: str | None) -> SqlEngine:
         """An engine like this one (same options, its own pool) that logs in as another user."""
         return SqlEngine(
             self.url.set(username=username, password=password),
             grace_s=self._grace_s,
             pool_size=self.pool_size,
+            pool_wait_s=self._pool_wait_s,
         )
 
     def _reset(self, dbapi: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
@@ -113,7 +132,9 @@ class SqlEngine:
 
     def _fail(self, exc: BaseException, fired: bool, timeout_s: float, call_id: str) -> Exception:
         orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
-        outcome = "timeout" if fired else self.profile.classify(orig)
+        outcome: Outcome = "timeout" if fired else self.profile.classify(orig)
+        if isinstance(exc, PoolTimeout):  # every pooled connection stayed busy for pool_wait_s
+            outcome = "resource"
         log.warning("sql call %s failed (%s): %s: %s", call_id, outcome, type(orig).__name__, orig)
         if outcome == "timeout":
             return QueryTimeout(timeout_s, call_id)
@@ -121,6 +142,9 @@ class SqlEngine:
 
     def _begin(self, timeout_s: float, call_id: str) -> tuple[Connection, Any]:
         """A connection with the call's session begun; a stale pooled one is replaced once."""
+        if self._generation != self.profile.policy_generation:
+            self._generation = self.profile.policy_generation
+            self._sa.dispose()  # connections opened under an earlier policy are not reused
         for attempt in (1, 2):
             try:
                 conn = self._sa.connect()
@@ -163,8 +187,8 @@ class SqlEngine:
             QueryFailed: the database failed (masked).
             QueryTimeout: the deadline passed.
         """
-        fired = threading.Event()
         conn, dbapi = self._begin(timeout_s, call_id)
+        fired = threading.Event()
 
         def interrupt() -> None:
             fired.set()
@@ -173,11 +197,9 @@ class SqlEngine:
             except Exception:
                 log.exception("sql call %s: interrupting the statement failed", call_id)
 
-        watchdog = threading.Timer(timeout_s + self._grace_s, interrupt)
-        watchdog.daemon = True
+        alarm = watchdog.arm(timeout_s + self._grace_s, interrupt)
         keep = True
         try:
-            watchdog.start()
             yield conn, dbapi
         except self._errors as exc:
             failure = self._fail(exc, fired.is_set(), timeout_s, call_id)
@@ -187,8 +209,7 @@ class SqlEngine:
             keep = False
             raise
         finally:
-            watchdog.cancel()
-            watchdog.join()  # an interrupt already under way lands on this call, not the next one
+            alarm.disarm()  # waits for an interrupt under way: it lands on this call, not the next
             keep = keep and not fired.is_set()
             try:
                 self.profile.end(dbapi)

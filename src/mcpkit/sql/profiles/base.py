@@ -195,6 +195,9 @@ class Profile:
     """A query that never ends, for the doctor's timeout probe."""
     poolable: bool = False
     """Whether `reset` returns a connection to its state at login, so it may be pooled."""
+    policy_generation: int = 0
+    """Bumped when per-connection enforcement changes (SQLite's authorizer policy): the engine
+    then closes its pooled connections, so none opened under an earlier policy serves a call."""
 
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect

@@ -60,6 +60,10 @@ _SCHEMA_TABLES: Final = frozenset(
     {"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"}
 )
 _PROGRESS_STEPS: Final = 1000
+# Eponymous virtual tables that show the connection's own state rather than the database's:
+# sqlite_stmt lists every prepared statement of the connection with its SQL, which on a pooled
+# connection would include earlier calls' statements.
+_CONNECTION_TABLES: Final = frozenset({"sqlite_stmt"})
 # What a connection must look like to be reused: no temporary objects, query_only still on, no
 # database but main (and the empty temp). The authorizer denies every way to change these; this
 # is the check that it did.
@@ -213,6 +217,8 @@ def _authorizer(allowed: Callable[[str], bool], withheld: Withheld = Withheld())
     ) -> int:
         # Default deny: reads, selects, recursive CTEs, read-only pragmas and allowed functions only.
         if action == sqlite3.SQLITE_READ:
+            if (arg1 or "").casefold() in _CONNECTION_TABLES:
+                return sqlite3.SQLITE_DENY
             return withheld.read(arg1, arg2)
         if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE):
             return sqlite3.SQLITE_OK
@@ -292,6 +298,7 @@ class SqliteProfile(Profile):
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """The authorizer refuses, inside SQLite, every function the policy does not admit."""
         self._allowed = _function_allowed(policy)
+        self.policy_generation += 1
 
     def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
         """Generated columns computed from masked ones (the authorizer sees only the column read)."""
@@ -305,6 +312,9 @@ class SqliteProfile(Profile):
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The authorizer reads masked columns as NULL and refuses the shadow tables over them."""
         self.withheld = _withheld(conn, masked)
+        # A connection that already opened a virtual table keeps it open, with what it read then;
+        # the engine replaces every pooled connection, so the new policy applies from the start.
+        self.policy_generation += 1
         return []
 
     def withheld_relations(self) -> frozenset[str]:
@@ -323,7 +333,9 @@ class SqliteProfile(Profile):
         uri = f"file:{quote(str(path))}?mode=ro"
 
         def connect() -> sqlite3.Connection:
-            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=5.0)
+            # No statement cache: a cached statement outlives its call on a pooled connection, and
+            # SQLite's sqlite_stmt table lists it with its text (the authorizer refuses that table too).
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=5.0, cached_statements=0)
             conn.execute("PRAGMA query_only = 1")
             conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import weakref
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -77,32 +78,49 @@ class MysqlSession(Profile):
     def __init__(self) -> None:
         super().__init__("mysql")
         self.mariadb: bool | None = None
+        # connection -> (pinned sql_mode, MariaDB?), read once per connection
+        self._pinned: weakref.WeakKeyDictionary[Any, tuple[str, bool]] = weakref.WeakKeyDictionary()
 
     def engine_options(self, url: URL) -> dict[str, Any]:
         """Connect and read timeouts."""
         return {"connect_args": {"connect_timeout": 10}}
 
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
-        """Make the session read-only, pin sql_mode, arm the time limit, start a read-only transaction."""
+        """Make the session read-only, pin sql_mode, arm the time limit, start a read-only transaction.
+
+        First the login's database is selected again: the server re-reads the login's privileges
+        on it then, so a REVOKE on the database reaches a pooled connection at its next call (as
+        it reaches a `USE`). Then one SET of every session variable and START TRANSACTION READ
+        ONLY. The server's flavour and the pinned sql_mode are read once per connection (the
+        pool's reset puts the session back to the global values, which the next SET overrides).
+        """
+        if getattr(dbapi, "db", None):
+            dbapi.select_db(dbapi.db)
+        pinned = self._pinned.get(dbapi)
         with dbapi.cursor() as cur:
-            cur.execute("SET SESSION TRANSACTION READ ONLY")
-            cur.execute("SELECT @@SESSION.sql_mode, @@version")
-            mode, version = cur.fetchone()
-            self.mariadb = "mariadb" in str(version).lower()
-            kept = [m for m in str(mode).split(",") if m and m.upper() not in _UNPINNED_MODES]
-            cur.execute("SET SESSION sql_mode = %s", [",".join(kept)])
-            cur.execute("SET SESSION group_concat_max_len = %s", [_GROUP_CONCAT_BYTES])
+            if pinned is None:
+                cur.execute("SELECT @@SESSION.sql_mode, @@version")
+                mode, version = cur.fetchone()
+                mariadb = "mariadb" in str(version).lower()
+                kept = ",".join(m for m in str(mode).split(",") if m and m.upper() not in _UNPINNED_MODES)
+                pinned = self._pinned[dbapi] = (kept, mariadb)
+            kept, self.mariadb = pinned
             if self.mariadb:
-                cur.execute("SET SESSION max_statement_time = %s", [max(0.001, timeout_s)])
                 # max_recursive_iterations truncates silently (warning 1931, COUNT(*) = 1001 as if
                 # it were the answer): lift it, so an endless recursion ends in the time limit or
-                # the temporary-table cap below, errors the agent sees.
+                # the temporary-table cap, errors the agent sees.
                 cur.execute(
-                    "SET SESSION max_recursive_iterations = 4294967295, tmp_disk_table_size = %s",
-                    [_TMP_DISK_BYTES],
+                    "SET SESSION tx_read_only = 1, sql_mode = %s, max_statement_time = %s,"
+                    " max_recursive_iterations = 4294967295, tmp_disk_table_size = %s,"
+                    " group_concat_max_len = %s",
+                    [kept, max(0.001, timeout_s), _TMP_DISK_BYTES, _GROUP_CONCAT_BYTES],
                 )
             else:
-                cur.execute("SET SESSION max_execution_time = %s", [max(1, int(timeout_s * 1000))])
+                cur.execute(
+                    "SET SESSION transaction_read_only = 1, sql_mode = %s, max_execution_time = %s,"
+                    " group_concat_max_len = %s",
+                    [kept, max(1, int(timeout_s * 1000)), _GROUP_CONCAT_BYTES],
+                )
             cur.execute("START TRANSACTION READ ONLY")
 
     def run(self, cursor: Any, sql: str, call_id: str) -> None:

@@ -29,11 +29,13 @@ _LABEL_SAFE: Final = re.compile(r"[A-Za-z0-9._:@+= -]*")
 
 
 class PostgresSession(Profile):
-    """Each call: `BEGIN READ ONLY`, local timeouts and identity, the query as a prepared statement.
+    """Each call: `BEGIN READ ONLY`, local timeouts and identity, the query in the extended protocol.
 
-    The query goes through the extended protocol (`prepare=True`), where the server itself
-    refuses a second statement, so `COMMIT; DROP ...` cannot leave the read-only transaction
-    even if admission were wrong. `default_transaction_read_only` stays on for the session.
+    The query is sent in pipeline mode, which always uses the extended protocol (Parse, Bind,
+    Execute of the unnamed statement in one round trip), where the server itself refuses a second
+    statement, so `COMMIT; DROP ...` cannot leave the read-only transaction even if admission were
+    wrong. No named prepared statement is left for a rollback to deallocate.
+    `default_transaction_read_only` is on for the transaction's session too.
     """
 
     name = "PostgreSQL"
@@ -62,7 +64,8 @@ class PostgresSession(Profile):
 
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
         """Run one statement through the extended protocol (no parameter processing)."""
-        cursor.execute(sql, prepare=True)
+        with cursor.connection.pipeline():
+            cursor.execute(sql, prepare=False)
 
     def type_names(self, dbapi: Any, description: Sequence[Any]) -> list[str | None]:
         """Type names from psycopg's registry, else from pg_type (pgvector and other extensions)."""
