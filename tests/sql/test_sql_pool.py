@@ -225,8 +225,8 @@ def test_pg_a_broken_connection_is_replaced(pg_env: DbEnv, pooled: Callable[[str
 MY_LEAKS = [
     ("user-variable", "SELECT @mk_leak := 42", "SELECT @mk_leak", None, True),
     ("get-lock", "SELECT GET_LOCK('{lock}', 0)", "SELECT IS_USED_LOCK('{lock}')", None, True),
-    ("session-variable", "SET SESSION group_concat_max_len = 7",
-     "SELECT @@SESSION.group_concat_max_len = 7", 0, True),
+    ("session-variable", "SET SESSION div_precision_increment = 7",
+     "SELECT @@SESSION.div_precision_increment = 7", 0, True),
     ("prepare", "PREPARE mk_leak FROM 'SELECT 42'", "EXECUTE mk_leak", "error:undefined_object", True),
     # Each call selects the login's database again (it also re-reads the privileges on it).
     ("use-database", "USE information_schema", "SELECT DATABASE()", "{db}", False),

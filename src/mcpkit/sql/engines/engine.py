@@ -148,6 +148,8 @@ class SqlEngine:
         for attempt in (1, 2):
             try:
                 conn = self._sa.connect()
+            except PoolTimeout as exc:
+                raise self._fail(exc, False, timeout_s, call_id) from None  # resource: the pool stayed busy
             except self._errors as exc:
                 # Whatever the driver says (a dropped database, a refused login), no session means the
                 # database cannot serve this call: a connection failure, retryable.
