@@ -371,6 +371,31 @@ async def test_postgres_profile_never_reads_stats_hidden_by_rls(pg_db: Db) -> No
 
 
 @pytest.mark.postgres
+async def test_postgres_rls_table_row_count_is_withheld_by_every_tool(pg_db: Db) -> None:
+    # The catalog counts all 210 rows of regional; the role sees 70: no tool may tell the 210.
+    service = _service(pg_db)
+    async with connect(build_server(service)) as client:
+        listed = await client.call_tool("list_tables", {})
+        described = await client.call_tool("describe_table", {"table": "regional"})
+        people = await client.call_tool("describe_table", {"table": "people"})
+        profile = await client.call_tool("profile_table", {"table": "regional"})
+    service.engine.close()
+    assert not listed.is_error and not described.is_error and not profile.is_error
+    entries = {t["name"]: t for t in (listed.structured_content or {})["tables"]}
+    assert entries["regional"]["row_estimate"] is None
+    assert entries["regional"]["row_estimate_note"] == "not shown: row-level security"
+    assert entries["people"]["row_estimate"] == 300  # no policy on people: its estimate is shown
+    assert (described.structured_content or {})["row_estimate"] is None
+    assert "not shown: row-level security" in text_of(described).splitlines()[0]
+    assert "about 300 rows" in text_of(people)
+    assert (profile.structured_content or {})["row_estimate"] == 70  # counted over the rows it sees
+    (row,) = [line for line in text_of(listed).splitlines() if "| regional |" in line]
+    assert (
+        row.endswith("| not shown: row-level security |") and "210" not in text_of(described).splitlines()[0]
+    )
+
+
+@pytest.mark.postgres
 async def test_postgres_profile_without_masks_respects_column_privileges(pg_db: Db) -> None:
     service = _service(pg_db, masked=False)  # no --mask: the grants alone withhold email
     async with connect(build_server(service)) as client:
