@@ -291,6 +291,30 @@ def test_labels_are_data_never_markup() -> None:
     assert label.startswith("$\\frac{1}{0}$")  # shown as the characters it is
 
 
+async def test_extreme_values_get_a_refusal_or_a_chart_never_internal(
+    sqlite_db: Db, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = _service(sqlite_db)
+    huge = "SELECT id, CASE WHEN id % 2 THEN 1e308 ELSE -1e308 END AS y FROM people WHERE id <= 10"
+    edge = "SELECT 1.7976931348623157e308 AS x, 1 AS y UNION ALL SELECT -1.7976931348623157e308, 2"
+    dates = "SELECT '0001-01-01' AS d, 1 AS y UNION ALL SELECT '9999-12-31', 2"
+    async with connect(build_server(service)) as client:
+        line = await client.call_tool("create_chart", {"query": huge, "kind": "line"})
+        scatter = await client.call_tool("create_chart", {"query": edge, "kind": "scatter"})
+        years = await client.call_tool("create_chart", {"query": dates, "kind": "line"})
+        near = await client.call_tool("create_chart", {"query": "SELECT '9998-06-01' AS d, 1e300 AS y"})
+    service.engine.close()
+    for refused in (line, scatter):
+        assert _code(refused) == "REFUSED", text_of(refused)
+        assert (refused.meta or {})["mcpkit/error"]["data"] == {"reason": "chart"}
+        assert "cannot be drawn" in text_of(refused)
+    for drawn in (years, near):  # the axes are fitted within the years 1 to 9999
+        assert not drawn.is_error, text_of(drawn)
+        image = next(b for b in drawn.content if b.type == "image")
+        assert base64.b64decode(image.data).startswith(b"\x89PNG")
+    assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+
+
 # --- profile_table -------------------------------------------------------------------------------
 
 
