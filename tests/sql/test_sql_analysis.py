@@ -8,6 +8,7 @@ import io
 import secrets
 import sqlite3
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -553,6 +554,53 @@ async def test_profile_stops_at_the_timeout(tmp_path: Path) -> None:
         result = await client.call_tool("profile_table", {"table": "endless"})
     engine.close()
     assert _code(result) == "TIMEOUT", text_of(result)
+    assert "the 1 s limit" in text_of(result)  # the call's timeout, not what was left of it
+
+
+@pytest.mark.postgres
+async def test_postgres_profile_answers_by_its_timeout_with_what_it_read(pg_url: str) -> None:
+    # Every read of the view takes ~1.2 s (0.1 s a row): the aggregate and one or two columns' most
+    # common values fit a 3 s budget, the rest do not. The profile must answer by the timeout,
+    # naming the columns it did not finish, not run each query on a fresh budget (or fail whole).
+    tag = secrets.token_hex(4)
+    schema, role = f"mk_ant_{tag}", f"mk_antr_{tag}"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE SCHEMA {schema}")
+        c.execute(f"CREATE ROLE {role} LOGIN")
+        c.execute(
+            f"CREATE VIEW {schema}.slow AS SELECT g % 3 AS c1, g % 4 AS c2, g % 2 AS c3, g % 5 AS c4"
+            " FROM generate_series(1, 12) g CROSS JOIN LATERAL pg_sleep(0.1 * sign(g)) z"
+        )
+        c.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        c.execute(f"GRANT SELECT ON {schema}.slow TO {role}")
+        c.execute(f"ALTER ROLE {role} SET search_path = {schema}")
+    engine = SqlEngine(make_url(pg_url).set(username=role, password=None).render_as_string(False))
+    service = SqlService(engine, max_rows=200, timeout_s=3.0)
+    try:
+        async with connect(build_server(service)) as client:
+            started = time.perf_counter()
+            result = await client.call_tool("profile_table", {"table": "slow"})
+            took = time.perf_counter() - started
+    finally:
+        engine.close()
+        with pg_admin(pg_url) as c:
+            c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
+            c.execute(f"DROP SCHEMA {schema} CASCADE")
+            c.execute(f"DROP OWNED BY {role}")
+            c.execute(f"DROP ROLE {role}")
+    assert not result.is_error, text_of(result)
+    found = result.structured_content or {}
+    names = ["c1", "c2", "c3", "c4"]
+    assert found["sampled_rows"] == 12 and found["elapsed_ms"] <= 3000 + 250
+    assert took < 3.0 + 1.5  # the tool's own overhead aside, the budget held
+    unfinished = found["unfinished"]
+    assert unfinished and unfinished == names[len(names) - len(unfinished) :]  # the last ones
+    columns = {c["name"]: c for c in found["columns"]}
+    for name in names:  # the aggregate covers every column
+        assert columns[name]["null_fraction"] == 0 and columns[name]["min"] == 0
+    for name in names[: len(names) - len(unfinished)]:
+        assert columns[name]["most_common"]
+    assert "not read, out of time: " + ", ".join(unfinished) in text_of(result)
 
 
 async def test_without_matplotlib_create_chart_is_not_offered(

@@ -22,7 +22,8 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -113,6 +114,10 @@ class TableProfile(BaseModel):
     sampled_rows: int | None = Field(description="Rows the sample held (None: no sample was needed).")
     columns: list[ColumnProfile]
     more_columns: int = Field(default=0, description=f"Columns past the first {MAX_COLUMNS}, not profiled.")
+    unfinished: list[str] = Field(
+        default_factory=list,
+        description="Columns whose most common values were not read: the call's time ran out first.",
+    )
     elapsed_ms: float
 
 
@@ -148,6 +153,22 @@ class _Calls:
         """Seconds left of the call's budget."""
         return self.deadline - time.perf_counter()
 
+    def left(self) -> float:
+        """Seconds left for the next step (`QueryTimeout` when none are)."""
+        left = self.remaining()
+        if left <= 0:
+            raise QueryTimeout(self.service.timeout_s, self.call_id)
+        return left
+
+    @contextmanager
+    def step(self) -> Iterator[float]:
+        """One step on what is left of the budget; its timeout is told as the call's, not the
+        step's remainder (the caller knows the service's timeout, not this tool's steps)."""
+        try:
+            yield self.left()
+        except QueryTimeout:
+            raise QueryTimeout(self.service.timeout_s, self.call_id) from None
+
     def _noted(self, **fields: Any) -> None:
         if "sql" in fields:
             self.sent.append(str(fields["sql"]))
@@ -155,12 +176,10 @@ class _Calls:
             self.rows += int(fields["rows"])
 
     def query(self, sql: str, rows: int) -> QueryResult:
-        left = self.remaining()
-        if left <= 0:
-            raise QueryTimeout(self.service.timeout_s, self.call_id)
-        result, _ = self.service.query(
-            sql, call_id=self.call_id, max_rows=rows, note=self._noted, timeout_s=left
-        )
+        with self.step() as left:
+            result, _ = self.service.query(
+                sql, call_id=self.call_id, max_rows=rows, note=self._noted, timeout_s=left
+            )
         if self.note is not None:
             self.note(sql=";\n".join(self.sent), rows=self.rows, truncated=False)
         return result
@@ -368,10 +387,12 @@ def profile_table(
         QueryFailed, QueryTimeout: as `execute_query`.
     """
     started = time.perf_counter()
-    description, _ = service.describe(name, call_id=call_id, schema=schema)
+    calls = _Calls(service, call_id, note, deadline=started + service.timeout_s)
+    with calls.step() as left:
+        description, _ = service.describe(name, call_id=call_id, schema=schema, timeout_s=left)
     table = _Table(description, service.engine.dialect)
     masked = _masked(service, description)
-    stats = _stats(service, description, call_id)
+    stats = _stats(calls, description)
     readable = stats.readable
     profiles: list[ColumnProfile] = []
     kinds: dict[str, str] = {}
@@ -389,7 +410,7 @@ def profile_table(
             _from_stats(p, complete[p.name], kinds[p.name])
     wanted = [p for p in profiles if p.status == "profiled" and p.source is None]
     partial = {n: c for n, c in stats.columns.items() if n not in complete}
-    calls = _Calls(service, call_id, note, deadline=started + service.timeout_s)
+    unfinished: list[str] = []
     sampled_rows: int | None = None
     whole = False
     method = "none needed: the statistics cover every column"
@@ -401,8 +422,14 @@ def profile_table(
         if whole:
             estimate = sampled_rows
         for p in wanted:
-            if calls.remaining() > _MCV_RESERVE_S:  # out of time: what is done is answered
-                _common(calls, table, source, p, kinds[p.name], sampled_rows)
+            # Out of time: what is done is answered, and the answer names what is not.
+            if unfinished or calls.remaining() <= _MCV_RESERVE_S:
+                unfinished.append(p.name)
+            else:
+                try:
+                    _common(calls, table, source, p, kinds[p.name], sampled_rows)
+                except QueryTimeout:
+                    unfinished.append(p.name)
             _scale_distinct(p, partial.get(p.name), sampled_rows, estimate, whole)
     shown = estimate if whole or not stats.row_filtered else None  # the catalog counts hidden rows
     return TableProfile(
@@ -414,6 +441,7 @@ def profile_table(
         sampled_rows=sampled_rows,
         columns=profiles,
         more_columns=max(0, len(description.columns) - MAX_COLUMNS),
+        unfinished=unfinished,
         elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
     )
 
@@ -425,11 +453,12 @@ def _masked(service: SqlService, description: TableDescription) -> frozenset[str
     return service.masking.policy.masked_columns(description.table_schema, description.name, names)
 
 
-def _stats(service: SqlService, description: TableDescription, call_id: str) -> TableStats:
+def _stats(calls: _Calls, description: TableDescription) -> TableStats:
+    service = calls.service
     engine = service.engine
     if not isinstance(engine, SqlEngine):
         return TableStats()
-    with engine.session(service.timeout_s, call_id) as (conn, _):
+    with calls.step() as left, engine.session(left, calls.call_id) as (conn, _):
         found = engine.profile.table_stats(conn, description.table_schema, description.name)
     masked = _masked(service, description)
     # Statistics of masked columns are values too (bounds, common values, counts): dropped here.
@@ -509,10 +538,12 @@ def sample_table(
         Refused: no readable table has that name (`not_found`), or admission refused the query.
     """
     started = time.perf_counter()
-    description, _ = service.describe(name, call_id=call_id, schema=schema)
+    calls = _Calls(service, call_id, note, deadline=started + service.timeout_s)
+    with calls.step() as left:
+        description, _ = service.describe(name, call_id=call_id, schema=schema, timeout_s=left)
     table = _Table(description, service.engine.dialect)
     masked = _masked(service, description)
-    stats = _stats(service, description, call_id)
+    stats = _stats(calls, description)
     estimate = description.row_estimate if description.row_estimate is not None else stats.rows
     n = max(1, min(rows, SAMPLE_MAX, service.max_rows))
     fetch = min(2 * n, service.max_rows)
@@ -520,7 +551,6 @@ def sample_table(
     columns = [
         c.name for c in description.columns if readable is None or c.name in readable or c.name in masked
     ]
-    calls = _Calls(service, call_id, note, deadline=started + service.timeout_s)
     windows = min(fetch, 100)
     source = _sample_source(calls, table, columns, estimate, fetch, masked, windows, few=True)
     result = calls.query(source.sql, max(fetch, source.rows))
