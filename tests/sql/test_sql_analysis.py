@@ -518,6 +518,8 @@ def test_postgres_profile_and_sample_run_as_the_callers_role(pg_url: str) -> Non
         bob = router.for_context(_ctx("bob"))
         profile = profile_table(alice, "accounts", call_id="alice")
         sample = sample_table(bob, "accounts", call_id="bob", rows=10)
+        listed, _ = alice.tables(call_id="alice", schema=s)
+        described, _ = bob.describe("accounts", call_id="bob")
     finally:
         router.close()
         engine.close()
@@ -534,6 +536,10 @@ def test_postgres_profile_and_sample_run_as_the_callers_role(pg_url: str) -> Non
     assert profile.statistics == "" and [v.value for v in region.most_common] == ["emea"]
     assert "amer" not in profile.model_dump_json()
     assert sample.row_count == 10 and {r[1] for r in sample.rows} == {"amer"}
+    # RLS is judged for the mapped role, not the service's login: no whole-table count of 40.
+    (entry,) = listed.tables
+    assert entry.row_estimate is None and entry.row_estimate_note == "not shown: row-level security"
+    assert described.row_estimate is None and profile.row_estimate == 20
 
 
 def _ctx(principal: str) -> Context:
