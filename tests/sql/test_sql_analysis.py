@@ -597,7 +597,8 @@ async def test_postgres_profile_answers_by_its_timeout_with_what_it_read(pg_url:
     assert not result.is_error, text_of(result)
     found = result.structured_content or {}
     names = ["c1", "c2", "c3", "c4"]
-    assert found["sampled_rows"] == 12 and found["elapsed_ms"] <= 3000 + 250
+    assert found["sampled_rows"] == 12
+    assert found["elapsed_ms"] <= 3000 + 250  # by the deadline; the slack is a loaded machine's
     assert took < 3.0 + 1.5  # the tool's own overhead aside, the budget held
     unfinished = found["unfinished"]
     assert unfinished and unfinished == names[len(names) - len(unfinished) :]  # the last ones

@@ -54,6 +54,8 @@ _ROW_SAMPLED: Final = 100_000
 _FEW_ROW_SAMPLED: Final = 2_000_000
 """The same for `sample_table`, whose few rows page sampling would take from a few pages."""
 _ROWS_PER_PAGE: Final = 100
+_SETTLE_S: Final = 0.1
+"""At most this much of a call's budget is kept for cancelling and closing a stopped statement."""
 _RNG: Final = random.SystemRandom()
 
 
@@ -90,8 +92,9 @@ class Calls:
         return self.deadline - time.perf_counter()
 
     def left(self) -> float:
-        """Seconds left for the next step (`QueryTimeout` when none are)."""
-        left = self.remaining()
+        """Seconds left for the next step (`QueryTimeout` when none are), less the time a stopped
+        statement takes to be cleaned up, so that the call as a whole ends by its deadline."""
+        left = self.remaining() - min(_SETTLE_S, 0.05 * self.service.timeout_s)
         if left <= 0:
             raise QueryTimeout(self.service.timeout_s, self.call_id)
         return left
