@@ -8,6 +8,7 @@ import io
 import secrets
 import sqlite3
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -291,6 +292,30 @@ def test_labels_are_data_never_markup() -> None:
     assert label.startswith("$\\frac{1}{0}$")  # shown as the characters it is
 
 
+async def test_extreme_values_get_a_refusal_or_a_chart_never_internal(
+    sqlite_db: Db, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = _service(sqlite_db)
+    huge = "SELECT id, CASE WHEN id % 2 THEN 1e308 ELSE -1e308 END AS y FROM people WHERE id <= 10"
+    edge = "SELECT 1.7976931348623157e308 AS x, 1 AS y UNION ALL SELECT -1.7976931348623157e308, 2"
+    dates = "SELECT '0001-01-01' AS d, 1 AS y UNION ALL SELECT '9999-12-31', 2"
+    async with connect(build_server(service)) as client:
+        line = await client.call_tool("create_chart", {"query": huge, "kind": "line"})
+        scatter = await client.call_tool("create_chart", {"query": edge, "kind": "scatter"})
+        years = await client.call_tool("create_chart", {"query": dates, "kind": "line"})
+        near = await client.call_tool("create_chart", {"query": "SELECT '9998-06-01' AS d, 1e300 AS y"})
+    service.engine.close()
+    for refused in (line, scatter):
+        assert _code(refused) == "REFUSED", text_of(refused)
+        assert (refused.meta or {})["mcpkit/error"]["data"] == {"reason": "chart"}
+        assert "cannot be drawn" in text_of(refused)
+    for drawn in (years, near):  # the axes are fitted within the years 1 to 9999
+        assert not drawn.is_error, text_of(drawn)
+        image = next(b for b in drawn.content if b.type == "image")
+        assert base64.b64decode(image.data).startswith(b"\x89PNG")
+    assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+
+
 # --- profile_table -------------------------------------------------------------------------------
 
 
@@ -368,6 +393,31 @@ async def test_postgres_profile_never_reads_stats_hidden_by_rls(pg_db: Db) -> No
     assert [v["value"] for v in region["most_common"]] == ["north"]
     assert {r[1] for r in (sample.structured_content or {})["rows"]} == {"north"}
     assert _leaks(profile) == [] and _leaks(sample) == []
+
+
+@pytest.mark.postgres
+async def test_postgres_rls_table_row_count_is_withheld_by_every_tool(pg_db: Db) -> None:
+    # The catalog counts all 210 rows of regional; the role sees 70: no tool may tell the 210.
+    service = _service(pg_db)
+    async with connect(build_server(service)) as client:
+        listed = await client.call_tool("list_tables", {})
+        described = await client.call_tool("describe_table", {"table": "regional"})
+        people = await client.call_tool("describe_table", {"table": "people"})
+        profile = await client.call_tool("profile_table", {"table": "regional"})
+    service.engine.close()
+    assert not listed.is_error and not described.is_error and not profile.is_error
+    entries = {t["name"]: t for t in (listed.structured_content or {})["tables"]}
+    assert entries["regional"]["row_estimate"] is None
+    assert entries["regional"]["row_estimate_note"] == "not shown: row-level security"
+    assert entries["people"]["row_estimate"] == 300  # no policy on people: its estimate is shown
+    assert (described.structured_content or {})["row_estimate"] is None
+    assert "not shown: row-level security" in text_of(described).splitlines()[0]
+    assert "about 300 rows" in text_of(people)
+    assert (profile.structured_content or {})["row_estimate"] == 70  # counted over the rows it sees
+    (row,) = [line for line in text_of(listed).splitlines() if "| regional |" in line]
+    assert (
+        row.endswith("| not shown: row-level security |") and "210" not in text_of(described).splitlines()[0]
+    )
 
 
 @pytest.mark.postgres
@@ -468,6 +518,8 @@ def test_postgres_profile_and_sample_run_as_the_callers_role(pg_url: str) -> Non
         bob = router.for_context(_ctx("bob"))
         profile = profile_table(alice, "accounts", call_id="alice")
         sample = sample_table(bob, "accounts", call_id="bob", rows=10)
+        listed, _ = alice.tables(call_id="alice", schema=s)
+        described, _ = bob.describe("accounts", call_id="bob")
     finally:
         router.close()
         engine.close()
@@ -484,6 +536,10 @@ def test_postgres_profile_and_sample_run_as_the_callers_role(pg_url: str) -> Non
     assert profile.statistics == "" and [v.value for v in region.most_common] == ["emea"]
     assert "amer" not in profile.model_dump_json()
     assert sample.row_count == 10 and {r[1] for r in sample.rows} == {"amer"}
+    # RLS is judged for the mapped role, not the service's login: no whole-table count of 40.
+    (entry,) = listed.tables
+    assert entry.row_estimate is None and entry.row_estimate_note == "not shown: row-level security"
+    assert described.row_estimate is None and profile.row_estimate == 20
 
 
 def _ctx(principal: str) -> Context:
@@ -504,6 +560,54 @@ async def test_profile_stops_at_the_timeout(tmp_path: Path) -> None:
         result = await client.call_tool("profile_table", {"table": "endless"})
     engine.close()
     assert _code(result) == "TIMEOUT", text_of(result)
+    assert "the 1 s limit" in text_of(result)  # the call's timeout, not what was left of it
+
+
+@pytest.mark.postgres
+async def test_postgres_profile_answers_by_its_timeout_with_what_it_read(pg_url: str) -> None:
+    # Every read of the view takes ~1.2 s (0.1 s a row): the aggregate and one or two columns' most
+    # common values fit a 3 s budget, the rest do not. The profile must answer by the timeout,
+    # naming the columns it did not finish, not run each query on a fresh budget (or fail whole).
+    tag = secrets.token_hex(4)
+    schema, role = f"mk_ant_{tag}", f"mk_antr_{tag}"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE SCHEMA {schema}")
+        c.execute(f"CREATE ROLE {role} LOGIN")
+        c.execute(
+            f"CREATE VIEW {schema}.slow AS SELECT g % 3 AS c1, g % 4 AS c2, g % 2 AS c3, g % 5 AS c4"
+            " FROM generate_series(1, 12) g CROSS JOIN LATERAL pg_sleep(0.1 * sign(g)) z"
+        )
+        c.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        c.execute(f"GRANT SELECT ON {schema}.slow TO {role}")
+        c.execute(f"ALTER ROLE {role} SET search_path = {schema}")
+    engine = SqlEngine(make_url(pg_url).set(username=role, password=None).render_as_string(False))
+    service = SqlService(engine, max_rows=200, timeout_s=3.0)
+    try:
+        async with connect(build_server(service)) as client:
+            started = time.perf_counter()
+            result = await client.call_tool("profile_table", {"table": "slow"})
+            took = time.perf_counter() - started
+    finally:
+        engine.close()
+        with pg_admin(pg_url) as c:
+            c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
+            c.execute(f"DROP SCHEMA {schema} CASCADE")
+            c.execute(f"DROP OWNED BY {role}")
+            c.execute(f"DROP ROLE {role}")
+    assert not result.is_error, text_of(result)
+    found = result.structured_content or {}
+    names = ["c1", "c2", "c3", "c4"]
+    assert found["sampled_rows"] == 12
+    assert found["elapsed_ms"] <= 3000 + 250  # by the deadline; the slack is a loaded machine's
+    assert took < 3.0 + 1.5  # the tool's own overhead aside, the budget held
+    unfinished = found["unfinished"]
+    assert unfinished and unfinished == names[len(names) - len(unfinished) :]  # the last ones
+    columns = {c["name"]: c for c in found["columns"]}
+    for name in names:  # the aggregate covers every column
+        assert columns[name]["null_fraction"] == 0 and columns[name]["min"] == 0
+    for name in names[: len(names) - len(unfinished)]:
+        assert columns[name]["most_common"]
+    assert "not read, out of time: " + ", ".join(unfinished) in text_of(result)
 
 
 async def test_without_matplotlib_create_chart_is_not_offered(

@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 
 from mcpkit.sql.assemble import enforce_masks
 from mcpkit.sql.audit import open_store
-from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.models import QueryResult
@@ -309,6 +309,9 @@ async def test_a_masked_vector_column_is_refused_and_other_masks_hold(vec_db: Pa
 
 
 async def test_over_stdio_with_the_cli_and_the_audit(vec_db: Path, tmp_path: Path) -> None:
+    # With the default pool: start-up's checks open a pooled connection before --similar turns
+    # sqlite-vec on, and the calls reuse it (red team, pool break 6: "no such function: vec_length").
+    assert DEFAULT_POOL_SIZE > 0
     audit = tmp_path / "audit.db"
     params = StdioServerParameters(
         command=sys.executable,
@@ -331,11 +334,14 @@ async def test_over_stdio_with_the_cli_and_the_audit(vec_db: Path, tmp_path: Pat
         result = await client.call_tool(
             "similar_rows", {"table": "items", "column": "emb", "row_id": 11, "k": 4, "metric": "l2"}
         )
-    assert "similar_rows" in names
+        again = await client.call_tool(  # the pooled connection again
+            "similar_rows", {"table": "items", "column": "emb", "row_id": 11, "k": 4, "metric": "l2"}
+        )
+    assert "similar_rows" in names and _ranked(again) == _ranked(result)
     _same(_ranked(result), brute(VECTORS[10], "l2", 4, skip=11), 1e-4)
     store = open_store(path=audit)
     try:
-        (record,) = store.read(tool="similar_rows")
+        record, _ = store.read(tool="similar_rows")
     finally:
         store.close()
     assert record.outcome == "OK" and record.rows == 4

@@ -40,6 +40,9 @@ class TableEntry(BaseModel):
     row_estimate: int | None = Field(
         default=None, description="The database's own estimate, when it has one."
     )
+    row_estimate_note: str | None = Field(
+        default=None, description="Why no estimate is shown (e.g. row-level security hides rows)."
+    )
 
 
 class TableList(BaseModel):
@@ -115,6 +118,9 @@ class TableDescription(BaseModel):
     kind: str
     comment: str | None = None
     row_estimate: int | None = None
+    row_estimate_note: str | None = Field(
+        default=None, description="Why no estimate is shown (e.g. row-level security hides rows)."
+    )
     columns: list[ColumnEntry]
     primary_key: list[str] = Field(default_factory=list)
     foreign_keys: list[ForeignKeyEntry] = Field(default_factory=list)

@@ -55,7 +55,12 @@ def _entries(
                 if readable is not None and key not in readable:
                     continue
                 estimate = readable.get(key) if readable is not None else None
-                out.append(TableEntry(table_schema=schema, name=name, kind=kind, row_estimate=estimate))
+                shown, note = (None, estimate) if isinstance(estimate, str) else (estimate, None)
+                out.append(
+                    TableEntry(
+                        table_schema=schema, name=name, kind=kind, row_estimate=shown, row_estimate_note=note
+                    )
+                )
     return out
 
 
@@ -169,6 +174,7 @@ def describe_table(
         kind=entry.kind,
         comment=comment,
         row_estimate=entry.row_estimate,
+        row_estimate_note=entry.row_estimate_note,
         columns=columns,
         primary_key=pk_cols,
         foreign_keys=fks,
@@ -194,6 +200,7 @@ def _granted(conn: Connection, entry: TableEntry) -> TableDescription:
         name=entry.name,
         kind=entry.kind,
         row_estimate=entry.row_estimate,
+        row_estimate_note=entry.row_estimate_note,
         columns=columns,
         primary_key=[c.name for c in columns if c.primary_key],
     )

@@ -94,7 +94,12 @@ def render_markdown(result: QueryResult) -> str:
 def render_table_list(tables: TableList) -> str:
     """`list_tables` as markdown: schema, name, kind, row estimate."""
     rows: list[list[JsonValue]] = [
-        [t.table_schema, t.name, t.kind, "?" if t.row_estimate is None else t.row_estimate]
+        [
+            t.table_schema,
+            t.name,
+            t.kind,
+            (t.row_estimate_note or "?") if t.row_estimate is None else t.row_estimate,
+        ]
         for t in tables.tables
     ]
     meta = f"{len(rows)} table{'' if len(rows) == 1 else 's'} and views readable" + (
@@ -122,6 +127,8 @@ def render_description(table: TableDescription) -> str:
     head = escape_cell(title) + (f" -- {escape_cell(table.comment)}" if table.comment else "")
     if table.row_estimate is not None:
         head += f" (about {table.row_estimate} rows)"
+    elif table.row_estimate_note:
+        head += f" (row count {escape_cell(table.row_estimate_note)})"
     cols: list[list[JsonValue]] = [
         [c.name, c.type, "yes" if c.nullable else "no", "PK" if c.primary_key else "", c.comment or ""]
         for c in table.columns

@@ -186,11 +186,13 @@ class SqlService:
         found = list_tables(self._reflecting(), call_id=call_id, timeout_s=self.timeout_s, schema=schema)
         return found, render_table_list(found)
 
-    def describe(self, name: str, *, call_id: str, schema: str | None = None) -> tuple[TableDescription, str]:
-        """`describe_table`: columns, keys, indexes, comments of one readable table."""
-        found = describe_table(
-            self._reflecting(), name, call_id=call_id, schema=schema, timeout_s=self.timeout_s
-        )
+    def describe(
+        self, name: str, *, call_id: str, schema: str | None = None, timeout_s: float | None = None
+    ) -> tuple[TableDescription, str]:
+        """`describe_table`: columns, keys, indexes, comments of one readable table (`timeout_s`: a
+        shorter deadline, for a tool that shares one budget across several steps)."""
+        deadline_s = self.timeout_s if timeout_s is None else max(0.001, min(timeout_s, self.timeout_s))
+        found = describe_table(self._reflecting(), name, call_id=call_id, schema=schema, timeout_s=deadline_s)
         return found, render_description(found)
 
     def _reflecting(self) -> SqlEngine:

@@ -14,6 +14,7 @@ import datetime as dt
 import importlib.util
 import io
 import itertools
+import logging
 import math
 import re
 import threading
@@ -49,6 +50,16 @@ _DPI: Final = 100
 _DECIMAL: Final = re.compile(r"-?\d{1,60}(\.\d{1,60})?")
 _DRAWING: Final = threading.Lock()  # matplotlib's font and text caches are not thread-safe
 COLORS: Final = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
+DRAWABLE: Final = 1e300
+"""The largest magnitude drawn: an axis over about ±8e307 has a span (plus margins) that overflows a
+float, and matplotlib's tick arithmetic fails on it."""
+_TOO_LARGE: Final = (
+    f"Values beyond ±{DRAWABLE:g} cannot be drawn; scale them in the query (divide, or take a log)."
+)
+_UNDRAWABLE: Final = "This result cannot be drawn (its values are out of the range a chart can show)."
+_FIRST_DAY: Final = dt.datetime(1, 1, 1)
+_LAST_DAY: Final = dt.datetime(9999, 12, 31)
+log = logging.getLogger("mcpkit.sql")
 _MISSING: Final = (
     "Charts need the optional matplotlib dependency, which this server lacks; "
     "its operator can install mcpkit[charts]."
@@ -216,6 +227,11 @@ def plan_chart(
         refuse("chart", f"At most {MAX_SERIES} y columns fit one chart; select fewer.")
     x_values = tuple(row[x_index] for row in result.rows)
     axis = _x_axis(x_values)
+    drawn = [v for _, values in series for v in values]
+    if axis == "number" and kind != "bar":
+        drawn += [_number(v) for v in x_values]
+    if any(v is not None and abs(v) > DRAWABLE for v in drawn):
+        refuse("chart", _TOO_LARGE)
     if kind is None:
         if axis == "category":
             kind = "bar"
@@ -256,9 +272,13 @@ def render_png(plan: ChartPlan, *, width: int = WIDTH_PX, height: int = HEIGHT_P
         figure = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI, layout="constrained")
         FigureCanvasAgg(figure)
         axes = figure.add_subplot()
-        _draw(axes, plan)
         buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})
+        try:
+            _draw(axes, plan)
+            figure.savefig(buffer, format="png", dpi=_DPI, metadata={"Software": None})
+        except (ValueError, OverflowError) as exc:  # matplotlib's arithmetic on values it cannot place
+            log.warning("chart not drawn: %s: %s", type(exc).__name__, str(exc)[:200])
+            refuse("chart", _UNDRAWABLE)
     return buffer.getvalue()
 
 
@@ -288,6 +308,8 @@ def _draw(axes: Any, plan: ChartPlan) -> None:
                 axes.plot(xs, vs, color=color, label=label, marker="o" if count <= 40 else None)
             else:
                 axes.scatter(xs, vs, color=color, label=label, s=18)
+    if plan.x_axis == "time":
+        _fit_dates(axes, [p for p in positions if p is not None])
     if plan.x_axis == "category":
         step = max(1, math.ceil(count / 40))  # at most ~40 tick labels
         ticks = positions[::step]
@@ -307,3 +329,15 @@ def _draw(axes: Any, plan: ChartPlan) -> None:
     axes.set_axisbelow(True)
     for side in ("top", "right"):
         axes.spines[side].set_visible(False)
+
+
+def _fit_dates(axes: Any, days: list[dt.datetime]) -> None:
+    """The usual 5% margins, but within the years 1 to 9999 that dates can hold (matplotlib's
+    default margins around year 1 or 9999 name days that do not exist, and it fails)."""
+    if not days:
+        return
+    low, high = min(days), max(days)
+    pad = max((high - low) * 0.05, dt.timedelta(days=1))
+    start = low - pad if low - _FIRST_DAY > pad else _FIRST_DAY
+    end = high + pad if _LAST_DAY - high > pad else _LAST_DAY
+    axes.set_xlim(start, end)

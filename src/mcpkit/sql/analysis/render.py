@@ -23,6 +23,11 @@ def render_profile(profile: TableProfile) -> str:
         f"{where}: {rows} rows; statistics: {profile.statistics or 'none'}; sample: {profile.sampling}"
         + (f" ({profile.sampled_rows} rows)" if profile.sampled_rows is not None else "")
         + f"; {profile.elapsed_ms:g} ms"
+        + (
+            f"; most common values not read, out of time: {', '.join(profile.unfinished)}"
+            if profile.unfinished
+            else ""
+        )
     )
     body: list[list[JsonValue]] = []
     for c in profile.columns:

@@ -40,8 +40,9 @@ __all__ = [
 
 Outcome = FailureKind | Literal["timeout"]
 
-Readable = Mapping[tuple[str | None, str], int | None]
-"""(schema, name) -> row estimate of every relation the account can read."""
+Readable = Mapping[tuple[str | None, str], int | str | None]
+"""(schema, name) -> row estimate of every relation the account can read: a count, None when the
+database has none, or why it is not shown (a whole-table count of rows the account cannot see)."""
 
 _CALL_ID = re.compile(r"[^A-Za-z0-9._:-]")
 ROLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")

@@ -15,7 +15,7 @@ from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
 from mcpkit.sql.profiles.postgres.masks import derived_masks, masked_routes, readable_masked_columns
 from mcpkit.sql.profiles.postgres.session import PostgresSession
-from mcpkit.sql.profiles.postgres.stats import postgres_table_stats
+from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
 
 if TYPE_CHECKING:
     from mcpkit.sql.admission import FunctionCatalog
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["PostgresCatalog", "PostgresProfile"]
 
 _READABLE: Final = (
-    "SELECT n.nspname, c.relname, c.reltuples::bigint FROM pg_catalog.pg_class c"
+    f"SELECT n.nspname, c.relname, c.reltuples::bigint, {ROW_FILTERED} FROM pg_catalog.pg_class c"
     " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
     " WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND has_schema_privilege(n.oid, 'USAGE')"
     " AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))"
@@ -52,9 +52,12 @@ class PostgresProfile(PostgresSession):
         return readable_masked_columns(conn, masked) + masked_routes(conn, masked)
 
     def readable(self, conn: Connection) -> Readable:
-        """Relations the role can read (or read some columns of), with `reltuples` estimates."""
-        rows = conn.execute(text(_READABLE)).all()
-        return {(s, n): (int(e) if e is not None and e >= 0 else None) for s, n, e in rows}
+        """Relations the role can read (or read some columns of), with `reltuples` estimates, except
+        where row-level security hides rows from the role (the estimate counts them)."""
+        return {
+            (s, n): ROW_FILTERED_NOTE if hidden else (int(e) if e is not None and e >= 0 else None)
+            for s, n, e, hidden in conn.execute(text(_READABLE)).all()
+        }
 
     def function_catalog(self, engine: Engine) -> FunctionCatalog:
         """Volatility from `pg_proc`."""

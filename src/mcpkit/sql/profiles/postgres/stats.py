@@ -15,10 +15,16 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import ColumnStats, TableStats
 
-__all__ = ["postgres_table_stats"]
+__all__ = ["ROW_FILTERED", "ROW_FILTERED_NOTE", "postgres_table_stats"]
+
+ROW_FILTERED: Final = "(c.relrowsecurity AND row_security_active(c.oid))"
+"""Whether row-level security hides rows of `pg_class c` from the current role (not its owner,
+not BYPASSRLS): then the catalog's whole-table counts are not the role's to see. The one test
+`profile_table`, `list_tables` and `describe_table` apply."""
+ROW_FILTERED_NOTE: Final = "not shown: row-level security"
 
 _RELATION: Final = (
-    "SELECT c.oid, c.reltuples::bigint, c.relrowsecurity AND row_security_active(c.oid)"
+    f"SELECT c.oid, c.reltuples::bigint, {ROW_FILTERED}"
     " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
     " WHERE n.nspname = :schema AND c.relname = :table"
 )
