@@ -8,15 +8,11 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
-import sqlglot
 from sqlalchemy.engine import URL, Connection
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from mcpkit.sql.admission.function_tables import matches
 from mcpkit.sql.admission.policy import FunctionPolicy
@@ -31,6 +27,7 @@ from mcpkit.sql.profiles.base import (
     Profile,
     TableStats,
 )
+from mcpkit.sql.profiles.sqlite_masks import Withheld, generated_columns, withheld_for
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 
 __all__ = ["MAX_LENGTH", "SqliteProfile", "Withheld"]
@@ -77,7 +74,6 @@ MAX_LENGTH: Final = 32 * 1024 * 1024
 _OPERATOR_FUNCTIONS: Final = frozenset({"like", "glob", "regexp", "match", "->", "->>"})
 # printf's width and precision: flags, then `*` or digits, then `.` and `*` or digits.
 # The `content=` option of an FTS4/FTS5 table: the table its text comes from.
-_CONTENT: Final = re.compile(r"\bcontent\s*=\s*['\"`\[]?([^'\"`\],)\s]+)", re.IGNORECASE)
 _SPEC: Final = re.compile(r"%[-+ 0#,!]*(\*|\d+)?(?:\.(\*|\d+))?([a-zA-Z%])")
 
 
@@ -92,126 +88,10 @@ def _function_allowed(policy: FunctionPolicy | None) -> Callable[[str], bool]:
     return allowed
 
 
-@dataclass(frozen=True)
-class Withheld:
-    """What the authorizer keeps from every statement: masked columns, and whole tables."""
-
-    columns: frozenset[tuple[str, str]] = frozenset()  # (table, column), case-folded: read as NULL
-    tables: frozenset[str] = frozenset()  # case-folded: any read refused (shadow tables)
-    virtual: frozenset[str] = frozenset()  # case-folded: virtual tables over masked columns
-
-    def read(self, table: str | None, column: str | None) -> int:
-        """The authorizer's answer to SQLITE_READ of `table.column`."""
-        name = (table or "").casefold()
-        if name in self.tables:
-            return sqlite3.SQLITE_DENY
-        if (name, (column or "").casefold()) in self.columns:
-            # SQLite compiles the statement with NULL in place of the column: no clause, function
-            # or virtual table (an external-content FTS5 reads its content table) sees the value.
-            return sqlite3.SQLITE_IGNORE
-        return sqlite3.SQLITE_OK
+_NOTHING_WITHHELD: Final = Withheld()
 
 
-def _withheld(conn: Connection, masked: Mapping[str, frozenset[str]]) -> Withheld:
-    """The masked columns, plus the virtual tables over them: their masked columns and shadow tables.
-
-    A virtual table is over a masked column when the policy masks one of its own columns, or when
-    its `content=` table (FTS5, FTS4) has masked columns; its shadow tables (`_content`, `_data`,
-    `_idx`, `_docsize`, `_config`, R*Tree `_node`, ...) hold copies or tokens of the text, so every
-    read of them is denied, which also refuses MATCH on it.
-    """
-    folded = {t.casefold(): {c.casefold() for c in cols} for t, cols in masked.items() if cols}
-    columns = {(t, c) for t, cols in folded.items() for c in cols}
-    views = _views_over(conn, set(folded))
-    over: set[str] = set()
-    for name, sql in conn.exec_driver_sql(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'"
-    ):
-        vtab, content = str(name).casefold(), _CONTENT.search(str(sql or ""))
-        source = folded.get(content.group(1).casefold(), set()) if content else set()
-        # content= a view over a masked table: the index holds its text (refused whole, below).
-        over_view = content is not None and content.group(1).casefold() in views
-        if vtab in folded or source or over_view:
-            over.add(vtab)
-            columns |= {(vtab, c) for c in source}
-    shadows = {
-        str(row[1]).casefold() for row in conn.exec_driver_sql("PRAGMA table_list") if str(row[2]) == "shadow"
-    }
-    tables = {s for s in shadows if any(s.startswith(f"{v}_") for v in over)}
-    for vtab in sorted(over):
-        log.info(
-            "masks: SQLite virtual table %s is built over masked columns; it and its shadow tables "
-            "(%s) cannot be opened by the calls (refused before they run)",
-            vtab,
-            ", ".join(sorted(s for s in tables if s.startswith(f"{vtab}_"))) or "none",
-        )
-    return Withheld(frozenset(columns), frozenset(tables), frozenset(over))
-
-
-def _generated(conn: Connection, table: str, masked: frozenset[str]) -> frozenset[str]:
-    """Generated columns of `table` computed (directly or through another) from a masked column.
-
-    SQLite's authorizer reports a read of the generated column, not of the columns its expression
-    reads. The expressions come from the stored CREATE TABLE; one that cannot be parsed counts as
-    reading every column.
-    """
-    found = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
-    row = found.first()
-    hidden = {
-        str(r[1]).casefold()
-        for r in conn.exec_driver_sql(f"PRAGMA table_xinfo({_sqlite_quote(table)})")
-        if int(r[6]) in (2, 3)  # 2: VIRTUAL, 3: STORED generated column
-    }
-    if not hidden:
-        return frozenset()
-    reads: dict[str, set[str]] = {}
-    try:
-        tree = sqlglot.parse_one(str(row[0] if row else ""), read="sqlite")
-        for column in tree.find_all(exp.ColumnDef):
-            for constraint in column.constraints:
-                kind = constraint.args.get("kind")
-                if isinstance(kind, exp.ComputedColumnConstraint):
-                    reads[column.name.casefold()] = {c.name.casefold() for c in kind.find_all(exp.Column)}
-    except SqlglotError:
-        reads = {}
-    if set(reads) != hidden:
-        return frozenset(hidden)
-    tainted = {c.casefold() for c in masked}
-    out: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, uses in reads.items():
-            if name not in out and uses & (tainted | out):
-                out.add(name)
-                changed = True
-    return frozenset(out)
-
-
-def _sqlite_quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _views_over(conn: Connection, tables: set[str]) -> set[str]:
-    """Views whose definition names one of `tables` (or such a view), case-folded; conservative:
-    a mention anywhere in the stored SQL counts."""
-    defined = {
-        str(n).casefold(): str(q or "").casefold()
-        for n, q in conn.exec_driver_sql("SELECT name, sql FROM sqlite_master WHERE type = 'view'")
-    }
-    out: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, sql in defined.items():
-            words = set(re.findall(r"[a-z0-9_$\u0080-\uffff]+", sql))
-            if name not in out and words & (tables | out):
-                out.add(name)
-                changed = True
-    return out
-
-
-def _authorizer(allowed: Callable[[str], bool], withheld: Withheld = Withheld()) -> Callable[..., int]:
+def _authorizer(allowed: Callable[[str], bool], withheld: Withheld = _NOTHING_WITHHELD) -> Callable[..., int]:
     def authorize(
         action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None
     ) -> int:
@@ -304,14 +184,14 @@ class SqliteProfile(Profile):
         """Generated columns computed from masked ones (the authorizer sees only the column read)."""
         out = []
         for table, columns in sorted(masked.items()):
-            generated = _generated(conn, table, columns)
+            generated = generated_columns(conn, table, columns)
             if generated:
                 out.append(DerivedMask(table, None, table, generated, "generated from a masked column"))
         return out
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The authorizer reads masked columns as NULL and refuses the shadow tables over them."""
-        self.withheld = _withheld(conn, masked)
+        self.withheld = withheld_for(conn, masked)
         # A connection that already opened a virtual table keeps it open, with what it read then;
         # the engine replaces every pooled connection, so the new policy applies from the start.
         self.policy_generation += 1
