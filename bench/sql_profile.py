@@ -2,8 +2,9 @@
 
 The server is assembled from the same command line the peers bench runs, on a tagged PostgreSQL
 table and SELECT-only login (bench/sql_peers.py's set-up), and called through the official client
-in memory (`mcpkit.testing.connect`). Prints the mean wall time per call and cProfile's top
-functions by cumulative and own time.
+in memory (`mcpkit.testing.connect`). Prints the median wall time of unprofiled calls, then
+cProfile's top functions by cumulative and own time, on the event loop and in the handler threads.
+`PYTHONPATH=OTHER/src` profiles another checkout.
 
     .venv/bin/python bench/sql_profile.py [--pg URL] [--rows 10000] [--calls 300] [--query point|scan]
 """
@@ -13,7 +14,9 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
+import statistics
 import sys
 import time
 from contextlib import ExitStack
@@ -67,14 +70,18 @@ async def _calls(
         for _ in range(warm):
             result = await client.call_tool("execute_query", {"query": sql})
             assert not result.is_error, result
-        started = time.perf_counter()
+        times = []
+        for _ in range(calls):  # unprofiled first: the figure to compare
+            t0 = time.perf_counter()
+            await client.call_tool("execute_query", {"query": sql})
+            times.append(time.perf_counter() - t0)
         active.append(True)
         profiler.enable()
         for _ in range(calls):
             await client.call_tool("execute_query", {"query": sql})
         profiler.disable()
         active.clear()
-        return (time.perf_counter() - started) / calls
+        return statistics.median(times)
 
 
 def main() -> None:
@@ -100,7 +107,11 @@ def main() -> None:
             per_call = anyio.run(_calls, server, sql, 20, opts.calls, profiler, active)
     finally:
         teardown(opts.pg, schema, role)
-    print(f"{opts.query}: {per_call * 1000:.2f} ms per call (wall, profiler on), {opts.calls} calls")
+    load = os.getloadavg()[0]
+    print(
+        f"{opts.query}: median {per_call * 1000:.2f} ms per call unprofiled"
+        f" ({opts.calls} calls, load {load:.1f})"
+    )
     for title, prof in (("event loop", profiler), ("handler threads", worker)):
         for key in ("cumulative", "tottime"):
             out = io.StringIO()
