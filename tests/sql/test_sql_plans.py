@@ -13,6 +13,7 @@ from mcpkit.errors import Refused
 from mcpkit.sql.admission import FunctionPolicy
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
+from mcpkit.sql.plans import MAX_CACHED_CHARS
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
 from mcpkit.sql.service import Masking, SqlService
 from tests.sql.sql_support import DbEnv, pg_admin
@@ -44,6 +45,13 @@ def test_a_repeated_statement_is_planned_once(service: SqlService) -> None:
     assert (service.plans.misses, service.plans.hits) == (1, 1)
     _call(service, NOTES + " ")  # another text is another plan
     assert service.plans.misses == 2
+
+
+def test_a_long_statement_is_not_kept(service: SqlService) -> None:
+    long = NOTES + " AND notes <> '" + "x" * MAX_CACHED_CHARS + "'"
+    _call(service, long)
+    _call(service, long)
+    assert (service.plans.misses, service.plans.hits) == (2, 0)
 
 
 def test_a_cached_plan_is_not_reused_after_the_masks_change(service: SqlService) -> None:

@@ -24,10 +24,13 @@ from typing import Final
 from mcpkit.sql.admission import Admitted
 from mcpkit.sql.masking import MaskPlan
 
-__all__ = ["DEFAULT_PLANS", "Plan", "PlanCache"]
+__all__ = ["DEFAULT_PLANS", "MAX_CACHED_CHARS", "Plan", "PlanCache"]
 
 DEFAULT_PLANS: Final = 256
 """Plans kept per service (a few KB each: the SQL text and two small trees)."""
+MAX_CACHED_CHARS: Final = 4096
+"""Longer statements are not kept: a tree may have up to the analysis budget's 4,000 nodes, and
+256 of those would hold a lot of memory for statements that rarely repeat word for word."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ class PlanCache:
 
     def put(self, key: tuple[str, int], plan: Plan, *, stamp: tuple[object, ...]) -> None:
         """Keep `plan` for `key`, made under `stamp` (a later `get` under another stamp drops it)."""
-        if self.size <= 0:
+        if self.size <= 0 or len(key[0]) > MAX_CACHED_CHARS:
             return
         with self._lock:
             self._check(stamp)
