@@ -21,6 +21,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final
 
+from sqlglot import exp
+
 from mcpkit.sql.admission import Admitted
 from mcpkit.sql.masking import MaskPlan
 
@@ -39,6 +41,14 @@ class Plan:
 
     admitted: Admitted
     masking: MaskPlan
+    calls_functions: bool
+    """Whether the tree has a function call (whose volatility each hit looks up again)."""
+
+    @classmethod
+    def of(cls, admitted: Admitted, masking: MaskPlan) -> Plan:
+        """The plan of an admitted, mask-planned statement."""
+        calls = next(admitted.tree.find_all(exp.Func), None) is not None
+        return cls(admitted, masking, calls)
 
 
 class PlanCache:

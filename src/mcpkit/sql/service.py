@@ -203,13 +203,15 @@ class SqlService:
         stamp, key = self._stamp(), (sql, rows)
         cached = self.plans.get(key, stamp=stamp)
         if cached is not None:
-            reject_volatile_functions(cached.admitted.tree, self.engine.dialect, self.catalog)
+            if cached.calls_functions and self.catalog is not None:
+                # On a copy: the check marks nodes while it runs, and other threads share the tree.
+                reject_volatile_functions(cached.admitted.tree.copy(), self.engine.dialect, self.catalog)
             AnalysisBudget.check_deadline(deadline)
             return cached.admitted, cached.masking
         admitted = self.admit(sql, rows, deadline)
         masking = self.mask_plan(admitted)
         AnalysisBudget.check_deadline(deadline)
-        self.plans.put(key, Plan(admitted, masking), stamp=stamp)
+        self.plans.put(key, Plan.of(admitted, masking), stamp=stamp)
         return admitted, masking
 
     def mask_plan(self, admitted: Admitted) -> MaskPlan:
