@@ -16,6 +16,9 @@
 
     .venv/bin/python bench/sql_peers.py [--pg postgresql://postgres@127.0.0.1:5432/test] [--rows 1000000]
         [--repeat 7] [--rounds 3] [--clients 50] [--calls 20] [--interval 1.0] [--pool-size 5]
+        [--baseline OTHER/src] [--skip-unpooled] [--skip-peers] [--skip-load]
+
+`--baseline` times another checkout's mcpkit in the same rounds, for before/after ratios.
 
 The table and role are created with a random tag and dropped at the end.
 """
@@ -110,8 +113,8 @@ def install_dbhub() -> tuple[Path | None, str]:
 # --- servers -------------------------------------------------------------------------------------
 
 
-def mcpkit_params(dsn: str, pool_size: int) -> StdioServerParameters:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+def mcpkit_params(dsn: str, pool_size: int, src: Path = ROOT / "src") -> StdioServerParameters:
+    env = {**os.environ, "PYTHONPATH": str(src)}
     args = ["-m", "mcpkit", "sql", "serve", "--dsn", dsn, "--no-audit", "--pool-size", str(pool_size)]
     return StdioServerParameters(command=sys.executable, args=args, env=env)
 
@@ -258,6 +261,12 @@ async def main() -> None:
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between one client's calls")
     parser.add_argument("--skip-peers", action="store_true")
     parser.add_argument("--skip-load", action="store_true")
+    parser.add_argument(
+        "--baseline",
+        metavar="SRC",
+        help="also time the mcpkit whose src/ folder this is (e.g. `git archive` of an older commit)",
+    )
+    parser.add_argument("--skip-unpooled", action="store_true", help="leave out --pool-size 0")
     opts = parser.parse_args()
     load_avg = os.getloadavg()
     print(
@@ -291,12 +300,18 @@ async def peers(opts: argparse.Namespace) -> None:
     host = user_at[1] if len(user_at) == 2 else user_at[0]
     mk_dsn, hub_dsn = f"postgresql://{role}@{host}", f"postgres://{role}@{host}?sslmode=disable"
     queries = {"point": f"SELECT * FROM {table} WHERE id = 123457", "scan": f"SELECT * FROM {table}"}
-    results: dict[str, list[dict[str, Any]]] = {"mcpkit": [], "mcpkit --pool-size 0": [], "DBHub": []}
+    servers: list[tuple[str, int, Path]] = [("mcpkit", opts.pool_size, ROOT / "src")]
+    if opts.baseline:
+        servers.append(("mcpkit baseline", opts.pool_size, Path(opts.baseline).resolve()))
+    if not opts.skip_unpooled:
+        servers.append(("mcpkit --pool-size 0", 0, ROOT / "src"))
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in servers}
+    results["DBHub"] = []
     try:
         with tempfile.TemporaryDirectory(prefix="mk-peers-") as folder:
             for _ in range(opts.rounds):
-                for name, size in (("mcpkit", opts.pool_size), ("mcpkit --pool-size 0", 0)):
-                    params = mcpkit_params(mk_dsn, size)
+                for name, size, src in servers:
+                    params = mcpkit_params(mk_dsn, size, src)
                     results[name].append(await timed(params, "execute_query", "query", queries, opts.repeat))
                 if entry is not None:
                     results["DBHub"].append(
@@ -325,9 +340,10 @@ async def peers(opts: argparse.Namespace) -> None:
                 f" {r['bytes']:,} ({', '.join(r['tools'])}) |"
             )
     if results["DBHub"]:
-        for label in ("point", "scan"):  # the pooled server against DBHub
-            ratios = [m[label] / d[label] for m, d in zip(results["mcpkit"], results["DBHub"], strict=True)]
-            print(f"{label}: mcpkit / DBHub per round: {', '.join(f'{x:.2f}x' for x in ratios)}")
+        for name in [n for n in ("mcpkit", "mcpkit baseline") if n in results]:
+            for label in ("point", "scan"):  # the pooled servers against DBHub
+                ratios = [m[label] / d[label] for m, d in zip(results[name], results["DBHub"], strict=True)]
+                print(f"{label}: {name} / DBHub per round: {', '.join(f'{x:.2f}x' for x in ratios)}")
 
 
 if __name__ == "__main__":

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from typing import Annotated, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, WithJsonSchema
 
 __all__ = [
     "ColumnEntry",
     "ForeignKeyEntry",
     "IndexEntry",
     "QueryResult",
+    "Row",
     "SourceTables",
     "SourcesTableList",
     "TableDescription",
     "TableEntry",
     "TableList",
 ]
+
+Row: TypeAlias = Annotated[list[JsonValue], WithJsonSchema({"type": "array"})]
+"""One shaped row. Its cells are any JSON (validated as `JsonValue`), so the declared schema says
+only "an array": a `$ref` to an empty `JsonValue` schema per cell made the official client's
+output-schema check of a 25-row answer cost about 2 ms, and it says no more."""
 
 
 class QueryResult(BaseModel):
@@ -23,7 +31,7 @@ class QueryResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     columns: list[str] = Field(description="Column names, in order.")
-    rows: list[list[JsonValue]] = Field(description="Shaped rows: one list per row, one cell per column.")
+    rows: list[Row] = Field(description="Shaped rows: one list per row, one cell per column.")
     row_count: int = Field(description="Rows sent (at most max_rows).")
     truncated: bool = Field(description="True when more rows exist than were sent.")
     elapsed_ms: float = Field(description="Time the database took, in milliseconds.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Final
 
@@ -19,6 +20,13 @@ __all__ = [
 ]
 
 _ESCAPES: Final = {"\\": "\\\\", "|": "\\|", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# What must be escaped: the named escapes, C0 controls, DEL, NEL, the line and paragraph separators.
+_UNSAFE: Final = re.compile(r"[\\|\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    return _ESCAPES.get(ch) or f"\\u{ord(ch):04x}"
 
 
 def escape_cell(text: str) -> str:
@@ -33,15 +41,7 @@ def escape_cell(text: str) -> str:
     Returns:
         Text with no unescaped `|` and no line break of any kind.
     """
-    out = []
-    for ch in text:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F or ch in "\u0085\u2028\u2029":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    return _UNSAFE.sub(_escape, text)  # a regex: a per-character loop cost more than the query
 
 
 def _text(value: JsonValue) -> str:

@@ -18,12 +18,14 @@ from mcpkit.sql.admission import (
     FunctionPolicy,
     admit,
 )
+from mcpkit.sql.admission.reject_volatile_functions import reject_volatile_functions
 from mcpkit.sql.clipping import CellBudget
 from mcpkit.sql.engines.base import Engine
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError, refuse
 from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
+from mcpkit.sql.plans import DEFAULT_PLANS, Plan, PlanCache
 from mcpkit.sql.profiles import profile_of
 from mcpkit.sql.reflect import describe_table, list_tables
 from mcpkit.sql.render import render_description, render_markdown, render_table_list
@@ -70,6 +72,8 @@ class SqlService:
         masking: Sensitive columns to mask (`--mask`), with the schema they are resolved against.
         budget: Limits on the Python-side analysis of one call (size limits and a deadline).
         cells: Bytes the cells of one call may take, clipped inside the SQL sent (None: off).
+        plans: Admission and masking plans kept for repeated statements (`mcpkit.sql.plans`;
+            0: none).
     """
 
     def __init__(
@@ -84,6 +88,7 @@ class SqlService:
         masking: Masking | None = None,
         budget: AnalysisBudget = DEFAULT_BUDGET,
         cells: CellBudget | None = DEFAULT_CELLS,
+        plans: int = DEFAULT_PLANS,
     ) -> None:
         if not 1 <= max_rows <= HARD_MAX_ROWS:
             raise ValueError(f"max_rows must be between 1 and {HARD_MAX_ROWS}")
@@ -106,6 +111,7 @@ class SqlService:
         self.budget = budget
         self.cells = cells
         self._admit = admit  # replaced only by the defense-in-depth tests
+        self.plans = PlanCache(plans)
 
     def admit(self, sql: str, rows: int, deadline: float | None = None) -> Admitted:
         """Admit `sql` with the row cap `rows` built in (one more row, to see whether more exist)."""
@@ -151,9 +157,7 @@ class SqlService:
         deadline = self.budget.deadline()
         with _span("sql.admission") as span:
             try:
-                admitted = self.admit(sql, rows, deadline)
-                plan = self.mask_plan(admitted)
-                AnalysisBudget.check_deadline(deadline)
+                admitted, plan = self._plan(sql, rows, deadline)
             except Refused as exc:
                 reason = (exc.data or {}).get("reason")
                 span.set_attribute("mcpkit.sql.refused", str(reason))
@@ -174,6 +178,41 @@ class SqlService:
         if note is not None:
             note(rows=result.row_count, truncated=result.truncated)
         return result, render_markdown(result)
+
+    def _stamp(self) -> tuple[object, ...]:
+        """Everything a plan depends on besides its SQL and row cap (see `mcpkit.sql.plans`)."""
+        m = self.masking
+        return (
+            self._admit,
+            self.engine.dialect,
+            self.functions,
+            self.catalog,
+            self.budget,
+            m,
+            None if m is None else m.policy,
+            None if m is None else m.schema,
+            self.profile.policy_generation,
+        )
+
+    def _plan(self, sql: str, rows: int, deadline: float | None) -> tuple[Admitted, MaskPlan]:
+        """Admit and mask-plan `sql`, or take the plan made for the same text under the same inputs.
+
+        A cached plan still has its functions' volatility checked against the catalog (whose
+        answers expire), so a function re-created as volatile is refused as on a first call.
+        """
+        stamp, key = self._stamp(), (sql, rows)
+        cached = self.plans.get(key, stamp=stamp)
+        if cached is not None:
+            if cached.calls_functions and self.catalog is not None:
+                # On a copy: the check marks nodes while it runs, and other threads share the tree.
+                reject_volatile_functions(cached.admitted.tree.copy(), self.engine.dialect, self.catalog)
+            AnalysisBudget.check_deadline(deadline)
+            return cached.admitted, cached.masking
+        admitted = self.admit(sql, rows, deadline)
+        masking = self.mask_plan(admitted)
+        AnalysisBudget.check_deadline(deadline)
+        self.plans.put(key, Plan.of(admitted, masking), stamp=stamp)
+        return admitted, masking
 
     def mask_plan(self, admitted: Admitted) -> MaskPlan:
         """The masking plan of an admitted query (refused when it filters on a masked column)."""

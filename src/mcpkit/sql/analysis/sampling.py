@@ -27,7 +27,7 @@ from sqlglot import exp
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryTimeout
-from mcpkit.sql.models import QueryResult, TableDescription
+from mcpkit.sql.models import QueryResult, Row, TableDescription
 from mcpkit.sql.profiles.base import TableStats
 from mcpkit.sql.service import Note, SqlService
 
@@ -65,7 +65,7 @@ class TableSample(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     columns: list[str]
-    rows: list[list[JsonValue]]
+    rows: list[Row]
     row_count: int
     sampling: str = Field(description="How the rows were chosen.")
     elapsed_ms: float

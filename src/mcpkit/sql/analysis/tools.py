@@ -15,7 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from mcp import types
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictInt, create_model
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, create_model
 
 from mcpkit import Context, Tool, ToolAnnotations, ToolResult
 from mcpkit.sql.analysis.charts import (
@@ -27,6 +27,7 @@ from mcpkit.sql.analysis.charts import (
 )
 from mcpkit.sql.analysis.profiling import SAMPLE_MAX, TableProfile, TableSample, profile_table, sample_table
 from mcpkit.sql.analysis.render import render_profile, render_sample
+from mcpkit.sql.models import Row
 from mcpkit.sql.service import SqlService
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class ChartResult(BaseModel):
     x: str
     y: list[str]
     columns: list[str]
-    rows: list[list[JsonValue]] = Field(description="The plotted rows, shaped as execute_query's.")
+    rows: list[Row] = Field(description="The plotted rows, shaped as execute_query's.")
     row_count: int
     truncated: bool = Field(description="True when more rows existed than were plotted.")
     elapsed_ms: float
