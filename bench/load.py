@@ -1,8 +1,9 @@
 """Load: concurrent clients over Streamable HTTP against two replicas sharing one Redis.
 
 Each client is the official SDK client (`mcp.Client`) on its own session, alternating replicas; every call
-must succeed. Phase 2 hammers a rate-limited tool from all clients at once (one caller identity) and
-checks that the global limit, shared through Redis, admitted exactly its budget across both replicas.
+must succeed. Phase 2 hammers a rate-limited tool from all clients at once, all with one bearer token (one
+principal: without auth every connection is a caller of its own) and checks that the per-caller limit,
+shared through Redis, admitted exactly its budget across both replicas.
 With `--sql`, the replicas are `mcpkit sql serve --demo` auditing into one PostgreSQL table, phase 1 runs
 `execute_query`, and every call's audit record is counted after the replicas stop.
 
@@ -23,11 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import httpx2
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "tests" / "servers" / "http_app.py"
 SQL_QUERY = {"query": "SELECT region, COUNT(*) AS deals FROM sales_demo GROUP BY region"}
+TOKEN = f"load-{uuid.uuid4().hex}"  # the one principal (`bench`) every client of phase 2 shares
 
 
 def free_port() -> int:
@@ -70,6 +74,8 @@ def start(port: int, name: str, opts: argparse.Namespace) -> subprocess.Popen[by
             str(opts.limit),
             "--max-concurrent",
             "1000",
+            "--tokens",
+            str(opts.tokens),
         ]
     proc = subprocess.Popen(
         [sys.executable, *args], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -94,8 +100,10 @@ class Phase:
     took: float = 0.0
 
 
-async def client_run(url: str, calls: int, tool: str, p: Phase) -> None:
-    async with Client(url, mode="legacy") as client:
+async def client_run(url: str, calls: int, tool: str, p: Phase, token: str | None) -> None:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    http = httpx2.AsyncClient(headers=headers, timeout=60)
+    async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
         for i in range(calls):
             arguments = SQL_QUERY if tool == "execute_query" else {"text": f"c{i}"}
             t0 = time.perf_counter()
@@ -113,12 +121,12 @@ async def client_run(url: str, calls: int, tool: str, p: Phase) -> None:
                 p.failures.append(code)
 
 
-async def phase(urls: list[str], clients: int, calls: int, tool: str) -> Phase:
+async def phase(urls: list[str], clients: int, calls: int, tool: str, token: str | None = None) -> Phase:
     p = Phase()
     started = time.perf_counter()
     async with anyio.create_task_group() as tg:
         for c in range(clients):
-            tg.start_soon(client_run, urls[c % len(urls)], calls, tool, p)
+            tg.start_soon(client_run, urls[c % len(urls)], calls, tool, p, token)
     p.took = time.perf_counter() - started
     return p
 
@@ -145,21 +153,24 @@ async def main() -> None:
     parser.add_argument("--audit-dsn", default="postgresql://postgres@127.0.0.1:5432/test")
     opts = parser.parse_args()
     name = f"load-{uuid.uuid4().hex[:8]}"
+    opts.tokens = Path(f"/tmp/{name}.tokens")
+    opts.tokens.write_text(f"bench {TOKEN}\n")
     ports = [free_port(), free_port()]
     procs = [start(port, name, opts) for port in ports]
     urls = [f"http://127.0.0.1:{port}/mcp" for port in ports]
     tool = "execute_query" if opts.sql else "whoami"
     try:
-        p1 = await phase(urls, opts.clients, opts.calls, tool)
+        p1 = await phase(urls, opts.clients, opts.calls, tool, None if opts.sql else TOKEN)
         p2 = (
             None
             if opts.sql
-            else await phase(urls, opts.clients, max(1, opts.limit * 2 // opts.clients), "echo")
+            else await phase(urls, opts.clients, max(1, opts.limit * 2 // opts.clients), "echo", TOKEN)
         )
     finally:
         for proc in procs:
             proc.terminate()  # SIGTERM: the replicas drain and flush their audit
             proc.wait(timeout=30)
+        opts.tokens.unlink(missing_ok=True)
     lat = sorted(p1.latencies)
     total = opts.clients * opts.calls
     print(
@@ -178,7 +189,7 @@ async def main() -> None:
         admitted = p2.outcomes.count("OK")
         print(
             f"phase 2: {len(p2.outcomes)} calls to a tool limited to {opts.limit}/min per caller identity "
-            "(all clients share one identity), across both replicas"
+            "(all clients share one bearer token), across both replicas"
         )
         print(
             f"  admitted {admitted} (limit {opts.limit}, off by {admitted - opts.limit}), "
