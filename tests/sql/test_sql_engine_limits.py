@@ -56,6 +56,54 @@ def test_sqlite_no_step_builds_gigabytes_or_outlives_the_deadline(sql: str, sqli
     service.engine.close()
 
 
+# One VM step each, quadratic in the argument sizes (issue 11): instr/replace searched by Python's
+# linear search, LIKE/GLOB patterns capped so one comparison stays within about a second.
+_A = "replace(printf('%.*c', 30000000, 'z'), 'z', 'a')"
+_NEEDLE = "replace(printf('%.*c', 100000, 'z'), 'z', 'a') || 'b'"
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (f"SELECT instr({_A}, {_NEEDLE})", [[0]]),
+        (f"SELECT length(replace({_A}, {_NEEDLE}, 'x'))", [[30000000]]),
+        (f"SELECT instr(CAST({_A} AS BLOB), CAST({_NEEDLE} AS BLOB))", [[0]]),
+        (f"SELECT {_A} LIKE '%' || {_NEEDLE} || '%'", None),
+        (f"SELECT {_A} GLOB '*' || {_NEEDLE} || '*'", None),
+    ],
+)
+def test_sqlite_string_searches_stay_within_the_deadline(
+    sql: str, expected: list[list[Any]] | None, sqlite_env: DbEnv
+) -> None:
+    service = _raw(sqlite_env)
+    started = time.monotonic()
+    try:
+        if expected is None:
+            with pytest.raises(QueryFailed) as info:
+                service.query(sql, call_id="search", max_rows=1)
+            assert info.value.data is not None and info.value.data["reason"] == "resource"
+        else:
+            result, _ = service.query(sql, call_id="search", max_rows=1)
+            assert result.rows == expected
+        assert time.monotonic() - started < TIMEOUT_S + 2
+    finally:
+        service.engine.close()
+
+
+def test_sqlite_bounded_string_functions_keep_their_meaning(sqlite_env: DbEnv) -> None:
+    service = _raw(sqlite_env)
+    sql = (
+        "SELECT instr('héllo', 'llo'), instr('abc', ''), instr(NULL, 'a'), instr(12345, 34),"
+        " instr(x'0102', x'02'), replace('aXbXc', 'X', '--'), replace('abc', '', 'z'),"
+        " replace(12312, 12, 'z'), replace('a', NULL, 'b'), 'Hello' LIKE 'h%', 'Hello' GLOB 'h*'"
+    )
+    try:
+        result, _ = service.query(sql, call_id="meaning")
+        assert result.rows == [[3, 1, None, 3, 2, "a--b--c", "abc", "z3z", None, 1, 0]]
+    finally:
+        service.engine.close()
+
+
 def test_sqlite_printf_still_formats(sqlite_env: DbEnv) -> None:
     service = _raw(sqlite_env)
     result, _ = service.query("SELECT printf('%5.2f|%s|%*d|%%', 3.14159, 'a', 3, 7) AS f", call_id="p")

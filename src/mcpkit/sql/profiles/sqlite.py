@@ -28,6 +28,7 @@ from mcpkit.sql.profiles.base import (
     TableStats,
 )
 from mcpkit.sql.profiles.sqlite_masks import Withheld, generated_columns, withheld_for
+from mcpkit.sql.profiles.sqlite_text import bound_text_functions
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 
 __all__ = ["MAX_LENGTH", "SqliteProfile", "Withheld"]
@@ -221,6 +222,7 @@ class SqliteProfile(Profile):
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
             for name in ("printf", "format"):
                 conn.create_function(name, -1, _bounded_printf, deterministic=True)
+            bound_text_functions(conn, MAX_LENGTH)
             return conn
 
         creator: Callable[[], sqlite3.Connection] = connect
@@ -283,7 +285,8 @@ class SqliteProfile(Profile):
             return "syntax"
         if isinstance(exc, sqlite3.DataError | sqlite3.IntegrityError):
             return "data"
-        if any(t in text for t in ("too big", "raised exception", "out of memory", "locked", "busy")):
+        resource = ("too big", "too complex", "raised exception", "out of memory", "locked", "busy")
+        if any(t in text for t in resource):
             return "resource"
         if "unable to open" in text:
             return "connection"
