@@ -137,3 +137,19 @@ def test_mariadb_recursion_cap_is_an_error_not_an_answer(mysql_env: DbEnv) -> No
     result, _ = service.query(deep, call_id="deep")
     assert result.rows == [[5000]]
     service.engine.close()
+
+
+@pytest.mark.mysql
+def test_mariadb_a_search_that_ignores_kill_still_answers_its_timeout(mysql_env: DbEnv) -> None:
+    # LOCATE checks neither max_statement_time nor KILL QUERY (about 6 s here, unloaded); the
+    # watchdog kills the connection instead, so the call answers at its deadline plus the grace.
+    service = SqlService(SqlEngine(mysql_env.ro_url), timeout_s=1.0)
+    service._admit = _passthrough
+    started = time.monotonic()
+    try:
+        with pytest.raises(QueryTimeout):
+            service.query("SELECT LOCATE(CONCAT(SPACE(5000), 'x'), SPACE(3000000)) AS p", call_id="kill")
+        assert time.monotonic() - started < 4.0
+        assert service.query("SELECT 1 AS one", call_id="after")[0].rows == [[1]]
+    finally:
+        service.engine.close()

@@ -156,7 +156,14 @@ class MysqlSession(Profile):
         return [by_code.get(col[1]) for col in description]
 
     def interrupt(self, dbapi: Any, url: URL) -> None:
-        """`KILL QUERY` the connection's thread from a second connection."""
+        """`KILL CONNECTION` the connection's thread from a second connection.
+
+        The watchdog fires only when `max_statement_time` did not stop the statement: MariaDB's
+        string searches (REPLACE, LOCATE, LIKE) check no kill flag, so `KILL QUERY` would leave the
+        call waiting until they end; killing the connection shuts its socket at once and the call
+        answers its timeout (the connection is never reused after an interrupt). The statement
+        itself runs on in the server until the function returns (docs/security.md).
+        """
         pymysql: Any = importlib.import_module("pymysql")
         thread = dbapi.thread_id()
         killer = pymysql.connect(
@@ -168,7 +175,7 @@ class MysqlSession(Profile):
         )
         try:
             with killer.cursor() as cur:
-                cur.execute("KILL QUERY %s", [thread])
+                cur.execute("KILL CONNECTION %s", [thread])
         finally:
             killer.close()
 
