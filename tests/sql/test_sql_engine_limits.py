@@ -56,6 +56,54 @@ def test_sqlite_no_step_builds_gigabytes_or_outlives_the_deadline(sql: str, sqli
     service.engine.close()
 
 
+# One VM step each, quadratic in the argument sizes (issue 11): instr/replace searched by Python's
+# linear search, LIKE/GLOB patterns capped so one comparison stays within about a second.
+_A = "replace(printf('%.*c', 30000000, 'z'), 'z', 'a')"
+_NEEDLE = "replace(printf('%.*c', 100000, 'z'), 'z', 'a') || 'b'"
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (f"SELECT instr({_A}, {_NEEDLE})", [[0]]),
+        (f"SELECT length(replace({_A}, {_NEEDLE}, 'x'))", [[30000000]]),
+        (f"SELECT instr(CAST({_A} AS BLOB), CAST({_NEEDLE} AS BLOB))", [[0]]),
+        (f"SELECT {_A} LIKE '%' || {_NEEDLE} || '%'", None),
+        (f"SELECT {_A} GLOB '*' || {_NEEDLE} || '*'", None),
+    ],
+)
+def test_sqlite_string_searches_stay_within_the_deadline(
+    sql: str, expected: list[list[Any]] | None, sqlite_env: DbEnv
+) -> None:
+    service = _raw(sqlite_env)
+    started = time.monotonic()
+    try:
+        if expected is None:
+            with pytest.raises(QueryFailed) as info:
+                service.query(sql, call_id="search", max_rows=1)
+            assert info.value.data is not None and info.value.data["reason"] == "resource"
+        else:
+            result, _ = service.query(sql, call_id="search", max_rows=1)
+            assert result.rows == expected
+        assert time.monotonic() - started < TIMEOUT_S + 2
+    finally:
+        service.engine.close()
+
+
+def test_sqlite_bounded_string_functions_keep_their_meaning(sqlite_env: DbEnv) -> None:
+    service = _raw(sqlite_env)
+    sql = (
+        "SELECT instr('héllo', 'llo'), instr('abc', ''), instr(NULL, 'a'), instr(12345, 34),"
+        " instr(x'0102', x'02'), replace('aXbXc', 'X', '--'), replace('abc', '', 'z'),"
+        " replace(12312, 12, 'z'), replace('a', NULL, 'b'), 'Hello' LIKE 'h%', 'Hello' GLOB 'h*'"
+    )
+    try:
+        result, _ = service.query(sql, call_id="meaning")
+        assert result.rows == [[3, 1, None, 3, 2, "a--b--c", "abc", "z3z", None, 1, 0]]
+    finally:
+        service.engine.close()
+
+
 def test_sqlite_printf_still_formats(sqlite_env: DbEnv) -> None:
     service = _raw(sqlite_env)
     result, _ = service.query("SELECT printf('%5.2f|%s|%*d|%%', 3.14159, 'a', 3, 7) AS f", call_id="p")
@@ -89,3 +137,19 @@ def test_mariadb_recursion_cap_is_an_error_not_an_answer(mysql_env: DbEnv) -> No
     result, _ = service.query(deep, call_id="deep")
     assert result.rows == [[5000]]
     service.engine.close()
+
+
+@pytest.mark.mysql
+def test_mariadb_a_search_that_ignores_kill_still_answers_its_timeout(mysql_env: DbEnv) -> None:
+    # LOCATE checks neither max_statement_time nor KILL QUERY (about 6 s here, unloaded); the
+    # watchdog kills the connection instead, so the call answers at its deadline plus the grace.
+    service = SqlService(SqlEngine(mysql_env.ro_url), timeout_s=1.0)
+    service._admit = _passthrough
+    started = time.monotonic()
+    try:
+        with pytest.raises(QueryTimeout):
+            service.query("SELECT LOCATE(CONCAT(SPACE(5000), 'x'), SPACE(3000000)) AS p", call_id="kill")
+        assert time.monotonic() - started < 4.0
+        assert service.query("SELECT 1 AS one", call_id="after")[0].rows == [[1]]
+    finally:
+        service.engine.close()

@@ -442,7 +442,7 @@ def test_sqlite_earlier_calls_statements_are_not_visible(
     secret = f"private-lookup-{secrets.token_hex(4)}"
     admitted.query(f"SELECT region FROM sales_demo WHERE region = '{secret}'", call_id="first", max_rows=1)
     for service in (admitted, _service(engine)):
-        assert _one(service, "SELECT sql FROM sqlite_stmt") == "error:read_only"  # the authorizer
+        assert _one(service, "SELECT sql FROM sqlite_stmt") == "error:permission"  # a refused read
     with engine.session(5.0, "look") as (_, dbapi):
         first = id(dbapi)
         dbapi.set_authorizer(None)  # as if the authorizer had let it through: nothing is cached

@@ -69,8 +69,23 @@ def test_mariadb_cut_results_are_errors_not_answers(reader: tuple[str, str, str]
         with pytest.raises(QueryFailed) as nulled:
             service.query("SELECT LENGTH(REPEAT('x', 20000000)) AS len", call_id="repeat")
         assert nulled.value.kind == "resource"
-        # Other warnings still answer (a truncated number is the SQL standard's answer).
-        assert service.query("SELECT CAST('12abc' AS SIGNED) AS n", call_id="w")[0].rows == [[12]]
+        # A conversion that made up its value (issue 11): an error on the data, not an answer.
+        for sql in (
+            "SELECT CAST(99999999999999999999 AS SIGNED) AS n",
+            "SELECT CAST('12abc' AS INTEGER) + 0 AS n",
+            "SELECT CAST('2023-02-30' AS DATE) AS d",
+            "SELECT STR_TO_DATE('xx', '%d/%m/%Y') AS d",
+            "SELECT 1 / 0 AS q",
+            "SELECT CAST(99999 AS DECIMAL(3, 1)) AS d",
+            "SELECT DATE_ADD('9999-12-31', INTERVAL 1 DAY) AS d",
+            "SELECT CONVERT('\u00e4' USING ascii) AS a",
+            _rows(3, "SELECT COUNT(*) AS n FROM r WHERE n = '1x'"),  # '1x' compared as 1
+        ):
+            with pytest.raises(QueryFailed) as wrong:
+                service.query(sql, call_id="conv")
+            assert wrong.value.kind == "data", sql
+        # Other warnings still answer: CAST to UNSIGNED wraps a negative number, as documented.
+        assert service.query("SELECT CAST(-1 AS UNSIGNED) AS n", call_id="w")[0].rows == [[2**64 - 1]]
     finally:
         engine.close()
     assert changed(before, mysql_snapshot(admin_url, db, tmp_path)) == []

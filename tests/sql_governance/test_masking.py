@@ -114,6 +114,10 @@ def live(request: pytest.FixtureRequest) -> Iterator[tuple[CrmDb, SqlService, di
     engine.close()
 
 
+# `email || ''` is OR in MariaDB: the e-mail converted to a number warns (1292), which fails the call.
+_WARNS = frozenset({"mysql_pipes_or_select"})
+
+
 def test_end_to_end_corpus_never_shows_a_masked_value(
     live: tuple[CrmDb, SqlService, dict[str, dict[str, str]]],
 ) -> None:
@@ -128,6 +132,9 @@ def test_end_to_end_corpus_never_shows_a_masked_value(
         except Refused:
             outcomes[case.name] = "refused"
             continue
+        except QueryFailed as exc:
+            outcomes[case.name] = f"failed {exc.kind}"
+            continue
         assert leaked(result, values) == [], case.name
         masked = [i for i in range(len(result.columns)) if result.rows and result.rows[0][i] == MASKED]
         assert all(all(row[i] == MASKED for row in result.rows) for i in masked), case.name
@@ -139,6 +146,8 @@ def test_end_to_end_corpus_never_shows_a_masked_value(
                 if case.expect == "refused"
                 else (f"masked {case.masked}" if case.masked else "answered")
             )
+            if case.name in _WARNS:  # MariaDB's answer is made up: a data error, no value shown
+                want = "failed data"
             assert outcomes[case.name] == want, case.name
 
 

@@ -275,12 +275,18 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> list
     def columns_of(schema: str | None, table: str) -> list[str]:
         return [str(c["name"]) for c in insp.get_columns(table, schema)]
 
+    granted = granted_tables(script)
+    # The other tables of the granted ones' schemas count too: a column masked in a partition or
+    # inheritance child is masked in its parents, which read the child's rows.
+    family = [
+        (s, t) for s in {s for s, _ in granted} for t in insp.get_table_names(s) if (s, t) not in granted
+    ]
     masked = {}
-    for schema, table in granted_tables(script):
+    for schema, table in granted + family:
         columns = policy.masked_columns(schema, table, columns_of(schema, table))
         if columns:
             masked[f"{quote(schema)}.{quote(table)}" if schema else table] = columns
-    if masked:  # generated columns computed from masked ones are not granted either
+    if masked:  # generated columns computed from masked ones, and parents, are not granted either
         with engine.sa_engine.connect() as conn:
             derived = engine.profile.derived_masks(conn, masked)
         policy = policy.with_columns((d.schema, d.table, d.columns) for d in derived)

@@ -6,6 +6,7 @@ import logging
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ from mcpkit.sql.profiles.base import (
     TableStats,
 )
 from mcpkit.sql.profiles.sqlite_masks import Withheld, generated_columns, withheld_for
+from mcpkit.sql.profiles.sqlite_text import bound_text_functions
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 
 __all__ = ["MAX_LENGTH", "SqliteProfile", "Withheld"]
@@ -89,6 +91,9 @@ def _function_allowed(policy: FunctionPolicy | None) -> Callable[[str], bool]:
 
 
 _NOTHING_WITHHELD: Final = Withheld()
+# Whether the authorizer refused a read in this thread's call (a withheld relation): SQLite says
+# "not authorized" for every denial, and a refused read is a permission failure, not a write.
+_denied = threading.local()
 
 
 def _authorizer(allowed: Callable[[str], bool], withheld: Withheld = _NOTHING_WITHHELD) -> Callable[..., int]:
@@ -97,9 +102,14 @@ def _authorizer(allowed: Callable[[str], bool], withheld: Withheld = _NOTHING_WI
     ) -> int:
         # Default deny: reads, selects, recursive CTEs, read-only pragmas and allowed functions only.
         if action == sqlite3.SQLITE_READ:
-            if (arg1 or "").casefold() in _CONNECTION_TABLES:
-                return sqlite3.SQLITE_DENY
-            return withheld.read(arg1, arg2)
+            answer = (
+                sqlite3.SQLITE_DENY
+                if (arg1 or "").casefold() in _CONNECTION_TABLES
+                else withheld.read(arg1, arg2)
+            )
+            if answer == sqlite3.SQLITE_DENY:
+                _denied.read = True
+            return answer
         if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE):
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_FUNCTION:
@@ -221,6 +231,7 @@ class SqliteProfile(Profile):
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
             for name in ("printf", "format"):
                 conn.create_function(name, -1, _bounded_printf, deterministic=True)
+            bound_text_functions(conn, MAX_LENGTH)
             return conn
 
         creator: Callable[[], sqlite3.Connection] = connect
@@ -231,6 +242,7 @@ class SqliteProfile(Profile):
         if self.vectors and not _has_vec(dbapi):  # before the call's first statement and authorizer
             load_sqlite_vec(dbapi)
         deadline = time.monotonic() + timeout_s
+        _denied.read = False
         dbapi.set_authorizer(_authorizer(self._allowed, self.withheld))
         dbapi.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, _PROGRESS_STEPS)
 
@@ -270,6 +282,8 @@ class SqliteProfile(Profile):
             return "timeout"
         if "no such" in text:
             return "undefined_object"
+        if ("authoriz" in text or "prohibited" in text) and getattr(_denied, "read", False):
+            return "permission"  # a withheld relation (a masked column's index, sqlite_stmt)
         if "readonly" in text or "read-only" in text or "authoriz" in text or "prohibited" in text:
             return "read_only"  # the authorizer denies everything but reads
         if "access" in text:
@@ -283,7 +297,8 @@ class SqliteProfile(Profile):
             return "syntax"
         if isinstance(exc, sqlite3.DataError | sqlite3.IntegrityError):
             return "data"
-        if any(t in text for t in ("too big", "raised exception", "out of memory", "locked", "busy")):
+        resource = ("too big", "too complex", "raised exception", "out of memory", "locked", "busy")
+        if any(t in text for t in resource):
             return "resource"
         if "unable to open" in text:
             return "connection"

@@ -9,10 +9,10 @@ from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.profiles.base import AccountReport, Finding, Readable, TableStats, quote_role
+from mcpkit.sql.profiles.base import AccountReport, DerivedMask, Finding, Readable, TableStats, quote_role
 from mcpkit.sql.profiles.mysql.account import inspect_mysql
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
-from mcpkit.sql.profiles.mysql.masks import masked_views, readable_masked_columns
+from mcpkit.sql.profiles.mysql.masks import derived_masks, masked_views, readable_masked_columns
 from mcpkit.sql.profiles.mysql.session import MysqlSession
 from mcpkit.sql.profiles.mysql.stats import mysql_table_stats
 
@@ -30,6 +30,10 @@ class MysqlProfile(MysqlSession):
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Server-wide privileges, DEFINER routines it can execute, writable tables of the login."""
         return inspect_mysql(conn, allowed)
+
+    def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
+        """Generated columns computed from masked ones (column privileges see only the column named)."""
+        return derived_masks(conn, masked)
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The masked columns the calls' identity can still read (column privileges must withhold them),

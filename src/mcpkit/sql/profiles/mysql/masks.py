@@ -11,9 +11,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.base import DerivedMask, Finding
 
-__all__ = ["masked_views", "readable_masked_columns"]
+__all__ = ["derived_masks", "masked_views", "readable_masked_columns"]
 
 _COLUMNS = (
     "SELECT column_name FROM information_schema.COLUMNS"
@@ -156,3 +156,47 @@ def masked_views(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list
             )
         )
     return findings
+
+
+# Every column of the table this account can see, with the expression of a generated one
+# (MariaDB stores it with each column it reads backquoted: lcase(`email`)).
+_GENERATED = (
+    "SELECT column_name, generation_expression FROM information_schema.COLUMNS"
+    " WHERE table_schema = COALESCE(:schema, DATABASE()) AND table_name = :table"
+)
+
+
+def _split(key: str) -> tuple[str | None, str]:
+    """`(schema, table)` of a masked table's key (`table`, or `` `schema`.`table` ``)."""
+    parts = [p[1:-1].replace("``", "`") for p in re.findall(_NAME, key)] if key.startswith("`") else []
+    return (parts[0], parts[1]) if len(parts) == 2 else (None, key)
+
+
+def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
+    """Generated columns computed, directly or through other generated columns, from a masked one.
+
+    A generated column whose expression reads a column this account cannot see (information_schema
+    lists only the columns it holds a privilege on) counts too: what it reads cannot be checked.
+    """
+    out = []
+    for key, columns in sorted(masked.items()):
+        schema, table = _split(key)
+        rows = conn.execute(text(_GENERATED), {"schema": schema, "table": table}).all()
+        visible = {str(name).casefold() for name, _ in rows}
+        generated = {str(name): str(expr).casefold() for name, expr in rows if expr is not None}
+        tainted = {c.casefold() for c in columns}
+        found: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, expr in generated.items():
+                if name in found:
+                    continue
+                reads = {m[1:-1].replace("``", "`") for m in re.findall(_NAME, expr)}
+                if reads & tainted or reads - visible:
+                    found.add(name)
+                    tainted.add(name.casefold())
+                    changed = True
+        if found:
+            out.append(DerivedMask(key, schema, table, frozenset(found), "generated from a masked column"))
+    return out

@@ -21,9 +21,13 @@ _COM_RESET_CONNECTION: Final = 0x1F  # MariaDB 10.2.4+, MySQL 5.7.3+
 _TMP_DISK_BYTES: Final = 256 * 1024 * 1024  # one call's on-disk temporary tables (MariaDB)
 _GROUP_CONCAT_BYTES: Final = 32 * 1024 * 1024  # as SQLite's MAX_LENGTH; longer ones fail (see run)
 # Warnings that mean the answer is wrong, not merely imprecise: the server cut a GROUP_CONCAT at
-# group_concat_max_len (1260), or answered NULL for a string over max_allowed_packet (1301).
-# Neither turns into an error in any sql_mode, so `run` turns them into one.
-_WRONG_ANSWER: Final = frozenset({1260, 1301})
+# group_concat_max_len (1260), or answered NULL for a string over max_allowed_packet (1301); or a
+# conversion answered a made-up value: out of range (1264), an incorrect or truncated value
+# ('12abc' as 12, '2023-02-30' as NULL: 1292, 1366, 1411), an invalid character string (1300,
+# 1977), division by zero (1365), a datetime overflow (1441), an integer overflow (1916).
+# None turns into an error in a SELECT in any sql_mode, so `run` turns them into one. Documented
+# NULL answers (a bad JSON or base64 argument) and notes stay answers.
+_WRONG_ANSWER: Final = frozenset({1260, 1301, 1264, 1292, 1300, 1365, 1366, 1411, 1441, 1916, 1977})
 _CODES: Final[dict[int, Outcome]] = {
     1064: "syntax",
     1149: "syntax",
@@ -50,6 +54,11 @@ _CODES: Final[dict[int, Outcome]] = {
     1292: "data",
     1366: "data",
     1264: "data",
+    1300: "data",
+    1411: "data",
+    1441: "data",
+    1916: "data",
+    1977: "data",
     1114: "resource",
     1260: "resource",  # raised by `run`: GROUP_CONCAT cut at group_concat_max_len
     1301: "resource",  # raised by `run`: a result over max_allowed_packet came back as NULL
@@ -138,7 +147,7 @@ class MysqlSession(Profile):
                 codes = {int(code) for _, code, _ in warnings.fetchall()}
             for code in sorted(codes & _WRONG_ANSWER):
                 pymysql: Any = importlib.import_module("pymysql")
-                raise pymysql.err.OperationalError(code, "a server limit cut the answer")
+                raise pymysql.err.OperationalError(code, "a warning made the answer wrong")
 
     def type_names(self, dbapi: Any, description: Sequence[Any]) -> list[str | None]:
         """pymysql field type codes as names (BLOB, JSON, VAR_STRING, ...)."""
@@ -147,7 +156,14 @@ class MysqlSession(Profile):
         return [by_code.get(col[1]) for col in description]
 
     def interrupt(self, dbapi: Any, url: URL) -> None:
-        """`KILL QUERY` the connection's thread from a second connection."""
+        """`KILL CONNECTION` the connection's thread from a second connection.
+
+        The watchdog fires only when `max_statement_time` did not stop the statement: MariaDB's
+        string searches (REPLACE, LOCATE, LIKE) check no kill flag, so `KILL QUERY` would leave the
+        call waiting until they end; killing the connection shuts its socket at once and the call
+        answers its timeout (the connection is never reused after an interrupt). The statement
+        itself runs on in the server until the function returns (docs/security.md).
+        """
         pymysql: Any = importlib.import_module("pymysql")
         thread = dbapi.thread_id()
         killer = pymysql.connect(
@@ -159,7 +175,7 @@ class MysqlSession(Profile):
         )
         try:
             with killer.cursor() as cur:
-                cur.execute("KILL QUERY %s", [thread])
+                cur.execute("KILL CONNECTION %s", [thread])
         finally:
             killer.close()
 

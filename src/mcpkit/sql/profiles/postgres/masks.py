@@ -156,21 +156,31 @@ def masked_routes(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
 
 
 # The masked table, resolved as queries resolve it (a derived key is already quoted and qualified),
-# then every partition and inheritance child below it, each with the masked columns it has.
+# then every partition and inheritance child below it and every parent above it (PostgreSQL checks
+# only the privileges of the table a query names, so a parent hands on its children's rows), each
+# with the masked columns it has and whether it is an ancestor.
 _FAMILY = """
-WITH RECURSIVE family(relid) AS (
+WITH RECURSIVE down(relid) AS (
     SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid
   UNION
-    SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN family f ON i.inhparent = f.relid
+    SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN down f ON i.inhparent = f.relid
+), up(relid) AS (
+    SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid
+  UNION
+    SELECT i.inhparent FROM pg_catalog.pg_inherits i JOIN up f ON i.inhrelid = f.relid
+), family(relid, above) AS (
+    SELECT relid, false FROM down
+  UNION
+    SELECT relid, true FROM up WHERE NOT EXISTS (SELECT 1 FROM down d WHERE d.relid = up.relid)
 )
 SELECT f.relid, n.nspname, c.relname, pg_catalog.pg_table_is_visible(c.oid),
-       array_agg(a.attnum ORDER BY a.attnum)
+       array_agg(a.attnum ORDER BY a.attnum), array_agg(a.attname ORDER BY a.attnum), f.above
 FROM family f
 JOIN pg_catalog.pg_class c ON c.oid = f.relid
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 WHERE a.attname = ANY(:masked)
-GROUP BY f.relid, n.nspname, c.relname, c.oid
+GROUP BY f.relid, n.nspname, c.relname, c.oid, f.above
 """
 _RESOLVE = "SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid"
 # Generated columns computed from the given columns: PostgreSQL records each column a generation
@@ -186,21 +196,27 @@ WHERE a.attrelid = :relid AND a.attgenerated <> ''
 
 
 def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
-    """Generated columns computed from a masked column, and the partitions and inheritance children
-    of a masked table (a partition is readable by its own name, with its own grants)."""
+    """Generated columns computed from a masked column, the partitions and inheritance children of
+    a masked table (a partition is readable by its own name, with its own grants), and its parents
+    (a query on a parent reads the children's rows with the parent's grants)."""
     out = []
     for table, columns in sorted(masked.items()):
         parent = conn.execute(text(_RESOLVE), {"table": table}).scalar()
         rows = conn.execute(text(_FAMILY), {"table": table, "masked": sorted(columns)}).all()
-        for relid, schema, name, visible, attnums in rows:
+        for relid, schema, name, visible, attnums, attnames, above in rows:
             found = conn.execute(text(_GENERATED), {"relid": relid, "attnums": list(attnums)})
             generated = {str(r[0]) for r in found}
             top = relid == parent
             if top and not generated:
                 continue
             key = str(name) if visible else _qualified(conn, str(schema), str(name))
-            names = frozenset(generated if top else generated | set(columns))
-            why = "generated from a masked column" if top else f"a partition or child of {table}"
+            names = frozenset(generated if top else generated | {str(a) for a in attnames})
+            if top:
+                why = "generated from a masked column"
+            elif above:
+                why = f"a parent of {table}, whose rows it reads"
+            else:
+                why = f"a partition or child of {table}"
             out.append(DerivedMask(key, str(schema), str(name), names, why))
     return out
 
