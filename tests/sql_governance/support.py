@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hypothesis import strategies as st
 
 from mcpkit.sql.masking import MaskPolicy, apply_mask, plan_masking
 from mcpkit.sql.masking.schema import SchemaMapping
@@ -110,3 +111,68 @@ def leaked(result: QueryResult, values: list[str]) -> list[str]:
     """Masked values (or their parts) that appear in any cell or column name."""
     texts = [str(c) for row in result.rows for c in row] + list(result.columns)
     return sorted({v for v in values for t in texts if v in t})
+
+
+# Generated queries for the non-interference tests (SQLite twins and the PostgreSQL/MariaDB twins).
+MASKED_COLS = ("c.email", "c.ssn")
+CLEAN_COLS = ("c.id", "c.name", "c.region", "c.tier")
+_ANY_COL = st.sampled_from(MASKED_COLS + CLEAN_COLS)
+
+
+def _value(col: str, dialect: str) -> st.SearchStrategy[str]:
+    concat = f"concat({col}, '!')" if dialect == "mysql" else f"{col} || '!'"
+    return st.sampled_from(
+        [
+            col,
+            f"upper({col})",
+            f"length({col})",
+            f"substr({col}, 1, 2)",
+            concat,
+            f"CASE WHEN {col} LIKE 'a%' THEN 1 ELSE 0 END",
+            f"coalesce({col}, 'none')",
+        ]
+    )
+
+
+_PREDICATES = st.one_of(
+    _ANY_COL.map(lambda c: f"{c} LIKE 'a%'"),
+    _ANY_COL.map(lambda c: f"length({c}) > 12"),
+    _ANY_COL.map(lambda c: f"{c} > 'm'"),
+    st.just("c.tier = 2"),
+    st.just("c.id < 25"),
+)
+
+
+@st.composite
+def masked_queries(draw: st.DrawFn, dialect: str = "sqlite") -> str:
+    """Generated SELECTs over the CRM fixture: masked and clean columns in every clause."""
+    if draw(st.booleans()):
+        key = draw(st.sampled_from(CLEAN_COLS + MASKED_COLS))
+        agg = draw(st.sampled_from(["count(DISTINCT {})", "max({})", "min(length({}))", "count({})"]))
+        select = [key, agg.format(draw(_ANY_COL)), "count(*)"]
+        tail = f" GROUP BY {key}" + draw(
+            st.sampled_from(["", " HAVING count(*) > 1", f" HAVING max({draw(_ANY_COL)}) > 'b'"])
+        )
+        order = f" ORDER BY {key}"
+    else:
+        select = [
+            *draw(st.lists(_ANY_COL.flatmap(lambda c: _value(c, dialect)), min_size=1, max_size=4)),
+            "c.id",
+        ]
+        tail = ""
+        order = (
+            " ORDER BY " + draw(st.sampled_from([*CLEAN_COLS, *MASKED_COLS, "length(c.email)"])) + ", c.id"
+        )
+    where = f" WHERE {draw(_PREDICATES)}" if draw(st.booleans()) else ""
+    source = draw(
+        st.sampled_from(
+            [
+                "customers c",
+                "(SELECT * FROM customers) c",
+                "customers c JOIN orders o ON o.customer_id = c.id",
+                "(SELECT id, name, region, tier, upper(email) AS email, ssn FROM customers) c",
+            ]
+        )
+    )
+    distinct = "DISTINCT " if draw(st.integers(0, 9)) == 0 else ""
+    return f"SELECT {distinct}{', '.join(select)} FROM {source}{where}{tail}{order} LIMIT 30"

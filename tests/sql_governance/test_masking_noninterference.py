@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
 
 from mcpkit.errors import Refused
 from mcpkit.sql.assemble import enforce_masks
@@ -25,7 +24,7 @@ from mcpkit.sql.masking import MaskPolicy, reflect_schema
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.service import SqlService
 from tests.sql_governance.conftest import CrmDb
-from tests.sql_governance.support import load_corpus, run_masked
+from tests.sql_governance.support import load_corpus, masked_queries, run_masked
 from tests.sql_governance.test_masking_engine import (
     FTS_TABLES,
     NULLED_ROUTES,
@@ -34,8 +33,6 @@ from tests.sql_governance.test_masking_engine import (
 )
 
 POLICY = MaskPolicy.of(["customers.email", "*.ssn"])
-MASKED_COLS = ("c.email", "c.ssn")
-CLEAN_COLS = ("c.id", "c.name", "c.region", "c.tier")
 
 
 def _scramble(path: Path) -> None:
@@ -63,62 +60,6 @@ def twins(
     b.close()
 
 
-def _value(col: str) -> st.SearchStrategy[str]:
-    return st.sampled_from(
-        [
-            col,
-            f"upper({col})",
-            f"length({col})",
-            f"substr({col}, 1, 2)",
-            f"{col} || '!'",
-            f"CASE WHEN {col} LIKE 'a%' THEN 1 ELSE 0 END",
-            f"coalesce({col}, 'none')",
-        ]
-    )
-
-
-_ANY_COL = st.sampled_from(MASKED_COLS + CLEAN_COLS)
-_PREDICATES = st.one_of(
-    _ANY_COL.map(lambda c: f"{c} LIKE 'a%'"),
-    _ANY_COL.map(lambda c: f"length({c}) > 12"),
-    _ANY_COL.map(lambda c: f"{c} > 'm'"),
-    st.just("c.tier = 2"),
-    st.just("c.id < 25"),
-)
-
-
-@st.composite
-def queries(draw: st.DrawFn) -> str:
-    grouped = draw(st.booleans())
-    if grouped:
-        key = draw(st.sampled_from(CLEAN_COLS + MASKED_COLS))
-        agg = draw(st.sampled_from(["count(DISTINCT {})", "max({})", "min(length({}))", "count({})"]))
-        select = [key, agg.format(draw(_ANY_COL)), "count(*)"]
-        tail = f" GROUP BY {key}" + draw(
-            st.sampled_from(["", " HAVING count(*) > 1", f" HAVING max({draw(_ANY_COL)}) > 'b'"])
-        )
-        order = f" ORDER BY {key}"
-    else:
-        select = [*draw(st.lists(_ANY_COL.flatmap(_value), min_size=1, max_size=4)), "c.id"]
-        tail = ""
-        order = (
-            " ORDER BY " + draw(st.sampled_from([*CLEAN_COLS, *MASKED_COLS, "length(c.email)"])) + ", c.id"
-        )
-    where = f" WHERE {draw(_PREDICATES)}" if draw(st.booleans()) else ""
-    source = draw(
-        st.sampled_from(
-            [
-                "customers c",
-                "(SELECT * FROM customers) c",
-                "customers c JOIN orders o ON o.customer_id = c.id",
-                "(SELECT id, name, region, tier, upper(email) AS email, ssn FROM customers) c",
-            ]
-        )
-    )
-    distinct = "DISTINCT " if draw(st.integers(0, 9)) == 0 else ""
-    return f"SELECT {distinct}{', '.join(select)} FROM {source}{where}{tail}{order} LIMIT 30"
-
-
 def _answer(service: SqlService, sql: str, schema: dict[str, dict[str, str]]) -> QueryResult | str:
     try:
         return run_masked(service, sql, schema, POLICY)
@@ -129,7 +70,7 @@ def _answer(service: SqlService, sql: str, schema: dict[str, dict[str, str]]) ->
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(sql=queries())
+@given(sql=masked_queries())
 def test_answers_do_not_depend_on_masked_values(twins: tuple[SqlService, SqlService], sql: str) -> None:
     a, b = twins
     schema = reflect_schema(a.engine.sa_engine)  # type: ignore[attr-defined]

@@ -32,7 +32,6 @@ import psycopg
 import pymysql
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from sqlalchemy.engine import make_url
 from sqlglot import exp
 
@@ -44,7 +43,7 @@ from mcpkit.sql.errors import QueryFailed, QueryTimeout
 from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.service import Masking, SqlService
 from tests.sql.sql_support import mysql_admin, pg_admin
-from tests.sql_governance.support import CRM_DDL, crm_rows, load_corpus, secrets
+from tests.sql_governance.support import CRM_DDL, crm_rows, load_corpus, masked_queries, secrets
 
 POLICY = MaskPolicy.of(["customers.email", "*.ssn"])
 MASKED_COLUMNS = {"customers": frozenset({"email", "ssn"}), "orders": frozenset({"ssn"})}
@@ -459,70 +458,6 @@ def test_engine_gaps_are_refused_by_the_analysis(twins: Twins) -> None:
         assert x == y == "refused", sql
 
 
-# Generated queries: masked and clean columns in every clause, through the server's path.
-MASKED_COLS = ("c.email", "c.ssn")
-CLEAN_COLS = ("c.id", "c.name", "c.region", "c.tier")
-_ANY_COL = st.sampled_from(MASKED_COLS + CLEAN_COLS)
-
-
-def _value(col: str, dialect: str) -> st.SearchStrategy[str]:
-    concat = f"concat({col}, '!')" if dialect == "mysql" else f"{col} || '!'"
-    return st.sampled_from(
-        [
-            col,
-            f"upper({col})",
-            f"length({col})",
-            f"substr({col}, 1, 2)",
-            concat,
-            f"CASE WHEN {col} LIKE 'a%' THEN 1 ELSE 0 END",
-            f"coalesce({col}, 'none')",
-        ]
-    )
-
-
-_PREDICATES = st.one_of(
-    _ANY_COL.map(lambda c: f"{c} LIKE 'a%'"),
-    _ANY_COL.map(lambda c: f"length({c}) > 12"),
-    _ANY_COL.map(lambda c: f"{c} > 'm'"),
-    st.just("c.tier = 2"),
-    st.just("c.id < 25"),
-)
-
-
-@st.composite
-def queries(draw: st.DrawFn, dialect: str) -> str:
-    if draw(st.booleans()):
-        key = draw(st.sampled_from(CLEAN_COLS + MASKED_COLS))
-        agg = draw(st.sampled_from(["count(DISTINCT {})", "max({})", "min(length({}))", "count({})"]))
-        select = [key, agg.format(draw(_ANY_COL)), "count(*)"]
-        tail = f" GROUP BY {key}" + draw(
-            st.sampled_from(["", " HAVING count(*) > 1", f" HAVING max({draw(_ANY_COL)}) > 'b'"])
-        )
-        order = f" ORDER BY {key}"
-    else:
-        select = [
-            *draw(st.lists(_ANY_COL.flatmap(lambda c: _value(c, dialect)), min_size=1, max_size=4)),
-            "c.id",
-        ]
-        tail = ""
-        order = (
-            " ORDER BY " + draw(st.sampled_from([*CLEAN_COLS, *MASKED_COLS, "length(c.email)"])) + ", c.id"
-        )
-    where = f" WHERE {draw(_PREDICATES)}" if draw(st.booleans()) else ""
-    source = draw(
-        st.sampled_from(
-            [
-                "customers c",
-                "(SELECT * FROM customers) c",
-                "customers c JOIN orders o ON o.customer_id = c.id",
-                "(SELECT id, name, region, tier, upper(email) AS email, ssn FROM customers) c",
-            ]
-        )
-    )
-    distinct = "DISTINCT " if draw(st.integers(0, 9)) == 0 else ""
-    return f"SELECT {distinct}{', '.join(select)} FROM {source}{where}{tail}{order} LIMIT 30"
-
-
 @pytest.mark.parametrize(
     "dialect",
     [pytest.param("postgres", marks=pytest.mark.postgres), pytest.param("mysql", marks=pytest.mark.mysql)],
@@ -532,7 +467,7 @@ def test_generated_queries_answer_the_twins_alike(request: pytest.FixtureRequest
     outcomes: list[str] = []
 
     @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(sql=queries(dialect))
+    @given(sql=masked_queries(dialect))
     def check(sql: str) -> None:
         for path in ("full", "engine"):
             x, y = _answer(pair.a.services[path], sql), _answer(pair.b.services[path], sql)
