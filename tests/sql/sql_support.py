@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,6 +130,42 @@ def mysql_admin(url: str) -> pymysql.Connection:  # type: ignore[type-arg]
         password=u.password or "",
         autocommit=True,
     )
+
+
+@dataclass(frozen=True)
+class MysqlScratch:
+    """A database of one test's own and a reader login on it (password `pw`, no grants yet)."""
+
+    admin: pymysql.Connection  # type: ignore[type-arg]
+    db: str
+    reader: str
+    admin_url: str
+    reader_url: str
+
+
+@contextmanager
+def mysql_scratch(mysql_url: str, prefix: str) -> Iterator[MysqlScratch]:
+    """Create `mk_<prefix>_<tag>` and its reader `mk_<prefix>_<tag>_r`; drop both afterwards."""
+    tag = secrets.token_hex(4)
+    db, reader = f"mk_{prefix}_{tag}", f"mk_{prefix}_{tag}_r"
+    admin = mysql_admin(mysql_url)
+    base = make_url(mysql_url).set(database=db)
+    try:
+        with admin.cursor() as c:
+            c.execute(f"CREATE DATABASE {db}")
+            c.execute(f"CREATE USER '{reader}'@'%' IDENTIFIED BY 'pw'")
+        yield MysqlScratch(
+            admin,
+            db,
+            reader,
+            base.render_as_string(hide_password=False),
+            base.set(username=reader, password="pw").render_as_string(hide_password=False),
+        )
+    finally:
+        with admin.cursor() as c:
+            c.execute(f"DROP DATABASE IF EXISTS {db}")
+            c.execute(f"DROP USER IF EXISTS '{reader}'@'%'")
+        admin.close()
 
 
 def pg_snapshot(admin_url: str, schema: str, canary: Path) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.service import SqlService
 from tests.helpers import run_mcpkit
-from tests.sql.sql_support import changed, mysql_admin, mysql_snapshot, pg_admin, pg_snapshot
+from tests.sql.sql_support import changed, mysql_admin, mysql_scratch, mysql_snapshot, pg_admin, pg_snapshot
 
 TIMEOUT_S = 5.0
 
@@ -48,38 +48,24 @@ def _outcome(service: SqlService, sql: str) -> str:
 def maria_definer(mysql_url: str) -> Iterator[tuple[str, str, str]]:
     """A database where root created DEFINER views (MariaDB's default) over mysql.user and over a
     root DEFINER function that reads a server file; the reader holds SELECT on the database only."""
-    tag = secrets.token_hex(4)
-    db, reader = f"mk_dv_{tag}", f"mk_dv_{tag}_r"
-    admin = mysql_admin(mysql_url)
-    with admin.cursor() as c:
-        c.execute(f"CREATE DATABASE {db}")
-        c.execute(f"CREATE TABLE {db}.plain (n int)")
-        c.execute(f"INSERT INTO {db}.plain VALUES (1)")
-        c.execute(f"CREATE USER '{reader}'@'%' IDENTIFIED BY 'pw'")
-        c.execute(f"GRANT SELECT ON {db}.* TO '{reader}'@'%'")
-        c.execute(
-            f"CREATE DEFINER=root@localhost FUNCTION {db}.cfg() RETURNS TEXT SQL SECURITY DEFINER"
-            " RETURN LOAD_FILE('/etc/passwd')"
-        )
-        c.execute(f"CREATE DEFINER=root@localhost VIEW {db}.v_file AS SELECT {db}.cfg() AS cfg")
-        c.execute(
-            f"CREATE DEFINER=root@localhost VIEW {db}.v_users AS"
-            " SELECT User, Host, authentication_string FROM mysql.user"
-        )
-        # The reader's own view runs with the reader's rights: no finding.
-        c.execute(f"CREATE DEFINER='{reader}'@'%' VIEW {db}.v_own AS SELECT n FROM {db}.plain")
-    base = make_url(mysql_url).set(database=db)
-    try:
-        yield (
-            base.render_as_string(hide_password=False),
-            base.set(username=reader, password="pw").render_as_string(hide_password=False),
-            db,
-        )
-    finally:
-        with admin.cursor() as c:
-            c.execute(f"DROP DATABASE {db}")
-            c.execute(f"DROP USER '{reader}'@'%'")
-        admin.close()
+    with mysql_scratch(mysql_url, "dv") as scratch:
+        with scratch.admin.cursor() as c:
+            db, reader = scratch.db, scratch.reader
+            c.execute(f"CREATE TABLE {db}.plain (n int)")
+            c.execute(f"INSERT INTO {db}.plain VALUES (1)")
+            c.execute(f"GRANT SELECT ON {db}.* TO '{reader}'@'%'")
+            c.execute(
+                f"CREATE DEFINER=root@localhost FUNCTION {db}.cfg() RETURNS TEXT SQL SECURITY DEFINER"
+                " RETURN LOAD_FILE('/etc/passwd')"
+            )
+            c.execute(f"CREATE DEFINER=root@localhost VIEW {db}.v_file AS SELECT {db}.cfg() AS cfg")
+            c.execute(
+                f"CREATE DEFINER=root@localhost VIEW {db}.v_users AS"
+                " SELECT User, Host, authentication_string FROM mysql.user"
+            )
+            # The reader's own view runs with the reader's rights: no finding.
+            c.execute(f"CREATE DEFINER='{reader}'@'%' VIEW {db}.v_own AS SELECT n FROM {db}.plain")
+        yield scratch.admin_url, scratch.reader_url, db
 
 
 @pytest.mark.mysql

@@ -8,42 +8,25 @@ No global setting is changed (the fingerprint includes the server's variables).
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy.engine import make_url
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import changed, mysql_admin, mysql_snapshot
+from tests.sql.sql_support import changed, mysql_scratch, mysql_snapshot
 
 pytestmark = pytest.mark.mysql
 
 
 @pytest.fixture
 def reader(mysql_url: str) -> Iterator[tuple[str, str, str]]:
-    tag = secrets.token_hex(4)
-    db, user = f"mk_tr_{tag}", f"mk_tr_{tag}_r"
-    admin = mysql_admin(mysql_url)
-    with admin.cursor() as c:
-        c.execute(f"CREATE DATABASE {db}")
-        c.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
-        c.execute(f"GRANT SELECT ON {db}.* TO '{user}'@'%'")
-    base = make_url(mysql_url).set(database=db)
-    try:
-        yield (
-            base.render_as_string(hide_password=False),
-            base.set(username=user, password="pw").render_as_string(hide_password=False),
-            db,
-        )
-    finally:
-        with admin.cursor() as c:
-            c.execute(f"DROP DATABASE {db}")
-            c.execute(f"DROP USER '{user}'@'%'")
-        admin.close()
+    with mysql_scratch(mysql_url, "tr") as scratch:
+        with scratch.admin.cursor() as c:
+            c.execute(f"GRANT SELECT ON {scratch.db}.* TO '{scratch.reader}'@'%'")
+        yield scratch.admin_url, scratch.reader_url, scratch.db
 
 
 def _rows(n: int, body: str) -> str:

@@ -24,7 +24,15 @@ from mcpkit.sql.errors import QueryFailed, SqlConfigError
 from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.service import Masking, SqlService
 from tests.helpers import run_mcpkit
-from tests.sql.sql_support import changed, mysql_admin, mysql_snapshot, pg_admin, pg_snapshot, sqlite_snapshot
+from tests.sql.sql_support import (
+    changed,
+    mysql_admin,
+    mysql_scratch,
+    mysql_snapshot,
+    pg_admin,
+    pg_snapshot,
+    sqlite_snapshot,
+)
 
 SECRET = "secret-corp"
 EMAILS = {1: "zed@x.example", 2: "adam@x.example", 3: "mia@x.example", 4: "bob@x.example", 5: "eve@x.example"}
@@ -165,31 +173,17 @@ def test_sqlite_unordered_results_do_not_follow_an_index_on_a_masked_column(sqli
 
 @pytest.fixture
 def maria_cust(mysql_url: str) -> Iterator[tuple[str, str, str]]:
-    tag = tokens.token_hex(4)
-    db, user = f"mk_io_{tag}", f"mk_io_{tag}_r"
-    admin = mysql_admin(mysql_url)
-    with admin.cursor() as c:
-        c.execute(f"CREATE DATABASE {db}")
-        c.execute(
-            f"CREATE TABLE {db}.customers (id INT PRIMARY KEY, name VARCHAR(20), email VARCHAR(50),"
-            " KEY (email)) ENGINE=InnoDB"
-        )
-        for i, e in EMAILS.items():
-            c.execute(f"INSERT INTO {db}.customers VALUES (%s, %s, %s)", (i, f"n{i}", e))
-        c.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
-        c.execute(f"GRANT SELECT (id, name) ON {db}.customers TO '{user}'@'%'")
-    base = make_url(mysql_url).set(database=db)
-    try:
-        yield (
-            base.render_as_string(hide_password=False),
-            base.set(username=user, password="pw").render_as_string(hide_password=False),
-            db,
-        )
-    finally:
-        with admin.cursor() as c:
-            c.execute(f"DROP DATABASE {db}")
-            c.execute(f"DROP USER '{user}'@'%'")
-        admin.close()
+    with mysql_scratch(mysql_url, "io") as scratch:
+        with scratch.admin.cursor() as c:
+            db = scratch.db
+            c.execute(
+                f"CREATE TABLE {db}.customers (id INT PRIMARY KEY, name VARCHAR(20), email VARCHAR(50),"
+                " KEY (email)) ENGINE=InnoDB"
+            )
+            for i, e in EMAILS.items():
+                c.execute(f"INSERT INTO {db}.customers VALUES (%s, %s, %s)", (i, f"n{i}", e))
+            c.execute(f"GRANT SELECT (id, name) ON {db}.customers TO '{scratch.reader}'@'%'")
+        yield scratch.admin_url, scratch.reader_url, db
 
 
 @pytest.mark.mysql
