@@ -57,8 +57,9 @@ log = logging.getLogger("mcpkit.sql")
 def enable_similarity(service: SqlService) -> None:
     """Prepare a service's engine for similar_rows, or refuse to start.
 
-    SQLite: every new connection loads sqlite-vec (checked once here). PostgreSQL: nothing to load;
-    pgvector columns are used where the extension is installed, float arrays everywhere.
+    SQLite: every new connection loads sqlite-vec (checked once here; a second call does nothing).
+    PostgreSQL: nothing to load; pgvector columns are used where the extension is installed, float
+    arrays everywhere.
     MySQL/MariaDB: nothing to load; JSON arrays through `JSON_TABLE`.
 
     Raises:
@@ -68,6 +69,8 @@ def enable_similarity(service: SqlService) -> None:
     if not isinstance(engine, SqlEngine):
         raise SqlConfigError("--similar needs a database engine it can reflect")
     if engine.dialect == "sqlite" and isinstance(engine.profile, SqliteProfile):
+        if engine.profile.vectors:  # already prepared (at start-up and again by build_server)
+            return
         engine.profile.use_vectors()
         rows = engine.execute(
             "SELECT vec_length('[1.0, 2.0]')", None, 1, service.timeout_s, "startup-similar"
