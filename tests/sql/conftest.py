@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from mcpkit.sql.demo import load_demo, write_demo_sqlite
-from tests.sql.sql_support import DbEnv, mysql_admin
+from tests.sql.sql_support import READER_CONNECTIONS, DbEnv, mysql_admin
 
 
 def _canary(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
@@ -96,8 +96,9 @@ def mysql_env(mysql_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     admin = mysql_admin(mysql_url)
     with admin.cursor() as c:
         c.execute(f"CREATE DATABASE {db}")
-        c.execute(f"CREATE USER '{ro}'@'%'")
-        c.execute(f"CREATE USER '{rw}'@'%'")
+        # the connection limit serve checks for one source at the default --pool-size
+        c.execute(f"CREATE USER '{ro}'@'%' WITH MAX_USER_CONNECTIONS {READER_CONNECTIONS}")
+        c.execute(f"CREATE USER '{rw}'@'%' WITH MAX_USER_CONNECTIONS {READER_CONNECTIONS}")
         c.execute(f"GRANT SELECT ON {db}.* TO '{ro}'@'%'")
         c.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, INDEX ON {db}.* TO '{rw}'@'%'")
     base = make_url(mysql_url)

@@ -15,7 +15,12 @@ import psycopg
 import pymysql
 from sqlalchemy.engine import make_url
 
+from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE
+from mcpkit.sql.profiles.base import ConnectionBudget
+
 HERE = Path(__file__).resolve().parent
+READER_CONNECTIONS = ConnectionBudget(DEFAULT_POOL_SIZE).recommended
+"""MAX_USER_CONNECTIONS of the test logins: what serve checks for one source at the default pool."""
 CORPUS = HERE / "corpus"
 
 
@@ -153,7 +158,8 @@ def mysql_scratch(mysql_url: str, prefix: str) -> Iterator[MysqlScratch]:
     try:
         with admin.cursor() as c:
             c.execute(f"CREATE DATABASE {db}")
-            c.execute(f"CREATE USER '{reader}'@'%' IDENTIFIED BY 'pw'")
+            limit = f"MAX_USER_CONNECTIONS {READER_CONNECTIONS}"
+            c.execute(f"CREATE USER '{reader}'@'%' IDENTIFIED BY 'pw' WITH {limit}")
         yield MysqlScratch(
             admin,
             db,

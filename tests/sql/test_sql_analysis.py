@@ -34,7 +34,7 @@ from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
 from mcpkit.testing import connect
 from tests.helpers import ROOT, dump, text_of
-from tests.sql.sql_support import mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
 
 pytestmark = pytest.mark.anyio
 
@@ -126,7 +126,7 @@ def mysql_db(mysql_url: str) -> Iterator[Db]:
     admin = mysql_admin(mysql_url)
     with admin.cursor() as c:
         c.execute(f"CREATE DATABASE {db}")
-        c.execute(f"CREATE USER '{user}'@'%'")
+        c.execute(f"CREATE USER '{user}'@'%' WITH MAX_USER_CONNECTIONS {READER_CONNECTIONS}")
         for ddl in _ddl(f"{db}."):
             c.execute(ddl)
         c.executemany(f"INSERT INTO {db}.people VALUES (%s, %s, %s, %s, %s, %s)", PEOPLE)

@@ -38,7 +38,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.service import SqlService
 from tests.helpers import run_mcpkit
-from tests.sql.sql_support import changed, mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, changed, mysql_admin, pg_admin
 
 TIMEOUT_S = 3.0
 
@@ -334,7 +334,7 @@ def operator_mysql(mysql_url: str) -> Iterator[tuple[str, str, str]]:
         c.execute(f"CREATE TABLE {db}.totals_b (n int)")
         c.execute(f"INSERT INTO {db}.totals_a VALUES (1)")
         c.execute(f"INSERT INTO {db}.totals_b VALUES (424242)")
-        c.execute(f"CREATE USER '{reader}'@'%'")
+        c.execute(f"CREATE USER '{reader}'@'%' WITH MAX_USER_CONNECTIONS {READER_CONNECTIONS}")
         c.execute(f"GRANT SELECT ON {db}.totals_a TO '{reader}'@'%'")
         c.execute(f"GRANT EXECUTE ON {db}.* TO '{reader}'@'%'")  # "so the app's helpers work"
         # Created by root: SQL SECURITY DEFINER is the default.
@@ -395,6 +395,8 @@ def test_mariadb_grant_prints_a_login_that_starts_clean(operator_mysql: tuple[st
     assert done.returncode == 0, done.stderr
     statements = _statements(done.stdout)
     password = statements[0].split("IDENTIFIED BY '")[1].split("'")[0]
+    # the connection limit serve checks, for the default --pool-size 5 (5 + the watchdog's + 1)
+    assert statements[0].endswith("WITH MAX_USER_CONNECTIONS 7"), statements[0]
     admin = mysql_admin(admin_url)
     try:
         with admin.cursor() as c:

@@ -8,6 +8,7 @@ the recursion cap is an error, never a truncated `COUNT(*) = 1001`.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -17,8 +18,9 @@ from sqlglot import exp
 from mcpkit.sql.admission import Admitted, FunctionPolicy
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
+from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import DbEnv
+from tests.sql.sql_support import DbEnv, mysql_admin, mysql_scratch
 
 TIMEOUT_S = 3.0
 
@@ -153,3 +155,71 @@ def test_mariadb_a_search_that_ignores_kill_still_answers_its_timeout(mysql_env:
         assert service.query("SELECT 1 AS one", call_id="after")[0].rows == [[1]]
     finally:
         service.engine.close()
+
+
+_RUNAWAY = "SELECT LOCATE(CONCAT(SPACE(5000), 'x'), SPACE(3000000))"  # about 6 s; ignores kills
+# The login's threads by command: `Query` runs a statement, `Killed` was killed and runs on; a
+# login being refused shows as `Connect` for a moment (the limit is checked after authentication).
+_THREADS = "SELECT COMMAND FROM information_schema.PROCESSLIST WHERE USER = %s"
+
+
+@pytest.mark.mysql
+def test_mariadb_runaway_calls_never_hold_more_threads_than_the_login_limit(mysql_url: str) -> None:
+    # Searches that ignore every kill outlive their calls; MAX_USER_CONNECTIONS bounds how many run.
+    # Pool 2 + the watchdog's KILL = a limit of 3; 6 runaway calls at once: the server never runs
+    # more than 3 of the login's statements, and each call answers (timeout, or refused as busy
+    # while killed statements still hold the login's connections), none waits for its search.
+    budget = ConnectionBudget(pool_size=2)
+    with mysql_scratch(mysql_url, "runaway") as scratch:
+        with scratch.admin.cursor() as c:
+            c.execute(f"ALTER USER '{scratch.reader}'@'%' WITH MAX_USER_CONNECTIONS {budget.least}")
+            c.execute(f"GRANT SELECT ON {scratch.db}.* TO '{scratch.reader}'@'%'")
+        engine = SqlEngine(scratch.reader_url, pool_size=budget.pool_size)
+        service = SqlService(engine, timeout_s=1.0)
+        service._admit = _passthrough
+        samples: list[list[str]] = []
+        done = threading.Event()
+
+        def watch() -> None:
+            conn = mysql_admin(mysql_url)
+            with conn.cursor() as c:
+                while not done.is_set():
+                    c.execute(_THREADS, [scratch.reader])
+                    samples.append([str(command) for (command,) in c.fetchall()])
+                    time.sleep(0.05)
+            conn.close()
+
+        answers: list[tuple[str, float]] = []
+
+        def call(i: int) -> None:
+            started = time.monotonic()
+            try:
+                service.query(f"{_RUNAWAY} AS p{i}", call_id=f"r{i}")
+                answer = "answered"
+            except QueryTimeout:
+                answer = "timeout"
+            except QueryFailed as exc:
+                answer = str((exc.data or {}).get("reason"))
+            answers.append((answer, time.monotonic() - started))
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            calls = [threading.Thread(target=call, args=(i,)) for i in range(6)]
+            for t in calls:
+                t.start()
+            for t in calls:
+                t.join(60)
+            time.sleep(8)  # the killed searches run on: count them until they end
+        finally:
+            done.set()
+            watcher.join()
+            engine.close()
+        running = [sum(c in ("Query", "Killed") for c in s) for s in samples]
+        assert max(running) <= budget.least, samples
+        assert max(len(s) for s in samples) <= budget.least + 1, samples  # + one being refused
+        kinds = sorted(a for a, _ in answers)
+        assert len(kinds) == 6 and set(kinds) <= {"timeout", "resource"}, answers
+        assert "resource" in kinds, answers
+        # each call answers within two deadlines and their grace (one may queue behind another)
+        assert max(s for _, s in answers) < 5.0, answers

@@ -20,6 +20,7 @@ from mcpkit.sql.checks import ensure_safe_account, inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import AccountReport
+from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.profiles.postgres.knowledge import unreachable_reason
 from tests.helpers import run_mcpkit
 from tests.sql.sql_support import mysql_admin, pg_admin
@@ -212,6 +213,69 @@ def test_mariadb_file_super_process_through_roles_refused_then_clean(
         ensure_safe_account(report)
     _mysql_run(mysql_url, *(f.fix for f in found.values()))
     assert _by_code(_report(_mysql_login(mysql_url, user)), *ADMIN_CODES) == {}
+
+
+def _limit_findings(url: str, budget: ConnectionBudget) -> list[str]:
+    engine = SqlEngine(url, pool_size=budget.pool_size)
+    try:
+        report = inspect_account(engine, connections=budget)
+    finally:
+        engine.close()
+    return [f.line() for f in report.findings if f.code == "mysql:connection-limit"]
+
+
+@pytest.mark.mysql
+def test_mariadb_connection_limit_refused_then_clean(mysql_url: str, mysql_accounts: str) -> None:
+    # A runaway string search outlives its call; MAX_USER_CONNECTIONS is what bounds how many
+    # server threads the calls keep busy, so serve needs it between what it opens and a margin.
+    user = f"mk_lp_{mysql_accounts}_c"
+    _mysql_run(mysql_url, f"CREATE USER '{user}'@'%'")
+    url = _mysql_login(mysql_url, user)
+    one = ConnectionBudget(5)  # 5 pooled, 1 for the watchdog's KILL: 6 to 8 accepted, 7 printed
+    fix = f"ALTER USER '{user}'@'%' WITH MAX_USER_CONNECTIONS 7"
+    assert _limit_findings(url, one) == [
+        f"{user}@% has no connection limit (a statement that ignores its timeout holds a server thread"
+        f" after its call; the limit bounds how many): {fix} (or --allow connection-limit)"
+    ]
+    for limit, word in ((50, "more than"), (5, "fewer than")):
+        _mysql_run(mysql_url, f"ALTER USER '{user}'@'%' WITH MAX_USER_CONNECTIONS {limit}")
+        (line,) = _limit_findings(url, one)
+        assert f"may hold {limit} connections, {word} the 6 connections" in line and fix in line, line
+    _mysql_run(mysql_url, fix)
+    assert _limit_findings(url, one) == []
+    # two sources logging in as one user share its limit: 2 x 5 + 1 = 11 to 13
+    (line,) = _limit_findings(url, ConnectionBudget(5, sources=2))
+    assert "2 x --pool-size 5" in line and line.endswith(
+        "MAX_USER_CONNECTIONS 12 (or --allow connection-limit)"
+    )
+    assert _limit_findings(url, ConnectionBudget(0)) == []  # no pool: any finite limit
+
+
+@pytest.mark.mysql
+def test_mariadb_serve_refuses_an_unlimited_login_unless_allowed(mysql_url: str, mysql_accounts: str) -> None:
+    user = f"mk_lp_{mysql_accounts}_s"
+    _mysql_run(mysql_url, f"CREATE USER '{user}'@'%'")
+    url = _mysql_login(mysql_url, user)
+    refused = run_mcpkit("sql", "query", "--dsn", url, "SELECT 1 AS one")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    fix = f"ALTER USER '{user}'@'%' WITH MAX_USER_CONNECTIONS 7"
+    assert [line for line in refused.stderr.splitlines() if "connection limit" in line] == [
+        f"  {user}@% has no connection limit (a statement that ignores its timeout holds a server thread"
+        f" after its call; the limit bounds how many): {fix} (or --allow connection-limit)"
+    ]
+    allowed = run_mcpkit("sql", "query", "--dsn", url, "--allow", "connection-limit", "SELECT 1 AS one")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "serving although" in allowed.stderr and "connection limit" in allowed.stderr
+    doctor = run_mcpkit("sql", "doctor", "--dsn", url)
+    assert (
+        doctor.returncode == 1 and f"fail least privilege: {user}@% has no connection limit" in doctor.stdout
+    )
+    _mysql_run(mysql_url, fix)
+    assert run_mcpkit("sql", "query", "--dsn", url, "SELECT 1 AS one").returncode == 0
+    assert run_mcpkit("sql", "doctor", "--dsn", url).returncode == 0
+    # --pool-size counts: 7 is too many for a pool of 2 (3 to 5 accepted)
+    small = run_mcpkit("sql", "doctor", "--dsn", url, "--pool-size", "2")
+    assert small.returncode == 1 and "MAX_USER_CONNECTIONS 4" in small.stdout, small.stdout
 
 
 @pytest.mark.postgres

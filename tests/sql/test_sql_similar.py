@@ -38,7 +38,7 @@ from mcpkit.sql.service import Masking, SqlService
 from mcpkit.sql.similar import enable_similarity
 from mcpkit.testing import connect
 from tests.helpers import ROOT, free_port, python_server, text_of
-from tests.sql.sql_support import mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
 
 pytestmark = pytest.mark.anyio
 
@@ -360,7 +360,9 @@ def mysql_vectors(mysql_url: str) -> Iterator[str]:
             [(i, f"item {i}", json.dumps(v), json.dumps(v)) for i, v in enumerate(VECTORS, start=1)],
         )
         cur.execute(f"INSERT INTO test.{table} (id, label, emb) VALUES (1000, 'not json', 'oops')")
-        cur.execute(f"CREATE USER '{table}'@'%'")  # emb_json is not granted: the database withholds it
+        cur.execute(
+            f"CREATE USER '{table}'@'%' WITH MAX_USER_CONNECTIONS {READER_CONNECTIONS}"
+        )  # emb_json is not granted: the database withholds it
         cur.execute(f"GRANT SELECT (id, label, emb) ON test.{table} TO '{table}'@'%'")
     yield table
     with mysql_admin(mysql_url) as c, c.cursor() as cur:

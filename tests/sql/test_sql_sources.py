@@ -33,7 +33,7 @@ from mcpkit.sql.service import SqlService
 from mcpkit.sql.sources import load_sources
 from mcpkit.testing import connect
 from tests.helpers import ROOT, free_port, python_server, run_mcpkit, text_of
-from tests.sql.sql_support import mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
 
 pytestmark = pytest.mark.anyio
 
@@ -86,7 +86,8 @@ def world(pg_url: str, mysql_url: str, tmp_path_factory: pytest.TempPathFactory)
         c.execute(f"CREATE TABLE {db}.stock (id int PRIMARY KEY, item varchar(20))")
         c.execute(f"INSERT INTO {db}.stock VALUES (1, 'bolts')")
         for user in (ma, mb, mbase):
-            c.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw-{tag}'")
+            limit = f"MAX_USER_CONNECTIONS {READER_CONNECTIONS}"
+            c.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw-{tag}' WITH {limit}")
         for user in (ma, mbase):
             c.execute(f"GRANT SELECT (id, customer) ON {db}.orders TO '{user}'@'%'")
         c.execute(f"GRANT SELECT ON {db}.stock TO '{mb}'@'%', '{mbase}'@'%'")

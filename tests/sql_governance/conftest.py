@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from mcpkit.sql.demo import load_demo, write_demo_sqlite
-from tests.sql.sql_support import mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
 from tests.sql_governance.support import CRM_DDL, crm_rows
 
 
@@ -84,7 +84,7 @@ def mysql_crm(mysql_url: str) -> Iterator[CrmDb]:
     admin = mysql_admin(mysql_url)
     with admin.cursor() as c:
         c.execute(f"CREATE DATABASE {db}")
-        c.execute(f"CREATE USER '{user}'@'%'")
+        c.execute(f"CREATE USER '{user}'@'%' WITH MAX_USER_CONNECTIONS {READER_CONNECTIONS}")
         c.execute(f"GRANT SELECT ON {db}.* TO '{user}'@'%'")
     load_demo(base.set(database=db).render_as_string(hide_password=False))
     with admin.cursor() as c:

@@ -43,7 +43,7 @@ from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
 from mcpkit.testing import connect
 from tests.helpers import ROOT, free_port, python_server, run_mcpkit, text_of
-from tests.sql.sql_support import load_corpus, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, load_corpus, pg_admin
 
 
 @dataclass(frozen=True)
@@ -391,7 +391,8 @@ def test_mysql_uses_per_role_logins(mysql_url: str) -> None:
         c.execute(f"INSERT INTO {db}.t_a VALUES (1)")
         c.execute(f"INSERT INTO {db}.t_b VALUES (2)")
         for user, table in ((user_a, "t_a"), (user_b, "t_b")):
-            c.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw-{tag}'")
+            limit = f"MAX_USER_CONNECTIONS {READER_CONNECTIONS}"
+            c.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw-{tag}' WITH {limit}")
             c.execute(f"GRANT SELECT ON {db}.{table} TO '{user}'@'%'")
     engine = SqlEngine(u.set(database=db))
     roles = RoleMap(

@@ -26,7 +26,7 @@ from mcpkit.sql.errors import QueryFailed, SqlConfigError
 from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.service import Masking, SqlService
 from tests.helpers import run_mcpkit
-from tests.sql.sql_support import mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
 from tests.sql_governance.conftest import CrmDb
 from tests.sql_governance.support import leaked, run_masked, secrets
 
@@ -246,7 +246,7 @@ def mysql_reader(mysql_crm: CrmDb) -> Iterator[tuple[str, str]]:
     user = f"mcpkit_mcol_{tokens.token_hex(4)}"
     admin = mysql_admin(mysql_crm.admin_url)
     with admin.cursor() as c:
-        c.execute(f"CREATE USER '{user}'@'%'")
+        c.execute(f"CREATE USER '{user}'@'%' WITH MAX_USER_CONNECTIONS {READER_CONNECTIONS}")
         for table in ("customers", "orders", "sales_demo"):
             c.execute(f"GRANT SELECT ON {mysql_crm.schema}.{table} TO '{user}'@'%'")
     url = make_url(mysql_crm.admin_url).set(username=user, password=None, database=mysql_crm.schema)
@@ -546,7 +546,7 @@ def test_mysql_definer_views_over_masked_columns_refused_then_clean(mysql_url: s
             f"CREATE TABLE {db}.customers (id INT PRIMARY KEY, name TEXT, email TEXT, ssn TEXT, region TEXT)",
             f"INSERT INTO {db}.customers VALUES (1, 'Ada', 'ada@x.org', '512-44-3187', 'EU')",
             *(v.format(d=db) for v in MYSQL_VIEWS),
-            f"CREATE USER '{user}'@'%'",
+            f"CREATE USER '{user}'@'%' WITH MAX_USER_CONNECTIONS {READER_CONNECTIONS}",
             f"GRANT SELECT (id, name, region) ON {db}.customers TO '{user}'@'%'",
             *(f"GRANT SELECT ON {db}.{v} TO '{user}'@'%'" for v in MYSQL_GRANTED),
         )

@@ -42,7 +42,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
 from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.service import Masking, SqlService
-from tests.sql.sql_support import mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
 from tests.sql_governance.support import CRM_DDL, crm_rows, load_corpus, masked_queries, secrets
 
 POLICY = MaskPolicy.of(["customers.email", "*.ssn"])
@@ -314,7 +314,7 @@ def mysql_twins(mysql_url: str) -> Iterator[Twins]:
     twins: list[Twin] = []
     sleepers: list[_Sleeper] = []
     with admin.cursor() as c:
-        c.execute(f"CREATE USER '{user}'@'%'")
+        c.execute(f"CREATE USER '{user}'@'%' WITH MAX_USER_CONNECTIONS {READER_CONNECTIONS}")
     try:
         for db, (customers, orders) in zip(dbs, (crm_rows(), _scrambled()), strict=True):
             with admin.cursor() as c:

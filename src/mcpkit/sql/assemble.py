@@ -6,11 +6,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from importlib.resources import files
 from pathlib import Path
 from typing import Final
+
+from sqlalchemy.engine import URL, make_url
 
 from mcpkit.definition import Tool
 from mcpkit.server import Server
@@ -21,7 +24,7 @@ from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
-from mcpkit.sql.profiles.base import merge_findings
+from mcpkit.sql.profiles.base import ConnectionBudget, Finding, merge_findings
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.routing import Source, SourceRouter
 from mcpkit.sql.server import build_server
@@ -38,8 +41,12 @@ __all__ = [
     "enforce_masks",
     "equip",
     "function_policy",
+    "login_of",
+    "logins_shared",
+    "mask_findings",
     "open_service",
     "open_sources",
+    "prepare_masks",
 ]
 
 log = logging.getLogger("mcpkit.sql")
@@ -126,16 +133,33 @@ def derive_masks(
     return policy.with_columns((d.schema, d.table, d.columns) for d in derived), merged
 
 
+def mask_findings(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[Finding]:
+    """The masked columns the calls' identity can still read, with the SQL that withholds them."""
+    if not masked:
+        return []
+    with engine.session(30.0, "startup-masks") as (conn, _):
+        return engine.profile.use_masks(conn, masked)
+
+
+def prepare_masks(
+    engine: SqlEngine, mask: str
+) -> tuple[MaskPolicy, dict[str, dict[str, str]], dict[str, frozenset[str]]]:
+    """The masks file read against the database: the policy with derived masks, the reflected
+    schema, and table -> masked columns (what `mask_findings` checks)."""
+    policy = MaskPolicy.from_yaml(mask)
+    # the account's default schema, as queries resolve it
+    mapping = reflect_schema(engine.sa_engine, policy=policy)
+    policy, masked = derive_masks(engine, policy, policy.masked_tables(mapping))
+    return policy, mapping, masked
+
+
 def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
     """Have the database withhold the masked columns from the calls' identity, or refuse to start.
 
     Raises:
         SqlConfigError: the identity can read a masked column (one line each, with the SQL to fix).
     """
-    if not masked:
-        return
-    with engine.session(30.0, "startup-masks") as (conn, _):
-        findings = engine.profile.use_masks(conn, masked)
+    findings = mask_findings(engine, masked)
     if findings:
         lines = "\n".join(f"  {f.line()}" for f in merge_findings(findings))
         raise SqlConfigError(
@@ -144,8 +168,15 @@ def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
         )
 
 
-def open_service(url: str, args: argparse.Namespace, max_rows: int) -> SqlService:
+def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int = 1) -> SqlService:
     """Connect as the server would, refuse an account that holds too much, and build the service.
+
+    Args:
+        url: The database.
+        args: The options.
+        max_rows: The hard row maximum.
+        sharing: How many sources log in with this URL's login: its connection limit must cover
+            each one's pool (`ConnectionBudget`).
 
     Raises:
         SqlConfigError: the account holds what a reader must not, or an option is unusable.
@@ -155,7 +186,8 @@ def open_service(url: str, args: argparse.Namespace, max_rows: int) -> SqlServic
 
     engine = SqlEngine(url, pool_size=getattr(args, "pool_size", DEFAULT_POOL_SIZE))
     try:
-        report = inspect_account(engine, allowed=args.allow)
+        budget = ConnectionBudget(engine.pool_size, sharing)
+        report = inspect_account(engine, allowed=args.allow, connections=budget)
         ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
         functions = function_policy(args, engine.dialect)
         return SqlService(
@@ -178,10 +210,7 @@ def equip(
     if mask:
         if not isinstance(engine, SqlEngine):
             raise SqlConfigError("--mask needs a database engine it can reflect")
-        policy = MaskPolicy.from_yaml(mask)
-        # the account's default schema, as queries resolve it
-        mapping = reflect_schema(engine.sa_engine, policy=policy)
-        policy, masked = derive_masks(engine, policy, policy.masked_tables(mapping))
+        policy, mapping, masked = prepare_masks(engine, mask)
         enforce_masks(engine, masked)
         withheld = engine.profile.withheld_relations()
         service.masking = Masking(policy, KnownSchema(mapping, engine.dialect, withheld=withheld))
@@ -219,12 +248,36 @@ def equip(
     return router
 
 
+Login = tuple[str, str | None, int | None, str | None]
+
+
+def login_of(url: str | URL) -> Login:
+    """(backend, host, port, user): the login a URL connects as, whichever database it names."""
+    u = make_url(url)
+    return (u.get_backend_name(), u.host, u.port, u.username)
+
+
+def logins_shared(urls: Sequence[str]) -> Counter[Login]:
+    """How many of the URLs log in as each login.
+
+    >>> logins_shared(["mysql://u@h/a", "mysql://u@h/b", "mysql://v@h/a"])[login_of("mysql://u@h/c")]
+    2
+    """
+    return Counter(login_of(url) for url in urls)
+
+
 def _prepare(
-    name: str, url: str, args: argparse.Namespace, mask: str | None, role_map: str | None, several: bool
+    name: str,
+    url: str,
+    args: argparse.Namespace,
+    mask: str | None,
+    role_map: str | None,
+    several: bool,
+    sharing: int = 1,
 ) -> Callable[[], tuple[SqlService, IdentityRouter | None]]:
     def prepare() -> tuple[SqlService, IdentityRouter | None]:
         try:
-            service = open_service(url, args, args.max_rows)
+            service = open_service(url, args, args.max_rows, sharing)
         except SqlConfigError as exc:
             raise _named(exc, name, several) from None
         try:
@@ -262,8 +315,10 @@ def open_sources(args: argparse.Namespace, dsns: Sequence[tuple[str, str]], stac
     sources: list[Source] = []
     routing: SourceRouter | None = None
     try:
+        shared = logins_shared([u for _, u in dsns])
         for name, url in dsns:
-            prepare = _prepare(name, url, args, masks.get(name), roles.get(name), several)
+            sharing = shared[login_of(url)]
+            prepare = _prepare(name, url, args, masks.get(name), roles.get(name), several, sharing)
             probe = SqlEngine(url)  # the dialect, from the URL: no connection yet
             dialect = probe.dialect
             probe.close()

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles import AccountReport, Finding
-from mcpkit.sql.profiles.base import merge_findings
+from mcpkit.sql.profiles.base import ConnectionBudget, merge_findings
 
 __all__ = [
     "AccountReport",
@@ -40,7 +40,10 @@ class ProbeResult:
 
 
 def inspect_account(
-    engine: SqlEngine, call_id: str = "startup", allowed: Collection[str] = ()
+    engine: SqlEngine,
+    call_id: str = "startup",
+    allowed: Collection[str] = (),
+    connections: ConnectionBudget | None = None,
 ) -> AccountReport:
     """Connect as the server would and describe the account, with everything it must not hold.
 
@@ -48,12 +51,17 @@ def inspect_account(
         engine: The engine (a role engine: after its SET ROLE).
         call_id: For the log and the database's session identity.
         allowed: Opt-ins for objects (`function:schema.name`, `routine:db.name`, ...).
+        connections: What the server opens as this login; the login's connection limit is
+            checked against it where the database has one (None: not checked).
 
     Returns:
         The report; its `findings` are what `ensure_safe_account` refuses.
     """
     with engine.session(30.0, call_id) as (conn, _):
-        return engine.profile.inspect(conn, engine.url, frozenset(allowed))
+        report = engine.profile.inspect(conn, engine.url, frozenset(allowed))
+        if connections is not None:
+            report.findings += engine.profile.connection_findings(conn, connections)
+        return report
 
 
 def ensure_safe_account(

@@ -24,8 +24,9 @@ from mcpkit.sql.assemble import (
 from mcpkit.sql.demo import load_demo, write_demo_sqlite
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
+from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.service import DEFAULT_ROWS, HARD_MAX_ROWS, SqlService
-from mcpkit.sql.sources import load_sources, parse_dsns
+from mcpkit.sql.sources import load_sources, parse_dsns, per_source
 from mcpkit.transport.cli import add_serving_arguments, serve
 
 __all__ = ["EXIT_ANSWERED", "EXIT_DB_FAILED", "EXIT_REFUSED", "EXIT_USAGE", "register", "run"]
@@ -128,6 +129,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
     doctor = sub.add_parser("doctor", help="check the account, the read-only session and the timeout")
     _connection_options(doctor)
+    doctor.add_argument(
+        "--mask",
+        action="append",
+        metavar="[SOURCE=]FILE",
+        help="masks.yaml: also run serve --mask's start-up checks (the database withholds each "
+        "masked column)",
+    )
 
     grant = sub.add_parser(
         "grant",
@@ -140,6 +148,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     grant.add_argument("--tables", required=True, metavar="A,B", help="schema.table names to grant")
     grant.add_argument("--password-env", metavar="VAR", help="take the password from this variable")
     grant.add_argument("--mask", metavar="FILE", help="masks.yaml: grant SELECT on the unmasked columns only")
+    grant.add_argument(
+        "--pool-size",
+        type=int,
+        default=DEFAULT_POOL_SIZE,
+        metavar="N",
+        help="the --pool-size serve will use: MySQL/MariaDB's MAX_USER_CONNECTIONS is set for it "
+        f"(default {DEFAULT_POOL_SIZE})",
+    )
 
     demo = sub.add_parser("demo-db", help="write the demo database to PATH, or load it into --dsn")
     target = demo.add_mutually_exclusive_group(required=True)
@@ -230,15 +246,28 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
+    from mcpkit.sql.assemble import logins_shared
     from mcpkit.sql.doctor import diagnose
 
     allow = [*opt_ins(args)[0], *(["superuser"] if args.allow_superuser else [])]
     dsns = _dsns(args)
+    masks = per_source(args.mask, [n for n, _ in dsns], "--mask")
+    shared = logins_shared([u for _, u in dsns])
     failed = False
     for name, url in dsns:
-        engine = SqlEngine(url)
+        engine = SqlEngine(url, pool_size=args.pool_size)
+        u = engine.url
+        budget = ConnectionBudget(
+            engine.pool_size, shared[(u.get_backend_name(), u.host, u.port, u.username)]
+        )
         try:
-            checks = diagnose(engine, timeout_s=min(args.timeout, 2.0), allow=allow)
+            checks = diagnose(
+                engine,
+                timeout_s=min(args.timeout, 2.0),
+                allow=allow,
+                connections=budget,
+                mask=masks.get(name),
+            )
         finally:
             engine.close()
         if len(dsns) > 1:
@@ -303,7 +332,7 @@ def _grant(args: argparse.Namespace) -> int:
     tables = [t.strip() for t in args.tables.split(",") if t.strip()]
     try:
         with engine.sa_engine.connect() as conn:
-            script = engine.profile.grant(conn, args.role, tables, password)
+            script = engine.profile.grant(conn, args.role, tables, password, ConnectionBudget(args.pool_size))
         if getattr(args, "mask", None):
             script = _masked_grants(engine, script, args.mask)
     finally:

@@ -10,7 +10,7 @@ from typing import Literal
 from mcpkit.sql.checks import inspect_account, probe_read_only, probe_timeout
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
-from mcpkit.sql.profiles.base import merge_findings
+from mcpkit.sql.profiles.base import ConnectionBudget, merge_findings
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
 
@@ -46,13 +46,39 @@ def _lint(engine: SqlEngine) -> Check:
     return Check(worst, "tools lint", shown)
 
 
-def diagnose(engine: SqlEngine, *, timeout_s: float = 1.0, allow: Collection[str] = ()) -> list[Check]:
+def _masks(engine: SqlEngine, mask: str) -> list[Check]:
+    """What `serve --mask` checks at start-up: every masked column withheld by the database."""
+    from mcpkit.sql.assemble import mask_findings, prepare_masks
+
+    _, _, masked = prepare_masks(engine, mask)
+    if not masked:
+        return [Check("warn", "masks", f"{mask} masks no column of the tables the account can see")]
+    findings = merge_findings(mask_findings(engine, masked))
+    if not findings:
+        count = sum(len(c) for c in masked.values())
+        detail = f"the database withholds all {count} masked column(s) of {len(masked)} table(s)"
+        if not engine.profile.has_accounts:
+            detail = f"the authorizer denies all {count} masked column(s) of {len(masked)} table(s)"
+        return [Check("ok", "masks", detail)]
+    return [Check("fail", "masks", f.line()) for f in findings]
+
+
+def diagnose(
+    engine: SqlEngine,
+    *,
+    timeout_s: float = 1.0,
+    allow: Collection[str] = (),
+    connections: ConnectionBudget | None = None,
+    mask: str | None = None,
+) -> list[Check]:
     """Run every check; stop after `reachable` when the database cannot be reached.
 
     Args:
         engine: The engine, as the server would build it.
         timeout_s: Timeout the statement-timeout probe uses.
         allow: The `--allow` opt-ins: their findings are warnings, the others failures.
+        connections: What `serve` would open as this login (its connection limit is checked).
+        mask: A masks.yaml: run `serve --mask`'s start-up checks too.
 
     Returns:
         The checks, in order.
@@ -65,7 +91,7 @@ def diagnose(engine: SqlEngine, *, timeout_s: float = 1.0, allow: Collection[str
     checks = [
         Check("ok", "reachable", f"connected and answered in {(time.monotonic() - started) * 1000:.0f} ms")
     ]
-    report = inspect_account(engine, call_id="doctor", allowed=allow)
+    report = inspect_account(engine, call_id="doctor", allowed=allow, connections=connections)
     checks.append(Check("ok", "dialect", f"{engine.dialect} ({report.version.split(' on ')[0]})"))
     accepted = set(allow)
     for finding in merge_findings(report.findings):
@@ -83,6 +109,8 @@ def diagnose(engine: SqlEngine, *, timeout_s: float = 1.0, allow: Collection[str
         checks.append(Check("warn", "writable tables", f"{len(report.writable)}: {shown}"))
     else:
         checks.append(Check("ok", "writable tables", "none"))
+    if mask:
+        checks += _masks(engine, mask)
     ro = probe_read_only(engine)
     checks.append(Check("ok" if ro.ok else "fail", "read-only session", ro.detail))
     to = probe_timeout(engine, timeout_s)

@@ -309,12 +309,16 @@ class IdentityRouter:
             SqlConfigError: a role holds what a reader must not (one line per finding).
         """
         from mcpkit.sql.checks import ensure_safe_account, inspect_account
+        from mcpkit.sql.profiles.base import ConnectionBudget
 
         users = {r: self._login_user(r) for r in self.roles.roles}
         for role in sorted(self.roles.roles):
             engine = self._engine(role)
             try:
-                ensure_safe_account(inspect_account(engine, "verify-role", allow), allow=allow)
+                # a login per principal has a pool of its own (`_engine`): its limit must cover it
+                budget = ConnectionBudget(engine.pool_size) if role in self.roles.logins else None
+                report = inspect_account(engine, "verify-role", allow, connections=budget)
+                ensure_safe_account(report, allow=allow)
                 if role in self.roles.logins and self.base.dialect == "postgres":
                     others = sorted({u for r, u in users.items() if r != role and u != users[role]})
                     with engine.session(10.0, "verify-role") as (conn, _):

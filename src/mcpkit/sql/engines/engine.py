@@ -151,11 +151,14 @@ class SqlEngine:
             except PoolTimeout as exc:
                 raise self._fail(exc, False, timeout_s, call_id) from None  # resource: the pool stayed busy
             except self._errors as exc:
-                # Whatever the driver says (a dropped database, a refused login), no session means the
-                # database cannot serve this call: a connection failure, retryable.
+                # Whatever else the driver says (a dropped database, a refused login), no session
+                # means the database cannot serve this call: a connection failure, retryable.
                 orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
                 log.warning("sql call %s could not connect: %s: %s", call_id, type(orig).__name__, orig)
-                raise QueryFailed("connection", call_id) from None
+                # The login's connection limit (MySQL MAX_USER_CONNECTIONS, PostgreSQL CONNECTION
+                # LIMIT) is the database bounding the calls: busy, not unreachable.
+                busy = self.profile.classify(orig) == "resource"
+                raise QueryFailed("resource" if busy else "connection", call_id) from None
             dbapi = conn.connection.driver_connection
             try:
                 self.profile.begin(dbapi, timeout_s, call_id)

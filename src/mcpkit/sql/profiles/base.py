@@ -24,9 +24,11 @@ if TYPE_CHECKING:
     from mcpkit.sql.engines.base import Engine
 
 __all__ = [
+    "CONNECTION_MARGIN",
     "ROLE_NAME",
     "AccountReport",
     "ColumnStats",
+    "ConnectionBudget",
     "DerivedMask",
     "Finding",
     "Outcome",
@@ -89,6 +91,43 @@ class Finding:
         """One line for the operator: what, then the SQL that removes it."""
         accept = f" (or --allow {self.opt_in})" if self.opt_in else ""
         return f"{self.message}: {self.fix}{accept}"
+
+
+CONNECTION_MARGIN: Final = 2
+"""Connections a login's limit may exceed what the server opens by: a `mcpkit sql doctor` or
+`query` run alongside, and a second interrupt under way."""
+
+
+@dataclass(frozen=True)
+class ConnectionBudget:
+    """The connections `mcpkit sql serve` opens as one login, for the check of the login's limit.
+
+    Each source's pool holds `pool_size` connections at most (no overflow); the watchdog opens one
+    more to `KILL CONNECTION` a statement past its deadline. With `pool_size` 0 each call opens its
+    own connection, so mcpkit sets no bound and any finite limit is accepted.
+
+    >>> b = ConnectionBudget(pool_size=5, sources=2)
+    >>> b.least, b.most, b.recommended
+    (11, 13, 12)
+    """
+
+    pool_size: int
+    sources: int = 1
+
+    @property
+    def least(self) -> int:
+        """The pools' connections and the watchdog's: a lower limit refuses calls the pool could run."""
+        return max(self.pool_size, 1) * self.sources + 1
+
+    @property
+    def most(self) -> int | None:
+        """The highest limit accepted (None: any finite one, without a pool)."""
+        return None if self.pool_size == 0 else self.least + CONNECTION_MARGIN
+
+    @property
+    def recommended(self) -> int:
+        """The value the fix and `mcpkit sql grant` print: what is opened, plus one."""
+        return self.least + 1
 
 
 @dataclass(frozen=True)
@@ -260,6 +299,15 @@ class Profile:
         """
         return AccountReport(self.dialect, "unknown", "unknown", False, None, [], read_only_enforced=False)
 
+    def connection_findings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
+        """Whether the database bounds the login's concurrent connections to what `budget` opens.
+
+        Where a statement can outlive its call (MariaDB's string searches ignore every kill until
+        they return), the login's connection limit is what bounds the server threads the calls can
+        keep busy. The generic profile knows no such limit and finds nothing.
+        """
+        return []
+
     def withheld_relations(self) -> frozenset[str]:
         """Relations the database refuses whole under the masks `use_masks` installed (none here)."""
         return frozenset()
@@ -326,7 +374,14 @@ class Profile:
 
     # --- administration -----------------------------------------------------------------
 
-    def grant(self, conn: Connection, role: str, tables: Sequence[str], password: str) -> list[str]:
+    def grant(
+        self,
+        conn: Connection,
+        role: str,
+        tables: Sequence[str],
+        password: str,
+        budget: ConnectionBudget | None = None,
+    ) -> list[str]:
         """The SQL an administrator runs to create a reader `role` for `tables` that starts clean.
 
         Args:
@@ -334,6 +389,7 @@ class Profile:
             role: The new role or login name.
             tables: `schema.table` or `table` names.
             password: The login's password.
+            budget: The connections `serve` will open as it, where the database bounds them.
 
         Raises:
             SqlConfigError: this database has no roles, or the names are unusable.

@@ -9,8 +9,16 @@ from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.profiles.base import AccountReport, DerivedMask, Finding, Readable, TableStats, quote_role
-from mcpkit.sql.profiles.mysql.account import inspect_mysql
+from mcpkit.sql.profiles.base import (
+    AccountReport,
+    ConnectionBudget,
+    DerivedMask,
+    Finding,
+    Readable,
+    TableStats,
+    quote_role,
+)
+from mcpkit.sql.profiles.mysql.account import connection_limit_findings, inspect_mysql
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
 from mcpkit.sql.profiles.mysql.masks import derived_masks, masked_views, readable_masked_columns
 from mcpkit.sql.profiles.mysql.session import MysqlSession
@@ -30,6 +38,11 @@ class MysqlProfile(MysqlSession):
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Server-wide privileges, DEFINER routines it can execute, writable tables of the login."""
         return inspect_mysql(conn, allowed)
+
+    def connection_findings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
+        """The login's MAX_USER_CONNECTIONS must bound what the server opens, with a small margin:
+        it caps the server threads runaway string searches keep busy after their calls."""
+        return connection_limit_findings(conn, budget)
 
     def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
         """Generated columns computed from masked ones (column privileges see only the column named)."""
@@ -53,11 +66,20 @@ class MysqlProfile(MysqlSession):
         """MySQL's cost, MariaDB's estimated rows examined (`mysql_cost`)."""
         return mysql_cost(document)
 
-    def grant(self, conn: Connection, role: str, tables: Sequence[str], password: str) -> list[str]:
-        """CREATE USER and SELECT on each table: no EXECUTE, so no DEFINER routine is reachable."""
+    def grant(
+        self,
+        conn: Connection,
+        role: str,
+        tables: Sequence[str],
+        password: str,
+        budget: ConnectionBudget | None = None,
+    ) -> list[str]:
+        """CREATE USER with the connection limit start-up checks, and SELECT on each table: no
+        EXECUTE, so no DEFINER routine is reachable."""
         quote_role(role)
         default = conn.execute(text("SELECT DATABASE()")).scalar()
-        script = [f"CREATE USER '{role}'@'%' IDENTIFIED BY '{password}'"]
+        limit = (budget or ConnectionBudget(5)).recommended
+        script = [f"CREATE USER '{role}'@'%' IDENTIFIED BY '{password}' WITH MAX_USER_CONNECTIONS {limit}"]
         for name in tables:
             schema, _, table = name.rpartition(".")
             schema = schema or str(default or "")

@@ -10,9 +10,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from mcpkit.sql.profiles.base import AccountReport, Finding
+from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
 
-__all__ = ["inspect_mysql"]
+__all__ = ["connection_limit_findings", "inspect_mysql"]
 
 # Global privileges that reach past one database's data: files, users, sessions, server state.
 _ADMIN: Final[dict[str, str]] = {
@@ -53,6 +53,7 @@ _DEFINER_VIEWS: Final = (
 )
 
 
+_MAX_USER_CONNECTIONS: Final = re.compile(r"\bMAX_USER_CONNECTIONS (-?\d+)")
 _GLOBAL_GRANT: Final = re.compile(r"GRANT (.+?) ON \*\.\* TO (\S+)")
 _ROLE_GRANT: Final = re.compile(r"GRANT ((?:`(?:[^`]|``)+`(?:, )?)+) TO ")
 
@@ -199,3 +200,38 @@ def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> Ac
     return AccountReport(
         "mysql", str(version), str(current), bool(admin), ", ".join(admin) or None, writable, True, found
     )
+
+
+def connection_limit_findings(conn: Connection, budget: ConnectionBudget) -> list[Finding]:
+    """The login's connection limit against what the server opens (`ConnectionBudget`).
+
+    The server applies the account's `MAX_USER_CONNECTIONS` where set, else the global
+    `max_user_connections` (0: none). The login reads its own account's with `SHOW CREATE USER
+    CURRENT_USER` (`mysql.user` needs SELECT on the mysql schema; `@@SESSION.max_user_connections`
+    holds it only until the pool's `COM_RESET_CONNECTION` puts the global value back).
+    """
+    current, overall = conn.execute(text("SELECT CURRENT_USER(), @@GLOBAL.max_user_connections")).one()
+    created = " ".join(str(r[0]) for r in conn.exec_driver_sql("SHOW CREATE USER CURRENT_USER"))
+    own = _MAX_USER_CONNECTIONS.search(created)
+    limit = int(own[1]) if own is not None and int(own[1]) != 0 else int(overall or 0)
+    user, _, host = str(current).rpartition("@")
+    fix = f"ALTER USER '{user}'@'{host}' WITH MAX_USER_CONNECTIONS {budget.recommended}"
+    opens = (
+        f"the {budget.least} connections the server opens ({budget.sources} x --pool-size "
+        f"{budget.pool_size}, and one for the watchdog's KILL)"
+        if budget.pool_size
+        else "the connections the server opens (--pool-size 0: one per call)"
+    )
+    why = "a statement that ignores its timeout holds a server thread after its call"
+    if limit <= 0:
+        message = f"{current} has no connection limit ({why}; the limit bounds how many)"
+    elif budget.most is not None and limit > budget.most:
+        message = f"{current} may hold {limit} connections, more than {opens} ({why})"
+    elif limit < budget.least:
+        message = (
+            f"{current} may hold {limit} connections, fewer than {opens}: calls would be refused"
+            " as busy and a runaway statement could not be killed"
+        )
+    else:
+        return []
+    return [Finding("mysql:connection-limit", message, fix, "connection-limit")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import socket
 import weakref
 from collections.abc import Sequence
 from typing import Any, Final
@@ -60,6 +61,8 @@ _CODES: Final[dict[int, Outcome]] = {
     1916: "data",
     1977: "data",
     1114: "resource",
+    1203: "resource",  # the global max_user_connections reached
+    1226: "resource",  # the login's MAX_USER_CONNECTIONS reached (docs/security.md)
     1260: "resource",  # raised by `run`: GROUP_CONCAT cut at group_concat_max_len
     1301: "resource",  # raised by `run`: a result over max_allowed_packet came back as NULL
     1041: "resource",
@@ -166,13 +169,23 @@ class MysqlSession(Profile):
         """
         pymysql: Any = importlib.import_module("pymysql")
         thread = dbapi.thread_id()
-        killer = pymysql.connect(
-            host=url.host or "localhost",
-            port=url.port or 3306,
-            user=url.username or "",
-            password=url.password or "",
-            connect_timeout=5,
-        )
+        try:
+            killer = pymysql.connect(
+                host=url.host or "localhost",
+                port=url.port or 3306,
+                user=url.username or "",
+                password=url.password or "",
+                connect_timeout=5,
+            )
+        except pymysql.err.OperationalError:
+            # The login is at its MAX_USER_CONNECTIONS (runaway statements hold its connections):
+            # shut the socket from this side, so the call answers now; the server ends the
+            # statement at its first kill check (max_statement_time has already flagged it).
+            sock = getattr(dbapi, "_sock", None)
+            if sock is None:
+                raise
+            sock.shutdown(socket.SHUT_RDWR)
+            return
         try:
             with killer.cursor() as cur:
                 cur.execute("KILL CONNECTION %s", [thread])

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any, Final
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 
-from mcpkit.sql.profiles.base import AccountReport, DerivedMask, Finding, Readable, TableStats, quote_role
+from mcpkit.sql.profiles.base import (
+    AccountReport,
+    ConnectionBudget,
+    DerivedMask,
+    Finding,
+    Readable,
+    TableStats,
+    quote_role,
+)
 from mcpkit.sql.profiles.postgres.account import inspect_postgres
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
@@ -76,7 +84,14 @@ class PostgresProfile(PostgresSession):
         plan = json.loads(document) if isinstance(document, str) else document
         return float(plan[0]["Plan"]["Total Cost"])
 
-    def grant(self, conn: Connection, role: str, tables: Sequence[str], password: str) -> list[str]:
+    def grant(
+        self,
+        conn: Connection,
+        role: str,
+        tables: Sequence[str],
+        password: str,
+        budget: ConnectionBudget | None = None,
+    ) -> list[str]:
         """CREATE ROLE, USAGE and SELECT grants, and the fixes the start-up check asks for."""
         return postgres_grant(conn, role, tables, password)
 
