@@ -72,3 +72,39 @@ def test_mariadb_cut_results_are_errors_not_answers(reader: tuple[str, str, str]
     finally:
         engine.close()
     assert changed(before, mysql_snapshot(admin_url, db, tmp_path)) == []
+
+
+# More of the same class on MariaDB 10.11 (each answers NULL, a clipped or a made-up value with
+# only a warning): the call fails as `data`, with the codes `MysqlSession.run` turns into errors.
+# Not caught: FROM_UNIXTIME(-1), MAKEDATE(2023, 0), INET_ATON('x') answer NULL, FROM_DAYS(99999999)
+# '0000-00-00' and CONV('zz', 10, 2) '0' with no warning at all (docs/security.md).
+@pytest.mark.parametrize(
+    ("sql", "code"),
+    [
+        ("SELECT STR_TO_DATE('2023-13-45', '%Y-%m-%d') AS d", 1411),  # NULL
+        ("SELECT STR_TO_DATE('garbage', '%Y-%m-%d') AS d", 1411),  # NULL
+        ("SELECT STR_TO_DATE('2023-12-31 10:00', '%Y-%m-%d') AS d", 1292),  # the time dropped
+        ("SELECT DATE('2023-02-30') AS d", 1292),  # NULL
+        ("SELECT CAST('2023-01-01 25:00:00' AS DATETIME) AS d", 1292),  # NULL
+        ("SELECT DATEDIFF('x', '2023-01-01') AS d", 1292),  # NULL
+        ("SELECT CAST('x' AS DECIMAL) AS d", 1292),  # 0
+        ("SELECT CAST('18446744073709551616' AS UNSIGNED) AS n", 1292),  # clipped to 2^64 - 1
+        ("SELECT CAST('1e400' AS DOUBLE) AS x", 1292),  # clipped to the largest double
+        ("SELECT CAST(1e30 AS SIGNED) AS n", 1916),  # clipped to 2^63 - 1
+        ("SELECT SEC_TO_TIME(99999999) AS t", 1292),  # clipped to 838:59:59
+        ("SELECT DATE_SUB('0001-01-01', INTERVAL 1 DAY) AS d", 1441),  # NULL
+        ("SELECT TIMESTAMPADD(YEAR, 10000, '2023-01-01') AS d", 1441),  # NULL
+    ],
+)
+def test_mariadb_conversions_that_make_up_a_value_fail_as_data(
+    reader: tuple[str, str, str], sql: str, code: int
+) -> None:
+    _, url, _ = reader
+    engine = SqlEngine(url)
+    try:
+        with pytest.raises(QueryFailed) as wrong:
+            SqlService(engine, timeout_s=10.0).query(sql, call_id="conv")
+        assert wrong.value.kind == "data", sql
+        assert engine.profile.classify(type("E", (Exception,), {})(code, "")) == "data"
+    finally:
+        engine.close()
