@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from tests.helpers import ROOT, run_mcpkit
-from tests.sql.sql_support import DbEnv
+from tests.sql.sql_support import DbEnv, mysql_scratch
 
 
 def mcpkit(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
@@ -152,3 +152,59 @@ def test_serve_stdio_lists_tools() -> None:
     proc.wait(timeout=30)
     listing = [line for line in lines if '"id":2' in line.replace(" ", "")]
     assert listing and '"execute_query"' in listing[0] and '"list_tables"' not in listing[0]
+
+
+# --- doctor --mask: the same start-up checks as serve --mask --------------------------------------
+
+
+def _masks(tmp_path: Path, *columns: str) -> str:
+    path = tmp_path / "masks.yaml"
+    path.write_text("masks:\n" + "".join(f"  - '{c}'\n" for c in columns), encoding="utf-8")
+    return str(path)
+
+
+def _fails(done: subprocess.CompletedProcess[str], name: str) -> list[str]:
+    return [line.split(": ", 1)[1] for line in done.stdout.splitlines() if line.startswith(f"fail {name}:")]
+
+
+def test_doctor_mask_sqlite_the_authorizer_withholds(tmp_path: Path) -> None:
+    done = mcpkit("doctor", "--demo", "--mask", _masks(tmp_path, "sales_demo.region", "*.notes"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok   masks: the authorizer denies all 2 masked column(s) of 1 table(s)" in done.stdout
+    nothing = mcpkit("doctor", "--demo", "--mask", _masks(tmp_path, "nowhere.col"))
+    assert "warn masks:" in nothing.stdout and nothing.returncode == 0, nothing.stdout
+
+
+@pytest.mark.postgres
+def test_doctor_mask_postgres_reports_what_serve_refuses(pg_env: DbEnv, tmp_path: Path) -> None:
+    masks = _masks(tmp_path, "sales_demo.region")
+    doctor = mcpkit("doctor", "--dsn", pg_env.ro_url, "--mask", masks)
+    assert doctor.returncode == 1, doctor.stdout
+    fails = _fails(doctor, "masks")
+    assert fails and all("REVOKE SELECT" in f and "GRANT SELECT (" in f for f in fails), fails
+    serve = mcpkit("serve", "--dsn", pg_env.ro_url, "--mask", masks, "--no-audit", timeout=60)
+    assert serve.returncode == 2, serve.stderr
+    refused = [line.strip() for line in serve.stderr.splitlines() if line.startswith("  ")]
+    assert refused == fails
+
+
+@pytest.mark.mysql
+def test_doctor_mask_mariadb_fails_then_passes_after_the_printed_fix(mysql_url: str, tmp_path: Path) -> None:
+    with mysql_scratch(mysql_url, "dmask") as scratch:
+        with scratch.admin.cursor() as c:
+            c.execute(f"CREATE TABLE {scratch.db}.people (id INT, email VARCHAR(50), name VARCHAR(50))")
+            c.execute(f"GRANT SELECT ON {scratch.db}.people TO '{scratch.reader}'@'%'")
+        masks = _masks(tmp_path, "people.email")
+        doctor = mcpkit("doctor", "--dsn", scratch.reader_url, "--mask", masks)
+        assert doctor.returncode == 1, doctor.stdout
+        (line,) = _fails(doctor, "masks")
+        assert line.startswith(f"can read masked column(s) email of `{scratch.db}`.`people`: REVOKE"), line
+        serve = mcpkit("serve", "--dsn", scratch.reader_url, "--mask", masks, "--no-audit", timeout=60)
+        assert serve.returncode == 2 and f"  {line}" in serve.stderr.splitlines(), serve.stderr
+        fix = line.split(": ", 1)[1].split(" (a SELECT on")[0]
+        with scratch.admin.cursor() as c:
+            for statement in fix.split("; "):
+                c.execute(statement)
+        clean = mcpkit("doctor", "--dsn", scratch.reader_url, "--mask", masks)
+        assert clean.returncode == 0, clean.stdout
+        assert "ok   masks: the database withholds all 1 masked column(s) of 1 table(s)" in clean.stdout
