@@ -300,6 +300,7 @@ def test_grant_prints_a_reader_role_that_starts_clean(operator_pg: OperatorDb) -
     done = run_mcpkit("sql", "grant", "--dsn", operator_pg.admin, "--role", role, "--tables", "app.t,app.p")
     assert done.returncode == 0, done.stderr
     statements = _statements(done.stdout)
+    assert " CONNECTION LIMIT 7 PASSWORD " in statements[0], statements[0]  # the default pool's + 2
     url = make_url(operator_pg.admin).set(username=role).render_as_string(hide_password=False)
     try:
         with pg_admin(operator_pg.admin) as c:

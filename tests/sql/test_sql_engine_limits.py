@@ -223,3 +223,22 @@ def test_mariadb_runaway_calls_never_hold_more_threads_than_the_login_limit(mysq
         assert "resource" in kinds, answers
         # each call answers within two deadlines and their grace (one may queue behind another)
         assert max(s for _, s in answers) < 5.0, answers
+
+
+@pytest.mark.postgres
+def test_postgres_a_like_that_ignores_cancel_still_answers_its_timeout(pg_env: DbEnv) -> None:
+    # LIKE with a long pattern checks for no interrupt while it matches (23 s past a 1 s
+    # statement_timeout, unloaded): the watchdog cancels and shuts the socket at the deadline
+    # plus the grace, so the call answers then and the server answers the next call.
+    service = SqlService(SqlEngine(pg_env.ro_url), timeout_s=1.0)
+    service._admit = _passthrough
+    started = time.monotonic()
+    try:
+        with pytest.raises(QueryTimeout):
+            service.query(
+                "SELECT repeat(' ', 3000000) LIKE '%' || repeat(' ', 5000) || 'x%' AS p", call_id="like"
+            )
+        assert time.monotonic() - started < 4.0
+        assert service.query("SELECT 1 AS one", call_id="after")[0].rows == [[1]]
+    finally:
+        service.engine.close()

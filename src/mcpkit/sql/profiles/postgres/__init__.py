@@ -92,8 +92,9 @@ class PostgresProfile(PostgresSession):
         password: str,
         budget: ConnectionBudget | None = None,
     ) -> list[str]:
-        """CREATE ROLE, USAGE and SELECT grants, and the fixes the start-up check asks for."""
-        return postgres_grant(conn, role, tables, password)
+        """CREATE ROLE with a CONNECTION LIMIT for `budget`, USAGE and SELECT grants, and the
+        fixes the start-up check asks for."""
+        return postgres_grant(conn, role, tables, password, (budget or ConnectionBudget(5)).recommended)
 
     def role_setup(self, role: str) -> str | None:
         """`SET LOCAL ROLE "<role>"` inside the call's read-only transaction."""

@@ -23,11 +23,14 @@ def _quote(conn: Connection, name: str) -> str:
     return str(conn.execute(text("SELECT quote_ident(:n)"), {"n": name}).scalar())
 
 
-def _base(conn: Connection, role: str, tables: Sequence[str], password: str) -> list[str]:
+def _base(conn: Connection, role: str, tables: Sequence[str], password: str, limit: int) -> list[str]:
     quoted = quote_role(role)
     if conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first():
         raise SqlConfigError(f"role {role} exists already; name a new reader role")
-    script = [f"CREATE ROLE {quoted} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD '{password}'"]
+    script = [
+        f"CREATE ROLE {quoted} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE CONNECTION LIMIT {limit}"
+        f" PASSWORD '{password}'"
+    ]
     schemas: list[str] = []
     for name in tables:
         schema, _, table = name.rpartition(".")
@@ -51,15 +54,21 @@ def _base(conn: Connection, role: str, tables: Sequence[str], password: str) -> 
     return script
 
 
-def postgres_grant(conn: Connection, role: str, tables: Sequence[str], password: str) -> list[str]:
+def postgres_grant(
+    conn: Connection, role: str, tables: Sequence[str], password: str, limit: int = 7
+) -> list[str]:
     """The statements an administrator runs; `conn` is an administrator's, nothing is committed.
+
+    `limit` is the login's CONNECTION LIMIT: the pool's connections and a margin (a statement
+    that ignores its timeout and cancel, such as LIKE over a long pattern, keeps its backend
+    after the call; the limit bounds how many do).
 
     Raises:
         SqlConfigError: the role exists, a table does not, or a finding has no SQL fix.
     """
     from mcpkit.sql.profiles.postgres.account import inspect_postgres
 
-    script = _base(conn, role, tables, password)
+    script = _base(conn, role, tables, password, limit)
     conn.rollback()
     for _ in range(3):
         trial = conn.begin()
