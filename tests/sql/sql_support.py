@@ -174,6 +174,52 @@ def mysql_scratch(mysql_url: str, prefix: str) -> Iterator[MysqlScratch]:
         admin.close()
 
 
+@dataclass
+class PgScratch:
+    """A PostgreSQL database of one test's own and a login on the server (password `pw`, no grants).
+
+    `admin` is an autocommit superuser connection to the scratch database.
+    """
+
+    admin: psycopg.Connection  # type: ignore[type-arg]
+    db: str
+    reader: str
+    admin_url: str
+    reader_url: str
+
+
+@contextmanager
+def pg_scratch(pg_url: str, prefix: str) -> Iterator[PgScratch]:
+    """Create database `mk_<prefix>_<tag>` and login `mk_<prefix>_<tag>_r`; drop both afterwards.
+
+    The login has the connection limit a reader gets from `mcpkit sql grant` for the default pool.
+    Dropping the database (`WITH (FORCE)`) takes the login's grants and per-database settings in it.
+    """
+    tag = secrets.token_hex(4)
+    db, reader = f"mk_{prefix}_{tag}", f"mk_{prefix}_{tag}_r"
+    base = make_url(pg_url).set(database=db)
+    admin_url = base.render_as_string(hide_password=False)
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE DATABASE {db}")
+        c.execute(f"CREATE ROLE {reader} LOGIN PASSWORD 'pw' CONNECTION LIMIT {READER_CONNECTIONS}")
+    admin = None
+    try:
+        admin = pg_admin(admin_url)
+        yield PgScratch(
+            admin,
+            db,
+            reader,
+            admin_url,
+            base.set(username=reader, password="pw").render_as_string(hide_password=False),
+        )
+    finally:
+        if admin is not None:
+            admin.close()
+        with pg_admin(pg_url) as c:
+            c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+            c.execute(f"DROP ROLE IF EXISTS {reader}")
+
+
 def pg_snapshot(admin_url: str, schema: str, canary: Path) -> dict[str, Any]:
     """Data, catalog, settings and files a successful attack on PostgreSQL would change."""
     url = make_url(admin_url).set(drivername="postgresql").render_as_string(hide_password=False)

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 from collections.abc import Iterator
 
@@ -21,7 +20,7 @@ from mcpkit.sql.admission.function_tables.tables import TABLES
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import mysql_admin, pg_admin
+from tests.sql.sql_support import mysql_admin, pg_admin, pg_scratch
 
 # Functions an analyst could call: no type I/O, no operator or index support (pg_proc describes those).
 _PG_CANDIDATES = """
@@ -73,18 +72,10 @@ def _missing_allowed(dialect: str, names: set[str]) -> list[str]:
 @pytest.fixture(scope="module")
 def pg_extension_db(pg_url: str) -> Iterator[str]:
     """A private database with the contrib extensions an operator commonly installs."""
-    name = f"mcpkit_x_{secrets.token_hex(4)}"
-    with pg_admin(pg_url) as c:
-        c.execute(f"CREATE DATABASE {name}")
-    url = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    try:
-        with pg_admin(url) as c:
-            for ext in _PG_EXTENSIONS:
-                c.execute(f"CREATE EXTENSION IF NOT EXISTS {ext}")
-        yield url
-    finally:
-        with pg_admin(pg_url) as c:
-            c.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with pg_scratch(pg_url, "ext") as scratch:
+        for ext in _PG_EXTENSIONS:
+            scratch.admin.execute(f"CREATE EXTENSION IF NOT EXISTS {ext}")
+        yield scratch.admin_url
 
 
 @pytest.mark.postgres

@@ -24,7 +24,15 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.service import SqlService
 from tests.helpers import run_mcpkit
-from tests.sql.sql_support import changed, mysql_admin, mysql_scratch, mysql_snapshot, pg_admin, pg_snapshot
+from tests.sql.sql_support import (
+    changed,
+    mysql_admin,
+    mysql_scratch,
+    mysql_snapshot,
+    pg_admin,
+    pg_scratch,
+    pg_snapshot,
+)
 
 TIMEOUT_S = 5.0
 
@@ -282,14 +290,8 @@ def test_pg_noinherit_membership_in_a_powerful_or_owning_role_is_refused(pg_url:
 
 @pytest.mark.postgres
 def test_pg_extension_in_pg_catalog_is_audited_like_any_other(pg_url: str, tmp_path: Path) -> None:
-    tag = secrets.token_hex(4)
-    database, reader = f"mk_xc_{tag}", f"mk_xc_{tag}_r"
-    admin = pg_admin(pg_url)
-    admin.execute(f"CREATE DATABASE {database}")
-    admin.execute(f"CREATE ROLE {reader} LOGIN PASSWORD 'pw'")
-    db_admin_url = make_url(pg_url).set(database=database).render_as_string(hide_password=False)
-    try:
-        db = pg_admin(db_admin_url)
+    with pg_scratch(pg_url, "xc") as scratch:
+        db, database, reader, db_admin_url = scratch.admin, scratch.db, scratch.reader, scratch.admin_url
         for sql in (
             "CREATE EXTENSION xml2 SCHEMA pg_catalog",
             "CREATE SCHEMA app",
@@ -305,7 +307,7 @@ def test_pg_extension_in_pg_catalog_is_audited_like_any_other(pg_url: str, tmp_p
             " AS t(id int, a text); END",
         ):
             db.execute(sql)
-        url = _pg_url(pg_url, reader, database)
+        url = scratch.reader_url
         allow = ["--allow-function", "public.xml_report"]
         doctor = run_mcpkit("sql", "doctor", "--dsn", url, *allow)
         out = doctor.stdout + doctor.stderr
@@ -332,11 +334,6 @@ def test_pg_extension_in_pg_catalog_is_audited_like_any_other(pg_url: str, tmp_p
             assert changed(before, pg_snapshot(db_admin_url, "app", tmp_path)) == []
         finally:
             engine.close()
-            db.close()
-    finally:
-        admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
-        admin.execute(f"DROP ROLE IF EXISTS {reader}")
-        admin.close()
 
 
 @pytest.mark.postgres
