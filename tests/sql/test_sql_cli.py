@@ -170,7 +170,7 @@ def _fails(done: subprocess.CompletedProcess[str], name: str) -> list[str]:
 def test_doctor_mask_sqlite_the_authorizer_withholds(tmp_path: Path) -> None:
     done = mcpkit("doctor", "--demo", "--mask", _masks(tmp_path, "sales_demo.region", "*.notes"))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "ok   masks: the authorizer denies all 2 masked column(s) of 1 table(s)" in done.stdout
+    assert "ok   masks: the authorizer withholds all 2 masked column(s) of 1 table(s)" in done.stdout
     nothing = mcpkit("doctor", "--demo", "--mask", _masks(tmp_path, "nowhere.col"))
     assert "warn masks:" in nothing.stdout and nothing.returncode == 0, nothing.stdout
 

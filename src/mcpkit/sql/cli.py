@@ -91,8 +91,7 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="accept one start-up finding: superuser, table-owner, create-schema, bypassrls, "
         "read-all-stats, read-all-settings, connection-limit, function:SCHEMA.NAME, extension:NAME, "
-        "routine:DB.NAME, "
-        "relation:SCHEMA.NAME, type:SCHEMA.NAME, foreign-table:SCHEMA.NAME "
+        "routine:DB.NAME, relation:SCHEMA.NAME, type:SCHEMA.NAME, foreign-table:SCHEMA.NAME "
         "(repeatable; each is logged as a warning); function:SCHEMA.NAME also lets queries call it "
         "(the same as --allow-function SCHEMA.NAME)",
     )
@@ -247,7 +246,7 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from mcpkit.sql.assemble import logins_shared
+    from mcpkit.sql.assemble import login_of, logins_shared
     from mcpkit.sql.doctor import diagnose
 
     allow = [*opt_ins(args)[0], *(["superuser"] if args.allow_superuser else [])]
@@ -257,10 +256,7 @@ def _doctor(args: argparse.Namespace) -> int:
     failed = False
     for name, url in dsns:
         engine = SqlEngine(url, pool_size=args.pool_size)
-        u = engine.url
-        budget = ConnectionBudget(
-            engine.pool_size, shared[(u.get_backend_name(), u.host, u.port, u.username)]
-        )
+        budget = ConnectionBudget(engine.pool_size, shared[login_of(url)])
         try:
             checks = diagnose(
                 engine,

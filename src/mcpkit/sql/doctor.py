@@ -58,7 +58,7 @@ def _masks(engine: SqlEngine, mask: str) -> list[Check]:
         count = sum(len(c) for c in masked.values())
         detail = f"the database withholds all {count} masked column(s) of {len(masked)} table(s)"
         if not engine.profile.has_accounts:
-            detail = f"the authorizer denies all {count} masked column(s) of {len(masked)} table(s)"
+            detail = f"the authorizer withholds all {count} masked column(s) of {len(masked)} table(s)"
         return [Check("ok", "masks", detail)]
     return [Check("fail", "masks", f.line()) for f in findings]
 
