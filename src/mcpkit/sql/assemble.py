@@ -6,14 +6,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from importlib.resources import files
 from pathlib import Path
 from typing import Final
-
-from sqlalchemy.engine import URL, make_url
 
 from mcpkit.definition import Tool
 from mcpkit.server import Server
@@ -29,7 +26,7 @@ from mcpkit.sql.reports import load_reports
 from mcpkit.sql.routing import Source, SourceRouter
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
-from mcpkit.sql.sources import per_source
+from mcpkit.sql.sources import login_of, logins_shared, per_source
 from mcpkit.telemetry import Telemetry
 from mcpkit.transport.cli import telemetry_wanted
 
@@ -41,8 +38,6 @@ __all__ = [
     "enforce_masks",
     "equip",
     "function_policy",
-    "login_of",
-    "logins_shared",
     "mask_findings",
     "open_service",
     "open_sources",
@@ -246,24 +241,6 @@ def equip(
         router.close()
         raise
     return router
-
-
-Login = tuple[str, str | None, int | None, str | None]
-
-
-def login_of(url: str | URL) -> Login:
-    """(backend, host, port, user): the login a URL connects as, whichever database it names."""
-    u = make_url(url)
-    return (u.get_backend_name(), u.host, u.port, u.username)
-
-
-def logins_shared(urls: Sequence[str]) -> Counter[Login]:
-    """How many of the URLs log in as each login.
-
-    >>> logins_shared(["mysql://u@h/a", "mysql://u@h/b", "mysql://v@h/a"])[login_of("mysql://u@h/c")]
-    2
-    """
-    return Counter(login_of(url) for url in urls)
 
 
 def _prepare(

@@ -26,7 +26,7 @@ from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.service import DEFAULT_ROWS, HARD_MAX_ROWS, SqlService
-from mcpkit.sql.sources import load_sources, parse_dsns, per_source
+from mcpkit.sql.sources import load_sources, login_of, logins_shared, parse_dsns, per_source
 from mcpkit.transport.cli import add_serving_arguments, serve
 
 __all__ = ["EXIT_ANSWERED", "EXIT_DB_FAILED", "EXIT_REFUSED", "EXIT_USAGE", "register", "run"]
@@ -246,7 +246,6 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from mcpkit.sql.assemble import login_of, logins_shared
     from mcpkit.sql.doctor import diagnose
 
     allow = [*opt_ins(args)[0], *(["superuser"] if args.allow_superuser else [])]

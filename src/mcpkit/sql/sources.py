@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import yaml
+from sqlalchemy.engine import URL, make_url
 
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.routing import DEFAULT_SOURCE
 from mcpkit.sql.routing import SOURCE_NAME as _SOURCE_NAME
 
-__all__ = ["SourceFile", "load_sources", "parse_dsns", "per_source"]
+__all__ = ["Login", "SourceFile", "load_sources", "login_of", "logins_shared", "parse_dsns", "per_source"]
 
 _NAMED: Final = re.compile(r"([A-Za-z][A-Za-z0-9_]{0,31})=(.+)", re.DOTALL)
 
@@ -147,3 +149,21 @@ def per_source(values: Sequence[str] | None, names: Sequence[str], option: str) 
             raise SqlConfigError(f"{option}: source {name} has two files")
         out[name] = path
     return out
+
+
+Login = tuple[str, str | None, int | None, str | None]
+
+
+def login_of(url: str | URL) -> Login:
+    """(backend, host, port, user): the login a URL connects as, whichever database it names."""
+    u = make_url(url)
+    return (u.get_backend_name(), u.host, u.port, u.username)
+
+
+def logins_shared(urls: Sequence[str]) -> Counter[Login]:
+    """How many of the URLs log in as each login.
+
+    >>> logins_shared(["mysql://u@h/a", "mysql://u@h/b", "mysql://v@h/a"])[login_of("mysql://u@h/c")]
+    2
+    """
+    return Counter(login_of(url) for url in urls)

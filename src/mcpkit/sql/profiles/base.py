@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from sqlalchemy.engine import URL, Connection
 
 from mcpkit.sql.errors import FailureKind, SqlConfigError
+from mcpkit.sql.profiles.budget import CONNECTION_MARGIN, ConnectionBudget
 
 if TYPE_CHECKING:
     from mcpkit.sql.admission import FunctionCatalog, FunctionPolicy
@@ -91,43 +92,6 @@ class Finding:
         """One line for the operator: what, then the SQL that removes it."""
         accept = f" (or --allow {self.opt_in})" if self.opt_in else ""
         return f"{self.message}: {self.fix}{accept}"
-
-
-CONNECTION_MARGIN: Final = 2
-"""Connections a login's limit may exceed what the server opens by: a `mcpkit sql doctor` or
-`query` run alongside, and a second interrupt under way."""
-
-
-@dataclass(frozen=True)
-class ConnectionBudget:
-    """The connections `mcpkit sql serve` opens as one login, for the check of the login's limit.
-
-    Each source's pool holds `pool_size` connections at most (no overflow); the watchdog opens one
-    more to `KILL CONNECTION` a statement past its deadline. With `pool_size` 0 each call opens its
-    own connection, so mcpkit sets no bound and any finite limit is accepted.
-
-    >>> b = ConnectionBudget(pool_size=5, sources=2)
-    >>> b.least, b.most, b.recommended
-    (11, 13, 12)
-    """
-
-    pool_size: int
-    sources: int = 1
-
-    @property
-    def least(self) -> int:
-        """The pools' connections and the watchdog's: a lower limit refuses calls the pool could run."""
-        return max(self.pool_size, 1) * self.sources + 1
-
-    @property
-    def most(self) -> int | None:
-        """The highest limit accepted (None: any finite one, without a pool)."""
-        return None if self.pool_size == 0 else self.least + CONNECTION_MARGIN
-
-    @property
-    def recommended(self) -> int:
-        """The value the fix and `mcpkit sql grant` print: what is opened, plus one."""
-        return self.least + 1
 
 
 @dataclass(frozen=True)

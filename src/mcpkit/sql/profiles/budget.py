@@ -1,0 +1,44 @@
+"""What `mcpkit sql serve` opens as one database login, for the check of the login's connection limit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["CONNECTION_MARGIN", "ConnectionBudget"]
+
+CONNECTION_MARGIN: Final = 2
+"""Connections a login's limit may exceed what the server opens by: a `mcpkit sql doctor` or
+`query` run alongside, and a second interrupt under way."""
+
+
+@dataclass(frozen=True)
+class ConnectionBudget:
+    """The connections `mcpkit sql serve` opens as one login, for the check of the login's limit.
+
+    Each source's pool holds `pool_size` connections at most (no overflow); the watchdog opens one
+    more to `KILL CONNECTION` a statement past its deadline. With `pool_size` 0 each call opens its
+    own connection, so mcpkit sets no bound and any finite limit is accepted.
+
+    >>> b = ConnectionBudget(pool_size=5, sources=2)
+    >>> b.least, b.most, b.recommended
+    (11, 13, 12)
+    """
+
+    pool_size: int
+    sources: int = 1
+
+    @property
+    def least(self) -> int:
+        """The pools' connections and the watchdog's: a lower limit refuses calls the pool could run."""
+        return max(self.pool_size, 1) * self.sources + 1
+
+    @property
+    def most(self) -> int | None:
+        """The highest limit accepted (None: any finite one, without a pool)."""
+        return None if self.pool_size == 0 else self.least + CONNECTION_MARGIN
+
+    @property
+    def recommended(self) -> int:
+        """The value the fix and `mcpkit sql grant` print: what is opened, plus one."""
+        return self.least + 1
