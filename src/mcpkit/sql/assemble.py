@@ -20,7 +20,7 @@ from mcpkit.sql.audit.store import SYNC_MODES, default_audit_path
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
-from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
+from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema, reflect_views
 from mcpkit.sql.profiles.base import merge_findings
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.routing import Source, SourceRouter
@@ -184,7 +184,8 @@ def equip(
         policy, masked = derive_masks(engine, policy, policy.masked_tables(mapping))
         enforce_masks(engine, masked)
         withheld = engine.profile.withheld_relations()
-        service.masking = Masking(policy, KnownSchema(mapping, engine.dialect, withheld=withheld))
+        known = KnownSchema(mapping, engine.dialect, withheld=withheld, views=reflect_views(engine.sa_engine))
+        service.masking = Masking(policy, known)
     if getattr(args, "similar", False):
         from mcpkit.sql.similar import enable_similarity
 

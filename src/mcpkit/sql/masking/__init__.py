@@ -35,9 +35,10 @@ __all__ = [
     "apply_mask",
     "plan_masking",
     "reflect_schema",
+    "reflect_views",
 ]
 
 from mcpkit.sql.masking.plan import MASKED, NO_MASKING, MaskPlan, apply_mask, plan_masking
 from mcpkit.sql.masking.policy import MaskPolicy, MaskRule
-from mcpkit.sql.masking.schema import KnownSchema, reflect_schema
+from mcpkit.sql.masking.schema import KnownSchema, reflect_schema, reflect_views
 from mcpkit.sql.masking.taint import MaskRefused
