@@ -440,12 +440,14 @@ def test_pg_a_mask_on_a_partition_or_child_masks_its_parents(
         (
             "postgres",
             "SELECT row_number() OVER () AS r FROM customers",
-            'SELECT ROW_NUMBER() OVER (ORDER BY "customers"."id", "customers"."name") AS r FROM customers ORDER BY 1',
+            'SELECT ROW_NUMBER() OVER (ORDER BY "customers"."id", "customers"."name") AS r'
+            " FROM customers ORDER BY 1",
         ),
         (
             "mysql",
             "SELECT lag(id) OVER () AS l FROM customers",
-            "SELECT LAG(id) OVER (ORDER BY `customers`.`id`, `customers`.`name`) AS l FROM customers ORDER BY 1",
+            "SELECT LAG(id) OVER (ORDER BY `customers`.`id`, `customers`.`name`) AS l"
+            " FROM customers ORDER BY 1",
         ),
         ("mysql", "SELECT JSON_OBJECTAGG(name, id) AS j FROM customers", "refused"),
         ("sqlite", "SELECT n FROM (SELECT * FROM customers LIMIT 2) AS s", "refused"),

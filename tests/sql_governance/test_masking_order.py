@@ -225,7 +225,8 @@ def mysql_order(mysql_url: str) -> Iterator[OrderTwins]:
                 c.fetchall()
                 c.execute("CREATE VIEW v_customers AS SELECT id, name, region, tier FROM customers")
                 c.execute(
-                    "CREATE SQL SECURITY INVOKER VIEW v_invoker AS SELECT id, name, region, tier FROM customers"
+                    "CREATE SQL SECURITY INVOKER VIEW v_invoker AS"
+                    " SELECT id, name, region, tier FROM customers"
                 )
                 c.execute(f"GRANT SELECT ({', '.join(VISIBLE)}) ON {db}.customers TO '{user}'@'%'")
                 for view in ("v_customers", "v_invoker"):
