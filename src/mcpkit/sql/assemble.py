@@ -21,6 +21,7 @@ from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema, reflect_views
+from mcpkit.sql.masking.copies import copied_masks
 from mcpkit.sql.profiles.base import merge_findings
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.routing import Source, SourceRouter
@@ -119,6 +120,7 @@ def derive_masks(
         return policy, masked
     with engine.session(30.0, "startup-masks") as (conn, _):
         derived = engine.profile.derived_masks(conn, masked)
+        derived += copied_masks(conn, masked)
     merged = dict(masked)
     for d in derived:
         log.info("masks: %s %s also masked (%s)", d.key, ", ".join(sorted(d.columns)), d.why)
