@@ -74,6 +74,7 @@ COMMON = (
     "SELECT name, row_number() OVER () AS n FROM v_customers",
     "SELECT name, rank() OVER (ORDER BY name) AS r, sum(tier) OVER (ORDER BY name) AS s FROM customers",
     "SELECT name, row_number() OVER (PARTITION BY region ORDER BY id) AS rn FROM customers",
+    "SELECT name, rank() OVER w AS r FROM customers WINDOW w AS (ORDER BY name)",
 )
 # PostgreSQL refuses a constant ORDER BY itself ("non-integer constant in ORDER BY").
 NULL_ORDER = (
