@@ -25,7 +25,8 @@ from tests.sql.sql_support import mysql_admin, pg_admin
 MASKS = ["customers.email"]
 TABLES = (
     "CREATE TABLE customers (id INTEGER PRIMARY KEY, name VARCHAR(20), email VARCHAR(40) UNIQUE)",
-    "CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_email VARCHAR(40) UNIQUE REFERENCES customers (email))",
+    "CREATE TABLE orders (id INTEGER PRIMARY KEY,"
+    " customer_email VARCHAR(40) UNIQUE REFERENCES customers (email))",
     "CREATE TABLE notes (id INTEGER PRIMARY KEY, order_email VARCHAR(40) REFERENCES orders (customer_email))",
 )
 ROWS = (
