@@ -195,10 +195,12 @@ def window_keys(taint: Taint, qualified: exp.Expr) -> dict[int, tuple[str, list[
 
 
 def refuse_bare_columns(qualified: exp.Expr) -> None:
-    """SQLite: refuse a grouped block that selects, orders or filters on a bare column.
+    """SQLite, MariaDB: refuse a grouped block that selects, orders or filters on a bare column.
 
     SQLite takes a bare column from an arbitrary row of the group (the row of the min or max
-    when there is one, and an arbitrary one among its ties): the scan order picks it.
+    when there is one, and an arbitrary one among its ties), MariaDB from the first row it scans
+    (its ONLY_FULL_GROUP_BY does not look at ORDER BY or a window's ORDER BY): the scan order
+    picks it.
     """
     for select in qualified.find_all(exp.Select):
         group = select.args.get("group")

@@ -172,7 +172,9 @@ def plan_masking(
         taint = Taint(qualified, known, policy)
         outs = taint.run()
         windows = window_keys(taint, qualified)
-        if dialect == "sqlite":  # MariaDB: ONLY_FULL_GROUP_BY; PostgreSQL refuses them itself
+        if dialect in ("sqlite", "mysql"):
+            # PostgreSQL refuses bare columns itself; MariaDB's ONLY_FULL_GROUP_BY (set per call
+            # with masks) misses them in ORDER BY and in a window's ORDER BY.
             refuse_bare_columns(qualified)
     except (SqlglotError, RecursionError, KeyError, ValueError) as exc:
         refuse_mask(f"qualify: {type(exc).__name__}: {str(exc)[:200]}", unchecked=True)

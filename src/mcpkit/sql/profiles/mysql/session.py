@@ -31,6 +31,8 @@ _WRONG_ANSWER: Final = frozenset({1260, 1301, 1264, 1292, 1300, 1365, 1366, 1411
 _CODES: Final[dict[int, Outcome]] = {
     1064: "syntax",
     1149: "syntax",
+    1055: "syntax",  # ONLY_FULL_GROUP_BY: a column neither grouped nor aggregated
+    1140: "syntax",  # ONLY_FULL_GROUP_BY: an aggregate beside a bare column without GROUP BY
     1146: "undefined_object",
     1054: "undefined_object",
     1305: "undefined_object",
