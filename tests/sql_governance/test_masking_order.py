@@ -130,6 +130,45 @@ SQLITE_REFUSED = (
 )
 
 
+# More shapes that could follow the scan order: each must answer both twins alike, whatever it is.
+PROBES = {
+    "all": (
+        "WITH t AS (SELECT id FROM customers LIMIT 2) SELECT id FROM t",
+        "SELECT (SELECT c2.id FROM customers c2 WHERE c2.name = c.name LIMIT 1) AS x FROM customers c",
+        "SELECT id FROM customers UNION ALL SELECT id FROM customers LIMIT 3",
+        "SELECT c.id, lag(d.id) OVER (ORDER BY c.name) AS l FROM customers c JOIN v_customers d ON d.id = c.id",
+        "SELECT id, sum(tier) OVER (ORDER BY name ROWS 1 PRECEDING) AS s FROM customers",
+        "SELECT name, nth_value(id, 2) OVER (PARTITION BY region ROWS BETWEEN UNBOUNDED PRECEDING"
+        " AND UNBOUNDED FOLLOWING) AS n FROM customers",
+        "SELECT min(id) OVER (ORDER BY name ROWS UNBOUNDED PRECEDING) AS m FROM customers",
+        "SELECT first_value(id) OVER (ORDER BY name) AS f FROM customers",
+        "SELECT name, lead(id) OVER (PARTITION BY name) AS l FROM v_customers",
+        "WITH t AS (SELECT id, row_number() OVER (PARTITION BY name) AS n FROM customers)"
+        " SELECT id FROM t WHERE n = 1",
+        "SELECT * FROM customers LIMIT 2",
+        "SELECT DISTINCT name FROM customers LIMIT 2",
+    ),
+    "postgres": (
+        "SELECT id FROM customers ORDER BY name FETCH FIRST 1 ROWS ONLY",
+        "SELECT id FROM customers ORDER BY name FETCH FIRST 1 ROWS WITH TIES",
+        "(SELECT id FROM customers LIMIT 2) UNION ALL (SELECT id FROM customers LIMIT 2)",
+        "SELECT name, (array_agg(id))[1] AS f FROM customers GROUP BY name",
+        "SELECT string_agg(name, ',') FILTER (WHERE tier > 0) AS s FROM customers",
+        "SELECT c.id, l.j FROM customers c"
+        " CROSS JOIN LATERAL (SELECT c2.id AS j FROM customers c2 LIMIT 1) l",
+        "SELECT id FROM customers OFFSET 5",
+        "SELECT id FROM customers WHERE id IN (SELECT id FROM customers ORDER BY name LIMIT 3)",
+        "SELECT json_agg(name ORDER BY region)::text AS j FROM customers",
+    ),
+    "mysql": (
+        "SELECT id FROM customers LIMIT 5, 1",
+        "SELECT name, GROUP_CONCAT(id) AS g FROM customers GROUP BY name",
+        "(SELECT id FROM customers LIMIT 2) UNION ALL (SELECT id FROM customers LIMIT 2)",
+    ),
+    "sqlite": ("SELECT id FROM customers GROUP BY name HAVING max(tier)",),
+}
+
+
 @dataclass
 class OrderTwins:
     dialect: str
@@ -312,6 +351,14 @@ def test_mariadb_calls_run_with_only_full_group_by(mysql_order: OrderTwins) -> N
         raw = SqlService(service.engine, max_rows=500, timeout_s=20.0)
         for sql in MYSQL_ENGINE_FAILED:
             assert _answer(raw, sql) == "failed syntax", sql
+
+
+def test_more_shapes_answer_the_twins_alike(twins: OrderTwins) -> None:
+    routes = [*PROBES["all"], *PROBES[twins.dialect]]
+    outcomes = {sql: (_answer(twins.a, sql), _answer(twins.b, sql)) for sql in routes}
+    assert [sql for sql, (x, y) in outcomes.items() if x != y] == []
+    answered = [sql for sql, (x, _) in outcomes.items() if isinstance(x, tuple)]
+    assert len(answered) >= len(routes) // 2, outcomes
 
 
 def test_a_refusal_says_how_to_write_the_window(twins: OrderTwins) -> None:
