@@ -136,7 +136,8 @@ PROBES = {
         "WITH t AS (SELECT id FROM customers LIMIT 2) SELECT id FROM t",
         "SELECT (SELECT c2.id FROM customers c2 WHERE c2.name = c.name LIMIT 1) AS x FROM customers c",
         "SELECT id FROM customers UNION ALL SELECT id FROM customers LIMIT 3",
-        "SELECT c.id, lag(d.id) OVER (ORDER BY c.name) AS l FROM customers c JOIN v_customers d ON d.id = c.id",
+        "SELECT c.id, lag(d.id) OVER (ORDER BY c.name) AS l"
+        " FROM customers c JOIN v_customers d ON d.id = c.id",
         "SELECT id, sum(tier) OVER (ORDER BY name ROWS 1 PRECEDING) AS s FROM customers",
         "SELECT name, nth_value(id, 2) OVER (PARTITION BY region ROWS BETWEEN UNBOUNDED PRECEDING"
         " AND UNBOUNDED FOLLOWING) AS n FROM customers",
