@@ -104,6 +104,8 @@ PG_ROUTES = (
 PG_REFUSED = (
     "SELECT array_agg(id) OVER (ORDER BY name) AS a FROM customers",
     "SELECT ctid, id FROM customers",
+    "SELECT id FROM customers TABLESAMPLE SYSTEM (50) REPEATABLE (1)",
+    "SELECT id FROM customers TABLESAMPLE BERNOULLI (50) REPEATABLE (7)",
 )
 MYSQL_ROUTES = (
     "SELECT GROUP_CONCAT(id) AS g FROM customers",

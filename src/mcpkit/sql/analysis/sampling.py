@@ -214,6 +214,10 @@ def _by_pages(
     profile = calls.service.profile
     if profile.sample_clause(1.0, 1) is None or not estimate or table.description.kind != "table":
         return None
+    if masked:
+        # The rows a TABLESAMPLE keeps follow the storage layout, which an index or CLUSTER on a
+        # masked column can set (masking refuses TABLESAMPLE over a masked read): key ranges.
+        return None
     # Pages for large tables (no scan); rows for small ones, where a page holds much of the table.
     # A few rows are drawn row by row up to a larger table, and from pages beyond it: about one
     # page per row wanted, all of their rows read (up to the row cap) for the caller to pick from.

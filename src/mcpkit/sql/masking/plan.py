@@ -68,6 +68,12 @@ def _tree(tree_or_sql: exp.Expr | str, dialect: str) -> exp.Expr:
     return parsed
 
 
+_SAMPLE: Final = (
+    "Over a table with masked columns, TABLESAMPLE is not answered: the rows it picks follow the "
+    "storage layout, which can follow a masked value; use sample_table, or filter on a visible key."
+)
+
+
 def _touches_masked(tree: exp.Expr, schema: KnownSchema, policy: MaskPolicy) -> bool:
     # Every base table must be known (pg_stats, sqlite_stat4, information_schema... hold values);
     # True when one of them (or a table a CTE's name shadows) has a masked column.
@@ -147,6 +153,10 @@ def plan_masking(
     tree = _tree(tree_or_sql, dialect)
     if not _touches_masked(tree, known, policy):
         return NO_MASKING
+    if any(True for _ in tree.find_all(exp.TableSample)):
+        # Which rows a sample keeps follows the storage layout (pages, row positions), and an
+        # index, CLUSTER or the written order can lay the rows out by a masked value.
+        refuse_mask("TABLESAMPLE over a masked read", message=_SAMPLE)
     work = tree.copy()
     for i, window in enumerate(work.find_all(exp.Window)):
         window.meta[WIN] = i
