@@ -37,6 +37,10 @@ _VALUE: Final = (exp.FirstValue, exp.LastValue, exp.NthValue)
 # Aggregates whose result follows the order their rows arrive in.
 _CONCAT: Final = (exp.GroupConcat, exp.ArrayAgg, exp.JSONArrayAgg, exp.JSONObjectAgg, exp.JSONBObjectAgg)
 _CONCAT_NAMES: Final = frozenset({"jsonb_agg", "json_agg", "xmlagg", "json_arrayagg", "json_objectagg"})
+# Aggregates sqlglot leaves as anonymous functions in some dialects.
+_ANON_AGGREGATES: Final = _CONCAT_NAMES | frozenset(
+    {"std", "stddev", "variance", "bit_and", "bit_or", "bit_xor", "bool_and", "bool_or", "every"}
+)
 _OBJECT_NAMES: Final = frozenset({"json_objectagg", "json_group_object"})
 
 _WINDOW_INLINE: Final = (
@@ -91,13 +95,19 @@ def _enclosing_select(node: exp.Expr) -> exp.Select | None:
     return parent
 
 
+def _is_aggregate(node: exp.Expr) -> bool:
+    return isinstance(node, exp.AggFunc) or (
+        isinstance(node, exp.Anonymous) and str(node.this).casefold() in _ANON_AGGREGATES
+    )
+
+
 def _aggregated(select: exp.Select) -> bool:
     """A block that aggregates without GROUP BY: it answers one row."""
     for projection in [*select.selects, select.args.get("having")]:
         if projection is None:
             continue
-        for agg in projection.find_all(exp.AggFunc):
-            if agg.find_ancestor(exp.Window, exp.Select) is select:
+        for agg in projection.find_all(exp.AggFunc, exp.Anonymous):
+            if _is_aggregate(agg) and agg.find_ancestor(exp.Window, exp.Select) is select:
                 return True
     return False
 
@@ -220,7 +230,7 @@ def refuse_bare_columns(qualified: exp.Expr) -> None:
                 covered = False
                 while node is not None and node is not select:
                     if node.sql() in keys or (
-                        isinstance(node, exp.AggFunc) and node.find_ancestor(exp.Window, exp.Select) is select
+                        _is_aggregate(node) and node.find_ancestor(exp.Window, exp.Select) is select
                     ):
                         covered = True
                         break
