@@ -197,6 +197,11 @@ def sample_source(
         found = way(calls, table, cols, estimate, wanted, masked, windows, boost, few)
         if found is not None:
             return found
+    if masked or (calls.service.masking is not None and table.description.kind != "table"):
+        # masking orders a read of a masked table or a view by its visible values
+        return Source(
+            table, limit, cols, f"the first {wanted} rows by their visible values (no sampling method)"
+        )
     return Source(table, limit, cols, f"the first {wanted} rows in storage order (no sampling method)")
 
 
