@@ -421,6 +421,14 @@ def test_every_route_answers_the_twins_alike(twins: Twins, path: str) -> None:
         for sql in gaps:
             assert _answer(twins.a.services["full"], sql) == "refused", sql
         differing = [sql for sql in differing if sql not in gaps]
+    if path != "full":
+        # The scan-order class (test_masking_order.py): the database alone follows its scan order,
+        # which can differ between the twins; the analysis refuses or orders these.
+        _, attacks, _ = load_corpus()
+        scan_order = {c.text(twins.corpus_schema(twins.a)) for c in attacks if c.name.startswith("order_")}
+        for sql in [sql for sql in differing if sql in scan_order]:
+            assert _answer(twins.a.services["full"], sql) == "refused", sql
+            differing.remove(sql)
     assert differing == [], differing
     answered = [x for _, x, _ in answers if isinstance(x, tuple)]
     for columns, rows, _ in answered:

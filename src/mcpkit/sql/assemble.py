@@ -20,7 +20,8 @@ from mcpkit.sql.audit.store import SYNC_MODES, default_audit_path
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
-from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
+from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema, reflect_views
+from mcpkit.sql.masking.copies import copied_masks
 from mcpkit.sql.profiles.base import ConnectionBudget, Finding, merge_findings
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.routing import Source, SourceRouter
@@ -121,6 +122,7 @@ def derive_masks(
         return policy, masked
     with engine.session(30.0, "startup-masks") as (conn, _):
         derived = engine.profile.derived_masks(conn, masked)
+        derived += copied_masks(conn, masked)
     merged = dict(masked)
     for d in derived:
         log.info("masks: %s %s also masked (%s)", d.key, ", ".join(sorted(d.columns)), d.why)
@@ -208,7 +210,8 @@ def equip(
         policy, mapping, masked = prepare_masks(engine, mask)
         enforce_masks(engine, masked)
         withheld = engine.profile.withheld_relations()
-        service.masking = Masking(policy, KnownSchema(mapping, engine.dialect, withheld=withheld))
+        known = KnownSchema(mapping, engine.dialect, withheld=withheld, views=reflect_views(engine.sa_engine))
+        service.masking = Masking(policy, known)
     if getattr(args, "similar", False):
         from mcpkit.sql.similar import enable_similarity
 

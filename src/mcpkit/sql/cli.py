@@ -291,6 +291,7 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> list
     from sqlalchemy import inspect
 
     from mcpkit.sql.masking import MaskPolicy
+    from mcpkit.sql.masking.copies import copied_masks
     from mcpkit.sql.masking.grants import column_grants, granted_tables
 
     insp = inspect(engine.sa_engine)
@@ -313,7 +314,7 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> list
             masked[f"{quote(schema)}.{quote(table)}" if schema else table] = columns
     if masked:  # generated columns computed from masked ones, and parents, are not granted either
         with engine.sa_engine.connect() as conn:
-            derived = engine.profile.derived_masks(conn, masked)
+            derived = engine.profile.derived_masks(conn, masked) + copied_masks(conn, masked)
         policy = policy.with_columns((d.schema, d.table, d.columns) for d in derived)
     return column_grants(script, policy, columns_of, quote)
 

@@ -197,6 +197,11 @@ def sample_source(
         found = way(calls, table, cols, estimate, wanted, masked, windows, boost, few)
         if found is not None:
             return found
+    if masked or (calls.service.masking is not None and table.description.kind != "table"):
+        # masking orders a read of a masked table or a view by its visible values
+        return Source(
+            table, limit, cols, f"the first {wanted} rows by their visible values (no sampling method)"
+        )
     return Source(table, limit, cols, f"the first {wanted} rows in storage order (no sampling method)")
 
 
@@ -213,6 +218,10 @@ def _by_pages(
 ) -> Source | None:
     profile = calls.service.profile
     if profile.sample_clause(1.0, 1) is None or not estimate or table.description.kind != "table":
+        return None
+    if masked:
+        # The rows a TABLESAMPLE keeps follow the storage layout, which an index or CLUSTER on a
+        # masked column can set (masking refuses TABLESAMPLE over a masked read): key ranges.
         return None
     # Pages for large tables (no scan); rows for small ones, where a page holds much of the table.
     # A few rows are drawn row by row up to a larger table, and from pages beyond it: about one

@@ -20,6 +20,9 @@ laterals, scalar subqueries and UNION ALL branches):
 - Fail closed: with masks configured, a table not in the reflected schema (pg_stats, sqlite_stat4,
   information_schema hold values), a column or whole-row reference sqlglot cannot resolve, or a
   result whose columns differ from the plan is refused.
+- Nothing follows the scan order (an index on a masked column orders it): over a masked table
+  or any view, every ORDER BY is completed with the outputs, windows and concatenating
+  aggregates with visible tie-breakers, and what cannot be ordered is refused (`order.py`).
 - Views and user-defined functions are opaque: mask their columns too (`*.email` helps), or use
   identities and grants; SECURITY DEFINER functions are refused in identity mode.
 """
@@ -35,9 +38,10 @@ __all__ = [
     "apply_mask",
     "plan_masking",
     "reflect_schema",
+    "reflect_views",
 ]
 
 from mcpkit.sql.masking.plan import MASKED, NO_MASKING, MaskPlan, apply_mask, plan_masking
 from mcpkit.sql.masking.policy import MaskPolicy, MaskRule
-from mcpkit.sql.masking.schema import KnownSchema, reflect_schema
+from mcpkit.sql.masking.schema import KnownSchema, reflect_schema, reflect_views
 from mcpkit.sql.masking.taint import MaskRefused

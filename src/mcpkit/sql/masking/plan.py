@@ -15,12 +15,12 @@ from typing import Final, TypeVar
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
 from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.engines.base import Rows
+from mcpkit.sql.masking.order import WIN, pin_order, refuse_bare_columns, window_keys
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import CASELESS_COLUMNS, KnownSchema, SchemaMapping, fold_column_names
 from mcpkit.sql.masking.taint import PROJ, REF, Taint, refuse_mask
@@ -68,6 +68,12 @@ def _tree(tree_or_sql: exp.Expr | str, dialect: str) -> exp.Expr:
     return parsed
 
 
+_SAMPLE: Final = (
+    "Over a table with masked columns, TABLESAMPLE is not answered: the rows it picks follow the "
+    "storage layout, which can follow a masked value; use sample_table, or filter on a visible key."
+)
+
+
 def _touches_masked(tree: exp.Expr, schema: KnownSchema, policy: MaskPolicy) -> bool:
     # Every base table must be known (pg_stats, sqlite_stat4, information_schema... hold values);
     # True when one of them (or a table a CTE's name shadows) has a masked column.
@@ -90,6 +96,8 @@ def _touches_masked(tree: exp.Expr, schema: KnownSchema, policy: MaskPolicy) -> 
             refuse_mask(f"table {table.name} is not in the reflected schema", unchecked=True)
         if policy.masked_columns(schema.schema_of(table), table.name, columns):
             touched = True
+        elif table.name.casefold() in schema.views:
+            touched = True  # a view may read a masked table: its scan order may follow one
     return touched
 
 
@@ -104,74 +112,6 @@ def _declared_name(projection: exp.Expr) -> str:
 def _null(type_text: str | None, schema: KnownSchema) -> exp.Expr:
     to = schema.cast_type(type_text)
     return exp.Null() if to is None else exp.Cast(this=exp.Null(), to=to)
-
-
-_ORDERED_AGGREGATES: Final = frozenset({"postgres", "mysql"})
-# Window functions whose value depends on the order of the rows in the frame.
-_SCAN_ORDER_WINDOWS: Final = (
-    exp.RowNumber,
-    exp.Ntile,
-    exp.Lag,
-    exp.Lead,
-    exp.FirstValue,
-    exp.LastValue,
-    exp.NthValue,
-)
-
-
-def _ordinals(width: int, dialect: str) -> exp.Order:
-    # The dialect's own NULL placement, so no NULLS FIRST/LAST is written (MariaDB has none).
-    small = Dialect.get_or_raise(sent_dialect(dialect)).NULL_ORDERING == "nulls_are_small"
-    return exp.Order(
-        expressions=[exp.Ordered(this=exp.Literal.number(i), nulls_first=small) for i in range(1, width + 1)]
-    )
-
-
-def _pin_order(tree: exp.Expr, width: int, dialect: str) -> bool:
-    """Order a result over a masked table by its own visible values.
-
-    Without ORDER BY the engine returns rows in the order of whatever it scans: an index on a
-    masked column sorts `SELECT id FROM customers` by the hidden values, and a LIMIT then picks
-    the rows with the smallest ones. Ordering by every output column (ordinals) makes the order,
-    and which rows a LIMIT keeps, a function of what the caller sees anyway: rows that tie are
-    equal in every visible value. The top level and every subquery with LIMIT or OFFSET but no
-    ORDER BY are pinned; a subquery with `*` cannot be (its width is unknown) and is refused.
-    On PostgreSQL and MariaDB, `string_agg`/`GROUP_CONCAT`/`array_agg` without ORDER BY are
-    ordered by their own argument. `row_number()`, `ntile`, `lag`, `lead`, `first_value`,
-    `last_value`, `nth_value` over a window without ORDER BY are refused (nothing visible orders them).
-    """
-    for window in tree.find_all(exp.Window):
-        if window.args.get("order") is None and isinstance(window.this, _SCAN_ORDER_WINDOWS):
-            refuse_mask("a numbering or offset window without ORDER BY follows the scan order")
-    pinned = False
-    for node in [tree, *tree.find_all(exp.Select, exp.SetOperation)]:
-        if node.args.get("order") is not None or not isinstance(node, exp.Select | exp.SetOperation):
-            continue
-        top = node is tree
-        if not top and node.args.get("limit") is None and node.args.get("offset") is None:
-            continue
-        if not top and isinstance(node.parent, exp.SetOperation):
-            continue  # a UNION branch: ordered as a whole above
-        if top:
-            count = width
-        elif isinstance(node, exp.Select) and not any(p.is_star for p in node.selects):
-            count = len(node.selects)
-        else:
-            refuse_mask("a LIMIT without ORDER BY over * in a subquery cannot be ordered", unchecked=True)
-        if count:
-            node.set("order", _ordinals(count, dialect))
-            pinned = True
-    if dialect in _ORDERED_AGGREGATES:  # SQLite before 3.44 has no ORDER BY inside an aggregate
-        small = Dialect.get_or_raise(sent_dialect(dialect)).NULL_ORDERING == "nulls_are_small"
-        for agg in list(tree.find_all(exp.GroupConcat, exp.ArrayAgg)):
-            arg = agg.this
-            if isinstance(arg, exp.Order | exp.Distinct) or arg is None:
-                continue
-            # Concatenated in the order of their own (visible) values, not of the scan.
-            ordered = exp.Ordered(this=arg.copy(), nulls_first=small)
-            agg.set("this", exp.Order(this=arg.copy(), expressions=[ordered]))
-            pinned = True
-    return pinned
 
 
 def plan_masking(
@@ -213,7 +153,13 @@ def plan_masking(
     tree = _tree(tree_or_sql, dialect)
     if not _touches_masked(tree, known, policy):
         return NO_MASKING
+    if any(True for _ in tree.find_all(exp.TableSample)):
+        # Which rows a sample keeps follows the storage layout (pages, row positions), and an
+        # index, CLUSTER or the written order can lay the rows out by a masked value.
+        refuse_mask("TABLESAMPLE over a masked read", message=_SAMPLE)
     work = tree.copy()
+    for i, window in enumerate(work.find_all(exp.Window)):
+        window.meta[WIN] = i
     refs = {}
     for i, column in enumerate(work.find_all(exp.Column)):
         column.meta[REF] = i
@@ -235,6 +181,11 @@ def plan_masking(
         )
         taint = Taint(qualified, known, policy)
         outs = taint.run()
+        windows = window_keys(taint, qualified)
+        if dialect in ("sqlite", "mysql"):
+            # PostgreSQL refuses bare columns itself; MariaDB's ONLY_FULL_GROUP_BY (set per call
+            # with masks) misses them in ORDER BY and in a window's ORDER BY.
+            refuse_bare_columns(qualified)
     except (SqlglotError, RecursionError, KeyError, ValueError) as exc:
         refuse_mask(f"qualify: {type(exc).__name__}: {str(exc)[:200]}", unchecked=True)
     if taint.star_values:
@@ -244,13 +195,19 @@ def plan_masking(
         for node, type_text in taint.star_values:
             node.replace(_null(type_text, known))
         work = qualified
+    masked_aggs = frozenset(
+        id(agg)
+        for marker in taint.rewrites
+        for agg in [refs[marker].find_ancestor(exp.AggFunc, exp.Anonymous)]
+        if agg is not None
+    )
     for marker, type_text in taint.rewrites.items():
         node = refs[marker]
         null = _null(type_text, known)
         if isinstance(node.parent, exp.Select) and node.arg_key == "expressions":
             null = exp.alias_(null, node.this.copy())  # keep the name the database shows
         node.replace(null)
-    pinned = _pin_order(work, len(outs), dialect)
+    pinned = pin_order(work, len(outs), dialect, windows, masked_aggs)
     return MaskPlan(
         masked=frozenset(i for i, o in enumerate(outs) if o.tainted),
         sql=work.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)

@@ -7,6 +7,7 @@ SQLAlchemy's inspector gives both (`reflect_schema` builds the first from an eng
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any, Final
 
 from sqlalchemy import inspect, text
@@ -19,7 +20,14 @@ from sqlglot.schema import MappingSchema
 
 from mcpkit.sql.masking.policy import MaskPolicy
 
-__all__ = ["CASELESS_COLUMNS", "KnownSchema", "SchemaMapping", "fold_column_names", "reflect_schema"]
+__all__ = [
+    "CASELESS_COLUMNS",
+    "KnownSchema",
+    "SchemaMapping",
+    "fold_column_names",
+    "reflect_schema",
+    "reflect_views",
+]
 
 SchemaMapping = Mapping[str, Mapping[str, Any]]
 """`{table: {column: type}}` or `{schema: {table: {column: type}}}` (types as SQL text)."""
@@ -61,6 +69,15 @@ def reflect_schema(
                 cols[col["name"]] = "TEXT"
         out[name] = cols
     return out
+
+
+def reflect_views(engine: SaEngine, schema: str | None = None) -> frozenset[str]:
+    """The names of one schema's views and materialized views."""
+    insp = inspect(engine)
+    names = set(insp.get_view_names(schema))
+    with suppress(NotImplementedError):  # a dialect without materialized views
+        names |= set(insp.get_materialized_view_names(schema))
+    return frozenset(names)
 
 
 def _granted_columns(
@@ -187,9 +204,11 @@ class KnownSchema:
         default_schema: str | None = None,
         *,
         withheld: frozenset[str] = frozenset(),
+        views: frozenset[str] = frozenset(),
     ) -> None:
         self.dialect = dialect
         self.withheld = frozenset(name.casefold() for name in withheld)
+        self.views = frozenset(name.casefold() for name in views)
         self.levels = _depth(mapping) - 1 if mapping else 1
         if self.levels not in (1, 2):
             raise ValueError("the schema is {table: {column: type}} or {schema: {table: {column: type}}}")

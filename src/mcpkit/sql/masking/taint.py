@@ -57,8 +57,10 @@ class MaskRefused(Refused):
 
     expose_data = True  # the stable reason only
 
-    def __init__(self, detail: str, *, unchecked: bool = False, withheld: bool = False) -> None:
-        message = _WITHHELD if withheld else _UNCHECKED if unchecked else _USE
+    def __init__(
+        self, detail: str, *, unchecked: bool = False, withheld: bool = False, message: str | None = None
+    ) -> None:
+        message = message or (_WITHHELD if withheld else _UNCHECKED if unchecked else _USE)
         super().__init__(message, data={"reason": "masked_column"})
         self.detail = detail
 
@@ -66,10 +68,12 @@ class MaskRefused(Refused):
 MaskRefused.__module__ = "mcpkit.sql.masking"
 
 
-def refuse_mask(detail: str, *, unchecked: bool = False, withheld: bool = False) -> NoReturn:
-    """Raise `MaskRefused`; `detail` never reaches the model."""
+def refuse_mask(
+    detail: str, *, unchecked: bool = False, withheld: bool = False, message: str | None = None
+) -> NoReturn:
+    """Raise `MaskRefused`; `detail` never reaches the model, `message` (a fixed sentence) does."""
     log.info("masking refused a query: %s", detail)
-    raise MaskRefused(detail, unchecked=unchecked, withheld=withheld)
+    raise MaskRefused(detail, unchecked=unchecked, withheld=withheld, message=message)
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,9 @@ class MysqlProfile(MysqlSession):
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The masked columns the calls' identity can still read (column privileges must withhold them),
-        and the DEFINER views that read them for it."""
+        and the DEFINER views that read them for it. From here on every call's session runs with
+        ONLY_FULL_GROUP_BY (a bare column beside GROUP BY would follow the scan order)."""
+        self.full_group_by = True
         return readable_masked_columns(conn, masked) + masked_views(conn, masked)
 
     def readable(self, conn: Connection) -> Readable:

@@ -32,6 +32,8 @@ _WRONG_ANSWER: Final = frozenset({1260, 1301, 1264, 1292, 1300, 1365, 1366, 1411
 _CODES: Final[dict[int, Outcome]] = {
     1064: "syntax",
     1149: "syntax",
+    1055: "syntax",  # ONLY_FULL_GROUP_BY: a column neither grouped nor aggregated
+    1140: "syntax",  # ONLY_FULL_GROUP_BY: an aggregate beside a bare column without GROUP BY
     1146: "undefined_object",
     1054: "undefined_object",
     1305: "undefined_object",
@@ -92,6 +94,9 @@ class MysqlSession(Profile):
         self.mariadb: bool | None = None
         # connection -> (pinned sql_mode, MariaDB?), read once per connection
         self._pinned: weakref.WeakKeyDictionary[Any, tuple[str, bool]] = weakref.WeakKeyDictionary()
+        # With masks: a bare column beside GROUP BY takes the first scanned row's value, and an
+        # index on a masked column orders that scan; ONLY_FULL_GROUP_BY makes the server refuse it.
+        self.full_group_by = False
 
     def engine_options(self, url: URL) -> dict[str, Any]:
         """Connect and read timeouts."""
@@ -117,6 +122,8 @@ class MysqlSession(Profile):
                 kept = ",".join(m for m in str(mode).split(",") if m and m.upper() not in _UNPINNED_MODES)
                 pinned = self._pinned[dbapi] = (kept, mariadb)
             kept, self.mariadb = pinned
+            if self.full_group_by and "ONLY_FULL_GROUP_BY" not in kept.upper().split(","):
+                kept = ",".join(m for m in (kept, "ONLY_FULL_GROUP_BY") if m)
             if self.mariadb:
                 # max_recursive_iterations truncates silently (warning 1931, COUNT(*) = 1001 as if
                 # it were the answer): lift it, so an endless recursion ends in the time limit or

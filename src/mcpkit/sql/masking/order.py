@@ -1,0 +1,376 @@
+"""Make an answer over a masked read depend on the visible values only, never on the scan order.
+
+An index on a masked column (or CLUSTER, or the order rows were written in) makes the engine
+scan in the order of the hidden values. Whatever follows the scan order then leaks that order:
+the rows' order, which rows a LIMIT keeps, the row DISTINCT ON keeps, a window's numbering or
+offsets within ties, the order of a concatenating aggregate, a bare column beside GROUP BY.
+
+    qualified tree + Taint --window_keys--> per window: visible tie-breakers (or refused)
+                           --refuse_bare_columns (SQLite)
+    work tree --pin_order--> ORDER BYs completed, windows and aggregates ordered (or refused)
+
+Tie-breakers are every output (ordinals) of a query block, and for a window every visible
+column of the rows it numbers (or the GROUP BY keys of a grouped block): rows that still tie
+are equal in everything the query can see, so swapping them changes nothing in the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NoReturn
+
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.optimizer.scope import Scope
+
+from mcpkit.sql.dialects import sent_dialect
+from mcpkit.sql.masking.taint import Taint, refuse_mask
+
+__all__ = ["WIN", "pin_order", "refuse_bare_columns", "window_keys"]
+
+WIN: Final = "mcpkit_win"  # meta key: index of a window node, the same in the work and qualified trees
+
+# Numbering and offsets: the value depends on the order within ties; a refinement keeps the meaning.
+_ROW_ORDER: Final = (exp.RowNumber, exp.Ntile, exp.Lag, exp.Lead)
+# Peer-based: tie-invariant, left as written.
+_PEERS: Final = (exp.Rank, exp.DenseRank, exp.PercentRank, exp.CumeDist)
+_VALUE: Final = (exp.FirstValue, exp.LastValue, exp.NthValue)
+# Aggregates whose result follows the order their rows arrive in.
+_CONCAT: Final = (exp.GroupConcat, exp.ArrayAgg, exp.JSONArrayAgg, exp.JSONObjectAgg, exp.JSONBObjectAgg)
+_CONCAT_NAMES: Final = frozenset({"jsonb_agg", "json_agg", "xmlagg", "json_arrayagg", "json_objectagg"})
+# Aggregates sqlglot leaves as anonymous functions in some dialects.
+_ANON_AGGREGATES: Final = _CONCAT_NAMES | frozenset(
+    {"std", "stddev", "variance", "bit_and", "bit_or", "bit_xor", "bool_and", "bool_or", "every"}
+)
+_OBJECT_NAMES: Final = frozenset({"json_objectagg", "json_group_object"})
+
+_WINDOW_INLINE: Final = (
+    "Over a table with masked columns, a numbering, offset or value window must be written inline "
+    "(OVER (PARTITION BY ... ORDER BY ...)), not as a named WINDOW."
+)
+_WINDOW_FRAME: Final = (
+    "Over a table with masked columns, last_value and nth_value over a window with ORDER BY need "
+    "a ROWS frame (for example ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING); order "
+    "the window by a unique visible key such as the primary key."
+)
+_WINDOW_SOURCES: Final = (
+    "Over a table with masked columns, this window's order cannot be completed with visible "
+    "columns; order it by a unique visible key such as the primary key, over plain tables."
+)
+_CONCAT_WINDOW: Final = (
+    "Over a table with masked columns, concatenating aggregates (string_agg, array_agg, "
+    "GROUP_CONCAT, json aggregates) cannot be used as window functions: aggregate with GROUP BY."
+)
+_CONCAT_UNORDERED: Final = (
+    "Over a table with masked columns, this database cannot order a concatenating aggregate "
+    "(group_concat, json_group_array, json_group_object, JSON_OBJECTAGG): its order would follow "
+    "the storage order; aggregate the values another way (count, min, max) or select the rows."
+)
+_BARE: Final = (
+    "Over a table with masked columns, every selected column of a grouped query must be grouped "
+    "or aggregated: a bare column takes its value from a row the storage order picks."
+)
+
+
+def _refuse(message: str, detail: str) -> NoReturn:
+    refuse_mask(detail, message=message)
+
+
+def _small(dialect: str) -> bool:
+    return Dialect.get_or_raise(sent_dialect(dialect)).NULL_ORDERING == "nulls_are_small"
+
+
+def _ordered(node: exp.Expr, dialect: str) -> exp.Ordered:
+    # The dialect's own NULL placement, so no NULLS FIRST/LAST is written (MariaDB has none).
+    return exp.Ordered(this=node, nulls_first=_small(dialect))
+
+
+def _ordinals(width: int, dialect: str) -> list[exp.Ordered]:
+    return [_ordered(exp.Literal.number(i), dialect) for i in range(1, width + 1)]
+
+
+def _enclosing_select(node: exp.Expr) -> exp.Select | None:
+    parent = node.parent
+    while parent is not None and not isinstance(parent, exp.Select):
+        parent = parent.parent
+    return parent
+
+
+def _is_aggregate(node: exp.Expr) -> bool:
+    return isinstance(node, exp.AggFunc) or (
+        isinstance(node, exp.Anonymous) and str(node.this).casefold() in _ANON_AGGREGATES
+    )
+
+
+def _aggregated(select: exp.Select) -> bool:
+    """A block that aggregates without GROUP BY: it answers one row."""
+    for projection in [*select.selects, select.args.get("having")]:
+        if projection is None:
+            continue
+        for agg in projection.find_all(exp.AggFunc, exp.Anonymous):
+            if _is_aggregate(agg) and agg.find_ancestor(exp.Window, exp.Select) is select:
+                return True
+    return False
+
+
+def _window_need(window: exp.Window) -> str | None:
+    """'keys' (complete the order), 'whole' (order and keep the whole partition) or None."""
+    func = window.this
+    spec = window.args.get("spec")
+    kind = str(spec.args.get("kind") or "").upper() if isinstance(spec, exp.WindowSpec) else ""
+    ordered = window.args.get("order") is not None
+    if isinstance(func, _CONCAT) or (
+        isinstance(func, exp.Anonymous) and str(func.this).casefold() in _CONCAT_NAMES
+    ):
+        _refuse(_CONCAT_WINDOW, "concatenating aggregate as a window function")
+    if isinstance(func, _PEERS):
+        return None
+    need: str | None
+    if isinstance(func, _ROW_ORDER):
+        need = "keys"
+    elif isinstance(func, _VALUE):
+        if kind == "ROWS":
+            need = "keys"
+        elif not ordered and spec is None:
+            need = "whole"
+        elif isinstance(func, exp.FirstValue) and (
+            spec is None or str(spec.args.get("start") or "").upper() == "UNBOUNDED"
+        ):
+            need = "keys"  # the frame starts at the partition's first row whatever the ties
+        else:
+            _refuse(_WINDOW_FRAME, "value window over a RANGE/GROUPS frame")
+    elif isinstance(func, exp.AggFunc):
+        need = "keys" if kind == "ROWS" else None  # RANGE, GROUPS, no frame: peers, tie-invariant
+    else:
+        need = "keys"  # a function this analysis does not know: ordered to be safe
+    if need is not None and window.args.get("alias") is not None:
+        _refuse(_WINDOW_INLINE, "order-dependent function over a named window")
+    return need
+
+
+def _column(name: str, table: str) -> exp.Column:
+    return exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(table, quoted=True))
+
+
+def _scope_keys(taint: Taint, scope: Scope) -> list[exp.Expr] | None:
+    """Expressions that tell apart every two rows of `scope` differing in a visible value."""
+    select = scope.expression
+    if not isinstance(select, exp.Select):
+        return None
+    group = select.args.get("group")
+    if group is not None:
+        if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")):
+            return None
+        return [e.copy() for e in group.expressions]
+    if _aggregated(select):
+        return []
+    keys: list[exp.Expr] = []
+    for name, (node, source) in scope.selected_sources.items():
+        if isinstance(source, Scope):
+            outs = taint._outputs(source)
+            renamed = node.alias_column_names if isinstance(node, exp.Expr) else []
+            names = list(renamed) if renamed else [o.name for o in outs]
+            if len(names) != len(outs) or not all(names) or len(set(names)) != len(names):
+                return None
+            keys += [_column(n, name) for n, o in zip(names, outs, strict=True) if not o.tainted]
+        elif isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+            schema = taint.schema.schema_of(source)
+            keys += [
+                _column(visible, name)
+                for visible, (real, _) in taint._visible_columns(source).items()
+                if not taint.policy.masks(schema, source.name, real)
+            ]
+        else:
+            return None  # a table function, VALUES, UNNEST: no known columns to order by
+    return keys
+
+
+def window_keys(taint: Taint, qualified: exp.Expr) -> dict[int, tuple[str, list[exp.Expr]]]:
+    """For each window whose value depends on the order within ties: what to add (refuses the
+    windows that cannot be completed). Keyed by the window's `WIN` marker."""
+    found: dict[int, tuple[str, list[exp.Expr]]] = {}
+    for window in qualified.find_all(exp.Window):
+        marker = window.meta.get(WIN)
+        if marker is None or isinstance(window.this, exp.Identifier):
+            continue  # a WINDOW w AS (...) definition: checked where it is used
+        need = _window_need(window)
+        if need is None:
+            continue
+        select = _enclosing_select(window)
+        scope = taint.by_expr.get(id(select)) if select is not None else None
+        keys = _scope_keys(taint, scope) if scope is not None else None
+        if keys is None:
+            _refuse(_WINDOW_SOURCES, "window over sources without known visible columns")
+        found[marker] = (need, keys)
+    return found
+
+
+def refuse_bare_columns(qualified: exp.Expr) -> None:
+    """SQLite, MariaDB: refuse a grouped block that selects, orders or filters on a bare column.
+
+    SQLite takes a bare column from an arbitrary row of the group (the row of the min or max
+    when there is one, and an arbitrary one among its ties), MariaDB from the first row it scans
+    (its ONLY_FULL_GROUP_BY does not look at ORDER BY or a window's ORDER BY): the scan order
+    picks it.
+    """
+    for select in qualified.find_all(exp.Select):
+        group = select.args.get("group")
+        if group is None and not _aggregated(select):
+            continue
+        keys = {g.sql() for g in group.expressions} if group is not None else set()
+        places = [*select.selects, select.args.get("having"), select.args.get("order")]
+        for place in places:
+            if place is None:
+                continue
+            for col in place.find_all(exp.Column):
+                if not col.table or isinstance(col.this, exp.Star):
+                    continue  # an output alias (ORDER BY n) or a star
+                if col.find_ancestor(exp.Select) is not select:
+                    continue  # a subquery's own column
+                node: exp.Expr | None = col
+                covered = False
+                while node is not None and node is not select:
+                    if node.sql() in keys or (
+                        _is_aggregate(node) and node.find_ancestor(exp.Window, exp.Select) is select
+                    ):
+                        covered = True
+                        break
+                    node = node.parent
+                if not covered:
+                    _refuse(_BARE, f"bare column {col.sql()} in a grouped query")
+
+
+def _in_array(node: exp.Expr) -> bool:
+    parent = node.parent
+    while isinstance(parent, exp.Subquery):
+        parent = parent.parent
+    return isinstance(parent, exp.Array)
+
+
+def _width(node: exp.Select | exp.SetOperation) -> int | None:
+    selects = node.selects
+    return None if any(p.is_star for p in selects) else len(selects)
+
+
+def _pin_blocks(tree: exp.Expr, width: int, dialect: str) -> bool:
+    pinned = False
+    blocks = [tree, *(n for n in tree.find_all(exp.Select, exp.SetOperation) if n is not tree)]
+    for node in blocks:
+        if not isinstance(node, exp.Select | exp.SetOperation):
+            continue
+        top = node is tree
+        if not top and isinstance(node.parent, exp.SetOperation):
+            continue  # an unparenthesised UNION branch: ordered as a whole above
+        order = node.args.get("order")
+        limited = node.args.get("limit") is not None or node.args.get("offset") is not None
+        distinct = node.args.get("distinct") if isinstance(node, exp.Select) else None
+        on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
+        if not (top or order is not None or limited or on is not None or _in_array(node)):
+            continue
+        count = width if top else _width(node)
+        if count is None:
+            if order is not None and not limited and on is None and not _in_array(node):
+                continue  # an ORDER BY of a derived table without LIMIT: its order reaches nothing
+            refuse_mask("LIMIT, DISTINCT ON or ARRAY over * in a subquery: unordered", unchecked=True)
+        keys: list[exp.Expr] = list(order.expressions) if order is not None else []
+        if not keys and on is not None:
+            # PostgreSQL: ORDER BY must begin with the DISTINCT ON expressions
+            on_exprs = on.expressions if isinstance(on, exp.Tuple) else [on]
+            keys = [_ordered(e.copy(), dialect) for e in on_exprs]
+        if count:
+            node.set("order", exp.Order(expressions=[*keys, *_ordinals(count, dialect)]))
+            pinned = True
+    return pinned
+
+
+def _flat(args: list[exp.Expr]) -> list[exp.Expr]:
+    out: list[exp.Expr] = []
+    for a in args:
+        out += list(a.expressions) if isinstance(a, exp.Distinct) else [a]
+    return out
+
+
+def _split(agg: exp.Expr) -> tuple[list[exp.Expr], exp.Order | None]:
+    """The value arguments of a concatenating aggregate, and the ORDER BY written inside it."""
+    if isinstance(agg, exp.Anonymous | exp.JSONObjectAgg | exp.JSONBObjectAgg):
+        exprs = list(agg.expressions)
+        if exprs and isinstance(exprs[-1], exp.Order):
+            return _flat([*exprs[:-1], exprs[-1].this]), exprs[-1]
+        return _flat(exprs), None
+    arg = agg.this
+    if isinstance(arg, exp.Order):
+        return _flat([arg.this]), arg
+    return _flat([arg]) if isinstance(arg, exp.Expr) else [], None
+
+
+def _pin_aggregates(tree: exp.Expr, dialect: str, masked_aggs: frozenset[int]) -> bool:
+    pinned = False
+    for agg in list(tree.find_all(exp.AggFunc, exp.Anonymous)):
+        name = str(agg.this).casefold() if isinstance(agg, exp.Anonymous) else ""
+        if not isinstance(agg, _CONCAT) and name not in _CONCAT_NAMES:
+            continue
+        if isinstance(agg.parent, exp.Window):
+            continue  # refused by window_keys
+        if id(agg) in masked_aggs:
+            continue  # it reads a masked value: its output is masked whatever the order
+        args, written = _split(agg)
+        if not args:
+            continue
+        objects = isinstance(agg, exp.JSONObjectAgg | exp.JSONBObjectAgg) or name in _OBJECT_NAMES
+        if dialect == "sqlite" or (dialect == "mysql" and objects):
+            _refuse(_CONCAT_UNORDERED, f"unordered aggregate {type(agg).__name__} {name}")
+        ties = [_ordered(a.copy(), dialect) for a in args]
+        if written is not None:  # GROUP_CONCAT(x ORDER BY k): ties broken by x
+            written.set("expressions", [*written.expressions, *ties])
+        elif isinstance(agg, exp.Anonymous | exp.JSONObjectAgg | exp.JSONBObjectAgg):
+            fname = name or ("jsonb_object_agg" if isinstance(agg, exp.JSONBObjectAgg) else "json_object_agg")
+            *head, last = agg.expressions
+            ordered = exp.Order(this=last.copy(), expressions=ties)
+            agg.replace(exp.Anonymous(this=fname, expressions=[*(h.copy() for h in head), ordered]))
+        else:
+            agg.set("this", exp.Order(this=agg.this.copy(), expressions=ties))
+        pinned = True
+    return pinned
+
+
+def pin_order(
+    tree: exp.Expr,
+    width: int,
+    dialect: str,
+    windows: dict[int, tuple[str, list[exp.Expr]]],
+    masked_aggs: frozenset[int] = frozenset(),
+) -> bool:
+    """Complete every order an answer over a masked read depends on, in place; True if changed.
+
+    - the top level, every block with ORDER BY, LIMIT/OFFSET, DISTINCT ON or under ARRAY(...):
+      ORDER BY what the agent wrote, then every output (ordinals); DISTINCT ON without ORDER BY
+      first orders by its own expressions (a block with `*` there is refused: width unknown);
+    - windows (`window_keys`): their ORDER BY completed with the visible columns they number;
+    - concatenating aggregates (string_agg, array_agg, GROUP_CONCAT, json_agg, jsonb_agg,
+      json_object_agg, xmlagg, JSON_ARRAYAGG): ordered by their own arguments after any ORDER BY
+      written; where the database cannot order one (SQLite; MariaDB's JSON_OBJECTAGG) refused,
+      unless it reads a masked value (then its output is masked anyway).
+    """
+    pinned = _pin_blocks(tree, width, dialect)
+    for window in list(tree.find_all(exp.Window)):
+        marker = window.meta.get(WIN)
+        if marker not in windows:
+            continue
+        need, keys = windows[marker]
+        if not keys:
+            continue
+        order = window.args.get("order")
+        written = list(order.expressions) if order is not None else []
+        window.set("order", exp.Order(expressions=[*written, *(_ordered(k.copy(), dialect) for k in keys)]))
+        if need == "whole":
+            window.set(
+                "spec",
+                exp.WindowSpec(
+                    kind="ROWS",
+                    start="UNBOUNDED",
+                    start_side="PRECEDING",
+                    end="UNBOUNDED",
+                    end_side="FOLLOWING",
+                ),
+            )
+        pinned = True
+    return _pin_aggregates(tree, dialect, masked_aggs) or pinned

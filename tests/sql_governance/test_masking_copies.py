@@ -1,0 +1,118 @@
+"""A foreign key to a masked column copies its values: the referencing column is masked too.
+
+`orders.customer_email REFERENCES customers(email)` stores the e-mail itself. Start-up masks it
+like the column it references (logged as derived), so SQLite's authorizer withholds it and the
+analysis answers it `<masked>`; on PostgreSQL and MariaDB an account that can read it is refused,
+naming the column and the statements that withhold it.
+"""
+
+from __future__ import annotations
+
+import secrets as tokens
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from mcpkit.sql.assemble import derive_masks, enforce_masks
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema
+from mcpkit.sql.service import Masking, SqlService
+from tests.sql.sql_support import mysql_admin, pg_admin
+
+MASKS = ["customers.email"]
+TABLES = (
+    "CREATE TABLE customers (id INTEGER PRIMARY KEY, name VARCHAR(20), email VARCHAR(40) UNIQUE)",
+    "CREATE TABLE orders (id INTEGER PRIMARY KEY,"
+    " customer_email VARCHAR(40) UNIQUE REFERENCES customers (email))",
+    "CREATE TABLE notes (id INTEGER PRIMARY KEY, order_email VARCHAR(40) REFERENCES orders (customer_email))",
+)
+ROWS = (
+    "INSERT INTO customers VALUES (1, 'Ann', 'ann@secret.example')",
+    "INSERT INTO orders VALUES (7, 'ann@secret.example')",
+)
+
+
+def _served(url: str) -> SqlService:
+    engine = SqlEngine(url)
+    policy = MaskPolicy.of(MASKS)
+    mapping = reflect_schema(engine.sa_engine, policy=policy)
+    policy, masked = derive_masks(engine, policy, policy.masked_tables(mapping))
+    try:
+        enforce_masks(engine, masked)
+    except SqlConfigError:
+        engine.close()
+        raise
+    return SqlService(
+        engine, max_rows=10, timeout_s=10.0, masking=Masking(policy, KnownSchema(mapping, "sqlite"))
+    )
+
+
+def test_sqlite_masks_the_copy(tmp_path: Path) -> None:
+    path = tmp_path / f"mk_order_{tokens.token_hex(4)}.db"
+    with sqlite3.connect(path) as db:
+        for sql in TABLES[:2]:
+            db.execute(sql)
+        for sql in ROWS:
+            db.execute(sql)
+    db.close()
+    service = _served(f"sqlite:///{path}")
+    try:
+        result, _ = service.query("SELECT id, customer_email FROM orders", call_id="t", max_rows=10)
+        assert result.rows == [[7, MASKED]]
+        masked = service.masking.policy.masked_columns(None, "orders", ["id", "customer_email"])  # type: ignore[union-attr]
+        assert masked == frozenset({"customer_email"})
+    finally:
+        service.engine.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.postgres
+def test_postgres_refuses_an_account_that_reads_the_copy(pg_url: str) -> None:
+    tag = tokens.token_hex(4)
+    db, reader = f"mk_order_{tag}", f"mk_order_{tag}_r"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE DATABASE {db}")
+        c.execute(f"CREATE ROLE {reader} LOGIN")
+    try:
+        admin = make_url(pg_url).set(database=db).render_as_string(hide_password=False)
+        with pg_admin(admin) as c:
+            for sql in (*TABLES, *ROWS):
+                c.execute(sql)
+            c.execute(f"GRANT SELECT (id, name) ON customers TO {reader}")
+            c.execute(f"GRANT SELECT ON orders, notes TO {reader}")
+        url = make_url(admin).set(username=reader, password=None).render_as_string(False)
+        with pytest.raises(SqlConfigError) as info:
+            _served(url)
+        assert "orders" in str(info.value) and "customer_email" in str(info.value)
+        assert "notes" in str(info.value)  # a copy of the copy
+    finally:
+        with pg_admin(pg_url) as c:
+            c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+            c.execute(f"DROP ROLE IF EXISTS {reader}")
+
+
+@pytest.mark.mysql
+def test_mariadb_refuses_an_account_that_reads_the_copy(mysql_url: str) -> None:
+    tag = tokens.token_hex(4)
+    db, user = f"mk_order_{tag}", f"mk_order_{tag}_r"
+    admin = mysql_admin(mysql_url)
+    try:
+        with admin.cursor() as c:
+            c.execute(f"CREATE DATABASE {db}")
+            c.execute(f"USE {db}")
+            for sql in (*TABLES, *ROWS):
+                c.execute(sql)
+            c.execute(f"CREATE USER '{user}'@'%'")
+            c.execute(f"GRANT SELECT (id, name) ON {db}.customers TO '{user}'@'%'")
+            c.execute(f"GRANT SELECT ON {db}.orders TO '{user}'@'%'")
+        url = make_url(mysql_url).set(username=user, password=None, database=db).render_as_string(False)
+        with pytest.raises(SqlConfigError) as info:
+            _served(url)
+        assert "orders" in str(info.value) and "customer_email" in str(info.value)
+    finally:
+        with admin.cursor() as c:
+            c.execute(f"DROP DATABASE IF EXISTS {db}")
+            c.execute(f"DROP USER IF EXISTS '{user}'@'%'")
+        admin.close()
