@@ -23,6 +23,7 @@ from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.profiles.base import merge_findings
 from mcpkit.sql.reports import load_reports
+from mcpkit.sql.reverify import DEFAULT_REVERIFY_S, Guard, account_check
 from mcpkit.sql.routing import Source, SourceRouter
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
@@ -157,6 +158,12 @@ def open_service(url: str, args: argparse.Namespace, max_rows: int) -> SqlServic
     try:
         report = inspect_account(engine, allowed=args.allow)
         ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
+        # The same verification again while serving: when the catalog changes, and periodically.
+        engine.guard = Guard(
+            account_check(args.allow, args.allow_superuser),
+            engine.url.render_as_string(hide_password=True),
+            getattr(args, "reverify_interval", DEFAULT_REVERIFY_S),
+        )
         functions = function_policy(args, engine.dialect)
         return SqlService(
             engine, max_rows=max_rows, timeout_s=args.timeout, functions=functions, max_cost=args.max_cost
