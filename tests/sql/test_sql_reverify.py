@@ -34,7 +34,19 @@ def _code(result: Any) -> str:
 
 @asynccontextmanager
 async def _serving(dsn: str) -> AsyncIterator[Callable[[str], Any]]:
-    args = ["-m", "mcpkit", "sql", "serve", "--dsn", dsn, "--no-audit", "--pool-size", "2"]
+    args = [
+        "-m",
+        "mcpkit",
+        "sql",
+        "serve",
+        "--dsn",
+        dsn,
+        "--no-audit",
+        "--pool-size",
+        "2",
+        "--catalog-check-interval",
+        "0",
+    ]
     params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
     async with Client(params, mode="legacy") as client:
 
@@ -144,7 +156,7 @@ def test_sqlite_schema_change_reverifies_before_the_next_call(sqlite_copy: DbEnv
             raise SqlConfigError("mk_forbidden exists")
 
     engine = SqlEngine(sqlite_copy.ro_url)
-    engine.guard = Guard(verify, "sqlite test")
+    engine.guard = Guard(verify, "sqlite test", every_s=0)
     service = SqlService(engine)
     try:
         service.query("SELECT 1 AS one", call_id="a")

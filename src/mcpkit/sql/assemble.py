@@ -23,7 +23,7 @@ from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.profiles.base import merge_findings
 from mcpkit.sql.reports import load_reports
-from mcpkit.sql.reverify import DEFAULT_REVERIFY_S, Guard, account_check
+from mcpkit.sql.reverify import DEFAULT_CATALOG_CHECK_S, DEFAULT_REVERIFY_S, Guard, account_check
 from mcpkit.sql.routing import Source, SourceRouter
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
@@ -163,6 +163,7 @@ def open_service(url: str, args: argparse.Namespace, max_rows: int) -> SqlServic
             account_check(args.allow, args.allow_superuser),
             engine.url.render_as_string(hide_password=True),
             getattr(args, "reverify_interval", DEFAULT_REVERIFY_S),
+            every_s=getattr(args, "catalog_check_interval", DEFAULT_CATALOG_CHECK_S),
         )
         functions = function_policy(args, engine.dialect)
         return SqlService(

@@ -1,12 +1,14 @@
 """Re-verification while serving: the start-up proof of the account is repeated when the catalog changes.
 
-Every call's session first reads a cheap catalog fingerprint (one query, inside the call's own
-read-only session, before the call's SQL). When it differs from the fingerprint read with the last
-passing verification, or the verification is older than the interval (`--reverify-interval`), the
-whole start-up verification (`Profile.inspect`, then the refusal of findings no opt-in accepts) runs
-again in that session before the call's SQL is sent. A failed verification fails that engine's
-calls with one safe sentence (`SOURCE_UNVERIFIED`) and logs the findings and their fix; it is tried
-again when the fingerprint changes and at least every few seconds, and serving resumes when it passes.
+A call's session first reads a cheap catalog fingerprint (one query, inside the call's own
+read-only session, before the call's SQL), unless another call read it less than
+`--catalog-check-interval` seconds ago (default 1 s; 0: every call). When it differs from the
+fingerprint read with the last passing verification, or the verification is older than
+`--reverify-interval` (default 300 s), the whole start-up verification (`Profile.inspect`, then
+the refusal of findings no opt-in accepts) runs again in that session before the call's SQL is
+sent. A failed verification fails that engine's calls with one safe sentence
+(`SOURCE_UNVERIFIED`) and logs the findings and their fix; it is tried again when the fingerprint
+changes and at least every few seconds, and serving resumes when it passes.
 
 Fingerprints (what an administrator's change touches):
 - PostgreSQL: row count and newest `xmin` of the catalogs a grant, a view, a function, a policy, an
@@ -34,12 +36,14 @@ if TYPE_CHECKING:
 
     from mcpkit.sql.engines.engine import SqlEngine
 
-__all__ = ["DEFAULT_REVERIFY_S", "Guard", "Unverified", "fingerprint"]
+__all__ = ["DEFAULT_CATALOG_CHECK_S", "DEFAULT_REVERIFY_S", "Guard", "Unverified", "fingerprint"]
 
 log = logging.getLogger("mcpkit.sql")
 
 DEFAULT_REVERIFY_S: Final = 300.0
 """Seconds after which the next call re-runs the whole verification even if nothing changed."""
+DEFAULT_CATALOG_CHECK_S: Final = 1.0
+"""Seconds during which calls reuse the last fingerprint read instead of reading it again (0: every call)."""
 _RETRY_FAILED_S: Final = 5.0  # a failed verification is tried again at most this often (unchanged catalog)
 
 _PG_CATALOGS: Final = (
@@ -131,11 +135,20 @@ class Guard:
     """
 
     def __init__(
-        self, verify: Verify, label: str, interval_s: float = DEFAULT_REVERIFY_S, verified: str | None = None
+        self,
+        verify: Verify,
+        label: str,
+        interval_s: float = DEFAULT_REVERIFY_S,
+        verified: str | None = None,
+        *,
+        every_s: float = DEFAULT_CATALOG_CHECK_S,
     ) -> None:
-        if interval_s <= 0:
-            raise SqlConfigError("--reverify-interval must be a positive number of seconds")
-        self.verify, self.label, self.interval_s = verify, label, interval_s
+        if interval_s <= 0 or every_s < 0:
+            raise SqlConfigError(
+                "--reverify-interval must be positive and --catalog-check-interval at least 0"
+            )
+        self.verify, self.label, self.interval_s, self.every_s = verify, label, interval_s, every_s
+        self._read_at = float("-inf")  # when a call last read the fingerprint
         self._fingerprint = verified
         self._at = time.monotonic() if verified is not None else float("-inf")
         self._failed = False
@@ -143,7 +156,7 @@ class Guard:
 
     def fresh(self, label: str) -> Guard:
         """A guard like this one for another engine (another login), not yet verified."""
-        return Guard(self.verify, label, self.interval_s)
+        return Guard(self.verify, label, self.interval_s, every_s=self.every_s)
 
     @property
     def failed(self) -> bool:
@@ -162,7 +175,11 @@ class Guard:
         Raises:
             Unverified: the verification refused the account (now or at its last try).
         """
+        now = time.monotonic()
+        if not self._failed and now - self._read_at < self.every_s and now - self._at < self.interval_s:
+            return  # the catalog was read less than every_s ago: no round trip on this call
         fp = fingerprint(engine.dialect, dbapi)
+        self._read_at = now
         if not self._current(fp):
             with self._lock:
                 if not self._current(fp):
