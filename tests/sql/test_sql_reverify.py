@@ -81,7 +81,8 @@ async def test_postgres_changes_while_serving_are_refused_until_reverted(pg_env:
                 assert view not in text_of(refused) and "txid" not in text_of(refused)
                 assert _code(await ask("SELECT 1 AS one")) == "SOURCE_UNVERIFIED"  # the whole source
                 admin.execute(f"DROP VIEW {s}.{view}")
-                assert _code(await ask("SELECT 1 AS one")) == "OK"  # recovered
+                # recovered, and the re-verification's own settings (search_path) did not reach the call
+                assert _code(await ask(f"SELECT count(*) AS n FROM {log}")) == "OK"
 
                 # a view over a volatile function that writes: refused, and nothing was written
                 admin.execute(

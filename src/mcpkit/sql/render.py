@@ -61,7 +61,7 @@ def answer_chars(row: Sequence[JsonValue]) -> int:
     """Characters one row adds to the answer: the longer of its markdown line and its JSON.
 
     >>> answer_chars(["a|b", 1, None])
-    15
+    22
     """
     line = 4 + sum(len(escape_cell(_text(v))) + 3 for v in row)
     return max(line, len(json.dumps(list(row), ensure_ascii=False, separators=(",", ":"))))
