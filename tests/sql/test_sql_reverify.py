@@ -67,6 +67,8 @@ async def test_postgres_changes_while_serving_are_refused_until_reverted(pg_env:
     with _pg(pg_env) as admin:
         admin.execute(f"CREATE TABLE {s}.{log} (id serial PRIMARY KEY)")
         admin.execute(f"GRANT SELECT ON {s}.{log} TO {ro}")
+        admin.execute(f"CREATE FUNCTION {s}.mk_def_{tag}() RETURNS int LANGUAGE sql STABLE AS $$ SELECT 1 $$")
+        admin.execute(f"REVOKE EXECUTE ON FUNCTION {s}.mk_def_{tag}() FROM PUBLIC")  # start-up accepts it
         try:
             async with _serving(pg_env.ro_url) as ask:
                 assert _code(await ask("SELECT 1 AS one")) == "OK"
@@ -105,6 +107,13 @@ async def test_postgres_changes_while_serving_are_refused_until_reverted(pg_env:
                 admin.execute(f"REVOKE EXECUTE ON FUNCTION {s}.{fn}() FROM PUBLIC")
                 assert _code(await ask("SELECT 1 AS one")) == "OK"
 
+                # a function made SECURITY DEFINER and granted to the reader
+                admin.execute(f"ALTER FUNCTION {s}.mk_def_{tag}() SECURITY DEFINER")
+                admin.execute(f"GRANT EXECUTE ON FUNCTION {s}.mk_def_{tag}() TO {ro}")
+                assert _code(await ask("SELECT 1 AS one")) == "SOURCE_UNVERIFIED"
+                admin.execute(f"REVOKE EXECUTE ON FUNCTION {s}.mk_def_{tag}() FROM {ro}")
+                assert _code(await ask("SELECT 1 AS one")) == "OK"
+
                 # the role granted pg_signal_backend
                 admin.execute(f"GRANT pg_signal_backend TO {ro}")
                 try:
@@ -116,6 +125,7 @@ async def test_postgres_changes_while_serving_are_refused_until_reverted(pg_env:
             admin.execute(f"DROP VIEW IF EXISTS {s}.{view}")
             admin.execute(f"DROP FUNCTION IF EXISTS {s}.mk_bump_{tag}()")
             admin.execute(f"DROP FUNCTION IF EXISTS {s}.{fn}()")
+            admin.execute(f"DROP FUNCTION IF EXISTS {s}.mk_def_{tag}()")
             admin.execute(f"DROP TABLE IF EXISTS {s}.{log}")
             admin.execute(f"REVOKE pg_signal_backend FROM {ro}")
 
@@ -177,3 +187,28 @@ def test_sqlite_schema_change_reverifies_before_the_next_call(sqlite_copy: DbEnv
         assert got.rows == [[1]]
     finally:
         engine.close()
+
+
+async def test_a_failed_reverification_fails_only_that_source(pg_env: DbEnv, sqlite_copy: DbEnv) -> None:
+    s, fn = pg_env.schema, f"mk_volatile_{secrets.token_hex(4)}"
+    args = ["-m", "mcpkit", "sql", "serve", "--no-audit", "--catalog-check-interval", "0"]
+    args += ["--dsn", f"pg={pg_env.ro_url}", "--dsn", f"lite={sqlite_copy.ro_url}"]
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
+    with _pg(pg_env) as admin:
+        try:
+            async with Client(params, mode="legacy") as client:
+
+                async def ask(source: str) -> Any:
+                    return await client.call_tool(
+                        "execute_query", {"query": "SELECT 1 AS one", "source": source}
+                    )
+
+                assert [_code(await ask(n)) for n in ("pg", "lite")] == ["OK", "OK"]
+                admin.execute(
+                    f"CREATE FUNCTION {s}.{fn}() RETURNS int LANGUAGE sql VOLATILE AS $$ SELECT 1 $$"
+                )
+                assert [_code(await ask(n)) for n in ("pg", "lite")] == ["SOURCE_UNVERIFIED", "OK"]
+                admin.execute(f"DROP FUNCTION {s}.{fn}()")
+                assert [_code(await ask(n)) for n in ("pg", "lite")] == ["OK", "OK"]
+        finally:
+            admin.execute(f"DROP FUNCTION IF EXISTS {s}.{fn}()")
