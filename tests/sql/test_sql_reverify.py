@@ -212,3 +212,23 @@ async def test_a_failed_reverification_fails_only_that_source(pg_env: DbEnv, sql
                 assert [_code(await ask(n)) for n in ("pg", "lite")] == ["OK", "OK"]
         finally:
             admin.execute(f"DROP FUNCTION IF EXISTS {s}.{fn}()")
+
+
+def test_the_verification_itself_runs_unguarded(sqlite_copy: DbEnv) -> None:
+    """`inspect_account` on a guarded engine (a role login checked at start-up) reports its findings
+    as the start-up check does, instead of being refused by the guard it feeds."""
+    from mcpkit.sql.checks import inspect_account
+
+    def refuse_all(engine: SqlEngine, conn: Any) -> None:
+        raise SqlConfigError("always")
+
+    engine = SqlEngine(sqlite_copy.ro_url)
+    engine.guard = Guard(refuse_all, "sqlite test", every_s=0)
+    try:
+        with pytest.raises(Unverified):
+            SqlService(engine).query("SELECT 1 AS one", call_id="a")
+        assert inspect_account(engine).dialect == "sqlite"
+        with pytest.raises(Unverified):  # and the guard is back on after it
+            SqlService(engine).query("SELECT 1 AS one", call_id="b")
+    finally:
+        engine.close()

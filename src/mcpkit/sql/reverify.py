@@ -154,10 +154,21 @@ class Guard:
         self._at = time.monotonic() if verified is not None else float("-inf")
         self._failed = False
         self._lock = threading.Lock()
+        self._paused = threading.local()
 
     def fresh(self, label: str) -> Guard:
         """A guard like this one for another engine (another login), not yet verified."""
         return Guard(self.verify, label, self.interval_s, every_s=self.every_s)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No check in this thread meanwhile: for the verification itself (`inspect_account`), whose
+        findings must come out as its own `SqlConfigError`, not as a refused call."""
+        self._paused.on = True
+        try:
+            yield
+        finally:
+            self._paused.on = False
 
     @property
     def failed(self) -> bool:
@@ -176,6 +187,8 @@ class Guard:
         Raises:
             Unverified: the verification refused the account (now or at its last try).
         """
+        if getattr(self._paused, "on", False):
+            return
         now = time.monotonic()
         if not self._failed and now - self._read_at < self.every_s and now - self._at < self.interval_s:
             return  # the catalog was read less than every_s ago: no round trip on this call
