@@ -232,3 +232,23 @@ def test_the_verification_itself_runs_unguarded(sqlite_copy: DbEnv) -> None:
             SqlService(engine).query("SELECT 1 AS one", call_id="b")
     finally:
         engine.close()
+
+
+def test_a_new_connection_reads_the_catalog_before_its_first_call(pg_env: DbEnv) -> None:
+    s, fn = pg_env.schema, f"mk_volatile_{secrets.token_hex(4)}"
+    engine = SqlEngine(pg_env.ro_url, pool_size=1)
+    engine.guard = Guard(
+        account_check((), False), "pg test", every_s=3600
+    )  # no re-read on a known connection
+    service = SqlService(engine)
+    with _pg(pg_env) as admin:
+        try:
+            service.query("SELECT 1 AS one", call_id="a")
+            admin.execute(f"CREATE FUNCTION {s}.{fn}() RETURNS int LANGUAGE sql VOLATILE AS $$ SELECT 1 $$")
+            service.query("SELECT 1 AS one", call_id="b")  # the same connection, inside the interval
+            engine.sa_engine.dispose()  # the pool opens a new connection for the next call
+            with pytest.raises(Unverified):
+                service.query("SELECT 1 AS one", call_id="c")
+        finally:
+            admin.execute(f"DROP FUNCTION IF EXISTS {s}.{fn}()")
+            engine.close()

@@ -2,7 +2,8 @@
 
 A call's session first reads a cheap catalog fingerprint (one query, inside the call's own
 read-only session, before the call's SQL), unless another call read it less than
-`--catalog-check-interval` seconds ago (default 1 s; 0: every call). When it differs from the
+`--catalog-check-interval` seconds ago (default 1 s; 0: every call) and the connection has served
+a call before (a new connection always reads it). When it differs from the
 fingerprint read with the last passing verification, or the verification is older than
 `--reverify-interval` (default 300 s), the whole start-up verification (`Profile.inspect`, then
 the refusal of findings no opt-in accepts) runs again in that session before the call's SQL is
@@ -45,6 +46,7 @@ DEFAULT_REVERIFY_S: Final = 300.0
 """Seconds after which the next call re-runs the whole verification even if nothing changed."""
 DEFAULT_CATALOG_CHECK_S: Final = 1.0
 """Seconds during which calls reuse the last fingerprint read instead of reading it again (0: every call)."""
+_SEEN: Final = "mcpkit.reverify.seen"  # connection info key: this connection's catalog was read
 _RETRY_FAILED_S: Final = 5.0  # a failed verification is tried again at most this often (unchanged catalog)
 
 _PG_CATALOGS: Final = (
@@ -190,10 +192,13 @@ class Guard:
         if getattr(self._paused, "on", False):
             return
         now = time.monotonic()
-        if not self._failed and now - self._read_at < self.every_s and now - self._at < self.interval_s:
+        info = conn.connection.info  # per database connection: its first call always reads the catalog
+        recent = now - self._read_at < self.every_s and now - self._at < self.interval_s
+        if not self._failed and recent and info.get(_SEEN):
             return  # the catalog was read less than every_s ago: no round trip on this call
         fp = fingerprint(engine.dialect, dbapi)
         self._read_at = now
+        info[_SEEN] = True
         if not self._current(fp):
             with self._lock:
                 if not self._current(fp):
