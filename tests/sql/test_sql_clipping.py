@@ -85,7 +85,7 @@ def test_small_values_pass_unchanged(sqlite_env: DbEnv) -> None:
 
 def test_the_cell_budget_shrinks_with_the_result() -> None:
     assert BUDGET.cell_bytes(26, 1) == BUDGET.max_cell
-    assert BUDGET.cell_bytes(501, 100) == BUDGET.min_cell
+    assert BUDGET.cell_bytes(5001, 100) == BUDGET.min_cell
     assert 501 * 10 * BUDGET.cell_bytes(501, 10) <= BUDGET.call_bytes
 
 

@@ -6,6 +6,7 @@ import logging
 import secrets
 import time
 from collections.abc import Collection
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Final
 
@@ -57,7 +58,8 @@ def inspect_account(
     Returns:
         The report; its `findings` are what `ensure_safe_account` refuses.
     """
-    with engine.session(30.0, call_id) as (conn, _):
+    paused = engine.guard.paused() if engine.guard is not None else nullcontext()  # this is the check
+    with paused, engine.session(30.0, call_id) as (conn, _):
         report = engine.profile.inspect(conn, engine.url, frozenset(allowed))
         if connections is not None:
             report.findings += engine.profile.connection_findings(conn, connections)

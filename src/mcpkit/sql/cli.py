@@ -25,6 +25,7 @@ from mcpkit.sql.demo import load_demo, write_demo_sqlite
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles.base import ConnectionBudget
+from mcpkit.sql.reverify import DEFAULT_CATALOG_CHECK_S, DEFAULT_REVERIFY_S
 from mcpkit.sql.service import DEFAULT_ROWS, HARD_MAX_ROWS, SqlService
 from mcpkit.sql.sources import load_sources, login_of, logins_shared, parse_dsns, per_source
 from mcpkit.transport.cli import add_serving_arguments, serve
@@ -64,6 +65,22 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"database connections kept open per login (default {DEFAULT_POOL_SIZE}; 0: a new "
         "connection per call); each is reset before reuse",
+    )
+    p.add_argument(
+        "--reverify-interval",
+        type=float,
+        default=DEFAULT_REVERIFY_S,
+        metavar="S",
+        help=f"re-run the start-up verification at least this often while serving (default "
+        f"{DEFAULT_REVERIFY_S:g} s); it also runs before the next call whenever the catalog changes",
+    )
+    p.add_argument(
+        "--catalog-check-interval",
+        type=float,
+        default=DEFAULT_CATALOG_CHECK_S,
+        metavar="S",
+        help=f"read the catalog fingerprint before a call at most this often (default "
+        f"{DEFAULT_CATALOG_CHECK_S:g} s; 0: before every call, one more round trip each)",
     )
     p.add_argument(
         "--functions", metavar="FILE", help="replace the reviewed function allowlist with the names in FILE"

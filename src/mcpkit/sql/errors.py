@@ -44,6 +44,7 @@ RefusalReason = Literal[
     "string_literal",
     "too_long",
     "too_complex",
+    "too_wide",
     "cost",
     "not_found",
     "chart",

@@ -35,6 +35,9 @@ class QueryResult(BaseModel):
     row_count: int = Field(description="Rows sent (at most max_rows).")
     truncated: bool = Field(description="True when more rows exist than were sent.")
     elapsed_ms: float = Field(description="Time the database took, in milliseconds.")
+    notice: str | None = Field(
+        default=None, description="Why fewer rows than max_rows were sent (the answer's size), if so."
+    )
 
 
 class TableEntry(BaseModel):

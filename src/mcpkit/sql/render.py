@@ -12,6 +12,7 @@ from pydantic import JsonValue
 from mcpkit.sql.models import QueryResult, SourcesTableList, TableDescription, TableList
 
 __all__ = [
+    "answer_chars",
     "escape_cell",
     "render_description",
     "render_markdown",
@@ -56,6 +57,16 @@ def _text(value: JsonValue) -> str:
     return str(value)
 
 
+def answer_chars(row: Sequence[JsonValue]) -> int:
+    """Characters one row adds to the answer: the longer of its markdown line and its JSON.
+
+    >>> answer_chars(["a|b", 1, None])
+    22
+    """
+    line = 4 + sum(len(escape_cell(_text(v))) + 3 for v in row)
+    return max(line, len(json.dumps(list(row), ensure_ascii=False, separators=(",", ":"))))
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[JsonValue]]) -> list[str]:
     lines = ["| " + " | ".join(escape_cell(h) for h in header) + " |", "|" + " --- |" * len(header)]
     lines.extend("| " + " | ".join(escape_cell(_text(v)) for v in row) + " |" for row in rows)
@@ -81,7 +92,7 @@ def render_markdown(result: QueryResult) -> str:
     """
     n = result.row_count
     more = (
-        "more rows exist (aggregate or filter in SQL, or ask for more with max_rows)"
+        result.notice or "more rows exist (aggregate or filter in SQL, or ask for more with max_rows)"
         if result.truncated
         else "no more rows"
     )

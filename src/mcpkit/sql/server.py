@@ -29,7 +29,8 @@ from mcpkit.sql.routing import (
     source_of,
     with_source,
 )
-from mcpkit.sql.service import DEFAULT_ROWS, SqlService
+from mcpkit.sql.service import DEFAULT_CELLS, DEFAULT_ROWS, SqlService
+from mcpkit.sql.shaping import ANSWER_MAX_CHARS
 from mcpkit.sql.tagging import tag_calls
 
 if TYPE_CHECKING:
@@ -125,7 +126,9 @@ def instructions_for(service: SqlService | SourceRouter, *, reports_only: bool =
 def _query_description(masked: bool) -> str:
     """What a model must know of execute_query: read-only, the row cap, what is refused, masking."""
     text = (
-        "Run one read-only SELECT; rows stop at max_rows and the answer says if more exist. "
+        f"Run one read-only SELECT of at most {DEFAULT_CELLS.max_columns} columns; rows stop at "
+        f"max_rows, or earlier when the answer would pass {ANSWER_MAX_CHARS:,} characters, and the "
+        "answer says if more exist. "
         "Aggregate and filter in SQL. Writes, DDL, SET and side-effecting functions are refused."
     )
     if masked:

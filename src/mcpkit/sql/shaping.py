@@ -15,10 +15,21 @@ from pydantic import JsonValue
 from mcpkit.sql.clipping import BinarySize, Clipped
 from mcpkit.sql.engines.base import Rows
 from mcpkit.sql.models import QueryResult
+from mcpkit.sql.render import answer_chars
 
-__all__ = ["CELL_MAX_CHARS", "VECTOR_MIN_DIM", "VECTOR_TYPES", "clip", "shape_cell", "shape_rows"]
+__all__ = [
+    "ANSWER_MAX_CHARS",
+    "CELL_MAX_CHARS",
+    "VECTOR_MIN_DIM",
+    "VECTOR_TYPES",
+    "clip",
+    "shape_cell",
+    "shape_rows",
+]
 
 CELL_MAX_CHARS: Final = 500
+ANSWER_MAX_CHARS: Final = 200_000
+"""Characters the rows of one answer may take (markdown or JSON, whichever is longer)."""
 VECTOR_MIN_DIM: Final = 16
 VECTOR_TYPES: Final = frozenset({"vector", "halfvec", "sparsevec", "VECTOR"})
 _JSON_SNIFF_MAX: Final = 1_000_000
@@ -132,23 +143,48 @@ def shape_cell(value: Any, type_name: str | None = None) -> JsonValue:
     return clip(str(value))
 
 
-def shape_rows(rows: Rows, max_rows: int | None = None) -> QueryResult:
+def shape_rows(rows: Rows, max_rows: int | None = None, max_chars: int = ANSWER_MAX_CHARS) -> QueryResult:
     """Shape an engine result into the structured answer of `execute_query`.
+
+    Rows stop at a row boundary before the answer (its markdown, and its JSON) passes `max_chars`
+    characters; the answer then says it was cut for size (`notice`), as it does when the engine
+    fetched fewer rows because the row is wide (`Rows.cut_for_size`).
 
     Args:
         rows: What the engine returned.
         max_rows: Rows to keep (the engine's limit when None).
+        max_chars: Characters the rows may take in the answer.
 
     Returns:
-        Columns, shaped rows, whether more rows exist, elapsed time.
+        Columns, shaped rows, whether more rows exist (and why fewer were sent), elapsed time.
     """
     kept: Sequence[tuple[Any, ...]] = rows.rows if max_rows is None else rows.rows[:max_rows]
     types = [c.type_name for c in rows.columns]
-    shaped = [[shape_cell(v, types[i] if i < len(types) else None) for i, v in enumerate(r)] for r in kept]
+    names = [c.name for c in rows.columns]
+    used = answer_chars(names)
+    shaped: list[list[JsonValue]] = []
+    for r in kept:
+        row = [shape_cell(v, types[i] if i < len(types) else None) for i, v in enumerate(r)]
+        used += answer_chars(row)
+        if used > max_chars:
+            break
+        shaped.append(row)
+    notice = None
+    if len(shaped) < len(kept):
+        notice = (
+            f"more rows exist; the answer stopped after {len(shaped)} rows to stay under "
+            f"{max_chars:,} characters (select fewer or shorter columns, aggregate, or filter in SQL)"
+        )
+    elif rows.cut_for_size:
+        notice = (
+            f"more rows exist; only {len(shaped)} rows were fetched because each row is wide "
+            "(select fewer columns, aggregate, or filter in SQL)"
+        )
     return QueryResult(
-        columns=[c.name for c in rows.columns],
+        columns=names,
         rows=shaped,
         row_count=len(shaped),
-        truncated=rows.more or len(kept) < len(rows.rows),
+        truncated=rows.more or len(shaped) < len(rows.rows),
         elapsed_ms=round(rows.elapsed_s * 1000, 1),
+        notice=notice,
     )

@@ -7,8 +7,9 @@
 Numbers, booleans, dates and other fixed-size values pass untouched (they stay numbers). Text is cut
 to a number of characters in SQL; binary values are sent as their size only; anything else of
 variable size (JSON, arrays, XML, numeric, vectors, user types) is sent whole when it fits the budget
-and as clipped text otherwise. The per-cell budget shrinks with rows x columns, so one call's cells
-stay under `CellBudget.call_bytes` whatever the data.
+and as clipped text otherwise. The per-cell budget shrinks with rows x columns, and a wide result
+fetches fewer rows (`CellBudget.rows_fit`), so one call's cells stay under `CellBudget.call_bytes`
+whatever the data and the width.
 
 Per-dialect hooks (one module each, named `DIALECTS[name]`): `describe` learns the columns inside
 the call's session, `wrap` writes the clipping SQL. A database profile can point to them.
@@ -45,22 +46,33 @@ class BinarySize:
 
 @dataclass(frozen=True)
 class CellBudget:
-    """Bytes one call's cells may take on the wire, and the per-cell floor and ceiling.
+    """Bytes one call's cells may take on the wire, the per-cell floor and ceiling, and the widest result.
+
+    `call_bytes` is a ceiling, not a target: rows x columns x the per-cell budget never exceeds it.
+    Where the floor would break it (a wide result), fewer rows are fetched (`rows_fit`, sent as a
+    `LIMIT` in the SQL) and the answer says so; a result wider than `max_columns` is refused.
 
     >>> CellBudget().cell_bytes(rows=26, columns=4)
     65536
     >>> CellBudget().cell_bytes(rows=501, columns=10)
-    6697
+    3348
+    >>> CellBudget().rows_fit(rows=501, columns=100), CellBudget().rows_fit(rows=5001, columns=100)
+    (501, 655)
     """
 
-    call_bytes: int = 32 * 1024 * 1024
-    min_cell: int = 2048
+    call_bytes: int = 16 * 1024 * 1024
+    min_cell: int = 256
     max_cell: int = 65536
+    max_columns: int = 100
 
     def cell_bytes(self, rows: int, columns: int) -> int:
         """The budget of one cell for a result of `rows` x `columns`."""
         share = self.call_bytes // max(1, rows * max(1, columns))
         return max(self.min_cell, min(self.max_cell, share))
+
+    def rows_fit(self, rows: int, columns: int) -> int:
+        """Rows (at most `rows`, at least 2) whose cells fit `call_bytes` at the per-cell floor."""
+        return max(2, min(rows, self.call_bytes // (max(1, columns) * self.min_cell)))
 
 
 @dataclass(frozen=True)
@@ -118,7 +130,7 @@ MERGES: Final = {"keep": keep, "text_or_clipped": text_or_clipped, "size_only": 
 
 def text_chars(cell_bytes: int) -> int:
     """Characters of text that fit `cell_bytes` whatever the encoding (4 bytes a character at most)."""
-    return max(512, cell_bytes // 4)
+    return max(1, cell_bytes // 4)
 
 
 Describe = Callable[[Any, str], list[WireColumn]]

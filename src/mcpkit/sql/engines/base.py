@@ -32,6 +32,8 @@ class Rows:
     more: bool
     elapsed_s: float
     call_id: str = field(default="")
+    cut_for_size: bool = False
+    """True when fewer rows than asked were fetched because the row is wide (more may exist)."""
 
 
 @runtime_checkable

@@ -21,13 +21,15 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolResetState, QueuePool
 
+from mcpkit.errors import Refused
 from mcpkit.sql.clipping import CellBudget, hooks
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
-from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError
+from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError, refuse
 from mcpkit.sql.profiles import Profile, profile_for
 from mcpkit.sql.profiles.base import Outcome
+from mcpkit.sql.reverify import Guard
 
 __all__ = ["DEFAULT_POOL_SIZE", "SqlEngine"]
 
@@ -79,6 +81,7 @@ class SqlEngine:
         self._generation = self.profile.policy_generation
         self._grace_s = grace_s
         self._sa: SaEngine = self._new_pool()
+        self.guard: Guard | None = None  # re-verification while serving (`mcpkit.sql.reverify`)
         self._errors: tuple[type[BaseException], ...] = (SQLAlchemyError,)
         dbapi = getattr(self._sa.dialect, "loaded_dbapi", None)
         for name in ("Error", "Warning"):
@@ -106,13 +109,15 @@ class SqlEngine:
         return sa
 
     def for_login(self, username: str, password: str | None) -> SqlEngine:
-        """An engine like this one (same options, its own pool) that logs in as another user."""
-        return SqlEngine(
+        """An engine like this one (same options, its own pool and guard) that logs in as another user."""
+        other = SqlEngine(
             self.url.set(username=username, password=password),
             grace_s=self._grace_s,
             pool_size=self.pool_size,
             pool_wait_s=self._pool_wait_s,
         )
+        other.guard = self.guard.fresh(f"login {username}") if self.guard is not None else None
+        return other
 
     def _reset(self, dbapi: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
         """Pool `reset` hook: clean a connection going back to the pool; raising discards it."""
@@ -205,7 +210,11 @@ class SqlEngine:
         alarm = watchdog.arm(timeout_s + self._grace_s, interrupt)
         keep = True
         try:
+            if self.guard is not None:  # the catalog changed, or the last proof is old: verify first
+                self.guard.check(self, conn, dbapi, call_id)
             yield conn, dbapi
+        except Refused:  # refused by mcpkit before the query ran (too wide): the connection is fine
+            raise
         except self._errors as exc:
             failure = self._fail(exc, fired.is_set(), timeout_s, call_id)
             keep = isinstance(failure, QueryFailed) and failure.kind in _KEEP_AFTER
@@ -255,15 +264,21 @@ class SqlEngine:
         with self.session(timeout_s, call_id) as (conn, dbapi):
             if clipping is not None and clip is not None:
                 describe, wrap = clipping
-                plan = wrap(sql, describe(dbapi, sql), limit + 1, clip)
+                described = describe(dbapi, sql)
+                fit = _fit(clip, len(described), limit + 1)
+                plan = wrap(sql, described, fit, clip)
                 cursor = dbapi.cursor()
-                try:
-                    self.profile.run(cursor, plan.sql, call_id)
-                    fetched = [plan.reassemble(r) for r in cursor.fetchmany(limit + 1)]
+                try:  # a wide row: fewer rows, cut in the SQL sent (LIMIT), so the bound holds on the wire
+                    self.profile.run(cursor, plan.sql if fit > limit else f"{plan.sql} LIMIT {fit}", call_id)
+                    fetched = [plan.reassemble(r) for r in cursor.fetchmany(fit)]
                 finally:
                     cursor.close()
                 elapsed = time.perf_counter() - started
                 columns = tuple(Column(c.name, c.type_name) for c in plan.columns)
+                if fit <= limit:  # the last row fetched only tells whether more exist
+                    cut = len(fetched) == fit
+                    kept = tuple(fetched[: fit - 1]) if cut else tuple(fetched)
+                    return Rows(columns, kept, cut, elapsed, call_id, cut_for_size=cut)
                 return Rows(columns, tuple(fetched[:limit]), len(fetched) > limit, elapsed, call_id)
             if params is None:
                 cursor = dbapi.cursor()
@@ -293,3 +308,14 @@ class SqlEngine:
     def close(self) -> None:
         """Close every pooled connection (the SQLAlchemy engine's `dispose`)."""
         self._sa.dispose()
+
+
+def _fit(budget: CellBudget, columns: int, rows: int) -> int:
+    """Rows of `columns` cells that fit the call's budget; a result wider than allowed is refused."""
+    if columns > budget.max_columns:
+        refuse(
+            "too_wide",
+            f"The result has {columns} columns, over this server's limit of {budget.max_columns}; "
+            "select only the columns you need.",
+        )
+    return budget.rows_fit(rows, columns)

@@ -159,7 +159,14 @@ def _clip_plan(service: SqlService, sql: str, names: Sequence[str], rows: int) -
         probe = re.sub(rf"(?<![:\w]):{re.escape(name)}\b", "NULL", probe)
     with service.engine.session(service.timeout_s, "reports-clip") as (_, dbapi):
         columns = describe(dbapi, probe)
-    return wrap(sql, columns, rows + 1, service.cells)
+    cells = service.cells
+    if len(columns) > cells.max_columns or cells.rows_fit(rows + 1, len(columns)) <= rows:
+        raise DefinitionError(
+            f"a report's result of {len(columns)} columns x {rows} rows is over the per-call budget "
+            f"(at most {cells.max_columns} columns, {cells.call_bytes // cells.min_cell} cells); "
+            "return fewer columns or rows"
+        )
+    return wrap(sql, columns, rows + 1, cells)
 
 
 def _compile(

@@ -1,0 +1,243 @@
+"""Re-verification while serving: the start-up proof of the account is repeated when the catalog changes.
+
+A call's session first reads a cheap catalog fingerprint (one query, inside the call's own
+read-only session, before the call's SQL), unless another call read it less than
+`--catalog-check-interval` seconds ago (default 1 s; 0: every call) and the connection has served
+a call before (a new connection always reads it). When it differs from the
+fingerprint read with the last passing verification, or the verification is older than
+`--reverify-interval` (default 300 s), the whole start-up verification (`Profile.inspect`, then
+the refusal of findings no opt-in accepts) runs again in that session before the call's SQL is
+sent. A failed verification fails that engine's calls with one safe sentence
+(`SOURCE_UNVERIFIED`) and logs the findings and their fix; it is tried again when the fingerprint
+changes and at least every few seconds, and serving resumes when it passes.
+
+Fingerprints (what an administrator's change touches):
+- PostgreSQL: row count and newest `xmin` of the catalogs a grant, a view, a function, a policy, an
+  operator, a cast, a type or a role membership lives in, and the current role's attributes;
+- MySQL/MariaDB: `SHOW GRANTS` of the account, and the routines (with their SQL SECURITY and last
+  change) and views it can see;
+- SQLite: the schema's own text (`sqlite_master`; the authorizer admits no `schema_version` pragma):
+  a new table or view, or a swapped file with another schema, differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final
+
+from mcpkit.errors import ToolError
+from mcpkit.sql.errors import SqlConfigError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from mcpkit.sql.engines.engine import SqlEngine
+
+__all__ = ["DEFAULT_CATALOG_CHECK_S", "DEFAULT_REVERIFY_S", "Guard", "Unverified", "fingerprint"]
+
+log = logging.getLogger("mcpkit.sql")
+
+DEFAULT_REVERIFY_S: Final = 300.0
+"""Seconds after which the next call re-runs the whole verification even if nothing changed."""
+DEFAULT_CATALOG_CHECK_S: Final = 1.0
+"""Seconds during which calls reuse the last fingerprint read instead of reading it again (0: every call)."""
+_SEEN: Final = "mcpkit.reverify.seen"  # connection info key: this connection's catalog was read
+_RETRY_FAILED_S: Final = 5.0  # a failed verification is tried again at most this often (unchanged catalog)
+
+_PG_CATALOGS: Final = (
+    "pg_class", "pg_attribute", "pg_namespace", "pg_proc", "pg_rewrite", "pg_policy", "pg_auth_members",
+    "pg_type", "pg_operator", "pg_cast", "pg_aggregate", "pg_language", "pg_extension",
+    "pg_db_role_setting", "pg_default_acl", "pg_foreign_server", "pg_foreign_data_wrapper",
+)  # fmt: skip
+_PG_FINGERPRINT: Final = (
+    "SELECT concat_ws('/', "
+    + ", ".join(
+        f"(SELECT count(*) || ':' || max(xmin::text::bigint) FROM pg_catalog.{c})" for c in _PG_CATALOGS
+    )
+    + ", (SELECT row(rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolbypassrls, rolconfig)::text "
+    "FROM pg_catalog.pg_roles WHERE rolname = current_user), current_user)"
+)
+_MYSQL_FINGERPRINT: Final = (
+    "SELECT CONCAT_WS('/', "
+    "(SELECT CONCAT(COUNT(*), ':', COALESCE(MD5(GROUP_CONCAT(CONCAT_WS(',', ROUTINE_SCHEMA, ROUTINE_NAME, "
+    "SECURITY_TYPE, DEFINER, LAST_ALTERED, IS_DETERMINISTIC, SQL_DATA_ACCESS) ORDER BY ROUTINE_SCHEMA, "
+    "ROUTINE_NAME)), '')) FROM information_schema.ROUTINES), "
+    "(SELECT CONCAT(COUNT(*), ':', COALESCE(MD5(GROUP_CONCAT(CONCAT_WS(',', TABLE_SCHEMA, TABLE_NAME, "
+    "SECURITY_TYPE, DEFINER) ORDER BY TABLE_SCHEMA, TABLE_NAME)), '')) FROM information_schema.VIEWS), "
+    "CURRENT_USER(), CURRENT_ROLE())"
+)
+
+
+def _one(dbapi: Any, sql: str) -> list[tuple[Any, ...]]:
+    cur = dbapi.cursor()
+    try:
+        cur.execute(sql)
+        return list(cur.fetchall())
+    finally:
+        cur.close()
+
+
+def fingerprint(dialect: str, dbapi: Any) -> str | None:
+    """A short digest of what a re-verification depends on, read in the call's session (None: unknown)."""
+    if dialect == "postgres":
+        rows = _one(dbapi, _PG_FINGERPRINT)
+    elif dialect == "mysql":
+        rows = _one(dbapi, "SHOW GRANTS") + _one(dbapi, _MYSQL_FINGERPRINT)
+    elif dialect == "sqlite":
+        # The schema's own text: a new table or view, or a swapped file with another schema, differs.
+        rows = _one(dbapi, "SELECT type, name, tbl_name, sql FROM main.sqlite_master ORDER BY type, name")
+    else:
+        return None
+    return hashlib.sha256(repr(rows).encode()).hexdigest()[:32]
+
+
+class Unverified(ToolError):
+    """The database changed in a way the safety checks refuse: its calls fail until it passes again."""
+
+    code = "SOURCE_UNVERIFIED"
+
+    def __init__(self, call_id: str | None = None) -> None:
+        super().__init__(
+            "This database is not served right now: it changed in a way this server's safety checks "
+            "refuse; the operator log says why. Other databases still answer.",
+            retryable=False,
+            data={"reason": "unverified", **({"call_id": call_id} if call_id else {})},
+        )
+
+
+Verify = Callable[["SqlEngine", "Connection"], None]
+
+
+def account_check(allowed: Collection[str], allow_superuser: bool) -> Verify:
+    """The start-up verification of the account (`inspect` and `ensure_safe_account`), as a `Verify`."""
+    from mcpkit.sql.checks import ensure_safe_account
+
+    opt_ins = frozenset(allowed)
+
+    def verify(engine: SqlEngine, conn: Connection) -> None:
+        report = engine.profile.inspect(conn, engine.url, opt_ins)
+        ensure_safe_account(report, allow_superuser=allow_superuser, allow=opt_ins)
+
+    return verify
+
+
+class Guard:
+    """An engine's verification state, checked at the start of every call's session (`SqlEngine.guard`).
+
+    Args:
+        verify: Re-runs the start-up verification inside a call's session; raises `SqlConfigError`
+            with the findings (and the SQL that fixes them) when the account is no longer safe.
+        label: Names the engine in the operator log.
+        interval_s: The whole verification runs again at least this often (on the next call).
+        verified: The fingerprint read with the start-up verification, if it just passed.
+    """
+
+    def __init__(
+        self,
+        verify: Verify,
+        label: str,
+        interval_s: float = DEFAULT_REVERIFY_S,
+        verified: str | None = None,
+        *,
+        every_s: float = DEFAULT_CATALOG_CHECK_S,
+    ) -> None:
+        if interval_s <= 0 or every_s < 0:
+            raise SqlConfigError(
+                "--reverify-interval must be positive and --catalog-check-interval at least 0"
+            )
+        self.verify, self.label, self.interval_s, self.every_s = verify, label, interval_s, every_s
+        self._read_at = float("-inf")  # when a call last read the fingerprint
+        self._fingerprint = verified
+        self._at = time.monotonic() if verified is not None else float("-inf")
+        self._failed = False
+        self._lock = threading.Lock()
+        self._paused = threading.local()
+
+    def fresh(self, label: str) -> Guard:
+        """A guard like this one for another engine (another login), not yet verified."""
+        return Guard(self.verify, label, self.interval_s, every_s=self.every_s)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No check in this thread meanwhile: for the verification itself (`inspect_account`), whose
+        findings must come out as its own `SqlConfigError`, not as a refused call."""
+        self._paused.on = True
+        try:
+            yield
+        finally:
+            self._paused.on = False
+
+    @property
+    def failed(self) -> bool:
+        """The last verification refused the account."""
+        return self._failed
+
+    def _current(self, fp: str | None) -> bool:
+        if fp != self._fingerprint:
+            return False
+        age = time.monotonic() - self._at
+        return age < (_RETRY_FAILED_S if self._failed else self.interval_s)
+
+    def check(self, engine: SqlEngine, conn: Connection, dbapi: Any, call_id: str) -> None:
+        """Before a call's SQL: verify again if the catalog changed or the last proof is old.
+
+        Raises:
+            Unverified: the verification refused the account (now or at its last try).
+        """
+        if getattr(self._paused, "on", False):
+            return
+        now = time.monotonic()
+        info = conn.connection.info  # per database connection: its first call always reads the catalog
+        recent = now - self._read_at < self.every_s and now - self._at < self.interval_s
+        if not self._failed and recent and info.get(_SEEN):
+            return  # the catalog was read less than every_s ago: no round trip on this call
+        fp = fingerprint(engine.dialect, dbapi)
+        self._read_at = now
+        info[_SEEN] = True
+        if not self._current(fp):
+            with self._lock:
+                if not self._current(fp):
+                    self._run(engine, conn, fp, call_id)
+        if self._failed:
+            raise Unverified(call_id)
+
+    def _run(self, engine: SqlEngine, conn: Connection, fp: str | None, call_id: str) -> None:
+        started = time.perf_counter()
+        try:
+            with _undone(engine, conn):  # the checks' own SET LOCALs must not reach the call's SQL
+                self.verify(engine, conn)
+        except SqlConfigError as exc:
+            if not self._failed:
+                log.error(
+                    "%s: re-verification while serving FAILED (call %s); its calls are refused until "
+                    "it passes again: %s",
+                    self.label,
+                    call_id,
+                    exc,
+                )
+            self._failed = True
+        else:
+            if self._failed:
+                log.warning("%s: re-verification passed again; serving it", self.label)
+            self._failed = False
+            log.info("%s: verified again in %.0f ms", self.label, (time.perf_counter() - started) * 1000)
+        self._fingerprint, self._at = fp, time.monotonic()
+
+
+@contextmanager
+def _undone(engine: SqlEngine, conn: Connection) -> Iterator[None]:
+    """PostgreSQL: run the checks in a savepoint rolled back after (its `SET LOCAL search_path`)."""
+    if engine.dialect != "postgres":
+        yield
+        return
+    conn.exec_driver_sql("SAVEPOINT mcpkit_reverify")
+    try:
+        yield
+    finally:
+        conn.exec_driver_sql("ROLLBACK TO SAVEPOINT mcpkit_reverify")
+        conn.exec_driver_sql("RELEASE SAVEPOINT mcpkit_reverify")

@@ -1,0 +1,254 @@
+"""Issue 10 B2: the start-up verification runs again while serving, and a failure fails only that source.
+
+Before: the proof ran once; a view that burns an xid per call (or anything else start-up refuses),
+created and granted while the server ran, was served. Now every call's session reads a catalog
+fingerprint first and, when it changed, re-runs the verification before the call's SQL.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from mcp import Client, StdioServerParameters
+from sqlalchemy.engine import make_url
+
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.reverify import Guard, Unverified, account_check
+from mcpkit.sql.service import SqlService
+from tests.helpers import ROOT, text_of
+from tests.sql.sql_support import DbEnv, mysql_admin
+
+pytestmark = pytest.mark.anyio
+
+
+def _code(result: Any) -> str:
+    return str((result.meta or {}).get("mcpkit/error", {}).get("code", "OK"))
+
+
+@asynccontextmanager
+async def _serving(dsn: str) -> AsyncIterator[Callable[[str], Any]]:
+    args = [
+        "-m",
+        "mcpkit",
+        "sql",
+        "serve",
+        "--dsn",
+        dsn,
+        "--no-audit",
+        "--pool-size",
+        "2",
+        "--catalog-check-interval",
+        "0",
+    ]
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
+    async with Client(params, mode="legacy") as client:
+
+        async def ask(sql: str) -> Any:
+            return await client.call_tool("execute_query", {"query": sql})
+
+        yield ask
+
+
+def _pg(env: DbEnv) -> psycopg.Connection[Any]:
+    url = make_url(env.admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    return psycopg.connect(url, autocommit=True)
+
+
+async def test_postgres_changes_while_serving_are_refused_until_reverted(pg_env: DbEnv) -> None:
+    s, ro, tag = pg_env.schema, pg_env.ro_user, secrets.token_hex(4)
+    view, fn, log = f"mk_dash_{tag}", f"mk_volatile_{tag}", f"mk_log_{tag}"
+    with _pg(pg_env) as admin:
+        admin.execute(f"CREATE TABLE {s}.{log} (id serial PRIMARY KEY)")
+        admin.execute(f"GRANT SELECT ON {s}.{log} TO {ro}")
+        admin.execute(f"CREATE FUNCTION {s}.mk_def_{tag}() RETURNS int LANGUAGE sql STABLE AS $$ SELECT 1 $$")
+        admin.execute(f"REVOKE EXECUTE ON FUNCTION {s}.mk_def_{tag}() FROM PUBLIC")  # start-up accepts it
+        try:
+            async with _serving(pg_env.ro_url) as ask:
+                assert _code(await ask("SELECT 1 AS one")) == "OK"
+
+                # a view that burns an xid per call, granted while serving
+                admin.execute(
+                    f"CREATE VIEW {s}.{view} AS SELECT txid_current() AS snap, pid FROM pg_stat_activity"
+                )
+                admin.execute(f"GRANT SELECT ON {s}.{view} TO {ro}")
+                refused = await ask(f"SELECT snap FROM {view} LIMIT 1")
+                assert _code(refused) == "SOURCE_UNVERIFIED"
+                assert view not in text_of(refused) and "txid" not in text_of(refused)
+                assert _code(await ask("SELECT 1 AS one")) == "SOURCE_UNVERIFIED"  # the whole source
+                admin.execute(f"DROP VIEW {s}.{view}")
+                # recovered, and the re-verification's own settings (search_path) did not reach the call
+                assert _code(await ask(f"SELECT count(*) AS n FROM {log}")) == "OK"
+
+                # a view over a volatile function that writes: refused, and nothing was written
+                admin.execute(
+                    f"CREATE FUNCTION {s}.mk_bump_{tag}() RETURNS int LANGUAGE sql VOLATILE "
+                    f"AS $$ INSERT INTO {s}.{log} DEFAULT VALUES RETURNING id $$"
+                )
+                admin.execute(f"CREATE VIEW {s}.{view} AS SELECT {s}.mk_bump_{tag}() AS id")
+                admin.execute(f"GRANT SELECT ON {s}.{view} TO {ro}")
+                assert _code(await ask(f"SELECT id FROM {view}")) == "SOURCE_UNVERIFIED"
+                assert admin.execute(f"SELECT count(*) FROM {s}.{log}").fetchone() == (0,)
+                admin.execute(f"DROP VIEW {s}.{view}")
+                admin.execute(f"DROP FUNCTION {s}.mk_bump_{tag}()")
+                assert _code(await ask("SELECT 1 AS one")) == "OK"
+
+                # a volatile function created (EXECUTE goes to PUBLIC by default), then revoked
+                admin.execute(
+                    f"CREATE FUNCTION {s}.{fn}() RETURNS int LANGUAGE sql VOLATILE AS $$ SELECT 1 $$"
+                )
+                assert _code(await ask("SELECT 1 AS one")) == "SOURCE_UNVERIFIED"
+                admin.execute(f"REVOKE EXECUTE ON FUNCTION {s}.{fn}() FROM PUBLIC")
+                assert _code(await ask("SELECT 1 AS one")) == "OK"
+
+                # a function made SECURITY DEFINER and granted to the reader
+                admin.execute(f"ALTER FUNCTION {s}.mk_def_{tag}() SECURITY DEFINER")
+                admin.execute(f"GRANT EXECUTE ON FUNCTION {s}.mk_def_{tag}() TO {ro}")
+                assert _code(await ask("SELECT 1 AS one")) == "SOURCE_UNVERIFIED"
+                admin.execute(f"REVOKE EXECUTE ON FUNCTION {s}.mk_def_{tag}() FROM {ro}")
+                assert _code(await ask("SELECT 1 AS one")) == "OK"
+
+                # the role granted pg_signal_backend
+                admin.execute(f"GRANT pg_signal_backend TO {ro}")
+                try:
+                    assert _code(await ask("SELECT 1 AS one")) == "SOURCE_UNVERIFIED"
+                finally:
+                    admin.execute(f"REVOKE pg_signal_backend FROM {ro}")
+                assert _code(await ask("SELECT 1 AS one")) == "OK"
+        finally:
+            admin.execute(f"DROP VIEW IF EXISTS {s}.{view}")
+            admin.execute(f"DROP FUNCTION IF EXISTS {s}.mk_bump_{tag}()")
+            admin.execute(f"DROP FUNCTION IF EXISTS {s}.{fn}()")
+            admin.execute(f"DROP FUNCTION IF EXISTS {s}.mk_def_{tag}()")
+            admin.execute(f"DROP TABLE IF EXISTS {s}.{log}")
+            admin.execute(f"REVOKE pg_signal_backend FROM {ro}")
+
+
+async def test_mariadb_definer_routine_granted_while_serving_is_refused_until_dropped(
+    mysql_env: DbEnv, mysql_url: str
+) -> None:
+    db, ro, fn = mysql_env.schema, mysql_env.ro_user, f"mk_definer_{secrets.token_hex(4)}"
+    admin = mysql_admin(mysql_url)
+    try:
+        async with _serving(mysql_env.ro_url) as ask:
+            assert _code(await ask("SELECT 1 AS one")) == "OK"
+            with admin.cursor() as c:
+                c.execute(f"CREATE FUNCTION {db}.{fn}() RETURNS INT SQL SECURITY DEFINER RETURN 1")
+                c.execute(f"GRANT EXECUTE ON FUNCTION {db}.{fn} TO '{ro}'@'%'")
+            refused = await ask("SELECT 1 AS one")  # admission refuses the routine's name by itself
+            assert _code(refused) == "SOURCE_UNVERIFIED" and fn not in text_of(refused)
+            with admin.cursor() as c:
+                c.execute(f"DROP FUNCTION {db}.{fn}")
+            assert _code(await ask("SELECT 1 AS one")) == "OK"
+    finally:
+        with admin.cursor() as c:
+            c.execute(f"DROP FUNCTION IF EXISTS {db}.{fn}")
+        admin.close()
+
+
+def test_sqlite_schema_change_reverifies_before_the_next_call(sqlite_copy: DbEnv) -> None:
+    import sqlite3
+
+    path = make_url(sqlite_copy.ro_url).database or ""
+    runs: list[str] = []
+    check = account_check((), False)
+
+    def verify(engine: SqlEngine, conn: Any) -> None:
+        runs.append("verify")
+        check(engine, conn)
+        names = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master").fetchall()}
+        if "mk_forbidden" in names:  # stands for a finding of the real checks
+            raise SqlConfigError("mk_forbidden exists")
+
+    engine = SqlEngine(sqlite_copy.ro_url)
+    engine.guard = Guard(verify, "sqlite test", every_s=0)
+    service = SqlService(engine)
+    try:
+        service.query("SELECT 1 AS one", call_id="a")
+        service.query("SELECT 1 AS one", call_id="b")
+        assert runs == ["verify"]  # once, then only the fingerprint while nothing changes
+        with sqlite3.connect(path) as w:
+            w.execute("CREATE TABLE mk_new (a)")
+        got, _ = service.query("SELECT count(*) AS n FROM mk_new", call_id="c")
+        assert runs == ["verify", "verify"] and got.rows == [[0]]
+        with sqlite3.connect(path) as w:
+            w.execute("CREATE TABLE mk_forbidden (a)")
+        with pytest.raises(Unverified):
+            service.query("SELECT 1 AS one", call_id="d")
+        with sqlite3.connect(path) as w:
+            w.execute("DROP TABLE mk_forbidden")
+        got, _ = service.query("SELECT 1 AS one", call_id="e")
+        assert got.rows == [[1]]
+    finally:
+        engine.close()
+
+
+async def test_a_failed_reverification_fails_only_that_source(pg_env: DbEnv, sqlite_copy: DbEnv) -> None:
+    s, fn = pg_env.schema, f"mk_volatile_{secrets.token_hex(4)}"
+    args = ["-m", "mcpkit", "sql", "serve", "--no-audit", "--catalog-check-interval", "0"]
+    args += ["--dsn", f"pg={pg_env.ro_url}", "--dsn", f"lite={sqlite_copy.ro_url}"]
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
+    with _pg(pg_env) as admin:
+        try:
+            async with Client(params, mode="legacy") as client:
+
+                async def ask(source: str) -> Any:
+                    return await client.call_tool(
+                        "execute_query", {"query": "SELECT 1 AS one", "source": source}
+                    )
+
+                assert [_code(await ask(n)) for n in ("pg", "lite")] == ["OK", "OK"]
+                admin.execute(
+                    f"CREATE FUNCTION {s}.{fn}() RETURNS int LANGUAGE sql VOLATILE AS $$ SELECT 1 $$"
+                )
+                assert [_code(await ask(n)) for n in ("pg", "lite")] == ["SOURCE_UNVERIFIED", "OK"]
+                admin.execute(f"DROP FUNCTION {s}.{fn}()")
+                assert [_code(await ask(n)) for n in ("pg", "lite")] == ["OK", "OK"]
+        finally:
+            admin.execute(f"DROP FUNCTION IF EXISTS {s}.{fn}()")
+
+
+def test_the_verification_itself_runs_unguarded(sqlite_copy: DbEnv) -> None:
+    """`inspect_account` on a guarded engine (a role login checked at start-up) reports its findings
+    as the start-up check does, instead of being refused by the guard it feeds."""
+    from mcpkit.sql.checks import inspect_account
+
+    def refuse_all(engine: SqlEngine, conn: Any) -> None:
+        raise SqlConfigError("always")
+
+    engine = SqlEngine(sqlite_copy.ro_url)
+    engine.guard = Guard(refuse_all, "sqlite test", every_s=0)
+    try:
+        with pytest.raises(Unverified):
+            SqlService(engine).query("SELECT 1 AS one", call_id="a")
+        assert inspect_account(engine).dialect == "sqlite"
+        with pytest.raises(Unverified):  # and the guard is back on after it
+            SqlService(engine).query("SELECT 1 AS one", call_id="b")
+    finally:
+        engine.close()
+
+
+def test_a_new_connection_reads_the_catalog_before_its_first_call(pg_env: DbEnv) -> None:
+    s, fn = pg_env.schema, f"mk_volatile_{secrets.token_hex(4)}"
+    engine = SqlEngine(pg_env.ro_url, pool_size=1)
+    engine.guard = Guard(
+        account_check((), False), "pg test", every_s=3600
+    )  # no re-read on a known connection
+    service = SqlService(engine)
+    with _pg(pg_env) as admin:
+        try:
+            service.query("SELECT 1 AS one", call_id="a")
+            admin.execute(f"CREATE FUNCTION {s}.{fn}() RETURNS int LANGUAGE sql VOLATILE AS $$ SELECT 1 $$")
+            service.query("SELECT 1 AS one", call_id="b")  # the same connection, inside the interval
+            engine.sa_engine.dispose()  # the pool opens a new connection for the next call
+            with pytest.raises(Unverified):
+                service.query("SELECT 1 AS one", call_id="c")
+        finally:
+            admin.execute(f"DROP FUNCTION IF EXISTS {s}.{fn}()")
+            engine.close()
