@@ -42,8 +42,6 @@ async def _serving(dsn: str) -> AsyncIterator[Callable[[str], Any]]:
         "--dsn",
         dsn,
         "--no-audit",
-        "--pool-size",
-        "2",
         "--catalog-check-interval",
         "0",
     ]
