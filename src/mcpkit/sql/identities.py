@@ -42,7 +42,7 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.errors import Refused
 from mcpkit.sql.admission import FunctionCatalog, FunctionRef
-from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.engines.engine import Remembered, SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import profile_for_dialect
 from mcpkit.sql.profiles.base import ROLE_NAME, quote_role
@@ -175,6 +175,7 @@ class RoleEngine(SqlEngine):
     def __init__(self, base: SqlEngine, role: str) -> None:
         self.__dict__.update(base.__dict__)
         self._sa = self._new_pool()
+        self._described = Remembered()  # what the role's queries return is the role's own
         self.role = role
         self._setup = session_setup(base.dialect, role)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
@@ -21,7 +22,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolResetState, QueuePool
 
-from mcpkit.sql.clipping import CellBudget, hooks
+from mcpkit.sql.clipping import CellBudget, Run, StaleDescription, hooks, runner
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
@@ -36,12 +37,45 @@ log = logging.getLogger("mcpkit.sql")
 DEFAULT_POOL_SIZE: Final = 5
 """Connections kept open per database login (`--pool-size`); 0: a new connection per call."""
 _POOL_WAIT_S: Final = 30.0  # how long a call waits for a free connection when all are busy
+_RESET_DONE: Final = "mcpkit_reset_done"  # pool record flag: `session` already reset the connection
 _POOL_RECYCLE_S: Final = 300.0  # a connection's lifetime: bounds what is read only at login
 # Failures after which the connection is as good as before (the reset cleans up); any other
 # outcome (timeout, connection, resource, unclassified) closes it.
 _KEEP_AFTER: Final[frozenset[FailureKind]] = frozenset(
     {"syntax", "undefined_object", "permission", "read_only", "data"}
 )
+
+
+class Remembered:
+    """A small LRU of result descriptions by SQL text, shared by one engine's handler threads."""
+
+    def __init__(self, size: int = 256, max_chars: int = 4096) -> None:
+        self._size, self._max_chars = size, max_chars
+        self._items: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, sql: str) -> Any:
+        """The description remembered for `sql`, or None."""
+        with self._lock:
+            found = self._items.get(sql)
+            if found is not None:
+                self._items.move_to_end(sql)
+            return found
+
+    def put(self, sql: str, described: Any) -> None:
+        """Remember `described` for `sql` (long statements are not kept)."""
+        if len(sql) > self._max_chars:
+            return
+        with self._lock:
+            self._items[sql] = described
+            self._items.move_to_end(sql)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def pop(self, sql: str) -> None:
+        """Forget `sql`'s description."""
+        with self._lock:
+            self._items.pop(sql, None)
 
 
 class SqlEngine:
@@ -79,6 +113,7 @@ class SqlEngine:
         self._generation = self.profile.policy_generation
         self._grace_s = grace_s
         self._sa: SaEngine = self._new_pool()
+        self._described = Remembered()
         self._errors: tuple[type[BaseException], ...] = (SQLAlchemyError,)
         dbapi = getattr(self._sa.dialect, "loaded_dbapi", None)
         for name in ("Error", "Warning"):
@@ -116,7 +151,7 @@ class SqlEngine:
 
     def _reset(self, dbapi: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
         """Pool `reset` hook: clean a connection going back to the pool; raising discards it."""
-        if state.terminate_only:  # being closed anyway
+        if record.info.pop(_RESET_DONE, False) or state.terminate_only:  # reset by `session`, or closing
             return
         self.profile.reset(dbapi, self.url)
 
@@ -214,13 +249,18 @@ class SqlEngine:
             alarm.disarm()  # waits for an interrupt under way: it lands on this call, not the next
             keep = keep and not fired.is_set()
             try:
-                self.profile.end(dbapi)
+                if keep and self.pool_size:
+                    # The reset ends the transaction too: one round trip instead of two.
+                    self.profile.reset(dbapi, self.url)
+                    conn.info[_RESET_DONE] = True  # the pool's reset hook has nothing left to do
+                else:
+                    self.profile.end(dbapi)
             except Exception as exc:  # a broken connection is dropped, never reused
-                log.info("sql call %s: rollback failed (%s); dropping the connection", call_id, exc)
+                log.info("sql call %s: ending the call failed (%s); dropping the connection", call_id, exc)
                 keep = False
             if not keep:
                 conn.invalidate()
-            conn.close()  # back to the pool through the profile's reset, or closed
+            conn.close()  # back to the pool (reset above, or by the pool's hook), or closed
 
     def execute(
         self,
@@ -249,6 +289,9 @@ class SqlEngine:
         """
         clipping = hooks(self.dialect) if clip is not None and params is None else None
         started = time.perf_counter()
+        run = runner(self.dialect) if clipping is not None else None
+        if run is not None and clip is not None:
+            return self._run_clipped(run, sql, limit, timeout_s, call_id, clip, started)
         with self.session(timeout_s, call_id) as (conn, dbapi):
             if clipping is not None and clip is not None:
                 describe, wrap = clipping
@@ -286,6 +329,35 @@ class SqlEngine:
             elapsed_s=elapsed,
             call_id=call_id,
         )
+
+    def _run_clipped(
+        self, run: Run, sql: str, limit: int, timeout_s: float, call_id: str, clip: CellBudget, started: float
+    ) -> Rows:
+        """`execute` through the dialect's `run` hook, with the description an earlier call made.
+
+        Descriptions are remembered per engine (one login, one role) and SQL text; one is
+        forgotten when a call that used it fails, and it is only ever used after the same call's
+        own describe matched it (`clipping.postgres.run`). A stale one whose query failed makes
+        the call run once more without it (on a new connection: the transaction was aborted).
+        """
+        for known in (self._described.get(sql), None):
+            try:
+                with self.session(timeout_s, call_id) as (_, dbapi):
+                    plan, wire, fresh = run(dbapi, sql, limit + 1, clip, known)
+            except StaleDescription:
+                self._described.pop(sql)
+                log.info("sql call %s: the result's columns changed since they were described", call_id)
+                continue
+            except BaseException:
+                self._described.pop(sql)
+                raise
+            self._described.put(sql, fresh)
+            fetched = [plan.reassemble(r) for r in wire]
+            columns = tuple(Column(c.name, c.type_name) for c in plan.columns)
+            return Rows(
+                columns, tuple(fetched[:limit]), len(fetched) > limit, time.perf_counter() - started, call_id
+            )
+        raise AssertionError("unreachable")  # pragma: no cover: the second pass has nothing stale
 
     def close(self) -> None:
         """Close every pooled connection (the SQLAlchemy engine's `dispose`)."""

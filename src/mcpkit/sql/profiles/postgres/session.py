@@ -1,5 +1,5 @@
 """PostgreSQL (psycopg 3): READ ONLY transaction, statement_timeout, application_name = the call's
-tag, and `DISCARD ALL` before a connection is reused."""
+tag, and the call's end and `DISCARD ALL`'s reset in one message before a connection is reused."""
 
 from __future__ import annotations
 
@@ -26,6 +26,14 @@ _BEGIN_SQL: Final = (
     " set_config('default_transaction_read_only', 'on', false)"
 )
 _LABEL_SAFE: Final = re.compile(r"[A-Za-z0-9._:@+= -]*")
+# One round trip: the call's rollback and what `DISCARD ALL` does, as one simple-protocol message.
+# `DISCARD ALL` itself cannot run in a multi-statement message (its statements form an implicit
+# transaction block); these are the commands the PostgreSQL manual gives as its equivalent, and
+# after the ROLLBACK they run in an implicit transaction of their own that commits at the end.
+_RESET_SQL: Final = (
+    "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *;"
+    " SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
+)
 
 
 class PostgresSession(Profile):
@@ -95,18 +103,21 @@ class PostgresSession(Profile):
         dbapi.rollback()
 
     def reset(self, dbapi: Any, url: URL) -> None:
-        """Roll back, then `DISCARD ALL` (outside a transaction, as it must run).
+        """Roll back and reset the session as `DISCARD ALL` does, in one message.
 
         A rollback undoes the transaction's settings, SET ROLE, temporary objects and cursors,
         but not what lives in the session: session advisory locks, PREPAREd statements, the
         sequence cache (`currval`), cached plans. `DISCARD ALL` is `CLOSE ALL; SET SESSION
         AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; pg_advisory_unlock_all();
-        DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES`. psycopg forgets its own prepared
-        statements when it sees the command complete.
+        DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES`, which run here after the ROLLBACK in the
+        same message. psycopg forgets its own prepared statements when it sees `DEALLOCATE ALL`
+        complete. The message is sent with `prepare=False`: it repeats on every call and must
+        never become a (single-statement) prepared statement.
         """
-        dbapi.rollback()
-        dbapi.autocommit = True
-        dbapi.execute("DISCARD ALL")
+        if not dbapi.autocommit:  # a connection SQLAlchemy used (reflection): end its transaction first
+            dbapi.rollback()
+            dbapi.autocommit = True
+        dbapi.execute(_RESET_SQL, prepare=False)
         dbapi.autocommit = False  # as SQLAlchemy expects a connection it hands out
 
     def classify(self, exc: BaseException) -> Outcome:
