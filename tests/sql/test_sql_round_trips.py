@@ -1,9 +1,10 @@
 """What a pooled PostgreSQL call sends, counted at the driver (libpq's protocol trace), and the
-remembered result descriptions that save the clipping's describe a round trip (issue 15).
+remembered result descriptions that let the clipping's describe travel with the query (issue 15).
 
 A round trip is one wait for the server's ReadyForQuery. Before this change a clean call took 5
-(BEGIN + settings, the clipping's describe, the query, ROLLBACK, DISCARD ALL); now the first call of
-a statement takes 4 and a repeated one 3. A remembered description is used only when the same
+(BEGIN + settings, the clipping's describe, the query, ROLLBACK, DISCARD ALL); now a repeated
+statement takes 2 (the begin, the describe and the query in one pipeline; the rollback and the
+reset in one message) and the first call of a statement 3. A remembered description is used only when the same
 call's own describe matches it, so changing the table between two identical calls (a type, a name,
 a column fewer) must give the answer a first call would give.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 import tempfile
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +23,8 @@ from sqlalchemy import event
 
 from mcpkit.sql.clipping import BinarySize, CellBudget, text_chars
 from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed, QueryTimeout
+from mcpkit.sql.identities import RoleEngine
 from tests.sql.sql_support import DbEnv, pg_admin
 
 pytestmark = pytest.mark.postgres
@@ -83,7 +87,7 @@ def _query(engine: SqlEngine, sql: str) -> tuple[list[str], list[tuple[Any, ...]
     return [c.name for c in rows.columns], [tuple(r) for r in rows.rows]
 
 
-def test_a_clean_call_takes_three_round_trips_and_a_first_one_four(engine: SqlEngine, table: str) -> None:
+def test_a_clean_call_takes_two_round_trips_and_a_first_one_three(engine: SqlEngine, table: str) -> None:
     trace = Trace(engine)
     _query(engine, f"SELECT * FROM {table} WHERE id = 2 LIMIT 6")  # built-in types: looked up once a process
     trace.take()
@@ -92,13 +96,22 @@ def test_a_clean_call_takes_three_round_trips_and_a_first_one_four(engine: SqlEn
     first = trace.take()
     _query(engine, sql)
     again = trace.take()
-    assert round_trips(first) == 4, "\n".join(first)
-    assert round_trips(again) == 3, "\n".join(again)
-    sent = [line.split("\t", 3)[3].strip() for line in again if line.startswith("F") and "\tQuery\t" in line]
-    assert sent[0].startswith('"BEGIN READ ONLY;') and sent[1].startswith('"ROLLBACK; CLOSE ALL;')
-    # The query and its describe travel in the extended protocol (one statement each), never in a
-    # simple-protocol message that could carry a second statement.
-    assert all("mk_desc" not in s for s in sent)
+    assert round_trips(first) == 3, "\n".join(first)
+    assert round_trips(again) == 2, "\n".join(again)
+    # The begin, the settings, the describe and the query travel in the extended protocol (one
+    # statement each), never in a simple-protocol message that could carry a second statement;
+    # the only simple-protocol message is the reset, which holds no SQL of the call's.
+    parsed = [
+        line.split("\t")[3].split('" "', 1)[1].rsplit('"', 1)[0]
+        for line in again
+        if line.split("\t")[2:3] == ["Parse"]
+    ]
+    assert parsed[0] == "BEGIN READ ONLY" and parsed[1].startswith("SELECT set_config('statement_timeout'")
+    assert parsed[2].endswith("WHERE id = 1 LIMIT 0") and parsed[3].endswith(
+        "WHERE id = 1 LIMIT 6) AS q(c0, c1, c2, c3)"
+    )
+    simple = [line.split("\t")[3].strip() for line in again if line.split("\t")[2:3] == ["Query"]]
+    assert len(simple) == 1 and simple[0].startswith('"ROLLBACK; CLOSE ALL;')
 
 
 def test_a_call_with_the_pool_off_is_not_reset_but_closed(pg_env: DbEnv, table: str) -> None:
@@ -142,3 +155,47 @@ def test_renamed_and_dropped_columns_are_seen_by_the_next_identical_call(
         c.execute(f"ALTER TABLE {table} DROP COLUMN blob, DROP COLUMN n")
     assert _query(engine, sql) == (["id", "remark"], [(1, "short"), (2, "two")])
     assert _query(engine, sql) == (["id", "remark"], [(1, "short"), (2, "two")])
+
+
+def test_a_role_is_taken_on_before_the_query_and_a_failing_role_fails_the_call(
+    pg_env: DbEnv, engine: SqlEngine, table: str
+) -> None:
+    role = f"mk_rt_role_{secrets.token_hex(4)}"
+    with pg_admin(pg_env.admin_url) as c:
+        c.execute(f"CREATE ROLE {role} NOLOGIN")
+        c.execute(f"GRANT {role} TO {pg_env.ro_user}")
+    as_role = RoleEngine(engine, role)
+    try:
+        sql = "SELECT current_user, session_user LIMIT 6"
+        for _ in range(2):  # the first call describes, the second uses what it described
+            assert _query(as_role, sql)[1] == [(role, pg_env.ro_user)]
+        assert _query(engine, sql)[1] == [(pg_env.ro_user, pg_env.ro_user)]
+        with pg_admin(pg_env.admin_url) as c:
+            c.execute(f"REVOKE {role} FROM {pg_env.ro_user}")
+        for _ in range(2):  # never run as the login instead
+            with pytest.raises(QueryFailed):
+                _query(as_role, sql)
+    finally:
+        as_role.close()
+        with pg_admin(pg_env.admin_url) as c:
+            c.execute(f"DROP ROLE {role}")
+
+
+def test_a_pooled_connection_found_gone_is_replaced_for_the_same_call(
+    pg_env: DbEnv, engine: SqlEngine, table: str
+) -> None:
+    sql = "SELECT pg_backend_pid() LIMIT 6"
+    pid = _query(engine, sql)[1][0][0]
+    with pg_admin(pg_env.admin_url) as c:
+        c.execute("SELECT pg_terminate_backend(%s)", [pid])
+    time.sleep(0.2)
+    fresh = _query(engine, sql)[1][0][0]
+    assert isinstance(fresh, int) and fresh != pid
+
+
+def test_a_timed_out_clipped_call_leaves_its_connection_unused(pg_env: DbEnv, engine: SqlEngine) -> None:
+    sql = "SELECT pg_backend_pid() LIMIT 6"
+    pid = _query(engine, sql)[1][0][0]
+    with pytest.raises(QueryTimeout):
+        engine.execute("SELECT pg_sleep(5) LIMIT 2", None, 1, 0.3, "slow", clip=CellBudget())
+    assert _query(engine, sql)[1][0][0] != pid

@@ -180,13 +180,20 @@ class RoleEngine(SqlEngine):
         self._setup = session_setup(base.dialect, role)
 
     @contextmanager
-    def session(self, timeout_s: float, call_id: str) -> Iterator[tuple[Connection, Any]]:
-        """The base session, then the role set inside its read-only transaction."""
-        with super().session(timeout_s, call_id) as (conn, dbapi):
-            if self._setup:
+    def session(
+        self, timeout_s: float, call_id: str, *, deferred: bool = False
+    ) -> Iterator[tuple[Connection, Any]]:
+        """The base session, then the role set inside its read-only transaction (deferred: by the
+        caller, which sends `_prelude`, the begin and then the role, ahead of its first statement)."""
+        with super().session(timeout_s, call_id, deferred=deferred) as (conn, dbapi):
+            if self._setup and not deferred:
                 with dbapi.cursor() as cur:
                     cur.execute(self._setup)
             yield conn, dbapi
+
+    def _prelude(self, dbapi: Any, timeout_s: float, call_id: str) -> list[str]:
+        """The base's begin, then the role's setup."""
+        return super()._prelude(dbapi, timeout_s, call_id) + ([self._setup] if self._setup else [])
 
     def close(self) -> None:
         """Close this role's pooled connections (the base engine keeps its own)."""

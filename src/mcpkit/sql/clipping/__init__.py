@@ -141,9 +141,10 @@ class StaleDescription(Exception):
     """A remembered description no longer matched and its query failed: run the call again."""
 
 
-Run = Callable[[Any, str, int, CellBudget, Any], tuple[ClipPlan, list[Any], Any]]
-"""(driver connection, sql, wire rows, budget, what an earlier call described or None) ->
-(plan, wire rows, what this call described): describe, wrap and run in the fewest round trips."""
+Run = Callable[[Any, str, int, CellBudget, Any, Sequence[str]], tuple[ClipPlan, list[Any], Any]]
+"""(driver connection, sql, wire rows, budget, what an earlier call described or None, statements
+to send first) -> (plan, wire rows, what this call described): begin, describe, wrap and run in
+the fewest round trips."""
 
 
 def runner(dialect: str) -> Run | None:

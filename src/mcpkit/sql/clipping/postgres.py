@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,16 +70,18 @@ def _types(rows: Any, into: dict[int, tuple[str, int, str]]) -> None:
             _BUILTIN[int(o)] = into[int(o)]
 
 
-def described(dbapi: Any, sql: str) -> Described:
+def described(dbapi: Any, sql: str, prelude: Sequence[str] = ()) -> Described:
     """The result columns of `sql`, from the same query with `LIMIT 0` (the executor stops at once).
 
     It goes through psycopg's ordinary cursor in pipeline mode (the extended protocol, which
-    refuses a second statement), so the call's statement_timeout and the watchdog's cancel apply
-    to it like to the query itself. Extension and user types are looked up every time (they can
-    be re-created); built-in ones once per process.
+    refuses a second statement), after `prelude` in the same round trip, so the call's
+    statement_timeout and the watchdog's cancel apply to it like to the query itself. Extension
+    and user types are looked up every time (they can be re-created); built-in ones once per process.
     """
-    with dbapi.cursor() as cur:
+    with dbapi.cursor() as head, dbapi.cursor() as cur:
         with dbapi.pipeline():
+            for statement in prelude:
+                _send(head, statement)
             _send(cur, _probe(sql))
         description = list(cur.description or ())
         oids = [int(d.type_code) for d in description]
@@ -96,56 +99,56 @@ def describe(dbapi: Any, sql: str) -> list[WireColumn]:
 
 
 def run(
-    dbapi: Any, sql: str, rows: int, budget: CellBudget, known: Described | None
+    dbapi: Any, sql: str, rows: int, budget: CellBudget, known: Described | None, prelude: Sequence[str] = ()
 ) -> tuple[ClipPlan, list[Any], Described]:
-    """Describe, wrap and run `sql` (at most `rows` wire rows), in one round trip when `known` holds.
+    """Describe, wrap and run `sql` (at most `rows` wire rows), after `prelude` (the call's begin).
 
+    With no `known`: the prelude and the describe in one round trip, the wrapped query in another.
     `known` is what an earlier call described for the same SQL on the same login and role. Then
-    the describe, a look-up of `known`'s non-built-in types and the query wrapped for `known` go
-    in one pipeline, and the rows are used only if this describe gives exactly `known`: then the
-    wrap is the one a fresh describe would give, so a remembered description can never change an
-    answer. Otherwise the query is wrapped for the fresh columns and run again (or, when the
-    stale wrap failed and so aborted the transaction, `StaleDescription` asks for a new call).
-    While it is checked, a column `known` says is fixed-size is sent only where it is at most the
-    largest fixed size (32,767 bytes), so a column whose type changed since cannot bring a huge
-    cell in the discarded rows.
+    the prelude, the describe, a look-up of `known`'s non-built-in types and the query wrapped
+    for `known` go in one pipeline (one round trip), and the rows are used only if this describe
+    gives exactly `known`: then the wrap is the one a fresh describe would give, so a remembered
+    description can never change an answer. Otherwise the query is wrapped for the fresh columns
+    and run again (or, when the stale wrap failed and so aborted the transaction,
+    `StaleDescription` asks for a new call). While it is checked, a column `known` says is
+    fixed-size is sent only where it is at most the largest fixed size (32,767 bytes), so a column
+    whose type changed since cannot bring a huge cell in the discarded rows. A failing prelude
+    statement fails the call: in a pipeline the server skips everything after it.
     """
-    if known is not None:
-        plan = wrap(sql, list(known.columns), rows, budget, guard=True)
-        user = sorted({o for o in known.oids if o not in _BUILTIN})
-        with dbapi.cursor() as probe, dbapi.cursor() as looked, dbapi.cursor() as cur:
-            failure: Exception | None = None
-            try:
-                with dbapi.pipeline():
-                    _send(probe, _probe(sql))
-                    if user:
-                        _send(looked, _TYPES, [user])
-                    _send(cur, plan.sql)
-            except Exception as exc:  # judged below: whether the wrap it ran was a stale one
-                failure = exc
-            fresh: Described | None = None
-            if (
-                probe.description is not None
-                and probe.pgresult is not None
-                and probe.pgresult.status == pq.ExecStatus.TUPLES_OK
-            ):
-                types = {o: _BUILTIN[o] for o in known.oids if o in _BUILTIN}
-                if user and looked.description is not None:
-                    _types(looked.fetchall(), types)
-                oids = {int(d.type_code) for d in probe.description}
-                if oids <= set(types):
-                    fresh = _columns(probe.description, types)
-            if fresh == known:
-                if failure is not None:
-                    raise failure
-                return plan, cur.fetchmany(rows), known
+    if known is None:
+        return _run(dbapi, sql, rows, budget, described(dbapi, sql, prelude))
+    plan = wrap(sql, list(known.columns), rows, budget, guard=True)
+    user = sorted({o for o in known.oids if o not in _BUILTIN})
+    with dbapi.cursor() as head, dbapi.cursor() as probe, dbapi.cursor() as looked, dbapi.cursor() as cur:
+        failure: Exception | None = None
+        try:
+            with dbapi.pipeline():
+                for statement in prelude:
+                    _send(head, statement)
+                _send(probe, _probe(sql))
+                if user:
+                    _send(looked, _TYPES, [user])
+                _send(cur, plan.sql)
+        except Exception as exc:  # judged below: whether the wrap it ran was a stale one
+            failure = exc
+        fresh: Described | None = None
+        if probe.pgresult is not None and probe.pgresult.status == pq.ExecStatus.TUPLES_OK:
+            types = {o: _BUILTIN[o] for o in known.oids if o in _BUILTIN}
+            if user and looked.pgresult is not None and looked.pgresult.status == pq.ExecStatus.TUPLES_OK:
+                _types(looked.fetchall(), types)
+            description = probe.description or []
+            if {int(d.type_code) for d in description} <= set(types):
+                fresh = _columns(description, types)
+        if fresh == known:
             if failure is not None:
-                if fresh is None or getattr(failure, "sqlstate", None) is None:
-                    raise failure  # the describe itself failed (or no database error): not stale
-                raise StaleDescription from failure
-            if fresh is not None:  # the query changed its columns since: wrap it for the new ones
-                return _run(dbapi, sql, rows, budget, fresh)
-    return _run(dbapi, sql, rows, budget, described(dbapi, sql))
+                raise failure
+            return plan, cur.fetchmany(rows), known
+        if failure is not None:
+            if fresh is None or getattr(failure, "sqlstate", None) is None:
+                raise failure  # the prelude or the describe failed (or no database error): not stale
+            raise StaleDescription from failure
+    # The query's columns changed since (the transaction is intact): wrap it for the new ones.
+    return _run(dbapi, sql, rows, budget, fresh if fresh is not None else described(dbapi, sql))
 
 
 def _run(

@@ -175,8 +175,11 @@ class SqlEngine:
             return QueryTimeout(timeout_s, call_id)
         return QueryFailed(outcome, call_id)
 
-    def _begin(self, timeout_s: float, call_id: str) -> tuple[Connection, Any]:
-        """A connection with the call's session begun; a stale pooled one is replaced once."""
+    def _begin(self, timeout_s: float, call_id: str, *, deferred: bool = False) -> tuple[Connection, Any]:
+        """A connection with the call's session begun; a stale pooled one is replaced once.
+
+        `deferred`: the caller sends the begin itself (`_prelude`), ahead of its first statement.
+        """
         if self._generation != self.profile.policy_generation:
             self._generation = self.profile.policy_generation
             self._sa.dispose()  # connections opened under an earlier policy are not reused
@@ -192,6 +195,8 @@ class SqlEngine:
                 log.warning("sql call %s could not connect: %s: %s", call_id, type(orig).__name__, orig)
                 raise QueryFailed("connection", call_id) from None
             dbapi = conn.connection.driver_connection
+            if deferred:
+                return conn, dbapi
             try:
                 self.profile.begin(dbapi, timeout_s, call_id)
             except self._errors as exc:
@@ -209,9 +214,18 @@ class SqlEngine:
             return conn, dbapi
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _prelude(self, dbapi: Any, timeout_s: float, call_id: str) -> list[str]:
+        """What a deferred session (`session(deferred=True)`) must send before anything else."""
+        return self.profile.begin_statements(dbapi, timeout_s, call_id)
+
     @contextmanager
-    def session(self, timeout_s: float, call_id: str) -> Iterator[tuple[Connection, Any]]:
+    def session(
+        self, timeout_s: float, call_id: str, *, deferred: bool = False
+    ) -> Iterator[tuple[Connection, Any]]:
         """A connection in a fresh read-only transaction with the timeout armed; rolled back after.
+
+        With `deferred` nothing is sent yet: the caller sends `_prelude`'s statements first, in
+        the same round trip as its own (a failure there fails the call, and nothing after it runs).
 
         The connection goes back to the pool only if the call ended cleanly or failed in a way
         that leaves the connection as it was (syntax, permission, ...), and then only after its
@@ -224,7 +238,7 @@ class SqlEngine:
             QueryFailed: the database failed (masked).
             QueryTimeout: the deadline passed.
         """
-        conn, dbapi = self._begin(timeout_s, call_id)
+        conn, dbapi = self._begin(timeout_s, call_id, deferred=deferred)
         fired = threading.Event()
 
         def interrupt() -> None:
@@ -333,21 +347,36 @@ class SqlEngine:
     def _run_clipped(
         self, run: Run, sql: str, limit: int, timeout_s: float, call_id: str, clip: CellBudget, started: float
     ) -> Rows:
-        """`execute` through the dialect's `run` hook, with the description an earlier call made.
+        """`execute` through the dialect's `run` hook: the begin, the describe and the query sent
+        together, with the description an earlier call made.
 
         Descriptions are remembered per engine (one login, one role) and SQL text; one is
         forgotten when a call that used it fails, and it is only ever used after the same call's
         own describe matched it (`clipping.postgres.run`). A stale one whose query failed makes
-        the call run once more without it (on a new connection: the transaction was aborted).
+        the call run once more without it (on a new connection: the transaction was aborted). As
+        the begin travels with the query, a pooled connection found gone fails the call's first
+        round trip, which is then run once more on a new connection, as `_begin` does.
         """
-        for known in (self._described.get(sql), None):
+        known, stale, gone = self._described.get(sql), False, False
+        while True:
             try:
-                with self.session(timeout_s, call_id) as (_, dbapi):
-                    plan, wire, fresh = run(dbapi, sql, limit + 1, clip, known)
+                with self.session(timeout_s, call_id, deferred=True) as (_, dbapi):
+                    prelude = self._prelude(dbapi, timeout_s, call_id)
+                    plan, wire, fresh = run(dbapi, sql, limit + 1, clip, known, prelude)
             except StaleDescription:
                 self._described.pop(sql)
                 log.info("sql call %s: the result's columns changed since they were described", call_id)
+                if stale:  # pragma: no cover: a run without a remembered description is never stale
+                    raise
+                known, stale = None, True
                 continue
+            except QueryFailed as exc:
+                self._described.pop(sql)
+                if exc.kind == "connection" and self.pool_size and not gone:
+                    log.info("sql call %s: a pooled connection was gone; opening another", call_id)
+                    gone = True
+                    continue
+                raise
             except BaseException:
                 self._described.pop(sql)
                 raise
@@ -357,7 +386,6 @@ class SqlEngine:
             return Rows(
                 columns, tuple(fetched[:limit]), len(fetched) > limit, time.perf_counter() - started, call_id
             )
-        raise AssertionError("unreachable")  # pragma: no cover: the second pass has nothing stale
 
     def close(self) -> None:
         """Close every pooled connection (the SQLAlchemy engine's `dispose`)."""

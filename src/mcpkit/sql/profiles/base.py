@@ -212,6 +212,14 @@ class Profile:
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
         """Open a read-only transaction on a fresh connection and arm the database's own timeout."""
 
+    def begin_statements(self, dbapi: Any, timeout_s: float, call_id: str) -> list[str]:
+        """`begin` as statements the caller sends ahead of its first one, in the same round trip.
+
+        A profile that cannot defer its begin runs it here and returns no statement (the default).
+        """
+        self.begin(dbapi, timeout_s, call_id)
+        return []
+
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
         """Execute one statement exactly as given (no parameter processing)."""
         cursor.execute(sql)

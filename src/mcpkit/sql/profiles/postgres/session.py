@@ -15,10 +15,12 @@ from mcpkit.sql.tagging import session_label
 __all__ = ["PostgresSession"]
 
 _UNDEFINED: Final = frozenset({"42P01", "42703", "42883", "42704", "3F000", "3D000", "42P02"})
-# One round trip: the read-only transaction and its settings, sent as one simple-protocol message.
-# Only integers and the sanitised label (`_LABEL_SAFE`) are put into it.
-_BEGIN_SQL: Final = (
-    "BEGIN READ ONLY; SELECT set_config('statement_timeout', '{ms}', true),"
+# One round trip: the read-only transaction and its settings, sent as one simple-protocol message
+# (`begin`) or at the head of the call's first pipeline (`begin_statements`). Only integers and the
+# sanitised label (`_LABEL_SAFE`) are put into it.
+_BEGIN: Final = "BEGIN READ ONLY"
+_SETTINGS: Final = (
+    "SELECT set_config('statement_timeout', '{ms}', true),"
     " set_config('lock_timeout', '{ms}', true),"
     " set_config('idle_in_transaction_session_timeout', '{idle}', true),"
     " set_config('application_name', '{label}', true),"
@@ -63,12 +65,16 @@ class PostgresSession(Profile):
         The connection is in autocommit mode for the call, so psycopg sends no BEGIN of its own:
         the transaction is the explicit `BEGIN READ ONLY` sent with the settings in one message.
         """
+        dbapi.execute("; ".join(self.begin_statements(dbapi, timeout_s, call_id)))
+
+    def begin_statements(self, dbapi: Any, timeout_s: float, call_id: str) -> list[str]:
+        """`BEGIN READ ONLY` and the settings, for the caller to send ahead of its first statement."""
         ms = max(1, int(timeout_s * 1000))
         label = session_label(call_id, limit=63, compact=True)  # application_name keeps 63 bytes
         if not _LABEL_SAFE.fullmatch(label):  # session_label guarantees it; never inline otherwise
             label = "mcpkit"
         dbapi.autocommit = True
-        dbapi.execute(_BEGIN_SQL.format(ms=ms, idle=ms * 2, label=label))
+        return [_BEGIN, _SETTINGS.format(ms=ms, idle=ms * 2, label=label)]
 
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
         """Run one statement through the extended protocol (no parameter processing)."""
