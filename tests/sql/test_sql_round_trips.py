@@ -199,3 +199,29 @@ def test_a_timed_out_clipped_call_leaves_its_connection_unused(pg_env: DbEnv, en
     with pytest.raises(QueryTimeout):
         engine.execute("SELECT pg_sleep(5) LIMIT 2", None, 1, 0.3, "slow", clip=CellBudget())
     assert _query(engine, sql)[1][0][0] != pid
+
+
+def test_a_user_type_is_looked_up_again_in_the_same_round_trip(
+    pg_env: DbEnv, engine: SqlEngine, table: str
+) -> None:
+    kind = f"{pg_env.schema}.mk_kind_{secrets.token_hex(4)}"
+    with pg_admin(pg_env.admin_url) as c:
+        c.execute(f"CREATE TYPE {kind} AS ENUM ('small', 'large')")
+        c.execute(f"ALTER TABLE {table} ADD COLUMN size {kind} DEFAULT 'small'")
+    try:
+        trace, sql = Trace(engine), f"SELECT id, size FROM {table} ORDER BY id LIMIT 6"
+        first = engine.execute(sql, None, 5, 10.0, "first", clip=CellBudget())
+        trace.take()
+        again = engine.execute(sql, None, 5, 10.0, "again", clip=CellBudget())
+        assert round_trips(trace.take()) == 2
+        assert again.rows == first.rows == ((1, "small"), (2, "small"))
+        assert [c.type_name for c in again.columns] == ["int4", kind.rsplit(".", 1)[1]]
+        with pg_admin(pg_env.admin_url) as c:  # the same OID under another name
+            c.execute(f"ALTER TYPE {kind} RENAME TO mk_renamed_{kind.rsplit('_', 1)[1]}")
+        renamed = engine.execute(sql, None, 5, 10.0, "renamed", clip=CellBudget())
+        assert [c.type_name for c in renamed.columns] == ["int4", f"mk_renamed_{kind.rsplit('_', 1)[1]}"]
+    finally:
+        with pg_admin(pg_env.admin_url) as c:
+            c.execute(f"ALTER TABLE {table} DROP COLUMN IF EXISTS size")
+            c.execute(f"DROP TYPE IF EXISTS {kind}")
+            c.execute(f"DROP TYPE IF EXISTS {pg_env.schema}.mk_renamed_{kind.rsplit('_', 1)[1]}")

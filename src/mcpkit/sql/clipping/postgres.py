@@ -119,14 +119,15 @@ def run(
         return _run(dbapi, sql, rows, budget, described(dbapi, sql, prelude))
     plan = wrap(sql, list(known.columns), rows, budget, guard=True)
     user = sorted({o for o in known.oids if o not in _BUILTIN})
-    with dbapi.cursor() as head, dbapi.cursor() as probe, dbapi.cursor() as looked, dbapi.cursor() as cur:
+    with dbapi.cursor() as head, dbapi.cursor() as probe, dbapi.cursor() as cur:
+        looked = dbapi.cursor() if user else None
         failure: Exception | None = None
         try:
             with dbapi.pipeline():
                 for statement in prelude:
                     _send(head, statement)
                 _send(probe, _probe(sql))
-                if user:
+                if looked is not None:
                     _send(looked, _TYPES, [user])
                 _send(cur, plan.sql)
         except Exception as exc:  # judged below: whether the wrap it ran was a stale one
@@ -134,11 +135,14 @@ def run(
         fresh: Described | None = None
         if probe.pgresult is not None and probe.pgresult.status == pq.ExecStatus.TUPLES_OK:
             types = {o: _BUILTIN[o] for o in known.oids if o in _BUILTIN}
-            if user and looked.pgresult is not None and looked.pgresult.status == pq.ExecStatus.TUPLES_OK:
+            result = looked.pgresult if looked is not None else None
+            if looked is not None and result is not None and result.status == pq.ExecStatus.TUPLES_OK:
                 _types(looked.fetchall(), types)
             description = probe.description or []
             if {int(d.type_code) for d in description} <= set(types):
                 fresh = _columns(description, types)
+        if looked is not None:
+            looked.close()
         if fresh == known:
             if failure is not None:
                 raise failure
