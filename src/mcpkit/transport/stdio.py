@@ -62,19 +62,25 @@ class _Out:
         await self._writer.drain()
 
 
-def _pipe_like(fd: int) -> bool:
+def _pipe_like(fd: int, stream: Any) -> bool:
+    """Whether `stream` is the process's own `fd` and that is a pipe or socket (what asyncio can watch)."""
     try:
         mode = os.fstat(fd).st_mode
-    except OSError:
+        own = stream.buffer.fileno() == fd
+    except (AttributeError, OSError, ValueError):
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    return own and (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode))
 
 
 @asynccontextmanager
 async def _loop_streams() -> AsyncIterator[tuple[Any, Any] | None]:
     """(stdin lines, stdout writer) on the event loop, or None where the SDK's default must serve."""
     claim: Callable[..., Any] | None = getattr(sdk_stdio, "_claim_fd", None)
-    if sys.platform == "win32" or claim is None or not (_pipe_like(0) and _pipe_like(1)):
+    if (
+        sys.platform == "win32"
+        or claim is None
+        or not (_pipe_like(0, sys.stdin) and _pipe_like(1, sys.stdout))
+    ):
         yield None
         return
     loop = asyncio.get_running_loop()
