@@ -1,8 +1,10 @@
 """`SqlEngine`: the one engine over SQLAlchemy: pooled connections, a fresh read-only session per call.
 
-A connection is reused only after its profile reset it (`Profile.reset`: PostgreSQL `DISCARD ALL`,
-MySQL/MariaDB `COM_RESET_CONNECTION`, SQLite a check that nothing was left behind) when it went back
-to the pool; one that failed, timed out, was interrupted or failed its reset is closed, never reused.
+A connection is reused only after its profile reset it (`Profile.reset`: PostgreSQL `ROLLBACK` and
+`DISCARD ALL`'s commands in one message, MySQL/MariaDB `COM_RESET_CONNECTION`, SQLite a check that
+nothing was left behind) at the end of the call; one that failed, timed out, was interrupted or failed
+its reset is closed, never reused. Where the dialect has a `run` hook (PostgreSQL), `execute_query`'s
+begin, describe and query go in one round trip (`_run_clipped`).
 """
 
 from __future__ import annotations
