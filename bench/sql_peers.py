@@ -5,7 +5,8 @@
    (`@bytebase/dbhub`, installed from npm into bench/.peers/ by this script; skipped with a reason
    when npm is absent) with `execute_sql` in read-only mode and `max_rows = 25`. Queries: a point
    lookup by primary key and a capped scan (`SELECT *`, 25 rows). Median of 7 calls after warm-up,
-   servers interleaved round by round.
+   servers interleaved round by round; the server process's CPU per call (children of this process,
+   from /proc) beside it, as CPU is less at the mercy of a shared machine than wall time.
 2. The model-visible part of `tools/list` (name, description, inputSchema of each tool, as compact
    JSON, the way the wire sends it) for both servers.
 3. 50 concurrent official clients against `mcpkit sql serve --demo` over Streamable HTTP (stateless,
@@ -15,7 +16,8 @@
    the generator is shown not to be the bottleneck.
 
     .venv/bin/python bench/sql_peers.py [--pg postgresql://postgres@127.0.0.1:5432/test] [--rows 1000000]
-        [--repeat 7] [--rounds 3] [--clients 50] [--calls 20] [--interval 1.0] [--pool-size 5]
+        [--repeat 7] [--cpu-calls 200] [--rounds 3] [--clients 50] [--calls 20] [--interval 1.0]
+        [--pool-size 5]
         [--baseline OTHER/src] [--skip-unpooled] [--skip-peers] [--skip-load]
 
 `--baseline` times another checkout's mcpkit in the same rounds, for before/after ratios.
@@ -145,7 +147,12 @@ def visible_bytes(tools: list[Any]) -> tuple[int, list[str]]:
 
 
 async def timed(
-    params: StdioServerParameters, tool: str, arg: str, queries: dict[str, str], repeat: int
+    params: StdioServerParameters,
+    tool: str,
+    arg: str,
+    queries: dict[str, str],
+    repeat: int,
+    cpu_calls: int = 200,
 ) -> dict[str, Any]:
     """Median ms per query after 3 warm-up calls, and the tools/list figure."""
     out: dict[str, Any] = {}
@@ -163,7 +170,31 @@ async def timed(
                 times.append((time.perf_counter() - t0) * 1000)
                 assert not result.is_error, result
             out[label] = statistics.median(times)
+            cpu0 = _children_cpu_s()  # /proc counts in 10 ms ticks: over more calls than the timed ones
+            for _ in range(cpu_calls):
+                await client.call_tool(tool, {arg: sql})
+            out[f"{label}_cpu"] = (_children_cpu_s() - cpu0) / max(1, cpu_calls) * 1000
     return out
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of this process's live child processes and theirs (the one server running)."""
+    kids: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kids.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    total, todo = 0.0, list(kids.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        try:
+            total += _cpu_s(pid)
+        except OSError:
+            continue
+        todo.extend(kids.get(pid, []))
+    return total
 
 
 # --- load ----------------------------------------------------------------------------------------
@@ -254,6 +285,7 @@ async def main() -> None:
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--cpu-calls", type=int, default=200, help="calls over which server CPU is measured")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--calls", type=int, default=20)
@@ -312,7 +344,9 @@ async def peers(opts: argparse.Namespace) -> None:
             for _ in range(opts.rounds):
                 for name, size, src in servers:
                     params = mcpkit_params(mk_dsn, size, src)
-                    results[name].append(await timed(params, "execute_query", "query", queries, opts.repeat))
+                    results[name].append(
+                        await timed(params, "execute_query", "query", queries, opts.repeat, opts.cpu_calls)
+                    )
                 if entry is not None:
                     results["DBHub"].append(
                         await timed(
@@ -321,6 +355,7 @@ async def peers(opts: argparse.Namespace) -> None:
                             "sql",
                             queries,
                             opts.repeat,
+                            opts.cpu_calls,
                         )
                     )
     finally:
@@ -331,19 +366,39 @@ async def peers(opts: argparse.Namespace) -> None:
     )
     if entry is None:
         print(f"DBHub skipped: {why}")
-    print("| server | round | point lookup ms | capped scan ms | tools/list model-visible bytes (tools) |")
-    print("| --- | ---: | ---: | ---: | --- |")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}; server CPU: ms of CPU per call")
+    print(
+        "| server | round | point lookup ms | server CPU | capped scan ms | server CPU"
+        " | tools/list model-visible bytes (tools) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for name, runs in results.items():
         for i, r in enumerate(runs, 1):
             print(
-                f"| {name} | {i} | {r['point']:.2f} | {r['scan']:.2f} |"
-                f" {r['bytes']:,} ({', '.join(r['tools'])}) |"
+                f"| {name} | {i} | {r['point']:.2f} | {r['point_cpu']:.2f} | {r['scan']:.2f} |"
+                f" {r['scan_cpu']:.2f} | {r['bytes']:,} ({', '.join(r['tools'])}) |"
+            )
+    for name, runs in results.items():
+        if runs:
+            print(
+                f"{name}: medians over rounds: point {statistics.median(r['point'] for r in runs):.2f} ms"
+                f" (CPU {statistics.median(r['point_cpu'] for r in runs):.2f}),"
+                f" scan {statistics.median(r['scan'] for r in runs):.2f} ms"
+                f" (CPU {statistics.median(r['scan_cpu'] for r in runs):.2f})"
             )
     if results["DBHub"]:
         for name in [n for n in ("mcpkit", "mcpkit baseline") if n in results]:
             for label in ("point", "scan"):  # the pooled servers against DBHub
                 ratios = [m[label] / d[label] for m, d in zip(results[name], results["DBHub"], strict=True)]
-                print(f"{label}: {name} / DBHub per round: {', '.join(f'{x:.2f}x' for x in ratios)}")
+                cpus = [
+                    m[f"{label}_cpu"] / d[f"{label}_cpu"] if d[f"{label}_cpu"] else float("inf")
+                    for m, d in zip(results[name], results["DBHub"], strict=True)
+                ]
+                print(
+                    f"{label}: {name} / DBHub per round: {', '.join(f'{x:.2f}x' for x in ratios)}"
+                    f" (median {statistics.median(ratios):.2f}x); server CPU"
+                    f" {', '.join(f'{x:.2f}x' for x in cpus)} (median {statistics.median(cpus):.2f}x)"
+                )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.errors import Refused
 from mcpkit.sql.admission import FunctionCatalog, FunctionRef
-from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.engines.engine import Remembered, SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import profile_for_dialect
 from mcpkit.sql.profiles.base import ROLE_NAME, quote_role
@@ -175,17 +175,25 @@ class RoleEngine(SqlEngine):
     def __init__(self, base: SqlEngine, role: str) -> None:
         self.__dict__.update(base.__dict__)
         self._sa = self._new_pool()
+        self._described = Remembered()  # what the role's queries return is the role's own
         self.role = role
         self._setup = session_setup(base.dialect, role)
 
     @contextmanager
-    def session(self, timeout_s: float, call_id: str) -> Iterator[tuple[Connection, Any]]:
-        """The base session, then the role set inside its read-only transaction."""
-        with super().session(timeout_s, call_id) as (conn, dbapi):
-            if self._setup:
+    def session(
+        self, timeout_s: float, call_id: str, *, deferred: bool = False
+    ) -> Iterator[tuple[Connection, Any]]:
+        """The base session, then the role set inside its read-only transaction (deferred: by the
+        caller, which sends `_prelude`, the begin and then the role, ahead of its first statement)."""
+        with super().session(timeout_s, call_id, deferred=deferred) as (conn, dbapi):
+            if self._setup and not deferred:
                 with dbapi.cursor() as cur:
                     cur.execute(self._setup)
             yield conn, dbapi
+
+    def _prelude(self, conn: Connection, dbapi: Any, timeout_s: float, call_id: str) -> list[str]:
+        """The base's begin, then the role's setup."""
+        return super()._prelude(conn, dbapi, timeout_s, call_id) + ([self._setup] if self._setup else [])
 
     def close(self) -> None:
         """Close this role's pooled connections (the base engine keeps its own)."""

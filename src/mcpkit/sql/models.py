@@ -23,6 +23,10 @@ Row: TypeAlias = Annotated[list[JsonValue], WithJsonSchema({"type": "array"})]
 """One shaped row. Its cells are any JSON (validated as `JsonValue`), so the declared schema says
 only "an array": a `$ref` to an empty `JsonValue` schema per cell made the official client's
 output-schema check of a 25-row answer cost about 2 ms, and it says no more."""
+Rows: TypeAlias = Annotated[list[Row], WithJsonSchema({"type": "array"})]
+"""The shaped rows, validated here as lists of `JsonValue` lists. Declared as "an array" (that each
+row is one is in its description): `items` made the official client's check descend into every
+row, 0.32 ms against 0.05 ms for a 25-row answer (jsonschema's `iter_errors`, as the client runs it)."""
 
 
 class QueryResult(BaseModel):
@@ -31,7 +35,7 @@ class QueryResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     columns: list[str] = Field(description="Column names, in order.")
-    rows: list[Row] = Field(description="Shaped rows: one list per row, one cell per column.")
+    rows: Rows = Field(description="Shaped rows: one list per row, one cell per column.")
     row_count: int = Field(description="Rows sent (at most max_rows).")
     truncated: bool = Field(description="True when more rows exist than were sent.")
     elapsed_ms: float = Field(description="Time the database took, in milliseconds.")

@@ -183,21 +183,26 @@ class Guard:
         age = time.monotonic() - self._at
         return age < (_RETRY_FAILED_S if self._failed else self.interval_s)
 
+    def due(self, conn: Connection) -> bool:
+        """Whether `check` on this connection reads the catalog (a round trip) before the call."""
+        if getattr(self._paused, "on", False):
+            return False
+        now = time.monotonic()
+        info = conn.connection.info  # per database connection: its first call always reads the catalog
+        recent = now - self._read_at < self.every_s and now - self._at < self.interval_s
+        return self._failed or not recent or not info.get(_SEEN)
+
     def check(self, engine: SqlEngine, conn: Connection, dbapi: Any, call_id: str) -> None:
         """Before a call's SQL: verify again if the catalog changed or the last proof is old.
 
         Raises:
             Unverified: the verification refused the account (now or at its last try).
         """
-        if getattr(self._paused, "on", False):
-            return
-        now = time.monotonic()
-        info = conn.connection.info  # per database connection: its first call always reads the catalog
-        recent = now - self._read_at < self.every_s and now - self._at < self.interval_s
-        if not self._failed and recent and info.get(_SEEN):
+        if not self.due(conn):
             return  # the catalog was read less than every_s ago: no round trip on this call
         fp = fingerprint(engine.dialect, dbapi)
-        self._read_at = now
+        info = conn.connection.info
+        self._read_at = time.monotonic()
         info[_SEEN] = True
         if not self._current(fp):
             with self._lock:

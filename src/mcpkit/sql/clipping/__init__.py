@@ -12,7 +12,9 @@ fetches fewer rows (`CellBudget.rows_fit`), so one call's cells stay under `Cell
 whatever the data and the width.
 
 Per-dialect hooks (one module each, named `DIALECTS[name]`): `describe` learns the columns inside
-the call's session, `wrap` writes the clipping SQL. A database profile can point to them.
+the call's session, `wrap` writes the clipping SQL. A database profile can point to them. A dialect
+may also have `run` (`runner`): PostgreSQL sends the describe and the query wrapped for what an
+earlier call described in one round trip, and uses the rows only if the two descriptions match.
 """
 
 from __future__ import annotations
@@ -22,7 +24,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-__all__ = ["BinarySize", "CellBudget", "ClipPlan", "Clipped", "WireColumn", "hooks"]
+__all__ = [
+    "BinarySize",
+    "CellBudget",
+    "ClipPlan",
+    "Clipped",
+    "Run",
+    "StaleDescription",
+    "WireColumn",
+    "hooks",
+    "runner",
+]
 
 Kind = Literal["fixed", "text", "binary", "other"]
 
@@ -135,6 +147,25 @@ def text_chars(cell_bytes: int) -> int:
 
 Describe = Callable[[Any, str], list[WireColumn]]
 Wrap = Callable[[str, list[WireColumn], int, CellBudget], ClipPlan]
+
+
+class StaleDescription(Exception):
+    """A remembered description no longer matched and its query failed: run the call again."""
+
+
+Run = Callable[[Any, str, int, CellBudget, Any, Sequence[str]], tuple[ClipPlan, list[Any], Any]]
+"""(driver connection, sql, wire rows, budget, what an earlier call described or None, statements
+to send first) -> (plan, wire rows, what this call described): begin, describe, wrap and run in
+the fewest round trips."""
+
+
+def runner(dialect: str) -> Run | None:
+    """A dialect's `run` hook, where it has one (PostgreSQL: `postgres.run`)."""
+    if dialect == "postgres":
+        from mcpkit.sql.clipping import postgres
+
+        return postgres.run
+    return None
 
 
 def hooks(dialect: str) -> tuple[Describe, Wrap] | None:

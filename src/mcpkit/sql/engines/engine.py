@@ -1,8 +1,10 @@
 """`SqlEngine`: the one engine over SQLAlchemy: pooled connections, a fresh read-only session per call.
 
-A connection is reused only after its profile reset it (`Profile.reset`: PostgreSQL `DISCARD ALL`,
-MySQL/MariaDB `COM_RESET_CONNECTION`, SQLite a check that nothing was left behind) when it went back
-to the pool; one that failed, timed out, was interrupted or failed its reset is closed, never reused.
+A connection is reused only after its profile reset it (`Profile.reset`: PostgreSQL `ROLLBACK` and
+`DISCARD ALL`'s commands in one message, MySQL/MariaDB `COM_RESET_CONNECTION`, SQLite a check that
+nothing was left behind) at the end of the call; one that failed, timed out, was interrupted or failed
+its reset is closed, never reused. Where the dialect has a `run` hook (PostgreSQL), `execute_query`'s
+begin, describe and query go in one round trip (`_run_clipped`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
@@ -22,7 +25,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolResetState, QueuePool
 
 from mcpkit.errors import Refused
-from mcpkit.sql.clipping import CellBudget, hooks
+from mcpkit.sql.clipping import CellBudget, Run, StaleDescription, hooks, runner
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
@@ -38,12 +41,46 @@ log = logging.getLogger("mcpkit.sql")
 DEFAULT_POOL_SIZE: Final = 5
 """Connections kept open per database login (`--pool-size`); 0: a new connection per call."""
 _POOL_WAIT_S: Final = 30.0  # how long a call waits for a free connection when all are busy
+_RESET_DONE: Final = "mcpkit_reset_done"  # pool record flag: `session` already reset the connection
+_BEGUN: Final = "mcpkit_begun"  # a deferred session sent its begin itself (to verify the catalog first)
 _POOL_RECYCLE_S: Final = 300.0  # a connection's lifetime: bounds what is read only at login
 # Failures after which the connection is as good as before (the reset cleans up); any other
 # outcome (timeout, connection, resource, unclassified) closes it.
 _KEEP_AFTER: Final[frozenset[FailureKind]] = frozenset(
     {"syntax", "undefined_object", "permission", "read_only", "data"}
 )
+
+
+class Remembered:
+    """A small LRU of result descriptions by SQL text, shared by one engine's handler threads."""
+
+    def __init__(self, size: int = 256, max_chars: int = 4096) -> None:
+        self._size, self._max_chars = size, max_chars
+        self._items: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, sql: str) -> Any:
+        """The description remembered for `sql`, or None."""
+        with self._lock:
+            found = self._items.get(sql)
+            if found is not None:
+                self._items.move_to_end(sql)
+            return found
+
+    def put(self, sql: str, described: Any) -> None:
+        """Remember `described` for `sql` (long statements are not kept)."""
+        if len(sql) > self._max_chars:
+            return
+        with self._lock:
+            self._items[sql] = described
+            self._items.move_to_end(sql)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def pop(self, sql: str) -> None:
+        """Forget `sql`'s description."""
+        with self._lock:
+            self._items.pop(sql, None)
 
 
 class SqlEngine:
@@ -82,6 +119,7 @@ class SqlEngine:
         self._grace_s = grace_s
         self._sa: SaEngine = self._new_pool()
         self.guard: Guard | None = None  # re-verification while serving (`mcpkit.sql.reverify`)
+        self._described = Remembered()
         self._errors: tuple[type[BaseException], ...] = (SQLAlchemyError,)
         dbapi = getattr(self._sa.dialect, "loaded_dbapi", None)
         for name in ("Error", "Warning"):
@@ -121,7 +159,7 @@ class SqlEngine:
 
     def _reset(self, dbapi: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
         """Pool `reset` hook: clean a connection going back to the pool; raising discards it."""
-        if state.terminate_only:  # being closed anyway
+        if record.info.pop(_RESET_DONE, False) or state.terminate_only:  # reset by `session`, or closing
             return
         self.profile.reset(dbapi, self.url)
 
@@ -145,8 +183,11 @@ class SqlEngine:
             return QueryTimeout(timeout_s, call_id)
         return QueryFailed(outcome, call_id)
 
-    def _begin(self, timeout_s: float, call_id: str) -> tuple[Connection, Any]:
-        """A connection with the call's session begun; a stale pooled one is replaced once."""
+    def _begin(self, timeout_s: float, call_id: str, *, deferred: bool = False) -> tuple[Connection, Any]:
+        """A connection with the call's session begun; a stale pooled one is replaced once.
+
+        `deferred`: the caller sends the begin itself (`_prelude`), ahead of its first statement.
+        """
         if self._generation != self.profile.policy_generation:
             self._generation = self.profile.policy_generation
             self._sa.dispose()  # connections opened under an earlier policy are not reused
@@ -165,6 +206,8 @@ class SqlEngine:
                 busy = self.profile.classify(orig) == "resource"
                 raise QueryFailed("resource" if busy else "connection", call_id) from None
             dbapi = conn.connection.driver_connection
+            if deferred:
+                return conn, dbapi
             try:
                 self.profile.begin(dbapi, timeout_s, call_id)
             except self._errors as exc:
@@ -182,9 +225,21 @@ class SqlEngine:
             return conn, dbapi
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _prelude(self, conn: Connection, dbapi: Any, timeout_s: float, call_id: str) -> list[str]:
+        """What a deferred session (`session(deferred=True)`) must send before anything else:
+        nothing of the begin when the session had to send it itself (to verify the catalog first)."""
+        if conn.info.pop(_BEGUN, False):
+            return []
+        return self.profile.begin_statements(dbapi, timeout_s, call_id)
+
     @contextmanager
-    def session(self, timeout_s: float, call_id: str) -> Iterator[tuple[Connection, Any]]:
+    def session(
+        self, timeout_s: float, call_id: str, *, deferred: bool = False
+    ) -> Iterator[tuple[Connection, Any]]:
         """A connection in a fresh read-only transaction with the timeout armed; rolled back after.
+
+        With `deferred` nothing is sent yet: the caller sends `_prelude`'s statements first, in
+        the same round trip as its own (a failure there fails the call, and nothing after it runs).
 
         The connection goes back to the pool only if the call ended cleanly or failed in a way
         that leaves the connection as it was (syntax, permission, ...), and then only after its
@@ -197,7 +252,7 @@ class SqlEngine:
             QueryFailed: the database failed (masked).
             QueryTimeout: the deadline passed.
         """
-        conn, dbapi = self._begin(timeout_s, call_id)
+        conn, dbapi = self._begin(timeout_s, call_id, deferred=deferred)
         fired = threading.Event()
 
         def interrupt() -> None:
@@ -210,7 +265,12 @@ class SqlEngine:
         alarm = watchdog.arm(timeout_s + self._grace_s, interrupt)
         keep = True
         try:
-            if self.guard is not None:  # the catalog changed, or the last proof is old: verify first
+            if self.guard is not None and self.guard.due(conn):
+                # the catalog changed, or the last proof is old: verify first, inside the call's
+                # read-only transaction (so a deferred session sends its begin now, not in `_prelude`)
+                if deferred:
+                    self.profile.begin(dbapi, timeout_s, call_id)
+                    conn.info[_BEGUN] = True
                 self.guard.check(self, conn, dbapi, call_id)
             yield conn, dbapi
         except Refused:  # refused by mcpkit before the query ran (too wide): the connection is fine
@@ -224,15 +284,21 @@ class SqlEngine:
             raise
         finally:
             alarm.disarm()  # waits for an interrupt under way: it lands on this call, not the next
+            conn.info.pop(_BEGUN, None)
             keep = keep and not fired.is_set()
             try:
-                self.profile.end(dbapi)
+                if keep and self.pool_size:
+                    # The reset ends the transaction too: one round trip instead of two.
+                    self.profile.reset(dbapi, self.url)
+                    conn.info[_RESET_DONE] = True  # the pool's reset hook has nothing left to do
+                else:
+                    self.profile.end(dbapi)
             except Exception as exc:  # a broken connection is dropped, never reused
-                log.info("sql call %s: rollback failed (%s); dropping the connection", call_id, exc)
+                log.info("sql call %s: ending the call failed (%s); dropping the connection", call_id, exc)
                 keep = False
             if not keep:
                 conn.invalidate()
-            conn.close()  # back to the pool through the profile's reset, or closed
+            conn.close()  # back to the pool (reset above, or by the pool's hook), or closed
 
     def execute(
         self,
@@ -261,6 +327,9 @@ class SqlEngine:
         """
         clipping = hooks(self.dialect) if clip is not None and params is None else None
         started = time.perf_counter()
+        run = runner(self.dialect) if clipping is not None else None
+        if run is not None and clip is not None:
+            return self._run_clipped(run, sql, limit, timeout_s, call_id, clip, started)
         with self.session(timeout_s, call_id) as (conn, dbapi):
             if clipping is not None and clip is not None:
                 describe, wrap = clipping
@@ -304,6 +373,49 @@ class SqlEngine:
             elapsed_s=elapsed,
             call_id=call_id,
         )
+
+    def _run_clipped(
+        self, run: Run, sql: str, limit: int, timeout_s: float, call_id: str, clip: CellBudget, started: float
+    ) -> Rows:
+        """`execute` through the dialect's `run` hook: the begin, the describe and the query sent
+        together, with the description an earlier call made.
+
+        Descriptions are remembered per engine (one login, one role) and SQL text; one is
+        forgotten when a call that used it fails, and it is only ever used after the same call's
+        own describe matched it (`clipping.postgres.run`). A stale one whose query failed makes
+        the call run once more without it (on a new connection: the transaction was aborted). As
+        the begin travels with the query, a pooled connection found gone fails the call's first
+        round trip, which is then run once more on a new connection, as `_begin` does.
+        """
+        known, stale, gone = self._described.get(sql), False, False
+        while True:
+            try:
+                with self.session(timeout_s, call_id, deferred=True) as (conn, dbapi):
+                    prelude = self._prelude(conn, dbapi, timeout_s, call_id)
+                    plan, wire, fresh = run(dbapi, sql, limit + 1, clip, known, prelude)
+            except StaleDescription:
+                self._described.pop(sql)
+                log.info("sql call %s: the result's columns changed since they were described", call_id)
+                if stale:  # pragma: no cover: a run without a remembered description is never stale
+                    raise
+                known, stale = None, True
+                continue
+            except QueryFailed as exc:
+                self._described.pop(sql)
+                if exc.kind == "connection" and self.pool_size and not gone:
+                    log.info("sql call %s: a pooled connection was gone; opening another", call_id)
+                    gone = True
+                    continue
+                raise
+            except BaseException:
+                self._described.pop(sql)
+                raise
+            self._described.put(sql, fresh)
+            fetched = [plan.reassemble(r) for r in wire]
+            columns = tuple(Column(c.name, c.type_name) for c in plan.columns)
+            return Rows(
+                columns, tuple(fetched[:limit]), len(fetched) > limit, time.perf_counter() - started, call_id
+            )
 
     def close(self) -> None:
         """Close every pooled connection (the SQLAlchemy engine's `dispose`)."""

@@ -215,6 +215,14 @@ class Profile:
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
         """Open a read-only transaction on a fresh connection and arm the database's own timeout."""
 
+    def begin_statements(self, dbapi: Any, timeout_s: float, call_id: str) -> list[str]:
+        """`begin` as statements the caller sends ahead of its first one, in the same round trip.
+
+        A profile that cannot defer its begin runs it here and returns no statement (the default).
+        """
+        self.begin(dbapi, timeout_s, call_id)
+        return []
+
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
         """Execute one statement exactly as given (no parameter processing)."""
         cursor.execute(sql)
@@ -232,15 +240,17 @@ class Profile:
                 return
 
     def end(self, dbapi: Any) -> None:
-        """Roll back; called in every case, before the connection is closed."""
+        """Roll back; called before a connection is closed (or instead `reset`, when it is kept)."""
         dbapi.rollback()
 
     def reset(self, dbapi: Any, url: URL) -> None:
         """Return a connection to its state at login before the pool hands it out again.
 
         Everything a call could leave in its session that a rollback does not undo must go
-        (locks, prepared statements, temporary objects, settings, variables). Raising closes the
-        connection instead; the generic profile knows no reset, so it is not pooled.
+        (locks, prepared statements, temporary objects, settings, variables). It also ends the
+        call's transaction: after a clean call the engine calls it instead of `end`, to save a
+        round trip. Raising closes the connection instead; the generic profile knows no reset, so
+        it is not pooled.
         """
         raise NotImplementedError(f"{self.name}: no session reset is known")
 

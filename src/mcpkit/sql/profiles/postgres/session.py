@@ -1,5 +1,5 @@
 """PostgreSQL (psycopg 3): READ ONLY transaction, statement_timeout, application_name = the call's
-tag, and `DISCARD ALL` before a connection is reused."""
+tag, and the call's end and `DISCARD ALL`'s reset in one message before a connection is reused."""
 
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ from mcpkit.sql.tagging import session_label
 __all__ = ["PostgresSession"]
 
 _UNDEFINED: Final = frozenset({"42P01", "42703", "42883", "42704", "3F000", "3D000", "42P02"})
-# One round trip: the read-only transaction and its settings, sent as one simple-protocol message.
-# Only integers and the sanitised label (`_LABEL_SAFE`) are put into it.
-_BEGIN_SQL: Final = (
-    "BEGIN READ ONLY; SELECT set_config('statement_timeout', '{ms}', true),"
+# One round trip: the read-only transaction and its settings, sent as one simple-protocol message
+# (`begin`) or at the head of the call's first pipeline (`begin_statements`). Only integers and the
+# sanitised label (`_LABEL_SAFE`) are put into it.
+_BEGIN: Final = "BEGIN READ ONLY"
+_SETTINGS: Final = (
+    "SELECT set_config('statement_timeout', '{ms}', true),"
     " set_config('lock_timeout', '{ms}', true),"
     " set_config('idle_in_transaction_session_timeout', '{idle}', true),"
     " set_config('application_name', '{label}', true),"
@@ -28,6 +30,14 @@ _BEGIN_SQL: Final = (
     " set_config('default_transaction_read_only', 'on', false)"
 )
 _LABEL_SAFE: Final = re.compile(r"[A-Za-z0-9._:@+= -]*")
+# One round trip: the call's rollback and what `DISCARD ALL` does, as one simple-protocol message.
+# `DISCARD ALL` itself cannot run in a multi-statement message (its statements form an implicit
+# transaction block); these are the commands the PostgreSQL manual gives as its equivalent, and
+# after the ROLLBACK they run in an implicit transaction of their own that commits at the end.
+_RESET_SQL: Final = (
+    "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *;"
+    " SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
+)
 
 
 class PostgresSession(Profile):
@@ -57,12 +67,16 @@ class PostgresSession(Profile):
         The connection is in autocommit mode for the call, so psycopg sends no BEGIN of its own:
         the transaction is the explicit `BEGIN READ ONLY` sent with the settings in one message.
         """
+        dbapi.execute("; ".join(self.begin_statements(dbapi, timeout_s, call_id)))
+
+    def begin_statements(self, dbapi: Any, timeout_s: float, call_id: str) -> list[str]:
+        """`BEGIN READ ONLY` and the settings, for the caller to send ahead of its first statement."""
         ms = max(1, int(timeout_s * 1000))
         label = session_label(call_id, limit=63, compact=True)  # application_name keeps 63 bytes
         if not _LABEL_SAFE.fullmatch(label):  # session_label guarantees it; never inline otherwise
             label = "mcpkit"
         dbapi.autocommit = True
-        dbapi.execute(_BEGIN_SQL.format(ms=ms, idle=ms * 2, label=label))
+        return [_BEGIN, _SETTINGS.format(ms=ms, idle=ms * 2, label=label)]
 
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
         """Run one statement through the extended protocol (no parameter processing)."""
@@ -107,18 +121,21 @@ class PostgresSession(Profile):
         dbapi.rollback()
 
     def reset(self, dbapi: Any, url: URL) -> None:
-        """Roll back, then `DISCARD ALL` (outside a transaction, as it must run).
+        """Roll back and reset the session as `DISCARD ALL` does, in one message.
 
         A rollback undoes the transaction's settings, SET ROLE, temporary objects and cursors,
         but not what lives in the session: session advisory locks, PREPAREd statements, the
         sequence cache (`currval`), cached plans. `DISCARD ALL` is `CLOSE ALL; SET SESSION
         AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; pg_advisory_unlock_all();
-        DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES`. psycopg forgets its own prepared
-        statements when it sees the command complete.
+        DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES`, which run here after the ROLLBACK in the
+        same message. psycopg forgets its own prepared statements when it sees `DEALLOCATE ALL`
+        complete. The message is sent with `prepare=False`: it repeats on every call and must
+        never become a (single-statement) prepared statement.
         """
-        dbapi.rollback()
-        dbapi.autocommit = True
-        dbapi.execute("DISCARD ALL")
+        if not dbapi.autocommit:  # a connection SQLAlchemy used (reflection): end its transaction first
+            dbapi.rollback()
+            dbapi.autocommit = True
+        dbapi.execute(_RESET_SQL, prepare=False)
         dbapi.autocommit = False  # as SQLAlchemy expects a connection it hands out
 
     def classify(self, exc: BaseException) -> Outcome:
