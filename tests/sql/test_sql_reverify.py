@@ -18,6 +18,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from sqlalchemy.engine import make_url
 
+from mcpkit.sql.clipping import CellBudget
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.reverify import Guard, Unverified, account_check
@@ -250,3 +251,34 @@ def test_a_new_connection_reads_the_catalog_before_its_first_call(pg_env: DbEnv)
         finally:
             admin.execute(f"DROP FUNCTION IF EXISTS {s}.{fn}()")
             engine.close()
+
+
+def test_the_verification_runs_inside_the_calls_read_only_transaction_on_the_pipelined_path(
+    pg_env: DbEnv,
+) -> None:
+    # PostgreSQL's execute sends its begin in the query's pipeline; a call whose guard is due
+    # must still verify inside the read-only transaction, and then run its query in it.
+    seen: list[tuple[str, str]] = []
+
+    def verify(engine: SqlEngine, conn: Any) -> None:
+        row = conn.exec_driver_sql("SELECT current_setting('transaction_read_only'), now()::text").one()
+        seen.append((row[0], row[1]))
+
+    engine = SqlEngine(pg_env.ro_url, pool_size=1)
+    engine.guard = Guard(verify, "pg test", interval_s=1e-9, every_s=0)  # verify on every call
+    try:
+        for call in ("a", "b"):
+            rows = engine.execute(
+                "SELECT current_setting('transaction_read_only') AS ro, now()::text AS t",
+                None,
+                5,
+                5.0,
+                call,
+                clip=CellBudget(),  # the pipelined path
+            )
+            ro, started = rows.rows[0]
+            assert ro == "on"
+            assert (ro, started) == seen[-1]  # one transaction: the check's and the query's now() agree
+        assert len(seen) == 2
+    finally:
+        engine.close()

@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from mcpkit.sql.errors import refuse
+
 __all__ = [
     "BinarySize",
     "CellBudget",
@@ -85,6 +87,20 @@ class CellBudget:
     def rows_fit(self, rows: int, columns: int) -> int:
         """Rows (at most `rows`, at least 2) whose cells fit `call_bytes` at the per-cell floor."""
         return max(2, min(rows, self.call_bytes // (max(1, columns) * self.min_cell)))
+
+    def fit(self, rows: int, columns: int) -> int:
+        """`rows_fit`, for a result the server may send at all: one wider than `max_columns` is refused.
+
+        Raises:
+            Refused: `too_wide`, before anything is sent.
+        """
+        if columns > self.max_columns:
+            refuse(
+                "too_wide",
+                f"The result has {columns} columns, over this server's limit of {self.max_columns}; "
+                "select only the columns you need.",
+            )
+        return self.rows_fit(rows, columns)
 
 
 @dataclass(frozen=True)

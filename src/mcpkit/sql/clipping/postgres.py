@@ -117,7 +117,8 @@ def run(
     """
     if known is None:
         return _run(dbapi, sql, rows, budget, described(dbapi, sql, prelude))
-    plan = wrap(sql, list(known.columns), rows, budget, guard=True)
+    fit = budget.fit(rows, len(known.columns))  # a wide row: fewer rows, cut in the SQL sent
+    plan = wrap(sql, list(known.columns), fit, budget, guard=True)
     user = sorted({o for o in known.oids if o not in _BUILTIN})
     with dbapi.cursor() as head, dbapi.cursor() as probe, dbapi.cursor() as cur:
         looked = dbapi.cursor() if user else None
@@ -129,7 +130,7 @@ def run(
                 _send(probe, _probe(sql))
                 if looked is not None:
                     _send(looked, _TYPES, [user])
-                _send(cur, plan.sql)
+                _send(cur, _limited(plan.sql, fit, rows))
         except Exception as exc:  # judged below: whether the wrap it ran was a stale one
             failure = exc
         fresh: Described | None = None
@@ -146,7 +147,7 @@ def run(
         if fresh == known:
             if failure is not None:
                 raise failure
-            return plan, cur.fetchmany(rows), known
+            return plan, cur.fetchmany(fit), known
         if failure is not None:
             if fresh is None or getattr(failure, "sqlstate", None) is None:
                 raise failure  # the prelude or the describe failed (or no database error): not stale
@@ -158,11 +159,16 @@ def run(
 def _run(
     dbapi: Any, sql: str, rows: int, budget: CellBudget, fresh: Described
 ) -> tuple[ClipPlan, list[Any], Described]:
-    plan = wrap(sql, list(fresh.columns), rows, budget)
+    fit = budget.fit(rows, len(fresh.columns))  # a wide row: fewer rows, cut in the SQL sent
+    plan = wrap(sql, list(fresh.columns), fit, budget)
     with dbapi.cursor() as cur:
         with dbapi.pipeline():
-            _send(cur, plan.sql)
-        return plan, cur.fetchmany(rows), fresh
+            _send(cur, _limited(plan.sql, fit, rows))
+        return plan, cur.fetchmany(fit), fresh
+
+
+def _limited(sql: str, fit: int, rows: int) -> str:
+    return sql if fit >= rows else f"{sql} LIMIT {fit}"
 
 
 def wrap(

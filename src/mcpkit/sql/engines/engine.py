@@ -29,7 +29,7 @@ from mcpkit.sql.clipping import CellBudget, Run, StaleDescription, hooks, runner
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
-from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError, refuse
+from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles import Profile, profile_for
 from mcpkit.sql.profiles.base import Outcome
 from mcpkit.sql.reverify import Guard
@@ -334,7 +334,7 @@ class SqlEngine:
             if clipping is not None and clip is not None:
                 describe, wrap = clipping
                 described = describe(dbapi, sql)
-                fit = _fit(clip, len(described), limit + 1)
+                fit = clip.fit(limit + 1, len(described))
                 plan = wrap(sql, described, fit, clip)
                 cursor = dbapi.cursor()
                 try:  # a wide row: fewer rows, cut in the SQL sent (LIMIT), so the bound holds on the wire
@@ -413,21 +413,14 @@ class SqlEngine:
             self._described.put(sql, fresh)
             fetched = [plan.reassemble(r) for r in wire]
             columns = tuple(Column(c.name, c.type_name) for c in plan.columns)
-            return Rows(
-                columns, tuple(fetched[:limit]), len(fetched) > limit, time.perf_counter() - started, call_id
-            )
+            elapsed = time.perf_counter() - started
+            fit = clip.fit(limit + 1, len(plan.columns))  # as `run` fetched: a wide row, fewer rows
+            if fit <= limit:  # the last row fetched only tells whether more exist
+                cut = len(fetched) == fit
+                kept = tuple(fetched[: fit - 1]) if cut else tuple(fetched)
+                return Rows(columns, kept, cut, elapsed, call_id, cut_for_size=cut)
+            return Rows(columns, tuple(fetched[:limit]), len(fetched) > limit, elapsed, call_id)
 
     def close(self) -> None:
         """Close every pooled connection (the SQLAlchemy engine's `dispose`)."""
         self._sa.dispose()
-
-
-def _fit(budget: CellBudget, columns: int, rows: int) -> int:
-    """Rows of `columns` cells that fit the call's budget; a result wider than allowed is refused."""
-    if columns > budget.max_columns:
-        refuse(
-            "too_wide",
-            f"The result has {columns} columns, over this server's limit of {budget.max_columns}; "
-            "select only the columns you need.",
-        )
-    return budget.rows_fit(rows, columns)
