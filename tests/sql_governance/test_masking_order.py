@@ -534,6 +534,7 @@ def test_ties_that_print_differently_are_broken_exactly(twins: OrderTwins) -> No
         f" FROM customers WHERE id + 0 IN ({x}, {y})"
     )
     queries = [
+        inner,
         f"SELECT n FROM ({inner}) t",
         f"SELECT n FROM ({inner}) t ORDER BY n",
         f"SELECT n FROM ({inner}) t ORDER BY n LIMIT 1",

@@ -9,7 +9,9 @@ offsets within ties, the order of a concatenating aggregate, a bare column besid
                            --refuse_bare_columns (SQLite)
     work tree --pin_order--> ORDER BYs completed, windows and aggregates ordered (or refused)
 
-Tie-breakers are every output (ordinals) of a query block, and for a window every visible
+Blocks are every Select, set operation and parenthesised query (LIMIT/OFFSET/FETCH may hang on
+any of them), scalar subqueries included (SQLite answers their first row). Tie-breakers are every
+output (ordinals) of a query block, and for a window every visible
 column of the rows it numbers (or the GROUP BY keys of a grouped block): rows that still tie
 are equal in everything the query can see, so swapping them changes nothing in the answer.
 """
@@ -116,19 +118,28 @@ def _ties(node: exp.Expr, dialect: str, *, exact: bool = True) -> list[exp.Order
     return [_ordered(node.copy(), dialect), *(_ordered(e, dialect) for e in extra)]
 
 
+# Outputs whose expression is not repeated as a tie-breaker: grouping, windows, subqueries
+# (cost, and where a repeated expression may not be allowed), masked outputs (typed NULLs).
+_NOT_REPEATED: Final = (exp.AggFunc, exp.Window, exp.Subquery, exp.Select, exp.Exists, exp.Star, exp.Null)
+
+
 def _exact_outputs(node: exp.Select, dialect: str) -> list[exp.Ordered]:
-    """Exact tie-breakers for the plain-column outputs of a block that may order by
-    expressions (no DISTINCT, not grouped over them differently: a plain SELECT list)."""
+    """Exact tie-breakers for the outputs of a block without DISTINCT (which allows ORDER BY
+    expressions): a plain column not of a plain type, or an expression repeated (`CASE ...`)."""
     if node.args.get("distinct") is not None or dialect not in ("postgres", "mysql", "sqlite"):
         return []
     out: list[exp.Ordered] = []
     for projection in node.selects:
-        if (
-            isinstance(projection, exp.Column)
-            and not isinstance(projection.this, exp.Star)
-            and projection.meta.get(EXACT, True)
+        value = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(value, exp.Column):
+            if isinstance(value.this, exp.Star) or not value.meta.get(EXACT, True):
+                continue
+        elif isinstance(value, exp.Literal) or any(
+            isinstance(n, _NOT_REPEATED) or (isinstance(n, exp.Anonymous) and _is_aggregate(n))
+            for n in value.walk()
         ):
-            out += [_ordered(e, dialect) for e in _exact(projection, dialect)]
+            continue
+        out += [_ordered(e, dialect) for e in _exact(value, dialect)]
     return out
 
 
