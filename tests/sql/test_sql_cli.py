@@ -208,3 +208,18 @@ def test_doctor_mask_mariadb_fails_then_passes_after_the_printed_fix(mysql_url: 
         clean = mcpkit("doctor", "--dsn", scratch.reader_url, "--mask", masks)
         assert clean.returncode == 0, clean.stdout
         assert "ok   masks: the database withholds all 1 masked column(s) of 1 table(s)" in clean.stdout
+
+
+def test_doctor_mask_warns_where_the_scan_order_follows_a_masked_column(tmp_path: Path) -> None:
+    path = tmp_path / "crm.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE customers (id INTEGER, name TEXT, email TEXT)")
+        db.execute("CREATE INDEX by_email ON customers (email, name)")
+    db.close()
+    done = mcpkit("doctor", "--dsn", f"sqlite:///{path}", "--mask", _masks(tmp_path, "customers.email"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    warned = [line for line in done.stdout.splitlines() if line.startswith("warn scan order:")]
+    assert warned == [
+        "warn scan order: scan order may follow masked column customers.email (index by_email):"
+        " order-dependent answers can reveal the ranking of its values; see docs/masking.md"
+    ], done.stdout

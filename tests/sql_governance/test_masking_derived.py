@@ -418,7 +418,7 @@ def test_pg_a_mask_on_a_partition_or_child_masks_its_parents(
         (
             "sqlite",
             "SELECT id, name FROM customers LIMIT 3",
-            "SELECT id, name FROM customers ORDER BY 1, 2 LIMIT 3",
+            "SELECT id, name FROM customers ORDER BY 1, 2, name COLLATE BINARY, typeof(name) LIMIT 3",
         ),
         # ordered by the query: ties broken by every output
         ("sqlite", "SELECT id FROM customers ORDER BY name", "SELECT id FROM customers ORDER BY name, 1"),
@@ -435,18 +435,21 @@ def test_pg_a_mask_on_a_partition_or_child_masks_its_parents(
         (
             "mysql",
             "SELECT GROUP_CONCAT(name) AS g FROM customers",
-            "SELECT GROUP_CONCAT(name ORDER BY name SEPARATOR ',') AS g FROM customers ORDER BY 1",
+            "SELECT GROUP_CONCAT(name ORDER BY name, CAST(name AS BINARY) SEPARATOR ',') AS g"
+            " FROM customers ORDER BY 1",
         ),
         (
             "postgres",
             "SELECT row_number() OVER () AS r FROM customers",
-            'SELECT ROW_NUMBER() OVER (ORDER BY "customers"."id", "customers"."name") AS r'
+            'SELECT ROW_NUMBER() OVER (ORDER BY "customers"."id", "customers"."name",'
+            ' CAST("customers"."name" AS TEXT) COLLATE "C") AS r'
             " FROM customers ORDER BY 1",
         ),
         (
             "mysql",
             "SELECT lag(id) OVER () AS l FROM customers",
-            "SELECT LAG(id) OVER (ORDER BY `customers`.`id`, `customers`.`name`) AS l"
+            "SELECT LAG(id) OVER (ORDER BY `customers`.`id`, `customers`.`name`,"
+            " CAST(`customers`.`name` AS BINARY)) AS l"
             " FROM customers ORDER BY 1",
         ),
         ("mysql", "SELECT JSON_OBJECTAGG(name, id) AS j FROM customers", "refused"),

@@ -31,7 +31,7 @@ from mcpkit.sql.analysis.sampling import sample_table
 from mcpkit.sql.assemble import enforce_masks
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
-from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema, reflect_views
+from mcpkit.sql.masking import KnownSchema, MaskPolicy, plan_masking, reflect_schema, reflect_views
 from mcpkit.sql.service import Masking, SqlService
 from tests.sql.sql_support import mysql_admin, pg_admin
 
@@ -132,6 +132,64 @@ SQLITE_REFUSED = (
 )
 
 
+# Red team 11: routes that escaped the pinning (each answered the twins differently before).
+_LIST = ", ".join(f'{{"e": "{r:03d}.1@mask.example", "k": "{r}"}}' for r in range(30))
+PG_PINNED = (
+    "(SELECT id FROM customers) LIMIT 1",
+    "(SELECT id FROM customers ORDER BY name) LIMIT 2",
+    "SELECT * FROM ((SELECT name, id FROM customers) LIMIT 1) s",
+    "SELECT ((SELECT id FROM customers) LIMIT 1) AS x",
+    "WITH c AS ((SELECT id FROM customers) LIMIT 1) SELECT * FROM c",
+    "SELECT id FROM customers WHERE id IN ((SELECT id FROM customers) LIMIT 1)",
+    "(SELECT id FROM customers) OFFSET 28",
+    "(SELECT id FROM customers) FETCH FIRST 1 ROWS ONLY",
+    "SELECT pg_catalog.string_agg(id::text, ',') AS s FROM customers",
+    'SELECT "pg_catalog"."array_agg"(id) AS a FROM customers',
+    "SELECT pg_catalog.json_object_agg(id, name)::text AS j FROM customers",
+    "SELECT DISTINCT ON (name) name, id FROM customers UNION ALL SELECT 'zz', 0",
+    "SELECT DISTINCT ON (1 = 1) id FROM customers UNION ALL SELECT -1",
+    "SELECT 0 UNION SELECT DISTINCT ON (name) id FROM customers INTERSECT SELECT id FROM customers",
+    "SELECT coalesce((SELECT id FROM customers WHERE tier = 1 LIMIT 1), 0) AS x",
+)
+PG_REFUSED_11 = (
+    "SELECT name, clock_timestamp() AS t FROM customers",
+    "SELECT public.string_agg(name, ',') AS s FROM customers",
+    "SELECT c.id FROM customers c NATURAL JOIN (SELECT 1 AS id) d",
+)
+MYSQL_PINNED = (
+    "(SELECT id FROM customers) LIMIT 1",
+    "(SELECT id FROM customers ORDER BY name) LIMIT 2",
+    "SELECT * FROM ((SELECT name, id FROM customers) LIMIT 1) s",
+    "SELECT ((SELECT id FROM customers) LIMIT 1) AS x",
+    "WITH c AS ((SELECT id FROM customers) LIMIT 1) SELECT * FROM c",
+    "(SELECT id FROM customers) LIMIT 3 OFFSET 3",
+)
+MYSQL_REFUSED_11 = (
+    "SELECT id, name, k FROM customers NATURAL JOIN JSON_TABLE("
+    f"'[{_LIST}]', '$[*]' COLUMNS (email VARCHAR(40) PATH '$.e', k VARCHAR(40) PATH '$.k')) t",
+    "SELECT id, k FROM (SELECT id, name FROM customers NATURAL JOIN JSON_TABLE("
+    f"'[{_LIST}]', '$[*]' COLUMNS (email VARCHAR(40) PATH '$.e', k VARCHAR(40) PATH '$.k')) t) x",
+    "SELECT name, RAND(1) AS r FROM customers",
+    "SELECT name, UUID() AS u FROM customers",
+    "SELECT name, SYSDATE(6) AS s FROM customers",
+    "SELECT LAST_INSERT_ID() AS p, LAST_INSERT_ID(id) AS q FROM customers",
+    "SELECT (SELECT c.id) AS x, count(*) AS n FROM customers c",
+)
+SQLITE_PINNED = (
+    "SELECT (SELECT id FROM customers) AS x",
+    "SELECT (SELECT name FROM customers WHERE name <> 'Ann') AS x",
+    "SELECT (SELECT id FROM customers UNION ALL SELECT 0) AS x",
+    "SELECT name, (SELECT d.id FROM customers d WHERE d.name = c.name) AS x FROM customers c",
+)
+SQLITE_REFUSED_11 = (
+    "SELECT (SELECT c.id) AS x, count(*) AS n FROM customers c",
+    "SELECT (SELECT count(*) FROM customers d WHERE d.id = c.id) AS x, count(*) AS n FROM customers c",
+    "SELECT name, count(*) AS n FROM customers c GROUP BY name HAVING (SELECT c.id) > 0",
+    "SELECT sqlite_offset(id) AS o FROM customers",
+    "SELECT id FROM customers NATURAL JOIN json_each('[1, 2]')",
+)
+
+
 # More shapes that could follow the scan order: each must answer both twins alike, whatever it is.
 PROBES = {
     "all": (
@@ -208,7 +266,13 @@ def sqlite_order(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrderTwin
             db.execute("CREATE VIEW v_customers AS SELECT id, name, region, tier FROM customers")
         db.close()
         services.append(_service(f"sqlite:///{Path(path)}"))
-    yield OrderTwins("sqlite", services[0], services[1], COMMON + NULL_ORDER, COMMON_REFUSED + SQLITE_REFUSED)
+    yield OrderTwins(
+        "sqlite",
+        services[0],
+        services[1],
+        COMMON + NULL_ORDER + SQLITE_PINNED,
+        COMMON_REFUSED + SQLITE_REFUSED + SQLITE_REFUSED_11,
+    )
     for s in services:
         s.engine.close()  # type: ignore[attr-defined]
 
@@ -245,8 +309,8 @@ def pg_order(pg_url: str) -> Iterator[OrderTwins]:
             "postgres",
             services[0],
             services[1],
-            COMMON + PG_ROUTES,
-            COMMON_REFUSED + PG_REFUSED,
+            COMMON + PG_ROUTES + PG_PINNED,
+            COMMON_REFUSED + PG_REFUSED + PG_REFUSED_11,
             NULL_ORDER,
         )
     finally:
@@ -289,8 +353,8 @@ def mysql_order(mysql_url: str) -> Iterator[OrderTwins]:
             "mysql",
             services[0],
             services[1],
-            COMMON + NULL_ORDER + MYSQL_ROUTES,
-            COMMON_REFUSED + MYSQL_REFUSED,
+            COMMON + NULL_ORDER + MYSQL_ROUTES + MYSQL_PINNED,
+            COMMON_REFUSED + MYSQL_REFUSED + MYSQL_REFUSED_11,
         )
     finally:
         for s in services:
@@ -433,3 +497,96 @@ def test_generated_order_queries_answer_the_twins_alike(twins: OrderTwins) -> No
 
     check()
     assert outcomes.count("answered") > len(outcomes) // 2, outcomes
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        'SELECT key FROM kv NATURAL JOIN json_each(\'["a@x", "b@x"]\')',
+        "SELECT key FROM (SELECT key FROM kv NATURAL JOIN json_each('[\"a@x\"]')) t",
+        "SELECT kv.key FROM kv JOIN json_each('[\"a@x\"]') j USING (key)",
+        "WITH t AS (SELECT * FROM kv NATURAL JOIN json_tree('[1]')) SELECT key FROM t",
+    ],
+)
+def test_joins_on_columns_the_analysis_cannot_see_are_refused(sql: str) -> None:
+    # SQLite checks no privilege on NATURAL/USING join columns: `value` here is the masked column.
+
+    policy = MaskPolicy.of(["kv.value"])
+    with pytest.raises(Refused):
+        plan_masking(sql, "sqlite", {"kv": {"key": "TEXT", "value": "TEXT"}}, policy)
+
+
+def _swapped_pair() -> tuple[int, int]:
+    """Two ids the twins scan in opposite orders."""
+    a, b = ([r[0] for r in _rows(seed)] for seed in (1, 2))
+    return next((x, y) for x in a for y in a if a.index(x) < a.index(y) and b.index(x) > b.index(y))
+
+
+# Two values the engine compares equal that print differently.
+EQUAL_PRINTED = {"postgres": ("1.0", "1.00"), "mysql": ("'bob'", "'Bob '"), "sqlite": ("1", "1.0")}
+
+
+def test_ties_that_print_differently_are_broken_exactly(twins: OrderTwins) -> None:
+    x, y = _swapped_pair()
+    one, other = EQUAL_PRINTED[twins.dialect]
+    inner = (
+        f"SELECT CASE WHEN id = {x} THEN {one} ELSE {other} END AS n"
+        f" FROM customers WHERE id + 0 IN ({x}, {y})"
+    )
+    queries = [
+        inner,
+        f"SELECT n FROM ({inner}) t",
+        f"SELECT n FROM ({inner}) t ORDER BY n",
+        f"SELECT n FROM ({inner}) t ORDER BY n LIMIT 1",
+        f"SELECT row_number() OVER (ORDER BY t.n) AS r, t.n FROM ({inner}) t ORDER BY 1",
+    ]
+    if twins.dialect == "mysql":
+        queries.append(f"SELECT GROUP_CONCAT(n SEPARATOR '|') AS g FROM ({inner}) t")
+    if twins.dialect == "postgres":
+        queries.append(f"SELECT string_agg(n::text, '|') AS g FROM ({inner}) t")
+    for sql in queries:
+        got = _answer(twins.a, sql)
+        assert isinstance(got, tuple) and got == _answer(twins.b, sql), sql
+
+
+def test_start_up_says_where_the_scan_order_follows_a_masked_column(twins: OrderTwins) -> None:
+    from mcpkit.sql.assemble import scan_order_hints
+
+    engine = twins.a.engine
+    assert isinstance(engine, SqlEngine)
+    hints = scan_order_hints(engine, {"customers": frozenset({"email", "ssn"})})
+    if twins.dialect == "mysql":
+        # MariaDB shows no index of a table to an account with column grants only: the hints
+        # come from an administrator's `doctor --mask` (test below).
+        assert hints == []
+        return
+    assert hints and all("customers.email" in h and "docs/masking.md" in h for h in hints), hints
+    if twins.dialect == "postgres":
+        assert any("clustered on index customers_email" in h for h in hints), hints
+    assert scan_order_hints(engine, {"customers": frozenset({"ssn"})}) == []
+
+
+@pytest.mark.mysql
+def test_mariadb_hints_name_the_primary_key_and_covering_index(mysql_url: str) -> None:
+    from mcpkit.sql.assemble import scan_order_hints
+
+    db = f"mk_scan_{tokens.token_hex(4)}"
+    admin = mysql_admin(mysql_url)
+    with admin.cursor() as c:
+        c.execute(f"CREATE DATABASE {db}")
+    try:
+        with admin.cursor() as c:
+            c.execute(
+                f"CREATE TABLE {db}.customers (email VARCHAR(40) PRIMARY KEY, name VARCHAR(20),"
+                " KEY cov (name, email))"
+            )
+        engine = SqlEngine(make_url(mysql_url).set(database=db).render_as_string(hide_password=False))
+        try:
+            hints = scan_order_hints(engine, {"customers": frozenset({"email"})})
+        finally:
+            engine.close()
+        assert len(hints) == 2 and "primary key" in hints[0] and "index cov" in hints[1], hints
+    finally:
+        with admin.cursor() as c:
+            c.execute(f"DROP DATABASE IF EXISTS {db}")
+        admin.close()

@@ -151,6 +151,18 @@ def prepare_masks(
     return policy, mapping, masked
 
 
+def scan_order_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[str]:
+    """Where the scan order may follow a masked column (warnings, never a reason not to start)."""
+    if not masked:
+        return []
+    try:
+        with engine.session(30.0, "startup-masks") as (conn, _):
+            return engine.profile.scan_order_hints(conn, masked)
+    except Exception as exc:
+        log.info("masks: scan-order hints unavailable: %s", type(exc).__name__)
+        return []
+
+
 def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
     """Have the database withhold the masked columns from the calls' identity, or refuse to start.
 
@@ -221,6 +233,8 @@ def equip(
             raise SqlConfigError("--mask needs a database engine it can reflect")
         policy, mapping, masked = prepare_masks(engine, mask)
         enforce_masks(engine, masked)
+        for line in scan_order_hints(engine, masked):
+            log.warning("masks: %s", line)
         withheld = engine.profile.withheld_relations()
         known = KnownSchema(mapping, engine.dialect, withheld=withheld, views=reflect_views(engine.sa_engine))
         service.masking = Masking(policy, known)

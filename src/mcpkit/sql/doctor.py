@@ -48,19 +48,20 @@ def _lint(engine: SqlEngine) -> Check:
 
 def _masks(engine: SqlEngine, mask: str) -> list[Check]:
     """What `serve --mask` checks at start-up: every masked column withheld by the database."""
-    from mcpkit.sql.assemble import mask_findings, prepare_masks
+    from mcpkit.sql.assemble import mask_findings, prepare_masks, scan_order_hints
 
     _, _, masked = prepare_masks(engine, mask)
     if not masked:
         return [Check("warn", "masks", f"{mask} masks no column of the tables the account can see")]
     findings = merge_findings(mask_findings(engine, masked))
+    hints = [Check("warn", "scan order", line) for line in scan_order_hints(engine, masked)]
     if not findings:
         count = sum(len(c) for c in masked.values())
         detail = f"the database withholds all {count} masked column(s) of {len(masked)} table(s)"
         if not engine.profile.has_accounts:
             detail = f"the authorizer withholds all {count} masked column(s) of {len(masked)} table(s)"
-        return [Check("ok", "masks", detail)]
-    return [Check("fail", "masks", f.line()) for f in findings]
+        return [Check("ok", "masks", detail), *hints]
+    return [*(Check("fail", "masks", f.line()) for f in findings), *hints]
 
 
 def diagnose(

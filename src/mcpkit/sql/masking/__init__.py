@@ -23,6 +23,9 @@ laterals, scalar subqueries and UNION ALL branches):
 - Nothing follows the scan order (an index on a masked column orders it): over a masked table
   or any view, every ORDER BY is completed with the outputs, windows and concatenating
   aggregates with visible tie-breakers, and what cannot be ordered is refused (`order.py`).
+- Joins on columns the analysis may not see (NATURAL JOIN, USING beside a table function) and
+  functions whose value follows the evaluation order (seeded RAND, time-based UUIDs, per-row
+  clocks, sequences) are refused over a masked read or a view (`shapes.py`).
 - Views and user-defined functions are opaque: mask their columns too (`*.email` helps), or use
   identities and grants; SECURITY DEFINER functions are refused in identity mode.
 """

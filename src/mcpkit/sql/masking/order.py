@@ -9,13 +9,16 @@ offsets within ties, the order of a concatenating aggregate, a bare column besid
                            --refuse_bare_columns (SQLite)
     work tree --pin_order--> ORDER BYs completed, windows and aggregates ordered (or refused)
 
-Tie-breakers are every output (ordinals) of a query block, and for a window every visible
+Blocks are every Select, set operation and parenthesised query (LIMIT/OFFSET/FETCH may hang on
+any of them), scalar subqueries included (SQLite answers their first row). Tie-breakers are every
+output (ordinals) of a query block, and for a window every visible
 column of the rows it numbers (or the GROUP BY keys of a grouped block): rows that still tie
 are equal in everything the query can see, so swapping them changes nothing in the answer.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Final, NoReturn
 
 from sqlglot import exp
@@ -25,7 +28,7 @@ from sqlglot.optimizer.scope import Scope
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.masking.taint import Taint, refuse_mask
 
-__all__ = ["WIN", "pin_order", "refuse_bare_columns", "window_keys"]
+__all__ = ["EXACT", "WIN", "pin_order", "plain_type", "refuse_bare_columns", "window_keys"]
 
 WIN: Final = "mcpkit_win"  # meta key: index of a window node, the same in the work and qualified trees
 
@@ -88,6 +91,58 @@ def _ordinals(width: int, dialect: str) -> list[exp.Ordered]:
     return [_ordered(exp.Literal.number(i), dialect) for i in range(1, width + 1)]
 
 
+def _exact(node: exp.Expr, dialect: str) -> list[exp.Expr]:
+    """Tie-breakers that tell apart values which compare equal but print differently.
+
+    MariaDB's default collations ignore case and trailing spaces ('bob' = 'Bob', 'x' = 'x '),
+    SQLite's NOCASE ignores case and 1 = 1.0, PostgreSQL's numeric 1.0 = 1.00 and interval
+    '1 day' = '24:00:00': ordered by the value alone, such rows keep the scan order.
+    """
+    if dialect == "postgres":
+        text = exp.Cast(this=node.copy(), to=exp.DataType.build("text"))
+        return [exp.Collate(this=text, expression=exp.Identifier(this="C", quoted=True))]
+    if dialect == "mysql":
+        return [exp.Cast(this=node.copy(), to=exp.DataType.build("binary", dialect="mysql"))]
+    if dialect == "sqlite":
+        return [
+            exp.Collate(this=node.copy(), expression=exp.var("BINARY")),
+            exp.Anonymous(this="typeof", expressions=[node.copy()]),
+        ]
+    return []
+
+
+def _ties(node: exp.Expr, dialect: str, *, exact: bool = True) -> list[exp.Ordered]:
+    """`node` as a tie-breaker, then its exact forms (`_exact`)."""
+    exact = exact and node.meta.get(EXACT, True) and not isinstance(node, exp.Literal)
+    extra = _exact(node, dialect) if exact else []
+    return [_ordered(node.copy(), dialect), *(_ordered(e, dialect) for e in extra)]
+
+
+# Outputs whose expression is not repeated as a tie-breaker: grouping, windows, subqueries
+# (cost, and where a repeated expression may not be allowed), masked outputs (typed NULLs).
+_NOT_REPEATED: Final = (exp.AggFunc, exp.Window, exp.Subquery, exp.Select, exp.Exists, exp.Star, exp.Null)
+
+
+def _exact_outputs(node: exp.Select, dialect: str) -> list[exp.Ordered]:
+    """Exact tie-breakers for the outputs of a block without DISTINCT (which allows ORDER BY
+    expressions): a plain column not of a plain type, or an expression repeated (`CASE ...`)."""
+    if node.args.get("distinct") is not None or dialect not in ("postgres", "mysql", "sqlite"):
+        return []
+    out: list[exp.Ordered] = []
+    for projection in node.selects:
+        value = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(value, exp.Column):
+            if isinstance(value.this, exp.Star) or not value.meta.get(EXACT, True):
+                continue
+        elif isinstance(value, exp.Literal) or any(
+            isinstance(n, _NOT_REPEATED) or (isinstance(n, exp.Anonymous) and _is_aggregate(n))
+            for n in value.walk()
+        ):
+            continue
+        out += [_ordered(e, dialect) for e in _exact(value, dialect)]
+    return out
+
+
 def _enclosing_select(node: exp.Expr) -> exp.Select | None:
     parent = node.parent
     while parent is not None and not isinstance(parent, exp.Select):
@@ -147,8 +202,23 @@ def _window_need(window: exp.Window) -> str | None:
     return need
 
 
-def _column(name: str, table: str) -> exp.Column:
-    return exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(table, quoted=True))
+# Declared types whose equal values always print alike: no exact tie-breaker needed.
+_PLAIN_TYPE: Final = re.compile(
+    r"(tiny|small|medium|big)?int(eger|[248])?\b|(big|small)?serial|bool|date\b|datetime|timestamp|year",
+    re.IGNORECASE,
+)
+EXACT: Final = "mcpkit_exact"  # meta key: False on a column whose equal values print alike
+
+
+def plain_type(type_text: str | None) -> bool:
+    """A declared type whose equal values always print alike (integers, booleans, dates)."""
+    return bool(_PLAIN_TYPE.match(type_text or ""))
+
+
+def _column(name: str, table: str, *, exact: bool = True) -> exp.Column:
+    col = exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(table, quoted=True))
+    col.meta[EXACT] = exact
+    return col
 
 
 def _scope_keys(taint: Taint, scope: Scope) -> list[exp.Expr] | None:
@@ -175,8 +245,8 @@ def _scope_keys(taint: Taint, scope: Scope) -> list[exp.Expr] | None:
         elif isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
             schema = taint.schema.schema_of(source)
             keys += [
-                _column(visible, name)
-                for visible, (real, _) in taint._visible_columns(source).items()
+                _column(visible, name, exact=not plain_type(type_text))
+                for visible, (real, type_text) in taint._visible_columns(source).items()
                 if not taint.policy.masks(schema, source.name, real)
             ]
         else:
@@ -204,13 +274,32 @@ def window_keys(taint: Taint, qualified: exp.Expr) -> dict[int, tuple[str, list[
     return found
 
 
+def _source_names(select: exp.Select) -> set[str]:
+    from_ = select.args.get("from_")
+    sources = [from_.this] if isinstance(from_, exp.From) else []
+    sources += [j.this for j in select.args.get("joins") or []]
+    sources += list(select.args.get("laterals") or [])
+    return {s.alias_or_name for s in sources}
+
+
+def _outer_reference(col: exp.Column, select: exp.Select) -> bool:
+    """Whether `col` reads a row of `select`'s sources (directly, or correlated from a subquery)."""
+    inner = col.find_ancestor(exp.Select)
+    while inner is not None and inner is not select:
+        if col.table in _source_names(inner):
+            return False  # the subquery's own source
+        inner = inner.find_ancestor(exp.Select)
+    return inner is select
+
+
 def refuse_bare_columns(qualified: exp.Expr) -> None:
     """SQLite, MariaDB: refuse a grouped block that selects, orders or filters on a bare column.
 
     SQLite takes a bare column from an arbitrary row of the group (the row of the min or max
     when there is one, and an arbitrary one among its ties), MariaDB from the first row it scans
     (its ONLY_FULL_GROUP_BY does not look at ORDER BY or a window's ORDER BY): the scan order
-    picks it.
+    picks it. A correlated subquery's reference to the grouped block's row counts as bare
+    (`SELECT (SELECT c.id), count(*) FROM customers c`).
     """
     for select in qualified.find_all(exp.Select):
         group = select.args.get("group")
@@ -224,7 +313,7 @@ def refuse_bare_columns(qualified: exp.Expr) -> None:
             for col in place.find_all(exp.Column):
                 if not col.table or isinstance(col.this, exp.Star):
                     continue  # an output alias (ORDER BY n) or a star
-                if col.find_ancestor(exp.Select) is not select:
+                if not _outer_reference(col, select):
                     continue  # a subquery's own column
                 node: exp.Expr | None = col
                 covered = False
@@ -251,33 +340,110 @@ def _width(node: exp.Select | exp.SetOperation) -> int | None:
     return None if any(p.is_star for p in selects) else len(selects)
 
 
+def _unwrap(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Subquery):
+        node = node.this
+    return node
+
+
+# Where a parenthesised query is a set of rows (or its order cannot matter), not one value.
+_NOT_SCALAR: Final = (
+    exp.From,
+    exp.Join,
+    exp.Lateral,
+    exp.CTE,
+    exp.SetOperation,
+    exp.In,
+    exp.Exists,
+    exp.Any,
+    exp.All,
+    exp.Array,
+    exp.Table,
+)
+
+
+def _scalar(node: exp.Expr) -> bool:
+    """A block that is the value of a scalar subquery: SQLite answers its first row."""
+    parent = node.parent
+    if not isinstance(parent, exp.Subquery):
+        return False
+    while isinstance(parent.parent, exp.Subquery):
+        parent = parent.parent
+    outer = parent.parent
+    return outer is not None and not isinstance(outer, _NOT_SCALAR)
+
+
+def _lower_limit(node: exp.Subquery) -> None:
+    """`(Q) LIMIT n` is `Q LIMIT n` when Q has no LIMIT of its own: move it in, so Q's ORDER BY
+    (completed with its outputs) decides which rows it keeps."""
+    inner = node.this
+    if node.args.get("order") is not None or not isinstance(inner, exp.Select | exp.SetOperation):
+        return
+    if inner.args.get("limit") is not None or inner.args.get("offset") is not None:
+        return
+    for key in ("limit", "offset"):
+        value = node.args.get(key)
+        if value is not None:
+            node.set(key, None)
+            inner.set(key, value)
+
+
 def _pin_blocks(tree: exp.Expr, width: int, dialect: str) -> bool:
+    """Every block whose rows or order reach the answer: ORDER BY completed with its outputs.
+
+    Every Select, set operation and parenthesised query is visited (LIMIT/OFFSET/FETCH hang on
+    any of them); an unparenthesised set-operation branch with DISTINCT ON is parenthesised to
+    carry its own ORDER BY.
+    """
     pinned = False
-    blocks = [tree, *(n for n in tree.find_all(exp.Select, exp.SetOperation) if n is not tree)]
+    blocks = [tree, *(n for n in tree.find_all(exp.Select, exp.SetOperation, exp.Subquery) if n is not tree)]
     for node in blocks:
+        top = node is tree
+        if isinstance(node, exp.Subquery):
+            _lower_limit(node)
+            limited = node.args.get("limit") is not None or node.args.get("offset") is not None
+            if not (top or limited or node.args.get("order") is not None):
+                continue
+            inner = _unwrap(node)
+            if not isinstance(inner, exp.Select | exp.SetOperation):
+                refuse_mask("LIMIT on a parenthesised query of unknown shape", unchecked=True)
+            count = width if top else _width(inner)
+            if count is None:
+                refuse_mask("LIMIT over * in a parenthesised subquery: unordered", unchecked=True)
+            order = node.args.get("order")
+            written = list(order.expressions) if order is not None else []
+            if count:
+                node.set("order", exp.Order(expressions=[*written, *_ordinals(count, dialect)]))
+                pinned = True
+            continue
         if not isinstance(node, exp.Select | exp.SetOperation):
             continue
-        top = node is tree
-        if not top and isinstance(node.parent, exp.SetOperation):
-            continue  # an unparenthesised UNION branch: ordered as a whole above
         order = node.args.get("order")
         limited = node.args.get("limit") is not None or node.args.get("offset") is not None
         distinct = node.args.get("distinct") if isinstance(node, exp.Select) else None
         on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
-        if not (top or order is not None or limited or on is not None or _in_array(node)):
+        if not top and isinstance(node.parent, exp.SetOperation):
+            if on is None:
+                continue  # an unparenthesised set-operation branch: ordered as a whole above
+            wrapper = exp.Subquery()
+            node.replace(wrapper)
+            wrapper.set("this", node)
+        scalar = _scalar(node)
+        if not (top or order is not None or limited or on is not None or scalar or _in_array(node)):
             continue
         count = width if top else _width(node)
         if count is None:
-            if order is not None and not limited and on is None and not _in_array(node):
+            if order is not None and not limited and on is None and not scalar and not _in_array(node):
                 continue  # an ORDER BY of a derived table without LIMIT: its order reaches nothing
-            refuse_mask("LIMIT, DISTINCT ON or ARRAY over * in a subquery: unordered", unchecked=True)
+            refuse_mask("LIMIT, DISTINCT ON, a scalar subquery or ARRAY over *: unordered", unchecked=True)
         keys: list[exp.Expr] = list(order.expressions) if order is not None else []
         if not keys and on is not None:
             # PostgreSQL: ORDER BY must begin with the DISTINCT ON expressions
             on_exprs = on.expressions if isinstance(on, exp.Tuple) else [on]
             keys = [_ordered(e.copy(), dialect) for e in on_exprs]
         if count:
-            node.set("order", exp.Order(expressions=[*keys, *_ordinals(count, dialect)]))
+            exact = _exact_outputs(node, dialect) if isinstance(node, exp.Select) else []
+            node.set("order", exp.Order(expressions=[*keys, *_ordinals(count, dialect), *exact]))
             pinned = True
     return pinned
 
@@ -318,7 +484,11 @@ def _pin_aggregates(tree: exp.Expr, dialect: str, masked_aggs: frozenset[int]) -
         objects = isinstance(agg, exp.JSONObjectAgg | exp.JSONBObjectAgg) or name in _OBJECT_NAMES
         if dialect == "sqlite" or (dialect == "mysql" and objects):
             _refuse(_CONCAT_UNORDERED, f"unordered aggregate {type(agg).__name__} {name}")
-        ties = [_ordered(a.copy(), dialect) for a in args]
+        # PostgreSQL: with DISTINCT, ORDER BY may only name the arguments themselves.
+        distinct = isinstance(agg.this, exp.Distinct) or any(
+            isinstance(a, exp.Distinct) for a in agg.expressions
+        )
+        ties = [t for a in args for t in _ties(a, dialect, exact=not distinct)]
         if written is not None:  # GROUP_CONCAT(x ORDER BY k): ties broken by x
             written.set("expressions", [*written.expressions, *ties])
         elif isinstance(agg, exp.Anonymous | exp.JSONObjectAgg | exp.JSONBObjectAgg):
@@ -360,7 +530,7 @@ def pin_order(
             continue
         order = window.args.get("order")
         written = list(order.expressions) if order is not None else []
-        window.set("order", exp.Order(expressions=[*written, *(_ordered(k.copy(), dialect) for k in keys)]))
+        window.set("order", exp.Order(expressions=[*written, *(t for k in keys for t in _ties(k, dialect))]))
         if need == "whole":
             window.set(
                 "spec",

@@ -20,9 +20,10 @@ from sqlglot.optimizer.qualify import qualify
 
 from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.engines.base import Rows
-from mcpkit.sql.masking.order import WIN, pin_order, refuse_bare_columns, window_keys
+from mcpkit.sql.masking.order import EXACT, WIN, pin_order, plain_type, refuse_bare_columns, window_keys
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import CASELESS_COLUMNS, KnownSchema, SchemaMapping, fold_column_names
+from mcpkit.sql.masking.shapes import normalise_calls, refuse_shapes
 from mcpkit.sql.masking.taint import PROJ, REF, Taint, refuse_mask
 from mcpkit.sql.models import QueryResult
 
@@ -114,6 +115,21 @@ def _null(type_text: str | None, schema: KnownSchema) -> exp.Expr:
     return exp.Null() if to is None else exp.Cast(this=exp.Null(), to=to)
 
 
+def _plain_columns(taint: Taint, qualified: exp.Expr) -> list[int]:
+    """Markers of the columns read straight from a base table column of a plain type."""
+    out = []
+    for col in qualified.find_all(exp.Column):
+        if REF not in col.meta or not col.table:
+            continue
+        scope = taint.by_expr.get(id(col.find_ancestor(exp.Select)))
+        source = scope.sources.get(col.table) if scope is not None else None
+        if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+            types = {k.casefold(): t for k, (_, t) in taint._visible_columns(source).items()}
+            if plain_type(types.get(col.name.casefold())):
+                out.append(col.meta[REF])
+    return out
+
+
 def plan_masking(
     tree_or_sql: exp.Expr | str,
     dialect: str,
@@ -153,6 +169,8 @@ def plan_masking(
     tree = _tree(tree_or_sql, dialect)
     if not _touches_masked(tree, known, policy):
         return NO_MASKING
+    tree = normalise_calls(tree, dialect)
+    refuse_shapes(tree, dialect)
     if any(True for _ in tree.find_all(exp.TableSample)):
         # Which rows a sample keeps follows the storage layout (pages, row positions), and an
         # index, CLUSTER or the written order can lay the rows out by a masked value.
@@ -207,6 +225,9 @@ def plan_masking(
         if isinstance(node.parent, exp.Select) and node.arg_key == "expressions":
             null = exp.alias_(null, node.this.copy())  # keep the name the database shows
         node.replace(null)
+    for marker in _plain_columns(taint, qualified):
+        if marker in refs:
+            refs[marker].meta[EXACT] = False  # its tie-breaker needs no exact form
     pinned = pin_order(work, len(outs), dialect, windows, masked_aggs)
     return MaskPlan(
         masked=frozenset(i for i, o in enumerate(outs) if o.tainted),

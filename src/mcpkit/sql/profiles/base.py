@@ -296,6 +296,17 @@ class Profile:
         """
         return []
 
+    def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+        """Where the scan order may follow a masked column (warnings: docs/masking.md).
+
+        Args:
+            conn: A connection in a call's read-only session.
+            masked: Table -> its masked columns, in the schema queries resolve in.
+        """
+        from mcpkit.sql.profiles.scan_order import index_hints
+
+        return index_hints(conn, masked)
+
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """Have the database itself withhold the masked columns, or say where it does not.
 

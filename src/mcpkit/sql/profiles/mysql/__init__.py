@@ -20,7 +20,12 @@ from mcpkit.sql.profiles.base import (
 )
 from mcpkit.sql.profiles.mysql.account import connection_limit_findings, inspect_mysql
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
-from mcpkit.sql.profiles.mysql.masks import derived_masks, masked_views, readable_masked_columns
+from mcpkit.sql.profiles.mysql.masks import (
+    derived_masks,
+    masked_views,
+    readable_masked_columns,
+    scan_order_hints,
+)
 from mcpkit.sql.profiles.mysql.session import MysqlSession
 from mcpkit.sql.profiles.mysql.stats import mysql_table_stats
 
@@ -47,6 +52,10 @@ class MysqlProfile(MysqlSession):
     def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
         """Generated columns computed from masked ones (column privileges see only the column named)."""
         return derived_masks(conn, masked)
+
+    def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+        """Indexes over masked columns (a PRIMARY KEY orders the rows themselves)."""
+        return scan_order_hints(conn, masked)
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The masked columns the calls' identity can still read (column privileges must withhold them),

@@ -12,8 +12,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.profiles.base import DerivedMask, Finding
+from mcpkit.sql.profiles.scan_order import hint, split_key
 
-__all__ = ["derived_masks", "masked_views", "readable_masked_columns"]
+__all__ = ["derived_masks", "masked_views", "readable_masked_columns", "scan_order_hints"]
 
 _COLUMNS = (
     "SELECT column_name FROM information_schema.COLUMNS"
@@ -199,4 +200,32 @@ def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
                     changed = True
         if found:
             out.append(DerivedMask(key, schema, table, frozenset(found), "generated from a masked column"))
+    return out
+
+
+_INDEXED = """
+SELECT INDEX_NAME, COLUMN_NAME, SEQ_IN_INDEX FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = coalesce(:schema, DATABASE()) AND TABLE_NAME = :table
+"""
+
+
+def scan_order_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+    """Indexes over a masked column, from information_schema; InnoDB stores rows in PRIMARY KEY
+    order. A reader with column grants sees an index's rows only for the columns it may read, so
+    an index with a gap in its sequence holds a column the reader cannot see (likely masked)."""
+    out: list[str] = []
+    for key, columns in sorted(masked.items()):
+        schema, table = split_key(key)
+        wanted = {c.casefold() for c in columns}
+        seen: dict[str, list[int]] = {}
+        for index, column, seq in conn.execute(text(_INDEXED), {"schema": schema, "table": table}).all():
+            seen.setdefault(str(index), []).append(int(seq))
+            if str(column).casefold() in wanted:
+                why = (
+                    "primary key: InnoDB stores rows in its order" if index == "PRIMARY" else f"index {index}"
+                )
+                out.append(hint(key, str(column), why))
+        for index, seqs in sorted(seen.items()):
+            if sorted(seqs) != list(range(1, len(seqs) + 1)):
+                out.append(hint(key, "(a column this account cannot read)", f"index {index}"))
     return out

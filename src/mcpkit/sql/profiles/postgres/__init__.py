@@ -21,7 +21,12 @@ from mcpkit.sql.profiles.base import (
 from mcpkit.sql.profiles.postgres.account import inspect_postgres
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
-from mcpkit.sql.profiles.postgres.masks import derived_masks, masked_routes, readable_masked_columns
+from mcpkit.sql.profiles.postgres.masks import (
+    derived_masks,
+    masked_routes,
+    readable_masked_columns,
+    scan_order_hints,
+)
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
 
@@ -58,6 +63,10 @@ class PostgresProfile(PostgresSession):
         """The masked columns the calls' identity can still read (column privileges must withhold them),
         and the views and SECURITY DEFINER functions that read them for it with their owner's rights."""
         return readable_masked_columns(conn, masked) + masked_routes(conn, masked)
+
+    def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+        """Indexes over masked columns, CLUSTER on one, and `pg_stats.correlation` near +-1."""
+        return scan_order_hints(conn, masked)
 
     def readable(self, conn: Connection) -> Readable:
         """Relations the role can read (or read some columns of), with `reltuples` estimates, except

@@ -9,8 +9,9 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import DerivedMask, Finding
+from mcpkit.sql.profiles.scan_order import hint, index_hints
 
-__all__ = ["derived_masks", "masked_routes", "readable_masked_columns"]
+__all__ = ["derived_masks", "masked_routes", "readable_masked_columns", "scan_order_hints"]
 
 # Resolved through the session's search_path, as the calls' queries resolve the name; the
 # privilege is the engine's own answer for this role (direct, through PUBLIC or a membership).
@@ -224,3 +225,36 @@ def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
 def _qualified(conn: Connection, schema: str, name: str) -> str:
     quoted = conn.execute(text("SELECT quote_ident(:s) || '.' || quote_ident(:n)"), {"s": schema, "n": name})
     return str(quoted.scalar())
+
+
+_CLUSTERED = """
+SELECT i.relname, a.attname
+FROM pg_index x
+JOIN pg_class i ON i.oid = x.indexrelid
+JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = ANY (x.indkey)
+WHERE x.indrelid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table)) AND x.indisclustered
+"""
+# pg_stats shows a column only to a role that may read it: the serving role (without the
+# masked column) sees nothing here; an administrator's doctor run sees the correlation.
+_CORRELATED = """
+SELECT s.attname, s.correlation
+FROM pg_stats s
+JOIN pg_class c ON c.relname = s.tablename
+JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = s.schemaname
+WHERE c.oid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table)) AND abs(s.correlation) > 0.9
+"""
+
+
+def scan_order_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+    """Indexes over a masked column (key or INCLUDE), CLUSTER on one, and a physical order that
+    follows one (`pg_stats.correlation` near +-1, where the role may read it)."""
+    out = index_hints(conn, masked)
+    for table, columns in sorted(masked.items()):
+        wanted = {c.casefold() for c in columns}
+        for index, column in conn.execute(text(_CLUSTERED), {"table": table}).all():
+            if str(column).casefold() in wanted:
+                out.append(hint(table, str(column), f"table clustered on index {index}"))
+        for column, correlation in conn.execute(text(_CORRELATED), {"table": table}).all():
+            if str(column).casefold() in wanted:
+                out.append(hint(table, str(column), f"physical order, correlation {float(correlation):+.2f}"))
+    return out

@@ -1,0 +1,192 @@
+"""Shapes a masked read may not take, and the one normalisation the other passes rely on.
+
+    admitted tree --normalise_calls--> pg_catalog.f(...), "f"(...) written as f(...)
+                  --refuse_shapes--> NATURAL JOIN, USING beside a source of unknown columns,
+                                     per-row clocks, seeded or sequential generators: refused
+
+Both run only when the query reads a masked table or a view.
+
+- NATURAL JOIN (and USING beside a table function) joins on columns the analysis may not see:
+  `customers NATURAL JOIN JSON_TABLE(... COLUMNS (email ...))` matches each row to its hidden
+  email, and MariaDB and SQLite check no privilege on the join columns.
+- A function whose value changes from one row to the next in evaluation order (a seeded RAND,
+  a time-based UUID, a per-row clock, a sequence, LAST_INSERT_ID(x), sqlite_offset) numbers the
+  rows in scan order, which an index on a masked column may set.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import sqlglot
+from sqlglot import exp
+
+from mcpkit.sql.dialects import read_dialect
+from mcpkit.sql.masking.taint import refuse_mask
+
+__all__ = ["normalise_calls", "refuse_shapes"]
+
+_NATURAL: Final = (
+    "Over a table with masked columns or a view, NATURAL JOIN is not answered (it joins on "
+    "columns the check cannot see): write the join with ON and the visible columns."
+)
+_USING: Final = (
+    "Over a table with masked columns or a view, JOIN ... USING beside a table function is not "
+    "answered: write the join with ON and the visible columns."
+)
+_PER_ROW: Final = (
+    "Over a table with masked columns or a view, functions whose value changes from row to row "
+    "in the order rows are read (seeded RAND, UUID, SYSDATE, clock_timestamp, sequences) are not "
+    "answered: that order can follow a masked value."
+)
+_QUALIFIED: Final = (
+    "Over a table with masked columns or a view, call aggregates by their plain name "
+    "(string_agg, not a schema-qualified or quoted name)."
+)
+
+# Value differs per row in evaluation order (time-based, sequential, positional).
+_PER_ROW_NAMES: Final = frozenset(
+    {
+        "clock_timestamp",
+        "timeofday",
+        "uuidv7",
+        "uuid_v7",
+        "uuidv1",
+        "uuid_v1",
+        "uuid_generate_v1",
+        "uuid_generate_v1mc",
+        "sys_guid",
+        "sysdate",
+        "nextval",
+        "setval",
+        "lastval",
+        "uuid_short",
+        "rownum",
+        "sqlite_offset",
+    }
+)
+# Functions the masking passes know by name; a qualified or quoted spelling of one is suspect.
+_ORDER_AGGREGATES: Final = frozenset(
+    {
+        "string_agg",
+        "array_agg",
+        "json_agg",
+        "jsonb_agg",
+        "json_object_agg",
+        "jsonb_object_agg",
+        "json_object_agg_strict",
+        "jsonb_object_agg_strict",
+        "json_object_agg_unique",
+        "jsonb_object_agg_unique",
+        "json_object_agg_unique_strict",
+        "jsonb_object_agg_unique_strict",
+        "json_arrayagg",
+        "json_objectagg",
+        "xmlagg",
+        "group_concat",
+        "json_group_array",
+        "json_group_object",
+    }
+)
+
+
+def _name(func: exp.Anonymous) -> tuple[str, bool]:
+    this = func.this
+    if isinstance(this, exp.Identifier):
+        return this.name, this.quoted
+    return str(this), False
+
+
+def _qualifier(dot: exp.Dot) -> list[exp.Expr]:
+    parts: list[exp.Expr] = []
+    node: exp.Expr = dot
+    while isinstance(node, exp.Dot):
+        parts.insert(0, node.this)
+        node = node.this
+    return parts
+
+
+def normalise_calls(tree: exp.Expr, dialect: str) -> exp.Expr:
+    """Write `pg_catalog.f(...)` and `"f"(...)` as `f(...)`, so every pass sees the same call.
+
+    A call qualified by another schema (a user's function) or quoted with another case is left
+    alone, and refused if its name is that of an order-dependent aggregate. Returns the tree
+    (a normalised copy when anything changed).
+    """
+    calls = [
+        f
+        for f in tree.find_all(exp.Anonymous)
+        if isinstance(f.this, exp.Identifier) or isinstance(f.parent, exp.Dot)
+    ]
+    if not calls:
+        return tree
+    tree = tree.copy()
+    for func in [
+        f
+        for f in tree.find_all(exp.Anonymous)
+        if isinstance(f.this, exp.Identifier) or isinstance(f.parent, exp.Dot)
+    ]:
+        name, quoted = _name(func)
+        target: exp.Expr = func
+        plain = not quoted or name == name.casefold()
+        if isinstance(func.parent, exp.Dot) and func.arg_key == "expression":
+            dot = func.parent
+            while isinstance(dot.parent, exp.Dot) and dot.arg_key == "expression":
+                dot = dot.parent
+            schema = [p for p in _qualifier(dot) if isinstance(p, exp.Identifier | exp.Column)]
+            names = [
+                p.name if (isinstance(p, exp.Identifier) and p.quoted) else p.name.casefold() for p in schema
+            ]
+            plain = plain and names == ["pg_catalog"] and dialect == "postgres"
+            target = dot
+        if not plain:
+            if name.casefold() in _ORDER_AGGREGATES:
+                refuse_mask(f"qualified or quoted aggregate {name}", message=_QUALIFIED)
+            continue
+        args = ", ".join(a.sql(dialect=dialect) for a in func.expressions)
+        try:
+            replacement = sqlglot.parse_one(f"{name.casefold()}({args})", read=read_dialect(dialect))
+        except sqlglot.errors.SqlglotError:
+            refuse_mask(f"cannot normalise the call {name}", unchecked=True)
+        target.replace(replacement)
+    return tree
+
+
+def _unknown_columns(source: exp.Expr) -> bool:
+    """A FROM/JOIN source whose columns the schema does not list (a table function, UNNEST)."""
+    if isinstance(source, exp.Table):
+        return not isinstance(source.this, exp.Identifier)
+    return isinstance(source, exp.Unnest | exp.Lateral | exp.Values) or not isinstance(
+        source, exp.Subquery | exp.Table
+    )
+
+
+def refuse_shapes(tree: exp.Expr, dialect: str) -> None:
+    """Refuse the joins and per-row functions a masked read may not use (see the module)."""
+    for join in tree.find_all(exp.Join):
+        if "NATURAL" in (
+            str(join.args.get("method") or "").upper(),
+            str(join.args.get("kind") or "").upper(),
+        ):
+            refuse_mask("NATURAL JOIN over a masked read", message=_NATURAL)
+        if join.args.get("using"):
+            select = join.parent
+            sources: list[exp.Expr] = []
+            if isinstance(select, exp.Select):
+                from_ = select.args.get("from_") or select.args.get("from")
+                if isinstance(from_, exp.From):
+                    sources.append(from_.this)
+                sources += [j.this for j in select.args.get("joins") or []]
+            if not sources or any(_unknown_columns(s) for s in sources):
+                refuse_mask("USING beside a source of unknown columns", message=_USING)
+    for func in tree.find_all(exp.Func):
+        if isinstance(func, exp.Anonymous):
+            name, _ = _name(func)
+            name = name.casefold()
+            if name == "last_insert_id" and func.expressions:
+                refuse_mask("LAST_INSERT_ID(expr) over a masked read", message=_PER_ROW)
+        else:
+            name = func.sql_name().casefold()
+        seeded = isinstance(func, exp.Rand) and func.this is not None
+        if name in _PER_ROW_NAMES or seeded or (isinstance(func, exp.Uuid) and dialect == "mysql"):
+            refuse_mask(f"per-row function {name} over a masked read", message=_PER_ROW)

@@ -1,0 +1,66 @@
+"""Where the scan order may follow a masked column: start-up warnings, not refusals.
+
+An index (a primary key, a UNIQUE email index, a covering index) or the physical layout can make
+the engine return rows in the order of a masked column's values. The masking analysis pins every
+order it can see, but some answers stay order-dependent (EXISTS that stops at the first match with
+a row-dependent error, floating-point sums): they can reveal the ranking of the masked values,
+never the values. These hints tell the operator where that is possible (docs/masking.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection
+
+__all__ = ["hint", "index_hints", "split_key"]
+
+log = logging.getLogger("mcpkit.sql")
+
+
+def hint(table: str, column: str, why: str) -> str:
+    """One warning line."""
+    return (
+        f"scan order may follow masked column {table}.{column} ({why}): order-dependent answers "
+        "can reveal the ranking of its values; see docs/masking.md"
+    )
+
+
+def split_key(key: str) -> tuple[str | None, str]:
+    """`schema.table` or `table` -> (schema, table)."""
+    schema, _, table = key.rpartition(".")
+    return (schema or None), table
+
+
+def index_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+    """Primary keys, unique constraints and indexes (key or INCLUDE columns) over a masked column."""
+    inspector = inspect(conn)
+    out: list[str] = []
+    for key, columns in sorted(masked.items()):
+        schema, table = split_key(key)
+        wanted = {c.casefold() for c in columns}
+        found: list[tuple[str, str]] = []
+        try:
+            pk = inspector.get_pk_constraint(table, schema=schema)
+            indexes = inspector.get_indexes(table, schema=schema)
+            uniques = inspector.get_unique_constraints(table, schema=schema)
+        except Exception as exc:  # a hint, never a reason not to start
+            log.info("scan-order hints: cannot inspect %s: %s", key, type(exc).__name__)
+            continue
+        for col in pk.get("constrained_columns") or []:
+            found.append((col, "primary key"))
+        described: list[Mapping[str, Any]] = [*indexes, *uniques]
+        for index in described:
+            names = [str(c) for c in index.get("column_names") or [] if c]
+            names += list(index.get("include_columns") or [])
+            names += list((index.get("dialect_options") or {}).get("postgresql_include") or [])
+            found += [(c, f"index {index.get('name') or '?'}") for c in names]
+        seen: set[tuple[str, str]] = set()
+        for col, why in found:
+            if col.casefold() in wanted and (col.casefold(), why) not in seen:
+                seen.add((col.casefold(), why))
+                out.append(hint(key, col, why))
+    return out
