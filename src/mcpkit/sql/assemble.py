@@ -36,9 +36,11 @@ __all__ = [
     "DEMO_REPORTS",
     "add_serve_options",
     "assemble",
+    "enforce_identity_masks",
     "enforce_masks",
     "equip",
     "function_policy",
+    "identity_mask_findings",
     "mask_findings",
     "open_service",
     "open_sources",
@@ -165,6 +167,42 @@ def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
         )
 
 
+def identity_mask_findings(router: IdentityRouter, masking: Masking) -> list[tuple[str, Finding]]:
+    """The masked columns each identity calls run as (every mapped role: its login, or the server's
+    account after `SET ROLE`) can still read, with the SQL that withholds them.
+
+    Each identity gets what the server's account gets at start-up: the masks file resolved against
+    the tables it sees, the masks the database derives from them (generated columns, partitions,
+    children, copies through foreign keys), and the database's column privileges checked. Call it
+    again while serving to catch a grant made since.
+    """
+    found: list[tuple[str, Finding]] = []
+    for role, engine in router.identities():
+        masked = dict(masking.masked)
+        if role in router.roles.logins:  # a login of its own may see tables the account does not
+            mapping = reflect_schema(engine.sa_engine, policy=masking.policy)
+            for table, columns in masking.policy.masked_tables(mapping).items():
+                masked[table] = masked.get(table, frozenset()) | columns
+        _, masked = derive_masks(engine, masking.policy, masked)
+        found += [(role, f) for f in merge_findings(mask_findings(engine, masked))]
+    return found
+
+
+def enforce_identity_masks(router: IdentityRouter, masking: Masking) -> None:
+    """Refuse to serve when an identity of the role map can read a masked column.
+
+    Raises:
+        SqlConfigError: one line per role and column, with the SQL to fix.
+    """
+    found = identity_mask_findings(router, masking)
+    if found:
+        lines = "\n".join(f"  role {role}: {f.line()}" for role, f in found)
+        raise SqlConfigError(
+            "--mask with --role-map: a role's login can read masked columns; the database must "
+            f"withhold them from every identity calls run as:\n{lines}"
+        )
+
+
 def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int = 1) -> SqlService:
     """Connect as the server would, refuse an account that holds too much, and build the service.
 
@@ -211,7 +249,7 @@ def equip(
         enforce_masks(engine, masked)
         withheld = engine.profile.withheld_relations()
         known = KnownSchema(mapping, engine.dialect, withheld=withheld, views=reflect_views(engine.sa_engine))
-        service.masking = Masking(policy, known)
+        service.masking = Masking(policy, known, masked)
     if getattr(args, "similar", False):
         from mcpkit.sql.similar import enable_similarity
 
@@ -240,6 +278,8 @@ def equip(
     )
     try:
         router.verify(allow=allow)
+        if service.masking is not None:
+            enforce_identity_masks(router, service.masking)
     except BaseException:
         router.close()
         raise

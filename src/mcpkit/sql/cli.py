@@ -136,6 +136,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="masks.yaml: also run serve --mask's start-up checks (the database withholds each "
         "masked column)",
     )
+    doctor.add_argument(
+        "--role-map",
+        action="append",
+        metavar="[SOURCE=]FILE",
+        help="roles.yaml: also run serve --role-map's start-up checks as every mapped role (with "
+        "--mask, each role's masked columns); the logins' secrets come from the environment",
+    )
 
     grant = sub.add_parser(
         "grant",
@@ -251,6 +258,7 @@ def _doctor(args: argparse.Namespace) -> int:
     allow = [*opt_ins(args)[0], *(["superuser"] if args.allow_superuser else [])]
     dsns = _dsns(args)
     masks = per_source(args.mask, [n for n, _ in dsns], "--mask")
+    roles = per_source(args.role_map, [n for n, _ in dsns], "--role-map")
     shared = logins_shared([u for _, u in dsns])
     failed = False
     for name, url in dsns:
@@ -263,6 +271,7 @@ def _doctor(args: argparse.Namespace) -> int:
                 allow=allow,
                 connections=budget,
                 mask=masks.get(name),
+                role_map=roles.get(name),
             )
         finally:
             engine.close()

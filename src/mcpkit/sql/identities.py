@@ -66,6 +66,12 @@ _SWITCH: Final = (
     "SELECT r.rolname FROM pg_roles r WHERE r.rolname = ANY(:others)"
     " AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1"
 )
+# The server's own account (the DSN's login), reached from a per-principal login: its grants and
+# the row-level security policies written for it would apply to the principal too.
+_ACCOUNT_MEMBER: Final = (
+    "SELECT pg_has_role(current_user, r.oid, 'MEMBER') FROM pg_roles r"
+    " WHERE r.rolname = :account AND r.rolname <> current_user"
+)
 _UNMAPPED: Final = "This server has no database role for your identity; ask its operator to map one."
 _DEFINERS: Final = (
     "SELECT n.nspname, p.proname FROM pg_catalog.pg_proc p"
@@ -312,22 +318,41 @@ class IdentityRouter:
         from mcpkit.sql.profiles.base import ConnectionBudget
 
         users = {r: self._login_user(r) for r in self.roles.roles}
+        account = ""
+        if self.base.dialect == "postgres" and self.roles.logins:
+            with self.base.session(10.0, "verify-role") as (conn, _):
+                account = str(conn.execute(text("SELECT current_user")).scalar())
+        for role, engine in self.identities():
+            # a login per principal has a pool of its own (`_engine`): its limit must cover it
+            budget = ConnectionBudget(engine.pool_size) if role in self.roles.logins else None
+            report = inspect_account(engine, "verify-role", allow, connections=budget)
+            ensure_safe_account(report, allow=allow)
+            if role in self.roles.logins and self.base.dialect == "postgres":
+                others = sorted({u for r, u in users.items() if r != role and u != users[role]})
+                with engine.session(10.0, "verify-role") as (conn, _):
+                    reach = conn.execute(text(_SWITCH), {"others": others}).scalars().all()
+                    member = conn.execute(text(_ACCOUNT_MEMBER), {"account": account}).scalar()
+                if reach:
+                    raise SqlConfigError(
+                        f"role map: the login of {role} can switch to {reach[0]}, another principal's "
+                        f"role: REVOKE {quote_role(reach[0])} FROM {quote_role(users[role])}"
+                    )
+                if member:
+                    raise SqlConfigError(
+                        f"role map: the login of {role} is a member of the server's account "
+                        f"{account}, so its grants and row-level security policies apply to "
+                        f"{role}'s principals too: REVOKE {quote_role(account)} FROM "
+                        f"{quote_role(users[role])} (and grant the login what it needs itself)"
+                    )
+
+    def identities(self) -> Iterator[tuple[str, SqlEngine]]:
+        """Every mapped role with a fresh engine that runs as it (its login, or the server's account
+        after `SET ROLE`), closed when the iteration moves on: for checks at start-up and again
+        while serving."""
         for role in sorted(self.roles.roles):
             engine = self._engine(role)
             try:
-                # a login per principal has a pool of its own (`_engine`): its limit must cover it
-                budget = ConnectionBudget(engine.pool_size) if role in self.roles.logins else None
-                report = inspect_account(engine, "verify-role", allow, connections=budget)
-                ensure_safe_account(report, allow=allow)
-                if role in self.roles.logins and self.base.dialect == "postgres":
-                    others = sorted({u for r, u in users.items() if r != role and u != users[role]})
-                    with engine.session(10.0, "verify-role") as (conn, _):
-                        reach = conn.execute(text(_SWITCH), {"others": others}).scalars().all()
-                    if reach:
-                        raise SqlConfigError(
-                            f"role map: the login of {role} can switch to {reach[0]}, another principal's "
-                            f"role: REVOKE {quote_role(reach[0])} FROM {quote_role(users[role])}"
-                        )
+                yield role, engine
             finally:
                 engine.close()
 
