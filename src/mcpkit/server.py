@@ -15,7 +15,7 @@ from mcp.server.lowlevel import Server as LowLevelServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from mcpkit.cache import Cache, DataCache, Invalidated, MemoryCache, RedisCache, ResultCache
-from mcpkit.caller import authenticated_caller, client_info, unauthenticated_identity
+from mcpkit.caller import authenticated_caller, client_info, identity_of, unauthenticated_identity
 from mcpkit.compiled import CompiledTool, compile_tool, compile_tools
 from mcpkit.context import Context
 from mcpkit.definition import Tool
@@ -293,7 +293,7 @@ class Server:
                 redactor=self.redactor,
                 cache=self.data_cache,
             ),
-            identity=principal or unauthenticated_identity(ctx),
+            identity=identity_of(principal) if principal else unauthenticated_identity(ctx),
             redactor=self.redactor,
         )
         outcome = await self._chain(call)

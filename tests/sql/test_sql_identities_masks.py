@@ -8,16 +8,20 @@ inherits its grants and the row-level security policies written for it.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
+import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.engine import make_url
@@ -259,3 +263,74 @@ def test_mariadb_role_map_logins_are_checked_for_masked_columns(mysql_url: str, 
             for user in (svc, emea, amer):
                 c.execute(f"DROP USER IF EXISTS '{user}'@'%'")
         admin.close()
+
+
+async def _report(url: str, bearer: str) -> list[list[object]] | str:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {bearer}"}, timeout=60)
+    async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+        result = await client.call_tool("customer_names", {})
+    if result.is_error:
+        return str((result.meta or {}).get("mcpkit/error", {}).get("code"))
+    return list((result.structured_content or {}).get("rows", []))
+
+
+@pytest.mark.anyio
+async def test_a_cached_report_is_keyed_on_the_whole_subject_and_the_role(pg: Db, tmp_path: Path) -> None:
+    """Red team 10b B2: JWT subjects sharing their first 128+ characters, and one subject whose
+    tokens carry groups that map to different roles, got each other's cached report rows."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "alg": "ES256"}]}), encoding="utf-8")
+    prefix = "system:serviceaccount:" + "reporting-" * 12 + ":agent-"
+    long_sub = prefix + "mapped"  # a principals: entry longer than 128 characters
+    roles = tmp_path / "roles.yaml"
+    roles.write_text(
+        f"principals:\n  '{long_sub}': {pg.amer}\ngroups:\n  emea-team: {pg.emea}\n  amer-team: {pg.amer}\n"
+        f"logins:\n  {pg.emea}: {{user: EMEA_USER, password: EMEA_PASSWORD}}\n"
+        f"  {pg.amer}: {{user: AMER_USER, password: AMER_PASSWORD}}\n",
+        encoding="utf-8",
+    )
+    reports = tmp_path / "reports.yaml"
+    reports.write_text(
+        "version: 1\nreports:\n  - name: customer_names\n    title: Customer names\n"
+        "    description: Every customer's name, for questions such as who our customers are.\n"
+        "    sql: SELECT name FROM customers ORDER BY name\n    cache_ttl_s: 300\n",
+        encoding="utf-8",
+    )
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    issuer = "https://idp.example.com"
+    args = [
+        "sql",
+        "serve",
+        "--dsn",
+        pg.url,
+        "--no-audit",
+        "--role-map",
+        str(roles),
+        "--reports",
+        str(reports),
+    ]
+    args += ["--transport", "http", "--port", str(port)]
+    args += ["--jwt-issuer", issuer, "--jwks", str(jwks), "--resource-url", resource]
+
+    def mint(sub: str, groups: list[str]) -> str:
+        claims = {"iss": issuer, "aud": resource, "sub": sub, "exp": int(time.time()) + 300, "groups": groups}
+        return jwt.encode(claims, key, algorithm="ES256", headers={"kid": "k1"})
+
+    with python_server(["-m", "mcpkit", *args], port, env=pg.env):
+        seen = {
+            "emea subject": await _report(resource, mint(prefix + "emea", ["emea-team"])),
+            "amer subject": await _report(resource, mint(prefix + "amer", ["amer-team"])),
+            "bot as emea": await _report(resource, mint("report-bot", ["emea-team"])),
+            "bot as amer": await _report(resource, mint("report-bot", ["amer-team"])),
+            "long principal": await _report(resource, mint(long_sub, [])),
+        }
+    assert seen == {
+        "emea subject": [["Ann"]],
+        "amer subject": [["Bob"]],
+        "bot as emea": [["Ann"]],
+        "bot as amer": [["Bob"]],
+        "long principal": [["Bob"]],
+    }

@@ -288,11 +288,25 @@ class IdentityRouter:
             raise SqlConfigError(f"the secret {login.user} (the user of role {role}) is not set")
         return self.base.for_login(user, password or None)  # its own pool, same size
 
+    def role_of(self, principal: str | None, groups: Sequence[str] = ()) -> str | None:
+        """The role a caller's calls run as (None: the server's own account, stdio only).
+
+        Raises:
+            Refused: the caller has no role.
+        """
+        if principal is None and not groups and self.anonymous == "account":
+            return None
+        return self.roles.role_for(principal, groups)
+
+    def groups_for(self, ctx: Context) -> Sequence[str]:
+        """The groups that pick a caller's role (`groups_of`, default the token's groups claim)."""
+        return self.groups_of(ctx) if self.groups_of is not None else ctx.groups
+
     def service_for(self, principal: str | None, groups: Sequence[str] = ()) -> SqlService:
         """The service of a caller (refused when it has no role)."""
-        if principal is None and not groups and self.anonymous == "account":
+        role = self.role_of(principal, groups)
+        if role is None:
             return self.template
-        role = self.roles.role_for(principal, groups)
         with self._lock:
             if role not in self._services:
                 t = self.template
@@ -362,8 +376,7 @@ class IdentityRouter:
 
     def for_context(self, ctx: Context) -> SqlService:
         """The service of the caller of a tool call."""
-        groups = self.groups_of(ctx) if self.groups_of is not None else ctx.groups
-        return self.service_for(ctx.principal, groups)
+        return self.service_for(ctx.principal, self.groups_for(ctx))
 
     def close(self) -> None:
         """Close the per-role logins (MySQL); the base engine stays with its owner."""
