@@ -4,6 +4,7 @@ masks, identities and reports, and the audit around them."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -25,7 +26,7 @@ from mcpkit.sql.masking.copies import copied_masks
 from mcpkit.sql.profiles.base import ConnectionBudget, Finding, merge_findings
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.routing import Source, SourceRouter
-from mcpkit.sql.server import build_server
+from mcpkit.sql.server import build_server, namespace_for
 from mcpkit.sql.service import Masking, SqlService
 from mcpkit.sql.sources import login_of, logins_shared, per_source
 from mcpkit.telemetry import Telemetry
@@ -368,6 +369,21 @@ def open_sources(args: argparse.Namespace, dsns: Sequence[tuple[str, str]], stac
     return routing
 
 
+def _configuration(args: argparse.Namespace) -> list[str]:
+    """What, beyond the loaded sources, makes this server's answers differ from another's: the
+    masks, role-map and reports files' contents and the row maximum (never a password)."""
+    parts = [f"max_rows:{args.max_rows}", f"reports_only:{args.reports_only}"]
+    for option in ("mask", "role_map", "reports"):
+        for given in getattr(args, option, None) or ():
+            path = given.split("=", 1)[1] if "=" in given and not Path(given).exists() else given
+            try:
+                content = Path(path).read_bytes()
+            except OSError:
+                content = b""
+            parts.append(f"{option}:{given}:{hashlib.sha256(content).hexdigest()}")
+    return parts
+
+
 def assemble(args: argparse.Namespace, routing: SourceRouter, stack: ExitStack) -> Server:
     """The SQL server the options describe; what must be closed at the end goes on `stack`.
 
@@ -416,8 +432,13 @@ def assemble(args: argparse.Namespace, routing: SourceRouter, stack: ExitStack) 
             routing.fixed[tool.name] = name
             reports.append(tool)
     allowed = [t.strip() for t in args.allowed_tools.split(",") if t.strip()] if args.allowed_tools else None
+    given: str | None = getattr(args, "name", None)
+    namespace = given or namespace_for(routing, reports, extra=_configuration(args))
+    log.info("cache and rate-limit namespace: %s", namespace)
     return build_server(
         routing,
+        name=given or "mcpkit-sql",
+        namespace=namespace,
         allowed_tools=allowed,
         redis_url=args.redis,
         calls=calls,

@@ -114,6 +114,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     add_serve_options(serve)
     serve.add_argument("--max-rows", type=int, default=500, metavar="N", help="hard row maximum (<= 5000)")
     serve.add_argument("--allowed-tools", metavar="A,B", help="list and allow only these tools")
+    serve.add_argument(
+        "--name",
+        metavar="NAME",
+        help="the server's name, which also namespaces its Redis keys (cache, rate limits): give "
+        "replicas of one server the same name and different servers different ones (default: "
+        "mcpkit-sql, with a namespace derived from the databases without passwords and the "
+        "masks, role-map and reports files, so only identically configured servers share keys)",
+    )
 
     query = sub.add_parser(
         "query",
