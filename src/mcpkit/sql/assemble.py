@@ -375,12 +375,13 @@ def _configuration(args: argparse.Namespace) -> list[str]:
     parts = [f"max_rows:{args.max_rows}", f"reports_only:{args.reports_only}"]
     for option in ("mask", "role_map", "reports"):
         for given in getattr(args, option, None) or ():
-            path = given.split("=", 1)[1] if "=" in given and not Path(given).exists() else given
+            source, path = given.split("=", 1) if "=" in given and not Path(given).exists() else ("", given)
             try:
                 content = Path(path).read_bytes()
             except OSError:
                 content = b""
-            parts.append(f"{option}:{given}:{hashlib.sha256(content).hexdigest()}")
+            # the content, not the path: replicas may keep their files in different places
+            parts.append(f"{option}:{source}:{hashlib.sha256(content).hexdigest()}")
     return parts
 
 
