@@ -188,7 +188,7 @@ async def test_once_withheld_the_view_returns_no_masked_value_over_http(pg: Db, 
 
 
 def test_the_per_identity_check_can_run_again_while_serving(pg: Db, tmp_path: Path) -> None:
-    from mcpkit.sql.assemble import identity_mask_findings
+    from mcpkit.sql.maskcheck import identity_mask_findings
 
     masks, roles = _files(tmp_path, pg)
     _withhold_from_logins(pg)

@@ -21,9 +21,16 @@ from mcpkit.sql.audit.store import SYNC_MODES, default_audit_path
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
-from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema, reflect_views
-from mcpkit.sql.masking.copies import copied_masks
-from mcpkit.sql.profiles.base import ConnectionBudget, Finding, merge_findings
+from mcpkit.sql.maskcheck import (
+    derive_masks,
+    enforce_identity_masks,
+    enforce_masks,
+    identity_mask_findings,
+    mask_findings,
+    prepare_masks,
+)
+from mcpkit.sql.masking import KnownSchema, reflect_views
+from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.routing import Source, SourceRouter
 from mcpkit.sql.server import build_server, namespace_for
@@ -37,6 +44,7 @@ __all__ = [
     "DEMO_REPORTS",
     "add_serve_options",
     "assemble",
+    "derive_masks",
     "enforce_identity_masks",
     "enforce_masks",
     "equip",
@@ -114,94 +122,6 @@ def function_policy(args: argparse.Namespace, dialect: str) -> FunctionPolicy:
     if policy.extra:
         log.warning("functions allowed beyond the reviewed list: %s", ", ".join(sorted(policy.extra)))
     return policy
-
-
-def derive_masks(
-    engine: SqlEngine, policy: MaskPolicy, masked: dict[str, frozenset[str]]
-) -> tuple[MaskPolicy, dict[str, frozenset[str]]]:
-    """The policy and the masked tables, with what the database derives from masked columns
-    (generated columns, partitions and children, full-text indexes) masked as well."""
-    if not masked:
-        return policy, masked
-    with engine.session(30.0, "startup-masks") as (conn, _):
-        derived = engine.profile.derived_masks(conn, masked)
-        derived += copied_masks(conn, masked)
-    merged = dict(masked)
-    for d in derived:
-        log.info("masks: %s %s also masked (%s)", d.key, ", ".join(sorted(d.columns)), d.why)
-        merged[d.key] = merged.get(d.key, frozenset()) | d.columns
-    return policy.with_columns((d.schema, d.table, d.columns) for d in derived), merged
-
-
-def mask_findings(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[Finding]:
-    """The masked columns the calls' identity can still read, with the SQL that withholds them."""
-    if not masked:
-        return []
-    with engine.session(30.0, "startup-masks") as (conn, _):
-        return engine.profile.use_masks(conn, masked)
-
-
-def prepare_masks(
-    engine: SqlEngine, mask: str
-) -> tuple[MaskPolicy, dict[str, dict[str, str]], dict[str, frozenset[str]]]:
-    """The masks file read against the database: the policy with derived masks, the reflected
-    schema, and table -> masked columns (what `mask_findings` checks)."""
-    policy = MaskPolicy.from_yaml(mask)
-    # the account's default schema, as queries resolve it
-    mapping = reflect_schema(engine.sa_engine, policy=policy)
-    policy, masked = derive_masks(engine, policy, policy.masked_tables(mapping))
-    return policy, mapping, masked
-
-
-def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
-    """Have the database withhold the masked columns from the calls' identity, or refuse to start.
-
-    Raises:
-        SqlConfigError: the identity can read a masked column (one line each, with the SQL to fix).
-    """
-    findings = mask_findings(engine, masked)
-    if findings:
-        lines = "\n".join(f"  {f.line()}" for f in merge_findings(findings))
-        raise SqlConfigError(
-            "--mask: the database account can read masked columns; the database must withhold "
-            f"them itself:\n{lines}"
-        )
-
-
-def identity_mask_findings(router: IdentityRouter, masking: Masking) -> list[tuple[str, Finding]]:
-    """The masked columns each identity calls run as (every mapped role: its login, or the server's
-    account after `SET ROLE`) can still read, with the SQL that withholds them.
-
-    Each identity gets what the server's account gets at start-up: the masks file resolved against
-    the tables it sees, the masks the database derives from them (generated columns, partitions,
-    children, copies through foreign keys), and the database's column privileges checked. Call it
-    again while serving to catch a grant made since.
-    """
-    found: list[tuple[str, Finding]] = []
-    for role, engine in router.identities():
-        masked = dict(masking.masked)
-        if role in router.roles.logins:  # a login of its own may see tables the account does not
-            mapping = reflect_schema(engine.sa_engine, policy=masking.policy)
-            for table, columns in masking.policy.masked_tables(mapping).items():
-                masked[table] = masked.get(table, frozenset()) | columns
-        _, masked = derive_masks(engine, masking.policy, masked)
-        found += [(role, f) for f in merge_findings(mask_findings(engine, masked))]
-    return found
-
-
-def enforce_identity_masks(router: IdentityRouter, masking: Masking) -> None:
-    """Refuse to serve when an identity of the role map can read a masked column.
-
-    Raises:
-        SqlConfigError: one line per role and column, with the SQL to fix.
-    """
-    found = identity_mask_findings(router, masking)
-    if found:
-        lines = "\n".join(f"  role {role}: {f.line()}" for role, f in found)
-        raise SqlConfigError(
-            "--mask with --role-map: a role's login can read masked columns; the database must "
-            f"withhold them from every identity calls run as:\n{lines}"
-        )
 
 
 def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int = 1) -> SqlService:
