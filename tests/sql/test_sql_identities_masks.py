@@ -221,6 +221,8 @@ def test_a_login_that_is_a_member_of_the_service_account_is_refused(pg: Db, tmp_
     assert ran.returncode == 2, ran.stderr
     assert f"the login of {pg.emea} is a member of the server's account" in ran.stderr
     assert f'REVOKE "{svc}" FROM "{pg.emea}"' in ran.stderr
+    # and the operator is told which policy the membership reaches
+    assert f"the login of {pg.emea} is a member of {svc}, which a row-level security policy" in ran.stderr
 
 
 def test_mariadb_role_map_logins_are_checked_for_masked_columns(mysql_url: str, tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ tool handler.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -62,6 +63,8 @@ __all__ = [
     "verify_roles",
 ]
 
+log = logging.getLogger("mcpkit.sql")
+
 _SWITCH: Final = (
     "SELECT r.rolname FROM pg_roles r WHERE r.rolname = ANY(:others)"
     " AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1"
@@ -71,6 +74,14 @@ _SWITCH: Final = (
 _ACCOUNT_MEMBER: Final = (
     "SELECT pg_has_role(current_user, r.oid, 'MEMBER') FROM pg_roles r"
     " WHERE r.rolname = :account AND r.rolname <> current_user"
+)
+# Other roles the login belongs to that row-level security policies are written for: the login's
+# principals see what those policies admit (warned, not refused: a group role may be meant).
+_POLICY_ROLES: Final = (
+    "SELECT DISTINCT r.rolname, n.nspname || '.' || c.relname FROM pg_policy p"
+    " JOIN pg_class c ON c.oid = p.polrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
+    " JOIN pg_roles r ON r.oid = ANY(p.polroles)"
+    " WHERE r.rolname <> current_user AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1, 2"
 )
 _UNMAPPED: Final = "This server has no database role for your identity; ask its operator to map one."
 
@@ -303,6 +314,14 @@ class IdentityRouter:
                 with engine.session(10.0, "verify-role") as (conn, _):
                     reach = conn.execute(text(_SWITCH), {"others": others}).scalars().all()
                     member = conn.execute(text(_ACCOUNT_MEMBER), {"account": account}).scalar()
+                    for group, table in conn.execute(text(_POLICY_ROLES)).all():
+                        log.warning(
+                            "role map: the login of %s is a member of %s, which a row-level security "
+                            "policy on %s is written for: its principals see the rows that policy admits",
+                            role,
+                            group,
+                            table,
+                        )
                 if reach:
                     raise SqlConfigError(
                         f"role map: the login of {role} can switch to {reach[0]}, another principal's "
