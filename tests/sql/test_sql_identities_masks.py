@@ -28,6 +28,7 @@ from sqlalchemy.engine import make_url
 
 from mcpkit.sql.assemble import prepare_masks
 from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap
 from mcpkit.sql.masking import KnownSchema
 from mcpkit.sql.service import Masking, SqlService
@@ -188,7 +189,7 @@ async def test_once_withheld_the_view_returns_no_masked_value_over_http(pg: Db, 
 
 
 def test_the_per_identity_check_can_run_again_while_serving(pg: Db, tmp_path: Path) -> None:
-    from mcpkit.sql.maskcheck import identity_mask_findings
+    from mcpkit.sql.maskcheck import identity_mask_findings, masks_verify
 
     masks, roles = _files(tmp_path, pg)
     _withhold_from_logins(pg)
@@ -202,6 +203,15 @@ def test_the_per_identity_check_can_run_again_while_serving(pg: Db, tmp_path: Pa
             c.execute(f"GRANT SELECT ON {_schema(pg)}.customers TO {pg.amer}")
         found = identity_mask_findings(router, masking)
         assert [role for role, _ in found] == [pg.amer]
+        # the same check in one session, the shape a re-verification while serving calls
+        check = masks_verify(masking)
+        for role, login in router.identities():
+            with login.session(10.0, "again") as (conn, _):
+                if role == pg.amer:
+                    with pytest.raises(SqlConfigError, match=f"REVOKE SELECT ON .*customers FROM {pg.amer}"):
+                        check(login, conn)
+                else:
+                    check(login, conn)
     finally:
         engine.close()
 

@@ -5,6 +5,7 @@ withhold every masked column from every identity calls run as (the DSN's account
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from mcpkit.sql.engines.engine import SqlEngine
@@ -14,6 +15,8 @@ from mcpkit.sql.masking.copies import copied_masks
 from mcpkit.sql.profiles.base import Finding, merge_findings
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
     from mcpkit.sql.identities import IdentityRouter
     from mcpkit.sql.service import Masking
 
@@ -23,6 +26,8 @@ __all__ = [
     "enforce_masks",
     "identity_mask_findings",
     "mask_findings",
+    "masks_readable",
+    "masks_verify",
     "prepare_masks",
 ]
 
@@ -81,6 +86,34 @@ def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
         )
 
 
+def masks_readable(
+    engine: SqlEngine, conn: Connection, masked: Mapping[str, frozenset[str]]
+) -> list[Finding]:
+    """In one session (`conn`, as the identity to check): the masked columns, with what the
+    database derives from them, that this identity can still read."""
+    if not masked:
+        return []
+    merged = dict(masked)
+    for d in [*engine.profile.derived_masks(conn, masked), *copied_masks(conn, masked)]:
+        merged[d.key] = merged.get(d.key, frozenset()) | d.columns
+    return merge_findings(engine.profile.use_masks(conn, merged))
+
+
+def masks_verify(masking: Masking) -> Callable[[SqlEngine, Connection], None]:
+    """`masks_readable` as a check to run again inside a serving call's session (the shape of a
+    re-verification's `Verify`): raises `SqlConfigError` with the fix lines when the engine's
+    identity can read a masked column. It reuses the masks resolved at start-up (no reflection, so
+    no second connection from the identity's pool)."""
+
+    def verify(engine: SqlEngine, conn: Connection) -> None:
+        findings = masks_readable(engine, conn, masking.masked)
+        if findings:
+            lines = "; ".join(f.line() for f in findings)
+            raise SqlConfigError(f"--mask: the identity calls run as can read masked columns: {lines}")
+
+    return verify
+
+
 def identity_mask_findings(router: IdentityRouter, masking: Masking) -> list[tuple[str, Finding]]:
     """The masked columns each identity calls run as (every mapped role: its login, or the server's
     account after `SET ROLE`) can still read, with the SQL that withholds them.
@@ -97,8 +130,8 @@ def identity_mask_findings(router: IdentityRouter, masking: Masking) -> list[tup
             mapping = reflect_schema(engine.sa_engine, policy=masking.policy)
             for table, columns in masking.policy.masked_tables(mapping).items():
                 masked[table] = masked.get(table, frozenset()) | columns
-        _, masked = derive_masks(engine, masking.policy, masked)
-        found += [(role, f) for f in merge_findings(mask_findings(engine, masked))]
+        with engine.session(30.0, "startup-masks") as (conn, _):
+            found += [(role, f) for f in masks_readable(engine, conn, masked)]
     return found
 
 
