@@ -36,6 +36,7 @@ __all__ = [
     "RedisCache",
     "ResultCache",
     "glob_escape",
+    "result_digest",
 ]
 
 log = logging.getLogger("mcpkit.cache")
@@ -175,8 +176,9 @@ class ResultCache:
     """Built-in middleware: answer tools with a `cache_ttl_s` from cache; a mutating tool drops its
     category's cached results.
 
-    Keys are per tool, caller identity and validated arguments, so one caller never sees another's
-    answer. Only successful results are stored.
+    Keys are per tool, caller identity (the whole principal), groups, what middleware said selects
+    the caller's view (`call.vary`: a database role, a source) and validated arguments, so one
+    caller never sees another's answer. Only successful results are stored.
 
     Args:
         namespace: The server's name (replicas of one server share entries through Redis).
@@ -205,8 +207,7 @@ class ResultCache:
                         await self.invalidate(glob_escape(name))
         if not tool.cache_ttl_s:
             return await call_next(call)
-        args = json.dumps(call.args.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-        digest = hashlib.sha256(f"{call.identity}\0{args}".encode()).hexdigest()[:40]
+        digest = result_digest(call)
 
         async def compute() -> Computed:
             outcome = await call_next(call)
@@ -226,6 +227,19 @@ class ResultCache:
     def key(self, tool: str, digest: str) -> str:
         """The store key of one result (`tool` and `digest` may be globs)."""
         return f"{glob_escape(f'mcpkit:{self.namespace}:cache:')}{tool}:{digest}"
+
+
+def result_digest(call: Call) -> str:
+    """The part of a result's key that names the caller and its arguments (SHA-256, 40 hex)."""
+    assert call.args is not None
+    key = {
+        "identity": call.identity,
+        "groups": sorted(set(call.groups)),
+        "vary": call.vary,
+        "args": call.args.model_dump(mode="json"),
+    }
+    text = json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,13 @@
 
 The principal and groups come only from verified credentials (the HTTP auth layer); the identity
 that limits and caches count is the principal, else the connection, never a name the client chose.
+The principal is kept whole (a Kubernetes service account's subject runs past 128 characters, and
+two of them may share their first 128): a key is never cut, only what is shown.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 from weakref import WeakKeyDictionary
@@ -15,7 +18,24 @@ from mcp.server.context import ServerRequestContext
 from mcpkit.context import ClientInfo
 from mcpkit.transport.gate import CALLER_STATE_KEY
 
-__all__ = ["authenticated_caller", "client_info", "unauthenticated_identity"]
+__all__ = ["authenticated_caller", "client_info", "identity_of", "unauthenticated_identity"]
+
+_SHOWN = 128
+
+
+def identity_of(principal: str) -> str:
+    """The key of a principal: itself up to 128 characters, else its start and its full SHA-256
+    (longer than 128, so it never equals a short principal's key).
+
+    >>> identity_of("alice")
+    'alice'
+    >>> a, b = identity_of("x" * 200 + "a"), identity_of("x" * 200 + "b")
+    >>> a != b and len(a) > 128
+    True
+    """
+    if len(principal) <= _SHOWN:
+        return principal
+    return f"{principal[:64]}...sha256:{hashlib.sha256(principal.encode()).hexdigest()}"
 
 
 def client_info(ctx: ServerRequestContext[Any]) -> ClientInfo | None:
@@ -59,4 +79,4 @@ def authenticated_caller(ctx: ServerRequestContext[Any]) -> tuple[str | None, tu
     claims = getattr(getattr(user, "access_token", None), "claims", None) or {}
     groups = claims.get("groups", ())
     named = tuple(g for g in groups if isinstance(g, str)) if isinstance(groups, list | tuple) else ()
-    return (str(name)[:128] if name else None), named
+    return (str(name) if name else None), named

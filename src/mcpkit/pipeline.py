@@ -76,8 +76,9 @@ class Call:
         call_id: Unique per call; in the operator record and the result's `_meta`.
         name: The tool name the client asked for.
         arguments: The arguments as sent (JSON); validated into `args` further down the chain.
-        identity: Whom limits and caches are keyed on: the principal, else the HTTP connection (the
-            gate's caller key), else the stdio session; never a name the client chose.
+        identity: Whom limits and caches are keyed on: the whole principal (hashed when long,
+            `mcpkit.caller.identity_of`), else the HTTP connection (the gate's caller key), else
+            the stdio session; never a name the client chose.
         principal: The authenticated caller (HTTP with auth), else None.
         groups: The authenticated caller's groups (a JWT's groups claim), else empty.
         client: The client's name and version from `initialize`, when it gave them.
@@ -88,6 +89,9 @@ class Call:
         started: `time.perf_counter()` when the call arrived.
         state: Free-form values for this call, shared with the handler's `ctx.state`.
         record: Extra fields for the call's operator record (JSON-able).
+        vary: What else, besides the identity and groups, selects what this caller may see (a
+            database role, a source): middleware that decides it adds it here, and the result
+            cache keys on it.
     """
 
     call_id: str
@@ -105,6 +109,7 @@ class Call:
     cached: bool = False
     state: dict[str, Any] = field(default_factory=dict)
     record: dict[str, Any] = field(default_factory=dict)
+    vary: dict[str, str] = field(default_factory=dict)
 
     @property
     def log_fields(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from mcp.server.lowlevel import Server as LowLevelServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from mcpkit.cache import Cache, DataCache, Invalidated, MemoryCache, RedisCache, ResultCache
-from mcpkit.caller import authenticated_caller, client_info, unauthenticated_identity
+from mcpkit.caller import authenticated_caller, client_info, identity_of, unauthenticated_identity
 from mcpkit.compiled import CompiledTool, compile_tool, compile_tools
 from mcpkit.context import Context
 from mcpkit.definition import Tool
@@ -86,6 +86,9 @@ class Server:
             "error" refuses to build on an error finding, "warn" logs the findings, "off" skips it.
         lint_profiles: The client profiles to lint against (default: the general-purpose clients).
         environ: The environment to read `MCPKIT_*` settings from (default: `os.environ`).
+        namespace: Prefix of this server's keys in the result cache, `ctx.cache` and the rate
+            limits (default: `name`). Replicas of one server share it; give two different servers
+            that share a Redis different names or namespaces, or they share cached answers.
         middleware: Your middleware, outermost first: each `async (call, call_next) -> Outcome`
             (see `mcpkit.pipeline`). They run inside the masking and the operator record, before
             the unknown-tool check, validation, the result cache and the rate limits.
@@ -119,9 +122,13 @@ class Server:
         lint_profiles: Sequence[str] | None = None,
         environ: Mapping[str, str] | None = None,
         middleware: Sequence[Middleware] = (),
+        namespace: str | None = None,
     ) -> None:
         if not name or not isinstance(name, str):
             raise DefinitionError("a server needs a name")
+        if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
+            raise DefinitionError("a namespace is a non-empty string")
+        self.namespace = namespace or name
         self.name, self.version, self.title, self.instructions = name, version, title, instructions
         self.timeout_s = timeout_s
         self.redactor = Redactor()
@@ -162,9 +169,9 @@ class Server:
             raise DefinitionError("list_limit needs find_tools=True, or the unlisted tools are unreachable")
         shared = redis_url or env.get(REDIS_URL_ENV) or None
         self.cache: Cache = MemoryCache() if shared is None else RedisCache(shared)
-        self.result_cache = ResultCache(name, self.cache, self._available.values())
-        self.data_cache = DataCache(name, self.cache)
-        self.rate_limit = RateLimit(RateLimiter(name, shared), rate_limit_per_min, on_limit_outage)
+        self.result_cache = ResultCache(self.namespace, self.cache, self._available.values())
+        self.data_cache = DataCache(self.namespace, self.cache)
+        self.rate_limit = RateLimit(RateLimiter(self.namespace, shared), rate_limit_per_min, on_limit_outage)
         if isinstance(middleware, str) or not all(callable(m) for m in middleware):
             raise DefinitionError("middleware is a list of async (call, call_next) callables")
         self.middleware: tuple[Middleware, ...] = tuple(middleware)
@@ -293,7 +300,7 @@ class Server:
                 redactor=self.redactor,
                 cache=self.data_cache,
             ),
-            identity=principal or unauthenticated_identity(ctx),
+            identity=identity_of(principal) if principal else unauthenticated_identity(ctx),
             redactor=self.redactor,
         )
         outcome = await self._chain(call)

@@ -227,3 +227,36 @@ def test_sigterm_drains_in_flight_calls_and_refuses_new_ones() -> None:
     assert result["body"]["result"]["content"][0]["text"] == "slept 2.0"
     assert late in (0, 503)
     assert exit_code in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once it has drained
+
+
+@pytest.mark.anyio
+async def test_keys_use_the_whole_subject_and_the_groups(tmp_path: Path) -> None:
+    """Red team 10b B2: subjects sharing their first 128+ characters (Kubernetes service accounts)
+    were one caller to the result cache and the rate limits; one subject's tokens with different
+    groups shared a cached answer."""
+    key, jwks = rsa_jwks(tmp_path)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    prefix = "system:serviceaccount:" + "reporting-" * 12 + ":agent-"
+    assert len(prefix) > 128
+
+    async def ask(token: str, tool: str) -> tuple[str, bool]:
+        http, transport = await connect_with(url, token)
+        async with http, Client(transport, mode="legacy") as client:
+            result = await client.call_tool(tool, {})
+        return text_of(result), result.is_error
+
+    with python_server([APP, str(port), "--jwks", str(jwks), "--issuer", ISSUER, "--limit", "1"], port):
+        a, b = mint(key, aud=url, sub=prefix + "a"), mint(key, aud=url, sub=prefix + "b")
+        emea = mint(key, aud=url, sub="report-bot", groups=["emea-team"])
+        amer = mint(key, aud=url, sub="report-bot", groups=["amer-team"])
+        emea_again = mint(key, aud=url, sub="report-bot", groups=["emea-team"])
+        assert await ask(a, "whoami") == (prefix + "a", False)  # the whole subject
+        drafts = {name: await ask(tok, "draft") for name, tok in [("a", a), ("b", b), ("emea", emea)]}
+        drafts["amer"] = await ask(amer, "draft")
+        drafts["emea again"] = await ask(emea_again, "draft")
+        limited = [(await ask(a, "echo"))[1], (await ask(a, "echo"))[1], (await ask(b, "echo"))[1]]
+    assert drafts["a"] != drafts["b"]
+    assert drafts["emea"] != drafts["amer"]
+    assert drafts["emea again"] == drafts["emea"]  # the same caller still hits its cache
+    assert limited == [False, True, False]  # b's bucket is its own

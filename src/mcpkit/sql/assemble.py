@@ -4,6 +4,7 @@ masks, identities and reports, and the audit around them."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -20,13 +21,20 @@ from mcpkit.sql.audit.store import SYNC_MODES, default_audit_path
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
-from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema, reflect_views
-from mcpkit.sql.masking.copies import copied_masks
-from mcpkit.sql.profiles.base import ConnectionBudget, Finding, merge_findings
+from mcpkit.sql.maskcheck import (
+    derive_masks,
+    enforce_identity_masks,
+    enforce_masks,
+    identity_mask_findings,
+    mask_findings,
+    prepare_masks,
+)
+from mcpkit.sql.masking import KnownSchema, reflect_views
+from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.reverify import DEFAULT_CATALOG_CHECK_S, DEFAULT_REVERIFY_S, Guard, account_check, fingerprint
 from mcpkit.sql.routing import Source, SourceRouter
-from mcpkit.sql.server import build_server
+from mcpkit.sql.server import build_server, namespace_for
 from mcpkit.sql.service import Masking, SqlService
 from mcpkit.sql.sources import login_of, logins_shared, per_source
 from mcpkit.telemetry import Telemetry
@@ -37,9 +45,12 @@ __all__ = [
     "DEMO_REPORTS",
     "add_serve_options",
     "assemble",
+    "derive_masks",
+    "enforce_identity_masks",
     "enforce_masks",
     "equip",
     "function_policy",
+    "identity_mask_findings",
     "mask_findings",
     "open_service",
     "open_sources",
@@ -114,43 +125,6 @@ def function_policy(args: argparse.Namespace, dialect: str) -> FunctionPolicy:
     return policy
 
 
-def derive_masks(
-    engine: SqlEngine, policy: MaskPolicy, masked: dict[str, frozenset[str]]
-) -> tuple[MaskPolicy, dict[str, frozenset[str]]]:
-    """The policy and the masked tables, with what the database derives from masked columns
-    (generated columns, partitions and children, full-text indexes) masked as well."""
-    if not masked:
-        return policy, masked
-    with engine.session(30.0, "startup-masks") as (conn, _):
-        derived = engine.profile.derived_masks(conn, masked)
-        derived += copied_masks(conn, masked)
-    merged = dict(masked)
-    for d in derived:
-        log.info("masks: %s %s also masked (%s)", d.key, ", ".join(sorted(d.columns)), d.why)
-        merged[d.key] = merged.get(d.key, frozenset()) | d.columns
-    return policy.with_columns((d.schema, d.table, d.columns) for d in derived), merged
-
-
-def mask_findings(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[Finding]:
-    """The masked columns the calls' identity can still read, with the SQL that withholds them."""
-    if not masked:
-        return []
-    with engine.session(30.0, "startup-masks") as (conn, _):
-        return engine.profile.use_masks(conn, masked)
-
-
-def prepare_masks(
-    engine: SqlEngine, mask: str
-) -> tuple[MaskPolicy, dict[str, dict[str, str]], dict[str, frozenset[str]]]:
-    """The masks file read against the database: the policy with derived masks, the reflected
-    schema, and table -> masked columns (what `mask_findings` checks)."""
-    policy = MaskPolicy.from_yaml(mask)
-    # the account's default schema, as queries resolve it
-    mapping = reflect_schema(engine.sa_engine, policy=policy)
-    policy, masked = derive_masks(engine, policy, policy.masked_tables(mapping))
-    return policy, mapping, masked
-
-
 def scan_order_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[str]:
     """Where the scan order may follow a masked column (warnings, never a reason not to start)."""
     if not masked:
@@ -161,21 +135,6 @@ def scan_order_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> li
     except Exception as exc:
         log.info("masks: scan-order hints unavailable: %s", type(exc).__name__)
         return []
-
-
-def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
-    """Have the database withhold the masked columns from the calls' identity, or refuse to start.
-
-    Raises:
-        SqlConfigError: the identity can read a masked column (one line each, with the SQL to fix).
-    """
-    findings = mask_findings(engine, masked)
-    if findings:
-        lines = "\n".join(f"  {f.line()}" for f in merge_findings(findings))
-        raise SqlConfigError(
-            "--mask: the database account can read masked columns; the database must withhold "
-            f"them itself:\n{lines}"
-        )
 
 
 def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int = 1) -> SqlService:
@@ -237,7 +196,7 @@ def equip(
             log.warning("masks: %s", line)
         withheld = engine.profile.withheld_relations()
         known = KnownSchema(mapping, engine.dialect, withheld=withheld, views=reflect_views(engine.sa_engine))
-        service.masking = Masking(policy, known)
+        service.masking = Masking(policy, known, masked)
     if getattr(args, "similar", False):
         from mcpkit.sql.similar import enable_similarity
 
@@ -266,6 +225,8 @@ def equip(
     )
     try:
         router.verify(allow=allow)
+        if service.masking is not None:
+            enforce_identity_masks(router, service.masking)
     except BaseException:
         router.close()
         raise
@@ -354,6 +315,22 @@ def open_sources(args: argparse.Namespace, dsns: Sequence[tuple[str, str]], stac
     return routing
 
 
+def _configuration(args: argparse.Namespace) -> list[str]:
+    """What, beyond the loaded sources, makes this server's answers differ from another's: the
+    masks, role-map and reports files' contents and the row maximum (never a password)."""
+    parts = [f"max_rows:{args.max_rows}", f"reports_only:{args.reports_only}"]
+    for option in ("mask", "role_map", "reports"):
+        for given in getattr(args, option, None) or ():
+            source, path = given.split("=", 1) if "=" in given and not Path(given).exists() else ("", given)
+            try:
+                content = Path(path).read_bytes()
+            except OSError:
+                content = b""
+            # the content, not the path: replicas may keep their files in different places
+            parts.append(f"{option}:{source}:{hashlib.sha256(content).hexdigest()}")
+    return parts
+
+
 def assemble(args: argparse.Namespace, routing: SourceRouter, stack: ExitStack) -> Server:
     """The SQL server the options describe; what must be closed at the end goes on `stack`.
 
@@ -402,8 +379,13 @@ def assemble(args: argparse.Namespace, routing: SourceRouter, stack: ExitStack) 
             routing.fixed[tool.name] = name
             reports.append(tool)
     allowed = [t.strip() for t in args.allowed_tools.split(",") if t.strip()] if args.allowed_tools else None
+    given: str | None = getattr(args, "name", None)
+    namespace = given or namespace_for(routing, reports, extra=_configuration(args))
+    log.info("cache and rate-limit namespace: %s", namespace)
     return build_server(
         routing,
+        name=given or "mcpkit-sql",
+        namespace=namespace,
         allowed_tools=allowed,
         redis_url=args.redis,
         calls=calls,

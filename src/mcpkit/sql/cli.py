@@ -131,6 +131,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     add_serve_options(serve)
     serve.add_argument("--max-rows", type=int, default=500, metavar="N", help="hard row maximum (<= 5000)")
     serve.add_argument("--allowed-tools", metavar="A,B", help="list and allow only these tools")
+    serve.add_argument(
+        "--name",
+        metavar="NAME",
+        help="the server's name, which also namespaces its Redis keys (cache, rate limits): give "
+        "replicas of one server the same name and different servers different ones (default: "
+        "mcpkit-sql, with a namespace derived from the databases without passwords and the "
+        "masks, role-map and reports files, so only identically configured servers share keys)",
+    )
 
     query = sub.add_parser(
         "query",
@@ -152,6 +160,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         metavar="[SOURCE=]FILE",
         help="masks.yaml: also run serve --mask's start-up checks (the database withholds each "
         "masked column)",
+    )
+    doctor.add_argument(
+        "--role-map",
+        action="append",
+        metavar="[SOURCE=]FILE",
+        help="roles.yaml: also run serve --role-map's start-up checks as every mapped role (with "
+        "--mask, each role's masked columns); the logins' secrets come from the environment",
     )
 
     grant = sub.add_parser(
@@ -268,6 +283,7 @@ def _doctor(args: argparse.Namespace) -> int:
     allow = [*opt_ins(args)[0], *(["superuser"] if args.allow_superuser else [])]
     dsns = _dsns(args)
     masks = per_source(args.mask, [n for n, _ in dsns], "--mask")
+    roles = per_source(args.role_map, [n for n, _ in dsns], "--role-map")
     shared = logins_shared([u for _, u in dsns])
     failed = False
     for name, url in dsns:
@@ -280,6 +296,7 @@ def _doctor(args: argparse.Namespace) -> int:
                 allow=allow,
                 connections=budget,
                 mask=masks.get(name),
+                role_map=roles.get(name),
             )
         finally:
             engine.close()

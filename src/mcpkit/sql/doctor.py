@@ -64,6 +64,34 @@ def _masks(engine: SqlEngine, mask: str) -> list[Check]:
     return [*(Check("fail", "masks", f.line()) for f in findings), *hints]
 
 
+def _identities(engine: SqlEngine, role_map: str, mask: str | None, allow: Collection[str]) -> list[Check]:
+    """What `serve --role-map` checks at start-up as each mapped role (least privilege, no reach to
+    another principal or the server's account) and, with `mask`, each role's masked columns."""
+    from mcpkit.sql.assemble import identity_mask_findings, prepare_masks
+    from mcpkit.sql.errors import SqlConfigError
+    from mcpkit.sql.identities import IdentityRouter, RoleMap
+    from mcpkit.sql.masking import KnownSchema
+    from mcpkit.sql.service import Masking
+
+    try:
+        roles = RoleMap.from_yaml(role_map)
+        router = IdentityRouter(SqlService(engine, catalog=None), roles, shared_login="shared-login" in allow)
+        router.verify(allow=allow)
+    except SqlConfigError as exc:
+        return [Check("fail", "identities", str(exc).replace("\n", " "))]
+    checks = [Check("ok", "identities", f"{len(roles.roles)} mapped role(s) pass the start-up checks")]
+    if mask:
+        policy, mapping, masked = prepare_masks(engine, mask)
+        found = identity_mask_findings(router, Masking(policy, KnownSchema(mapping, engine.dialect), masked))
+        checks += [Check("fail", "masks", f"role {role}: {f.line()}") for role, f in found]
+        if not found:
+            detail = (
+                f"every mapped role is withheld all {sum(len(c) for c in masked.values())} masked column(s)"
+            )
+            checks.append(Check("ok", "masks per role", detail))
+    return checks
+
+
 def diagnose(
     engine: SqlEngine,
     *,
@@ -71,6 +99,7 @@ def diagnose(
     allow: Collection[str] = (),
     connections: ConnectionBudget | None = None,
     mask: str | None = None,
+    role_map: str | None = None,
 ) -> list[Check]:
     """Run every check; stop after `reachable` when the database cannot be reached.
 
@@ -80,6 +109,8 @@ def diagnose(
         allow: The `--allow` opt-ins: their findings are warnings, the others failures.
         connections: What `serve` would open as this login (its connection limit is checked).
         mask: A masks.yaml: run `serve --mask`'s start-up checks too.
+        role_map: A roles.yaml: run `serve --role-map`'s start-up checks as every mapped role (with
+            `mask`, each role's masked columns too).
 
     Returns:
         The checks, in order.
@@ -112,6 +143,8 @@ def diagnose(
         checks.append(Check("ok", "writable tables", "none"))
     if mask:
         checks += _masks(engine, mask)
+    if role_map:
+        checks += _identities(engine, role_map, mask, allow)
     ro = probe_read_only(engine)
     checks.append(Check("ok" if ro.ok else "fail", "read-only session", ro.detail))
     to = probe_timeout(engine, timeout_s)

@@ -27,9 +27,9 @@ tool handler.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,7 +41,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.errors import Refused
-from mcpkit.sql.admission import FunctionCatalog, FunctionRef
+from mcpkit.sql.admission import FunctionCatalog
+from mcpkit.sql.definers import DefinerCatalog
 from mcpkit.sql.engines.engine import Remembered, SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import profile_for_dialect
@@ -62,18 +63,27 @@ __all__ = [
     "verify_roles",
 ]
 
+log = logging.getLogger("mcpkit.sql")
+
 _SWITCH: Final = (
     "SELECT r.rolname FROM pg_roles r WHERE r.rolname = ANY(:others)"
     " AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1"
 )
-_UNMAPPED: Final = "This server has no database role for your identity; ask its operator to map one."
-_DEFINERS: Final = (
-    "SELECT n.nspname, p.proname FROM pg_catalog.pg_proc p"
-    " JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
-    " WHERE p.proname = ANY(:names) AND (p.prosecdef OR EXISTS (SELECT 1 FROM"
-    " unnest(coalesce(p.proconfig, '{}'::text[])) c"
-    " WHERE c LIKE 'role=%' OR c LIKE 'session_authorization=%'))"
+# The server's own account (the DSN's login), reached from a per-principal login: its grants and
+# the row-level security policies written for it would apply to the principal too.
+_ACCOUNT_MEMBER: Final = (
+    "SELECT pg_has_role(current_user, r.oid, 'MEMBER') FROM pg_roles r"
+    " WHERE r.rolname = :account AND r.rolname <> current_user"
 )
+# Other roles the login belongs to that row-level security policies are written for: the login's
+# principals see what those policies admit (warned, not refused: a group role may be meant).
+_POLICY_ROLES: Final = (
+    "SELECT DISTINCT r.rolname, n.nspname || '.' || c.relname FROM pg_policy p"
+    " JOIN pg_class c ON c.oid = p.polrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
+    " JOIN pg_roles r ON r.oid = ANY(p.polroles)"
+    " WHERE r.rolname <> current_user AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1, 2"
+)
+_UNMAPPED: Final = "This server has no database role for your identity; ask its operator to map one."
 
 
 def session_setup(dialect: str, role: str) -> str | None:
@@ -200,42 +210,6 @@ class RoleEngine(SqlEngine):
         self._sa.dispose()
 
 
-class DefinerCatalog:
-    """A `FunctionCatalog` that also reports functions running as someone else as refused.
-
-    With roles, a SECURITY DEFINER function (or one with a `SET role` clause) executes with its
-    owner's rights and would read past row-level security, even when it is declared STABLE.
-
-    Args:
-        engine: Looks names up (the server's own account).
-        inner: The volatility catalog to extend (`PostgresCatalog`), if any.
-        ttl_s: Cache lifetime of one answer.
-    """
-
-    def __init__(self, engine: SqlEngine, inner: FunctionCatalog | None = None, ttl_s: float = 300.0) -> None:
-        self._engine, self._inner, self._ttl_s = engine, inner, ttl_s
-        self._cache: dict[FunctionRef, tuple[bool, float]] = {}
-
-    def volatile(self, refs: Collection[FunctionRef]) -> set[FunctionRef]:
-        """Refs that are volatile (per `inner`) or run as another role."""
-        out = set(self._inner.volatile(refs)) if self._inner is not None else set()
-        now = time.monotonic()
-        missing = [r for r in refs if r not in self._cache or self._cache[r][1] < now]
-        if missing:
-            names = sorted({n for _, n in missing})
-            hits = self._engine.execute(_DEFINERS, {"names": names}, 100_000, 5.0, "catalog").rows
-            search = {
-                str(r[0])
-                for r in self._engine.execute(
-                    "SELECT unnest(current_schemas(true))", {}, 1000, 5.0, "catalog"
-                ).rows
-            }
-            for schema, name in missing:
-                bad = any(p == name and (s == schema if schema else s in search) for s, p in hits)
-                self._cache[(schema, name)] = (bad, now + self._ttl_s)
-        return out | {r for r in refs if self._cache[r][0]}
-
-
 class IdentityRouter:
     """Per-call services: the caller's role, the template service's limits and policies.
 
@@ -290,11 +264,25 @@ class IdentityRouter:
             raise SqlConfigError(f"the secret {login.user} (the user of role {role}) is not set")
         return self.base.for_login(user, password or None)  # its own pool, same size
 
+    def role_of(self, principal: str | None, groups: Sequence[str] = ()) -> str | None:
+        """The role a caller's calls run as (None: the server's own account, stdio only).
+
+        Raises:
+            Refused: the caller has no role.
+        """
+        if principal is None and not groups and self.anonymous == "account":
+            return None
+        return self.roles.role_for(principal, groups)
+
+    def groups_for(self, ctx: Context) -> Sequence[str]:
+        """The groups that pick a caller's role (`groups_of`, default the token's groups claim)."""
+        return self.groups_of(ctx) if self.groups_of is not None else ctx.groups
+
     def service_for(self, principal: str | None, groups: Sequence[str] = ()) -> SqlService:
         """The service of a caller (refused when it has no role)."""
-        if principal is None and not groups and self.anonymous == "account":
+        role = self.role_of(principal, groups)
+        if role is None:
             return self.template
-        role = self.roles.role_for(principal, groups)
         with self._lock:
             if role not in self._services:
                 t = self.template
@@ -320,22 +308,49 @@ class IdentityRouter:
         from mcpkit.sql.profiles.base import ConnectionBudget
 
         users = {r: self._login_user(r) for r in self.roles.roles}
+        account = ""
+        if self.base.dialect == "postgres" and self.roles.logins:
+            with self.base.session(10.0, "verify-role") as (conn, _):
+                account = str(conn.execute(text("SELECT current_user")).scalar())
+        for role, engine in self.identities():
+            # a login per principal has a pool of its own (`_engine`): its limit must cover it
+            budget = ConnectionBudget(engine.pool_size) if role in self.roles.logins else None
+            report = inspect_account(engine, "verify-role", allow, connections=budget)
+            ensure_safe_account(report, allow=allow)
+            if role in self.roles.logins and self.base.dialect == "postgres":
+                others = sorted({u for r, u in users.items() if r != role and u != users[role]})
+                with engine.session(10.0, "verify-role") as (conn, _):
+                    reach = conn.execute(text(_SWITCH), {"others": others}).scalars().all()
+                    member = conn.execute(text(_ACCOUNT_MEMBER), {"account": account}).scalar()
+                    for group, table in conn.execute(text(_POLICY_ROLES)).all():
+                        log.warning(
+                            "role map: the login of %s is a member of %s, which a row-level security "
+                            "policy on %s is written for: its principals see the rows that policy admits",
+                            role,
+                            group,
+                            table,
+                        )
+                if reach:
+                    raise SqlConfigError(
+                        f"role map: the login of {role} can switch to {reach[0]}, another principal's "
+                        f"role: REVOKE {quote_role(reach[0])} FROM {quote_role(users[role])}"
+                    )
+                if member:
+                    raise SqlConfigError(
+                        f"role map: the login of {role} is a member of the server's account "
+                        f"{account}, so its grants and row-level security policies apply to "
+                        f"{role}'s principals too: REVOKE {quote_role(account)} FROM "
+                        f"{quote_role(users[role])} (and grant the login what it needs itself)"
+                    )
+
+    def identities(self) -> Iterator[tuple[str, SqlEngine]]:
+        """Every mapped role with a fresh engine that runs as it (its login, or the server's account
+        after `SET ROLE`), closed when the iteration moves on: for checks at start-up and again
+        while serving."""
         for role in sorted(self.roles.roles):
             engine = self._engine(role)
             try:
-                # a login per principal has a pool of its own (`_engine`): its limit must cover it
-                budget = ConnectionBudget(engine.pool_size) if role in self.roles.logins else None
-                report = inspect_account(engine, "verify-role", allow, connections=budget)
-                ensure_safe_account(report, allow=allow)
-                if role in self.roles.logins and self.base.dialect == "postgres":
-                    others = sorted({u for r, u in users.items() if r != role and u != users[role]})
-                    with engine.session(10.0, "verify-role") as (conn, _):
-                        reach = conn.execute(text(_SWITCH), {"others": others}).scalars().all()
-                    if reach:
-                        raise SqlConfigError(
-                            f"role map: the login of {role} can switch to {reach[0]}, another principal's "
-                            f"role: REVOKE {quote_role(reach[0])} FROM {quote_role(users[role])}"
-                        )
+                yield role, engine
             finally:
                 engine.close()
 
@@ -345,8 +360,7 @@ class IdentityRouter:
 
     def for_context(self, ctx: Context) -> SqlService:
         """The service of the caller of a tool call."""
-        groups = self.groups_of(ctx) if self.groups_of is not None else ctx.groups
-        return self.service_for(ctx.principal, groups)
+        return self.service_for(ctx.principal, self.groups_for(ctx))
 
     def close(self) -> None:
         """Close the per-role logins (MySQL); the base engine stays with its owner."""

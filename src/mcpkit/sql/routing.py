@@ -267,9 +267,15 @@ class SourceRouter:
         if not source.ready:  # the deferred start-up checks talk to the database
             await anyio.to_thread.run_sync(source.ensure_ready, call.call_id)
         router = source.router
-        if router is not None and router.groups_of is not None:
-            return router.for_context(call.make_context(call))
-        return source.service_for(call.principal, call.groups)
+        service = source.ensure_ready(call.call_id)
+        if router is not None:
+            groups = router.groups_for(call.make_context(call)) if router.groups_of else call.groups
+            role = router.role_of(call.principal, groups)
+            service = router.service_for(call.principal, groups)
+            # what the caller may see: cached answers are keyed on it (the result cache)
+            call.vary[f"role:{source.name}"] = role if role is not None else "-"
+            call.record.setdefault("roles", {})[source.name] = role
+        return service
 
     async def _every_service(self, call: Call) -> dict[str, SqlService | None]:
         found: dict[str, SqlService | None] = {}

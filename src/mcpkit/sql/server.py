@@ -6,6 +6,8 @@ handlers read it with `service_of(ctx)`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from mcpkit.sql.audit import CallAudit
     from mcpkit.sql.identities import IdentityRouter
 
-__all__ = ["TOOL_NAMES", "build_server", "instructions_for"]
+__all__ = ["TOOL_NAMES", "build_server", "instructions_for", "namespace_for"]
 
 TOOL_NAMES: Final = ("list_tables", "describe_table", "execute_query", *ANALYSIS_TOOL_NAMES)
 _READ_ONLY: Final = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -156,6 +158,32 @@ def _tables_everywhere(routing: SourceRouter, ctx: Context, schema: str | None) 
     return SourcesTableList(sources=found)
 
 
+def namespace_for(routing: SourceRouter, reports: Sequence[Tool] = (), *, extra: Sequence[str] = ()) -> str:
+    """`mcpkit-sql-<digest>`: a cache namespace that differs wherever answers may differ.
+
+    The digest covers each source's name and database URL (without its password), its masks and
+    role map as loaded, the reports served (name, description, input schema) and `extra` (the CLI
+    adds the files' contents and options). Replicas started with the same configuration share it.
+    """
+    parts: list[str] = []
+    for source in routing.sources.values():
+        parts.append(f"source:{source.name}:{source.dialect}")
+        service = source.service
+        url = getattr(service.engine, "url", None) if service is not None else None
+        if url is not None and hasattr(url, "render_as_string"):
+            parts.append("url:" + url.render_as_string(hide_password=True))
+        if service is not None and service.masking is not None:
+            parts.append("masks:" + repr(service.masking.policy))
+        if source.router is not None:
+            parts.append("roles:" + repr(source.router.roles))
+    for tool in reports:
+        schema = json.dumps(tool.input.model_json_schema(), sort_keys=True)
+        parts.append(f"report:{tool.name}:{tool.description}:{schema}")
+    parts += [f"extra:{e}" for e in extra]
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+    return f"mcpkit-sql-{digest}"
+
+
 def build_server(
     service: SqlService | SourceRouter,
     *,
@@ -173,6 +201,7 @@ def build_server(
     with_list_tables: bool = False,
     middleware: Sequence[Middleware] = (),
     similar: bool = False,
+    namespace: str | None = None,
 ) -> Server:
     """Build the SQL tool server around a service, or around several databases.
 
@@ -197,6 +226,10 @@ def build_server(
         reports_only: Serve the report tools without the open-ended ones.
         similar: Also serve `similar_rows` (on SQLite, connections then load sqlite-vec).
         with_list_tables: With `reports_only`, keep `list_tables`.
+        namespace: Prefix of the server's cache and rate-limit keys (Redis). Default: derived from
+            what makes answers differ (`namespace_for`: the databases without passwords, masks,
+            role maps, reports), so two different servers never share cached answers by accident
+            while replicas of one server do.
 
     Returns:
         The server; run it with `run_stdio()` or `run_http(host, port)`.
@@ -312,6 +345,7 @@ def build_server(
     served.extend(reports)
     return Server(
         name,
+        namespace=namespace or namespace_for(routing, reports),
         version=version,
         instructions=instructions_for(service, reports_only=reports_only),
         tools=served,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
 from opentelemetry import trace
@@ -51,10 +52,12 @@ class Note(Protocol):
 
 @dataclass(frozen=True)
 class Masking:
-    """Which columns to mask, and the reflected schema queries are resolved against."""
+    """Which columns to mask, the reflected schema queries are resolved against, and table ->
+    masked columns (derived masks included) that the database must withhold from each identity."""
 
     policy: MaskPolicy
     schema: KnownSchema
+    masked: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 class SqlService:

@@ -280,9 +280,17 @@ def _scopes(claims: Mapping[str, Any]) -> list[str]:
 
 
 def _groups(value: Any) -> list[str]:
-    """A groups claim as a list of names: a JSON array of strings, or one space-separated string."""
+    """A groups claim as a list of names: a JSON array of strings, or one space-separated string.
+
+    Names are kept whole and none is dropped: they pick the caller's role, so a cut name could
+    match another group's mapping and a dropped one could turn an ambiguous caller into a mapped
+    one. A claim past the bound refuses the token.
+    """
     names = value.split() if isinstance(value, str) else value if isinstance(value, list) else []
-    return [n[:256] for n in names if isinstance(n, str) and n][:_MAX_GROUPS]
+    kept = [n for n in names if isinstance(n, str) and n]
+    if len(kept) > _MAX_GROUPS:
+        raise _BadClaim(f"the groups claim lists more than {_MAX_GROUPS} groups")
+    return kept
 
 
 def _read_jwks_file(path: str) -> dict[str, _Key]:

@@ -1,0 +1,150 @@
+"""Start-up mask checks: the masks file read against the database, and the database made to
+withhold every masked column from every identity calls run as (the DSN's account and each
+`--role-map` login), or the server refuses to start."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.masking import MaskPolicy, reflect_schema
+from mcpkit.sql.masking.copies import copied_masks
+from mcpkit.sql.profiles.base import Finding, merge_findings
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from mcpkit.sql.identities import IdentityRouter
+    from mcpkit.sql.service import Masking
+
+__all__ = [
+    "derive_masks",
+    "enforce_identity_masks",
+    "enforce_masks",
+    "identity_mask_findings",
+    "mask_findings",
+    "masks_readable",
+    "masks_verify",
+    "prepare_masks",
+]
+
+log = logging.getLogger("mcpkit.sql")
+
+
+def derive_masks(
+    engine: SqlEngine, policy: MaskPolicy, masked: dict[str, frozenset[str]]
+) -> tuple[MaskPolicy, dict[str, frozenset[str]]]:
+    """The policy and the masked tables, with what the database derives from masked columns
+    (generated columns, partitions and children, full-text indexes) masked as well."""
+    if not masked:
+        return policy, masked
+    with engine.session(30.0, "startup-masks") as (conn, _):
+        derived = engine.profile.derived_masks(conn, masked)
+        derived += copied_masks(conn, masked)
+    merged = dict(masked)
+    for d in derived:
+        log.info("masks: %s %s also masked (%s)", d.key, ", ".join(sorted(d.columns)), d.why)
+        merged[d.key] = merged.get(d.key, frozenset()) | d.columns
+    return policy.with_columns((d.schema, d.table, d.columns) for d in derived), merged
+
+
+def mask_findings(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[Finding]:
+    """The masked columns the calls' identity can still read, with the SQL that withholds them."""
+    if not masked:
+        return []
+    with engine.session(30.0, "startup-masks") as (conn, _):
+        return engine.profile.use_masks(conn, masked)
+
+
+def prepare_masks(
+    engine: SqlEngine, mask: str
+) -> tuple[MaskPolicy, dict[str, dict[str, str]], dict[str, frozenset[str]]]:
+    """The masks file read against the database: the policy with derived masks, the reflected
+    schema, and table -> masked columns (what `mask_findings` checks)."""
+    policy = MaskPolicy.from_yaml(mask)
+    # the account's default schema, as queries resolve it
+    mapping = reflect_schema(engine.sa_engine, policy=policy)
+    policy, masked = derive_masks(engine, policy, policy.masked_tables(mapping))
+    return policy, mapping, masked
+
+
+def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
+    """Have the database withhold the masked columns from the calls' identity, or refuse to start.
+
+    Raises:
+        SqlConfigError: the identity can read a masked column (one line each, with the SQL to fix).
+    """
+    findings = mask_findings(engine, masked)
+    if findings:
+        lines = "\n".join(f"  {f.line()}" for f in merge_findings(findings))
+        raise SqlConfigError(
+            "--mask: the database account can read masked columns; the database must withhold "
+            f"them itself:\n{lines}"
+        )
+
+
+def masks_readable(
+    engine: SqlEngine, conn: Connection, masked: Mapping[str, frozenset[str]]
+) -> list[Finding]:
+    """In one session (`conn`, as the identity to check): the masked columns, with what the
+    database derives from them, that this identity can still read."""
+    if not masked:
+        return []
+    merged = dict(masked)
+    for d in [*engine.profile.derived_masks(conn, masked), *copied_masks(conn, masked)]:
+        merged[d.key] = merged.get(d.key, frozenset()) | d.columns
+    return merge_findings(engine.profile.use_masks(conn, merged))
+
+
+def masks_verify(masking: Masking) -> Callable[[SqlEngine, Connection], None]:
+    """`masks_readable` as a check to run again inside a serving call's session (the shape of a
+    re-verification's `Verify`): raises `SqlConfigError` with the fix lines when the engine's
+    identity can read a masked column. It reuses the masks resolved at start-up (no reflection, so
+    no second connection from the identity's pool)."""
+
+    def verify(engine: SqlEngine, conn: Connection) -> None:
+        findings = masks_readable(engine, conn, masking.masked)
+        if findings:
+            lines = "; ".join(f.line() for f in findings)
+            raise SqlConfigError(f"--mask: the identity calls run as can read masked columns: {lines}")
+
+    return verify
+
+
+def identity_mask_findings(router: IdentityRouter, masking: Masking) -> list[tuple[str, Finding]]:
+    """The masked columns each identity calls run as (every mapped role: its login, or the server's
+    account after `SET ROLE`) can still read, with the SQL that withholds them.
+
+    Each identity gets what the server's account gets at start-up: the masks file resolved against
+    the tables it sees, the masks the database derives from them (generated columns, partitions,
+    children, copies through foreign keys), and the database's column privileges checked. Call it
+    again while serving to catch a grant made since.
+    """
+    found: list[tuple[str, Finding]] = []
+    for role, engine in router.identities():
+        masked = dict(masking.masked)
+        if role in router.roles.logins:  # a login of its own may see tables the account does not
+            mapping = reflect_schema(engine.sa_engine, policy=masking.policy)
+            for table, columns in masking.policy.masked_tables(mapping).items():
+                masked[table] = masked.get(table, frozenset()) | columns
+        with engine.session(30.0, "startup-masks") as (conn, _):
+            found += [(role, f) for f in masks_readable(engine, conn, masked)]
+    return found
+
+
+def enforce_identity_masks(router: IdentityRouter, masking: Masking) -> None:
+    """Refuse to serve when an identity of the role map can read a masked column.
+
+    Raises:
+        SqlConfigError: one line per role and column, with the SQL to fix.
+    """
+    found = identity_mask_findings(router, masking)
+    if found:
+        lines = "\n".join(f"  role {role}: {f.line()}" for role, f in found)
+        raise SqlConfigError(
+            "--mask with --role-map: a role's login can read masked columns; the database must "
+            f"withhold them from every identity calls run as:\n{lines}"
+        )
