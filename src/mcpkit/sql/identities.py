@@ -10,15 +10,13 @@
       analyst_emea: {user: EMEA_USER, password: EMEA_PASSWORD}
       analyst_amer: {user: AMER_USER, password: AMER_PASSWORD}
 
-Each role has its own login (`mysql:` is the older name of `logins:`), so per-principal isolation
-holds even if a query could run arbitrary SQL in its session: start-up verifies that no login is a
-member of another mapped role, so neither `SET ROLE` nor `set_config('role', ...)` (from a
-string-SQL function, say) reaches another principal's rows, and runs the least-privilege check as
-every login. On PostgreSQL, `--allow shared-login` keeps the older design: one service account runs
-`SET LOCAL ROLE "<role>"` per call; it is a member of every mapped role, so SQL that reached
-`set_config('role', ...)` could switch to another principal's role, and only the function audit and
-admission stand in the way. A principal with no role is refused. Functions that would run as
-someone else (SECURITY DEFINER, or a SET role clause) are refused too.
+Each role has its own login (`mysql:` is the older name of `logins:`): start-up verifies that no
+login is a member of another mapped role (so neither `SET ROLE` nor `set_config('role', ...)`
+reaches another principal's rows) and runs the least-privilege and mask checks as every login.
+With `--allow shared-login` (PostgreSQL) one service account runs `SET LOCAL ROLE "<role>"` per
+call instead, and only the function audit and admission stand between SQL and another role (see
+docs/security.md). A principal with no role is refused, and so are functions that would run as
+someone else (SECURITY DEFINER, or a SET role clause).
 
 `IdentityRouter` answers "which service does this caller get"; the SQL server asks it from its
 routing middleware (`mcpkit.sql.routing.SourceRouter.resolve`, on the public pipeline), never from a
@@ -43,7 +41,8 @@ from sqlalchemy.engine import Connection
 from mcpkit.errors import Refused
 from mcpkit.sql.admission import FunctionCatalog
 from mcpkit.sql.definers import DefinerCatalog
-from mcpkit.sql.engines.engine import Remembered, SqlEngine
+from mcpkit.sql.engines.described import Remembered
+from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import profile_for_dialect
 from mcpkit.sql.profiles.base import ROLE_NAME, quote_role
@@ -173,14 +172,9 @@ class RoleMap:
 
 
 class RoleEngine(SqlEngine):
-    """`SqlEngine` whose every session first runs the role's setup (`SET LOCAL ROLE`).
-
-    Logs in as the base engine's account but has a pool of its own, so the principals of one role
-    cannot take the connections another role's calls need. The role is set inside each call's
-    transaction and gone with its rollback, and the pool's reset (`DISCARD ALL`, which includes
-    `SET SESSION AUTHORIZATION DEFAULT` and `RESET ALL`) runs before any reuse. `execute`, the
-    timeout watchdog and error masking are the base's own code.
-    """
+    """`SqlEngine` whose every session first runs the role's setup (`SET LOCAL ROLE`), inside the
+    call's transaction, on a pool of its own (one role's principals cannot take another's
+    connections); the pool's reset (`DISCARD ALL`'s commands) runs before any reuse."""
 
     def __init__(self, base: SqlEngine, role: str) -> None:
         self.__dict__.update(base.__dict__)

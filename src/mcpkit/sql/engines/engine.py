@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
@@ -29,6 +28,7 @@ from mcpkit.sql.clipping import CellBudget, Run, StaleDescription, hooks, runner
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
+from mcpkit.sql.engines.described import Remembered
 from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles import Profile, profile_for
 from mcpkit.sql.profiles.base import Outcome
@@ -49,38 +49,6 @@ _POOL_RECYCLE_S: Final = 300.0  # a connection's lifetime: bounds what is read o
 _KEEP_AFTER: Final[frozenset[FailureKind]] = frozenset(
     {"syntax", "undefined_object", "permission", "read_only", "data"}
 )
-
-
-class Remembered:
-    """A small LRU of result descriptions by SQL text, shared by one engine's handler threads."""
-
-    def __init__(self, size: int = 256, max_chars: int = 4096) -> None:
-        self._size, self._max_chars = size, max_chars
-        self._items: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, sql: str) -> Any:
-        """The description remembered for `sql`, or None."""
-        with self._lock:
-            found = self._items.get(sql)
-            if found is not None:
-                self._items.move_to_end(sql)
-            return found
-
-    def put(self, sql: str, described: Any) -> None:
-        """Remember `described` for `sql` (long statements are not kept)."""
-        if len(sql) > self._max_chars:
-            return
-        with self._lock:
-            self._items[sql] = described
-            self._items.move_to_end(sql)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-    def pop(self, sql: str) -> None:
-        """Forget `sql`'s description."""
-        with self._lock:
-            self._items.pop(sql, None)
 
 
 class SqlEngine:

@@ -1,0 +1,248 @@
+"""Which orders over a masked read are completed, and with what: the analysis on the qualified tree.
+
+`window_keys` finds, for each window whose value depends on the order within ties, the visible
+columns that complete its order (or refuses it); `refuse_bare_columns` refuses a bare column
+beside GROUP BY (SQLite, MariaDB). `order.pin_order` then rewrites the work tree with them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, NoReturn
+
+from sqlglot import exp
+from sqlglot.optimizer.scope import Scope
+
+from mcpkit.sql.masking.taint import Taint, refuse_mask
+
+WIN: Final = "mcpkit_win"  # meta key: index of a window node, the same in the work and qualified trees
+
+# Numbering and offsets: the value depends on the order within ties; a refinement keeps the meaning.
+_ROW_ORDER: Final = (exp.RowNumber, exp.Ntile, exp.Lag, exp.Lead)
+# Peer-based: tie-invariant, left as written.
+_PEERS: Final = (exp.Rank, exp.DenseRank, exp.PercentRank, exp.CumeDist)
+_VALUE: Final = (exp.FirstValue, exp.LastValue, exp.NthValue)
+# Aggregates whose result follows the order their rows arrive in.
+CONCAT: Final = (exp.GroupConcat, exp.ArrayAgg, exp.JSONArrayAgg, exp.JSONObjectAgg, exp.JSONBObjectAgg)
+CONCAT_NAMES: Final = frozenset({"jsonb_agg", "json_agg", "xmlagg", "json_arrayagg", "json_objectagg"})
+# Aggregates sqlglot leaves as anonymous functions in some dialects.
+_ANON_AGGREGATES: Final = CONCAT_NAMES | frozenset(
+    {"std", "stddev", "variance", "bit_and", "bit_or", "bit_xor", "bool_and", "bool_or", "every"}
+)
+OBJECT_NAMES: Final = frozenset({"json_objectagg", "json_group_object"})
+
+_WINDOW_INLINE: Final = (
+    "Over a table with masked columns, a numbering, offset or value window must be written inline "
+    "(OVER (PARTITION BY ... ORDER BY ...)), not as a named WINDOW."
+)
+_WINDOW_FRAME: Final = (
+    "Over a table with masked columns, last_value and nth_value over a window with ORDER BY need "
+    "a ROWS frame (for example ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING); order "
+    "the window by a unique visible key such as the primary key."
+)
+_WINDOW_SOURCES: Final = (
+    "Over a table with masked columns, this window's order cannot be completed with visible "
+    "columns; order it by a unique visible key such as the primary key, over plain tables."
+)
+_CONCAT_WINDOW: Final = (
+    "Over a table with masked columns, concatenating aggregates (string_agg, array_agg, "
+    "GROUP_CONCAT, json aggregates) cannot be used as window functions: aggregate with GROUP BY."
+)
+CONCAT_UNORDERED: Final = (
+    "Over a table with masked columns, this database cannot order a concatenating aggregate "
+    "(group_concat, json_group_array, json_group_object, JSON_OBJECTAGG): its order would follow "
+    "the storage order; aggregate the values another way (count, min, max) or select the rows."
+)
+_BARE: Final = (
+    "Over a table with masked columns, every selected column of a grouped query must be grouped "
+    "or aggregated: a bare column takes its value from a row the storage order picks."
+)
+
+
+def refuse_order(message: str, detail: str) -> NoReturn:
+    refuse_mask(detail, message=message)
+
+
+def _enclosing_select(node: exp.Expr) -> exp.Select | None:
+    parent = node.parent
+    while parent is not None and not isinstance(parent, exp.Select):
+        parent = parent.parent
+    return parent
+
+
+def is_aggregate(node: exp.Expr) -> bool:
+    return isinstance(node, exp.AggFunc) or (
+        isinstance(node, exp.Anonymous) and str(node.this).casefold() in _ANON_AGGREGATES
+    )
+
+
+def _aggregated(select: exp.Select) -> bool:
+    """A block that aggregates without GROUP BY: it answers one row."""
+    for projection in [*select.selects, select.args.get("having")]:
+        if projection is None:
+            continue
+        for agg in projection.find_all(exp.AggFunc, exp.Anonymous):
+            if is_aggregate(agg) and agg.find_ancestor(exp.Window, exp.Select) is select:
+                return True
+    return False
+
+
+def _window_need(window: exp.Window) -> str | None:
+    """'keys' (complete the order), 'whole' (order and keep the whole partition) or None."""
+    func = window.this
+    spec = window.args.get("spec")
+    kind = str(spec.args.get("kind") or "").upper() if isinstance(spec, exp.WindowSpec) else ""
+    ordered = window.args.get("order") is not None
+    if isinstance(func, CONCAT) or (
+        isinstance(func, exp.Anonymous) and str(func.this).casefold() in CONCAT_NAMES
+    ):
+        refuse_order(_CONCAT_WINDOW, "concatenating aggregate as a window function")
+    if isinstance(func, _PEERS):
+        return None
+    need: str | None
+    if isinstance(func, _ROW_ORDER):
+        need = "keys"
+    elif isinstance(func, _VALUE):
+        if kind == "ROWS":
+            need = "keys"
+        elif not ordered and spec is None:
+            need = "whole"
+        elif isinstance(func, exp.FirstValue) and (
+            spec is None or str(spec.args.get("start") or "").upper() == "UNBOUNDED"
+        ):
+            need = "keys"  # the frame starts at the partition's first row whatever the ties
+        else:
+            refuse_order(_WINDOW_FRAME, "value window over a RANGE/GROUPS frame")
+    elif isinstance(func, exp.AggFunc):
+        need = "keys" if kind == "ROWS" else None  # RANGE, GROUPS, no frame: peers, tie-invariant
+    else:
+        need = "keys"  # a function this analysis does not know: ordered to be safe
+    if need is not None and window.args.get("alias") is not None:
+        refuse_order(_WINDOW_INLINE, "order-dependent function over a named window")
+    return need
+
+
+# Declared types whose equal values always print alike: no exact tie-breaker needed.
+_PLAIN_TYPE: Final = re.compile(
+    r"(tiny|small|medium|big)?int(eger|[248])?\b|(big|small)?serial|bool|date\b|datetime|timestamp|year",
+    re.IGNORECASE,
+)
+EXACT: Final = "mcpkit_exact"  # meta key: False on a column whose equal values print alike
+
+
+def plain_type(type_text: str | None) -> bool:
+    """A declared type whose equal values always print alike (integers, booleans, dates)."""
+    return bool(_PLAIN_TYPE.match(type_text or ""))
+
+
+def _column(name: str, table: str, *, exact: bool = True) -> exp.Column:
+    col = exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(table, quoted=True))
+    col.meta[EXACT] = exact
+    return col
+
+
+def _scope_keys(taint: Taint, scope: Scope) -> list[exp.Expr] | None:
+    """Expressions that tell apart every two rows of `scope` differing in a visible value."""
+    select = scope.expression
+    if not isinstance(select, exp.Select):
+        return None
+    group = select.args.get("group")
+    if group is not None:
+        if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")):
+            return None
+        return [e.copy() for e in group.expressions]
+    if _aggregated(select):
+        return []
+    keys: list[exp.Expr] = []
+    for name, (node, source) in scope.selected_sources.items():
+        if isinstance(source, Scope):
+            outs = taint._outputs(source)
+            renamed = node.alias_column_names if isinstance(node, exp.Expr) else []
+            names = list(renamed) if renamed else [o.name for o in outs]
+            if len(names) != len(outs) or not all(names) or len(set(names)) != len(names):
+                return None
+            keys += [_column(n, name) for n, o in zip(names, outs, strict=True) if not o.tainted]
+        elif isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+            schema = taint.schema.schema_of(source)
+            keys += [
+                _column(visible, name, exact=not plain_type(type_text))
+                for visible, (real, type_text) in taint._visible_columns(source).items()
+                if not taint.policy.masks(schema, source.name, real)
+            ]
+        else:
+            return None  # a table function, VALUES, UNNEST: no known columns to order by
+    return keys
+
+
+def window_keys(taint: Taint, qualified: exp.Expr) -> dict[int, tuple[str, list[exp.Expr]]]:
+    """For each window whose value depends on the order within ties: what to add (refuses the
+    windows that cannot be completed). Keyed by the window's `WIN` marker."""
+    found: dict[int, tuple[str, list[exp.Expr]]] = {}
+    for window in qualified.find_all(exp.Window):
+        marker = window.meta.get(WIN)
+        if marker is None or isinstance(window.this, exp.Identifier):
+            continue  # a WINDOW w AS (...) definition: checked where it is used
+        need = _window_need(window)
+        if need is None:
+            continue
+        select = _enclosing_select(window)
+        scope = taint.by_expr.get(id(select)) if select is not None else None
+        keys = _scope_keys(taint, scope) if scope is not None else None
+        if keys is None:
+            refuse_order(_WINDOW_SOURCES, "window over sources without known visible columns")
+        found[marker] = (need, keys)
+    return found
+
+
+def _source_names(select: exp.Select) -> set[str]:
+    from_ = select.args.get("from_")
+    sources = [from_.this] if isinstance(from_, exp.From) else []
+    sources += [j.this for j in select.args.get("joins") or []]
+    sources += list(select.args.get("laterals") or [])
+    return {s.alias_or_name for s in sources}
+
+
+def _outer_reference(col: exp.Column, select: exp.Select) -> bool:
+    """Whether `col` reads a row of `select`'s sources (directly, or correlated from a subquery)."""
+    inner = col.find_ancestor(exp.Select)
+    while inner is not None and inner is not select:
+        if col.table in _source_names(inner):
+            return False  # the subquery's own source
+        inner = inner.find_ancestor(exp.Select)
+    return inner is select
+
+
+def refuse_bare_columns(qualified: exp.Expr) -> None:
+    """SQLite, MariaDB: refuse a grouped block that selects, orders or filters on a bare column.
+
+    SQLite takes a bare column from an arbitrary row of the group (the row of the min or max
+    when there is one, and an arbitrary one among its ties), MariaDB from the first row it scans
+    (its ONLY_FULL_GROUP_BY does not look at ORDER BY or a window's ORDER BY): the scan order
+    picks it. A correlated subquery's reference to the grouped block's row counts as bare
+    (`SELECT (SELECT c.id), count(*) FROM customers c`).
+    """
+    for select in qualified.find_all(exp.Select):
+        group = select.args.get("group")
+        if group is None and not _aggregated(select):
+            continue
+        keys = {g.sql() for g in group.expressions} if group is not None else set()
+        places = [*select.selects, select.args.get("having"), select.args.get("order")]
+        for place in places:
+            if place is None:
+                continue
+            for col in place.find_all(exp.Column):
+                if not col.table or isinstance(col.this, exp.Star):
+                    continue  # an output alias (ORDER BY n) or a star
+                if not _outer_reference(col, select):
+                    continue  # a subquery's own column
+                node: exp.Expr | None = col
+                covered = False
+                while node is not None and node is not select:
+                    if node.sql() in keys or (
+                        is_aggregate(node) and node.find_ancestor(exp.Window, exp.Select) is select
+                    ):
+                        covered = True
+                        break
+                    node = node.parent
+                if not covered:
+                    refuse_order(_BARE, f"bare column {col.sql()} in a grouped query")
