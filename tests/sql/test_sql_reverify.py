@@ -129,6 +129,53 @@ async def test_postgres_changes_while_serving_are_refused_until_reverted(pg_env:
             admin.execute(f"REVOKE pg_signal_backend FROM {ro}")
 
 
+async def test_postgres_role_database_and_lower_xid_changes_are_seen(pg_env: DbEnv) -> None:
+    """Red team 10c: REPLICATION, GRANT CREATE ON DATABASE, BYPASSRLS on a group the reader is a
+    member of, and a GRANT committed by a transaction with a lower xid than the newest catalog row
+    (count and max(xmin) unchanged) were all served on; start-up refuses each."""
+    s, ro, tag = pg_env.schema, pg_env.ro_user, secrets.token_hex(4)
+    grp, f1, f2 = f"mk_grp_{tag}", f"{s}.mk_f1_{tag}", f"{s}.mk_f2_{tag}"
+    with _pg(pg_env) as admin:
+        db = admin.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+        admin.execute(f"CREATE ROLE {grp} NOLOGIN")
+        admin.execute(f"GRANT {grp} TO {ro}")
+        for f in (f1, f2):
+            admin.execute(f"CREATE FUNCTION {f}(int) RETURNS int LANGUAGE sql VOLATILE AS $$ SELECT $1 $$")
+            admin.execute(f"REVOKE EXECUTE ON FUNCTION {f}(int) FROM PUBLIC")
+        try:
+            async with _serving(pg_env.ro_url) as ask:
+                assert _code(await ask("SELECT 1 AS one")) == "OK"
+                for change, undo in (
+                    (f"ALTER ROLE {ro} REPLICATION", f"ALTER ROLE {ro} NOREPLICATION"),
+                    (
+                        f'GRANT CREATE ON DATABASE "{db}" TO {ro}',
+                        f'REVOKE CREATE ON DATABASE "{db}" FROM {ro}',
+                    ),
+                    (f"ALTER ROLE {grp} BYPASSRLS", f"ALTER ROLE {grp} NOBYPASSRLS"),
+                ):
+                    admin.execute(change)
+                    try:
+                        assert _code(await ask("SELECT 1 AS one")) == "SOURCE_UNVERIFIED", change
+                    finally:
+                        admin.execute(undo)
+                    assert _code(await ask("SELECT 1 AS one")) == "OK", undo
+
+                with _pg(pg_env) as low:
+                    low.autocommit = False
+                    low.execute("SELECT txid_current()")  # this transaction's xid is now the lower one
+                    admin.execute(f"ALTER FUNCTION {f2}(int) COST 150")  # a newer xid in pg_proc
+                    assert _code(await ask("SELECT 2 AS two")) == "OK"  # verified again: passes
+                    low.execute(f"GRANT EXECUTE ON FUNCTION {f1}(int) TO {ro}")
+                    low.commit()
+                assert _code(await ask("SELECT 3 AS three")) == "SOURCE_UNVERIFIED"
+        finally:
+            admin.execute(f"ALTER ROLE {ro} NOREPLICATION")
+            admin.execute(f'REVOKE CREATE ON DATABASE "{db}" FROM {ro}')
+            for f in (f1, f2):
+                admin.execute(f"DROP FUNCTION IF EXISTS {f}(int)")
+            admin.execute(f"DROP ROLE IF EXISTS {grp}")
+
+
 async def test_mariadb_definer_routine_granted_while_serving_is_refused_until_dropped(
     mysql_env: DbEnv, mysql_url: str
 ) -> None:

@@ -9,11 +9,15 @@ row boundary under `ANSWER_MAX_CHARS`, saying so.
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
+from collections.abc import Iterator
 
+import psycopg
 import pytest
 from mcp import Client, StdioServerParameters
+from sqlalchemy.engine import make_url
 
 from mcpkit.errors import Refused
 from mcpkit.sql.clipping import CellBudget
@@ -134,3 +138,85 @@ async def test_the_sdk_client_gets_a_bounded_answer_and_the_next_call_is_not_hel
     assert len(json.dumps(structured, ensure_ascii=False)) <= ANSWER_MAX_CHARS + 5000
     assert structured["truncated"] is True and "stopped after" in structured["notice"]
     assert "| 1 |" in text_of(after)
+
+
+_COMPRESSED_CHILD = """
+import json, resource, sys
+import psycopg
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.service import SqlService
+def kb(key):
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith(key))
+url, admin, sql, rows, between = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+service = SqlService(SqlEngine(url), max_rows=500)
+service.query(sql, call_id="first", max_rows=rows)  # remembered: the next call's wrap is checked
+if between:
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(between)
+open("/proc/self/clear_refs", "w").write("5")
+before = kb("VmRSS:")
+result, text = service.query(sql, call_id="big", max_rows=rows)
+widest = max(len(str(cell)) for row in result.rows for cell in row)
+print(json.dumps({"mb": (kb("VmHWM:") - before) / 1024, "chars": len(text), "widest": widest,
+                  "rows": result.row_count}))
+"""
+
+
+def _compressed_call(pg_env: DbEnv, sql: str, rows: int, between: str = "") -> dict[str, float]:
+    admin = make_url(pg_env.admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPRESSED_CHILD, pg_env.ro_url, admin, sql, str(rows), between],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def compressible(pg_env: DbEnv) -> Iterator[tuple[str, str]]:
+    """60 rows of 1 MB jsonb, json, text[] and text, each stored compressed in a few KB."""
+    table = f"{pg_env.schema}.mk_compress_{secrets.token_hex(4)}"
+    admin = make_url(pg_env.admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f"CREATE TABLE {table} (id int, j jsonb, js json, a text[], t text, n int)")
+        c.execute(
+            f"INSERT INTO {table} SELECT g, jsonb_build_object('log', repeat('x', 1000000)), "
+            "json_build_object('log', repeat('y', 1000000)), ARRAY[repeat('z', 1000000)], "
+            "repeat('w', 1000000), g FROM generate_series(1, 60) g"
+        )
+        c.execute(f"GRANT SELECT ON {table} TO {pg_env.ro_user}")
+        stored = c.execute(f"SELECT max(pg_column_size(j)), max(pg_column_size(a)) FROM {table}").fetchone()
+        assert stored is not None and max(stored) < 40_000  # compressed: the old measure let them through
+    try:
+        yield table, admin
+    finally:
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_compressed_json_arrays_and_composites_are_clipped_by_their_real_size(
+    pg_env: DbEnv, compressible: tuple[str, str]
+) -> None:
+    """Red team 10c: `pg_column_size` is the compressed size; 300 such jsonb rows took 724 MB."""
+    table, _ = compressible
+    measured = _compressed_call(pg_env, f"SELECT id, j, js, a, row(id, t) AS r FROM {table}", 60)
+    assert measured["rows"] == 60, measured
+    assert measured["mb"] < 64, measured
+    assert measured["widest"] < 100_000, measured  # each 1 MB cell came back clipped
+
+
+def test_a_remembered_fixed_column_that_became_compressible_text_stays_bounded(
+    pg_env: DbEnv, compressible: tuple[str, str]
+) -> None:
+    """The checked pipeline's guard on a remembered fixed-size column measures text, not storage."""
+    table, _ = compressible
+    # 2 MB a cell, stored in about 23 KB: under the old guard's 32,767 stored bytes (118 MB then).
+    change = f"ALTER TABLE {table} ALTER COLUMN n TYPE text USING t || t"
+    measured = _compressed_call(pg_env, f"SELECT id, n FROM {table}", 60, change)
+    assert measured["rows"] == 60, measured
+    assert measured["mb"] < 64, measured
+    assert measured["widest"] < 100_000, measured

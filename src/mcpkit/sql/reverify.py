@@ -12,8 +12,9 @@ sent. A failed verification fails that engine's calls with one safe sentence
 changes and at least every few seconds, and serving resumes when it passes.
 
 Fingerprints (what an administrator's change touches):
-- PostgreSQL: row count and newest `xmin` of the catalogs a grant, a view, a function, a policy, an
-  operator, a cast, a type or a role membership lives in, and the current role's attributes;
+- PostgreSQL: row count and sum of `xmin` of the catalogs a grant, a view, a function, a policy, an
+  operator, a cast, a type or a role membership lives in, the attributes of every role the login is a
+  member of (its own included), and the current database's owner and ACL;
 - MySQL/MariaDB: `SHOW GRANTS` of the account, and the routines (with their SQL SECURITY and last
   change) and views it can see;
 - SQLite: the schema's own text (`sqlite_master`; the authorizer admits no `schema_version` pragma):
@@ -57,11 +58,22 @@ _PG_CATALOGS: Final = (
 _PG_FINGERPRINT: Final = (
     "SELECT concat_ws('/', "
     + ", ".join(
-        f"(SELECT count(*) || ':' || max(xmin::text::bigint) FROM pg_catalog.{c})" for c in _PG_CATALOGS
+        f"(SELECT count(*) || ':' || sum(xmin::text::bigint) FROM pg_catalog.{c})" for c in _PG_CATALOGS
     )
-    + ", (SELECT row(rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolbypassrls, rolconfig)::text "
-    "FROM pg_catalog.pg_roles WHERE rolname = current_user), current_user)"
+    + ", (SELECT string_agg(row(rolname, rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolbypassrls, "
+    "rolreplication, rolcanlogin, rolconfig)::text, ',' ORDER BY oid) FROM pg_catalog.pg_roles "
+    "WHERE pg_has_role(current_user, oid, 'MEMBER')), "
+    "(SELECT row(datdba, datacl)::text FROM pg_catalog.pg_database WHERE datname = current_database()), "
+    "current_user)"
 )
+# Per catalog, the row count and the SUM of xmin, not the newest xmin: any changed row (a GRANT is an
+# UPDATE) is a new version carrying its transaction's xid, which moves the sum even when that
+# transaction's xid is lower than the newest one (red team 10c: a transaction open since before a
+# later commit). A change leaving both count and sum equal would need the catalog's own writes to
+# cancel out exactly (new xids summing to the removed versions' xids); an agent cannot write the
+# catalog, and freezing (xmin read as 2) only moves the sum (a spurious, passing re-verification).
+# The attributes of every role the login is a member of (ALTER ROLE grp BYPASSRLS where grp is
+# granted to it, REPLICATION) and the database's ACL (GRANT CREATE ON DATABASE) are read whole.
 _MYSQL_FINGERPRINT: Final = (
     "SELECT CONCAT_WS('/', "
     "(SELECT CONCAT(COUNT(*), ':', COALESCE(MD5(GROUP_CONCAT(CONCAT_WS(',', ROUTINE_SCHEMA, ROUTINE_NAME, "

@@ -171,12 +171,29 @@ def _limited(sql: str, fit: int, rows: int) -> str:
     return sql if fit >= rows else f"{sql} LIMIT {fit}"
 
 
+def _within(c: str, limit: int) -> str:
+    """`c` where its text (what is sent) is at most `limit` bytes, else NULL.
+
+    `pg_column_size` is the stored size, compressed for a TOASTed value (a 1 MB jsonb of one
+    repeated character stores in 11 KB), so it only rules out what is large even compressed,
+    without building its text; the rest is measured by its text, built on the server only. A CASE
+    evaluates its branches in order, so a value over `limit` stored is never turned into text here.
+    """
+    return (
+        f"CASE WHEN pg_column_size({c}) > {limit} THEN NULL "
+        f"WHEN octet_length({c}::text) <= {limit} THEN {c} END"
+    )
+
+
 def wrap(
     sql: str, columns: list[WireColumn], rows: int, budget: CellBudget, *, guard: bool = False
 ) -> ClipPlan:
     """`SELECT <clipped cells> FROM (<sql>) AS q(c1, ...)`: PostgreSQL keeps a subquery's order.
 
-    `guard` (a remembered description, `run`): fixed-size columns are sent only up to 32,767 bytes.
+    `guard` (a remembered description, `run`): fixed-size columns are sent only up to 32,767 bytes
+    of text. Every other non-text, non-binary value (json, jsonb, arrays, composites, xml, numeric,
+    ranges...) is sent whole only where its text fits the cell, else clipped text: measured on its
+    uncompressed text, never on its stored (possibly compressed) size.
     """
     cell = budget.cell_bytes(rows, len(columns))
     chars = text_chars(cell)
@@ -187,7 +204,7 @@ def wrap(
     for i, col in enumerate(columns):
         c = f"q.c{i}"
         if col.kind == "fixed":
-            parts.append(f"CASE WHEN pg_column_size({c}) <= {_MAX_TYPLEN} THEN {c} END" if guard else c)
+            parts.append(_within(c, _MAX_TYPLEN) if guard else c)
             widths.append(1)
             merges.append(keep)
         elif col.kind == "binary":
@@ -199,8 +216,11 @@ def wrap(
             widths.append(1)
             merges.append(keep)
         else:
-            parts.append(f"CASE WHEN pg_column_size({c}) <= {cell} THEN {c} END")
-            parts.append(f"CASE WHEN pg_column_size({c}) > {cell} THEN left({c}::text, {chars}) END")
+            parts.append(_within(c, cell))
+            parts.append(
+                f"CASE WHEN pg_column_size({c}) > {cell} THEN left({c}::text, {chars}) "
+                f"WHEN octet_length({c}::text) > {cell} THEN left({c}::text, {chars}) END"
+            )
             widths.append(2)
             merges.append(text_or_clipped)
     text = f"SELECT {', '.join(parts) or '*'} FROM ({sql}) AS q({names})"
