@@ -15,6 +15,20 @@ from sqlglot.optimizer.scope import Scope
 
 from mcpkit.sql.masking.taint import Taint, refuse_mask
 
+__all__ = [
+    "CONCAT",
+    "CONCAT_NAMES",
+    "CONCAT_UNORDERED",
+    "EXACT",
+    "OBJECT_NAMES",
+    "WIN",
+    "is_aggregate",
+    "plain_type",
+    "refuse_bare_columns",
+    "refuse_order",
+    "window_keys",
+]
+
 WIN: Final = "mcpkit_win"  # meta key: index of a window node, the same in the work and qualified trees
 
 # Numbering and offsets: the value depends on the order within ties; a refinement keeps the meaning.
@@ -60,6 +74,7 @@ _BARE: Final = (
 
 
 def refuse_order(message: str, detail: str) -> NoReturn:
+    """Refuse an order over a masked read: `message` for the agent, `detail` for the log."""
     refuse_mask(detail, message=message)
 
 
@@ -71,6 +86,7 @@ def _enclosing_select(node: exp.Expr) -> exp.Select | None:
 
 
 def is_aggregate(node: exp.Expr) -> bool:
+    """An aggregate call, also one sqlglot leaves anonymous (`jsonb_agg`, `bool_and`, ...)."""
     return isinstance(node, exp.AggFunc) or (
         isinstance(node, exp.Anonymous) and str(node.this).casefold() in _ANON_AGGREGATES
     )
