@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +135,17 @@ def mysql_admin(url: str) -> pymysql.Connection:  # type: ignore[type-arg]
         password=u.password or "",
         autocommit=True,
     )
+
+
+def pg_drop_schema_and_roles(admin: psycopg.Connection, schema: str, roles: Sequence[str]) -> None:
+    """End the roles' sessions, drop `schema` with everything in it, then the roles."""
+    admin.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)", [list(roles)]
+    )
+    admin.execute(f"DROP SCHEMA {schema} CASCADE")
+    for role in roles:
+        admin.execute(f"DROP OWNED BY {role}")
+        admin.execute(f"DROP ROLE {role}")
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
 from mcpkit.testing import connect
 from tests.helpers import ROOT, dump, text_of
-from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin, pg_drop_schema_and_roles
 
 pytestmark = pytest.mark.anyio
 
@@ -527,14 +527,7 @@ def test_postgres_profile_and_sample_run_as_the_callers_role(pg_url: str) -> Non
         router.close()
         engine.close()
         with pg_admin(pg_url) as c:
-            c.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)",
-                [[svc, emea, amer]],
-            )
-            c.execute(f"DROP SCHEMA {s} CASCADE")
-            for role in (svc, emea, amer):
-                c.execute(f"DROP OWNED BY {role}")
-                c.execute(f"DROP ROLE {role}")
+            pg_drop_schema_and_roles(c, s, [svc, emea, amer])
     region = next(c for c in profile.columns if c.name == "region")
     assert profile.statistics == "" and [v.value for v in region.most_common] == ["emea"]
     assert "amer" not in profile.model_dump_json()

@@ -33,7 +33,7 @@ from mcpkit.sql.identities import IdentityRouter, RoleMap
 from mcpkit.sql.masking import KnownSchema
 from mcpkit.sql.service import Masking, SqlService
 from tests.helpers import ROOT, free_port, python_server
-from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin, pg_drop_schema_and_roles
 
 SSN = "111-11-1111"
 
@@ -94,14 +94,7 @@ def pg(pg_url: str) -> Iterator[Db]:
     env = {"EMEA_USER": emea, "EMEA_PASSWORD": "", "AMER_USER": amer, "AMER_PASSWORD": ""}
     yield Db(url, pg_url, emea, amer, env)
     with pg_admin(pg_url) as c:
-        c.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)",
-            [[svc, emea, amer]],
-        )
-        c.execute(f"DROP SCHEMA {s} CASCADE")
-        for role in (svc, emea, amer):
-            c.execute(f"DROP OWNED BY {role}")
-            c.execute(f"DROP ROLE {role}")
+        pg_drop_schema_and_roles(c, s, [svc, emea, amer])
 
 
 def _withhold_from_logins(db: Db) -> None:

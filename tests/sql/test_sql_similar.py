@@ -38,7 +38,7 @@ from mcpkit.sql.service import Masking, SqlService
 from mcpkit.sql.similar import enable_similarity
 from mcpkit.testing import connect
 from tests.helpers import ROOT, free_port, python_server, text_of
-from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin, pg_drop_schema_and_roles
 
 pytestmark = pytest.mark.anyio
 
@@ -468,14 +468,7 @@ def pg_vectors(pg_url: str) -> Iterator[PgVectors]:
     url = make_url(pg_url).set(username=svc, password=None).render_as_string(hide_password=False)
     yield PgVectors(pg_url, url, s, emea, amer)
     with pg_admin(pg_url) as c:
-        c.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)",
-            [[svc, emea, amer]],
-        )
-        c.execute(f"DROP SCHEMA {s} CASCADE")
-        for role in (svc, emea, amer):
-            c.execute(f"DROP OWNED BY {role}")
-            c.execute(f"DROP ROLE {role}")
+        pg_drop_schema_and_roles(c, s, [svc, emea, amer])
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from mcpkit.sql.service import SqlService
 from mcpkit.sql.sources import load_sources
 from mcpkit.testing import connect
 from tests.helpers import ROOT, free_port, python_server, run_mcpkit, text_of
-from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin, pg_drop_schema_and_roles
 
 pytestmark = pytest.mark.anyio
 
@@ -126,11 +126,7 @@ def world(pg_url: str, mysql_url: str, tmp_path_factory: pytest.TempPathFactory)
     _drop_scratch(pg_url, scratch_db)
     with pg_admin(pg_url) as c:
         roles = [svc, wide, emea, amer, scr]
-        c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)", [roles])
-        c.execute(f"DROP SCHEMA {s} CASCADE")
-        for role in roles:
-            c.execute(f"DROP OWNED BY {role}")
-            c.execute(f"DROP ROLE {role}")
+        pg_drop_schema_and_roles(c, s, roles)
     with admin.cursor() as c:
         c.execute(f"DROP DATABASE {db}")
         for user in (ma, mb, mbase):

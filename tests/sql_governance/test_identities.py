@@ -43,7 +43,7 @@ from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
 from mcpkit.testing import connect
 from tests.helpers import ROOT, free_port, python_server, run_mcpkit, text_of
-from tests.sql.sql_support import READER_CONNECTIONS, load_corpus, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, load_corpus, pg_admin, pg_drop_schema_and_roles
 
 
 @dataclass(frozen=True)
@@ -91,14 +91,7 @@ def rls(pg_url: str) -> Iterator[RlsDb]:
     url = make_url(pg_url).set(username=svc, password=None).render_as_string(hide_password=False)
     yield RlsDb(url, s, emea, amer)
     with pg_admin(pg_url) as c:
-        c.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)",
-            [[svc, emea, amer]],
-        )
-        c.execute(f"DROP SCHEMA {s} CASCADE")
-        for role in (svc, emea, amer):
-            c.execute(f"DROP OWNED BY {role}")
-            c.execute(f"DROP ROLE {role}")
+        pg_drop_schema_and_roles(c, s, [svc, emea, amer])
 
 
 def _secrets(rls: RlsDb) -> dict[str, str]:
