@@ -24,7 +24,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolResetState, QueuePool
 
 from mcpkit.errors import Refused
-from mcpkit.sql.clipping import CellBudget, Run, StaleDescription, hooks, runner
+from mcpkit.sql.clipping import CellBudget, ClipPlan, Run, StaleDescription, hooks, runner
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
@@ -310,13 +310,7 @@ class SqlEngine:
                     fetched = [plan.reassemble(r) for r in cursor.fetchmany(fit)]
                 finally:
                     cursor.close()
-                elapsed = time.perf_counter() - started
-                columns = tuple(Column(c.name, c.type_name) for c in plan.columns)
-                if fit <= limit:  # the last row fetched only tells whether more exist
-                    cut = len(fetched) == fit
-                    kept = tuple(fetched[: fit - 1]) if cut else tuple(fetched)
-                    return Rows(columns, kept, cut, elapsed, call_id, cut_for_size=cut)
-                return Rows(columns, tuple(fetched[:limit]), len(fetched) > limit, elapsed, call_id)
+                return _clipped_rows(plan, fetched, fit, limit, time.perf_counter() - started, call_id)
             if params is None:
                 cursor = dbapi.cursor()
                 try:
@@ -380,15 +374,21 @@ class SqlEngine:
                 raise
             self._described.put(sql, fresh)
             fetched = [plan.reassemble(r) for r in wire]
-            columns = tuple(Column(c.name, c.type_name) for c in plan.columns)
-            elapsed = time.perf_counter() - started
             fit = clip.fit(limit + 1, len(plan.columns))  # as `run` fetched: a wide row, fewer rows
-            if fit <= limit:  # the last row fetched only tells whether more exist
-                cut = len(fetched) == fit
-                kept = tuple(fetched[: fit - 1]) if cut else tuple(fetched)
-                return Rows(columns, kept, cut, elapsed, call_id, cut_for_size=cut)
-            return Rows(columns, tuple(fetched[:limit]), len(fetched) > limit, elapsed, call_id)
+            return _clipped_rows(plan, fetched, fit, limit, time.perf_counter() - started, call_id)
 
     def close(self) -> None:
         """Close every pooled connection (the SQLAlchemy engine's `dispose`)."""
         self._sa.dispose()
+
+
+def _clipped_rows(
+    plan: ClipPlan, fetched: list[tuple[Any, ...]], fit: int, limit: int, elapsed: float, call_id: str
+) -> Rows:
+    """The rows of a clipped run that fetched at most `fit` (`CellBudget.fit`) of `limit` + 1."""
+    columns = tuple(Column(c.name, c.type_name) for c in plan.columns)
+    if fit <= limit:  # a wide row: fewer rows were fetched; the last one only tells whether more exist
+        cut = len(fetched) == fit
+        kept = tuple(fetched[: fit - 1]) if cut else tuple(fetched)
+        return Rows(columns, kept, cut, elapsed, call_id, cut_for_size=cut)
+    return Rows(columns, tuple(fetched[:limit]), len(fetched) > limit, elapsed, call_id)
