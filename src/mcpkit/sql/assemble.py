@@ -32,7 +32,7 @@ from mcpkit.sql.maskcheck import (
 from mcpkit.sql.masking import KnownSchema, reflect_views
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.reports import load_reports
-from mcpkit.sql.reverify import DEFAULT_CATALOG_CHECK_S, DEFAULT_REVERIFY_S, Guard, account_check, fingerprint
+from mcpkit.sql.reverify import DEFAULT_CATALOG_CHECK_S, DEFAULT_REVERIFY_S, Guard, account_check
 from mcpkit.sql.routing import Source, SourceRouter
 from mcpkit.sql.server import build_server, namespace_for
 from mcpkit.sql.service import Masking, SqlService
@@ -151,22 +151,19 @@ def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int
         SqlConfigError: the account holds what a reader must not, or an option is unusable.
         QueryFailed, QueryTimeout: the database did not answer.
     """
-    from mcpkit.sql.checks import ensure_safe_account
+    from mcpkit.sql.checks import ensure_safe_account, inspect_account
 
     engine = SqlEngine(url, pool_size=getattr(args, "pool_size", DEFAULT_POOL_SIZE))
     try:
         budget = ConnectionBudget(engine.pool_size, sharing)
-        with engine.session(30.0, "startup") as (conn, dbapi):  # as inspect_account, with the fingerprint
-            verified = fingerprint(engine.dialect, dbapi)
-            report = engine.profile.inspect(conn, engine.url, frozenset(args.allow))
-            report.findings += engine.profile.connection_findings(conn, budget)
+        report = inspect_account(engine, allowed=args.allow, connections=budget, fingerprinted=True)
         ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
         # The same verification again while serving: when the catalog changes, and periodically.
         engine.guard = Guard(
             account_check(args.allow, args.allow_superuser),
             engine.url.render_as_string(hide_password=True),
             getattr(args, "reverify_interval", DEFAULT_REVERIFY_S),
-            verified,
+            report.fingerprint,
             every_s=getattr(args, "catalog_check_interval", DEFAULT_CATALOG_CHECK_S),
         )
         functions = function_policy(args, engine.dialect)

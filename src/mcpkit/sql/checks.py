@@ -16,6 +16,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles import AccountReport, Finding
 from mcpkit.sql.profiles.base import ConnectionBudget, merge_findings
+from mcpkit.sql.reverify import fingerprint
 
 __all__ = [
     "AccountReport",
@@ -45,6 +46,8 @@ def inspect_account(
     call_id: str = "startup",
     allowed: Collection[str] = (),
     connections: ConnectionBudget | None = None,
+    *,
+    fingerprinted: bool = False,
 ) -> AccountReport:
     """Connect as the server would and describe the account, with everything it must not hold.
 
@@ -54,15 +57,19 @@ def inspect_account(
         allowed: Opt-ins for objects (`function:schema.name`, `routine:db.name`, ...).
         connections: What the server opens as this login; the login's connection limit is
             checked against it where the database has one (None: not checked).
+        fingerprinted: Also read the catalog fingerprint in the same session (`report.fingerprint`),
+            so the re-verification while serving starts from what was just verified.
 
     Returns:
         The report; its `findings` are what `ensure_safe_account` refuses.
     """
     paused = engine.guard.paused() if engine.guard is not None else nullcontext()  # this is the check
-    with paused, engine.session(30.0, call_id) as (conn, _):
+    with paused, engine.session(30.0, call_id) as (conn, dbapi):
         report = engine.profile.inspect(conn, engine.url, frozenset(allowed))
         if connections is not None:
             report.findings += engine.profile.connection_findings(conn, connections)
+        if fingerprinted:
+            report.fingerprint = fingerprint(engine.dialect, dbapi)
         return report
 
 

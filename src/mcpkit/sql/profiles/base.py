@@ -178,6 +178,8 @@ class AccountReport:
     writable: list[str] = field(default_factory=list)
     read_only_enforced: bool = True
     findings: list[Finding] = field(default_factory=list)
+    fingerprint: str | None = None
+    """The catalog fingerprint read in the same session, when asked for (`mcpkit.sql.reverify`)."""
 
 
 class Profile:
