@@ -16,7 +16,6 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles import AccountReport, Finding
 from mcpkit.sql.profiles.base import ConnectionBudget, merge_findings
-from mcpkit.sql.reverify import fingerprint
 
 __all__ = [
     "AccountReport",
@@ -69,7 +68,7 @@ def inspect_account(
         if connections is not None:
             report.findings += engine.profile.connection_findings(conn, connections)
         if fingerprinted:
-            report.fingerprint = fingerprint(engine.dialect, dbapi)
+            report.fingerprint = engine.profile.catalog_fingerprint(dbapi)
         return report
 
 

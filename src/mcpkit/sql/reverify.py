@@ -11,7 +11,7 @@ sent. A failed verification fails that engine's calls with one safe sentence
 (`SOURCE_UNVERIFIED`) and logs the findings and their fix; it is tried again when the fingerprint
 changes and at least every few seconds, and serving resumes when it passes.
 
-Fingerprints (what an administrator's change touches):
+Fingerprints (what an administrator's change touches; each profile's `catalog_fingerprint`):
 - PostgreSQL: row count and sum of `xmin` of the catalogs a grant, a view, a function, a policy, an
   operator, a cast, a type or a role membership lives in, the attributes of every role the login is a
   member of (its own included), and the current database's owner and ACL;
@@ -23,7 +23,6 @@ Fingerprints (what an administrator's change touches):
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
 
     from mcpkit.sql.engines.engine import SqlEngine
 
-__all__ = ["DEFAULT_CATALOG_CHECK_S", "DEFAULT_REVERIFY_S", "Guard", "Unverified", "fingerprint"]
+__all__ = ["DEFAULT_CATALOG_CHECK_S", "DEFAULT_REVERIFY_S", "Guard", "Unverified"]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -49,63 +48,6 @@ DEFAULT_CATALOG_CHECK_S: Final = 1.0
 """Seconds during which calls reuse the last fingerprint read instead of reading it again (0: every call)."""
 _SEEN: Final = "mcpkit.reverify.seen"  # connection info key: this connection's catalog was read
 _RETRY_FAILED_S: Final = 5.0  # a failed verification is tried again at most this often (unchanged catalog)
-
-_PG_CATALOGS: Final = (
-    "pg_class", "pg_attribute", "pg_namespace", "pg_proc", "pg_rewrite", "pg_policy", "pg_auth_members",
-    "pg_type", "pg_operator", "pg_cast", "pg_aggregate", "pg_language", "pg_extension",
-    "pg_db_role_setting", "pg_default_acl", "pg_foreign_server", "pg_foreign_data_wrapper",
-)  # fmt: skip
-_PG_FINGERPRINT: Final = (
-    "SELECT concat_ws('/', "
-    + ", ".join(
-        f"(SELECT count(*) || ':' || sum(xmin::text::bigint) FROM pg_catalog.{c})" for c in _PG_CATALOGS
-    )
-    + ", (SELECT string_agg(row(rolname, rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolbypassrls, "
-    "rolreplication, rolcanlogin, rolconfig)::text, ',' ORDER BY oid) FROM pg_catalog.pg_roles "
-    "WHERE pg_has_role(current_user, oid, 'MEMBER')), "
-    "(SELECT row(datdba, datacl)::text FROM pg_catalog.pg_database WHERE datname = current_database()), "
-    "current_user)"
-)
-# Per catalog, the row count and the SUM of xmin, not the newest xmin: any changed row (a GRANT is an
-# UPDATE) is a new version carrying its transaction's xid, which moves the sum even when that
-# transaction's xid is lower than the newest one (red team 10c: a transaction open since before a
-# later commit). A change leaving both count and sum equal would need the catalog's own writes to
-# cancel out exactly (new xids summing to the removed versions' xids); an agent cannot write the
-# catalog, and freezing (xmin read as 2) only moves the sum (a spurious, passing re-verification).
-# The attributes of every role the login is a member of (ALTER ROLE grp BYPASSRLS where grp is
-# granted to it, REPLICATION) and the database's ACL (GRANT CREATE ON DATABASE) are read whole.
-_MYSQL_FINGERPRINT: Final = (
-    "SELECT CONCAT_WS('/', "
-    "(SELECT CONCAT(COUNT(*), ':', COALESCE(MD5(GROUP_CONCAT(CONCAT_WS(',', ROUTINE_SCHEMA, ROUTINE_NAME, "
-    "SECURITY_TYPE, DEFINER, LAST_ALTERED, IS_DETERMINISTIC, SQL_DATA_ACCESS) ORDER BY ROUTINE_SCHEMA, "
-    "ROUTINE_NAME)), '')) FROM information_schema.ROUTINES), "
-    "(SELECT CONCAT(COUNT(*), ':', COALESCE(MD5(GROUP_CONCAT(CONCAT_WS(',', TABLE_SCHEMA, TABLE_NAME, "
-    "SECURITY_TYPE, DEFINER) ORDER BY TABLE_SCHEMA, TABLE_NAME)), '')) FROM information_schema.VIEWS), "
-    "CURRENT_USER(), CURRENT_ROLE())"
-)
-
-
-def _one(dbapi: Any, sql: str) -> list[tuple[Any, ...]]:
-    cur = dbapi.cursor()
-    try:
-        cur.execute(sql)
-        return list(cur.fetchall())
-    finally:
-        cur.close()
-
-
-def fingerprint(dialect: str, dbapi: Any) -> str | None:
-    """A short digest of what a re-verification depends on, read in the call's session (None: unknown)."""
-    if dialect == "postgres":
-        rows = _one(dbapi, _PG_FINGERPRINT)
-    elif dialect == "mysql":
-        rows = _one(dbapi, "SHOW GRANTS") + _one(dbapi, _MYSQL_FINGERPRINT)
-    elif dialect == "sqlite":
-        # The schema's own text: a new table or view, or a swapped file with another schema, differs.
-        rows = _one(dbapi, "SELECT type, name, tbl_name, sql FROM main.sqlite_master ORDER BY type, name")
-    else:
-        return None
-    return hashlib.sha256(repr(rows).encode()).hexdigest()[:32]
 
 
 class Unverified(ToolError):
@@ -212,7 +154,7 @@ class Guard:
         """
         if not self.due(conn):
             return  # the catalog was read less than every_s ago: no round trip on this call
-        fp = fingerprint(engine.dialect, dbapi)
+        fp = engine.profile.catalog_fingerprint(dbapi)
         info = conn.connection.info
         self._read_at = time.monotonic()
         info[_SEEN] = True

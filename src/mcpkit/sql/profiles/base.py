@@ -275,6 +275,11 @@ class Profile:
         """
         return AccountReport(self.dialect, "unknown", "unknown", False, None, [], read_only_enforced=False)
 
+    def catalog_fingerprint(self, dbapi: Any) -> str | None:
+        """A digest of what the verification depends on, read in a call's session (`reverify`);
+        None: unknown here, so only `--reverify-interval` verifies again."""
+        return None
+
     def connection_findings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
         """Whether the database bounds the login's concurrent connections to what `budget` opens.
 

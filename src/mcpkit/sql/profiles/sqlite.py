@@ -28,6 +28,7 @@ from mcpkit.sql.profiles.base import (
     Profile,
     TableStats,
 )
+from mcpkit.sql.profiles.digest import catalog_digest
 from mcpkit.sql.profiles.sqlite_masks import Withheld, generated_columns, withheld_for
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
@@ -91,6 +92,7 @@ def _function_allowed(policy: FunctionPolicy | None) -> Callable[[str], bool]:
 
 
 _NOTHING_WITHHELD: Final = Withheld()
+_SCHEMA: Final = "SELECT type, name, tbl_name, sql FROM main.sqlite_master ORDER BY type, name"
 # Whether the authorizer refused a read in this thread's call (a withheld relation): SQLite says
 # "not authorized" for every denial, and a refused read is a permission failure, not a write.
 _denied = threading.local()
@@ -189,6 +191,11 @@ class SqliteProfile(Profile):
         """The authorizer refuses, inside SQLite, every function the policy does not admit."""
         self._allowed = _function_allowed(policy)
         self.policy_generation += 1
+
+    def catalog_fingerprint(self, dbapi: Any) -> str:
+        """The schema's own text (the authorizer admits no `schema_version` pragma): a new table or
+        view, or a swapped file with another schema, differs."""
+        return catalog_digest(dbapi, _SCHEMA)
 
     def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
         """Generated columns computed from masked ones (the authorizer sees only the column read)."""

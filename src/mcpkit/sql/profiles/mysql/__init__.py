@@ -18,8 +18,10 @@ from mcpkit.sql.profiles.base import (
     TableStats,
     quote_role,
 )
+from mcpkit.sql.profiles.digest import catalog_digest
 from mcpkit.sql.profiles.mysql.account import connection_limit_findings, inspect_mysql
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
+from mcpkit.sql.profiles.mysql.fingerprint import MYSQL_FINGERPRINT
 from mcpkit.sql.profiles.mysql.masks import (
     derived_masks,
     masked_views,
@@ -43,6 +45,10 @@ class MysqlProfile(MysqlSession):
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Server-wide privileges, DEFINER routines it can execute, writable tables of the login."""
         return inspect_mysql(conn, allowed)
+
+    def catalog_fingerprint(self, dbapi: Any) -> str:
+        """The account's grants and the routines and views it can see (`profiles.mysql.fingerprint`)."""
+        return catalog_digest(dbapi, *MYSQL_FINGERPRINT)
 
     def connection_findings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
         """The login's MAX_USER_CONNECTIONS must bound what the server opens, with a small margin:

@@ -18,8 +18,10 @@ from mcpkit.sql.profiles.base import (
     TableStats,
     quote_role,
 )
+from mcpkit.sql.profiles.digest import catalog_digest
 from mcpkit.sql.profiles.postgres.account import inspect_postgres
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
+from mcpkit.sql.profiles.postgres.fingerprint import PG_FINGERPRINT
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
 from mcpkit.sql.profiles.postgres.masks import (
     derived_masks,
@@ -54,6 +56,11 @@ class PostgresProfile(PostgresSession):
         """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous
         function (`routes.audit_routes`) of the role the calls run as."""
         return inspect_postgres(conn, allowed)
+
+    def catalog_fingerprint(self, dbapi: Any) -> str:
+        """Row counts and `xmin` sums of the catalogs a change lives in, and the login's roles
+        (`profiles.postgres.fingerprint`)."""
+        return catalog_digest(dbapi, PG_FINGERPRINT)
 
     def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
         """Generated columns computed from masked ones; partitions and inheritance children."""

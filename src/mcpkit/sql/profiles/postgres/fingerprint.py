@@ -1,0 +1,35 @@
+"""PostgreSQL's catalog fingerprint: what a change by an administrator touches (`reverify`)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["PG_FINGERPRINT"]
+
+_PG_CATALOGS: Final = (
+    "pg_class", "pg_attribute", "pg_namespace", "pg_proc", "pg_rewrite", "pg_policy", "pg_auth_members",
+    "pg_type", "pg_operator", "pg_cast", "pg_aggregate", "pg_language", "pg_extension",
+    "pg_db_role_setting", "pg_default_acl", "pg_foreign_server", "pg_foreign_data_wrapper",
+)  # fmt: skip
+PG_FINGERPRINT: Final = (
+    "SELECT concat_ws('/', "
+    + ", ".join(
+        f"(SELECT count(*) || ':' || sum(xmin::text::bigint) FROM pg_catalog.{c})" for c in _PG_CATALOGS
+    )
+    + ", (SELECT string_agg(row(rolname, rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolbypassrls, "
+    "rolreplication, rolcanlogin, rolconfig)::text, ',' ORDER BY oid) FROM pg_catalog.pg_roles "
+    "WHERE pg_has_role(current_user, oid, 'MEMBER')), "
+    "(SELECT row(datdba, datacl)::text FROM pg_catalog.pg_database WHERE datname = current_database()), "
+    "current_user)"
+)
+"""One row: per catalog a grant, a view, a function, a policy, an operator, a cast, a type or a role
+membership lives in, its row count and sum of `xmin`; the attributes of every role the login is a
+member of (its own included); the current database's owner and ACL."""
+# Per catalog, the row count and the SUM of xmin, not the newest xmin: any changed row (a GRANT is an
+# UPDATE) is a new version carrying its transaction's xid, which moves the sum even when that
+# transaction's xid is lower than the newest one (red team 10c: a transaction open since before a
+# later commit). A change leaving both count and sum equal would need the catalog's own writes to
+# cancel out exactly (new xids summing to the removed versions' xids); an agent cannot write the
+# catalog, and freezing (xmin read as 2) only moves the sum (a spurious, passing re-verification).
+# The attributes of every role the login is a member of (ALTER ROLE grp BYPASSRLS where grp is
+# granted to it, REPLICATION) and the database's ACL (GRANT CREATE ON DATABASE) are read whole.
