@@ -32,14 +32,13 @@ from mcpkit.sql.engines.described import Remembered
 from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles import Profile, profile_for
 from mcpkit.sql.profiles.base import Outcome
+from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
 from mcpkit.sql.reverify import Guard
 
 __all__ = ["DEFAULT_POOL_SIZE", "SqlEngine"]
 
 log = logging.getLogger("mcpkit.sql")
 
-DEFAULT_POOL_SIZE: Final = 5
-"""Connections kept open per database login (`--pool-size`); 0: a new connection per call."""
 _POOL_WAIT_S: Final = 30.0  # how long a call waits for a free connection when all are busy
 _RESET_DONE: Final = "mcpkit_reset_done"  # pool record flag: `session` already reset the connection
 _BEGUN: Final = "mcpkit_begun"  # a deferred session sent its begin itself (to verify the catalog first)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["CONNECTION_MARGIN", "ConnectionBudget"]
+__all__ = ["CONNECTION_MARGIN", "DEFAULT_POOL_SIZE", "ConnectionBudget"]
 
+DEFAULT_POOL_SIZE: Final = 5
+"""Connections kept open per database login (`--pool-size`); 0: a new connection per call."""
 CONNECTION_MARGIN: Final = 2
 """Connections a login's limit may exceed what the server opens by: a `mcpkit sql doctor` or
 `query` run alongside, and a second interrupt under way."""

@@ -18,6 +18,7 @@ from mcpkit.sql.profiles.base import (
     TableStats,
     quote_role,
 )
+from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
 from mcpkit.sql.profiles.digest import catalog_digest
 from mcpkit.sql.profiles.mysql.account import connection_limit_findings, inspect_mysql
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
@@ -95,7 +96,7 @@ class MysqlProfile(MysqlSession):
         EXECUTE, so no DEFINER routine is reachable."""
         quote_role(role)
         default = conn.execute(text("SELECT DATABASE()")).scalar()
-        limit = (budget or ConnectionBudget(5)).recommended
+        limit = (budget or ConnectionBudget(DEFAULT_POOL_SIZE)).recommended
         script = [f"CREATE USER '{role}'@'%' IDENTIFIED BY '{password}' WITH MAX_USER_CONNECTIONS {limit}"]
         for name in tables:
             schema, _, table = name.rpartition(".")

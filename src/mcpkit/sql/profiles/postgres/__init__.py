@@ -18,6 +18,7 @@ from mcpkit.sql.profiles.base import (
     TableStats,
     quote_role,
 )
+from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
 from mcpkit.sql.profiles.digest import catalog_digest
 from mcpkit.sql.profiles.postgres.account import inspect_postgres
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
@@ -110,7 +111,8 @@ class PostgresProfile(PostgresSession):
     ) -> list[str]:
         """CREATE ROLE with a CONNECTION LIMIT for `budget`, USAGE and SELECT grants, and the
         fixes the start-up check asks for."""
-        return postgres_grant(conn, role, tables, password, (budget or ConnectionBudget(5)).recommended)
+        limit = (budget or ConnectionBudget(DEFAULT_POOL_SIZE)).recommended
+        return postgres_grant(conn, role, tables, password, limit)
 
     def role_setup(self, role: str) -> str | None:
         """`SET LOCAL ROLE "<role>"` inside the call's read-only transaction."""
