@@ -367,3 +367,129 @@ def test_postgres_audit_and_admission_share_one_never_list(pg_db: tuple[str, str
         c.execute(f"GRANT USAGE ON SCHEMA app TO {login}; GRANT SELECT ON app.locks TO {login}")
     lines = [f.line() for f in _report(_login(admin, login)).findings]
     assert any("relation app.locks runs pg_catalog.pg_lock_status" in line for line in lines), lines
+
+
+# --- MariaDB: what a granted role brings, enabled or not (issue 10) ------------------------------
+
+
+def _mysql_reader(url: str, tag: str, *, default_role: bool) -> tuple[str, str, str, str]:
+    """A login granted `outer` (its default role or not), `inner` granted to `outer`, and a table of
+    its own only, in the test's database (which holds a DEFINER function and a DEFINER view)."""
+    db = f"mk_lp_{tag}_db"
+    user, outer, inner = (f"mk_lp_{tag}_{s}" for s in ("w", "ro", "ri"))
+    _mysql_run(
+        url,
+        f"CREATE TABLE {db}.t (a int)",
+        f"CREATE FUNCTION {db}.f() RETURNS INT SQL SECURITY DEFINER RETURN 1",
+        f"CREATE SQL SECURITY DEFINER VIEW {db}.v AS SELECT a FROM {db}.t",
+        f"CREATE ROLE {inner}",
+        f"CREATE ROLE {outer}",
+        f"GRANT {inner} TO {outer}",
+        f"CREATE USER '{user}'@'%'",
+        f"GRANT {outer} TO '{user}'@'%'",
+        f"GRANT SELECT ON {db}.t TO '{user}'@'%'",
+        *([f"SET DEFAULT ROLE {outer} FOR '{user}'@'%'"] if default_role else []),
+    )
+    login = make_url(url).set(username=user, password=None, database=db).render_as_string(False)
+    return login, db, outer, inner
+
+
+def _current_role(conn: object) -> object:
+    return conn.exec_driver_sql("SELECT CURRENT_ROLE()").scalar()  # type: ignore[attr-defined]
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("default_role", [True, False], ids=["default-role", "role-not-enabled"])
+def test_mariadb_definer_routine_and_view_through_a_nested_role_refused_then_clean(
+    mysql_url: str, mysql_accounts: str, default_role: bool
+) -> None:
+    login, db, _, inner = _mysql_reader(mysql_url, mysql_accounts, default_role=default_role)
+    _mysql_run(
+        mysql_url, f"GRANT EXECUTE ON FUNCTION {db}.f TO {inner}", f"GRANT SELECT ON {db}.v TO {inner}"
+    )
+    report = _report(login)
+    found = {f.code: f for f in report.findings if f.code in ("definer-routine", "definer-view")}
+    assert set(found) == {"definer-routine", "definer-view"}, report.findings
+    assert f"function {db}.f" in found["definer-routine"].message
+    assert f"view {db}.v" in found["definer-view"].message
+    routine_fix = found["definer-routine"].fix.split("; or ")[0]
+    view_fix = found["definer-view"].fix.split("; or ")[1]
+    assert routine_fix == f"REVOKE EXECUTE ON FUNCTION `{db}`.`f` FROM `{inner}`", routine_fix
+    assert view_fix == f"REVOKE SELECT ON `{db}`.`v` FROM `{inner}`", view_fix
+    with pytest.raises(SqlConfigError, match="which runs as its definer"):
+        ensure_safe_account(report)
+    _mysql_run(mysql_url, routine_fix, view_fix)
+    assert [f for f in _report(login).findings if f.code.startswith("definer")] == []
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("default_role", [True, False], ids=["default-role", "role-not-enabled"])
+def test_mariadb_the_sessions_role_is_restored_exactly_also_on_error(
+    mysql_url: str, mysql_accounts: str, default_role: bool
+) -> None:
+    from mcpkit.sql.profiles.mysql.account import inspect_mysql
+    from mcpkit.sql.profiles.mysql.roles import under_each_role
+
+    login, _, outer, inner = _mysql_reader(mysql_url, mysql_accounts, default_role=default_role)
+    _mysql_run(mysql_url, f"GRANT FILE ON *.* TO {inner}")
+    engine = SqlEngine(login, pool_size=1)
+    try:
+        with engine.session(10.0, "t") as (conn, dbapi):
+            before = _current_role(conn)
+            assert before == (outer if default_role else None)
+            assert any(f.code == "mysql:file" for f in inspect_mysql(conn).findings)
+            assert _current_role(conn) == before
+            engine.profile.catalog_fingerprint(dbapi)
+            assert _current_role(conn) == before
+
+            def run(sql: str) -> list[tuple[object, ...]]:
+                result = conn.exec_driver_sql(sql)
+                return [tuple(r) for r in result.all()] if result.returns_rows else []
+
+            with pytest.raises(Exception, match="mk_lp_no_such_table"):
+                under_each_role(run, [outer], ["SELECT * FROM mk_lp_no_such_table"])
+            assert _current_role(conn) == before
+            conn.exec_driver_sql("SET ROLE NONE" if default_role else f"SET ROLE {outer}")
+            changed = _current_role(conn)
+            with pytest.raises(Exception, match="mk_lp_no_such_table"):
+                under_each_role(run, [outer], ["SELECT * FROM mk_lp_no_such_table"])
+            assert _current_role(conn) == changed
+            conn.exec_driver_sql(f"SET ROLE {outer}" if default_role else "SET ROLE NONE")
+        with engine.session(10.0, "t2") as (conn, _):  # the pooled connection, as the login left it
+            assert _current_role(conn) == before
+    finally:
+        engine.close()
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("default_role", [True, False], ids=["default-role", "role-not-enabled"])
+def test_mariadb_fingerprint_sees_changes_to_a_nested_role(
+    mysql_url: str, mysql_accounts: str, default_role: bool
+) -> None:
+    login, db, _, inner = _mysql_reader(mysql_url, mysql_accounts, default_role=default_role)
+    engine = SqlEngine(login, pool_size=1)
+
+    def fingerprint() -> str | None:
+        with engine.session(10.0, "fp") as (_, dbapi):
+            return engine.profile.catalog_fingerprint(dbapi)
+
+    try:
+        clean = fingerprint()
+        assert fingerprint() == clean
+        for change, undo in (
+            (f"GRANT FILE ON *.* TO {inner}", f"REVOKE FILE ON *.* FROM {inner}"),
+            (f"GRANT SELECT ON {db}.v TO {inner}", f"REVOKE SELECT ON {db}.v FROM {inner}"),
+            (f"GRANT EXECUTE ON FUNCTION {db}.f TO {inner}", None),
+            # seen only through the role: its SQL SECURITY
+            (f"ALTER FUNCTION {db}.f SQL SECURITY INVOKER", None),
+        ):
+            _mysql_run(mysql_url, change)
+            changed = fingerprint()
+            assert changed != clean, change
+            if undo is None:
+                clean = changed
+                continue
+            _mysql_run(mysql_url, undo)
+            assert fingerprint() == clean, undo
+    finally:
+        engine.close()

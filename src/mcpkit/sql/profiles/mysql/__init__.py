@@ -19,10 +19,9 @@ from mcpkit.sql.profiles.base import (
     quote_role,
 )
 from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
-from mcpkit.sql.profiles.digest import catalog_digest
 from mcpkit.sql.profiles.mysql.account import connection_limit_findings, inspect_mysql
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
-from mcpkit.sql.profiles.mysql.fingerprint import MYSQL_FINGERPRINT
+from mcpkit.sql.profiles.mysql.fingerprint import mysql_fingerprint
 from mcpkit.sql.profiles.mysql.masks import (
     derived_masks,
     masked_views,
@@ -48,8 +47,9 @@ class MysqlProfile(MysqlSession):
         return inspect_mysql(conn, allowed)
 
     def catalog_fingerprint(self, dbapi: Any) -> str:
-        """The account's grants and the routines and views it can see (`profiles.mysql.fingerprint`)."""
-        return catalog_digest(dbapi, *MYSQL_FINGERPRINT)
+        """The account's grants and the routines and views it can see, also under each role granted
+        to it (`profiles.mysql.fingerprint`)."""
+        return mysql_fingerprint(dbapi)
 
     def connection_findings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
         """The login's MAX_USER_CONNECTIONS must bound what the server opens, with a small margin:

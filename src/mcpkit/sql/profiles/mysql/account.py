@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
+from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, under_each_role
 
 __all__ = ["connection_limit_findings", "inspect_mysql"]
 
@@ -55,33 +55,19 @@ _DEFINER_VIEWS: Final = (
 
 _MAX_USER_CONNECTIONS: Final = re.compile(r"\bMAX_USER_CONNECTIONS (-?\d+)")
 _GLOBAL_GRANT: Final = re.compile(r"GRANT (.+?) ON \*\.\* TO (\S+)")
-_ROLE_GRANT: Final = re.compile(r"GRANT ((?:`(?:[^`]|``)+`(?:, )?)+) TO ")
+_OBJECT_GRANT: Final = re.compile(
+    r"GRANT (.+?) ON ((?:FUNCTION |PROCEDURE )?)(\*\.\*|`(?:[^`]|``)+`\.(?:\*|`(?:[^`]|``)+`)) TO (\S+)"
+)
 
 
-def _global_holders(conn: Connection) -> dict[str, list[str]]:
+def _global_holders(lines: Sequence[str]) -> dict[str, list[str]]:
     """Global privilege -> who holds it for this login: the login itself, or a role granted to it
     (directly or through other roles), as SHOW GRANTS writes them.
 
     information_schema.USER_PRIVILEGES lists the login's own grants only: a SUPER held through a
-    role was not seen. SHOW GRANTS lists the enabled role's grants too (nested roles included); a
-    role granted but not enabled is one SET ROLE away, so each is enabled in turn to list its grants,
-    and the session's role is put back.
+    role was not seen. `lines` are SHOW GRANTS of the session and under each granted role
+    (`roles.under_each_role`: a role granted but not enabled is one SET ROLE away).
     """
-    lines = [str(r[0]) for r in conn.exec_driver_sql("SHOW GRANTS")]
-    roles = [
-        name.strip("`").replace("``", "`")
-        for line in lines
-        if " ON " not in line and (m := _ROLE_GRANT.match(line))
-        for name in re.findall(r"`(?:[^`]|``)+`", m[1])
-    ]
-    current = conn.exec_driver_sql("SELECT CURRENT_ROLE()").scalar()
-    try:
-        for role in roles:
-            with contextlib.suppress(DBAPIError):
-                conn.exec_driver_sql(f"SET ROLE {_quote(role)}")
-                lines += [str(r[0]) for r in conn.exec_driver_sql("SHOW GRANTS")]
-    finally:
-        conn.exec_driver_sql(f"SET ROLE {_quote(str(current)) if current else 'NONE'}")
     holders: dict[str, list[str]] = {}
     for line in lines:
         m = _GLOBAL_GRANT.match(line)
@@ -93,8 +79,24 @@ def _global_holders(conn: Connection) -> dict[str, list[str]]:
     return holders
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+def _revokes(lines: Sequence[str], privilege: str, on: str, kind: str = "") -> list[str]:
+    """The REVOKEs that take `privilege` on object `on` (db.name, each name backquoted), from SHOW GRANTS
+    lines: granted on it, on its database or on everything, to the login, a role or PUBLIC.
+
+    >>> _revokes(["GRANT SELECT, EXECUTE ON `d`.* TO `r`"], "EXECUTE", "`d`.`f`", "FUNCTION")
+    ['REVOKE EXECUTE ON `d`.* FROM `r`']
+    """
+    found = []
+    for line in lines:
+        m = _OBJECT_GRANT.match(line)
+        if m is None or m[2] not in ("", f"{kind} "):
+            continue
+        privileges = {p.strip().upper() for p in m[1].split(",")}
+        if (privilege in privileges or "ALL PRIVILEGES" in privileges) and (
+            m[3] in (on, "*.*") or on.startswith(m[3].removesuffix("*"))
+        ):
+            found.append(f"REVOKE {privilege} ON {m[2]}{m[3]} FROM {m[4]}")
+    return list(dict.fromkeys(found))
 
 
 def _grantees(conn: Connection, user: str, host: str) -> tuple[str, ...]:
@@ -110,7 +112,14 @@ def _same_account(definer: str, current: str) -> bool:
     return d_user == c_user and d_host.casefold() == c_host.casefold()
 
 
-def _definer_views(conn: Connection, current: str, account: str, allowed: frozenset[str]) -> list[Finding]:
+Seen = dict[tuple[str, ...], str | None]
+"""A DEFINER routine's or view's catalog row -> None if the session reaches it as it is, else the
+granted role under which it was seen."""
+
+
+def _definer_views(
+    views: Seen, current: str, account: str, lines: Sequence[str], allowed: frozenset[str]
+) -> list[Finding]:
     """A view that runs with another account's rights is a route around every other check.
 
     MariaDB checks a DEFINER view's tables, columns and functions against its definer: a view
@@ -119,26 +128,53 @@ def _definer_views(conn: Connection, current: str, account: str, allowed: frozen
     from the login, so every such view is refused, not only those found to reach something.
     """
     found = []
-    for schema, name, definer in conn.execute(text(_DEFINER_VIEWS)):
-        if _same_account(str(definer), current) or f"view:{schema}.{name}" in allowed:
+    for (schema, name, definer), role in views.items():
+        if _same_account(definer, current) or f"view:{schema}.{name}" in allowed:
             continue
         quoted = f"`{schema}`.`{name}`"
+        revokes = _revokes(lines, "SELECT", quoted)
+        wide = not revokes or any(r.split(" FROM ")[0].endswith("*") for r in revokes)
+        revoke = "; ".join(revokes or [f"REVOKE SELECT ON {quoted} FROM {account}"])
+        revoke += f" (a grant on `{schema}`.* must become grants per table)" if wide else ""
+        via = f" through role {quote_name(role)}" if role is not None else ""
         found.append(
             Finding(
                 "definer-view",
-                f"{current} can read view {schema}.{name}, which runs as its definer {definer}"
+                f"{current} can read view {schema}.{name}{via}, which runs as its definer {definer}"
                 " (SQL SECURITY DEFINER: its tables, columns and functions are checked against the definer)",
                 f"ALTER SQL SECURITY INVOKER VIEW {quoted} AS <its SELECT, from SHOW CREATE VIEW {quoted}>;"
-                f" or REVOKE SELECT ON {quoted} FROM {account} (a grant on `{schema}`.* must become grants"
-                " per table)",
+                f" or {revoke}",
                 f"view:{schema}.{name}",
             )
         )
     return found
 
 
+def _seen(conn: Connection, own: Sequence[str]) -> tuple[list[str], Seen, Seen]:
+    """SHOW GRANTS lines, DEFINER routines and DEFINER views: as the session is, then under each role
+    granted to the login (`roles.under_each_role`)."""
+
+    def run(sql: str) -> Sequence[tuple[Any, ...]]:
+        result = conn.exec_driver_sql(sql)
+        return [tuple(r) for r in result.all()] if result.returns_rows else []
+
+    lines = list(own)
+    routines: Seen = {tuple(map(str, r)): None for r in run(_DEFINERS)}
+    views: Seen = {tuple(map(str, r)): None for r in run(_DEFINER_VIEWS)}
+    for role, (grants, r_rows, v_rows) in under_each_role(
+        run, granted_roles(own), ("SHOW GRANTS", _DEFINERS, _DEFINER_VIEWS)
+    ):
+        lines += [str(g[0]) for g in grants]
+        for row in r_rows:
+            routines.setdefault(tuple(map(str, row)), role)
+        for row in v_rows:
+            views.setdefault(tuple(map(str, row)), role)
+    return lines, routines, views
+
+
 def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> AccountReport:
-    """The login: server-wide privileges, DEFINER routines it can run, what it can write.
+    """The login: server-wide privileges, DEFINER routines it can run, what it can write; held
+    itself or through any role granted to it, enabled or not, nested or not.
 
     Args:
         conn: A connection in a call's read-only session.
@@ -152,7 +188,8 @@ def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> Ac
         scope: [(str(p), str(o)) for p, o in conn.execute(text(q).bindparams(g=grantees))]
         for scope, q in _PRIVILEGES.items()
     }
-    holders = _global_holders(conn)
+    lines, routines, views = _seen(conn, [str(r[0]) for r in conn.exec_driver_sql("SHOW GRANTS")])
+    holders = _global_holders(lines)
     held = {p for p, _ in privileges["global"]} | set(holders)
     found = []
     for p, why in _ADMIN.items():
@@ -170,24 +207,27 @@ def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> Ac
             )
         )
     schema_execute = {on for p, on in privileges["schema"] if p == "EXECUTE"}
-    for schema, name, kind, definer in conn.execute(text(_DEFINERS)):
+    for (schema, name, kind, definer), role in routines.items():
         if f"routine:{schema}.{name}" in allowed:
             continue
-        fix = (
-            f"REVOKE EXECUTE ON `{schema}`.* FROM {account}"
-            if schema in schema_execute or "EXECUTE" in held
-            else f"REVOKE EXECUTE ON {kind} `{schema}`.`{name}` FROM {account}"
-        )
+        quoted = f"`{schema}`.`{name}`"
+        if revokes := _revokes(lines, "EXECUTE", quoted, kind):
+            fix = "; ".join(revokes)
+        elif schema in schema_execute or "EXECUTE" in held:
+            fix = f"REVOKE EXECUTE ON `{schema}`.* FROM {account}"
+        else:
+            fix = f"REVOKE EXECUTE ON {kind} {quoted} FROM {account}"
+        via = f" through role {quote_name(role)}" if role is not None else ""
         found.append(
             Finding(
                 "definer-routine",
-                f"{current} can run {kind.lower()} {schema}.{name}, which runs as its definer {definer}"
+                f"{current} can run {kind.lower()} {schema}.{name}{via}, which runs as its definer {definer}"
                 " (SQL SECURITY DEFINER)",
-                f"{fix}; or ALTER {kind} `{schema}`.`{name}` SQL SECURITY INVOKER",
+                f"{fix}; or ALTER {kind} {quoted} SQL SECURITY INVOKER",
                 f"routine:{schema}.{name}",
             )
         )
-    found += _definer_views(conn, str(current), account, allowed)
+    found += _definer_views(views, str(current), account, lines, allowed)
     writable = sorted(
         {
             "*.* (global)" if scope == "global" else f"{on}.*" if scope == "schema" else on
