@@ -493,3 +493,25 @@ def test_mariadb_fingerprint_sees_changes_to_a_nested_role(
             assert fingerprint() == clean, undo
     finally:
         engine.close()
+
+
+@pytest.mark.mysql
+def test_mariadb_definer_function_granted_to_public_is_refused_though_the_login_cannot_list_it(
+    mysql_url: str, mysql_accounts: str
+) -> None:
+    # information_schema.ROUTINES does not list a routine granted to PUBLIC one by one; the login
+    # may run it all the same (here: root's LOAD_FILE). PUBLIC is server-wide: granted briefly.
+    login, db, _, _ = _mysql_reader(mysql_url, mysql_accounts, default_role=False)
+    _mysql_run(
+        mysql_url,
+        f"CREATE FUNCTION {db}.g() RETURNS TEXT SQL SECURITY DEFINER RETURN LOAD_FILE('/etc/hostname')",
+    )
+    try:
+        _mysql_run(mysql_url, f"GRANT EXECUTE ON FUNCTION {db}.g TO PUBLIC")
+        report = _report(login)
+    finally:
+        _mysql_run(mysql_url, f"REVOKE EXECUTE ON FUNCTION {db}.g FROM PUBLIC")
+    found = [f for f in report.findings if f.code == "definer-routine"]
+    assert [f.fix for f in found] == [f"REVOKE EXECUTE ON FUNCTION `{db}`.`g` FROM PUBLIC"], report.findings
+    assert "granted to PUBLIC" in found[0].message and found[0].opt_in == f"routine:{db}.g"
+    assert [f for f in _report(login).findings if f.code.startswith("definer")] == []

@@ -55,6 +55,8 @@ _DEFINER_VIEWS: Final = (
 
 _MAX_USER_CONNECTIONS: Final = re.compile(r"\bMAX_USER_CONNECTIONS (-?\d+)")
 _GLOBAL_GRANT: Final = re.compile(r"GRANT (.+?) ON \*\.\* TO (\S+)")
+_NAMES: Final = re.compile(r"`((?:[^`]|``)+)`")
+_LISTED: Final = "SELECT 1 FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = :s AND ROUTINE_NAME = :n"
 _OBJECT_GRANT: Final = re.compile(
     r"GRANT (.+?) ON ((?:FUNCTION |PROCEDURE )?)(\*\.\*|`(?:[^`]|``)+`\.(?:\*|`(?:[^`]|``)+`)) TO (\S+)"
 )
@@ -150,6 +152,37 @@ def _definer_views(
     return found
 
 
+def _public_routines(
+    conn: Connection, lines: Sequence[str], current: str, allowed: frozenset[str]
+) -> list[Finding]:
+    """Routines granted to PUBLIC one by one: `information_schema.ROUTINES`, `SHOW FUNCTION STATUS`
+    and `SHOW CREATE` hide them from the login (MariaDB 10.11), which may still run them, so their
+    SQL SECURITY cannot be read and each one not listed otherwise is refused (a grant on `db.*` to
+    PUBLIC lists its routines)."""
+    found = []
+    for line in dict.fromkeys(lines):  # each role repeats the PUBLIC lines
+        m = _OBJECT_GRANT.match(line)
+        if m is None or not m[2] or m[4] != "PUBLIC":
+            continue
+        privileges = {p.strip().upper() for p in m[1].split(",")}
+        schema, name = (n.replace("``", "`") for n in _NAMES.findall(m[3]))
+        if not privileges & {"EXECUTE", "ALL PRIVILEGES"} or f"routine:{schema}.{name}" in allowed:
+            continue
+        if conn.execute(text(_LISTED), {"s": schema, "n": name}).first() is not None:
+            continue  # its SQL SECURITY is read like any other routine's
+        kind = m[2].strip()
+        found.append(
+            Finding(
+                "definer-routine",
+                f"{current} can run {kind.lower()} {schema}.{name} (EXECUTE granted to PUBLIC), whose SQL"
+                " SECURITY the login cannot read (information_schema.ROUTINES does not list it)",
+                f"REVOKE EXECUTE ON {kind} {m[3]} FROM PUBLIC",
+                f"routine:{schema}.{name}",
+            )
+        )
+    return found
+
+
 def _seen(conn: Connection, own: Sequence[str]) -> tuple[list[str], Seen, Seen]:
     """SHOW GRANTS lines, DEFINER routines and DEFINER views: as the session is, then under each role
     granted to the login (`roles.under_each_role`)."""
@@ -227,6 +260,7 @@ def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> Ac
                 f"routine:{schema}.{name}",
             )
         )
+    found += _public_routines(conn, lines, str(current), allowed)
     found += _definer_views(views, str(current), account, lines, allowed)
     writable = sorted(
         {
