@@ -515,3 +515,60 @@ def test_mariadb_definer_function_granted_to_public_is_refused_though_the_login_
     assert [f.fix for f in found] == [f"REVOKE EXECUTE ON FUNCTION `{db}`.`g` FROM PUBLIC"], report.findings
     assert "granted to PUBLIC" in found[0].message and found[0].opt_in == f"routine:{db}.g"
     assert [f for f in _report(login).findings if f.code.startswith("definer")] == []
+
+
+@pytest.mark.postgres
+def test_postgres_connection_limit_is_warned_not_refused_then_clean(
+    pg_db: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # LIKE over a long pattern ignores cancel: its backend outlives the call, and the login's
+    # CONNECTION LIMIT is what bounds how many. Advised, not required (existing logins have none).
+    admin, tag = pg_db
+    role = f"mk_lp_{tag}_l"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {role} LOGIN")
+    url = _login(admin, role)
+    fix = f"ALTER ROLE {role} CONNECTION LIMIT 7"  # 5 pooled, +1 as MariaDB's budget, +1
+
+    def warnings(login: str, pool_size: int = 5) -> list[str]:
+        engine = SqlEngine(login, pool_size=pool_size)
+        try:
+            report = inspect_account(engine, connections=ConnectionBudget(pool_size))
+        finally:
+            engine.close()
+        assert not [f for f in report.findings if "connection" in f.code]  # never a refusal
+        with caplog.at_level("WARNING", logger="mcpkit.sql"):
+            caplog.clear()
+            ensure_safe_account(report)  # start-up passes, and logs each warning
+        assert [r.getMessage() for r in caplog.records if "connection" in r.getMessage()] == [
+            w.line() for w in report.warnings
+        ]
+        return [w.line() for w in report.warnings]
+
+    assert warnings(url) == [
+        f"{role} has no connection limit (a statement that ignores its timeout and cancel keeps its"
+        f" backend busy after its call; the limit bounds how many): {fix}"
+    ]
+    doctor = run_mcpkit("sql", "doctor", "--dsn", url)
+    assert doctor.returncode == 0, doctor.stdout
+    assert f"warn connection limit: {role} has no connection limit" in doctor.stdout, doctor.stdout
+    assert doctor.stdout.rstrip().count(fix) == 1, doctor.stdout
+    with pg_admin(admin) as c:
+        c.execute(f"ALTER ROLE {role} CONNECTION LIMIT 50")
+    assert [w.split(" (")[0] for w in warnings(url)] == [
+        f"{role} may hold 50 connections, more than the 6 connections the server opens"
+    ]
+    with pg_admin(admin) as c:
+        c.execute(fix)
+    assert warnings(url) == []
+    assert warnings(url, pool_size=0) == []  # one connection per call: any finite limit
+    doctor = run_mcpkit("sql", "doctor", "--dsn", url)
+    assert "connection limit" not in doctor.stdout, doctor.stdout
+    # a superuser (the administrator here) is told that the limit does not bind it
+    engine = SqlEngine(admin)
+    try:
+        told = inspect_account(engine, connections=ConnectionBudget(5)).warnings
+    finally:
+        engine.close()
+    assert [w.code for w in told] == ["postgres:connection-limit"], told
+    assert told[0].message.endswith("; it is a superuser, which PostgreSQL lets past any connection limit")

@@ -67,6 +67,7 @@ def inspect_account(
         report = engine.profile.inspect(conn, engine.url, frozenset(allowed))
         if connections is not None:
             report.findings += engine.profile.connection_findings(conn, connections)
+            report.warnings += engine.profile.connection_warnings(conn, connections)
         if fingerprinted:
             report.fingerprint = engine.profile.catalog_fingerprint(dbapi)
         return report
@@ -98,6 +99,8 @@ def ensure_safe_account(
             f"remove it (or opt in where offered):\n{lines}"
         )
     kept = [f for f in report.findings if f not in refused]
+    for w in report.warnings:
+        log.warning("%s", w.line())
     for f in kept:
         log.warning("serving although %s, as --allow %s asked", f.message, f.opt_in)
     if report.writable:

@@ -11,7 +11,7 @@ dialect name. The base class is the generic behaviour (any other SQLAlchemy back
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -19,6 +19,7 @@ from sqlalchemy.engine import URL, Connection
 
 from mcpkit.sql.errors import FailureKind, SqlConfigError
 from mcpkit.sql.profiles.budget import CONNECTION_MARGIN, ConnectionBudget
+from mcpkit.sql.profiles.findings import Finding, merge_findings
 
 if TYPE_CHECKING:
     from mcpkit.sql.admission import FunctionCatalog, FunctionPolicy
@@ -76,25 +77,6 @@ def quote_role(role: str) -> str:
 
 
 @dataclass(frozen=True)
-class Finding:
-    """One thing the execution identity can do that a reader must not, and how to take it away.
-
-    `opt_in` names the `--allow` value that accepts it (with a warning), where a careful operator
-    may want it; None: it must be removed.
-    """
-
-    code: str
-    message: str
-    fix: str
-    opt_in: str | None = None
-
-    def line(self) -> str:
-        """One line for the operator: what, then the SQL that removes it."""
-        accept = f" (or --allow {self.opt_in})" if self.opt_in else ""
-        return f"{self.message}: {self.fix}{accept}"
-
-
-@dataclass(frozen=True)
 class ColumnStats:
     """What the database's own statistics say of one column (None: they do not say).
 
@@ -128,29 +110,6 @@ class TableStats:
     row_filtered: bool = False
 
 
-def merge_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """One finding per distinct fix, in first-seen order: what one statement removes is told on one
-    line (two routes to one function printed the same REVOKE twice).
-
-    >>> a = Finding("x", "operator + calls f", "REVOKE EXECUTE ON FUNCTION f() FROM PUBLIC")
-    >>> b = Finding("y", "aggregate g calls f", a.fix)
-    >>> [f.line() for f in merge_findings([a, b])]
-    ['operator + calls f; aggregate g calls f: REVOKE EXECUTE ON FUNCTION f() FROM PUBLIC']
-    """
-    groups: dict[str, list[Finding]] = {}
-    for finding in findings:
-        groups.setdefault(finding.fix, []).append(finding)
-    merged = []
-    for fix, group in groups.items():
-        if len(group) == 1:
-            merged.append(group[0])
-            continue
-        opt_ins = {f.opt_in for f in group}
-        message = "; ".join(dict.fromkeys(f.message for f in group))
-        merged.append(Finding(group[0].code, message, fix, opt_ins.pop() if len(opt_ins) == 1 else None))
-    return merged
-
-
 @dataclass(frozen=True)
 class DerivedMask:
     """Columns that hold a masked column's values under another name, masked as well.
@@ -178,6 +137,9 @@ class AccountReport:
     writable: list[str] = field(default_factory=list)
     read_only_enforced: bool = True
     findings: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
+    """What the operator is told but start-up does not refuse (a PostgreSQL login without a
+    connection limit); `ensure_safe_account` logs them, `doctor` prints them as `warn`."""
     fingerprint: str | None = None
     """The catalog fingerprint read in the same session, when asked for (`mcpkit.sql.reverify`)."""
 
@@ -287,6 +249,10 @@ class Profile:
         they return), the login's connection limit is what bounds the server threads the calls can
         keep busy. The generic profile knows no such limit and finds nothing.
         """
+        return []
+
+    def connection_warnings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
+        """Like `connection_findings`, where the database's limit is advised, not required (none here)."""
         return []
 
     def withheld_relations(self) -> frozenset[str]:

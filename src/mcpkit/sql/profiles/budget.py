@@ -44,3 +44,34 @@ class ConnectionBudget:
     def recommended(self) -> int:
         """The value the fix and `mcpkit sql grant` print: what is opened, plus one."""
         return self.least + 1
+
+    def judge(self, who: str, limit: int, why: str, kill: str) -> str | None:
+        """What is wrong with the login's connection `limit` (<= 0: none) for this budget; None: fits.
+
+        Args:
+            who: The login, as the message names it.
+            limit: The limit the database applies to it.
+            why: Why the limit matters (what a runaway statement holds after its call).
+            kill: What the watchdog's own connection sends.
+
+        >>> ConnectionBudget(5).judge("r", 7, "why", "KILL") is None
+        True
+        >>> ConnectionBudget(5).judge("r", -1, "why", "KILL")
+        'r has no connection limit (why; the limit bounds how many)'
+        """
+        opens = (
+            f"the {self.least} connections the server opens ({self.sources} x --pool-size "
+            f"{self.pool_size}, and one for the watchdog's {kill})"
+            if self.pool_size
+            else "the connections the server opens (--pool-size 0: one per call)"
+        )
+        if limit <= 0:
+            return f"{who} has no connection limit ({why}; the limit bounds how many)"
+        if self.most is not None and limit > self.most:
+            return f"{who} may hold {limit} connections, more than {opens} ({why})"
+        if limit < self.least:
+            return (
+                f"{who} may hold {limit} connections, fewer than {opens}: calls would be refused"
+                " as busy and a runaway statement could not be killed"
+            )
+        return None

@@ -290,22 +290,8 @@ def connection_limit_findings(conn: Connection, budget: ConnectionBudget) -> lis
     limit = int(own[1]) if own is not None and int(own[1]) != 0 else int(overall or 0)
     user, _, host = str(current).rpartition("@")
     fix = f"ALTER USER '{user}'@'{host}' WITH MAX_USER_CONNECTIONS {budget.recommended}"
-    opens = (
-        f"the {budget.least} connections the server opens ({budget.sources} x --pool-size "
-        f"{budget.pool_size}, and one for the watchdog's KILL)"
-        if budget.pool_size
-        else "the connections the server opens (--pool-size 0: one per call)"
-    )
     why = "a statement that ignores its timeout holds a server thread after its call"
-    if limit <= 0:
-        message = f"{current} has no connection limit ({why}; the limit bounds how many)"
-    elif budget.most is not None and limit > budget.most:
-        message = f"{current} may hold {limit} connections, more than {opens} ({why})"
-    elif limit < budget.least:
-        message = (
-            f"{current} may hold {limit} connections, fewer than {opens}: calls would be refused"
-            " as busy and a runaway statement could not be killed"
-        )
-    else:
+    message = budget.judge(str(current), limit, why, "KILL")
+    if message is None:
         return []
     return [Finding("mysql:connection-limit", message, fix, "connection-limit")]

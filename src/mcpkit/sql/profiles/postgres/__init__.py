@@ -20,7 +20,7 @@ from mcpkit.sql.profiles.base import (
 )
 from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
 from mcpkit.sql.profiles.digest import catalog_digest
-from mcpkit.sql.profiles.postgres.account import inspect_postgres
+from mcpkit.sql.profiles.postgres.account import connection_limit_warnings, inspect_postgres
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
 from mcpkit.sql.profiles.postgres.fingerprint import PG_FINGERPRINT
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
@@ -62,6 +62,11 @@ class PostgresProfile(PostgresSession):
         """Row counts and `xmin` sums of the catalogs a change lives in, and the login's roles
         (`profiles.postgres.fingerprint`)."""
         return catalog_digest(dbapi, PG_FINGERPRINT)
+
+    def connection_warnings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
+        """The login's CONNECTION LIMIT against `budget`: a warning, not a refusal (superusers
+        ignore it)."""
+        return connection_limit_warnings(conn, budget)
 
     def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
         """Generated columns computed from masked ones; partitions and inheritance children."""

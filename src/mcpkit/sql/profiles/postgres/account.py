@@ -7,12 +7,12 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from mcpkit.sql.profiles.base import AccountReport, Finding
+from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
 from mcpkit.sql.profiles.postgres.knowledge import ROLES
 from mcpkit.sql.profiles.postgres.routes import audit_routes
 from mcpkit.sql.profiles.postgres.views import owner_views
 
-__all__ = ["inspect_postgres"]
+__all__ = ["connection_limit_warnings", "inspect_postgres"]
 
 _ACCOUNT: Final = (
     "SELECT current_user, quote_ident(current_user), rolsuper, rolcreaterole, rolbypassrls, rolreplication,"
@@ -212,3 +212,28 @@ def inspect_postgres(conn: Connection, allowed: frozenset[str] = frozenset()) ->
     writable = [str(r[0]) for r in conn.execute(text(_WRITABLE))]
     reason = "rolsuper" if rolsuper else next((f.code for f in found if f.code.startswith("pg_")), None)
     return AccountReport("postgres", version, user, reason is not None, reason, writable, True, found)
+
+
+_CONNECTION_LIMIT: Final = (
+    "SELECT session_user, quote_ident(session_user), rolconnlimit, rolsuper FROM pg_catalog.pg_roles"
+    " WHERE rolname = session_user"
+)
+
+
+def connection_limit_warnings(conn: Connection, budget: ConnectionBudget) -> list[Finding]:
+    """The login's CONNECTION LIMIT (`rolconnlimit` of `session_user`, readable by every login)
+    against what the server opens: told, not refused.
+
+    A statement that ignores its timeout and cancel (LIKE over a long pattern) keeps its backend
+    after the call; the limit bounds how many do. Not required at start-up: existing deployments
+    log in without one, and a superuser ignores the limit anyway.
+    """
+    who, quoted, limit, superuser = conn.execute(text(_CONNECTION_LIMIT)).one()
+    why = "a statement that ignores its timeout and cancel keeps its backend busy after its call"
+    message = budget.judge(str(who), int(limit), why, "cancel request")
+    if message is None:
+        return []
+    if superuser:
+        message += "; it is a superuser, which PostgreSQL lets past any connection limit"
+    fix = f"ALTER ROLE {quoted} CONNECTION LIMIT {budget.recommended}"
+    return [Finding("postgres:connection-limit", message, fix)]
