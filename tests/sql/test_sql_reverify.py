@@ -329,3 +329,33 @@ def test_the_verification_runs_inside_the_calls_read_only_transaction_on_the_pip
         assert len(seen) == 2
     finally:
         engine.close()
+
+
+async def test_mariadb_privilege_given_to_a_nested_role_not_enabled_while_serving_is_refused(
+    mysql_env: DbEnv, mysql_url: str
+) -> None:
+    # Issue 10: a role granted to the login but not enabled, and a role nested in it, gained FILE
+    # while serving, unnoticed: SHOW GRANTS lists neither's privileges until SET ROLE.
+    ro, tag = mysql_env.ro_user, secrets.token_hex(4)
+    outer, inner = f"mk_rv_{tag}_o", f"mk_rv_{tag}_i"
+    admin = mysql_admin(mysql_url)
+    with admin.cursor() as c:
+        c.execute(f"CREATE ROLE {inner}")
+        c.execute(f"CREATE ROLE {outer}")
+        c.execute(f"GRANT {inner} TO {outer}")
+        c.execute(f"GRANT {outer} TO '{ro}'@'%'")
+    try:
+        async with _serving(mysql_env.ro_url) as ask:
+            assert _code(await ask("SELECT 1 AS one")) == "OK"
+            with admin.cursor() as c:
+                c.execute(f"GRANT FILE ON *.* TO {inner}")
+            assert _code(await ask("SELECT 1 AS one")) == "SOURCE_UNVERIFIED"
+            with admin.cursor() as c:
+                c.execute(f"REVOKE FILE ON *.* FROM {inner}")
+            got = await ask("SELECT CURRENT_ROLE() AS r")
+            assert _code(got) == "OK" and outer not in text_of(got)  # the session's role was put back
+    finally:
+        with admin.cursor() as c:
+            c.execute(f"DROP ROLE IF EXISTS {outer}")
+            c.execute(f"DROP ROLE IF EXISTS {inner}")
+        admin.close()
