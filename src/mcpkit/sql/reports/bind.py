@@ -5,7 +5,8 @@ is checked here: every `:name` must be a declared parameter and every parameter 
 is built in with admission's own rewrites; then the text to send is parsed again, its placeholders
 replaced by typed literals, and that copy must pass `admit` unchanged in meaning. Values are only
 ever bound by the driver (SQLAlchemy `text()` turns `:name` into its paramstyle), never spliced in.
-A parameter in a pattern position must be a `like:` parameter standing alone (see `like`).
+A parameter in a pattern position must be a `like:` parameter standing alone (see `like`); every
+other parameter must stand where the database reads a plain value (see `positions`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sqlglot import exp
 from mcpkit.sql.admission import REWRITES, FunctionCatalog, FunctionPolicy, admit, parse_statement, run_passes
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.reports.like import like_problems, with_escape
+from mcpkit.sql.reports.positions import position_problems
 from mcpkit.sql.reports.spec import ParamSpec
 
 __all__ = ["BindError", "BoundSql", "prepare_sql", "with_literals"]
@@ -131,7 +133,7 @@ def prepare_sql(
     unused = [p.name for p in params if p.name not in used]
     if unused:
         raise BindError(f"parameter {unused[0]!r} is declared but the SQL never uses :{unused[0]}")
-    misuse = like_problems(tree, like)
+    misuse = like_problems(tree, like) or position_problems(tree, dialect, types, like)
     if misuse:
         raise BindError("; ".join(misuse))
     tree = with_escape(tree, like)
