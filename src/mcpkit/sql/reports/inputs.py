@@ -1,15 +1,32 @@
-"""A report's input model: its parameters as a strict pydantic model (the tool's inputSchema)."""
+"""A report's input model: its parameters as a strict pydantic model (the tool's inputSchema).
+
+What the schema publishes is what a call may bind: a `number` is finite (no NaN or Infinity, which
+Python's JSON reader accepts), an `integer` or `number` is never a JSON boolean (not even for an
+enum of 0 and 1, which pydantic's `Literal` would otherwise match with `true`), and an `integer`
+is a signed 64-bit value unless the file bounds it more tightly (SQLite binds nothing wider, and
+one range on every engine keeps a report's meaning the same everywhere; the bounds are published).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, create_model
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    create_model,
+)
+from pydantic_core import PydanticCustomError
 
 from mcpkit.sql.reports.pattern import anchored
-from mcpkit.sql.reports.spec import ParamSpec
+from mcpkit.sql.reports.spec import INT_MAX, INT_MIN, ParamSpec
 
 __all__ = ["input_model", "sample_value"]
 
@@ -22,13 +39,26 @@ _BASE: dict[str, Any] = {
 }
 
 
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise PydanticCustomError("number_type", "Input should be a number, not true or false")
+    return value
+
+
 def _field(p: ParamSpec) -> tuple[Any, Any]:
     kind: Any = Literal[tuple(p.enum)] if p.enum else _BASE[p.type]
+    if p.enum and p.type in ("integer", "number"):
+        kind = Annotated[kind, BeforeValidator(_not_bool)]
     limits: dict[str, Any] = {}
     if p.minimum is not None:
         limits["ge"] = p.minimum
     if p.maximum is not None:
         limits["le"] = p.maximum
+    if p.type == "integer" and not p.enum:
+        limits["ge"] = max(limits.get("ge", INT_MIN), INT_MIN)
+        limits["le"] = min(limits.get("le", INT_MAX), INT_MAX)
+    if p.type == "number":
+        limits["allow_inf_nan"] = False
     if p.pattern is not None:
         limits["pattern"] = anchored(p.pattern)  # JSON Schema's pattern is a search: anchor it
     if p.max_length is not None and not p.enum:
@@ -44,7 +74,7 @@ def _field(p: ParamSpec) -> tuple[Any, Any]:
 def input_model(report: str, params: Sequence[ParamSpec]) -> type[BaseModel]:
     """The strict input model of one report: unknown fields forbidden, limits from the file.
 
-    >>> from mcpkit.sql.reports.spec import ParamSpec
+    >>> from mcpkit.sql.reports.spec import INT_MAX, INT_MIN, ParamSpec
     >>> m = input_model("units_by_year", [ParamSpec("year", "integer", minimum=2021, maximum=2024)])
     >>> m.model_json_schema()["properties"]["year"]
     {'maximum': 2024, 'minimum': 2021, 'title': 'Year', 'type': 'integer'}
