@@ -159,3 +159,46 @@ def test_integer_limits_outside_64_bits_fail_the_load(
 ) -> None:
     with pytest.raises(ReportsError, match=fragment):
         build_report_tools(_file(params), sqlite_service)
+
+
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ('s: {type: string, max_length: 3, default: "abcdefgh"}', "default is longer than max_length (8 > 3"),
+        (
+            'p: {type: string, like: prefix, max_length: 2, default: "%%%%%"}',
+            "default is longer than max_length",
+        ),
+        ("x: {type: number, minimum: 0, maximum: 10, default: .nan}", "default must be a finite number"),
+        ("x: {type: number, default: .inf}", "default must be a finite number"),
+        ("x: {type: number, default: -.inf}", "default must be a finite number"),
+        ("x: {type: number, minimum: .nan}", "minimum must be a finite number"),
+        ("x: {type: number, enum: [1, .nan]}", "enum must be a finite number"),
+    ],
+)
+def test_a_default_breaking_its_own_rules_fails_the_load(
+    sqlite_service: SqlService, params: str, fragment: str
+) -> None:
+    name = params.split(":")[0]
+    sql = f"SELECT id FROM customers WHERE name LIKE :{name}" if "like:" in params else f"SELECT :{name} AS v"
+    with pytest.raises(ReportsError) as caught:
+        build_report_tools(_file(params, sql), sqlite_service)
+    assert fragment in str(caught.value), str(caught.value)
+
+
+def test_defaults_that_keep_their_rules_load_and_are_bound(sqlite_service: SqlService) -> None:
+    from mcpkit.context import Context
+
+    (tool,) = build_report_tools(
+        _file(
+            "n: {type: number, minimum: 0, maximum: 10, default: 3}, "
+            's: {type: string, max_length: 3, default: "abc"}, '
+            'd: {type: date, minimum: "2020-01-01", default: "2024-02-29"}, '
+            "k: {type: integer, enum: [0, 1], default: 1}",
+            "SELECT :n AS n, :s AS s, :d AS d, :k AS k",
+        ),
+        sqlite_service,
+    )
+    ctx = Context(call_id="d", tool="r", client=None, principal=None, protocol_version="2025-11-25")
+    args = tool.input.model_validate_json("{}", strict=True)
+    assert tool.handler(args, ctx).structured.rows == [[3, "abc", "2024-02-29", 1]]

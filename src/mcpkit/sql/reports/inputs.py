@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -21,6 +22,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
+    ValidationError,
     create_model,
 )
 from pydantic_core import PydanticCustomError
@@ -28,7 +30,7 @@ from pydantic_core import PydanticCustomError
 from mcpkit.sql.reports.pattern import anchored
 from mcpkit.sql.reports.spec import INT_MAX, INT_MIN, ParamSpec
 
-__all__ = ["input_model", "sample_value"]
+__all__ = ["default_problem", "input_model", "sample_value"]
 
 _BASE: dict[str, Any] = {
     "integer": StrictInt,
@@ -69,6 +71,25 @@ def _field(p: ParamSpec) -> tuple[Any, Any]:
     if p.default is None:
         return kind | None, Field(default=None, description=description, **limits)
     return kind, Field(default=p.default, description=description, **limits)
+
+
+def default_problem(p: ParamSpec) -> str | None:
+    """Why `p`'s default would fail the validation a caller's value gets, or None.
+
+    The file's checks name each rule; this runs the call's own validator on the default at load, so
+    no rule can be missed (a default is bound without validation when the caller omits it).
+
+    >>> default_problem(ParamSpec("s", "string", max_length=3, default="abcdefgh", required=False))
+    'String should have at most 3 characters'
+    """
+    if p.default is None:
+        return None
+    probe = create_model("Default", value=_field(replace(p, required=True, default=None)))
+    try:
+        probe.model_validate({"value": p.default}, strict=True)
+    except ValidationError as exc:
+        return str(exc.errors(include_url=False)[0]["msg"])
+    return None
 
 
 def input_model(report: str, params: Sequence[ParamSpec]) -> type[BaseModel]:

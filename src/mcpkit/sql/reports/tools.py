@@ -31,7 +31,7 @@ from mcpkit.sql.masking.schema import SchemaMapping
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.render import render_markdown
 from mcpkit.sql.reports.bind import BindError, BoundSql, prepare_sql
-from mcpkit.sql.reports.inputs import input_model, sample_value
+from mcpkit.sql.reports.inputs import default_problem, input_model, sample_value
 from mcpkit.sql.reports.like import like_value
 from mcpkit.sql.reports.spec import ParamSpec, Problems, ReportsError, ReportSpec, parse_reports
 from mcpkit.sql.routing import SERVICE_KEY
@@ -181,6 +181,11 @@ def _compile(
     if spec.name in reserved:
         p.items.append(f"{p.source}:{spec.line}: report {spec.name!r}: the name is taken by a built-in tool")
     if spec.broken:
+        return None
+    defaults = [(q, why) for q in spec.params if (why := default_problem(q)) is not None]
+    for q, why in defaults:  # the call's own validator, so no rule of the file is missed
+        p.items.append(f"{p.source}:{q.line}: report {spec.name!r}: parameter {q.name!r}: default: {why}")
+    if defaults:
         return None
     rows = spec.max_rows or min(DEFAULT_ROWS, service.max_rows)
     if rows > service.max_rows:
