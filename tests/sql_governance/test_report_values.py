@@ -202,3 +202,86 @@ def test_defaults_that_keep_their_rules_load_and_are_bound(sqlite_service: SqlSe
     ctx = Context(call_id="d", tool="r", client=None, principal=None, protocol_version="2025-11-25")
     args = tool.input.model_validate_json("{}", strict=True)
     assert tool.handler(args, ctx).structured.rows == [[3, "abc", "2024-02-29", 1]]
+
+
+OPTIONAL = textwrap.dedent(
+    """
+    reports:
+      - name: customers
+        description: Customers, optionally by name, tier and region flag.
+        parameters:
+          who: {type: string, required: false}
+          tier: {type: integer, required: false}
+          europe: {type: boolean, required: false}
+        sql: >-
+          SELECT count(*) AS n FROM customers
+          WHERE (:who IS NULL OR name = :who) AND (:tier IS NULL OR tier = :tier)
+          AND (:europe IS NULL OR (region = 'Europe') = :europe)
+      - name: by_tier_text
+        description: Customers of a tier given as text.
+        parameters:
+          tier_text: {type: string, default: "2"}
+        sql: SELECT count(*) AS n FROM customers WHERE tier = :tier_text
+      - name: orders
+        description: Orders, optionally from an amount on.
+        parameters:
+          least: {type: number, required: false}
+        sql: SELECT count(*) AS n FROM orders WHERE :least IS NULL OR amount >= :least
+    """
+)
+
+
+@pytest.fixture(params=CRM_PARAMS)
+def crm_engine(request: pytest.FixtureRequest) -> Iterator[SqlService]:
+    db: CrmDb = request.getfixturevalue(
+        {"sqlite": "sqlite_crm", "postgres": "pg_crm", "mysql": "mysql_crm"}[request.param]
+    )
+    engine = SqlEngine(db.url)
+    yield SqlService(engine, max_rows=100, timeout_s=10.0)
+    engine.close()
+
+
+def test_an_omitted_optional_parameter_is_a_typed_null_on_every_engine(crm_engine: SqlService) -> None:
+    from mcpkit.context import Context
+    from mcpkit.sql.reports import ReportRunner
+
+    tools = {t.name: t for t in build_report_tools(OPTIONAL, crm_engine)}
+    ctx = Context(call_id="o", tool="customers", client=None, principal=None, protocol_version="2025-11-25")
+
+    def count(tool: str, **values: Any) -> int:
+        runner = tools[tool].handler
+        assert isinstance(runner, ReportRunner)
+        args = tools[tool].input.model_validate_json(json.dumps(values), strict=True)
+        rows = runner.run({n: getattr(args, n) for n in type(args).model_fields}, ctx).rows
+        return int(rows[0][0])
+
+    everyone = count("customers")
+    assert everyone == 40
+    name = crm_engine.query("SELECT name FROM customers WHERE id = 7", call_id="t")[0].rows[0][0]
+    assert 1 <= count("customers", who=name) < everyone
+    assert count("customers", who="nobody at all") == 0
+    by_tier = [count("customers", tier=t) for t in (1, 2, 3)]
+    assert sum(by_tier) == everyone and all(by_tier)
+    # a string compared with an integer column is still typed by its context, not cast to text
+    assert count("by_tier_text", tier_text="2") == by_tier[1]
+    europe = count("customers", europe=True)
+    assert 0 < europe < everyone and europe + count("customers", europe=False) == everyone
+    assert count("orders") == 120 and 0 < count("orders", least=250.5) < 120
+
+
+@pytest.mark.parametrize("dialect", ["postgres"])
+def test_a_null_test_the_declared_type_cannot_serve_fails_the_load(dialect: str, pg_crm: CrmDb) -> None:
+    engine = SqlEngine(pg_crm.url)
+    try:
+        with pytest.raises(
+            ReportsError, match=r"the database rejects it: operator does not exist: bytea = text"
+        ):
+            build_report_tools(
+                _file(
+                    "b: {type: string, required: false}",
+                    "SELECT count(*) AS n FROM customers WHERE :b IS NULL OR CAST(name AS bytea) = :b",
+                ),
+                SqlService(engine, max_rows=100, timeout_s=10.0),
+            )
+    finally:
+        engine.close()

@@ -12,7 +12,7 @@ other parameter must stand where the database reads a plain value (see `position
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -97,6 +97,7 @@ def prepare_sql(
     limit: int,
     functions: FunctionPolicy | None = None,
     catalog: FunctionCatalog | None = None,
+    casts: Mapping[str, str] | None = None,
 ) -> BoundSql:
     """Check a report's SQL against its parameters and admission; build the text to send.
 
@@ -115,6 +116,7 @@ def prepare_sql(
         limit: The row cap plus one (rows to fetch).
         functions: The function policy admission uses.
         catalog: The volatility lookup admission uses.
+        casts: Parameters sent as `CAST(:name AS type)` (PostgreSQL, for a parameter it cannot type).
 
     Returns:
         The text to send, the text admission saw, and the parameter names.
@@ -147,7 +149,16 @@ def prepare_sql(
     # First look: the statement itself (a DELETE is refused as a write, before any rewrite).
     admitted(tree)
     capped = run_passes(tree.copy(), REWRITES, limit=limit, dialect=dialect)
-    sent = capped.transform(lambda n: exp.Var(this=f":{n.name}") if isinstance(n, exp.Placeholder) else n)
+    typed = casts or {}
+
+    def named(node: exp.Expr) -> exp.Expr:
+        if not isinstance(node, exp.Placeholder):
+            return node
+        var = exp.Var(this=f":{node.name}")
+        cast = typed.get(node.name)
+        return exp.Cast(this=var, to=exp.DataType.build(cast, dialect=dialect)) if cast else var
+
+    sent = capped.transform(named)
     text = sent.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)
     # Second look, as admission does: what is sent is what is checked.
     again = parse_statement(text, dialect)
