@@ -23,6 +23,7 @@ from tests.sql_governance.conftest import CrmDb
 ROOT = Path(__file__).resolve().parents[2]
 DIALECTS = ("sqlite", "postgres", "mysql")
 ALL_CUSTOMERS = 40
+REGIONS = "{Europe,North America,Asia Pacific,Latin America}"
 
 WIDENING = [
     # (dialects, SQL with :p, a value that matches every row, what the refusal names)
@@ -64,6 +65,9 @@ WIDENING = [
         "%",
         "through the output column",
     ),
+    # a text PostgreSQL reads as an array: one value becomes a list
+    (("postgres",), "SELECT id FROM customers WHERE region = ANY(:p)", REGIONS, "ANY(:p)"),
+    (("postgres",), "SELECT id FROM customers WHERE region = ANY(CAST(:p AS TEXT[]))", REGIONS, "TEXT[]"),
 ]
 CASES = [
     pytest.param(
@@ -104,7 +108,8 @@ def test_a_parameter_the_engine_reads_as_a_pattern_fails_the_load(
     # The danger is real: the caller's value widens the match to every row on this engine.
     rows = engine.execute(sql, {"p": value}, 100, 10.0, "probe")
     assert len(rows.rows) == ALL_CUSTOMERS, (sql, value)
-    assert len(engine.execute(sql, {"p": "no such name"}, 100, 10.0, "probe").rows) < ALL_CUSTOMERS
+    miss = "{nobody}" if value.startswith("{") else "no such name"  # an array literal for ANY
+    assert len(engine.execute(sql, {"p": miss}, 100, 10.0, "probe").rows) < ALL_CUSTOMERS
     with pytest.raises(ReportsError) as caught:
         build_report_tools(_file(sql), crm_service)
     assert fragment in str(caught.value) and "'p'" in str(caught.value), str(caught.value)
@@ -130,6 +135,9 @@ def _prepare(sql: str, dialect: str, params: str = "p: {type: string}") -> str:
         ("postgres", "SELECT 1 AS x FROM t WHERE textregexeq(v, :p)"),
         ("postgres", "SELECT 1 AS x FROM t WHERE j ->> :p = 'x'"),
         ("postgres", "SELECT 1 AS x FROM t WHERE my_own_match(v, :p)"),
+        ("postgres", "SELECT 1 AS x FROM t WHERE v % :p"),  # pg_trgm's fuzzy match on text
+        ("postgres", "SELECT 1 AS x FROM t WHERE v = ANY(string_to_array(:p, ','))"),
+        ("postgres", "SELECT 1 AS x FROM t WHERE v = ANY((:p))"),
         ("postgres", "SELECT * FROM (VALUES (:p)) AS v(q)"),
         ("postgres", "SELECT x FROM t, LATERAL (SELECT :p AS q) l WHERE x = l.q"),
         ("mysql", "SELECT 1 AS x FROM t WHERE JSON_CONTAINS_PATH(j, 'one', :p)"),
@@ -172,6 +180,10 @@ def test_anything_but_a_known_value_position_fails(dialect: str, sql: str) -> No
         (
             "SELECT v FROM t WHERE v = COALESCE(:p, 'x') AND d >= :d ORDER BY v",
             "p: {type: string}, d: {type: date}",
+        ),
+        (
+            "SELECT v FROM t WHERE n % :n = 0 AND v = CAST(:p AS VARCHAR(10))",
+            "p: {type: string}, n: {type: integer}",
         ),
         (
             "SELECT substr(v, :n, :n) AS s FROM t WHERE n = (SELECT max(n) FROM u WHERE w = :p)",

@@ -12,11 +12,12 @@ value is followed up the tree through nodes known to read it as a value, and it 
 - the subject (not the pattern) of LIKE, ILIKE, GLOB, SIMILAR TO or a regular-expression predicate;
 - an output column of the statement itself.
 
-On the way it may pass through parentheses, aliases, casts, `COLLATE`, arithmetic, `||`/`CONCAT`,
-`COALESCE`, `NULLIF`, `CASE`/`IF` results and a short list of value functions (case, trimming,
-length, rounding, dates, literal `replace`/`strpos`, aggregates), whose result then carries the
-caller's value on. An integer parameter may also be the position or length of `SUBSTRING`, `LEFT`
-or `RIGHT`. Anything else (an unknown function, a JSON path, a `VALUES` row, ...) fails the load.
+On the way it may pass through parentheses, aliases, casts to scalar types, `COLLATE`, arithmetic,
+`||`/`CONCAT`, `COALESCE`, `NULLIF`, `CASE`/`IF` results, `ANY(ARRAY[...])` and a short list of value
+functions (case, trimming, length, rounding, dates, literal `replace`/`strpos`, aggregates), whose
+result then carries the caller's value on. A number parameter may also be the position or length of
+`SUBSTRING`, `LEFT` or `RIGHT`, or an operand of `%`. Anything else (an unknown function, a JSON path,
+a cast to an array, `= ANY(:p)`, a `VALUES` row, ...) fails the load.
 
 A value is not followed through a WITH query, a subquery in FROM or a `VALUES` table: a
 parameter in such a projection fails the load (`WITH p(q) AS (SELECT :x) ... LIKE p.q` would
@@ -61,7 +62,7 @@ _TERMINAL: Final[dict[type[exp.Expr], frozenset[str]]] = {
 # Node -> argument slots read as a value; the node's result carries the caller's value on.
 _PASS: Final[dict[type[exp.Expr], frozenset[str]]] = {
     **dict.fromkeys((exp.Paren, exp.Alias, exp.Neg, exp.Cast, exp.TryCast, exp.Collate), _THIS),
-    **dict.fromkeys((exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.DPipe), _BOTH),
+    **dict.fromkeys((exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.DPipe), _BOTH),
     **{cls: frozenset({"expressions"}) for cls in (exp.Concat, exp.ConcatWs, exp.Array, exp.Tuple)},
     **{cls: frozenset({"this", "expressions"}) for cls in (exp.Coalesce, exp.Greatest, exp.Least)},
     exp.Nullif: _BOTH,
@@ -84,14 +85,22 @@ _PASS: Final[dict[type[exp.Expr], frozenset[str]]] = {
     **{cls: _THIS for cls in _REGEX_SUBJECT if cls not in (exp.RegexpLike, exp.RegexpILike)},
 }
 
-# Slots that are a count or position for an integer, and a pattern for text in PostgreSQL
-# (`substring(x FROM '.')` is a POSIX regular expression): an integer parameter only.
-_COUNTS: Final[dict[type[exp.Expr], frozenset[str]]] = {
+# Slots that are a number for a number and something else for text: a position or length, and a
+# POSIX regular expression in PostgreSQL's `substring(x FROM '.')`; `%`, which is pg_trgm's fuzzy
+# match on text. A number parameter only (psycopg sends it typed, so the text reading cannot apply).
+_NUMBERS: Final[dict[type[exp.Expr], frozenset[str]]] = {
     exp.Substring: frozenset({"start", "length"}),
     exp.Left: frozenset({"expression"}),
     exp.Right: frozenset({"expression"}),
     exp.Round: frozenset({"decimals"}),
+    exp.Mod: _BOTH,
 }
+_DT = exp.DataType.Type
+# A cast passes a value on only to a scalar type: `= ANY(CAST(:p AS text[]))` would make a list of it.
+_SCALAR: Final = frozenset(
+    {*exp.DataType.TEXT_TYPES, *exp.DataType.NUMERIC_TYPES, *exp.DataType.TEMPORAL_TYPES}
+    | {*exp.DataType.BINARY_TYPES, _DT.BOOLEAN, _DT.UUID, _DT.INTERVAL}
+)
 
 
 def _slot(node: exp.Expr) -> str:
@@ -137,13 +146,13 @@ class _Flows:
                 return
             if _listed(_TERMINAL, parent, slot):
                 return
-            if _listed(_PASS, parent, slot):
+            if _listed(_PASS, parent, slot) and self._passes(parent, node):
                 node = parent
                 continue
             if (
-                _listed(_COUNTS, parent, slot)
+                _listed(_NUMBERS, parent, slot)
                 and isinstance(node, exp.Placeholder)
-                and self.types.get(node.name) == "integer"
+                and self.types.get(node.name) in ("integer", "number")
             ):
                 node = parent
                 continue
@@ -153,6 +162,16 @@ class _Flows:
                 "IN or BETWEEN, or use a like: parameter as the whole pattern of LIKE"
             )
             return
+
+    @staticmethod
+    def _passes(parent: exp.Expr, node: exp.Expr) -> bool:
+        """A cast to a scalar type; ANY/ALL over an ARRAY[...] (a bare text would be read as an array)."""
+        if isinstance(parent, exp.Cast | exp.TryCast):
+            return isinstance(parent.to, exp.DataType) and parent.to.this in _SCALAR
+        if isinstance(parent, exp.Any | exp.All):
+            inner = node.this if isinstance(node, exp.Paren) else node
+            return isinstance(inner, exp.Array)
+        return True
 
     def _projection(self, select: exp.Expr, item: exp.Expr, name: str, who: str) -> exp.Expr | None:
         """Where a value in a SELECT list goes: the caller (top), on from a scalar subquery, or refused."""
