@@ -5,13 +5,14 @@ is checked here: every `:name` must be a declared parameter and every parameter 
 is built in with admission's own rewrites; then the text to send is parsed again, its placeholders
 replaced by typed literals, and that copy must pass `admit` unchanged in meaning. Values are only
 ever bound by the driver (SQLAlchemy `text()` turns `:name` into its paramstyle), never spliced in.
-A parameter in a pattern position must be a `like:` parameter standing alone (see `like`).
+A parameter in a pattern position must be a `like:` parameter standing alone (see `like`); every
+other parameter must stand where the database reads a plain value (see `positions`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -20,6 +21,7 @@ from sqlglot import exp
 from mcpkit.sql.admission import REWRITES, FunctionCatalog, FunctionPolicy, admit, parse_statement, run_passes
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.reports.like import like_problems, with_escape
+from mcpkit.sql.reports.positions import position_problems
 from mcpkit.sql.reports.spec import ParamSpec
 
 __all__ = ["BindError", "BoundSql", "prepare_sql", "with_literals"]
@@ -95,6 +97,7 @@ def prepare_sql(
     limit: int,
     functions: FunctionPolicy | None = None,
     catalog: FunctionCatalog | None = None,
+    casts: Mapping[str, str] | None = None,
 ) -> BoundSql:
     """Check a report's SQL against its parameters and admission; build the text to send.
 
@@ -113,6 +116,7 @@ def prepare_sql(
         limit: The row cap plus one (rows to fetch).
         functions: The function policy admission uses.
         catalog: The volatility lookup admission uses.
+        casts: Parameters sent as `CAST(:name AS type)` (PostgreSQL, for a parameter it cannot type).
 
     Returns:
         The text to send, the text admission saw, and the parameter names.
@@ -131,7 +135,7 @@ def prepare_sql(
     unused = [p.name for p in params if p.name not in used]
     if unused:
         raise BindError(f"parameter {unused[0]!r} is declared but the SQL never uses :{unused[0]}")
-    misuse = like_problems(tree, like)
+    misuse = like_problems(tree, like) or position_problems(tree, dialect, types, like)
     if misuse:
         raise BindError("; ".join(misuse))
     tree = with_escape(tree, like)
@@ -145,7 +149,16 @@ def prepare_sql(
     # First look: the statement itself (a DELETE is refused as a write, before any rewrite).
     admitted(tree)
     capped = run_passes(tree.copy(), REWRITES, limit=limit, dialect=dialect)
-    sent = capped.transform(lambda n: exp.Var(this=f":{n.name}") if isinstance(n, exp.Placeholder) else n)
+    typed = casts or {}
+
+    def named(node: exp.Expr) -> exp.Expr:
+        if not isinstance(node, exp.Placeholder):
+            return node
+        var = exp.Var(this=f":{node.name}")
+        cast = typed.get(node.name)
+        return exp.Cast(this=var, to=exp.DataType.build(cast, dialect=dialect)) if cast else var
+
+    sent = capped.transform(named)
     text = sent.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)
     # Second look, as admission does: what is sent is what is checked.
     again = parse_statement(text, dialect)

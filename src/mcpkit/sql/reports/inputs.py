@@ -1,17 +1,36 @@
-"""A report's input model: its parameters as a strict pydantic model (the tool's inputSchema)."""
+"""A report's input model: its parameters as a strict pydantic model (the tool's inputSchema).
+
+What the schema publishes is what a call may bind: a `number` is finite (no NaN or Infinity, which
+Python's JSON reader accepts), an `integer` or `number` is never a JSON boolean (not even for an
+enum of 0 and 1, which pydantic's `Literal` would otherwise match with `true`), and an `integer`
+is a signed 64-bit value unless the file bounds it more tightly (SQLite binds nothing wider, and
+one range on every engine keeps a report's meaning the same everywhere; the bounds are published).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, create_model
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    create_model,
+)
+from pydantic_core import PydanticCustomError
 
 from mcpkit.sql.reports.pattern import anchored
-from mcpkit.sql.reports.spec import ParamSpec
+from mcpkit.sql.reports.spec import INT_MAX, INT_MIN, ParamSpec
 
-__all__ = ["input_model", "sample_value"]
+__all__ = ["default_problem", "input_model", "sample_value"]
 
 _BASE: dict[str, Any] = {
     "integer": StrictInt,
@@ -22,13 +41,26 @@ _BASE: dict[str, Any] = {
 }
 
 
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise PydanticCustomError("number_type", "Input should be a number, not true or false")
+    return value
+
+
 def _field(p: ParamSpec) -> tuple[Any, Any]:
     kind: Any = Literal[tuple(p.enum)] if p.enum else _BASE[p.type]
+    if p.enum and p.type in ("integer", "number"):
+        kind = Annotated[kind, BeforeValidator(_not_bool)]
     limits: dict[str, Any] = {}
     if p.minimum is not None:
         limits["ge"] = p.minimum
     if p.maximum is not None:
         limits["le"] = p.maximum
+    if p.type == "integer" and not p.enum:
+        limits["ge"] = max(limits.get("ge", INT_MIN), INT_MIN)
+        limits["le"] = min(limits.get("le", INT_MAX), INT_MAX)
+    if p.type == "number":
+        limits["allow_inf_nan"] = False
     if p.pattern is not None:
         limits["pattern"] = anchored(p.pattern)  # JSON Schema's pattern is a search: anchor it
     if p.max_length is not None and not p.enum:
@@ -41,10 +73,29 @@ def _field(p: ParamSpec) -> tuple[Any, Any]:
     return kind, Field(default=p.default, description=description, **limits)
 
 
+def default_problem(p: ParamSpec) -> str | None:
+    """Why `p`'s default would fail the validation a caller's value gets, or None.
+
+    The file's checks name each rule; this runs the call's own validator on the default at load, so
+    no rule can be missed (a default is bound without validation when the caller omits it).
+
+    >>> default_problem(ParamSpec("s", "string", max_length=3, default="abcdefgh", required=False))
+    'String should have at most 3 characters'
+    """
+    if p.default is None:
+        return None
+    probe = create_model("Default", value=_field(replace(p, required=True, default=None)))
+    try:
+        probe.model_validate({"value": p.default}, strict=True)
+    except ValidationError as exc:
+        return str(exc.errors(include_url=False)[0]["msg"])
+    return None
+
+
 def input_model(report: str, params: Sequence[ParamSpec]) -> type[BaseModel]:
     """The strict input model of one report: unknown fields forbidden, limits from the file.
 
-    >>> from mcpkit.sql.reports.spec import ParamSpec
+    >>> from mcpkit.sql.reports.spec import INT_MAX, INT_MIN, ParamSpec
     >>> m = input_model("units_by_year", [ParamSpec("year", "integer", minimum=2021, maximum=2024)])
     >>> m.model_json_schema()["properties"]["year"]
     {'maximum': 2024, 'minimum': 2021, 'title': 'Year', 'type': 'integer'}

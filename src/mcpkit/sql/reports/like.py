@@ -8,9 +8,9 @@ escape character is, so the caller's `%` and `_` keep their meaning and nothing 
 escape is explicit because the engines differ without one: PostgreSQL and MySQL escape with
 `\\`, SQLite has no escape at all.
 
-Parameters may not reach any other pattern language: regular expressions (`~`, `REGEXP`,
-`regexp_like`, ...), `SIMILAR TO`, `GLOB`, full-text queries (`MATCH`, `to_tsquery`). A report
-doing so fails to load; compare with `=` or use a `like:` parameter.
+Parameters in the well-known other pattern languages (regular expressions, `SIMILAR TO`, `GLOB`,
+full-text queries) get a message naming them here; the check that decides is `positions`, an
+allowlist of the places a plain parameter may stand, which refuses every reader not named here too.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import keyword
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -22,9 +23,22 @@ from mcpkit.sql.reports.like import LIKE_MODES
 from mcpkit.sql.reports.pattern import full_match, pattern_problem
 from mcpkit.sql.reports.yaml_lines import Located, Path, load_located
 
-__all__ = ["PARAM_TYPES", "ParamSpec", "Problems", "ReportSpec", "ReportsError", "parse_reports"]
+__all__ = [
+    "INT_MAX",
+    "INT_MIN",
+    "PARAM_TYPES",
+    "ParamSpec",
+    "Problems",
+    "ReportSpec",
+    "ReportsError",
+    "parse_reports",
+]
 
 PARAM_TYPES: Final = ("integer", "number", "string", "boolean", "date")
+INT_MIN: Final = -(2**63)
+"""The smallest `integer` a report binds (signed 64-bit on every engine; SQLite binds nothing wider)."""
+INT_MAX: Final = 2**63 - 1
+"""The largest `integer` a report binds."""
 _REPORT_KEYS: Final = frozenset(
     {"name", "title", "description", "parameters", "sql", "max_rows", "cache_ttl_s", "output"}
 )
@@ -152,6 +166,19 @@ def _param(name: str, raw: Any, at: Path, p: Problems, report: str) -> ParamSpec
     if kind not in PARAM_TYPES:
         p.add((*at, "type"), f"parameter {name!r}: type must be one of {', '.join(PARAM_TYPES)}", report)
         return None
+    for key in ("enum", "minimum", "maximum", "default") if kind in ("integer", "number") else ():
+        given = raw.get(key)
+        values: list[Any] = given if isinstance(given, list) else [given]
+        if kind == "integer" and any(_typed(kind, v) and not INT_MIN <= v <= INT_MAX for v in values):
+            p.add(
+                (*at, key),
+                f"parameter {name!r}: integers are 64-bit, so {key} must lie between {INT_MIN} and {INT_MAX}",
+                report,
+            )
+        if kind == "number" and any(_typed(kind, v) and not math.isfinite(v) for v in values):
+            p.add(
+                (*at, key), f"parameter {name!r}: {key} must be a finite number, not NaN or infinity", report
+            )
     enum = raw.get("enum")
     if enum is not None and (
         not isinstance(enum, list) or not enum or not all(_typed(kind, v) for v in enum)
@@ -210,6 +237,14 @@ def _param(name: str, raw: Any, at: Path, p: Problems, report: str) -> ParamSpec
             problem = "default is above maximum"
         if problem is None and pattern and not full_match(pattern, str(default)):
             problem = "default does not match pattern"
+        if (
+            problem is None
+            and kind == "string"
+            and not enum
+            and isinstance(max_length, int)
+            and len(default) > max_length
+        ):
+            problem = f"default is longer than max_length ({len(default)} > {max_length} characters)"
         if problem:
             p.add((*at, "default"), f"parameter {name!r}: {problem}", report)
     if required and "default" in raw:

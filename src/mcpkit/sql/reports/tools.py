@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -29,9 +29,10 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
 from mcpkit.sql.masking.schema import SchemaMapping
 from mcpkit.sql.models import QueryResult
+from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.render import render_markdown
 from mcpkit.sql.reports.bind import BindError, BoundSql, prepare_sql
-from mcpkit.sql.reports.inputs import input_model, sample_value
+from mcpkit.sql.reports.inputs import default_problem, input_model, sample_value
 from mcpkit.sql.reports.like import like_value
 from mcpkit.sql.reports.spec import ParamSpec, Problems, ReportsError, ReportSpec, parse_reports
 from mcpkit.sql.routing import SERVICE_KEY
@@ -50,6 +51,8 @@ RESERVED_NAMES: Final = (
 )
 _READ_ONLY: Final = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 _EXPLAIN: Final = {"postgres": "EXPLAIN {}", "mysql": "EXPLAIN {}", "sqlite": "EXPLAIN QUERY PLAN {}"}
+_BIND: Final = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")  # the placeholders SQLAlchemy's text() binds
+_Prepare = Callable[[Mapping[str, str]], tuple[BoundSql, MaskPlan]]
 
 
 def _db_value(value: Any, dialect: str) -> Any:
@@ -133,6 +136,11 @@ def _description(spec: ReportSpec, rows: int) -> str:
     return spec.description.rstrip() + tail
 
 
+def _complaint(exc: BaseException) -> str:
+    first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return first[0][:300] if first else type(exc).__name__
+
+
 def _explain(engine: Engine, sql: str, params: dict[str, Any], timeout_s: float) -> str | None:
     """The database's own complaint about the SQL, or None when it plans fine."""
     if not isinstance(engine, SqlEngine):
@@ -142,9 +150,40 @@ def _explain(engine: Engine, sql: str, params: dict[str, Any], timeout_s: float)
         try:
             conn.execute(text(wrapped), params).close()
         except Exception as exc:  # shown to the operator at start-up, never to a model
-            first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-            return first[0][:300] if first else type(exc).__name__
+            return _complaint(exc)
     return None
+
+
+def _postgres_types(
+    service: SqlService, spec: ReportSpec, samples: dict[str, Any], prepare: _Prepare
+) -> tuple[BoundSql, MaskPlan]:
+    """The report prepared with each parameter PostgreSQL cannot type (`:p IS NULL`) cast to its
+    declared type.
+
+    The server is asked, not guessed at: the report runs as a call binds it (`LIMIT 0`, omitted
+    optional parameters NULL), and each "could not determine data type of parameter $n" names one
+    more parameter to cast (psycopg numbers them in order of first appearance). EXPLAIN does not
+    catch this, so any other failure here fails the load too.
+    """
+    engine, kinds, casts = service.engine, {q.name: q.type for q in spec.params}, dict[str, str]()
+    while True:
+        bound, plan = prepare(casts)
+        if not isinstance(engine, SqlEngine):
+            return bound, plan
+        sql = plan.sql or bound.send  # masked: what a call sends, not the columns it may not read
+        order = list(dict.fromkeys(m.group(1) for m in _BIND.finditer(sql)))
+        failure: Exception | None = None
+        with engine.session(service.timeout_s, "reports-types") as (conn, _):
+            try:
+                conn.execute(text(f"SELECT * FROM ({sql}) AS mk_probe LIMIT 0"), samples).close()
+            except Exception as exc:  # shown to the operator at start-up, never to a model
+                failure = exc
+        if failure is None:
+            return bound, plan
+        number = untyped_parameter(failure)
+        if number is None or not 0 < number <= len(order) or order[number - 1] in casts:
+            raise BindError(f"the database rejects it: {_complaint(failure)}")
+        casts[order[number - 1]] = DECLARED[kinds[order[number - 1]]]
 
 
 def _clip_plan(service: SqlService, sql: str, names: Sequence[str], rows: int) -> ClipPlan | None:
@@ -182,6 +221,11 @@ def _compile(
         p.items.append(f"{p.source}:{spec.line}: report {spec.name!r}: the name is taken by a built-in tool")
     if spec.broken:
         return None
+    defaults = [(q, why) for q in spec.params if (why := default_problem(q)) is not None]
+    for q, why in defaults:  # the call's own validator, so no rule of the file is missed
+        p.items.append(f"{p.source}:{q.line}: report {spec.name!r}: parameter {q.name!r}: default: {why}")
+    if defaults:
+        return None
     rows = spec.max_rows or min(DEFAULT_ROWS, service.max_rows)
     if rows > service.max_rows:
         p.items.append(
@@ -190,7 +234,11 @@ def _compile(
         )
         return None
     sql_at = f"{p.source}:{spec.sql_line}: report {spec.name!r}: sql: "
-    try:
+    # An omitted optional parameter is bound as NULL: the start-up checks try that case too.
+    values = {q.name: None if not q.required and q.default is None else sample_value(q) for q in spec.params}
+    samples = _bind(spec.params, values, dialect)
+
+    def prepare(casts: Mapping[str, str]) -> tuple[BoundSql, MaskPlan]:
         bound = prepare_sql(
             spec.sql,
             dialect,
@@ -198,16 +246,21 @@ def _compile(
             limit=rows + 1,
             functions=service.functions,
             catalog=service.catalog,
+            casts=casts,
         )
-        plan = NO_MASKING
-        if policy is not None and not policy.empty:
-            if schema is None:
-                raise BindError("masking is on, so the reflected schema is needed to check reports")
-            plan = plan_masking(bound.tree, dialect, schema, policy)
+        if policy is None or policy.empty:
+            return bound, NO_MASKING
+        if schema is None:
+            raise BindError("masking is on, so the reflected schema is needed to check reports")
+        return bound, plan_masking(bound.tree, dialect, schema, policy)
+
+    try:
+        bound, plan = (
+            _postgres_types(service, spec, samples, prepare) if dialect == "postgres" else prepare({})
+        )
     except (BindError, Refused) as exc:
         p.items.append(sql_at + (exc.message if isinstance(exc, Refused) else str(exc)))
         return None
-    samples = _bind(spec.params, {prm.name: sample_value(prm) for prm in spec.params}, dialect)
     complaint = _explain(service.engine, plan.sql or bound.send, samples, service.timeout_s)
     if complaint:
         p.items.append(sql_at + f"the database rejects it: {complaint}")
