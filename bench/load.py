@@ -8,6 +8,7 @@ With `--sql`, the replicas are `mcpkit sql serve --demo` auditing into one Postg
 `execute_query`, and every call's audit record is counted after the replicas stop.
 
     .venv/bin/python bench/load.py [--clients 50] [--calls 200] [--sql] [--redis redis://127.0.0.1:6379/0]
+        [--src OTHER/src]
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def free_port() -> int:
 
 
 def start(port: int, name: str, opts: argparse.Namespace) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'src'}"}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{opts.src}"}
     if opts.sql:  # the SQL server on its demo database, both replicas auditing into one table
         args = [
             "-m",
@@ -151,6 +152,11 @@ async def main() -> None:
     parser.add_argument("--redis", default=os.environ.get("MCPKIT_REDIS_URL", "redis://127.0.0.1:6379/0"))
     parser.add_argument("--sql", action="store_true", help="load the SQL server and count its audit records")
     parser.add_argument("--audit-dsn", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument(
+        "--src",
+        default=str(ROOT / "src"),
+        help="the mcpkit the replicas run (another checkout's src/: before/after)",
+    )
     opts = parser.parse_args()
     name = f"load-{uuid.uuid4().hex[:8]}"
     opts.tokens = Path(f"/tmp/{name}.tokens")

@@ -18,9 +18,10 @@
     .venv/bin/python bench/sql_peers.py [--pg postgresql://postgres@127.0.0.1:5432/test] [--rows 1000000]
         [--repeat 7] [--cpu-calls 200] [--rounds 3] [--clients 50] [--calls 20] [--interval 1.0]
         [--pool-size 5]
-        [--baseline OTHER/src] [--skip-unpooled] [--skip-peers] [--skip-load]
+        [--baseline OTHER/src] [--load-rounds 3] [--skip-unpooled] [--skip-peers] [--skip-load]
 
-`--baseline` times another checkout's mcpkit in the same rounds, for before/after ratios.
+`--baseline` times another checkout's mcpkit in the same rounds, for before/after ratios (the load
+runs alternate it with this checkout `--load-rounds` times).
 
 The table and role are created with a random tag and dropped at the end.
 """
@@ -206,8 +207,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_demo(port: int, pool_size: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+def start_demo(port: int, pool_size: int, src: Path = ROOT / "src") -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(src)}
     args = ["-m", "mcpkit", "sql", "serve", "--demo", "--no-audit", "--pool-size", str(pool_size),
             "--transport", "http", "--port", str(port), "--stateless", "--json-response"]  # fmt: skip
     proc = subprocess.Popen(
@@ -270,6 +271,7 @@ async def load(port: int, clients: int, calls: int, server_pid: int, interval_s:
         "calls": len(lat),
         "failures": len(failures),
         "p50": statistics.median(lat) * 1000,
+        "p90": lat[int(len(lat) * 0.9)] * 1000,
         "p99": lat[int(len(lat) * 0.99)] * 1000,
         "rate": len(lat) / wall,
         "gen_cpu": cpu / wall,
@@ -291,6 +293,7 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--pool-size", type=int, default=5)
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between one client's calls")
+    parser.add_argument("--load-rounds", type=int, default=3, help="with --baseline: alternated load runs")
     parser.add_argument("--skip-peers", action="store_true")
     parser.add_argument("--skip-load", action="store_true")
     parser.add_argument(
@@ -308,21 +311,33 @@ async def main() -> None:
     if not opts.skip_peers:
         await peers(opts)
     if not opts.skip_load:
-        for interval in (opts.interval, 0.0):
-            port = free_port()
-            proc = start_demo(port, opts.pool_size)
-            try:
-                r = await load(port, opts.clients, opts.calls, proc.pid, interval)
-            finally:
-                proc.terminate()
-                proc.wait(timeout=30)
-            pace = f"one call per {interval:g} s each" if interval else "back to back (saturation)"
-            print(
-                f"\n{opts.clients} concurrent clients x {opts.calls} calls, {pace}, demo database (SQLite), "
-                f"stateless HTTP JSON, pool {opts.pool_size}: {r['calls']:.0f} calls, {r['failures']:.0f} "
-                f"failed, p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, {r['rate']:.0f} calls/s; "
-                f"load generator CPU {r['gen_cpu']:.0%} of one core, server {r['srv_cpu']:.0%}"
-            )
+        await loads(opts)
+
+
+async def loads(opts: argparse.Namespace) -> None:
+    """The load runs, paced then back to back (with `--baseline`, both servers alternated)."""
+    servers = [("mcpkit", ROOT / "src")]
+    if opts.baseline:
+        servers.append(("mcpkit baseline", Path(opts.baseline).resolve()))
+    for interval in (opts.interval, 0.0):
+        for round_no in range(opts.load_rounds if opts.baseline else 1):
+            for name, src in servers:
+                port = free_port()
+                proc = start_demo(port, opts.pool_size, src)
+                try:
+                    r = await load(port, opts.clients, opts.calls, proc.pid, interval)
+                finally:
+                    proc.terminate()
+                    proc.wait(timeout=30)
+                pace = f"one call per {interval:g} s each" if interval else "back to back (saturation)"
+                print(
+                    f"\n[{name}, round {round_no + 1}, load {os.getloadavg()[0]:.1f}] {opts.clients} "
+                    f"concurrent clients x {opts.calls} calls, {pace}, demo database (SQLite), stateless "
+                    f"HTTP JSON, pool {opts.pool_size}: {r['calls']:.0f} calls, {r['failures']:.0f} failed, "
+                    f"p50 {r['p50']:.1f} ms, p90 {r['p90']:.1f} ms, p99 {r['p99']:.1f} ms, "
+                    f"{r['rate']:.0f} calls/s; load generator CPU {r['gen_cpu']:.0%} of one core, "
+                    f"server {r['srv_cpu']:.0%}"
+                )
 
 
 async def peers(opts: argparse.Namespace) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +33,14 @@ import anyio.from_thread
 import anyio.to_thread
 from anyio.lowlevel import RunVar
 
-__all__ = ["DEFAULT_MAX_THREADS", "HandlerThreads", "Hold", "holding"]
+__all__ = [
+    "DEFAULT_MAX_THREADS",
+    "SWITCH_INTERVAL_S",
+    "HandlerThreads",
+    "Hold",
+    "holding",
+    "shorten_gil_waits",
+]
 
 log = logging.getLogger("mcpkit.threads")
 
@@ -43,6 +51,9 @@ DEFAULT_MAX_THREADS = 40
 
 Hold = Callable[[], Callable[[], None] | None]
 """Take a hold on something the current request owns; returns its release (None: nothing held)."""
+
+SWITCH_INTERVAL_S = 0.001
+"""The interpreter's switch interval while serving (Python's default is 5 ms)."""
 
 _holds: ContextVar[tuple[Hold, ...]] = ContextVar("mcpkit_holds", default=())
 
@@ -56,6 +67,18 @@ def holding(hold: Hold) -> Iterator[None]:
         yield
     finally:
         _holds.reset(token)
+
+
+def shorten_gil_waits() -> None:
+    """Lower the process's switch interval to `SWITCH_INTERVAL_S` (never raise it).
+
+    A handler thread gives up the GIL for every database round trip and must then wait for it
+    while the event loop runs Python; with the default 5 ms interval a call that makes four
+    such round trips can wait up to 20 ms for the GIL under load, on an idle CPU. For the blocking
+    `run_http`/`run_stdio`, which own the process.
+    """
+    if sys.getswitchinterval() > SWITCH_INTERVAL_S:
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
 class HandlerThreads:

@@ -14,6 +14,7 @@ import sys
 import pytest
 from mcp import Client, StdioServerParameters
 
+from mcpkit.threads import SWITCH_INTERVAL_S, shorten_gil_waits
 from tests.helpers import ROOT, text_of
 
 SERVER = str(ROOT / "tests" / "servers" / "stdio_echo.py")
@@ -26,6 +27,21 @@ async def test_large_messages_both_ways_and_stray_prints_over_pipes() -> None:
         for size in (10, 300_000, 2_000_000):
             result = await client.call_tool("blob", {"text": "x" * size, "size": size})
             assert text_of(result) == f"{size}:" + "y" * size
+
+
+@pytest.mark.anyio
+async def test_serving_lowers_the_switch_interval_so_a_handler_thread_waits_less_for_the_gil() -> None:
+    params = StdioServerParameters(command=sys.executable, args=[SERVER], cwd=str(ROOT))
+    async with Client(params, mode="legacy") as client:  # a fresh interpreter: Python's 5 ms before
+        result = await client.call_tool("switch_interval", {})
+    assert float(text_of(result)) == SWITCH_INTERVAL_S
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.0002)  # one set lower is never raised
+    try:
+        shorten_gil_waits()
+        assert sys.getswitchinterval() == pytest.approx(0.0002)
+    finally:
+        sys.setswitchinterval(before)
 
 
 def test_stdin_from_a_regular_file_falls_back_to_the_sdk_reader() -> None:

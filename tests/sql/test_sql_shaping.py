@@ -6,13 +6,14 @@ import datetime as dt
 import json
 import uuid
 from decimal import Decimal
+from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mcpkit.sql.engines.base import Column, Rows
 from mcpkit.sql.models import QueryResult
-from mcpkit.sql.render import escape_cell, render_markdown
+from mcpkit.sql.render import answer_chars, escape_cell, render_markdown
 from mcpkit.sql.shaping import CELL_MAX_CHARS, shape_cell, shape_rows
 
 
@@ -89,6 +90,44 @@ def test_no_value_can_forge_a_row_or_a_cell(value: str) -> None:
         bare.append(line[i])
         i += 1
     assert "|" not in bare
+
+
+_CELLS = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+    | st.sampled_from(
+        ["a|b", 'say "x"', '"' * 9, "back\\slash", "\u2028", "\x7f", "\x85", "\x01" * 4, "\u200b"]
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@given(st.lists(_CELLS, max_size=6))
+@example(['"' * 9])
+@example(["\x01" * 4, None])
+def test_answer_chars_counts_exactly_the_rows_markdown_line_and_json(row: list[Any]) -> None:
+    def text(v: Any) -> str:
+        if v is None:
+            return "NULL"
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, list | dict):
+            return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+        return v if isinstance(v, str) else str(v)
+
+    line = "| " + " | ".join(escape_cell(text(v)) for v in row) + " |"
+    as_json = json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+    assert answer_chars(row) == max(4 + sum(len(escape_cell(text(v))) + 3 for v in row), len(as_json))
+    # the rendered table shows each cell the same way
+    result = QueryResult(
+        columns=[f"c{i}" for i in range(len(row))], rows=[row], row_count=1, truncated=False, elapsed_ms=1.0
+    )
+    if row:
+        assert render_markdown(result).split("\n")[-1] == line
 
 
 @given(st.lists(st.text(), min_size=1, max_size=5))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from typing import Final
@@ -57,19 +58,48 @@ def _text(value: JsonValue) -> str:
     return str(value)
 
 
+def _plain(text: str) -> bool:
+    """Whether neither the markdown nor JSON escapes anything in `text` (every character they
+    escape is unprintable, a pipe, a backslash or a quote)."""
+    return text.isprintable() and "|" not in text and "\\" not in text and '"' not in text
+
+
+def _cell_chars(value: JsonValue) -> tuple[int, int]:
+    """Characters of `value` in a markdown cell and in JSON, without building either when plain."""
+    if isinstance(value, str):
+        if _plain(value):
+            return len(value), len(value) + 2
+    elif (
+        value is None or isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value))
+    ):
+        text = _text(value)  # as json.dumps writes them: null, true, false, repr of the number
+        return len(text), len("null" if value is None else text)
+    return len(escape_cell(_text(value))), len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
 def answer_chars(row: Sequence[JsonValue]) -> int:
     """Characters one row adds to the answer: the longer of its markdown line and its JSON.
 
     >>> answer_chars(["a|b", 1, None])
     22
     """
-    line = 4 + sum(len(escape_cell(_text(v))) + 3 for v in row)
-    return max(line, len(json.dumps(list(row), ensure_ascii=False, separators=(",", ":"))))
+    line = 4 + 3 * len(row)
+    as_json = 1 + max(1, len(row))  # the brackets and the commas
+    for value in row:
+        md, js = _cell_chars(value)
+        line += md
+        as_json += js
+    return max(line, as_json)
+
+
+def _cell(value: JsonValue) -> str:
+    text = _text(value)
+    return text if _plain(text) else escape_cell(text)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[JsonValue]]) -> list[str]:
     lines = ["| " + " | ".join(escape_cell(h) for h in header) + " |", "|" + " --- |" * len(header)]
-    lines.extend("| " + " | ".join(escape_cell(_text(v)) for v in row) + " |" for row in rows)
+    lines.extend("| " + " | ".join(_cell(v) for v in row) + " |" for row in rows)
     return lines
 
 

@@ -116,6 +116,8 @@ def shape_cell(value: Any, type_name: str | None = None) -> JsonValue:
     """
     if value is None or isinstance(value, bool | int):
         return value
+    if type(value) is str and type_name not in VECTOR_TYPES and not value.startswith("["):
+        return clip(value)  # the commonest cell, and what the checks below would make of it
     if isinstance(value, Clipped):  # cut in SQL: always marked as cut
         return value.text[: limit_chars(value.text)] + "..."
     if isinstance(value, BinarySize):

@@ -251,6 +251,9 @@ def run_http(
     """
     import uvicorn
 
+    from mcpkit.threads import shorten_gil_waits
+
+    shorten_gil_waits()
     app = http_app(server, host=host, body_timeout_s=body_timeout_s, **options)
     config = uvicorn.Config(
         app,

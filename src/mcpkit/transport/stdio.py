@@ -114,4 +114,7 @@ async def serve_stdio(server: Server) -> None:
 
 def run_stdio(server: Server) -> None:
     """Blocking form of `serve_stdio`."""
+    from mcpkit.threads import shorten_gil_waits
+
+    shorten_gil_waits()
     anyio.run(serve_stdio, server)
