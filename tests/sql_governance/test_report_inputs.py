@@ -335,3 +335,54 @@ async def test_wildcards_and_metacharacters_are_literals_through_the_real_server
     assert arguments["keyword"] == "revenue" and arguments["author"] == "ann"
     assert arguments["api_token"] == "[REDACTED]"
     assert "tok-123456" not in done.stdout
+
+
+SECRET_REPORTS = textwrap.dedent(
+    """
+    reports:
+      - name: by_token
+        description: Probe values equal to a secret token.
+        parameters:
+          token: {type: string, secret: true, max_length: 20}
+        sql: SELECT v FROM {table} WHERE v = :token ORDER BY v
+      - name: by_acct
+        description: Probe values by a secret account number (out of range fails on the database).
+        parameters:
+          acct: {type: string, secret: true, pattern: "[0-9]{1,12}", default: "1"}
+        sql: SELECT v FROM {table} WHERE CAST(:acct AS {int}) = 1 ORDER BY v
+    """
+)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("probe_db", ["sqlite", pytest.param("postgres")], indirect=True)
+async def test_a_secret_parameter_never_reaches_the_operator_log(
+    probe_db: tuple[str, str], tmp_path: Path
+) -> None:
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    url, table = probe_db
+    reports = tmp_path / "reports.yaml"
+    cast = "integer" if url.startswith("postgresql") else "INTEGER"
+    reports.write_text(SECRET_REPORTS.replace("{table}", table).replace("{int}", cast), encoding="utf-8")
+    audit = tmp_path / "audit.db"
+    args = ["-m", "mcpkit", "sql", "serve", "--dsn", url, "--reports", str(reports), "--audit", str(audit)]
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
+    errlog = tmp_path / "stderr.log"
+    with errlog.open("w", encoding="utf-8") as err:
+        async with stdio_client(params, errlog=err) as (r, w), ClientSession(r, w) as session:
+            await session.initialize()
+            listed = {t.name: t for t in (await session.list_tools()).tools}
+            assert listed["by_token"].input_schema["properties"]["token"]["writeOnly"] is True
+            assert not (await session.call_tool("by_token", {"token": "hunter2"})).is_error
+            failed = await session.call_tool("by_acct", {"acct": "999999999999"})
+    logged = errlog.read_text(encoding="utf-8")
+    assert "by_token" in logged and "by_acct" in logged, logged  # the call log was captured
+    if url.startswith("postgresql"):
+        assert failed.is_error and "out of range" in logged, logged  # the database error was logged
+    for line in logged.splitlines():
+        assert "hunter2" not in line and "999999999999" not in line, line
+    done = run_mcpkit("audit", "--audit", str(audit), "--format", "json")
+    assert done.returncode == 0 and done.stdout.count("[REDACTED]") >= 2, done.stdout
+    assert "hunter2" not in done.stdout and "999999999999" not in done.stdout
