@@ -51,6 +51,7 @@ from sqlalchemy.pool import QueuePool
 from mcpkit.sql.audit.chain import GENESIS, ChainRow, canonical, link
 from mcpkit.sql.audit.mysql import RESTART_CODES, flush_setting, release_lock, take_lock
 from mcpkit.sql.audit.record import AuditRecord
+from mcpkit.sql.audit.view import escape_text
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.errors import SqlConfigError
 
@@ -118,7 +119,8 @@ def _columns(entry: dict[str, Any]) -> dict[str, Any]:
         "kind": str(entry["kind"]),
         "call_id": str(entry["call_id"])[:64],
         "at": _naive_utc(dt.datetime.fromisoformat(entry["at"])),
-        "tool": str(entry.get("tool") or "")[:128],
+        # as the text view shows it: NUL and lone surrogates are refused by PostgreSQL / the drivers
+        "tool": escape_text(str(entry.get("tool") or ""))[:128],
         "outcome": entry.get("outcome"),
     }
 
@@ -289,7 +291,7 @@ class AuditStore:
         if since is not None:
             query = query.where(start.c.at >= _naive_utc(since))
         if tool:
-            query = query.where(start.c.tool == tool[:128])
+            query = query.where(start.c.tool == escape_text(tool)[:128])
         if outcome and outcome.upper() == "UNFINISHED":
             query = query.where(end.c.seq.is_(None))
         elif outcome:
