@@ -41,6 +41,7 @@ from sqlalchemy import (
     insert,
     inspect,
     select,
+    type_coerce,
 )
 from sqlalchemy import text as sql_text
 from sqlalchemy.dialects import mysql
@@ -313,23 +314,30 @@ class AuditStore:
                 yield ChainRow(int(row.seq), str(row.prev), str(row.hash), str(row.entry))
 
     def mismatched_columns(self) -> list[int]:
-        """Entries whose indexed columns differ from their hashed text (so filters would mislead)."""
+        """Entries whose indexed columns differ from their hashed text (so filters would mislead), or
+        hold what their type cannot (a `at` no time can be read from, in a SQLite file)."""
         self._ensure()
         t = self.table
         bad = []
-        query = select(t.c.seq, t.c.entry, t.c.kind, t.c.call_id, t.c.tool, t.c.outcome, t.c.at)
+        at_raw = type_coerce(t.c.at, String).label("at")  # a driver's datetime, or SQLite's raw text
+        query = select(t.c.seq, t.c.entry, t.c.kind, t.c.call_id, t.c.tool, t.c.outcome, at_raw)
         with self.engine.connect() as conn:
             for row in conn.execution_options(yield_per=2000).execute(query.order_by(t.c.seq)):
                 try:
                     want = _columns(json.loads(row.entry))
+                    at = row.at if isinstance(row.at, dt.datetime) else dt.datetime.fromisoformat(row.at)
                 except (ValueError, KeyError, TypeError):
                     bad.append(int(row.seq))
                     continue
                 have = {"kind": row.kind, "call_id": row.call_id, "tool": row.tool, "outcome": row.outcome}
-                at = row.at.replace(microsecond=0) if isinstance(row.at, dt.datetime) else row.at
-                if have != {k: want[k] for k in have} or at != want["at"].replace(microsecond=0):
+                same_at = at.replace(microsecond=0) == want["at"].replace(microsecond=0)
+                if have != {k: want[k] for k in have} or not same_at:
                     bad.append(int(row.seq))
         return bad
+
+    def exists(self) -> bool:
+        """Whether the audit table is there (reading never creates it)."""
+        return self._created or inspect(self.engine).has_table(TABLE_NAME)
 
     def head(self) -> tuple[int, str]:
         """`(seq, hash)` of the newest entry; `(0, GENESIS)` for an empty log."""
