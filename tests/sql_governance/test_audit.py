@@ -436,3 +436,29 @@ def test_one_bad_entry_in_a_group_commit_fails_only_its_own_call(pg_audit_dsn: s
     assert [i for i, g in enumerate(got) if g is not None] == [20]
     assert audit.written == 40
     assert mcpkit_main(["audit", "--audit-dsn", pg_audit_dsn, "--verify"]) == 0
+
+
+@pytest.mark.anyio
+async def test_an_unknown_tool_name_is_capped_with_its_hash(sqlite_crm: CrmDb, tmp_path: Path) -> None:
+    import hashlib
+    import sqlite3
+
+    audit = AuditLog(open_store(path=tmp_path / "audit.db"))
+    engine = SqlEngine(sqlite_crm.url)
+    huge = "n" * 3_000_000
+    try:
+        server = build_server(SqlService(engine, max_rows=50, timeout_s=5.0), calls=CallAudit(audit))
+        async with connect(server) as client:
+            for name in (huge, huge + "x"):
+                with pytest.raises(Exception, match="Unknown tool"):
+                    await client.call_tool(name, {})
+    finally:
+        audit.close()
+        engine.close()
+    first, second = open_store(path=tmp_path / "audit.db").read()
+    assert first.tool == "n" * 54 + "...sha256:" + hashlib.sha256(huge.encode()).hexdigest()
+    assert len(first.tool) == len(second.tool) == 128 and first.tool != second.tool
+    assert [r.tool for r in open_store(path=tmp_path / "audit.db").read(tool=huge)] == [first.tool]
+    with sqlite3.connect(tmp_path / "audit.db") as db:
+        assert db.execute("SELECT max(length(entry)) FROM mcpkit_audit").fetchone()[0] < 1000
+    db.close()

@@ -51,7 +51,7 @@ from sqlalchemy.pool import QueuePool
 
 from mcpkit.sql.audit.chain import GENESIS, ChainRow, canonical, link
 from mcpkit.sql.audit.mysql import RESTART_CODES, flush_setting, release_lock, take_lock
-from mcpkit.sql.audit.record import AuditRecord
+from mcpkit.sql.audit.record import AuditRecord, kept_name
 from mcpkit.sql.audit.view import escape_text
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.errors import SqlConfigError
@@ -292,7 +292,7 @@ class AuditStore:
         if since is not None:
             query = query.where(start.c.at >= _naive_utc(since))
         if tool:
-            query = query.where(start.c.tool == escape_text(tool)[:128])
+            query = query.where(start.c.tool == escape_text(kept_name(tool))[:128])
         if outcome and outcome.upper() == "UNFINISHED":
             query = query.where(end.c.seq.is_(None))
         elif outcome:
