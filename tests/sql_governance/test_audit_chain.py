@@ -241,3 +241,20 @@ def test_a_verify_in_progress_never_holds_up_the_server(
     reader.close()
     writer.close()
     assert _verify(log, capsys)[0] == 0
+
+
+def test_a_tool_column_written_before_names_were_escaped_still_verifies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "audit.db"
+    store = open_store(path=path)
+    store.append(call_entries(1, tool="odd\\name\u3164\n"))
+    store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT tool FROM mcpkit_audit").fetchall() == [("odd\\\\name\\u3164\\n",)] * 2
+        db.execute("UPDATE mcpkit_audit SET tool = ?", ["odd\\name\u3164\n"])  # as an older server wrote it
+    db.close()
+    assert _verify(path, capsys)[0] == 0
+    _tamper(path, lambda db: db.execute("UPDATE mcpkit_audit SET tool = 'other' WHERE seq = 2"))
+    code, out = _verify(path, capsys)
+    assert code == 1 and "entry 2: its indexed columns differ" in out

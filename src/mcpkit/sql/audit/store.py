@@ -314,8 +314,7 @@ class AuditStore:
                 yield ChainRow(int(row.seq), str(row.prev), str(row.hash), str(row.entry))
 
     def mismatched_columns(self) -> list[int]:
-        """Entries whose indexed columns differ from their hashed text (so filters would mislead), or
-        hold what their type cannot (a `at` no time can be read from, in a SQLite file)."""
+        """Entries whose indexed columns differ from their hashed text, or hold what their type cannot."""
         self._ensure()
         t = self.table
         bad = []
@@ -324,12 +323,14 @@ class AuditStore:
         with self.engine.connect() as conn:
             for row in conn.execution_options(yield_per=2000).execute(query.order_by(t.c.seq)):
                 try:
-                    want = _columns(json.loads(row.entry))
+                    want = _columns(entry := json.loads(row.entry))
                     at = row.at if isinstance(row.at, dt.datetime) else dt.datetime.fromisoformat(row.at)
                 except (ValueError, KeyError, TypeError):
                     bad.append(int(row.seq))
                     continue
                 have = {"kind": row.kind, "call_id": row.call_id, "tool": row.tool, "outcome": row.outcome}
+                if row.tool == str(entry.get("tool") or "")[:128]:  # written before names were escaped
+                    have["tool"] = want["tool"]
                 same_at = at.replace(microsecond=0) == want["at"].replace(microsecond=0)
                 if have != {k: want[k] for k in have} or not same_at:
                     bad.append(int(row.seq))
