@@ -13,6 +13,7 @@ import secrets as tokens
 import sqlite3
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -386,3 +387,41 @@ async def test_a_secret_parameter_never_reaches_the_operator_log(
     done = run_mcpkit("audit", "--audit", str(audit), "--format", "json")
     assert done.returncode == 0 and done.stdout.count("[REDACTED]") >= 2, done.stdout
     assert "hunter2" not in done.stdout and "999999999999" not in done.stdout
+
+
+@pytest.mark.parametrize("probe_db", [pytest.param("postgres")], indirect=True)
+def test_a_secret_parameter_never_reaches_the_operator_log_over_http(
+    probe_db: tuple[str, str], tmp_path: Path
+) -> None:
+    import httpx2
+
+    from tests.helpers import free_port, python_server
+
+    url, table = probe_db
+    reports = tmp_path / "reports.yaml"
+    reports.write_text(SECRET_REPORTS.replace("{table}", table).replace("{int}", "integer"), encoding="utf-8")
+    port = free_port()
+    args = ["-m", "mcpkit", "sql", "serve", "--dsn", url, "--reports", str(reports)]
+    args += ["--audit", str(tmp_path / "audit.db"), "--transport", "http", "--port", str(port)]
+    args += ["--stateless", "--json-response"]
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with python_server(args, port) as running:
+        for i, (name, arguments) in enumerate(
+            [("by_token", {"token": "hunter2"}), ("by_acct", {"acct": "999999999999"})]
+        ):
+            call = {
+                "jsonrpc": "2.0",
+                "id": i,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments},
+            }
+            assert (
+                httpx2.post(
+                    f"http://127.0.0.1:{port}/mcp", headers=headers, json=call, timeout=20
+                ).status_code
+                == 200
+            )
+        time.sleep(0.3)  # the call record is written once the answer is on its way
+        logged = running.log()
+    assert "by_acct" in logged and "out of range" in logged, logged
+    assert "hunter2" not in logged and "999999999999" not in logged, logged
