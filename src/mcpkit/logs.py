@@ -15,7 +15,9 @@ import re
 import sys
 import threading
 import urllib.parse
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 __all__ = [
@@ -23,9 +25,11 @@ __all__ = [
     "REDACTED",
     "RedactingFormatter",
     "Redactor",
+    "call_secrets",
     "install_redaction",
     "log_call",
     "redact_arguments",
+    "redact_call_secrets",
     "secret_fields",
 ]
 
@@ -220,7 +224,38 @@ class RedactingFormatter(logging.Formatter):
         self.inner = inner or logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        return self.redactor.redact(self.inner.format(record))
+        return redact_call_secrets(self.redactor.redact(self.inner.format(record)))
+
+
+_CALL_SECRETS: ContextVar[tuple[str, ...]] = ContextVar("mcpkit_call_secrets", default=())
+
+
+@contextmanager
+def call_secrets(arguments: Any, secret: Collection[str]) -> Iterator[None]:
+    """While a call runs, redact the values of its declared secret arguments (`secret_fields`) from
+    every log line written in its context (a database error quoting a bound value, say)."""
+    values = (
+        tuple(str(v) for k, v in arguments.items() if k in secret and isinstance(v, (str, int, float)))
+        if secret and isinstance(arguments, dict)
+        else ()
+    )
+    token = _CALL_SECRETS.set(tuple(v for v in values if v))
+    try:
+        yield
+    finally:
+        _CALL_SECRETS.reset(token)
+
+
+def redact_call_secrets(text: str) -> str:
+    """`text` with the running call's secret argument values replaced (short ones as whole words only:
+    a 3-digit PIN is redacted where it stands alone, not inside every longer number)."""
+    for value in sorted(_CALL_SECRETS.get(), key=len, reverse=True):
+        for spelled in {value, json.dumps(value)[1:-1], repr(value)[1:-1]}:
+            if len(spelled) >= MIN_SECRET_CHARS:
+                text = text.replace(spelled, REDACTED)
+            else:
+                text = re.sub(rf"(?<![0-9A-Za-z]){re.escape(spelled)}(?![0-9A-Za-z])", REDACTED, text)
+    return text
 
 
 def install_redaction(redactor: Redactor, *, stream: Any = None, loggers: Sequence[str] = ()) -> None:

@@ -35,7 +35,7 @@ from pydantic_core import to_json
 
 from mcpkit.definition import Tool
 from mcpkit.errors import InvalidParams, ToolError, ToolTimeout
-from mcpkit.logs import Redactor, log_call, redact_arguments, secret_fields
+from mcpkit.logs import Redactor, call_secrets, log_call, redact_arguments, secret_fields
 from mcpkit.patterns import pattern_error
 from mcpkit.result import Outcome, OutputInvalid, error_outcome, internal_outcome, shape_output
 from mcpkit.threads import HandlerThreads
@@ -138,6 +138,11 @@ def compose(stages: Sequence[Middleware], last: CallNext) -> CallNext:
 
 async def record(call: Call, call_next: CallNext) -> Outcome:
     """Outermost: mask every failure into a safe result and write the call's operator record."""
+    with call_secrets(call.arguments, secret_fields(call.tool) if call.tool is not None else ()):
+        return await _record(call, call_next)
+
+
+async def _record(call: Call, call_next: CallNext) -> Outcome:
     code = "INTERNAL"
     try:
         outcome = await call_next(call)

@@ -389,3 +389,76 @@ async def test_cache_hits_and_report_calls_are_recorded(sqlite_crm: CrmDb, tmp_p
     assert first.statement and "FROM sales_demo" in first.statement and first.sql == first.statement
     assert invalid.outcome == "INVALID_PARAMS"
     assert json.loads(invalid.arguments or "{}")["product"] == "Pulse Phone; DROP"
+
+
+@pytest.mark.anyio
+async def test_a_nul_in_a_tool_name_is_stored_and_refuses_no_other_call(
+    sqlite_crm: CrmDb, pg_audit_dsn: str
+) -> None:
+    audit = AuditLog(open_store(dsn=pg_audit_dsn))
+    engine = SqlEngine(sqlite_crm.url)
+    try:
+        server = build_server(SqlService(engine, max_rows=50, timeout_s=5.0), calls=CallAudit(audit))
+        async with connect(server) as client:
+
+            async def good() -> str:
+                done = await client.call_tool("list_tables", {})
+                return str((done.meta or {}).get("mcpkit/error", {}).get("code", "OK"))
+
+            async def evil() -> None:
+                with pytest.raises(Exception, match="Unknown tool"):
+                    await client.call_tool("z\u0000\ud800", {})
+
+            got = await asyncio.gather(*(good() if i % 10 else evil() for i in range(1, 61)))
+    finally:
+        audit.close()
+        engine.close()
+    assert [g for g in got if g is not None] == ["OK"] * 54  # none refused as audit_unavailable
+    records = open_store(dsn=pg_audit_dsn).read()
+    assert len(records) == 60
+    evil_records = [r for r in records if r.tool != "list_tables"]
+    assert [(r.tool, r.outcome) for r in evil_records] == [("z\u0000\ud800", "UNKNOWN_TOOL")] * 6
+    assert len(open_store(dsn=pg_audit_dsn).read(tool="z\u0000\ud800")) == 6  # the filter finds them
+    assert mcpkit_main(["audit", "--audit-dsn", pg_audit_dsn, "--verify"]) == 0
+
+
+def test_one_bad_entry_in_a_group_commit_fails_only_its_own_call(pg_audit_dsn: str) -> None:
+    audit = AuditLog(open_store(dsn=pg_audit_dsn))
+    bad = {**call_entries(0)[0], "at": "not a time"}  # the store cannot take it
+
+    async def many() -> list[BaseException | None]:
+        writes = [audit.write(e) for i in range(1, 41) for e in call_entries(i)[:1]]
+        writes.insert(20, audit.write(bad))
+        return await asyncio.gather(*writes, return_exceptions=True)
+
+    got = asyncio.run(many())
+    audit.close()
+    assert [i for i, g in enumerate(got) if g is not None] == [20]
+    assert audit.written == 40
+    assert mcpkit_main(["audit", "--audit-dsn", pg_audit_dsn, "--verify"]) == 0
+
+
+@pytest.mark.anyio
+async def test_an_unknown_tool_name_is_capped_with_its_hash(sqlite_crm: CrmDb, tmp_path: Path) -> None:
+    import hashlib
+    import sqlite3
+
+    audit = AuditLog(open_store(path=tmp_path / "audit.db"))
+    engine = SqlEngine(sqlite_crm.url)
+    huge = "n" * 3_000_000
+    try:
+        server = build_server(SqlService(engine, max_rows=50, timeout_s=5.0), calls=CallAudit(audit))
+        async with connect(server) as client:
+            for name in (huge, huge + "x"):
+                with pytest.raises(Exception, match="Unknown tool"):
+                    await client.call_tool(name, {})
+    finally:
+        audit.close()
+        engine.close()
+    first, second = open_store(path=tmp_path / "audit.db").read()
+    assert first.tool == "n" * 54 + "...sha256:" + hashlib.sha256(huge.encode()).hexdigest()
+    assert len(first.tool) == len(second.tool) == 128 and first.tool != second.tool
+    assert [r.tool for r in open_store(path=tmp_path / "audit.db").read(tool=huge)] == [first.tool]
+    with sqlite3.connect(tmp_path / "audit.db") as db:
+        assert db.execute("SELECT max(length(entry)) FROM mcpkit_audit").fetchone()[0] < 1000
+    db.close()

@@ -94,6 +94,22 @@ TAMPERING: dict[str, tuple[Tamper, str]] = {
         "entry 4: its content does not match its hash",
     ),
     "change the rows and rehash that entry": (_rehash_one, "entry 7: its predecessor's hash does not match"),
+    "the at column to garbage": (
+        lambda db: db.execute("UPDATE mcpkit_audit SET at = 'garbage' WHERE seq = 5"),
+        "entry 5: its indexed columns differ",
+    ),
+    "the at column to a number": (
+        lambda db: db.execute("UPDATE mcpkit_audit SET at = 12 WHERE seq = 5"),
+        "entry 5: its indexed columns differ",
+    ),
+    "the at column to a blob": (
+        lambda db: db.execute("UPDATE mcpkit_audit SET at = x'00ff' WHERE seq = 5"),
+        "entry 5: ",
+    ),
+    "the prev column to a blob": (
+        lambda db: db.execute("UPDATE mcpkit_audit SET prev = x'00ff' WHERE seq = 10"),
+        "entry 10: ",
+    ),
     "change only an indexed column": (
         lambda db: db.execute("UPDATE mcpkit_audit SET tool = 'list_tables' WHERE seq = 3"),
         "entry 3: its indexed columns differ",
@@ -114,6 +130,19 @@ def test_verify_finds_what_was_removed_changed_or_reordered(
     code, out = _verify(log, capsys)
     assert code == 1 and expected in out, out
     assert all(line.startswith("BROKEN ") for line in out.splitlines())
+
+
+def test_verify_of_a_dropped_table_reports_it_and_creates_nothing(
+    log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _tamper(log, lambda db: db.execute("DROP TABLE mcpkit_audit"))
+    code, out = _verify(log, capsys)
+    assert code == 1 and out.startswith("BROKEN the audit table mcpkit_audit is missing"), out
+    assert mcpkit_main(["audit", "--audit", str(log), "--head"]) == 2
+    assert mcpkit_main(["audit", "--audit", str(log)]) == 2
+    with sqlite3.connect(log) as db:
+        assert db.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)  # nothing created
+    db.close()
 
 
 def test_a_cut_tail_needs_an_anchor(log: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -212,3 +241,20 @@ def test_a_verify_in_progress_never_holds_up_the_server(
     reader.close()
     writer.close()
     assert _verify(log, capsys)[0] == 0
+
+
+def test_a_tool_column_written_before_names_were_escaped_still_verifies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "audit.db"
+    store = open_store(path=path)
+    store.append(call_entries(1, tool="odd\\name\u3164\n"))
+    store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT tool FROM mcpkit_audit").fetchall() == [("odd\\\\name\\u3164\\n",)] * 2
+        db.execute("UPDATE mcpkit_audit SET tool = ?", ["odd\\name\u3164\n"])  # as an older server wrote it
+    db.close()
+    assert _verify(path, capsys)[0] == 0
+    _tamper(path, lambda db: db.execute("UPDATE mcpkit_audit SET tool = 'other' WHERE seq = 2"))
+    code, out = _verify(path, capsys)
+    assert code == 1 and "entry 2: its indexed columns differ" in out

@@ -69,7 +69,8 @@ def test_every_field_of_the_text_view_escapes(ch: str) -> None:
     wide = render_table(records, wide=True).split("\n")
     visible = escape_text(ch)
     for name in TEXT_FIELDS:
-        assert visible in wide[1] and escape_text(fields[name]) in "\n".join(wide), name
+        spaces = name not in ("call_id", "outcome")  # the caller and tool cells escape spaces too
+        assert visible in wide[1] and escape_text(fields[name], spaces=spaces) in "\n".join(wide), name
     assert "SELECT 1" + visible in wide[1] and "SELECT 2" + visible in wide[2]
 
 
@@ -115,3 +116,23 @@ async def test_a_caller_cannot_forge_a_row_through_the_real_server(tmp_path: Pat
     assert len(wide) == 4 and "nope\\n2026-01-01" in wide[1] and "nope\\r2026" in wide[2]
     assert "-- \\x1b[31m\\n2026-01-01" in wide[3]
     assert "\\x1b[2K\\r\\x1b]0;pwned\\x07\\u202eredoc/1\\n2" in wide[3]  # the client, escaped
+
+
+FILLERS = ["\u3164", "\u115f", "\u1160", "\uffa0", "\u2800", "\u200b", "\u00a0", "\u3000", "\u034f", "\ufe0f"]
+
+
+@pytest.mark.parametrize("pad", [" ", *FILLERS], ids=lambda c: f"U+{ord(c):04X}")
+def test_padding_cannot_pass_a_client_off_as_a_principal(pad: str) -> None:
+    spoof = AuditRecord(
+        call_id="c1", tool="execute_query" + pad * 3, outcome="OK", client_name="alice" + pad * 60,
+        client_version="1", identity="session:7d9655788c60666a",
+    )  # fmt: skip
+    real = AuditRecord(call_id="c2", tool="execute_query", outcome="OK", principal="alice")
+    spoofed, authenticated = (line.split()[2] for line in render_table([spoof, real]).splitlines()[1:])
+    assert authenticated == "alice"
+    assert spoofed.startswith("unverified") and "alice" not in spoofed[: len("unverified")]
+    line = render_table([spoof]).splitlines()[1]
+    assert "session:7d9655788c60666a" in line  # the connection is never pushed out by the padding
+    assert (pad == " " or pad not in line) and "execute_query" + escape_text(pad, spaces=True) in line
+    wide = render_table([spoof], wide=True).splitlines()[1]
+    assert "client=alice" + escape_text(pad, spaces=True) * 60 + "/1" in wide

@@ -13,6 +13,7 @@ import secrets as tokens
 import sqlite3
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -335,3 +336,92 @@ async def test_wildcards_and_metacharacters_are_literals_through_the_real_server
     assert arguments["keyword"] == "revenue" and arguments["author"] == "ann"
     assert arguments["api_token"] == "[REDACTED]"
     assert "tok-123456" not in done.stdout
+
+
+SECRET_REPORTS = textwrap.dedent(
+    """
+    reports:
+      - name: by_token
+        description: Probe values equal to a secret token.
+        parameters:
+          token: {type: string, secret: true, max_length: 20}
+        sql: SELECT v FROM {table} WHERE v = :token ORDER BY v
+      - name: by_acct
+        description: Probe values by a secret account number (out of range fails on the database).
+        parameters:
+          acct: {type: string, secret: true, pattern: "[0-9]{1,12}", default: "1"}
+        sql: SELECT v FROM {table} WHERE CAST(:acct AS {int}) = 1 ORDER BY v
+    """
+)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("probe_db", ["sqlite", pytest.param("postgres")], indirect=True)
+async def test_a_secret_parameter_never_reaches_the_operator_log(
+    probe_db: tuple[str, str], tmp_path: Path
+) -> None:
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    url, table = probe_db
+    reports = tmp_path / "reports.yaml"
+    cast = "integer" if url.startswith("postgresql") else "INTEGER"
+    reports.write_text(SECRET_REPORTS.replace("{table}", table).replace("{int}", cast), encoding="utf-8")
+    audit = tmp_path / "audit.db"
+    args = ["-m", "mcpkit", "sql", "serve", "--dsn", url, "--reports", str(reports), "--audit", str(audit)]
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
+    errlog = tmp_path / "stderr.log"
+    with errlog.open("w", encoding="utf-8") as err:
+        async with stdio_client(params, errlog=err) as (r, w), ClientSession(r, w) as session:
+            await session.initialize()
+            listed = {t.name: t for t in (await session.list_tools()).tools}
+            assert listed["by_token"].input_schema["properties"]["token"]["writeOnly"] is True
+            assert not (await session.call_tool("by_token", {"token": "hunter2"})).is_error
+            failed = await session.call_tool("by_acct", {"acct": "999999999999"})
+    logged = errlog.read_text(encoding="utf-8")
+    assert "by_token" in logged and "by_acct" in logged, logged  # the call log was captured
+    if url.startswith("postgresql"):
+        assert failed.is_error and "out of range" in logged, logged  # the database error was logged
+    for line in logged.splitlines():
+        assert "hunter2" not in line and "999999999999" not in line, line
+    done = run_mcpkit("audit", "--audit", str(audit), "--format", "json")
+    assert done.returncode == 0 and done.stdout.count("[REDACTED]") >= 2, done.stdout
+    assert "hunter2" not in done.stdout and "999999999999" not in done.stdout
+
+
+@pytest.mark.parametrize("probe_db", [pytest.param("postgres")], indirect=True)
+def test_a_secret_parameter_never_reaches_the_operator_log_over_http(
+    probe_db: tuple[str, str], tmp_path: Path
+) -> None:
+    import httpx2
+
+    from tests.helpers import free_port, python_server
+
+    url, table = probe_db
+    reports = tmp_path / "reports.yaml"
+    reports.write_text(SECRET_REPORTS.replace("{table}", table).replace("{int}", "integer"), encoding="utf-8")
+    port = free_port()
+    args = ["-m", "mcpkit", "sql", "serve", "--dsn", url, "--reports", str(reports)]
+    args += ["--audit", str(tmp_path / "audit.db"), "--transport", "http", "--port", str(port)]
+    args += ["--stateless", "--json-response"]
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with python_server(args, port) as running:
+        for i, (name, arguments) in enumerate(
+            [("by_token", {"token": "hunter2"}), ("by_acct", {"acct": "999999999999"})]
+        ):
+            call = {
+                "jsonrpc": "2.0",
+                "id": i,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments},
+            }
+            assert (
+                httpx2.post(
+                    f"http://127.0.0.1:{port}/mcp", headers=headers, json=call, timeout=20
+                ).status_code
+                == 200
+            )
+        time.sleep(0.3)  # the call record is written once the answer is on its way
+        logged = running.log()
+    assert "by_acct" in logged and "out of range" in logged, logged
+    assert "hunter2" not in logged and "999999999999" not in logged, logged

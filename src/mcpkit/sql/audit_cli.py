@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from mcpkit.sql.audit.chain import Anchor, parse_anchor, verify_chain
 from mcpkit.sql.audit.record import OUTCOMES
-from mcpkit.sql.audit.store import AuditStore, default_audit_path, open_store
+from mcpkit.sql.audit.store import TABLE_NAME, AuditStore, default_audit_path, open_store
 from mcpkit.sql.audit.view import render_table
 from mcpkit.sql.errors import SqlConfigError
 
@@ -116,11 +116,18 @@ def _store(args: argparse.Namespace) -> AuditStore:
 
 
 def _verify(store: AuditStore, anchors: list[Anchor]) -> int:
-    count, problems = verify_chain(store.chain(), anchors)
-    problems += [
-        f"entry {seq}: its indexed columns differ from its hashed content (changed)"
-        for seq in store.mismatched_columns()
-    ]
+    if not store.exists():
+        print(f"BROKEN the audit table {TABLE_NAME} is missing (dropped, or never written)")
+        return EXIT_BROKEN
+    try:
+        count, problems = verify_chain(store.chain(), anchors)
+        problems += [
+            f"entry {seq}: its indexed columns differ from its hashed content (changed)"
+            for seq in store.mismatched_columns()
+        ]
+    except (ValueError, TypeError) as exc:  # a row no column type can read: tampered with by hand
+        print(f"BROKEN a stored row is malformed: {type(exc).__name__}: {str(exc)[:200]}")
+        return EXIT_BROKEN
     seq, digest = store.head()
     if problems:
         for line in problems[:50]:
@@ -152,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
         since = parse_since(args.since) if args.since else None
         store = _store(args)
         try:
+            if not args.verify and not store.exists():
+                raise SqlConfigError(f"no audit table {TABLE_NAME} in that store")
             if args.verify:
                 return _verify(store, anchors)
             if args.head:

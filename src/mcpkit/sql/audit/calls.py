@@ -34,7 +34,7 @@ from mcpkit.logs import REDACTED
 from mcpkit.pipeline import UnknownTool
 from mcpkit.result import Outcome, error_outcome
 from mcpkit.sql.audit.log import AuditLog, AuditUnavailable
-from mcpkit.sql.audit.record import kept, utc_now
+from mcpkit.sql.audit.record import kept, kept_name, utc_now
 from mcpkit.sql.routing import SOURCE_KEY
 
 if TYPE_CHECKING:
@@ -212,7 +212,7 @@ class CallAudit:
             "kind": "start",
             "call_id": call.call_id,
             "at": utc_now().isoformat(),
-            "tool": call.name,
+            "tool": kept_name(call.name),
             "principal": call.principal,
             "identity": call.identity,
             "source": call.state.get(SOURCE_KEY),
@@ -236,7 +236,7 @@ class CallAudit:
             "kind": "end",
             "call_id": call.call_id,
             "at": utc_now().isoformat(),
-            "tool": call.name,
+            "tool": kept_name(call.name),
             "outcome": code,
             "duration_ms": round((time.perf_counter() - started) * 1000, 3),
             "cached": call.cached,

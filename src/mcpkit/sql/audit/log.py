@@ -22,6 +22,7 @@ from types import FrameType
 from typing import Any, Final
 
 import anyio.to_thread
+from sqlalchemy.exc import OperationalError
 
 from mcpkit.sql.audit.store import AuditStore
 
@@ -134,22 +135,49 @@ class AuditLog:
                 self._commit(pending)
 
     def _commit(self, pending: list[tuple[dict[str, Any], Done]]) -> None:
-        error: BaseException | None = None
         entries = [entry for entry, _ in pending if entry is not _MARK]
+        errors: list[BaseException | None] = [None] * len(pending)
         try:
             if entries:
                 self.store.append(entries)
                 self.written += len(entries)
                 self.commits += 1
-        except Exception as exc:  # the store's own failure: every waiter is told, each call refused
-            log.exception("audit store write failed; %d call(s) refused", len(entries))
-            self.failed += len(entries)
-            error = exc
-        for _, done in pending:
+        except Exception as exc:  # the store's own failure: each waiter is told, its call refused
+            if len(entries) == 1:
+                log.exception("audit store write failed; 1 call refused")
+                self.failed += 1
+                errors = [None if e is _MARK else exc for e, _ in pending]
+            else:  # one bad entry must not refuse the others: write each alone, in order
+                log.warning(
+                    "audit group commit of %d entries failed (%s); writing each alone", len(entries), exc
+                )
+                errors = self._one_by_one(pending)
+        for (_, done), error in zip(pending, errors, strict=True):
             try:
                 done(error)
             except Exception:  # a waiter whose loop has closed
                 log.debug("audit waiter gone", exc_info=True)
+
+    def _one_by_one(self, pending: list[tuple[dict[str, Any], Done]]) -> list[BaseException | None]:
+        errors: list[BaseException | None] = []
+        down: BaseException | None = None  # the store itself is unreachable: the rest fail alike
+        for entry, _ in pending:
+            if entry is _MARK:
+                errors.append(None)
+                continue
+            try:
+                if down is not None:
+                    raise down
+                self.store.append([entry])
+                self.written += 1
+                self.commits += 1
+                errors.append(None)
+            except Exception as exc:
+                log.exception("audit store write failed; 1 call refused")
+                self.failed += 1
+                down = exc if isinstance(exc, OperationalError) else None
+                errors.append(exc)
+        return errors
 
     # --- shutdown -----------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-__all__ = ["KEPT_CHARS", "OUTCOMES", "AuditRecord", "kept", "utc_now"]
+__all__ = ["KEPT_CHARS", "OUTCOMES", "TOOL_CHARS", "AuditRecord", "kept", "kept_name", "utc_now"]
 
 OUTCOMES: Final = (
     "OK",
@@ -31,6 +31,23 @@ record but no end (the server stopped mid-call, or the call still runs)."""
 KEPT_CHARS: Final = 100_000
 """Statements and arguments are kept whole up to this many characters (execute_query's own limit on
 a query); beyond it the first KEPT_CHARS are kept, with the full length and the full text's SHA-256."""
+
+
+TOOL_CHARS: Final = 128
+"""A tool name is kept whole up to this many characters (as a client's name is); a longer one (only an
+unknown tool's can be) is kept as its start, `...sha256:` and the full name's SHA-256, 128 in all."""
+
+
+def kept_name(name: str) -> str:
+    """`name`, or its start and full SHA-256 when longer than `TOOL_CHARS`.
+
+    >>> len(kept_name("x" * 3_000_000)), kept_name("x" * 3_000_000)[50:64]
+    (128, 'xxxx...sha256:')
+    """
+    if len(name) <= TOOL_CHARS:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{name[: TOOL_CHARS - 74]}...sha256:{digest}"
 
 
 def utc_now() -> dt.datetime:

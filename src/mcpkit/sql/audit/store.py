@@ -41,6 +41,7 @@ from sqlalchemy import (
     insert,
     inspect,
     select,
+    type_coerce,
 )
 from sqlalchemy import text as sql_text
 from sqlalchemy.dialects import mysql
@@ -50,7 +51,8 @@ from sqlalchemy.pool import QueuePool
 
 from mcpkit.sql.audit.chain import GENESIS, ChainRow, canonical, link
 from mcpkit.sql.audit.mysql import RESTART_CODES, flush_setting, release_lock, take_lock
-from mcpkit.sql.audit.record import AuditRecord
+from mcpkit.sql.audit.record import AuditRecord, kept_name
+from mcpkit.sql.audit.view import escape_text
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.errors import SqlConfigError
 
@@ -118,7 +120,8 @@ def _columns(entry: dict[str, Any]) -> dict[str, Any]:
         "kind": str(entry["kind"]),
         "call_id": str(entry["call_id"])[:64],
         "at": _naive_utc(dt.datetime.fromisoformat(entry["at"])),
-        "tool": str(entry.get("tool") or "")[:128],
+        # as the text view shows it: NUL and lone surrogates are refused by PostgreSQL / the drivers
+        "tool": escape_text(str(entry.get("tool") or ""))[:128],
         "outcome": entry.get("outcome"),
     }
 
@@ -289,7 +292,7 @@ class AuditStore:
         if since is not None:
             query = query.where(start.c.at >= _naive_utc(since))
         if tool:
-            query = query.where(start.c.tool == tool[:128])
+            query = query.where(start.c.tool == escape_text(kept_name(tool))[:128])
         if outcome and outcome.upper() == "UNFINISHED":
             query = query.where(end.c.seq.is_(None))
         elif outcome:
@@ -311,23 +314,31 @@ class AuditStore:
                 yield ChainRow(int(row.seq), str(row.prev), str(row.hash), str(row.entry))
 
     def mismatched_columns(self) -> list[int]:
-        """Entries whose indexed columns differ from their hashed text (so filters would mislead)."""
+        """Entries whose indexed columns differ from their hashed text, or hold what their type cannot."""
         self._ensure()
         t = self.table
         bad = []
-        query = select(t.c.seq, t.c.entry, t.c.kind, t.c.call_id, t.c.tool, t.c.outcome, t.c.at)
+        at_raw = type_coerce(t.c.at, String).label("at")  # a driver's datetime, or SQLite's raw text
+        query = select(t.c.seq, t.c.entry, t.c.kind, t.c.call_id, t.c.tool, t.c.outcome, at_raw)
         with self.engine.connect() as conn:
             for row in conn.execution_options(yield_per=2000).execute(query.order_by(t.c.seq)):
                 try:
-                    want = _columns(json.loads(row.entry))
+                    want = _columns(entry := json.loads(row.entry))
+                    at = row.at if isinstance(row.at, dt.datetime) else dt.datetime.fromisoformat(row.at)
                 except (ValueError, KeyError, TypeError):
                     bad.append(int(row.seq))
                     continue
                 have = {"kind": row.kind, "call_id": row.call_id, "tool": row.tool, "outcome": row.outcome}
-                at = row.at.replace(microsecond=0) if isinstance(row.at, dt.datetime) else row.at
-                if have != {k: want[k] for k in have} or at != want["at"].replace(microsecond=0):
+                if row.tool == str(entry.get("tool") or "")[:128]:  # written before names were escaped
+                    have["tool"] = want["tool"]
+                same_at = at.replace(microsecond=0) == want["at"].replace(microsecond=0)
+                if have != {k: want[k] for k in have} or not same_at:
                     bad.append(int(row.seq))
         return bad
+
+    def exists(self) -> bool:
+        """Whether the audit table is there (reading never creates it)."""
+        return self._created or inspect(self.engine).has_table(TABLE_NAME)
 
     def head(self) -> tuple[int, str]:
         """`(seq, hash)` of the newest entry; `(0, GENESIS)` for an empty log."""

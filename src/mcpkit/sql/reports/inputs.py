@@ -66,6 +66,8 @@ def _field(p: ParamSpec) -> tuple[Any, Any]:
     if p.max_length is not None and not p.enum:
         limits["max_length"] = p.max_length
     description = p.description or None
+    if p.secret:  # JSON Schema's mark for a value never read back; the call log masks it
+        limits["json_schema_extra"] = {"writeOnly": True}
     if p.required:
         return kind, Field(..., description=description, **limits)
     if p.default is None:
