@@ -150,6 +150,16 @@ PG_PINNED = (
     "SELECT DISTINCT ON (1 = 1) id FROM customers UNION ALL SELECT -1",
     "SELECT 0 UNION SELECT DISTINCT ON (name) id FROM customers INTERSECT SELECT id FROM customers",
     "SELECT coalesce((SELECT id FROM customers WHERE tier = 1 LIMIT 1), 0) AS x",
+    # every argument is a tie-breaker: string_agg's per-row separator too
+    "SELECT string_agg('', id::text || ',') AS s FROM customers",
+    "SELECT name, string_agg('', id::text || ',') AS s FROM customers GROUP BY name",
+    "SELECT string_agg(DISTINCT name, id::text) AS s FROM customers",
+    "SELECT string_agg('', id::text || ',' ORDER BY region) AS s FROM customers",
+    "SELECT string_agg(convert_to(name, 'UTF8'), convert_to(id::text, 'UTF8'))::text AS s FROM customers",
+    # object aggregates keep the last value of a duplicate key: ordered like the others
+    "SELECT jsonb_object_agg('k', id)::text AS j FROM customers",
+    "SELECT name, json_object_agg('k', id)::text AS j FROM customers GROUP BY name",
+    "SELECT jsonb_object_agg(name, id ORDER BY region)::text AS j FROM customers",
 )
 PG_REFUSED_11 = (
     "SELECT name, clock_timestamp() AS t FROM customers",
@@ -157,6 +167,9 @@ PG_REFUSED_11 = (
     "SELECT c.id FROM customers c NATURAL JOIN (SELECT 1 AS id) d",
 )
 MYSQL_PINNED = (
+    "SELECT GROUP_CONCAT(id SEPARATOR ';') AS g FROM customers",
+    "SELECT name, GROUP_CONCAT(region, id ORDER BY tier SEPARATOR '') AS g FROM customers GROUP BY name",
+    "SELECT JSON_ARRAYAGG(id) AS j FROM customers",
     "(SELECT id FROM customers) LIMIT 1",
     "(SELECT id FROM customers ORDER BY name) LIMIT 2",
     "SELECT * FROM ((SELECT name, id FROM customers) LIMIT 1) s",
