@@ -102,6 +102,12 @@ PG_ROUTES = (
     "SELECT id FROM v_invoker LIMIT 1",
 )
 PG_REFUSED = (
+    # sizes measure the masked values (their lengths; B-tree deduplication counts distinct ones)
+    "SELECT pg_relation_size('customers') AS s",
+    "SELECT pg_catalog.pg_indexes_size('customers') AS s",
+    "SELECT \"pg_total_relation_size\"('customers') AS s, pg_table_size('customers') AS t",
+    "SELECT pg_database_size(current_database()) AS s",
+    "SELECT id, pg_column_size(c.*) AS s FROM customers c",
     "SELECT array_agg(id) OVER (ORDER BY name) AS a FROM customers",
     "SELECT ctid, id FROM customers",
     "SELECT id FROM customers TABLESAMPLE SYSTEM (50) REPEATABLE (1)",
