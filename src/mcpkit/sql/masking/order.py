@@ -68,9 +68,12 @@ def _exact(node: exp.Expr, dialect: str) -> list[exp.Expr]:
     if dialect == "mysql":
         return [exp.Cast(this=node.copy(), to=exp.DataType.build("binary", dialect="mysql"))]
     if dialect == "sqlite":
+        # -0.0 = 0.0 and prints "0.0" in SQL, but reaches the client as -0.0: atan2(x, -1) is
+        # -pi for -0.0 and pi for 0.0 (PostgreSQL's text form already says "-0"; MariaDB sends "0").
         return [
             exp.Collate(this=node.copy(), expression=exp.var("BINARY")),
             exp.Anonymous(this="typeof", expressions=[node.copy()]),
+            exp.Anonymous(this="atan2", expressions=[node.copy(), exp.Literal.number(-1)]),
         ]
     return []
 
