@@ -617,3 +617,35 @@ def test_mariadb_hints_name_the_primary_key_and_covering_index(mysql_url: str) -
         with admin.cursor() as c:
             c.execute(f"DROP DATABASE IF EXISTS {db}")
         admin.close()
+
+
+AGG_SCHEMA = {"customers": {"id": "INT", "name": "TEXT", "email": "TEXT"}}
+
+
+@pytest.mark.parametrize(
+    ("sql", "sent"),
+    [
+        (
+            "SELECT string_agg('', id::text) AS s FROM customers",
+            "SELECT STRING_AGG('', CAST(id AS TEXT) ORDER BY CAST(id AS TEXT),"
+            ' CAST(CAST(id AS TEXT) AS TEXT) COLLATE "C") AS s FROM customers ORDER BY 1',
+        ),
+        (
+            "SELECT jsonb_object_agg('k', id) AS j FROM customers",
+            "SELECT jsonb_object_agg('k', id ORDER BY id) AS j FROM customers ORDER BY 1",
+        ),
+        (
+            "SELECT jsonb_object_agg_unique('k', id) AS j FROM customers",
+            "SELECT jsonb_object_agg_unique('k', id ORDER BY id) AS j FROM customers ORDER BY 1",
+        ),
+        ("SELECT json_objectagg(name VALUE id) AS j FROM customers", None),  # k : v, not orderable
+        ("SELECT jsonb_agg() AS a FROM customers", None),  # no argument found: fail closed
+    ],
+)
+def test_every_argument_of_a_concatenating_aggregate_orders_it(sql: str, sent: str | None) -> None:
+    policy = MaskPolicy.of(["customers.email"])
+    if sent is None:
+        with pytest.raises(Refused):
+            plan_masking(sql, "postgres", AGG_SCHEMA, policy)
+    else:
+        assert plan_masking(sql, "postgres", AGG_SCHEMA, policy).sql == sent
