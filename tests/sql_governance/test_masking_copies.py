@@ -20,6 +20,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.service import Masking, SqlService
+from tests.helpers import run_mcpkit
 from tests.sql.sql_support import mysql_admin, pg_admin
 
 MASKS = ["customers.email"]
@@ -87,6 +88,50 @@ def test_postgres_refuses_an_account_that_reads_the_copy(pg_url: str) -> None:
             _served(url)
         assert "orders" in str(info.value) and "customer_email" in str(info.value)
         assert "notes" in str(info.value)  # a copy of the copy
+    finally:
+        with pg_admin(pg_url) as c:
+            c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+            c.execute(f"DROP ROLE IF EXISTS {reader}")
+
+
+@pytest.mark.postgres
+def test_postgres_grant_withholds_a_copy_in_another_schema(pg_url: str, tmp_path: Path) -> None:
+    # `grant --mask` and start-up share one knowledge of copies: what grant writes, serve accepts.
+    tag = tokens.token_hex(4)
+    db, reader, other = f"mk_copy_{tag}", f"mk_copy_{tag}_r", f"mk_copy_{tag}_s"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE DATABASE {db}")
+    try:
+        admin = make_url(pg_url).set(database=db).render_as_string(hide_password=False)
+        with pg_admin(admin) as c:
+            c.execute(TABLES[0])
+            c.execute(f"CREATE SCHEMA {other}")
+            c.execute(
+                f"CREATE TABLE {other}.orders2 (oid INTEGER PRIMARY KEY,"
+                " customer_email VARCHAR(40) REFERENCES public.customers (email), amount INTEGER)"
+            )
+            c.execute(ROWS[0])
+            c.execute(f"INSERT INTO {other}.orders2 VALUES (10, 'ann@secret.example', 5)")
+        masks = tmp_path / "masks.yaml"
+        masks.write_text("masks:\n  - customers.email\n")
+        tables = f"public.customers,{other}.orders2"
+        done = run_mcpkit(
+            "sql", "grant", "--dsn", admin, "--role", reader, "--tables", tables, "--mask", str(masks)
+        )
+        assert done.returncode == 0, done.stderr
+        assert f'GRANT SELECT ("oid", "amount") ON {other}.orders2' in done.stdout, done.stdout
+        with pg_admin(admin) as c:
+            for line in done.stdout.splitlines():
+                if line.strip() and not line.startswith("--"):
+                    c.execute(line.strip().rstrip(";"))
+        password = done.stdout.split("PASSWORD '")[1].split("'")[0]
+        url = make_url(admin).set(username=reader, password=password).render_as_string(False)
+        service = _served(url)  # start-up accepts what grant wrote
+        try:
+            result, _ = service.query("SELECT oid, customer_email FROM orders2", call_id="t", max_rows=10)
+            assert result.rows == [[10, MASKED]]
+        finally:
+            service.engine.close()  # type: ignore[attr-defined]
     finally:
         with pg_admin(pg_url) as c:
             c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")

@@ -418,7 +418,8 @@ def test_pg_a_mask_on_a_partition_or_child_masks_its_parents(
         (
             "sqlite",
             "SELECT id, name FROM customers LIMIT 3",
-            "SELECT id, name FROM customers ORDER BY 1, 2, name COLLATE BINARY, typeof(name) LIMIT 3",
+            "SELECT id, name FROM customers ORDER BY 1, 2,"
+            " name COLLATE BINARY, typeof(name), atan2(name, -1) LIMIT 3",
         ),
         # ordered by the query: ties broken by every output
         ("sqlite", "SELECT id FROM customers ORDER BY name", "SELECT id FROM customers ORDER BY name, 1"),

@@ -341,14 +341,17 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> list
     family = [
         (s, t) for s in {s for s, _ in granted} for t in insp.get_table_names(s) if (s, t) not in granted
     ]
-    masked = {}
+    masked, named = {}, {}  # keys for the profile (quoted), and for copied_masks (plain)
+    default = insp.default_schema_name
     for schema, table in granted + family:
         columns = policy.masked_columns(schema, table, columns_of(schema, table))
         if columns:
             masked[f"{quote(schema)}.{quote(table)}" if schema else table] = columns
+            named[f"{schema}.{table}" if schema and schema != default else table] = columns
     if masked:  # generated columns computed from masked ones, and parents, are not granted either
+        schemas = [s for s, _ in granted if s]
         with engine.sa_engine.connect() as conn:
-            derived = engine.profile.derived_masks(conn, masked) + copied_masks(conn, masked)
+            derived = engine.profile.derived_masks(conn, masked) + copied_masks(conn, named, schemas)
         policy = policy.with_columns((d.schema, d.table, d.columns) for d in derived)
     return column_grants(script, policy, columns_of, quote)
 

@@ -3,7 +3,7 @@ customers(email)` stores the e-mail itself, so it is masked like the column it r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
@@ -21,52 +21,70 @@ _MYSQL_KEYS = (
     " AND referenced_table_schema = DATABASE() AND referenced_column_name IS NOT NULL"
 )
 
-Key = tuple[str, str, str]  # column, referenced table, referenced column
+Key = tuple[str, str | None, str, str]  # column, referenced schema (None: default), table, column
 
 
-def _keys(conn: Connection, table: str) -> list[Key]:
+def _keys(conn: Connection, schema: str | None, table: str) -> list[Key]:
     try:
-        found = inspect(conn).get_foreign_keys(table)
+        found = inspect(conn).get_foreign_keys(table, schema)
     except DBAPIError:
-        if conn.dialect.name not in ("mysql", "mariadb"):
+        if conn.dialect.name not in ("mysql", "mariadb") or schema is not None:
             raise
-        return [(str(c), str(t), str(r)) for c, t, r in conn.execute(text(_MYSQL_KEYS), {"t": table})]
+        return [(str(c), None, str(t), str(r)) for c, t, r in conn.execute(text(_MYSQL_KEYS), {"t": table})]
     return [
-        (c, fk["referred_table"], r)
+        (c, fk.get("referred_schema") or None, fk["referred_table"], r)
         for fk in found
-        if not fk.get("referred_schema")  # the default schema, where the masked keys resolve
         for c, r in zip(fk["constrained_columns"], fk["referred_columns"], strict=False)
     ]
 
 
-def copied_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
-    """The default schema's columns that reference a masked column by a foreign key (directly or
-    through another such copy), to be masked and withheld like it.
+def _name(schema: str | None, table: str) -> str:
+    return (f"{schema}.{table}" if schema else table).casefold()
+
+
+def copied_masks(
+    conn: Connection, masked: Mapping[str, frozenset[str]], schemas: Iterable[str] = ()
+) -> list[DerivedMask]:
+    """The columns that reference a masked column by a foreign key (directly or through another
+    such copy), to be masked and withheld like it. The one knowledge of copies: `serve --mask`
+    checks them at start-up and `grant --mask` withholds them.
 
     Args:
         conn: A connection (a call's session or an administrator's).
-        masked: Table -> its masked columns, in the default schema.
+        masked: Table -> its masked columns: `table` in the default schema, `schema.table` in another.
+        schemas: Other schemas whose tables may hold a copy (the default schema's tables always do).
     """
-    tables = list(inspect(conn).get_table_names())
-    keys = {t: _keys(conn, t) for t in tables}
-    folded = {t.casefold(): {c.casefold() for c in cols} for t, cols in masked.items()}
-    found: dict[str, dict[str, str]] = {}
+    insp = inspect(conn)
+    default = insp.default_schema_name
+    others = [s for s in dict.fromkeys(schemas) if s and s != default]
+    tables: list[tuple[str | None, str]] = [(None, t) for t in insp.get_table_names()]
+    tables += [(s, t) for s in others for t in insp.get_table_names(s)]
+    keys = {(s, t): _keys(conn, s, t) for s, t in tables}
+    folded = {k.casefold(): {c.casefold() for c in cols} for k, cols in masked.items()}
+    found: dict[tuple[str | None, str], dict[str, str]] = {}
     changed = True
     while changed:  # a copy of a copy: until nothing new is found
         changed = False
-        for table, refs in keys.items():
-            mine = folded.setdefault(table.casefold(), set())
-            for column, target, referenced in refs:
+        for (schema, table), refs in keys.items():
+            mine = folded.setdefault(_name(schema, table), set())
+            for column, target_schema, target, referenced in refs:
+                target_schema = None if target_schema == default else target_schema
                 if (
-                    referenced.casefold() in folded.get(target.casefold(), set())
+                    referenced.casefold() in folded.get(_name(target_schema, target), set())
                     and column.casefold() not in mine
                 ):
                     mine.add(column.casefold())
-                    found.setdefault(table, {})[column] = f"{target}.{referenced}"
+                    found.setdefault((schema, table), {})[column] = (
+                        f"{_name(target_schema, target)}.{referenced}"
+                    )
                     changed = True
     return [
         DerivedMask(
-            table, None, table, frozenset(cols), "a foreign key copies " + ", ".join(sorted(cols.values()))
+            f"{schema}.{table}" if schema else table,
+            schema,
+            table,
+            frozenset(cols),
+            "a foreign key copies " + ", ".join(sorted(cols.values())),
         )
-        for table, cols in found.items()
+        for (schema, table), cols in found.items()
     ]

@@ -68,9 +68,12 @@ def _exact(node: exp.Expr, dialect: str) -> list[exp.Expr]:
     if dialect == "mysql":
         return [exp.Cast(this=node.copy(), to=exp.DataType.build("binary", dialect="mysql"))]
     if dialect == "sqlite":
+        # -0.0 = 0.0 and prints "0.0" in SQL, but reaches the client as -0.0: atan2(x, -1) is
+        # -pi for -0.0 and pi for 0.0 (PostgreSQL's text form already says "-0"; MariaDB sends "0").
         return [
             exp.Collate(this=node.copy(), expression=exp.var("BINARY")),
             exp.Anonymous(this="typeof", expressions=[node.copy()]),
+            exp.Anonymous(this="atan2", expressions=[node.copy(), exp.Literal.number(-1)]),
         ]
     return []
 
@@ -230,21 +233,58 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str) -> bool:
 def _flat(args: list[exp.Expr]) -> list[exp.Expr]:
     out: list[exp.Expr] = []
     for a in args:
-        out += list(a.expressions) if isinstance(a, exp.Distinct) else [a]
+        if isinstance(a, exp.Distinct):
+            out += list(a.expressions)
+        elif isinstance(a, exp.JSONKeyValue):
+            out += [v for v in (a.this, a.expression) if isinstance(v, exp.Expr)]
+        else:
+            out.append(a)
+    return out
+
+
+# Argument slots of a concatenating aggregate that hold values (all of them reach the answer in
+# row order: string_agg's per-row separator too), and slots that only modify it.
+_VALUE_SLOTS: Final = ("this", "expression", "expressions", "separator", "order")
+_MODIFIER_SLOTS: Final = frozenset(
+    {"null_handling", "unique_keys", "return_type", "encoding", "strict", "nulls_excluded"}
+)
+
+
+def _positional(agg: exp.Expr) -> list[exp.Expr]:
+    """The arguments of a concatenating aggregate as written, in order (every value slot)."""
+    out: list[exp.Expr] = []
+    for key, value in agg.args.items():
+        if isinstance(agg, exp.Anonymous) and key == "this":
+            continue  # the function's name
+        values = value if isinstance(value, list) else [value]
+        if not any(isinstance(v, exp.Expr) for v in values):
+            continue
+        if key not in _VALUE_SLOTS:
+            if key in _MODIFIER_SLOTS:
+                continue
+            refuse_order(CONCAT_UNORDERED, f"aggregate {type(agg).__name__} with argument slot {key}")
+        out += [v for v in values if isinstance(v, exp.Expr)]
     return out
 
 
 def _split(agg: exp.Expr) -> tuple[list[exp.Expr], exp.Order | None]:
-    """The value arguments of a concatenating aggregate, and the ORDER BY written inside it."""
-    if isinstance(agg, exp.Anonymous | exp.JSONObjectAgg | exp.JSONBObjectAgg):
-        exprs = list(agg.expressions)
-        if exprs and isinstance(exprs[-1], exp.Order):
-            return _flat([*exprs[:-1], exprs[-1].this]), exprs[-1]
-        return _flat(exprs), None
-    arg = agg.this
-    if isinstance(arg, exp.Order):
-        return _flat([arg.this]), arg
-    return _flat([arg]) if isinstance(arg, exp.Expr) else [], None
+    """Every value argument of a concatenating aggregate, and the ORDER BY written inside it.
+
+    Fails closed: an aggregate whose arguments cannot be found is refused, not passed.
+    """
+    args: list[exp.Expr] = []
+    written: exp.Order | None = None
+    for arg in _positional(agg):
+        if isinstance(arg, exp.Order):
+            written = arg
+            arg = arg.this
+        if isinstance(arg, exp.Expr):
+            args.append(arg)
+    args = _flat(args)
+    if not args:
+        refuse_order(CONCAT_UNORDERED, f"aggregate {type(agg).__name__} without arguments found")
+    # constants break no ties (and MariaDB reads an integer in ORDER BY as a position)
+    return [a for a in args if not isinstance(a, exp.Literal)], written
 
 
 def _pin_aggregates(tree: exp.Expr, dialect: str, masked_aggs: frozenset[int]) -> bool:
@@ -258,21 +298,22 @@ def _pin_aggregates(tree: exp.Expr, dialect: str, masked_aggs: frozenset[int]) -
         if id(agg) in masked_aggs:
             continue  # it reads a masked value: its output is masked whatever the order
         args, written = _split(agg)
-        if not args:
-            continue
+        if not args and written is None:
+            continue  # only constants: the answer does not depend on the order
         objects = isinstance(agg, exp.JSONObjectAgg | exp.JSONBObjectAgg) or name in OBJECT_NAMES
         if dialect == "sqlite" or (dialect == "mysql" and objects):
             refuse_order(CONCAT_UNORDERED, f"unordered aggregate {type(agg).__name__} {name}")
         # PostgreSQL: with DISTINCT, ORDER BY may only name the arguments themselves.
-        distinct = isinstance(agg.this, exp.Distinct) or any(
-            isinstance(a, exp.Distinct) for a in agg.expressions
-        )
+        positional = _positional(agg)
+        distinct = any(isinstance(a, exp.Distinct) or isinstance(a.this, exp.Distinct) for a in positional)
         ties = [t for a in args for t in _ties(a, dialect, exact=not distinct)]
         if written is not None:  # GROUP_CONCAT(x ORDER BY k): ties broken by x
             written.set("expressions", [*written.expressions, *ties])
         elif isinstance(agg, exp.Anonymous | exp.JSONObjectAgg | exp.JSONBObjectAgg):
             fname = name or ("jsonb_object_agg" if isinstance(agg, exp.JSONBObjectAgg) else "json_object_agg")
-            *head, last = agg.expressions
+            if any(isinstance(a, exp.JSONKeyValue) for a in positional):
+                refuse_order(CONCAT_UNORDERED, "JSON_OBJECTAGG(k : v) cannot be ordered")
+            *head, last = positional
             ordered = exp.Order(this=last.copy(), expressions=ties)
             agg.replace(exp.Anonymous(this=fname, expressions=[*(h.copy() for h in head), ordered]))
         else:

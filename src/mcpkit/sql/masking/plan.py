@@ -23,7 +23,7 @@ from mcpkit.sql.engines.base import Rows
 from mcpkit.sql.masking.order import EXACT, WIN, pin_order, plain_type, refuse_bare_columns, window_keys
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import CASELESS_COLUMNS, KnownSchema, SchemaMapping, fold_column_names
-from mcpkit.sql.masking.shapes import normalise_calls, refuse_shapes
+from mcpkit.sql.masking.shapes import normalise_calls, refuse_measures, refuse_shapes
 from mcpkit.sql.masking.taint import PROJ, REF, Taint, refuse_mask
 from mcpkit.sql.models import QueryResult
 
@@ -167,6 +167,7 @@ def plan_masking(
         return NO_MASKING
     known = schema if isinstance(schema, KnownSchema) else KnownSchema(schema, dialect, default_schema)
     tree = _tree(tree_or_sql, dialect)
+    refuse_measures(tree)  # reads no table, measures them all
     if not _touches_masked(tree, known, policy):
         return NO_MASKING
     tree = normalise_calls(tree, dialect)

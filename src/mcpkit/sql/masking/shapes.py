@@ -24,7 +24,7 @@ from sqlglot import exp
 from mcpkit.sql.dialects import read_dialect
 from mcpkit.sql.masking.taint import refuse_mask
 
-__all__ = ["normalise_calls", "refuse_shapes"]
+__all__ = ["normalise_calls", "refuse_measures", "refuse_shapes"]
 
 _NATURAL: Final = (
     "Over a table with masked columns or a view, NATURAL JOIN is not answered (it joins on "
@@ -63,6 +63,23 @@ _PER_ROW_NAMES: Final = frozenset(
         "uuid_short",
         "rownum",
         "sqlite_offset",
+    }
+)
+_MEASURE: Final = (
+    "While columns are masked, storage sizes (pg_relation_size, pg_table_size, pg_indexes_size, "
+    "pg_total_relation_size, pg_database_size) are not answered: they measure the masked values."
+)
+# PostgreSQL's size functions: a table's size sums its masked values' lengths, an index's size
+# counts their distinct values (B-tree deduplication). Refused whatever the query reads.
+_MEASURES: Final = frozenset(
+    {
+        "pg_relation_size",
+        "pg_table_size",
+        "pg_indexes_size",
+        "pg_total_relation_size",
+        "pg_database_size",
+        "pg_tablespace_size",
+        "pg_column_size",
     }
 )
 # Functions the masking passes know by name; a qualified or quoted spelling of one is suspect.
@@ -190,3 +207,10 @@ def refuse_shapes(tree: exp.Expr, dialect: str) -> None:
         seeded = isinstance(func, exp.Rand) and func.this is not None
         if name in _PER_ROW_NAMES or seeded or (isinstance(func, exp.Uuid) and dialect == "mysql"):
             refuse_mask(f"per-row function {name} over a masked read", message=_PER_ROW)
+
+
+def refuse_measures(tree: exp.Expr) -> None:
+    """Refuse a storage-size function under any spelling (qualified, quoted) while masks are on."""
+    for func in tree.find_all(exp.Anonymous):
+        if _name(func)[0].casefold() in _MEASURES:
+            refuse_mask(f"size function {_name(func)[0]} while masks are on", message=_MEASURE)

@@ -38,7 +38,18 @@ _PEERS: Final = (exp.Rank, exp.DenseRank, exp.PercentRank, exp.CumeDist)
 _VALUE: Final = (exp.FirstValue, exp.LastValue, exp.NthValue)
 # Aggregates whose result follows the order their rows arrive in.
 CONCAT: Final = (exp.GroupConcat, exp.ArrayAgg, exp.JSONArrayAgg, exp.JSONObjectAgg, exp.JSONBObjectAgg)
-CONCAT_NAMES: Final = frozenset({"jsonb_agg", "json_agg", "xmlagg", "json_arrayagg", "json_objectagg"})
+CONCAT_NAMES: Final = frozenset(
+    {
+        "jsonb_agg",
+        "json_agg",
+        "xmlagg",
+        "json_arrayagg",
+        "json_objectagg",
+        "json_object_agg",
+        "jsonb_object_agg",
+    }
+    | {f"{k}_object_agg_{s}" for k in ("json", "jsonb") for s in ("unique", "strict", "unique_strict")}
+)
 # Aggregates sqlglot leaves as anonymous functions in some dialects.
 _ANON_AGGREGATES: Final = CONCAT_NAMES | frozenset(
     {"std", "stddev", "variance", "bit_and", "bit_or", "bit_xor", "bool_and", "bool_or", "every"}

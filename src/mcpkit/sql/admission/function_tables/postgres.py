@@ -206,7 +206,7 @@ _ALLOWED = (
     family(
         "sizes",
         "allowed",
-        "how big a table, its indexes or the database are (volatile, but they only read)",
+        "how big a table, its indexes or the database are (they only read; refused while columns are masked)",
         "pg_relation_size pg_table_size pg_indexes_size pg_total_relation_size pg_database_size",
     ),
 )
