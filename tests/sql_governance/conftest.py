@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
+from mcpkit.sql import SqlEngine, SqlService
 from mcpkit.sql.demo import load_demo, write_demo_sqlite
 from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
 from tests.sql_governance.support import CRM_DDL, crm_rows
@@ -118,6 +119,15 @@ def crm(request: pytest.FixtureRequest) -> CrmDb:
     """Each CRM database in turn."""
     db: CrmDb = request.getfixturevalue(CRM_FIXTURES[request.param])
     return db
+
+
+@pytest.fixture(params=CRM_PARAMS)
+def crm_service(request: pytest.FixtureRequest) -> Iterator[SqlService]:
+    """A service over each CRM database in turn (100 rows, 10 s); parametrise it indirectly by dialect."""
+    db: CrmDb = request.getfixturevalue(CRM_FIXTURES[request.param])
+    engine = SqlEngine(db.url)
+    yield SqlService(engine, max_rows=100, timeout_s=10.0)
+    engine.close()
 
 
 @pytest.fixture

@@ -7,18 +7,15 @@ read-only account with a caller's wildcard, returns every customer. Then loading
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.reports import ReportsError, build_report_tools
 from mcpkit.sql.reports.bind import BindError, prepare_sql
 from mcpkit.sql.reports.spec import parse_reports
 from mcpkit.sql.service import SqlService
-from tests.sql_governance.conftest import CrmDb
 
 ROOT = Path(__file__).resolve().parents[2]
 DIALECTS = ("sqlite", "postgres", "mysql")
@@ -88,16 +85,6 @@ def _file(sql: str, params: str = "p: {type: string, max_length: 40}") -> str:
             sql: "{sql}"
         """
     )
-
-
-@pytest.fixture
-def crm_service(request: pytest.FixtureRequest) -> Iterator[SqlService]:
-    db: CrmDb = request.getfixturevalue(
-        {"sqlite": "sqlite_crm", "postgres": "pg_crm", "mysql": "mysql_crm"}[request.param]
-    )
-    engine = SqlEngine(db.url)
-    yield SqlService(engine, max_rows=100, timeout_s=10.0)
-    engine.close()
 
 
 @pytest.mark.parametrize(("crm_service", "sql", "value", "fragment"), CASES, indirect=["crm_service"])

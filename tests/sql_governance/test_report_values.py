@@ -22,7 +22,7 @@ from mcpkit.sql.reports import ReportsError, build_report_tools
 from mcpkit.sql.reports.spec import INT_MAX, INT_MIN
 from mcpkit.sql.service import SqlService
 from tests.helpers import ROOT
-from tests.sql_governance.conftest import CRM_PARAMS, CrmDb
+from tests.sql_governance.conftest import CRM_FIXTURES, CRM_PARAMS, CrmDb
 
 
 class RawStdio:
@@ -101,9 +101,7 @@ REPORTS = textwrap.dedent(
 
 @pytest.fixture(params=CRM_PARAMS)
 def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RawStdio]:
-    db: CrmDb = request.getfixturevalue(
-        {"sqlite": "sqlite_crm", "postgres": "pg_crm", "mysql": "mysql_crm"}[request.param]
-    )
+    db: CrmDb = request.getfixturevalue(CRM_FIXTURES[request.param])
     reports = tmp_path / "reports.yaml"
     reports.write_text(REPORTS, encoding="utf-8")
     raw = RawStdio(["sql", "serve", "--dsn", db.url, "--reports", str(reports), "--no-audit"])
@@ -231,21 +229,11 @@ OPTIONAL = textwrap.dedent(
 )
 
 
-@pytest.fixture(params=CRM_PARAMS)
-def crm_engine(request: pytest.FixtureRequest) -> Iterator[SqlService]:
-    db: CrmDb = request.getfixturevalue(
-        {"sqlite": "sqlite_crm", "postgres": "pg_crm", "mysql": "mysql_crm"}[request.param]
-    )
-    engine = SqlEngine(db.url)
-    yield SqlService(engine, max_rows=100, timeout_s=10.0)
-    engine.close()
-
-
-def test_an_omitted_optional_parameter_is_a_typed_null_on_every_engine(crm_engine: SqlService) -> None:
+def test_an_omitted_optional_parameter_is_a_typed_null_on_every_engine(crm_service: SqlService) -> None:
     from mcpkit.context import Context
     from mcpkit.sql.reports import ReportRunner
 
-    tools = {t.name: t for t in build_report_tools(OPTIONAL, crm_engine)}
+    tools = {t.name: t for t in build_report_tools(OPTIONAL, crm_service)}
     ctx = Context(call_id="o", tool="customers", client=None, principal=None, protocol_version="2025-11-25")
 
     def count(tool: str, **values: Any) -> int:
@@ -257,7 +245,7 @@ def test_an_omitted_optional_parameter_is_a_typed_null_on_every_engine(crm_engin
 
     everyone = count("customers")
     assert everyone == 40
-    name = crm_engine.query("SELECT name FROM customers WHERE id = 7", call_id="t")[0].rows[0][0]
+    name = crm_service.query("SELECT name FROM customers WHERE id = 7", call_id="t")[0].rows[0][0]
     assert 1 <= count("customers", who=name) < everyone
     assert count("customers", who="nobody at all") == 0
     by_tier = [count("customers", tier=t) for t in (1, 2, 3)]
