@@ -129,6 +129,46 @@ async def test_postgres_changes_while_serving_are_refused_until_reverted(pg_env:
             admin.execute(f"REVOKE pg_signal_backend FROM {ro}")
 
 
+def test_postgres_fingerprint_moves_with_parameter_large_object_and_constraint_grants(pg_env: DbEnv) -> None:
+    """Red team 10 (2026-12-04 leads): `GRANT SET ON PARAMETER`, a large object's ACL, a new foreign
+    key (a masked value's copy) and a collation live in catalogs the fingerprint did not read."""
+    s, ro, tag = pg_env.schema, pg_env.ro_user, secrets.token_hex(4)
+    engine = SqlEngine(pg_env.ro_url)
+    reader = make_url(pg_env.ro_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    t1, t2, coll = f"{s}.mk_fpa_{tag}", f"{s}.mk_fpb_{tag}", f"{s}.mk_fpc_{tag}"
+    with _pg(pg_env) as admin, psycopg.connect(reader, autocommit=True) as ro_conn:
+        admin.execute(f"CREATE TABLE {t1} (id int PRIMARY KEY)")
+        admin.execute(f"CREATE TABLE {t2} (a int)")
+        oid = admin.execute("SELECT lo_create(0)").fetchone()[0]  # type: ignore[index]
+        try:
+            for change, undo in (
+                (
+                    f"GRANT SET ON PARAMETER lo_compat_privileges TO {ro}",
+                    f"REVOKE SET ON PARAMETER lo_compat_privileges FROM {ro}",
+                ),
+                (
+                    f"GRANT SELECT ON LARGE OBJECT {oid} TO {ro}",
+                    f"REVOKE SELECT ON LARGE OBJECT {oid} FROM {ro}",
+                ),
+                (
+                    f"ALTER TABLE {t2} ADD CONSTRAINT mk_fk_{tag} FOREIGN KEY (a) REFERENCES {t1} (id)",
+                    f"ALTER TABLE {t2} DROP CONSTRAINT mk_fk_{tag}",
+                ),
+                (f'CREATE COLLATION {coll} FROM "C"', f"DROP COLLATION {coll}"),
+            ):
+                before = engine.profile.catalog_fingerprint(ro_conn)
+                admin.execute(change)
+                try:
+                    assert engine.profile.catalog_fingerprint(ro_conn) != before, change
+                finally:
+                    admin.execute(undo)
+        finally:
+            admin.execute("SELECT lo_unlink(%s)", (oid,))
+            admin.execute(f"DROP TABLE IF EXISTS {t2}, {t1}")
+            admin.execute(f"REVOKE SET ON PARAMETER lo_compat_privileges FROM {ro}")
+            engine.close()
+
+
 async def test_postgres_role_database_and_lower_xid_changes_are_seen(pg_env: DbEnv) -> None:
     """Red team 10c: REPLICATION, GRANT CREATE ON DATABASE, BYPASSRLS on a group the reader is a
     member of, and a GRANT committed by a transaction with a lower xid than the newest catalog row

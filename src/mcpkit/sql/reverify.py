@@ -13,8 +13,9 @@ changes and at least every few seconds, and serving resumes when it passes.
 
 Fingerprints (what an administrator's change touches; each profile's `catalog_fingerprint`):
 - PostgreSQL: row count and sum of `xmin` of the catalogs a grant, a view, a function, a policy, an
-  operator, a cast, a type or a role membership lives in, the attributes of every role the login is a
-  member of (its own included), and the current database's owner and ACL;
+  operator, a cast, a type, a role membership, a parameter ACL, a constraint or a partition lives
+  in, the attributes of every role the login is a member of (its own included), and the current
+  database's owner and ACL;
 - MySQL/MariaDB: `SHOW GRANTS` of the account, and the routines (with their SQL SECURITY and last
   change) and views it can see, also with each role granted to it enabled in turn;
 - SQLite: the schema's own text (`sqlite_master`; the authorizer admits no `schema_version` pragma):
