@@ -169,7 +169,7 @@ class Guard:
     def _run(self, engine: SqlEngine, conn: Connection, fp: str | None, call_id: str) -> None:
         started = time.perf_counter()
         try:
-            with _undone(engine, conn):  # the checks' own SET LOCALs must not reach the call's SQL
+            with engine.profile.undone(conn):  # the checks' own SET LOCALs must not reach the call's SQL
                 self.verify(engine, conn)
         except SqlConfigError as exc:
             if not self._failed:
@@ -187,17 +187,3 @@ class Guard:
             self._failed = False
             log.info("%s: verified again in %.0f ms", self.label, (time.perf_counter() - started) * 1000)
         self._fingerprint, self._at = fp, time.monotonic()
-
-
-@contextmanager
-def _undone(engine: SqlEngine, conn: Connection) -> Iterator[None]:
-    """PostgreSQL: run the checks in a savepoint rolled back after (its `SET LOCAL search_path`)."""
-    if engine.dialect != "postgres":
-        yield
-        return
-    conn.exec_driver_sql("SAVEPOINT mcpkit_reverify")
-    try:
-        yield
-    finally:
-        conn.exec_driver_sql("ROLLBACK TO SAVEPOINT mcpkit_reverify")
-        conn.exec_driver_sql("RELEASE SAVEPOINT mcpkit_reverify")
