@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
+    from mcpkit.sql.clipping import Clipping
+
 __all__ = ["Capabilities"]
 
 
@@ -27,3 +29,9 @@ class Capabilities:
         """Run a block (the re-verification inside a call's session) whose session changes are
         undone after, so none reaches the call's SQL. Generic: the checks change nothing."""
         yield
+
+    # --- clipping -------------------------------------------------------------------------
+
+    def clipping(self) -> Clipping | None:
+        """How cells are clipped inside the SQL sent (`mcpkit.sql.clipping`); None: not known here."""
+        return None

@@ -17,6 +17,8 @@ from sqlalchemy.engine import URL, Connection
 
 from mcpkit.sql.admission.function_tables import matches
 from mcpkit.sql.admission.policy import FunctionPolicy
+from mcpkit.sql.clipping import Clipping
+from mcpkit.sql.clipping import sqlite as clip
 from mcpkit.sql.clipping.sqlite import FUNCTIONS as CLIP_FUNCTIONS
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import (
@@ -256,6 +258,10 @@ class SqliteProfile(Profile):
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
         """Run one statement (sqlite3 refuses a second one)."""
         cursor.execute(sql)
+
+    def clipping(self) -> Clipping:
+        """`clipping.sqlite`."""
+        return Clipping(clip.describe, clip.wrap)
 
     def type_names(self, dbapi: Any, description: Sequence[Any]) -> list[str | None]:
         """SQLite results carry no column types."""

@@ -23,7 +23,7 @@ from mcpkit import Context, Server, Tool, ToolAnnotations, ToolResult
 from mcpkit.errors import DefinitionError, Refused
 from mcpkit.lint import lint_tools
 from mcpkit.sql.audit import CallAudit
-from mcpkit.sql.clipping import ClipPlan, hooks
+from mcpkit.sql.clipping import ClipPlan
 from mcpkit.sql.engines.base import Column, Engine, Rows
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
@@ -188,16 +188,17 @@ def _postgres_types(
 
 def _clip_plan(service: SqlService, sql: str, names: Sequence[str], rows: int) -> ClipPlan | None:
     """The clipping of a report's SQL, planned once: its columns described with every parameter
-    NULL (`LIMIT 0`: nothing is read), then the dialect's wrap around the text with placeholders."""
-    found = hooks(service.engine.dialect)
-    if service.cells is None or found is None or not isinstance(service.engine, SqlEngine):
+    NULL (`LIMIT 0`: nothing is read), then the engine's wrap around the text with placeholders."""
+    if service.cells is None or not isinstance(service.engine, SqlEngine):
         return None
-    describe, wrap = found
+    found = service.engine.profile.clipping()
+    if found is None:
+        return None
     probe = sql
     for name in names:
         probe = re.sub(rf"(?<![:\w]):{re.escape(name)}\b", "NULL", probe)
     with service.engine.session(service.timeout_s, "reports-clip") as (_, dbapi):
-        columns = describe(dbapi, probe)
+        columns = found.describe(dbapi, probe)
     cells = service.cells
     if len(columns) > cells.max_columns or cells.rows_fit(rows + 1, len(columns)) <= rows:
         raise DefinitionError(
@@ -205,7 +206,7 @@ def _clip_plan(service: SqlService, sql: str, names: Sequence[str], rows: int) -
             f"(at most {cells.max_columns} columns, {cells.call_bytes // cells.min_cell} cells); "
             "return fewer columns or rows"
         )
-    return wrap(sql, columns, rows + 1, cells)
+    return found.wrap(sql, columns, rows + 1, cells)
 
 
 def _compile(

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from sqlalchemy.engine import URL
 
+from mcpkit.sql.clipping import Clipping
 from mcpkit.sql.profiles.base import Outcome, Profile
 from mcpkit.sql.tagging import session_label
 
@@ -198,6 +199,12 @@ class MysqlSession(Profile):
                 cur.execute("KILL CONNECTION %s", [thread])
         finally:
             killer.close()
+
+    def clipping(self) -> Clipping:
+        """`clipping.mysql`."""
+        from mcpkit.sql.clipping import mysql
+
+        return Clipping(mysql.describe, mysql.wrap)
 
     def end(self, dbapi: Any) -> None:
         """Roll back."""

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from sqlalchemy.engine import URL, Connection
 
+from mcpkit.sql.clipping import Clipping
 from mcpkit.sql.profiles.base import Outcome, Profile
 from mcpkit.sql.tagging import session_label
 
@@ -138,6 +139,12 @@ class PostgresSession(Profile):
             dbapi.autocommit = True
         dbapi.execute(_RESET_SQL, prepare=False)
         dbapi.autocommit = False  # as SQLAlchemy expects a connection it hands out
+
+    def clipping(self) -> Clipping:
+        """`clipping.postgres`, with its one-round-trip `run`."""
+        from mcpkit.sql.clipping import postgres
+
+        return Clipping(postgres.describe, postgres.wrap, postgres.run)
 
     @contextmanager
     def undone(self, conn: Connection) -> Iterator[None]:
