@@ -64,24 +64,6 @@ __all__ = [
 
 log = logging.getLogger("mcpkit.sql")
 
-_SWITCH: Final = (
-    "SELECT r.rolname FROM pg_roles r WHERE r.rolname = ANY(:others)"
-    " AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1"
-)
-# The server's own account (the DSN's login), reached from a per-principal login: its grants and
-# the row-level security policies written for it would apply to the principal too.
-_ACCOUNT_MEMBER: Final = (
-    "SELECT pg_has_role(current_user, r.oid, 'MEMBER') FROM pg_roles r"
-    " WHERE r.rolname = :account AND r.rolname <> current_user"
-)
-# Other roles the login belongs to that row-level security policies are written for: the login's
-# principals see what those policies admit (warned, not refused: a group role may be meant).
-_POLICY_ROLES: Final = (
-    "SELECT DISTINCT r.rolname, n.nspname || '.' || c.relname FROM pg_policy p"
-    " JOIN pg_class c ON c.oid = p.polrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
-    " JOIN pg_roles r ON r.oid = ANY(p.polroles)"
-    " WHERE r.rolname <> current_user AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1, 2"
-)
 _UNMAPPED: Final = "This server has no database role for your identity; ask its operator to map one."
 
 
@@ -181,7 +163,7 @@ class RoleEngine(SqlEngine):
         self._sa = self._new_pool()
         self._described = Remembered()  # what the role's queries return is the role's own
         self.role = role
-        self._setup = session_setup(base.dialect, role)
+        self._setup = base.profile.role_setup(role)
 
     @contextmanager
     def session(
@@ -231,21 +213,18 @@ class IdentityRouter:
         if not isinstance(template.engine, SqlEngine):
             raise SqlConfigError("identities need a database engine")
         self.base: SqlEngine = template.engine
+        profile = self.base.profile
         for role in roles.roles:
-            session_setup(self.base.dialect, role)  # validates every role for this database
+            profile.role_setup(role)  # validates every role for this database
         missing = sorted(roles.roles - set(roles.logins))
-        if missing and not (shared_login and self.base.dialect == "postgres"):
+        if missing and not (shared_login and profile.switches_roles):
             raise SqlConfigError(
                 f"role map: no login for role {missing[0]!r}: give each role its own login under "
                 "logins: (a shared account that switches roles can be made to switch to another's)"
             )
         self.template, self.roles, self.secret = template, roles, secret
         self.anonymous, self.groups_of = anonymous, groups_of
-        self.catalog: FunctionCatalog | None = (
-            DefinerCatalog(self.base, template.catalog)
-            if self.base.dialect == "postgres"
-            else template.catalog
-        )
+        self.catalog: FunctionCatalog | None = profile.identity_catalog(self.base, template.catalog)
         self._services: dict[str, SqlService] = {}
         self._lock = threading.Lock()
 
@@ -301,9 +280,10 @@ class IdentityRouter:
         from mcpkit.sql.checks import ensure_safe_account, inspect_account
         from mcpkit.sql.profiles.base import ConnectionBudget
 
+        profile = self.base.profile
         users = {r: self._login_user(r) for r in self.roles.roles}
         account = ""
-        if self.base.dialect == "postgres" and self.roles.logins:
+        if profile.switches_roles and self.roles.logins:
             with self.base.session(10.0, "verify-role") as (conn, _):
                 account = str(conn.execute(text("SELECT current_user")).scalar())
         for role, engine in self.identities():
@@ -311,31 +291,12 @@ class IdentityRouter:
             budget = ConnectionBudget(engine.pool_size) if role in self.roles.logins else None
             report = inspect_account(engine, "verify-role", allow, connections=budget)
             ensure_safe_account(report, allow=allow)
-            if role in self.roles.logins and self.base.dialect == "postgres":
+            if role in self.roles.logins and profile.switches_roles:
                 others = sorted({u for r, u in users.items() if r != role and u != users[role]})
                 with engine.session(10.0, "verify-role") as (conn, _):
-                    reach = conn.execute(text(_SWITCH), {"others": others}).scalars().all()
-                    member = conn.execute(text(_ACCOUNT_MEMBER), {"account": account}).scalar()
-                    for group, table in conn.execute(text(_POLICY_ROLES)).all():
-                        log.warning(
-                            "role map: the login of %s is a member of %s, which a row-level security "
-                            "policy on %s is written for: its principals see the rows that policy admits",
-                            role,
-                            group,
-                            table,
-                        )
-                if reach:
-                    raise SqlConfigError(
-                        f"role map: the login of {role} can switch to {reach[0]}, another principal's "
-                        f"role: REVOKE {quote_role(reach[0])} FROM {quote_role(users[role])}"
-                    )
-                if member:
-                    raise SqlConfigError(
-                        f"role map: the login of {role} is a member of the server's account "
-                        f"{account}, so its grants and row-level security policies apply to "
-                        f"{role}'s principals too: REVOKE {quote_role(account)} FROM "
-                        f"{quote_role(users[role])} (and grant the login what it needs itself)"
-                    )
+                    problems = profile.login_problems(conn, role, users[role], others, account)
+                if problems:
+                    raise SqlConfigError(problems[0])
 
     def identities(self) -> Iterator[tuple[str, SqlEngine]]:
         """Every mapped role with a fresh engine that runs as it (its login, or the server's account
@@ -365,34 +326,13 @@ class IdentityRouter:
 
 
 def verify_roles(engine: SqlEngine, roles: RoleMap) -> list[str]:
-    """Start-up checks on PostgreSQL: each role exists, cannot bypass row-level security, and the
-    server's account may switch to it; the account itself should not inherit the roles' rights.
+    """Start-up checks of `--allow shared-login`, where the database switches roles (PostgreSQL:
+    `Profile.shared_login_problems`); none elsewhere.
 
     Returns:
         One sentence per problem (empty: fine).
     """
-    if engine.dialect != "postgres":
+    if not engine.profile.switches_roles:
         return []
-    problems = []
     with engine.session(10.0, "verify-roles") as (conn, _):
-        account = conn.execute(text("SELECT rolinherit FROM pg_roles WHERE rolname = current_user")).scalar()
-        if account:
-            problems.append(
-                "the server's account inherits its roles' rights: make it NOINHERIT, so a call "
-                "without SET ROLE sees nothing"
-            )
-        for role in sorted(roles.roles):
-            row = conn.execute(
-                text(
-                    "SELECT rolsuper, rolbypassrls, pg_has_role(current_user, oid, 'MEMBER')"
-                    " FROM pg_roles WHERE rolname = :r"
-                ),
-                {"r": role},
-            ).first()
-            if row is None:
-                problems.append(f"role {role} does not exist")
-            elif row[0] or row[1]:
-                problems.append(f"role {role} bypasses row-level security (superuser or BYPASSRLS)")
-            elif not row[2]:
-                problems.append(f"the server's account is not a member of role {role}, so it cannot SET ROLE")
-    return problems
+        return engine.profile.shared_login_problems(conn, roles.roles)

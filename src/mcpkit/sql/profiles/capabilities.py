@@ -7,14 +7,16 @@ instead of testing a dialect name.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
+    from mcpkit.sql.admission import FunctionCatalog
     from mcpkit.sql.clipping import Clipping
+    from mcpkit.sql.engines.engine import SqlEngine
 
 __all__ = ["Capabilities"]
 
@@ -35,3 +37,27 @@ class Capabilities:
     def clipping(self) -> Clipping | None:
         """How cells are clipped inside the SQL sent (`mcpkit.sql.clipping`); None: not known here."""
         return None
+
+    # --- identities (role maps) -----------------------------------------------------------
+
+    switches_roles: bool = False
+    """A login can take on another role inside its session (`SET ROLE`): one shared account may
+    then switch to each principal's role per call (`--allow shared-login`, `role_setup`), and a
+    principal's own login must be shown to reach no other principal's role (`login_problems`).
+    Generic: each principal has a login of its own, which cannot switch."""
+
+    def identity_catalog(self, engine: SqlEngine, catalog: FunctionCatalog | None) -> FunctionCatalog | None:
+        """The catalog admission asks when calls run as principals' roles: where a function can run
+        with another role's rights, one that refuses those too. Generic: `catalog` as it is."""
+        return catalog
+
+    def shared_login_problems(self, conn: Connection, roles: Collection[str]) -> list[str]:
+        """Why the server's account (`conn`) cannot safely switch to `roles`, one sentence each."""
+        return []
+
+    def login_problems(
+        self, conn: Connection, role: str, user: str, others: Sequence[str], account: str
+    ) -> list[str]:
+        """What a principal's own login (`conn`, as `user`) reaches that is not its own: another
+        principal's login among `others`, or the server's `account`; one sentence each."""
+        return []
