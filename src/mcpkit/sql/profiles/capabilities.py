@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -18,7 +18,12 @@ if TYPE_CHECKING:
     from mcpkit.sql.clipping import Clipping
     from mcpkit.sql.engines.engine import SqlEngine
 
-__all__ = ["Capabilities"]
+__all__ = ["Capabilities", "VectorKind"]
+
+VectorKind = Literal["sqlite_vec", "typed", "json"]
+"""How `similar_rows` finds embeddings: `sqlite_vec` (the extension reads JSON-text or float32-blob
+columns), `typed` (the column's type says: pgvector, or a float array), `json` (JSON array text,
+its table found through information_schema, which shows column grants)."""
 
 
 class Capabilities:
@@ -61,3 +66,13 @@ class Capabilities:
         """What a principal's own login (`conn`, as `user`) reaches that is not its own: another
         principal's login among `others`, or the server's `account`; one sentence each."""
         return []
+
+    # --- similar_rows ---------------------------------------------------------------------
+
+    vector_kind: VectorKind | None = None
+    """How `similar_rows` ranks rows here; None: no vector support mcpkit can use."""
+
+    def use_vectors(self) -> str | None:
+        """Prepare every later connection for `similar_rows`. Returns a query answering 2 once
+        that worked, to check now; None: nothing to prepare (or prepared before)."""
+        return None

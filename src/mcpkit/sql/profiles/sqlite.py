@@ -177,6 +177,7 @@ class SqliteProfile(Profile):
     read_only_enforced = True
     has_accounts = False
     poolable = True
+    vector_kind = "sqlite_vec"
     forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
 
     def __init__(self) -> None:
@@ -185,9 +186,12 @@ class SqliteProfile(Profile):
         self.withheld = Withheld()
         self.vectors = False
 
-    def use_vectors(self) -> None:
+    def use_vectors(self) -> str | None:
         """Load sqlite-vec into every connection (for `similar_rows`), before its first call."""
+        if self.vectors:
+            return None
         self.vectors = True
+        return "SELECT vec_length('[1.0, 2.0]')"
 
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """The authorizer refuses, inside SQLite, every function the policy does not admit."""

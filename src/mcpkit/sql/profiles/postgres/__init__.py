@@ -55,6 +55,7 @@ class PostgresProfile(PostgresSession):
     forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
     costed = True
     switches_roles = True
+    vector_kind = "typed"  # pgvector's vector/halfvec, or float arrays
 
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous
