@@ -7,9 +7,9 @@ instead of testing a dialect name.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -76,3 +76,22 @@ class Capabilities:
         """Prepare every later connection for `similar_rows`. Returns a query answering 2 once
         that worked, to check now; None: nothing to prepare (or prepared before)."""
         return None
+
+    # --- reports --------------------------------------------------------------------------
+
+    plan_check: str = "SELECT * FROM ({}) AS q WHERE 1 = 0"
+    """A statement around a report's SQL (`{}`) that makes the database check it without
+    reading rows, at load."""
+
+    parameter_casts: Mapping[str, str] = {}
+    """A report parameter's declared type -> the SQL type it is cast to where the database can
+    infer none (`untyped_parameter`). Empty: the database types every parameter, no probe is run."""
+
+    def untyped_parameter(self, exc: BaseException) -> int | None:
+        """The 1-based number of the parameter the database could not type, from its error; None:
+        any other error."""
+        return None
+
+    def report_value(self, value: Any) -> Any:
+        """A report parameter's value as the database binds it (generic: as validated)."""
+        return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import re
@@ -178,6 +179,7 @@ class SqliteProfile(Profile):
     has_accounts = False
     poolable = True
     vector_kind = "sqlite_vec"
+    plan_check = "EXPLAIN QUERY PLAN {}"
     forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
 
     def __init__(self) -> None:
@@ -266,6 +268,10 @@ class SqliteProfile(Profile):
     def clipping(self) -> Clipping:
         """`clipping.sqlite`."""
         return Clipping(clip.describe, clip.wrap)
+
+    def report_value(self, value: Any) -> Any:
+        """Dates as ISO text, as SQLite keeps them."""
+        return value.isoformat() if isinstance(value, dt.date) else value
 
     def type_names(self, dbapi: Any, description: Sequence[Any]) -> list[str | None]:
         """SQLite results carry no column types."""

@@ -42,6 +42,7 @@ class MysqlProfile(MysqlSession):
     forever_sql = "SELECT SLEEP(100000)"  # MariaDB caps recursive CTEs at max_recursive_iterations
     costed = True
     vector_kind = "json"  # no vector type in MariaDB 10.11
+    plan_check = "EXPLAIN {}"
 
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Server-wide privileges, DEFINER routines it can execute, writable tables of the login."""

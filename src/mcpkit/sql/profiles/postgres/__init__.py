@@ -30,6 +30,7 @@ from mcpkit.sql.profiles.postgres.masks import (
     readable_masked_columns,
     scan_order_hints,
 )
+from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
@@ -56,6 +57,8 @@ class PostgresProfile(PostgresSession):
     costed = True
     switches_roles = True
     vector_kind = "typed"  # pgvector's vector/halfvec, or float arrays
+    plan_check = "EXPLAIN {}"
+    parameter_casts = DECLARED  # a parameter only tested for NULL has no type (`profiles.postgres.params`)
 
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous
@@ -126,6 +129,10 @@ class PostgresProfile(PostgresSession):
     def role_setup(self, role: str) -> str | None:
         """`SET LOCAL ROLE "<role>"` inside the call's read-only transaction."""
         return f"SET LOCAL ROLE {quote_role(role)}"
+
+    def untyped_parameter(self, exc: BaseException) -> int | None:
+        """From SQLSTATE 42P18/42P08's "parameter $n" (`profiles.postgres.params`)."""
+        return untyped_parameter(exc)
 
     def identity_catalog(self, engine: SqlEngine, catalog: FunctionCatalog | None) -> FunctionCatalog:
         """`DefinerCatalog`: SECURITY DEFINER functions, and those with a `SET role` clause, refused."""
