@@ -26,6 +26,7 @@ from mcpkit.sql.masking.schema import CASELESS_COLUMNS, KnownSchema, SchemaMappi
 from mcpkit.sql.masking.shapes import normalise_calls, refuse_measures, refuse_shapes
 from mcpkit.sql.masking.taint import PROJ, REF, Taint, refuse_mask
 from mcpkit.sql.models import QueryResult
+from mcpkit.sql.profiles import profile_class
 
 __all__ = ["MASKED", "NO_MASKING", "MaskPlan", "apply_mask", "plan_masking"]
 
@@ -201,7 +202,7 @@ def plan_masking(
         taint = Taint(qualified, known, policy)
         outs = taint.run()
         windows = window_keys(taint, qualified)
-        if dialect in ("sqlite", "mysql"):
+        if profile_class(dialect).bare_columns:
             # PostgreSQL refuses bare columns itself; MariaDB's ONLY_FULL_GROUP_BY (set per call
             # with masks) misses them in ORDER BY and in a window's ORDER BY.
             refuse_bare_columns(qualified)

@@ -7,6 +7,7 @@ and its tests, and naming it in `PROFILES`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING, Final
 
 from sqlalchemy.engine import URL
@@ -31,6 +32,7 @@ __all__ = [
     "PostgresProfile",
     "Profile",
     "SqliteProfile",
+    "profile_class",
     "profile_for",
     "profile_for_dialect",
     "profile_of",
@@ -77,3 +79,14 @@ def profile_for_dialect(dialect: str) -> Profile:
         if candidate.dialect == dialect:
             return candidate
     return GenericProfile(dialect)
+
+
+@cache
+def profile_class(dialect: str) -> type[Profile]:
+    """The profile class of a sqlglot dialect, for the facts it states on the class (the masking
+    passes, which know only the dialect).
+
+    >>> profile_class("postgres").builtin_schema
+    'pg_catalog'
+    """
+    return type(profile_for_dialect(dialect))

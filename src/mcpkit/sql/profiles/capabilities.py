@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
+    from sqlglot import exp
 
     from mcpkit.sql.admission import FunctionCatalog
     from mcpkit.sql.clipping import Clipping
@@ -95,3 +96,26 @@ class Capabilities:
     def report_value(self, value: Any) -> Any:
         """A report parameter's value as the database binds it (generic: as validated)."""
         return value
+
+    # --- masking: the database's semantics that make an answer follow the scan order ------
+    # Read from the class (`profiles.profile_class`): the masking passes know only the dialect.
+
+    @staticmethod
+    def exact_ties(node: exp.Expr) -> list[exp.Expr]:
+        """Tie-breakers that tell apart values of `node` which compare equal but print differently
+        (a collation ignoring case, 1.0 = 1.00): ordered by the value alone, such rows keep the
+        scan order. Generic: none known."""
+        return []
+
+    ordered_aggregates: bool = True
+    """A concatenating aggregate (string_agg, GROUP_CONCAT, json_agg) takes an ORDER BY, which
+    masking adds; False: the aggregate is refused over a masked read."""
+    ordered_object_aggregates: bool = True
+    """Likewise for the aggregates that build a JSON object."""
+    bare_columns: bool = False
+    """The database answers a bare column beside GROUP BY (its value follows the scan order), so
+    masking refuses it. Generic: not checked."""
+    builtin_schema: str | None = None
+    """The schema of the built-in functions (`pg_catalog.f(...)` is `f(...)` to masking)."""
+    time_based_uuid: bool = False
+    """UUID() is time-based, so its values follow the order rows are read (refused when masking)."""

@@ -32,7 +32,7 @@ from mcpkit.sql.profiles.base import (
     TableStats,
 )
 from mcpkit.sql.profiles.digest import catalog_digest
-from mcpkit.sql.profiles.sqlite_masks import Withheld, generated_columns, withheld_for
+from mcpkit.sql.profiles.sqlite_masks import Withheld, exact_ties, generated_columns, withheld_for
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 
@@ -180,6 +180,9 @@ class SqliteProfile(Profile):
     poolable = True
     vector_kind = "sqlite_vec"
     plan_check = "EXPLAIN QUERY PLAN {}"
+    exact_ties = staticmethod(exact_ties)
+    ordered_aggregates = ordered_object_aggregates = False
+    bare_columns = True
     forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
 
     def __init__(self) -> None:

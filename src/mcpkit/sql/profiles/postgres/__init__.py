@@ -26,6 +26,7 @@ from mcpkit.sql.profiles.postgres.fingerprint import PG_FINGERPRINT
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
 from mcpkit.sql.profiles.postgres.masks import (
     derived_masks,
+    exact_ties,
     masked_routes,
     readable_masked_columns,
     scan_order_hints,
@@ -58,6 +59,8 @@ class PostgresProfile(PostgresSession):
     switches_roles = True
     vector_kind = "typed"  # pgvector's vector/halfvec, or float arrays
     plan_check = "EXPLAIN {}"
+    builtin_schema = "pg_catalog"
+    exact_ties = staticmethod(exact_ties)
     parameter_casts = DECLARED  # a parameter only tested for NULL has no type (`profiles.postgres.params`)
 
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
