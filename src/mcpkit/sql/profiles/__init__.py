@@ -4,7 +4,7 @@ Adding an engine is writing one `Profile` subclass and its tests, and naming it 
 Every answer has a generic default (`base.Profile`, `capabilities.Capabilities`); the profile
 overrides what its database does differently:
 
-- what it is: `name`, `read_only_enforced`, `has_accounts`, `forever_sql` (the doctor's probe);
+- what it is: `name` (`engine_name`), `read_only_enforced`, `has_accounts`, `forever_sql` (doctor);
 - session: `engine_options`, `begin`/`begin_statements`, `run`, `type_names`, `interrupt`, `end`,
   `reset` (and `poolable`), `classify`, `use_function_policy` (and `policy_generation`); `undone`
   for checks run inside a call's session; `clipping` (the `mcpkit.sql.clipping` hooks it uses);
@@ -18,7 +18,7 @@ overrides what its database does differently:
   `parameter_casts` and `untyped_parameter` (reports);
 - masking, stated on the class (`profile_class`: the passes know only the dialect):
   `exact_ties`, `ordered_aggregates`, `ordered_object_aggregates`, `bare_columns`,
-  `builtin_schema`, `time_based_uuid`.
+  `caseless_columns`, `builtin_schema`, `time_based_uuid`.
 
 What stays keyed by the sqlglot dialect is grammar: the admission passes (MySQL's executable
 comments, PostgreSQL's attribute calls, `FROM DUAL`, SQLite's parameter sigils) and the function
@@ -53,6 +53,7 @@ __all__ = [
     "PostgresProfile",
     "Profile",
     "SqliteProfile",
+    "engine_name",
     "profile_class",
     "profile_for",
     "profile_for_dialect",
@@ -100,6 +101,16 @@ def profile_for_dialect(dialect: str) -> Profile:
         if candidate.dialect == dialect:
             return candidate
     return GenericProfile(dialect)
+
+
+@cache
+def engine_name(dialect: str) -> str:
+    """The name of the database a sqlglot dialect is read for, as a model is shown it.
+
+    >>> engine_name("mysql"), engine_name("duckdb")
+    ('MySQL/MariaDB', 'duckdb')
+    """
+    return profile_for_dialect(dialect).name
 
 
 @cache

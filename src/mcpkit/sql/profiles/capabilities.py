@@ -115,6 +115,9 @@ class Capabilities:
     bare_columns: bool = False
     """The database answers a bare column beside GROUP BY (its value follows the scan order), so
     masking refuses it. Generic: not checked."""
+    caseless_columns: bool = False
+    """Column names and aliases match in any case, quoted or not, while table names may not;
+    sqlglot reads them case-sensitively, so masking folds the columns."""
     builtin_schema: str | None = None
     """The schema of the built-in functions (`pg_catalog.f(...)` is `f(...)` to masking)."""
     time_based_uuid: bool = False

@@ -48,6 +48,7 @@ class MysqlProfile(MysqlSession):
     ordered_object_aggregates = False  # JSON_OBJECTAGG takes no ORDER BY
     bare_columns = True  # ONLY_FULL_GROUP_BY (set per call with masks) misses ORDER BY and windows
     time_based_uuid = True  # UUID() is version 1
+    caseless_columns = True
 
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Server-wide privileges, DEFINER routines it can execute, writable tables of the login."""
