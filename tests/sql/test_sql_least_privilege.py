@@ -462,6 +462,33 @@ def test_mariadb_the_sessions_role_is_restored_exactly_also_on_error(
 
 
 @pytest.mark.mysql
+def test_mariadb_role_revoked_while_enabled_fails_the_call_retryably_and_drops_the_connection(
+    mysql_url: str, mysql_accounts: str
+) -> None:
+    # The session's default role is revoked while the pooled connection has it enabled: reading
+    # the fingerprint enables the other granted role, then cannot enable the revoked one again.
+    from mcpkit.sql.errors import QueryFailed
+    from mcpkit.sql.reverify import Guard
+
+    login, _, outer, _ = _mysql_reader(mysql_url, mysql_accounts, default_role=True)
+    user, other = f"mk_lp_{mysql_accounts}_w", f"mk_lp_{mysql_accounts}_rx"
+    _mysql_run(mysql_url, f"CREATE ROLE {other}", f"GRANT {other} TO '{user}'@'%'")
+    engine = SqlEngine(login, pool_size=1)
+    engine.guard = Guard(lambda _engine, _conn: None, "mariadb test", every_s=0)
+    try:
+        with engine.session(10.0, "c1") as (conn, _):
+            assert _current_role(conn) == outer
+        _mysql_run(mysql_url, f"REVOKE {outer} FROM '{user}'@'%'")
+        with pytest.raises(QueryFailed) as failed, engine.session(10.0, "c2"):
+            pass
+        assert failed.value.kind == "connection" and failed.value.retryable
+        with engine.session(10.0, "c3") as (conn, _):  # a new connection, not the one left in `other`
+            assert _current_role(conn) is None
+    finally:
+        engine.close()
+
+
+@pytest.mark.mysql
 @pytest.mark.parametrize("default_role", [True, False], ids=["default-role", "role-not-enabled"])
 def test_mariadb_fingerprint_sees_changes_to_a_nested_role(
     mysql_url: str, mysql_accounts: str, default_role: bool
