@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from mcpkit.errors import ToolError
-from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.errors import QueryFailed, SessionLost, SqlConfigError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -152,17 +152,23 @@ class Guard:
 
         Raises:
             Unverified: the verification refused the account (now or at its last try).
+            QueryFailed: reading the catalog left the session changed (`SessionLost`); the
+                connection is dropped (a connection failure, retryable).
         """
         if not self.due(conn):
             return  # the catalog was read less than every_s ago: no round trip on this call
-        fp = engine.profile.catalog_fingerprint(dbapi)
-        info = conn.connection.info
-        self._read_at = time.monotonic()
-        info[_SEEN] = True
-        if not self._current(fp):
-            with self._lock:
-                if not self._current(fp):
-                    self._run(engine, conn, fp, call_id)
+        try:
+            fp = engine.profile.catalog_fingerprint(dbapi)
+            info = conn.connection.info
+            self._read_at = time.monotonic()
+            info[_SEEN] = True
+            if not self._current(fp):
+                with self._lock:
+                    if not self._current(fp):
+                        self._run(engine, conn, fp, call_id)
+        except SessionLost as exc:
+            log.warning("%s: call %s: %s; dropping the connection", self.label, call_id, exc)
+            raise QueryFailed("connection", call_id) from None
         if self._failed:
             raise Unverified(call_id)
 

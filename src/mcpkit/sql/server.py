@@ -33,7 +33,7 @@ from mcpkit.sql.routing import (
     with_source,
 )
 from mcpkit.sql.service import DEFAULT_CELLS, DEFAULT_ROWS, SqlService
-from mcpkit.sql.shaping import ANSWER_MAX_CHARS
+from mcpkit.sql.shaping import ANSWER_MAX_CHARS, CELL_MAX_CHARS
 from mcpkit.sql.tagging import tag_calls
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def _query_description(masked: bool) -> str:
     text = (
         f"Run one read-only SELECT of at most {DEFAULT_CELLS.max_columns} columns; rows stop at "
         f"max_rows, or earlier when the answer would pass {ANSWER_MAX_CHARS:,} characters, and the "
-        "answer says if more exist. "
+        f"answer says if more exist; cells over {CELL_MAX_CHARS} characters are cut. "
         "Aggregate and filter in SQL. Writes, DDL, SET and side-effecting functions are refused."
     )
     if masked:
