@@ -91,7 +91,7 @@ CREATE FUNCTION app.jhash(j json) RETURNS int LANGUAGE plpgsql IMMUTABLE
   AS $$ BEGIN PERFORM app.side(); RETURN 0; END $$;
 REVOKE EXECUTE ON FUNCTION app.jhash(json) FROM PUBLIC;
 CREATE FUNCTION hid.jeq(a json, b json) RETURNS boolean LANGUAGE sql VOLATILE
-  BEGIN ATOMIC SELECT a::text = b::text; END;
+  BEGIN ATOMIC SELECT a::text = b::text AND app.side(); END;
 CREATE OPERATOR hid.= (LEFTARG = json, RIGHTARG = json, FUNCTION = hid.jeq);
 """
 # Operator classes need a superuser; their support functions run with no EXECUTE check.
@@ -134,9 +134,11 @@ PG_ROUTES = {
     "hash_support_group_by": "SELECT count(*) AS n FROM (SELECT json_build_object('a', id) AS j FROM app.t) s"
     " GROUP BY j",
     "view_distinct_eqop": "SELECT count(*) AS n FROM app.vd",
+    "array_eq_type_cache": "SELECT (ARRAY[json_build_object('a', 1)]"
+    " = ARRAY[json_build_object('a', 1)])::text AS e",
 }
 # Routes whose printed fix removes the operator class: the query then has no operator to use.
-PG_GONE = {"btree_support_order_by", "btree_support_greatest", "hash_support_group_by"}
+PG_GONE = {"btree_support_order_by", "btree_support_greatest", "hash_support_group_by", "array_eq_type_cache"}
 # What the start-up check must name for each route (substrings of one finding).
 PG_NAMED = [
     "function app.side() runs as its owner",
@@ -228,8 +230,11 @@ def _snapshot(env: OperatorDb) -> dict[str, Any]:
         return {
             "tables": c.execute("SELECT (SELECT array_agg(t ORDER BY id) FROM app.t t)::text").fetchall(),
             "policies": c.execute("SELECT (SELECT array_agg(p) FROM app.p p)::text").fetchall(),
+            # this fixture's roles and all-role settings: other sessions share the cluster
             "role_settings": c.execute(
-                "SELECT setconfig::text FROM pg_db_role_setting ORDER BY 1"
+                "SELECT setconfig::text FROM pg_db_role_setting WHERE setrole = 0"
+                " OR setrole::regrole::text LIKE %s ORDER BY 1",
+                ["%" + env.canary_role.rsplit("_", 1)[1]],
             ).fetchall(),
             "memberships": c.execute("SELECT roleid, member FROM pg_auth_members ORDER BY 1, 2").fetchall(),
             "functions": c.execute(
@@ -272,6 +277,11 @@ def test_1_as_found_the_start_up_check_names_every_route(operator_pg: OperatorDb
     assert (
         done.returncode == 2 and "REVOKE EXECUTE ON FUNCTION app.plus(text,text) FROM PUBLIC" in done.stderr
     )
+    doctor = run_mcpkit("sql", "doctor", "--dsn", operator_pg.reader)
+    assert (
+        doctor.returncode != 0
+        and "DROP OPERATOR FAMILY app.box_ops USING btree" in doctor.stdout + doctor.stderr
+    )
 
 
 # What each opt-in gives up: the route it accepts runs its side effect again.
@@ -281,6 +291,7 @@ OPT_INS = [
     ("function:app.liar", "stable_label_lies"),
     ("relation:app.rt", "range_subtype_diff_in_planner"),
     ("function:app.boxcmp", "btree_support_order_by"),
+    ("function:hid.jeq", "array_eq_type_cache"),
 ]
 
 
