@@ -57,16 +57,14 @@ __all__ = ["FIRST_NORMAL_OID", "Fn", "audit_routes"]
 _CATALOG: Final = ("pg_catalog", "information_schema")
 FIRST_NORMAL_OID: Final = 16384
 """PostgreSQL's FirstNormalObjectId: every object initdb creates has a lower OID."""
-_OPNOS: Final = r"'[:]opnos \(o ([0-9 ]+)\)'"
+# A node field holding one OID, or RowCompareExpr's list of them (`:opnos (o 97 521)`): one pass.
 _FIELDS: Final = (
     r"':(funcid|opfuncid|aggfnoid|winfnoid|relid|resulttype|opno|eqop|sortop|startInRangeFunc"
-    r"|endInRangeFunc) (\d+)'"
+    r"|endInRangeFunc) (\d+)|[:]opnos \(o ([0-9 ]+)\)'"
 )
-# A node field holding one OID, or RowCompareExpr's list of them (`:opnos (o 97 521)`).
 _TREE: Final = (
-    f"(SELECT m[1] AS f, m[2]::oid AS o FROM regexp_matches({{tree}}, {_FIELDS}, 'g') m UNION ALL"
-    f" SELECT 'opno', x::oid FROM regexp_matches({{tree}}, {_OPNOS}, 'g') l,"
-    " unnest(string_to_array(trim(l[1]), ' ')) x)"
+    f"(SELECT coalesce(m[1], 'opno') AS f, x::oid AS o FROM regexp_matches({{tree}}, {_FIELDS}, 'g') m,"
+    " unnest(string_to_array(trim(coalesce(m[2], m[3])), ' ')) x)"
 )
 
 # (kind, oid) -> (field, oid) edges out of the node trees PostgreSQL stores.
