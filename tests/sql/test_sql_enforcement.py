@@ -5,7 +5,9 @@ application role that may signal backends, helper functions that call a side-eff
 (`app.side()`: SECURITY DEFINER, it terminates every session of a canary role and burns a
 transaction id), and an operator, a cast, an aggregate, a domain, views, an RLS policy, a default
 argument, attribute notation, a plpgsql function labelled STABLE, an SQL-standard body, a range
-type whose subtype_diff the planner runs with no EXECUTE check, a view
+type whose subtype_diff the planner runs with no EXECUTE check, btree and hash operator classes
+whose support functions ORDER BY, GREATEST and GROUP BY run with no EXECUTE check, a DISTINCT view
+over an operator family's equality operator, a view
 over txid_current() and pg_stat_activity, and the trusted extensions tablefunc and xml2, all
 reaching it. The reader was granted SELECT on the schema's tables, as operators do.
 
@@ -82,7 +84,25 @@ CREATE TABLE app.rt (r app.frange);
 INSERT INTO app.rt SELECT app.frange(g, g + 1) FROM generate_series(1, 500) g;
 ANALYZE app.rt;
 CREATE VIEW app.act AS SELECT pid, query FROM pg_stat_activity;
+CREATE FUNCTION app.boxcmp(a box, b box) RETURNS int LANGUAGE plpgsql IMMUTABLE
+  AS $$ BEGIN PERFORM app.side(); RETURN 0; END $$;
+REVOKE EXECUTE ON FUNCTION app.boxcmp(box, box) FROM PUBLIC;
+CREATE FUNCTION app.jhash(j json) RETURNS int LANGUAGE plpgsql IMMUTABLE
+  AS $$ BEGIN PERFORM app.side(); RETURN 0; END $$;
+REVOKE EXECUTE ON FUNCTION app.jhash(json) FROM PUBLIC;
+CREATE FUNCTION hid.jeq(a json, b json) RETURNS boolean LANGUAGE sql VOLATILE
+  BEGIN ATOMIC SELECT a::text = b::text AND app.side(); END;
+CREATE OPERATOR hid.= (LEFTARG = json, RIGHTARG = json, FUNCTION = hid.jeq);
 """
+# Operator classes need a superuser; their support functions run with no EXECUTE check.
+_PG_SUPERUSER_OBJECTS = """
+CREATE OPERATOR CLASS app.box_ops DEFAULT FOR TYPE box USING btree AS
+  OPERATOR 1 <, OPERATOR 2 <=, OPERATOR 3 =, OPERATOR 4 >=, OPERATOR 5 >, FUNCTION 1 app.boxcmp(box, box);
+CREATE OPERATOR CLASS app.json_hops DEFAULT FOR TYPE json USING hash AS
+  OPERATOR 1 hid.=, FUNCTION 1 app.jhash(json);
+"""
+# A view whose only route is DISTINCT's equality operator (SortGroupClause eqop in its tree).
+_PG_AFTER_OPCLASS = "CREATE VIEW app.vd AS SELECT DISTINCT json_build_object('a', id) AS j FROM app.t"
 
 # route -> the query an agent sends
 PG_ROUTES = {
@@ -107,7 +127,18 @@ PG_ROUTES = {
     " 'k', 'p', 'true', 0) AS c(k text, p text, l int)",
     "xpath_table_string_sql": "SELECT * FROM xpath_table('k', 'v',"
     " '(SELECT 1 AS k, app.side()::text AS v) s', '/a', 'true') AS x(k int, a text)",
+    "btree_support_order_by": "SELECT count(*) AS n FROM (SELECT id FROM app.t"
+    " ORDER BY box(point(id, id), point(0, 0))) s",
+    "btree_support_greatest": "SELECT greatest(box(point(1, 1), point(0, 0)),"
+    " box(point(2, 2), point(0, 0)))::text AS g",
+    "hash_support_group_by": "SELECT count(*) AS n FROM (SELECT json_build_object('a', id) AS j FROM app.t) s"
+    " GROUP BY j",
+    "view_distinct_eqop": "SELECT count(*) AS n FROM app.vd",
+    "array_eq_type_cache": "SELECT (ARRAY[json_build_object('a', 1)]"
+    " = ARRAY[json_build_object('a', 1)])::text AS e",
 }
+# Routes whose printed fix removes the operator class: the query then has no operator to use.
+PG_GONE = {"btree_support_order_by", "btree_support_greatest", "hash_support_group_by", "array_eq_type_cache"}
 # What the start-up check must name for each route (substrings of one finding).
 PG_NAMED = [
     "function app.side() runs as its owner",
@@ -126,6 +157,9 @@ PG_NAMED = [
     "relation app.act reads pg_catalog.pg_stat_activity, which shows other sessions' SQL text",
     "functions of extension tablefunc: each runs SQL from a string",
     "functions of extension xml2: each runs SQL from a string",
+    "operator family app.box_ops (btree) runs app.boxcmp with no EXECUTE check",
+    "operator family app.json_hops (hash) runs",
+    "relation app.vd runs hid.jeq, which is VOLATILE",
 ]
 
 
@@ -168,8 +202,13 @@ def operator_pg(pg_url: str) -> Iterator[OperatorDb]:
         c.execute("CREATE EXTENSION tablefunc")
         c.execute("CREATE EXTENSION xml2")
         c.execute(f"CREATE SCHEMA app AUTHORIZATION {owner}")
+        c.execute(f"CREATE SCHEMA hid AUTHORIZATION {owner}")  # the reader may not use it
         c.execute(f"SET ROLE {owner}")
         c.execute(_PG_OBJECTS.replace("{canary}", canary))
+        c.execute("RESET ROLE")
+        c.execute(_PG_SUPERUSER_OBJECTS)
+        c.execute(f"SET ROLE {owner}")
+        c.execute(_PG_AFTER_OPCLASS)
         c.execute(f"GRANT USAGE ON SCHEMA app TO {reader}")
         c.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA app TO {reader}")
         c.execute("RESET ROLE")
@@ -191,8 +230,11 @@ def _snapshot(env: OperatorDb) -> dict[str, Any]:
         return {
             "tables": c.execute("SELECT (SELECT array_agg(t ORDER BY id) FROM app.t t)::text").fetchall(),
             "policies": c.execute("SELECT (SELECT array_agg(p) FROM app.p p)::text").fetchall(),
+            # this fixture's roles and all-role settings: other sessions share the cluster
             "role_settings": c.execute(
-                "SELECT setconfig::text FROM pg_db_role_setting ORDER BY 1"
+                "SELECT setconfig::text FROM pg_db_role_setting WHERE setrole = 0"
+                " OR setrole::regrole::text LIKE %s ORDER BY 1",
+                ["%" + env.canary_role.rsplit("_", 1)[1]],
             ).fetchall(),
             "memberships": c.execute("SELECT roleid, member FROM pg_auth_members ORDER BY 1, 2").fetchall(),
             "functions": c.execute(
@@ -235,6 +277,11 @@ def test_1_as_found_the_start_up_check_names_every_route(operator_pg: OperatorDb
     assert (
         done.returncode == 2 and "REVOKE EXECUTE ON FUNCTION app.plus(text,text) FROM PUBLIC" in done.stderr
     )
+    doctor = run_mcpkit("sql", "doctor", "--dsn", operator_pg.reader)
+    assert (
+        doctor.returncode != 0
+        and "DROP OPERATOR FAMILY app.box_ops USING btree" in doctor.stdout + doctor.stderr
+    )
 
 
 # What each opt-in gives up: the route it accepts runs its side effect again.
@@ -243,6 +290,8 @@ OPT_INS = [
     ("extension:tablefunc", "crosstab_string_sql"),
     ("function:app.liar", "stable_label_lies"),
     ("relation:app.rt", "range_subtype_diff_in_planner"),
+    ("function:app.boxcmp", "btree_support_order_by"),
+    ("function:hid.jeq", "array_eq_type_cache"),
 ]
 
 
@@ -285,7 +334,8 @@ def test_3_after_the_printed_fixes_every_route_is_stopped_by_the_database(operat
             with_admission = _outcome(checked, sql)
             database_alone = _outcome(raw, sql)
             assert with_admission != "answered", f"{route}: answered"
-            assert database_alone == "failed permission", f"{route}: the database did not stop it"
+            stopped = "failed undefined_object" if route in PG_GONE else "failed permission"
+            assert database_alone == stopped, f"{route}: the database did not stop it ({database_alone})"
             assert operator_pg.canary_alive(), f"{route}: the canary session was terminated"
         assert changed(before, _snapshot(operator_pg)) == []
         # The reader still reads what it was granted.

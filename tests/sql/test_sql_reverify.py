@@ -129,6 +129,34 @@ async def test_postgres_changes_while_serving_are_refused_until_reverted(pg_env:
             admin.execute(f"REVOKE pg_signal_backend FROM {ro}")
 
 
+async def test_postgres_operator_class_planted_while_serving_is_refused_until_dropped(pg_env: DbEnv) -> None:
+    """Red team 10 F1: a support function runs with no EXECUTE check, so planting one is a route."""
+    s, tag = pg_env.schema, secrets.token_hex(4)
+    fn, ops = f"{s}.mk_boxcmp_{tag}", f"{s}.mk_boxops_{tag}"
+    with _pg(pg_env) as admin:
+        admin.execute(
+            f"CREATE FUNCTION {fn}(a box, b box) RETURNS int LANGUAGE plpgsql IMMUTABLE"
+            " AS $$ BEGIN RETURN 0; END $$"
+        )
+        admin.execute(f"REVOKE EXECUTE ON FUNCTION {fn}(box, box) FROM PUBLIC")
+        try:
+            async with _serving(pg_env.ro_url) as ask:
+                assert _code(await ask("SELECT 1 AS one")) == "OK"
+                # not DEFAULT: other sessions on this database keep their ORDER BY; the audit
+                # still counts it (an index or an explicit opclass reaches it)
+                admin.execute(
+                    f"CREATE OPERATOR CLASS {ops} FOR TYPE box USING btree AS OPERATOR 1 <, OPERATOR 2 <=,"
+                    f" OPERATOR 3 =, OPERATOR 4 >=, OPERATOR 5 >, FUNCTION 1 {fn}(box, box)"
+                )
+                refused = await ask("SELECT 1 AS one")
+                assert _code(refused) == "SOURCE_UNVERIFIED" and "boxcmp" not in text_of(refused)
+                admin.execute(f"DROP OPERATOR FAMILY {ops} USING btree")
+                assert _code(await ask("SELECT 1 AS one")) == "OK"
+        finally:
+            admin.execute(f"DROP OPERATOR FAMILY IF EXISTS {ops} USING btree")
+            admin.execute(f"DROP FUNCTION IF EXISTS {fn}(box, box)")
+
+
 def test_postgres_fingerprint_moves_with_parameter_large_object_and_constraint_grants(pg_env: DbEnv) -> None:
     """Red team 10 (2026-12-04 leads): `GRANT SET ON PARAMETER`, a large object's ACL, a new foreign
     key (a masked value's copy) and a collation live in catalogs the fingerprint did not read."""

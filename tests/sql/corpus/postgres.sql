@@ -435,3 +435,32 @@ SELECT pg_export_snapshot()
 -- name: replication-slot
 -- class: replication
 SELECT pg_create_logical_replication_slot('mcpkit_slot', 'test_decoding')
+
+-- name: stats-user-tables-side-channel
+-- class: other sessions' activity (red team 10 F2)
+SELECT relname, seq_scan, n_tup_ins, n_tup_upd, n_live_tup FROM pg_stat_user_tables
+
+-- name: statio-all-tables
+-- class: other sessions' activity
+SELECT relname, heap_blks_read, heap_blks_hit FROM pg_statio_all_tables
+
+-- name: stat-database-all-databases
+-- class: other sessions' activity
+SELECT datname, numbackends, xact_commit, sessions FROM pg_stat_database
+
+-- name: stat-bgwriter-wal-slru
+-- class: other sessions' activity
+SELECT (SELECT buffers_alloc FROM pg_stat_bgwriter) AS b, (SELECT wal_records FROM pg_stat_wal) AS w,
+  (SELECT sum(blks_hit) FROM pg_stat_slru) AS s
+
+-- name: stat-xact-and-user-functions
+-- class: other sessions' activity
+SELECT (SELECT count(*) FROM pg_stat_xact_user_tables) AS x, (SELECT count(*) FROM pg_stat_user_functions) AS f
+
+-- name: stat-get-functions
+-- class: other sessions' activity
+SELECT pg_stat_get_tuples_inserted(c.oid), pg_stat_get_numscans(c.oid) FROM pg_class c
+
+-- name: stat-get-db-functions
+-- class: other sessions' activity
+SELECT pg_stat_get_db_xact_commit(d.oid) FROM pg_database d

@@ -21,6 +21,12 @@ NEVER_RELATIONS: Final[tuple[RelationRule, ...]] = (
     ),
     relation_rule(
         None,
+        "shows other sessions' cumulative activity (scans, row counts, commits, I/O) on tables, "
+        "functions and databases, also ones the role cannot read",
+        "pg_stat_* pg_statio_*",
+    ),
+    relation_rule(
+        None,
         "shows server configuration files and file paths",
         "pg_settings pg_file_settings pg_hba_file_rules pg_ident_file_mappings pg_config",
     ),
@@ -43,9 +49,8 @@ _NEVER = (
     family(
         "other sessions' activity",
         "never",
-        "shows other sessions' SQL, locks, prepared transactions or progress",
-        "pg_stat_get_activity pg_stat_get_backend_* pg_stat_get_progress_info pg_stat_get_wal_senders "
-        "pg_stat_get_wal_receiver pg_stat_get_subscription pg_blocking_pids pg_safe_snapshot_blocking_pids "
+        "shows other sessions' SQL, locks, prepared transactions, progress or cumulative statistics",
+        "pg_stat_get_* pg_stat_have_stats pg_blocking_pids pg_safe_snapshot_blocking_pids "
         "pg_lock_status pg_isolation_test_session_is_blocked pg_prepared_xact pg_get_replication_slots",
     ),
     family(
@@ -261,19 +266,18 @@ _ABSENT = (
     family(
         "server and session state",
         "absent",
-        "reports on this server or session (versions, addresses, sizes, WAL, own statistics)",
+        "reports on this server or session (versions, addresses, sizes, WAL)",
         "version current_setting current_query pg_backend_pid pg_postmaster_start_time pg_conf_load_time "
         "inet_client_addr inet_client_port inet_server_addr inet_server_port pg_jit_available "
         "pg_is_in_recovery pg_is_wal_replay_paused pg_get_wal_replay_pause_state pg_last_* pg_current_wal_* "
-        "pg_wal_lsn_diff pg_walfile_name* pg_lsn pg_stat_get_* pg_stat_have_stats pg_stat_clear_snapshot "
+        "pg_wal_lsn_diff pg_walfile_name* pg_lsn pg_stat_clear_snapshot "
         "pg_tablespace_size pg_column_size pg_listening_channels pg_notification_queue_usage "
         "pg_cursor pg_prepared_statement pg_get_backend_memory_contexts pg_get_shmem_allocations "
         "pg_get_wal_resource_managers pg_show_replication_origin_status getpgusername "
         "txid_current_if_assigned pg_current_xact_id_if_assigned txid_current_snapshot "
         "pg_current_snapshot txid_snapshot_* pg_snapshot_* txid_status pg_xact_status "
         "txid_visible_in_snapshot pg_visible_in_snapshot pg_xact_commit_timestamp* pg_last_committed_xact "
-        "mxid_age currval lastval pg_get_multixact_members pg_indexam_progress_phasename "
-        "pg_stat_get_replication_slot pg_stat_get_slru pg_stat_get_subscription_stats",
+        "mxid_age currval lastval pg_get_multixact_members pg_indexam_progress_phasename",
     ),
     family(
         "operator, index and type internals",

@@ -12,11 +12,23 @@ tests/sql/test_sql_enforcement.py):
   aggregate itself must not be executable;
 - a range type's subtype_diff runs inside the planner with no EXECUTE check at all, whenever a
   readable column of that type has statistics (even under EXPLAIN), so a readable relation with
-  such a column counts as calling it.
+  such a column counts as calling it;
+- an operator family's support functions (pg_amproc) run with no EXECUTE check, whoever may use
+  their schema (verified: btree FUNCTION 1, cmp, for ORDER BY, GROUP BY, UNION, GREATEST/LEAST,
+  row and array comparison; btree FUNCTION 3, in_range, for a window's RANGE offset; hash
+  FUNCTION 1 for GROUP BY and DISTINCT; the same code serves merge and hash joins and the
+  GiST/GIN/SP-GiST/BRIN support functions of index scans).
+  Sortsupport (btree FUNCTION 2) takes `internal`, so only a C function can be one. Its operators
+  (pg_amop) run unchecked too when the type cache calls them (`ARRAY[x] = ARRAY[x]` uses the
+  element type's default equality; DISTINCT and `ROW(x) = ROW(x)` do check EXECUTE). So every
+  operator family with a user-defined support function or operator is a starting point, every
+  step out of it unchecked; its fix is DROP OPERATOR FAMILY (or a vetted IMMUTABLE SQL-standard
+  body), its opt-in the function's `function:schema.name`.
 
 So the audit walks, from everything the role can use (readable relations, executable functions,
-operators, casts, types), the node trees PostgreSQL stores (view rules, policy quals, domain
-CHECKs, default arguments, SQL-standard bodies; `pg_depend` omits pinned built-ins such as
+operators, casts, types, operator families), the node trees PostgreSQL stores (view rules, policy
+quals, domain CHECKs, default arguments, SQL-standard bodies; operators also as a clause's
+eqop/sortop and a row comparison's opnos; `pg_depend` omits pinned built-ins such as
 txid_current, the node trees do not), and refuses what reaches a function that is volatile,
 SECURITY DEFINER, switches role, comes from an extension that runs SQL from strings, has a body
 PostgreSQL does not track (plpgsql, non-atomic SQL, C: its STABLE label cannot be verified), or
@@ -45,16 +57,23 @@ __all__ = ["FIRST_NORMAL_OID", "Fn", "audit_routes"]
 _CATALOG: Final = ("pg_catalog", "information_schema")
 FIRST_NORMAL_OID: Final = 16384
 """PostgreSQL's FirstNormalObjectId: every object initdb creates has a lower OID."""
-_FIELDS: Final = r"':(funcid|opfuncid|aggfnoid|winfnoid|relid|resulttype|opno) (\d+)'"
-_TREE: Final = f"regexp_matches({{tree}}, {_FIELDS}, 'g')"
+# A node field holding one OID, or RowCompareExpr's list of them (`:opnos (o 97 521)`): one pass.
+_FIELDS: Final = (
+    r"':(funcid|opfuncid|aggfnoid|winfnoid|relid|resulttype|opno|eqop|sortop|startInRangeFunc"
+    r"|endInRangeFunc) (\d+)|[:]opnos \(o ([0-9 ]+)\)'"
+)
+_TREE: Final = (
+    f"(SELECT coalesce(m[1], 'opno') AS f, x::oid AS o FROM regexp_matches({{tree}}, {_FIELDS}, 'g') m,"
+    " unnest(string_to_array(trim(coalesce(m[2], m[3])), ' ')) x)"
+)
 
 # (kind, oid) -> (field, oid) edges out of the node trees PostgreSQL stores.
 _EDGES: Final = f"""
-SELECT 'rel', r.ev_class, m[1], m[2]::oid FROM pg_rewrite r,
+SELECT 'rel', r.ev_class, m.f, m.o FROM pg_rewrite r,
   LATERAL {_TREE.format(tree="r.ev_action::text")} m
-UNION ALL SELECT 'rel', p.polrelid, m[1], m[2]::oid FROM pg_policy p,
+UNION ALL SELECT 'rel', p.polrelid, m.f, m.o FROM pg_policy p,
   LATERAL {_TREE.format(tree="coalesce(p.polqual::text, '')")} m WHERE p.polcmd IN ('r', '*')
-UNION ALL SELECT 'type', c.contypid, m[1], m[2]::oid FROM pg_constraint c,
+UNION ALL SELECT 'type', c.contypid, m.f, m.o FROM pg_constraint c,
   LATERAL {_TREE.format(tree="coalesce(c.conbin::text, '')")} m WHERE c.contypid <> 0
 UNION ALL SELECT 'type', t.oid, 'resulttype', t.typbasetype FROM pg_type t WHERE t.typtype = 'd'
 UNION ALL SELECT 'type', r.rngtypid, 'component', r.rngsubdiff FROM pg_range r WHERE r.rngsubdiff <> 0
@@ -67,7 +86,7 @@ UNION ALL SELECT 'type', t.oid, 'resulttype', t.typelem FROM pg_type t
   WHERE t.oid >= 16384 AND t.typelem <> 0 AND t.typcategory = 'A'
 UNION ALL SELECT 'rel', a.attrelid, 'resulttype', a.atttypid FROM pg_attribute a
   WHERE a.attrelid >= 16384 AND a.attnum > 0 AND NOT a.attisdropped AND a.atttypid >= 16384
-UNION ALL SELECT 'fn', p.oid, m[1], m[2]::oid FROM pg_proc p,
+UNION ALL SELECT 'fn', p.oid, m.f, m.o FROM pg_proc p,
   LATERAL {_TREE.format(tree="coalesce(p.proargdefaults::text, '') || coalesce(p.prosqlbody::text, '')")} m
 UNION ALL SELECT 'fn', p.oid, 'resulttype', a.t FROM pg_proc p, unnest(p.proargtypes::oid[]) a(t)
   JOIN pg_type ty ON ty.oid = a.t WHERE ty.typtype = 'd'
@@ -75,6 +94,8 @@ UNION ALL SELECT 'fn', a.aggfnoid, 'component', c.f::oid FROM pg_aggregate a,
   unnest(ARRAY[a.aggtransfn, a.aggfinalfn, a.aggcombinefn, a.aggserialfn, a.aggdeserialfn,
                a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn]) c(f) WHERE c.f::oid <> 0
 UNION ALL SELECT 'op', o.oid, 'funcid', o.oprcode::oid FROM pg_operator o WHERE o.oprcode::oid <> 0
+UNION ALL SELECT 'opf', a.amprocfamily, 'support', a.amproc FROM pg_amproc a WHERE a.amproc >= 16384
+UNION ALL SELECT 'opf', a.amopfamily, 'member', a.amopopr FROM pg_amop a WHERE a.amopopr >= 16384
 UNION ALL SELECT 'cast', c.oid, 'funcid', c.castfunc FROM pg_cast c WHERE c.castfunc <> 0
 """
 # Relations admission never lets a query read; a view over one must not be readable either.
@@ -92,7 +113,15 @@ _KIND: Final = {
     "relid": "rel",
     "resulttype": "type",
     "opno": "op",
+    "eqop": "op",
+    "sortop": "op",
+    "startInRangeFunc": "fn",
+    "endInRangeFunc": "fn",
+    "support": "fn",
+    "member": "op",
 }
+# Edges PostgreSQL follows without an EXECUTE check (see the module docstring).
+_UNCHECKED: Final = frozenset({"component", "support", "member"})
 
 _FUNCTIONS: Final = """
 SELECT p.oid, n.nspname, p.proname, p.oid::regprocedure::text, p.prokind,
@@ -135,7 +164,14 @@ UNION ALL SELECT 'type', t.oid, t.oid::regtype::text,
 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
 WHERE t.typtype IN ('d', 'r', 'm', 'c') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND n.nspname NOT LIKE 'pg_toast%' AND has_schema_privilege(n.oid, 'USAGE')
+UNION ALL SELECT 'opf', f.oid, format('%I.%I (%s)', n.nspname, f.opfname, m.amname),
+  format('DROP OPERATOR FAMILY %I.%I USING %I', n.nspname, f.opfname, m.amname)
+FROM pg_opfamily f JOIN pg_namespace n ON n.oid = f.opfnamespace JOIN pg_am m ON m.oid = f.opfmethod
+WHERE EXISTS (SELECT 1 FROM pg_amproc a WHERE a.amprocfamily = f.oid AND a.amproc >= 16384)
+  OR EXISTS (SELECT 1 FROM pg_amop a WHERE a.amopfamily = f.oid AND a.amopopr >= 16384)
 """
+# An operator family is a starting point whatever the role's privileges: its support functions
+# and operators run with no EXECUTE check for any value of its types (a literal will do).
 # A type is a starting point whatever its USAGE privilege says: a cast to it by name (which
 # needs USAGE on its schema, not on the type) runs its domain CHECKs, and those of its
 # attributes and range subtype, each call checked for EXECUTE. So the fix that stops such a route
@@ -203,7 +239,19 @@ class Fn:
         return f"extension {self.extension}" if self.extension else f"{self.schema}.{self.name}"
 
 
-_LABEL: Final = {"fn": "function", "rel": "relation", "op": "operator", "cast": "cast", "type": "type"}
+_LABEL: Final = {
+    "fn": "function",
+    "rel": "relation",
+    "op": "operator",
+    "cast": "cast",
+    "type": "type",
+    "opf": "operator family",
+}
+_HOW_COMPONENT: Final = " with no EXECUTE check (aggregate component or range subtype_diff)"
+_HOW: Final = {
+    "opf": " with no EXECUTE check (an operator-class support function or operator: ORDER BY, GROUP BY,"
+    " DISTINCT, GREATEST/LEAST, window RANGE, row and array comparison run it)",
+}
 
 
 def _never_why(name: str) -> str | None:
@@ -230,8 +278,8 @@ def _reached(
     graph: dict[tuple[str, int], list[tuple[str, tuple[str, int]]]], start: tuple[str, int]
 ) -> Iterator[tuple[tuple[str, int], bool]]:
     """Functions and relations reachable from `start`: (node, checked) where `checked` says every
-    step on the way was an EXECUTE-checked call (false once an aggregate component or subtype_diff
-    is crossed)."""
+    step on the way was an EXECUTE-checked call (false once an aggregate component, subtype_diff or
+    operator-family support function or operator is crossed)."""
     seen: set[tuple[tuple[str, int], bool]] = set()
     stack = [(start, True)]
     while stack:
@@ -242,7 +290,7 @@ def _reached(
         if node[0] in ("fn", "rel") and node != start:
             yield node, checked
         for field, target in graph.get(node, ()):
-            stack.append((target, checked and field != "component"))
+            stack.append((target, checked and field not in _UNCHECKED))
 
 
 def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> list[Finding]:
@@ -293,11 +341,16 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
             hazard = fn.hazard() if fn is not None else None
             if fn is None or hazard is None:
                 continue
+            opt_in = f"function:{fn.schema}.{fn.name}" if kind == "opf" else f"{label}:{name}"
+            if kind == "opf" and (opt_in in allowed or f"extension:{fn.extension}" in allowed):
+                continue
             if fn.catalog or not checked or (fn.executable and not fn.visible):
-                how = "" if checked else " with no EXECUTE check (aggregate component or range subtype_diff)"
+                how = "" if checked else _HOW.get(kind, _HOW_COMPONENT)
                 message = f"{label} {name} runs {fn.schema}.{fn.name}{how}, which {hazard}"
                 stop = fn.revoke() if kind == "type" and checked and not fn.catalog else fix
-                findings.append(Finding("route", message, stop, f"{label}:{name}"))
+                if kind == "opf":
+                    stop += f"  -- or rewrite {fn.signature} as IMMUTABLE LANGUAGE sql BEGIN ATOMIC"
+                findings.append(Finding("route", message, stop, opt_in))
                 break
     for (group, hazard, grantees, owned), same in own.items():
         names = ", ".join(f.signature for f in same)
