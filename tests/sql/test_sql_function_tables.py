@@ -222,6 +222,29 @@ def test_mariadb_xpath_is_left_out_and_the_operator_may_allow_it() -> None:
     admit(sql, "mysql", functions=FunctionPolicy.for_dialect("mysql", extra=["extractvalue"]))
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT setrole, setconfig FROM pg_db_role_setting",  # ALTER ROLE ... SET api_key = ...
+        "SELECT prosrc FROM pg_catalog.pg_proc",  # a password written into a function body
+        "SELECT count(*) FROM pg_stat_user_tables",
+    ],
+)
+def test_postgres_catalogs_beyond_the_grants_are_never_readable(sql: str) -> None:
+    with pytest.raises(Refused) as info:
+        admit(sql, "postgres", limit=26)
+    assert info.value.data == {"reason": "relation"}
+
+
+def test_postgres_xpath_is_left_out_and_the_operator_may_allow_it() -> None:
+    # libxml2 checks no cancel: `//a[. = //a]` over 30,000 nodes ran 26 s past its call's timeout
+    sql = "SELECT xpath('//a[. = //a]', x) FROM t"
+    with pytest.raises(Refused) as info:
+        admit(sql, "postgres")
+    assert "left out" in info.value.message and "--allow-function xpath" in info.value.message
+    admit(sql, "postgres", functions=FunctionPolicy.for_dialect("postgres", extra=["xpath"]))
+
+
 def test_pg_catalog_qualified_builtins_are_the_builtins() -> None:
     admit("SELECT pg_catalog.lower('A'), pg_catalog.count(*)", "postgres")
     with pytest.raises(Refused):

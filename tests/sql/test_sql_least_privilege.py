@@ -143,6 +143,49 @@ def test_postgres_parameter_privileges_refused_then_clean(pg_db: tuple[str, str]
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("through_view", [False, True], ids=["operator", "view-using-it"])
+def test_postgres_operator_with_an_estimator_is_refused_though_not_executable(
+    pg_db: tuple[str, str], through_view: bool
+) -> None:
+    # The planner runs the function of an operator with RESTRICT = eqsel on the column's most
+    # common values before the executor checks EXECUTE (red team pg10 F10): REVOKE closes nothing.
+    admin, tag = pg_db
+    login = f"mk_lp_{tag}_e"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute(
+            "CREATE SCHEMA ops; CREATE SCHEMA app;"
+            "CREATE FUNCTION ops.eqf(a text, b text) RETURNS bool LANGUAGE plpgsql IMMUTABLE"
+            " AS $$ BEGIN RAISE EXCEPTION 'the planner ran it'; END $$;"
+            "REVOKE EXECUTE ON FUNCTION ops.eqf(text, text) FROM PUBLIC;"
+            "CREATE OPERATOR ops.=# (LEFTARG = text, RIGHTARG = text, FUNCTION = ops.eqf, RESTRICT = eqsel);"
+            "CREATE TABLE app.t AS SELECT 'carol'::text AS owner FROM generate_series(1, 50); ANALYZE app.t;"
+            "CREATE VIEW app.v WITH (security_invoker) AS"
+            " SELECT * FROM app.t WHERE owner OPERATOR(ops.=#) 'x';"
+        )
+        c.execute(f"GRANT USAGE ON SCHEMA app TO {login}")
+        c.execute(f"GRANT SELECT ON app.t, app.v TO {login}")
+        if not through_view:
+            c.execute(f"GRANT USAGE ON SCHEMA ops TO {login}")
+    query = (
+        "SELECT count(*) FROM app.v"
+        if through_view
+        else "SELECT count(*) FROM app.t WHERE owner OPERATOR(ops.=#) 'c'"
+    )
+    with pg_admin(_login(admin, login)) as reader, pytest.raises(Exception, match="the planner ran it"):
+        reader.execute(query)  # the route is real: not "permission denied"
+    found = [f for f in _report(_login(admin, login)).findings if "ops.eqf" in f.message]
+    assert found, "the estimator route was not found"
+    assert all("estimator the planner runs" in f.message for f in found)
+    assert through_view or any(f.fix.endswith("SET (RESTRICT = NONE, JOIN = NONE)") for f in found)
+    with pg_admin(admin) as c:
+        c.execute("ALTER OPERATOR ops.=# (text, text) SET (RESTRICT = NONE, JOIN = NONE)")
+    assert not [f for f in _report(_login(admin, login)).findings if "ops.eqf" in f.message]
+    with pg_admin(_login(admin, login)) as reader, pytest.raises(Exception, match="permission denied"):
+        reader.execute(query)  # now the executor's check is the first to meet it
+
+
+@pytest.mark.postgres
 def test_postgres_one_fix_for_two_routes_is_printed_once(pg_db: tuple[str, str]) -> None:
     # Two domains whose CHECK calls one volatile function in a schema the login cannot use:
     # two routes, one statement that stops both.

@@ -27,6 +27,12 @@ NEVER_RELATIONS: Final[tuple[RelationRule, ...]] = (
     ),
     relation_rule(
         None,
+        "shows other roles' settings and function sources (secrets set with ALTER ROLE ... SET or "
+        "written into a function body included)",
+        "pg_db_role_setting pg_proc",
+    ),
+    relation_rule(
+        None,
         "shows server configuration files and file paths",
         "pg_settings pg_file_settings pg_hba_file_rules pg_ident_file_mappings pg_config",
     ),
@@ -186,9 +192,8 @@ _ALLOWED = (
     family(
         "XML",
         "allowed",
-        "XML predicates and XPath over a value",
-        "xpath xpath_exists xmlexists xml_is_well_formed xml_is_well_formed_content "
-        "xml_is_well_formed_document xmlcomment",
+        "XML well-formedness checks and comments",
+        "xml_is_well_formed xml_is_well_formed_content xml_is_well_formed_document xmlcomment",
     ),
     family(
         "ranges, geometry, network, enums",
@@ -246,6 +251,13 @@ _EXTENSIONS = (
 )
 
 _ABSENT = (
+    family(
+        "XPath",
+        "absent",
+        "XPath over an XML value: libxml2 checks no cancel, and `//a[. = //a]` costs nodes^2 (30,000 "
+        "nodes ran 26 s past the call's timeout)",
+        "xpath xpath_exists xmlexists",
+    ),
     family(
         "catalog and privilege introspection",
         "absent",

@@ -13,6 +13,11 @@ tests/sql/test_sql_enforcement.py):
 - a range type's subtype_diff runs inside the planner with no EXECUTE check at all, whenever a
   readable column of that type has statistics (even under EXPLAIN), so a readable relation with
   such a column counts as calling it;
+- an operator with a selectivity estimator (RESTRICT / JOIN, as `eqsel`, `scalarltsel`): the
+  planner runs the operator's function on the column's most common values and histogram, and the
+  estimator itself, before the executor checks EXECUTE (verified: a `WHERE c OPERATOR(s.=#) 'x'`
+  over a plpgsql function whose EXECUTE was revoked took a transaction id), so REVOKE closes
+  nothing; the fix is DROP OPERATOR or `ALTER OPERATOR ... SET (RESTRICT = NONE, JOIN = NONE)`;
 - an operator family's support functions (pg_amproc) run with no EXECUTE check, whoever may use
   their schema (verified: btree FUNCTION 1, cmp, for ORDER BY, GROUP BY, UNION, GREATEST/LEAST,
   row and array comparison; btree FUNCTION 3, in_range, for a window's RANGE offset; hash
@@ -94,6 +99,9 @@ UNION ALL SELECT 'fn', a.aggfnoid, 'component', c.f::oid FROM pg_aggregate a,
   unnest(ARRAY[a.aggtransfn, a.aggfinalfn, a.aggcombinefn, a.aggserialfn, a.aggdeserialfn,
                a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn]) c(f) WHERE c.f::oid <> 0
 UNION ALL SELECT 'op', o.oid, 'funcid', o.oprcode::oid FROM pg_operator o WHERE o.oprcode::oid <> 0
+UNION ALL SELECT 'op', o.oid, 'estimate', f.f FROM pg_operator o,
+  unnest(ARRAY[CASE WHEN o.oprrest::oid <> 0 OR o.oprjoin::oid <> 0 THEN o.oprcode::oid END,
+               o.oprrest::oid, o.oprjoin::oid]) f(f) WHERE f.f >= 16384
 UNION ALL SELECT 'opf', a.amprocfamily, 'support', a.amproc FROM pg_amproc a WHERE a.amproc >= 16384
 UNION ALL SELECT 'opf', a.amopfamily, 'member', a.amopopr FROM pg_amop a WHERE a.amopopr >= 16384
 UNION ALL SELECT 'cast', c.oid, 'funcid', c.castfunc FROM pg_cast c WHERE c.castfunc <> 0
@@ -119,9 +127,10 @@ _KIND: Final = {
     "endInRangeFunc": "fn",
     "support": "fn",
     "member": "op",
+    "estimate": "fn",
 }
 # Edges PostgreSQL follows without an EXECUTE check (see the module docstring).
-_UNCHECKED: Final = frozenset({"component", "support", "member"})
+_UNCHECKED: Final = frozenset({"component", "support", "member", "estimate"})
 
 _FUNCTIONS: Final = """
 SELECT p.oid, n.nspname, p.proname, p.oid::regprocedure::text, p.prokind,
@@ -247,7 +256,10 @@ _LABEL: Final = {
     "type": "type",
     "opf": "operator family",
 }
-_HOW_COMPONENT: Final = " with no EXECUTE check (aggregate component or range subtype_diff)"
+_HOW_COMPONENT: Final = (
+    " with no EXECUTE check (an aggregate component, a range subtype_diff, or an operator's function"
+    " or estimator the planner runs on a column's statistics)"
+)
 _HOW: Final = {
     "opf": " with no EXECUTE check (an operator-class support function or operator: ORDER BY, GROUP BY,"
     " DISTINCT, GREATEST/LEAST, window RANGE, row and array comparison run it)",
@@ -350,6 +362,8 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
                 stop = fn.revoke() if kind == "type" and checked and not fn.catalog else fix
                 if kind == "opf":
                     stop += f"  -- or rewrite {fn.signature} as IMMUTABLE LANGUAGE sql BEGIN ATOMIC"
+                elif kind == "op" and not checked:
+                    stop += f"  -- or ALTER OPERATOR {name} SET (RESTRICT = NONE, JOIN = NONE)"
                 findings.append(Finding("route", message, stop, opt_in))
                 break
     for (group, hazard, grantees, owned), same in own.items():

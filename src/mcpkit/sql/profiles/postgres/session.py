@@ -1,10 +1,12 @@
 """PostgreSQL (psycopg 3): READ ONLY transaction, statement_timeout, application_name = the call's
-tag, and the call's end and `DISCARD ALL`'s reset in one message before a connection is reused."""
+tag, and the call's end, `DISCARD ALL`'s reset and a fresh random() seed in one message before a
+connection is reused."""
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
 import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -137,7 +139,10 @@ class PostgresSession(Profile):
         if not dbapi.autocommit:  # a connection SQLAlchemy used (reflection): end its transaction first
             dbapi.rollback()
             dbapi.autocommit = True
-        dbapi.execute(_RESET_SQL, prepare=False)
+        # and random()'s seed, which DISCARD ALL keeps: a seed a call set would make the next
+        # call's random() (and sample_table's) predictable
+        seed = secrets.randbits(52) / 2**52 * 2 - 1
+        dbapi.execute(f"{_RESET_SQL}; SELECT setseed({seed!r})", prepare=False)
         dbapi.autocommit = False  # as SQLAlchemy expects a connection it hands out
 
     def clipping(self) -> Clipping:
