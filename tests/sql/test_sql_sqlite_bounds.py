@@ -17,10 +17,12 @@ import datetime as dt
 import gc
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,8 @@ from mcpkit.sql.audit import AuditStore
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.profiles import sqlite_heap
+from mcpkit.sql.profiles.sqlite import SqliteProfile
+from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline
 from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import DbEnv
 
@@ -96,15 +100,24 @@ def test_sqlite_one_call_holding_many_huge_values_fails_at_the_heap_limit(
     assert got["after"][0][0] > 0 and got["audited"] == ["c1"], got
 
 
+def _applied() -> int:
+    with closing(sqlite3.connect(":memory:")) as conn:
+        return int(conn.execute("PRAGMA hard_heap_limit").fetchone()[0])
+
+
 def test_sqlite_heap_limit_counts_each_pool_and_is_released_with_it(sqlite_env: DbEnv) -> None:
-    base = sqlite_heap.heap_limit()
-    engine = SqlEngine(sqlite_env.ro_url, pool_size=3)
+    # SQLite's pragma can only lower the limit: a second pool must still raise it.
+    first = SqlEngine(sqlite_env.ro_url, pool_size=1)
+    low = _applied()
+    assert low == sqlite_heap.heap_limit()
+    second = SqlEngine(sqlite_env.ro_url, pool_size=3)
     share = 3 * (2 * 32 * 1024 * 1024 + sqlite_heap.PAGE_CACHE)
-    assert sqlite_heap.heap_limit() == min(sqlite_heap.CEILING, base + share)
-    engine.close()
-    del engine
+    assert _applied() == sqlite_heap.heap_limit() == min(sqlite_heap.CEILING, low + share)
+    second.close()
+    del second
     gc.collect()  # the share goes with the engine (SQLAlchemy's listeners make it a cycle)
-    assert sqlite_heap.heap_limit() == base
+    assert _applied() == low
+    first.close()
 
 
 def test_sqlite_audit_store_retries_when_the_heap_limit_is_reached(tmp_path: Path) -> None:
@@ -193,3 +206,36 @@ def test_sqlite_printf_keeps_its_meaning(sqlite_env: DbEnv) -> None:
         ]
     finally:
         service.engine.close()
+
+
+def test_sqlite_bounded_functions_stop_at_the_call_deadline() -> None:
+    # The private connection SQLite's own printf/replace/instr run on has the call's deadline too.
+    conn = sqlite3.connect(":memory:")
+    bound_text_functions(conn, 32 * 1024 * 1024)
+    try:
+        call_deadline(time.monotonic() - 1.0)
+        for sql in ("SELECT printf('%d', 5)", "SELECT replace(1232, 2, 'z')", "SELECT instr(123, 2)"):
+            with pytest.raises(sqlite3.OperationalError):
+                conn.execute(sql).fetchone()
+        assert SqliteProfile().classify(
+            sqlite3.OperationalError("user-defined function raised exception")
+        ) == ("timeout")
+        call_deadline(None)
+        assert conn.execute("SELECT printf('%d', 5), replace(1232, 2, 'z')").fetchone() == ("5", "1z3z")
+    finally:
+        call_deadline(None)
+        conn.close()
+
+
+def test_sqlite_bounded_functions_keep_no_value_after_the_call() -> None:
+    # Their private connection kept each statement with its last arguments: 28 MB of SQLite's heap
+    # (counted in the heap limit) held by a thread after `replace(<30 MB>, 1, 2)` returned.
+    lib = ctypes.CDLL("libsqlite3.so.0")
+    lib.sqlite3_memory_used.restype = ctypes.c_int64
+    conn = sqlite3.connect(":memory:", cached_statements=0)
+    bound_text_functions(conn, 32 * 1024 * 1024)
+    big = "printf('%.*c', 30000000, 'z')"
+    before = lib.sqlite3_memory_used()
+    conn.execute(f"SELECT length(replace({big}, 1, 2)), length(printf('%s', {big}))").fetchone()
+    assert lib.sqlite3_memory_used() - before < 1024 * 1024
+    conn.close()

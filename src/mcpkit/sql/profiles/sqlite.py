@@ -30,7 +30,7 @@ from mcpkit.sql.profiles.base import (
 from mcpkit.sql.profiles.digest import catalog_digest
 from mcpkit.sql.profiles.sqlite_heap import reserve
 from mcpkit.sql.profiles.sqlite_masks import Withheld, generated_columns, withheld_for
-from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline
+from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline, past_deadline
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 
 __all__ = ["MAX_LENGTH", "SqliteProfile", "Withheld"]
@@ -266,8 +266,8 @@ class SqliteProfile(Profile):
         if isinstance(exc, MemoryError):
             return "resource"  # SQLITE_NOMEM: the process-wide heap limit (`sqlite_heap`)
         text = str(exc).lower()
-        if "interrupted" in text:
-            return "timeout"
+        if "interrupted" in text or ("raised exception" in text and past_deadline()):
+            return "timeout"  # the progress handler, or the bounded functions' private connection
         if "no such" in text:
             return "undefined_object"
         if ("authoriz" in text or "prohibited" in text) and getattr(_denied, "read", False):

@@ -6,16 +6,21 @@ no per-connection memory limit, only the process-wide hard heap limit: past it e
 fails, the statement ends with SQLITE_NOMEM (Python's `MemoryError`, a `resource` failure) and
 frees what it held. The limit is what every SQLite source's pool may need (per connection: one
 call's share and its page cache), plus `RESERVE` for the audit store and the bounded functions'
-private connections, and at most `CEILING`. It counts SQLite's allocations only, not Python's.
+private connections, and at most `CEILING`; while no pool is alive there is none (SQLite's
+default). It counts SQLite's allocations only, not Python's.
 """
 
 from __future__ import annotations
 
+import _sqlite3
+import ctypes
+import logging
 import sqlite3
 import threading
 import weakref
+from collections.abc import Callable
 from contextlib import closing
-from typing import Final
+from typing import Final, cast
 
 __all__ = ["CEILING", "PAGE_CACHE", "RESERVE", "heap_limit", "reserve"]
 
@@ -26,14 +31,15 @@ RESERVE: Final = 64 * 1024 * 1024
 CEILING: Final = 1024 * 1024 * 1024
 """The limit never exceeds this, however many connections the pools hold."""
 
+log = logging.getLogger("mcpkit.sql")
 _lock = threading.Lock()
 _shares: dict[int, int] = {}
 
 
 def heap_limit() -> int:
-    """The limit the pools registered so far add up to."""
+    """The limit the live pools add up to; 0 (none, SQLite's default) while there is none."""
     with _lock:
-        return min(CEILING, RESERVE + sum(_shares.values()))
+        return min(CEILING, RESERVE + sum(_shares.values())) if _shares else 0
 
 
 def reserve(owner: object, connections: int, per_call: int) -> int:
@@ -54,8 +60,29 @@ def _release(key: int) -> None:
     _apply()
 
 
+def _c_setter() -> Callable[[int], int] | None:
+    """SQLite's `sqlite3_hard_heap_limit64`, from the library the sqlite3 module uses (ctypes
+    finds it through `_sqlite3`'s own dependencies); None where it is not exported."""
+    try:
+        setter = ctypes.CDLL(_sqlite3.__file__).sqlite3_hard_heap_limit64
+    except (OSError, AttributeError):
+        return None
+    setter.restype = ctypes.c_int64
+    setter.argtypes = [ctypes.c_int64]
+    return cast(Callable[[int], int], setter)
+
+
+_SET: Final = _c_setter()
+
+
 def _apply() -> int:
+    # The pragma can only lower the limit (SQL must not raise it); a second pool raises it.
     limit = heap_limit()
+    if _SET is not None:
+        _SET(limit)
     with closing(sqlite3.connect(":memory:")) as conn:
         conn.execute(f"PRAGMA hard_heap_limit = {int(limit)}")
-    return limit
+        applied = int(conn.execute("PRAGMA hard_heap_limit").fetchone()[0])
+    if applied != limit:
+        log.warning("SQLite's heap limit is %d bytes, not the %d the pools need", applied, limit)
+    return applied

@@ -19,18 +19,18 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from mcpkit.sql.profiles.sqlite_printf import spec_sizes
 
-__all__ = ["LIKE_PATTERN_LENGTH", "bound_text_functions", "call_deadline"]
+__all__ = ["LIKE_PATTERN_LENGTH", "bound_text_functions", "call_deadline", "past_deadline"]
 
 LIKE_PATTERN_LENGTH: Final = 64
 """SQLITE_LIMIT_LIKE_PATTERN_LENGTH for calls (SQLite's default is 50,000 bytes)."""
 # The most a call to the built-in may compare when the arguments are not plain text or blobs.
 _BUDGET: Final = 10**9
-_PROGRESS_STEPS: Final = 100
+_PROGRESS_STEPS: Final = 1  # a statement here is a few VM steps: checked before its function runs
 
 _local = threading.local()
 
@@ -40,16 +40,22 @@ def call_deadline(deadline: float | None) -> None:
     _local.deadline = deadline
 
 
-def _past_deadline() -> int:
+def past_deadline() -> bool:
+    """Whether this thread's call is past its deadline (a bounded function failing then timed out)."""
     deadline: float | None = getattr(_local, "deadline", None)
-    return 1 if deadline is not None and time.monotonic() > deadline else 0
+    return deadline is not None and time.monotonic() > deadline
+
+
+def _past_deadline() -> int:
+    return 1 if past_deadline() else 0
 
 
 def _private(max_length: int) -> sqlite3.Connection:
     """This thread's in-memory connection for SQLite's own functions."""
     plain: sqlite3.Connection | None = getattr(_local, "conn", None)
     if plain is None:
-        plain = sqlite3.connect(":memory:", check_same_thread=False)
+        # No statement cache: a cached statement keeps its last arguments (up to 32 MiB) in SQLite's heap.
+        plain = sqlite3.connect(":memory:", check_same_thread=False, cached_statements=0)
         plain.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_length)
         plain.set_progress_handler(_past_deadline, _PROGRESS_STEPS)
         _local.conn = plain
@@ -59,7 +65,16 @@ def _private(max_length: int) -> sqlite3.Connection:
 def _builtin(name: str, args: tuple[Any, ...], max_length: int) -> Any:
     """SQLite's own function, on this thread's private connection."""
     marks = ", ".join("?" * len(args))
-    return _private(max_length).execute(f"SELECT {name}({marks})", args).fetchone()[0]
+    return _row(f"SELECT {name}({marks})", args, max_length)[0]
+
+
+def _row(sql: str, args: Sequence[Any], max_length: int) -> tuple[Any, ...]:
+    cursor = _private(max_length).execute(sql, args)
+    try:
+        row: tuple[Any, ...] = cursor.fetchone()
+        return row
+    finally:
+        cursor.close()  # frees the statement and the values it holds now, not at the next call
 
 
 def _size(value: Any) -> int:
@@ -75,8 +90,7 @@ def bounded_printf(max_length: int) -> Callable[..., Any]:
         for start in range(0, len(values), 500):
             chunk = values[start : start + 500]
             marks = ", ".join("printf('%d', ?)" for _ in chunk)
-            row = _private(max_length).execute(f"SELECT {marks}", chunk).fetchone()
-            out += [int(v) for v in row]
+            out += [int(v) for v in _row(f"SELECT {marks}", chunk, max_length)]
         return out
 
     def printf(*args: Any) -> Any:
