@@ -107,17 +107,24 @@ def _applied() -> int:
 
 def test_sqlite_heap_limit_counts_each_pool_and_is_released_with_it(sqlite_env: DbEnv) -> None:
     # SQLite's pragma can only lower the limit: a second pool must still raise it.
-    first = SqlEngine(sqlite_env.ro_url, pool_size=1)
-    low = _applied()
-    assert low == sqlite_heap.heap_limit()
-    second = SqlEngine(sqlite_env.ro_url, pool_size=3)
-    share = 3 * (2 * 32 * 1024 * 1024 + sqlite_heap.PAGE_CACHE)
-    assert _applied() == sqlite_heap.heap_limit() == min(sqlite_heap.CEILING, low + share)
-    second.close()
-    del second
-    gc.collect()  # the share goes with the engine (SQLAlchemy's listeners make it a cycle)
-    assert _applied() == low
-    first.close()
+    gc.collect()
+    gc.disable()  # no other test's engine may go (and take its share) in between
+    try:
+        first = SqlEngine(sqlite_env.ro_url, pool_size=1)
+        low = _applied()
+        assert low == sqlite_heap.heap_limit() > 0
+        second = SqlEngine(sqlite_env.ro_url, pool_size=3)
+        share = 3 * (2 * 32 * 1024 * 1024 + sqlite_heap.PAGE_CACHE)
+        assert _applied() == sqlite_heap.heap_limit() == min(sqlite_heap.CEILING, low + share)
+        key = id(second)
+        second.close()
+        del second
+        gc.collect()  # the share goes with the engine (SQLAlchemy's listeners make it a cycle)
+        assert key not in sqlite_heap._shares
+        assert _applied() == sqlite_heap.heap_limit() <= low
+        first.close()
+    finally:
+        gc.enable()
 
 
 def test_sqlite_audit_store_retries_when_the_heap_limit_is_reached(tmp_path: Path) -> None:
