@@ -32,7 +32,7 @@ from sqlglot import exp
 from mcpkit.sql.admission import Admitted
 from mcpkit.sql.audit import AuditStore
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import QueryFailed
+from mcpkit.sql.errors import QueryFailed, QueryTimeout
 from mcpkit.sql.profiles import sqlite_heap
 from mcpkit.sql.profiles.sqlite import SqliteProfile
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline
@@ -55,7 +55,7 @@ _CHILD = """
 import datetime as dt, json, sys
 from mcpkit.sql.audit import AuditStore
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import QueryFailed
+from mcpkit.sql.errors import QueryFailed, QueryTimeout
 from mcpkit.sql.service import SqlService
 url, audit, sql = sys.argv[1:4]
 def kb(key):
@@ -246,3 +246,16 @@ def test_sqlite_bounded_functions_keep_no_value_after_the_call() -> None:
     conn.execute(f"SELECT length(replace({big}, 1, 2)), length(printf('%s', {big}))").fetchone()
     assert lib.sqlite3_memory_used() - before < 1024 * 1024
     conn.close()
+
+
+def test_sqlite_printf_reading_a_huge_format_stops_at_the_deadline(sqlite_env: DbEnv) -> None:
+    # 16M `%%` specs take the wrapper's reading of the format (Python) about 4 s: it asks the deadline.
+    service = SqlService(SqlEngine(sqlite_env.ro_url), timeout_s=TIMEOUT_S)
+    service._admit = _passthrough
+    started = time.monotonic()
+    try:
+        with pytest.raises(QueryTimeout):
+            service.query("SELECT length(printf(printf('%.*c', 33000000, '%')))", call_id="fmt", max_rows=1)
+        assert time.monotonic() - started < TIMEOUT_S + 1.5
+    finally:
+        service.engine.close()

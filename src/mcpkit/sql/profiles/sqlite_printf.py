@@ -19,12 +19,14 @@ _NO_ARGUMENT: Final = frozenset("n%")
 _STAR: Final = -1  # the next argument is a width or precision
 _VALUE: Final = -2  # the next argument is a conversion's value
 _STOP: Final = -3  # SQLite stops here (an unknown conversion)
+_CHECK_EVERY: Final = 1 << 16  # specs between deadline checks (32 MiB of `%` is ~5 s of Python)
 _DIGITS: Final = 12  # more digits than this are over any limit (and int() of 4,300+ digits fails)
 
 
-def _walk(text: str) -> Iterator[int]:
+def _walk(text: str, stop: Callable[[], bool]) -> Iterator[int]:
     """Literal widths/precisions (>= 0) and what each argument is read as, in order."""
     n = len(text)
+    specs = 0
 
     def at(k: int) -> str:
         return text[k] if k < n else "\0"
@@ -41,6 +43,9 @@ def _walk(text: str) -> Iterator[int]:
         i += 1
         if i >= n:
             return  # a trailing `%` is printed as is
+        specs += 1
+        if specs % _CHECK_EVERY == 0 and stop():
+            raise TimeoutError("printf format read past the call's deadline")
         c = text[i]
         while True:
             done = False
@@ -104,14 +109,18 @@ def _walk(text: str) -> Iterator[int]:
 
 
 def spec_sizes(
-    fmt: Any, args: Sequence[Any], as_int: Callable[[list[Any]], list[int]], most: int
+    fmt: Any,
+    args: Sequence[Any],
+    as_int: Callable[[list[Any]], list[int]],
+    most: int,
+    stop: Callable[[], bool] = lambda: False,
 ) -> list[int]:
     """Each width and precision `printf(fmt, *args)` uses, as SQLite reads it.
 
     `as_int` converts `*` arguments as SQLite does (`sqlite3_value_int64`); a size past `most` counts
     as `most + 1` (SQLite narrows it to 32 bits first, which can only make it smaller). After an
     unknown conversion every argument left counts as a size: SQLite stops there today, a later
-    SQLite might read on.
+    SQLite might read on. `stop` (the call's deadline) is asked every 65,536 specs.
     """
     if isinstance(fmt, bytes):
         fmt = fmt.decode("utf-8", "replace")  # SQLite reads the bytes as text; `%` is ASCII
@@ -120,7 +129,7 @@ def spec_sizes(
     sizes: list[int] = []
     stars: list[Any] = []
     used = 0
-    for event in _walk(fmt.split("\0", 1)[0]):
+    for event in _walk(fmt.split("\0", 1)[0], stop):
         if event >= 0:
             sizes.append(min(event, most + 1))
         elif event == _STOP:

@@ -94,7 +94,7 @@ def bounded_printf(max_length: int) -> Callable[..., Any]:
         return out
 
     def printf(*args: Any) -> Any:
-        if args and sum(spec_sizes(args[0], args[1:], as_int, max_length)) > max_length:
+        if args and sum(spec_sizes(args[0], args[1:], as_int, max_length, past_deadline)) > max_length:
             raise ValueError("printf widths and precisions over the length limit")
         return _builtin("printf", args, max_length)
 
