@@ -7,6 +7,10 @@ SQLite, the library's own allocations all count). "after fetching" is the round-
 
     .venv/bin/python bench/sql_memory.py [--engines postgres,mysql,sqlite] [--max-rows 500]
         [--pg postgresql://postgres@127.0.0.1:5432/test] [--mysql mysql://root@127.0.0.1:3306/test]
+
+The "sqlite-held" cases (red team 10, F2) hold many 32 MB values inside SQLite at once, before any
+cell is clipped, so both columns measure the same thing; a call stopped by SQLite's heap limit shows
+its peak and "(resource)". To measure an earlier version, run it with `PYTHONPATH=<its src>`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
+
+_HEX = "hex(randomblob(16000000))"
+_COLS12 = ", ".join(f"{_HEX} c{i}" for i in range(12))
+_SUM12 = " + ".join(f"length(c{i})" for i in range(12))
+_COLS6 = ", ".join(f"{_HEX} c{i}" for i in range(6))
+_SUM6 = " + ".join(f"length(c{i})" for i in range(6))
 
 # (name, engine, SQL): the evaluation's worst cases, sized so that "after fetching" stays affordable.
 CASES = [
@@ -37,6 +48,15 @@ CASES = [
         "WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 25) "
         "SELECT randomblob(20000000) AS b FROM g",
     ),
+    ("subquery row of 12 x hex 32 MB", "sqlite-held", f"SELECT {_SUM12} FROM (SELECT {_COLS12} LIMIT 1)"),
+    ("subquery row of 6 x hex 32 MB", "sqlite-held", f"SELECT {_SUM6} FROM (SELECT {_COLS6} LIMIT 1)"),
+    (
+        "window over 30 rows of hex 32 MB",
+        "sqlite-held",
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 30) SELECT length(y) FROM "
+        "(SELECT last_value(x) OVER (ORDER BY n ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) y "
+        "FROM (SELECT n, hex(randomblob(16000000)) x FROM r)) LIMIT 1",
+    ),
 ]  # fmt: skip
 
 # Run only clipped: unclipped, this case took 5.1 GB of RAM on this shared machine in the evaluation.
@@ -45,6 +65,7 @@ _TOO_BIG_UNCLIPPED = {"25 x repeat 100 MB"}
 _CHILD = """
 import json, sys
 from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
 url, sql, rows, clip = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "sql"
 def status_kb(key):  # VmHWM: this process's own peak (ru_maxrss would count the parent's)
@@ -57,13 +78,17 @@ engine = SqlEngine(url)
 service = SqlService(engine, max_rows=max(rows, 1), timeout_s=120.0, **({} if clip else {"cells": None}))
 service.query("SELECT 1", call_id="warm", max_rows=1)
 before = rss_kb()
-result, text = service.query(sql, call_id="bench", max_rows=rows)
+try:
+    result, text = service.query(sql, call_id="bench", max_rows=rows)
+    failed = ""
+except QueryFailed as exc:
+    failed = str((exc.data or {}).get("reason"))
 peak = status_kb("VmHWM:")
-print(json.dumps({"peak_mb": (peak - before) / 1024, "rows": result.row_count, "chars": len(text)}))
+print(json.dumps({"peak_mb": (peak - before) / 1024, "failed": failed}))
 """
 
 
-def measure(url: str, sql: str, rows: int, clip: str) -> dict[str, float] | str:
+def measure(url: str, sql: str, rows: int, clip: str) -> dict[str, Any] | str:
     """Run one call in a fresh subprocess; its peak RSS growth in MB, or why it failed."""
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, url, sql, str(rows), clip],
@@ -74,7 +99,7 @@ def measure(url: str, sql: str, rows: int, clip: str) -> dict[str, float] | str:
     )
     if proc.returncode != 0:
         return (proc.stderr.strip().splitlines() or ["failed"])[-1][:80]
-    result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -91,8 +116,9 @@ def main() -> None:
     import sqlite3
 
     sqlite3.connect(folder / "empty.db").execute("CREATE TABLE t (a)").connection.close()
-    urls = {"postgres": args.pg, "mysql": args.mysql, "sqlite": sqlite_url}
+    urls = {"postgres": args.pg, "mysql": args.mysql, "sqlite": sqlite_url, "sqlite-held": sqlite_url}
     engines = args.engines.split(",")
+    engines += ["sqlite-held"] if "sqlite" in engines else []
     print(f"peak RSS growth of one call, max_rows={args.max_rows} (MB; subprocess per measurement)\n")
     print("| engine | case | clipped in SQL | clipped after fetching (round one) |")
     print("|---|---|---|---|")
@@ -101,12 +127,19 @@ def main() -> None:
             continue
         after = measure(urls[engine], sql, args.max_rows, "sql")
         skip = args.skip_unclipped or name in _TOO_BIG_UNCLIPPED
-        before = (
-            "not run (5.1 GB in the evaluation)" if skip else measure(urls[engine], sql, args.max_rows, "off")
-        )
+        if engine == "sqlite-held":
+            before: dict[str, Any] | str = "the same (held before clipping)"
+        else:
+            before = (
+                "not run (5.1 GB in the evaluation)"
+                if skip
+                else measure(urls[engine], sql, args.max_rows, "off")
+            )
 
-        def cell(m: dict[str, float] | str) -> str:
-            return m if isinstance(m, str) else f"{m['peak_mb']:.1f}"
+        def cell(m: dict[str, Any] | str) -> str:
+            if isinstance(m, str):
+                return m
+            return f"{m['peak_mb']:.1f}" + (f" ({m['failed']})" if m["failed"] else "")
 
         print(f"| {engine} | {name} | {cell(after)} | {cell(before)} |", flush=True)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -62,6 +63,7 @@ TABLE_NAME: Final = "mcpkit_audit"
 SYNC_MODES: Final = ("full", "normal")
 Sync = Literal["full", "normal"]
 _RETRIES: Final = 20
+_NOMEM_WAIT_S: Final = 0.1
 _START_FIELDS: Final = (
     "principal",
     "identity",
@@ -249,6 +251,12 @@ class AuditStore:
                 code = exc.orig.args[0] if exc.orig is not None and exc.orig.args else None
                 if code not in RESTART_CODES or attempt == _RETRIES - 1:
                     raise
+            except MemoryError:
+                # SQLite's process-wide heap limit, reached by a call running at the same time
+                # (`mcpkit.sql.profiles.sqlite_heap`): that call fails and frees it; try again
+                if attempt == _RETRIES - 1:
+                    raise
+                time.sleep(_NOMEM_WAIT_S)
         raise AssertionError("unreachable")
 
     def _append(self, conn: Connection, entries: Sequence[dict[str, Any]], texts: list[str]) -> int:

@@ -84,10 +84,11 @@ class SqlEngine:
         self._pool_wait_s = pool_wait_s
         self._generation = self.profile.policy_generation
         self._grace_s = grace_s
+        self.profile.use_pool(self, self.pool_size)
         self._sa: SaEngine = self._new_pool()
         self.guard: Guard | None = None  # re-verification while serving (`mcpkit.sql.reverify`)
         self._described = Remembered()
-        self._errors: tuple[type[BaseException], ...] = (SQLAlchemyError,)
+        self._errors: tuple[type[BaseException], ...] = (SQLAlchemyError, *self.profile.extra_errors)
         dbapi = getattr(self._sa.dialect, "loaded_dbapi", None)
         for name in ("Error", "Warning"):
             err = getattr(dbapi, name, None)

@@ -165,6 +165,9 @@ class Profile(Capabilities):
     """A query that never ends, for the doctor's timeout probe."""
     poolable: bool = False
     """Whether `reset` returns a connection to its state at login, so it may be pooled."""
+    extra_errors: tuple[type[BaseException], ...] = ()
+    """What the driver raises besides its `Error` classes for a failed statement (sqlite3 raises
+    `MemoryError` when SQLite's heap limit is reached); the engine classifies these too."""
     policy_generation: int = 0
     """Bumped when per-connection enforcement changes (SQLite's authorizer policy): the engine
     then closes its pooled connections, so none opened under an earlier policy serves a call."""
@@ -177,6 +180,9 @@ class Profile(Capabilities):
     def engine_options(self, url: URL) -> dict[str, Any]:
         """Extra `create_engine` keyword arguments (connect args, creator)."""
         return {}
+
+    def use_pool(self, owner: object, pool_size: int) -> None:
+        """The engine `owner` keeps up to `pool_size` connections (0: one per call) while it lives."""
 
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
         """Open a read-only transaction on a fresh connection and arm the database's own timeout."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import re
 import sqlite3
 import threading
 import time
@@ -32,8 +31,9 @@ from mcpkit.sql.profiles.base import (
     TableStats,
 )
 from mcpkit.sql.profiles.digest import catalog_digest
+from mcpkit.sql.profiles.sqlite_heap import reserve
 from mcpkit.sql.profiles.sqlite_masks import Withheld, exact_ties, generated_columns, withheld_for
-from mcpkit.sql.profiles.sqlite_text import bound_text_functions
+from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline, past_deadline
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 
 __all__ = ["MAX_LENGTH", "SqliteProfile", "Withheld"]
@@ -75,12 +75,13 @@ _LEFT_BEHIND: Final = (
     " (SELECT count(*) FROM pragma_database_list WHERE name NOT IN ('main', 'temp'))"
 )
 MAX_LENGTH: Final = 32 * 1024 * 1024
-"""SQLITE_LIMIT_LENGTH: no string or blob, stored or built, may exceed 32 MiB (the default is 1 GB)."""
+"""SQLITE_LIMIT_LENGTH: no string or blob, stored or built, may exceed 32 MiB (the default is 1 GB).
+Not lower: SQLite then refuses to read a longer stored value at all (even `length()` or `substr()`)."""
+CALL_HEAP: Final = 2 * MAX_LENGTH
+"""One call's share of SQLite's heap limit (`sqlite_heap`): issue 10's 64 MB per call. A call may use
+more while others use less (`upper()` of one 32 MiB value took 159 MB), never more than the limit."""
 # Functions SQLite calls for operators (`x LIKE y`, `->`): an allowlist never names them.
 _OPERATOR_FUNCTIONS: Final = frozenset({"like", "glob", "regexp", "match", "->", "->>"})
-# printf's width and precision: flags, then `*` or digits, then `.` and `*` or digits.
-# The `content=` option of an FTS4/FTS5 table: the table its text comes from.
-_SPEC: Final = re.compile(r"%[-+ 0#,!]*(\*|\d+)?(?:\.(\*|\d+))?([a-zA-Z%])")
 
 
 def _function_allowed(policy: FunctionPolicy | None) -> Callable[[str], bool]:
@@ -130,35 +131,6 @@ def _authorizer(allowed: Callable[[str], bool], withheld: Withheld = _NOTHING_WI
     return authorize
 
 
-def _bounded_printf(*args: Any) -> Any:
-    """printf()/format() with every width and precision at most MAX_LENGTH, then SQLite's own.
-
-    SQLite's `%.*c` appends one character per unit of precision and only then notices the length
-    limit: `printf('%.*c', 2000000000, 'x')` spends 30 s of CPU in one VM step, where no progress
-    handler runs. SQLite offers no limit on it, so this replaces the function on each connection.
-    """
-    if not args or not isinstance(args[0], str):
-        return _builtin("printf", args)
-    rest = list(args[1:])
-    for star_width, width_or_precision in ((m[1], m[2]) for m in _SPEC.finditer(args[0])):
-        for part in (star_width, width_or_precision):
-            value = rest.pop(0) if part == "*" and rest else part
-            if (
-                isinstance(value, int | str)
-                and str(value).lstrip("-").isdigit()
-                and abs(int(value)) > MAX_LENGTH
-            ):
-                raise ValueError("printf width or precision over the length limit")
-    return _builtin("printf", args)
-
-
-def _builtin(name: str, args: tuple[Any, ...]) -> Any:
-    with sqlite3.connect(":memory:") as plain:
-        plain.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
-        marks = ", ".join("?" * len(args))
-        return plain.execute(f"SELECT {name}({marks})", args).fetchone()[0]
-
-
 def _has_vec(dbapi: Any) -> bool:
     # Per connection, not per creator: a pooled connection may predate `use_vectors()`.
     return dbapi.execute("SELECT 1 FROM pragma_function_list WHERE name = 'vec_f32'").fetchone() is not None
@@ -169,7 +141,9 @@ class SqliteProfile(Profile):
 
     The deadline is a progress handler that aborts the VM (`interrupted`) once time is up, so a
     runaway recursive CTE stops inside SQLite, not after it. SQLITE_LIMIT_LENGTH caps every string
-    and blob at `MAX_LENGTH`, so no single step builds gigabytes (`zeroblob`, `printf`, `replace`).
+    and blob at `MAX_LENGTH`, so no single step builds gigabytes (`zeroblob`, `printf`, `replace`);
+    SQLite's process-wide heap limit (`sqlite_heap`) bounds what a call holds at once, which fails as
+    `resource` past it.
     The authorizer admits reads, read-only pragmas and the function policy's functions; ATTACH is
     capped at 0. SQLite has no accounts: the process reads the file, opened `mode=ro`.
     """
@@ -183,6 +157,7 @@ class SqliteProfile(Profile):
     exact_ties = staticmethod(exact_ties)
     ordered_aggregates = ordered_object_aggregates = False
     bare_columns = True
+    extra_errors = (MemoryError,)  # SQLITE_NOMEM at the heap limit
     forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
 
     def __init__(self) -> None:
@@ -197,6 +172,10 @@ class SqliteProfile(Profile):
             return None
         self.vectors = True
         return "SELECT vec_length('[1.0, 2.0]')"
+
+    def use_pool(self, owner: object, pool_size: int) -> None:
+        """Count the engine's connections in SQLite's process-wide heap limit (`sqlite_heap`)."""
+        reserve(owner, pool_size, CALL_HEAP)
 
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """The authorizer refuses, inside SQLite, every function the policy does not admit."""
@@ -247,8 +226,6 @@ class SqliteProfile(Profile):
             conn.execute("PRAGMA query_only = 1")
             conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
-            for name in ("printf", "format"):
-                conn.create_function(name, -1, _bounded_printf, deterministic=True)
             bound_text_functions(conn, MAX_LENGTH)
             return conn
 
@@ -263,6 +240,7 @@ class SqliteProfile(Profile):
         _denied.read = False
         dbapi.set_authorizer(_authorizer(self._allowed, self.withheld))
         dbapi.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, _PROGRESS_STEPS)
+        call_deadline(deadline)  # the bounded functions' private connection stops at it too
 
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
         """Run one statement (sqlite3 refuses a second one)."""
@@ -288,6 +266,7 @@ class SqliteProfile(Profile):
         """Remove the handlers and roll back."""
         dbapi.set_progress_handler(None, 0)
         dbapi.set_authorizer(None)
+        call_deadline(None)
         dbapi.rollback()
 
     def reset(self, dbapi: Any, url: URL) -> None:
@@ -303,9 +282,11 @@ class SqliteProfile(Profile):
 
     def classify(self, exc: BaseException) -> Outcome:
         """Map sqlite3's message to a failure kind (SQLite has no error codes in Python 3.11's API)."""
+        if isinstance(exc, MemoryError):
+            return "resource"  # SQLITE_NOMEM: the process-wide heap limit (`sqlite_heap`)
         text = str(exc).lower()
-        if "interrupted" in text:
-            return "timeout"
+        if "interrupted" in text or ("raised exception" in text and past_deadline()):
+            return "timeout"  # the progress handler, or the bounded functions' private connection
         if "no such" in text:
             return "undefined_object"
         if ("authoriz" in text or "prohibited" in text) and getattr(_denied, "read", False):

@@ -1,4 +1,4 @@
-"""SQLite's string searches, bounded: each runs in one VM step, where no progress handler runs.
+"""SQLite's text functions that run in one VM step, bounded: no progress handler runs inside a step.
 
 SQLite's instr() and replace() compare the needle at every position of the haystack
 (`instr(<30 MB of 'a'>, <100 KB of 'a'> || 'b')` is 3e12 byte compares, minutes past any
@@ -6,41 +6,103 @@ deadline), and LIKE/GLOB match a pattern the same way. instr and replace are rep
 Python's, whose search is linear in the haystack for long needles (two-way); LIKE and GLOB keep
 SQLite's own, with the pattern capped at `LIKE_PATTERN_LENGTH` bytes, so one comparison costs at
 most MAX_LENGTH * LIKE_PATTERN_LENGTH steps (2e9: about 2 s).
+
+printf()/format() cost each spec its width plus its precision (SQLite 3.40's `%.*c` appends one
+character per unit and notices the length limit only after: 2e9 is 6 s of CPU), so the sum over
+all specs is held to the length limit (`bounded_printf`). Every built-in called from here runs on
+a private in-memory connection per thread with the same length limit and a progress handler
+bound to the call's deadline (`call_deadline`).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+import time
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-__all__ = ["LIKE_PATTERN_LENGTH", "bound_text_functions"]
+from mcpkit.sql.profiles.sqlite_printf import spec_sizes
+
+__all__ = ["LIKE_PATTERN_LENGTH", "bound_text_functions", "call_deadline", "past_deadline"]
 
 LIKE_PATTERN_LENGTH: Final = 64
 """SQLITE_LIMIT_LIKE_PATTERN_LENGTH for calls (SQLite's default is 50,000 bytes)."""
 # The most a call to the built-in may compare when the arguments are not plain text or blobs.
 _BUDGET: Final = 10**9
+_PROGRESS_STEPS: Final = 1  # a statement here is a few VM steps: checked before its function runs
 
 _local = threading.local()
 
 
-def _builtin(name: str, args: tuple[Any, ...], max_length: int) -> Any:
-    """SQLite's own function, on a private in-memory connection (one per thread)."""
+def call_deadline(deadline: float | None) -> None:
+    """The running call's deadline (`time.monotonic()`) for this thread's private connection."""
+    _local.deadline = deadline
+
+
+def past_deadline() -> bool:
+    """Whether this thread's call is past its deadline (a bounded function failing then timed out)."""
+    deadline: float | None = getattr(_local, "deadline", None)
+    return deadline is not None and time.monotonic() > deadline
+
+
+def _past_deadline() -> int:
+    return 1 if past_deadline() else 0
+
+
+def _private(max_length: int) -> sqlite3.Connection:
+    """This thread's in-memory connection for SQLite's own functions."""
     plain: sqlite3.Connection | None = getattr(_local, "conn", None)
     if plain is None:
-        plain = sqlite3.connect(":memory:", check_same_thread=False)
+        # No statement cache: a cached statement keeps its last arguments (up to 32 MiB) in SQLite's heap.
+        plain = sqlite3.connect(":memory:", check_same_thread=False, cached_statements=0)
         plain.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_length)
+        plain.set_progress_handler(_past_deadline, _PROGRESS_STEPS)
         _local.conn = plain
+    return plain
+
+
+def _builtin(name: str, args: tuple[Any, ...], max_length: int) -> Any:
+    """SQLite's own function, on this thread's private connection."""
     marks = ", ".join("?" * len(args))
-    return plain.execute(f"SELECT {name}({marks})", args).fetchone()[0]
+    return _row(f"SELECT {name}({marks})", args, max_length)[0]
+
+
+def _row(sql: str, args: Sequence[Any], max_length: int) -> tuple[Any, ...]:
+    cursor = _private(max_length).execute(sql, args)
+    try:
+        row: tuple[Any, ...] = cursor.fetchone()
+        return row
+    finally:
+        cursor.close()  # frees the statement and the values it holds now, not at the next call
 
 
 def _size(value: Any) -> int:
     return len(value) if isinstance(value, str | bytes) else 32
 
 
+def bounded_printf(max_length: int) -> Callable[..., Any]:
+    """printf()/format() with the widths and precisions of all specs summing to at most `max_length`."""
+
+    def as_int(values: list[Any]) -> list[int]:
+        # SQLite's own conversion (sqlite3_value_int64, what printf's `*` reads): REAL, ' 2e9', ...
+        out: list[int] = []
+        for start in range(0, len(values), 500):
+            chunk = values[start : start + 500]
+            marks = ", ".join("printf('%d', ?)" for _ in chunk)
+            out += [int(v) for v in _row(f"SELECT {marks}", chunk, max_length)]
+        return out
+
+    def printf(*args: Any) -> Any:
+        if args and sum(spec_sizes(args[0], args[1:], as_int, max_length, past_deadline)) > max_length:
+            raise ValueError("printf widths and precisions over the length limit")
+        return _builtin("printf", args, max_length)
+
+    return printf
+
+
 def bound_text_functions(conn: sqlite3.Connection, max_length: int) -> None:
-    """Install the bounded instr() and replace() and cap LIKE/GLOB patterns on one connection."""
+    """Install the bounded instr(), replace(), printf() and format() and cap LIKE/GLOB patterns."""
     conn.setlimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, LIKE_PATTERN_LENGTH)
 
     def instr(haystack: Any, needle: Any) -> Any:
@@ -71,3 +133,6 @@ def bound_text_functions(conn: sqlite3.Connection, max_length: int) -> None:
 
     conn.create_function("instr", 2, instr, deterministic=True)
     conn.create_function("replace", 3, replace, deterministic=True)
+    printf = bounded_printf(max_length)
+    for name in ("printf", "format"):
+        conn.create_function(name, -1, printf, deterministic=True)
