@@ -8,6 +8,7 @@ the recursion cap is an error, never a truncated `COUNT(*) = 1001`.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from typing import Any
@@ -64,6 +65,8 @@ def test_sqlite_no_step_builds_gigabytes_or_outlives_the_deadline(sql: str, sqli
 # linear search, LIKE/GLOB patterns capped so one comparison stays within about a second.
 _A = "replace(printf('%.*c', 30000000, 'z'), 'z', 'a')"
 _NEEDLE = "replace(printf('%.*c', 100000, 'z'), 'z', 'a') || 'b'"
+_T = "replace(printf('%.*c', 120000, 'z'), 'z', 'a')"
+_SET = "replace(printf('%.*c', 120000, 'z'), 'z', 'b') || 'a'"
 
 
 @pytest.mark.parametrize(
@@ -74,6 +77,10 @@ _NEEDLE = "replace(printf('%.*c', 100000, 'z'), 'z', 'a') || 'b'"
         (f"SELECT instr(CAST({_A} AS BLOB), CAST({_NEEDLE} AS BLOB))", [[0]]),
         (f"SELECT {_A} LIKE '%' || {_NEEDLE} || '%'", None),
         (f"SELECT {_A} GLOB '*' || {_NEEDLE} || '*'", None),
+        # each removed character against every character of the set: 21 s in one step before
+        (f"SELECT length(ltrim({_T}, {_SET}))", [[0]]),
+        (f"SELECT length(rtrim({_T}, {_SET}))", [[0]]),
+        (f"SELECT length(trim({_T} || 'c', {_SET}))", [[1]]),
     ],
 )
 def test_sqlite_string_searches_stay_within_the_deadline(
@@ -104,6 +111,27 @@ def test_sqlite_bounded_string_functions_keep_their_meaning(sqlite_env: DbEnv) -
     try:
         result, _ = service.query(sql, call_id="meaning")
         assert result.rows == [[3, 1, None, 3, 2, "a--b--c", "abc", "z3z", None, 1, 0]]
+    finally:
+        service.engine.close()
+
+
+def test_sqlite_bounded_trims_answer_as_sqlites_own(sqlite_env: DbEnv) -> None:
+    long_set = "'abcdefghijklmnopqrstuvw'"  # past the short-set path
+    specials = "'\\]^-[' || 'abcdefghijklmnopq'"  # characters a regex class would read
+    exprs = [
+        "trim('  ab  ')", "trim('xxabyy', 'xy')", "ltrim('xxabyy', 'xy')", "rtrim('xxabyy', 'xy')",
+        "trim('ééaé', 'é')", "rtrim(12300, '0')", "trim(1.5e10, '0')", "trim(x'616261', 'a')",
+        "trim(NULL, 'a')", "trim('a', NULL)", "trim('abc', '')", "trim('', 'a')",
+        f"trim('abcXYZcba', {long_set})", f"ltrim('abcXYZcba', {long_set})",
+        f"rtrim('abcXYZcba', {long_set})", f"trim('aaaa', {long_set})",
+        f"trim(']]^^--\\ab[\\--^^]]', {specials})",
+    ]  # fmt: skip
+    sql = "SELECT " + ", ".join(exprs)
+    expected = [list(sqlite3.connect(":memory:").execute(sql).fetchone())]
+    service = _raw(sqlite_env)
+    try:
+        result, _ = service.query(sql, call_id="trims")
+        assert result.rows == expected
     finally:
         service.engine.close()
 
