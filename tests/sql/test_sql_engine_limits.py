@@ -172,6 +172,22 @@ def test_mariadb_recursion_cap_is_an_error_not_an_answer(mysql_env: DbEnv) -> No
 
 
 @pytest.mark.mysql
+def test_mariadb_one_calls_server_memory_is_capped(mysql_env: DbEnv) -> None:
+    # a derived table holds all its columns at once: twenty 16 MB values took 860 MB in mariadbd
+    wide = ", ".join(f"repeat(char(65), 16000000) AS c{i}" for i in range(20))
+    sums = " + ".join(f"length(c{i})" for i in range(20))
+    service = SqlService(SqlEngine(mysql_env.ro_url), timeout_s=60.0)  # the cap, not the deadline
+    try:
+        with pytest.raises(QueryFailed) as info:
+            service.query(f"SELECT {sums} AS n FROM (SELECT {wide}) AS t", call_id="mem")
+        assert info.value.kind == "resource"
+        within = "SELECT length(c0) AS n FROM (SELECT repeat(char(65), 16000000) AS c0) AS t"  # fits
+        assert service.query(within, call_id="mem2")[0].rows == [[16000000]]
+    finally:
+        service.engine.close()
+
+
+@pytest.mark.mysql
 def test_mariadb_a_search_that_ignores_kill_still_answers_its_timeout(mysql_env: DbEnv) -> None:
     # LOCATE checks neither max_statement_time nor KILL QUERY (about 6 s here, unloaded); the
     # watchdog kills the connection instead, so the call answers at its deadline plus the grace.
