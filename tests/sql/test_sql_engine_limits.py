@@ -23,7 +23,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import DbEnv, mysql_admin, mysql_scratch
+from tests.sql.sql_support import DbEnv, mysql_admin, mysql_scratch, pg_scratch
 
 TIMEOUT_S = 3.0
 
@@ -306,3 +306,22 @@ def _wait_for_session_end(pg_env: DbEnv, call_id: str, deadline_s: float) -> Non
                 return
             time.sleep(0.2)
     raise AssertionError("the runaway LIKE's backend outlived the test by two minutes")
+
+
+@pytest.mark.postgres
+def test_postgres_temp_file_limit_stops_a_sort_that_spills(pg_url: str) -> None:
+    # What `mcpkit sql grant` sets (1GB), scaled down: the sort fails as a resource error, not the
+    # host's disk (unlimited, one such sort wrote 4.6 GB in 30 s).
+    with pg_scratch(pg_url, "tfl") as scratch:
+        scratch.admin.execute(f"ALTER ROLE {scratch.reader} SET temp_file_limit = '1MB'")
+        service = SqlService(SqlEngine(scratch.reader_url), timeout_s=30.0)
+        sql = "SELECT count(*) AS n FROM (SELECT md5(g::text) AS x FROM generate_series(1, 300000) g"
+        sql += " ORDER BY 1) s"
+        try:
+            with pytest.raises(QueryFailed) as info:
+                service.query(sql, call_id="spill")
+            assert info.value.kind == "resource"
+            small = sql.replace("300000", "1000")
+            assert service.query(small, call_id="fits")[0].rows == [[1000]]
+        finally:
+            service.engine.close()
