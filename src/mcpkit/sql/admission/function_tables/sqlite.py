@@ -12,11 +12,16 @@ from __future__ import annotations
 
 from typing import Final
 
-from mcpkit.sql.admission.function_tables import FunctionTable, family
+from mcpkit.sql.admission.function_tables import FunctionTable, RelationRule, family, relation_rule
 
-__all__ = ["SQLITE"]
+__all__ = ["NEVER_RELATIONS", "SQLITE"]
+
+_PATH: Final = "shows the database file's path on the server"
+# The bare table form; the call form `pragma_database_list()` is the never family below.
+NEVER_RELATIONS: Final[tuple[RelationRule, ...]] = (relation_rule(None, _PATH, "pragma_database_list"),)
 
 _NEVER = (
+    family("server paths", "never", _PATH, "pragma_database_list", in_catalog=False),
     family(
         "extensions and files",
         "never",
