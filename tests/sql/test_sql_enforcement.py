@@ -360,6 +360,7 @@ def test_grant_prints_a_reader_role_that_starts_clean(operator_pg: OperatorDb) -
         assert started.returncode == 0, started.stderr
         doctor = run_mcpkit("sql", "doctor", "--dsn", url)
         assert doctor.returncode == 0, doctor.stdout
+        assert "warn" not in doctor.stdout, doctor.stdout  # connection limit and temp_file_limit set
     finally:
         with pg_admin(operator_pg.admin) as c:
             c.execute(f"DROP OWNED BY {role}")

@@ -8,6 +8,7 @@ the recursion cap is an error, never a truncated `COUNT(*) = 1001`.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from typing import Any
@@ -22,7 +23,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import DbEnv, mysql_admin, mysql_scratch
+from tests.sql.sql_support import DbEnv, mysql_admin, mysql_scratch, pg_scratch
 
 TIMEOUT_S = 3.0
 
@@ -64,6 +65,8 @@ def test_sqlite_no_step_builds_gigabytes_or_outlives_the_deadline(sql: str, sqli
 # linear search, LIKE/GLOB patterns capped so one comparison stays within about a second.
 _A = "replace(printf('%.*c', 30000000, 'z'), 'z', 'a')"
 _NEEDLE = "replace(printf('%.*c', 100000, 'z'), 'z', 'a') || 'b'"
+_T = "replace(printf('%.*c', 120000, 'z'), 'z', 'a')"
+_SET = "replace(printf('%.*c', 120000, 'z'), 'z', 'b') || 'a'"
 
 
 @pytest.mark.parametrize(
@@ -74,6 +77,10 @@ _NEEDLE = "replace(printf('%.*c', 100000, 'z'), 'z', 'a') || 'b'"
         (f"SELECT instr(CAST({_A} AS BLOB), CAST({_NEEDLE} AS BLOB))", [[0]]),
         (f"SELECT {_A} LIKE '%' || {_NEEDLE} || '%'", None),
         (f"SELECT {_A} GLOB '*' || {_NEEDLE} || '*'", None),
+        # each removed character against every character of the set: 21 s in one step before
+        (f"SELECT length(ltrim({_T}, {_SET}))", [[0]]),
+        (f"SELECT length(rtrim({_T}, {_SET}))", [[0]]),
+        (f"SELECT length(trim({_T} || 'c', {_SET}))", [[1]]),
     ],
 )
 def test_sqlite_string_searches_stay_within_the_deadline(
@@ -104,6 +111,27 @@ def test_sqlite_bounded_string_functions_keep_their_meaning(sqlite_env: DbEnv) -
     try:
         result, _ = service.query(sql, call_id="meaning")
         assert result.rows == [[3, 1, None, 3, 2, "a--b--c", "abc", "z3z", None, 1, 0]]
+    finally:
+        service.engine.close()
+
+
+def test_sqlite_bounded_trims_answer_as_sqlites_own(sqlite_env: DbEnv) -> None:
+    long_set = "'abcdefghijklmnopqrstuvw'"  # past the short-set path
+    specials = "'\\]^-[' || 'abcdefghijklmnopq'"  # characters a regex class would read
+    exprs = [
+        "trim('  ab  ')", "trim('xxabyy', 'xy')", "ltrim('xxabyy', 'xy')", "rtrim('xxabyy', 'xy')",
+        "trim('ééaé', 'é')", "rtrim(12300, '0')", "trim(1.5e10, '0')", "trim(x'616261', 'a')",
+        "trim(NULL, 'a')", "trim('a', NULL)", "trim('abc', '')", "trim('', 'a')",
+        f"trim('abcXYZcba', {long_set})", f"ltrim('abcXYZcba', {long_set})",
+        f"rtrim('abcXYZcba', {long_set})", f"trim('aaaa', {long_set})",
+        f"trim(']]^^--\\ab[\\--^^]]', {specials})",
+    ]  # fmt: skip
+    sql = "SELECT " + ", ".join(exprs)
+    expected = [list(sqlite3.connect(":memory:").execute(sql).fetchone())]
+    service = _raw(sqlite_env)
+    try:
+        result, _ = service.query(sql, call_id="trims")
+        assert result.rows == expected
     finally:
         service.engine.close()
 
@@ -141,6 +169,22 @@ def test_mariadb_recursion_cap_is_an_error_not_an_answer(mysql_env: DbEnv) -> No
     result, _ = service.query(deep, call_id="deep")
     assert result.rows == [[5000]]
     service.engine.close()
+
+
+@pytest.mark.mysql
+def test_mariadb_one_calls_server_memory_is_capped(mysql_env: DbEnv) -> None:
+    # a derived table holds all its columns at once: twenty 16 MB values took 860 MB in mariadbd
+    wide = ", ".join(f"repeat(char(65), 16000000) AS c{i}" for i in range(20))
+    sums = " + ".join(f"length(c{i})" for i in range(20))
+    service = SqlService(SqlEngine(mysql_env.ro_url), timeout_s=60.0)  # the cap, not the deadline
+    try:
+        with pytest.raises(QueryFailed) as info:
+            service.query(f"SELECT {sums} AS n FROM (SELECT {wide}) AS t", call_id="mem")
+        assert info.value.kind == "resource"
+        within = "SELECT length(c0) AS n FROM (SELECT repeat(char(65), 16000000) AS c0) AS t"  # fits
+        assert service.query(within, call_id="mem2")[0].rows == [[16000000]]
+    finally:
+        service.engine.close()
 
 
 @pytest.mark.mysql
@@ -262,3 +306,22 @@ def _wait_for_session_end(pg_env: DbEnv, call_id: str, deadline_s: float) -> Non
                 return
             time.sleep(0.2)
     raise AssertionError("the runaway LIKE's backend outlived the test by two minutes")
+
+
+@pytest.mark.postgres
+def test_postgres_temp_file_limit_stops_a_sort_that_spills(pg_url: str) -> None:
+    # What `mcpkit sql grant` sets (1GB), scaled down: the sort fails as a resource error, not the
+    # host's disk (unlimited, one such sort wrote 4.6 GB in 30 s).
+    with pg_scratch(pg_url, "tfl") as scratch:
+        scratch.admin.execute(f"ALTER ROLE {scratch.reader} SET temp_file_limit = '1MB'")
+        service = SqlService(SqlEngine(scratch.reader_url), timeout_s=30.0)
+        sql = "SELECT count(*) AS n FROM (SELECT md5(g::text) AS x FROM generate_series(1, 300000) g"
+        sql += " ORDER BY 1) s"
+        try:
+            with pytest.raises(QueryFailed) as info:
+                service.query(sql, call_id="spill")
+            assert info.value.kind == "resource"
+            small = sql.replace("300000", "1000")
+            assert service.query(small, call_id="fits")[0].rows == [[1000]]
+        finally:
+            service.engine.close()

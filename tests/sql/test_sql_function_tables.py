@@ -161,6 +161,7 @@ NEVER_CALLS = {
         "SELECT readfile('/etc/passwd')",
         "SELECT * FROM fsdir('.')",
         "SELECT * FROM sqlite_dbdata('main')",
+        "SELECT * FROM pragma_database_list()",  # the file's path on the server
     ],
 }
 _NEVER_CASES = [(d, sql) for d, cases in NEVER_CALLS.items() for sql in cases]
@@ -173,6 +174,20 @@ def test_never_list_is_refused_naming_the_function(dialect: str, sql: str) -> No
     assert info.value.data == {"reason": "function"}
     name = sql.split("(")[0].split()[-1].split(".")[-1].strip('"').lower()
     assert f"function {name} is never allowed" in info.value.message.lower()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT file FROM pragma_database_list",
+        "SELECT file FROM main.PRAGMA_DATABASE_LIST",
+        'SELECT (SELECT file FROM "pragma_database_list" LIMIT 1) AS f',
+    ],
+)
+def test_sqlite_database_list_is_never_readable(sql: str) -> None:
+    with pytest.raises(Refused) as info:
+        admit(sql, "sqlite", limit=26)
+    assert info.value.data == {"reason": "relation"} and "path on the server" in info.value.message
 
 
 @pytest.mark.parametrize(

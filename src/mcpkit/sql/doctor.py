@@ -129,7 +129,7 @@ def diagnose(
     for finding in merge_findings(report.findings):
         status: Status = "warn" if finding.opt_in in accepted else "fail"
         checks.append(Check(status, "least privilege", finding.line()))
-    checks += [Check("warn", "connection limit", w.line()) for w in report.warnings]
+    checks += [Check("warn", w.code.split(":")[-1].replace("-", " "), w.line()) for w in report.warnings]
     if not report.findings:
         holds = (
             f"{report.user} holds nothing a reader must not (roles, ownership, CREATE, functions)"

@@ -15,8 +15,6 @@ __all__ = ["reject_relations"]
 def _rules(dialect: str) -> tuple[RelationRule, ...]:
     if dialect in NEVER_RELATIONS:
         return NEVER_RELATIONS[dialect]
-    if dialect == "sqlite":
-        return ()
     return tuple(r for rules in NEVER_RELATIONS.values() for r in rules)
 
 

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 from typing import Final
 
-from mcpkit.sql.admission.function_tables import FunctionTable, family
+from mcpkit.sql.admission.function_tables import FunctionTable, RelationRule, family, relation_rule
 
-__all__ = ["SQLITE"]
+__all__ = ["NEVER_RELATIONS", "SQLITE"]
+
+_PATH: Final = "shows the database file's path on the server"
+# The bare table form; the call form `pragma_database_list()` is the never family below.
+NEVER_RELATIONS: Final[tuple[RelationRule, ...]] = (relation_rule(None, _PATH, "pragma_database_list"),)
 
 _NEVER = (
+    family("server paths", "never", _PATH, "pragma_database_list", in_catalog=False),
     family(
         "extensions and files",
         "never",
@@ -72,7 +77,7 @@ _ALLOWED = (
         "JSON",
         "allowed",
         "JSON construction and extraction (json_each and json_tree are table-valued)",
-        "json json_array json_array_length json_extract json_insert json_object json_patch json_quote "
+        "json json_array json_array_length json_extract json_insert json_object json_quote "
         "json_remove json_replace json_set json_type json_valid",
     ),
     family(
@@ -110,6 +115,13 @@ _ABSENT = (
         "reports on the library build or the connection (no analytical use)",
         "sqlite_version sqlite_source_id sqlite_compileoption_get sqlite_compileoption_used changes "
         "total_changes last_insert_rowid fts5_source_id",
+    ),
+    family(
+        "JSON merge patch",
+        "absent",
+        "compares every key of the patch with every key of the target in one step, where no deadline "
+        "is checked (two 40,000-key objects: minutes)",
+        "json_patch",
     ),
     family(
         "internals",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from mcpkit.sql.admission.function_tables import FunctionTable, RelationRule, mysql, postgres
+from mcpkit.sql.admission.function_tables import FunctionTable, RelationRule, mysql, postgres, sqlite
 from mcpkit.sql.admission.function_tables.mysql import MYSQL
 from mcpkit.sql.admission.function_tables.postgres import POSTGRES
 from mcpkit.sql.admission.function_tables.sqlite import SQLITE
@@ -25,6 +25,7 @@ DENYLISTS: Final[dict[str, frozenset[str]]] = {name: table.never for name, table
 NEVER_RELATIONS: Final[dict[str, tuple[RelationRule, ...]]] = {
     "postgres": postgres.NEVER_RELATIONS,
     "mysql": mysql.NEVER_RELATIONS,
+    "sqlite": sqlite.NEVER_RELATIONS,
     # SQLite has no view of other connections or server internals.
 }
 """Per dialect, the relations no query may read (other dialects: every engine's rules)."""

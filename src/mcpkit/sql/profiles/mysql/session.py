@@ -14,7 +14,7 @@ from mcpkit.sql.clipping import Clipping
 from mcpkit.sql.profiles.base import Outcome, Profile
 from mcpkit.sql.tagging import session_label
 
-__all__ = ["MysqlSession"]
+__all__ = ["SESSION_MEMORY_BYTES", "MysqlSession"]
 
 # sql_mode flags that change how text is read (quotes, backslashes, `||`): pinned off so the
 # server reads regenerated SQL the way sqlglot wrote it.
@@ -22,6 +22,9 @@ _UNPINNED_MODES: Final = frozenset({"ANSI_QUOTES", "NO_BACKSLASH_ESCAPES", "PIPE
 _COM_RESET_CONNECTION: Final = 0x1F  # MariaDB 10.2.4+, MySQL 5.7.3+
 _TMP_DISK_BYTES: Final = 256 * 1024 * 1024  # one call's on-disk temporary tables (MariaDB)
 _GROUP_CONCAT_BYTES: Final = 32 * 1024 * 1024  # as SQLite's MAX_LENGTH; longer ones fail (see run)
+SESSION_MEMORY_BYTES: Final = 256 * 1024 * 1024
+"""What one call's session may allocate in the MariaDB server (`max_session_mem_used`): a derived
+table of twenty 16 MB columns took 860 MB without it. Past it the statement fails (1290)."""
 # Warnings that mean the answer is wrong, not merely imprecise: the server cut a GROUP_CONCAT at
 # group_concat_max_len (1260), or answered NULL for a string over max_allowed_packet (1301); or a
 # conversion answered a made-up value: out of range (1264), an incorrect or truncated value
@@ -137,8 +140,8 @@ class MysqlSession(Profile):
                 cur.execute(
                     "SET SESSION tx_read_only = 1, sql_mode = %s, max_statement_time = %s,"
                     " max_recursive_iterations = 4294967295, tmp_disk_table_size = %s,"
-                    " group_concat_max_len = %s",
-                    [kept, max(0.001, timeout_s), _TMP_DISK_BYTES, _GROUP_CONCAT_BYTES],
+                    " group_concat_max_len = %s, max_session_mem_used = %s",
+                    [kept, max(0.001, timeout_s), _TMP_DISK_BYTES, _GROUP_CONCAT_BYTES, SESSION_MEMORY_BYTES],
                 )
             else:
                 cur.execute(
@@ -242,4 +245,6 @@ class MysqlSession(Profile):
         code = args[0] if args and isinstance(args[0], int) else None
         if code is None:
             return "other"
+        if code == 1290 and "max-session-mem-used" in str(args[1:2]):
+            return "resource"  # the session's memory cap, not a read-only refusal
         return _CODES.get(code, "other")

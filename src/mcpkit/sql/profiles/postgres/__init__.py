@@ -20,7 +20,11 @@ from mcpkit.sql.profiles.base import (
 )
 from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
 from mcpkit.sql.profiles.digest import catalog_digest
-from mcpkit.sql.profiles.postgres.account import connection_limit_warnings, inspect_postgres
+from mcpkit.sql.profiles.postgres.account import (
+    connection_limit_warnings,
+    inspect_postgres,
+    temp_file_warnings,
+)
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
 from mcpkit.sql.profiles.postgres.fingerprint import PG_FINGERPRINT
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
@@ -74,9 +78,9 @@ class PostgresProfile(PostgresSession):
         return catalog_digest(dbapi, PG_FINGERPRINT)
 
     def connection_warnings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
-        """The login's CONNECTION LIMIT against `budget`: a warning, not a refusal (superusers
-        ignore it)."""
-        return connection_limit_warnings(conn, budget)
+        """The login's CONNECTION LIMIT against `budget` (superusers ignore it) and the role's
+        temp_file_limit: warnings, not refusals."""
+        return connection_limit_warnings(conn, budget) + temp_file_warnings(conn)
 
     def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
         """Generated columns computed from masked ones; partitions and inheritance children."""

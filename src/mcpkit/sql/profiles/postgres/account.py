@@ -12,7 +12,7 @@ from mcpkit.sql.profiles.postgres.knowledge import ROLES
 from mcpkit.sql.profiles.postgres.routes import audit_routes
 from mcpkit.sql.profiles.postgres.views import owner_views
 
-__all__ = ["connection_limit_warnings", "inspect_postgres"]
+__all__ = ["TEMP_FILE_LIMIT", "connection_limit_warnings", "inspect_postgres", "temp_file_warnings"]
 
 _ACCOUNT: Final = (
     "SELECT current_user, quote_ident(current_user), rolsuper, rolcreaterole, rolbypassrls, rolreplication,"
@@ -249,6 +249,10 @@ def _parameter_findings(conn: Connection, user: str, allowed: frozenset[str]) ->
     return found
 
 
+TEMP_FILE_LIMIT: Final = "1GB"
+"""What `mcpkit sql grant` sets as the reader's `temp_file_limit` (a superuser-only setting)."""
+_TEMP_FILE_LIMIT: Final = "SELECT setting FROM pg_catalog.pg_settings WHERE name = 'temp_file_limit'"
+
 _CONNECTION_LIMIT: Final = (
     "SELECT session_user, quote_ident(session_user), rolconnlimit, rolsuper FROM pg_catalog.pg_roles"
     " WHERE rolname = session_user"
@@ -272,3 +276,20 @@ def connection_limit_warnings(conn: Connection, budget: ConnectionBudget) -> lis
         message += "; it is a superuser, which PostgreSQL lets past any connection limit"
     fix = f"ALTER ROLE {quoted} CONNECTION LIMIT {budget.recommended}"
     return [Finding("postgres:connection-limit", message, fix)]
+
+
+def temp_file_warnings(conn: Connection) -> list[Finding]:
+    """The role's `temp_file_limit`: without one, a call's sort or hash may fill the database
+    host's disk until its timeout (one sort of a generated set wrote 4.6 GB in 30 s). Told, not
+    refused: only a superuser can set it (`ALTER ROLE ... SET`), which `mcpkit sql grant` prints."""
+    if str(conn.execute(text(_TEMP_FILE_LIMIT)).scalar()) != "-1":
+        return []
+    who, quoted = conn.execute(text("SELECT session_user, quote_ident(session_user)")).one()
+    message = f"{who} may write unlimited temporary files per query (temp_file_limit -1)"
+    return [
+        Finding(
+            "postgres:temp-file-limit",
+            message,
+            f"ALTER ROLE {quoted} SET temp_file_limit = '{TEMP_FILE_LIMIT}'",
+        )
+    ]

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import merge_findings, quote_role
+from mcpkit.sql.profiles.postgres.account import TEMP_FILE_LIMIT
 
 __all__ = ["postgres_grant"]
 
@@ -51,6 +52,7 @@ def _base(conn: Connection, role: str, tables: Sequence[str], password: str, lim
         script.append(f"GRANT SELECT ON {found[0]}.{found[1]} TO {quoted}")
     database = _quote(conn, str(conn.execute(text("SELECT current_database()")).scalar()))
     script.append(f"ALTER ROLE {quoted} IN DATABASE {database} SET search_path = {', '.join(schemas)}")
+    script.append(f"ALTER ROLE {quoted} SET temp_file_limit = '{TEMP_FILE_LIMIT}'")
     return script
 
 
