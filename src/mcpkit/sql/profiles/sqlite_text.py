@@ -20,7 +20,6 @@ bound to the call's deadline (`call_deadline`).
 from __future__ import annotations
 
 import re
-import re
 import sqlite3
 import threading
 import time
