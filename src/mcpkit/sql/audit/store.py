@@ -64,9 +64,9 @@ SYNC_MODES: Final = ("full", "normal")
 Sync = Literal["full", "normal"]
 _RETRIES: Final = 20
 _NOMEM_WAIT_S: Final = 0.1
-_START_FIELDS: Final = tuple(
-    "principal identity source client_name client_version arguments arguments_sha256 arguments_chars "
-    "statement statement_sha256 statement_chars".split()
+_START_FIELDS: Final = (
+    *("principal", "identity", "source", "client_name", "client_version"),
+    *("arguments", "arguments_sha256", "arguments_chars", "statement", "statement_sha256", "statement_chars"),
 )
 _END_FIELDS: Final = ("sql", "rows", "truncated", "duration_ms", "cached", "reason", "detail")
 
