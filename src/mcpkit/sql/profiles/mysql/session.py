@@ -21,6 +21,10 @@ _UNPINNED_MODES: Final = frozenset({"ANSI_QUOTES", "NO_BACKSLASH_ESCAPES", "PIPE
 _COM_RESET_CONNECTION: Final = 0x1F  # MariaDB 10.2.4+, MySQL 5.7.3+
 _TMP_DISK_BYTES: Final = 256 * 1024 * 1024  # one call's on-disk temporary tables (MariaDB)
 _GROUP_CONCAT_BYTES: Final = 32 * 1024 * 1024  # as SQLite's MAX_LENGTH; longer ones fail (see run)
+# ORDER BY and window ORDER BY compare strings on their first max_sort_length
+# bytes only (1024 by default), silently: values equal that far come back in scan order. Its
+# maximum leaves values longer than 8 MiB (docs/security.md, out of scope).
+_SORT_BYTES: Final = 8 * 1024 * 1024
 # Warnings that mean the answer is wrong, not merely imprecise: the server cut a GROUP_CONCAT at
 # group_concat_max_len (1260), or answered NULL for a string over max_allowed_packet (1301); or a
 # conversion answered a made-up value: out of range (1264), an incorrect or truncated value
@@ -131,14 +135,14 @@ class MysqlSession(Profile):
                 cur.execute(
                     "SET SESSION tx_read_only = 1, sql_mode = %s, max_statement_time = %s,"
                     " max_recursive_iterations = 4294967295, tmp_disk_table_size = %s,"
-                    " group_concat_max_len = %s",
-                    [kept, max(0.001, timeout_s), _TMP_DISK_BYTES, _GROUP_CONCAT_BYTES],
+                    " group_concat_max_len = %s, max_sort_length = %s",
+                    [kept, max(0.001, timeout_s), _TMP_DISK_BYTES, _GROUP_CONCAT_BYTES, _SORT_BYTES],
                 )
             else:
                 cur.execute(
                     "SET SESSION transaction_read_only = 1, sql_mode = %s, max_execution_time = %s,"
-                    " group_concat_max_len = %s",
-                    [kept, max(1, int(timeout_s * 1000)), _GROUP_CONCAT_BYTES],
+                    " group_concat_max_len = %s, max_sort_length = %s",
+                    [kept, max(1, int(timeout_s * 1000)), _GROUP_CONCAT_BYTES, _SORT_BYTES],
                 )
             cur.execute("START TRANSACTION READ ONLY")
 
