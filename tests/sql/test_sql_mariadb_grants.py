@@ -154,6 +154,12 @@ CASES = [
         ],
     ),
     (
+        "role_admin_option",
+        "GRANT {r} TO {u} WITH ADMIN OPTION",
+        "fail",
+        ["REVOKE ADMIN OPTION FOR `{r}` FROM `{user}`@`%`"],
+    ),
+    (
         "performance_schema",
         "GRANT SELECT ON performance_schema.* TO {u}",
         "fail",

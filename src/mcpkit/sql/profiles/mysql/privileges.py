@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Final
 
 from mcpkit.sql.profiles.base import Finding
-from mcpkit.sql.profiles.mysql.roles import granted_roles
 
 __all__ = ["Grant", "judge_grants", "parse_grants"]
 
@@ -44,12 +43,16 @@ _WHY: Final[dict[str, str]] = {
     "LOCK TABLES": "locks tables against other sessions",
     "ALL PRIVILEGES": "holds every privilege on it",
     "PROXY": "acts as another account",
+    "ADMIN OPTION": "grants the role to other accounts",
 }
 _LINE: Final = re.compile(
     r"GRANT (.+?) ON ((?:FUNCTION |PROCEDURE |PACKAGE BODY |PACKAGE )?)"
     r"(\*\.\*|`(?:[^`]|``)+`\.(?:\*|`(?:[^`]|``)+`)) TO (PUBLIC|`(?:[^`]|``)+`(?:@`(?:[^`]|``)*`)?)(.*)$"
 )
 _PROXY: Final = re.compile(r"GRANT PROXY ON (\S+) TO (\S+)")
+_ROLES: Final = re.compile(
+    r"GRANT ((?:`(?:[^`]|``)+`(?:, )?)+) TO (PUBLIC|`(?:[^`]|``)+`(?:@`(?:[^`]|``)*`)?)( WITH ADMIN OPTION)?$"
+)
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class Grant:
 
     def revoke(self) -> str:
         """The statement that takes it away."""
+        if self.privilege == "ADMIN OPTION":
+            return f"REVOKE ADMIN OPTION FOR {self.on} FROM {self.grantee}"
         return f"REVOKE {self.privilege}{self.columns} ON {self.kind}{self.on} FROM {self.grantee}"
 
     def via(self) -> str:
@@ -95,7 +100,8 @@ def _split(privileges: str) -> list[tuple[str, str]]:
 
 def parse_grants(lines: Sequence[str]) -> tuple[list[Grant], list[str]]:
     """Every privilege the `SHOW GRANTS` lines hold, and the lines that could not be read (each one
-    refused: fail closed). Role grants are skipped (their roles' lines are read under them).
+    refused: fail closed). Role grants are skipped (their roles' lines are read under them), but
+    for their ADMIN OPTION.
 
     >>> parse_grants(["GRANT SELECT (`a`), UPDATE ON `d`.`t` TO PUBLIC WITH GRANT OPTION"])[0][1]
     Grant(privilege='UPDATE', columns='', kind='', on='`d`.`t`', grantee='PUBLIC', grant_option=True)
@@ -110,7 +116,12 @@ def parse_grants(lines: Sequence[str]) -> tuple[list[Grant], list[str]]:
                 grants.append(Grant(name, columns, m[2], m[3], m[4], option))
         elif (p := _PROXY.match(line)) is not None:
             grants.append(Grant("PROXY", "", "", p[1], p[2], "WITH GRANT OPTION" in line))
-        elif not granted_roles([line]) and not re.match(r"GRANT `(?:[^`]|``)+` TO ", line):
+        elif (r := _ROLES.match(line)) is not None:
+            if r[3]:  # the role is granted WITH ADMIN OPTION: the login may grant it on
+                grants += [
+                    Grant("ADMIN OPTION", "", "", role, r[2]) for role in re.findall(r"`(?:[^`]|``)+`", r[1])
+                ]
+        else:
             unread.append(line)
     return grants, unread
 
