@@ -300,3 +300,42 @@ def test_strings_longer_than_the_default_sort_length_sort_right(scratch: Scratch
     assert [r[0] for r in ordered.rows] == ["1", "2", "3"]
     assert [r[0] for r in top.rows] == ["3"]
     assert [r[0] for r in window.rows] == ["1", "2", "3"]
+
+
+@pytest.mark.anyio
+async def test_a_refused_grant_given_while_serving_is_refused_until_revoked(scratch: Scratch) -> None:
+    """The catalog fingerprint reads `SHOW GRANTS` under each role: a column-level UPDATE is told,
+    a CREATE ROUTINE granted to a role that is not enabled stops the source until revoked."""
+    from tests.sql.test_sql_reverify import _code, _serving
+
+    async with _serving(scratch.url) as ask:
+        assert _code(await ask("SELECT 1 AS one")) == "OK"
+        scratch.run("GRANT UPDATE(name) ON {db}.t TO {r}")
+        assert _code(await ask("SELECT 1 AS one")) == "OK"
+        scratch.run("GRANT CREATE ROUTINE ON {db}.* TO {r}")
+        assert _code(await ask("SELECT 1 AS one")) == "SOURCE_UNVERIFIED"
+        scratch.run("REVOKE CREATE ROUTINE ON {db}.* FROM {r}")
+        assert _code(await ask("SELECT 1 AS one")) == "OK"
+
+
+def test_long_sort_keys_still_fit_the_sort_buffer(scratch: Scratch) -> None:
+    """At max_sort_length's maximum (8 MiB) MariaDB refused, with the default 2 MiB sort buffer,
+    every sort on a JSON or LONGTEXT column (1038: keys x 15 over the buffer); the session's value
+    leaves room for 8 such keys."""
+    scratch.run(
+        "CREATE TABLE {db}.docs (id INT PRIMARY KEY, body LONGTEXT, doc JSON)",
+        "INSERT INTO {db}.docs SELECT seq, CONCAT('n', seq % 5), JSON_OBJECT('a', seq)"
+        " FROM {db}.seq_1_to_200",
+        "GRANT SELECT ON {db}.docs TO {u}",
+    )
+    keys = ", ".join(["body", "doc", "CAST(body AS BINARY)"] + [f"CONCAT(body, '{c}')" for c in "vwxyz"])
+    engine = SqlEngine(scratch.url)
+    try:
+        for sql in (
+            "SELECT id FROM docs ORDER BY doc",
+            f"SELECT id FROM docs ORDER BY {keys}",
+            "SELECT body, GROUP_CONCAT(id ORDER BY doc) AS g FROM docs GROUP BY body ORDER BY 2, body",
+        ):
+            assert len(engine.execute(sql, None, 500, 10.0, "mk-test").rows) > 0, sql
+    finally:
+        engine.close()
