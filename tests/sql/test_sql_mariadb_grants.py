@@ -228,6 +228,11 @@ def test_an_unknown_privilege_is_refused() -> None:
         "REVOKE FLY ON *.* FROM PUBLIC",
     ]
     assert writable == []
+    found, _ = judge_grants(["GRANT SOMETHING NEW TO `u`@`%`", "GRANT X Y TO `u`@`%`"], "u@%", set(), None)
+    assert [f.fix.rsplit(": ", 1)[1] for f in found] == [
+        "GRANT SOMETHING NEW TO `u`@`%`",
+        "GRANT X Y TO `u`@`%`",
+    ]
 
 
 def _as_login(s: Scratch, sql: str) -> str:

@@ -141,8 +141,8 @@ def judge_grants(
     found = [
         Finding(
             "mysql:grant",
-            f"{current} holds a grant mcpkit cannot read, so it is refused: {line.split(' IDENTIFIED ')[0]}",
-            "REVOKE it",
+            f"{current} holds a grant mcpkit cannot read, so it is refused",
+            f"revoke what this line grants: {line.split(' IDENTIFIED ')[0]}",
             opt_in,
         )
         for line in unread
