@@ -121,7 +121,11 @@ def test_mysql_accounts(mysql_env: DbEnv) -> None:
     ro.close()
 
     rw = SqlEngine(mysql_env.rw_url)
-    assert inspect_account(rw).writable == [f"{mysql_env.schema}.*"]
+    login = f"`{mysql_env.rw_user}`@`%`"
+    assert inspect_account(rw).writable == [
+        f"{p} ON `{mysql_env.schema}`.* (REVOKE {p} ON `{mysql_env.schema}`.* FROM {login})"
+        for p in ("INSERT", "UPDATE", "DELETE")
+    ]
     rw.close()
 
 

@@ -10,6 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
+from mcpkit.sql.profiles.mysql.privileges import judge_grants
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, under_each_role
 
 __all__ = ["connection_limit_findings", "inspect_mysql"]
@@ -31,7 +32,6 @@ _ADMIN: Final[dict[str, str]] = {
     "REPLICATION SLAVE ADMIN": "controls replication",
 }
 _OPT_IN: Final = {"SUPER": "superuser", "ALL PRIVILEGES": "superuser"}
-_WRITE: Final = frozenset({"INSERT", "UPDATE", "DELETE", "DROP", "ALTER", "CREATE"})
 _PRIVILEGES: Final[dict[str, str]] = {
     "global": "SELECT PRIVILEGE_TYPE, '*' FROM information_schema.USER_PRIVILEGES WHERE GRANTEE IN :g",
     "schema": "SELECT PRIVILEGE_TYPE, TABLE_SCHEMA FROM information_schema.SCHEMA_PRIVILEGES"
@@ -206,8 +206,9 @@ def _seen(conn: Connection, own: Sequence[str]) -> tuple[list[str], Seen, Seen]:
 
 
 def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> AccountReport:
-    """The login: server-wide privileges, DEFINER routines it can run, what it can write; held
-    itself or through any role granted to it, enabled or not, nested or not.
+    """The login: server-wide privileges, DEFINER routines it can run, every other grant against
+    the reader's allowlist (`privileges`), what it can write; held itself, through PUBLIC or
+    through any role granted to it, enabled or not, nested or not.
 
     Args:
         conn: A connection in a call's read-only session.
@@ -262,14 +263,9 @@ def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> Ac
         )
     found += _public_routines(conn, lines, str(current), allowed)
     found += _definer_views(views, str(current), account, lines, allowed)
-    writable = sorted(
-        {
-            "*.* (global)" if scope == "global" else f"{on}.*" if scope == "schema" else on
-            for scope, rows in privileges.items()
-            for p, on in rows
-            if p in _WRITE
-        }
-    )
+    superuser = "superuser" if held & {"SUPER", "ALL PRIVILEGES"} else None
+    judged, writable = judge_grants(lines, str(current), set(_ADMIN), superuser)
+    found += judged
     admin = sorted(held & set(_ADMIN))
     return AccountReport(
         "mysql", str(version), str(current), bool(admin), ", ".join(admin) or None, writable, True, found

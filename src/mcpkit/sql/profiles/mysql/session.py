@@ -25,6 +25,13 @@ _GROUP_CONCAT_BYTES: Final = 32 * 1024 * 1024  # as SQLite's MAX_LENGTH; longer 
 SESSION_MEMORY_BYTES: Final = 256 * 1024 * 1024
 """What one call's session may allocate in the MariaDB server (`max_session_mem_used`): a derived
 table of twenty 16 MB columns took 860 MB without it. Past it the statement fails (1290)."""
+# ORDER BY and window ORDER BY compare strings on their first max_sort_length bytes only (1024 by
+# default), silently: values equal that far come back in scan order. Each call raises it as far
+# as the server's sort_buffer_size lets a sort keep 8 such keys: MariaDB refuses a sort whose keys
+# (each up to max_sort_length for a LONGTEXT, JSON or GROUP_CONCAT value) times 15 exceed the
+# buffer (1038), so its maximum, 8 MiB, failed every ORDER BY on a JSON column (docs/security.md).
+_SORT_KEYS: Final = 8 * 16  # long keys a sort keeps x MariaDB's MERGEBUFF2 (15), rounded up
+_SORT_BYTES: Final = (1024, 8 * 1024 * 1024)  # max_sort_length's default and maximum
 # Warnings that mean the answer is wrong, not merely imprecise: the server cut a GROUP_CONCAT at
 # group_concat_max_len (1260), or answered NULL for a string over max_allowed_packet (1301); or a
 # conversion answered a made-up value: out of range (1264), an incorrect or truncated value
@@ -101,8 +108,8 @@ class MysqlSession(Profile):
     def __init__(self) -> None:
         super().__init__("mysql")
         self.mariadb: bool | None = None
-        # connection -> (pinned sql_mode, MariaDB?), read once per connection
-        self._pinned: weakref.WeakKeyDictionary[Any, tuple[str, bool]] = weakref.WeakKeyDictionary()
+        # connection -> (pinned sql_mode, MariaDB?, max_sort_length), read once per connection
+        self._pinned: weakref.WeakKeyDictionary[Any, tuple[str, bool, int]] = weakref.WeakKeyDictionary()
         # With masks: a bare column beside GROUP BY takes the first scanned row's value, and an
         # index on a masked column orders that scan; ONLY_FULL_GROUP_BY makes the server refuse it.
         self.full_group_by = False
@@ -117,20 +124,22 @@ class MysqlSession(Profile):
         First the login's database is selected again: the server re-reads the login's privileges
         on it then, so a REVOKE on the database reaches a pooled connection at its next call (as
         it reaches a `USE`). Then one SET of every session variable and START TRANSACTION READ
-        ONLY. The server's flavour and the pinned sql_mode are read once per connection (the
-        pool's reset puts the session back to the global values, which the next SET overrides).
+        ONLY. The server's flavour, the pinned sql_mode and the sort buffer are read once per
+        connection (the pool's reset puts the session back to the global values, which the next
+        SET overrides).
         """
         if getattr(dbapi, "db", None):
             dbapi.select_db(dbapi.db)
         pinned = self._pinned.get(dbapi)
         with dbapi.cursor() as cur:
             if pinned is None:
-                cur.execute("SELECT @@SESSION.sql_mode, @@version")
-                mode, version = cur.fetchone()
+                cur.execute("SELECT @@SESSION.sql_mode, @@version, @@SESSION.sort_buffer_size")
+                mode, version, buffer = cur.fetchone()
                 mariadb = "mariadb" in str(version).lower()
                 kept = ",".join(m for m in str(mode).split(",") if m and m.upper() not in _UNPINNED_MODES)
-                pinned = self._pinned[dbapi] = (kept, mariadb)
-            kept, self.mariadb = pinned
+                sort = min(max(int(buffer) // _SORT_KEYS, _SORT_BYTES[0]), _SORT_BYTES[1])
+                pinned = self._pinned[dbapi] = (kept, mariadb, sort)
+            kept, self.mariadb, sort = pinned
             if self.full_group_by and "ONLY_FULL_GROUP_BY" not in kept.upper().split(","):
                 kept = ",".join(m for m in (kept, "ONLY_FULL_GROUP_BY") if m)
             if self.mariadb:
@@ -140,14 +149,21 @@ class MysqlSession(Profile):
                 cur.execute(
                     "SET SESSION tx_read_only = 1, sql_mode = %s, max_statement_time = %s,"
                     " max_recursive_iterations = 4294967295, tmp_disk_table_size = %s,"
-                    " group_concat_max_len = %s, max_session_mem_used = %s",
-                    [kept, max(0.001, timeout_s), _TMP_DISK_BYTES, _GROUP_CONCAT_BYTES, SESSION_MEMORY_BYTES],
+                    " group_concat_max_len = %s, max_sort_length = %s, max_session_mem_used = %s",
+                    [
+                        kept,
+                        max(0.001, timeout_s),
+                        _TMP_DISK_BYTES,
+                        _GROUP_CONCAT_BYTES,
+                        sort,
+                        SESSION_MEMORY_BYTES,
+                    ],
                 )
             else:
                 cur.execute(
                     "SET SESSION transaction_read_only = 1, sql_mode = %s, max_execution_time = %s,"
-                    " group_concat_max_len = %s",
-                    [kept, max(1, int(timeout_s * 1000)), _GROUP_CONCAT_BYTES],
+                    " group_concat_max_len = %s, max_sort_length = %s",
+                    [kept, max(1, int(timeout_s * 1000)), _GROUP_CONCAT_BYTES, sort],
                 )
             cur.execute("START TRANSACTION READ ONLY")
 
