@@ -12,7 +12,8 @@
 
 Each role has its own login (`mysql:` is the older name of `logins:`): start-up verifies that no
 login is a member of another mapped role (so neither `SET ROLE` nor `set_config('role', ...)`
-reaches another principal's rows) and runs the least-privilege and mask checks as every login.
+reaches another principal's rows) and runs the least-privilege and mask checks as every login;
+each role's calls run the same checks again while serving (`serving`, `mcpkit.sql.rolecheck`).
 With `--allow shared-login` (PostgreSQL) one service account runs `SET LOCAL ROLE "<role>"` per
 call instead, and only the function audit and admission stand between SQL and another role (see
 docs/security.md). A principal with no role is refused, and so are functions that would run as
@@ -46,10 +47,13 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import profile_for_dialect
 from mcpkit.sql.profiles.base import ROLE_NAME, quote_role
+from mcpkit.sql.reverify import all_of
+from mcpkit.sql.rolecheck import login_isolation, login_verify, shared_verify, verify_roles
 from mcpkit.sql.service import SqlService
 
 if TYPE_CHECKING:
     from mcpkit.context import Context
+    from mcpkit.sql.reverify import Verify
 
 __all__ = [
     "DefinerCatalog",
@@ -64,24 +68,6 @@ __all__ = [
 
 log = logging.getLogger("mcpkit.sql")
 
-_SWITCH: Final = (
-    "SELECT r.rolname FROM pg_roles r WHERE r.rolname = ANY(:others)"
-    " AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1"
-)
-# The server's own account (the DSN's login), reached from a per-principal login: its grants and
-# the row-level security policies written for it would apply to the principal too.
-_ACCOUNT_MEMBER: Final = (
-    "SELECT pg_has_role(current_user, r.oid, 'MEMBER') FROM pg_roles r"
-    " WHERE r.rolname = :account AND r.rolname <> current_user"
-)
-# Other roles the login belongs to that row-level security policies are written for: the login's
-# principals see what those policies admit (warned, not refused: a group role may be meant).
-_POLICY_ROLES: Final = (
-    "SELECT DISTINCT r.rolname, n.nspname || '.' || c.relname FROM pg_policy p"
-    " JOIN pg_class c ON c.oid = p.polrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
-    " JOIN pg_roles r ON r.oid = ANY(p.polroles)"
-    " WHERE r.rolname <> current_user AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1, 2"
-)
 _UNMAPPED: Final = "This server has no database role for your identity; ask its operator to map one."
 
 
@@ -248,8 +234,18 @@ class IdentityRouter:
         )
         self._services: dict[str, SqlService] = {}
         self._lock = threading.Lock()
+        self._account = ""  # the server's account (PostgreSQL with logins), read by `verify`
+        # role -> what its calls verify again while serving (`serving_checks`); None: the base's
+        self.serving: Callable[[str], Verify] | None = None
 
     def _engine(self, role: str) -> SqlEngine:
+        engine = self._unguarded(role)
+        if self.serving is not None and self.base.guard is not None:
+            # each role's calls read their own fingerprint and re-run what start-up verified for it
+            engine.guard = self.base.guard.fresh(f"role {role}", self.serving(role))
+        return engine
+
+    def _unguarded(self, role: str) -> SqlEngine:
         if role not in self.roles.logins:
             return RoleEngine(self.base, role)  # --allow shared-login (PostgreSQL)
         login = self.roles.logins[role]
@@ -257,6 +253,23 @@ class IdentityRouter:
         if not user:
             raise SqlConfigError(f"the secret {login.user} (the user of role {role}) is not set")
         return self.base.for_login(user, password or None)  # its own pool, same size
+
+    def isolation(self, role: str) -> Verify | None:
+        """What keeps `role`'s calls from another principal's rows, as a while-serving check
+        (`mcpkit.sql.rolecheck`; None: nothing to check on this database)."""
+        if self.base.dialect != "postgres":
+            return None  # MySQL/MariaDB: a login per role, no role reaches another's login
+        user, others = self._others(role)
+        reach = login_verify(role, user, others, self._account or str(self.base.url.username))
+        if role in self.roles.logins:
+            return reach
+        # a shared login: the account's checks, then its SET LOCAL ROLE, then the role's reach
+        return all_of(shared_verify(self.roles.roles, session_setup(self.base.dialect, role)), reach)
+
+    def _others(self, role: str) -> tuple[str, set[str]]:
+        """The user `role`'s calls run as (its login, or the role), and the other principals' ones."""
+        users = {r: self._login_user(r) for r in self.roles.roles}
+        return users[role], {u for r, u in users.items() if r != role and u != users[role]}
 
     def role_of(self, principal: str | None, groups: Sequence[str] = ()) -> str | None:
         """The role a caller's calls run as (None: the server's own account, stdio only).
@@ -301,9 +314,8 @@ class IdentityRouter:
         from mcpkit.sql.checks import ensure_safe_account, inspect_account
         from mcpkit.sql.profiles.base import ConnectionBudget
 
-        users = {r: self._login_user(r) for r in self.roles.roles}
         account = ""
-        if self.base.dialect == "postgres" and self.roles.logins:
+        if self.base.dialect == "postgres":
             with self.base.session(10.0, "verify-role") as (conn, _):
                 account = str(conn.execute(text("SELECT current_user")).scalar())
         for role, engine in self.identities():
@@ -311,38 +323,18 @@ class IdentityRouter:
             budget = ConnectionBudget(engine.pool_size) if role in self.roles.logins else None
             report = inspect_account(engine, "verify-role", allow, connections=budget)
             ensure_safe_account(report, allow=allow)
-            if role in self.roles.logins and self.base.dialect == "postgres":
-                others = sorted({u for r, u in users.items() if r != role and u != users[role]})
+            if self.base.dialect == "postgres":  # as its login, or as the role after SET ROLE
+                user, others = self._others(role)
                 with engine.session(10.0, "verify-role") as (conn, _):
-                    reach = conn.execute(text(_SWITCH), {"others": others}).scalars().all()
-                    member = conn.execute(text(_ACCOUNT_MEMBER), {"account": account}).scalar()
-                    for group, table in conn.execute(text(_POLICY_ROLES)).all():
-                        log.warning(
-                            "role map: the login of %s is a member of %s, which a row-level security "
-                            "policy on %s is written for: its principals see the rows that policy admits",
-                            role,
-                            group,
-                            table,
-                        )
-                if reach:
-                    raise SqlConfigError(
-                        f"role map: the login of {role} can switch to {reach[0]}, another principal's "
-                        f"role: REVOKE {quote_role(reach[0])} FROM {quote_role(users[role])}"
-                    )
-                if member:
-                    raise SqlConfigError(
-                        f"role map: the login of {role} is a member of the server's account "
-                        f"{account}, so its grants and row-level security policies apply to "
-                        f"{role}'s principals too: REVOKE {quote_role(account)} FROM "
-                        f"{quote_role(users[role])} (and grant the login what it needs itself)"
-                    )
+                    login_isolation(conn, role, user, others, account, warn=True)
+        self._account = account
 
     def identities(self) -> Iterator[tuple[str, SqlEngine]]:
         """Every mapped role with a fresh engine that runs as it (its login, or the server's account
         after `SET ROLE`), closed when the iteration moves on: for checks at start-up and again
         while serving."""
         for role in sorted(self.roles.roles):
-            engine = self._engine(role)
+            engine = self._unguarded(role)  # these are the checks: their failures are their own
             try:
                 yield role, engine
             finally:
@@ -362,37 +354,3 @@ class IdentityRouter:
             for service in self._services.values():
                 service.engine.close()
             self._services.clear()
-
-
-def verify_roles(engine: SqlEngine, roles: RoleMap) -> list[str]:
-    """Start-up checks on PostgreSQL: each role exists, cannot bypass row-level security, and the
-    server's account may switch to it; the account itself should not inherit the roles' rights.
-
-    Returns:
-        One sentence per problem (empty: fine).
-    """
-    if engine.dialect != "postgres":
-        return []
-    problems = []
-    with engine.session(10.0, "verify-roles") as (conn, _):
-        account = conn.execute(text("SELECT rolinherit FROM pg_roles WHERE rolname = current_user")).scalar()
-        if account:
-            problems.append(
-                "the server's account inherits its roles' rights: make it NOINHERIT, so a call "
-                "without SET ROLE sees nothing"
-            )
-        for role in sorted(roles.roles):
-            row = conn.execute(
-                text(
-                    "SELECT rolsuper, rolbypassrls, pg_has_role(current_user, oid, 'MEMBER')"
-                    " FROM pg_roles WHERE rolname = :r"
-                ),
-                {"r": role},
-            ).first()
-            if row is None:
-                problems.append(f"role {role} does not exist")
-            elif row[0] or row[1]:
-                problems.append(f"role {role} bypasses row-level security (superuser or BYPASSRLS)")
-            elif not row[2]:
-                problems.append(f"the server's account is not a member of role {role}, so it cannot SET ROLE")
-    return problems

@@ -39,7 +39,15 @@ if TYPE_CHECKING:
 
     from mcpkit.sql.engines.engine import SqlEngine
 
-__all__ = ["DEFAULT_CATALOG_CHECK_S", "DEFAULT_REVERIFY_S", "Guard", "Unverified"]
+__all__ = [
+    "DEFAULT_CATALOG_CHECK_S",
+    "DEFAULT_REVERIFY_S",
+    "Guard",
+    "Unverified",
+    "Verify",
+    "account_check",
+    "all_of",
+]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -66,6 +74,17 @@ class Unverified(ToolError):
 
 
 Verify = Callable[["SqlEngine", "Connection"], None]
+
+
+def all_of(*checks: Verify | None) -> Verify:
+    """The checks run in order in one session (None: left out); the first to raise fails it."""
+    steps = [c for c in checks if c is not None]
+
+    def verify(engine: SqlEngine, conn: Connection) -> None:
+        for step in steps:
+            step(engine, conn)
+
+    return verify
 
 
 def account_check(allowed: Collection[str], allow_superuser: bool) -> Verify:
@@ -113,9 +132,15 @@ class Guard:
         self._lock = threading.Lock()
         self._paused = threading.local()
 
-    def fresh(self, label: str) -> Guard:
-        """A guard like this one for another engine (another login), not yet verified."""
-        return Guard(self.verify, label, self.interval_s, every_s=self.every_s)
+    def fresh(self, label: str, verify: Verify | None = None) -> Guard:
+        """A guard like this one for another engine (another login or role), not yet verified;
+        `verify`: what that engine's start-up verified (default: this guard's checks)."""
+        return Guard(verify or self.verify, label, self.interval_s, every_s=self.every_s)
+
+    def first(self, check: Verify) -> None:
+        """Run `check` (a start-up check added by an option: masks) before the verification so far,
+        whose account check changes the session's search_path, through which masks resolve names."""
+        self.verify = all_of(check, self.verify)
 
     @contextmanager
     def paused(self) -> Iterator[None]:
