@@ -334,7 +334,8 @@ class IdentityRouter:
         after `SET ROLE`), closed when the iteration moves on: for checks at start-up and again
         while serving."""
         for role in sorted(self.roles.roles):
-            engine = self._unguarded(role)  # these are the checks: their failures are their own
+            engine = self._unguarded(role)
+            engine.guard = None  # these are the checks: their failures are their own, not refusals
             try:
                 yield role, engine
             finally:
