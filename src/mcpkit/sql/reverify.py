@@ -8,9 +8,10 @@ fingerprint read with the last passing verification, or the verification is olde
 `--reverify-interval` (default 300 s), the whole start-up verification of the engine's identity
 runs again in that session before the call's SQL is sent: a role map's isolation
 (`mcpkit.sql.rolecheck`), the masks' withholding (`maskcheck.masks_check`), then the account's
-least privilege (`Profile.inspect`, then the refusal of findings no opt-in accepts). A failed verification fails that engine's calls with one safe sentence
-(`SOURCE_UNVERIFIED`) and logs the findings and their fix; it is tried again when the fingerprint
-changes and at least every few seconds, and serving resumes when it passes.
+least privilege (`Profile.inspect`, then the refusal of findings no opt-in accepts). A failed
+verification fails that engine's calls with one safe sentence (`SOURCE_UNVERIFIED`) and logs the
+findings and their fix; it is tried again when the fingerprint changes and at least every few
+seconds, and serving resumes when it passes.
 
 Fingerprints (what an administrator's change touches; each profile's `catalog_fingerprint`):
 - PostgreSQL: row count and sum of `xmin` of the catalogs a grant, a view, a function, a policy, an
