@@ -20,9 +20,10 @@ import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from sqlalchemy.engine import make_url
 
 from tests.helpers import ROOT, free_port, python_server, text_of
-from tests.sql.sql_support import READER_CONNECTIONS, PgScratch, pg_admin, pg_scratch
+from tests.sql.sql_support import READER_CONNECTIONS, PgScratch, mysql_admin, pg_admin, pg_scratch
 
 pytestmark = pytest.mark.anyio
 
@@ -179,3 +180,48 @@ async def test_postgres_masked_column_granted_while_serving_is_refused_until_wit
                 assert _code(await ask("SELECT id FROM public.masked_t")) == "OK"
         finally:
             db.admin.execute("DROP TABLE masked_t")
+
+
+@pytest.mark.mysql
+async def test_mariadb_masked_column_granted_to_one_login_while_serving(
+    mysql_url: str, tmp_path: Path
+) -> None:
+    # --mask with a role map of one login per principal: each login's withholding is checked again
+    # while serving (before, only its least privilege was), and only that login's principals are refused.
+    tag = secrets.token_hex(4)
+    db, alice, bob, svc = f"mk_rvmm_{tag}", f"mk_rvmm_{tag}_a", f"mk_rvmm_{tag}_b", f"mk_rvmm_{tag}_s"
+    u = make_url(mysql_url)
+    admin = mysql_admin(mysql_url)
+    with admin.cursor() as c:
+        c.execute(f"CREATE DATABASE {db}")
+        c.execute(f"CREATE TABLE {db}.masked_t (id int PRIMARY KEY, note text)")
+        c.execute(f"INSERT INTO {db}.masked_t VALUES (1, 'private-note')")
+        for user in (alice, bob, svc):
+            limit = f"MAX_USER_CONNECTIONS {READER_CONNECTIONS}"
+            c.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw' WITH {limit}")
+            c.execute(f"GRANT SELECT (id) ON {db}.masked_t TO '{user}'@'%'")
+    masks = tmp_path / "masks.yaml"
+    masks.write_text("masks:\n  - masked_t.note\n", encoding="utf-8")
+    try:
+        dsn = u.set(username=svc, password="pw", database=db).render_as_string(hide_password=False)
+        logins: dict[str, tuple[str, str | None]] = {"alice": ("role_a", alice), "bob": ("role_b", bob)}
+        with _role_map_server(dsn, tmp_path, logins, "--mask", str(masks)) as (url, token):
+            async with _caller(url, token["alice"]) as a, _caller(url, token["bob"]) as b:
+                assert _code(await b("SELECT id FROM masked_t")) == "OK"
+                with admin.cursor() as c:
+                    c.execute(f"GRANT SELECT ON {db}.masked_t TO '{bob}'@'%'")  # what start-up refuses
+                try:
+                    refused = await b("SELECT id, note FROM masked_t")
+                    assert _code(refused) == "SOURCE_UNVERIFIED" and "private-note" not in text_of(refused)
+                    assert _code(await a("SELECT id FROM masked_t")) == "OK"
+                finally:
+                    with admin.cursor() as c:
+                        c.execute(f"REVOKE SELECT ON {db}.masked_t FROM '{bob}'@'%'")  # the columns too
+                        c.execute(f"GRANT SELECT (id) ON {db}.masked_t TO '{bob}'@'%'")
+                assert _code(await b("SELECT id FROM masked_t")) == "OK"
+    finally:
+        with admin.cursor() as c:
+            c.execute(f"DROP DATABASE {db}")
+            for user in (alice, bob, svc):
+                c.execute(f"DROP USER '{user}'@'%'")
+        admin.close()

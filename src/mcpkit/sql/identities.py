@@ -234,8 +234,8 @@ class IdentityRouter:
         )
         self._services: dict[str, SqlService] = {}
         self._lock = threading.Lock()
-        self._account = ""  # the server's account (PostgreSQL with logins), read by `verify`
-        # role -> what its calls verify again while serving (`serving_checks`); None: the base's
+        self._account = ""  # the server's account (PostgreSQL), read by `verify`
+        # role -> what its calls verify again while serving (`rolecheck.guard_roles`); None: the base's
         self.serving: Callable[[str], Verify] | None = None
 
     def _engine(self, role: str) -> SqlEngine:
