@@ -3,7 +3,8 @@
 One login per role: no login may be a member of another mapped role's login (so neither `SET ROLE`
 nor `set_config('role', ...)` nor an inherited grant reaches another principal's rows), nor of the
 server's own account. `--allow shared-login`: every role exists, cannot bypass row-level security,
-the server's account may switch to it and does not inherit its rights.
+the server's account may switch to it and does not inherit its rights, and, after its `SET ROLE`,
+no mapped role is a member of another principal's role (whose grants it would inherit).
 
 While serving (`mcpkit.sql.reverify`), each mapped role's calls run its own checks: a failure
 refuses the calls of that role's principals only (one login per role), or, with a shared login,
