@@ -22,6 +22,10 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.engine import make_url
 
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.identities import IdentityRouter, RoleMap
+from mcpkit.sql.service import SqlService
 from tests.helpers import ROOT, free_port, python_server, text_of
 from tests.sql.sql_support import READER_CONNECTIONS, PgScratch, mysql_admin, pg_admin, pg_scratch
 
@@ -225,3 +229,27 @@ async def test_mariadb_masked_column_granted_to_one_login_while_serving(
             for user in (alice, bob, svc):
                 c.execute(f"DROP USER '{user}'@'%'")
         admin.close()
+
+
+def test_postgres_shared_login_start_up_refuses_a_role_member_of_another_principals_role(pg_url: str) -> None:
+    with pg_scratch(pg_url, "rvst") as db:
+        alice, bob = f"{db.reader}_a", f"{db.reader}_b"
+        db.admin.execute(f"ALTER ROLE {db.reader} NOINHERIT")
+        for role in (alice, bob):
+            db.admin.execute(f"CREATE ROLE {role}")
+        db.admin.execute(f"GRANT {alice}, {bob} TO {db.reader}")
+        engine = SqlEngine(db.reader_url)
+        router = IdentityRouter(
+            SqlService(engine, timeout_s=5.0),
+            RoleMap(principals={"alice": alice, "bob": bob}),
+            shared_login=True,
+        )
+        try:
+            router.verify()
+            db.admin.execute(f"GRANT {alice} TO {bob}")
+            with pytest.raises(SqlConfigError, match=f"can switch to {alice}.*REVOKE"):
+                router.verify()
+        finally:
+            router.close()
+            engine.close()
+            _drop_logins(db, pg_url, alice, bob)
