@@ -210,6 +210,15 @@ def test_the_operator_option_allows_by_name_schema_and_prefix() -> None:
         FunctionPolicy.for_dialect("postgres", extra=["*"])
 
 
+def test_mariadb_xpath_is_left_out_and_the_operator_may_allow_it() -> None:
+    # `//a[count(//a) > 1]` costs nodes^2 per predicate and MariaDB evaluates on after a KILL
+    sql = "SELECT extractvalue('<a>x</a>', '//a[count(//a) > 1]') AS v"
+    with pytest.raises(Refused) as info:
+        admit(sql, "mysql")
+    assert "left out" in info.value.message and "--allow-function extractvalue" in info.value.message
+    admit(sql, "mysql", functions=FunctionPolicy.for_dialect("mysql", extra=["extractvalue"]))
+
+
 def test_pg_catalog_qualified_builtins_are_the_builtins() -> None:
     admit("SELECT pg_catalog.lower('A'), pg_catalog.count(*)", "postgres")
     with pytest.raises(Refused):

@@ -111,6 +111,38 @@ def test_postgres_membership_in_a_privileged_role_refused_then_clean(
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("through", [False, True], ids=["direct", "through-a-role"])
+def test_postgres_parameter_privileges_refused_then_clean(pg_db: tuple[str, str], through: bool) -> None:
+    # GRANT SET / ALTER SYSTEM ON PARAMETER (15+): superuser-only settings a reader must not change
+    admin, tag = pg_db
+    login, holder = f"mk_lp_{tag}_p", f"mk_lp_{tag}_h"
+    grantee = holder if through else login
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute(f"CREATE ROLE {holder} NOLOGIN")
+        c.execute(f"GRANT {holder} TO {login}")
+        c.execute(f"GRANT SET ON PARAMETER session_replication_role TO {grantee}")
+        c.execute(f"GRANT ALTER SYSTEM ON PARAMETER log_statement TO {grantee}")
+    try:
+        report = _report(_login(admin, login))
+        found = {f.opt_in: f for f in report.findings if f.code == "parameter-grant"}
+        assert set(found) == {"parameter:session_replication_role", "parameter:log_statement"}
+        srr = found["parameter:session_replication_role"]
+        assert srr.fix == f"REVOKE SET ON PARAMETER session_replication_role FROM {grantee}"
+        assert "ALTER SYSTEM on parameter log_statement" in found["parameter:log_statement"].message
+        with pytest.raises(SqlConfigError, match="session_replication_role"):
+            ensure_safe_account(report)
+        assert len(ensure_safe_account(report, allow=[str(k) for k in found])) == 2  # opted into
+        with pg_admin(admin) as c:
+            for f in found.values():
+                c.execute(f.fix)
+        assert not [f for f in _report(_login(admin, login)).findings if f.code == "parameter-grant"]
+    finally:
+        with pg_admin(admin) as c:  # parameter privileges are cluster-wide: never leave one behind
+            c.execute(f"REVOKE ALL ON PARAMETER session_replication_role, log_statement FROM {grantee}")
+
+
+@pytest.mark.postgres
 def test_postgres_one_fix_for_two_routes_is_printed_once(pg_db: tuple[str, str]) -> None:
     # Two domains whose CHECK calls one volatile function in a schema the login cannot use:
     # two routes, one statement that stops both.
@@ -457,6 +489,33 @@ def test_mariadb_the_sessions_role_is_restored_exactly_also_on_error(
             conn.exec_driver_sql(f"SET ROLE {outer}" if default_role else "SET ROLE NONE")
         with engine.session(10.0, "t2") as (conn, _):  # the pooled connection, as the login left it
             assert _current_role(conn) == before
+    finally:
+        engine.close()
+
+
+@pytest.mark.mysql
+def test_mariadb_role_revoked_while_enabled_fails_the_call_retryably_and_drops_the_connection(
+    mysql_url: str, mysql_accounts: str
+) -> None:
+    # The session's default role is revoked while the pooled connection has it enabled: reading
+    # the fingerprint enables the other granted role, then cannot enable the revoked one again.
+    from mcpkit.sql.errors import QueryFailed
+    from mcpkit.sql.reverify import Guard
+
+    login, _, outer, _ = _mysql_reader(mysql_url, mysql_accounts, default_role=True)
+    user, other = f"mk_lp_{mysql_accounts}_w", f"mk_lp_{mysql_accounts}_rx"
+    _mysql_run(mysql_url, f"CREATE ROLE {other}", f"GRANT {other} TO '{user}'@'%'")
+    engine = SqlEngine(login, pool_size=1)
+    engine.guard = Guard(lambda _engine, _conn: None, "mariadb test", every_s=0)
+    try:
+        with engine.session(10.0, "c1") as (conn, _):
+            assert _current_role(conn) == outer
+        _mysql_run(mysql_url, f"REVOKE {outer} FROM '{user}'@'%'")
+        with pytest.raises(QueryFailed) as failed, engine.session(10.0, "c2"):
+            pass
+        assert failed.value.kind == "connection" and failed.value.retryable
+        with engine.session(10.0, "c3") as (conn, _):  # a new connection, not the one left in `other`
+            assert _current_role(conn) is None
     finally:
         engine.close()
 

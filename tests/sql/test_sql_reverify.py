@@ -371,6 +371,22 @@ def test_the_verification_runs_inside_the_calls_read_only_transaction_on_the_pip
         engine.close()
 
 
+def test_the_verifications_own_settings_are_undone_before_the_calls_sql(pg_env: DbEnv) -> None:
+    # The profile's `undone` (PostgreSQL: a savepoint) keeps a check's SET LOCAL from the query.
+    def verify(engine: SqlEngine, conn: Any) -> None:
+        conn.exec_driver_sql("SET LOCAL search_path = pg_catalog")
+
+    engine = SqlEngine(pg_env.ro_url, pool_size=1)
+    engine.guard = Guard(verify, "pg test", interval_s=1e-9, every_s=0)  # verify on every call
+    try:
+        sql = "SELECT current_setting('search_path') AS p"
+        before = engine.execute(sql, None, 5, 5.0, "a").rows
+        assert before and before[0][0] != "pg_catalog"
+        assert engine.execute(sql, None, 5, 5.0, "b", clip=CellBudget()).rows == before  # pipelined
+    finally:
+        engine.close()
+
+
 async def test_mariadb_privilege_given_to_a_nested_role_not_enabled_while_serving_is_refused(
     mysql_env: DbEnv, mysql_url: str
 ) -> None:

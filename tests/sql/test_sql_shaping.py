@@ -160,6 +160,21 @@ def test_markdown_shape() -> None:
     assert text.count("| region |") == 1
 
 
+def test_cut_cells_are_counted_in_the_notice_and_a_text_ending_in_dots_is_not() -> None:
+    from mcpkit.sql.clipping import Clipped
+
+    def shaped(*row: Any) -> QueryResult:
+        return shape_rows(Rows(tuple(Column(f"c{i}") for i in range(len(row))), (row,), False, 0.0))
+
+    assert shaped("x" * 400 + "...", "y" * CELL_MAX_CHARS).notice is None  # nothing was cut
+    one = shaped("x" * 100_003, "short")
+    assert one.rows[0][0] == "x" * CELL_MAX_CHARS + "..." and not one.truncated
+    assert one.notice is not None and one.notice.startswith("1 cell longer than the answer shows")
+    assert "1 cell" in render_markdown(one).splitlines()[0]
+    two = shaped(Clipped("abc"), [{"k": "v" * 20}] * 40, "ok...")  # cut in SQL; long JSON
+    assert two.notice is not None and two.notice.startswith("2 cells longer")
+
+
 def test_structured_result_schema() -> None:
     schema = QueryResult.model_json_schema()
     assert set(schema["required"]) == {"columns", "rows", "row_count", "truncated", "elapsed_ms"}

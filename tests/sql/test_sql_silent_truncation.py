@@ -94,6 +94,11 @@ def test_mariadb_cut_results_are_errors_not_answers(reader: tuple[str, str, str]
         ("SELECT SEC_TO_TIME(99999999) AS t", 1292),  # clipped to 838:59:59
         ("SELECT DATE_SUB('0001-01-01', INTERVAL 1 DAY) AS d", 1441),  # NULL
         ("SELECT TIMESTAMPADD(YEAR, 10000, '2023-01-01') AS d", 1441),  # NULL
+        # a JSON_TABLE column cut to its type: 'abc'; a bad date zeroed: 0000-00-00
+        ("SELECT v FROM JSON_TABLE('[\"abcdefgh\"]', '$[*]' COLUMNS(v VARCHAR(3) PATH '$')) AS j", 1265),
+        ("SELECT d FROM JSON_TABLE('[\"2023-02-30\"]', '$[*]' COLUMNS(d DATE PATH '$')) AS j", 1265),
+        # valid JSON nested 41 deep: JSON_LENGTH answers NULL
+        ("SELECT JSON_LENGTH(CONCAT(REPEAT('[', 41), REPEAT(']', 41))) AS n", 4040),
     ],
 )
 def test_mariadb_conversions_that_make_up_a_value_fail_as_data(

@@ -29,10 +29,10 @@ from sqlalchemy.engine import make_url
 from mcpkit.sql.assemble import enforce_masks
 from mcpkit.sql.audit import open_store
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
-from mcpkit.sql.errors import QueryFailed
+from mcpkit.sql.errors import QueryFailed, SqlConfigError
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.models import QueryResult
-from mcpkit.sql.profiles import SqliteProfile
+from mcpkit.sql.profiles import GenericProfile, SqliteProfile
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import Masking, SqlService
 from mcpkit.sql.similar import enable_similarity
@@ -124,6 +124,16 @@ def sqlite_service(vec_db: Path) -> Iterator[SqlService]:
     enable_similarity(service)
     yield service
     engine.close()
+
+
+def test_an_engine_whose_profile_knows_no_vectors_is_refused_at_start_up(vec_db: Path) -> None:
+    engine = SqlEngine(f"sqlite:///{vec_db}")
+    engine.profile = GenericProfile("sqlite")  # a backend without `vector_kind`
+    try:
+        with pytest.raises(SqlConfigError, match="can rank rows by similarity"):
+            enable_similarity(SqlService(engine))
+    finally:
+        engine.close()
 
 
 @pytest.mark.parametrize("column", ["emb", "emb_blob"])

@@ -132,7 +132,8 @@ def test_padding_cannot_pass_a_client_off_as_a_principal(pad: str) -> None:
     assert authenticated == "alice"
     assert spoofed.startswith("unverified") and "alice" not in spoofed[: len("unverified")]
     line = render_table([spoof]).splitlines()[1]
-    assert "session:7d9655788c60666a" in line  # the connection is never pushed out by the padding
+    assert "unverified session:7d965578... client=alice" in line  # the connection is never pushed out
+    assert "session:7d9655788c60666a" in render_table([spoof], wide=True)
     assert (pad == " " or pad not in line) and "execute_query" + escape_text(pad, spaces=True) in line
     wide = render_table([spoof], wide=True).splitlines()[1]
     assert "client=alice" + escape_text(pad, spaces=True) * 60 + "/1" in wide

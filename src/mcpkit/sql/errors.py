@@ -24,6 +24,7 @@ __all__ = [
     "QueryFailed",
     "QueryTimeout",
     "RefusalReason",
+    "SessionLost",
     "SqlConfigError",
     "refuse",
 ]
@@ -75,6 +76,12 @@ FAILURE_MESSAGES: Final[dict[FailureKind, str]] = {
     "connection": "The database is not reachable right now; try again later.",
     "other": "The database could not run the query; the operator log has the details.",
 }
+
+
+class SessionLost(RuntimeError):
+    """A session's state could not be put back after mcpkit changed it (MariaDB: `SET ROLE` back to
+    a role revoked meanwhile): its connection must be dropped, and the call fails as a connection
+    failure the agent may retry on a new one."""
 
 
 class SqlConfigError(McpkitError):

@@ -167,7 +167,7 @@ class RoleEngine(SqlEngine):
         self._sa = self._new_pool()
         self._described = Remembered()  # what the role's queries return is the role's own
         self.role = role
-        self._setup = session_setup(base.dialect, role)
+        self._setup = base.profile.role_setup(role)
 
     @contextmanager
     def session(
@@ -217,24 +217,21 @@ class IdentityRouter:
         if not isinstance(template.engine, SqlEngine):
             raise SqlConfigError("identities need a database engine")
         self.base: SqlEngine = template.engine
+        profile = self.base.profile
         for role in roles.roles:
-            session_setup(self.base.dialect, role)  # validates every role for this database
+            profile.role_setup(role)  # validates every role for this database
         missing = sorted(roles.roles - set(roles.logins))
-        if missing and not (shared_login and self.base.dialect == "postgres"):
+        if missing and not (shared_login and profile.switches_roles):
             raise SqlConfigError(
                 f"role map: no login for role {missing[0]!r}: give each role its own login under "
                 "logins: (a shared account that switches roles can be made to switch to another's)"
             )
         self.template, self.roles, self.secret = template, roles, secret
         self.anonymous, self.groups_of = anonymous, groups_of
-        self.catalog: FunctionCatalog | None = (
-            DefinerCatalog(self.base, template.catalog)
-            if self.base.dialect == "postgres"
-            else template.catalog
-        )
+        self.catalog: FunctionCatalog | None = profile.identity_catalog(self.base, template.catalog)
         self._services: dict[str, SqlService] = {}
         self._lock = threading.Lock()
-        self._account = ""  # the server's account (PostgreSQL), read by `verify`
+        self._account = ""  # the server's account where roles switch, read by `verify`
         # role -> what its calls verify again while serving (`rolecheck.guard_roles`); None: the base's
         self.serving: Callable[[str], Verify] | None = None
 
@@ -257,14 +254,14 @@ class IdentityRouter:
     def isolation(self, role: str) -> Verify | None:
         """What keeps `role`'s calls from another principal's rows, as a while-serving check
         (`mcpkit.sql.rolecheck`; None: nothing to check on this database)."""
-        if self.base.dialect != "postgres":
-            return None  # MySQL/MariaDB: a login per role, no role reaches another's login
+        if not self.base.profile.switches_roles:
+            return None  # a login per role that cannot switch: no role reaches another's login
         user, others = self._others(role)
         reach = login_verify(role, user, others, self._account or str(self.base.url.username))
         if role in self.roles.logins:
             return reach
         # a shared login: the account's checks, then its SET LOCAL ROLE, then the role's reach
-        return all_of(shared_verify(self.roles.roles, session_setup(self.base.dialect, role)), reach)
+        return all_of(shared_verify(self.roles.roles, self.base.profile.role_setup(role)), reach)
 
     def _others(self, role: str) -> tuple[str, set[str]]:
         """The user `role`'s calls run as (its login, or the role), and the other principals' ones."""
@@ -314,8 +311,9 @@ class IdentityRouter:
         from mcpkit.sql.checks import ensure_safe_account, inspect_account
         from mcpkit.sql.profiles.base import ConnectionBudget
 
+        profile = self.base.profile
         account = ""
-        if self.base.dialect == "postgres":
+        if profile.switches_roles:
             with self.base.session(10.0, "verify-role") as (conn, _):
                 account = str(conn.execute(text("SELECT current_user")).scalar())
         for role, engine in self.identities():
@@ -323,10 +321,10 @@ class IdentityRouter:
             budget = ConnectionBudget(engine.pool_size) if role in self.roles.logins else None
             report = inspect_account(engine, "verify-role", allow, connections=budget)
             ensure_safe_account(report, allow=allow)
-            if self.base.dialect == "postgres":  # as its login, or as the role after SET ROLE
+            if profile.switches_roles:  # as its login, or as the role after SET ROLE
                 user, others = self._others(role)
                 with engine.session(10.0, "verify-role") as (conn, _):
-                    login_isolation(conn, role, user, others, account, warn=True)
+                    login_isolation(profile, conn, role, user, others, account, warn=True)
         self._account = account
 
     def identities(self) -> Iterator[tuple[str, SqlEngine]]:

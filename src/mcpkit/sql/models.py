@@ -40,7 +40,8 @@ class QueryResult(BaseModel):
     truncated: bool = Field(description="True when more rows exist than were sent.")
     elapsed_ms: float = Field(description="Time the database took, in milliseconds.")
     notice: str | None = Field(
-        default=None, description="Why fewer rows than max_rows were sent (the answer's size), if so."
+        default=None,
+        description="Why fewer rows than max_rows were sent (the answer's size); how many cells were cut.",
     )
 
 

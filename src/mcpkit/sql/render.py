@@ -13,6 +13,7 @@ from pydantic import JsonValue
 from mcpkit.sql.models import QueryResult, SourcesTableList, TableDescription, TableList
 
 __all__ = [
+    "MORE_ROWS",
     "answer_chars",
     "escape_cell",
     "render_description",
@@ -21,6 +22,8 @@ __all__ = [
     "render_table_list",
 ]
 
+MORE_ROWS: Final = "more rows exist (aggregate or filter in SQL, or ask for more with max_rows)"
+"""What an answer says when more rows exist and no notice says why fewer were sent."""
 _ESCAPES: Final = {"\\": "\\\\", "|": "\\|", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # What must be escaped: the named escapes, C0 controls, DEL, NEL, the line and paragraph separators.
 _UNSAFE: Final = re.compile(r"[\\|\x00-\x1f\x7f\x85\u2028\u2029]")
@@ -121,11 +124,10 @@ def render_markdown(result: QueryResult) -> str:
         Markdown.
     """
     n = result.row_count
-    more = (
-        result.notice or "more rows exist (aggregate or filter in SQL, or ask for more with max_rows)"
-        if result.truncated
-        else "no more rows"
-    )
+    if result.truncated:
+        more = result.notice or MORE_ROWS
+    else:  # a notice without more rows: cells were cut
+        more = "no more rows" + (f"; {result.notice}" if result.notice else "")
     meta = f"{n} row{'' if n == 1 else 's'} sent; {more}; {result.elapsed_ms:g} ms"
     if not result.columns:
         return meta + "\n\n(the statement returned no columns)"

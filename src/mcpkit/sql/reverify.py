@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from mcpkit.errors import ToolError
-from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.errors import QueryFailed, SessionLost, SqlConfigError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -179,24 +179,30 @@ class Guard:
 
         Raises:
             Unverified: the verification refused the account (now or at its last try).
+            QueryFailed: reading the catalog left the session changed (`SessionLost`); the
+                connection is dropped (a connection failure, retryable).
         """
         if not self.due(conn):
             return  # the catalog was read less than every_s ago: no round trip on this call
-        fp = engine.profile.catalog_fingerprint(dbapi)
-        info = conn.connection.info
-        self._read_at = time.monotonic()
-        info[_SEEN] = True
-        if not self._current(fp):
-            with self._lock:
-                if not self._current(fp):
-                    self._run(engine, conn, fp, call_id)
+        try:
+            fp = engine.profile.catalog_fingerprint(dbapi)
+            info = conn.connection.info
+            self._read_at = time.monotonic()
+            info[_SEEN] = True
+            if not self._current(fp):
+                with self._lock:
+                    if not self._current(fp):
+                        self._run(engine, conn, fp, call_id)
+        except SessionLost as exc:
+            log.warning("%s: call %s: %s; dropping the connection", self.label, call_id, exc)
+            raise QueryFailed("connection", call_id) from None
         if self._failed:
             raise Unverified(call_id)
 
     def _run(self, engine: SqlEngine, conn: Connection, fp: str | None, call_id: str) -> None:
         started = time.perf_counter()
         try:
-            with _undone(engine, conn):  # the checks' own SET LOCALs must not reach the call's SQL
+            with engine.profile.undone(conn):  # the checks' own SET LOCALs must not reach the call's SQL
                 self.verify(engine, conn)
         except SqlConfigError as exc:
             if not self._failed:
@@ -214,17 +220,3 @@ class Guard:
             self._failed = False
             log.info("%s: verified again in %.0f ms", self.label, (time.perf_counter() - started) * 1000)
         self._fingerprint, self._at = fp, time.monotonic()
-
-
-@contextmanager
-def _undone(engine: SqlEngine, conn: Connection) -> Iterator[None]:
-    """PostgreSQL: run the checks in a savepoint rolled back after (its `SET LOCAL search_path`)."""
-    if engine.dialect != "postgres":
-        yield
-        return
-    conn.exec_driver_sql("SAVEPOINT mcpkit_reverify")
-    try:
-        yield
-    finally:
-        conn.exec_driver_sql("ROLLBACK TO SAVEPOINT mcpkit_reverify")
-        conn.exec_driver_sql("RELEASE SAVEPOINT mcpkit_reverify")

@@ -1,4 +1,8 @@
-"""The role map's isolation checks (PostgreSQL), inside one session: at start-up and again while serving.
+"""The role map's isolation checks, inside one session: at start-up and again while serving.
+
+Generic: the database's profile answers (`Profile.switches_roles`, `login_problems`,
+`shared_login_problems`, `role_setup`; PostgreSQL's queries are in `profiles.postgres.roles`), and
+where roles cannot switch (a login per role) there is nothing to check here.
 
 One login per role: no login may be a member of another mapped role's login (so neither `SET ROLE`
 nor `set_config('role', ...)` nor an inherited grant reaches another principal's rows), nor of the
@@ -14,19 +18,17 @@ them all).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.profiles.base import quote_role
 
 if TYPE_CHECKING:
     from mcpkit.sql.engines.engine import SqlEngine
     from mcpkit.sql.identities import IdentityRouter, RoleMap
+    from mcpkit.sql.profiles.base import Profile
     from mcpkit.sql.reverify import Verify
 
 __all__ = [
@@ -38,59 +40,27 @@ __all__ = [
     "verify_roles",
 ]
 
-log = logging.getLogger("mcpkit.sql")
-
-_SWITCH: Final = (
-    "SELECT r.rolname FROM pg_roles r WHERE r.rolname = ANY(:others)"
-    " AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1"
-)
-# The server's own account (the DSN's login), reached from a per-principal login: its grants and
-# the row-level security policies written for it would apply to the principal too.
-_ACCOUNT_MEMBER: Final = (
-    "SELECT pg_has_role(current_user, r.oid, 'MEMBER') FROM pg_roles r"
-    " WHERE r.rolname = :account AND r.rolname <> current_user"
-)
-# Other roles the login belongs to that row-level security policies are written for: the login's
-# principals see what those policies admit (warned, not refused: a group role may be meant).
-_POLICY_ROLES: Final = (
-    "SELECT DISTINCT r.rolname, n.nspname || '.' || c.relname FROM pg_policy p"
-    " JOIN pg_class c ON c.oid = p.polrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
-    " JOIN pg_roles r ON r.oid = ANY(p.polroles)"
-    " WHERE r.rolname <> current_user AND pg_has_role(current_user, r.oid, 'MEMBER') ORDER BY 1, 2"
-)
-
 
 def login_isolation(
-    conn: Connection, role: str, user: str, others: Collection[str], account: str, *, warn: bool = False
+    profile: Profile,
+    conn: Connection,
+    role: str,
+    user: str,
+    others: Collection[str],
+    account: str,
+    *,
+    warn: bool = False,
 ) -> None:
     """As `role`'s login (`user`): it reaches neither another principal's login nor the server's
-    account (`warn`: also log the policy roles it belongs to, at start-up).
+    account (`Profile.login_problems`; `warn`: also log what is allowed but worth knowing, at
+    start-up).
 
     Raises:
         SqlConfigError: what it reaches, with the REVOKE that ends it.
     """
-    reach = conn.execute(text(_SWITCH), {"others": sorted(others)}).scalars().all()
-    member = conn.execute(text(_ACCOUNT_MEMBER), {"account": account}).scalar()
-    for group, table in conn.execute(text(_POLICY_ROLES)).all() if warn else ():
-        log.warning(
-            "role map: the login of %s is a member of %s, which a row-level security "
-            "policy on %s is written for: its principals see the rows that policy admits",
-            role,
-            group,
-            table,
-        )
-    if reach:
-        raise SqlConfigError(
-            f"role map: the login of {role} can switch to {reach[0]}, another principal's "
-            f"role: REVOKE {quote_role(reach[0])} FROM {quote_role(user)}"
-        )
-    if member:
-        raise SqlConfigError(
-            f"role map: the login of {role} is a member of the server's account "
-            f"{account}, so its grants and row-level security policies apply to "
-            f"{role}'s principals too: REVOKE {quote_role(account)} FROM "
-            f"{quote_role(user)} (and grant the login what it needs itself)"
-        )
+    problems = profile.login_problems(conn, role, user, sorted(others), account, warn=warn)
+    if problems:
+        raise SqlConfigError(problems[0])
 
 
 def login_verify(role: str, user: str, others: Collection[str], account: str) -> Verify:
@@ -98,35 +68,15 @@ def login_verify(role: str, user: str, others: Collection[str], account: str) ->
     frozen = tuple(others)
 
     def verify(engine: SqlEngine, conn: Connection) -> None:
-        login_isolation(conn, role, user, frozen, account)
+        login_isolation(engine.profile, conn, role, user, frozen, account)
 
     return verify
 
 
-def role_problems(conn: Connection, roles: Collection[str]) -> list[str]:
-    """As the server's account (shared login): one sentence per problem (empty: fine)."""
-    problems = []
-    inherits = conn.execute(text("SELECT rolinherit FROM pg_roles WHERE rolname = current_user")).scalar()
-    if inherits:
-        problems.append(
-            "the server's account inherits its roles' rights: make it NOINHERIT, so a call "
-            "without SET ROLE sees nothing"
-        )
-    for role in sorted(roles):
-        row = conn.execute(
-            text(
-                "SELECT rolsuper, rolbypassrls, pg_has_role(current_user, oid, 'MEMBER')"
-                " FROM pg_roles WHERE rolname = :r"
-            ),
-            {"r": role},
-        ).first()
-        if row is None:
-            problems.append(f"role {role} does not exist")
-        elif row[0] or row[1]:
-            problems.append(f"role {role} bypasses row-level security (superuser or BYPASSRLS)")
-        elif not row[2]:
-            problems.append(f"the server's account is not a member of role {role}, so it cannot SET ROLE")
-    return problems
+def role_problems(profile: Profile, conn: Connection, roles: Collection[str]) -> list[str]:
+    """As the server's account (shared login): one sentence per problem (empty: fine; none where
+    the database does not switch roles)."""
+    return profile.shared_login_problems(conn, roles) if profile.switches_roles else []
 
 
 def shared_verify(roles: Collection[str], setup: str | None) -> Verify:
@@ -135,7 +85,7 @@ def shared_verify(roles: Collection[str], setup: str | None) -> Verify:
     frozen = frozenset(roles)
 
     def verify(engine: SqlEngine, conn: Connection) -> None:
-        problems = role_problems(conn, frozen)
+        problems = role_problems(engine.profile, conn, frozen)
         if problems:
             raise SqlConfigError("role map: " + "; ".join(problems))
         if setup:
@@ -145,15 +95,16 @@ def shared_verify(roles: Collection[str], setup: str | None) -> Verify:
 
 
 def verify_roles(engine: SqlEngine, roles: RoleMap) -> list[str]:
-    """Start-up checks on PostgreSQL (`--allow shared-login`): `role_problems` for every mapped role.
+    """Start-up checks of `--allow shared-login`, where the database switches roles: `role_problems`
+    for every mapped role; none elsewhere.
 
     Returns:
         One sentence per problem (empty: fine).
     """
-    if engine.dialect != "postgres":
+    if not engine.profile.switches_roles:
         return []
     with engine.session(10.0, "verify-roles") as (conn, _):
-        return role_problems(conn, roles.roles)
+        return role_problems(engine.profile, conn, roles.roles)
 
 
 def guard_roles(
@@ -174,7 +125,7 @@ def guard_roles(
     roles = router.roles.roles
     if (
         router.base.guard is not None
-        and router.base.dialect == "postgres"
+        and router.base.profile.switches_roles
         and roles - set(router.roles.logins)
     ):
         router.base.guard.first(shared_verify(roles, None))

@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field, create_model
 from mcpkit.definition import Tool
 from mcpkit.errors import Refused, ToolError
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
+from mcpkit.sql.profiles import engine_name
 
 if TYPE_CHECKING:
     from mcpkit.context import Context
@@ -74,7 +75,6 @@ SOURCE_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 """A source name: a letter, then letters, digits or `_` (at most 32): safe to show to a model."""
 DEFAULT_SOURCE: Final = "default"
 _RETRY_S: Final = 5.0
-_DIALECTS: Final = {"postgres": "PostgreSQL", "mysql": "MySQL/MariaDB", "sqlite": "SQLite"}
 
 
 class SourceUnavailable(QueryFailed):
@@ -140,7 +140,7 @@ class Source:
     @property
     def label(self) -> str:
         """`name (PostgreSQL)`."""
-        return f"{self.name} ({_DIALECTS.get(self.dialect, self.dialect)})"
+        return f"{self.name} ({engine_name(self.dialect)})"
 
     @property
     def ready(self) -> bool:

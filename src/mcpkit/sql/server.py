@@ -20,6 +20,7 @@ from mcpkit.pipeline import Middleware
 from mcpkit.sql.analysis import ANALYSIS_TOOL_NAMES, analysis_tools
 from mcpkit.sql.errors import QueryFailed, SqlConfigError
 from mcpkit.sql.models import QueryResult, SourcesTableList, SourceTables, TableDescription, TableList
+from mcpkit.sql.profiles import engine_name
 from mcpkit.sql.render import render_sources_table_list
 from mcpkit.sql.routing import (
     DEFAULT_SOURCE,
@@ -32,7 +33,7 @@ from mcpkit.sql.routing import (
     with_source,
 )
 from mcpkit.sql.service import DEFAULT_CELLS, DEFAULT_ROWS, SqlService
-from mcpkit.sql.shaping import ANSWER_MAX_CHARS
+from mcpkit.sql.shaping import ANSWER_MAX_CHARS, CELL_MAX_CHARS
 from mcpkit.sql.tagging import tag_calls
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ __all__ = ["TOOL_NAMES", "build_server", "instructions_for", "namespace_for"]
 
 TOOL_NAMES: Final = ("list_tables", "describe_table", "execute_query", *ANALYSIS_TOOL_NAMES)
 _READ_ONLY: Final = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-_DIALECT_NAMES: Final = {"postgres": "PostgreSQL", "mysql": "MySQL/MariaDB", "sqlite": "SQLite"}
 
 
 def _no_root_description(schema: dict[str, Any]) -> None:
@@ -82,7 +82,7 @@ def _query_input(max_rows: int) -> type[BaseModel]:
 
 
 def _dialect(dialect: str) -> str:
-    return _DIALECT_NAMES.get(dialect, dialect)
+    return engine_name(dialect)
 
 
 def instructions_for(service: SqlService | SourceRouter, *, reports_only: bool = False) -> str:
@@ -130,7 +130,7 @@ def _query_description(masked: bool) -> str:
     text = (
         f"Run one read-only SELECT of at most {DEFAULT_CELLS.max_columns} columns; rows stop at "
         f"max_rows, or earlier when the answer would pass {ANSWER_MAX_CHARS:,} characters, and the "
-        "answer says if more exist. "
+        f"answer says if more exist; cells over {CELL_MAX_CHARS} characters are cut. "
         "Aggregate and filter in SQL. Writes, DDL, SET and side-effecting functions are refused."
     )
     if masked:

@@ -15,7 +15,7 @@ from pydantic import JsonValue
 from mcpkit.sql.clipping import BinarySize, Clipped
 from mcpkit.sql.engines.base import Rows
 from mcpkit.sql.models import QueryResult
-from mcpkit.sql.render import answer_chars
+from mcpkit.sql.render import MORE_ROWS, answer_chars
 
 __all__ = [
     "ANSWER_MAX_CHARS",
@@ -145,6 +145,11 @@ def shape_cell(value: Any, type_name: str | None = None) -> JsonValue:
     return clip(str(value))
 
 
+def _was_cut(value: Any) -> bool:
+    # a text that ends in "..." itself is not cut; anything shaped longer than the limit is
+    return isinstance(value, Clipped) or not isinstance(value, str) or len(value) > CELL_MAX_CHARS
+
+
 def shape_rows(rows: Rows, max_rows: int | None = None, max_chars: int = ANSWER_MAX_CHARS) -> QueryResult:
     """Shape an engine result into the structured answer of `execute_query`.
 
@@ -165,12 +170,16 @@ def shape_rows(rows: Rows, max_rows: int | None = None, max_chars: int = ANSWER_
     names = [c.name for c in rows.columns]
     used = answer_chars(names)
     shaped: list[list[JsonValue]] = []
+    cut = 0
     for r in kept:
         row = [shape_cell(v, types[i] if i < len(types) else None) for i, v in enumerate(r)]
         used += answer_chars(row)
         if used > max_chars:
             break
         shaped.append(row)
+        cut += sum(
+            1 for v, c in zip(r, row, strict=False) if type(c) is str and c.endswith("...") and _was_cut(v)
+        )
     notice = None
     if len(shaped) < len(kept):
         notice = (
@@ -182,11 +191,19 @@ def shape_rows(rows: Rows, max_rows: int | None = None, max_chars: int = ANSWER_
             f"more rows exist; only {len(shaped)} rows were fetched because each row is wide "
             "(select fewer columns, aggregate, or filter in SQL)"
         )
+    truncated = rows.more or len(shaped) < len(rows.rows)
+    if cut:
+        cells = (
+            f"{cut} cell{'s' if cut > 1 else ''} longer than the answer shows "
+            f"(cut at {CELL_MAX_CHARS} characters or fewer, ending in ...; select a part with substr())"
+        )
+        more = notice or (MORE_ROWS if truncated else None)
+        notice = cells if more is None else f"{more}; {cells}"
     return QueryResult(
         columns=names,
         rows=shaped,
         row_count=len(shaped),
-        truncated=rows.more or len(shaped) < len(rows.rows),
+        truncated=truncated,
         elapsed_ms=round(rows.elapsed_s * 1000, 1),
         notice=notice,
     )

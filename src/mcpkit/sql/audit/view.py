@@ -9,9 +9,10 @@ blank U+2800, variation selectors, the combining grapheme joiner) are shown as `
 name with a newline in it is one cell on one line, not a second, invented row.
 
 The caller column tells an authenticated principal from what a client says about itself: a principal is
-shown as is; without one the cell starts with `unverified`, then the connection the server assigned,
-then `client=NAME/VERSION` as the client sent it. In the caller and tool cells a space too is escaped
-(`\\x20`), so padding cannot push the rest of the cell out of sight.
+shown as is; without one the cell starts with `unverified`, then the connection the server assigned
+(its first 16 characters unless `--wide`), then `client=NAME/VERSION` as the client sent it. In the
+caller and tool cells a space too is escaped (`\\x20`), so padding cannot push the rest of the cell
+out of sight.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ _BLANK: Final = frozenset(
     + "".join(map(chr, range(0xFE00, 0xFE10)))
     + "".join(map(chr, range(0xE0100, 0xE01F0)))
 )
-_WIDTHS: Final = {"call_id": 12, "caller": 48, "tool": 40, "outcome": 14, "reason": 32}
+_IDENTITY_WIDTH: Final = 19  # `session:` and 8 of its 16 hex digits, enough to tell sessions apart
+_WIDTHS: Final = {"call_id": 12, "caller": 56, "tool": 40, "outcome": 14, "reason": 32}
 _SQL_WIDTH: Final = 60
 
 
@@ -70,9 +72,10 @@ def _cells(r: AuditRecord, wide: bool) -> list[str]:
         caller = escape_text(r.principal, spaces=True)
     else:
         said = escape_text(f"{r.client_name}/{r.client_version or ''}", spaces=True)
+        identity = escape_text(r.identity or "", spaces=True)
         parts = (
             "unverified",
-            escape_text(r.identity or "", spaces=True),
+            identity if wide else _clip(identity, _IDENTITY_WIDTH),
             f"client={said}" if r.client_name else "",
         )
         caller = " ".join(part for part in parts if part)

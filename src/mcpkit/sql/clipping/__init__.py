@@ -11,10 +11,10 @@ and as clipped text otherwise. The per-cell budget shrinks with rows x columns, 
 fetches fewer rows (`CellBudget.rows_fit`), so one call's cells stay under `CellBudget.call_bytes`
 whatever the data and the width.
 
-Per-dialect hooks (one module each, named `DIALECTS[name]`): `describe` learns the columns inside
-the call's session, `wrap` writes the clipping SQL. A database profile can point to them. A dialect
-may also have `run` (`runner`): PostgreSQL sends the describe and the query wrapped for what an
-earlier call described in one round trip, and uses the rows only if the two descriptions match.
+Per-engine hooks (one module each), which the engine's profile names (`Profile.clipping`):
+`describe` learns the columns inside the call's session, `wrap` writes the clipping SQL. An engine
+may also have `run`: PostgreSQL sends the describe and the query wrapped for what an earlier call
+described in one round trip, and uses the rows only if the two descriptions match.
 """
 
 from __future__ import annotations
@@ -31,11 +31,10 @@ __all__ = [
     "CellBudget",
     "ClipPlan",
     "Clipped",
+    "Clipping",
     "Run",
     "StaleDescription",
     "WireColumn",
-    "hooks",
-    "runner",
 ]
 
 Kind = Literal["fixed", "text", "binary", "other"]
@@ -175,23 +174,11 @@ to send first) -> (plan, wire rows, what this call described): begin, describe, 
 the fewest round trips."""
 
 
-def runner(dialect: str) -> Run | None:
-    """A dialect's `run` hook, where it has one (PostgreSQL: `postgres.run`)."""
-    if dialect == "postgres":
-        from mcpkit.sql.clipping import postgres
+@dataclass(frozen=True)
+class Clipping:
+    """An engine's clipping in SQL (`Profile.clipping`): describe the columns, wrap the SQL, and
+    where the driver can do it in fewer round trips, `run` all of it at once."""
 
-        return postgres.run
-    return None
-
-
-def hooks(dialect: str) -> tuple[Describe, Wrap] | None:
-    """The describe and wrap hooks of a dialect; None where clipping in SQL is not known (other engines)."""
-    if dialect == "postgres":
-        from mcpkit.sql.clipping import postgres as module
-    elif dialect == "mysql":
-        from mcpkit.sql.clipping import mysql as module  # type: ignore[no-redef]
-    elif dialect == "sqlite":
-        from mcpkit.sql.clipping import sqlite as module  # type: ignore[no-redef]
-    else:
-        return None
-    return module.describe, module.wrap
+    describe: Describe
+    wrap: Wrap
+    run: Run | None = None

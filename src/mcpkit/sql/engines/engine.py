@@ -24,7 +24,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolResetState, QueuePool
 
 from mcpkit.errors import Refused
-from mcpkit.sql.clipping import CellBudget, ClipPlan, Run, StaleDescription, hooks, runner
+from mcpkit.sql.clipping import CellBudget, ClipPlan, Run, StaleDescription
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
@@ -292,17 +292,15 @@ class SqlEngine:
         Returns:
             The rows.
         """
-        clipping = hooks(self.dialect) if clip is not None and params is None else None
+        clipping = self.profile.clipping() if clip is not None and params is None else None
         started = time.perf_counter()
-        run = runner(self.dialect) if clipping is not None else None
-        if run is not None and clip is not None:
-            return self._run_clipped(run, sql, limit, timeout_s, call_id, clip, started)
+        if clipping is not None and clipping.run is not None and clip is not None:
+            return self._run_clipped(clipping.run, sql, limit, timeout_s, call_id, clip, started)
         with self.session(timeout_s, call_id) as (conn, dbapi):
             if clipping is not None and clip is not None:
-                describe, wrap = clipping
-                described = describe(dbapi, sql)
+                described = clipping.describe(dbapi, sql)
                 fit = clip.fit(limit + 1, len(described))
-                plan = wrap(sql, described, fit, clip)
+                plan = clipping.wrap(sql, described, fit, clip)
                 cursor = dbapi.cursor()
                 try:  # a wide row: fewer rows, cut in the SQL sent (LIMIT), so the bound holds on the wire
                     self.profile.run(cursor, plan.sql if fit > limit else f"{plan.sql} LIMIT {fit}", call_id)

@@ -6,7 +6,7 @@ the rows' order, which rows a LIMIT keeps, the row DISTINCT ON keeps, a window's
 offsets within ties, the order of a concatenating aggregate, a bare column beside GROUP BY.
 
     qualified tree + Taint --window_keys--> per window: visible tie-breakers (or refused)
-                           --refuse_bare_columns (SQLite)
+                           --refuse_bare_columns (`Profile.bare_columns`: SQLite, MySQL)
     work tree --pin_order--> ORDER BYs completed, windows and aggregates ordered (or refused)
 
 Blocks are every Select, set operation and parenthesised query (LIMIT/OFFSET/FETCH may hang on
@@ -38,6 +38,7 @@ from mcpkit.sql.masking.ties import (
     refuse_order,
     window_keys,
 )
+from mcpkit.sql.profiles import profile_class
 
 __all__ = ["EXACT", "WIN", "pin_order", "plain_type", "refuse_bare_columns", "window_keys"]
 
@@ -56,26 +57,12 @@ def _ordinals(width: int, dialect: str) -> list[exp.Ordered]:
 
 
 def _exact(node: exp.Expr, dialect: str) -> list[exp.Expr]:
-    """Tie-breakers that tell apart values which compare equal but print differently.
-
-    MariaDB's default collations ignore case and trailing spaces ('bob' = 'Bob', 'x' = 'x '),
-    SQLite's NOCASE ignores case and 1 = 1.0, PostgreSQL's numeric 1.0 = 1.00 and interval
-    '1 day' = '24:00:00': ordered by the value alone, such rows keep the scan order.
+    """Tie-breakers that tell apart values which compare equal but print differently
+    (`Profile.exact_ties`: MariaDB's collations ignore case and trailing spaces, SQLite's NOCASE
+    ignores case and 1 = 1.0, PostgreSQL's numeric 1.0 = 1.00): ordered by the value alone, such
+    rows keep the scan order.
     """
-    if dialect == "postgres":
-        text = exp.Cast(this=node.copy(), to=exp.DataType.build("text"))
-        return [exp.Collate(this=text, expression=exp.Identifier(this="C", quoted=True))]
-    if dialect == "mysql":
-        return [exp.Cast(this=node.copy(), to=exp.DataType.build("binary", dialect="mysql"))]
-    if dialect == "sqlite":
-        # -0.0 = 0.0 and prints "0.0" in SQL, but reaches the client as -0.0: atan2(x, -1) is
-        # -pi for -0.0 and pi for 0.0 (PostgreSQL's text form already says "-0"; MariaDB sends "0").
-        return [
-            exp.Collate(this=node.copy(), expression=exp.var("BINARY")),
-            exp.Anonymous(this="typeof", expressions=[node.copy()]),
-            exp.Anonymous(this="atan2", expressions=[node.copy(), exp.Literal.number(-1)]),
-        ]
-    return []
+    return profile_class(dialect).exact_ties(node)
 
 
 def _ties(node: exp.Expr, dialect: str, *, exact: bool = True) -> list[exp.Ordered]:
@@ -93,7 +80,7 @@ _NOT_REPEATED: Final = (exp.AggFunc, exp.Window, exp.Subquery, exp.Select, exp.E
 def _exact_outputs(node: exp.Select, dialect: str) -> list[exp.Ordered]:
     """Exact tie-breakers for the outputs of a block without DISTINCT (which allows ORDER BY
     expressions): a plain column not of a plain type, or an expression repeated (`CASE ...`)."""
-    if node.args.get("distinct") is not None or dialect not in ("postgres", "mysql", "sqlite"):
+    if node.args.get("distinct") is not None:
         return []
     out: list[exp.Ordered] = []
     for projection in node.selects:
@@ -301,7 +288,8 @@ def _pin_aggregates(tree: exp.Expr, dialect: str, masked_aggs: frozenset[int]) -
         if not args and written is None:
             continue  # only constants: the answer does not depend on the order
         objects = isinstance(agg, exp.JSONObjectAgg | exp.JSONBObjectAgg) or name in OBJECT_NAMES
-        if dialect == "sqlite" or (dialect == "mysql" and objects):
+        facts = profile_class(dialect)
+        if not (facts.ordered_object_aggregates if objects else facts.ordered_aggregates):
             refuse_order(CONCAT_UNORDERED, f"unordered aggregate {type(agg).__name__} {name}")
         # PostgreSQL: with DISTINCT, ORDER BY may only name the arguments themselves.
         positional = _positional(agg)

@@ -22,10 +22,11 @@ from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.engines.base import Rows
 from mcpkit.sql.masking.order import EXACT, WIN, pin_order, plain_type, refuse_bare_columns, window_keys
 from mcpkit.sql.masking.policy import MaskPolicy
-from mcpkit.sql.masking.schema import CASELESS_COLUMNS, KnownSchema, SchemaMapping, fold_column_names
+from mcpkit.sql.masking.schema import KnownSchema, SchemaMapping, fold_column_names
 from mcpkit.sql.masking.shapes import normalise_calls, refuse_measures, refuse_shapes
 from mcpkit.sql.masking.taint import PROJ, REF, Taint, refuse_mask
 from mcpkit.sql.models import QueryResult
+from mcpkit.sql.profiles import profile_class
 
 __all__ = ["MASKED", "NO_MASKING", "MaskPlan", "apply_mask", "plan_masking"]
 
@@ -187,7 +188,7 @@ def plan_masking(
         for projection in select.selects:
             projection.meta[PROJ] = _declared_name(projection)
     analysed = work.copy()
-    if dialect in CASELESS_COLUMNS:  # `EMAIL` is the email column there (NATURAL JOIN, USING too)
+    if profile_class(dialect).caseless_columns:  # `EMAIL` is the email column (NATURAL JOIN, USING too)
         fold_column_names(analysed)
     try:
         qualified = qualify(
@@ -201,7 +202,7 @@ def plan_masking(
         taint = Taint(qualified, known, policy)
         outs = taint.run()
         windows = window_keys(taint, qualified)
-        if dialect in ("sqlite", "mysql"):
+        if profile_class(dialect).bare_columns:
             # PostgreSQL refuses bare columns itself; MariaDB's ONLY_FULL_GROUP_BY (set per call
             # with masks) misses them in ORDER BY and in a window's ORDER BY.
             refuse_bare_columns(qualified)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import suppress
-from typing import Any, Final
+from typing import Any
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine as SaEngine
@@ -19,9 +19,9 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.schema import MappingSchema
 
 from mcpkit.sql.masking.policy import MaskPolicy
+from mcpkit.sql.profiles import profile_class
 
 __all__ = [
-    "CASELESS_COLUMNS",
     "KnownSchema",
     "SchemaMapping",
     "fold_column_names",
@@ -31,10 +31,6 @@ __all__ = [
 
 SchemaMapping = Mapping[str, Mapping[str, Any]]
 """`{table: {column: type}}` or `{schema: {table: {column: type}}}` (types as SQL text)."""
-
-CASELESS_COLUMNS: Final = frozenset({"mysql"})
-"""Dialects whose column names and aliases match in any case, quoted or not, while table names
-may not (MySQL, MariaDB); sqlglot reads them all case-sensitively, so masking folds the columns."""
 
 
 def reflect_schema(
@@ -213,7 +209,7 @@ class KnownSchema:
         if self.levels not in (1, 2):
             raise ValueError("the schema is {table: {column: type}} or {schema: {table: {column: type}}}")
         self.default_schema = default_schema
-        if dialect in CASELESS_COLUMNS and mapping:
+        if profile_class(dialect).caseless_columns and mapping:
             mapping = _fold_columns(mapping, self.levels)
         self.sqlglot = MappingSchema(dict(mapping), dialect=dialect)
 

@@ -23,6 +23,7 @@ from sqlglot import exp
 
 from mcpkit.sql.dialects import read_dialect
 from mcpkit.sql.masking.taint import refuse_mask
+from mcpkit.sql.profiles import profile_class
 
 __all__ = ["normalise_calls", "refuse_measures", "refuse_shapes"]
 
@@ -154,7 +155,7 @@ def normalise_calls(tree: exp.Expr, dialect: str) -> exp.Expr:
             names = [
                 p.name if (isinstance(p, exp.Identifier) and p.quoted) else p.name.casefold() for p in schema
             ]
-            plain = plain and names == ["pg_catalog"] and dialect == "postgres"
+            plain = plain and names == [profile_class(dialect).builtin_schema]
             target = dot
         if not plain:
             if name.casefold() in _ORDER_AGGREGATES:
@@ -180,6 +181,7 @@ def _unknown_columns(source: exp.Expr) -> bool:
 
 def refuse_shapes(tree: exp.Expr, dialect: str) -> None:
     """Refuse the joins and per-row functions a masked read may not use (see the module)."""
+    time_uuid = profile_class(dialect).time_based_uuid
     for join in tree.find_all(exp.Join):
         if "NATURAL" in (
             str(join.args.get("method") or "").upper(),
@@ -205,7 +207,7 @@ def refuse_shapes(tree: exp.Expr, dialect: str) -> None:
         else:
             name = func.sql_name().casefold()
         seeded = isinstance(func, exp.Rand) and func.this is not None
-        if name in _PER_ROW_NAMES or seeded or (isinstance(func, exp.Uuid) and dialect == "mysql"):
+        if name in _PER_ROW_NAMES or seeded or (isinstance(func, exp.Uuid) and time_uuid):
             refuse_mask(f"per-row function {name} over a masked read", message=_PER_ROW)
 
 

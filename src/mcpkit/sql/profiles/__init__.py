@@ -1,12 +1,34 @@
 """Database profiles: one per backend, chosen from one table by the URL's SQLAlchemy backend.
 
-Adding an engine is writing one `Profile` subclass (session, verification, catalog, cost, roles)
-and its tests, and naming it in `PROFILES`.
+Adding an engine is writing one `Profile` subclass and its tests, and naming it in `PROFILES`.
+Every answer has a generic default (`base.Profile`, `capabilities.Capabilities`); the profile
+overrides what its database does differently:
+
+- what it is: `name` (`engine_name`), `read_only_enforced`, `has_accounts`, `forever_sql` (doctor);
+- session: `engine_options`, `begin`/`begin_statements`, `run`, `type_names`, `interrupt`, `end`,
+  `reset` (and `poolable`), `classify`, `use_function_policy` (and `policy_generation`); `undone`
+  for checks run inside a call's session; `clipping` (the `mcpkit.sql.clipping` hooks it uses);
+- verification: `inspect`, `catalog_fingerprint`, `connection_findings`/`connection_warnings`,
+  `use_masks`, `derived_masks`, `withheld_relations`, `scan_order_hints`;
+- catalog and cost: `readable`, `function_catalog`, `table_stats`, `sample_clause`, `costed`,
+  `explain`, `cost`; `grant` for `mcpkit sql grant`;
+- identities: `role_setup`, `switches_roles` with `identity_catalog`, `shared_login_problems`,
+  `login_problems`;
+- tools: `vector_kind` and `use_vectors` (similar_rows), `plan_check`, `report_value`,
+  `parameter_casts` and `untyped_parameter` (reports);
+- masking, stated on the class (`profile_class`: the passes know only the dialect):
+  `exact_ties`, `ordered_aggregates`, `ordered_object_aggregates`, `bare_columns`,
+  `caseless_columns`, `builtin_schema`, `time_based_uuid`.
+
+What stays keyed by the sqlglot dialect is grammar: the admission passes (MySQL's executable
+comments, PostgreSQL's attribute calls, `FROM DUAL`, SQLite's parameter sigils) and the function
+and relation tables of `admission.function_tables`, one module per engine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING, Final
 
 from sqlalchemy.engine import URL
@@ -31,6 +53,8 @@ __all__ = [
     "PostgresProfile",
     "Profile",
     "SqliteProfile",
+    "engine_name",
+    "profile_class",
     "profile_for",
     "profile_for_dialect",
     "profile_of",
@@ -77,3 +101,24 @@ def profile_for_dialect(dialect: str) -> Profile:
         if candidate.dialect == dialect:
             return candidate
     return GenericProfile(dialect)
+
+
+@cache
+def engine_name(dialect: str) -> str:
+    """The name of the database a sqlglot dialect is read for, as a model is shown it.
+
+    >>> engine_name("mysql"), engine_name("duckdb")
+    ('MySQL/MariaDB', 'duckdb')
+    """
+    return profile_for_dialect(dialect).name
+
+
+@cache
+def profile_class(dialect: str) -> type[Profile]:
+    """The profile class of a sqlglot dialect, for the facts it states on the class (the masking
+    passes, which know only the dialect).
+
+    >>> profile_class("postgres").builtin_schema
+    'pg_catalog'
+    """
+    return type(profile_for_dialect(dialect))

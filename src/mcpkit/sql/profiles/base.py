@@ -19,6 +19,7 @@ from sqlalchemy.engine import URL, Connection
 
 from mcpkit.sql.errors import FailureKind, SqlConfigError
 from mcpkit.sql.profiles.budget import CONNECTION_MARGIN, ConnectionBudget
+from mcpkit.sql.profiles.capabilities import Capabilities
 from mcpkit.sql.profiles.findings import Finding, merge_findings
 
 if TYPE_CHECKING:
@@ -144,12 +145,13 @@ class AccountReport:
     """The catalog fingerprint read in the same session, when asked for (`mcpkit.sql.reverify`)."""
 
 
-class Profile:
+class Profile(Capabilities):
     """One database backend. Subclasses override what their database does differently.
 
     The base class is the generic profile: no database-enforced read-only session or timeout is
     known, the watchdog cancels through the driver, errors are unclassified, and the account's
-    grants are the only guard (`mcpkit sql doctor` says so).
+    grants are the only guard (`mcpkit sql doctor` says so). `Capabilities` holds the rest of the
+    generic answers (re-verification, clipping, roles, vectors, reports, masking).
 
     Args:
         dialect: The sqlglot dialect name (subclasses fix it).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import re
@@ -17,6 +18,8 @@ from sqlalchemy.engine import URL, Connection
 
 from mcpkit.sql.admission.function_tables import matches
 from mcpkit.sql.admission.policy import FunctionPolicy
+from mcpkit.sql.clipping import Clipping
+from mcpkit.sql.clipping import sqlite as clip
 from mcpkit.sql.clipping.sqlite import FUNCTIONS as CLIP_FUNCTIONS
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import (
@@ -29,7 +32,7 @@ from mcpkit.sql.profiles.base import (
     TableStats,
 )
 from mcpkit.sql.profiles.digest import catalog_digest
-from mcpkit.sql.profiles.sqlite_masks import Withheld, generated_columns, withheld_for
+from mcpkit.sql.profiles.sqlite_masks import Withheld, exact_ties, generated_columns, withheld_for
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 
@@ -175,6 +178,11 @@ class SqliteProfile(Profile):
     read_only_enforced = True
     has_accounts = False
     poolable = True
+    vector_kind = "sqlite_vec"
+    plan_check = "EXPLAIN QUERY PLAN {}"
+    exact_ties = staticmethod(exact_ties)
+    ordered_aggregates = ordered_object_aggregates = False
+    bare_columns = True
     forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
 
     def __init__(self) -> None:
@@ -183,9 +191,12 @@ class SqliteProfile(Profile):
         self.withheld = Withheld()
         self.vectors = False
 
-    def use_vectors(self) -> None:
+    def use_vectors(self) -> str | None:
         """Load sqlite-vec into every connection (for `similar_rows`), before its first call."""
+        if self.vectors:
+            return None
         self.vectors = True
+        return "SELECT vec_length('[1.0, 2.0]')"
 
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """The authorizer refuses, inside SQLite, every function the policy does not admit."""
@@ -256,6 +267,14 @@ class SqliteProfile(Profile):
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
         """Run one statement (sqlite3 refuses a second one)."""
         cursor.execute(sql)
+
+    def clipping(self) -> Clipping:
+        """`clipping.sqlite`."""
+        return Clipping(clip.describe, clip.wrap)
+
+    def report_value(self, value: Any) -> Any:
+        """Dates as ISO text, as SQLite keeps them."""
+        return value.isoformat() if isinstance(value, dt.date) else value
 
     def type_names(self, dbapi: Any, description: Sequence[Any]) -> list[str | None]:
         """SQLite results carry no column types."""

@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-__all__ = ["Withheld", "generated_columns", "views_over", "withheld_for"]
+__all__ = ["Withheld", "exact_ties", "generated_columns", "views_over", "withheld_for"]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -143,3 +143,14 @@ def views_over(conn: Connection, tables: set[str]) -> set[str]:
                 out.add(name)
                 changed = True
     return out
+
+
+def exact_ties(node: exp.Expr) -> list[exp.Expr]:
+    """BINARY collation (NOCASE ignores case), the storage class (1 = 1.0), and the sign of zero:
+    -0.0 = 0.0 and prints "0.0" in SQL but reaches the client as -0.0 (atan2(x, -1) is -pi for
+    -0.0 and pi for 0.0)."""
+    return [
+        exp.Collate(this=node.copy(), expression=exp.var("BINARY")),
+        exp.Anonymous(this="typeof", expressions=[node.copy()]),
+        exp.Anonymous(this="atan2", expressions=[node.copy(), exp.Literal.number(-1)]),
+    ]

@@ -10,7 +10,6 @@ structuredContent.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,13 +22,13 @@ from mcpkit import Context, Server, Tool, ToolAnnotations, ToolResult
 from mcpkit.errors import DefinitionError, Refused
 from mcpkit.lint import lint_tools
 from mcpkit.sql.audit import CallAudit
-from mcpkit.sql.clipping import ClipPlan, hooks
+from mcpkit.sql.clipping import ClipPlan
 from mcpkit.sql.engines.base import Column, Engine, Rows
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
 from mcpkit.sql.masking.schema import SchemaMapping
 from mcpkit.sql.models import QueryResult
-from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
+from mcpkit.sql.profiles import Profile, profile_of
 from mcpkit.sql.render import render_markdown
 from mcpkit.sql.reports.bind import BindError, BoundSql, prepare_sql
 from mcpkit.sql.reports.inputs import default_problem, input_model, sample_value
@@ -50,22 +49,15 @@ RESERVED_NAMES: Final = (
     "sample_table",
 )
 _READ_ONLY: Final = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-_EXPLAIN: Final = {"postgres": "EXPLAIN {}", "mysql": "EXPLAIN {}", "sqlite": "EXPLAIN QUERY PLAN {}"}
 _BIND: Final = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")  # the placeholders SQLAlchemy's text() binds
 _Prepare = Callable[[Mapping[str, str]], tuple[BoundSql, MaskPlan]]
 
 
-def _db_value(value: Any, dialect: str) -> Any:
-    if isinstance(value, dt.date) and dialect == "sqlite":
-        return value.isoformat()  # SQLite keeps dates as ISO text
-    return value
-
-
-def _bind(params: Sequence[ParamSpec], values: dict[str, Any], dialect: str) -> dict[str, Any]:
-    """The values to bind: dates as the engine keeps them, `like:` values with wildcards escaped."""
+def _bind(params: Sequence[ParamSpec], values: dict[str, Any], profile: Profile) -> dict[str, Any]:
+    """The values to bind: as the engine keeps them (dates), `like:` values with wildcards escaped."""
     out = {}
     for p in params:
-        value = _db_value(values.get(p.name), dialect)
+        value = profile.report_value(values.get(p.name))
         out[p.name] = like_value(p.like, value) if p.like else value
     return out
 
@@ -102,7 +94,7 @@ class ReportRunner:
         """Bind `values` and run the report; the shaped, masked result."""
         routed = ctx.state.get(SERVICE_KEY)
         engine = routed.engine if isinstance(routed, SqlService) else self.service.engine
-        params = _bind(self.spec.params, values, engine.dialect)
+        params = _bind(self.spec.params, values, profile_of(engine))
         if self.calls is not None:
             self.calls.note(ctx.call_id, sql=self.sql)
         raw = engine.execute(self.sql, params, self.rows, self.service.timeout_s, ctx.call_id)
@@ -145,7 +137,7 @@ def _explain(engine: Engine, sql: str, params: dict[str, Any], timeout_s: float)
     """The database's own complaint about the SQL, or None when it plans fine."""
     if not isinstance(engine, SqlEngine):
         return None
-    wrapped = _EXPLAIN.get(engine.dialect, "SELECT * FROM ({}) AS q WHERE 1 = 0").format(sql)
+    wrapped = engine.profile.plan_check.format(sql)
     with engine.session(timeout_s, "reports-check") as (conn, _):
         try:
             conn.execute(text(wrapped), params).close()
@@ -154,11 +146,11 @@ def _explain(engine: Engine, sql: str, params: dict[str, Any], timeout_s: float)
     return None
 
 
-def _postgres_types(
+def _typed_parameters(
     service: SqlService, spec: ReportSpec, samples: dict[str, Any], prepare: _Prepare
 ) -> tuple[BoundSql, MaskPlan]:
-    """The report prepared with each parameter PostgreSQL cannot type (`:p IS NULL`) cast to its
-    declared type.
+    """The report prepared with each parameter the database cannot type (PostgreSQL: `:p IS NULL`)
+    cast to its declared type (`Profile.parameter_casts`).
 
     The server is asked, not guessed at: the report runs as a call binds it (`LIMIT 0`, omitted
     optional parameters NULL), and each "could not determine data type of parameter $n" names one
@@ -180,24 +172,25 @@ def _postgres_types(
                 failure = exc
         if failure is None:
             return bound, plan
-        number = untyped_parameter(failure)
+        number = engine.profile.untyped_parameter(failure)
         if number is None or not 0 < number <= len(order) or order[number - 1] in casts:
             raise BindError(f"the database rejects it: {_complaint(failure)}")
-        casts[order[number - 1]] = DECLARED[kinds[order[number - 1]]]
+        casts[order[number - 1]] = engine.profile.parameter_casts[kinds[order[number - 1]]]
 
 
 def _clip_plan(service: SqlService, sql: str, names: Sequence[str], rows: int) -> ClipPlan | None:
     """The clipping of a report's SQL, planned once: its columns described with every parameter
-    NULL (`LIMIT 0`: nothing is read), then the dialect's wrap around the text with placeholders."""
-    found = hooks(service.engine.dialect)
-    if service.cells is None or found is None or not isinstance(service.engine, SqlEngine):
+    NULL (`LIMIT 0`: nothing is read), then the engine's wrap around the text with placeholders."""
+    if service.cells is None or not isinstance(service.engine, SqlEngine):
         return None
-    describe, wrap = found
+    found = service.engine.profile.clipping()
+    if found is None:
+        return None
     probe = sql
     for name in names:
         probe = re.sub(rf"(?<![:\w]):{re.escape(name)}\b", "NULL", probe)
     with service.engine.session(service.timeout_s, "reports-clip") as (_, dbapi):
-        columns = describe(dbapi, probe)
+        columns = found.describe(dbapi, probe)
     cells = service.cells
     if len(columns) > cells.max_columns or cells.rows_fit(rows + 1, len(columns)) <= rows:
         raise DefinitionError(
@@ -205,7 +198,7 @@ def _clip_plan(service: SqlService, sql: str, names: Sequence[str], rows: int) -
             f"(at most {cells.max_columns} columns, {cells.call_bytes // cells.min_cell} cells); "
             "return fewer columns or rows"
         )
-    return wrap(sql, columns, rows + 1, cells)
+    return found.wrap(sql, columns, rows + 1, cells)
 
 
 def _compile(
@@ -216,7 +209,7 @@ def _compile(
     policy: MaskPolicy | None,
     reserved: Sequence[str],
 ) -> tuple[BoundSql, MaskPlan, int] | None:
-    dialect = service.engine.dialect
+    dialect, profile = service.engine.dialect, profile_of(service.engine)
     if spec.name in reserved:
         p.items.append(f"{p.source}:{spec.line}: report {spec.name!r}: the name is taken by a built-in tool")
     if spec.broken:
@@ -236,7 +229,7 @@ def _compile(
     sql_at = f"{p.source}:{spec.sql_line}: report {spec.name!r}: sql: "
     # An omitted optional parameter is bound as NULL: the start-up checks try that case too.
     values = {q.name: None if not q.required and q.default is None else sample_value(q) for q in spec.params}
-    samples = _bind(spec.params, values, dialect)
+    samples = _bind(spec.params, values, profile)
 
     def prepare(casts: Mapping[str, str]) -> tuple[BoundSql, MaskPlan]:
         bound = prepare_sql(
@@ -256,7 +249,7 @@ def _compile(
 
     try:
         bound, plan = (
-            _postgres_types(service, spec, samples, prepare) if dialect == "postgres" else prepare({})
+            _typed_parameters(service, spec, samples, prepare) if profile.parameter_casts else prepare({})
         )
     except (BindError, Refused) as exc:
         p.items.append(sql_at + (exc.message if isinstance(exc, Refused) else str(exc)))

@@ -33,7 +33,6 @@ from mcpkit import Context, Tool, ToolAnnotations, ToolResult
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.models import QueryResult
-from mcpkit.sql.profiles.sqlite import SqliteProfile
 from mcpkit.sql.service import SqlService
 from mcpkit.sql.similar.ranking import build_sql
 from mcpkit.sql.similar.target import MAX_DIM, MAX_K, SimilarRowsInput, find_target
@@ -68,20 +67,16 @@ def enable_similarity(service: SqlService) -> None:
     engine = service.engine
     if not isinstance(engine, SqlEngine):
         raise SqlConfigError("--similar needs a database engine it can reflect")
-    if engine.dialect == "sqlite" and isinstance(engine.profile, SqliteProfile):
-        if engine.profile.vectors:  # already prepared (at start-up and again by build_server)
-            return
-        engine.profile.use_vectors()
-        rows = engine.execute(
-            "SELECT vec_length('[1.0, 2.0]')", None, 1, service.timeout_s, "startup-similar"
-        )
-        if rows.rows != ((2,),):  # pragma: no cover - the extension answered something else
-            raise SqlConfigError("--similar: sqlite-vec did not answer as expected")
-    elif engine.dialect not in ("postgres", "mysql"):
+    if engine.profile.vector_kind is None:
         raise SqlConfigError(
             "--similar: only SQLite (sqlite-vec), PostgreSQL (pgvector or float arrays) and "
             "MySQL/MariaDB (JSON arrays) can rank rows by similarity"
         )
+    probe = engine.profile.use_vectors()  # None: nothing to load, or loaded before (start-up, build_server)
+    if probe is not None:
+        rows = engine.execute(probe, None, 1, service.timeout_s, "startup-similar")
+        if rows.rows != ((2,),):  # pragma: no cover - the extension answered something else
+            raise SqlConfigError("--similar: the vector extension did not answer as expected")
 
 
 def _header(result: QueryResult, args: SimilarRowsInput) -> str:

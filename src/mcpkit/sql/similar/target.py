@@ -188,8 +188,9 @@ def find_target(service: SqlService, args: SimilarRowsInput, call_id: str) -> Ta
     engine = service.engine
     if not isinstance(engine, SqlEngine):  # pragma: no cover - enable_similarity checked it
         raise ToolError("This server's engine cannot rank rows by similarity.")
+    kind = engine.profile.vector_kind
     located = None
-    if engine.dialect == "mysql":
+    if kind == "json":
         located = _mysql_table(engine, args, call_id, service.timeout_s)
         table = located.table
     else:
@@ -202,7 +203,7 @@ def find_target(service: SqlService, args: SimilarRowsInput, call_id: str) -> Ta
         raise Refused(_MASKED, data={"reason": "masked_column"}, expose_data=True)
     if located is not None:
         return _mysql_kind(located, column)
-    if engine.dialect == "postgres":
+    if kind == "typed":
         return _pg_kind(engine, table, column, call_id, service.timeout_s)
     key = table.primary_key[0] if len(table.primary_key) == 1 else None
     return Target(table, column, key, "sqlite_vec", "", None, tuple(c.name for c in table.columns))

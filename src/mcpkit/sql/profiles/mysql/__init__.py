@@ -24,6 +24,7 @@ from mcpkit.sql.profiles.mysql.cost import mysql_cost
 from mcpkit.sql.profiles.mysql.fingerprint import mysql_fingerprint
 from mcpkit.sql.profiles.mysql.masks import (
     derived_masks,
+    exact_ties,
     masked_views,
     readable_masked_columns,
     scan_order_hints,
@@ -41,6 +42,13 @@ class MysqlProfile(MysqlSession):
 
     forever_sql = "SELECT SLEEP(100000)"  # MariaDB caps recursive CTEs at max_recursive_iterations
     costed = True
+    vector_kind = "json"  # no vector type in MariaDB 10.11
+    plan_check = "EXPLAIN {}"
+    exact_ties = staticmethod(exact_ties)
+    ordered_object_aggregates = False  # JSON_OBJECTAGG takes no ORDER BY
+    bare_columns = True  # ONLY_FULL_GROUP_BY (set per call with masks) misses ORDER BY and windows
+    time_based_uuid = True  # UUID() is version 1
+    caseless_columns = True
 
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Server-wide privileges, DEFINER routines it can execute, writable tables of the login."""

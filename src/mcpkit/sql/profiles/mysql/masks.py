@@ -10,11 +10,12 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
+from sqlglot import exp
 
 from mcpkit.sql.profiles.base import DerivedMask, Finding
 from mcpkit.sql.profiles.scan_order import hint, split_key
 
-__all__ = ["derived_masks", "masked_views", "readable_masked_columns", "scan_order_hints"]
+__all__ = ["derived_masks", "exact_ties", "masked_views", "readable_masked_columns", "scan_order_hints"]
 
 _COLUMNS = (
     "SELECT column_name FROM information_schema.COLUMNS"
@@ -229,3 +230,8 @@ def scan_order_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> 
             if sorted(seqs) != list(range(1, len(seqs) + 1)):
                 out.append(hint(key, "(a column this account cannot read)", f"index {index}"))
     return out
+
+
+def exact_ties(node: exp.Expr) -> list[exp.Expr]:
+    """The binary form: MariaDB's default collations ignore case and trailing spaces."""
+    return [exp.Cast(this=node.copy(), to=exp.DataType.build("binary", dialect="mysql"))]

@@ -18,6 +18,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from mcpkit.sql.errors import SessionLost
+
 __all__ = ["RoleNotRestored", "granted_roles", "quote_name", "under_each_role"]
 
 log = logging.getLogger("mcpkit.sql")
@@ -30,7 +32,7 @@ _ROLE_GRANT: Final = re.compile(r"GRANT ((?:`(?:[^`]|``)+`(?:, )?)+) TO `(?:[^`]
 _NAME: Final = re.compile(r"`((?:[^`]|``)+)`")
 
 
-class RoleNotRestored(RuntimeError):
+class RoleNotRestored(SessionLost):
     """The session's role could not be put back after reading what the granted roles bring."""
 
 

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from sqlalchemy.engine import URL
 
+from mcpkit.sql.clipping import Clipping
 from mcpkit.sql.profiles.base import Outcome, Profile
 from mcpkit.sql.tagging import session_label
 
@@ -25,10 +26,13 @@ _GROUP_CONCAT_BYTES: Final = 32 * 1024 * 1024  # as SQLite's MAX_LENGTH; longer 
 # group_concat_max_len (1260), or answered NULL for a string over max_allowed_packet (1301); or a
 # conversion answered a made-up value: out of range (1264), an incorrect or truncated value
 # ('12abc' as 12, '2023-02-30' as NULL: 1292, 1366, 1411), an invalid character string (1300,
-# 1977), division by zero (1365), a datetime overflow (1441), an integer overflow (1916).
-# None turns into an error in a SELECT in any sql_mode, so `run` turns them into one. Documented
-# NULL answers (a bad JSON or base64 argument) and notes stay answers.
-_WRONG_ANSWER: Final = frozenset({1260, 1301, 1264, 1292, 1300, 1365, 1366, 1411, 1441, 1916, 1977})
+# 1977), division by zero (1365), a datetime overflow (1441), an integer overflow (1916), a
+# JSON_TABLE column cut or zeroed to fit its type (1265), JSON nested past 32 levels answered as
+# NULL or invalid (4040). None turns into an error in a SELECT in any sql_mode, so `run` turns
+# them into one. Documented NULL answers (a bad JSON or base64 argument) and notes stay answers.
+_WRONG_ANSWER: Final = frozenset(
+    {1260, 1265, 1301, 1264, 1292, 1300, 1365, 1366, 1411, 1441, 1916, 1977, 4040}
+)
 _CODES: Final[dict[int, Outcome]] = {
     1064: "syntax",
     1149: "syntax",
@@ -62,6 +66,8 @@ _CODES: Final[dict[int, Outcome]] = {
     1441: "data",
     1916: "data",
     1977: "data",
+    1265: "data",
+    4040: "data",
     1114: "resource",
     1203: "resource",  # the global max_user_connections reached
     1226: "resource",  # the login's MAX_USER_CONNECTIONS reached (docs/security.md)
@@ -198,6 +204,12 @@ class MysqlSession(Profile):
                 cur.execute("KILL CONNECTION %s", [thread])
         finally:
             killer.close()
+
+    def clipping(self) -> Clipping:
+        """`clipping.mysql`."""
+        from mcpkit.sql.clipping import mysql
+
+        return Clipping(mysql.describe, mysql.wrap)
 
     def end(self, dbapi: Any) -> None:
         """Roll back."""

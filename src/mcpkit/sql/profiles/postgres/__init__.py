@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
@@ -26,16 +26,20 @@ from mcpkit.sql.profiles.postgres.fingerprint import PG_FINGERPRINT
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
 from mcpkit.sql.profiles.postgres.masks import (
     derived_masks,
+    exact_ties,
     masked_routes,
     readable_masked_columns,
     scan_order_hints,
 )
+from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
+from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
 
 if TYPE_CHECKING:
     from mcpkit.sql.admission import FunctionCatalog
     from mcpkit.sql.engines.base import Engine
+    from mcpkit.sql.engines.engine import SqlEngine
 
 __all__ = ["PostgresCatalog", "PostgresProfile"]
 
@@ -52,6 +56,12 @@ class PostgresProfile(PostgresSession):
 
     forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
     costed = True
+    switches_roles = True
+    vector_kind = "typed"  # pgvector's vector/halfvec, or float arrays
+    plan_check = "EXPLAIN {}"
+    builtin_schema = "pg_catalog"
+    exact_ties = staticmethod(exact_ties)
+    parameter_casts = DECLARED  # a parameter only tested for NULL has no type (`profiles.postgres.params`)
 
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous
@@ -122,6 +132,35 @@ class PostgresProfile(PostgresSession):
     def role_setup(self, role: str) -> str | None:
         """`SET LOCAL ROLE "<role>"` inside the call's read-only transaction."""
         return f"SET LOCAL ROLE {quote_role(role)}"
+
+    def untyped_parameter(self, exc: BaseException) -> int | None:
+        """From SQLSTATE 42P18/42P08's "parameter $n" (`profiles.postgres.params`)."""
+        return untyped_parameter(exc)
+
+    def identity_catalog(self, engine: SqlEngine, catalog: FunctionCatalog | None) -> FunctionCatalog:
+        """`DefinerCatalog`: SECURITY DEFINER functions, and those with a `SET role` clause, refused."""
+        from mcpkit.sql.definers import DefinerCatalog
+
+        return DefinerCatalog(engine, catalog)
+
+    def shared_login_problems(self, conn: Connection, roles: Collection[str]) -> list[str]:
+        """Each role exists, cannot bypass row-level security and is the account's to SET; the
+        account is NOINHERIT (`profiles.postgres.roles`)."""
+        return shared_login_problems(conn, roles)
+
+    def login_problems(
+        self,
+        conn: Connection,
+        role: str,
+        user: str,
+        others: Sequence[str],
+        account: str,
+        *,
+        warn: bool = False,
+    ) -> list[str]:
+        """Membership in another principal's login or in the server's account; `warn`: the policy
+        roles it belongs to are logged (`profiles.postgres.roles`)."""
+        return login_problems(conn, role, user, others, account, warn=warn)
 
     def table_stats(self, conn: Connection, schema: str | None, table: str) -> TableStats:
         """`pg_stats`, as far as the role may select the columns and no row-level policy applies."""

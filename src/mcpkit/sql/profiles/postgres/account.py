@@ -78,6 +78,17 @@ FROM pg_namespace n WHERE has_schema_privilege(n.oid, 'CREATE')
   AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_temp%'
   AND n.nspname NOT LIKE 'pg_toast%' ORDER BY 1
 """
+# Superuser-only settings granted to the role (GRANT SET / ALTER SYSTEM ON PARAMETER, PostgreSQL
+# 15+), directly, through a role it is a member of, or to PUBLIC: `session_replication_role` turns
+# off triggers and foreign keys, `lo_compat_privileges` the large objects' ACLs, ...
+_PARAMETERS: Final = """
+SELECT p.parname, string_agg(DISTINCT a.privilege_type, ', ' ORDER BY a.privilege_type),
+       string_agg(DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text)
+                  END, ', ')
+FROM pg_catalog.pg_parameter_acl p, aclexplode(p.paracl) a
+WHERE a.grantee = 0 OR pg_has_role(a.grantee, 'MEMBER')
+GROUP BY p.parname ORDER BY 1
+"""
 _WRITABLE: Final = (
     "SELECT n.nspname || '.' || c.relname FROM pg_catalog.pg_class c"
     " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
@@ -207,11 +218,35 @@ def inspect_postgres(conn: Connection, allowed: frozenset[str] = frozenset()) ->
                 "create-schema",
             )
         )
+    found += _parameter_findings(conn, user, allowed)
     found += audit_routes(conn, allowed)
     found += owner_views(conn, allowed)
     writable = [str(r[0]) for r in conn.execute(text(_WRITABLE))]
     reason = "rolsuper" if rolsuper else next((f.code for f in found if f.code.startswith("pg_")), None)
     return AccountReport("postgres", version, user, reason is not None, reason, writable, True, found)
+
+
+def _parameter_findings(conn: Connection, user: str, allowed: frozenset[str]) -> list[Finding]:
+    if conn.dialect.server_version_info and conn.dialect.server_version_info < (15,):
+        return []  # parameter privileges are PostgreSQL 15+
+    found = []
+    for name, privileges, grantees in conn.execute(text(_PARAMETERS)):
+        if f"parameter:{name}" in allowed:
+            continue
+        fix = "; ".join(
+            f"REVOKE {privilege} ON PARAMETER {name} FROM {grantee}"
+            for privilege in privileges.split(", ")
+            for grantee in grantees.split(", ")
+        )
+        found.append(
+            Finding(
+                "parameter-grant",
+                f"role {user} holds {privileges} on parameter {name}, a setting only a superuser may change",
+                fix,
+                f"parameter:{name}",
+            )
+        )
+    return found
 
 
 _CONNECTION_LIMIT: Final = (

@@ -55,7 +55,7 @@ def _base(conn: Connection, role: str, tables: Sequence[str], password: str, lim
 
 
 def postgres_grant(
-    conn: Connection, role: str, tables: Sequence[str], password: str, limit: int = 7
+    conn: Connection, role: str, tables: Sequence[str], password: str, limit: int
 ) -> list[str]:
     """The statements an administrator runs; `conn` is an administrator's, nothing is committed.
 

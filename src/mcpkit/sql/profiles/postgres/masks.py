@@ -7,11 +7,12 @@ from collections.abc import Mapping
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+from sqlglot import exp
 
 from mcpkit.sql.profiles.base import DerivedMask, Finding
 from mcpkit.sql.profiles.scan_order import hint, index_hints
 
-__all__ = ["derived_masks", "masked_routes", "readable_masked_columns", "scan_order_hints"]
+__all__ = ["derived_masks", "exact_ties", "masked_routes", "readable_masked_columns", "scan_order_hints"]
 
 # Resolved through the session's search_path, as the calls' queries resolve the name; the
 # privilege is the engine's own answer for this role (direct, through PUBLIC or a membership).
@@ -258,3 +259,9 @@ def scan_order_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> 
             if str(column).casefold() in wanted:
                 out.append(hint(table, str(column), f"physical order, correlation {float(correlation):+.2f}"))
     return out
+
+
+def exact_ties(node: exp.Expr) -> list[exp.Expr]:
+    """The text form in the C collation: numeric 1.0 = 1.00 and interval '1 day' = '24:00:00'."""
+    text_form = exp.Cast(this=node.copy(), to=exp.DataType.build("text"))
+    return [exp.Collate(this=text_form, expression=exp.Identifier(this="C", quoted=True))]

@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import re
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final
 
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Connection
 
+from mcpkit.sql.clipping import Clipping
 from mcpkit.sql.profiles.base import Outcome, Profile
 from mcpkit.sql.tagging import session_label
 
@@ -137,6 +139,22 @@ class PostgresSession(Profile):
             dbapi.autocommit = True
         dbapi.execute(_RESET_SQL, prepare=False)
         dbapi.autocommit = False  # as SQLAlchemy expects a connection it hands out
+
+    def clipping(self) -> Clipping:
+        """`clipping.postgres`, with its one-round-trip `run`."""
+        from mcpkit.sql.clipping import postgres
+
+        return Clipping(postgres.describe, postgres.wrap, postgres.run)
+
+    @contextmanager
+    def undone(self, conn: Connection) -> Iterator[None]:
+        """A savepoint rolled back after the block (the checks' `SET LOCAL search_path`)."""
+        conn.exec_driver_sql("SAVEPOINT mcpkit_reverify")
+        try:
+            yield
+        finally:
+            conn.exec_driver_sql("ROLLBACK TO SAVEPOINT mcpkit_reverify")
+            conn.exec_driver_sql("RELEASE SAVEPOINT mcpkit_reverify")
 
     def classify(self, exc: BaseException) -> Outcome:
         """Map a SQLSTATE to a failure kind."""

@@ -1,0 +1,133 @@
+"""What else a profile answers for the modules around the engine: the generic behaviour.
+
+`Profile` inherits these (`base.py` holds the session, verification, catalog and cost); an
+engine's profile overrides the ones its database does differently. Callers ask the profile
+instead of testing a dialect name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+    from sqlglot import exp
+
+    from mcpkit.sql.admission import FunctionCatalog
+    from mcpkit.sql.clipping import Clipping
+    from mcpkit.sql.engines.engine import SqlEngine
+
+__all__ = ["Capabilities", "VectorKind"]
+
+VectorKind = Literal["sqlite_vec", "typed", "json"]
+"""How `similar_rows` finds embeddings: `sqlite_vec` (the extension reads JSON-text or float32-blob
+columns), `typed` (the column's type says: pgvector, or a float array), `json` (JSON array text,
+its table found through information_schema, which shows column grants)."""
+
+
+class Capabilities:
+    """The generic answers: nothing to undo, no clipping in SQL, no role switching, no vectors."""
+
+    # --- re-verification ----------------------------------------------------------------
+
+    @contextmanager
+    def undone(self, conn: Connection) -> Iterator[None]:
+        """Run a block (the re-verification inside a call's session) whose session changes are
+        undone after, so none reaches the call's SQL. Generic: the checks change nothing."""
+        yield
+
+    # --- clipping -------------------------------------------------------------------------
+
+    def clipping(self) -> Clipping | None:
+        """How cells are clipped inside the SQL sent (`mcpkit.sql.clipping`); None: not known here."""
+        return None
+
+    # --- identities (role maps) -----------------------------------------------------------
+
+    switches_roles: bool = False
+    """A login can take on another role inside its session (`SET ROLE`): one shared account may
+    then switch to each principal's role per call (`--allow shared-login`, `role_setup`), and a
+    principal's own login must be shown to reach no other principal's role (`login_problems`).
+    Generic: each principal has a login of its own, which cannot switch."""
+
+    def identity_catalog(self, engine: SqlEngine, catalog: FunctionCatalog | None) -> FunctionCatalog | None:
+        """The catalog admission asks when calls run as principals' roles: where a function can run
+        with another role's rights, one that refuses those too. Generic: `catalog` as it is."""
+        return catalog
+
+    def shared_login_problems(self, conn: Connection, roles: Collection[str]) -> list[str]:
+        """Why the server's account (`conn`) cannot safely switch to `roles`, one sentence each."""
+        return []
+
+    def login_problems(
+        self,
+        conn: Connection,
+        role: str,
+        user: str,
+        others: Sequence[str],
+        account: str,
+        *,
+        warn: bool = False,
+    ) -> list[str]:
+        """What a principal's own login (`conn`, as `user`; a shared login's role after its
+        `role_setup`) reaches that is not its own: another principal's login among `others`, or
+        the server's `account`; one sentence each. `warn` (start-up): also log what it reaches that
+        is allowed but worth knowing; while serving the check stays quiet."""
+        return []
+
+    # --- similar_rows ---------------------------------------------------------------------
+
+    vector_kind: VectorKind | None = None
+    """How `similar_rows` ranks rows here; None: no vector support mcpkit can use."""
+
+    def use_vectors(self) -> str | None:
+        """Prepare every later connection for `similar_rows`. Returns a query answering 2 once
+        that worked, to check now; None: nothing to prepare (or prepared before)."""
+        return None
+
+    # --- reports --------------------------------------------------------------------------
+
+    plan_check: str = "SELECT * FROM ({}) AS q WHERE 1 = 0"
+    """A statement around a report's SQL (`{}`) that makes the database check it without
+    reading rows, at load."""
+
+    parameter_casts: Mapping[str, str] = {}
+    """A report parameter's declared type -> the SQL type it is cast to where the database can
+    infer none (`untyped_parameter`). Empty: the database types every parameter, no probe is run."""
+
+    def untyped_parameter(self, exc: BaseException) -> int | None:
+        """The 1-based number of the parameter the database could not type, from its error; None:
+        any other error."""
+        return None
+
+    def report_value(self, value: Any) -> Any:
+        """A report parameter's value as the database binds it (generic: as validated)."""
+        return value
+
+    # --- masking: the database's semantics that make an answer follow the scan order ------
+    # Read from the class (`profiles.profile_class`): the masking passes know only the dialect.
+
+    @staticmethod
+    def exact_ties(node: exp.Expr) -> list[exp.Expr]:
+        """Tie-breakers that tell apart values of `node` which compare equal but print differently
+        (a collation ignoring case, 1.0 = 1.00): ordered by the value alone, such rows keep the
+        scan order. Generic: none known."""
+        return []
+
+    ordered_aggregates: bool = True
+    """A concatenating aggregate (string_agg, GROUP_CONCAT, json_agg) takes an ORDER BY, which
+    masking adds; False: the aggregate is refused over a masked read."""
+    ordered_object_aggregates: bool = True
+    """Likewise for the aggregates that build a JSON object."""
+    bare_columns: bool = False
+    """The database answers a bare column beside GROUP BY (its value follows the scan order), so
+    masking refuses it. Generic: not checked."""
+    caseless_columns: bool = False
+    """Column names and aliases match in any case, quoted or not, while table names may not;
+    sqlglot reads them case-sensitively, so masking folds the columns."""
+    builtin_schema: str | None = None
+    """The schema of the built-in functions (`pg_catalog.f(...)` is `f(...)` to masking)."""
+    time_based_uuid: bool = False
+    """UUID() is time-based, so its values follow the order rows are read (refused when masking)."""
