@@ -27,12 +27,14 @@ from mcpkit.sql.maskcheck import (
     enforce_masks,
     identity_mask_findings,
     mask_findings,
+    masks_verify,
     prepare_masks,
 )
 from mcpkit.sql.masking import KnownSchema, reflect_views
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.reverify import DEFAULT_CATALOG_CHECK_S, DEFAULT_REVERIFY_S, Guard, account_check
+from mcpkit.sql.rolecheck import guard_roles
 from mcpkit.sql.routing import Source, SourceRouter
 from mcpkit.sql.server import build_server, namespace_for
 from mcpkit.sql.service import Masking, SqlService
@@ -194,6 +196,8 @@ def equip(
         withheld = engine.profile.withheld_relations()
         known = KnownSchema(mapping, engine.dialect, withheld=withheld, views=reflect_views(engine.sa_engine))
         service.masking = Masking(policy, known, masked)
+        if engine.guard is not None:  # the withholding is verified again while serving
+            engine.guard.first(masks_verify(service.masking))
     if getattr(args, "similar", False):
         from mcpkit.sql.similar import enable_similarity
 
@@ -222,8 +226,8 @@ def equip(
     )
     try:
         router.verify(allow=allow)
-        if service.masking is not None:
-            enforce_identity_masks(router, service.masking)
+        per_role = enforce_identity_masks(router, service.masking) if service.masking is not None else {}
+        guard_roles(router, account_check(args.allow, args.allow_superuser), per_role)  # while serving
     except BaseException:
         router.close()
         raise

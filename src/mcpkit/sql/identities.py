@@ -12,7 +12,8 @@
 
 Each role has its own login (`mysql:` is the older name of `logins:`): start-up verifies that no
 login is a member of another mapped role (so neither `SET ROLE` nor `set_config('role', ...)`
-reaches another principal's rows) and runs the least-privilege and mask checks as every login.
+reaches another principal's rows) and runs the least-privilege and mask checks as every login;
+each role's calls run the same checks again while serving (`serving`, `mcpkit.sql.rolecheck`).
 With `--allow shared-login` (PostgreSQL) one service account runs `SET LOCAL ROLE "<role>"` per
 call instead, and only the function audit and admission stand between SQL and another role (see
 docs/security.md). A principal with no role is refused, and so are functions that would run as
@@ -46,10 +47,13 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import profile_for_dialect
 from mcpkit.sql.profiles.base import ROLE_NAME, quote_role
+from mcpkit.sql.reverify import all_of
+from mcpkit.sql.rolecheck import login_isolation, login_verify, shared_verify, verify_roles
 from mcpkit.sql.service import SqlService
 
 if TYPE_CHECKING:
     from mcpkit.context import Context
+    from mcpkit.sql.reverify import Verify
 
 __all__ = [
     "DefinerCatalog",
@@ -227,8 +231,18 @@ class IdentityRouter:
         self.catalog: FunctionCatalog | None = profile.identity_catalog(self.base, template.catalog)
         self._services: dict[str, SqlService] = {}
         self._lock = threading.Lock()
+        self._account = ""  # the server's account where roles switch, read by `verify`
+        # role -> what its calls verify again while serving (`rolecheck.guard_roles`); None: the base's
+        self.serving: Callable[[str], Verify] | None = None
 
     def _engine(self, role: str) -> SqlEngine:
+        engine = self._unguarded(role)
+        if self.serving is not None and self.base.guard is not None:
+            # each role's calls read their own fingerprint and re-run what start-up verified for it
+            engine.guard = self.base.guard.fresh(f"role {role}", self.serving(role))
+        return engine
+
+    def _unguarded(self, role: str) -> SqlEngine:
         if role not in self.roles.logins:
             return RoleEngine(self.base, role)  # --allow shared-login (PostgreSQL)
         login = self.roles.logins[role]
@@ -236,6 +250,23 @@ class IdentityRouter:
         if not user:
             raise SqlConfigError(f"the secret {login.user} (the user of role {role}) is not set")
         return self.base.for_login(user, password or None)  # its own pool, same size
+
+    def isolation(self, role: str) -> Verify | None:
+        """What keeps `role`'s calls from another principal's rows, as a while-serving check
+        (`mcpkit.sql.rolecheck`; None: nothing to check on this database)."""
+        if not self.base.profile.switches_roles:
+            return None  # a login per role that cannot switch: no role reaches another's login
+        user, others = self._others(role)
+        reach = login_verify(role, user, others, self._account or str(self.base.url.username))
+        if role in self.roles.logins:
+            return reach
+        # a shared login: the account's checks, then its SET LOCAL ROLE, then the role's reach
+        return all_of(shared_verify(self.roles.roles, self.base.profile.role_setup(role)), reach)
+
+    def _others(self, role: str) -> tuple[str, set[str]]:
+        """The user `role`'s calls run as (its login, or the role), and the other principals' ones."""
+        users = {r: self._login_user(r) for r in self.roles.roles}
+        return users[role], {u for r, u in users.items() if r != role and u != users[role]}
 
     def role_of(self, principal: str | None, groups: Sequence[str] = ()) -> str | None:
         """The role a caller's calls run as (None: the server's own account, stdio only).
@@ -281,9 +312,8 @@ class IdentityRouter:
         from mcpkit.sql.profiles.base import ConnectionBudget
 
         profile = self.base.profile
-        users = {r: self._login_user(r) for r in self.roles.roles}
         account = ""
-        if profile.switches_roles and self.roles.logins:
+        if profile.switches_roles:
             with self.base.session(10.0, "verify-role") as (conn, _):
                 account = str(conn.execute(text("SELECT current_user")).scalar())
         for role, engine in self.identities():
@@ -291,19 +321,19 @@ class IdentityRouter:
             budget = ConnectionBudget(engine.pool_size) if role in self.roles.logins else None
             report = inspect_account(engine, "verify-role", allow, connections=budget)
             ensure_safe_account(report, allow=allow)
-            if role in self.roles.logins and profile.switches_roles:
-                others = sorted({u for r, u in users.items() if r != role and u != users[role]})
+            if profile.switches_roles:  # as its login, or as the role after SET ROLE
+                user, others = self._others(role)
                 with engine.session(10.0, "verify-role") as (conn, _):
-                    problems = profile.login_problems(conn, role, users[role], others, account)
-                if problems:
-                    raise SqlConfigError(problems[0])
+                    login_isolation(profile, conn, role, user, others, account, warn=True)
+        self._account = account
 
     def identities(self) -> Iterator[tuple[str, SqlEngine]]:
         """Every mapped role with a fresh engine that runs as it (its login, or the server's account
         after `SET ROLE`), closed when the iteration moves on: for checks at start-up and again
         while serving."""
         for role in sorted(self.roles.roles):
-            engine = self._engine(role)
+            engine = self._unguarded(role)
+            engine.guard = None  # these are the checks: their failures are their own, not refusals
             try:
                 yield role, engine
             finally:
@@ -323,16 +353,3 @@ class IdentityRouter:
             for service in self._services.values():
                 service.engine.close()
             self._services.clear()
-
-
-def verify_roles(engine: SqlEngine, roles: RoleMap) -> list[str]:
-    """Start-up checks of `--allow shared-login`, where the database switches roles (PostgreSQL:
-    `Profile.shared_login_problems`); none elsewhere.
-
-    Returns:
-        One sentence per problem (empty: fine).
-    """
-    if not engine.profile.switches_roles:
-        return []
-    with engine.session(10.0, "verify-roles") as (conn, _):
-        return engine.profile.shared_login_problems(conn, roles.roles)

@@ -26,6 +26,7 @@ __all__ = [
     "enforce_masks",
     "identity_mask_findings",
     "mask_findings",
+    "masks_check",
     "masks_readable",
     "masks_verify",
     "prepare_masks",
@@ -100,13 +101,19 @@ def masks_readable(
 
 
 def masks_verify(masking: Masking) -> Callable[[SqlEngine, Connection], None]:
+    """`masks_check` of the masks resolved for the server's account."""
+    return masks_check(masking.masked)
+
+
+def masks_check(masked: Mapping[str, frozenset[str]]) -> Callable[[SqlEngine, Connection], None]:
     """`masks_readable` as a check to run again inside a serving call's session (the shape of a
     re-verification's `Verify`): raises `SqlConfigError` with the fix lines when the engine's
     identity can read a masked column. It reuses the masks resolved at start-up (no reflection, so
     no second connection from the identity's pool)."""
+    frozen = dict(masked)
 
     def verify(engine: SqlEngine, conn: Connection) -> None:
-        findings = masks_readable(engine, conn, masking.masked)
+        findings = masks_readable(engine, conn, frozen)
         if findings:
             lines = "; ".join(f.line() for f in findings)
             raise SqlConfigError(f"--mask: the identity calls run as can read masked columns: {lines}")
@@ -114,14 +121,17 @@ def masks_verify(masking: Masking) -> Callable[[SqlEngine, Connection], None]:
     return verify
 
 
-def identity_mask_findings(router: IdentityRouter, masking: Masking) -> list[tuple[str, Finding]]:
+def identity_mask_findings(
+    router: IdentityRouter, masking: Masking, resolved: dict[str, dict[str, frozenset[str]]] | None = None
+) -> list[tuple[str, Finding]]:
     """The masked columns each identity calls run as (every mapped role: its login, or the server's
     account after `SET ROLE`) can still read, with the SQL that withholds them.
 
     Each identity gets what the server's account gets at start-up: the masks file resolved against
     the tables it sees, the masks the database derives from them (generated columns, partitions,
     children, copies through foreign keys), and the database's column privileges checked. Call it
-    again while serving to catch a grant made since.
+    again while serving to catch a grant made since. `resolved` gets each role's masked tables
+    (what its `masks_check` checks while serving).
     """
     found: list[tuple[str, Finding]] = []
     for role, engine in router.identities():
@@ -130,21 +140,28 @@ def identity_mask_findings(router: IdentityRouter, masking: Masking) -> list[tup
             mapping = reflect_schema(engine.sa_engine, policy=masking.policy)
             for table, columns in masking.policy.masked_tables(mapping).items():
                 masked[table] = masked.get(table, frozenset()) | columns
+        if resolved is not None:
+            resolved[role] = masked
         with engine.session(30.0, "startup-masks") as (conn, _):
             found += [(role, f) for f in masks_readable(engine, conn, masked)]
     return found
 
 
-def enforce_identity_masks(router: IdentityRouter, masking: Masking) -> None:
+def enforce_identity_masks(router: IdentityRouter, masking: Masking) -> dict[str, dict[str, frozenset[str]]]:
     """Refuse to serve when an identity of the role map can read a masked column.
+
+    Returns:
+        Each role's masked tables (what its calls check again while serving).
 
     Raises:
         SqlConfigError: one line per role and column, with the SQL to fix.
     """
-    found = identity_mask_findings(router, masking)
+    resolved: dict[str, dict[str, frozenset[str]]] = {}
+    found = identity_mask_findings(router, masking, resolved)
     if found:
         lines = "\n".join(f"  role {role}: {f.line()}" for role, f in found)
         raise SqlConfigError(
             "--mask with --role-map: a role's login can read masked columns; the database must "
             f"withhold them from every identity calls run as:\n{lines}"
         )
+    return resolved

@@ -5,11 +5,13 @@ read-only session, before the call's SQL), unless another call read it less than
 `--catalog-check-interval` seconds ago (default 1 s; 0: every call) and the connection has served
 a call before (a new connection always reads it). When it differs from the
 fingerprint read with the last passing verification, or the verification is older than
-`--reverify-interval` (default 300 s), the whole start-up verification (`Profile.inspect`, then
-the refusal of findings no opt-in accepts) runs again in that session before the call's SQL is
-sent. A failed verification fails that engine's calls with one safe sentence
-(`SOURCE_UNVERIFIED`) and logs the findings and their fix; it is tried again when the fingerprint
-changes and at least every few seconds, and serving resumes when it passes.
+`--reverify-interval` (default 300 s), the whole start-up verification of the engine's identity
+runs again in that session before the call's SQL is sent: a role map's isolation
+(`mcpkit.sql.rolecheck`), the masks' withholding (`maskcheck.masks_check`), then the account's
+least privilege (`Profile.inspect`, then the refusal of findings no opt-in accepts). A failed
+verification fails that engine's calls with one safe sentence (`SOURCE_UNVERIFIED`) and logs the
+findings and their fix; it is tried again when the fingerprint changes and at least every few
+seconds, and serving resumes when it passes.
 
 Fingerprints (what an administrator's change touches; each profile's `catalog_fingerprint`):
 - PostgreSQL: row count and sum of `xmin` of the catalogs a grant, a view, a function, a policy, an
@@ -39,7 +41,15 @@ if TYPE_CHECKING:
 
     from mcpkit.sql.engines.engine import SqlEngine
 
-__all__ = ["DEFAULT_CATALOG_CHECK_S", "DEFAULT_REVERIFY_S", "Guard", "Unverified"]
+__all__ = [
+    "DEFAULT_CATALOG_CHECK_S",
+    "DEFAULT_REVERIFY_S",
+    "Guard",
+    "Unverified",
+    "Verify",
+    "account_check",
+    "all_of",
+]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -66,6 +76,17 @@ class Unverified(ToolError):
 
 
 Verify = Callable[["SqlEngine", "Connection"], None]
+
+
+def all_of(*checks: Verify | None) -> Verify:
+    """The checks run in order in one session (None: left out); the first to raise fails it."""
+    steps = [c for c in checks if c is not None]
+
+    def verify(engine: SqlEngine, conn: Connection) -> None:
+        for step in steps:
+            step(engine, conn)
+
+    return verify
 
 
 def account_check(allowed: Collection[str], allow_superuser: bool) -> Verify:
@@ -113,9 +134,15 @@ class Guard:
         self._lock = threading.Lock()
         self._paused = threading.local()
 
-    def fresh(self, label: str) -> Guard:
-        """A guard like this one for another engine (another login), not yet verified."""
-        return Guard(self.verify, label, self.interval_s, every_s=self.every_s)
+    def fresh(self, label: str, verify: Verify | None = None) -> Guard:
+        """A guard like this one for another engine (another login or role), not yet verified;
+        `verify`: what that engine's start-up verified (default: this guard's checks)."""
+        return Guard(verify or self.verify, label, self.interval_s, every_s=self.every_s)
+
+    def first(self, check: Verify) -> None:
+        """Run `check` (a start-up check added by an option: masks) before the verification so far,
+        whose account check changes the session's search_path, through which masks resolve names."""
+        self.verify = all_of(check, self.verify)
 
     @contextmanager
     def paused(self) -> Iterator[None]:

@@ -62,10 +62,19 @@ class Capabilities:
         return []
 
     def login_problems(
-        self, conn: Connection, role: str, user: str, others: Sequence[str], account: str
+        self,
+        conn: Connection,
+        role: str,
+        user: str,
+        others: Sequence[str],
+        account: str,
+        *,
+        warn: bool = False,
     ) -> list[str]:
-        """What a principal's own login (`conn`, as `user`) reaches that is not its own: another
-        principal's login among `others`, or the server's `account`; one sentence each."""
+        """What a principal's own login (`conn`, as `user`; a shared login's role after its
+        `role_setup`) reaches that is not its own: another principal's login among `others`, or
+        the server's `account`; one sentence each. `warn` (start-up): also log what it reaches that
+        is allowed but worth knowing; while serving the check stays quiet."""
         return []
 
     # --- similar_rows ---------------------------------------------------------------------

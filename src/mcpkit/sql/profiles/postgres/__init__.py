@@ -153,10 +153,18 @@ class PostgresProfile(PostgresSession):
         return shared_login_problems(conn, roles)
 
     def login_problems(
-        self, conn: Connection, role: str, user: str, others: Sequence[str], account: str
+        self,
+        conn: Connection,
+        role: str,
+        user: str,
+        others: Sequence[str],
+        account: str,
+        *,
+        warn: bool = False,
     ) -> list[str]:
-        """Membership in another principal's login or in the server's account (`profiles.postgres.roles`)."""
-        return login_problems(conn, role, user, others, account)
+        """Membership in another principal's login or in the server's account; `warn`: the policy
+        roles it belongs to are logged (`profiles.postgres.roles`)."""
+        return login_problems(conn, role, user, others, account, warn=warn)
 
     def table_stats(self, conn: Connection, schema: str | None, table: str) -> TableStats:
         """`pg_stats`, as far as the role may select the columns and no row-level policy applies."""

@@ -38,12 +38,15 @@ _ROLE: Final = (
 )
 
 
-def login_problems(conn: Connection, role: str, user: str, others: Sequence[str], account: str) -> list[str]:
-    """What a principal's own login (`conn` runs as `user`) reaches: another principal's login
-    among `others`, or the server's `account`. Policies written for its other roles are logged."""
+def login_problems(
+    conn: Connection, role: str, user: str, others: Sequence[str], account: str, *, warn: bool = False
+) -> list[str]:
+    """What a principal's own login (`conn` runs as `user`, or as a shared login's role after its
+    SET ROLE) reaches: another principal's login among `others`, or the server's `account`.
+    `warn` (start-up): the policies written for its other roles are logged."""
     reach = conn.execute(text(_SWITCH), {"others": list(others)}).scalars().all()
     member = conn.execute(text(_ACCOUNT_MEMBER), {"account": account}).scalar()
-    for group, table in conn.execute(text(_POLICY_ROLES)).all():
+    for group, table in conn.execute(text(_POLICY_ROLES)).all() if warn else ():
         log.warning(
             "role map: the login of %s is a member of %s, which a row-level security "
             "policy on %s is written for: its principals see the rows that policy admits",

@@ -1,0 +1,297 @@
+"""Red team 10, F3 and F4: the role map's isolation and the masks' withholding are verified again while
+serving, not only at start-up.
+
+Before: the re-verification while serving ran only the account check. Under --role-map (one login
+per role) `GRANT alice_role TO bob_role` moved the fingerprint, bob's login passed the account check,
+and bob's next call read alice's rows; under --mask a `GRANT SELECT ON` the whole table (the grant
+start-up refuses) went unnoticed and the engine no longer withheld the masked column.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from sqlalchemy.engine import make_url
+
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.identities import IdentityRouter, RoleMap
+from mcpkit.sql.service import SqlService
+from tests.helpers import ROOT, free_port, python_server, text_of
+from tests.sql.sql_support import READER_CONNECTIONS, PgScratch, mysql_admin, pg_admin, pg_scratch
+
+pytestmark = pytest.mark.anyio
+
+
+def _code(result: Any) -> str:
+    return str((result.meta or {}).get("mcpkit/error", {}).get("code", "OK"))
+
+
+@asynccontextmanager
+async def _caller(url: str, token: str) -> AsyncIterator[Callable[[str], Any]]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+
+        async def ask(sql: str) -> Any:
+            return await client.call_tool("execute_query", {"query": sql})
+
+        yield ask
+
+
+@contextmanager
+def _role_map_server(
+    dsn: str, tmp_path: Path, logins: dict[str, tuple[str, str | None]], *more: str
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """`mcpkit sql serve` over HTTP with bearer tokens and a role map: principal -> (its role, its
+    login user, or None: the DSN's account switches to the role); yields the URL and the tokens."""
+    roles, tokens = tmp_path / "roles.yaml", tmp_path / "tokens"
+    env: dict[str, str] = {}
+    lines = ["principals:"] + [f"  {p}: {role}" for p, (role, _) in logins.items()] + ["logins:"]
+    for p, (role, user) in logins.items():
+        if user is not None:
+            lines.append(f"  {role}: {{user: {p.upper()}_USER, password: {p.upper()}_PW}}")
+            env |= {f"{p.upper()}_USER": user, f"{p.upper()}_PW": "pw"}
+    if lines[-1] == "logins:":
+        lines.pop()
+    roles.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    token = {p: f"{p}-{secrets.token_hex(12)}" for p in logins}
+    tokens.write_text("".join(f"{p} {t}\n" for p, t in token.items()), encoding="utf-8")
+    port = free_port()
+    args = ["-m", "mcpkit", "sql", "serve", "--dsn", dsn, "--role-map", str(roles), "--no-audit"]
+    args += ["--transport", "http", "--port", str(port), "--tokens", str(tokens)]
+    args += ["--catalog-check-interval", "0", *more]
+    with python_server(args, port, env=env):
+        yield f"http://127.0.0.1:{port}/mcp", token
+
+
+async def test_postgres_role_granted_to_another_principals_login_while_serving(
+    pg_url: str, tmp_path: Path
+) -> None:
+    with pg_scratch(pg_url, "rvid") as db:
+        alice, bob = f"{db.reader}_a", f"{db.reader}_b"
+        for login in (alice, bob):
+            db.admin.execute(f"CREATE ROLE {login} LOGIN PASSWORD 'pw' CONNECTION LIMIT {READER_CONNECTIONS}")
+        try:
+            db.admin.execute("CREATE TABLE alice_t (secret text)")
+            db.admin.execute("INSERT INTO alice_t VALUES ('alice-only-secret')")
+            db.admin.execute("CREATE TABLE bob_t (x int)")
+            db.admin.execute(f"GRANT SELECT ON alice_t TO {alice}")
+            db.admin.execute(f"GRANT SELECT ON bob_t TO {bob}")
+            logins: dict[str, tuple[str, str | None]] = {"alice": (alice, alice), "bob": (bob, bob)}
+            with _role_map_server(db.reader_url, tmp_path, logins) as (url, token):
+                async with _caller(url, token["alice"]) as a, _caller(url, token["bob"]) as b:
+                    assert "alice-only-secret" in text_of(await a("SELECT secret FROM public.alice_t"))
+                    assert _code(await b("SELECT secret FROM public.alice_t")) != "OK"
+                    db.admin.execute(f"GRANT {alice} TO {bob}")
+                    try:
+                        refused = await b("SELECT secret FROM public.alice_t")
+                        assert _code(refused) == "SOURCE_UNVERIFIED"
+                        assert "alice-only-secret" not in text_of(refused) and alice not in text_of(refused)
+                        assert _code(await b("SELECT 1 AS one")) == "SOURCE_UNVERIFIED"
+                        # only the principals whose login fails are refused
+                        assert "alice-only-secret" in text_of(await a("SELECT secret FROM public.alice_t"))
+                    finally:
+                        db.admin.execute(f"REVOKE {alice} FROM {bob}")
+                    assert _code(await b("SELECT count(*) AS n FROM public.bob_t")) == "OK"
+        finally:
+            _drop_logins(db, pg_url, alice, bob)
+
+
+async def test_postgres_shared_login_role_granted_to_another_principals_role_while_serving(
+    pg_url: str, tmp_path: Path
+) -> None:
+    # --allow shared-login: the account switches to each caller's role; one mapped role made a
+    # member of another (inheriting its grants) is refused at start-up and now while serving.
+    with pg_scratch(pg_url, "rvsh") as db:
+        alice, bob = f"{db.reader}_a", f"{db.reader}_b"
+        db.admin.execute(f"ALTER ROLE {db.reader} NOINHERIT")
+        for role in (alice, bob):
+            db.admin.execute(f"CREATE ROLE {role}")
+        try:
+            db.admin.execute(f"GRANT {alice}, {bob} TO {db.reader}")
+            db.admin.execute("CREATE TABLE alice_t (secret text)")
+            db.admin.execute("INSERT INTO alice_t VALUES ('alice-only-secret')")
+            db.admin.execute(f"GRANT SELECT ON alice_t TO {alice}")
+            logins: dict[str, tuple[str, str | None]] = {"alice": (alice, None), "bob": (bob, None)}
+            shared = ("--allow", "shared-login")
+            with _role_map_server(db.reader_url, tmp_path, logins, *shared) as (url, token):
+                async with _caller(url, token["alice"]) as a, _caller(url, token["bob"]) as b:
+                    assert _code(await b("SELECT secret FROM public.alice_t")) != "OK"
+                    db.admin.execute(f"GRANT {alice} TO {bob}")
+                    try:
+                        refused = await b("SELECT secret FROM public.alice_t")
+                        assert _code(refused) == "SOURCE_UNVERIFIED"
+                        assert "alice-only-secret" not in text_of(refused)
+                    finally:
+                        db.admin.execute(f"REVOKE {alice} FROM {bob}")
+                    assert _code(await b("SELECT 1 AS one")) == "OK"
+                    assert "alice-only-secret" in text_of(await a("SELECT secret FROM public.alice_t"))
+        finally:
+            _drop_logins(db, pg_url, alice, bob)
+
+
+def _drop_logins(db: PgScratch, pg_url: str, *logins: str) -> None:
+    db.admin.execute("DROP TABLE IF EXISTS alice_t, bob_t, masked_t CASCADE")
+    with pg_admin(pg_url) as c:
+        c.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ANY(%s)", [list(logins)]
+        )
+        for login in logins:
+            c.execute(f"DROP ROLE IF EXISTS {login}")
+
+
+@asynccontextmanager
+async def _serving_masked(dsn: str, masks: Path) -> AsyncIterator[Callable[[str], Any]]:
+    args = ["-m", "mcpkit", "sql", "serve", "--dsn", dsn, "--mask", str(masks), "--no-audit"]
+    params = StdioServerParameters(
+        command=sys.executable, args=[*args, "--catalog-check-interval", "0"], cwd=str(ROOT)
+    )
+    async with Client(params, mode="legacy") as client:
+
+        async def ask(sql: str) -> Any:
+            return await client.call_tool("execute_query", {"query": sql})
+
+        yield ask
+
+
+async def test_postgres_masked_column_granted_while_serving_is_refused_until_withheld_again(
+    pg_url: str, tmp_path: Path
+) -> None:
+    with pg_scratch(pg_url, "rvmask") as db:
+        r = db.reader
+        db.admin.execute("CREATE TABLE masked_t (id int PRIMARY KEY, note text)")
+        db.admin.execute("INSERT INTO masked_t VALUES (1, 'private-note')")
+        db.admin.execute(f"GRANT SELECT (id) ON masked_t TO {r}")
+        masks = tmp_path / "masks.yaml"
+        masks.write_text("masks:\n  - masked_t.note\n", encoding="utf-8")
+        try:
+            async with _serving_masked(db.reader_url, masks) as ask:
+                assert _code(await ask("SELECT id FROM public.masked_t")) == "OK"
+                db.admin.execute(f"GRANT SELECT ON masked_t TO {r}")  # what start-up refuses
+                refused = await ask("SELECT id, note FROM public.masked_t")
+                assert _code(refused) == "SOURCE_UNVERIFIED" and "private-note" not in text_of(refused)
+                db.admin.execute(f"REVOKE SELECT ON masked_t FROM {r}")
+                db.admin.execute(f"GRANT SELECT (id) ON masked_t TO {r}")
+                assert _code(await ask("SELECT id FROM public.masked_t")) == "OK"
+        finally:
+            db.admin.execute("DROP TABLE masked_t")
+
+
+@pytest.mark.mysql
+async def test_mariadb_masked_column_granted_to_one_login_while_serving(
+    mysql_url: str, tmp_path: Path
+) -> None:
+    # --mask with a role map of one login per principal: each login's withholding is checked again
+    # while serving (before, only its least privilege was), and only that login's principals are refused.
+    tag = secrets.token_hex(4)
+    db, alice, bob, svc = f"mk_rvmm_{tag}", f"mk_rvmm_{tag}_a", f"mk_rvmm_{tag}_b", f"mk_rvmm_{tag}_s"
+    u = make_url(mysql_url)
+    admin = mysql_admin(mysql_url)
+    with admin.cursor() as c:
+        c.execute(f"CREATE DATABASE {db}")
+        c.execute(f"CREATE TABLE {db}.masked_t (id int PRIMARY KEY, note text)")
+        c.execute(f"INSERT INTO {db}.masked_t VALUES (1, 'private-note')")
+        for user in (alice, bob, svc):
+            limit = f"MAX_USER_CONNECTIONS {READER_CONNECTIONS}"
+            c.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw' WITH {limit}")
+            c.execute(f"GRANT SELECT (id) ON {db}.masked_t TO '{user}'@'%'")
+    masks = tmp_path / "masks.yaml"
+    masks.write_text("masks:\n  - masked_t.note\n", encoding="utf-8")
+    try:
+        dsn = u.set(username=svc, password="pw", database=db).render_as_string(hide_password=False)
+        logins: dict[str, tuple[str, str | None]] = {"alice": ("role_a", alice), "bob": ("role_b", bob)}
+        with _role_map_server(dsn, tmp_path, logins, "--mask", str(masks)) as (url, token):
+            async with _caller(url, token["alice"]) as a, _caller(url, token["bob"]) as b:
+                assert _code(await b("SELECT id FROM masked_t")) == "OK"
+                with admin.cursor() as c:
+                    c.execute(f"GRANT SELECT ON {db}.masked_t TO '{bob}'@'%'")  # what start-up refuses
+                try:
+                    refused = await b("SELECT id, note FROM masked_t")
+                    assert _code(refused) == "SOURCE_UNVERIFIED" and "private-note" not in text_of(refused)
+                    assert _code(await a("SELECT id FROM masked_t")) == "OK"
+                finally:
+                    with admin.cursor() as c:
+                        c.execute(f"REVOKE SELECT ON {db}.masked_t FROM '{bob}'@'%'")  # the columns too
+                        c.execute(f"GRANT SELECT (id) ON {db}.masked_t TO '{bob}'@'%'")
+                assert _code(await b("SELECT id FROM masked_t")) == "OK"
+    finally:
+        with admin.cursor() as c:
+            c.execute(f"DROP DATABASE {db}")
+            for user in (alice, bob, svc):
+                c.execute(f"DROP USER '{user}'@'%'")
+        admin.close()
+
+
+def test_postgres_shared_login_start_up_refuses_a_role_member_of_another_principals_role(pg_url: str) -> None:
+    with pg_scratch(pg_url, "rvst") as db:
+        alice, bob = f"{db.reader}_a", f"{db.reader}_b"
+        db.admin.execute(f"ALTER ROLE {db.reader} NOINHERIT")
+        for role in (alice, bob):
+            db.admin.execute(f"CREATE ROLE {role}")
+        db.admin.execute(f"GRANT {alice}, {bob} TO {db.reader}")
+        engine = SqlEngine(db.reader_url)
+        router = IdentityRouter(
+            SqlService(engine, timeout_s=5.0),
+            RoleMap(principals={"alice": alice, "bob": bob}),
+            shared_login=True,
+        )
+        try:
+            router.verify()
+            db.admin.execute(f"GRANT {alice} TO {bob}")
+            with pytest.raises(SqlConfigError, match=f"can switch to {alice}.*REVOKE"):
+                router.verify()
+        finally:
+            router.close()
+            engine.close()
+            _drop_logins(db, pg_url, alice, bob)
+
+
+def test_postgres_policy_role_warning_at_start_up_only(pg_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    # A mapped role in a group role a row-level security policy is written for is warned about at
+    # start-up (a group may be meant); the same check while serving, run on every catalog change,
+    # refuses what start-up refuses but does not repeat the warning.
+    with pg_scratch(pg_url, "rvwn") as db:
+        alice, bob, group = f"{db.reader}_a", f"{db.reader}_b", f"{db.reader}_g"
+        db.admin.execute(f"ALTER ROLE {db.reader} NOINHERIT")
+        for role in (alice, bob, group):
+            db.admin.execute(f"CREATE ROLE {role}")
+        db.admin.execute(f"GRANT {alice}, {bob} TO {db.reader}")
+        db.admin.execute(f"GRANT {group} TO {alice}")
+        db.admin.execute("CREATE TABLE alice_t (secret text)")
+        db.admin.execute(f"CREATE POLICY p ON alice_t TO {group} USING (true)")
+        engine = SqlEngine(db.reader_url)
+        router = IdentityRouter(
+            SqlService(engine, timeout_s=5.0),
+            RoleMap(principals={"alice": alice, "bob": bob}),
+            shared_login=True,
+        )
+        warning = f"member of {group}, which a row-level security policy"
+        try:
+            with caplog.at_level("WARNING", logger="mcpkit.sql"):
+                router.verify()
+            assert warning in caplog.text
+            caplog.clear()
+            check = router.isolation(alice)
+            assert check is not None
+            with caplog.at_level("WARNING", logger="mcpkit.sql"), engine.session(10.0, "t") as (conn, _):
+                check(engine, conn)
+            assert warning not in caplog.text
+            db.admin.execute(f"GRANT {bob} TO {alice}")
+            with (
+                engine.session(10.0, "t") as (conn, _),
+                pytest.raises(SqlConfigError, match=f"switch to {bob}"),
+            ):
+                check(engine, conn)
+        finally:
+            router.close()
+            engine.close()
+            _drop_logins(db, pg_url, alice, bob, group)
