@@ -219,6 +219,18 @@ def test_what_a_reader_needs_passes(scratch: Scratch) -> None:
     assert any(line.startswith("ok   writable tables") for line in lines), lines
 
 
+def test_a_reader_whose_select_comes_through_its_default_role_passes(scratch: Scratch) -> None:
+    # SHOW GRANTS then ends with `SET DEFAULT ROLE ...`, which grants nothing (red team v10 F4:
+    # refused as a line mcpkit cannot read, so every role map of logins with default roles)
+    scratch.run(
+        "REVOKE SELECT ON {db}.* FROM {u}", "GRANT SELECT ON {db}.t TO {r}", "SET DEFAULT ROLE {r} FOR {u}"
+    )
+    code, lines = _doctor(scratch)
+    assert code == 0 and not any(line.startswith("fail") for line in lines), lines
+    served = run_mcpkit("sql", "query", "--dsn", scratch.url, "SELECT count(*) AS n FROM t")
+    assert served.returncode == 0, served.stderr
+
+
 def test_an_unknown_privilege_is_refused() -> None:
     found, writable = judge_grants(
         ["GRANT SELECT, TIME TRAVEL ON `d`.* TO `u`@`%`", "GRANT FLY ON *.* TO PUBLIC"], "u@%", set(), None

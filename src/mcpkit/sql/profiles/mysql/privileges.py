@@ -50,6 +50,10 @@ _LINE: Final = re.compile(
     r"(\*\.\*|`(?:[^`]|``)+`\.(?:\*|`(?:[^`]|``)+`)) TO (PUBLIC|`(?:[^`]|``)+`(?:@`(?:[^`]|``)*`)?)(.*)$"
 )
 _PROXY: Final = re.compile(r"GRANT PROXY ON (\S+) TO (\S+)")
+# Which granted role a session enables at login: no privilege of its own (the role's lines are read).
+_DEFAULT_ROLE: Final = re.compile(
+    r"SET DEFAULT ROLE (?:`(?:[^`]|``)+`|NONE) FOR `(?:[^`]|``)+`(?:@`(?:[^`]|``)*`)?$"
+)
 _ROLES: Final = re.compile(
     r"GRANT ((?:`(?:[^`]|``)+`(?:, )?)+) TO (PUBLIC|`(?:[^`]|``)+`(?:@`(?:[^`]|``)*`)?)( WITH ADMIN OPTION)?$"
 )
@@ -105,6 +109,8 @@ def parse_grants(lines: Sequence[str]) -> tuple[list[Grant], list[str]]:
 
     >>> parse_grants(["GRANT SELECT (`a`), UPDATE ON `d`.`t` TO PUBLIC WITH GRANT OPTION"])[0][1]
     Grant(privilege='UPDATE', columns='', kind='', on='`d`.`t`', grantee='PUBLIC', grant_option=True)
+    >>> parse_grants(["SET DEFAULT ROLE `r` FOR `u`@`%`"])
+    ([], [])
     """
     grants: list[Grant] = []
     unread = []
@@ -116,6 +122,8 @@ def parse_grants(lines: Sequence[str]) -> tuple[list[Grant], list[str]]:
                 grants.append(Grant(name, columns, m[2], m[3], m[4], option))
         elif (p := _PROXY.match(line)) is not None:
             grants.append(Grant("PROXY", "", "", p[1], p[2], "WITH GRANT OPTION" in line))
+        elif _DEFAULT_ROLE.match(line):
+            continue
         elif (r := _ROLES.match(line)) is not None:
             if r[3]:  # the role is granted WITH ADMIN OPTION: the login may grant it on
                 grants += [
