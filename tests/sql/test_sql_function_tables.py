@@ -242,6 +242,9 @@ def test_mariadb_xpath_is_left_out_and_the_operator_may_allow_it() -> None:
     [
         "SELECT setrole, setconfig FROM pg_db_role_setting",  # ALTER ROLE ... SET api_key = ...
         "SELECT prosrc FROM pg_catalog.pg_proc",  # a password written into a function body
+        "SELECT rolname, rolconfig FROM pg_roles",  # the same settings through the views over it
+        "SELECT useconfig FROM pg_user",
+        "SELECT description FROM pg_shdescription",  # other roles' comments
         "SELECT count(*) FROM pg_stat_user_tables",
     ],
 )

@@ -186,6 +186,41 @@ def test_postgres_operator_with_an_estimator_is_refused_though_not_executable(
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("link", ["COMMUTATOR", "NEGATOR"])
+def test_postgres_estimator_reaches_a_hidden_commutator_or_negator(pg_db: tuple[str, str], link: str) -> None:
+    # A visible operator over a built-in function, whose estimator commutes (`'c' < col`) or negates
+    # (`NOT (col > 'c')`) to an operator in a schema the reader cannot use (red team v10 F1).
+    admin, tag = pg_db
+    login = f"mk_lp_{tag}_c"
+    hidden = ">%" if link == "COMMUTATOR" else "<=%"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute(
+            "CREATE SCHEMA hid; CREATE SCHEMA pub; CREATE SCHEMA app;"
+            "CREATE FUNCTION hid.f(a text, b text) RETURNS bool LANGUAGE plpgsql IMMUTABLE"
+            " AS $$ BEGIN RAISE EXCEPTION 'the planner ran it'; END $$;"
+            "REVOKE EXECUTE ON FUNCTION hid.f(text, text) FROM PUBLIC;"
+            f"CREATE OPERATOR hid.{hidden} (LEFTARG = text, RIGHTARG = text, FUNCTION = hid.f,"
+            " RESTRICT = scalargtsel);"
+            "CREATE OPERATOR pub.<% (LEFTARG = text, RIGHTARG = text, FUNCTION = text_lt,"
+            f" RESTRICT = scalarltsel, {link} = OPERATOR(hid.{hidden}));"
+            "CREATE TABLE app.t AS SELECT 'n' || g AS note FROM generate_series(1, 50) g; ANALYZE app.t;"
+        )
+        c.execute(f"GRANT USAGE ON SCHEMA app, pub TO {login}")
+        c.execute(f"GRANT SELECT ON app.t TO {login}")
+    query = (
+        "SELECT count(*) FROM app.t WHERE 'n5' OPERATOR(pub.<%) note"
+        if link == "COMMUTATOR"
+        else "SELECT count(*) FROM app.t WHERE NOT (note OPERATOR(pub.<%) 'n5')"
+    )
+    if link == "COMMUTATOR":  # the route is real (a NEGATOR's planner call is shown by the red team's)
+        with pg_admin(_login(admin, login)) as reader, pytest.raises(Exception, match="the planner ran it"):
+            reader.execute(query)
+    found = [f for f in _report(_login(admin, login)).findings if "hid.f" in f.message]
+    assert found and "pub.<%" in found[0].message, found
+
+
+@pytest.mark.postgres
 def test_postgres_one_fix_for_two_routes_is_printed_once(pg_db: tuple[str, str]) -> None:
     # Two domains whose CHECK calls one volatile function in a schema the login cannot use:
     # two routes, one statement that stops both.
@@ -642,10 +677,9 @@ def test_postgres_connection_limit_is_warned_not_refused_then_clean(
         with caplog.at_level("WARNING", logger="mcpkit.sql"):
             caplog.clear()
             ensure_safe_account(report)  # start-up passes, and logs each warning
-        assert [r.getMessage() for r in caplog.records if "connection" in r.getMessage()] == [
-            w.line() for w in report.warnings
-        ]
-        return [w.line() for w in report.warnings]
+        told = [w.line() for w in report.warnings if w.code == "postgres:connection-limit"]
+        assert [r.getMessage() for r in caplog.records if "connection" in r.getMessage()] == told
+        return told
 
     assert warnings(url) == [
         f"{role} has no connection limit (a statement that ignores its timeout and cancel keeps its"
@@ -672,5 +706,6 @@ def test_postgres_connection_limit_is_warned_not_refused_then_clean(
         told = inspect_account(engine, connections=ConnectionBudget(5)).warnings
     finally:
         engine.close()
+    told = [w for w in told if w.code != "postgres:temp-file-limit"]  # told apart (its own test)
     assert [w.code for w in told] == ["postgres:connection-limit"], told
     assert told[0].message.endswith("; it is a superuser, which PostgreSQL lets past any connection limit")

@@ -27,9 +27,9 @@ NEVER_RELATIONS: Final[tuple[RelationRule, ...]] = (
     ),
     relation_rule(
         None,
-        "shows other roles' settings and function sources (secrets set with ALTER ROLE ... SET or "
-        "written into a function body included)",
-        "pg_db_role_setting pg_proc",
+        "shows other roles' settings, comments and function sources (secrets set with ALTER ROLE ... "
+        "SET or written into a function body or a comment included)",
+        "pg_db_role_setting pg_roles pg_user pg_shadow pg_authid pg_proc pg_shdescription",
     ),
     relation_rule(
         None,

@@ -17,7 +17,9 @@ tests/sql/test_sql_enforcement.py):
   planner runs the operator's function on the column's most common values and histogram, and the
   estimator itself, before the executor checks EXECUTE (verified: a `WHERE c OPERATOR(s.=#) 'x'`
   over a plpgsql function whose EXECUTE was revoked took a transaction id), so REVOKE closes
-  nothing; the fix is DROP OPERATOR or `ALTER OPERATOR ... SET (RESTRICT = NONE, JOIN = NONE)`;
+  nothing; the fix is DROP OPERATOR or `ALTER OPERATOR ... SET (RESTRICT = NONE, JOIN = NONE)`.
+  The estimators also look up the operator's COMMUTATOR (a constant on the left) and NEGATOR
+  (`NOT (a op b)`) and run theirs, unchecked, whatever schema they live in;
 - an operator family's support functions (pg_amproc) run with no EXECUTE check, whoever may use
   their schema (verified: btree FUNCTION 1, cmp, for ORDER BY, GROUP BY, UNION, GREATEST/LEAST,
   row and array comparison; btree FUNCTION 3, in_range, for a window's RANGE offset; hash
@@ -99,6 +101,9 @@ UNION ALL SELECT 'fn', a.aggfnoid, 'component', c.f::oid FROM pg_aggregate a,
   unnest(ARRAY[a.aggtransfn, a.aggfinalfn, a.aggcombinefn, a.aggserialfn, a.aggdeserialfn,
                a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn]) c(f) WHERE c.f::oid <> 0
 UNION ALL SELECT 'op', o.oid, 'funcid', o.oprcode::oid FROM pg_operator o WHERE o.oprcode::oid <> 0
+UNION ALL SELECT 'op', o.oid, 'commute', c.c FROM pg_operator o,
+  unnest(ARRAY[o.oprcom::oid, o.oprnegate::oid]) c(c)
+  WHERE c.c <> 0 AND (o.oprrest::oid <> 0 OR o.oprjoin::oid <> 0)
 UNION ALL SELECT 'op', o.oid, 'estimate', f.f FROM pg_operator o,
   unnest(ARRAY[CASE WHEN o.oprrest::oid <> 0 OR o.oprjoin::oid <> 0 THEN o.oprcode::oid END,
                o.oprrest::oid, o.oprjoin::oid]) f(f) WHERE f.f >= 16384
@@ -128,9 +133,10 @@ _KIND: Final = {
     "support": "fn",
     "member": "op",
     "estimate": "fn",
+    "commute": "op",
 }
 # Edges PostgreSQL follows without an EXECUTE check (see the module docstring).
-_UNCHECKED: Final = frozenset({"component", "support", "member", "estimate"})
+_UNCHECKED: Final = frozenset({"component", "support", "member", "estimate", "commute"})
 
 _FUNCTIONS: Final = """
 SELECT p.oid, n.nspname, p.proname, p.oid::regprocedure::text, p.prokind,
