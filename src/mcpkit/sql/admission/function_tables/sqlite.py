@@ -18,10 +18,15 @@ __all__ = ["NEVER_RELATIONS", "SQLITE"]
 
 _PATH: Final = "shows the database file's path on the server"
 # The bare table form; the call form `pragma_database_list()` is the never family below.
-NEVER_RELATIONS: Final[tuple[RelationRule, ...]] = (relation_rule(None, _PATH, "pragma_database_list"),)
+_COMMITS: Final = "counts other connections' commits to the database file"
+NEVER_RELATIONS: Final[tuple[RelationRule, ...]] = (
+    relation_rule(None, _PATH, "pragma_database_list"),
+    relation_rule(None, _COMMITS, "pragma_data_version"),
+)
 
 _NEVER = (
     family("server paths", "never", _PATH, "pragma_database_list", in_catalog=False),
+    family("other connections' commits", "never", _COMMITS, "pragma_data_version", in_catalog=False),
     family(
         "extensions and files",
         "never",
