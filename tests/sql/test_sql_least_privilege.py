@@ -221,6 +221,31 @@ def test_postgres_estimator_reaches_a_hidden_commutator_or_negator(pg_db: tuple[
 
 
 @pytest.mark.postgres
+def test_postgres_a_types_typmod_function_is_a_route_without_execute(pg_db: tuple[str, str]) -> None:
+    # `'x'::pub.citext(5)` runs the type's TYPMOD_IN as the reader, EXECUTE revoked or not, in a
+    # schema it cannot use (red team v10 F2)
+    admin, tag = pg_db
+    login = f"mk_lp_{tag}_t"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute(
+            "CREATE SCHEMA hid; CREATE SCHEMA pub; CREATE EXTENSION citext SCHEMA pub;"
+            "CREATE FUNCTION hid.tm(cstring[]) RETURNS integer LANGUAGE plpgsql IMMUTABLE STRICT"
+            " AS $$ BEGIN RAISE EXCEPTION 'the typmod function ran'; END $$;"
+            "REVOKE EXECUTE ON FUNCTION hid.tm(cstring[]) FROM PUBLIC;"
+            "ALTER TYPE pub.citext SET (TYPMOD_IN = hid.tm);"
+        )
+        c.execute(f"GRANT USAGE ON SCHEMA pub TO {login}")
+    with pg_admin(_login(admin, login)) as reader, pytest.raises(Exception, match="the typmod function ran"):
+        reader.execute("SELECT 'x'::pub.citext(5)")
+    found = [f for f in _report(_login(admin, login)).findings if "hid.tm" in f.message]
+    assert found and "type pub.citext" in found[0].message, found
+    with pg_admin(admin) as c:
+        c.execute("ALTER TYPE pub.citext SET (TYPMOD_IN = NONE)")
+    assert not [f for f in _report(_login(admin, login)).findings if "hid.tm" in f.message]
+
+
+@pytest.mark.postgres
 def test_postgres_one_fix_for_two_routes_is_printed_once(pg_db: tuple[str, str]) -> None:
     # Two domains whose CHECK calls one volatile function in a schema the login cannot use:
     # two routes, one statement that stops both.

@@ -20,6 +20,9 @@ tests/sql/test_sql_enforcement.py):
   nothing; the fix is DROP OPERATOR or `ALTER OPERATOR ... SET (RESTRICT = NONE, JOIN = NONE)`.
   The estimators also look up the operator's COMMUTATOR (a constant on the left) and NEGATOR
   (`NOT (a op b)`) and run theirs, unchecked, whatever schema they live in;
+- a type's I/O, typmod, analyze and subscript functions run with no EXECUTE check (a cast
+  `'x'::t(5)` runs TYPMOD_IN as the reader: verified with a plpgsql one on an extension's type),
+  so a usable base type whose such function is hazardous is refused;
 - an operator family's support functions (pg_amproc) run with no EXECUTE check, whoever may use
   their schema (verified: btree FUNCTION 1, cmp, for ORDER BY, GROUP BY, UNION, GREATEST/LEAST,
   row and array comparison; btree FUNCTION 3, in_range, for a window's RANGE offset; hash
@@ -110,6 +113,9 @@ UNION ALL SELECT 'op', o.oid, 'estimate', f.f FROM pg_operator o,
 UNION ALL SELECT 'opf', a.amprocfamily, 'support', a.amproc FROM pg_amproc a WHERE a.amproc >= 16384
 UNION ALL SELECT 'opf', a.amopfamily, 'member', a.amopopr FROM pg_amop a WHERE a.amopopr >= 16384
 UNION ALL SELECT 'cast', c.oid, 'funcid', c.castfunc FROM pg_cast c WHERE c.castfunc <> 0
+UNION ALL SELECT 'type', t.oid, 'typeio', f.f FROM pg_type t,
+  unnest(ARRAY[t.typinput::oid, t.typoutput::oid, t.typreceive::oid, t.typsend::oid, t.typmodin::oid,
+               t.typmodout::oid, t.typanalyze::oid, t.typsubscript::oid]) f(f) WHERE f.f >= 16384
 """
 # Relations admission never lets a query read; a view over one must not be readable either.
 _CATALOG_RELS: Final = """
@@ -134,9 +140,10 @@ _KIND: Final = {
     "member": "op",
     "estimate": "fn",
     "commute": "op",
+    "typeio": "fn",
 }
 # Edges PostgreSQL follows without an EXECUTE check (see the module docstring).
-_UNCHECKED: Final = frozenset({"component", "support", "member", "estimate", "commute"})
+_UNCHECKED: Final = frozenset({"component", "support", "member", "estimate", "commute", "typeio"})
 
 _FUNCTIONS: Final = """
 SELECT p.oid, n.nspname, p.proname, p.oid::regprocedure::text, p.prokind,
@@ -177,7 +184,7 @@ FROM pg_cast c WHERE c.oid >= 16384
 UNION ALL SELECT 'type', t.oid, t.oid::regtype::text,
   format('DROP %s %s', CASE t.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END, t.oid::regtype)
 FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
-WHERE t.typtype IN ('d', 'r', 'm', 'c') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+WHERE t.typtype IN ('b', 'd', 'r', 'm', 'c') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND n.nspname NOT LIKE 'pg_toast%' AND has_schema_privilege(n.oid, 'USAGE')
 UNION ALL SELECT 'opf', f.oid, format('%I.%I (%s)', n.nspname, f.opfname, m.amname),
   format('DROP OPERATOR FAMILY %I.%I USING %I', n.nspname, f.opfname, m.amname)
@@ -263,8 +270,8 @@ _LABEL: Final = {
     "opf": "operator family",
 }
 _HOW_COMPONENT: Final = (
-    " with no EXECUTE check (an aggregate component, a range subtype_diff, or an operator's function"
-    " or estimator the planner runs on a column's statistics)"
+    " with no EXECUTE check (an aggregate component, a range subtype_diff, a type's I/O or typmod"
+    " function, or an operator's function or estimator the planner runs on a column's statistics)"
 )
 _HOW: Final = {
     "opf": " with no EXECUTE check (an operator-class support function or operator: ORDER BY, GROUP BY,"
@@ -294,21 +301,21 @@ def _graph(conn: Connection) -> dict[tuple[str, int], list[tuple[str, tuple[str,
 
 def _reached(
     graph: dict[tuple[str, int], list[tuple[str, tuple[str, int]]]], start: tuple[str, int]
-) -> Iterator[tuple[tuple[str, int], bool]]:
-    """Functions and relations reachable from `start`: (node, checked) where `checked` says every
-    step on the way was an EXECUTE-checked call (false once an aggregate component, subtype_diff or
-    operator-family support function or operator is crossed)."""
-    seen: set[tuple[tuple[str, int], bool]] = set()
-    stack = [(start, True)]
+) -> Iterator[tuple[tuple[str, int], str | None]]:
+    """Functions and relations reachable from `start`: (node, first unchecked field) where None
+    says every step on the way was an EXECUTE-checked call (else the first aggregate component,
+    subtype_diff, estimator, type I/O or operator-family support function or operator crossed)."""
+    seen: set[tuple[tuple[str, int], str | None]] = set()
+    stack: list[tuple[tuple[str, int], str | None]] = [(start, None)]
     while stack:
-        node, checked = stack.pop()
-        if (node, checked) in seen:
+        node, via = stack.pop()
+        if (node, via) in seen:
             continue
-        seen.add((node, checked))
+        seen.add((node, via))
         if node[0] in ("fn", "rel") and node != start:
-            yield node, checked
+            yield node, via
         for field, target in graph.get(node, ()):
-            stack.append((target, checked and field not in _UNCHECKED))
+            stack.append((target, via or (field if field in _UNCHECKED else None)))
 
 
 def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> list[Finding]:
@@ -344,8 +351,9 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
             entry = fns[oid]
             own.setdefault((entry.group, hazard, entry.grantees, entry.owned), []).append(entry)
             continue
-        for (target_kind, target), checked in _reached(graph, (kind, oid)):
-            if kind == "type" and not checked:
+        for (target_kind, target), via in _reached(graph, (kind, oid)):
+            checked = via is None
+            if kind == "type" and via == "component":
                 continue  # subtype_diff runs for a column's statistics: the relation entry covers it
             if target_kind == "rel":
                 if target in never_rels:
