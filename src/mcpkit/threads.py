@@ -38,7 +38,6 @@ __all__ = [
     "SWITCH_INTERVAL_S",
     "HandlerThreads",
     "Hold",
-    "after_answer",
     "holding",
     "shorten_gil_waits",
 ]
@@ -57,12 +56,6 @@ SWITCH_INTERVAL_S = 0.001
 """The interpreter's switch interval while serving (Python's default is 5 ms)."""
 
 _holds: ContextVar[tuple[Hold, ...]] = ContextVar("mcpkit_holds", default=())
-_AFTER_TURNS = 3
-"""`after_answer` runs its work this many loop turns after the handler's thread returned. Over
-stdio (mcp 2.3) the answer is written on the second: started any earlier, the work competes with
-the answer's serialisation for the GIL (measured: the reset's Python then delays the answer by
-about as much as running it in the handler did). Only timing depends on it, never correctness."""
-_current = threading.local()  # .run: the `_Run` this handler thread is running, if any
 
 
 @contextmanager
@@ -74,20 +67,6 @@ def holding(hold: Hold) -> Iterator[None]:
         yield
     finally:
         _holds.reset(token)
-
-
-def after_answer(fn: Callable[[], None]) -> None:
-    """Run `fn` once this handler's call has its answer: in a handler thread, on the event loop
-    a few turns after the thread returned (`_AFTER_TURNS`: once the answer is written);
-    elsewhere, or when the call already ended without waiting for this thread, now.
-
-    For work the answer does not depend on that would otherwise hold the answer back, or compete
-    with the loop for the GIL while it writes the answer (the SQL engine's connection reset). `fn`
-    must be quick and must not raise: it runs on the event loop.
-    """
-    run: _Run | None = getattr(_current, "run", None)
-    if run is None or not run.defer(fn):
-        fn()
 
 
 def shorten_gil_waits() -> None:
@@ -135,8 +114,6 @@ class HandlerThreads:
                     "tool %r: its call ended but its thread runs on; it keeps its place until it returns",
                     name,
                 )
-            for later in run.after:
-                _soon(later)
 
     def _ended(self, run: _Run) -> None:
         self.lingering -= 1
@@ -153,7 +130,6 @@ class _Run:
         self.name = name
         self._post = post
         self.releases: list[Callable[[], None]] = []
-        self.after: list[Callable[[], None]] = []  # `after_answer`'s, run once the call has ended
         self.on_end: Callable[[_Run], None] | None = None
         self._lock = threading.Lock()
         self._state = "queued"  # -> running -> done, or queued -> skipped, or running -> abandoned
@@ -167,11 +143,9 @@ class _Run:
             if self._state == "skipped":  # the call ended before the thread picked it up
                 raise RuntimeError("the call ended before its thread started")
             self._state = "running"
-        _current.run = self
         try:
             return fn(*args)
         finally:
-            _current.run = None
             with self._lock:
                 abandoned = self._state == "abandoned"
                 self._state = "done"
@@ -180,14 +154,6 @@ class _Run:
                     self._post(self.release)
                 except RuntimeError:  # the event loop has gone: nothing is left to count
                     log.debug("tool %r: the event loop ended before its thread", self.name)
-
-    def defer(self, fn: Callable[[], None]) -> bool:
-        """Keep `fn` for the end of the call (True), unless the call has already ended."""
-        with self._lock:
-            if self._state != "running":
-                return False
-            self.after.append(fn)
-            return True
 
     def left_behind(self) -> bool:
         """Called on the event loop once the await ends: release now, unless the thread runs on."""
@@ -207,19 +173,6 @@ class _Run:
         self.limiter.release_on_behalf_of(self)
         if self.on_end is not None:
             self.on_end(self)
-
-
-def _soon(fn: Callable[[], None], turns: int = _AFTER_TURNS) -> None:
-    """`fn` on this event loop's `turns`-th turn from now (now under another anyio backend)."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # trio
-        fn()
-        return
-    if turns <= 1:
-        loop.call_soon(fn)
-    else:
-        loop.call_soon(_soon, fn, turns - 1)
 
 
 def _poster() -> Callable[[Callable[[], None]], Any]:

@@ -13,7 +13,6 @@ from pydantic import BaseModel, Field
 
 from mcpkit import Context, DefinitionError, Server, Tool
 from mcpkit.testing import connect
-from mcpkit.threads import after_answer
 from tests.helpers import text_of
 
 pytestmark = pytest.mark.anyio
@@ -120,37 +119,3 @@ async def test_cancel_and_resend_never_runs_more_threads_than_the_limit() -> Non
 def test_max_threads_is_checked() -> None:
     with pytest.raises(DefinitionError, match="max_threads"):
         server(Gate(), max_threads=0)
-
-
-async def test_after_answer_runs_on_the_loop_once_the_handler_has_returned() -> None:
-    """Work a handler hands to `after_answer` runs after it returned, on the event loop's thread;
-    once its call has ended without waiting for the thread (past its deadline), in the thread at once."""
-    seen: list[tuple[str, int]] = []
-    gate = threading.Event()
-
-    def work(args: Wait, ctx: Context) -> str:
-        after_answer(lambda: seen.append(("after", threading.get_ident())))
-        seen.append(("handler", threading.get_ident()))
-        if args.seconds:
-            gate.wait(args.seconds)  # past the deadline: the call ends, the thread runs on
-            after_answer(lambda: seen.append(("late", threading.get_ident())))
-        return "done"
-
-    srv = Server(
-        "after", tools=[Tool(name="work", description="Work.", input=Wait, handler=work, timeout_s=0.3)]
-    )
-    loop_thread = threading.get_ident()
-    async with connect(srv) as client:
-        assert text_of(await client.call_tool("work", {"seconds": 0})) == "done"
-        await wait_until(lambda: len(seen) == 2)
-        assert seen[0][0] == "handler" and seen[0][1] != loop_thread and seen[1] == ("after", loop_thread)
-        seen.clear()
-        late = await client.call_tool("work", {"seconds": 10})
-        assert (late.meta or {})["mcpkit/error"]["code"] == "TIMEOUT"
-        await wait_until(lambda: len(seen) == 2)
-        gate.set()
-        await wait_until(lambda: len(seen) == 3)
-    handler = seen[0][1]
-    assert seen[1] == ("after", loop_thread) and seen[2] == ("late", handler)
-    after_answer(lambda: seen.append(("outside", threading.get_ident())))  # not in a handler thread: now
-    assert seen[3] == ("outside", loop_thread)

@@ -18,23 +18,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 from sqlalchemy.engine import make_url
 from sqlglot import exp
 
-from mcpkit import Context, Server, Tool
 from mcpkit.sql.admission import Admitted
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import RoleEngine
 from mcpkit.sql.service import SqlService
-from mcpkit.testing import connect
-from tests.helpers import text_of
 from tests.sql.sql_support import DbEnv, mysql_admin, pg_admin
-
-
-class Empty(BaseModel):
-    pass
 
 
 def _passthrough(sql: str, dialect: str, **_: Any) -> Admitted:
@@ -223,90 +215,6 @@ def test_pg_a_broken_connection_is_replaced(pg_env: DbEnv, pooled: Callable[[str
     with pg_admin(pg_env.admin_url) as c:
         c.execute("SELECT pg_terminate_backend(%s)", [pid])
     time.sleep(0.2)
-    fresh = _one(service, "SELECT pg_backend_pid()")
-    assert isinstance(fresh, int) and fresh != pid
-
-
-@pytest.mark.postgres
-def test_pg_a_call_answers_before_its_reset_and_the_next_waits_for_it(
-    pg_env: DbEnv, pooled: Callable[[str], SqlEngine], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The reset runs once the call has its rows, off the answer's path; the connection stays out
-    of the pool until it ends, so the next call cannot begin on it before (it waits, as for a busy one)."""
-    engine = pooled(pg_env.ro_url)
-    service = _service(engine)
-    pid = _one(service, "SELECT pg_backend_pid()")
-    assert engine.resets.wait(10.0)
-    profile, order = engine.profile, []
-    release, resetting = threading.Event(), threading.Event()
-    reset, begin = profile.reset, profile.begin
-
-    def slow_reset(dbapi: Any, url: Any) -> None:
-        resetting.set()
-        release.wait(10.0)
-        reset(dbapi, url)
-        order.append("reset")
-
-    def noted_begin(dbapi: Any, timeout_s: float, call_id: str) -> None:
-        order.append("begin")
-        begin(dbapi, timeout_s, call_id)
-
-    monkeypatch.setattr(profile, "reset", slow_reset)
-    monkeypatch.setattr(profile, "begin", noted_begin)
-    assert _one(service, "SELECT 7") == 7
-    assert resetting.wait(10.0) and order == ["begin"], "the answer waited for the reset"
-    answers: list[Any] = []
-    later = threading.Thread(target=lambda: answers.append(_one(service, "SELECT pg_backend_pid()")))
-    later.start()
-    time.sleep(0.5)
-    assert answers == [] and order == ["begin"], "a call began on a connection whose reset was under way"
-    release.set()
-    later.join(10.0)
-    assert answers == [pid] and order[:3] == ["begin", "reset", "begin"]  # then its own reset
-
-
-@pytest.mark.postgres
-@pytest.mark.anyio
-async def test_pg_a_handler_running_several_statements_holds_one_connection(pg_env: DbEnv) -> None:
-    """A session kept for after the answer ends before the same handler takes another connection:
-    with one pooled connection, a handler's second statement does not wait for its first's."""
-    engine = SqlEngine(pg_env.ro_url, pool_size=1, pool_wait_s=0.5)
-    service = _service(engine)
-
-    def twice(args: Empty, ctx: Context) -> str:
-        return f"{_one(service, 'SELECT 1')} {_one(service, 'SELECT 2')} {_one(service, 'SELECT 3')}"
-
-    server = Server(
-        "pool", tools=[Tool(name="twice", description="Three queries.", input=Empty, handler=twice)]
-    )
-    try:
-        async with connect(server) as client:
-            assert text_of(await client.call_tool("twice", {})) == "1 2 3"
-            assert text_of(await client.call_tool("twice", {})) == "1 2 3"
-    finally:
-        engine.close()
-
-
-@pytest.mark.postgres
-def test_pg_a_connection_whose_reset_fails_after_the_answer_is_dropped(
-    pg_env: DbEnv, pooled: Callable[[str], SqlEngine], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    engine = pooled(pg_env.ro_url)
-    service = _service(engine)
-    pid = _one(service, "SELECT pg_backend_pid()")
-    assert engine.resets.wait(10.0)
-    reset, failed = engine.profile.reset, []
-
-    def fails_once(dbapi: Any, url: Any) -> None:
-        if not failed:  # a reset the database fails while the connection itself still works
-            failed.append(True)
-            dbapi.execute("SELECT 1 / 0")
-        reset(dbapi, url)  # (a second try, as the pool's own hook would make, would succeed)
-
-    monkeypatch.setattr(engine.profile, "reset", fails_once)
-    assert _one(service, "SELECT 7") == 7
-    assert engine.resets.wait(10.0)
-    monkeypatch.setattr(engine.profile, "reset", reset)
     fresh = _one(service, "SELECT pg_backend_pid()")
     assert isinstance(fresh, int) and fresh != pid
 

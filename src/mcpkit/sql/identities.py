@@ -18,8 +18,9 @@ call instead, and only the function audit and admission stand between SQL and an
 docs/security.md). A principal with no role is refused, and so are functions that would run as
 someone else (SECURITY DEFINER, or a SET role clause).
 
-`IdentityRouter` answers "which service does this caller get"; the SQL server asks it from its routing
-middleware (`mcpkit.sql.routing.SourceRouter.resolve`, on the public pipeline), never from a handler.
+`IdentityRouter` answers "which service does this caller get"; the SQL server asks it from its
+routing middleware (`mcpkit.sql.routing.SourceRouter.resolve`, on the public pipeline), never from a
+tool handler.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from mcpkit.sql.admission import FunctionCatalog
 from mcpkit.sql.definers import DefinerCatalog
 from mcpkit.sql.engines.described import Remembered
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.engines.resets import Resets
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import profile_for_dialect
 from mcpkit.sql.profiles.base import ROLE_NAME, quote_role
@@ -179,7 +179,6 @@ class RoleEngine(SqlEngine):
     def __init__(self, base: SqlEngine, role: str) -> None:
         self.__dict__.update(base.__dict__)
         self._sa = self._new_pool()
-        self.resets = Resets(self.pool_size)  # this pool's resets under way, waited for by `close`
         self._described = Remembered()  # what the role's queries return is the role's own
         self.role = role
         self._setup = session_setup(base.dialect, role)
@@ -201,8 +200,7 @@ class RoleEngine(SqlEngine):
         return super()._prelude(conn, dbapi, timeout_s, call_id) + ([self._setup] if self._setup else [])
 
     def close(self) -> None:
-        """Close this role's pooled connections, once reset (the base engine keeps its own)."""
-        self.resets.close()
+        """Close this role's pooled connections (the base engine keeps its own)."""
         self._sa.dispose()
 
 

@@ -2,10 +2,9 @@
 
 A connection is reused only after its profile reset it (`Profile.reset`: PostgreSQL `ROLLBACK` and
 `DISCARD ALL`'s commands in one message, MySQL/MariaDB `COM_RESET_CONNECTION`, SQLite a check that
-nothing was left behind) at the end of the call (where the profile allows, in another thread while
-the answer goes out: `mcpkit.sql.engines.resets`); one that failed, timed out, was interrupted or
-failed its reset is closed, never reused. Where the dialect has a `run` hook (PostgreSQL),
-`execute_query`'s begin, describe and query go in one round trip (`_run_clipped`).
+nothing was left behind) at the end of the call; one that failed, timed out, was interrupted or failed
+its reset is closed, never reused. Where the dialect has a `run` hook (PostgreSQL), `execute_query`'s
+begin, describe and query go in one round trip (`_run_clipped`).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
 from typing import Any, Final
 
 from sqlalchemy import create_engine, event, text
@@ -31,7 +29,6 @@ from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
 from mcpkit.sql.engines.described import Remembered
-from mcpkit.sql.engines.resets import Resets
 from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles import Profile, profile_for
 from mcpkit.sql.profiles.base import Outcome
@@ -90,7 +87,6 @@ class SqlEngine:
         self._sa: SaEngine = self._new_pool()
         self.guard: Guard | None = None  # re-verification while serving (`mcpkit.sql.reverify`)
         self._described = Remembered()
-        self.resets = Resets(self.pool_size)  # resets under way (`resets.wait()`)
         self._errors: tuple[type[BaseException], ...] = (SQLAlchemyError,)
         dbapi = getattr(self._sa.dialect, "loaded_dbapi", None)
         for name in ("Error", "Warning"):
@@ -119,8 +115,12 @@ class SqlEngine:
 
     def for_login(self, username: str, password: str | None) -> SqlEngine:
         """An engine like this one (same options, its own pool and guard) that logs in as another user."""
-        url = self.url.set(username=username, password=password)
-        other = SqlEngine(url, grace_s=self._grace_s, pool_size=self.pool_size, pool_wait_s=self._pool_wait_s)
+        other = SqlEngine(
+            self.url.set(username=username, password=password),
+            grace_s=self._grace_s,
+            pool_size=self.pool_size,
+            pool_wait_s=self._pool_wait_s,
+        )
         other.guard = self.guard.fresh(f"login {username}") if self.guard is not None else None
         return other
 
@@ -137,8 +137,7 @@ class SqlEngine:
 
     @property
     def sa_engine(self) -> SaEngine:
-        """The SQLAlchemy engine (for reflection; a session this thread kept ends first)."""
-        self.resets.settle_here()
+        """The SQLAlchemy engine (for reflection)."""
         return self._sa
 
     def _fail(self, exc: BaseException, fired: bool, timeout_s: float, call_id: str) -> Exception:
@@ -156,7 +155,6 @@ class SqlEngine:
 
         `deferred`: the caller sends the begin itself (`_prelude`), ahead of its first statement.
         """
-        self.resets.settle_here()  # a session this thread kept for after its answer ends first
         if self._generation != self.profile.policy_generation:
             self._generation = self.profile.policy_generation
             self._sa.dispose()  # connections opened under an earlier policy are not reused
@@ -212,9 +210,14 @@ class SqlEngine:
 
         The connection goes back to the pool only if the call ended cleanly or failed in a way
         that leaves the connection as it was (syntax, permission, ...), and then only after its
-        profile's reset (which may still run when the block has ended: `Profile.reset_in_background`);
-        otherwise (timeout, interrupt, lost connection, unknown) it is closed. Yields the SQLAlchemy
-        connection and its driver connection; raises `QueryFailed` (masked) or `QueryTimeout`.
+        profile's reset; otherwise (timeout, interrupt, lost connection, unknown) it is closed.
+
+        Yields:
+            The SQLAlchemy connection and its driver connection.
+
+        Raises:
+            QueryFailed: the database failed (masked).
+            QueryTimeout: the deadline passed.
         """
         conn, dbapi = self._begin(timeout_s, call_id, deferred=deferred)
         fired = threading.Event()
@@ -250,27 +253,19 @@ class SqlEngine:
             alarm.disarm()  # waits for an interrupt under way: it lands on this call, not the next
             conn.info.pop(_BEGUN, None)
             keep = keep and not fired.is_set()
-            if keep and self.pool_size and self.profile.reset_in_background:
-                # Still checked out: back to the pool only once reset (`mcpkit.sql.engines.resets`).
-                self.resets.defer(partial(self._end, conn, dbapi, True, call_id), call_id)
-            else:
-                self._end(conn, dbapi, keep, call_id)
-
-    def _end(self, conn: Connection, dbapi: Any, keep: bool, call_id: str) -> None:
-        """End a call's session: reset a connection worth keeping and check it in, else close it."""
-        try:
-            if keep and self.pool_size:
-                # The reset ends the transaction too: one round trip instead of two.
-                self.profile.reset(dbapi, self.url)
-                conn.info[_RESET_DONE] = True  # the pool's reset hook has nothing left to do
-            else:
-                self.profile.end(dbapi)
-        except Exception as exc:  # a broken connection is dropped, never reused
-            log.info("sql call %s: ending the call failed (%s); dropping the connection", call_id, exc)
-            keep = False
-        if not keep:
-            conn.invalidate()
-        conn.close()  # back to the pool (reset above, or by the pool's hook), or closed
+            try:
+                if keep and self.pool_size:
+                    # The reset ends the transaction too: one round trip instead of two.
+                    self.profile.reset(dbapi, self.url)
+                    conn.info[_RESET_DONE] = True  # the pool's reset hook has nothing left to do
+                else:
+                    self.profile.end(dbapi)
+            except Exception as exc:  # a broken connection is dropped, never reused
+                log.info("sql call %s: ending the call failed (%s); dropping the connection", call_id, exc)
+                keep = False
+            if not keep:
+                conn.invalidate()
+            conn.close()  # back to the pool (reset above, or by the pool's hook), or closed
 
     def execute(
         self,
@@ -382,8 +377,7 @@ class SqlEngine:
             return _clipped_rows(plan, fetched, fit, limit, time.perf_counter() - started, call_id)
 
     def close(self) -> None:
-        """Wait for the resets under way, then close every pooled connection (`dispose`)."""
-        self.resets.close()
+        """Close every pooled connection (the SQLAlchemy engine's `dispose`)."""
         self._sa.dispose()
 
 

@@ -163,10 +163,6 @@ class Profile:
     """A query that never ends, for the doctor's timeout probe."""
     poolable: bool = False
     """Whether `reset` returns a connection to its state at login, so it may be pooled."""
-    reset_in_background: bool = False
-    """Whether a clean call's answer may go out before its connection's `reset` (a round trip)
-    is done: the reset then runs in another thread, the connection still checked out of the
-    pool until it succeeded (`mcpkit.sql.engines.resets`)."""
     policy_generation: int = 0
     """Bumped when per-connection enforcement changes (SQLite's authorizer policy): the engine
     then closes its pooled connections, so none opened under an earlier policy serves a call."""

@@ -53,7 +53,6 @@ class PostgresSession(Profile):
     name = "PostgreSQL"
     read_only_enforced = True
     poolable = True
-    reset_in_background = True
 
     def __init__(self) -> None:
         super().__init__("postgres")
