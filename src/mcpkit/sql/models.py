@@ -27,6 +27,12 @@ Rows: TypeAlias = Annotated[list[Row], WithJsonSchema({"type": "array"})]
 """The shaped rows, validated here as lists of `JsonValue` lists. Declared as "an array" (that each
 row is one is in its description): `items` made the official client's check descend into every
 row, 0.32 ms against 0.05 ms for a 25-row answer (jsonschema's `iter_errors`, as the client runs it)."""
+Names: TypeAlias = Annotated[list[str], WithJsonSchema({"type": "array"})]
+"""Column names, validated here as strings. Declared as "an array" (of names, says the description):
+`items` made the client's check descend into every name. With `Notice`, the client's whole check of
+a 25-row, 6-column answer: 55 to 24 µs (`iter_errors`, as above)."""
+Notice: TypeAlias = Annotated[str | None, WithJsonSchema({"type": ["string", "null"]})]
+"""Text or null, declared as one type list rather than pydantic's `anyOf` (8 µs less per check)."""
 
 
 class QueryResult(BaseModel):
@@ -34,12 +40,12 @@ class QueryResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    columns: list[str] = Field(description="Column names, in order.")
+    columns: Names = Field(description="Column names (strings), in order.")
     rows: Rows = Field(description="Shaped rows: one list per row, one cell per column.")
     row_count: int = Field(description="Rows sent (at most max_rows).")
     truncated: bool = Field(description="True when more rows exist than were sent.")
     elapsed_ms: float = Field(description="Time the database took, in milliseconds.")
-    notice: str | None = Field(
+    notice: Notice = Field(
         default=None,
         description="Why fewer rows than max_rows were sent (the answer's size); how many cells were cut.",
     )
