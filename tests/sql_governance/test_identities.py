@@ -412,6 +412,24 @@ def test_mysql_uses_per_role_logins(mysql_url: str) -> None:
         admin.close()
 
 
+@pytest.mark.mysql
+def test_two_roles_that_log_in_as_one_user_are_refused(mysql_url: str) -> None:
+    # a copy-paste slip in the logins: alice's role logs in with bob's credentials, and start-up
+    # said ok while alice read bob's rows (red team v10 F7)
+    roles = RoleMap(
+        principals={"alice": "role_a", "bob": "role_b"},
+        logins={"role_a": _login("B"), "role_b": _login("B")},
+    )
+    engine = SqlEngine(mysql_url)
+    router = IdentityRouter(SqlService(engine, timeout_s=5.0), roles, secret={"B_USER": "bob"}.get)
+    try:
+        with pytest.raises(SqlConfigError, match="roles role_a and role_b log in as the same user bob"):
+            router.verify()
+    finally:
+        router.close()
+        engine.close()
+
+
 def _login(prefix: str) -> MysqlLogin:
     return MysqlLogin(f"{prefix}_USER", f"{prefix}_PASSWORD")
 

@@ -312,6 +312,15 @@ class IdentityRouter:
         from mcpkit.sql.profiles.base import ConnectionBudget
 
         profile = self.base.profile
+        shared: dict[str, str] = {}
+        for role in sorted(self.roles.logins):  # one login per principal's role, not one for two
+            user = self._login_user(role)
+            if user in shared:
+                raise SqlConfigError(
+                    f"role map: roles {shared[user]} and {role} log in as the same user {user}, so each "
+                    "role's principals read what the other's may: give each role a login of its own"
+                )
+            shared[user] = role
         account = ""
         if profile.switches_roles:
             with self.base.session(10.0, "verify-role") as (conn, _):
