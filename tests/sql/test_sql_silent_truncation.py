@@ -113,3 +113,18 @@ def test_mariadb_conversions_that_make_up_a_value_fail_as_data(
         assert engine.profile.classify(type("E", (Exception,), {})(code, "")) == "data"
     finally:
         engine.close()
+
+
+@pytest.mark.mysql
+def test_mariadb_rounding_notes_stay_answers(reader: tuple[str, str, str]) -> None:
+    # 1265 and 1292 also come as Notes for rounding, which is no wrong answer (red team v10)
+    _, url, _ = reader
+    engine = SqlEngine(url)
+    try:
+        service = SqlService(engine, timeout_s=10.0)
+        sql = "SELECT v FROM JSON_TABLE('[1.23456]', '$[*]' COLUMNS(v DECIMAL(4, 2) PATH '$')) AS j"
+        assert service.query(sql, call_id="note")[0].rows == [[1.23]]
+        sql = "SELECT CAST('2023-01-01 10:00:00.1234567' AS DATETIME(6)) AS d"
+        assert service.query(sql, call_id="note2")[0].rows == [["2023-01-01T10:00:00.123456"]]
+    finally:
+        engine.close()

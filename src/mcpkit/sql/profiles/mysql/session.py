@@ -40,6 +40,9 @@ _SORT_BYTES: Final = (1024, 8 * 1024 * 1024)  # max_sort_length's default and ma
 # JSON_TABLE column cut or zeroed to fit its type (1265), JSON nested past 32 levels answered as
 # NULL or invalid (4040). None turns into an error in a SELECT in any sql_mode, so `run` turns
 # them into one. Documented NULL answers (a bad JSON or base64 argument) and notes stay answers.
+# 1265 and 1292 as a Note (not a Warning) are rounding: a decimal to its scale, a datetime to
+# microseconds. An overflow (1916) is a Note too, and a made-up value.
+_ROUNDING: Final = frozenset({1265, 1292})
 _WRONG_ANSWER: Final = frozenset(
     {1260, 1265, 1301, 1264, 1292, 1300, 1365, 1366, 1411, 1441, 1916, 1977, 4040}
 )
@@ -179,7 +182,8 @@ class MysqlSession(Profile):
         if getattr(cursor, "warning_count", 0):
             with cursor.connection.cursor() as warnings:
                 warnings.execute("SHOW WARNINGS")
-                codes = {int(code) for _, code, _ in warnings.fetchall()}
+                rows = warnings.fetchall()
+                codes = {int(c) for level, c, _ in rows if not (level == "Note" and int(c) in _ROUNDING)}
             for code in sorted(codes & _WRONG_ANSWER):
                 pymysql: Any = importlib.import_module("pymysql")
                 raise pymysql.err.OperationalError(code, "a warning made the answer wrong")
