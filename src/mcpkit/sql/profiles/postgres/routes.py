@@ -20,7 +20,8 @@ tests/sql/test_sql_enforcement.py):
   nothing; the fix is DROP OPERATOR or `ALTER OPERATOR ... SET (RESTRICT = NONE, JOIN = NONE)`.
   The estimators also look up the operator's COMMUTATOR (a constant on the left) and NEGATOR
   (`NOT (a op b)`) and run theirs, unchecked, whatever schema they live in;
-- a type's I/O, typmod, analyze and subscript functions run with no EXECUTE check (a cast
+- a type's I/O, typmod, analyze and subscript functions, a range's canonical function and a
+  function's planner support function (prosupport) run with no EXECUTE check (a cast
   `'x'::t(5)` runs TYPMOD_IN as the reader: verified with a plpgsql one on an extension's type),
   so a usable base type whose such function is hazardous is refused;
 - an operator family's support functions (pg_amproc) run with no EXECUTE check, whoever may use
@@ -113,6 +114,9 @@ UNION ALL SELECT 'op', o.oid, 'estimate', f.f FROM pg_operator o,
 UNION ALL SELECT 'opf', a.amprocfamily, 'support', a.amproc FROM pg_amproc a WHERE a.amproc >= 16384
 UNION ALL SELECT 'opf', a.amopfamily, 'member', a.amopopr FROM pg_amop a WHERE a.amopopr >= 16384
 UNION ALL SELECT 'cast', c.oid, 'funcid', c.castfunc FROM pg_cast c WHERE c.castfunc <> 0
+UNION ALL SELECT 'type', r.rngtypid, 'typeio', r.rngcanonical::oid FROM pg_range r
+  WHERE r.rngcanonical::oid >= 16384
+UNION ALL SELECT 'fn', p.oid, 'estimate', p.prosupport::oid FROM pg_proc p WHERE p.prosupport::oid >= 16384
 UNION ALL SELECT 'type', t.oid, 'typeio', f.f FROM pg_type t,
   unnest(ARRAY[t.typinput::oid, t.typoutput::oid, t.typreceive::oid, t.typsend::oid, t.typmodin::oid,
                t.typmodout::oid, t.typanalyze::oid, t.typsubscript::oid]) f(f) WHERE f.f >= 16384
