@@ -231,27 +231,35 @@ async def test_mariadb_masked_column_granted_to_one_login_while_serving(
         admin.close()
 
 
+@contextmanager
+def _shared_login(db: PgScratch, alice: str, bob: str) -> Iterator[tuple[SqlEngine, IdentityRouter]]:
+    """A shared-login router of principals alice and bob over the scratch reader (NOINHERIT, a
+    member of both roles, which the caller created)."""
+    db.admin.execute(f"ALTER ROLE {db.reader} NOINHERIT")
+    db.admin.execute(f"GRANT {alice}, {bob} TO {db.reader}")
+    engine = SqlEngine(db.reader_url)
+    router = IdentityRouter(
+        SqlService(engine, timeout_s=5.0), RoleMap(principals={"alice": alice, "bob": bob}), shared_login=True
+    )
+    try:
+        yield engine, router
+    finally:
+        router.close()
+        engine.close()
+
+
 def test_postgres_shared_login_start_up_refuses_a_role_member_of_another_principals_role(pg_url: str) -> None:
     with pg_scratch(pg_url, "rvst") as db:
         alice, bob = f"{db.reader}_a", f"{db.reader}_b"
-        db.admin.execute(f"ALTER ROLE {db.reader} NOINHERIT")
         for role in (alice, bob):
             db.admin.execute(f"CREATE ROLE {role}")
-        db.admin.execute(f"GRANT {alice}, {bob} TO {db.reader}")
-        engine = SqlEngine(db.reader_url)
-        router = IdentityRouter(
-            SqlService(engine, timeout_s=5.0),
-            RoleMap(principals={"alice": alice, "bob": bob}),
-            shared_login=True,
-        )
         try:
-            router.verify()
-            db.admin.execute(f"GRANT {alice} TO {bob}")
-            with pytest.raises(SqlConfigError, match=f"can switch to {alice}.*REVOKE"):
+            with _shared_login(db, alice, bob) as (_, router):
                 router.verify()
+                db.admin.execute(f"GRANT {alice} TO {bob}")
+                with pytest.raises(SqlConfigError, match=f"can switch to {alice}.*REVOKE"):
+                    router.verify()
         finally:
-            router.close()
-            engine.close()
             _drop_logins(db, pg_url, alice, bob)
 
 
@@ -261,37 +269,28 @@ def test_postgres_policy_role_warning_at_start_up_only(pg_url: str, caplog: pyte
     # refuses what start-up refuses but does not repeat the warning.
     with pg_scratch(pg_url, "rvwn") as db:
         alice, bob, group = f"{db.reader}_a", f"{db.reader}_b", f"{db.reader}_g"
-        db.admin.execute(f"ALTER ROLE {db.reader} NOINHERIT")
         for role in (alice, bob, group):
             db.admin.execute(f"CREATE ROLE {role}")
-        db.admin.execute(f"GRANT {alice}, {bob} TO {db.reader}")
         db.admin.execute(f"GRANT {group} TO {alice}")
         db.admin.execute("CREATE TABLE alice_t (secret text)")
         db.admin.execute(f"CREATE POLICY p ON alice_t TO {group} USING (true)")
-        engine = SqlEngine(db.reader_url)
-        router = IdentityRouter(
-            SqlService(engine, timeout_s=5.0),
-            RoleMap(principals={"alice": alice, "bob": bob}),
-            shared_login=True,
-        )
         warning = f"member of {group}, which a row-level security policy"
         try:
-            with caplog.at_level("WARNING", logger="mcpkit.sql"):
-                router.verify()
-            assert warning in caplog.text
-            caplog.clear()
-            check = router.isolation(alice)
-            assert check is not None
-            with caplog.at_level("WARNING", logger="mcpkit.sql"), engine.session(10.0, "t") as (conn, _):
-                check(engine, conn)
-            assert warning not in caplog.text
-            db.admin.execute(f"GRANT {bob} TO {alice}")
-            with (
-                engine.session(10.0, "t") as (conn, _),
-                pytest.raises(SqlConfigError, match=f"switch to {bob}"),
-            ):
-                check(engine, conn)
+            with _shared_login(db, alice, bob) as (engine, router):
+                with caplog.at_level("WARNING", logger="mcpkit.sql"):
+                    router.verify()
+                assert warning in caplog.text
+                caplog.clear()
+                check = router.isolation(alice)
+                assert check is not None
+                with caplog.at_level("WARNING", logger="mcpkit.sql"), engine.session(10.0, "t") as (conn, _):
+                    check(engine, conn)
+                assert warning not in caplog.text
+                db.admin.execute(f"GRANT {bob} TO {alice}")
+                with (
+                    engine.session(10.0, "t") as (conn, _),
+                    pytest.raises(SqlConfigError, match=f"switch to {bob}"),
+                ):
+                    check(engine, conn)
         finally:
-            router.close()
-            engine.close()
             _drop_logins(db, pg_url, alice, bob, group)
