@@ -190,6 +190,30 @@ class RoleEngine(SqlEngine):
         self._sa.dispose()
 
 
+_WHO: Final = "SELECT current_user"  # MariaDB: user@host of the account the server matched
+
+
+def _same_identity(role: str, current: str, account: str, seen: Mapping[str, str]) -> str:
+    """`current`, the identity `role`'s login authenticated as, unless it is the server's own
+    account or another role's (copy-pasted credentials: its principals would read what those may).
+
+    Raises:
+        SqlConfigError: the role's login is the server's account or another role's.
+    """
+    if current == account:
+        raise SqlConfigError(
+            f"role map: role {role} logs in as the server's own account {current}, so its principals "
+            "read what the server's account may: give the role a login of its own"
+        )
+    for other, identity in seen.items():
+        if identity == current:
+            raise SqlConfigError(
+                f"role map: roles {other} and {role} log in as the same user {current}, so each "
+                "role's principals read what the other's may: give each role a login of its own"
+            )
+    return current
+
+
 class IdentityRouter:
     """Per-call services: the caller's role, the template service's limits and policies.
 
@@ -321,11 +345,13 @@ class IdentityRouter:
                     "role's principals read what the other's may: give each role a login of its own"
                 )
             shared[user] = role
-        account = ""
-        if profile.switches_roles:
-            with self.base.session(10.0, "verify-role") as (conn, _):
-                account = str(conn.execute(text("SELECT current_user")).scalar())
+        with self.base.session(10.0, "verify-role") as (conn, _):
+            account = str(conn.execute(text(_WHO)).scalar())
+        who: dict[str, str] = {}
         for role, engine in self.identities():
+            if role in self.roles.logins:  # as the server authenticated it, not as the secret spells it
+                with engine.session(10.0, "verify-role") as (conn, _):
+                    who[role] = _same_identity(role, str(conn.execute(text(_WHO)).scalar()), account, who)
             # a login per principal has a pool of its own (`_engine`): its limit must cover it
             budget = ConnectionBudget(engine.pool_size) if role in self.roles.logins else None
             report = inspect_account(engine, "verify-role", allow, connections=budget)
@@ -334,7 +360,7 @@ class IdentityRouter:
                 user, others = self._others(role)
                 with engine.session(10.0, "verify-role") as (conn, _):
                     login_isolation(profile, conn, role, user, others, account, warn=True)
-        self._account = account
+        self._account = account if profile.switches_roles else ""
 
     def identities(self) -> Iterator[tuple[str, SqlEngine]]:
         """Every mapped role with a fresh engine that runs as it (its login, or the server's account
