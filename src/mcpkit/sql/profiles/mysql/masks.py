@@ -4,8 +4,8 @@ and read no DEFINER view over them."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlglot import exp
 
 from mcpkit.sql.profiles.base import DerivedMask, Finding
+from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, under_each_role
 from mcpkit.sql.profiles.scan_order import hint, split_key
 
 __all__ = ["derived_masks", "exact_ties", "masked_views", "readable_masked_columns", "scan_order_hints"]
@@ -50,12 +51,50 @@ def _selectable(conn: Connection, relation: str) -> bool:
     return True
 
 
+_PROBED: Final = [("readable",)]
+
+
+def _under_roles(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[tuple[str, str, list[str]]]:
+    """(role, table, masked columns readable) with each role granted to the login enabled in turn:
+    one `SET ROLE` away even when not a default role (`roles.under_each_role` puts the session's
+    role back after)."""
+    probes = [(t, c) for t, columns in sorted(masked.items()) for c in sorted(columns)]
+    sql = [f"SELECT {_quote(c)} FROM {_quote(t)} WHERE 1 = 0" for t, c in probes]
+
+    def run(statement: str) -> Sequence[tuple[Any, ...]]:
+        if statement not in sql:
+            result = conn.exec_driver_sql(statement)
+            return [tuple(r) for r in result.all()] if result.returns_rows else []
+        return _PROBED if _readable(conn, *probes[sql.index(statement)]) else []
+
+    roles = granted_roles([str(r[0]) for r in conn.exec_driver_sql("SHOW GRANTS")])
+    out = []
+    for role, answers in under_each_role(run, roles, sql):
+        for table in masked:
+            readable = [c for (t, c), rows in zip(probes, answers, strict=True) if t == table and rows]
+            if readable:
+                out.append((role, table, readable))
+    return out
+
+
 def readable_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
-    """One finding per table whose masked columns the current account can still select."""
+    """One finding per table whose masked columns the current account can still select, as the
+    session is and under each role granted to the login (enabled or not)."""
     user, host = str(conn.execute(text("SELECT CURRENT_USER()")).scalar()).rsplit("@", 1)
     database = str(conn.execute(text("SELECT DATABASE()")).scalar())
     account = f"'{user}'@'{host}'"
     findings = []
+    for role, table, readable in _under_roles(conn, masked):
+        name, quoted = f"{_quote(database)}.{_quote(table)}", quote_name(role)
+        findings.append(
+            Finding(
+                "masked-column-readable",
+                f"can read masked column(s) {', '.join(readable)} of {name} through role {quoted}"
+                " (granted to the login: one SET ROLE away, default role or not)",
+                f"REVOKE {quoted} FROM {account}; or REVOKE SELECT ON {name} FROM {quoted} and grant"
+                " the role the other columns only",
+            )
+        )
     for table, columns in sorted(masked.items()):
         readable = [c for c in sorted(columns) if _readable(conn, table, c)]
         if not readable:

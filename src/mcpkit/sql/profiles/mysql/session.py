@@ -12,6 +12,7 @@ from sqlalchemy.engine import URL
 
 from mcpkit.sql.clipping import Clipping
 from mcpkit.sql.profiles.base import Outcome, Profile
+from mcpkit.sql.profiles.mysql.roles import RoleNotRestored
 from mcpkit.sql.tagging import session_label
 
 __all__ = ["SESSION_MEMORY_BYTES", "MysqlSession"]
@@ -111,8 +112,11 @@ class MysqlSession(Profile):
     def __init__(self) -> None:
         super().__init__("mysql")
         self.mariadb: bool | None = None
-        # connection -> (pinned sql_mode, MariaDB?, max_sort_length), read once per connection
-        self._pinned: weakref.WeakKeyDictionary[Any, tuple[str, bool, int]] = weakref.WeakKeyDictionary()
+        # connection -> (pinned sql_mode, MariaDB?, max_sort_length, CURRENT_ROLE() as connected),
+        # read once per connection
+        self._pinned: weakref.WeakKeyDictionary[Any, tuple[str, bool, int, str | None]] = (
+            weakref.WeakKeyDictionary()
+        )
         # With masks: a bare column beside GROUP BY takes the first scanned row's value, and an
         # index on a masked column orders that scan; ONLY_FULL_GROUP_BY makes the server refuse it.
         self.full_group_by = False
@@ -136,13 +140,15 @@ class MysqlSession(Profile):
         pinned = self._pinned.get(dbapi)
         with dbapi.cursor() as cur:
             if pinned is None:
-                cur.execute("SELECT @@SESSION.sql_mode, @@version, @@SESSION.sort_buffer_size")
-                mode, version, buffer = cur.fetchone()
+                cur.execute(
+                    "SELECT @@SESSION.sql_mode, @@version, @@SESSION.sort_buffer_size, CURRENT_ROLE()"
+                )
+                mode, version, buffer, role = cur.fetchone()
                 mariadb = "mariadb" in str(version).lower()
                 kept = ",".join(m for m in str(mode).split(",") if m and m.upper() not in _UNPINNED_MODES)
                 sort = min(max(int(buffer) // _SORT_KEYS, _SORT_BYTES[0]), _SORT_BYTES[1])
-                pinned = self._pinned[dbapi] = (kept, mariadb, sort)
-            kept, self.mariadb, sort = pinned
+                pinned = self._pinned[dbapi] = (kept, mariadb, sort, role)
+            kept, self.mariadb, sort, _ = pinned
             if self.full_group_by and "ONLY_FULL_GROUP_BY" not in kept.upper().split(","):
                 kept = ",".join(m for m in (kept, "ONLY_FULL_GROUP_BY") if m)
             if self.mariadb:
@@ -247,16 +253,23 @@ class MysqlSession(Profile):
         `USE other` is undone by selecting the login's database again (or, with none in the URL,
         the connection is dropped if one was chosen). pymysql has no public call for this
         protocol command; `_execute_command` is what its own `ping` uses.
+
+        The reset keeps the session's role too, and MariaDB lets an INVOKER stored function run
+        `SET ROLE`: a role other than the one the connection started with fails the reset, so the
+        connection is closed, never reused (red team my11 F8).
         """
         dbapi._execute_command(_COM_RESET_CONNECTION, b"")
         dbapi._read_ok_packet()
         if url.database:
             dbapi.select_db(url.database)
-        else:
-            with dbapi.cursor() as cur:
-                cur.execute("SELECT DATABASE()")
-                if cur.fetchone()[0] is not None:
-                    raise RuntimeError("a database was selected on a connection that had none")
+        with dbapi.cursor() as cur:
+            cur.execute("SELECT CURRENT_ROLE(), DATABASE()")
+            role, database = cur.fetchone()
+        if not url.database and database is not None:
+            raise RuntimeError("a database was selected on a connection that had none")
+        pinned = self._pinned.get(dbapi)
+        if pinned is not None and role != pinned[3]:
+            raise RoleNotRestored(f"the session's role is {role!r}, not {pinned[3]!r} as it connected")
         dbapi.autocommit(False)
 
     def classify(self, exc: BaseException) -> Outcome:

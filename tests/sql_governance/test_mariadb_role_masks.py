@@ -1,0 +1,89 @@
+"""Red team my11 on MariaDB masks: a role granted to the login but not enabled (F8), an INVOKER
+function's `SET ROLE` left on a pooled connection (F8), a MERGE table over a masked table (F7)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from mcpkit.sql.admission import FunctionPolicy
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed, SqlConfigError
+from mcpkit.sql.maskcheck import derive_masks, enforce_masks
+from mcpkit.sql.masking import MaskPolicy, reflect_schema
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import MysqlScratch, mysql_scratch
+
+SSN = "333-33-3333"
+
+pytestmark = pytest.mark.mysql
+
+
+@pytest.fixture
+def maria(mysql_url: str) -> Iterator[MysqlScratch]:
+    """customers (id, name, ssn) with the reader granted id and name only; a role `<db>_rb` that
+    reads every column, granted to the reader but not its default role."""
+    with mysql_scratch(mysql_url, "my11") as scratch:
+        db, role = scratch.db, f"{scratch.db}_rb"
+        with scratch.admin.cursor() as c:
+            c.execute(f"CREATE TABLE {db}.customers (id INT PRIMARY KEY, name VARCHAR(20), ssn VARCHAR(20))")
+            c.execute(f"INSERT INTO {db}.customers VALUES (1, 'carol', '{SSN}')")
+            c.execute(f"GRANT SELECT (id, name) ON {db}.customers TO '{scratch.reader}'@'%'")
+            c.execute(f"CREATE ROLE {role}")
+            c.execute(f"GRANT SELECT ON {db}.customers TO {role}")
+        try:
+            yield scratch
+        finally:
+            with scratch.admin.cursor() as c:
+                c.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def _enforce(url: str, masks: list[str]) -> None:
+    """What `serve --mask` and `doctor --mask` run at start-up."""
+    engine = SqlEngine(url)
+    try:
+        policy = MaskPolicy.of(masks)
+        mapping = reflect_schema(engine.sa_engine, policy=policy)
+        _, masked = derive_masks(engine, policy, policy.masked_tables(mapping))
+        enforce_masks(engine, masked)
+    finally:
+        engine.close()
+
+
+def test_a_granted_role_that_reads_a_masked_column_is_refused(maria: MysqlScratch) -> None:
+    role = f"{maria.db}_rb"
+    _enforce(maria.reader_url, ["customers.ssn"])  # no role granted yet: the database withholds ssn
+    with maria.admin.cursor() as c:
+        c.execute(f"GRANT {role} TO '{maria.reader}'@'%'")  # granted, not a default role
+    with pytest.raises(SqlConfigError) as raised:
+        _enforce(maria.reader_url, ["customers.ssn"])
+    assert f"through role `{role}`" in str(raised.value)
+    assert f"REVOKE `{role}` FROM '{maria.reader}'@'%'" in str(raised.value)
+
+
+def test_an_invoker_functions_set_role_never_outlives_its_call(maria: MysqlScratch) -> None:
+    role, db = f"{maria.db}_rb", maria.db
+    with maria.admin.cursor() as c:
+        c.execute(f"GRANT {role} TO '{maria.reader}'@'%'")
+        c.execute(
+            f"CREATE FUNCTION {db}.mk_setrole_f() RETURNS INT SQL SECURITY INVOKER"
+            f" BEGIN SET ROLE {role}; RETURN 1; END"
+        )
+        c.execute(f"GRANT EXECUTE ON FUNCTION {db}.mk_setrole_f TO '{maria.reader}'@'%'")
+    engine = SqlEngine(maria.reader_url, pool_size=1)
+    functions = FunctionPolicy.for_dialect("mysql", extra=[f"{db}.mk_setrole_f", "mk_setrole_f"])
+    service = SqlService(engine, timeout_s=5.0, functions=functions)
+
+    def role_now() -> object:
+        return service.query("SELECT CURRENT_ROLE() AS r", call_id="role")[0].rows[0][0]
+
+    try:
+        assert role_now() is None
+        assert service.query(f"SELECT {db}.mk_setrole_f() AS f", call_id="f")[0].rows == [[1]]
+        assert role_now() is None  # main: the function's role, on the one pooled connection
+        assert role_now() is None
+        with pytest.raises(QueryFailed):
+            service.query("SELECT ssn FROM customers", call_id="ssn")
+    finally:
+        engine.close()
