@@ -7,12 +7,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from mcpkit.errors import Refused
 from mcpkit.sql.admission import FunctionPolicy
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, SqlConfigError
 from mcpkit.sql.maskcheck import derive_masks, enforce_masks
-from mcpkit.sql.masking import MaskPolicy, reflect_schema
-from mcpkit.sql.service import SqlService
+from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
+from mcpkit.sql.service import Masking, SqlService
 from tests.sql.sql_support import MysqlScratch, mysql_scratch
 
 SSN = "333-33-3333"
@@ -39,16 +40,30 @@ def maria(mysql_url: str) -> Iterator[MysqlScratch]:
                 c.execute(f"DROP ROLE IF EXISTS {role}")
 
 
-def _enforce(url: str, masks: list[str]) -> None:
-    """What `serve --mask` and `doctor --mask` run at start-up."""
+def _served(url: str, masks: list[str]) -> SqlService:
+    """What `serve --mask` (and `doctor --mask`) run at start-up, and the service it serves."""
     engine = SqlEngine(url)
     try:
         policy = MaskPolicy.of(masks)
         mapping = reflect_schema(engine.sa_engine, policy=policy)
-        _, masked = derive_masks(engine, policy, policy.masked_tables(mapping))
+        policy, masked = derive_masks(engine, policy, policy.masked_tables(mapping))
         enforce_masks(engine, masked)
-    finally:
+    except BaseException:
         engine.close()
+        raise
+    known = KnownSchema(mapping, engine.dialect, withheld=engine.profile.withheld_relations())
+    return SqlService(engine, timeout_s=5.0, masking=Masking(policy, known))
+
+
+def _answer(service: SqlService, sql: str) -> str:
+    try:
+        return repr(service.query(sql, call_id="m")[0].rows)
+    except (QueryFailed, Refused) as exc:
+        return type(exc).__name__
+
+
+def _enforce(url: str, masks: list[str]) -> None:
+    _served(url, masks).engine.close()  # type: ignore[attr-defined]
 
 
 def test_a_granted_role_that_reads_a_masked_column_is_refused(maria: MysqlScratch) -> None:
@@ -87,3 +102,35 @@ def test_an_invoker_functions_set_role_never_outlives_its_call(maria: MysqlScrat
             service.query("SELECT ssn FROM customers", call_id="ssn")
     finally:
         engine.close()
+
+
+def test_a_merge_table_over_a_masked_table_is_masked_by_position(maria: MysqlScratch) -> None:
+    db, reader = maria.db, f"'{maria.reader}'@'%'"
+    with maria.admin.cursor() as c:
+        c.execute(f"CREATE TABLE {db}.cust_my (id INT, name VARCHAR(20), ssn VARCHAR(20)) ENGINE=MyISAM")
+        c.execute(f"INSERT INTO {db}.cust_my VALUES (1, 'carol', '{SSN}')")
+        # other names, same positions: MERGE maps its columns to the UNION's tables by position
+        c.execute(
+            f"CREATE TABLE {db}.cust_all (i INT, n VARCHAR(20), s VARCHAR(20)) ENGINE=MRG_MyISAM"
+            f" UNION=({db}.cust_my)"
+        )
+        c.execute(f"GRANT SELECT (id, name) ON {db}.cust_my TO {reader}")
+        c.execute(f"GRANT SELECT ON {db}.cust_all TO {reader}")
+    with pytest.raises(SqlConfigError) as raised:
+        _enforce(maria.reader_url, ["cust_my.ssn"])
+    assert f"can read masked column(s) s of `{db}`.`cust_all`" in str(raised.value)
+    assert f"REVOKE SELECT ON `{db}`.`cust_all` FROM {reader}" in str(raised.value)
+    with maria.admin.cursor() as c:  # the printed fix
+        c.execute(f"REVOKE SELECT ON {db}.cust_all FROM {reader}")
+        c.execute(f"GRANT SELECT (i, n) ON {db}.cust_all TO {reader}")
+    service = _served(maria.reader_url, ["cust_my.ssn"])
+    try:
+        rows = service.query("SELECT i, n FROM cust_all", call_id="m")[0].rows
+        assert rows == [[1, "carol"]]
+        assert SSN not in _answer(service, "SELECT i, n, s FROM cust_all")
+        assert "carol" not in _answer(service, "SELECT n FROM cust_all WHERE s LIKE '333%'")
+        service.masking = None  # the database alone withholds it too
+        assert _answer(service, "SELECT s FROM cust_all") == "QueryFailed"
+        assert "carol" not in _answer(service, "SELECT n FROM cust_all WHERE s LIKE '333%'")
+    finally:
+        service.engine.close()  # type: ignore[attr-defined]

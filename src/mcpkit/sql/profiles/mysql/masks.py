@@ -240,6 +240,71 @@ def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
                     changed = True
         if found:
             out.append(DerivedMask(key, schema, table, frozenset(found), "generated from a masked column"))
+    return out + _merge_masks(conn, masked, out)
+
+
+# MERGE (MRG_MyISAM) tables of the default schema. MariaDB checks only the MERGE table's own
+# privileges, and it maps its columns to each table of its UNION list by position.
+_MERGES = (
+    "SELECT table_name FROM information_schema.TABLES"
+    " WHERE table_schema = DATABASE() AND UPPER(engine) = 'MRG_MYISAM' ORDER BY table_name"
+)
+_POSITIONS = (
+    "SELECT column_name, ordinal_position FROM information_schema.COLUMNS"
+    " WHERE table_schema = COALESCE(:schema, DATABASE()) AND table_name = :table"
+)
+_UNION: Final = re.compile(r"\bUNION=\(([^)]*)\)\s*$")
+
+
+def _union(conn: Connection, merge: str, database: str) -> list[tuple[str, str]] | None:
+    """`(schema, table)` pairs of a MERGE table's UNION list, case-folded (None: its definition is
+    hidden from the account)."""
+    try:
+        create = str(conn.exec_driver_sql(f"SHOW CREATE TABLE {_quote(merge)}").one()[1])
+    except DBAPIError:
+        return None
+    m = _UNION.search(create)
+    if m is None:
+        return []
+    out = []
+    for chain in re.findall(rf"{_NAME}(?:\.{_NAME})?", m[1]):
+        parts = [p[1:-1].replace("``", "`").casefold() for p in re.findall(_NAME, chain)]
+        out.append((parts[0], parts[1]) if len(parts) == 2 else (database.casefold(), parts[0]))
+    return out
+
+
+def _merge_masks(
+    conn: Connection, masked: Mapping[str, frozenset[str]], generated: list[DerivedMask]
+) -> list[DerivedMask]:
+    """The columns of MERGE tables at the positions of masked columns of a table in their UNION
+    list: the same values under another name. A position whose column in that table this account
+    cannot see counts too (it cannot be checked); where the UNION list is hidden from the account
+    (SHOW CREATE TABLE needs more than column grants), every masked table counts as in it."""
+    database = str(conn.execute(text("SELECT DATABASE()")).scalar())
+    hidden: dict[tuple[str, str], set[str]] = {}
+    for key, columns in [*masked.items(), *((d.key, d.columns) for d in generated)]:
+        schema, table = _split(key) if key.startswith("`") else (None, key)
+        if schema is None and "." in table:
+            schema, _, table = table.partition(".")
+        spot = ((schema or database).casefold(), table.casefold())
+        hidden.setdefault(spot, set()).update(c.casefold() for c in columns)
+    out = []
+    for (merge,) in conn.execute(text(_MERGES)).all():
+        own = {int(p): str(n) for n, p in conn.execute(text(_POSITIONS), {"schema": None, "table": merge})}
+        sources = _union(conn, str(merge), database)
+        found: set[str] = set()
+        # hidden (column grants only): any masked table may be in it, so each one's positions count
+        for schema, table in list(hidden) if sources is None else sources:
+            if (schema, table) not in hidden:
+                continue
+            rows = conn.execute(text(_POSITIONS), {"schema": schema, "table": table}).all()
+            seen = {int(p): str(n).casefold() for n, p in rows}
+            found |= {n for p, n in own.items() if p not in seen or seen[p] in hidden[(schema, table)]}
+        if found:
+            why = "a MERGE table over a masked table (columns by position)"
+            if sources is None:
+                why = "a MERGE table whose UNION list this account cannot read, at a masked position"
+            out.append(DerivedMask(str(merge), None, str(merge), frozenset(found), why))
     return out
 
 
