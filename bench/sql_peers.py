@@ -18,7 +18,8 @@
     .venv/bin/python bench/sql_peers.py [--pg postgresql://postgres@127.0.0.1:5432/test] [--rows 1000000]
         [--repeat 7] [--cpu-calls 200] [--rounds 3] [--clients 50] [--calls 20] [--interval 1.0]
         [--pool-size 5]
-        [--baseline OTHER/src] [--load-rounds 3] [--skip-unpooled] [--skip-floor] [--skip-peers] [--skip-load]
+        [--baseline OTHER/src] [--load-rounds 3] [--skip-unpooled] [--skip-floor] [--floor-thread]
+        [--skip-peers] [--skip-load]
 
 `--baseline` times another checkout's mcpkit in the same rounds, for before/after ratios (the load
 runs alternate it with this checkout `--load-rounds` times).
@@ -53,6 +54,7 @@ PEERS = HERE / ".peers"
 DBHUB_VERSION = "1.4.0"
 CAP = 25
 FLOOR = "floor (bare SDK + psycopg)"
+FLOOR_THREAD = "floor, query in a thread"
 
 
 # --- set-up --------------------------------------------------------------------------------------
@@ -123,9 +125,11 @@ def mcpkit_params(dsn: str, pool_size: int, src: Path = ROOT / "src") -> StdioSe
     return StdioServerParameters(command=sys.executable, args=args, env=env)
 
 
-def floor_params(dsn: str) -> StdioServerParameters:
-    """The floor: bench/servers/bare_sql.py, the official SDK's low-level server with one query tool."""
-    return StdioServerParameters(command=sys.executable, args=[str(HERE / "servers" / "bare_sql.py"), dsn])
+def floor_params(dsn: str, mode: str = "async") -> StdioServerParameters:
+    """The floor: bench/servers/bare_sql.py, the official SDK's low-level server with one query tool
+    (`mode` "thread": the query on a sync connection in a worker thread, as mcpkit runs it)."""
+    script = str(HERE / "servers" / "bare_sql.py")
+    return StdioServerParameters(command=sys.executable, args=[script, dsn, mode])
 
 
 def dbhub_params(entry: Path, dsn: str, folder: Path) -> StdioServerParameters:
@@ -308,6 +312,9 @@ async def main() -> None:
         help="also time the mcpkit whose src/ folder this is (e.g. `git archive` of an older commit)",
     )
     parser.add_argument("--skip-floor", action="store_true", help="leave out bench/servers/bare_sql.py")
+    parser.add_argument(
+        "--floor-thread", action="store_true", help="also the floor with the query in a thread"
+    )
     parser.add_argument("--skip-unpooled", action="store_true", help="leave out --pool-size 0")
     opts = parser.parse_args()
     load_avg = os.getloadavg()
@@ -363,6 +370,8 @@ async def peers(opts: argparse.Namespace) -> None:
     results["DBHub"] = []
     if not opts.skip_floor:
         results[FLOOR] = []
+    if opts.floor_thread:
+        results[FLOOR_THREAD] = []
     try:
         with tempfile.TemporaryDirectory(prefix="mk-peers-") as folder:
             for _ in range(opts.rounds):
@@ -375,6 +384,17 @@ async def peers(opts: argparse.Namespace) -> None:
                     results[FLOOR].append(
                         await timed(
                             floor_params(mk_dsn),
+                            "execute_query",
+                            "query",
+                            queries,
+                            opts.repeat,
+                            opts.cpu_calls,
+                        )
+                    )
+                if opts.floor_thread:
+                    results[FLOOR_THREAD].append(
+                        await timed(
+                            floor_params(mk_dsn, "thread"),
                             "execute_query",
                             "query",
                             queries,
@@ -425,7 +445,7 @@ async def peers(opts: argparse.Namespace) -> None:
     if results["DBHub"]:
         pairs += [(n, "DBHub") for n in ("mcpkit", "mcpkit baseline", FLOOR) if results.get(n)]
     if results.get(FLOOR):
-        pairs += [(n, FLOOR) for n in ("mcpkit", "mcpkit baseline") if n in results]
+        pairs += [(n, FLOOR) for n in ("mcpkit", "mcpkit baseline", FLOOR_THREAD) if n in results]
     for name, other in pairs:
         for label in ("point", "scan"):
             ratios = [m[label] / d[label] for m, d in zip(results[name], results[other], strict=True)]
