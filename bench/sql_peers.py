@@ -18,7 +18,8 @@
     .venv/bin/python bench/sql_peers.py [--pg postgresql://postgres@127.0.0.1:5432/test] [--rows 1000000]
         [--repeat 7] [--cpu-calls 200] [--rounds 3] [--clients 50] [--calls 20] [--interval 1.0]
         [--pool-size 5]
-        [--baseline OTHER/src] [--load-rounds 3] [--skip-unpooled] [--skip-peers] [--skip-load]
+        [--baseline OTHER/src] [--load-rounds 3] [--skip-unpooled] [--skip-floor] [--floor-thread]
+        [--skip-peers] [--skip-load]
 
 `--baseline` times another checkout's mcpkit in the same rounds, for before/after ratios (the load
 runs alternate it with this checkout `--load-rounds` times).
@@ -52,6 +53,8 @@ ROOT = HERE.parent
 PEERS = HERE / ".peers"
 DBHUB_VERSION = "1.4.0"
 CAP = 25
+FLOOR = "floor (bare SDK + psycopg)"
+FLOOR_THREAD = "floor, query in a thread"
 
 
 # --- set-up --------------------------------------------------------------------------------------
@@ -120,6 +123,13 @@ def mcpkit_params(dsn: str, pool_size: int, src: Path = ROOT / "src") -> StdioSe
     env = {**os.environ, "PYTHONPATH": str(src)}
     args = ["-m", "mcpkit", "sql", "serve", "--dsn", dsn, "--no-audit", "--pool-size", str(pool_size)]
     return StdioServerParameters(command=sys.executable, args=args, env=env)
+
+
+def floor_params(dsn: str, mode: str = "async") -> StdioServerParameters:
+    """The floor: bench/servers/bare_sql.py, the official SDK's low-level server with one query tool
+    (`mode` "thread": the query on a sync connection in a worker thread, as mcpkit runs it)."""
+    script = str(HERE / "servers" / "bare_sql.py")
+    return StdioServerParameters(command=sys.executable, args=[script, dsn, mode])
 
 
 def dbhub_params(entry: Path, dsn: str, folder: Path) -> StdioServerParameters:
@@ -301,6 +311,10 @@ async def main() -> None:
         metavar="SRC",
         help="also time the mcpkit whose src/ folder this is (e.g. `git archive` of an older commit)",
     )
+    parser.add_argument("--skip-floor", action="store_true", help="leave out bench/servers/bare_sql.py")
+    parser.add_argument(
+        "--floor-thread", action="store_true", help="also the floor with the query in a thread"
+    )
     parser.add_argument("--skip-unpooled", action="store_true", help="leave out --pool-size 0")
     opts = parser.parse_args()
     load_avg = os.getloadavg()
@@ -354,6 +368,10 @@ async def peers(opts: argparse.Namespace) -> None:
         servers.append(("mcpkit --pool-size 0", 0, ROOT / "src"))
     results: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in servers}
     results["DBHub"] = []
+    if not opts.skip_floor:
+        results[FLOOR] = []
+    if opts.floor_thread:
+        results[FLOOR_THREAD] = []
     try:
         with tempfile.TemporaryDirectory(prefix="mk-peers-") as folder:
             for _ in range(opts.rounds):
@@ -361,6 +379,28 @@ async def peers(opts: argparse.Namespace) -> None:
                     params = mcpkit_params(mk_dsn, size, src)
                     results[name].append(
                         await timed(params, "execute_query", "query", queries, opts.repeat, opts.cpu_calls)
+                    )
+                if not opts.skip_floor:
+                    results[FLOOR].append(
+                        await timed(
+                            floor_params(mk_dsn),
+                            "execute_query",
+                            "query",
+                            queries,
+                            opts.repeat,
+                            opts.cpu_calls,
+                        )
+                    )
+                if opts.floor_thread:
+                    results[FLOOR_THREAD].append(
+                        await timed(
+                            floor_params(mk_dsn, "thread"),
+                            "execute_query",
+                            "query",
+                            queries,
+                            opts.repeat,
+                            opts.cpu_calls,
+                        )
                     )
                 if entry is not None:
                     results["DBHub"].append(
@@ -401,19 +441,23 @@ async def peers(opts: argparse.Namespace) -> None:
                 f" scan {statistics.median(r['scan'] for r in runs):.2f} ms"
                 f" (CPU {statistics.median(r['scan_cpu'] for r in runs):.2f})"
             )
+    pairs: list[tuple[str, str]] = []  # (server, the one it is divided by)
     if results["DBHub"]:
-        for name in [n for n in ("mcpkit", "mcpkit baseline") if n in results]:
-            for label in ("point", "scan"):  # the pooled servers against DBHub
-                ratios = [m[label] / d[label] for m, d in zip(results[name], results["DBHub"], strict=True)]
-                cpus = [
-                    m[f"{label}_cpu"] / d[f"{label}_cpu"] if d[f"{label}_cpu"] else float("inf")
-                    for m, d in zip(results[name], results["DBHub"], strict=True)
-                ]
-                print(
-                    f"{label}: {name} / DBHub per round: {', '.join(f'{x:.2f}x' for x in ratios)}"
-                    f" (median {statistics.median(ratios):.2f}x); server CPU"
-                    f" {', '.join(f'{x:.2f}x' for x in cpus)} (median {statistics.median(cpus):.2f}x)"
-                )
+        pairs += [(n, "DBHub") for n in ("mcpkit", "mcpkit baseline", FLOOR) if results.get(n)]
+    if results.get(FLOOR):
+        pairs += [(n, FLOOR) for n in ("mcpkit", "mcpkit baseline", FLOOR_THREAD) if n in results]
+    for name, other in pairs:
+        for label in ("point", "scan"):
+            ratios = [m[label] / d[label] for m, d in zip(results[name], results[other], strict=True)]
+            cpus = [
+                m[f"{label}_cpu"] / d[f"{label}_cpu"] if d[f"{label}_cpu"] else float("inf")
+                for m, d in zip(results[name], results[other], strict=True)
+            ]
+            print(
+                f"{label}: {name} / {other} per round: {', '.join(f'{x:.2f}x' for x in ratios)}"
+                f" (median {statistics.median(ratios):.2f}x); server CPU"
+                f" {', '.join(f'{x:.2f}x' for x in cpus)} (median {statistics.median(cpus):.2f}x)"
+            )
 
 
 if __name__ == "__main__":
