@@ -158,6 +158,54 @@ def test_f3_a_foreign_partition_or_child_of_a_readable_table_is_refused(db: Db, 
         mark.unlink(missing_ok=True)
 
 
+F4_OBJECTS = """
+CREATE TABLE public.events (id int);
+CREATE INDEX events_partial ON public.events (id) WHERE id > priv.floor_fn();
+CREATE TABLE public.items (id int, name text);
+CREATE INDEX items_expr ON public.items ((priv.norm_fn() || name));
+CREATE TABLE public.hist (id int);
+CREATE TABLE priv.hist_old (CHECK (id < priv.cap_fn())) INHERITS (public.hist);
+CREATE TABLE public.accounts (id int, owner text);
+CREATE STATISTICS priv.acc_st ON (id % priv.bucket_fn()), owner FROM public.accounts;
+CREATE TABLE public.shards (id int) PARTITION BY LIST ((id % priv.shard_fn()));
+CREATE TABLE public.shards_0 PARTITION OF public.shards DEFAULT;
+"""
+F4_QUERIES = {
+    "public.events": ("floor_fn", "SELECT count(*) FROM public.events"),
+    "public.items": ("norm_fn", "SELECT count(*) FROM public.items"),
+    "public.hist": ("cap_fn", "SELECT count(*) FROM public.hist WHERE id = 500"),
+    "public.accounts": ("bucket_fn", "SELECT count(*) FROM public.accounts WHERE owner = 'a'"),
+    "public.shards": ("shard_fn", "SELECT count(*) FROM public.shards"),
+}
+
+
+@pytest.mark.postgres
+def test_f4_functions_the_planner_folds_for_a_readable_table_are_walked(db: Db) -> None:
+    hidden = [_hidden(n, db.tag, "text" if n == "norm_fn" else "int", "'k'" if n == "norm_fn" else "7")
+              for n, _ in F4_QUERIES.values()]  # fmt: skip
+    db.as_owner("\n".join(hidden) + F4_OBJECTS)  # EXECUTE left to PUBLIC, schema priv not usable
+    reader = make_url(db.reader).username
+    db.as_owner(f"GRANT SELECT ON {', '.join(F4_QUERIES)} TO {reader}")
+    for table, (fn, sql) in F4_QUERIES.items():  # as found, each plain query runs the hidden function
+        db.as_reader(sql)
+        assert fn in db.drain(), table
+    report = db.report()
+    assert db.drain() == []  # the check itself ran none of them
+    lines = _routes(report)
+    for table, (fn, _) in F4_QUERIES.items():
+        assert any(f"relation {table} runs priv.{fn}, which is written in plpgsql" in ln for ln in lines), (
+            table,
+            lines,
+        )
+    with pytest.raises(SqlConfigError, match=r"runs priv\."):
+        ensure_safe_account(report)
+    assert db.drain() == []
+    for f in report.findings:
+        if f.code in ROUTE_CODES:
+            db.as_owner(f.fix)
+    assert _routes(db.report()) == []
+
+
 @pytest.mark.postgres
 def test_ordinary_partitions_expression_indexes_checks_and_statistics_start_clean(db: Db) -> None:
     db.as_owner(

@@ -183,6 +183,10 @@ def test_postgres_fingerprint_moves_with_parameter_large_object_and_constraint_g
                     f"ALTER TABLE {t2} DROP CONSTRAINT mk_fk_{tag}",
                 ),
                 (f'CREATE COLLATION {coll} FROM "C"', f"DROP COLLATION {coll}"),
+                (  # red team pg11, F4: a statistics expression runs as the reader
+                    f"CREATE STATISTICS {s}.mk_fps_{tag} ON (a % 7) FROM {t2}",
+                    f"DROP STATISTICS {s}.mk_fps_{tag}",
+                ),
             ):
                 before = engine.profile.catalog_fingerprint(ro_conn)
                 admin.execute(change)

@@ -31,7 +31,15 @@ _TREE: Final = (
 )
 
 # Edges out of a relation besides its view rule and policies (see the module docstring).
-_RELATION_EDGES: Final = """UNION ALL SELECT 'rel', i.inhparent, 'child', i.inhrelid FROM pg_inherits i
+_RELATION_EDGES: Final = f"""UNION ALL SELECT 'rel', i.inhparent, 'child', i.inhrelid FROM pg_inherits i
+UNION ALL SELECT 'rel', x.indrelid, m.f, m.o FROM pg_index x,
+  LATERAL {_TREE.format(tree="coalesce(x.indexprs::text, '') || coalesce(x.indpred::text, '')")} m
+UNION ALL SELECT 'rel', c.conrelid, m.f, m.o FROM pg_constraint c,
+  LATERAL {_TREE.format(tree="coalesce(c.conbin::text, '')")} m WHERE c.conrelid <> 0
+UNION ALL SELECT 'rel', s.stxrelid, m.f, m.o FROM pg_statistic_ext s,
+  LATERAL {_TREE.format(tree="coalesce(s.stxexprs::text, '')")} m
+UNION ALL SELECT 'rel', p.partrelid, m.f, m.o FROM pg_partitioned_table p,
+  LATERAL {_TREE.format(tree="coalesce(p.partexprs::text, '')")} m
 """
 # (kind, oid) -> (field, oid) edges out of the node trees PostgreSQL stores.
 EDGES: Final = f"""
