@@ -222,3 +222,33 @@ def test_ordinary_partitions_expression_indexes_checks_and_statistics_start_clea
     )
     db.as_owner(f"GRANT SELECT ON public.m, public.t, public.l TO {make_url(db.reader).username}")
     assert _routes(db.report()) == []
+
+
+@pytest.mark.postgres
+def test_f1_a_function_added_to_a_trusted_extension_by_its_owner_is_judged_by_its_language(db: Db) -> None:
+    db.as_owner(  # citext is trusted: the database owner (no superuser) installs it, then adds his own
+        "CREATE EXTENSION citext;"
+        "CREATE FUNCTION public.fmt_owner(text) RETURNS text LANGUAGE plpgsql STABLE AS $$ BEGIN"
+        f" PERFORM pg_notify('mk_ran_{db.tag}', 'fmt_owner'); RETURN upper($1); END $$;"
+        "ALTER EXTENSION citext ADD FUNCTION public.fmt_owner(text);"
+        "CREATE TABLE public.accounts (id int, owner citext); INSERT INTO public.accounts VALUES (1, 'ann');"
+        "CREATE VIEW public.acc_v WITH (security_invoker = on) AS"
+        " SELECT id, public.fmt_owner(owner::text) AS o FROM public.accounts;"
+        f"GRANT SELECT ON public.accounts, public.acc_v TO {make_url(db.reader).username}"
+    )
+    db.as_reader("SELECT o FROM public.acc_v")  # as found, the route is real
+    assert db.drain() == ["fmt_owner"]
+    report = db.report()
+    assert db.drain() == []  # the check itself ran nothing
+    lines = _routes(report)
+    assert any("function public.fmt_owner(text) is written in plpgsql" in ln for ln in lines), lines
+    assert not [ln for ln in lines if "citext" in ln], lines  # the extension's own members still pass
+    with pytest.raises(SqlConfigError, match=r"public\.fmt_owner"):
+        ensure_safe_account(report)
+    for f in report.findings:
+        if f.code in ROUTE_CODES:
+            db.as_owner(f.fix)
+    assert _routes(db.report()) == []
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        db.as_reader("SELECT o FROM public.acc_v")  # after the fix, PostgreSQL refuses the call
+    assert db.drain() == []

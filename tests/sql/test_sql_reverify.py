@@ -167,6 +167,7 @@ def test_postgres_fingerprint_moves_with_parameter_large_object_and_constraint_g
     with _pg(pg_env) as admin, psycopg.connect(reader, autocommit=True) as ro_conn:
         admin.execute(f"CREATE TABLE {t1} (id int PRIMARY KEY)")
         admin.execute(f"CREATE TABLE {t2} (a int)")
+        admin.execute(f"CREATE FUNCTION {s}.mk_fpe_{tag}() RETURNS int LANGUAGE sql IMMUTABLE RETURN 1")
         oid = admin.execute("SELECT lo_create(0)").fetchone()[0]  # type: ignore[index]
         try:
             for change, undo in (
@@ -183,6 +184,10 @@ def test_postgres_fingerprint_moves_with_parameter_large_object_and_constraint_g
                     f"ALTER TABLE {t2} DROP CONSTRAINT mk_fk_{tag}",
                 ),
                 (f'CREATE COLLATION {coll} FROM "C"', f"DROP COLLATION {coll}"),
+                (  # red team pg11, F1: extension membership is only a pg_depend row
+                    f"ALTER EXTENSION plpgsql ADD FUNCTION {s}.mk_fpe_{tag}()",
+                    f"ALTER EXTENSION plpgsql DROP FUNCTION {s}.mk_fpe_{tag}()",
+                ),
                 (  # red team pg11, F4: a statistics expression runs as the reader
                     f"CREATE STATISTICS {s}.mk_fps_{tag} ON (a % 7) FROM {t2}",
                     f"DROP STATISTICS {s}.mk_fps_{tag}",
@@ -197,6 +202,7 @@ def test_postgres_fingerprint_moves_with_parameter_large_object_and_constraint_g
         finally:
             admin.execute("SELECT lo_unlink(%s)", (oid,))
             admin.execute(f"DROP TABLE IF EXISTS {t2}, {t1}")
+            admin.execute(f"DROP FUNCTION IF EXISTS {s}.mk_fpe_{tag}()")
             admin.execute(f"REVOKE SET ON PARAMETER lo_compat_privileges FROM {ro}")
             engine.close()
 

@@ -78,10 +78,14 @@ SELECT c.oid, n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n 
 WHERE c.relkind IN ('v', 'r', 'm') AND (n.nspname IN ('pg_catalog', 'information_schema')
   OR c.relname LIKE 'pg\\_%')
 """
+# Extension membership counts (trusted language checks skipped, `extension:N` opt-ins) only for a
+# function a superuser owns, as the objects an extension's script creates are: the owner of a
+# trusted extension installed by a non-superuser may ALTER EXTENSION ... ADD FUNCTION any function
+# of his own (red team pg11, F1: a plpgsql one added to citext was then trusted).
 _FUNCTIONS: Final = """
 SELECT p.oid, n.nspname, p.proname, p.oid::regprocedure::text, p.prokind,
   p.provolatile, p.prosecdef, coalesce(array_to_string(p.proconfig, ','), ''), l.lanname,
-  p.prosqlbody IS NOT NULL, e.extname, has_function_privilege(p.oid, 'EXECUTE'),
+  p.prosqlbody IS NOT NULL, CASE WHEN o.rolsuper THEN e.extname END, has_function_privilege(p.oid, 'EXECUTE'),
   pg_has_role(p.proowner, 'USAGE'), has_schema_privilege(n.oid, 'USAGE'),
   EXISTS (SELECT 1 FROM pg_depend g WHERE g.classid = 'pg_proc'::regclass AND g.objid = p.oid
           AND g.deptype = 'i' AND g.refclassid = 'pg_type'::regclass),
@@ -90,6 +94,7 @@ SELECT p.oid, n.nspname, p.proname, p.oid::regprocedure::text, p.prokind,
         WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
           AND (a.grantee = 0 OR pg_has_role(a.grantee, 'USAGE')))
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace JOIN pg_language l ON l.oid = p.prolang
+JOIN pg_roles o ON o.oid = p.proowner
 LEFT JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 LEFT JOIN pg_extension e ON e.oid = d.refobjid
 WHERE p.prokind <> 'p'
