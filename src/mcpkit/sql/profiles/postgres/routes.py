@@ -38,9 +38,10 @@ tests/sql/test_sql_enforcement.py):
 
 So the audit walks, from everything the role can use (readable relations, executable functions,
 operators, casts, types, operator families), the node trees PostgreSQL stores (view rules, policy
-quals, domain CHECKs, default arguments, SQL-standard bodies; operators also as a clause's
-eqop/sortop and a row comparison's opnos; `pg_depend` omits pinned built-ins such as
-txid_current, the node trees do not), and refuses what reaches a function that is volatile,
+quals, domain CHECKs, default arguments, SQL-standard bodies; a relation's partitions and
+inheritance children, index expressions, CHECKs, statistics and partition key: `edges`;
+operators also as a clause's eqop/sortop and a row comparison's opnos; `pg_depend` omits pinned
+built-ins such as txid_current, the node trees do not), and refuses what reaches a function that is volatile,
 SECURITY DEFINER, switches role, comes from an extension that runs SQL from strings, has a body
 PostgreSQL does not track (plpgsql, non-atomic SQL, C: its STABLE label cannot be verified), or
 is a built-in that must stay unreachable (`knowledge.UNREACHABLE`: the admission never families).
