@@ -113,6 +113,28 @@ async def test_postgres_changes_while_serving_are_refused_until_reverted(pg_env:
                 admin.execute(f"REVOKE EXECUTE ON FUNCTION {s}.mk_def_{tag}() FROM {ro}")
                 assert _code(await ask("SELECT 1 AS one")) == "OK"
 
+                # red team pg11, F4: a statistics expression over a hidden plpgsql function (EXECUTE
+                # left to PUBLIC), created while serving, runs as the reader when the table is planned
+                admin.execute(f"CREATE SCHEMA mk_hid_{tag}")
+                admin.execute(
+                    f"CREATE FUNCTION mk_hid_{tag}.bucket() RETURNS int LANGUAGE plpgsql IMMUTABLE AS"
+                    f" $$ BEGIN PERFORM pg_notify('mk_ran_{tag}', 'bucket'); RETURN 7; END $$"
+                )
+                assert _code(await ask("SELECT 1 AS one")) == "OK"  # unreachable: nothing runs it
+                heard: list[str] = []
+                admin.add_notify_handler(lambda n: heard.append(n.payload))
+                admin.execute(f"LISTEN mk_ran_{tag}")
+                admin.execute(
+                    f"CREATE STATISTICS {s}.mk_st_{tag} ON (id % mk_hid_{tag}.bucket()) FROM {s}.{log}"
+                )
+                assert (
+                    _code(await ask(f"SELECT count(*) AS n FROM {log} WHERE id = 1")) == "SOURCE_UNVERIFIED"
+                )
+                admin.execute("SELECT 1")  # delivers what was sent meanwhile
+                assert heard == []
+                admin.execute(f"DROP STATISTICS {s}.mk_st_{tag}")
+                assert _code(await ask(f"SELECT count(*) AS n FROM {log} WHERE id = 1")) == "OK"
+
                 # the role granted pg_signal_backend
                 admin.execute(f"GRANT pg_signal_backend TO {ro}")
                 try:
@@ -126,6 +148,7 @@ async def test_postgres_changes_while_serving_are_refused_until_reverted(pg_env:
             admin.execute(f"DROP FUNCTION IF EXISTS {s}.{fn}()")
             admin.execute(f"DROP FUNCTION IF EXISTS {s}.mk_def_{tag}()")
             admin.execute(f"DROP TABLE IF EXISTS {s}.{log}")
+            admin.execute(f"DROP SCHEMA IF EXISTS mk_hid_{tag} CASCADE")
             admin.execute(f"REVOKE pg_signal_backend FROM {ro}")
 
 
@@ -167,6 +190,7 @@ def test_postgres_fingerprint_moves_with_parameter_large_object_and_constraint_g
     with _pg(pg_env) as admin, psycopg.connect(reader, autocommit=True) as ro_conn:
         admin.execute(f"CREATE TABLE {t1} (id int PRIMARY KEY)")
         admin.execute(f"CREATE TABLE {t2} (a int)")
+        admin.execute(f"CREATE FUNCTION {s}.mk_fpe_{tag}() RETURNS int LANGUAGE sql IMMUTABLE RETURN 1")
         oid = admin.execute("SELECT lo_create(0)").fetchone()[0]  # type: ignore[index]
         try:
             for change, undo in (
@@ -183,6 +207,14 @@ def test_postgres_fingerprint_moves_with_parameter_large_object_and_constraint_g
                     f"ALTER TABLE {t2} DROP CONSTRAINT mk_fk_{tag}",
                 ),
                 (f'CREATE COLLATION {coll} FROM "C"', f"DROP COLLATION {coll}"),
+                (  # red team pg11, F1: extension membership is only a pg_depend row
+                    f"ALTER EXTENSION plpgsql ADD FUNCTION {s}.mk_fpe_{tag}()",
+                    f"ALTER EXTENSION plpgsql DROP FUNCTION {s}.mk_fpe_{tag}()",
+                ),
+                (  # red team pg11, F4: a statistics expression runs as the reader
+                    f"CREATE STATISTICS {s}.mk_fps_{tag} ON (a % 7) FROM {t2}",
+                    f"DROP STATISTICS {s}.mk_fps_{tag}",
+                ),
             ):
                 before = engine.profile.catalog_fingerprint(ro_conn)
                 admin.execute(change)
@@ -193,6 +225,7 @@ def test_postgres_fingerprint_moves_with_parameter_large_object_and_constraint_g
         finally:
             admin.execute("SELECT lo_unlink(%s)", (oid,))
             admin.execute(f"DROP TABLE IF EXISTS {t2}, {t1}")
+            admin.execute(f"DROP FUNCTION IF EXISTS {s}.mk_fpe_{tag}()")
             admin.execute(f"REVOKE SET ON PARAMETER lo_compat_privileges FROM {ro}")
             engine.close()
 

@@ -12,7 +12,8 @@ _PG_CATALOGS: Final = (
     "pg_db_role_setting", "pg_default_acl", "pg_foreign_server", "pg_foreign_data_wrapper",
     "pg_foreign_table", "pg_parameter_acl", "pg_largeobject_metadata", "pg_event_trigger", "pg_inherits",
     "pg_constraint", "pg_attrdef", "pg_collation", "pg_conversion", "pg_transform", "pg_opclass",
-    "pg_opfamily", "pg_amop", "pg_amproc", "pg_ts_config", "pg_ts_dict",
+    "pg_opfamily", "pg_amop", "pg_amproc", "pg_ts_config", "pg_ts_dict", "pg_index", "pg_statistic_ext",
+    "pg_partitioned_table", "pg_range", "pg_depend",
 )  # fmt: skip
 # pg_user_mapping is readable by superusers only; a user mapping is used only through a foreign table
 # the role can read, which pg_class, pg_foreign_table and their ACLs show.
@@ -28,9 +29,10 @@ PG_FINGERPRINT: Final = (
     "current_user)"
 )
 """One row: per catalog a grant, a view, a function, a policy, an operator, a cast, a type, a role
-membership, a parameter or large-object ACL, a partition, a constraint, a collation or an operator
-class lives in, its row count and sum of `xmin`; the attributes of every role the login is a
-member of (its own included); the current database's owner and ACL."""
+membership, a parameter or large-object ACL, a partition, a constraint, a collation, an operator
+class, an index, an extended statistics object, a partition key or an extension membership lives
+in, its row count and sum of `xmin`; the attributes of every role the login is a member of (its
+own included); the current database's owner and ACL."""
 # Per catalog, the row count and the SUM of xmin, not the newest xmin: any changed row (a GRANT is an
 # UPDATE) is a new version carrying its transaction's xid, which moves the sum even when that
 # transaction's xid is lower than the newest one (red team 10c: a transaction open since before a

@@ -38,9 +38,10 @@ tests/sql/test_sql_enforcement.py):
 
 So the audit walks, from everything the role can use (readable relations, executable functions,
 operators, casts, types, operator families), the node trees PostgreSQL stores (view rules, policy
-quals, domain CHECKs, default arguments, SQL-standard bodies; operators also as a clause's
-eqop/sortop and a row comparison's opnos; `pg_depend` omits pinned built-ins such as
-txid_current, the node trees do not), and refuses what reaches a function that is volatile,
+quals, domain CHECKs, default arguments, SQL-standard bodies; a relation's partitions and
+inheritance children, index expressions, CHECKs, statistics and partition key: `edges`;
+operators also as a clause's eqop/sortop and a row comparison's opnos; `pg_depend` omits pinned
+built-ins such as txid_current, the node trees do not), and refuses what reaches a function that is volatile,
 SECURITY DEFINER, switches role, comes from an extension that runs SQL from strings, has a body
 PostgreSQL does not track (plpgsql, non-atomic SQL, C: its STABLE label cannot be verified), or
 is a built-in that must stay unreachable (`knowledge.UNREACHABLE`: the admission never families).
@@ -57,6 +58,10 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.admission.function_tables.postgres import NEVER_RELATIONS
 from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.postgres.edges import EDGES as _EDGES
+from mcpkit.sql.profiles.postgres.edges import FOREIGN as _FOREIGN
+from mcpkit.sql.profiles.postgres.edges import KIND as _KIND
+from mcpkit.sql.profiles.postgres.edges import UNCHECKED as _UNCHECKED
 from mcpkit.sql.profiles.postgres.knowledge import (
     HARMLESS_VOLATILE,
     STRING_SQL_EXTENSIONS,
@@ -68,91 +73,20 @@ __all__ = ["FIRST_NORMAL_OID", "Fn", "audit_routes"]
 _CATALOG: Final = ("pg_catalog", "information_schema")
 FIRST_NORMAL_OID: Final = 16384
 """PostgreSQL's FirstNormalObjectId: every object initdb creates has a lower OID."""
-# A node field holding one OID, or RowCompareExpr's list of them (`:opnos (o 97 521)`): one pass.
-_FIELDS: Final = (
-    r"':(funcid|opfuncid|aggfnoid|winfnoid|relid|resulttype|opno|eqop|sortop|startInRangeFunc"
-    r"|endInRangeFunc) (\d+)|[:]opnos \(o ([0-9 ]+)\)'"
-)
-_TREE: Final = (
-    f"(SELECT coalesce(m[1], 'opno') AS f, x::oid AS o FROM regexp_matches({{tree}}, {_FIELDS}, 'g') m,"
-    " unnest(string_to_array(trim(coalesce(m[2], m[3])), ' ')) x)"
-)
-
-# (kind, oid) -> (field, oid) edges out of the node trees PostgreSQL stores.
-_EDGES: Final = f"""
-SELECT 'rel', r.ev_class, m.f, m.o FROM pg_rewrite r,
-  LATERAL {_TREE.format(tree="r.ev_action::text")} m
-UNION ALL SELECT 'rel', p.polrelid, m.f, m.o FROM pg_policy p,
-  LATERAL {_TREE.format(tree="coalesce(p.polqual::text, '')")} m WHERE p.polcmd IN ('r', '*')
-UNION ALL SELECT 'type', c.contypid, m.f, m.o FROM pg_constraint c,
-  LATERAL {_TREE.format(tree="coalesce(c.conbin::text, '')")} m WHERE c.contypid <> 0
-UNION ALL SELECT 'type', t.oid, 'resulttype', t.typbasetype FROM pg_type t WHERE t.typtype = 'd'
-UNION ALL SELECT 'type', r.rngtypid, 'component', r.rngsubdiff FROM pg_range r WHERE r.rngsubdiff <> 0
-UNION ALL SELECT 'type', r.rngmultitypid, 'resulttype', r.rngtypid FROM pg_range r
-UNION ALL SELECT 'type', r.rngtypid, 'resulttype', r.rngsubtype FROM pg_range r WHERE r.rngsubtype >= 16384
-UNION ALL SELECT 'type', t.oid, 'resulttype', a.atttypid FROM pg_type t
-  JOIN pg_attribute a ON a.attrelid = t.typrelid WHERE t.typtype = 'c' AND t.oid >= 16384
-  AND a.attnum > 0 AND NOT a.attisdropped AND a.atttypid >= 16384
-UNION ALL SELECT 'type', t.oid, 'resulttype', t.typelem FROM pg_type t
-  WHERE t.oid >= 16384 AND t.typelem <> 0 AND t.typcategory = 'A'
-UNION ALL SELECT 'rel', a.attrelid, 'resulttype', a.atttypid FROM pg_attribute a
-  WHERE a.attrelid >= 16384 AND a.attnum > 0 AND NOT a.attisdropped AND a.atttypid >= 16384
-UNION ALL SELECT 'fn', p.oid, m.f, m.o FROM pg_proc p,
-  LATERAL {_TREE.format(tree="coalesce(p.proargdefaults::text, '') || coalesce(p.prosqlbody::text, '')")} m
-UNION ALL SELECT 'fn', p.oid, 'resulttype', a.t FROM pg_proc p, unnest(p.proargtypes::oid[]) a(t)
-  JOIN pg_type ty ON ty.oid = a.t WHERE ty.typtype = 'd'
-UNION ALL SELECT 'fn', a.aggfnoid, 'component', c.f::oid FROM pg_aggregate a,
-  unnest(ARRAY[a.aggtransfn, a.aggfinalfn, a.aggcombinefn, a.aggserialfn, a.aggdeserialfn,
-               a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn]) c(f) WHERE c.f::oid <> 0
-UNION ALL SELECT 'op', o.oid, 'funcid', o.oprcode::oid FROM pg_operator o WHERE o.oprcode::oid <> 0
-UNION ALL SELECT 'op', o.oid, 'commute', c.c FROM pg_operator o,
-  unnest(ARRAY[o.oprcom::oid, o.oprnegate::oid]) c(c)
-  WHERE c.c <> 0 AND (o.oprrest::oid <> 0 OR o.oprjoin::oid <> 0)
-UNION ALL SELECT 'op', o.oid, 'estimate', f.f FROM pg_operator o,
-  unnest(ARRAY[CASE WHEN o.oprrest::oid <> 0 OR o.oprjoin::oid <> 0 THEN o.oprcode::oid END,
-               o.oprrest::oid, o.oprjoin::oid]) f(f) WHERE f.f >= 16384
-UNION ALL SELECT 'opf', a.amprocfamily, 'support', a.amproc FROM pg_amproc a WHERE a.amproc >= 16384
-UNION ALL SELECT 'opf', a.amopfamily, 'member', a.amopopr FROM pg_amop a WHERE a.amopopr >= 16384
-UNION ALL SELECT 'cast', c.oid, 'funcid', c.castfunc FROM pg_cast c WHERE c.castfunc <> 0
-UNION ALL SELECT 'type', r.rngtypid, 'typeio', r.rngcanonical::oid FROM pg_range r
-  WHERE r.rngcanonical::oid >= 16384
-UNION ALL SELECT 'fn', p.oid, 'estimate', p.prosupport::oid FROM pg_proc p WHERE p.prosupport::oid >= 16384
-UNION ALL SELECT 'type', t.oid, 'typeio', f.f FROM pg_type t,
-  unnest(ARRAY[t.typinput::oid, t.typoutput::oid, t.typreceive::oid, t.typsend::oid, t.typmodin::oid,
-               t.typmodout::oid, t.typanalyze::oid, t.typsubscript::oid]) f(f) WHERE f.f >= 16384
-"""
 # Relations admission never lets a query read; a view over one must not be readable either.
 _CATALOG_RELS: Final = """
 SELECT c.oid, n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('v', 'r', 'm') AND (n.nspname IN ('pg_catalog', 'information_schema')
   OR c.relname LIKE 'pg\\_%')
 """
-_KIND: Final = {
-    "funcid": "fn",
-    "opfuncid": "fn",
-    "aggfnoid": "fn",
-    "winfnoid": "fn",
-    "component": "fn",
-    "relid": "rel",
-    "resulttype": "type",
-    "opno": "op",
-    "eqop": "op",
-    "sortop": "op",
-    "startInRangeFunc": "fn",
-    "endInRangeFunc": "fn",
-    "support": "fn",
-    "member": "op",
-    "estimate": "fn",
-    "commute": "op",
-    "typeio": "fn",
-}
-# Edges PostgreSQL follows without an EXECUTE check (see the module docstring).
-_UNCHECKED: Final = frozenset({"component", "support", "member", "estimate", "commute", "typeio"})
-
+# Extension membership counts (trusted language checks skipped, `extension:N` opt-ins) only for a
+# function a superuser owns, as the objects an extension's script creates are: the owner of a
+# trusted extension installed by a non-superuser may ALTER EXTENSION ... ADD FUNCTION any function
+# of his own (red team pg11, F1: a plpgsql one added to citext was then trusted).
 _FUNCTIONS: Final = """
 SELECT p.oid, n.nspname, p.proname, p.oid::regprocedure::text, p.prokind,
   p.provolatile, p.prosecdef, coalesce(array_to_string(p.proconfig, ','), ''), l.lanname,
-  p.prosqlbody IS NOT NULL, e.extname, has_function_privilege(p.oid, 'EXECUTE'),
+  p.prosqlbody IS NOT NULL, CASE WHEN o.rolsuper THEN e.extname END, has_function_privilege(p.oid, 'EXECUTE'),
   pg_has_role(p.proowner, 'USAGE'), has_schema_privilege(n.oid, 'USAGE'),
   EXISTS (SELECT 1 FROM pg_depend g WHERE g.classid = 'pg_proc'::regclass AND g.objid = p.oid
           AND g.deptype = 'i' AND g.refclassid = 'pg_type'::regclass),
@@ -161,6 +95,7 @@ SELECT p.oid, n.nspname, p.proname, p.oid::regprocedure::text, p.prokind,
         WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
           AND (a.grantee = 0 OR pg_has_role(a.grantee, 'USAGE')))
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace JOIN pg_language l ON l.oid = p.prolang
+JOIN pg_roles o ON o.oid = p.proowner
 LEFT JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 LEFT JOIN pg_extension e ON e.oid = d.refobjid
 WHERE p.prokind <> 'p'
@@ -338,6 +273,9 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
     never_rels = {
         int(o): str(n) for o, n in conn.execute(text(_CATALOG_RELS)) if _never_why(str(n).split(".")[-1])
     }
+    foreign = {
+        int(r[0]): (str(r[1]), str(r[2]), str(r[3]), str(r[4]), r[5]) for r in conn.execute(text(_FOREIGN))
+    }
     findings: list[Finding] = []
     own: dict[tuple[str, str, tuple[str, ...], bool], list[Fn]] = {}
     entries: list[tuple[str, int, str, str]] = [
@@ -360,6 +298,17 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
             if kind == "type" and via == "component":
                 continue  # subtype_diff runs for a column's statistics: the relation entry covers it
             if target_kind == "rel":
+                if target in foreign and f"foreign-table:{foreign[target][0]}" not in allowed:
+                    plain, qualified, server, wrapper, detach = foreign[target]
+                    message = (
+                        f"{label} {name} reads foreign table {qualified} (server {server}, {wrapper})"
+                        " through a partition, an inheritance child or a view: each read reaches outside"
+                        " this database"
+                    )
+                    findings.append(
+                        Finding("foreign-table", message, detach or fix, f"foreign-table:{plain}")
+                    )
+                    break
                 if target in never_rels:
                     message = (
                         f"{label} {name} reads {never_rels[target]}, which {_never_why(never_rels[target])}"
