@@ -42,9 +42,9 @@ CATALOG_NEVER: Final[tuple[RelationRule, ...]] = (
     ),
     relation_rule(
         None,
-        "shows values from table rows (most common values, histograms, large objects), past column "
-        "masks and row-level security",
-        "pg_statistic pg_statistic_ext_data pg_stats pg_stats_ext pg_stats_ext_exprs pg_largeobject",
+        "shows values from table rows (most common values, histograms, large objects) past column "
+        "privileges and row-level security, or the SQL of statistics objects",
+        "pg_statistic pg_statistic_ext_data pg_stats_ext pg_stats_ext_exprs pg_largeobject",
     ),
     relation_rule(
         None,
@@ -59,6 +59,9 @@ CATALOG_NEVER: Final[tuple[RelationRule, ...]] = (
 # row-level security), pg_type.typdefault (a domain's default), pg_attribute.attmissingval (the
 # value given to existing rows by ADD COLUMN ... DEFAULT) and pg_class.relpartbound (partition
 # bounds): left readable, documented in docs/security.md as what a catalog still answers.
+# pg_stats shows only columns the role may select of tables where row-level security is not active
+# for it (the view's own condition), so its values are the role's to read; masked columns are
+# withheld by the grants start-up requires.
 CATALOG_READABLE: Final[frozenset[str]] = frozenset(
     [
         "pg_am",
@@ -102,6 +105,7 @@ CATALOG_READABLE: Final[frozenset[str]] = frozenset(
         "pg_available_extensions",
         "pg_group",
         "pg_sequences",
+        "pg_stats",
         "pg_tables",
         "pg_timezone_abbrevs",
         "pg_timezone_names",
