@@ -538,6 +538,40 @@ def test_postgres_profile_and_sample_run_as_the_callers_role(pg_url: str) -> Non
     assert described.row_estimate is None and profile.row_estimate == 20
 
 
+@pytest.mark.postgres
+def test_postgres_rls_sample_and_profile_show_nothing_computed_from_the_catalog_count(pg_url: str) -> None:
+    # Red team pg11 F5: a TABLESAMPLE percentage from reltuples told the count of all principals'
+    # rows (22000 here) that describe_table hides; the role sees 2000.
+    tag = secrets.token_hex(4)
+    s, role = f"mk_rlss_{tag}", f"mk_rlss_{tag}_r"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE SCHEMA {s}")
+        c.execute(f"CREATE ROLE {role} LOGIN")
+        c.execute(f"CREATE TABLE {s}.orders (tenant text NOT NULL, v int)")  # no key: pages are sampled
+        c.execute(f"INSERT INTO {s}.orders SELECT 'other', g FROM generate_series(1, 20000) g")
+        c.execute(f"INSERT INTO {s}.orders SELECT '{role}', g FROM generate_series(1, 2000) g")
+        c.execute(f"ALTER TABLE {s}.orders ENABLE ROW LEVEL SECURITY")
+        c.execute(f"CREATE POLICY mine ON {s}.orders FOR SELECT USING (tenant = current_user)")
+        c.execute(f"GRANT USAGE ON SCHEMA {s} TO {role}")
+        c.execute(f"GRANT SELECT ON {s}.orders TO {role}")
+        c.execute(f"ANALYZE {s}.orders")
+        c.execute(f"ALTER ROLE {role} SET search_path = {s}")
+    engine = SqlEngine(make_url(pg_url).set(username=role, password=None).render_as_string(False))
+    try:
+        service = SqlService(engine, max_rows=200, timeout_s=10.0)
+        sample = sample_table(service, "orders", call_id="s", rows=10)
+        profile = profile_table(service, "orders", call_id="p")
+    finally:
+        engine.close()
+        with pg_admin(pg_url) as c:
+            pg_drop_schema_and_roles(c, s, [role])
+    assert "%" not in sample.sampling and "22000" not in sample.model_dump_json(), sample.sampling
+    assert {r[0] for r in sample.rows} <= {role}  # few or none: the pages hold mostly hidden rows
+    v = next(c for c in profile.columns if c.name == "v")
+    assert v.distinct_estimate is not None and v.distinct_estimate <= 2000, v.distinct_estimate
+    assert profile.row_estimate in (None, 2000) and "22000" not in profile.model_dump_json()
+
+
 def _ctx(principal: str) -> Context:
     return Context(call_id="c", tool="profile_table", client=None, principal=principal, protocol_version="x")
 

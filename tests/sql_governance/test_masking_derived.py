@@ -466,3 +466,62 @@ def test_plans_over_masked_tables_order_by_what_is_visible(dialect: str, sql: st
     except Refused:
         got = "refused"
     assert got == sent
+
+
+@pytest.mark.postgres
+def test_pg_full_text_trigger_copy_of_a_masked_column_is_masked_and_other_triggers_warned(
+    pg_url: str, tmp_path: Path
+) -> None:
+    # Red team pg11 F6: tsvector_update_trigger(search, cfg, name, email) copies the masked email
+    # into `search`, which grant --mask granted and the server served in clear.
+    tag = tokens.token_hex(4)
+    schema, role = f"mk_ft_{tag}", f"mk_ft_{tag}_r"
+    admin = pg_admin(pg_url)
+    try:
+        for sql in (
+            f"CREATE SCHEMA {schema}",
+            f"CREATE TABLE {schema}.customers (id int, name text, email text, search tsvector)",
+            f"CREATE TRIGGER customers_search BEFORE INSERT OR UPDATE ON {schema}.customers FOR EACH ROW"
+            " EXECUTE FUNCTION tsvector_update_trigger(search, 'pg_catalog.simple', name, email)",
+            f"INSERT INTO {schema}.customers (id, name, email) VALUES (1, 'Ann Lee', 'ann@{SECRET}.example')",
+            f"CREATE TABLE {schema}.notes (id int, email text, copy text)",
+            f"CREATE FUNCTION {schema}.keep() RETURNS trigger LANGUAGE plpgsql"
+            " AS $$BEGIN NEW.copy := NEW.email; RETURN NEW; END$$",
+            f"CREATE TRIGGER notes_keep BEFORE INSERT ON {schema}.notes FOR EACH ROW"
+            f" EXECUTE FUNCTION {schema}.keep()",
+        ):
+            admin.execute(sql)
+        masks = tmp_path / "masks.yaml"
+        masks.write_text("masks:\n  - customers.email\n  - notes.email\n")
+        tables = f"{schema}.customers,{schema}.notes"
+        done = run_mcpkit(
+            "sql", "grant", "--dsn", pg_url, "--role", role, "--tables", tables, "--mask", str(masks)
+        )
+        assert done.returncode == 0, done.stderr
+        assert f'GRANT SELECT ("id", "name") ON {schema}.customers TO "{role}"' in done.stdout, done.stdout
+        for statement in _statements(done.stdout):
+            admin.execute(statement)
+        password = done.stdout.split("PASSWORD '")[1].split("'")[0]
+        url = make_url(pg_url).set(username=role, password=password).render_as_string(False)
+        served = _served(url, ["customers.email", "notes.email"])
+        for sql in ("SELECT id, search FROM customers", "SELECT search::text FROM customers"):
+            answer = _answer(served, sql)
+            assert SECRET not in answer and (answer == "refused" or MASKED in answer), (sql, answer)
+        engine = served.engine  # type: ignore[attr-defined]
+        masked = {"customers": frozenset({"email"}), "notes": frozenset({"email"})}
+        with engine.session(30.0, "t") as (conn, _):
+            hints = engine.profile.scan_order_hints(conn, masked)
+        engine.close()
+        assert any("notes_keep" in h for h in hints) and not any("customers_search" in h for h in hints), (
+            hints
+        )
+        # A grant made by hand that includes the trigger's column is refused at start-up.
+        admin.execute(f'GRANT SELECT (search) ON {schema}.customers TO "{role}"')
+        with pytest.raises(SqlConfigError, match="search"):
+            _served(url, ["customers.email", "notes.email"])
+    finally:
+        admin.execute(f"DROP SCHEMA {schema} CASCADE")
+        if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone():
+            admin.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE "{role}"')
+        admin.close()

@@ -208,7 +208,8 @@ def profile_table(
     whole = False
     method = "none needed: the statistics cover every column"
     if wanted:
-        source = sample_source(calls, table, [p.name for p in wanted], estimate, PROFILE_ROWS, masked)
+        names = [p.name for p in wanted]
+        source = sample_source(calls, table, names, estimate, PROFILE_ROWS, masked, hidden=stats.row_filtered)
         method = source.method
         sampled_rows = _aggregate(calls, table, source, wanted, kinds)
         whole = source.whole and sampled_rows < PROFILE_ROWS
@@ -223,7 +224,9 @@ def profile_table(
                     _common(calls, table, source, p, kinds[p.name], sampled_rows)
                 except QueryTimeout:
                     unfinished.append(p.name)
-            _scale_distinct(p, partial.get(p.name), sampled_rows, estimate, whole)
+            # Under row-level security the catalog's estimate counts hidden rows: nothing scales by it.
+            scale = None if stats.row_filtered and not whole else estimate
+            _scale_distinct(p, partial.get(p.name), sampled_rows, scale, whole)
     shown = estimate if whole or not stats.row_filtered else None  # the catalog counts hidden rows
     return TableProfile(
         table_schema=description.table_schema,

@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -182,11 +182,13 @@ def sample_source(
     windows: int = _WINDOWS,
     boost: float = 1.0,
     few: bool = False,
+    hidden: bool = False,
 ) -> Source:
     """SQL for at most `wanted` rows of the table's `columns`, read without a scan.
 
     Page sampling suits a profile (many rows, a few hundred pages); a handful of rows is better
-    spread by key ranges (`few`), where page sampling would return neighbours.
+    spread by key ranges (`few`), where page sampling would return neighbours. `hidden`: row-level
+    security hides rows the estimate counts, so the method shown carries no figure computed from it.
     """
     cols = tuple(columns)
     limit = f"LIMIT {wanted}"
@@ -195,6 +197,8 @@ def sample_source(
     tried = (_by_keys, _by_pages) if few else (_by_pages, _by_keys)
     for way in tried:
         found = way(calls, table, cols, estimate, wanted, masked, windows, boost, few)
+        if found is not None and hidden and found.method.startswith("TABLESAMPLE ("):
+            return replace(found, method=f"TABLESAMPLE (a fraction of {found.method.rsplit(' of ', 1)[1]}")
         if found is not None:
             return found
     if masked or (calls.service.masking is not None and table.description.kind != "table"):
@@ -329,11 +333,14 @@ def sample_table(
         c.name for c in description.columns if readable is None or c.name in readable or c.name in masked
     ]
     windows = min(fetch, 100)
-    source = sample_source(calls, table, columns, estimate, fetch, masked, windows, few=True)
+    hidden = stats.row_filtered
+    source = sample_source(calls, table, columns, estimate, fetch, masked, windows, few=True, hidden=hidden)
     result = calls.query(source.sql, max(fetch, source.rows))
     if result.row_count < n and not source.whole and (estimate or 0) > n:
         # Too few rows came back (sparse keys, an unlucky draw of pages): once more, wider.
-        source = sample_source(calls, table, columns, estimate, fetch, masked, windows, boost=8.0, few=True)
+        source = sample_source(
+            calls, table, columns, estimate, fetch, masked, windows, boost=8.0, few=True, hidden=hidden
+        )
         result = calls.query(source.sql, max(fetch, source.rows))
     chosen = (pick or _pick)(list(result.rows), n)
     return TableSample(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 from mcpkit.sql.admission.function_tables import FunctionTable, RelationRule, family, relation_rule
+from mcpkit.sql.admission.function_tables.postgres_catalogs import CATALOG_NEVER
 
 __all__ = ["NEVER_RELATIONS", "POSTGRES"]
 
@@ -36,6 +37,7 @@ NEVER_RELATIONS: Final[tuple[RelationRule, ...]] = (
         "shows server configuration files and file paths",
         "pg_settings pg_file_settings pg_hba_file_rules pg_ident_file_mappings pg_config",
     ),
+    *CATALOG_NEVER,
 )
 
 _NEVER = (

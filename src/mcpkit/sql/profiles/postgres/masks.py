@@ -4,6 +4,7 @@ read no view, materialized view or SECURITY DEFINER function that reads them wit
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -195,12 +196,65 @@ JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_attrdef'::regclass AND
   AND d.refobjsubid = ANY(CAST(:attnums AS int2[]))
 WHERE a.attrelid = :relid AND a.attgenerated <> ''
 """
+# Row triggers of a table (tgtype bits: 1 row, 2 before, 4 insert, 16 update) with their function
+# and arguments (tgargs: each argument ends in a zero byte).
+_TRIGGERS = """
+SELECT t.tgname, n.nspname, p.proname, t.tgargs, t.tgnargs
+FROM pg_catalog.pg_trigger t
+JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+WHERE t.tgrelid = :relid AND NOT t.tgisinternal AND t.tgtype & 3 = 3 AND t.tgtype & 20 <> 0
+ORDER BY t.tgname
+"""
+# The built-in full-text triggers: (target tsvector column, configuration, source columns...).
+_TSVECTOR_TRIGGERS: Final = frozenset({"tsvector_update_trigger", "tsvector_update_trigger_column"})
+
+
+def _triggers(conn: Connection, relid: int) -> list[tuple[str, bool, list[str]]]:
+    """BEFORE INSERT/UPDATE row triggers: name, whether it is a built-in full-text trigger, arguments."""
+    out = []
+    for name, schema, fn, args, nargs in conn.execute(text(_TRIGGERS), {"relid": relid}).all():
+        parts = [a.decode("utf-8", "replace") for a in bytes(args).split(b"\0")[: int(nargs)]]
+        out.append((str(name), str(schema) == "pg_catalog" and str(fn) in _TSVECTOR_TRIGGERS, parts))
+    return out
+
+
+def _trigger_copies(conn: Connection, relid: int, masked: set[str]) -> set[str]:
+    """Columns a built-in full-text trigger writes from a masked column (or from such a copy)."""
+    copies: set[str] = set()
+    tsvector = [args for _, builtin, args in _triggers(conn, relid) if builtin and len(args) >= 3]
+    grew = True
+    while grew:
+        grew = False
+        for args in tsvector:
+            if args[0] not in copies | masked and masked.union(copies).intersection(args[2:]):
+                copies.add(args[0])
+                grew = True
+    return copies
+
+
+def trigger_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+    """A masked table's other BEFORE INSERT/UPDATE row triggers: what they write is unknown here."""
+    out = []
+    for table in sorted(masked):
+        relid = conn.execute(text(_RESOLVE), {"table": table}).scalar()
+        if relid is None:
+            continue
+        for name, builtin, _ in _triggers(conn, int(relid)):
+            if not builtin:
+                out.append(
+                    f"table {table} has masked columns and BEFORE row trigger {name}, which may copy a "
+                    "masked value into another column: mcpkit cannot tell which; mask the columns it "
+                    "writes too (see docs/masking.md)"
+                )
+    return out
 
 
 def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
     """Generated columns computed from a masked column, the partitions and inheritance children of
-    a masked table (a partition is readable by its own name, with its own grants), and its parents
-    (a query on a parent reads the children's rows with the parent's grants)."""
+    a masked table (a partition is readable by its own name, with its own grants), its parents
+    (a query on a parent reads the children's rows with the parent's grants), and the tsvector
+    columns PostgreSQL's full-text triggers write from a masked column."""
     out = []
     for table, columns in sorted(masked.items()):
         parent = conn.execute(text(_RESOLVE), {"table": table}).scalar()
@@ -208,13 +262,14 @@ def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
         for relid, schema, name, visible, attnums, attnames, above in rows:
             found = conn.execute(text(_GENERATED), {"relid": relid, "attnums": list(attnums)})
             generated = {str(r[0]) for r in found}
+            generated |= _trigger_copies(conn, int(relid), generated | {str(a) for a in attnames})
             top = relid == parent
             if top and not generated:
                 continue
             key = str(name) if visible else _qualified(conn, str(schema), str(name))
             names = frozenset(generated if top else generated | {str(a) for a in attnames})
             if top:
-                why = "generated from a masked column"
+                why = "generated from a masked column, or written from one by a full-text trigger"
             elif above:
                 why = f"a parent of {table}, whose rows it reads"
             else:
@@ -248,8 +303,9 @@ WHERE c.oid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table)) AN
 
 def scan_order_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
     """Indexes over a masked column (key or INCLUDE), CLUSTER on one, and a physical order that
-    follows one (`pg_stats.correlation` near +-1, where the role may read it)."""
-    out = index_hints(conn, masked)
+    follows one (`pg_stats.correlation` near +-1, where the role may read it); and BEFORE row
+    triggers of a masked table that mcpkit cannot tell the copies of."""
+    out = index_hints(conn, masked) + trigger_hints(conn, masked)
     for table, columns in sorted(masked.items()):
         wanted = {c.casefold() for c in columns}
         for index, column in conn.execute(text(_CLUSTERED), {"table": table}).all():
