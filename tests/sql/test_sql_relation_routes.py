@@ -225,6 +225,30 @@ def test_ordinary_partitions_expression_indexes_checks_and_statistics_start_clea
 
 
 @pytest.mark.postgres
+def test_a_view_over_information_schema_starts_clean_and_one_over_a_never_readable_catalog_does_not(
+    db: Db,
+) -> None:
+    # information_schema's views test privileges with current_user, so a view over them shows the
+    # reader only its own objects' text; the walk stops there (it went on into pg_attrdef and
+    # pg_constraint, and refused the operator's column list view). pg_indexes shows every
+    # index's SQL: a view over it is still a route.
+    reader = make_url(db.reader).username
+    db.as_owner(
+        "CREATE TABLE public.t (id int PRIMARY KEY, v text DEFAULT 'x');"
+        "CREATE VIEW public.cols AS SELECT table_name, column_name, column_default"
+        " FROM information_schema.columns WHERE table_schema = 'public';"
+        "CREATE VIEW public.keys AS SELECT constraint_name, column_name"
+        " FROM information_schema.key_column_usage;"
+        f"GRANT SELECT ON public.t, public.cols, public.keys TO {reader}"
+    )
+    assert _routes(db.report()) == []
+    db.as_owner(
+        f"CREATE VIEW public.idx AS SELECT indexdef FROM pg_indexes; GRANT SELECT ON public.idx TO {reader}"
+    )
+    assert [line for line in _routes(db.report()) if "public.idx" in line]
+
+
+@pytest.mark.postgres
 def test_f1_a_function_added_to_a_trusted_extension_by_its_owner_is_judged_by_its_language(db: Db) -> None:
     db.as_owner(  # citext is trusted: the database owner (no superuser) installs it, then adds his own
         "CREATE EXTENSION citext;"

@@ -239,11 +239,15 @@ def _graph(conn: Connection) -> dict[tuple[str, int], list[tuple[str, tuple[str,
 
 
 def _reached(
-    graph: dict[tuple[str, int], list[tuple[str, tuple[str, int]]]], start: tuple[str, int]
+    graph: dict[tuple[str, int], list[tuple[str, tuple[str, int]]]],
+    start: tuple[str, int],
+    filtered: frozenset[int] = frozenset(),
 ) -> Iterator[tuple[tuple[str, int], str | None]]:
     """Functions and relations reachable from `start`: (node, first unchecked field) where None
     says every step on the way was an EXECUTE-checked call (else the first aggregate component,
-    subtype_diff, estimator, type I/O or operator-family support function or operator crossed)."""
+    subtype_diff, estimator, type I/O or operator-family support function or operator crossed).
+    The walk does not go on through `filtered` relations (information_schema's views, which show
+    only what the calling role holds a privilege on, as they test it with current_user)."""
     seen: set[tuple[tuple[str, int], str | None]] = set()
     stack: list[tuple[tuple[str, int], str | None]] = [(start, None)]
     while stack:
@@ -253,6 +257,8 @@ def _reached(
         seen.add((node, via))
         if node[0] in ("fn", "rel") and node != start:
             yield node, via
+        if node[0] == "rel" and node[1] in filtered:
+            continue
         for field, target in graph.get(node, ()):
             stack.append((target, via or (field if field in _UNCHECKED else None)))
 
@@ -270,9 +276,11 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
     conn.execute(text("SET LOCAL search_path = pg_catalog"))  # signatures come out schema-qualified
     fns = {int(r[0]): _fn(r) for r in conn.execute(text(_FUNCTIONS))}
     graph = _graph(conn)
-    never_rels = {
-        int(o): str(n) for o, n in conn.execute(text(_CATALOG_RELS)) if _never_why(str(n).split(".")[-1])
-    }
+    catalog_rels = [(int(o), str(n)) for o, n in conn.execute(text(_CATALOG_RELS))]
+    never_rels = {o: n for o, n in catalog_rels if _never_why(n.split(".")[-1])}
+    filtered = frozenset(
+        o for o, n in catalog_rels if n.startswith("information_schema.") and o < FIRST_NORMAL_OID
+    )
     foreign = {
         int(r[0]): (str(r[1]), str(r[2]), str(r[3]), str(r[4]), r[5]) for r in conn.execute(text(_FOREIGN))
     }
@@ -293,7 +301,7 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
             entry = fns[oid]
             own.setdefault((entry.group, hazard, entry.grantees, entry.owned), []).append(entry)
             continue
-        for (target_kind, target), via in _reached(graph, (kind, oid)):
+        for (target_kind, target), via in _reached(graph, (kind, oid), filtered):
             checked = via is None
             if kind == "type" and via == "component":
                 continue  # subtype_diff runs for a column's statistics: the relation entry covers it
