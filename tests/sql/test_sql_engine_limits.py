@@ -125,6 +125,7 @@ def test_sqlite_bounded_trims_answer_as_sqlites_own(sqlite_env: DbEnv) -> None:
         f"trim('abcXYZcba', {long_set})", f"ltrim('abcXYZcba', {long_set})",
         f"rtrim('abcXYZcba', {long_set})", f"trim('aaaa', {long_set})",
         f"trim(']]^^--\\ab[\\--^^]]', {specials})",
+        f"trim('😀a😀b😀', '😀' || {long_set})", f"rtrim('x' || char(1114111), char(1114111) || {long_set})",
     ]  # fmt: skip
     sql = "SELECT " + ", ".join(exprs)
     expected = [list(sqlite3.connect(":memory:").execute(sql).fetchone())]
@@ -132,6 +133,35 @@ def test_sqlite_bounded_trims_answer_as_sqlites_own(sqlite_env: DbEnv) -> None:
     try:
         result, _ = service.query(sql, call_id="trims")
         assert result.rows == expected
+    finally:
+        service.engine.close()
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def test_sqlite_trim_with_every_code_point_as_its_set_is_quick_and_keeps_nothing(sqlite_env: DbEnv) -> None:
+    # Red team my11 F9: a regex compiled per set took 5-6 s per row in one VM step, and `re` kept
+    # ~19 MB per distinct set after the call.
+    sets = (
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 1114111),"
+        " s AS (SELECT group_concat(char(n), '') AS s FROM r WHERE n < 55296 OR n > 57343)"
+    )
+    service = _raw(sqlite_env)
+    try:
+        before = _rss_kb()
+        for offsets in ("(2),(3),(4),(5),(6),(7)", "(8),(9),(10),(11),(12),(13),(14)"):
+            started = time.monotonic()
+            result, _ = service.query(
+                f"{sets}, k(i) AS (VALUES {offsets}) SELECT i, length(ltrim('a', substr(s, i)))"
+                " + length(rtrim('ba', substr(s, i))) AS n FROM s, k",
+                call_id="trim-sets",
+            )
+            assert time.monotonic() - started < TIMEOUT_S + 1.5
+            assert [row[1] for row in result.rows] == [0] * len(result.rows)
+        assert _rss_kb() - before < 64_000  # 13 sets held ~250 MB with the regex cache
     finally:
         service.engine.close()
 
