@@ -157,3 +157,28 @@ def test_postgres_catalog_reads_provolatile_and_caches(pg_env: DbEnv) -> None:
         assert catalog.volatile([("public", "bump_audit")]) == set()  # not that schema's function
     finally:
         engine.close()
+
+
+@pytest.mark.mysql
+def test_mariadb_time_values_read_as_mariadb_writes_them(mysql_env: DbEnv) -> None:
+    # Red team my11 F5: PyMySQL reads TIME as a timedelta, whose str() was `-1 day, 23:00:00`.
+    engine = SqlEngine(mysql_env.ro_url)
+    try:
+        sql = "SELECT TIME('-01:00:00') AS a, TIME('48:00:00') AS b, TIME('12:30:00.250000') AS c"
+        result, _ = SqlService(engine).query(sql, call_id="times")
+        direct = pymysql.connect(**_mysql_kwargs(mysql_env.ro_url))
+        try:
+            with direct.cursor() as cur:
+                cur.execute("SELECT CAST(TIME('-01:00:00') AS CHAR), CAST(TIME('48:00:00') AS CHAR)")
+                own = list(cur.fetchone())
+        finally:
+            direct.close()
+        assert result.rows == [[*own, "12:30:00.25"]] == [["-01:00:00", "48:00:00", "12:30:00.25"]]
+    finally:
+        engine.close()
+
+
+def _mysql_kwargs(url: str) -> dict[str, Any]:
+    u = make_url(url)
+    return {"host": u.host, "port": u.port or 3306, "user": u.username, "password": u.password or "",
+            "database": u.database}  # fmt: skip

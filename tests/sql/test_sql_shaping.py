@@ -58,7 +58,12 @@ def test_numbers_and_times() -> None:
     assert shape_cell(Decimal("12345678901234567890.123456789")) == "12345678901234567890.123456789"
     assert shape_cell(float("nan")) == "nan"
     assert shape_cell(dt.date(2024, 1, 2)) == "2024-01-02"
-    assert shape_cell(dt.timedelta(hours=1)) == "1:00:00"
+    assert shape_cell(dt.timedelta(hours=1)) == "01:00:00"
+    # as SQL writes a duration (red team my11 F5: `-1 day, 23:00:00`, `2 days, 0:00:00`)
+    assert shape_cell(dt.timedelta(hours=-1)) == "-01:00:00"
+    assert shape_cell(dt.timedelta(hours=48)) == "48:00:00"
+    assert shape_cell(dt.timedelta(hours=-838, minutes=-59, seconds=-59)) == "-838:59:59"
+    assert shape_cell(dt.timedelta(seconds=-1.25)) == "-00:00:01.25"
     u = uuid.UUID(int=1)
     assert shape_cell(u) == str(u)
     assert shape_cell(True) is True and shape_cell(None) is None

@@ -135,7 +135,9 @@ def shape_cell(value: Any, type_name: str | None = None) -> JsonValue:
         return clip(value)
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
-    if isinstance(value, dt.timedelta | uuid.UUID):
+    if isinstance(value, dt.timedelta):
+        return _duration(value)
+    if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, list | tuple):
         return _fits([shape_cell(v) for v in value[: CELL_MAX_CHARS // 2]])
@@ -143,6 +145,16 @@ def shape_cell(value: Any, type_name: str | None = None) -> JsonValue:
         items = list(value.items())[: CELL_MAX_CHARS // 4]
         return _fits({str(k): shape_cell(v) for k, v in items})
     return clip(str(value))
+
+
+def _duration(value: dt.timedelta) -> str:
+    """A duration as SQL writes one, `-01:00:00` or `48:00:00.5` (Python's str reads `-1 day, 23:00:00`)."""
+    micros = abs(value) // dt.timedelta(microseconds=1)
+    seconds, fraction = divmod(micros, 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    hours, minute = divmod(minutes, 60)
+    text = f"{'-' if value < dt.timedelta(0) else ''}{hours:02d}:{minute:02d}:{second:02d}"
+    return f"{text}.{fraction:06d}".rstrip("0") if fraction else text
 
 
 def _was_cut(value: Any) -> bool:
