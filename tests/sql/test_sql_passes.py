@@ -106,6 +106,27 @@ def test_admit_sends_regenerated_sql_not_the_raw_text() -> None:
     assert isinstance(admitted.tree, exp.Select)
 
 
+@pytest.mark.parametrize(
+    ("sql", "dialect", "named"),
+    [
+        # sqlglot wrote CAST(d AS CHAR): MariaDB answered 2020-05-06 for its own TO_CHAR's 2020
+        ("SELECT TO_CHAR(DATE '2020-05-06', 'YYYY') AS y", "mysql", "TO_CHAR"),
+        ("SELECT INTERVAL(5, 1, 10) AS i", "mysql", "INTERVAL(N, N1, ...)"),  # read as an interval
+    ],
+)
+def test_admit_refuses_what_regeneration_would_change(sql: str, dialect: str, named: str) -> None:
+    # Red team my11 F4: the text sent is sqlglot's; where it would drop an argument the call is refused.
+    with pytest.raises(Refused) as info:
+        admit(sql, dialect, limit=26)
+    assert info.value.data == {"reason": "function"} and named in info.value.message
+
+
+def test_admit_keeps_what_regeneration_can_say() -> None:
+    assert "TO_CHAR(CURRENT_TIMESTAMP, 'YYYY')" in admit("SELECT to_char(now(), 'YYYY')", "postgres").sql
+    assert "DATE_FORMAT(NOW(), '%Y')" in admit("SELECT DATE_FORMAT(NOW(), '%Y')", "mysql").sql
+    assert "INTERVAL '1' DAY" in admit("SELECT NOW() - INTERVAL 1 DAY", "mysql").sql
+
+
 def test_admit_keeps_quoted_function_names_as_written() -> None:
     # Upper-casing a quoted name would call a different function.
     policy = FunctionPolicy.for_dialect("postgres", extra=["my_func"])
