@@ -171,8 +171,10 @@ _SPECS = ", ".join(["33554432, 'x'"] * 40)
         "SELECT length(printf('%s%.*c', 'a', 2000000000, 'x'))",
         "SELECT length(printf(CAST('%.*c' AS BLOB), 2000000000, 'x'))",
         f"SELECT length(printf('{_MANY}', {_SPECS}))",
+        "SELECT length(printf('%.*s%.*c', 2e9, 'a', 2e9, 'x'))",
+        "SELECT length(printf('%*s', 2e9, 'x'))",
     ],
-    ids=["real", "format", "space", "sign", "after-s", "blob-format", "many-specs"],
+    ids=["real", "format", "space", "sign", "after-s", "blob-format", "many-specs", "s-then-c", "s-width"],
 )
 def test_sqlite_printf_forms_end_within_the_deadline(sql: str, sqlite_env: DbEnv) -> None:
     service = SqlService(SqlEngine(sqlite_env.ro_url), timeout_s=TIMEOUT_S)
@@ -196,6 +198,22 @@ def _expect_refused(service: SqlService, sql: str) -> None:
     with pytest.raises(QueryFailed) as info:
         service.query(sql, call_id="printf", max_rows=1)
     assert info.value.data is not None and info.value.data["reason"] in ("resource", "data")
+
+
+def test_sqlite_string_precision_is_a_most_not_a_size(sqlite_env: DbEnv) -> None:
+    # `%.*s` copies at most that many of the argument's characters: a huge one is no cost (it was
+    # refused as if it built 2e9 characters).
+    service = SqlService(SqlEngine(sqlite_env.ro_url), timeout_s=TIMEOUT_S)
+    service._admit = _passthrough
+    sql = (
+        "SELECT printf('%.*s|%.2000000000q|%.*w|%.*z', 2e9, 'abc', 'it''s', 2000000000, 'a\"b',"
+        " 2000000000, 'z'), format('%.*s', 2147483647, 'x')"
+    )
+    try:
+        result, _ = service.query(sql, call_id="string-precision")
+        assert result.rows == [["abc|it''s|a\"\"b|z", "x"]]
+    finally:
+        service.engine.close()
 
 
 def test_sqlite_printf_keeps_its_meaning(sqlite_env: DbEnv) -> None:

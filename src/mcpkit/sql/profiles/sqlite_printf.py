@@ -3,7 +3,9 @@
 A port of the spec loop of `sqlite3_str_vappendf` (SQLite's printf.c, 3.38 and later): flags, then
 a width (digits or `*`), then `.` and a precision (digits or `*`), then `l`/`ll`, then the
 conversion. With an argument list (the SQL function), each `*` reads the next argument, each
-conversion but `%%` and `%n` reads one, and an unknown conversion ends the output.
+conversion but `%%` and `%n` reads one, and an unknown conversion ends the output. A string
+conversion's precision (`%.*s`, `%.5q`) is a most, not a size: SQLite reads at most that many of
+the argument's characters and allocates nothing for it, so it does not count.
 """
 
 from __future__ import annotations
@@ -16,15 +18,23 @@ __all__ = ["spec_sizes"]
 _FLAGS: Final = frozenset("-+ #!0,")
 _ONE_ARGUMENT: Final = frozenset("dsgzqQwcouxXfeEGipr")
 _NO_ARGUMENT: Final = frozenset("n%")
+_STRINGS: Final = frozenset("szqQw")  # their precision caps what is copied from the argument
 _STAR: Final = -1  # the next argument is a width or precision
 _VALUE: Final = -2  # the next argument is a conversion's value
 _STOP: Final = -3  # SQLite stops here (an unknown conversion)
+_NONE: Final = -4  # a conversion that reads no argument (`%%`, `%n`)
+_PRECISION: Final = "p"
+_WIDTH: Final = "w"
 _CHECK_EVERY: Final = 1 << 16  # specs between deadline checks (32 MiB of `%` is ~5 s of Python)
 _DIGITS: Final = 12  # more digits than this are over any limit (and int() of 4,300+ digits fails)
 
 
-def _walk(text: str, stop: Callable[[], bool]) -> Iterator[int]:
-    """Literal widths/precisions (>= 0) and what each argument is read as, in order."""
+def _walk(text: str, stop: Callable[[], bool]) -> Iterator[tuple[str, int]]:
+    """Literal widths/precisions (>= 0) and what each argument is read as, in order.
+
+    Each event is a pair: widths and precisions carry `_WIDTH` / `_PRECISION`; a conversion carries
+    its letter, with `_VALUE` when it reads an argument and `_NONE` when not; `("", _STOP)` ends.
+    """
     n = len(text)
     specs = 0
 
@@ -63,14 +73,14 @@ def _walk(text: str, stop: Callable[[], bool]) -> Iterator[int]:
                 i += 1
                 while "0" <= at(i) <= "9":
                     i += 1
-                yield number(start, i)
+                yield _WIDTH, number(start, i)
                 c = at(i)
                 if c not in ".l":
                     done = True
                 else:
                     i -= 1
             elif c == "*":
-                yield _STAR
+                yield _WIDTH, _STAR
                 if at(i + 1) not in ".l":
                     i += 1
                     c = at(i)
@@ -79,7 +89,7 @@ def _walk(text: str, stop: Callable[[], bool]) -> Iterator[int]:
                 i += 1
                 c = at(i)
                 if c == "*":
-                    yield _STAR
+                    yield _PRECISION, _STAR
                     i += 1
                     c = at(i)
                 else:
@@ -87,7 +97,7 @@ def _walk(text: str, stop: Callable[[], bool]) -> Iterator[int]:
                     while "0" <= c <= "9":
                         i += 1
                         c = at(i)
-                    yield number(start, i)
+                    yield _PRECISION, number(start, i)
                 if c == "l":
                     i -= 1
                 else:
@@ -101,9 +111,11 @@ def _walk(text: str, stop: Callable[[], bool]) -> Iterator[int]:
             if c == "\0":
                 break
         if c in _ONE_ARGUMENT:
-            yield _VALUE
-        elif c not in _NO_ARGUMENT:
-            yield _STOP
+            yield c, _VALUE
+        elif c in _NO_ARGUMENT:
+            yield c, _NONE
+        else:
+            yield "", _STOP
             return
         i += 1
 
@@ -128,15 +140,26 @@ def spec_sizes(
         return []  # a number's text has no `%`; NULL prints nothing
     sizes: list[int] = []
     stars: list[Any] = []
+    precision: list[int] = []  # the spec's precision: a literal, or an argument in `held`
+    held: list[Any] = []
     used = 0
-    for event in _walk(fmt.split("\0", 1)[0], stop):
+    for kind, event in _walk(fmt.split("\0", 1)[0], stop):
+        into_sizes, into_stars = (precision, held) if kind == _PRECISION else (sizes, stars)
         if event >= 0:
-            sizes.append(min(event, most + 1))
+            into_sizes.append(min(event, most + 1))
+        elif event == _STAR:
+            if used < len(args):  # past the last argument SQLite reads 0
+                into_stars.append(args[used])
+                used += 1
         elif event == _STOP:
-            stars += args[used:]
+            stars += [*held, *args[used:]]
+            sizes += precision
             break
-        elif used < len(args):  # past the last argument SQLite reads 0
-            if event == _STAR:
-                stars.append(args[used])
-            used += 1
+        else:  # a conversion ends the spec
+            if kind not in _STRINGS:
+                sizes += precision
+                stars += held
+            precision, held = [], []
+            if event == _VALUE:
+                used += 1
     return sizes + [min(abs(v), most + 1) for v in as_int(stars)]
