@@ -128,3 +128,31 @@ def test_mariadb_rounding_notes_stay_answers(reader: tuple[str, str, str]) -> No
         assert service.query(sql, call_id="note2")[0].rows == [["2023-01-01T10:00:00.123456"]]
     finally:
         engine.close()
+
+
+def test_mariadb_regexp_past_pcre_match_limit_fails_not_no_match(reader: tuple[str, str, str]) -> None:
+    # Red team my11 F1: PCRE stops a backtracking-heavy match at its match limit and MariaDB answers
+    # "no match" with only warning 1139: COUNT 0 for two matching rows, REGEXP_REPLACE its input.
+    _, url, _ = reader
+    engine = SqlEngine(url)
+    owners = "WITH o(owner) AS (SELECT 'alice' UNION ALL SELECT 'bob' UNION ALL SELECT 'alice') "
+    try:
+        service = SqlService(engine, timeout_s=10.0)
+        count = (
+            owners + "SELECT COUNT(*) AS n FROM o WHERE CONCAT(REPEAT('a', {k}), owner) REGEXP '(a+)+x|alice'"
+        )
+        assert service.query(count.format(k=5), call_id="re")[0].rows == [[2]]  # the true answer
+        for sql in (
+            count.format(k=40),
+            "SELECT REGEXP_REPLACE(CONCAT(REPEAT('a', 40), 'c'), '(a+)+b|c', 'Z') AS v",
+            "SELECT CONCAT(REPEAT('a', 40), 'c') REGEXP '(a+)+b|c' AS v",
+        ):
+            with pytest.raises(QueryFailed) as stopped:
+                service.query(sql, call_id="re-limit")
+            assert stopped.value.kind == "resource", sql
+        # The server's own 1139, a pattern that does not compile, is the agent's syntax to fix.
+        with pytest.raises(QueryFailed) as bad:
+            service.query("SELECT 'a' REGEXP '(' AS v", call_id="re-bad")
+        assert bad.value.kind == "syntax"
+    finally:
+        engine.close()

@@ -38,14 +38,17 @@ _SORT_BYTES: Final = (1024, 8 * 1024 * 1024)  # max_sort_length's default and ma
 # ('12abc' as 12, '2023-02-30' as NULL: 1292, 1366, 1411), an invalid character string (1300,
 # 1977), division by zero (1365), a datetime overflow (1441), an integer overflow (1916), a
 # JSON_TABLE column cut or zeroed to fit its type (1265), JSON nested past 32 levels answered as
-# NULL or invalid (4040). None turns into an error in a SELECT in any sql_mode, so `run` turns
-# them into one. Documented NULL answers (a bad JSON or base64 argument) and notes stay answers.
+# NULL or invalid (4040), a regular expression stopped by PCRE's match limit and answered as no
+# match (1139: REGEXP 0, REGEXP_REPLACE its input unchanged). None turns into an error in a
+# SELECT in any sql_mode, so `run` turns them into one. Documented NULL answers (a bad JSON or
+# base64 argument) and notes stay answers.
 # 1265 and 1292 as a Note (not a Warning) are rounding: a decimal to its scale, a datetime to
 # microseconds. An overflow (1916) is a Note too, and a made-up value.
 _ROUNDING: Final = frozenset({1265, 1292})
 _WRONG_ANSWER: Final = frozenset(
-    {1260, 1265, 1301, 1264, 1292, 1300, 1365, 1366, 1411, 1441, 1916, 1977, 4040}
+    {1139, 1260, 1265, 1301, 1264, 1292, 1300, 1365, 1366, 1411, 1441, 1916, 1977, 4040}
 )
+_WARNED: Final = "a warning made the answer wrong"
 _CODES: Final[dict[int, Outcome]] = {
     1064: "syntax",
     1149: "syntax",
@@ -86,6 +89,7 @@ _CODES: Final[dict[int, Outcome]] = {
     1226: "resource",  # the login's MAX_USER_CONNECTIONS reached (docs/security.md)
     1260: "resource",  # raised by `run`: GROUP_CONCAT cut at group_concat_max_len
     1301: "resource",  # raised by `run`: a result over max_allowed_packet came back as NULL
+    1139: "resource",  # raised by `run`: a regular expression stopped at PCRE's match limit
     1041: "resource",
     1038: "resource",
     1206: "resource",
@@ -186,7 +190,7 @@ class MysqlSession(Profile):
                 codes = {int(c) for level, c, _ in rows if not (level == "Note" and int(c) in _ROUNDING)}
             for code in sorted(codes & _WRONG_ANSWER):
                 pymysql: Any = importlib.import_module("pymysql")
-                raise pymysql.err.OperationalError(code, "a warning made the answer wrong")
+                raise pymysql.err.OperationalError(code, _WARNED)
 
     def type_names(self, dbapi: Any, description: Sequence[Any]) -> list[str | None]:
         """pymysql field type codes as names (BLOB, JSON, VAR_STRING, ...)."""
@@ -267,4 +271,6 @@ class MysqlSession(Profile):
             return "other"
         if code == 1290 and "max-session-mem-used" in str(args[1:2]):
             return "resource"  # the session's memory cap, not a read-only refusal
+        if code == 1139 and args[1:2] != (_WARNED,):
+            return "syntax"  # the server's own 1139: a regular expression that does not compile
         return _CODES.get(code, "other")
