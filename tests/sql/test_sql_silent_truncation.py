@@ -156,3 +156,29 @@ def test_mariadb_regexp_past_pcre_match_limit_fails_not_no_match(reader: tuple[s
         assert bad.value.kind == "syntax"
     finally:
         engine.close()
+
+
+def test_mariadb_a_wrong_answer_warning_behind_many_harmless_ones_still_fails(
+    reader: tuple[str, str, str],
+) -> None:
+    # The server kept only its first 64 warnings (max_error_count): 99 harmless notes (CAST of a
+    # negative number to UNSIGNED) hid the 1292 of '12abc' read as 12, and the call answered 12.
+    _, url, _ = reader
+    engine = SqlEngine(url)
+    body = (
+        "SELECT SUM(CAST(-n AS UNSIGNED)) AS s,"
+        " SUM(CASE WHEN n = {n} THEN CAST('12abc' AS INTEGER) ELSE 0 END) AS v FROM r"
+    )
+    try:
+        service = SqlService(engine, timeout_s=20.0)
+        notes = _rows(1000, "SELECT SUM(CAST(-n AS UNSIGNED)) AS s FROM r")
+        assert service.query(notes, call_id="notes")[0].rows == [[str(1000 * 2**64 - 500_500)]]
+        with pytest.raises(QueryFailed) as hidden:
+            service.query(_rows(100, body.format(n=100)), call_id="hidden")
+        assert hidden.value.kind == "data"
+        # Past what the server can keep (65535) the rest cannot be read: refused, not answered.
+        with pytest.raises(QueryFailed) as unread:
+            service.query(_rows(70_000, body.format(n=70_000)), call_id="unread")
+        assert unread.value.kind == "resource"
+    finally:
+        engine.close()
