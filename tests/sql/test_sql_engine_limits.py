@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy.engine import make_url
 from sqlglot import exp
 
+from mcpkit.errors import Refused
 from mcpkit.sql.admission import Admitted, FunctionPolicy
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
@@ -183,6 +184,29 @@ def test_mariadb_one_calls_server_memory_is_capped(mysql_env: DbEnv) -> None:
         assert info.value.kind == "resource"
         within = "SELECT length(c0) AS n FROM (SELECT repeat(char(65), 16000000) AS c0) AS t"  # fits
         assert service.query(within, call_id="mem2")[0].rows == [[16000000]]
+    finally:
+        service.engine.close()
+
+
+@pytest.mark.mysql
+def test_mariadb_json_objectagg_is_left_out_its_value_escapes_the_memory_cap(mysql_env: DbEnv) -> None:
+    # Red team my11 F3: JSON_OBJECTAGG stops at neither group_concat_max_len nor max_session_mem_used
+    # (1,000 rows of 1 MB answered a 1 GB value, mariadbd +1 GB); JSON_ARRAYAGG stops at the first.
+    rows = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 40) "
+    service = SqlService(SqlEngine(mysql_env.ro_url), timeout_s=30.0)
+    try:
+        with pytest.raises(Refused) as left_out:
+            service.query(
+                rows + "SELECT LENGTH(JSON_OBJECTAGG(n, REPEAT('x', 1000000))) AS n FROM r", call_id="oa"
+            )
+        assert "left out" in str(left_out.value) and "--allow-function json_objectagg" in str(left_out.value)
+        with pytest.raises(QueryFailed) as cut:
+            service.query(
+                rows + "SELECT LENGTH(JSON_ARRAYAGG(REPEAT('x', 1000000))) AS n FROM r", call_id="aa"
+            )
+        assert cut.value.kind == "resource"
+        small = rows + "SELECT JSON_ARRAYAGG(n) AS a FROM r WHERE n < 4"
+        assert service.query(small, call_id="aa2")[0].rows == [["[1,2,3]"]]
     finally:
         service.engine.close()
 

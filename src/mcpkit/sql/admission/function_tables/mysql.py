@@ -73,7 +73,7 @@ _ALLOWED = (
         "allowed",
         "aggregates and statistics",
         "count sum avg min max group_concat bit_and bit_or bit_xor std stddev stddev_pop stddev_samp "
-        "variance var_pop var_samp json_arrayagg json_objectagg",
+        "variance var_pop var_samp json_arrayagg",
     ),
     family(
         "window",
@@ -166,6 +166,13 @@ _ABSENT = (
         "XPath over an XML string: its cost grows with the nodes to a power the query chooses, and the "
         "server goes on evaluating it after the call is killed",
         "extractvalue updatexml",
+    ),
+    family(
+        "aggregates past the session's limits",
+        "absent",
+        "JSON_OBJECTAGG is bounded neither by group_concat_max_len (as JSON_ARRAYAGG is) nor by "
+        "max_session_mem_used: 1,000 rows of 1 MB built a 1 GB value and grew the server 1 GB per call",
+        "json_objectagg",
     ),
     family(
         "server and session state",
