@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from mcpkit.errors import Refused
+from mcpkit.sql.admission import FunctionPolicy
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
@@ -180,5 +182,27 @@ def test_mariadb_a_wrong_answer_warning_behind_many_harmless_ones_still_fails(
         with pytest.raises(QueryFailed) as unread:
             service.query(_rows(70_000, body.format(n=70_000)), call_id="unread")
         assert unread.value.kind == "resource"
+    finally:
+        engine.close()
+
+
+def test_mariadb_sformat_is_left_out_and_its_null_answers_fail(reader: tuple[str, str, str]) -> None:
+    # Red team my11 F2: SFORMAT past max_allowed_packet answers NULL with no warning at all, and a
+    # bad format or argument NULL with only warning 4183.
+    _, url, _ = reader
+    engine = SqlEngine(url)
+    over = "SELECT SFORMAT('{:>17000000}', 'x') IS NULL AS n"
+    try:
+        with pytest.raises(Refused) as left_out:
+            SqlService(engine, timeout_s=10.0).query(over, call_id="sf")
+        assert "--allow-function sformat" in str(left_out.value)
+        # An operator who allows it by name gets the right answers or the `data` error.
+        allowed = SqlService(
+            engine, timeout_s=10.0, functions=FunctionPolicy.for_dialect("mysql", extra=["sformat"])
+        )
+        assert allowed.query("SELECT SFORMAT('{:>5}', 'x') AS v", call_id="sf-ok")[0].rows == [["    x"]]
+        with pytest.raises(QueryFailed) as bad:
+            allowed.query("SELECT SFORMAT('{:d}', 'x') AS v", call_id="sf-bad")
+        assert bad.value.kind == "data"
     finally:
         engine.close()

@@ -96,7 +96,7 @@ _ALLOWED = (
         "ascii bin bit_length char char_length character_length chr concat concat_ws elt export_set field "
         "find_in_set from_base64 hex insert instr lcase left length lengthb locate lower lpad ltrim "
         "make_set md5 mid natural_sort_key octet_length ord quote repeat replace reverse right rpad rtrim "
-        "sformat sha sha1 sha2 soundex space strcmp substr substring substring_index to_base64 to_char "
+        "sha sha1 sha2 soundex space strcmp substr substring substring_index to_base64 to_char "
         "ucase unhex upper weight_string bit_count",
     ),
     family(
@@ -173,6 +173,13 @@ _ABSENT = (
         "JSON_OBJECTAGG is bounded neither by group_concat_max_len (as JSON_ARRAYAGG is) nor by "
         "max_session_mem_used: 1,000 rows of 1 MB built a 1 GB value and grew the server 1 GB per call",
         "json_objectagg",
+    ),
+    family(
+        "formatting past the packet",
+        "absent",
+        "SFORMAT answers NULL with no warning when its result passes max_allowed_packet "
+        "('{:>17000000}'), where REPEAT and LPAD fail",
+        "sformat",
     ),
     family(
         "server and session state",

@@ -34,14 +34,15 @@ _SORT_KEYS: Final = 8 * 16  # long keys a sort keeps x MariaDB's MERGEBUFF2 (15)
 _SORT_BYTES: Final = (1024, 8 * 1024 * 1024)  # max_sort_length's default and maximum
 # Warnings that mean the answer is wrong, not merely imprecise: the server cut a GROUP_CONCAT at
 # group_concat_max_len (1260), or answered NULL for a string over max_allowed_packet (1301); or a
-# conversion answered a made-up value: out of range (1264), an incorrect or truncated value
-# ('12abc' as 12, '2023-02-30' as NULL: 1292, 1366, 1411), an invalid character string (1300,
-# 1977), division by zero (1365), a datetime overflow (1441), an integer overflow (1916), a
-# JSON_TABLE column cut or zeroed to fit its type (1265), JSON nested past 32 levels answered as
-# NULL or invalid (4040), a regular expression stopped by PCRE's match limit and answered as no
-# match (1139: REGEXP 0, REGEXP_REPLACE its input unchanged). None turns into an error in a
-# SELECT in any sql_mode, so `run` turns them into one. Documented NULL answers (a bad JSON or
-# base64 argument) and notes stay answers.
+# conversion answered a made-up value: out of range (1264), an incorrect or truncated value ('12abc'
+# as 12, '2023-02-30' as NULL: 1292, 1366, 1411), an invalid character string (1300, 1977), division
+# by zero (1365), a datetime overflow (1441), an integer overflow (1916), a JSON_TABLE column cut or
+# zeroed to fit its type (1265), JSON nested past 32 levels answered as NULL or invalid (4040), a
+# regular expression stopped by PCRE's match limit and answered as no match (1139: REGEXP 0,
+# REGEXP_REPLACE its input unchanged), SFORMAT's NULL for a bad format or argument (4183; SFORMAT is
+# left out of the function table, allowable by name). None turns into an error in a SELECT in any
+# sql_mode, so `run` turns them into one. Documented NULL answers (a bad JSON or base64 argument)
+# and notes stay answers.
 # 1265 and 1292 as a Note (not a Warning) are rounding: a decimal to its scale, a datetime to
 # microseconds. An overflow (1916) is a Note too, and a made-up value.
 _WARNED: Final = "a warning made the answer wrong"
@@ -52,7 +53,7 @@ _WARNINGS_KEPT: Final = 65535
 _UNREAD: Final = -1
 _ROUNDING: Final = frozenset({1265, 1292})
 _WRONG_ANSWER: Final = frozenset(
-    {_UNREAD, 1139, 1260, 1265, 1301, 1264, 1292, 1300, 1365, 1366, 1411, 1441, 1916, 1977, 4040}
+    {_UNREAD, 1139, 1260, 1265, 1301, 1264, 1292, 1300, 1365, 1366, 1411, 1441, 1916, 1977, 4040, 4183}
 )
 _CODES: Final[dict[int, Outcome]] = {
     1064: "syntax",
@@ -89,6 +90,7 @@ _CODES: Final[dict[int, Outcome]] = {
     1977: "data",
     1265: "data",
     4040: "data",
+    4183: "data",  # raised by `run`: SFORMAT answered NULL for its format or argument
     1114: "resource",
     1203: "resource",  # the global max_user_connections reached
     1226: "resource",  # the login's MAX_USER_CONNECTIONS reached (docs/security.md)
