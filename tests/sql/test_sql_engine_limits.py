@@ -212,6 +212,27 @@ def test_mariadb_json_objectagg_is_left_out_its_value_escapes_the_memory_cap(mys
 
 
 @pytest.mark.mysql
+def test_mariadb_regexp_replace_is_left_out_it_is_quadratic_and_ignores_kill(mysql_env: DbEnv) -> None:
+    # Red team my11 F10: REGEXP_REPLACE(REPEAT('a', 9000000), 'a', 'bb') answered its 5 s timeout and
+    # ran on in the server (Killed, Executing) for hours: quadratic, no kill check. Small sizes here.
+    sql = "SELECT LENGTH(REGEXP_REPLACE(REPEAT('a', 20000), 'a', 'bb')) AS n"
+    engine = SqlEngine(mysql_env.ro_url)
+    try:
+        with pytest.raises(Refused) as left_out:
+            SqlService(engine, timeout_s=10.0).query(sql, call_id="rr")
+        assert "left out" in str(left_out.value) and "--allow-function regexp_replace" in str(left_out.value)
+        allowed = FunctionPolicy.for_dialect("mysql", extra=["regexp_replace"])
+        assert SqlService(engine, timeout_s=10.0, functions=allowed).query(sql, call_id="rr2")[0].rows == [
+            [40000]
+        ]
+        # The first-match forms stay: linear in the subject.
+        first = "SELECT REGEXP_INSTR(REPEAT('a', 20000), 'b') AS i, REGEXP_SUBSTR('abc', 'b+') AS s"
+        assert SqlService(engine, timeout_s=10.0).query(first, call_id="ri")[0].rows == [[0, "b"]]
+    finally:
+        engine.close()
+
+
+@pytest.mark.mysql
 def test_mariadb_a_search_that_ignores_kill_still_answers_its_timeout(mysql_env: DbEnv) -> None:
     # LOCATE checks neither max_statement_time nor KILL QUERY (about 6 s here, unloaded); the
     # watchdog kills the connection instead, so the call answers at its deadline plus the grace.
