@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy.engine import make_url
 from sqlglot import exp
 
+from mcpkit.errors import Refused
 from mcpkit.sql.admission import Admitted, FunctionPolicy
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
@@ -215,6 +216,50 @@ def test_mariadb_one_calls_server_memory_is_capped(mysql_env: DbEnv) -> None:
         assert service.query(within, call_id="mem2")[0].rows == [[16000000]]
     finally:
         service.engine.close()
+
+
+@pytest.mark.mysql
+def test_mariadb_json_objectagg_is_left_out_its_value_escapes_the_memory_cap(mysql_env: DbEnv) -> None:
+    # Red team my11 F3: JSON_OBJECTAGG stops at neither group_concat_max_len nor max_session_mem_used
+    # (1,000 rows of 1 MB answered a 1 GB value, mariadbd +1 GB); JSON_ARRAYAGG stops at the first.
+    rows = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 40) "
+    service = SqlService(SqlEngine(mysql_env.ro_url), timeout_s=30.0)
+    try:
+        with pytest.raises(Refused) as left_out:
+            service.query(
+                rows + "SELECT LENGTH(JSON_OBJECTAGG(n, REPEAT('x', 1000000))) AS n FROM r", call_id="oa"
+            )
+        assert "left out" in str(left_out.value) and "--allow-function json_objectagg" in str(left_out.value)
+        with pytest.raises(QueryFailed) as cut:
+            service.query(
+                rows + "SELECT LENGTH(JSON_ARRAYAGG(REPEAT('x', 1000000))) AS n FROM r", call_id="aa"
+            )
+        assert cut.value.kind == "resource"
+        small = rows + "SELECT JSON_ARRAYAGG(n) AS a FROM r WHERE n < 4"
+        assert service.query(small, call_id="aa2")[0].rows == [["[1,2,3]"]]
+    finally:
+        service.engine.close()
+
+
+@pytest.mark.mysql
+def test_mariadb_regexp_replace_is_left_out_it_is_quadratic_and_ignores_kill(mysql_env: DbEnv) -> None:
+    # Red team my11 F10: REGEXP_REPLACE(REPEAT('a', 9000000), 'a', 'bb') answered its 5 s timeout and
+    # ran on in the server (Killed, Executing) for hours: quadratic, no kill check. Small sizes here.
+    sql = "SELECT LENGTH(REGEXP_REPLACE(REPEAT('a', 20000), 'a', 'bb')) AS n"
+    engine = SqlEngine(mysql_env.ro_url)
+    try:
+        with pytest.raises(Refused) as left_out:
+            SqlService(engine, timeout_s=10.0).query(sql, call_id="rr")
+        assert "left out" in str(left_out.value) and "--allow-function regexp_replace" in str(left_out.value)
+        allowed = FunctionPolicy.for_dialect("mysql", extra=["regexp_replace"])
+        assert SqlService(engine, timeout_s=10.0, functions=allowed).query(sql, call_id="rr2")[0].rows == [
+            [40000]
+        ]
+        # The first-match forms stay: linear in the subject.
+        first = "SELECT REGEXP_INSTR(REPEAT('a', 20000), 'b') AS i, REGEXP_SUBSTR('abc', 'b+') AS s"
+        assert SqlService(engine, timeout_s=10.0).query(first, call_id="ri")[0].rows == [[0, "b"]]
+    finally:
+        engine.close()
 
 
 @pytest.mark.mysql

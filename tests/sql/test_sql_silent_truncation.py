@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from mcpkit.errors import Refused
+from mcpkit.sql.admission import FunctionPolicy
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
@@ -126,5 +128,81 @@ def test_mariadb_rounding_notes_stay_answers(reader: tuple[str, str, str]) -> No
         assert service.query(sql, call_id="note")[0].rows == [[1.23]]
         sql = "SELECT CAST('2023-01-01 10:00:00.1234567' AS DATETIME(6)) AS d"
         assert service.query(sql, call_id="note2")[0].rows == [["2023-01-01T10:00:00.123456"]]
+    finally:
+        engine.close()
+
+
+def test_mariadb_regexp_past_pcre_match_limit_fails_not_no_match(reader: tuple[str, str, str]) -> None:
+    # Red team my11 F1: PCRE stops a backtracking-heavy match at its match limit and MariaDB answers
+    # "no match" with only warning 1139: COUNT 0 for two matching rows, REGEXP_INSTR 0.
+    _, url, _ = reader
+    engine = SqlEngine(url)
+    owners = "WITH o(owner) AS (SELECT 'alice' UNION ALL SELECT 'bob' UNION ALL SELECT 'alice') "
+    try:
+        service = SqlService(engine, timeout_s=10.0)
+        count = (
+            owners + "SELECT COUNT(*) AS n FROM o WHERE CONCAT(REPEAT('a', {k}), owner) REGEXP '(a+)+x|alice'"
+        )
+        assert service.query(count.format(k=5), call_id="re")[0].rows == [[2]]  # the true answer
+        for sql in (
+            count.format(k=40),
+            "SELECT REGEXP_INSTR(CONCAT(REPEAT('a', 40), 'c'), '(a+)+b|c') AS v",
+            "SELECT CONCAT(REPEAT('a', 40), 'c') REGEXP '(a+)+b|c' AS v",
+        ):
+            with pytest.raises(QueryFailed) as stopped:
+                service.query(sql, call_id="re-limit")
+            assert stopped.value.kind == "resource", sql
+        # The server's own 1139, a pattern that does not compile, is the agent's syntax to fix.
+        with pytest.raises(QueryFailed) as bad:
+            service.query("SELECT 'a' REGEXP '(' AS v", call_id="re-bad")
+        assert bad.value.kind == "syntax"
+    finally:
+        engine.close()
+
+
+def test_mariadb_a_wrong_answer_warning_behind_many_harmless_ones_still_fails(
+    reader: tuple[str, str, str],
+) -> None:
+    # The server kept only its first 64 warnings (max_error_count): 99 harmless notes (CAST of a
+    # negative number to UNSIGNED) hid the 1292 of '12abc' read as 12, and the call answered 12.
+    _, url, _ = reader
+    engine = SqlEngine(url)
+    body = (
+        "SELECT SUM(CAST(-n AS UNSIGNED)) AS s,"
+        " SUM(CASE WHEN n = {n} THEN CAST('12abc' AS INTEGER) ELSE 0 END) AS v FROM r"
+    )
+    try:
+        service = SqlService(engine, timeout_s=20.0)
+        notes = _rows(1000, "SELECT SUM(CAST(-n AS UNSIGNED)) AS s FROM r")
+        assert service.query(notes, call_id="notes")[0].rows == [[str(1000 * 2**64 - 500_500)]]
+        with pytest.raises(QueryFailed) as hidden:
+            service.query(_rows(100, body.format(n=100)), call_id="hidden")
+        assert hidden.value.kind == "data"
+        # Past what the server can keep (65535) the rest cannot be read: refused, not answered.
+        with pytest.raises(QueryFailed) as unread:
+            service.query(_rows(70_000, body.format(n=70_000)), call_id="unread")
+        assert unread.value.kind == "resource"
+    finally:
+        engine.close()
+
+
+def test_mariadb_sformat_is_left_out_and_its_null_answers_fail(reader: tuple[str, str, str]) -> None:
+    # Red team my11 F2: SFORMAT past max_allowed_packet answers NULL with no warning at all, and a
+    # bad format or argument NULL with only warning 4183.
+    _, url, _ = reader
+    engine = SqlEngine(url)
+    over = "SELECT SFORMAT('{:>17000000}', 'x') IS NULL AS n"
+    try:
+        with pytest.raises(Refused) as left_out:
+            SqlService(engine, timeout_s=10.0).query(over, call_id="sf")
+        assert "--allow-function sformat" in str(left_out.value)
+        # An operator who allows it by name gets the right answers or the `data` error.
+        allowed = SqlService(
+            engine, timeout_s=10.0, functions=FunctionPolicy.for_dialect("mysql", extra=["sformat"])
+        )
+        assert allowed.query("SELECT SFORMAT('{:>5}', 'x') AS v", call_id="sf-ok")[0].rows == [["    x"]]
+        with pytest.raises(QueryFailed) as bad:
+            allowed.query("SELECT SFORMAT('{:d}', 'x') AS v", call_id="sf-bad")
+        assert bad.value.kind == "data"
     finally:
         engine.close()

@@ -73,7 +73,7 @@ _ALLOWED = (
         "allowed",
         "aggregates and statistics",
         "count sum avg min max group_concat bit_and bit_or bit_xor std stddev stddev_pop stddev_samp "
-        "variance var_pop var_samp json_arrayagg json_objectagg",
+        "variance var_pop var_samp json_arrayagg",
     ),
     family(
         "window",
@@ -96,14 +96,14 @@ _ALLOWED = (
         "ascii bin bit_length char char_length character_length chr concat concat_ws elt export_set field "
         "find_in_set from_base64 hex insert instr lcase left length lengthb locate lower lpad ltrim "
         "make_set md5 mid natural_sort_key octet_length ord quote repeat replace reverse right rpad rtrim "
-        "sformat sha sha1 sha2 soundex space strcmp substr substring substring_index to_base64 to_char "
+        "sha sha1 sha2 soundex space strcmp substr substring substring_index to_base64 to_char "
         "ucase unhex upper weight_string bit_count",
     ),
     family(
         "regular expressions",
         "allowed",
         "PCRE (MariaDB) and ICU (MySQL 8) regular expressions",
-        "regexp_instr regexp_replace regexp_substr",
+        "regexp_instr regexp_substr",
     ),
     family(
         "date and time",
@@ -166,6 +166,27 @@ _ABSENT = (
         "XPath over an XML string: its cost grows with the nodes to a power the query chooses, and the "
         "server goes on evaluating it after the call is killed",
         "extractvalue updatexml",
+    ),
+    family(
+        "regular expression replacement",
+        "absent",
+        "REGEXP_REPLACE is quadratic in its subject even for a one-character pattern (20,000 characters "
+        "0.2 s, 9,000,000 about a day) and checks neither KILL nor max_statement_time while it runs",
+        "regexp_replace",
+    ),
+    family(
+        "aggregates past the session's limits",
+        "absent",
+        "JSON_OBJECTAGG is bounded neither by group_concat_max_len (as JSON_ARRAYAGG is) nor by "
+        "max_session_mem_used: 1,000 rows of 1 MB built a 1 GB value and grew the server 1 GB per call",
+        "json_objectagg",
+    ),
+    family(
+        "formatting past the packet",
+        "absent",
+        "SFORMAT answers NULL with no warning when its result passes max_allowed_packet "
+        "('{:>17000000}'), where REPEAT and LPAD fail",
+        "sformat",
     ),
     family(
         "server and session state",

@@ -35,17 +35,26 @@ _SORT_KEYS: Final = 8 * 16  # long keys a sort keeps x MariaDB's MERGEBUFF2 (15)
 _SORT_BYTES: Final = (1024, 8 * 1024 * 1024)  # max_sort_length's default and maximum
 # Warnings that mean the answer is wrong, not merely imprecise: the server cut a GROUP_CONCAT at
 # group_concat_max_len (1260), or answered NULL for a string over max_allowed_packet (1301); or a
-# conversion answered a made-up value: out of range (1264), an incorrect or truncated value
-# ('12abc' as 12, '2023-02-30' as NULL: 1292, 1366, 1411), an invalid character string (1300,
-# 1977), division by zero (1365), a datetime overflow (1441), an integer overflow (1916), a
-# JSON_TABLE column cut or zeroed to fit its type (1265), JSON nested past 32 levels answered as
-# NULL or invalid (4040). None turns into an error in a SELECT in any sql_mode, so `run` turns
-# them into one. Documented NULL answers (a bad JSON or base64 argument) and notes stay answers.
+# conversion answered a made-up value: out of range (1264), an incorrect or truncated value ('12abc'
+# as 12, '2023-02-30' as NULL: 1292, 1366, 1411), an invalid character string (1300, 1977), division
+# by zero (1365), a datetime overflow (1441), an integer overflow (1916), a JSON_TABLE column cut or
+# zeroed to fit its type (1265), JSON nested past 32 levels answered as NULL or invalid (4040), a
+# regular expression stopped by PCRE's match limit and answered as no match (1139: REGEXP 0,
+# REGEXP_REPLACE its input unchanged), SFORMAT's NULL for a bad format or argument (4183; SFORMAT is
+# left out of the function table, allowable by name). None turns into an error in a SELECT in any
+# sql_mode, so `run` turns them into one. Documented NULL answers (a bad JSON or base64 argument)
+# and notes stay answers.
 # 1265 and 1292 as a Note (not a Warning) are rounding: a decimal to its scale, a datetime to
 # microseconds. An overflow (1916) is a Note too, and a made-up value.
+_WARNED: Final = "a warning made the answer wrong"
+# The server keeps the first max_error_count warnings (64 by default) and the protocol counts up to
+# 65535: 64 harmless notes hid a wrong-answer warning behind them ('12abc' answered as 12). Each
+# session keeps the most it can, and a call with more warnings than were kept fails (_UNREAD).
+_WARNINGS_KEPT: Final = 65535
+_UNREAD: Final = -1
 _ROUNDING: Final = frozenset({1265, 1292})
 _WRONG_ANSWER: Final = frozenset(
-    {1260, 1265, 1301, 1264, 1292, 1300, 1365, 1366, 1411, 1441, 1916, 1977, 4040}
+    {_UNREAD, 1139, 1260, 1265, 1301, 1264, 1292, 1300, 1365, 1366, 1411, 1441, 1916, 1977, 4040, 4183}
 )
 _CODES: Final[dict[int, Outcome]] = {
     1064: "syntax",
@@ -82,11 +91,14 @@ _CODES: Final[dict[int, Outcome]] = {
     1977: "data",
     1265: "data",
     4040: "data",
+    4183: "data",  # raised by `run`: SFORMAT answered NULL for its format or argument
     1114: "resource",
     1203: "resource",  # the global max_user_connections reached
     1226: "resource",  # the login's MAX_USER_CONNECTIONS reached (docs/security.md)
     1260: "resource",  # raised by `run`: GROUP_CONCAT cut at group_concat_max_len
     1301: "resource",  # raised by `run`: a result over max_allowed_packet came back as NULL
+    1139: "resource",  # raised by `run`: a regular expression stopped at PCRE's match limit
+    _UNREAD: "resource",  # raised by `run`: more warnings than the server kept to be checked
     1041: "resource",
     1038: "resource",
     1206: "resource",
@@ -158,7 +170,8 @@ class MysqlSession(Profile):
                 cur.execute(
                     "SET SESSION tx_read_only = 1, sql_mode = %s, max_statement_time = %s,"
                     " max_recursive_iterations = 4294967295, tmp_disk_table_size = %s,"
-                    " group_concat_max_len = %s, max_sort_length = %s, max_session_mem_used = %s",
+                    " group_concat_max_len = %s, max_sort_length = %s, max_session_mem_used = %s,"
+                    " max_error_count = %s",
                     [
                         kept,
                         max(0.001, timeout_s),
@@ -166,13 +179,14 @@ class MysqlSession(Profile):
                         _GROUP_CONCAT_BYTES,
                         sort,
                         SESSION_MEMORY_BYTES,
+                        _WARNINGS_KEPT,
                     ],
                 )
             else:
                 cur.execute(
                     "SET SESSION transaction_read_only = 1, sql_mode = %s, max_execution_time = %s,"
-                    " group_concat_max_len = %s, max_sort_length = %s",
-                    [kept, max(1, int(timeout_s * 1000)), _GROUP_CONCAT_BYTES, sort],
+                    " group_concat_max_len = %s, max_sort_length = %s, max_error_count = %s",
+                    [kept, max(1, int(timeout_s * 1000)), _GROUP_CONCAT_BYTES, sort, _WARNINGS_KEPT],
                 )
             cur.execute("START TRANSACTION READ ONLY")
 
@@ -185,14 +199,17 @@ class MysqlSession(Profile):
         cannot end the comment.
         """
         cursor.execute(f"/* {session_label(call_id)} */ {sql}")
-        if getattr(cursor, "warning_count", 0):
+        count = getattr(cursor, "warning_count", 0) & 0xFFFF  # pymysql reads it as a signed short
+        if count:
             with cursor.connection.cursor() as warnings:
                 warnings.execute("SHOW WARNINGS")
                 rows = warnings.fetchall()
                 codes = {int(c) for level, c, _ in rows if not (level == "Note" and int(c) in _ROUNDING)}
+            if len(rows) < count or len(rows) >= _WARNINGS_KEPT:
+                codes.add(_UNREAD)  # the server kept only the first ones: a later one may be wrong
             for code in sorted(codes & _WRONG_ANSWER):
                 pymysql: Any = importlib.import_module("pymysql")
-                raise pymysql.err.OperationalError(code, "a warning made the answer wrong")
+                raise pymysql.err.OperationalError(code, _WARNED)
 
     def type_names(self, dbapi: Any, description: Sequence[Any]) -> list[str | None]:
         """pymysql field type codes as names (BLOB, JSON, VAR_STRING, ...)."""
@@ -280,4 +297,6 @@ class MysqlSession(Profile):
             return "other"
         if code == 1290 and "max-session-mem-used" in str(args[1:2]):
             return "resource"  # the session's memory cap, not a read-only refusal
+        if code == 1139 and args[1:2] != (_WARNED,):
+            return "syntax"  # the server's own 1139: a regular expression that does not compile
         return _CODES.get(code, "other")
