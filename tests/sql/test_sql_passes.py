@@ -111,6 +111,8 @@ def test_admit_sends_regenerated_sql_not_the_raw_text() -> None:
     [
         # sqlglot wrote CAST(d AS CHAR): MariaDB answered 2020-05-06 for its own TO_CHAR's 2020
         ("SELECT TO_CHAR(DATE '2020-05-06', 'YYYY') AS y", "mysql", "TO_CHAR"),
+        # sent as CAST(d AS CHAR) with no warning: 2020-05-06 for MariaDB's 2020-05-06 00:00:00
+        ("SELECT TO_CHAR(DATE '2020-05-06') AS y", "mysql", "TO_CHAR"),
         ("SELECT INTERVAL(5, 1, 10) AS i", "mysql", "INTERVAL(N, N1, ...)"),  # read as an interval
     ],
 )

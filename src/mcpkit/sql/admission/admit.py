@@ -151,6 +151,9 @@ def _regenerate(tree: exp.Expr, dialect: str) -> str:
     MariaDB's `TO_CHAR(d, 'YYYY')` was sent as `CAST(d AS CHAR)` and answered the whole date (red
     team my11 F4). MariaDB's `INTERVAL(N, N1, ...)` is read as an interval of a tuple.
     """
+    for node in tree.find_all(exp.ToChar):  # MariaDB's TO_CHAR(d) became CAST(d AS CHAR), unwarned
+        if not node.sql(dialect=sent_dialect(dialect)).upper().startswith("TO_CHAR("):
+            refuse("function", "TO_CHAR cannot be sent here as written; use DATE_FORMAT(value, format).")
     if any(isinstance(node.this, exp.Tuple) for node in tree.find_all(exp.Interval)):
         refuse("function", "INTERVAL(N, N1, ...) is not supported here; write it as a CASE expression.")
     try:
@@ -162,8 +165,8 @@ def _regenerate(tree: exp.Expr, dialect: str) -> str:
         )
     except UnsupportedError as exc:
         found = _EXPRESSION.search(str(exc))
-        node = getattr(exp, found.group(1), None) if found else None
-        what = f" ({node.sql_name()})" if isinstance(node, type) and issubclass(node, exp.Func) else ""
+        kind = getattr(exp, found.group(1), None) if found else None
+        what = f" ({kind.sql_name()})" if isinstance(kind, type) and issubclass(kind, exp.Func) else ""
         refuse(
             "function",
             f"The query uses a form{what} this server cannot send to the database without changing its"
