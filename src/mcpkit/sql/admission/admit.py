@@ -153,7 +153,11 @@ def _regenerate(tree: exp.Expr, dialect: str) -> str:
     """
     for node in tree.find_all(exp.ToChar):  # MariaDB's TO_CHAR(d) became CAST(d AS CHAR), unwarned
         if not node.sql(dialect=sent_dialect(dialect)).upper().startswith("TO_CHAR("):
-            refuse("function", "TO_CHAR cannot be sent here as written; use DATE_FORMAT(value, format).")
+            refuse(
+                "function",
+                "TO_CHAR cannot be sent here as written; use the database's own date formatting"
+                " (DATE_FORMAT on MariaDB/MySQL, strftime on SQLite).",
+            )
     if any(isinstance(node.this, exp.Tuple) for node in tree.find_all(exp.Interval)):
         refuse("function", "INTERVAL(N, N1, ...) is not supported here; write it as a CASE expression.")
     try:
