@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -196,9 +196,7 @@ def sample_source(
         return Source(table, limit, cols, "whole table", whole=True)
     tried = (_by_keys, _by_pages) if few else (_by_pages, _by_keys)
     for way in tried:
-        found = way(calls, table, cols, estimate, wanted, masked, windows, boost, few)
-        if found is not None and hidden and found.method.startswith("TABLESAMPLE ("):
-            return replace(found, method=f"TABLESAMPLE (a fraction of {found.method.rsplit(' of ', 1)[1]}")
+        found = way(calls, table, cols, estimate, wanted, masked, windows, boost, few, hidden)
         if found is not None:
             return found
     if masked or (calls.service.masking is not None and table.description.kind != "table"):
@@ -219,6 +217,7 @@ def _by_pages(
     windows: int,
     boost: float,
     few: bool,
+    hidden: bool,
 ) -> Source | None:
     profile = calls.service.profile
     if profile.sample_clause(1.0, 1) is None or not estimate or table.description.kind != "table":
@@ -236,7 +235,8 @@ def _by_pages(
     clause = profile.sample_clause(percent, _RNG.randrange(1, 2**31 - 1), pages=pages)
     what = "pages" if pages else "rows"
     rows = calls.service.max_rows if few and pages else wanted
-    return Source(table, f"{clause} LIMIT {rows}", cols, f"TABLESAMPLE ({percent:.4g}% of {what})", rows=rows)
+    share = "a fraction" if hidden else f"{percent:.4g}%"  # the percentage would give the estimate away
+    return Source(table, f"{clause} LIMIT {rows}", cols, f"TABLESAMPLE ({share} of {what})", rows=rows)
 
 
 def _by_keys(
@@ -249,6 +249,7 @@ def _by_keys(
     windows: int,
     boost: float,
     few: bool,
+    hidden: bool,  # nothing here is computed from the estimate
 ) -> Source | None:
     key = table.integer_key(masked)
     if key is None:
