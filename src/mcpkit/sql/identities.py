@@ -207,11 +207,15 @@ def _same_identity(role: str, current: str, account: str, seen: Mapping[str, str
         )
     for other, identity in seen.items():
         if identity == current:
-            raise SqlConfigError(
-                f"role map: roles {other} and {role} log in as the same user {current}, so each "
-                "role's principals read what the other's may: give each role a login of its own"
-            )
+            raise _one_login(other, role, current)
     return current
+
+
+def _one_login(first: str, second: str, user: str) -> SqlConfigError:
+    return SqlConfigError(
+        f"role map: roles {first} and {second} log in as the same user {user}, so each "
+        "role's principals read what the other's may: give each role a login of its own"
+    )
 
 
 class IdentityRouter:
@@ -340,10 +344,7 @@ class IdentityRouter:
         for role in sorted(self.roles.logins):  # one login per principal's role, not one for two
             user = self._login_user(role)
             if user in shared:
-                raise SqlConfigError(
-                    f"role map: roles {shared[user]} and {role} log in as the same user {user}, so each "
-                    "role's principals read what the other's may: give each role a login of its own"
-                )
+                raise _one_login(shared[user], role, user)
             shared[user] = role
         with self.base.session(10.0, "verify-role") as (conn, _):
             account = str(conn.execute(text(_WHO)).scalar())
