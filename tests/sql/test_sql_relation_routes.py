@@ -28,7 +28,7 @@ from mcpkit.sql.checks import ensure_safe_account, inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import AccountReport
-from tests.sql.sql_support import pg_admin
+from tests.sql.sql_support import pg_admin, pg_scratch
 
 ROUTE_CODES = ("route", "function", "foreign-table")
 
@@ -79,24 +79,22 @@ class Db:
 def db(pg_url: str) -> Iterator[Db]:
     """A database owned by a non-superuser, a reader, and a schema the reader cannot use."""
     tag = secrets.token_hex(4)
-    name, owner, reader = f"mk_rel_{tag}", f"mk_rel_own_{tag}", f"mk_rel_rd_{tag}"
+    owner = f"mk_rel_own_{tag}"
     with pg_admin(pg_url) as c:
         c.execute(f"CREATE ROLE {owner} NOLOGIN")
-        c.execute(f"CREATE ROLE {reader} LOGIN")
-        c.execute(f"CREATE DATABASE {name} OWNER {owner}")
-    admin = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    with pg_admin(admin) as c:
-        c.execute(f"ALTER SCHEMA public OWNER TO {owner}")
-        c.execute(f"CREATE SCHEMA priv AUTHORIZATION {owner}")
-    env = Db(admin, make_url(admin).set(username=reader).render_as_string(hide_password=False), owner, tag)
-    env.listen()
-    yield env
-    if env.listener is not None:
-        env.listener.close()
-    with pg_admin(pg_url) as c:
-        c.execute(f"DROP DATABASE {name} WITH (FORCE)")
-        c.execute(f"DROP ROLE {reader}")
-        c.execute(f"DROP ROLE {owner}")
+    try:
+        with pg_scratch(pg_url, "rel") as scratch:  # dropped first, with everything the owner made in it
+            scratch.admin.execute(f"ALTER DATABASE {scratch.db} OWNER TO {owner}")
+            scratch.admin.execute(f"ALTER SCHEMA public OWNER TO {owner}")
+            scratch.admin.execute(f"CREATE SCHEMA priv AUTHORIZATION {owner}")
+            env = Db(scratch.admin_url, scratch.reader_url, owner, tag)
+            env.listen()
+            yield env
+            if env.listener is not None:
+                env.listener.close()
+    finally:
+        with pg_admin(pg_url) as c:
+            c.execute(f"DROP ROLE {owner}")
 
 
 def _routes(report: AccountReport) -> list[str]:
