@@ -43,7 +43,13 @@ from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
 from mcpkit.testing import connect
 from tests.helpers import ROOT, free_port, python_server, run_mcpkit, text_of
-from tests.sql.sql_support import READER_CONNECTIONS, load_corpus, pg_admin, pg_drop_schema_and_roles
+from tests.sql.sql_support import (
+    READER_CONNECTIONS,
+    load_corpus,
+    mysql_scratch,
+    pg_admin,
+    pg_drop_schema_and_roles,
+)
 
 
 @dataclass(frozen=True)
@@ -451,43 +457,37 @@ def test_postgres_refuses_a_role_that_logs_in_as_the_servers_own_account(rls: Rl
 def test_a_role_that_logs_in_as_the_servers_own_account_is_refused(mysql_url: str) -> None:
     # copy-pasted credentials: bob's role logs in as the DSN's account, which reads every tenant's
     # table, and start-up said ok while bob read alice's rows (red team my11 F6)
-    tag = secrets.token_hex(4)
-    db, dsn_user, user_a = f"mk_f6db_{tag}", f"mk_f6dsn_{tag}", f"mk_f6a_{tag}"
-    u = make_url(mysql_url)
-    admin = pymysql.connect(host=u.host, port=u.port or 3306, user=u.username, password=u.password or "")
-    with admin.cursor() as c:
-        c.execute(f"CREATE DATABASE {db}")
-        c.execute(f"CREATE TABLE {db}.t_alice (x varchar(20))")
-        c.execute(f"INSERT INTO {db}.t_alice VALUES ('ALICE-ONLY')")
-        for user in (dsn_user, user_a):
+    with mysql_scratch(mysql_url, "f6") as scratch:  # its reader is the DSN's account
+        dsn_user, user_a = scratch.reader, f"{scratch.reader}a"
+        with scratch.admin.cursor() as c:
+            c.execute(f"CREATE TABLE {scratch.db}.t_alice (x varchar(20))")
+            c.execute(f"INSERT INTO {scratch.db}.t_alice VALUES ('ALICE-ONLY')")
             limit = f"MAX_USER_CONNECTIONS {READER_CONNECTIONS}"
-            c.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw-{tag}' WITH {limit}")
-            c.execute(f"GRANT SELECT ON {db}.t_alice TO '{user}'@'%'")
-    engine = SqlEngine(u.set(username=dsn_user, password=f"pw-{tag}", database=db))
-    roles = RoleMap(
-        principals={"alice": "role_a", "bob": "role_b"},
-        logins={"role_a": _login("A"), "role_b": _login("B")},
-    )
-    env = {"A_USER": user_a, "A_PASSWORD": f"pw-{tag}", "B_USER": dsn_user, "B_PASSWORD": f"pw-{tag}"}
-    router = IdentityRouter(SqlService(engine, timeout_s=5.0), roles, secret=env.get)
-    try:
-        # what the finding is about: bob's login is the DSN's account and reads alice's table
-        bob = router.service_for("bob")
-        assert bob.query("SELECT x FROM t_alice", call_id="b")[0].rows == [["ALICE-ONLY"]]
-        who = bob.query("SELECT CURRENT_USER() AS u", call_id="w")[0].rows
-        assert who == [[f"{dsn_user}@%"]]
-        with pytest.raises(
-            SqlConfigError, match=f"role role_b logs in as the server's own account {dsn_user}@%"
-        ):
-            router.verify()
-    finally:
-        router.close()
-        engine.close()
-        with admin.cursor() as c:
-            c.execute(f"DROP DATABASE {db}")
-            c.execute(f"DROP USER '{dsn_user}'@'%'")
-            c.execute(f"DROP USER '{user_a}'@'%'")
-        admin.close()
+            c.execute(f"CREATE USER '{user_a}'@'%' IDENTIFIED BY 'pw' WITH {limit}")
+            for user in (dsn_user, user_a):
+                c.execute(f"GRANT SELECT ON {scratch.db}.t_alice TO '{user}'@'%'")
+        engine = SqlEngine(scratch.reader_url)
+        roles = RoleMap(
+            principals={"alice": "role_a", "bob": "role_b"},
+            logins={"role_a": _login("A"), "role_b": _login("B")},
+        )
+        env = {"A_USER": user_a, "A_PASSWORD": "pw", "B_USER": dsn_user, "B_PASSWORD": "pw"}
+        router = IdentityRouter(SqlService(engine, timeout_s=5.0), roles, secret=env.get)
+        try:
+            # what the finding is about: bob's login is the DSN's account and reads alice's table
+            bob = router.service_for("bob")
+            assert bob.query("SELECT x FROM t_alice", call_id="b")[0].rows == [["ALICE-ONLY"]]
+            who = bob.query("SELECT CURRENT_USER() AS u", call_id="w")[0].rows
+            assert who == [[f"{dsn_user}@%"]]
+            with pytest.raises(
+                SqlConfigError, match=f"role role_b logs in as the server's own account {dsn_user}@%"
+            ):
+                router.verify()
+        finally:
+            router.close()
+            engine.close()
+            with scratch.admin.cursor() as c:
+                c.execute(f"DROP USER '{user_a}'@'%'")
 
 
 def _login(prefix: str) -> MysqlLogin:
