@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import create_engine, text
 
-from mcpkit.sql.profiles.postgres import routes
+from mcpkit.sql.profiles.postgres.edges import EDGES
 
 # Columns of type regproc, and oid columns that hold a function.
 _FUNCTION_COLUMNS = """
@@ -59,34 +59,36 @@ REVIEWED = {
 }
 
 
-@pytest.mark.postgres
-def test_every_function_column_of_the_catalog_is_walked_or_reviewed(pg_url: str) -> None:
+def _columns(pg_url: str, query: str) -> list[str]:
     engine = create_engine(pg_url)
     try:
         with engine.connect() as conn:
-            columns = [str(r[0]) for r in conn.execute(text(_FUNCTION_COLUMNS))]
+            return [str(r[0]) for r in conn.execute(text(query))]
     finally:
         engine.dispose()
+
+
+def _walked(columns: list[str], reviewed: dict[str, str]) -> set[str]:
+    """The columns the audit's edges read; every other one must be reviewed, and only those."""
+    walked = {c for c in columns if c.split(".")[1] in EDGES}
+    assert sorted(set(columns) - walked - set(reviewed)) == [], "walk these, or review them here"
+    assert sorted(walked & set(reviewed)) == [], "walked now: drop them from the reviewed ones"
+    assert sorted(set(reviewed) - set(columns)) == [], "gone from the catalog"
+    return walked
+
+
+@pytest.mark.postgres
+def test_every_function_column_of_the_catalog_is_walked_or_reviewed(pg_url: str) -> None:
+    columns = _columns(pg_url, _FUNCTION_COLUMNS)
     assert len(columns) >= 40, columns  # the query itself found them
-    walked = {c for c in columns if c.split(".")[1] in routes._EDGES}
-    assert sorted(set(columns) - walked - set(REVIEWED)) == [], "walk these, or review them here"
-    assert sorted(walked & set(REVIEWED)) == [], "walked now: drop them from REVIEWED"
-    assert sorted(set(REVIEWED) - set(columns)) == [], "gone from the catalog"
+    _walked(columns, REVIEWED)
 
 
 @pytest.mark.postgres
 def test_every_expression_column_of_the_catalog_is_walked_or_reviewed(pg_url: str) -> None:
     """Red team pg11, F4: index expressions and predicates, table CHECKs, statistics expressions and
     partition keys were run by the planner as the reader and walked by nothing."""
-    engine = create_engine(pg_url)
-    try:
-        with engine.connect() as conn:
-            columns = [str(r[0]) for r in conn.execute(text(_TREE_COLUMNS))]
-    finally:
-        engine.dispose()
+    columns = _columns(pg_url, _TREE_COLUMNS)
     assert len(columns) >= 15, columns  # the query itself found them
-    walked = {c for c in columns if c.split(".")[1] in routes._EDGES}
+    walked = _walked(columns, REVIEWED_TREES)
     assert {"pg_index.indexprs", "pg_index.indpred", "pg_statistic_ext.stxexprs"} <= walked
-    assert sorted(set(columns) - walked - set(REVIEWED_TREES)) == [], "walk these, or review them here"
-    assert sorted(walked & set(REVIEWED_TREES)) == [], "walked now: drop them from REVIEWED_TREES"
-    assert sorted(set(REVIEWED_TREES) - set(columns)) == [], "gone from the catalog"
