@@ -178,6 +178,33 @@ def test_mariadb_time_values_read_as_mariadb_writes_them(mysql_env: DbEnv) -> No
         engine.close()
 
 
+@pytest.mark.postgres
+def test_postgres_intervals_read_as_postgres_writes_them(pg_env: DbEnv) -> None:
+    # psycopg's timedelta counts a month as 30 days: `1 mon` read `720:00:00`, a year `8640:00:00`.
+    engine = SqlEngine(pg_env.ro_url)
+    try:
+        sql = (
+            "SELECT interval '1 mon' AS a, interval '1 year 2 mons 3 days' AS b,"
+            " interval '-1 day 02:00:00' AS c, ARRAY[interval '1 mon'] AS d"
+        )
+        result, _ = SqlService(engine).query(sql, call_id="intervals")
+        with psycopg.connect(_pg_conninfo(pg_env.ro_url)) as direct:
+            row = direct.execute(
+                "SELECT interval '1 mon'::text, interval '1 year 2 mons 3 days'::text,"
+                " interval '-1 day 02:00:00'::text"
+            ).fetchone()
+        assert row is not None
+        assert result.rows == [[*row, [row[0]]]]
+        assert result.rows[0][:3] == ["1 mon", "1 year 2 mons 3 days", "-1 days +02:00:00"]
+    finally:
+        engine.close()
+
+
+def _pg_conninfo(url: str) -> str:
+    u = make_url(url)
+    return f"host={u.host} port={u.port or 5432} user={u.username} dbname={u.database}"
+
+
 def _mysql_kwargs(url: str) -> dict[str, Any]:
     u = make_url(url)
     return {"host": u.host, "port": u.port or 3306, "user": u.username, "password": u.password or "",

@@ -5,6 +5,8 @@
   read; `USING OPERATOR(...)` and any other operator stay a syntax error.
 - `TABLESAMPLE method (arg) REPEATABLE (seed)`: sqlglot reads only a number as the seed;
   PostgreSQL takes any expression for both.
+- `INTERVAL '1 day 02:00:00'`: sqlglot keeps the first `number unit` pair of the string and drops
+  the rest (`INTERVAL '1 DAY'`, a silently different answer); such a string is kept as written.
 """
 
 from __future__ import annotations
@@ -60,6 +62,16 @@ class _Parser(PostgresParser):
         elif self._match_text_seq("NULLS", "LAST"):
             nulls = "LAST"
         return self.expression(OrderedUsing(this=this, using=text, nulls=nulls))
+
+    def _parse_interval_span(self, this: exp.Expr, parse_function_unit: bool = True) -> exp.Interval:
+        interval = super()._parse_interval_span(this, parse_function_unit)
+        if isinstance(this, exp.Literal) and this.is_string:
+            text = this.name
+            parts = exp.INTERVAL_STRING_RE.findall(text)
+            if len(parts) == 1 and not exp.INTERVAL_STRING_RE.fullmatch(text):
+                interval.set("this", exp.Literal.string(text))
+                interval.set("unit", None)
+        return interval
 
     def _parse_table_sample(self, as_modifier: bool = False) -> exp.TableSample | None:
         if not self._match(TokenType.TABLE_SAMPLE):

@@ -12,6 +12,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
 
+from psycopg import adapters as _psycopg_adapters
+from psycopg.adapt import AdaptersMap
+from psycopg.types.string import TextLoader
 from sqlalchemy.engine import URL, Connection
 
 from mcpkit.sql.clipping import Clipping
@@ -43,6 +46,12 @@ _RESET_SQL: Final = (
     " SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
 )
 
+# Intervals are read as the text PostgreSQL writes (`1 mon`, `-1 days +02:00:00`): psycopg's
+# timedelta counts a month as 30 days and a year as 360, so `1 mon` would read `720:00:00`.
+# Arrays of intervals take the element loader from the same map.
+_ADAPTERS: Final = AdaptersMap(_psycopg_adapters)
+_ADAPTERS.register_loader("interval", TextLoader)
+
 
 class PostgresSession(Profile):
     """Each call: `BEGIN READ ONLY`, local timeouts and identity, the query in the extended protocol.
@@ -62,8 +71,8 @@ class PostgresSession(Profile):
         super().__init__("postgres")
 
     def engine_options(self, url: URL) -> dict[str, Any]:
-        """Connect timeout; everything else is per call."""
-        return {"connect_args": {"connect_timeout": 10}}
+        """Connect timeout and the loaders (intervals as text); everything else is per call."""
+        return {"connect_args": {"connect_timeout": 10, "context": _ADAPTERS}}
 
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
         """Start the read-only transaction and set the local timeouts and application_name.
