@@ -14,7 +14,9 @@ from typing import Any, Final
 
 from sqlalchemy.engine import URL, Connection
 
+from mcpkit.sql.admission.function_tables import SEARCH_BOUND_MARKER
 from mcpkit.sql.clipping import Clipping
+from mcpkit.sql.errors import SEARCH_TOO_LARGE
 from mcpkit.sql.profiles.base import Outcome, Profile
 from mcpkit.sql.tagging import session_label
 
@@ -42,6 +44,15 @@ _RESET_SQL: Final = (
     "ROLLBACK; CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *;"
     " SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
 )
+
+
+def _bounded_search(exc: BaseException) -> bool:
+    """22P02 from the cast a bounded search's guard writes (its input text starts with the marker)."""
+    if getattr(exc, "sqlstate", None) != "22P02":
+        return False
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None) or str(exc)
+    return f'"{SEARCH_BOUND_MARKER} ' in primary
 
 
 class PostgresSession(Profile):
@@ -161,6 +172,10 @@ class PostgresSession(Profile):
             conn.exec_driver_sql("ROLLBACK TO SAVEPOINT mcpkit_reverify")
             conn.exec_driver_sql("RELEASE SAVEPOINT mcpkit_reverify")
 
+    def failure_message(self, exc: BaseException) -> str | None:
+        """`SEARCH_TOO_LARGE` for a string search whose guard failed (`admission.bound_searches`)."""
+        return SEARCH_TOO_LARGE if _bounded_search(exc) else None
+
     def classify(self, exc: BaseException) -> Outcome:
         """Map a SQLSTATE to a failure kind."""
         state = getattr(exc, "sqlstate", None) or ""
@@ -170,6 +185,8 @@ class PostgresSession(Profile):
             return "read_only"
         if state in _UNDEFINED:
             return "undefined_object"
+        if _bounded_search(exc):
+            return "resource"
         if state.startswith("42"):
             return "permission" if state == "42501" else "syntax" if state in ("42601", "42P10") else "other"
         if state.startswith("22"):
