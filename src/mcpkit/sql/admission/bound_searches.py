@@ -174,9 +174,9 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
     """Guard each string search the engine cannot interrupt with a cost check in the SQL itself.
 
     >>> import sqlglot
-    >>> sql = bound_searches(sqlglot.parse_one("SELECT strpos(a, b) FROM t", read="postgres"), "postgres").sql()
-    >>> sql.startswith("SELECT CASE WHEN CASE WHEN CAST(OCTET_LENGTH(a) AS BIGINT) * CAST(OCTET_LENGTH(b) AS BIGINT)")
-    True
+    >>> tree = sqlglot.parse_one("SELECT strpos(a, b) FROM t", read="postgres")
+    >>> bound_searches(tree, "postgres").sql()[:64]
+    'SELECT CASE WHEN CASE WHEN CAST(OCTET_LENGTH(a) AS BIGINT) * CAST'
     >>> bound_searches(sqlglot.parse_one("SELECT a FROM t WHERE a LIKE 'ab%'"), "postgres").sql()
     "SELECT a FROM t WHERE a LIKE 'ab%'"
 
