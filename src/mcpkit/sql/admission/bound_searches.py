@@ -175,7 +175,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
 
     >>> import sqlglot
     >>> tree = sqlglot.parse_one("SELECT strpos(a, b) FROM t", read="postgres")
-    >>> bound_searches(tree, "postgres").sql()[:64]
+    >>> bound_searches(tree, "postgres").sql()[:65]
     'SELECT CASE WHEN CASE WHEN CAST(OCTET_LENGTH(a) AS BIGINT) * CAST'
     >>> bound_searches(sqlglot.parse_one("SELECT a FROM t WHERE a LIKE 'ab%'"), "postgres").sql()
     "SELECT a FROM t WHERE a LIKE 'ab%'"
