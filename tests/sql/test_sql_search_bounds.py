@@ -16,14 +16,16 @@ import pytest
 
 from mcpkit.errors import Refused
 from mcpkit.sql.admission import admit
-from mcpkit.sql.admission.bound_searches import MAX_BOUNDED
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import SEARCH_TOO_LARGE, QueryFailed
+from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import mysql_scratch, pg_scratch
 
 TIMEOUT_S = 3.0
 MARKER = "mcpkit_search_bound"
+# The contract, written out (not imported) so that these tests run, and fail, on code without it.
+SEARCH_TOO_LARGE = "The query searches strings too large to search within the time limit; narrow it."
+MAX_BOUNDED = 64
 
 PG_HAY = "repeat('a', 3000000)"
 PG_NEEDLE = "'b' || repeat('a', 5000)"
