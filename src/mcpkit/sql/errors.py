@@ -20,6 +20,7 @@ from mcpkit.errors import McpkitError, Refused, ToolError, ToolTimeout
 
 __all__ = [
     "FAILURE_MESSAGES",
+    "SEARCH_TOO_LARGE",
     "FailureKind",
     "QueryFailed",
     "QueryTimeout",
@@ -77,6 +78,9 @@ FAILURE_MESSAGES: Final[dict[FailureKind, str]] = {
     "other": "The database could not run the query; the operator log has the details.",
 }
 
+SEARCH_TOO_LARGE: Final = "The query searches strings too large to search within the time limit; narrow it."
+"""The `resource` sentence for a string search admission bounded (`admission.bound_searches`)."""
+
 
 class SessionLost(RuntimeError):
     """A session's state could not be put back after mcpkit changed it (MariaDB: `SET ROLE` back to
@@ -94,15 +98,16 @@ class QueryFailed(ToolError):
     Args:
         kind: The failure class, also sent as `data.reason`.
         call_id: The call id, sent so the operator can find the log line.
+        message: A fixed sentence more precise than the kind's (an error mcpkit raised on purpose).
     """
 
     expose_data = True  # the failure class and call id: fixed values the client may act on
 
-    def __init__(self, kind: FailureKind, call_id: str | None = None) -> None:
+    def __init__(self, kind: FailureKind, call_id: str | None = None, *, message: str | None = None) -> None:
         data: dict[str, str] = {"reason": kind}
         if call_id:
             data["call_id"] = call_id
-        super().__init__(FAILURE_MESSAGES[kind], retryable=kind == "connection", data=data)
+        super().__init__(message or FAILURE_MESSAGES[kind], retryable=kind == "connection", data=data)
         self.kind: FailureKind = kind
 
 

@@ -20,6 +20,7 @@ from typing import Any, Final
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, UnsupportedError
 
+from mcpkit.sql.admission.bound_searches import bound_searches
 from mcpkit.sql.admission.budget import DEFAULT_BUDGET, AnalysisBudget
 from mcpkit.sql.admission.cap_rows import cap_rows
 from mcpkit.sql.admission.drop_from_dual import drop_from_dual
@@ -53,7 +54,7 @@ CHECKS: Final[tuple[Pass, ...]] = (
     reject_relations,
     reject_volatile_functions,
 )
-REWRITES: Final[tuple[Pass, ...]] = (drop_from_dual, cap_rows)
+REWRITES: Final[tuple[Pass, ...]] = (drop_from_dual, bound_searches, cap_rows)
 PASSES: Final[tuple[Pass, ...]] = CHECKS + REWRITES
 
 

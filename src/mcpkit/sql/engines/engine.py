@@ -149,7 +149,7 @@ class SqlEngine:
         log.warning("sql call %s failed (%s): %s: %s", call_id, outcome, type(orig).__name__, orig)
         if outcome == "timeout":
             return QueryTimeout(timeout_s, call_id)
-        return QueryFailed(outcome, call_id)
+        return QueryFailed(outcome, call_id, message=self.profile.failure_message(orig))
 
     def _begin(self, timeout_s: float, call_id: str, *, deferred: bool = False) -> tuple[Connection, Any]:
         """A connection with the call's session begun; a stale pooled one is replaced once.

@@ -230,6 +230,11 @@ class Profile(Capabilities):
         """Map a driver exception to a failure kind or `timeout`."""
         return "other"
 
+    def failure_message(self, exc: BaseException) -> str | None:
+        """The sentence for an error mcpkit's own SQL raised on purpose (a bounded string search,
+        `admission.bound_searches`), or None: the failure kind's sentence."""
+        return None
+
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """Enforce the function policy inside the engine too, where the database allows it."""
 

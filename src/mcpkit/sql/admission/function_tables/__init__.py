@@ -19,12 +19,25 @@ live catalogs (every catalog function is classified, every allowed name exists).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Final, Literal
 
-__all__ = ["Family", "FunctionTable", "RelationRule", "Verdict", "family", "matches", "relation_rule"]
+from sqlglot import exp
+
+__all__ = [
+    "SEARCH_BOUND_MARKER",
+    "Family",
+    "FunctionTable",
+    "RelationRule",
+    "SearchBounds",
+    "SizeBound",
+    "Verdict",
+    "family",
+    "matches",
+    "relation_rule",
+]
 
 Verdict = Literal["allowed", "absent", "never"]
 
@@ -123,3 +136,51 @@ class RelationRule:
 def relation_rule(schema: str | None, why: str, names: str) -> RelationRule:
     """A rule from whitespace-separated names."""
     return RelationRule(schema, frozenset(names.split()), why)
+
+
+SEARCH_BOUND_MARKER: Final = "mcpkit_search_bound"
+"""Text in the error a bounded search raises on purpose, so the profile can tell it from others."""
+
+
+@dataclass(frozen=True)
+class SizeBound:
+    """A string search the engine cannot interrupt, whose work grows with the product of the byte
+    lengths of two operands (every position of `haystack` compared with `needle`).
+
+    Operands are argument keys of the sqlglot node, or `#n` for the n-th positional argument of a
+    call sqlglot does not model. `budget` caps the product: about a quarter of a second of the
+    engine's measured worst case (docs/security.md). `wrap_argument` guards the haystack instead of
+    the call (a set-returning function cannot sit inside a CASE). `growth` names the replacement
+    of a REPLACE that moves the rest of the string at each match (MariaDB): when its length
+    differs from the needle's, haystack^2 / needle is capped by `growth_budget` as well.
+    """
+
+    haystack: str
+    needle: str
+    budget: int
+    wrap_argument: bool = False
+    growth: str | None = None
+    growth_budget: int = 0
+
+
+@dataclass(frozen=True)
+class SearchBounds:
+    """One engine's bounded string searches and how its SQL writes the guard.
+
+    Args:
+        calls: By the name `function_calls` reports for the call.
+        like: LIKE (and NOT LIKE, `~~`); None: not bounded.
+        ilike: ILIKE; None: not bounded.
+        byte_length: The SQL of an operand's byte length, as a 64-bit integer.
+        fail: A boolean expression over `cond` (true when evaluated) that raises the engine error
+            carrying `SEARCH_BOUND_MARKER`; it depends on `cond` so no planner folds it early.
+        varying: Functions whose value differs per evaluation: an operand holding one is refused,
+            since the guard and the search would each evaluate it.
+    """
+
+    calls: Mapping[str, SizeBound]
+    like: SizeBound | None
+    ilike: SizeBound | None
+    byte_length: Callable[[exp.Expr], exp.Expr]
+    fail: Callable[[exp.Expr], exp.Expr]
+    varying: frozenset[str]

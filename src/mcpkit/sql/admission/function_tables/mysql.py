@@ -6,9 +6,19 @@ from __future__ import annotations
 
 from typing import Final
 
-from mcpkit.sql.admission.function_tables import FunctionTable, RelationRule, family, relation_rule
+from sqlglot import exp
 
-__all__ = ["MYSQL", "NEVER_RELATIONS"]
+from mcpkit.sql.admission.function_tables import (
+    SEARCH_BOUND_MARKER,
+    FunctionTable,
+    RelationRule,
+    SearchBounds,
+    SizeBound,
+    family,
+    relation_rule,
+)
+
+__all__ = ["MYSQL", "NEVER_RELATIONS", "SIZE_BOUNDS"]
 
 # Other sessions' statements and the server's internals; none is needed to analyse data.
 NEVER_RELATIONS: Final[tuple[RelationRule, ...]] = (
@@ -214,3 +224,39 @@ _ABSENT = (
 )
 
 MYSQL: Final = FunctionTable("mysql", _NEVER + _ALLOWED + _KEYWORDS + _MYSQL8 + _ABSENT)
+
+
+def _byte_length(operand: exp.Expr) -> exp.Expr:
+    return exp.Anonymous(this="OCTET_LENGTH", expressions=[operand])
+
+
+def _fail(cond: exp.Expr) -> exp.Expr:
+    # error 1690 (BIGINT UNSIGNED out of range); its text quotes this expression, marker first (the
+    # server cuts its messages at 512 bytes)
+    marker = exp.Anonymous(this="OCTET_LENGTH", expressions=[exp.Literal.string(SEARCH_BOUND_MARKER)])
+    step = exp.Anonymous(this="LEAST", expressions=[marker, cond])
+    overflow = exp.Add(this=exp.Literal.number(18446744073709551615), expression=step)
+    return exp.EQ(this=exp.paren(overflow, copy=False), expression=exp.Literal.number(0))
+
+
+# Measured on MariaDB 10.11 (docs/security.md): LOCATE/INSTR/POSITION, SUBSTRING_INDEX and REPLACE's
+# search about 2e9 compares/s, LIKE and JSON_SEARCH's LIKE match about 2e8, REPLACE's moves about
+# 6e9 haystack^2/s; none checks max_statement_time or KILL inside its loop.
+_SEARCH: Final = 500_000_000
+_LIKE: Final = 50_000_000
+SIZE_BOUNDS: Final = SearchBounds(
+    calls={
+        "locate": SizeBound("this", "substr", _SEARCH),  # LOCATE, INSTR, POSITION(... IN ...)
+        "replace": SizeBound(
+            "this", "expression", _SEARCH, growth="replacement", growth_budget=1_500_000_000
+        ),
+        "substring_index": SizeBound("this", "delimiter", _SEARCH),
+        "json_search": SizeBound("#0", "#2", _LIKE),
+    },
+    like=SizeBound("this", "expression", _LIKE),
+    ilike=None,
+    byte_length=_byte_length,
+    fail=_fail,
+    varying=frozenset(["rand", "uuid", "uuid_short", "sysdate", "random_bytes", "sys_guid"]),
+)
+"""The string searches admission bounds (`mcpkit.sql.admission.bound_searches`)."""

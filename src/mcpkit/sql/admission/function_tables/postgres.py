@@ -5,10 +5,20 @@ from __future__ import annotations
 
 from typing import Final
 
-from mcpkit.sql.admission.function_tables import FunctionTable, RelationRule, family, relation_rule
+from sqlglot import exp
+
+from mcpkit.sql.admission.function_tables import (
+    SEARCH_BOUND_MARKER,
+    FunctionTable,
+    RelationRule,
+    SearchBounds,
+    SizeBound,
+    family,
+    relation_rule,
+)
 from mcpkit.sql.admission.function_tables.postgres_catalogs import CATALOG_NEVER
 
-__all__ = ["NEVER_RELATIONS", "POSTGRES"]
+__all__ = ["NEVER_RELATIONS", "POSTGRES", "SIZE_BOUNDS"]
 
 # Catalog views over other sessions and server internals (any schema: pg_stat_statements lives
 # where its extension was created). A view over them is refused at start-up (routes.py).
@@ -320,3 +330,48 @@ _ABSENT = (
 )
 
 POSTGRES: Final = FunctionTable("postgres", _NEVER + _ALLOWED + _EXTENSIONS + _ABSENT)
+
+
+def _byte_length(operand: exp.Expr) -> exp.Expr:
+    # octet_length is int4: the product of two would overflow it
+    return exp.cast(exp.Anonymous(this="octet_length", expressions=[operand]), "BIGINT")
+
+
+def _fail(cond: exp.Expr) -> exp.Expr:
+    # 22P02 on a marked text; built from `cond`, so constant folding cannot raise it while `cond` is false
+    marked = exp.DPipe(this=exp.Literal.string(f"{SEARCH_BOUND_MARKER} "), expression=exp.cast(cond, "TEXT"))
+    return exp.EQ(this=exp.cast(marked, "INT"), expression=exp.Literal.number(0))
+
+
+# Measured on PostgreSQL 15 (docs/security.md): text_position (strpos, position, replace, split_part,
+# string_to_array/table) about 3e9 compares/s, LIKE/ILIKE about 8e8, translate about 1.5e8 pairs/s;
+# none checks for interrupts inside its loop.
+_SEARCH: Final = 500_000_000
+SIZE_BOUNDS: Final = SearchBounds(
+    calls={
+        "position": SizeBound("this", "substr", _SEARCH),  # strpos, position(... IN ...)
+        "replace": SizeBound("this", "expression", _SEARCH),
+        "split_part": SizeBound("this", "delimiter", _SEARCH),
+        "string_to_array": SizeBound("this", "expression", _SEARCH),
+        "string_to_table": SizeBound("#0", "#1", _SEARCH, wrap_argument=True),
+        "translate": SizeBound("this", "from_", 30_000_000),
+    },
+    like=SizeBound("this", "expression", 150_000_000),
+    ilike=SizeBound("this", "expression", 150_000_000),
+    byte_length=_byte_length,
+    fail=_fail,
+    varying=frozenset(
+        [
+            "random",
+            "random_normal",
+            "clock_timestamp",
+            "timeofday",
+            "gen_random_uuid",
+            "gen_random_bytes",
+            "uuid_generate_v1",
+            "uuid_generate_v1mc",
+            "uuid_generate_v4",
+        ]
+    ),
+)
+"""The string searches admission bounds (`mcpkit.sql.admission.bound_searches`)."""

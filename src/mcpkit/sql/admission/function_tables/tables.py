@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from typing import Final
 
-from mcpkit.sql.admission.function_tables import FunctionTable, RelationRule, mysql, postgres, sqlite
+from mcpkit.sql.admission.function_tables import (
+    FunctionTable,
+    RelationRule,
+    SearchBounds,
+    mysql,
+    postgres,
+    sqlite,
+)
 from mcpkit.sql.admission.function_tables.mysql import MYSQL
 from mcpkit.sql.admission.function_tables.postgres import POSTGRES
 from mcpkit.sql.admission.function_tables.sqlite import SQLITE
 
-__all__ = ["DENYLISTS", "NEVER_RELATIONS", "TABLES", "table_for"]
+__all__ = ["DENYLISTS", "NEVER_RELATIONS", "SIZE_BOUNDS", "TABLES", "table_for"]
 
 TABLES: Final[dict[str, FunctionTable]] = {"postgres": POSTGRES, "mysql": MYSQL, "sqlite": SQLITE}
 
@@ -29,6 +36,11 @@ NEVER_RELATIONS: Final[dict[str, tuple[RelationRule, ...]]] = {
     # SQLite has no view of other connections or server internals.
 }
 """Per dialect, the relations no query may read (other dialects: every engine's rules)."""
+
+
+SIZE_BOUNDS: Final[dict[str, SearchBounds]] = {"postgres": postgres.SIZE_BOUNDS, "mysql": mysql.SIZE_BOUNDS}
+"""Per dialect, the string searches that admission bounds (SQLite's own replace them in Python,
+checking the deadline: `profiles.sqlite_text`); other dialects: none."""
 
 
 def table_for(dialect: str) -> FunctionTable:

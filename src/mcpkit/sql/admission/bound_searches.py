@@ -1,0 +1,220 @@
+"""Rewrite: a string search the engine cannot interrupt fails fast when its operands are too large.
+
+MariaDB's LOCATE/REPLACE/LIKE/SUBSTRING_INDEX/JSON_SEARCH and PostgreSQL's strpos/replace/
+split_part/string_to_array/LIKE/translate compare the needle at every position of the haystack and
+check neither the statement timeout nor a cancel inside that loop: one call with large operands
+runs minutes past its deadline. Each such call becomes
+
+    CASE WHEN CASE WHEN <cost> > <budget> THEN <fail> END THEN NULL ELSE <call> END
+
+where `cost` is the product of the operands' byte lengths (computed in SQL, so it holds for
+computed operands) and `fail` raises an engine error carrying a marker, which the profile
+classifies as `resource` with its own sentence. The answer is otherwise unchanged: NULL is the
+THEN branch, so the CASE has the call's type. What is cheap and must keep an index stays as
+written: a short literal needle, a LIKE pattern that is a literal prefix. Per engine, the functions,
+budgets and the SQL of the guard live next to its function table (`SIZE_BOUNDS`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from sqlglot import exp
+
+from mcpkit.sql.admission.function_tables import SearchBounds, SizeBound
+from mcpkit.sql.admission.function_tables.tables import SIZE_BOUNDS
+from mcpkit.sql.admission.functions import function_calls
+from mcpkit.sql.errors import refuse
+
+__all__ = ["MAX_BOUNDED", "SHORT_LITERAL", "bound_searches"]
+
+MAX_BOUNDED: Final = 64
+"""Bounded searches one query may hold: each may run up to its budget between the engine's own
+interrupt checks, so this caps how long a row can run past the deadline."""
+SHORT_LITERAL: Final = 64
+"""A literal needle up to this many bytes costs at most that many passes over the haystack."""
+_MAX_COPIED: Final = 4_000  # syntax nodes the guards may copy (nested searches copy the inner guards)
+
+
+@dataclass(frozen=True)
+class _Target:
+    node: exp.Expr  # the call, or what replaces it in the tree (LIKE ... ESCAPE)
+    call: exp.Expr  # the node holding the operands
+    bound: SizeBound
+
+
+def _depth(node: exp.Expr) -> int:
+    depth = 0
+    while node.parent is not None:
+        node, depth = node.parent, depth + 1
+    return depth
+
+
+def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target]:
+    found: list[_Target] = []
+    for call in function_calls(tree, dialect):
+        bound = bounds.calls.get(call.name)
+        if bound is not None and call.schema in (None, "pg_catalog"):
+            found.append(_Target(call.node, call.node, bound))
+    for like in tree.find_all(exp.Like, exp.ILike):
+        bound = bounds.like if isinstance(like, exp.Like) else bounds.ilike
+        if bound is None or isinstance(like.expression, exp.Any | exp.All):  # LIKE ANY(array): out of scope
+            continue
+        parent = like.parent
+        node = parent if isinstance(parent, exp.Escape) and parent.this is like else like
+        found.append(_Target(node, like, bound))
+    return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
+
+
+def _operand(call: exp.Expr, key: str) -> exp.Expr | None:
+    if key.startswith("#"):
+        args = call.expressions
+        index = int(key[1:])
+        return args[index] if index < len(args) else None
+    value = call.args.get(key)
+    return value if isinstance(value, exp.Expr) else None
+
+
+def _static_length(operand: exp.Expr) -> int | None:
+    """The byte length of a literal operand (an upper bound: escapes only shrink it), else None."""
+    if isinstance(operand, exp.Literal):
+        return len(operand.this.encode())
+    return None
+
+
+def _prefix_pattern(pattern: exp.Expr) -> bool:
+    """A literal LIKE pattern whose only wildcards are trailing `%`: matched as a prefix, indexable."""
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        return False
+    return not any(c in pattern.this.rstrip("%") for c in "%_\\")
+
+
+class _Builder:
+    def __init__(self, bounds: SearchBounds) -> None:
+        self.bounds = bounds
+        self.copied = 0
+
+    def length(self, operand: exp.Expr) -> exp.Expr:
+        static = _static_length(operand)
+        if static is not None:
+            return exp.Literal.number(static)
+        self._check_operand(operand)
+        return self.bounds.byte_length(operand.copy())
+
+    def _check_operand(self, operand: exp.Expr) -> None:
+        for node in operand.walk():
+            self.copied += 1
+            if self.copied > _MAX_COPIED:
+                refuse(
+                    "too_complex",
+                    "The query nests string searches (LIKE, position, replace, ...) too deeply to bound"
+                    " them; compute the inner ones in a CTE or split the query.",
+                )
+            names: set[str] = set()
+            if isinstance(node, exp.Anonymous):
+                names.add(node.name.lower())
+            elif isinstance(node, exp.Func):
+                names.update(n.lower() for n in (node.sql_name(), *getattr(type(node), "_sql_names", ())))
+            varying = sorted(names & self.bounds.varying)
+            if varying or isinstance(node, exp.TableSample):
+                name = f"{varying[0]}()" if varying else "a sample"
+                refuse(
+                    "function",
+                    f"A string search (LIKE, position, replace, ...) over a value computed from {name} cannot"
+                    " be bounded, since it changes each time it is computed; compute it in a CTE first.",
+                )
+
+
+def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
+    """The condition under which the call must not run, or None when it is always cheap."""
+    bound = target.bound
+    hay, needle = _operand(target.call, bound.haystack), _operand(target.call, bound.needle)
+    if hay is None or needle is None or isinstance(hay, exp.Null) or isinstance(needle, exp.Null):
+        return None
+    conds: list[exp.Expr] = []
+    short = (n := _static_length(needle)) is not None and n <= SHORT_LITERAL
+    if not short and not (isinstance(target.call, exp.Like | exp.ILike) and _prefix_pattern(needle)):
+        conds.append(
+            _over(exp.Mul(this=builder.length(hay), expression=builder.length(needle)), bound.budget)
+        )
+    replacement = _operand(target.call, bound.growth) if bound.growth else None
+    if replacement is not None and not isinstance(replacement, exp.Null):
+        n_needle, n_repl = _static_length(needle), _static_length(replacement)
+        if n_needle != 0 and not (n_needle is not None and n_needle == n_repl):
+            hay_len = builder.length(hay)
+            divisor = (
+                exp.Literal.number(n_needle)
+                if n_needle is not None
+                else exp.Greatest(this=builder.length(needle), expressions=[exp.Literal.number(1)])
+            )
+            moves = _over(
+                exp.IntDiv(this=exp.Mul(this=hay_len, expression=hay_len.copy()), expression=divisor),
+                bound.growth_budget,
+            )
+            if n_needle is None or n_repl is None:
+                grows = exp.NEQ(this=builder.length(replacement), expression=builder.length(needle))
+                moves = exp.and_(grows, moves, copy=False)
+            conds.append(moves)
+    if not conds:
+        return None
+    return exp.or_(*conds, copy=False) if len(conds) > 1 else conds[0]
+
+
+def _over(cost: exp.Expr, budget: int) -> exp.Expr:
+    return exp.GT(this=cost, expression=exp.Literal.number(budget))
+
+
+def _guarded(value: exp.Expr, cond: exp.Expr, bounds: SearchBounds) -> exp.Expr:
+    fail = exp.Case(ifs=[exp.If(this=cond, true=bounds.fail(cond.copy()))])
+    return exp.Case(ifs=[exp.If(this=fail, true=exp.Null())], default=value)
+
+
+def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
+    """Guard each string search the engine cannot interrupt with a cost check in the SQL itself.
+
+    >>> import sqlglot
+    >>> tree = sqlglot.parse_one("SELECT strpos(a, b) FROM t", read="postgres")
+    >>> bound_searches(tree, "postgres").sql()[:65]
+    'SELECT CASE WHEN CASE WHEN CAST(OCTET_LENGTH(a) AS BIGINT) * CAST'
+    >>> bound_searches(sqlglot.parse_one("SELECT a FROM t WHERE a LIKE 'ab%'"), "postgres").sql()
+    "SELECT a FROM t WHERE a LIKE 'ab%'"
+
+    Args:
+        tree: One admitted query.
+        dialect: The target's sqlglot dialect; one without `SIZE_BOUNDS` is left as it is.
+
+    Returns:
+        `tree`, each costly search in it guarded.
+
+    Raises:
+        Refused: `too_complex` past `MAX_BOUNDED` guards or nested too deeply; `function` when an
+            operand changes per evaluation (random(), a sample), so its guard could not hold.
+    """
+    bounds = SIZE_BOUNDS.get(dialect)
+    if bounds is None:
+        return tree
+    builder = _Builder(bounds)
+    guarded = 0
+    for target in _targets(tree, dialect, bounds):
+        cond = _cost(target, builder)
+        if cond is None:
+            continue
+        guarded += 1
+        if guarded > MAX_BOUNDED:
+            refuse(
+                "too_complex",
+                f"The query has more than {MAX_BOUNDED} string searches (LIKE, position, replace, ...) over"
+                " computed values, each bounded at run time; split it into smaller queries.",
+            )
+        if target.bound.wrap_argument:
+            hay = _operand(target.call, target.bound.haystack)
+            if hay is not None:
+                placeholder = exp.Null()
+                hay.replace(placeholder)
+                placeholder.replace(_guarded(hay, cond, bounds))
+            continue
+        placeholder = exp.Null()
+        target.node.replace(placeholder)
+        placeholder.replace(_guarded(target.node, cond, bounds))
+    return tree

@@ -1,0 +1,270 @@
+"""String searches the engine cannot interrupt fail fast as `resource` (admission.bound_searches).
+
+Before the guard, each large case below ran past the call's timeout: the call answered TIMEOUT at
+its deadline plus the watchdog's grace, and the statement kept a database core for seconds
+(PostgreSQL) to minutes (MariaDB) after it. With the guard, the database raises the marked error
+before the search starts, so the call fails as `resource` (it could not be a timeout: it answered
+before the deadline) and small operands answer exactly as the unguarded query does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mcpkit.errors import Refused
+from mcpkit.sql.admission import admit
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import mysql_scratch, pg_scratch
+
+TIMEOUT_S = 3.0
+MARKER = "mcpkit_search_bound"
+# The contract, written out (not imported) so that these tests run, and fail, on code without it.
+SEARCH_TOO_LARGE = "The query searches strings too large to search within the time limit; narrow it."
+MAX_BOUNDED = 64
+
+PG_HAY = "repeat('a', 3000000)"
+PG_NEEDLE = "'b' || repeat('a', 5000)"
+PG_LARGE = {
+    "strpos": f"SELECT strpos({PG_HAY}, {PG_NEEDLE}) AS p",
+    "position": f"SELECT position({PG_NEEDLE} IN {PG_HAY}) AS p",
+    "replace": f"SELECT length(replace({PG_HAY}, {PG_NEEDLE}, 'x')) AS n",
+    "split_part": f"SELECT length(split_part({PG_HAY}, {PG_NEEDLE}, 1)) AS n",
+    "string_to_array": f"SELECT cardinality(string_to_array({PG_HAY}, {PG_NEEDLE})) AS n",
+    "string_to_table in FROM": f"SELECT count(*) AS n FROM string_to_table({PG_HAY}, {PG_NEEDLE}) AS s",
+    "string_to_table in the select list": f"SELECT string_to_table({PG_HAY}, {PG_NEEDLE}) AS s",
+    "translate": "SELECT length(translate(repeat('a', 200000), repeat('b', 100000), 'c')) AS n",
+    "LIKE": f"SELECT {PG_HAY} LIKE '%' || repeat('a', 5000) || 'b%' AS m",
+    "ILIKE": f"SELECT {PG_HAY} ILIKE '%' || repeat('a', 5000) || 'b%' AS m",
+    "NOT LIKE ESCAPE": f"SELECT {PG_HAY} NOT LIKE '%' || repeat('a', 5000) || 'b!%' ESCAPE '!' AS m",
+    "~~ operator": f"SELECT {PG_HAY} ~~ ('%' || repeat('a', 5000) || 'b%') AS m",
+    "a column": f"SELECT id FROM docs WHERE id = 0 AND strpos(body, {PG_NEEDLE}) > 0",
+    "a column in WHERE LIKE": "SELECT id FROM docs WHERE body LIKE '%' || repeat('a', 5000) || 'b%'",
+}
+
+MY_HAY = "REPEAT('a', 2000000)"
+MY_NEEDLE = "CONCAT(REPEAT('a', 20000), 'b')"
+MY_LARGE = {
+    "LOCATE": f"SELECT LOCATE({MY_NEEDLE}, {MY_HAY}) AS p",
+    "INSTR": f"SELECT INSTR({MY_HAY}, {MY_NEEDLE}) AS p",
+    "POSITION": f"SELECT POSITION({MY_NEEDLE} IN {MY_HAY}) AS p",
+    "REPLACE": f"SELECT LENGTH(REPLACE({MY_HAY}, {MY_NEEDLE}, 'x')) AS n",
+    "REPLACE into a longer string": "SELECT LENGTH(REPLACE(REPEAT('a', 160000), 'a', 'bb')) AS n",
+    "SUBSTRING_INDEX": f"SELECT LENGTH(SUBSTRING_INDEX({MY_HAY}, {MY_NEEDLE}, 1)) AS n",
+    "LIKE": f"SELECT {MY_HAY} LIKE CONCAT('%', REPEAT('a', 2000), 'b%') AS m",
+    "NOT LIKE ESCAPE": f"SELECT {MY_HAY} NOT LIKE CONCAT('%', REPEAT('a', 2000), 'b!%') ESCAPE '!' AS m",
+    "JSON_SEARCH": "SELECT JSON_SEARCH(JSON_ARRAY(REPEAT('a', 400000)), 'one',"
+    " CONCAT('%', REPEAT('a', 2000), 'b%'))",
+    "a column": f"SELECT id FROM docs WHERE id = 0 AND LOCATE({MY_NEEDLE}, body) > 0",
+    "a column in WHERE LIKE": "SELECT id FROM docs WHERE body LIKE CONCAT('%', REPEAT('a', 2000), 'b%')",
+}
+
+# Every bounded function over computed, small operands (NULL, empty and multi-byte included),
+# nested ones too: the guarded query must answer exactly as the unguarded one.
+PG_SMALL = """
+WITH v(a, b, c) AS (VALUES ('hello world', 'o w', 'x'), ('a,b,,c', ',', ';'), ('abc', NULL, 'z'),
+                           ('', '', ''), ('ab%c_d', 'b%', 'é'), ('Grüße, Welt', 'ü', 'ue'))
+SELECT a, strpos(a, b) AS s, position(b IN a) AS p, replace(a, b, c) AS r,
+       replace(replace(a, b, c), c, b) AS rr, split_part(a, b, 2) AS sp,
+       string_to_array(a, b) AS sa, translate(a, b, c) AS t, a LIKE '%' || b || '%' AS l,
+       a ILIKE upper(b) || '%' AS il, a NOT LIKE b || '!%%' ESCAPE '!' AS nl,
+       (SELECT count(*) FROM string_to_table(a, b) AS x) AS st
+FROM v ORDER BY a
+"""
+MY_SMALL = """
+WITH v AS (SELECT 'hello world' AS a, 'o w' AS b, 'x' AS c UNION ALL SELECT 'a,b,,c', ',', ';'
+           UNION ALL SELECT 'abc', NULL, 'z' UNION ALL SELECT '', '', ''
+           UNION ALL SELECT 'ab%c_d', 'b%', 'é' UNION ALL SELECT 'Grüße, Welt', 'ü', 'ue')
+SELECT a, LOCATE(b, a) AS l, INSTR(a, b) AS i, POSITION(b IN a) AS p, REPLACE(a, b, c) AS r,
+       REPLACE(REPLACE(a, b, c), c, b) AS rr, REPLACE(a, 'l', 'LL') AS rg,
+       SUBSTRING_INDEX(a, b, 1) AS si, a LIKE CONCAT('%', b, '%') AS k,
+       a NOT LIKE CONCAT(b, '!%%') ESCAPE '!' AS nk,
+       JSON_SEARCH(JSON_ARRAY(a, c), 'one', CONCAT('%', b, '%')) AS js
+FROM v ORDER BY a
+"""
+
+
+@pytest.fixture(scope="module")
+def pg_docs(pg_url: str) -> Iterator[str]:
+    """A reader URL on a table with a text_pattern_ops index and one 3 MB row (id 0)."""
+    with pg_scratch(pg_url, "sb") as s:
+        s.admin.execute("CREATE TABLE docs (id int PRIMARY KEY, name text NOT NULL, body text)")
+        s.admin.execute("INSERT INTO docs SELECT g, 'n' || g, 'body ' || g FROM generate_series(1, 20000) g")
+        s.admin.execute("INSERT INTO docs VALUES (0, 'big', repeat('a', 3000000))")
+        s.admin.execute("CREATE INDEX docs_name ON docs (name text_pattern_ops)")
+        s.admin.execute("ANALYZE docs")
+        s.admin.execute(f"GRANT SELECT ON docs TO {s.reader}")
+        yield s.reader_url
+
+
+@pytest.fixture(scope="module")
+def mysql_docs(mysql_url: str) -> Iterator[str]:
+    """A reader URL on a table with a btree index on `name` and one 2 MB row (id 0)."""
+    with mysql_scratch(mysql_url, "sb") as s, s.admin.cursor() as c:
+        c.execute(
+            f"CREATE TABLE {s.db}.docs (id INT PRIMARY KEY, name VARCHAR(100) NOT NULL, body LONGTEXT,"
+            " KEY docs_name (name))"
+        )
+        c.execute(
+            f"INSERT INTO {s.db}.docs SELECT seq, CONCAT('n', seq), CONCAT('body ', seq)"
+            f" FROM {s.db}.seq_1_to_20000"
+        )
+        c.execute(f"INSERT INTO {s.db}.docs VALUES (0, 'big', REPEAT('a', 2000000))")
+        c.execute(f"ANALYZE TABLE {s.db}.docs")
+        c.fetchall()
+        c.execute(f"GRANT SELECT ON {s.db}.* TO '{s.reader}'@'%'")
+        yield s.reader_url
+
+
+@pytest.fixture
+def pg_service(pg_docs: str) -> Iterator[SqlService]:
+    engine = SqlEngine(pg_docs)
+    try:
+        yield SqlService(engine, timeout_s=TIMEOUT_S)
+    finally:
+        engine.close()
+
+
+@pytest.fixture
+def mysql_service(mysql_docs: str) -> Iterator[SqlService]:
+    engine = SqlEngine(mysql_docs)
+    try:
+        yield SqlService(engine, timeout_s=TIMEOUT_S)
+    finally:
+        engine.close()
+
+
+def _fails_fast(service: SqlService, sql: str) -> None:
+    started = time.monotonic()
+    # Unbounded, this is a QueryTimeout at the deadline plus the watchdog's grace.
+    with pytest.raises(QueryFailed) as info:
+        service.query(sql, call_id="search-bound")
+    took = time.monotonic() - started
+    assert info.value.kind == "resource"
+    assert info.value.data == {"reason": "resource", "call_id": "search-bound"}
+    assert info.value.message == SEARCH_TOO_LARGE
+    assert took < TIMEOUT_S  # the database answered before the deadline: it never ran the search
+    result, _ = service.query("SELECT 1 AS alive", call_id="after")
+    assert result.rows == [[1]]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", sorted(PG_LARGE))
+def test_postgres_large_search_is_resource_before_the_timeout(name: str, pg_service: SqlService) -> None:
+    _fails_fast(pg_service, PG_LARGE[name])
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("name", sorted(MY_LARGE))
+def test_mariadb_large_search_is_resource_before_the_timeout(name: str, mysql_service: SqlService) -> None:
+    _fails_fast(mysql_service, MY_LARGE[name])
+
+
+def _same_answer(service: SqlService, sql: str) -> None:
+    sent = service.admit(sql, 100).sql
+    assert sent.count(MARKER) >= 10  # every search in it is guarded
+    engine = service.engine
+    assert isinstance(engine, SqlEngine)
+    guarded = engine.execute(sent, None, 100, TIMEOUT_S, "guarded")
+    plain = engine.execute(sql, None, 100, TIMEOUT_S, "plain")
+    assert [c.name for c in guarded.columns] == [c.name for c in plain.columns]
+    assert [c.type_name for c in guarded.columns] == [c.type_name for c in plain.columns]
+    assert guarded.rows == plain.rows and len(plain.rows) == 6
+
+
+@pytest.mark.postgres
+def test_postgres_small_searches_answer_as_unguarded(pg_service: SqlService) -> None:
+    _same_answer(pg_service, PG_SMALL)
+
+
+@pytest.mark.mysql
+def test_mariadb_small_searches_answer_as_unguarded(mysql_service: SqlService) -> None:
+    _same_answer(mysql_service, MY_SMALL)
+
+
+def _explain(service: SqlService, sql: str) -> str:
+    engine = service.engine
+    assert isinstance(engine, SqlEngine)
+    rows = engine.execute(f"EXPLAIN {service.admit(sql, 10).sql}", None, 50, TIMEOUT_S, "explain").rows
+    return "\n".join(" ".join(str(v) for v in row) for row in rows)
+
+
+@pytest.mark.postgres
+def test_postgres_prefix_like_and_short_needles_keep_their_index(pg_service: SqlService) -> None:
+    kept = "SELECT count(*) AS n FROM docs WHERE name LIKE 'n123%' AND strpos(name, '12') > 0"
+    assert MARKER not in pg_service.admit(kept, 10).sql
+    assert "docs_name" in _explain(pg_service, kept)
+    result, _ = pg_service.query(kept, call_id="kept")
+    assert result.rows == [[111]]  # n123, n1230-n1239, n12300-n12399
+    computed = "SELECT id FROM docs WHERE name LIKE 'n' || id || '%'"
+    assert MARKER in pg_service.admit(computed, 10).sql
+
+
+@pytest.mark.mysql
+def test_mariadb_prefix_like_and_short_needles_keep_their_index(mysql_service: SqlService) -> None:
+    kept = "SELECT count(*) AS n FROM docs WHERE name LIKE 'n123%' AND LOCATE('12', name) > 0"
+    assert MARKER not in mysql_service.admit(kept, 10).sql
+    assert "docs_name" in _explain(mysql_service, kept)
+    result, _ = mysql_service.query(kept, call_id="kept")
+    assert result.rows == [[111]]  # n123, n1230-n1239, n12300-n12399
+    computed = "SELECT id FROM docs WHERE name LIKE CONCAT('n', id, '%')"
+    assert MARKER in mysql_service.admit(computed, 10).sql
+
+
+@pytest.mark.parametrize(
+    ("dialect", "call"),
+    [("postgres", "strpos(body, name || '{i}')"), ("mysql", "LOCATE(CONCAT(name, '{i}'), body)")],
+)
+def test_more_than_64_bounded_searches_are_too_complex(dialect: str, call: str) -> None:
+    fine = ", ".join(call.format(i=i) for i in range(MAX_BOUNDED))
+    assert admit(f"SELECT {fine} FROM docs", dialect).sql.count(MARKER) == MAX_BOUNDED
+    many = ", ".join(call.format(i=i) for i in range(MAX_BOUNDED + 1))
+    with pytest.raises(Refused) as info:
+        admit(f"SELECT {many} FROM docs", dialect)
+    assert info.value.data == {"reason": "too_complex"}
+    assert f"more than {MAX_BOUNDED} string searches" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("dialect", "sql"),
+    [
+        ("postgres", "SELECT strpos(body, CAST(random() AS text)) FROM docs"),
+        ("postgres", "SELECT body LIKE (SELECT name FROM docs TABLESAMPLE BERNOULLI (1) LIMIT 1) FROM docs"),
+        ("mysql", "SELECT LOCATE(RAND(), body) FROM docs"),
+    ],
+)
+def test_an_operand_that_changes_per_evaluation_is_refused(dialect: str, sql: str) -> None:
+    # The guard and the search each evaluate the operand: random() could pass one and fail the other.
+    with pytest.raises(Refused) as info:
+        admit(sql, dialect)
+    assert info.value.data == {"reason": "function"}
+
+
+def _kind(service: SqlService, sql: str) -> tuple[str, str]:
+    with pytest.raises(QueryFailed) as info:
+        service.query(sql, call_id="kind")
+    return info.value.kind, info.value.message
+
+
+@pytest.mark.postgres
+def test_postgres_only_the_marked_cast_is_a_search_bound(pg_service: SqlService) -> None:
+    assert _kind(pg_service, f"SELECT strpos(body, {PG_NEEDLE}) FROM docs WHERE id = 0") == (
+        "resource",
+        SEARCH_TOO_LARGE,
+    )
+    kind, message = _kind(pg_service, "SELECT CAST(name AS int) FROM docs WHERE id = 0")
+    assert kind == "data" and message != SEARCH_TOO_LARGE
+
+
+@pytest.mark.mysql
+def test_mariadb_only_the_marked_overflow_is_a_search_bound(mysql_service: SqlService) -> None:
+    assert _kind(mysql_service, f"SELECT LOCATE({MY_NEEDLE}, body) FROM docs WHERE id = 0") == (
+        "resource",
+        SEARCH_TOO_LARGE,
+    )
+    kind, message = _kind(mysql_service, "SELECT 18446744073709551615 + id + 1 FROM docs WHERE id = 0")
+    assert kind != "resource" and message != SEARCH_TOO_LARGE
