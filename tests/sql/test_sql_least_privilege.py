@@ -734,3 +734,71 @@ def test_postgres_connection_limit_is_warned_not_refused_then_clean(
     told = [w for w in told if w.code != "postgres:temp-file-limit"]  # told apart (its own test)
     assert [w.code for w in told] == ["postgres:connection-limit"], told
     assert told[0].message.endswith("; it is a superuser, which PostgreSQL lets past any connection limit")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "route", ["negator-in-query", "negator-in-policy", "returned-domain", "returned-range"]
+)
+def test_postgres_negator_and_returned_domain_are_routes(pg_db: tuple[str, str], route: str) -> None:
+    # Red team pg13: the planner rewrites `NOT (a op b)` to `a negator b` for an operator without
+    # estimators (F7), and a function's returned domain has its CHECK run (F9); each ran a plpgsql
+    # function in a schema the reader cannot use, EXECUTE left to PUBLIC, while doctor said ok; a
+    # range returned into a statistics expression has its subtype_diff run by the planner (F3).
+    admin, tag = pg_db
+    login = f"mk_lp_{tag}_n"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute(
+            "CREATE SCHEMA hid; CREATE SCHEMA app;"
+            "CREATE FUNCTION hid.f(a text, b text) RETURNS bool LANGUAGE plpgsql IMMUTABLE"
+            " AS $$ BEGIN RAISE EXCEPTION 'the hidden function ran'; END $$;"
+            "CREATE FUNCTION hid.chk(v int) RETURNS bool LANGUAGE plpgsql IMMUTABLE"
+            " AS $$ BEGIN RAISE EXCEPTION 'the hidden function ran'; END $$;"
+            "CREATE OPERATOR hid.!== (LEFTARG = text, RIGHTARG = text, FUNCTION = hid.f);"
+            "CREATE OPERATOR app.=== (LEFTARG = text, RIGHTARG = text, FUNCTION = texteq,"
+            " NEGATOR = OPERATOR(hid.!==));"
+            "CREATE DOMAIN hid.dint AS int CHECK (hid.chk(VALUE));"
+            "CREATE FUNCTION app.bucket(v int) RETURNS hid.dint LANGUAGE sql IMMUTABLE"
+            " BEGIN ATOMIC SELECT v % 10; END;"
+            "CREATE TABLE app.t AS SELECT 'n' || g AS note, g AS id FROM generate_series(1, 20) g;"
+        )
+        if route == "returned-range":
+            c.execute(
+                "CREATE FUNCTION hid.fdiff(a float8, b float8) RETURNS float8 LANGUAGE plpgsql IMMUTABLE"
+                " AS $$"
+                f" BEGIN IF current_user = '{login}' THEN RAISE EXCEPTION 'the hidden function ran'; END IF;"
+                " RETURN b - a; END $$;"
+                "CREATE TYPE hid.frange AS RANGE (SUBTYPE = float8, SUBTYPE_DIFF = hid.fdiff);"
+                "CREATE OPERATOR app.<-> (LEFTARG = float8, RIGHTARG = float8, FUNCTION = hid.frange);"
+                "CREATE TABLE app.s AS SELECT g::float8 AS lo, g + 5::float8 AS hi"
+                " FROM generate_series(1, 200) g;"
+                "CREATE STATISTICS app.s_st ON ((lo OPERATOR(app.<->) hi)) FROM app.s; ANALYZE app.s;"
+            )
+            c.execute(f"GRANT SELECT ON app.s TO {login}")
+        if route == "negator-in-policy":
+            c.execute(
+                "ALTER TABLE app.t ENABLE ROW LEVEL SECURITY;"
+                "CREATE POLICY p ON app.t FOR SELECT USING (NOT (note OPERATOR(app.===) 'n5'))"
+            )
+        c.execute(f"GRANT USAGE ON SCHEMA app TO {login}")
+        c.execute(f"GRANT SELECT ON app.t TO {login}")
+    query = {
+        "negator-in-query": "SELECT count(*) FROM app.t WHERE NOT (note OPERATOR(app.===) 'n5')",
+        "negator-in-policy": "SELECT count(*) FROM app.t",
+        "returned-domain": "SELECT app.bucket(id) FROM app.t WHERE id = 7",
+        "returned-range": "SELECT count(*) FROM app.s WHERE (lo OPERATOR(app.<->) hi) && '[10,20)'",
+    }[route]
+    with pg_admin(_login(admin, login)) as reader, pytest.raises(Exception, match="the hidden function ran"):
+        reader.execute(query)  # the route is real
+    hidden = {"returned-domain": "hid.chk", "returned-range": "hid.fdiff"}.get(route, "hid.f")
+    found = [f for f in _report(_login(admin, login)).findings if hidden in f.message]
+    assert found, "the route was not found"
+    if route == "returned-range":  # no EXECUTE check on the way: only removing the route closes it
+        return
+    with pg_admin(admin) as c:  # every step is checked for EXECUTE: revoking it closes the route
+        args = "int" if hidden == "hid.chk" else "text, text"
+        c.execute(f"REVOKE EXECUTE ON FUNCTION {hidden}({args}) FROM PUBLIC")
+    assert not [f for f in _report(_login(admin, login)).findings if hidden in f.message]
+    with pg_admin(_login(admin, login)) as reader, pytest.raises(Exception, match="permission denied"):
+        reader.execute(query)  # the printed fix closes it in the database

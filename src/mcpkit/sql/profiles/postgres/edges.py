@@ -12,6 +12,13 @@ readable relation leads (red team pg11, F3/F4; verified on PostgreSQL 15) to:
   extended statistics objects, which the planner evaluates for estimates. Each such call is
   checked for EXECUTE against the reader, so a function the reader may execute is judged whatever
   schema it sits in.
+
+A function leads to the domains it returns or takes (red team pg13, F9): a returned domain's CHECK
+runs as the caller. A relation leads to the types of its index columns and statistics expressions
+(pg13, F3): the planner runs a range's subtype_diff on their statistics, unchecked. An operator
+without estimators leads to its commutator and negator (pg13 F7): the planner rewrites `NOT (a op
+b)` to `a negator b` (and may commute a clause), and the executor runs that operator's function,
+checked for EXECUTE against the reader, wherever its schema.
 """
 
 from __future__ import annotations
@@ -38,6 +45,11 @@ UNION ALL SELECT 'rel', c.conrelid, m.f, m.o FROM pg_constraint c,
   LATERAL {_TREE.format(tree="coalesce(c.conbin::text, '')")} m WHERE c.conrelid <> 0
 UNION ALL SELECT 'rel', s.stxrelid, m.f, m.o FROM pg_statistic_ext s,
   LATERAL {_TREE.format(tree="coalesce(s.stxexprs::text, '')")} m
+UNION ALL SELECT 'rel', s.stxrelid, 'resulttype', m[2]::oid FROM pg_statistic_ext s,
+  regexp_matches(coalesce(s.stxexprs::text, ''), '[:](funcresulttype|opresulttype) (\\d+)', 'g') m
+  WHERE m[2]::oid >= 16384
+UNION ALL SELECT 'rel', x.indrelid, 'resulttype', a.atttypid FROM pg_index x
+  JOIN pg_attribute a ON a.attrelid = x.indexrelid WHERE a.atttypid >= 16384
 UNION ALL SELECT 'rel', p.partrelid, m.f, m.o FROM pg_partitioned_table p,
   LATERAL {_TREE.format(tree="coalesce(p.partexprs::text, '')")} m
 """
@@ -62,7 +74,8 @@ UNION ALL SELECT 'rel', a.attrelid, 'resulttype', a.atttypid FROM pg_attribute a
   WHERE a.attrelid >= 16384 AND a.attnum > 0 AND NOT a.attisdropped AND a.atttypid >= 16384
 UNION ALL SELECT 'fn', p.oid, m.f, m.o FROM pg_proc p,
   LATERAL {_TREE.format(tree="coalesce(p.proargdefaults::text, '') || coalesce(p.prosqlbody::text, '')")} m
-UNION ALL SELECT 'fn', p.oid, 'resulttype', a.t FROM pg_proc p, unnest(p.proargtypes::oid[]) a(t)
+UNION ALL SELECT 'fn', p.oid, 'resulttype', a.t FROM pg_proc p,
+  unnest(p.prorettype::oid || p.proargtypes::oid[] || coalesce(p.proallargtypes, ARRAY[]::oid[])) a(t)
   JOIN pg_type ty ON ty.oid = a.t WHERE ty.typtype = 'd'
 UNION ALL SELECT 'fn', a.aggfnoid, 'component', c.f::oid FROM pg_aggregate a,
   unnest(ARRAY[a.aggtransfn, a.aggfinalfn, a.aggcombinefn, a.aggserialfn, a.aggdeserialfn,
@@ -71,6 +84,9 @@ UNION ALL SELECT 'op', o.oid, 'funcid', o.oprcode::oid FROM pg_operator o WHERE 
 UNION ALL SELECT 'op', o.oid, 'commute', c.c FROM pg_operator o,
   unnest(ARRAY[o.oprcom::oid, o.oprnegate::oid]) c(c)
   WHERE c.c <> 0 AND (o.oprrest::oid <> 0 OR o.oprjoin::oid <> 0)
+UNION ALL SELECT 'op', o.oid, 'negate', c.c FROM pg_operator o,
+  unnest(ARRAY[o.oprcom::oid, o.oprnegate::oid]) c(c)
+  WHERE c.c <> 0 AND o.oprrest::oid = 0 AND o.oprjoin::oid = 0
 UNION ALL SELECT 'op', o.oid, 'estimate', f.f FROM pg_operator o,
   unnest(ARRAY[CASE WHEN o.oprrest::oid <> 0 OR o.oprjoin::oid <> 0 THEN o.oprcode::oid END,
                o.oprrest::oid, o.oprjoin::oid]) f(f) WHERE f.f >= 16384
@@ -102,6 +118,7 @@ KIND: Final = {
     "member": "op",
     "estimate": "fn",
     "commute": "op",
+    "negate": "op",
     "child": "rel",
     "typeio": "fn",
 }
