@@ -247,3 +247,19 @@ CREATE USER 'mcpkit_evil'@'%'
 -- name: placeholder
 -- class: unbound parameters
 SELECT * FROM sales_demo WHERE id = ?
+
+-- name: uuid-host-mac
+-- class: UUID() v1 carries the database host's MAC address (red team my13 F7)
+SELECT UUID() AS u
+
+-- name: sys-guid-host-mac
+-- class: SYS_GUID() is UUID() without dashes (red team my13 F7)
+SELECT SYS_GUID() AS u
+
+-- name: key-caches-counters
+-- class: server-wide read/write counters move with other sessions' writes (red team my13 F3)
+SELECT KEY_CACHE_NAME, WRITE_REQUESTS FROM information_schema.KEY_CACHES
+
+-- name: innodb-metrics-counters
+-- class: server-wide counters (red team my13 F3)
+SELECT NAME, COUNT FROM information_schema.INNODB_METRICS

@@ -32,6 +32,12 @@ NEVER_RELATIONS: Final[tuple[RelationRule, ...]] = (
         "shows the server's settings, file paths included (datadir, log_error, plugin_dir)",
         "global_variables session_variables global_status session_status system_variables",
     ),
+    relation_rule(
+        "information_schema",
+        "counts the server's reads and writes across sessions (red team my13, F3)",
+        "key_caches innodb_buffer_pool_stats innodb_metrics innodb_buffer_page innodb_buffer_page_lru "
+        "table_statistics index_statistics",
+    ),
     relation_rule("performance_schema", "shows other sessions' SQL text and server internals", "*"),
     relation_rule("sys", "shows other sessions' SQL text and server internals", "*"),
     relation_rule("mysql", "holds the server's accounts and internal state", "*"),
@@ -141,7 +147,7 @@ _ALLOWED = (
         "control flow, null handling, UUIDs, addresses",
         "allowed",
         "IF/IFNULL/NVL, UUID generation, IP address conversion, collation and charset of a value",
-        "ifnull isnull nvl nvl2 decode_oracle uuid sys_guid uuid_v4 uuid_v7 inet_aton inet_ntoa "
+        "ifnull isnull nvl nvl2 decode_oracle uuid_v4 uuid_v7 inet_aton inet_ntoa "
         "inet6_aton inet6_ntoa is_ipv4 is_ipv4_compat is_ipv4_mapped is_ipv6 charset collation "
         "coercibility database schema current_role",
     ),
@@ -201,8 +207,10 @@ _ABSENT = (
     family(
         "server and session state",
         "absent",
-        "reports on this server or session, or depends on the previous statement",
+        "reports on this server or session, or depends on the previous statement (UUID() and"
+        " SYS_GUID() are version 1: their last field is the host's MAC address, red team my13 F7)",
         "version connection_id user session_user system_user found_rows row_count binlog_gtid_pos "
+        "uuid sys_guid "
         "decode_histogram rownum schemas default",
     ),
     family(
