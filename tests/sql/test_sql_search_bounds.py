@@ -193,26 +193,30 @@ def _explain(service: SqlService, sql: str) -> str:
     return "\n".join(" ".join(str(v) for v in row) for row in rows)
 
 
+def _keeps_index(service: SqlService, kept: str, computed: str) -> None:
+    assert MARKER not in service.admit(kept, 10).sql
+    assert "docs_name" in _explain(service, kept)
+    result, _ = service.query(kept, call_id="kept")
+    assert result.rows == [[111]]  # n123, n1230-n1239, n12300-n12399
+    assert MARKER in service.admit(computed, 10).sql
+
+
 @pytest.mark.postgres
 def test_postgres_prefix_like_and_short_needles_keep_their_index(pg_service: SqlService) -> None:
-    kept = "SELECT count(*) AS n FROM docs WHERE name LIKE 'n123%' AND strpos(name, '12') > 0"
-    assert MARKER not in pg_service.admit(kept, 10).sql
-    assert "docs_name" in _explain(pg_service, kept)
-    result, _ = pg_service.query(kept, call_id="kept")
-    assert result.rows == [[111]]  # n123, n1230-n1239, n12300-n12399
-    computed = "SELECT id FROM docs WHERE name LIKE 'n' || id || '%'"
-    assert MARKER in pg_service.admit(computed, 10).sql
+    _keeps_index(
+        pg_service,
+        "SELECT count(*) AS n FROM docs WHERE name LIKE 'n123%' AND strpos(name, '12') > 0",
+        "SELECT id FROM docs WHERE name LIKE 'n' || id || '%'",
+    )
 
 
 @pytest.mark.mysql
 def test_mariadb_prefix_like_and_short_needles_keep_their_index(mysql_service: SqlService) -> None:
-    kept = "SELECT count(*) AS n FROM docs WHERE name LIKE 'n123%' AND LOCATE('12', name) > 0"
-    assert MARKER not in mysql_service.admit(kept, 10).sql
-    assert "docs_name" in _explain(mysql_service, kept)
-    result, _ = mysql_service.query(kept, call_id="kept")
-    assert result.rows == [[111]]  # n123, n1230-n1239, n12300-n12399
-    computed = "SELECT id FROM docs WHERE name LIKE CONCAT('n', id, '%')"
-    assert MARKER in mysql_service.admit(computed, 10).sql
+    _keeps_index(
+        mysql_service,
+        "SELECT count(*) AS n FROM docs WHERE name LIKE 'n123%' AND LOCATE('12', name) > 0",
+        "SELECT id FROM docs WHERE name LIKE CONCAT('n', id, '%')",
+    )
 
 
 @pytest.mark.parametrize(
