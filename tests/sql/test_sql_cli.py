@@ -178,6 +178,22 @@ def test_doctor_mask_sqlite_the_authorizer_withholds(tmp_path: Path) -> None:
     assert "warn masks:" in nothing.stdout and nothing.returncode == 0, nothing.stdout
 
 
+def test_query_answers_as_serve_mask_would_from_the_option_and_a_sources_file(tmp_path: Path) -> None:
+    # The query CLI prints what the agent would see: a sources file's mask: applies (it was dropped).
+    demo = tmp_path / "demo.db"
+    assert mcpkit("demo-db", str(demo)).returncode == 0
+    masks = _masks(tmp_path, "sales_demo.region")
+    sources = tmp_path / "sources.yaml"
+    sources.write_text(f"sources:\n  sales:\n    dsn: sqlite:///{demo}\n    mask: masks.yaml\n", encoding="utf-8")
+    sql = "SELECT id, region FROM sales_demo ORDER BY id LIMIT 1"
+    for how in (["--sources", str(sources)], ["--dsn", f"sqlite:///{demo}", "--mask", masks]):
+        done = mcpkit("query", *how, sql)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.splitlines()[-1] == "| 1 | <masked> |", done.stdout
+    refused = mcpkit("query", "--sources", str(sources), "SELECT id FROM sales_demo WHERE region = 'EMEA'")
+    assert refused.returncode == 3, refused.stdout
+
+
 @pytest.mark.postgres
 def test_doctor_mask_postgres_reports_what_serve_refuses(pg_env: DbEnv, tmp_path: Path) -> None:
     masks = _masks(tmp_path, "sales_demo.region")

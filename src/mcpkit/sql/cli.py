@@ -18,6 +18,7 @@ from mcpkit.sql.assemble import (
     ALLOW_FUNCTIONS_ENV,
     add_serve_options,
     assemble,
+    equip,
     open_service,
     open_sources,
 )
@@ -150,6 +151,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "--max-rows", type=int, default=DEFAULT_ROWS, metavar="N", help="rows to show (default 25)"
     )
     query.add_argument("--source", metavar="NAME", help="with several databases: the one to query")
+    query.add_argument(
+        "--mask",
+        action="append",
+        metavar="[SOURCE=]FILE",
+        help="masks.yaml: answer as serve --mask would, after its start-up checks (a sources file's "
+        "mask: applies too)",
+    )
     query.add_argument("sql", metavar="SQL")
 
     doctor = sub.add_parser("doctor", help="check the account, the read-only session and the timeout")
@@ -243,12 +251,20 @@ def _service(args: argparse.Namespace, max_rows: int) -> SqlService:
     if len(chosen) != 1:
         names = ", ".join(n for n, _ in dsns)
         raise SqlConfigError(f"name the database to query with --source ({names})")
+    name, url = chosen[0]
+    mask = per_source(getattr(args, "mask", None), [n for n, _ in dsns], "--mask").get(name)
     try:
-        return open_service(chosen[0][1], args, max_rows)
+        service = open_service(url, args, max_rows)
     except (QueryFailed, QueryTimeout) as exc:
         raise SqlConfigError(
             "Cannot connect to the database; check the DSN and that the server is up."
         ) from exc
+    try:  # the masks, as serve applies them (a role map does not apply: the CLI is the account)
+        equip(args, service, mask, None)
+    except BaseException:
+        service.engine.close()
+        raise
+    return service
 
 
 def _serve(args: argparse.Namespace) -> int:
