@@ -184,7 +184,8 @@ def test_query_answers_as_serve_mask_would_from_the_option_and_a_sources_file(tm
     assert mcpkit("demo-db", str(demo)).returncode == 0
     masks = _masks(tmp_path, "sales_demo.region")
     sources = tmp_path / "sources.yaml"
-    sources.write_text(f"sources:\n  sales:\n    dsn: sqlite:///{demo}\n    mask: masks.yaml\n", encoding="utf-8")
+    text = f"sources:\n  sales:\n    dsn: sqlite:///{demo}\n    mask: masks.yaml\n"
+    sources.write_text(text, encoding="utf-8")
     sql = "SELECT id, region FROM sales_demo ORDER BY id LIMIT 1"
     for how in (["--sources", str(sources)], ["--dsn", f"sqlite:///{demo}", "--mask", masks]):
         done = mcpkit("query", *how, sql)
