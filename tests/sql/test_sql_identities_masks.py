@@ -30,7 +30,6 @@ from mcpkit.sql.assemble import prepare_masks
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap
-from mcpkit.sql.masking import KnownSchema
 from mcpkit.sql.service import Masking, SqlService
 from tests.helpers import ROOT, free_port, python_server
 from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin, pg_drop_schema_and_roles
@@ -188,8 +187,8 @@ def test_the_per_identity_check_can_run_again_while_serving(pg: Db, tmp_path: Pa
     _withhold_from_logins(pg)
     engine = SqlEngine(pg.url)
     try:
-        policy, mapping, masked = prepare_masks(engine, str(masks))
-        masking = Masking(policy, KnownSchema(mapping, engine.dialect), masked)
+        policy, reflection, masked = prepare_masks(engine, str(masks))
+        masking = Masking(policy, reflection.known(engine), masked)
         router = IdentityRouter(SqlService(engine, catalog=None), RoleMap.from_yaml(roles), secret=pg.env.get)
         assert identity_mask_findings(router, masking) == []
         with pg_admin(pg.admin) as c:  # a grant made after start-up

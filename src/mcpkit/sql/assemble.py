@@ -30,7 +30,6 @@ from mcpkit.sql.maskcheck import (
     masks_verify,
     prepare_masks,
 )
-from mcpkit.sql.masking import KnownSchema, reflect_views
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.reverify import DEFAULT_CATALOG_CHECK_S, DEFAULT_REVERIFY_S, Guard, account_check
@@ -189,12 +188,13 @@ def equip(
     if mask:
         if not isinstance(engine, SqlEngine):
             raise SqlConfigError("--mask needs a database engine it can reflect")
-        policy, mapping, masked = prepare_masks(engine, mask)
+        policy, reflection, masked = prepare_masks(engine, mask)
         enforce_masks(engine, masked)
         for line in scan_order_hints(engine, masked):
             log.warning("masks: %s", line)
-        withheld = engine.profile.withheld_relations()
-        known = KnownSchema(mapping, engine.dialect, withheld=withheld, views=reflect_views(engine.sa_engine))
+        known = reflection.known(engine, withheld=engine.profile.withheld_relations())
+        if known.path:  # calls resolve names as the analysis did
+            engine.profile.pin_name_path(known.path)
         service.masking = Masking(policy, known, masked)
         if engine.guard is not None:  # the withholding is verified again while serving
             engine.guard.first(masks_verify(service.masking))

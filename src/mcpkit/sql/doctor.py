@@ -70,7 +70,6 @@ def _identities(engine: SqlEngine, role_map: str, mask: str | None, allow: Colle
     from mcpkit.sql.assemble import identity_mask_findings, prepare_masks
     from mcpkit.sql.errors import SqlConfigError
     from mcpkit.sql.identities import IdentityRouter, RoleMap
-    from mcpkit.sql.masking import KnownSchema
     from mcpkit.sql.service import Masking
 
     try:
@@ -81,8 +80,8 @@ def _identities(engine: SqlEngine, role_map: str, mask: str | None, allow: Colle
         return [Check("fail", "identities", str(exc).replace("\n", " "))]
     checks = [Check("ok", "identities", f"{len(roles.roles)} mapped role(s) pass the start-up checks")]
     if mask:
-        policy, mapping, masked = prepare_masks(engine, mask)
-        found = identity_mask_findings(router, Masking(policy, KnownSchema(mapping, engine.dialect), masked))
+        policy, reflection, masked = prepare_masks(engine, mask)
+        found = identity_mask_findings(router, Masking(policy, reflection.known(engine), masked))
         checks += [Check("fail", "masks", f"role {role}: {f.line()}") for role, f in found]
         if not found:
             detail = (

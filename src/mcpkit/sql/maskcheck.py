@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.masking import MaskPolicy, reflect_schema
+from mcpkit.sql.masking import MaskPolicy, Reflection, reflect
 from mcpkit.sql.masking.copies import copied_masks
 from mcpkit.sql.profiles.base import Finding, merge_findings
 
@@ -60,16 +60,13 @@ def mask_findings(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[
         return engine.profile.use_masks(conn, masked)
 
 
-def prepare_masks(
-    engine: SqlEngine, mask: str
-) -> tuple[MaskPolicy, dict[str, dict[str, str]], dict[str, frozenset[str]]]:
+def prepare_masks(engine: SqlEngine, mask: str) -> tuple[MaskPolicy, Reflection, dict[str, frozenset[str]]]:
     """The masks file read against the database: the policy with derived masks, the reflected
-    schema, and table -> masked columns (what `mask_findings` checks)."""
+    schemas, and table -> masked columns (what `mask_findings` checks)."""
     policy = MaskPolicy.from_yaml(mask)
-    # the account's default schema, as queries resolve it
-    mapping = reflect_schema(engine.sa_engine, policy=policy)
-    policy, masked = derive_masks(engine, policy, policy.masked_tables(mapping))
-    return policy, mapping, masked
+    reflection = reflect(engine, policy)  # every schema, and the path queries resolve names through
+    policy, masked = derive_masks(engine, policy, reflection.masked(policy))
+    return policy, reflection, masked
 
 
 def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
@@ -137,8 +134,7 @@ def identity_mask_findings(
     for role, engine in router.identities():
         masked = dict(masking.masked)
         if role in router.roles.logins:  # a login of its own may see tables the account does not
-            mapping = reflect_schema(engine.sa_engine, policy=masking.policy)
-            for table, columns in masking.policy.masked_tables(mapping).items():
+            for table, columns in reflect(engine, masking.policy).masked(masking.policy).items():
                 masked[table] = masked.get(table, frozenset()) | columns
         if resolved is not None:
             resolved[role] = masked

@@ -123,6 +123,8 @@ class SqlEngine:
             pool_wait_s=self._pool_wait_s,
         )
         other.guard = self.guard.fresh(f"login {username}") if self.guard is not None else None
+        if self.profile.name_pin:  # its calls resolve names as the masking analysis does
+            other.profile.pin_name_path(self.profile.name_pin)
         return other
 
     def _reset(self, dbapi: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:

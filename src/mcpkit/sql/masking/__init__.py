@@ -38,13 +38,15 @@ __all__ = [
     "MaskPolicy",
     "MaskRefused",
     "MaskRule",
+    "Reflection",
     "apply_mask",
     "plan_masking",
+    "reflect",
     "reflect_schema",
     "reflect_views",
 ]
 
 from mcpkit.sql.masking.plan import MASKED, NO_MASKING, MaskPlan, apply_mask, plan_masking
 from mcpkit.sql.masking.policy import MaskPolicy, MaskRule
-from mcpkit.sql.masking.schema import KnownSchema, reflect_schema, reflect_views
+from mcpkit.sql.masking.schema import KnownSchema, Reflection, reflect, reflect_schema, reflect_views
 from mcpkit.sql.masking.taint import MaskRefused

@@ -131,6 +131,22 @@ def _plain_columns(taint: Taint, qualified: exp.Expr) -> list[int]:
     return out
 
 
+def _resolve_tables(tree: exp.Expr, known: KnownSchema) -> exp.Expr:
+    """Qualify, in place, each unqualified table that resolves beyond the default schema (a later
+    schema on the search_path), so the analysis reads the table the database will read."""
+    ctes = {c.alias_or_name.casefold() for c in tree.find_all(exp.CTE)}
+    for table in tree.find_all(exp.Table):
+        if table.db or not isinstance(table.this, exp.Identifier) or isinstance(table.parent, exp.JoinHint):
+            continue
+        schema = known.resolve(table)
+        if schema is None or schema == known.default_schema:
+            continue
+        if table.name.casefold() in ctes:  # which of the two it names is the scoping's to say
+            refuse_mask(f"table {table.name} is both a CTE and a table on the search_path", unchecked=True)
+        table.set("db", exp.to_identifier(schema))
+    return tree
+
+
 def plan_masking(
     tree_or_sql: exp.Expr | str,
     dialect: str,
@@ -187,7 +203,7 @@ def plan_masking(
     for select in work.find_all(exp.Select):
         for projection in select.selects:
             projection.meta[PROJ] = _declared_name(projection)
-    analysed = work.copy()
+    analysed = _resolve_tables(work.copy(), known)
     if profile_class(dialect).caseless_columns:  # `EMAIL` is the email column (NATURAL JOIN, USING too)
         fold_column_names(analysed)
     try:

@@ -1,14 +1,16 @@
 """The reflected schema as masking reads it: which tables exist, their columns and types.
 
 The caller passes `{table: {column: type}}` (one schema) or `{schema: {table: {column: type}}}`;
-SQLAlchemy's inspector gives both (`reflect_schema` builds the first from an engine).
+SQLAlchemy's inspector gives both (`reflect_schema` builds the first from an engine, `reflect`
+the second over every schema, with the path unqualified names resolve through).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import suppress
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine as SaEngine
@@ -21,10 +23,15 @@ from sqlglot.schema import MappingSchema
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.profiles import profile_class
 
+if TYPE_CHECKING:
+    from mcpkit.sql.engines.engine import SqlEngine
+
 __all__ = [
     "KnownSchema",
+    "Reflection",
     "SchemaMapping",
     "fold_column_names",
+    "reflect",
     "reflect_schema",
     "reflect_views",
 ]
@@ -65,6 +72,76 @@ def reflect_schema(
                 cols[col["name"]] = "TEXT"
         out[name] = cols
     return out
+
+
+@dataclass(frozen=True)
+class Reflection:
+    """What masking resolves names against: every schema's tables, and the session's name path.
+
+    `mapping` is `{schema: {table: {column: type}}}` when `path` is not empty (unqualified names
+    resolve in the first schema of `path` that has the table, as the database resolves them), and
+    `{table: {column: type}}` for a database with one namespace (SQLite).
+    """
+
+    mapping: dict[str, Any]
+    path: tuple[str, ...] = ()
+
+    def masked(self, policy: MaskPolicy) -> dict[str, frozenset[str]]:
+        """Table key -> its masked columns: `table` where an unqualified name reaches that table,
+        `schema.table` otherwise (the key `Profile.use_masks` resolves).
+
+        >>> mapping = {"crm": {"t": {"email": "TEXT"}}, "public": {"t": {"id": "INT"}}}
+        >>> r = Reflection(mapping, ("public", "crm"))
+        >>> r.masked(MaskPolicy.of(["crm.t.email"]))
+        {'crm.t': frozenset({'email'})}
+        """
+        if not self.path:
+            return policy.masked_tables(self.mapping)
+        out: dict[str, frozenset[str]] = {}
+        for schema, tables in self.mapping.items():
+            for table, columns in policy.masked_tables(tables, schema).items():
+                reached = next((s for s in self.path if table in self.mapping.get(s, {})), None)
+                out[table if reached == schema else f"{schema}.{table}"] = columns
+        return out
+
+    @property
+    def schemas(self) -> tuple[str | None, ...]:
+        """The schemas reflected; `(None,)` for the one namespace."""
+        return tuple(self.mapping) if self.path else (None,)
+
+    def known(self, engine: SqlEngine, *, withheld: frozenset[str] = frozenset()) -> KnownSchema:
+        """The `KnownSchema` the masking analysis reads, with every schema's views."""
+        views = frozenset().union(*(reflect_views(engine.sa_engine, s) for s in self.schemas))
+        return KnownSchema(self.mapping, engine.dialect, path=self.path, withheld=withheld, views=views)
+
+
+def reflect(engine: SqlEngine, policy: MaskPolicy | None = None) -> Reflection:
+    """Every schema the database has (its own catalog aside) and the session's name path.
+
+    A mask names a table in any schema, and a query may name one qualified, so masking reflects
+    every schema the session may read tables in, not only the default one (a qualified
+    `crm.customers` matched the default schema's `customers` before). One-namespace databases
+    (SQLite) give `{table: {column: type}}`.
+    """
+    profile = engine.profile
+    with engine.sa_engine.connect() as conn:
+        path = profile.name_path(conn)
+        usable = profile.usable_schemas(conn) if path else None
+    if not path:
+        return Reflection(reflect_schema(engine.sa_engine, policy=policy))
+    schemas = [
+        s
+        for s in (inspect(engine.sa_engine).get_schema_names() if usable is None else usable)
+        if s.casefold() not in profile.system_schemas and not s.startswith(("pg_toast", "pg_temp"))
+    ]
+    mapping: dict[str, Any] = {}
+    for schema in schemas:
+        # sqlglot reads the mapping's depth off its first entries: no empty schema or table in it
+        reflected = reflect_schema(engine.sa_engine, schema, policy=policy)
+        tables = {t: cols for t, cols in reflected.items() if cols}
+        if tables:
+            mapping[schema] = tables
+    return Reflection(mapping, tuple(p for p in path if p in mapping) or path[:1])
 
 
 def reflect_views(engine: SaEngine, schema: str | None = None) -> frozenset[str]:
@@ -189,6 +266,8 @@ class KnownSchema:
         mapping: `{table: {column: type}}` or `{schema: {table: {column: type}}}`.
         dialect: The sqlglot dialect names are normalised for.
         default_schema: With a three-level mapping, where unqualified tables are looked up.
+        path: With a three-level mapping, where unqualified tables are looked up, in order: the
+            first schema that has the table (the database's search_path); its head is the default.
         withheld: Relations the database withholds whole (SQLite: virtual tables over masked
             columns and their shadow tables); a query that reads one is refused up front.
     """
@@ -199,24 +278,40 @@ class KnownSchema:
         dialect: str,
         default_schema: str | None = None,
         *,
+        path: tuple[str, ...] = (),
         withheld: frozenset[str] = frozenset(),
         views: frozenset[str] = frozenset(),
     ) -> None:
         self.dialect = dialect
         self.withheld = frozenset(name.casefold() for name in withheld)
         self.views = frozenset(name.casefold() for name in views)
-        self.levels = _depth(mapping) - 1 if mapping else 1
+        self.levels = 2 if path else (_depth(mapping) - 1 if mapping else 1)
         if self.levels not in (1, 2):
             raise ValueError("the schema is {table: {column: type}} or {schema: {table: {column: type}}}")
-        self.default_schema = default_schema
+        self.path = path or ((default_schema,) if default_schema else ())
+        self.default_schema = self.path[0] if self.path else None
         if profile_class(dialect).caseless_columns and mapping:
             mapping = _fold_columns(mapping, self.levels)
         self.sqlglot = MappingSchema(dict(mapping), dialect=dialect)
 
+    def resolve(self, table: exp.Table) -> str | None:
+        """The schema an unqualified table resolves in: the first on the path that has it (the
+        default schema when none has it, where it is then unknown); None with one namespace."""
+        if self.levels != 2 or table.db:
+            return table.db or None
+        for schema in self.path:
+            candidate = normalize_identifiers(table.copy(), dialect=self.dialect)
+            candidate.set("db", exp.to_identifier(schema))
+            with suppress(SqlglotError):
+                if isinstance(self.sqlglot.find(candidate, raise_on_missing=False), dict):
+                    return schema
+        return self.default_schema
+
     def _lookup(self, table: exp.Table) -> exp.Table:
+        schema = self.resolve(table)
         table = normalize_identifiers(table.copy(), dialect=self.dialect)
-        if self.levels == 2 and not table.db and self.default_schema:
-            table.set("db", exp.to_identifier(self.default_schema))
+        if self.levels == 2 and not table.db and schema:
+            table.set("db", exp.to_identifier(schema))
         return table
 
     def columns(self, table: exp.Table) -> dict[str, str] | None:
@@ -231,9 +326,7 @@ class KnownSchema:
 
     def schema_of(self, table: exp.Table) -> str | None:
         """The schema a table resolves in, when the mapping or the query says."""
-        if table.db:
-            return table.db
-        return self.default_schema if self.levels == 2 else None
+        return self.resolve(table)
 
     def cast_type(self, type_text: str | None) -> exp.DataType | None:
         """A type to cast a masked NULL to, or None when the text does not parse."""

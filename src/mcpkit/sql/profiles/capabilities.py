@@ -106,6 +106,28 @@ class Capabilities:
         """A report parameter's value as the database binds it (generic: as validated)."""
         return value
 
+    # --- masking: how names resolve --------------------------------------------------------
+
+    system_schemas: frozenset[str] = frozenset()
+    """Schemas (databases) of the server's own catalog, which masking never reflects."""
+
+    def name_path(self, conn: Connection) -> tuple[str, ...]:
+        """Where the session resolves an unqualified table name, in order; empty: the database has
+        one namespace (masking then reflects that one alone). Generic: one namespace."""
+        return ()
+
+    def usable_schemas(self, conn: Connection) -> list[str] | None:
+        """The schemas this session may read tables in; None: every schema the inspector lists."""
+        return None
+
+    name_pin: tuple[str, ...] = ()
+    """The path `pin_name_path` set (an engine for another login of the same server takes it on)."""
+
+    def pin_name_path(self, path: Sequence[str]) -> None:
+        """Make every later call's session resolve unqualified names through `path` (the path the
+        masking analysis resolved them through). Generic: the namespace cannot change."""
+        self.name_pin = tuple(path)
+
     # --- masking: the database's semantics that make an answer follow the scan order ------
     # Read from the class (`profiles.profile_class`): the masking passes know only the dialect.
 

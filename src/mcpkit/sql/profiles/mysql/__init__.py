@@ -49,6 +49,12 @@ class MysqlProfile(MysqlSession):
     bare_columns = True  # ONLY_FULL_GROUP_BY (set per call with masks) misses ORDER BY and windows
     time_based_uuid = True  # UUID() is version 1
     caseless_columns = True
+    system_schemas = frozenset({"information_schema", "mysql", "performance_schema", "sys"})
+
+    def name_path(self, conn: Connection) -> tuple[str, ...]:
+        """The connection's database (`USE` is refused, so it never changes)."""
+        database = conn.execute(text("SELECT DATABASE()")).scalar()
+        return (str(database),) if database is not None else ()
 
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Server-wide privileges, DEFINER routines it can execute, writable tables of the login."""

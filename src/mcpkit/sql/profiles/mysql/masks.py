@@ -20,7 +20,7 @@ __all__ = ["derived_masks", "exact_ties", "masked_views", "readable_masked_colum
 
 _COLUMNS = (
     "SELECT column_name FROM information_schema.COLUMNS"
-    " WHERE table_schema = DATABASE() AND table_name = :table ORDER BY ordinal_position"
+    " WHERE table_schema = COALESCE(:schema, DATABASE()) AND table_name = :table ORDER BY ordinal_position"
 )
 
 
@@ -28,12 +28,22 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def _relation(key: str) -> str:
+    """A masked table's key (`table`, or `schema.table` in another database) quoted for SQL.
+
+    >>> _relation("crm.customers"), _relation("customers")
+    ('`crm`.`customers`', '`customers`')
+    """
+    schema, table = split_key(key)
+    return f"{_quote(schema)}.{_quote(table)}" if schema else _quote(table)
+
+
 def _readable(conn: Connection, table: str, column: str) -> bool:
     # A probe the server itself answers: global, database, table and column grants, roles and
     # wildcard hosts included (the information_schema privilege views list grants per level and
     # leave the combination to the reader). `WHERE 1 = 0` reads no row.
     try:
-        conn.exec_driver_sql(f"SELECT {_quote(column)} FROM {_quote(table)} WHERE 1 = 0").fetchall()
+        conn.exec_driver_sql(f"SELECT {_quote(column)} FROM {_relation(table)} WHERE 1 = 0").fetchall()
     except DBAPIError:
         return False
     return True
@@ -59,7 +69,7 @@ def _under_roles(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list
     one `SET ROLE` away even when not a default role (`roles.under_each_role` puts the session's
     role back after)."""
     probes = [(t, c) for t, columns in sorted(masked.items()) for c in sorted(columns)]
-    sql = [f"SELECT {_quote(c)} FROM {_quote(t)} WHERE 1 = 0" for t, c in probes]
+    sql = [f"SELECT {_quote(c)} FROM {_relation(t)} WHERE 1 = 0" for t, c in probes]
 
     def run(statement: str) -> Sequence[tuple[Any, ...]]:
         if statement not in sql:
@@ -77,6 +87,11 @@ def _under_roles(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list
     return out
 
 
+def _qualified(database: str, key: str) -> str:
+    schema, table = split_key(key)
+    return f"{_quote(schema or database)}.{_quote(table)}"
+
+
 def readable_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
     """One finding per table whose masked columns the current account can still select, as the
     session is and under each role granted to the login (enabled or not)."""
@@ -85,7 +100,7 @@ def readable_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str
     account = f"'{user}'@'{host}'"
     findings = []
     for role, table, readable in _under_roles(conn, masked):
-        name, quoted = f"{_quote(database)}.{_quote(table)}", quote_name(role)
+        name, quoted = _qualified(database, table), quote_name(role)
         findings.append(
             Finding(
                 "masked-column-readable",
@@ -100,9 +115,10 @@ def readable_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str
         if not readable:
             continue
         folded = {c.casefold() for c in columns}
-        others = [str(r[0]) for r in conn.execute(text(_COLUMNS), {"table": table})]
+        schema, bare = split_key(table)
+        others = [str(r[0]) for r in conn.execute(text(_COLUMNS), {"schema": schema, "table": bare})]
         others = [_quote(c) for c in others if c.casefold() not in folded]
-        name = f"{_quote(database)}.{_quote(table)}"
+        name = _qualified(database, table)
         grant = f"; GRANT SELECT ({', '.join(others)}) ON {name} TO {account}" if others else ""
         findings.append(
             Finding(
@@ -208,8 +224,10 @@ _GENERATED = (
 
 
 def _split(key: str) -> tuple[str | None, str]:
-    """`(schema, table)` of a masked table's key (`table`, or `` `schema`.`table` ``)."""
-    parts = [p[1:-1].replace("``", "`") for p in re.findall(_NAME, key)] if key.startswith("`") else []
+    """`(schema, table)` of a masked table's key (`table`, `schema.table` or `` `schema`.`table` ``)."""
+    if not key.startswith("`"):
+        return split_key(key)
+    parts = [p[1:-1].replace("``", "`") for p in re.findall(_NAME, key)]
     return (parts[0], parts[1]) if len(parts) == 2 else (None, key)
 
 

@@ -66,6 +66,17 @@ class PostgresProfile(PostgresSession):
     builtin_schema = "pg_catalog"
     exact_ties = staticmethod(exact_ties)
     parameter_casts = DECLARED  # a parameter only tested for NULL has no type (`profiles.postgres.params`)
+    system_schemas = frozenset({"information_schema", "pg_catalog", "pg_toast"})
+
+    def name_path(self, conn: Connection) -> tuple[str, ...]:
+        """`current_schemas(false)`: the search_path as this role resolves it (existing schemas it
+        may use; pg_catalog, searched first unless placed, is not a place for tables)."""
+        return tuple(str(s) for s in conn.execute(text("SELECT unnest(current_schemas(false))")).scalars())
+
+    def usable_schemas(self, conn: Connection) -> list[str]:
+        """Schemas this role holds USAGE on (a name in any other is refused by the database)."""
+        sql = "SELECT nspname FROM pg_catalog.pg_namespace WHERE has_schema_privilege(oid, 'USAGE')"
+        return [str(s) for s in conn.execute(text(sql)).scalars()]
 
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous

@@ -19,7 +19,7 @@ from sqlalchemy.engine import URL, Connection
 
 from mcpkit.sql.admission.function_tables import SEARCH_BOUND_MARKER
 from mcpkit.sql.clipping import Clipping
-from mcpkit.sql.errors import SEARCH_TOO_LARGE
+from mcpkit.sql.errors import SEARCH_TOO_LARGE, SqlConfigError
 from mcpkit.sql.profiles.base import Outcome, Profile
 from mcpkit.sql.tagging import session_label
 
@@ -80,6 +80,15 @@ class PostgresSession(Profile):
 
     def __init__(self) -> None:
         super().__init__("postgres")
+        self._name_path: str | None = None
+
+    def pin_name_path(self, path: Sequence[str]) -> None:
+        """Every later call sets `search_path` (locally) to `path`, which masking resolved through."""
+        super().pin_name_path(path)
+        value = ", ".join('"' + name.replace('"', '""') + '"' for name in path)
+        if "\\" in value:  # never inlined where standard_conforming_strings could read it
+            raise SqlConfigError("--mask: a schema on the search_path has a backslash in its name")
+        self._name_path = "'" + value.replace("'", "''") + "'"
 
     def engine_options(self, url: URL) -> dict[str, Any]:
         """Connect timeout and the loaders (intervals as text); everything else is per call."""
@@ -100,7 +109,10 @@ class PostgresSession(Profile):
         if not _LABEL_SAFE.fullmatch(label):  # session_label guarantees it; never inline otherwise
             label = "mcpkit"
         dbapi.autocommit = True
-        return [_BEGIN, _SETTINGS.format(ms=ms, idle=ms * 2, label=label)]
+        statements = [_BEGIN, _SETTINGS.format(ms=ms, idle=ms * 2, label=label)]
+        if self._name_path is not None:
+            statements.append(f"SELECT set_config('search_path', {self._name_path}, true)")
+        return statements
 
     def run(self, cursor: Any, sql: str, call_id: str) -> None:
         """Run one statement through the extended protocol (no parameter processing)."""
