@@ -104,3 +104,45 @@ def test_a_ceiling_where_no_estimate_exists_stops_start_up(tmp_path: Path) -> No
             SqlService(engine, max_cost=0.0)
     finally:
         engine.close()
+
+
+@pytest.mark.postgres
+def test_postgres_max_cost_is_refused_where_row_level_security_hides_rows(
+    pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Red team pg13 F5: the planner's estimate for `secret = 'alpha'` counts another tenant's rows
+    # (statistics cover every row; text `=` is leakproof, so RLS does not hide them from it), so
+    # whether a query over the ceiling is refused told whether a hidden value exists.
+    from mcpkit.cli import main
+    from tests.sql.sql_support import pg_scratch
+
+    with pg_scratch(pg_url, "costrls") as db:
+        db.admin.execute(
+            f"""
+            CREATE TABLE notes (tenant text, secret text);
+            INSERT INTO notes SELECT 'other', 'alpha' FROM generate_series(1, 20000);
+            INSERT INTO notes SELECT '{db.reader}', 'mine' || g FROM generate_series(1, 200) g;
+            ALTER TABLE notes ENABLE ROW LEVEL SECURITY;
+            CREATE POLICY own ON notes USING (tenant = current_user);
+            GRANT SELECT ON notes TO {db.reader};
+            ANALYZE notes;
+            """
+        )
+        sql = "SELECT count(*) FROM notes a CROSS JOIN generate_series(1, 1000) g WHERE a.secret = '{}'"
+        ceiling = ["--max-cost", "1500"]
+
+        def ask(*extra: str, guess: str = "alpha") -> tuple[int, str]:
+            code = main(["sql", "query", "--dsn", db.reader_url, *extra, sql.format(guess)])
+            out = capsys.readouterr()
+            return code, out.out + out.err
+
+        code, out = ask(*ceiling)
+        assert code == 2, out
+        assert "row-level security filters public.notes for the database account" in out, out
+        assert "--allow cost-under-rls" in out
+        # Opted in, the oracle is there, which is why it is refused by default: the same count
+        # (0, no row of the reader's matches) refused for a hidden value, answered for another.
+        opted = [*ceiling, "--allow", "cost-under-rls"]
+        assert ask(*opted, guess="alpha")[0] == 3
+        assert ask(*opted, guess="zzz")[0] == 0
+        assert ask(guess="alpha")[0] == 0  # no ceiling: nothing to tell

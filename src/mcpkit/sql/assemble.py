@@ -167,6 +167,8 @@ def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int
             report.fingerprint,
             every_s=getattr(args, "catalog_check_interval", DEFAULT_CATALOG_CHECK_S),
         )
+        if args.max_cost is not None:
+            refuse_cost_oracle(engine, args.allow, "the database account")
         functions = function_policy(args, engine.dialect)
         return SqlService(
             engine, max_rows=max_rows, timeout_s=args.timeout, functions=functions, max_cost=args.max_cost
@@ -174,6 +176,30 @@ def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int
     except BaseException:
         engine.close()
         raise
+
+
+def refuse_cost_oracle(engine: SqlEngine, allow: Sequence[str], who: str) -> None:
+    """Refuse `--max-cost` where row-level security filters what `who` reads, unless allowed.
+
+    PostgreSQL plans from statistics gathered over every row and uses them under RLS for any
+    leakproof operator (text `=` is one): `WHERE secret = 'guess'` over another tenant's rows
+    changes the estimate, so refused-or-answered would tell whether the guess is there.
+
+    Raises:
+        SqlConfigError: such tables exist and `--allow cost-under-rls` was not given.
+    """
+    with engine.session(30.0, "startup-cost") as (conn, _):
+        tables = engine.profile.row_filtered_tables(conn)
+    if not tables:
+        return
+    line = (
+        f"--max-cost: row-level security filters {', '.join(tables)} for {who}, and the planner's "
+        "estimates come from statistics over every row, so a cost refusal would tell about rows "
+        "it hides; drop --max-cost (the statement timeout still bounds each call)"
+    )
+    if "cost-under-rls" not in allow:
+        raise SqlConfigError(line + ", or accept it with --allow cost-under-rls")
+    log.warning("--allow cost-under-rls: %s", line)
 
 
 def equip(
@@ -226,6 +252,9 @@ def equip(
     )
     try:
         router.verify(allow=allow)
+        if args.max_cost is not None:
+            for role, identity in router.identities():
+                refuse_cost_oracle(identity, args.allow, f"role {role}")
         per_role = enforce_identity_masks(router, service.masking) if service.masking is not None else {}
         guard_roles(router, account_check(args.allow, args.allow_superuser), per_role)  # while serving
     except BaseException:

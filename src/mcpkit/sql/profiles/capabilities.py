@@ -106,6 +106,14 @@ class Capabilities:
         """A report parameter's value as the database binds it (generic: as validated)."""
         return value
 
+    # --- cost ------------------------------------------------------------------------------
+
+    def row_filtered_tables(self, conn: Connection) -> list[str]:
+        """Tables this session may select from whose rows the database filters per role (row-level
+        security): the planner's estimates over them come from statistics of every row, hidden
+        ones included, so a cost refusal would tell about rows the role cannot read. Generic: none."""
+        return []
+
     # --- masking: how names resolve --------------------------------------------------------
 
     system_schemas: frozenset[str] = frozenset()

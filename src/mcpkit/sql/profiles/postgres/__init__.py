@@ -55,6 +55,14 @@ _READABLE: Final = (
 )
 
 
+_ROW_FILTERED_TABLES: Final = (
+    "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_catalog.pg_class c"
+    " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+    f" WHERE c.relkind IN ('r', 'p') AND {ROW_FILTERED} AND has_table_privilege(c.oid, 'SELECT')"
+    " ORDER BY 1 LIMIT 20"
+)
+
+
 class PostgresProfile(PostgresSession):
     """PostgreSQL 12+ through psycopg 3."""
 
@@ -72,6 +80,11 @@ class PostgresProfile(PostgresSession):
         """`current_schemas(false)`: the search_path as this role resolves it (existing schemas it
         may use; pg_catalog, searched first unless placed, is not a place for tables)."""
         return tuple(str(s) for s in conn.execute(text("SELECT unnest(current_schemas(false))")).scalars())
+
+    def row_filtered_tables(self, conn: Connection) -> list[str]:
+        """Tables with row-level security active for this role that it may select from (the planner
+        uses their statistics, gathered over every row, under any operator marked leakproof)."""
+        return [str(n) for n in conn.execute(text(_ROW_FILTERED_TABLES)).scalars()]
 
     def usable_schemas(self, conn: Connection) -> list[str]:
         """Schemas this role holds USAGE on (a name in any other is refused by the database)."""
