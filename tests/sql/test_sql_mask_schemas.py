@@ -210,3 +210,34 @@ def test_mariadb_a_masked_table_in_another_database_is_checked_and_resolved(
     assert code == 3 and "| 7 |" not in out, out
     code, out = _ask(capsys, url, masks, "SELECT * FROM customers ORDER BY id")  # the twin: not masked
     assert code == 0 and out.rstrip().splitlines()[-1] == "| 8 | zed@guess.example |", out
+
+
+@pytest.mark.postgres
+def test_postgres_a_foreign_key_copy_in_another_schema_is_masked_and_withheld(
+    pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Red team pg13 F4: `sales.orders.customer_email REFERENCES crm.customers(email)` holds the
+    # e-mails; read through a security_invoker view it handed them out while start-up said ok.
+    _withhold(pg)
+    pg.admin.execute(
+        f"""
+        ALTER TABLE crm.customers ADD UNIQUE (email);
+        CREATE SCHEMA sales;
+        CREATE TABLE sales.orders (id int, customer_email text REFERENCES crm.customers (email));
+        INSERT INTO sales.orders VALUES (10, 'ann{SECRET}');
+        CREATE VIEW sales.order_mail WITH (security_invoker) AS SELECT id, customer_email FROM sales.orders;
+        GRANT USAGE ON SCHEMA sales TO {pg.reader};
+        GRANT SELECT ON sales.orders, sales.order_mail TO {pg.reader};
+        """
+    )
+    masks = _masks(tmp_path, *MASKS)
+    code, out = _ask(capsys, pg.reader_url, masks, "SELECT * FROM sales.order_mail")
+    assert code == 2 and SECRET not in out, out
+    assert "can read masked column(s) customer_email of sales.orders:" in out, out
+    pg.admin.execute(f"REVOKE SELECT ON sales.orders FROM {pg.reader}")
+    pg.admin.execute(f"GRANT SELECT (id) ON sales.orders TO {pg.reader}")
+    code, out = _ask(capsys, pg.reader_url, masks, "SELECT * FROM sales.order_mail")
+    assert code == 4 and SECRET not in out, out  # the database refuses the view its column
+    for sql in ("SELECT * FROM sales.orders", "SELECT id, customer_email FROM sales.orders"):
+        code, out = _ask(capsys, pg.reader_url, masks, sql)
+        assert code == 0 and out.rstrip().splitlines()[-1] == "| 10 | <masked> |", (sql, out)

@@ -16,10 +16,13 @@ __all__ = ["copied_masks"]
 # MariaDB refuses SHOW CREATE TABLE (SQLAlchemy's reflection of keys) to an account that holds
 # only column privileges; the catalog lists the keys of the tables it may read.
 _MYSQL_KEYS = (
-    "SELECT column_name, referenced_table_name, referenced_column_name"
-    " FROM information_schema.KEY_COLUMN_USAGE WHERE table_schema = DATABASE() AND table_name = :t"
-    " AND referenced_table_schema = DATABASE() AND referenced_column_name IS NOT NULL"
+    "SELECT column_name, NULLIF(referenced_table_schema, DATABASE()), referenced_table_name,"
+    " referenced_column_name FROM information_schema.KEY_COLUMN_USAGE"
+    " WHERE table_schema = COALESCE(:s, DATABASE()) AND table_name = :t"
+    " AND referenced_column_name IS NOT NULL"
 )
+# The database's own catalogs (PostgreSQL, MySQL/MariaDB): no copy of a user's table lives there.
+_SYSTEM = frozenset({"information_schema", "pg_catalog", "mysql", "performance_schema", "sys"})
 
 Key = tuple[str, str | None, str, str]  # column, referenced schema (None: default), table, column
 
@@ -28,9 +31,10 @@ def _keys(conn: Connection, schema: str | None, table: str) -> list[Key]:
     try:
         found = inspect(conn).get_foreign_keys(table, schema)
     except DBAPIError:
-        if conn.dialect.name not in ("mysql", "mariadb") or schema is not None:
+        if conn.dialect.name not in ("mysql", "mariadb"):
             raise
-        return [(str(c), None, str(t), str(r)) for c, t, r in conn.execute(text(_MYSQL_KEYS), {"t": table})]
+        rows = conn.execute(text(_MYSQL_KEYS), {"s": schema, "t": table})
+        return [(str(c), None if s is None else str(s), str(t), str(r)) for c, s, t, r in rows]
     return [
         (c, fk.get("referred_schema") or None, fk["referred_table"], r)
         for fk in found
@@ -52,12 +56,15 @@ def copied_masks(
     Args:
         conn: A connection (a call's session or an administrator's).
         masked: Table -> its masked columns: `table` in the default schema, `schema.table` in another.
-        schemas: Other schemas whose tables may hold a copy (the default schema's tables always do).
+        schemas: Schemas whose tables may hold a copy besides every schema the connection lists
+            (the default schema's tables always do).
     """
     insp = inspect(conn)
     default = insp.default_schema_name
-    others = [s for s in dict.fromkeys(schemas) if s and s != default]
-    tables: list[tuple[str | None, str]] = [(None, t) for t in insp.get_table_names()]
+    listed = [s for s in insp.get_schema_names() if s.casefold() not in _SYSTEM and not s.startswith("pg_")]
+    others = [s for s in dict.fromkeys([*schemas, *listed]) if s and s != default]
+    # the default schema's own tables (PostgreSQL's unqualified listing is every table on the path)
+    tables: list[tuple[str | None, str]] = [(None, t) for t in insp.get_table_names(default)]
     tables += [(s, t) for s in others for t in insp.get_table_names(s)]
     keys = {(s, t): _keys(conn, s, t) for s, t in tables}
     folded = {k.casefold(): {c.casefold() for c in cols} for k, cols in masked.items()}

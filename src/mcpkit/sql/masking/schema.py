@@ -87,8 +87,8 @@ class Reflection:
     path: tuple[str, ...] = ()
 
     def masked(self, policy: MaskPolicy) -> dict[str, frozenset[str]]:
-        """Table key -> its masked columns: `table` where an unqualified name reaches that table,
-        `schema.table` otherwise (the key `Profile.use_masks` resolves).
+        """Table key -> its masked columns: `table` in the default schema (the head of the path),
+        `schema.table` in another (the key `Profile.use_masks` and `copied_masks` resolve).
 
         >>> mapping = {"crm": {"t": {"email": "TEXT"}}, "public": {"t": {"id": "INT"}}}
         >>> r = Reflection(mapping, ("public", "crm"))
@@ -100,8 +100,7 @@ class Reflection:
         out: dict[str, frozenset[str]] = {}
         for schema, tables in self.mapping.items():
             for table, columns in policy.masked_tables(tables, schema).items():
-                reached = next((s for s in self.path if table in self.mapping.get(s, {})), None)
-                out[table if reached == schema else f"{schema}.{table}"] = columns
+                out[table if schema == self.path[0] else f"{schema}.{table}"] = columns
         return out
 
     @property
