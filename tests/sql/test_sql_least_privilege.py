@@ -802,3 +802,96 @@ def test_postgres_negator_and_returned_domain_are_routes(pg_db: tuple[str, str],
     assert not [f for f in _report(_login(admin, login)).findings if hidden in f.message]
     with pg_admin(_login(admin, login)) as reader, pytest.raises(Exception, match="permission denied"):
         reader.execute(query)  # the printed fix closes it in the database
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "route", ["returned-composite", "operator-composite", "aggregate-initcond", "view-coldef"]
+)
+def test_postgres_types_inside_composites_aggregates_and_trees_are_routes(
+    pg_db: tuple[str, str], route: str
+) -> None:
+    # Red team pg14 F1-F3, F6: a domain's CHECK ran a hidden plpgsql function (EXECUTE left to
+    # PUBLIC) through a returned composite's attribute, an operator returning one, an aggregate's
+    # INITCOND (read by its transition type's input) and a view's column definition list; the
+    # audit followed only domains returned directly and result types of stored trees.
+    admin, tag = pg_db
+    login = f"mk_lp_{tag}_c"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute(
+            "CREATE SCHEMA hid; CREATE SCHEMA app;"
+            "CREATE FUNCTION hid.chk(v int) RETURNS bool LANGUAGE plpgsql IMMUTABLE AS $$"
+            f" BEGIN IF current_user = '{login}' THEN RAISE EXCEPTION 'the hidden function ran'; END IF;"
+            " RETURN true; END $$;"
+            "CREATE DOMAIN hid.dint AS int CHECK (hid.chk(VALUE));"
+            "CREATE TYPE hid.comp AS (a hid.dint);"
+            "CREATE TABLE app.t AS SELECT g AS id FROM generate_series(1, 5) g;"
+        )
+        entry = {
+            "returned-composite": "CREATE FUNCTION app.mk() RETURNS hid.comp LANGUAGE sql IMMUTABLE"
+            " BEGIN ATOMIC SELECT NULL::hid.comp; END;",
+            "operator-composite": "CREATE FUNCTION hid.mk2(int, int) RETURNS hid.comp LANGUAGE sql IMMUTABLE"
+            " BEGIN ATOMIC SELECT NULL::hid.comp; END;"
+            "CREATE OPERATOR app.### (LEFTARG = int, RIGHTARG = int, FUNCTION = hid.mk2);",
+            "aggregate-initcond": "CREATE AGGREGATE hid.agg(int) (SFUNC = pg_catalog.trim_array,"
+            " STYPE = hid.dint[], INITCOND = '{0}');"
+            "CREATE VIEW app.v AS SELECT cardinality(hid.agg(0)) AS n FROM app.t;",
+            "view-coldef": "CREATE VIEW app.v AS SELECT r.id FROM app.t,"
+            " jsonb_to_record(jsonb_build_object('id', t.id, 'a', t.id)) AS r(id int, a hid.dint);",
+        }[route]
+        c.execute(entry)
+        c.execute(f"GRANT USAGE ON SCHEMA app TO {login}")
+        c.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA app TO {login}")
+    query = {
+        "returned-composite": """SELECT jsonb_populate_record(app.mk(), '{"a": 1}')""",
+        "operator-composite": """SELECT jsonb_populate_record(1 OPERATOR(app.###) 2, '{"a": 1}')""",
+        "aggregate-initcond": "SELECT * FROM app.v",
+        "view-coldef": "SELECT * FROM app.v",
+    }[route]
+    with pg_admin(_login(admin, login)) as reader, pytest.raises(Exception, match="the hidden function ran"):
+        reader.execute(query)  # the route is real
+    found = [f for f in _report(_login(admin, login)).findings if "hid.chk" in f.message]
+    assert found, "the route was not found"
+    with pg_admin(admin) as c:  # the CHECK's call is checked for EXECUTE: revoking it closes the route
+        c.execute("REVOKE EXECUTE ON FUNCTION hid.chk(int) FROM PUBLIC")
+    assert not [f for f in _report(_login(admin, login)).findings if "hid.chk" in f.message]
+    with pg_admin(_login(admin, login)) as reader, pytest.raises(Exception, match="permission denied"):
+        reader.execute(query)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("layout", ["inheritance", "partition"])
+def test_postgres_a_parent_without_row_security_over_children_with_it_is_refused(
+    pg_db: tuple[str, str], layout: str
+) -> None:
+    # Red team pg14 F8: RLS written on a child or partition only; PostgreSQL applies the queried
+    # table's policies, so the readable parent showed bob's rows to alice while doctor said ok.
+    admin, tag = pg_db
+    login = f"mk_lp_{tag}_p"
+    child = (
+        "CREATE TABLE app.ev (owner_name text, note text);CREATE TABLE app.ev_2026 () INHERITS (app.ev);"
+        if layout == "inheritance"
+        else "CREATE TABLE app.ev (owner_name text, note text) PARTITION BY LIST (owner_name);"
+        "CREATE TABLE app.ev_2026 PARTITION OF app.ev DEFAULT;"
+    )
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute(
+            f"CREATE SCHEMA app; {child}"
+            f"INSERT INTO app.ev_2026 VALUES ('{login}', 'mine'), ('bob', 'bob-private');"
+            "ALTER TABLE app.ev_2026 ENABLE ROW LEVEL SECURITY;"
+            "CREATE POLICY own ON app.ev_2026 USING (owner_name = current_user);"
+            f"GRANT USAGE ON SCHEMA app TO {login}; GRANT SELECT ON app.ev, app.ev_2026 TO {login};"
+        )
+    with pg_admin(_login(admin, login)) as reader:  # the route is real
+        assert [r[0] for r in reader.execute("SELECT note FROM app.ev_2026")] == ["mine"]
+        assert "bob-private" in [r[0] for r in reader.execute("SELECT note FROM app.ev")]
+    (found,) = [f for f in _report(_login(admin, login)).findings if f.code == "rls-parent"]
+    assert "app.ev has no row-level security" in found.message and "app.ev_2026" in found.message
+    with pg_admin(admin) as c:  # the printed fix: the parent gets the children's policy
+        c.execute("ALTER TABLE app.ev ENABLE ROW LEVEL SECURITY")
+        c.execute("CREATE POLICY own ON app.ev USING (owner_name = current_user)")
+    assert not [f for f in _report(_login(admin, login)).findings if f.code == "rls-parent"]
+    with pg_admin(_login(admin, login)) as reader:
+        assert [r[0] for r in reader.execute("SELECT note FROM app.ev")] == ["mine"]

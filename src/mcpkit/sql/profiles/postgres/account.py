@@ -10,7 +10,7 @@ from sqlalchemy.engine import Connection
 from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
 from mcpkit.sql.profiles.postgres.knowledge import ROLES
 from mcpkit.sql.profiles.postgres.routes import audit_routes
-from mcpkit.sql.profiles.postgres.views import owner_views
+from mcpkit.sql.profiles.postgres.views import owner_views, rls_parents
 
 __all__ = ["TEMP_FILE_LIMIT", "connection_limit_warnings", "inspect_postgres", "temp_file_warnings"]
 
@@ -221,6 +221,7 @@ def inspect_postgres(conn: Connection, allowed: frozenset[str] = frozenset()) ->
     found += _parameter_findings(conn, user, allowed)
     found += audit_routes(conn, allowed)
     found += owner_views(conn, allowed)
+    found += rls_parents(conn, allowed)
     writable = [str(r[0]) for r in conn.execute(text(_WRITABLE))]
     reason = "rolsuper" if rolsuper else next((f.code for f in found if f.code.startswith("pg_")), None)
     return AccountReport("postgres", version, user, reason is not None, reason, writable, True, found)

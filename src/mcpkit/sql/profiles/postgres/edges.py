@@ -13,12 +13,16 @@ readable relation leads (red team pg11, F3/F4; verified on PostgreSQL 15) to:
   checked for EXECUTE against the reader, so a function the reader may execute is judged whatever
   schema it sits in.
 
-A function leads to the domains it returns or takes (red team pg13, F9): a returned domain's CHECK
-runs as the caller. A relation leads to the types of its index columns and statistics expressions
-(pg13, F3): the planner runs a range's subtype_diff on their statistics, unchecked. An operator
-without estimators leads to its commutator and negator (pg13 F7): the planner rewrites `NOT (a op
-b)` to `a negator b` (and may commute a clause), and the executor runs that operator's function,
-checked for EXECUTE against the reader, wherever its schema.
+A function leads to every user type it returns or takes (red team pg13 F9, pg14 F1/F2): a returned
+domain's CHECK runs as the caller, and so does the CHECK of a domain inside a returned composite
+(`jsonb_populate_record(f(), ...)` coerces into its attributes); an aggregate leads to its transition
+types (pg14 F3: the INITCOND is read by the type's input, a domain's CHECK included). The node trees
+lead to every user type they name, not only result types (pg14 F6): a column definition list, a
+constant, a row or array constructor. A relation leads to the types of its index columns and
+statistics expressions (pg13, F3): the planner runs a range's subtype_diff on their statistics,
+unchecked. An operator without estimators leads to its commutator and negator (pg13 F7): the
+planner rewrites `NOT (a op b)` to `a negator b` (and may commute a clause), and the executor runs
+that operator's function, checked for EXECUTE against the reader, wherever its schema.
 """
 
 from __future__ import annotations
@@ -27,14 +31,24 @@ from typing import Final
 
 __all__ = ["EDGES", "FOREIGN", "KIND", "UNCHECKED"]
 
-# A node field holding one OID, or RowCompareExpr's list of them (`:opnos (o 97 521)`): one pass.
+# Node fields that name a type whose input function, domain CHECK or attributes run when the tree
+# does (red team pg14 F6: a view's `jsonb_to_record(...) AS r(a some_domain)` column definition
+# list, a constant of a composite type): only user types (OID 16384 and up) are edges.
+_TYPE_FIELDS: Final = (
+    "consttype|vartype|funcresulttype|opresulttype|aggtype|wintype|minmaxtype|array_typeid"
+    "|element_typeid|casetype|row_typeid|typeId|paramtype|firstColType"
+)
+# A node field holding one OID, or a list of them (`:opnos (o 97 521)`, `:funccoltypes (o 23 16390)`):
+# one pass.
 _FIELDS: Final = (
     r"':(funcid|opfuncid|aggfnoid|winfnoid|relid|resulttype|opno|eqop|sortop|startInRangeFunc"
-    r"|endInRangeFunc) (\d+)|[:]opnos \(o ([0-9 ]+)\)'"
+    rf"|endInRangeFunc|{_TYPE_FIELDS}) (\d+)|[:](opnos|funccoltypes|coltypes) \(o ([0-9 ]+)\)'"
 )
 _TREE: Final = (
-    f"(SELECT coalesce(m[1], 'opno') AS f, x::oid AS o FROM regexp_matches({{tree}}, {_FIELDS}, 'g') m,"
-    " unnest(string_to_array(trim(coalesce(m[2], m[3])), ' ')) x)"
+    "(SELECT f, o FROM (SELECT CASE WHEN m[3] = 'opnos' THEN 'opno' ELSE coalesce(m[1], m[3]) END AS f,"
+    f" x::oid AS o FROM regexp_matches({{tree}}, {_FIELDS}, 'g') m,"
+    " unnest(string_to_array(trim(coalesce(m[2], m[4])), ' ')) x) e"
+    f" WHERE e.f !~ '^({_TYPE_FIELDS}|funccoltypes|coltypes)$' OR e.o >= 16384)"
 )
 
 # Edges out of a relation besides its view rule and policies (see the module docstring).
@@ -53,6 +67,12 @@ UNION ALL SELECT 'rel', x.indrelid, 'resulttype', a.atttypid FROM pg_index x
 UNION ALL SELECT 'rel', p.partrelid, m.f, m.o FROM pg_partitioned_table p,
   LATERAL {_TREE.format(tree="coalesce(p.partexprs::text, '')")} m
 """
+# A function's (or aggregate's) own types that hold code run on coercion into them: domains (their
+# CHECK), composites (their attributes'), ranges, multiranges, and arrays of these. A base type's
+# I/O is the type's own entry (the query names the type), not every function over it.
+_STRUCTURED: Final = """JOIN pg_type ty ON ty.oid = a.t
+  LEFT JOIN pg_type el ON el.oid = ty.typelem AND ty.typcategory = 'A'
+  WHERE a.t >= 16384 AND (ty.typtype IN ('d', 'c', 'r', 'm') OR el.typtype IN ('d', 'c', 'r', 'm'))"""
 # (kind, oid) -> (field, oid) edges out of the node trees PostgreSQL stores.
 EDGES: Final = f"""
 SELECT 'rel', r.ev_class, m.f, m.o FROM pg_rewrite r,
@@ -62,7 +82,7 @@ UNION ALL SELECT 'rel', p.polrelid, m.f, m.o FROM pg_policy p,
 UNION ALL SELECT 'type', c.contypid, m.f, m.o FROM pg_constraint c,
   LATERAL {_TREE.format(tree="coalesce(c.conbin::text, '')")} m WHERE c.contypid <> 0
 UNION ALL SELECT 'type', t.oid, 'resulttype', t.typbasetype FROM pg_type t WHERE t.typtype = 'd'
-UNION ALL SELECT 'type', r.rngtypid, 'component', r.rngsubdiff FROM pg_range r WHERE r.rngsubdiff <> 0
+UNION ALL SELECT 'type', r.rngtypid, 'subdiff', r.rngsubdiff FROM pg_range r WHERE r.rngsubdiff <> 0
 UNION ALL SELECT 'type', r.rngmultitypid, 'resulttype', r.rngtypid FROM pg_range r
 UNION ALL SELECT 'type', r.rngtypid, 'resulttype', r.rngsubtype FROM pg_range r WHERE r.rngsubtype >= 16384
 UNION ALL SELECT 'type', t.oid, 'resulttype', a.atttypid FROM pg_type t
@@ -76,7 +96,10 @@ UNION ALL SELECT 'fn', p.oid, m.f, m.o FROM pg_proc p,
   LATERAL {_TREE.format(tree="coalesce(p.proargdefaults::text, '') || coalesce(p.prosqlbody::text, '')")} m
 UNION ALL SELECT 'fn', p.oid, 'resulttype', a.t FROM pg_proc p,
   unnest(p.prorettype::oid || p.proargtypes::oid[] || coalesce(p.proallargtypes, ARRAY[]::oid[])) a(t)
-  JOIN pg_type ty ON ty.oid = a.t WHERE ty.typtype = 'd'
+  {_STRUCTURED}
+UNION ALL SELECT 'fn', g.aggfnoid, 'resulttype', a.t FROM pg_aggregate g,
+  unnest(ARRAY[g.aggtranstype::oid, g.aggmtranstype::oid]) a(t)
+  {_STRUCTURED}
 UNION ALL SELECT 'fn', a.aggfnoid, 'component', c.f::oid FROM pg_aggregate a,
   unnest(ARRAY[a.aggtransfn, a.aggfinalfn, a.aggcombinefn, a.aggserialfn, a.aggdeserialfn,
                a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn]) c(f) WHERE c.f::oid <> 0
@@ -102,6 +125,7 @@ UNION ALL SELECT 'type', t.oid, 'typeio', f.f FROM pg_type t,
 {_RELATION_EDGES}"""
 
 KIND: Final = {
+    **dict.fromkeys([*_TYPE_FIELDS.split("|"), "funccoltypes", "coltypes"], "type"),
     "funcid": "fn",
     "opfuncid": "fn",
     "aggfnoid": "fn",
@@ -121,9 +145,10 @@ KIND: Final = {
     "negate": "op",
     "child": "rel",
     "typeio": "fn",
+    "subdiff": "fn",
 }
 # Edges PostgreSQL follows without an EXECUTE check (see the module docstring).
-UNCHECKED: Final = frozenset({"component", "support", "member", "estimate", "commute", "typeio"})
+UNCHECKED: Final = frozenset({"component", "support", "member", "estimate", "commute", "typeio", "subdiff"})
 
 # Foreign tables the role cannot read itself (those it can are `account` findings): reached through
 # a partition or inheritance parent (or a view), each read still leaves the database. The fix

@@ -303,8 +303,8 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
             continue
         for (target_kind, target), via in _reached(graph, (kind, oid), filtered):
             checked = via is None
-            if kind == "type" and via == "component":
-                continue  # subtype_diff runs for a column's statistics: the relation entry covers it
+            if via == "subdiff" and kind != "rel":
+                continue  # subtype_diff runs for a relation's statistics: the relation entry covers it
             if target_kind == "rel":
                 if target in foreign and f"foreign-table:{foreign[target][0]}" not in allowed:
                     plain, qualified, server, wrapper, detach = foreign[target]

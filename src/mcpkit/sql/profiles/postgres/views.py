@@ -15,6 +15,10 @@ could read itself. The rule, for each such view the reader can select and does n
 Otherwise the view shows nothing the reader could not read itself. The relations are taken from
 the view's stored rule (its range table), which names pinned catalogs that `pg_depend` omits.
 Functions a view calls run as the caller and are checked by `routes.audit_routes`.
+
+A partitioned or inheritance parent is the same kind of route (`rls_parents`): PostgreSQL applies
+only the queried table's policies, so a parent without row-level security hands out the rows its
+children's policies hide (red team pg14 F8).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import Finding
 
-__all__ = ["owner_views"]
+__all__ = ["owner_views", "rls_parents"]
 
 _VIEWS: Final = r"""
 SELECT c.oid, quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relkind,
@@ -99,6 +103,48 @@ def owner_views(conn: Connection, allowed: frozenset[str] = frozenset()) -> list
                 f"{what} {name} reads its relations with its owner's rights and {why}",
                 fix,
                 f"view:{name}",
+            )
+        )
+    return found
+
+
+_PARENTS: Final = """
+WITH RECURSIVE tree(parent, child) AS (
+  SELECT inhparent, inhrelid FROM pg_inherits
+  UNION SELECT t.parent, i.inhrelid FROM tree t JOIN pg_inherits i ON i.inhparent = t.child)
+SELECT quote_ident(pn.nspname) || '.' || quote_ident(p.relname),
+  string_agg(DISTINCT quote_ident(cn.nspname) || '.' || quote_ident(c.relname), ', '),
+  quote_ident(current_user)
+FROM tree JOIN pg_class p ON p.oid = tree.parent JOIN pg_namespace pn ON pn.oid = p.relnamespace
+JOIN pg_class c ON c.oid = tree.child JOIN pg_namespace cn ON cn.oid = c.relnamespace
+WHERE c.relrowsecurity AND row_security_active(c.oid) AND NOT p.relrowsecurity
+  AND has_schema_privilege(pn.oid, 'USAGE')
+  AND (has_table_privilege(p.oid, 'SELECT') OR has_any_column_privilege(p.oid, 'SELECT'))
+GROUP BY 1 ORDER BY 1
+"""
+
+
+def rls_parents(conn: Connection, allowed: frozenset[str] = frozenset()) -> list[Finding]:
+    """One finding per selectable parent without row-level security whose partitions or
+    inheritance children have it: a query on the parent reads their rows under no policy.
+
+    Args:
+        conn: A connection in the role's read-only session.
+        allowed: `relation:schema.name` opt-ins.
+    """
+    found = []
+    for parent, children, role in conn.execute(text(_PARENTS)):
+        if f"relation:{parent}" in allowed:
+            continue
+        found.append(
+            Finding(
+                "rls-parent",
+                f"table {parent} has no row-level security while its partitions or children {children}"
+                " do: PostgreSQL applies only the queried table's policies, so reading the parent shows"
+                " the rows theirs hide",
+                f"ALTER TABLE {parent} ENABLE ROW LEVEL SECURITY (with the children's policies); or REVOKE "
+                f"SELECT ON {parent} FROM {role}",
+                f"relation:{parent}",
             )
         )
     return found
