@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import sqlglot
 
 from mcpkit.errors import Refused
 from mcpkit.sql.admission import admit
@@ -29,6 +30,7 @@ MAX_BOUNDED = 64
 
 PG_HAY = "repeat('a', 3000000)"
 PG_NEEDLE = "'b' || repeat('a', 5000)"
+PG_PATTERN = "'%' || repeat('a', 5000) || 'b%'"
 PG_LARGE = {
     "strpos": f"SELECT strpos({PG_HAY}, {PG_NEEDLE}) AS p",
     "position": f"SELECT position({PG_NEEDLE} IN {PG_HAY}) AS p",
@@ -42,6 +44,11 @@ PG_LARGE = {
     "ILIKE": f"SELECT {PG_HAY} ILIKE '%' || repeat('a', 5000) || 'b%' AS m",
     "NOT LIKE ESCAPE": f"SELECT {PG_HAY} NOT LIKE '%' || repeat('a', 5000) || 'b!%' ESCAPE '!' AS m",
     "~~ operator": f"SELECT {PG_HAY} ~~ ('%' || repeat('a', 5000) || 'b%') AS m",
+    # red team pg14 F10: the operator written as OPERATOR(...), and quantified LIKE, went unguarded
+    "OPERATOR(pg_catalog.~~)": f"SELECT {PG_HAY} OPERATOR(pg_catalog.~~) ({PG_PATTERN}) AS m",
+    "OPERATOR(pg_catalog.!~~*)": f"SELECT {PG_HAY} OPERATOR(pg_catalog.!~~*) ({PG_PATTERN}) AS m",
+    "LIKE ANY (ARRAY[...])": f"SELECT {PG_HAY} LIKE ANY (ARRAY['x%', {PG_PATTERN}]) AS m",
+    "NOT ILIKE ALL (ARRAY[...])": f"SELECT {PG_HAY} NOT ILIKE ALL (ARRAY[{PG_PATTERN}]::text[]) AS m",
     "a column": f"SELECT id FROM docs WHERE id = 0 AND strpos(body, {PG_NEEDLE}) > 0",
     "a column in WHERE LIKE": "SELECT id FROM docs WHERE body LIKE '%' || repeat('a', 5000) || 'b%'",
 }
@@ -72,7 +79,9 @@ SELECT a, strpos(a, b) AS s, position(b IN a) AS p, replace(a, b, c) AS r,
        replace(replace(a, b, c), c, b) AS rr, split_part(a, b, 2) AS sp,
        string_to_array(a, b) AS sa, translate(a, b, c) AS t, a LIKE '%' || b || '%' AS l,
        a ILIKE upper(b) || '%' AS il, a NOT LIKE b || '!%%' ESCAPE '!' AS nl,
-       (SELECT count(*) FROM string_to_table(a, b) AS x) AS st
+       (SELECT count(*) FROM string_to_table(a, b) AS x) AS st,
+       a OPERATOR(pg_catalog.~~) ('%' || b || '%') AS ol, a LIKE ANY (ARRAY['h%', '%' || b]) AS la,
+       a NOT ILIKE ALL (ARRAY['%' || c || '%', 'A%']) AS na, a LIKE ANY (ARRAY[]::text[]) AS le
 FROM v ORDER BY a
 """
 MY_SMALL = """
@@ -272,3 +281,15 @@ def test_mariadb_only_the_marked_overflow_is_a_search_bound(mysql_service: SqlSe
     )
     kind, message = _kind(mysql_service, "SELECT 18446744073709551615 + id + 1 FROM docs WHERE id = 0")
     assert kind != "resource" and message != SEARCH_TOO_LARGE
+
+
+@pytest.mark.parametrize(
+    "sql", ["SELECT a LIKE ANY (SELECT p FROM q) FROM t", "SELECT a NOT LIKE ALL (patterns) FROM t"]
+)
+def test_postgres_like_over_patterns_of_unknown_size_is_refused(sql: str) -> None:
+    # An array column or a subquery holds patterns the SQL cannot size (red team pg14 F10).
+    from mcpkit.errors import Refused
+    from mcpkit.sql.admission.bound_searches import bound_searches
+
+    with pytest.raises(Refused, match="LIKE ANY/ALL is answered over an ARRAY"):
+        bound_searches(sqlglot.parse_one(sql, read="postgres"), "postgres")

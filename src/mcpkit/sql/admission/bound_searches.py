@@ -51,6 +51,45 @@ def _depth(node: exp.Expr) -> int:
     return depth
 
 
+# PostgreSQL's names of LIKE and ILIKE as operators (`a OPERATOR(pg_catalog.~~) b`, red team pg14 F10).
+_LIKE_OPERATORS: Final = {"~~": False, "!~~": False, "~~*": True, "!~~*": True}
+
+
+def _operator_like(node: exp.Operator, bounds: SearchBounds) -> SizeBound | None:
+    schema, _, name = str(node.args.get("operator") or "").replace(" ", "").rpartition(".")
+    if schema not in ("", "pg_catalog") or name not in _LIKE_OPERATORS:
+        return None
+    return bounds.ilike if _LIKE_OPERATORS[name] else bounds.like
+
+
+def _spread_quantified(tree: exp.Expr, bounds: SearchBounds) -> None:
+    """`a LIKE ANY (ARRAY[p, q])` becomes `(a LIKE p OR a LIKE q)` (ALL: AND), the same answer with
+    each pattern a search of its own to bound; a quantified LIKE over anything else (a subquery, an
+    array column) has patterns the SQL cannot size, and is refused (red team pg14 F10)."""
+    for like in list(tree.find_all(exp.Like, exp.ILike)):
+        quantified = like.expression
+        if not isinstance(quantified, exp.Any | exp.All):
+            continue
+        if (bounds.like if isinstance(like, exp.Like) else bounds.ilike) is None:
+            continue
+        inner = quantified.this.unnest() if isinstance(quantified.this, exp.Expr) else None
+        while isinstance(inner, exp.Cast):  # ARRAY[...]::text[]
+            inner = inner.this.unnest()
+        if not isinstance(inner, exp.Array) or isinstance(like.parent, exp.Escape):
+            refuse(
+                "too_complex",
+                "LIKE ANY/ALL is answered over an ARRAY[...] of patterns only (the size of patterns from a"
+                " subquery or a column cannot be bounded); write LIKE ... OR LIKE ... instead.",
+            )
+        if not inner.expressions:
+            continue
+        kind = type(like)
+        negate = like.args.get("negate")  # `a NOT LIKE ANY (...)`: each part is a NOT LIKE
+        parts = [kind(this=like.this.copy(), expression=p.copy(), negate=negate) for p in inner.expressions]
+        join = exp.or_ if isinstance(quantified, exp.Any) else exp.and_
+        like.replace(exp.Paren(this=join(*parts, copy=False)))
+
+
 def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target]:
     found: list[_Target] = []
     for call in function_calls(tree, dialect):
@@ -59,11 +98,15 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
             found.append(_Target(call.node, call.node, bound))
     for like in tree.find_all(exp.Like, exp.ILike):
         bound = bounds.like if isinstance(like, exp.Like) else bounds.ilike
-        if bound is None or isinstance(like.expression, exp.Any | exp.All):  # LIKE ANY(array): out of scope
+        if bound is None or isinstance(like.expression, exp.Any | exp.All):  # an empty ARRAY[] is left
             continue
         parent = like.parent
         node = parent if isinstance(parent, exp.Escape) and parent.this is like else like
         found.append(_Target(node, like, bound))
+    for operator in tree.find_all(exp.Operator):
+        bound = _operator_like(operator, bounds)
+        if bound is not None:
+            found.append(_Target(operator, operator, bound))
     return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
 
 
@@ -196,6 +239,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
         return tree
     builder = _Builder(bounds)
     guarded = 0
+    _spread_quantified(tree, bounds)
     for target in _targets(tree, dialect, bounds):
         cond = _cost(target, builder)
         if cond is None:
