@@ -47,6 +47,10 @@ PG_LARGE = {
     # red team pg14 F10: the operator written as OPERATOR(...), and quantified LIKE, went unguarded
     "OPERATOR(pg_catalog.~~)": f"SELECT {PG_HAY} OPERATOR(pg_catalog.~~) ({PG_PATTERN}) AS m",
     "OPERATOR(pg_catalog.!~~*)": f"SELECT {PG_HAY} OPERATOR(pg_catalog.!~~*) ({PG_PATTERN}) AS m",
+    # each trimmed 'a' scans the set to its end: 3e6 x 5e3 pairs
+    "btrim(s, chars)": f"SELECT length(btrim({PG_HAY}, repeat('b', 5000) || 'a')) AS n",
+    "TRIM(BOTH chars FROM s)": f"SELECT length(TRIM(BOTH repeat('b', 5000) || 'a' FROM {PG_HAY})) AS n",
+    "rtrim(s, chars)": f"SELECT length(rtrim({PG_HAY}, repeat('c', 5000) || 'a')) AS n",
     "LIKE ANY (ARRAY[...])": f"SELECT {PG_HAY} LIKE ANY (ARRAY['x%', {PG_PATTERN}]) AS m",
     "NOT ILIKE ALL (ARRAY[...])": f"SELECT {PG_HAY} NOT ILIKE ALL (ARRAY[{PG_PATTERN}]::text[]) AS m",
     "a column": f"SELECT id FROM docs WHERE id = 0 AND strpos(body, {PG_NEEDLE}) > 0",
@@ -81,7 +85,8 @@ SELECT a, strpos(a, b) AS s, position(b IN a) AS p, replace(a, b, c) AS r,
        a ILIKE upper(b) || '%' AS il, a NOT LIKE b || '!%%' ESCAPE '!' AS nl,
        (SELECT count(*) FROM string_to_table(a, b) AS x) AS st,
        a OPERATOR(pg_catalog.~~) ('%' || b || '%') AS ol, a LIKE ANY (ARRAY['h%', '%' || b]) AS la,
-       a NOT ILIKE ALL (ARRAY['%' || c || '%', 'A%']) AS na, a LIKE ANY (ARRAY[]::text[]) AS le
+       a NOT ILIKE ALL (ARRAY['%' || c || '%', 'A%']) AS na, a LIKE ANY (ARRAY[]::text[]) AS le,
+       btrim(a, b) AS bt, ltrim(a, b || 'h') AS lt, TRIM(TRAILING c FROM a) AS tt, trim(a) AS t0
 FROM v ORDER BY a
 """
 MY_SMALL = """
