@@ -51,6 +51,13 @@ PG_LARGE = {
     "btrim(s, chars)": f"SELECT length(btrim({PG_HAY}, repeat('b', 5000) || 'a')) AS n",
     "TRIM(BOTH chars FROM s)": f"SELECT length(TRIM(BOTH repeat('b', 5000) || 'a' FROM {PG_HAY})) AS n",
     "rtrim(s, chars)": f"SELECT length(rtrim({PG_HAY}, repeat('c', 5000) || 'a')) AS n",
+    # red team pg14 F5: element-by-element comparisons that check no interrupt
+    "jsonb @>": "SELECT j @> k FROM (SELECT jsonb_agg(g) AS j, jsonb_agg(g) AS k"
+    " FROM generate_series(1, 100000) g) s",
+    "array &&": "SELECT a && b FROM (SELECT array_agg(g) AS a, array_agg(-g) AS b"
+    " FROM generate_series(1, 100000) g) s",
+    "jsonb ?&": "SELECT j ?& k FROM (SELECT jsonb_agg(g::text) AS j, array_agg(g::text ORDER BY g DESC) AS k"
+    " FROM generate_series(1, 50000) g) s",
     "LIKE ANY (ARRAY[...])": f"SELECT {PG_HAY} LIKE ANY (ARRAY['x%', {PG_PATTERN}]) AS m",
     "NOT ILIKE ALL (ARRAY[...])": f"SELECT {PG_HAY} NOT ILIKE ALL (ARRAY[{PG_PATTERN}]::text[]) AS m",
     "a column": f"SELECT id FROM docs WHERE id = 0 AND strpos(body, {PG_NEEDLE}) > 0",
@@ -86,7 +93,9 @@ SELECT a, strpos(a, b) AS s, position(b IN a) AS p, replace(a, b, c) AS r,
        (SELECT count(*) FROM string_to_table(a, b) AS x) AS st,
        a OPERATOR(pg_catalog.~~) ('%' || b || '%') AS ol, a LIKE ANY (ARRAY['h%', '%' || b]) AS la,
        a NOT ILIKE ALL (ARRAY['%' || c || '%', 'A%']) AS na, a LIKE ANY (ARRAY[]::text[]) AS le,
-       btrim(a, b) AS bt, ltrim(a, b || 'h') AS lt, TRIM(TRAILING c FROM a) AS tt, trim(a) AS t0
+       btrim(a, b) AS bt, ltrim(a, b || 'h') AS lt, TRIM(TRAILING c FROM a) AS tt, trim(a) AS t0,
+       string_to_array(a, ',') @> ARRAY[b] AS ac, ARRAY[a, c] && string_to_array(a, b) AS ao,
+       to_jsonb(ARRAY[a, b]) @> to_jsonb(c) AS jc, to_jsonb(ARRAY[a, c]) ?| ARRAY[b, 'x'] AS jk
 FROM v ORDER BY a
 """
 MY_SMALL = """

@@ -92,8 +92,11 @@ def _spread_quantified(tree: exp.Expr, bounds: SearchBounds) -> None:
 
 def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target]:
     found: list[_Target] = []
+    operators = tuple(bounds.operators)
     for call in function_calls(tree, dialect):
         bound = bounds.calls.get(call.name)
+        if isinstance(call.node, operators):  # sqlglot may name `a @> b` after a function: see below
+            continue
         if bound is not None and call.schema in (None, "pg_catalog"):
             found.append(_Target(call.node, call.node, bound))
     for like in tree.find_all(exp.Like, exp.ILike):
@@ -103,6 +106,8 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         parent = like.parent
         node = parent if isinstance(parent, exp.Escape) and parent.this is like else like
         found.append(_Target(node, like, bound))
+    for kind, bound in bounds.operators.items():
+        found += [_Target(node, node, bound) for node in tree.find_all(kind)]
     for operator in tree.find_all(exp.Operator):
         bound = _operator_like(operator, bounds)
         if bound is not None:
@@ -123,6 +128,11 @@ def _static_length(operand: exp.Expr) -> int | None:
     """The byte length of a literal operand (an upper bound: escapes only shrink it), else None."""
     if isinstance(operand, exp.Literal):
         return len(operand.this.encode())
+    if isinstance(operand, exp.Cast):  # '{"a": 1}'::jsonb
+        return _static_length(operand.this)
+    if isinstance(operand, exp.Array):  # ARRAY['a', 'b']: its text form, braces and commas
+        lengths = [_static_length(e) for e in operand.expressions]
+        return None if None in lengths else sum(n or 0 for n in lengths) + 2 * len(lengths) + 2
     return None
 
 
@@ -138,12 +148,13 @@ class _Builder:
         self.bounds = bounds
         self.copied = 0
 
-    def length(self, operand: exp.Expr) -> exp.Expr:
+    def length(self, operand: exp.Expr, *, as_text: bool = False) -> exp.Expr:
         static = _static_length(operand)
         if static is not None:
             return exp.Literal.number(static)
         self._check_operand(operand)
-        return self.bounds.byte_length(operand.copy())
+        copied = operand.copy()
+        return self.bounds.byte_length(exp.cast(copied, "TEXT") if as_text else copied)
 
     def _check_operand(self, operand: exp.Expr) -> None:
         for node in operand.walk():
@@ -178,9 +189,11 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     conds: list[exp.Expr] = []
     short = (n := _static_length(needle)) is not None and n <= SHORT_LITERAL
     if not short and not (isinstance(target.call, exp.Like | exp.ILike) and _prefix_pattern(needle)):
-        conds.append(
-            _over(exp.Mul(this=builder.length(hay), expression=builder.length(needle)), bound.budget)
+        product = exp.Mul(
+            this=builder.length(hay, as_text=bound.as_text),
+            expression=builder.length(needle, as_text=bound.as_text),
         )
+        conds.append(_over(product, bound.budget))
     replacement = _operand(target.call, bound.growth) if bound.growth else None
     if replacement is not None and not isinstance(replacement, exp.Null):
         n_needle, n_repl = _static_length(needle), _static_length(replacement)

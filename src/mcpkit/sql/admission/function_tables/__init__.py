@@ -20,7 +20,7 @@ live catalogs (every catalog function is classified, every allowed name exists).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Final, Literal
 
@@ -161,6 +161,8 @@ class SizeBound:
     wrap_argument: bool = False
     growth: str | None = None
     growth_budget: int = 0
+    as_text: bool = False
+    """The operands are arrays or JSON: measured by the byte length of their text form."""
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,8 @@ class SearchBounds:
             carrying `SEARCH_BOUND_MARKER`; it depends on `cond` so no planner folds it early.
         varying: Functions whose value differs per evaluation: an operand holding one is refused,
             since the guard and the search would each evaluate it.
+        operators: By sqlglot node type: operators that compare every element of one operand
+            with every element of the other (PostgreSQL's array and jsonb containment).
     """
 
     calls: Mapping[str, SizeBound]
@@ -184,3 +188,4 @@ class SearchBounds:
     byte_length: Callable[[exp.Expr], exp.Expr]
     fail: Callable[[exp.Expr], exp.Expr]
     varying: frozenset[str]
+    operators: Mapping[type[exp.Expr], SizeBound] = field(default_factory=dict)

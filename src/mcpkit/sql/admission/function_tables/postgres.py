@@ -363,6 +363,19 @@ SIZE_BOUNDS: Final = SearchBounds(
     ilike=SizeBound("this", "expression", 150_000_000),
     byte_length=_byte_length,
     fail=_fail,
+    # Array and jsonb containment, overlap and key tests compare element by element in nested loops
+    # and check no interrupt (red team pg14 F5: jsonb @> over 100,000 elements ran 72 s past a 2 s
+    # timeout; arrays && 20 s): measured on their text form, about 7e9 byte pairs/s.
+    operators={
+        node: SizeBound("this", "expression", 2_000_000_000, as_text=True)
+        for node in (
+            exp.ArrayContainsAll,
+            exp.ArrayContainedBy,
+            exp.ArrayOverlaps,
+            exp.JSONBContainsAllTopKeys,
+            exp.JSONBContainsAnyTopKeys,
+        )
+    },
     varying=frozenset(
         [
             "random",
