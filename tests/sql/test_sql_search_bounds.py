@@ -58,6 +58,8 @@ PG_LARGE = {
     " FROM generate_series(1, 100000) g) s",
     "jsonb ?&": "SELECT j ?& k FROM (SELECT jsonb_agg(g::text) AS j, array_agg(g::text ORDER BY g DESC) AS k"
     " FROM generate_series(1, 50000) g) s",
+    "word_similarity": "SELECT word_similarity(s, s) FROM (SELECT string_agg(md5(g::text), ' ') AS s"
+    " FROM generate_series(1, 20000) g) x",
     "LIKE ANY (ARRAY[...])": f"SELECT {PG_HAY} LIKE ANY (ARRAY['x%', {PG_PATTERN}]) AS m",
     "NOT ILIKE ALL (ARRAY[...])": f"SELECT {PG_HAY} NOT ILIKE ALL (ARRAY[{PG_PATTERN}]::text[]) AS m",
     "a column": f"SELECT id FROM docs WHERE id = 0 AND strpos(body, {PG_NEEDLE}) > 0",
@@ -95,7 +97,8 @@ SELECT a, strpos(a, b) AS s, position(b IN a) AS p, replace(a, b, c) AS r,
        a NOT ILIKE ALL (ARRAY['%' || c || '%', 'A%']) AS na, a LIKE ANY (ARRAY[]::text[]) AS le,
        btrim(a, b) AS bt, ltrim(a, b || 'h') AS lt, TRIM(TRAILING c FROM a) AS tt, trim(a) AS t0,
        string_to_array(a, ',') @> ARRAY[b] AS ac, ARRAY[a, c] && string_to_array(a, b) AS ao,
-       to_jsonb(ARRAY[a, b]) @> to_jsonb(c) AS jc, to_jsonb(ARRAY[a, c]) ?| ARRAY[b, 'x'] AS jk
+       to_jsonb(ARRAY[a, b]) @> to_jsonb(c) AS jc, to_jsonb(ARRAY[a, c]) ?| ARRAY[b, 'x'] AS jk,
+       word_similarity(a, b) AS ws, similarity(a, c || b) AS si
 FROM v ORDER BY a
 """
 MY_SMALL = """
@@ -115,6 +118,7 @@ FROM v ORDER BY a
 def pg_docs(pg_url: str) -> Iterator[str]:
     """A reader URL on a table with a text_pattern_ops index and one 3 MB row (id 0)."""
     with pg_scratch(pg_url, "sb") as s:
+        s.admin.execute("CREATE EXTENSION pg_trgm")  # word_similarity: allowed, quadratic
         s.admin.execute("CREATE TABLE docs (id int PRIMARY KEY, name text NOT NULL, body text)")
         s.admin.execute("INSERT INTO docs SELECT g, 'n' || g, 'body ' || g FROM generate_series(1, 20000) g")
         s.admin.execute("INSERT INTO docs VALUES (0, 'big', repeat('a', 3000000))")

@@ -358,6 +358,12 @@ SIZE_BOUNDS: Final = SearchBounds(
         # btrim/ltrim/rtrim(s, chars), TRIM(... chars FROM s): a scan of `chars` per character
         # trimmed, about 3e8 pairs/s (red team pg13 F8, pg14 F11: 6 MB x 5 KB ran 90 s past 2 s)
         "trim": SizeBound("this", "expression", 100_000_000),
+        # pg_trgm (allowed above): word_similarity matches each trigram window of one string against
+        # the other, about 1.4e9 pairs/s; similarity is near-linear but sorts both trigram sets
+        # (red team pg14 F5: word_similarity over 660 KB ran 310 s past a 2 s timeout)
+        "word_similarity": SizeBound("#0", "#1", 300_000_000),
+        "strict_word_similarity": SizeBound("#0", "#1", 300_000_000),
+        "similarity": SizeBound("#0", "#1", 100_000_000_000),
     },
     like=SizeBound("this", "expression", 150_000_000),
     ilike=SizeBound("this", "expression", 150_000_000),
