@@ -400,3 +400,35 @@ def test_postgres_temp_file_limit_stops_a_sort_that_spills(pg_url: str) -> None:
             assert service.query(small, call_id="fits")[0].rows == [[1000]]
         finally:
             service.engine.close()
+
+
+@pytest.mark.postgres
+def test_postgres_a_failed_cast_of_a_huge_value_logs_neither_all_of_it_nor_to_the_server(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Red team pg13 F1, pg14 F9: int4in's error quotes its whole input; one call of a 20 MB cast put
+    # 20 MB into mcpkit's log and the server's. Ours is clipped; the server's is the role's
+    # log_min_messages, which doctor tells and `mcpkit sql grant` sets.
+    from mcpkit.sql.checks import inspect_account
+
+    with pg_scratch(pg_url, "elog") as scratch:
+        engine = SqlEngine(scratch.reader_url)
+        try:
+            codes = [w.code for w in inspect_account(engine, connections=ConnectionBudget(5)).warnings]
+            assert "postgres:error-log" in codes
+            service = SqlService(engine, timeout_s=30.0)
+            with caplog.at_level("WARNING", logger="mcpkit.sql"), pytest.raises(QueryFailed) as info:
+                service.query("SELECT repeat('x', 20000000)::int AS n", call_id="cast")
+            assert info.value.kind == "data"
+            logged = [r.getMessage() for r in caplog.records if "sql call cast failed" in r.getMessage()]
+            assert logged and all(len(m) < 3000 for m in logged), [len(m) for m in logged]
+            assert "characters)" in logged[0]
+        finally:
+            engine.close()
+        scratch.admin.execute(f"ALTER ROLE {scratch.reader} SET log_min_messages = 'log'")
+        engine = SqlEngine(scratch.reader_url)
+        try:
+            codes = [w.code for w in inspect_account(engine, connections=ConnectionBudget(5)).warnings]
+            assert "postgres:error-log" not in codes
+        finally:
+            engine.close()

@@ -38,6 +38,8 @@ from mcpkit.sql.reverify import Guard
 __all__ = ["DEFAULT_POOL_SIZE", "SqlEngine"]
 
 log = logging.getLogger("mcpkit.sql")
+_LOGGED_ERROR_CHARS: Final = 2000
+"""The database's error text kept in the operator's log (a failed cast of 200 MB quoted all of it)."""
 
 _POOL_WAIT_S: Final = 30.0  # how long a call waits for a free connection when all are busy
 _RESET_DONE: Final = "mcpkit_reset_done"  # pool record flag: `session` already reset the connection
@@ -148,7 +150,10 @@ class SqlEngine:
         outcome: Outcome = "timeout" if fired else self.profile.classify(orig)
         if isinstance(exc, PoolTimeout):  # every pooled connection stayed busy for pool_wait_s
             outcome = "resource"
-        log.warning("sql call %s failed (%s): %s: %s", call_id, outcome, type(orig).__name__, orig)
+        detail = str(orig)
+        if len(detail) > _LOGGED_ERROR_CHARS:  # an input function's error quotes its whole input
+            detail = f"{detail[:_LOGGED_ERROR_CHARS]}... ({len(detail)} characters)"
+        log.warning("sql call %s failed (%s): %s: %s", call_id, outcome, type(orig).__name__, detail)
         if outcome == "timeout":
             return QueryTimeout(timeout_s, call_id)
         return QueryFailed(outcome, call_id, message=self.profile.failure_message(orig))

@@ -22,6 +22,7 @@ from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
 from mcpkit.sql.profiles.digest import catalog_digest
 from mcpkit.sql.profiles.postgres.account import (
     connection_limit_warnings,
+    error_log_warnings,
     inspect_postgres,
     temp_file_warnings,
 )
@@ -103,8 +104,8 @@ class PostgresProfile(PostgresSession):
 
     def connection_warnings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
         """The login's CONNECTION LIMIT against `budget` (superusers ignore it) and the role's
-        temp_file_limit: warnings, not refusals."""
-        return connection_limit_warnings(conn, budget) + temp_file_warnings(conn)
+        temp_file_limit and log_min_messages: warnings, not refusals."""
+        return connection_limit_warnings(conn, budget) + temp_file_warnings(conn) + error_log_warnings(conn)
 
     def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
         """Generated columns computed from masked ones; partitions and inheritance children."""

@@ -279,6 +279,32 @@ def connection_limit_warnings(conn: Connection, budget: ConnectionBudget) -> lis
     return [Finding("postgres:connection-limit", message, fix)]
 
 
+LOG_MIN_MESSAGES: Final = "log"
+"""What `mcpkit sql grant` sets as the reader's `log_min_messages` (a superuser-only setting): above
+ERROR, so the server's log keeps no error of the reader's calls (mcpkit's own log keeps each, clipped)."""
+_QUIET_LEVELS: Final = frozenset({"log", "fatal", "panic"})
+
+
+def error_log_warnings(conn: Connection) -> list[Finding]:
+    """The role's `log_min_messages`: at ERROR or below, each failed call's error goes to the server's
+    log, and an input function's error quotes its whole input (red team pg14 F9: one call of
+    `repeat('x', 200000000)::int` wrote 200 MB there; repeated, it fills the host's disk, which no
+    limit of the call bounds). Told, not refused: only a superuser can set it."""
+    level = str(conn.execute(text("SELECT current_setting('log_min_messages')")).scalar()).lower()
+    if level in _QUIET_LEVELS:
+        return []
+    who, quoted = conn.execute(text("SELECT session_user, quote_ident(session_user)")).one()
+    message = (
+        f"{who}'s failed calls write their error text to the server's log (log_min_messages {level});"
+        " an input function's error quotes its whole input, so calls can fill the database host's disk"
+    )
+    return [
+        Finding(
+            "postgres:error-log", message, f"ALTER ROLE {quoted} SET log_min_messages = '{LOG_MIN_MESSAGES}'"
+        )
+    ]
+
+
 def temp_file_warnings(conn: Connection) -> list[Finding]:
     """The role's `temp_file_limit`: without one, a call's sort or hash may fill the database
     host's disk until its timeout (one sort of a generated set wrote 4.6 GB in 30 s). Told, not

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import merge_findings, quote_role
-from mcpkit.sql.profiles.postgres.account import TEMP_FILE_LIMIT
+from mcpkit.sql.profiles.postgres.account import LOG_MIN_MESSAGES, TEMP_FILE_LIMIT
 
 __all__ = ["postgres_grant"]
 
@@ -53,6 +53,7 @@ def _base(conn: Connection, role: str, tables: Sequence[str], password: str, lim
     database = _quote(conn, str(conn.execute(text("SELECT current_database()")).scalar()))
     script.append(f"ALTER ROLE {quoted} IN DATABASE {database} SET search_path = {', '.join(schemas)}")
     script.append(f"ALTER ROLE {quoted} SET temp_file_limit = '{TEMP_FILE_LIMIT}'")
+    script.append(f"ALTER ROLE {quoted} SET log_min_messages = '{LOG_MIN_MESSAGES}'")
     return script
 
 
