@@ -432,3 +432,24 @@ def test_postgres_a_failed_cast_of_a_huge_value_logs_neither_all_of_it_nor_to_th
             assert "postgres:error-log" not in codes
         finally:
             engine.close()
+
+
+def _recursive_ctes(k: int) -> str:
+    one = "t{0}(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t{0} WHERE n < 3)"
+    reads = " + ".join(f"(SELECT COUNT(*) FROM t{i})" for i in range(k))
+    return "WITH RECURSIVE " + ", ".join(one.format(i) for i in range(k)) + f" SELECT {reads} AS n"
+
+
+@pytest.mark.mysql
+def test_mariadb_many_recursive_ctes_are_refused_before_they_reach_the_server(mysql_env: DbEnv) -> None:
+    # Red team my14 F4: MariaDB's memory for one WITH RECURSIVE doubles per recursive CTE; twenty
+    # trivial ones OOM-killed the server (24 GB) past every session limit. Five are never sent (at
+    # five, sent, it would still be harmless: this test cannot take the server down).
+    service = SqlService(SqlEngine(mysql_env.ro_url), timeout_s=10.0)
+    try:
+        assert service.query(_recursive_ctes(4), call_id="four")[0].rows == [[12]]
+        with pytest.raises(Refused) as info:
+            service.query(_recursive_ctes(5), call_id="five")
+        assert (info.value.data or {}).get("reason") == "too_complex"
+    finally:
+        service.engine.close()
