@@ -895,3 +895,42 @@ def test_postgres_a_parent_without_row_security_over_children_with_it_is_refused
     assert not [f for f in _report(_login(admin, login)).findings if f.code == "rls-parent"]
     with pg_admin(_login(admin, login)) as reader:
         assert [r[0] for r in reader.execute("SELECT note FROM app.ev")] == ["mine"]
+
+
+@pytest.mark.mysql
+def test_mariadb_an_executable_invoker_function_is_refused_it_took_a_named_lock_through_a_view(
+    mysql_url: str, mysql_accounts: str
+) -> None:
+    # Red team my14 F2: an INVOKER function the login may EXECUTE, called by an INVOKER view it may
+    # read, held GET_LOCK server-wide (another application's GET_LOCK failed) with doctor ok.
+    login, db, _, _ = _mysql_reader(mysql_url, mysql_accounts, default_role=False)
+    user = make_url(login).username
+    lock = f"{db}_lock"
+    _mysql_run(
+        mysql_url,
+        f"CREATE FUNCTION {db}.lk() RETURNS INT SQL SECURITY INVOKER RETURN GET_LOCK('{lock}', 0)",
+        f"CREATE SQL SECURITY INVOKER VIEW {db}.v_lock AS SELECT a, {db}.lk() AS l FROM {db}.t",
+        f"INSERT INTO {db}.t VALUES (1)",
+        f"GRANT SELECT ON {db}.v_lock TO '{user}'@'%'",
+        f"GRANT EXECUTE ON FUNCTION {db}.lk TO '{user}'@'%'",
+    )
+    engine = SqlEngine(login, pool_size=1)
+    try:  # the route is real: the view's read takes the lock, no table written
+        with engine.session(10.0, "lock") as (conn, _):
+            assert conn.exec_driver_sql(f"SELECT l FROM {db}.v_lock").scalar() == 1
+    finally:
+        engine.close()
+    found = [f for f in _report(login).findings if f.code == "executable-routine"]
+    assert [f.opt_in for f in found] == [f"routine:{db}.lk"], found
+    assert found[0].fix == f"REVOKE EXECUTE ON FUNCTION `{db}`.`lk` FROM `{user}`@`%`", found[0].fix
+    with pytest.raises(SqlConfigError, match="SQL SECURITY INVOKER"):
+        ensure_safe_account(_report(login))
+    ensure_safe_account(_report(login), allow=[f"routine:{db}.lk"])  # a reviewed one, by name
+    _mysql_run(mysql_url, found[0].fix)
+    assert [f for f in _report(login).findings if f.code == "executable-routine"] == []
+    engine = SqlEngine(login, pool_size=1)
+    try:  # closed in the database: the view cannot call it any more
+        with engine.session(10.0, "lock") as (conn, _), pytest.raises(Exception, match="lack rights"):
+            conn.exec_driver_sql(f"SELECT l FROM {db}.v_lock").scalar()
+    finally:
+        engine.close()

@@ -39,10 +39,12 @@ _PRIVILEGES: Final[dict[str, str]] = {
     "table": "SELECT PRIVILEGE_TYPE, CONCAT(TABLE_SCHEMA, '.', TABLE_NAME)"
     " FROM information_schema.TABLE_PRIVILEGES WHERE GRANTEE IN :g",
 }
-# information_schema.ROUTINES lists the routines the login may execute (or alter).
+# information_schema.ROUTINES lists the routines the login may execute (or alter): every DEFINER
+# routine, and every INVOKER function (a view can call one; a procedure needs CALL, refused).
 _DEFINERS: Final = (
-    "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, DEFINER FROM information_schema.ROUTINES"
-    " WHERE SECURITY_TYPE = 'DEFINER' ORDER BY 1, 2"
+    "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, DEFINER, SECURITY_TYPE"
+    " FROM information_schema.ROUTINES WHERE SECURITY_TYPE = 'DEFINER' OR ROUTINE_TYPE = 'FUNCTION'"
+    " ORDER BY 1, 2"
 )
 
 # information_schema.VIEWS lists every view the login holds a privilege on, with its definer and
@@ -241,7 +243,7 @@ def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> Ac
             )
         )
     schema_execute = {on for p, on in privileges["schema"] if p == "EXECUTE"}
-    for (schema, name, kind, definer), role in routines.items():
+    for (schema, name, kind, definer, security), role in routines.items():
         if f"routine:{schema}.{name}" in allowed:
             continue
         quoted = f"`{schema}`.`{name}`"
@@ -252,6 +254,18 @@ def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> Ac
         else:
             fix = f"REVOKE EXECUTE ON {kind} {quoted} FROM {account}"
         via = f" through role {quote_name(role)}" if role is not None else ""
+        if security != "DEFINER":  # red team my14 F2: a view called it, and it held GET_LOCK
+            found.append(
+                Finding(
+                    "executable-routine",
+                    f"{current} can run {kind.lower()} {schema}.{name}{via} (SQL SECURITY INVOKER), whose"
+                    " body this check cannot read: it may take named locks, sleep or set session state,"
+                    " which the read-only transaction does not stop, from any view that calls it",
+                    fix,
+                    f"routine:{schema}.{name}",
+                )
+            )
+            continue
         found.append(
             Finding(
                 "definer-routine",
