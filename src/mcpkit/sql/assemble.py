@@ -18,6 +18,7 @@ from mcpkit.server import Server
 from mcpkit.sql.admission import FunctionPolicy, load_allowlist
 from mcpkit.sql.audit import AuditLog, CallAudit, open_store
 from mcpkit.sql.audit.store import SYNC_MODES, default_audit_path
+from mcpkit.sql.checks import refuse_cost_oracle
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
@@ -29,6 +30,7 @@ from mcpkit.sql.maskcheck import (
     mask_findings,
     masks_verify,
     prepare_masks,
+    scan_order_hints,
 )
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.reports import load_reports
@@ -126,18 +128,6 @@ def function_policy(args: argparse.Namespace, dialect: str) -> FunctionPolicy:
     return policy
 
 
-def scan_order_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[str]:
-    """Where the scan order may follow a masked column (warnings, never a reason not to start)."""
-    if not masked:
-        return []
-    try:
-        with engine.session(30.0, "startup-masks") as (conn, _):
-            return engine.profile.scan_order_hints(conn, masked)
-    except Exception as exc:
-        log.info("masks: scan-order hints unavailable: %s", type(exc).__name__)
-        return []
-
-
 def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int = 1) -> SqlService:
     """Connect as the server would, refuse an account that holds too much, and build the service.
 
@@ -176,30 +166,6 @@ def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int
     except BaseException:
         engine.close()
         raise
-
-
-def refuse_cost_oracle(engine: SqlEngine, allow: Sequence[str], who: str) -> None:
-    """Refuse `--max-cost` where row-level security filters what `who` reads, unless allowed.
-
-    PostgreSQL plans from statistics gathered over every row and uses them under RLS for any
-    leakproof operator (text `=` is one): `WHERE secret = 'guess'` over another tenant's rows
-    changes the estimate, so refused-or-answered would tell whether the guess is there.
-
-    Raises:
-        SqlConfigError: such tables exist and `--allow cost-under-rls` was not given.
-    """
-    with engine.session(30.0, "startup-cost") as (conn, _):
-        tables = engine.profile.row_filtered_tables(conn)
-    if not tables:
-        return
-    line = (
-        f"--max-cost: row-level security filters {', '.join(tables)} for {who}, and the planner's "
-        "estimates come from statistics over every row, so a cost refusal would tell about rows "
-        "it hides; drop --max-cost (the statement timeout still bounds each call)"
-    )
-    if "cost-under-rls" not in allow:
-        raise SqlConfigError(line + ", or accept it with --allow cost-under-rls")
-    log.warning("--allow cost-under-rls: %s", line)
 
 
 def equip(

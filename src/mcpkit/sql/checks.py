@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Final
@@ -25,6 +25,7 @@ __all__ = [
     "inspect_account",
     "probe_read_only",
     "probe_timeout",
+    "refuse_cost_oracle",
 ]
 
 log = logging.getLogger("mcpkit.sql")
@@ -152,3 +153,27 @@ def probe_timeout(engine: SqlEngine, timeout_s: float = _PROBE_TIMEOUT_S) -> Pro
         return ProbeResult(False, "the server did not answer after the timeout")
     ok = took < timeout_s + 3.0
     return ProbeResult(ok, f"an endless query was stopped after {took:.1f} s (limit {timeout_s:g} s)")
+
+
+def refuse_cost_oracle(engine: SqlEngine, allow: Sequence[str], who: str) -> None:
+    """Refuse `--max-cost` where row-level security filters what `who` reads, unless allowed.
+
+    PostgreSQL plans from statistics gathered over every row and uses them under RLS for any
+    leakproof operator (text `=` is one): `WHERE secret = 'guess'` over another tenant's rows
+    changes the estimate, so refused-or-answered would tell whether the guess is there.
+
+    Raises:
+        SqlConfigError: such tables exist and `--allow cost-under-rls` was not given.
+    """
+    with engine.session(30.0, "startup-cost") as (conn, _):
+        tables = engine.profile.row_filtered_tables(conn)
+    if not tables:
+        return
+    line = (
+        f"--max-cost: row-level security filters {', '.join(tables)} for {who}, and the planner's "
+        "estimates come from statistics over every row, so a cost refusal would tell about rows "
+        "it hides; drop --max-cost (the statement timeout still bounds each call)"
+    )
+    if "cost-under-rls" not in allow:
+        raise SqlConfigError(line + ", or accept it with --allow cost-under-rls")
+    log.warning("--allow cost-under-rls: %s", line)

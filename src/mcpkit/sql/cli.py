@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import logging
-import os
 import shutil
 import sys
 import tempfile
@@ -337,61 +336,6 @@ def _demo_db(args: argparse.Namespace) -> int:
     return EXIT_ANSWERED
 
 
-def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> list[str]:
-    from sqlalchemy import inspect
-
-    from mcpkit.sql.masking import MaskPolicy
-    from mcpkit.sql.masking.copies import copied_masks
-    from mcpkit.sql.masking.grants import column_grants, granted_tables
-
-    insp = inspect(engine.sa_engine)
-    quote = engine.sa_engine.dialect.identifier_preparer.quote_identifier
-    policy = MaskPolicy.from_yaml(mask_file)
-
-    def columns_of(schema: str | None, table: str) -> list[str]:
-        return [str(c["name"]) for c in insp.get_columns(table, schema)]
-
-    granted = granted_tables(script)
-    # The other tables of the granted ones' schemas count too: a column masked in a partition or
-    # inheritance child is masked in its parents, which read the child's rows.
-    family = [
-        (s, t) for s in {s for s, _ in granted} for t in insp.get_table_names(s) if (s, t) not in granted
-    ]
-    masked, named = {}, {}  # keys for the profile (quoted), and for copied_masks (plain)
-    default = insp.default_schema_name
-    for schema, table in granted + family:
-        columns = policy.masked_columns(schema, table, columns_of(schema, table))
-        if columns:
-            masked[f"{quote(schema)}.{quote(table)}" if schema else table] = columns
-            named[f"{schema}.{table}" if schema and schema != default else table] = columns
-    if masked:  # generated columns computed from masked ones, and parents, are not granted either
-        schemas = [s for s, _ in granted if s]
-        with engine.sa_engine.connect() as conn:
-            derived = engine.profile.derived_masks(conn, masked) + copied_masks(conn, named, schemas)
-        policy = policy.with_columns((d.schema, d.table, d.columns) for d in derived)
-    return column_grants(script, policy, columns_of, quote)
-
-
-def _grant(args: argparse.Namespace) -> int:
-    import secrets
-
-    password = os.environ.get(args.password_env, "") if args.password_env else secrets.token_urlsafe(18)
-    if not password:
-        raise SqlConfigError(f"the variable {args.password_env} is empty")
-    engine = SqlEngine(args.dsn)
-    tables = [t.strip() for t in args.tables.split(",") if t.strip()]
-    try:
-        with engine.sa_engine.connect() as conn:
-            script = engine.profile.grant(conn, args.role, tables, password, ConnectionBudget(args.pool_size))
-        if getattr(args, "mask", None):
-            script = _masked_grants(engine, script, args.mask)
-    finally:
-        engine.close()
-    print(f"-- a read-only role for mcpkit sql serve ({engine.profile.name}); run as an administrator")
-    print("\n".join(f"{statement};" for statement in script))
-    return EXIT_ANSWERED
-
-
 def run(args: argparse.Namespace) -> int:
     """Run a parsed `mcpkit sql ...` command; returns the exit status."""
     verbose = getattr(args, "verbose", False)
@@ -400,7 +344,9 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("sqlglot").setLevel(logging.ERROR)
         if args.sql_command == "doctor":  # the probes fail on purpose; the report says how
             logging.getLogger("mcpkit.sql").setLevel(logging.ERROR)
-    commands = {"serve": _serve, "query": _query, "doctor": _doctor, "grant": _grant, "demo-db": _demo_db}
+    from mcpkit.sql.grant_cli import grant
+
+    commands = {"serve": _serve, "query": _query, "doctor": _doctor, "grant": grant, "demo-db": _demo_db}
     try:
         return commands[args.sql_command](args)
     except SqlConfigError as exc:

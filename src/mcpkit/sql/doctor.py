@@ -48,7 +48,7 @@ def _lint(engine: SqlEngine) -> Check:
 
 def _masks(engine: SqlEngine, mask: str) -> list[Check]:
     """What `serve --mask` checks at start-up: every masked column withheld by the database."""
-    from mcpkit.sql.assemble import mask_findings, prepare_masks, scan_order_hints
+    from mcpkit.sql.maskcheck import mask_findings, prepare_masks, scan_order_hints
 
     _, _, masked = prepare_masks(engine, mask)
     if not masked:

@@ -30,6 +30,7 @@ __all__ = [
     "masks_readable",
     "masks_verify",
     "prepare_masks",
+    "scan_order_hints",
 ]
 
 log = logging.getLogger("mcpkit.sql")
@@ -161,3 +162,15 @@ def enforce_identity_masks(router: IdentityRouter, masking: Masking) -> dict[str
             f"withhold them from every identity calls run as:\n{lines}"
         )
     return resolved
+
+
+def scan_order_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[str]:
+    """Where the scan order may follow a masked column (warnings, never a reason not to start)."""
+    if not masked:
+        return []
+    try:
+        with engine.session(30.0, "startup-masks") as (conn, _):
+            return engine.profile.scan_order_hints(conn, masked)
+    except Exception as exc:
+        log.info("masks: scan-order hints unavailable: %s", type(exc).__name__)
+        return []
