@@ -934,3 +934,31 @@ def test_mariadb_an_executable_invoker_function_is_refused_it_took_a_named_lock_
             conn.exec_driver_sql(f"SELECT l FROM {db}.v_lock").scalar()
     finally:
         engine.close()
+
+
+@pytest.mark.postgres
+def test_postgres_a_readable_partition_of_a_parent_with_row_security_is_refused(
+    pg_db: tuple[str, str],
+) -> None:
+    # Red team pg14 F8, the other way round: policies on the parent only; `GRANT SELECT ON ALL
+    # TABLES IN SCHEMA` made the partition readable by its own name, under no policy.
+    admin, tag = pg_db
+    login = f"mk_lp_{tag}_q"
+    with pg_admin(admin) as c:
+        c.execute(f"CREATE ROLE {login} LOGIN")
+        c.execute(
+            "CREATE SCHEMA app; CREATE TABLE app.ev (owner_name text, note text) PARTITION BY LIST (owner_name);"
+            "CREATE TABLE app.ev_all PARTITION OF app.ev DEFAULT;"
+            f"INSERT INTO app.ev VALUES ('{login}', 'mine'), ('bob', 'bob-private');"
+            "ALTER TABLE app.ev ENABLE ROW LEVEL SECURITY;"
+            "CREATE POLICY own ON app.ev USING (owner_name = current_user);"
+            f"GRANT USAGE ON SCHEMA app TO {login}; GRANT SELECT ON ALL TABLES IN SCHEMA app TO {login};"
+        )
+    with pg_admin(_login(admin, login)) as reader:  # the route is real
+        assert [r[0] for r in reader.execute("SELECT note FROM app.ev")] == ["mine"]
+        assert "bob-private" in [r[0] for r in reader.execute("SELECT note FROM app.ev_all")]
+    (found,) = [f for f in _report(_login(admin, login)).findings if f.code == "rls-parent"]
+    assert "app.ev_all has no row-level security while app.ev" in found.message, found
+    with pg_admin(admin) as c:  # the printed fix: read it through its parent
+        c.execute(found.fix.split(" (read it")[0])
+    assert not [f for f in _report(_login(admin, login)).findings if f.code == "rls-parent"]

@@ -122,6 +122,21 @@ WHERE c.relrowsecurity AND row_security_active(c.oid) AND NOT p.relrowsecurity
   AND (has_table_privilege(p.oid, 'SELECT') OR has_any_column_privilege(p.oid, 'SELECT'))
 GROUP BY 1 ORDER BY 1
 """
+# The other way round: a child or partition read by its own name skips its ancestors' policies.
+_CHILDREN: Final = """
+WITH RECURSIVE tree(parent, child) AS (
+  SELECT inhparent, inhrelid FROM pg_inherits
+  UNION SELECT t.parent, i.inhrelid FROM tree t JOIN pg_inherits i ON i.inhparent = t.child)
+SELECT quote_ident(cn.nspname) || '.' || quote_ident(c.relname),
+  string_agg(DISTINCT quote_ident(pn.nspname) || '.' || quote_ident(p.relname), ', '),
+  quote_ident(current_user)
+FROM tree JOIN pg_class p ON p.oid = tree.parent JOIN pg_namespace pn ON pn.oid = p.relnamespace
+JOIN pg_class c ON c.oid = tree.child JOIN pg_namespace cn ON cn.oid = c.relnamespace
+WHERE p.relrowsecurity AND row_security_active(p.oid) AND NOT c.relrowsecurity
+  AND has_schema_privilege(cn.oid, 'USAGE')
+  AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))
+GROUP BY 1 ORDER BY 1
+"""
 
 
 def rls_parents(conn: Connection, allowed: frozenset[str] = frozenset()) -> list[Finding]:
@@ -145,6 +160,19 @@ def rls_parents(conn: Connection, allowed: frozenset[str] = frozenset()) -> list
                 f"ALTER TABLE {parent} ENABLE ROW LEVEL SECURITY (with the children's policies); or REVOKE "
                 f"SELECT ON {parent} FROM {role}",
                 f"relation:{parent}",
+            )
+        )
+    for child, parents, role in conn.execute(text(_CHILDREN)):
+        if f"relation:{child}" in allowed:
+            continue
+        found.append(
+            Finding(
+                "rls-parent",
+                f"table {child} has no row-level security while {parents}, which it is a partition or child"
+                " of, does: read by its own name, its rows are under no policy",
+                f"REVOKE SELECT ON {child} FROM {role} (read it through its parent); or ALTER TABLE {child}"
+                " ENABLE ROW LEVEL SECURITY with the parent's policies",
+                f"relation:{child}",
             )
         )
     return found
