@@ -947,7 +947,8 @@ def test_postgres_a_readable_partition_of_a_parent_with_row_security_is_refused(
     with pg_admin(admin) as c:
         c.execute(f"CREATE ROLE {login} LOGIN")
         c.execute(
-            "CREATE SCHEMA app; CREATE TABLE app.ev (owner_name text, note text) PARTITION BY LIST (owner_name);"
+            "CREATE SCHEMA app;"
+            "CREATE TABLE app.ev (owner_name text, note text) PARTITION BY LIST (owner_name);"
             "CREATE TABLE app.ev_all PARTITION OF app.ev DEFAULT;"
             f"INSERT INTO app.ev VALUES ('{login}', 'mine'), ('bob', 'bob-private');"
             "ALTER TABLE app.ev ENABLE ROW LEVEL SECURITY;"
