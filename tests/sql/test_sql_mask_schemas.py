@@ -241,3 +241,78 @@ def test_postgres_a_foreign_key_copy_in_another_schema_is_masked_and_withheld(
     for sql in ("SELECT * FROM sales.orders", "SELECT id, customer_email FROM sales.orders"):
         code, out = _ask(capsys, pg.reader_url, masks, sql)
         assert code == 0 and out.rstrip().splitlines()[-1] == "| 10 | <masked> |", (sql, out)
+
+
+@pytest.mark.mysql
+def test_mariadb_definer_routes_in_another_database_are_checked(
+    my: tuple[MysqlScratch, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Red team mask13 F4, F7: a DEFINER view and a DEFINER function in the twin database, opted in
+    # with --allow, read the masked e-mails with their definer's rights; start-up looked for such
+    # routes in the connection's database alone (and for views only), and the e-mails came back.
+    db, twin = my
+    with db.admin.cursor() as c:
+        c.execute(
+            f"CREATE DEFINER=CURRENT_USER SQL SECURITY DEFINER VIEW {twin}.mails AS"
+            f" SELECT id, email FROM {db.db}.customers"
+        )
+        c.execute(
+            f"CREATE DEFINER=CURRENT_USER FUNCTION {twin}.mail_of(i int) RETURNS varchar(80)"
+            f" SQL SECURITY DEFINER READS SQL DATA RETURN (SELECT email FROM {db.db}.customers WHERE id = i)"
+        )
+        c.execute(f"GRANT EXECUTE ON FUNCTION {twin}.mail_of TO '{db.reader}'@'%'")
+    masks = _masks(tmp_path, f"{db.db}.customers.email")
+    allow = [
+        *("--allow", f"view:{twin}.mails", "--allow", f"routine:{twin}.mail_of"),
+        *("--allow-function", f"{twin}.mail_of"),
+    ]
+    for sql in (f"SELECT * FROM {twin}.mails", f"SELECT {twin}.mail_of(1)"):
+        code = main(["sql", "query", "--dsn", db.reader_url, "--mask", str(masks), *allow, sql])
+        out = capsys.readouterr()
+        text = out.out + out.err
+        assert code == 2 and SECRET not in text, (sql, text)
+        assert f"view `{twin}`.`mails`:" in text, text
+        assert f"function `{twin}`.`mail_of` runs as its definer" in text, text
+    with db.admin.cursor() as c:  # readable, the view's definition names the masked column
+        c.execute(f"GRANT SHOW VIEW ON {twin}.mails TO '{db.reader}'@'%'")
+    code = main(["sql", "query", "--dsn", db.reader_url, "--mask", str(masks), *allow, "SELECT 1"])
+    text = "".join(capsys.readouterr())
+    assert code == 2 and f"view `{twin}`.`mails`: it reads a masked column" in text, text
+
+
+@pytest.mark.mysql
+def test_mariadb_without_a_default_database_resolves_qualified_names_only(
+    my: tuple[MysqlScratch, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A URL without a database: masking reflected "the default database" (none) and start-up
+    # failed with a traceback; every database is reflected now, and a bare name is refused.
+    db, twin = my
+    url = make_url(db.reader_url).set(database="").render_as_string(hide_password=False)
+    masks = _masks(tmp_path, f"{db.db}.customers.email")
+    code, out = _ask(capsys, url, masks, f"SELECT * FROM {db.db}.customers ORDER BY id")
+    assert code == 0 and out.rstrip().splitlines()[-1] == "| 2 | Bob | <masked> |", out
+    code, out = _ask(
+        capsys, url, masks, f"SELECT t.id FROM {twin}.customers t JOIN {db.db}.customers USING (email)"
+    )
+    assert code == 3 and "| 7 |" not in out, out
+    code, out = _ask(capsys, url, masks, "SELECT * FROM customers")
+    assert code == 3 and SECRET not in out and "cannot resolve" in out, out
+
+
+@pytest.mark.postgres
+def test_postgres_an_empty_search_path_resolves_qualified_names_only(
+    pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An empty search_path: masking fell back to one namespace and refused every query; qualified
+    # names resolve in their schema now, a bare one (which the database resolves nowhere) is refused.
+    _withhold(pg)
+    pg.admin.execute(f"ALTER ROLE {pg.reader} IN DATABASE {pg.db} SET search_path = ''")
+    masks = _masks(tmp_path, *MASKS)
+    for sql, last in (
+        ("SELECT x FROM crm.customers AS c(a, b, x) ORDER BY a", "| <masked> |"),
+        ("SELECT * FROM public.customers", "| 1 | emea |"),
+    ):
+        code, out = _ask(capsys, pg.reader_url, masks, sql)
+        assert code == 0 and out.rstrip().splitlines()[-1] == last, (sql, out)
+    code, out = _ask(capsys, pg.reader_url, masks, "SELECT * FROM customers")
+    assert code == 3 and SECRET not in out and "cannot resolve" in out, out

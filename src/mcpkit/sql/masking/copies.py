@@ -64,7 +64,9 @@ def copied_masks(
     listed = [s for s in insp.get_schema_names() if s.casefold() not in _SYSTEM and not s.startswith("pg_")]
     others = [s for s in dict.fromkeys([*schemas, *listed]) if s and s != default]
     # the default schema's own tables (PostgreSQL's unqualified listing is every table on the path)
-    tables: list[tuple[str | None, str]] = [(None, t) for t in insp.get_table_names(default)]
+    tables: list[tuple[str | None, str]] = (
+        [(None, t) for t in insp.get_table_names(default)] if default else []
+    )
     tables += [(s, t) for s in others for t in insp.get_table_names(s)]
     keys = {(s, t): _keys(conn, s, t) for s, t in tables}
     folded = {k.casefold(): {c.casefold() for c in cols} for k, cols in masked.items()}

@@ -24,7 +24,7 @@ from mcpkit.sql.masking.order import EXACT, WIN, pin_order, plain_type, refuse_b
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema, SchemaMapping, fold_column_names
 from mcpkit.sql.masking.shapes import normalise_calls, refuse_measures, refuse_shapes
-from mcpkit.sql.masking.taint import PROJ, REF, Taint, refuse_mask
+from mcpkit.sql.masking.taint import PROJ, REF, UNRESOLVED, Taint, refuse_mask
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.profiles import profile_class
 
@@ -95,7 +95,7 @@ def _touches_masked(tree: exp.Expr, schema: KnownSchema, policy: MaskPolicy) -> 
         if columns is None and not table.db and table.name.casefold() in ctes:
             continue  # a CTE; a CTE named like a real table is analysed in full (scoping decides)
         if columns is None:
-            refuse_mask(f"table {table.name} is not in the reflected schema", unchecked=True)
+            refuse_mask(f"table {table.name} is not in the reflected schema", message=UNRESOLVED)
         if policy.masked_columns(schema.schema_of(table), table.name, columns):
             touched = True
         elif table.name.casefold() in schema.views:
@@ -142,7 +142,8 @@ def _resolve_tables(tree: exp.Expr, known: KnownSchema) -> exp.Expr:
         if schema is None or schema == known.default_schema:
             continue
         if table.name.casefold() in ctes:  # which of the two it names is the scoping's to say
-            refuse_mask(f"table {table.name} is both a CTE and a table on the search_path", unchecked=True)
+            detail = f"table {table.name} is both a CTE and a table on the search_path"
+            refuse_mask(detail, message=UNRESOLVED)
         table.set("db", exp.to_identifier(schema))
     return tree
 

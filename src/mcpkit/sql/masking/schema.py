@@ -78,13 +78,15 @@ def reflect_schema(
 class Reflection:
     """What masking resolves names against: every schema's tables, and the session's name path.
 
-    `mapping` is `{schema: {table: {column: type}}}` when `path` is not empty (unqualified names
-    resolve in the first schema of `path` that has the table, as the database resolves them), and
-    `{table: {column: type}}` for a database with one namespace (SQLite).
+    `mapping` is `{schema: {table: {column: type}}}` when `namespaced` (unqualified names resolve
+    in the first schema of `path` that has the table, as the database resolves them; with an empty
+    path only qualified names resolve), and `{table: {column: type}}` for a database with one
+    namespace (SQLite).
     """
 
     mapping: dict[str, Any]
     path: tuple[str, ...] = ()
+    namespaced: bool = False
 
     def masked(self, policy: MaskPolicy) -> dict[str, frozenset[str]]:
         """Table key -> its masked columns: `table` in the default schema (the head of the path),
@@ -95,23 +97,30 @@ class Reflection:
         >>> r.masked(MaskPolicy.of(["crm.t.email"]))
         {'crm.t': frozenset({'email'})}
         """
-        if not self.path:
+        if not (self.namespaced or self.path):
             return policy.masked_tables(self.mapping)
         out: dict[str, frozenset[str]] = {}
         for schema, tables in self.mapping.items():
             for table, columns in policy.masked_tables(tables, schema).items():
-                out[table if schema == self.path[0] else f"{schema}.{table}"] = columns
+                out[table if self.path[:1] == (schema,) else f"{schema}.{table}"] = columns
         return out
 
     @property
     def schemas(self) -> tuple[str | None, ...]:
         """The schemas reflected; `(None,)` for the one namespace."""
-        return tuple(self.mapping) if self.path else (None,)
+        return tuple(self.mapping) if self.namespaced or self.path else (None,)
 
     def known(self, engine: SqlEngine, *, withheld: frozenset[str] = frozenset()) -> KnownSchema:
         """The `KnownSchema` the masking analysis reads, with every schema's views."""
         views = frozenset().union(*(reflect_views(engine.sa_engine, s) for s in self.schemas))
-        return KnownSchema(self.mapping, engine.dialect, path=self.path, withheld=withheld, views=views)
+        return KnownSchema(
+            self.mapping,
+            engine.dialect,
+            path=self.path,
+            namespaced=self.namespaced or bool(self.path),
+            withheld=withheld,
+            views=views,
+        )
 
 
 def reflect(engine: SqlEngine, policy: MaskPolicy | None = None) -> Reflection:
@@ -119,14 +128,15 @@ def reflect(engine: SqlEngine, policy: MaskPolicy | None = None) -> Reflection:
 
     A mask names a table in any schema, and a query may name one qualified, so masking reflects
     every schema the session may read tables in, not only the default one (a qualified
-    `crm.customers` matched the default schema's `customers` before). One-namespace databases
-    (SQLite) give `{table: {column: type}}`.
+    `crm.customers` matched the default schema's `customers` before), also when the session has
+    no default schema (an empty search_path, a MariaDB URL without a database: only qualified
+    names then resolve). One-namespace databases (SQLite) give `{table: {column: type}}`.
     """
     profile = engine.profile
     with engine.sa_engine.connect() as conn:
         path = profile.name_path(conn)
-        usable = profile.usable_schemas(conn) if path else None
-    if not path:
+        usable = profile.usable_schemas(conn) if path is not None else None
+    if path is None:
         return Reflection(reflect_schema(engine.sa_engine, policy=policy))
     schemas = [
         s
@@ -140,7 +150,7 @@ def reflect(engine: SqlEngine, policy: MaskPolicy | None = None) -> Reflection:
         tables = {t: cols for t, cols in reflected.items() if cols}
         if tables:
             mapping[schema] = tables
-    return Reflection(mapping, tuple(p for p in path if p in mapping) or path[:1])
+    return Reflection(mapping, tuple(p for p in path if p in mapping) or path[:1], namespaced=True)
 
 
 def reflect_views(engine: SaEngine, schema: str | None = None) -> frozenset[str]:
@@ -267,6 +277,8 @@ class KnownSchema:
         default_schema: With a three-level mapping, where unqualified tables are looked up.
         path: With a three-level mapping, where unqualified tables are looked up, in order: the
             first schema that has the table (the database's search_path); its head is the default.
+        namespaced: The mapping is three-level even with an empty path (no unqualified table
+            resolves then).
         withheld: Relations the database withholds whole (SQLite: virtual tables over masked
             columns and their shadow tables); a query that reads one is refused up front.
     """
@@ -278,13 +290,14 @@ class KnownSchema:
         default_schema: str | None = None,
         *,
         path: tuple[str, ...] = (),
+        namespaced: bool = False,
         withheld: frozenset[str] = frozenset(),
         views: frozenset[str] = frozenset(),
     ) -> None:
         self.dialect = dialect
         self.withheld = frozenset(name.casefold() for name in withheld)
         self.views = frozenset(name.casefold() for name in views)
-        self.levels = 2 if path else (_depth(mapping) - 1 if mapping else 1)
+        self.levels = 2 if path or namespaced else (_depth(mapping) - 1 if mapping else 1)
         if self.levels not in (1, 2):
             raise ValueError("the schema is {table: {column: type}} or {schema: {table: {column: type}}}")
         self.path = path or ((default_schema,) if default_schema else ())
@@ -306,17 +319,29 @@ class KnownSchema:
                     return schema
         return self.default_schema
 
-    def _lookup(self, table: exp.Table) -> exp.Table:
+    def _lookup(self, table: exp.Table) -> exp.Table | None:
+        """The table as the mapping names it; None when the database would not resolve it as the
+        mapping can (no schema on the path, or another namespace than the one reflected)."""
         schema = self.resolve(table)
         table = normalize_identifiers(table.copy(), dialect=self.dialect)
-        if self.levels == 2 and not table.db and schema:
+        if self.levels == 1:
+            names = profile_class(self.dialect).namespace_names
+            if names and table.db and table.db.casefold() not in names:
+                return None  # sqlglot would match the reflected namespace's table of that name
+            return table
+        if not table.db:
+            if not schema:
+                return None  # sqlglot would pick the one schema that has it; the database none
             table.set("db", exp.to_identifier(schema))
         return table
 
     def columns(self, table: exp.Table) -> dict[str, str] | None:
         """The columns of a base table (normalised name -> type text), None when unknown."""
+        lookup = self._lookup(table)
+        if lookup is None:
+            return None
         try:
-            found = self.sqlglot.find(self._lookup(table), raise_on_missing=False)
+            found = self.sqlglot.find(lookup, raise_on_missing=False)
         except SqlglotError:
             return None
         if not isinstance(found, dict) or not found:

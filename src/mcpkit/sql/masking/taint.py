@@ -27,7 +27,7 @@ from mcpkit.errors import Refused
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema
 
-__all__ = ["PROJ", "REF", "MaskRefused", "Out", "Taint", "refuse_mask"]
+__all__ = ["PROJ", "REF", "UNRESOLVED", "MaskRefused", "Out", "Taint", "refuse_mask"]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -42,6 +42,10 @@ _USE: Final = (
 _WITHHELD: Final = (
     "This query reads a full-text index or another virtual table built over masked columns, which "
     "this server withholds; query the base table instead (its masked columns come back as <masked>)."
+)
+UNRESOLVED: Final = (
+    "This query names a table this server cannot resolve while columns are masked (a catalog, a "
+    "schema it does not read, or a name no schema on its path has); name a readable table, qualified."
 )
 _UNCHECKED: Final = (
     "This query reads a table or uses a construct this server cannot check for masked columns; "

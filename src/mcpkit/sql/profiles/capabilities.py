@@ -119,10 +119,15 @@ class Capabilities:
     system_schemas: frozenset[str] = frozenset()
     """Schemas (databases) of the server's own catalog, which masking never reflects."""
 
-    def name_path(self, conn: Connection) -> tuple[str, ...]:
-        """Where the session resolves an unqualified table name, in order; empty: the database has
-        one namespace (masking then reflects that one alone). Generic: one namespace."""
-        return ()
+    namespace_names: frozenset[str] = frozenset()
+    """With one namespace: the qualifiers that name it (SQLite's `main`); a table qualified by any
+    other name is unknown to masking (refused while masks are on). Generic: none."""
+
+    def name_path(self, conn: Connection) -> tuple[str, ...] | None:
+        """Where the session resolves an unqualified table name, in order (empty: nowhere, so only
+        qualified names resolve); None: the database has one namespace (masking then reflects that
+        one alone). Generic: one namespace."""
+        return None
 
     def usable_schemas(self, conn: Connection) -> list[str] | None:
         """The schemas this session may read tables in; None: every schema the inspector lists."""

@@ -155,6 +155,7 @@ class SqliteProfile(Profile):
     vector_kind = "sqlite_vec"
     plan_check = "EXPLAIN QUERY PLAN {}"
     exact_ties = staticmethod(exact_ties)
+    namespace_names = frozenset({"main"})
     ordered_aggregates = ordered_object_aggregates = False
     bare_columns = True
     extra_errors = (MemoryError,)  # SQLITE_NOMEM at the heap limit

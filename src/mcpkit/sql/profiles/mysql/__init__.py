@@ -22,10 +22,10 @@ from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
 from mcpkit.sql.profiles.mysql.account import connection_limit_findings, inspect_mysql
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
 from mcpkit.sql.profiles.mysql.fingerprint import mysql_fingerprint
+from mcpkit.sql.profiles.mysql.mask_routes import masked_views
 from mcpkit.sql.profiles.mysql.masks import (
     derived_masks,
     exact_ties,
-    masked_views,
     readable_masked_columns,
     scan_order_hints,
 )
@@ -52,7 +52,7 @@ class MysqlProfile(MysqlSession):
     system_schemas = frozenset({"information_schema", "mysql", "performance_schema", "sys"})
 
     def name_path(self, conn: Connection) -> tuple[str, ...]:
-        """The connection's database (`USE` is refused, so it never changes)."""
+        """The connection's database (`USE` is refused, so it never changes); none without one."""
         database = conn.execute(text("SELECT DATABASE()")).scalar()
         return (str(database),) if database is not None else ()
 

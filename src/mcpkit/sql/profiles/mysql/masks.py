@@ -1,5 +1,5 @@
 """Masked columns on MySQL/MariaDB: the calls' account must hold SELECT on the other columns only,
-and read no DEFINER view over them."""
+and read no DEFINER view or routine over them (`mask_routes`)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ from mcpkit.sql.profiles.base import DerivedMask, Finding
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, under_each_role
 from mcpkit.sql.profiles.scan_order import hint, split_key
 
-__all__ = ["derived_masks", "exact_ties", "masked_views", "readable_masked_columns", "scan_order_hints"]
+__all__ = ["derived_masks", "exact_ties", "readable_masked_columns", "scan_order_hints"]
 
 _COLUMNS = (
     "SELECT column_name FROM information_schema.COLUMNS"
     " WHERE table_schema = COALESCE(:schema, DATABASE()) AND table_name = :table ORDER BY ordinal_position"
 )
+
+
+_NAME: Final = r"`(?:[^`]|``)+`"
 
 
 def _quote(name: str) -> str:
@@ -46,18 +49,6 @@ def _readable(conn: Connection, table: str, column: str) -> bool:
         conn.exec_driver_sql(f"SELECT {_quote(column)} FROM {_relation(table)} WHERE 1 = 0").fetchall()
     except DBAPIError:
         return False
-    return True
-
-
-def _selectable(conn: Connection, relation: str) -> bool:
-    # SHOW VIEW alone lists a view in information_schema; the server says whether it may be read.
-    # PREPARE checks the privileges without running anything: even `WHERE 1 = 0` or `LIMIT 0`
-    # evaluates a FROM-less DEFINER view's functions (with the definer's rights).
-    try:
-        conn.execute(text("PREPARE mcpkit_probe FROM :q"), {"q": f"SELECT 1 FROM {_quote(relation)}"})
-    except DBAPIError:
-        return False
-    conn.exec_driver_sql("DEALLOCATE PREPARE mcpkit_probe")
     return True
 
 
@@ -126,90 +117,6 @@ def readable_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str
                 f"can read masked column(s) {', '.join(readable)} of {name}",
                 f"REVOKE SELECT ON {name} FROM {account}{grant} (a SELECT on {_quote(database)}.* or *.* "
                 "must be replaced by grants per table: SHOW GRANTS)",
-            )
-        )
-    return findings
-
-
-_VIEWS = (
-    "SELECT table_name, security_type, view_definition FROM information_schema.VIEWS"
-    " WHERE table_schema = DATABASE() ORDER BY table_name"
-)
-_BASE = (
-    "SELECT table_name FROM information_schema.TABLES"
-    " WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE'"
-)
-# The relations a stored definition reads: MariaDB stores each one backquoted (and qualified)
-# after FROM or JOIN; columns may be qualified by an alias, so they are matched by name alone.
-_NAME: Final = r"`(?:[^`]|``)+`"
-_RELATION: Final = re.compile(rf"\b(?:from|join)\s*[(\s]*({_NAME}(?:\.{_NAME})?)")
-
-
-def _relations(definition: str, db: str) -> list[tuple[str, str]]:
-    """`(schema, relation)` pairs, case-folded.
-
-    >>> _relations("select `c`.`id` from (`d`.`customers` `c` join `Orders` `o`)", "d")
-    [('d', 'customers'), ('d', 'orders')]
-    """
-    out = []
-    for chain in _RELATION.findall(definition.casefold()):
-        parts = [p[1:-1].replace("``", "`") for p in re.findall(_NAME, chain)]
-        out.append((parts[0], parts[1]) if len(parts) == 2 else (db, parts[0]))
-    return out
-
-
-def masked_views(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
-    """Views the account can see that read a masked column with their definer's rights.
-
-    A DEFINER view (MariaDB's default) reads its tables as its definer, so column privileges do
-    not hold through it. Its stored definition names every column it reads; a view over another
-    tainted view, or over a relation this account cannot see, counts as reading one; a view whose
-    definition the account may not read (no SHOW VIEW) cannot be checked and is refused too.
-    """
-    user, host = str(conn.execute(text("SELECT CURRENT_USER()")).scalar()).rsplit("@", 1)
-    database = str(conn.execute(text("SELECT DATABASE()")).scalar())
-    account = f"'{user}'@'{host}'"
-    views = [(str(n), str(s), str(d or "")) for n, s, d in conn.execute(text(_VIEWS))]
-    base = {str(r[0]).casefold() for r in conn.execute(text(_BASE))}
-    db = database.casefold()
-    views_in_db = {v.casefold() for v, _, _ in views}
-    hidden = {t.casefold(): {c.casefold() for c in cols} for t, cols in masked.items()}
-    tainted: dict[str, str] = {}
-    changed = True
-    while changed:
-        changed = False
-        for name, _, definition in views:
-            key = name.casefold()
-            if key in tainted:
-                continue
-            why = (
-                "its definition is hidden from the account, so it cannot be checked" if not definition else ""
-            )
-            for schema, relation in [] if why else _relations(definition, db):
-                if schema == db and relation in hidden:
-                    if any(f"`{c}`" in definition.casefold() for c in hidden[relation]):
-                        why = "it reads a masked column with its definer's rights"
-                elif schema == db and relation in tainted:
-                    why = f"it reads view {relation}, which reads a masked column"
-                elif schema != db or (relation not in base and relation not in views_in_db):
-                    why = f"it reads {schema}.{relation}, which this check cannot see into"
-                if why:
-                    break
-            if why:
-                tainted[key] = why
-                changed = True
-    findings = []
-    for name, security, _ in views:
-        reason = tainted.get(name.casefold())
-        if reason is None or security.upper() == "INVOKER" or not _selectable(conn, name):
-            continue
-        quoted = f"{_quote(database)}.{_quote(name)}"
-        findings.append(
-            Finding(
-                "masked-column-view",
-                f"view {quoted}: {reason}",
-                f"REVOKE SELECT ON {quoted} FROM {account} (or recreate it with SQL SECURITY INVOKER; "
-                f"GRANT SHOW VIEW ON {quoted} TO {account} lets the check read it)",
             )
         )
     return findings
