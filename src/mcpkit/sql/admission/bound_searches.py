@@ -148,13 +148,23 @@ class _Builder:
         self.bounds = bounds
         self.copied = 0
 
-    def length(self, operand: exp.Expr, *, as_text: bool = False) -> exp.Expr:
+    def length(self, operand: exp.Expr, bound: SizeBound | None = None) -> exp.Expr:
+        if bound is not None and bound.multibyte:
+            return self._extra_bytes(operand)
         static = _static_length(operand)
         if static is not None:
             return exp.Literal.number(static)
         self._check_operand(operand)
         copied = operand.copy()
+        as_text = bound is not None and bound.as_text
         return self.bounds.byte_length(exp.cast(copied, "TEXT") if as_text else copied)
+
+    def _extra_bytes(self, operand: exp.Expr) -> exp.Expr:
+        if isinstance(operand, exp.Literal) and operand.is_string:
+            return exp.Literal.number(len(operand.this.encode()) - len(operand.this))
+        assert self.bounds.extra_bytes is not None, "a multibyte bound needs its engine's extra_bytes"
+        self._check_operand(operand)
+        return self.bounds.extra_bytes(operand.copy())
 
     def _check_operand(self, operand: exp.Expr) -> None:
         for node in operand.walk():
@@ -180,20 +190,55 @@ class _Builder:
                 )
 
 
+# What no typed bound's operand can be: numbers, intervals, times and arithmetic on them.
+_SCALAR: Final = (
+    exp.Interval,
+    exp.Add,
+    exp.Mul,
+    exp.Div,
+    exp.IntDiv,
+    exp.Mod,
+    exp.Neg,
+    exp.Pow,
+    exp.CurrentDate,
+    exp.CurrentTime,
+    exp.CurrentTimestamp,
+    exp.Extract,
+    exp.Count,
+    exp.Sum,
+    exp.Avg,
+)
+
+
+def _plainly_scalar(operand: exp.Expr, typed: str) -> bool:
+    """An operand written as a number, a time, arithmetic or a cast to another type than `typed`
+    (the right operand: to a non-array), for which a typed operator is arithmetic: left as written."""
+    node = operand.unnest()
+    if isinstance(node, exp.Literal):
+        return not node.is_string
+    if isinstance(node, exp.Cast):
+        to = node.to
+        return not (to.is_type(typed) if typed else to.is_type(exp.DataType.Type.ARRAY) or to.expressions)
+    return isinstance(node, _SCALAR)
+
+
 def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     """The condition under which the call must not run, or None when it is always cheap."""
     bound = target.bound
     hay, needle = _operand(target.call, bound.haystack), _operand(target.call, bound.needle)
     if hay is None or needle is None or isinstance(hay, exp.Null) or isinstance(needle, exp.Null):
         return None
+    if bound.typed and (_plainly_scalar(hay, bound.typed) or _plainly_scalar(needle, "")):
+        return None
     conds: list[exp.Expr] = []
     short = (n := _static_length(needle)) is not None and n <= SHORT_LITERAL
     if not short and not (isinstance(target.call, exp.Like | exp.ILike) and _prefix_pattern(needle)):
-        product = exp.Mul(
-            this=builder.length(hay, as_text=bound.as_text),
-            expression=builder.length(needle, as_text=bound.as_text),
-        )
-        conds.append(_over(product, bound.budget))
+        product = exp.Mul(this=builder.length(hay, bound), expression=builder.length(needle, bound))
+        over = _over(product, bound.budget)
+        if bound.typed:
+            assert builder.bounds.type_is is not None, "a typed bound needs its engine's type_is"
+            over = exp.and_(builder.bounds.type_is(hay.copy(), bound.typed), over, copy=False)
+        conds.append(over)
     replacement = _operand(target.call, bound.growth) if bound.growth else None
     if replacement is not None and not isinstance(replacement, exp.Null):
         n_needle, n_repl = _static_length(needle), _static_length(replacement)

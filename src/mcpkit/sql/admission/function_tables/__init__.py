@@ -163,6 +163,12 @@ class SizeBound:
     growth_budget: int = 0
     as_text: bool = False
     """The operands are arrays or JSON: measured by the byte length of their text form."""
+    multibyte: bool = False
+    """The operands are measured by their bytes beyond one per character (`SearchBounds.extra_bytes`):
+    the work grows with the non-ASCII characters only (Unicode normalization reorders combining marks)."""
+    typed: str | None = None
+    """The operator is costly only on this left-operand type (`SearchBounds.type_is`, checked at run
+    time): PostgreSQL's `-` is a quadratic key delete on `jsonb - text[]` and arithmetic elsewhere."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,9 @@ class SearchBounds:
             since the guard and the search would each evaluate it.
         operators: By sqlglot node type: operators that compare every element of one operand
             with every element of the other (PostgreSQL's array and jsonb containment).
+        extra_bytes: The SQL of an operand's bytes beyond one per character, as a 64-bit integer
+            (what a `multibyte` bound measures).
+        type_is: The SQL testing that an operand's run-time type is the named one (a `typed` bound).
     """
 
     calls: Mapping[str, SizeBound]
@@ -189,3 +198,5 @@ class SearchBounds:
     fail: Callable[[exp.Expr], exp.Expr]
     varying: frozenset[str]
     operators: Mapping[type[exp.Expr], SizeBound] = field(default_factory=dict)
+    extra_bytes: Callable[[exp.Expr], exp.Expr] | None = None
+    type_is: Callable[[exp.Expr, str], exp.Expr] | None = None

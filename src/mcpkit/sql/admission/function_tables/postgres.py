@@ -337,6 +337,23 @@ def _byte_length(operand: exp.Expr) -> exp.Expr:
     return exp.cast(exp.Anonymous(this="octet_length", expressions=[operand]), "BIGINT")
 
 
+def _extra_bytes(operand: exp.Expr) -> exp.Expr:
+    # a character of n bytes adds n - 1: at least one per non-ASCII character
+    octets = exp.Anonymous(this="octet_length", expressions=[operand])
+    chars = exp.Anonymous(this="char_length", expressions=[operand.copy()])
+    return exp.cast(exp.Sub(this=octets, expression=chars), "BIGINT")
+
+
+_TYPE_OIDS: Final = {"jsonb": 3802}  # fixed in pg_type.dat; an OID compare costs nothing per row
+
+
+def _type_is(operand: exp.Expr, name: str) -> exp.Expr:
+    typed = exp.cast(
+        exp.Anonymous(this="pg_typeof", expressions=[operand]), exp.DataType.build("oid", dialect="postgres")
+    )
+    return exp.EQ(this=typed, expression=exp.Literal.number(_TYPE_OIDS[name]))
+
+
 def _fail(cond: exp.Expr) -> exp.Expr:
     # 22P02 on a marked text; built from `cond`, so constant folding cannot raise it while `cond` is false
     marked = exp.DPipe(this=exp.Literal.string(f"{SEARCH_BOUND_MARKER} "), expression=exp.cast(cond, "TEXT"))
@@ -364,10 +381,17 @@ SIZE_BOUNDS: Final = SearchBounds(
         "word_similarity": SizeBound("#0", "#1", 300_000_000),
         "strict_word_similarity": SizeBound("#0", "#1", 300_000_000),
         "similarity": SizeBound("#0", "#1", 100_000_000_000),
+        # normalize(s[, form]), is_normalized(s[, form]): combining marks out of canonical order are
+        # sorted by swapping neighbours, about 1e8 (extra bytes)^2/s; only non-ASCII characters are
+        # marks (red team F6: 40,000 marks, 80 KB, ran 8 s past a 1 s timeout)
+        "normalize": SizeBound("this", "this", 30_000_000, multibyte=True),
+        "is_normalized": SizeBound("#0", "#0", 30_000_000, multibyte=True),
     },
     like=SizeBound("this", "expression", 150_000_000),
     ilike=SizeBound("this", "expression", 150_000_000),
     byte_length=_byte_length,
+    extra_bytes=_extra_bytes,
+    type_is=_type_is,
     fail=_fail,
     # Array and jsonb containment, overlap and key tests compare element by element in nested loops
     # and check no interrupt (red team pg14 F5: jsonb @> over 100,000 elements ran 72 s past a 2 s
@@ -381,7 +405,10 @@ SIZE_BOUNDS: Final = SearchBounds(
             exp.JSONBContainsAllTopKeys,
             exp.JSONBContainsAnyTopKeys,
         )
-    },
+    }
+    # jsonb - text[] compares every key of the object with every element of the array, no interrupt
+    # check (red team F2: 60,000 x 60,000 ran 4.8 s past a 2 s timeout); `-` on anything else is left
+    | {exp.Sub: SizeBound("this", "expression", 2_000_000_000, as_text=True, typed="jsonb")},
     varying=frozenset(
         [
             "random",
