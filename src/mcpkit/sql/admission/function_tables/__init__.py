@@ -20,7 +20,7 @@ live catalogs (every catalog function is classified, every allowed name exists).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Final, Literal
 
@@ -28,8 +28,10 @@ from sqlglot import exp
 
 __all__ = [
     "SEARCH_BOUND_MARKER",
+    "SIZE_BOUND_MARKER",
     "Family",
     "FunctionTable",
+    "GrowthBound",
     "RelationRule",
     "SearchBounds",
     "SizeBound",
@@ -140,6 +142,8 @@ def relation_rule(schema: str | None, why: str, names: str) -> RelationRule:
 
 SEARCH_BOUND_MARKER: Final = "mcpkit_search_bound"
 """Text in the error a bounded search raises on purpose, so the profile can tell it from others."""
+SIZE_BOUND_MARKER: Final = "mcpkit_size_bound"
+"""Text in the error a bounded value-growing call (`GrowthBound`) raises on purpose."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,11 @@ class SizeBound:
     the call (a set-returning function cannot sit inside a CASE). `growth` names the replacement
     of a REPLACE that moves the rest of the string at each match (MariaDB): when its length
     differs from the needle's, haystack^2 / needle is capped by `growth_budget` as well.
+    `removal` marks a trim from the end that scans the haystack from its start again after each
+    needle it removes (MariaDB's TRIM(TRAILING|BOTH), RTRIM, in a multi-byte character set):
+    haystack^2 / needle is capped by `budget` whenever the needle, in the haystack's character
+    set, is longer than one byte (one byte is a fast path); `default` is the needle when the
+    call names none (a space); a `position` of LEADING is cheap and left as written.
     """
 
     haystack: str
@@ -161,6 +170,20 @@ class SizeBound:
     wrap_argument: bool = False
     growth: str | None = None
     growth_budget: int = 0
+    removal: bool = False
+    default: str = " "
+
+
+@dataclass(frozen=True)
+class GrowthBound:
+    """A call whose result can be many times its argument and which checks no size limit on it
+    (MariaDB's JSON_DETAILED indents every line to its depth): `factor(argument)` is the SQL of
+    an upper bound on result bytes per argument byte, and argument bytes x factor is capped by
+    `budget` before the call runs."""
+
+    argument: str
+    factor: Callable[[exp.Expr], exp.Expr]
+    budget: int
 
 
 @dataclass(frozen=True)
@@ -173,14 +196,20 @@ class SearchBounds:
         ilike: ILIKE; None: not bounded.
         byte_length: The SQL of an operand's byte length, as a 64-bit integer.
         fail: A boolean expression over `cond` (true when evaluated) that raises the engine error
-            carrying `SEARCH_BOUND_MARKER`; it depends on `cond` so no planner folds it early.
+            carrying the marker given (`SEARCH_BOUND_MARKER`, `SIZE_BOUND_MARKER`); it depends on
+            `cond` so no planner folds it early.
         varying: Functions whose value differs per evaluation: an operand holding one is refused,
             since the guard and the search would each evaluate it.
+        growths: Calls whose result may be many times their argument, by name.
+        converted_length: The SQL of the byte length of a needle (first) once converted to the
+            character set of a haystack (second), for `SizeBound.removal`.
     """
 
     calls: Mapping[str, SizeBound]
     like: SizeBound | None
     ilike: SizeBound | None
     byte_length: Callable[[exp.Expr], exp.Expr]
-    fail: Callable[[exp.Expr], exp.Expr]
+    fail: Callable[[exp.Expr, str], exp.Expr]
     varying: frozenset[str]
+    growths: Mapping[str, GrowthBound] = field(default_factory=dict)
+    converted_length: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None

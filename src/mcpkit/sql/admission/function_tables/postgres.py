@@ -8,7 +8,6 @@ from typing import Final
 from sqlglot import exp
 
 from mcpkit.sql.admission.function_tables import (
-    SEARCH_BOUND_MARKER,
     FunctionTable,
     RelationRule,
     SearchBounds,
@@ -337,9 +336,9 @@ def _byte_length(operand: exp.Expr) -> exp.Expr:
     return exp.cast(exp.Anonymous(this="octet_length", expressions=[operand]), "BIGINT")
 
 
-def _fail(cond: exp.Expr) -> exp.Expr:
+def _fail(cond: exp.Expr, marker: str) -> exp.Expr:
     # 22P02 on a marked text; built from `cond`, so constant folding cannot raise it while `cond` is false
-    marked = exp.DPipe(this=exp.Literal.string(f"{SEARCH_BOUND_MARKER} "), expression=exp.cast(cond, "TEXT"))
+    marked = exp.DPipe(this=exp.Literal.string(f"{marker} "), expression=exp.cast(cond, "TEXT"))
     return exp.EQ(this=exp.cast(marked, "INT"), expression=exp.Literal.number(0))
 
 
