@@ -81,6 +81,13 @@ MY_LARGE = {
     " CONCAT('%', REPEAT('a', 2000), 'b%'))",
     "a column": f"SELECT id FROM docs WHERE id = 0 AND LOCATE({MY_NEEDLE}, body) > 0",
     "a column in WHERE LIKE": "SELECT id FROM docs WHERE body LIKE CONCAT('%', REPEAT('a', 2000), 'b%')",
+    # red team my13 F6: a trim from the end rescans the string from its start after each needle it
+    # removes (multi-byte character sets); 80-160 KB each took 2.4-3.3 s and ignored KILL
+    "TRIM TRAILING": "SELECT LENGTH(TRIM(TRAILING 'ab' FROM REPEAT('ab', 40000))) AS n",
+    "TRIM BOTH": "SELECT LENGTH(TRIM(BOTH 'ab' FROM CONCAT('x', REPEAT('ab', 40000)))) AS n",
+    "TRIM of a two-byte character": "SELECT LENGTH(TRIM(TRAILING 'é' FROM REPEAT('é', 40000))) AS n",
+    "RTRIM of utf32 spaces": "SELECT LENGTH(RTRIM(CONVERT(SPACE(40000) USING utf32))) AS n",
+    "TRIM of a column": "SELECT LENGTH(TRIM(TRAILING 'ab' FROM body)) AS n FROM docs WHERE id = 0",
 }
 
 # Every bounded function over computed, small operands (NULL, empty and multi-byte included),
@@ -109,7 +116,9 @@ SELECT a, LOCATE(b, a) AS l, INSTR(a, b) AS i, POSITION(b IN a) AS p, REPLACE(a,
        REPLACE(REPLACE(a, b, c), c, b) AS rr, REPLACE(a, 'l', 'LL') AS rg,
        SUBSTRING_INDEX(a, b, 1) AS si, a LIKE CONCAT('%', b, '%') AS k,
        a NOT LIKE CONCAT(b, '!%%') ESCAPE '!' AS nk,
-       JSON_SEARCH(JSON_ARRAY(a, c), 'one', CONCAT('%', b, '%')) AS js
+       JSON_SEARCH(JSON_ARRAY(a, c), 'one', CONCAT('%', b, '%')) AS js,
+       TRIM(TRAILING c FROM CONCAT(a, c, c)) AS tt, TRIM(BOTH b FROM a) AS tb, RTRIM(CONCAT(a, '  ')) AS rt,
+       TRIM(CONCAT(' ', a, ' ')) AS t, LTRIM(CONCAT(' ', a)) AS lt, TRIM(LEADING b FROM a) AS tl
 FROM v ORDER BY a
 """
 

@@ -21,6 +21,7 @@ from mcpkit.errors import McpkitError, Refused, ToolError, ToolTimeout
 __all__ = [
     "FAILURE_MESSAGES",
     "SEARCH_TOO_LARGE",
+    "VALUE_TOO_LARGE",
     "FailureKind",
     "QueryFailed",
     "QueryTimeout",
@@ -80,6 +81,11 @@ FAILURE_MESSAGES: Final[dict[FailureKind, str]] = {
 
 SEARCH_TOO_LARGE: Final = "The query searches strings too large to search within the time limit; narrow it."
 """The `resource` sentence for a string search admission bounded (`admission.bound_searches`)."""
+VALUE_TOO_LARGE: Final = (
+    "The query would build a value larger than this server allows (JSON_DETAILED or JSON_PRETTY of a"
+    " large document); apply it to smaller values."
+)
+"""The `resource` sentence for a value-growing call admission bounded (`GrowthBound`)."""
 
 
 class SessionLost(RuntimeError):

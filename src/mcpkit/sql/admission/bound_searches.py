@@ -1,4 +1,5 @@
-"""Rewrite: a string search the engine cannot interrupt fails fast when its operands are too large.
+"""Rewrite: a string search the engine cannot interrupt, or a call whose result outgrows every
+limit, fails fast when its operands are too large.
 
 MariaDB's LOCATE/REPLACE/LIKE/SUBSTRING_INDEX/JSON_SEARCH and PostgreSQL's strpos/replace/
 split_part/string_to_array/LIKE/translate compare the needle at every position of the haystack and
@@ -11,8 +12,10 @@ where `cost` is the product of the operands' byte lengths (computed in SQL, so i
 computed operands) and `fail` raises an engine error carrying a marker, which the profile
 classifies as `resource` with its own sentence. The answer is otherwise unchanged: NULL is the
 THEN branch, so the CASE has the call's type. What is cheap and must keep an index stays as
-written: a short literal needle, a LIKE pattern that is a literal prefix. Per engine, the functions,
-budgets and the SQL of the guard live next to its function table (`SIZE_BOUNDS`).
+written: a short literal needle, a LIKE pattern that is a literal prefix. A call whose result may
+be many times its argument (`GrowthBound`: MariaDB's JSON_DETAILED) gets the same guard over the
+argument's bytes times its growth factor, with its own marker. Per engine, the functions, budgets
+and the SQL of the guard live next to its function table (`SIZE_BOUNDS`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ from typing import Final
 
 from sqlglot import exp
 
-from mcpkit.sql.admission.function_tables import SearchBounds, SizeBound
+from mcpkit.sql.admission.function_tables import (
+    SEARCH_BOUND_MARKER,
+    SIZE_BOUND_MARKER,
+    GrowthBound,
+    SearchBounds,
+    SizeBound,
+)
 from mcpkit.sql.admission.function_tables.tables import SIZE_BOUNDS
 from mcpkit.sql.admission.functions import function_calls
 from mcpkit.sql.errors import refuse
@@ -41,7 +50,7 @@ _MAX_COPIED: Final = 4_000  # syntax nodes the guards may copy (nested searches 
 class _Target:
     node: exp.Expr  # the call, or what replaces it in the tree (LIKE ... ESCAPE)
     call: exp.Expr  # the node holding the operands
-    bound: SizeBound
+    bound: SizeBound | GrowthBound
 
 
 def _depth(node: exp.Expr) -> int:
@@ -94,7 +103,7 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
     found: list[_Target] = []
     operators = tuple(bounds.operators)
     for call in function_calls(tree, dialect):
-        bound = bounds.calls.get(call.name)
+        bound = bounds.calls.get(call.name) or bounds.growths.get(call.name)
         if isinstance(call.node, operators):  # sqlglot may name `a @> b` after a function: see below
             continue
         if bound is not None and call.schema in (None, "pg_catalog"):
@@ -222,9 +231,43 @@ def _plainly_scalar(operand: exp.Expr, typed: str) -> bool:
     return isinstance(node, _SCALAR)
 
 
+def _growth_cost(call: exp.Expr, bound: GrowthBound, builder: _Builder) -> exp.Expr | None:
+    argument = _operand(call, bound.argument)
+    if argument is None or isinstance(argument, exp.Null):
+        return None
+    size = builder.length(argument)
+    factor = exp.paren(bound.factor(argument.copy()), copy=False)
+    return _over(exp.Mul(this=size, expression=factor), bound.budget)
+
+
+def _removal_cost(call: exp.Expr, bound: SizeBound, builder: _Builder) -> exp.Expr | None:
+    """hay^2 / needle over the budget, when the needle in the haystack's character set passes a byte."""
+    position = call.args.get("position")
+    hay = _operand(call, bound.haystack)
+    converted = builder.bounds.converted_length
+    if (position or "").upper() == "LEADING" or hay is None or isinstance(hay, exp.Null) or converted is None:
+        return None
+    static = _static_length(hay)
+    if static is not None and (4 * static) ** 2 <= bound.budget:  # even as utf32
+        return None
+    needle = _operand(call, bound.needle) or exp.Literal.string(bound.default)
+    if isinstance(needle, exp.Null):
+        return None
+    builder.length(needle)  # checks the operand like any other
+    needle_bytes = converted(needle.copy(), hay.copy())
+    hay_len = builder.length(hay)
+    rescans = exp.IntDiv(this=exp.Mul(this=hay_len, expression=hay_len.copy()), expression=needle_bytes)
+    longer = exp.GT(this=needle_bytes.copy(), expression=exp.Literal.number(1))
+    return exp.and_(longer, _over(rescans, bound.budget), copy=False)
+
+
 def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     """The condition under which the call must not run, or None when it is always cheap."""
     bound = target.bound
+    if isinstance(bound, GrowthBound):
+        return _growth_cost(target.call, bound, builder)
+    if bound.removal:
+        return _removal_cost(target.call, bound, builder)
     hay, needle = _operand(target.call, bound.haystack), _operand(target.call, bound.needle)
     if hay is None or needle is None or isinstance(hay, exp.Null) or isinstance(needle, exp.Null):
         return None
@@ -266,8 +309,8 @@ def _over(cost: exp.Expr, budget: int) -> exp.Expr:
     return exp.GT(this=cost, expression=exp.Literal.number(budget))
 
 
-def _guarded(value: exp.Expr, cond: exp.Expr, bounds: SearchBounds) -> exp.Expr:
-    fail = exp.Case(ifs=[exp.If(this=cond, true=bounds.fail(cond.copy()))])
+def _guarded(value: exp.Expr, cond: exp.Expr, bounds: SearchBounds, marker: str) -> exp.Expr:
+    fail = exp.Case(ifs=[exp.If(this=cond, true=bounds.fail(cond.copy(), marker))])
     return exp.Case(ifs=[exp.If(this=fail, true=exp.Null())], default=value)
 
 
@@ -309,14 +352,16 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                 f"The query has more than {MAX_BOUNDED} string searches (LIKE, position, replace, ...) over"
                 " computed values, each bounded at run time; split it into smaller queries.",
             )
-        if target.bound.wrap_argument:
-            hay = _operand(target.call, target.bound.haystack)
+        bound = target.bound
+        marker = SIZE_BOUND_MARKER if isinstance(bound, GrowthBound) else SEARCH_BOUND_MARKER
+        if isinstance(bound, SizeBound) and bound.wrap_argument:
+            hay = _operand(target.call, bound.haystack)
             if hay is not None:
                 placeholder = exp.Null()
                 hay.replace(placeholder)
-                placeholder.replace(_guarded(hay, cond, bounds))
+                placeholder.replace(_guarded(hay, cond, bounds, marker))
             continue
         placeholder = exp.Null()
         target.node.replace(placeholder)
-        placeholder.replace(_guarded(target.node, cond, bounds))
+        placeholder.replace(_guarded(target.node, cond, bounds, marker))
     return tree

@@ -225,6 +225,7 @@ class SqliteProfile(Profile):
             # SQLite's sqlite_stmt table lists it with its text (the authorizer refuses that table too).
             conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=5.0, cached_statements=0)
             conn.execute("PRAGMA query_only = 1")
+            conn.execute("PRAGMA temp_store = MEMORY")  # sorts and temp tables under the heap limit
             conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
             bound_text_functions(conn, MAX_LENGTH)

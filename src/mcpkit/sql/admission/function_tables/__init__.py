@@ -28,8 +28,10 @@ from sqlglot import exp
 
 __all__ = [
     "SEARCH_BOUND_MARKER",
+    "SIZE_BOUND_MARKER",
     "Family",
     "FunctionTable",
+    "GrowthBound",
     "RelationRule",
     "SearchBounds",
     "SizeBound",
@@ -140,6 +142,8 @@ def relation_rule(schema: str | None, why: str, names: str) -> RelationRule:
 
 SEARCH_BOUND_MARKER: Final = "mcpkit_search_bound"
 """Text in the error a bounded search raises on purpose, so the profile can tell it from others."""
+SIZE_BOUND_MARKER: Final = "mcpkit_size_bound"
+"""Text in the error a bounded value-growing call (`GrowthBound`) raises on purpose."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,11 @@ class SizeBound:
     the call (a set-returning function cannot sit inside a CASE). `growth` names the replacement
     of a REPLACE that moves the rest of the string at each match (MariaDB): when its length
     differs from the needle's, haystack^2 / needle is capped by `growth_budget` as well.
+    `removal` marks a trim from the end that scans the haystack from its start again after each
+    needle it removes (MariaDB's TRIM(TRAILING|BOTH), RTRIM, in a multi-byte character set):
+    haystack^2 / needle is capped by `budget` whenever the needle, in the haystack's character
+    set, is longer than one byte (one byte is a fast path); `default` is the needle when the
+    call names none (a space); a `position` of LEADING is cheap and left as written.
     """
 
     haystack: str
@@ -169,6 +178,20 @@ class SizeBound:
     typed: str | None = None
     """The operator is costly only on this left-operand type (`SearchBounds.type_is`, checked at run
     time): PostgreSQL's `-` is a quadratic key delete on `jsonb - text[]` and arithmetic elsewhere."""
+    removal: bool = False
+    default: str = " "
+
+
+@dataclass(frozen=True)
+class GrowthBound:
+    """A call whose result can be many times its argument and which checks no size limit on it
+    (MariaDB's JSON_DETAILED indents every line to its depth): `factor(argument)` is the SQL of
+    an upper bound on result bytes per argument byte, and argument bytes x factor is capped by
+    `budget` before the call runs."""
+
+    argument: str
+    factor: Callable[[exp.Expr], exp.Expr]
+    budget: int
 
 
 @dataclass(frozen=True)
@@ -181,7 +204,8 @@ class SearchBounds:
         ilike: ILIKE; None: not bounded.
         byte_length: The SQL of an operand's byte length, as a 64-bit integer.
         fail: A boolean expression over `cond` (true when evaluated) that raises the engine error
-            carrying `SEARCH_BOUND_MARKER`; it depends on `cond` so no planner folds it early.
+            carrying the marker given (`SEARCH_BOUND_MARKER`, `SIZE_BOUND_MARKER`); it depends on
+            `cond` so no planner folds it early.
         varying: Functions whose value differs per evaluation: an operand holding one is refused,
             since the guard and the search would each evaluate it.
         operators: By sqlglot node type: operators that compare every element of one operand
@@ -189,14 +213,19 @@ class SearchBounds:
         extra_bytes: The SQL of an operand's bytes beyond one per character, as a 64-bit integer
             (what a `multibyte` bound measures).
         type_is: The SQL testing that an operand's run-time type is the named one (a `typed` bound).
+        growths: Calls whose result may be many times their argument, by name.
+        converted_length: The SQL of the byte length of a needle (first) once converted to the
+            character set of a haystack (second), for `SizeBound.removal`.
     """
 
     calls: Mapping[str, SizeBound]
     like: SizeBound | None
     ilike: SizeBound | None
     byte_length: Callable[[exp.Expr], exp.Expr]
-    fail: Callable[[exp.Expr], exp.Expr]
+    fail: Callable[[exp.Expr, str], exp.Expr]
     varying: frozenset[str]
     operators: Mapping[type[exp.Expr], SizeBound] = field(default_factory=dict)
     extra_bytes: Callable[[exp.Expr], exp.Expr] | None = None
     type_is: Callable[[exp.Expr, str], exp.Expr] | None = None
+    growths: Mapping[str, GrowthBound] = field(default_factory=dict)
+    converted_length: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None

@@ -9,8 +9,8 @@ from typing import Final
 from sqlglot import exp
 
 from mcpkit.sql.admission.function_tables import (
-    SEARCH_BOUND_MARKER,
     FunctionTable,
+    GrowthBound,
     RelationRule,
     SearchBounds,
     SizeBound,
@@ -238,20 +238,42 @@ def _byte_length(operand: exp.Expr) -> exp.Expr:
     return exp.Anonymous(this="OCTET_LENGTH", expressions=[operand])
 
 
-def _fail(cond: exp.Expr) -> exp.Expr:
+def _fail(cond: exp.Expr, marker: str) -> exp.Expr:
     # error 1690 (BIGINT UNSIGNED out of range); its text quotes this expression, marker first (the
     # server cuts its messages at 512 bytes)
-    marker = exp.Anonymous(this="OCTET_LENGTH", expressions=[exp.Literal.string(SEARCH_BOUND_MARKER)])
-    step = exp.Anonymous(this="LEAST", expressions=[marker, cond])
+    marked = exp.Anonymous(this="OCTET_LENGTH", expressions=[exp.Literal.string(marker)])
+    step = exp.Anonymous(this="LEAST", expressions=[marked, cond])
     overflow = exp.Add(this=exp.Literal.number(18446744073709551615), expression=step)
     return exp.EQ(this=exp.paren(overflow, copy=False), expression=exp.Literal.number(0))
 
 
+def _converted_length(needle: exp.Expr, haystack: exp.Expr) -> exp.Expr:
+    # CONCAT takes the haystack's character set (a literal needle coerces to it): ' ' is 4 bytes
+    # beside a utf32 value, 1 beside utf8mb4
+    empty = exp.Anonymous(this="LEFT", expressions=[haystack, exp.Literal.number(0)])
+    return _byte_length(exp.Anonymous(this="CONCAT", expressions=[empty, needle]))
+
+
+def _json_indent_factor(document: exp.Expr) -> exp.Expr:
+    # JSON_DETAILED writes each value on its own line indented by depth x tab (tab at most 8): a
+    # 3-byte `{},` becomes two lines, so each input byte yields at most (2/3)(8 depth + 1) + 1
+    # bytes; 6 depth + 2 bounds that (measured: 161x at depth 31, tab 8). JSON_DEPTH is NULL for
+    # a document that is not JSON, and JSON_DETAILED then answers NULL too.
+    depth = exp.Anonymous(this="JSON_DEPTH", expressions=[document])
+    per_level = exp.Mul(this=exp.Literal.number(6), expression=depth)
+    return exp.Add(this=per_level, expression=exp.Literal.number(2))
+
+
 # Measured on MariaDB 10.11 (docs/security.md): LOCATE/INSTR/POSITION, SUBSTRING_INDEX and REPLACE's
 # search about 2e9 compares/s, LIKE and JSON_SEARCH's LIKE match about 2e8, REPLACE's moves about
-# 6e9 haystack^2/s; none checks max_statement_time or KILL inside its loop.
+# 6e9 haystack^2/s, TRIM(TRAILING)'s rescans about 1e9 haystack^2/needle per s; none checks
+# max_statement_time or KILL inside its loop.
 _SEARCH: Final = 500_000_000
 _LIKE: Final = 50_000_000
+_TRIM: Final = 250_000_000
+_PACKET: Final = 16 * 1024 * 1024  # max_allowed_packet's default: what REPEAT, CONCAT, CONVERT may build
+_TRIM_BOUND: Final = SizeBound("this", "expression", _TRIM, removal=True)
+_JSON_DETAILED: Final = GrowthBound("#0", _json_indent_factor, _PACKET)
 SIZE_BOUNDS: Final = SearchBounds(
     calls={
         "locate": SizeBound("this", "substr", _SEARCH),  # LOCATE, INSTR, POSITION(... IN ...)
@@ -260,11 +282,15 @@ SIZE_BOUNDS: Final = SearchBounds(
         ),
         "substring_index": SizeBound("this", "delimiter", _SEARCH),
         "json_search": SizeBound("#0", "#2", _LIKE),
+        "trim": _TRIM_BOUND,  # TRIM([BOTH | TRAILING] ...); LEADING is cheap
+        "rtrim": _TRIM_BOUND,
     },
     like=SizeBound("this", "expression", _LIKE),
     ilike=None,
     byte_length=_byte_length,
     fail=_fail,
     varying=frozenset(["rand", "uuid", "uuid_short", "sysdate", "random_bytes", "sys_guid"]),
+    growths={"json_detailed": _JSON_DETAILED, "json_pretty": _JSON_DETAILED},
+    converted_length=_converted_length,
 )
 """The string searches admission bounds (`mcpkit.sql.admission.bound_searches`)."""

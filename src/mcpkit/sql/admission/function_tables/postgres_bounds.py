@@ -1,0 +1,106 @@
+"""PostgreSQL 15: the searches and comparisons admission bounds by their operands' size
+(`admission.bound_searches`), with the SQL of their guards."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlglot import exp
+
+from mcpkit.sql.admission.function_tables import SearchBounds, SizeBound
+
+__all__ = ["SIZE_BOUNDS"]
+
+
+def _byte_length(operand: exp.Expr) -> exp.Expr:
+    # octet_length is int4: the product of two would overflow it
+    return exp.cast(exp.Anonymous(this="octet_length", expressions=[operand]), "BIGINT")
+
+
+def _extra_bytes(operand: exp.Expr) -> exp.Expr:
+    # a character of n bytes adds n - 1: at least one per non-ASCII character
+    octets = exp.Anonymous(this="octet_length", expressions=[operand])
+    chars = exp.Anonymous(this="char_length", expressions=[operand.copy()])
+    return exp.cast(exp.Sub(this=octets, expression=chars), "BIGINT")
+
+
+_TYPE_OIDS: Final = {"jsonb": 3802}  # fixed in pg_type.dat; an OID compare costs nothing per row
+
+
+def _type_is(operand: exp.Expr, name: str) -> exp.Expr:
+    typed = exp.cast(
+        exp.Anonymous(this="pg_typeof", expressions=[operand]), exp.DataType.build("oid", dialect="postgres")
+    )
+    return exp.EQ(this=typed, expression=exp.Literal.number(_TYPE_OIDS[name]))
+
+
+def _fail(cond: exp.Expr, marker: str) -> exp.Expr:
+    # 22P02 on a marked text; built from `cond`, so constant folding cannot raise it while `cond` is false
+    marked = exp.DPipe(this=exp.Literal.string(f"{marker} "), expression=exp.cast(cond, "TEXT"))
+    return exp.EQ(this=exp.cast(marked, "INT"), expression=exp.Literal.number(0))
+
+
+# Measured on PostgreSQL 15 (docs/security.md): text_position (strpos, position, replace, split_part,
+# string_to_array/table) about 3e9 compares/s, LIKE/ILIKE about 8e8, translate about 1.5e8 pairs/s;
+# none checks for interrupts inside its loop.
+_SEARCH: Final = 500_000_000
+SIZE_BOUNDS: Final = SearchBounds(
+    calls={
+        "position": SizeBound("this", "substr", _SEARCH),  # strpos, position(... IN ...)
+        "replace": SizeBound("this", "expression", _SEARCH),
+        "split_part": SizeBound("this", "delimiter", _SEARCH),
+        "string_to_array": SizeBound("this", "expression", _SEARCH),
+        "string_to_table": SizeBound("#0", "#1", _SEARCH, wrap_argument=True),
+        "translate": SizeBound("this", "from_", 30_000_000),
+        # btrim/ltrim/rtrim(s, chars), TRIM(... chars FROM s): a scan of `chars` per character
+        # trimmed, about 3e8 pairs/s (red team pg13 F8, pg14 F11: 6 MB x 5 KB ran 90 s past 2 s)
+        "trim": SizeBound("this", "expression", 100_000_000),
+        # pg_trgm (allowed above): word_similarity matches each trigram window of one string against
+        # the other, about 1.4e9 pairs/s; similarity is near-linear but sorts both trigram sets
+        # (red team pg14 F5: word_similarity over 660 KB ran 310 s past a 2 s timeout)
+        "word_similarity": SizeBound("#0", "#1", 300_000_000),
+        "strict_word_similarity": SizeBound("#0", "#1", 300_000_000),
+        "similarity": SizeBound("#0", "#1", 100_000_000_000),
+        # normalize(s[, form]), is_normalized(s[, form]): combining marks out of canonical order are
+        # sorted by swapping neighbours, about 1e8 (extra bytes)^2/s; only non-ASCII characters are
+        # marks (red team F6: 40,000 marks, 80 KB, ran 8 s past a 1 s timeout)
+        "normalize": SizeBound("this", "this", 30_000_000, multibyte=True),
+        "is_normalized": SizeBound("#0", "#0", 30_000_000, multibyte=True),
+    },
+    like=SizeBound("this", "expression", 150_000_000),
+    ilike=SizeBound("this", "expression", 150_000_000),
+    byte_length=_byte_length,
+    extra_bytes=_extra_bytes,
+    type_is=_type_is,
+    fail=_fail,
+    # Array and jsonb containment, overlap and key tests compare element by element in nested loops
+    # and check no interrupt (red team pg14 F5: jsonb @> over 100,000 elements ran 72 s past a 2 s
+    # timeout; arrays && 20 s): measured on their text form, about 7e9 byte pairs/s.
+    operators={
+        node: SizeBound("this", "expression", 2_000_000_000, as_text=True)
+        for node in (
+            exp.ArrayContainsAll,
+            exp.ArrayContainedBy,
+            exp.ArrayOverlaps,
+            exp.JSONBContainsAllTopKeys,
+            exp.JSONBContainsAnyTopKeys,
+        )
+    }
+    # jsonb - text[] compares every key of the object with every element of the array, no interrupt
+    # check (red team F2: 60,000 x 60,000 ran 4.8 s past a 2 s timeout); `-` on anything else is left
+    | {exp.Sub: SizeBound("this", "expression", 2_000_000_000, as_text=True, typed="jsonb")},
+    varying=frozenset(
+        [
+            "random",
+            "random_normal",
+            "clock_timestamp",
+            "timeofday",
+            "gen_random_uuid",
+            "gen_random_bytes",
+            "uuid_generate_v1",
+            "uuid_generate_v1mc",
+            "uuid_generate_v4",
+        ]
+    ),
+)
+"""The string searches admission bounds (`mcpkit.sql.admission.bound_searches`)."""
