@@ -108,71 +108,58 @@ def owner_views(conn: Connection, allowed: frozenset[str] = frozenset()) -> list
     return found
 
 
-_PARENTS: Final = """
+# Pairs in a partition or inheritance tree where the one read has no row-level security and the
+# other has it: a parent read over children's policies (PostgreSQL applies only the queried table's),
+# or a child read by its own name under its ancestors' policies.
+_UNGUARDED_IN_TREE: Final = """
 WITH RECURSIVE tree(parent, child) AS (
   SELECT inhparent, inhrelid FROM pg_inherits
-  UNION SELECT t.parent, i.inhrelid FROM tree t JOIN pg_inherits i ON i.inhparent = t.child)
-SELECT quote_ident(pn.nspname) || '.' || quote_ident(p.relname),
-  string_agg(DISTINCT quote_ident(cn.nspname) || '.' || quote_ident(c.relname), ', '),
+  UNION SELECT t.parent, i.inhrelid FROM tree t JOIN pg_inherits i ON i.inhparent = t.child),
+pairs(read, guarded, read_is_parent) AS (
+  SELECT parent, child, true FROM tree UNION ALL SELECT child, parent, false FROM tree)
+SELECT quote_ident(rn.nspname) || '.' || quote_ident(r.relname), pairs.read_is_parent,
+  string_agg(DISTINCT quote_ident(gn.nspname) || '.' || quote_ident(g.relname), ', '),
   quote_ident(current_user)
-FROM tree JOIN pg_class p ON p.oid = tree.parent JOIN pg_namespace pn ON pn.oid = p.relnamespace
-JOIN pg_class c ON c.oid = tree.child JOIN pg_namespace cn ON cn.oid = c.relnamespace
-WHERE c.relrowsecurity AND row_security_active(c.oid) AND NOT p.relrowsecurity
-  AND has_schema_privilege(pn.oid, 'USAGE')
-  AND (has_table_privilege(p.oid, 'SELECT') OR has_any_column_privilege(p.oid, 'SELECT'))
-GROUP BY 1 ORDER BY 1
-"""
-# The other way round: a child or partition read by its own name skips its ancestors' policies.
-_CHILDREN: Final = """
-WITH RECURSIVE tree(parent, child) AS (
-  SELECT inhparent, inhrelid FROM pg_inherits
-  UNION SELECT t.parent, i.inhrelid FROM tree t JOIN pg_inherits i ON i.inhparent = t.child)
-SELECT quote_ident(cn.nspname) || '.' || quote_ident(c.relname),
-  string_agg(DISTINCT quote_ident(pn.nspname) || '.' || quote_ident(p.relname), ', '),
-  quote_ident(current_user)
-FROM tree JOIN pg_class p ON p.oid = tree.parent JOIN pg_namespace pn ON pn.oid = p.relnamespace
-JOIN pg_class c ON c.oid = tree.child JOIN pg_namespace cn ON cn.oid = c.relnamespace
-WHERE p.relrowsecurity AND row_security_active(p.oid) AND NOT c.relrowsecurity
-  AND has_schema_privilege(cn.oid, 'USAGE')
-  AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))
-GROUP BY 1 ORDER BY 1
+FROM pairs JOIN pg_class r ON r.oid = pairs.read JOIN pg_namespace rn ON rn.oid = r.relnamespace
+JOIN pg_class g ON g.oid = pairs.guarded JOIN pg_namespace gn ON gn.oid = g.relnamespace
+WHERE g.relrowsecurity AND row_security_active(g.oid) AND NOT r.relrowsecurity
+  AND has_schema_privilege(rn.oid, 'USAGE')
+  AND (has_table_privilege(r.oid, 'SELECT') OR has_any_column_privilege(r.oid, 'SELECT'))
+GROUP BY 1, 2 ORDER BY 1, 2
 """
 
 
 def rls_parents(conn: Connection, allowed: frozenset[str] = frozenset()) -> list[Finding]:
     """One finding per selectable parent without row-level security whose partitions or
-    inheritance children have it: a query on the parent reads their rows under no policy.
+    inheritance children have it (a query on the parent reads their rows under no policy), and per
+    selectable child or partition without it under a parent with it (read by its own name).
 
     Args:
         conn: A connection in the role's read-only session.
         allowed: `relation:schema.name` opt-ins.
     """
     found = []
-    for parent, children, role in conn.execute(text(_PARENTS)):
-        if f"relation:{parent}" in allowed:
+    for name, is_parent, others, role in conn.execute(text(_UNGUARDED_IN_TREE)):
+        if f"relation:{name}" in allowed:
             continue
-        found.append(
-            Finding(
-                "rls-parent",
-                f"table {parent} has no row-level security while its partitions or children {children}"
-                " do: PostgreSQL applies only the queried table's policies, so reading the parent shows"
-                " the rows theirs hide",
-                f"ALTER TABLE {parent} ENABLE ROW LEVEL SECURITY (with the children's policies); or REVOKE "
-                f"SELECT ON {parent} FROM {role}",
-                f"relation:{parent}",
+        if is_parent:
+            message = (
+                f"table {name} has no row-level security while its partitions or children {others} do:"
+                " PostgreSQL applies only the queried table's policies, so reading the parent shows the"
+                " rows theirs hide"
             )
-        )
-    for child, parents, role in conn.execute(text(_CHILDREN)):
-        if f"relation:{child}" in allowed:
-            continue
-        found.append(
-            Finding(
-                "rls-parent",
-                f"table {child} has no row-level security while {parents}, which it is a partition or child"
-                " of, does: read by its own name, its rows are under no policy",
-                f"REVOKE SELECT ON {child} FROM {role} (read it through its parent); or ALTER TABLE {child}"
-                " ENABLE ROW LEVEL SECURITY with the parent's policies",
-                f"relation:{child}",
+            fix = (
+                f"ALTER TABLE {name} ENABLE ROW LEVEL SECURITY (with the children's policies); or REVOKE "
+                f"SELECT ON {name} FROM {role}"
             )
-        )
+        else:
+            message = (
+                f"table {name} has no row-level security while {others}, which it is a partition or child"
+                " of, does: read by its own name, its rows are under no policy"
+            )
+            fix = (
+                f"REVOKE SELECT ON {name} FROM {role} (read it through its parent); or ALTER TABLE {name}"
+                " ENABLE ROW LEVEL SECURITY with the parent's policies"
+            )
+        found.append(Finding("rls-parent", message, fix, f"relation:{name}"))
     return found
