@@ -300,14 +300,18 @@ def test_mariadb_without_a_default_database_resolves_qualified_names_only(
 
 
 @pytest.mark.postgres
-def test_postgres_an_empty_search_path_resolves_qualified_names_only(
-    pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("path", ["''", "nowhere", "hidden", "nowhere, hidden"])
+def test_postgres_a_search_path_reaching_no_usable_schema_resolves_qualified_names_only(
+    pg: PgScratch, path: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # An empty search_path: masking fell back to one namespace and refused every query; qualified
-    # names resolve in their schema now, a bare one (which the database resolves nowhere) is refused.
-    _withhold(pg)
-    pg.admin.execute(f"ALTER ROLE {pg.reader} IN DATABASE {pg.db} SET search_path = ''")
+    # An empty search_path, or one naming only a missing schema or one without USAGE: masking fell
+    # back to one namespace and refused every query; qualified names resolve in their schema now,
+    # a bare one (which the database resolves nowhere) is refused. The grants are still checked.
+    pg.admin.execute(f"ALTER ROLE {pg.reader} IN DATABASE {pg.db} SET search_path = {path}")
     masks = _masks(tmp_path, *MASKS)
+    code, out = _ask(capsys, pg.reader_url, masks, "SELECT 1")
+    assert code == 2 and "can read masked column(s) email of crm.customers:" in out, out
+    _withhold(pg)
     for sql, last in (
         ("SELECT x FROM crm.customers AS c(a, b, x) ORDER BY a", "| <masked> |"),
         ("SELECT * FROM public.customers", "| 1 | emea |"),
