@@ -670,3 +670,7 @@ FROM sales_demo GROUP BY region ORDER BY region
 -- name: sqlite-embedding-json
 -- dialects: sqlite
 SELECT id, json_array_length(embedding) AS dims, round(json_extract(embedding, '$[0]'), 3) AS first FROM product_vectors ORDER BY id LIMIT 3
+
+-- name: mysql-computed-date-format
+-- dialects: mysql
+SELECT id, DATE_FORMAT(MAKEDATE(year, quarter * 80), CONCAT('%W ', '%d %M')) AS label, STR_TO_DATE(CONCAT('01/', '02/2024'), CONCAT('%d/', '%m/%Y')) AS parsed FROM sales_demo ORDER BY id

@@ -13,9 +13,9 @@ computed operands) and `fail` raises an engine error carrying a marker, which th
 classifies as `resource` with its own sentence. The answer is otherwise unchanged: NULL is the
 THEN branch, so the CASE has the call's type. What is cheap and must keep an index stays as
 written: a short literal needle, a LIKE pattern that is a literal prefix. A call whose result may
-be many times its argument (`GrowthBound`: MariaDB's JSON_DETAILED) gets the same guard over the
-argument's bytes times its growth factor, with its own marker. Per engine, the functions, budgets
-and the SQL of the guard live next to its function table (`SIZE_BOUNDS`).
+be many times its arguments (`GrowthBound`: MariaDB's JSON_DETAILED, JSON_MERGE, JSON_SET) gets
+the same guard over the arguments' bytes times its growth factor, with its own marker. Per engine,
+the functions, budgets and the SQL of the guard live next to its function table (`SIZE_BOUNDS`).
 """
 
 from __future__ import annotations
@@ -103,11 +103,11 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
     found: list[_Target] = []
     operators = tuple(bounds.operators)
     for call in function_calls(tree, dialect):
-        bound = bounds.calls.get(call.name) or bounds.growths.get(call.name)
         if isinstance(call.node, operators):  # sqlglot may name `a @> b` after a function: see below
             continue
-        if bound is not None and call.schema in (None, "pg_catalog"):
-            found.append(_Target(call.node, call.node, bound))
+        for bound in (bounds.calls.get(call.name), bounds.growths.get(call.name)):  # JSON_SEARCH: both
+            if bound is not None and call.schema in (None, "pg_catalog"):
+                found.append(_Target(call.node, call.node, bound))
     for like in tree.find_all(exp.Like, exp.ILike):
         bound = bounds.like if isinstance(like, exp.Like) else bounds.ilike
         if bound is None or isinstance(like.expression, exp.Any | exp.All):  # an empty ARRAY[] is left
@@ -232,12 +232,33 @@ def _plainly_scalar(operand: exp.Expr, typed: str) -> bool:
 
 
 def _growth_cost(call: exp.Expr, bound: GrowthBound, builder: _Builder) -> exp.Expr | None:
-    argument = _operand(call, bound.argument)
-    if argument is None or isinstance(argument, exp.Null):
+    factor = bound.factor(call)
+    if factor is None:
         return None
-    size = builder.length(argument)
-    factor = exp.paren(bound.factor(argument.copy()), copy=False)
+    if bound.argument == "*":
+        arguments = [a for a in _arguments(call) if not isinstance(a, exp.Null)]
+    else:
+        argument = _operand(call, bound.argument)
+        arguments = [] if argument is None or isinstance(argument, exp.Null) else [argument]
+    if not arguments:
+        return None
+    static = [_static_length(a) for a in arguments]
+    if isinstance(factor, exp.Literal) and None not in static:  # literals only: known now
+        return None if sum(n or 0 for n in static) * int(factor.this) <= bound.budget else exp.true()
+    size = builder.length(arguments[0])
+    for argument in arguments[1:]:
+        size = exp.Add(this=size, expression=builder.length(argument))
+    if len(arguments) > 1:
+        size = exp.paren(size, copy=False)
+    if isinstance(factor, exp.Binary):
+        factor = exp.paren(factor, copy=False)
     return _over(exp.Mul(this=size, expression=factor), bound.budget)
+
+
+def _arguments(call: exp.Expr) -> list[exp.Expr]:
+    """Every argument of a call, as sqlglot holds them (`this`, `expression`, then `expressions`)."""
+    named = [call.args.get(key) for key in ("this", "expression")]
+    return [a for a in named if isinstance(a, exp.Expr)] + list(call.expressions)
 
 
 def _removal_cost(call: exp.Expr, bound: SizeBound, builder: _Builder) -> exp.Expr | None:

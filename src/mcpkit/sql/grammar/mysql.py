@@ -6,6 +6,9 @@
   and wrote LIMIT before SEPARATOR, which both servers refuse.
 - `VALUES (1), (2)` as a statement (MariaDB's table value constructor): sqlglot read `VALUES(...)`
   as the old ON DUPLICATE KEY function; it is now a query (sent as SELECT ... UNION ALL ...).
+- `DATE_FORMAT(d, CONCAT('%W ', x))`: sqlglot reads a computed format as written but translated
+  the specifiers in its SQL text when writing it (`%W`, the weekday name, became `%u`, the week
+  number: a wrong answer); only a literal format is translated now, both ways.
 """
 
 from __future__ import annotations
@@ -69,3 +72,14 @@ class MySQLFamily(MySQL):
             exp.GroupConcat: _group_concat,
             exp.Median: lambda gen, node: gen.func("MEDIAN", node.this),
         }
+
+        def format_time(
+            self,
+            expression: exp.Expr,
+            inverse_time_mapping: dict[str, str] | None = None,
+            inverse_time_trie: dict[str, Any] | None = None,
+        ) -> str | None:
+            fmt = expression.args.get("format")
+            if fmt is not None and not (isinstance(fmt, exp.Literal) and fmt.is_string):
+                return self.sql(expression, "format")  # read as written: written as read
+            return super().format_time(expression, inverse_time_mapping, inverse_time_trie)

@@ -184,13 +184,15 @@ class SizeBound:
 
 @dataclass(frozen=True)
 class GrowthBound:
-    """A call whose result can be many times its argument and which checks no size limit on it
-    (MariaDB's JSON_DETAILED indents every line to its depth): `factor(argument)` is the SQL of
-    an upper bound on result bytes per argument byte, and argument bytes x factor is capped by
-    `budget` before the call runs."""
+    """A call whose result can be many times its arguments and which checks no size limit on it
+    (MariaDB's JSON_DETAILED indents every line to its depth; JSON_MERGE, JSON_SET and JSON_EXTRACT
+    build past max_allowed_packet, twice per nesting level): `factor(call)` is the SQL of an upper
+    bound on result bytes per byte of `argument` (`"*"`: every argument's bytes summed), or None
+    where this call cannot outgrow its arguments; bytes x factor is capped by `budget` before the
+    call runs."""
 
     argument: str
-    factor: Callable[[exp.Expr], exp.Expr]
+    factor: Callable[[exp.Expr], exp.Expr | None]
     budget: int
 
 

@@ -254,14 +254,62 @@ def _converted_length(needle: exp.Expr, haystack: exp.Expr) -> exp.Expr:
     return _byte_length(exp.Anonymous(this="CONCAT", expressions=[empty, needle]))
 
 
-def _json_indent_factor(document: exp.Expr) -> exp.Expr:
+def _json_indent_factor(call: exp.Expr) -> exp.Expr | None:
     # JSON_DETAILED writes each value on its own line indented by depth x tab (tab at most 8): a
     # 3-byte `{},` becomes two lines, so each input byte yields at most (2/3)(8 depth + 1) + 1
     # bytes; 6 depth + 2 bounds that (measured: 161x at depth 31, tab 8). JSON_DEPTH is NULL for
     # a document that is not JSON, and JSON_DETAILED then answers NULL too.
-    depth = exp.Anonymous(this="JSON_DEPTH", expressions=[document])
+    if not call.expressions:
+        return None
+    depth = exp.Anonymous(this="JSON_DEPTH", expressions=[call.expressions[0].copy()])
     per_level = exp.Mul(this=exp.Literal.number(6), expression=depth)
     return exp.Add(this=per_level, expression=exp.Literal.number(2))
+
+
+def _json_extract_factor(call: exp.Expr) -> exp.Expr | None:
+    # JSON_EXTRACT answers every value its paths match, with no size check: one path without `**`
+    # at most the document (re-spaced: `[1,2]` as `[1, 2]`); each further path the document again;
+    # a `**` path (or one computed at run time) each match's subtree, which holds the deeper
+    # matches, so up to JSON_DEPTH copies of a byte (measured: 3.6 MB into 63 MB).
+    paths = [p for p in (call.args.get("expression"), *call.expressions) if p is not None]
+    wild = any(not isinstance(p, exp.JSONPath | exp.Literal) or "**" in p.sql("mysql") for p in paths)
+    if len(paths) <= 1 and not wild:
+        return None
+    factor: exp.Expr = exp.Literal.number(2 * len(paths))
+    if wild:
+        depth = exp.Anonymous(this="JSON_DEPTH", expressions=[call.this.copy()])
+        factor = exp.Mul(
+            this=factor, expression=exp.paren(exp.Add(this=depth, expression=exp.Literal.number(1)))
+        )
+    return factor
+
+
+def _search_paths_factor(call: exp.Expr) -> exp.Expr | None:
+    # JSON_SEARCH(doc, 'all', ...) answers the path of every match, and a path holds every key above
+    # its match: a 1-byte pattern over a 50 KB document under one 10 KB key answered 100 MB. A match
+    # takes at least 3 bytes of the document and its path at most the document's keys plus an index
+    # per level (MariaDB nests 32 deep), so matches x path <= bytes/3 x (bytes + 400). 'one' answers
+    # one path.
+    mode = call.expressions[1] if len(call.expressions) > 1 else None
+    if isinstance(mode, exp.Literal) and mode.is_string and mode.this.casefold() == "one":
+        return None
+    document = call.expressions[0].copy()
+    padded = exp.Add(this=_byte_length(document), expression=exp.Literal.number(400))
+    return exp.IntDiv(this=exp.paren(padded, copy=False), expression=exp.Literal.number(3))
+
+
+def _format_factor(call: exp.Expr) -> exp.Expr:
+    # DATE_FORMAT and TIME_FORMAT answer each 2-byte specifier as up to a month or day name in the
+    # session's lc_time_names, with no size check (a 10 MB format of `%W` answered 40 MB).
+    return exp.Literal.number(16)
+
+
+def _escaped_factor(call: exp.Expr) -> exp.Expr:
+    # JSON_SET/INSERT/REPLACE/ARRAY_APPEND/ARRAY_INSERT, JSON_MERGE* and JSON_QUOTE answer their
+    # arguments together, a string escaped (`"` as `\"`: twice its bytes), with no size check:
+    # nested, each level doubles (four levels of JSON_MERGE_PRESERVE over 8 MB built 128 MB past
+    # max_session_mem_used).
+    return exp.Literal.number(2)
 
 
 # Measured on MariaDB 10.11 (docs/security.md): LOCATE/INSTR/POSITION, SUBSTRING_INDEX and REPLACE's
@@ -274,6 +322,30 @@ _TRIM: Final = 250_000_000
 _PACKET: Final = 16 * 1024 * 1024  # max_allowed_packet's default: what REPEAT, CONCAT, CONVERT may build
 _TRIM_BOUND: Final = SizeBound("this", "expression", _TRIM, removal=True)
 _JSON_DETAILED: Final = GrowthBound("#0", _json_indent_factor, _PACKET)
+_JSON_JOINED: Final = GrowthBound("*", _escaped_factor, _PACKET)
+_JSON_GROWTHS: Final = {
+    "json_detailed": _JSON_DETAILED,
+    "json_pretty": _JSON_DETAILED,
+    "json_extract": GrowthBound("this", _json_extract_factor, _PACKET),
+    "json_quote": GrowthBound("#0", _escaped_factor, _PACKET),
+    "json_search": GrowthBound("#0", _search_paths_factor, _PACKET),
+    "date_format": GrowthBound("format", _format_factor, _PACKET),
+    "time_format": GrowthBound("#1", _format_factor, _PACKET),
+    "make_set": GrowthBound("*", _escaped_factor, _PACKET),
+    **dict.fromkeys(
+        [
+            "json_set",
+            "json_insert",
+            "json_replace",
+            "json_array_append",
+            "json_array_insert",
+            "json_merge",
+            "json_merge_preserve",
+            "json_merge_patch",
+        ],
+        _JSON_JOINED,
+    ),
+}
 SIZE_BOUNDS: Final = SearchBounds(
     calls={
         "locate": SizeBound("this", "substr", _SEARCH),  # LOCATE, INSTR, POSITION(... IN ...)
@@ -290,7 +362,7 @@ SIZE_BOUNDS: Final = SearchBounds(
     byte_length=_byte_length,
     fail=_fail,
     varying=frozenset(["rand", "uuid", "uuid_short", "sysdate", "random_bytes", "sys_guid"]),
-    growths={"json_detailed": _JSON_DETAILED, "json_pretty": _JSON_DETAILED},
+    growths=_JSON_GROWTHS,
     converted_length=_converted_length,
 )
 """The string searches admission bounds (`mcpkit.sql.admission.bound_searches`)."""
