@@ -425,8 +425,28 @@ CREATE FUNCTION {s}.sd_atomic() RETURNS bigint LANGUAGE sql SECURITY DEFINER
     BEGIN ATOMIC SELECT count(*) FROM {s}.customers WHERE ssn LIKE '5%'; END;
 CREATE FUNCTION {s}.sd_clean() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS 'SELECT 1::bigint';
 CREATE FUNCTION {s}.plain_emails() RETURNS SETOF text LANGUAGE sql AS 'SELECT email FROM {s}.customers';
+CREATE FUNCTION {s}.inner_email(i int) RETURNS text LANGUAGE sql STABLE
+    AS 'SELECT email FROM {s}.customers WHERE id = i';
+CREATE FUNCTION {s}.sd_via_helper(i int) RETURNS text LANGUAGE plpgsql STABLE SECURITY DEFINER
+    AS $$ BEGIN RETURN {s}.inner_email(i); END $$;
+CREATE FUNCTION {s}.sd_dynamic() RETURNS text LANGUAGE plpgsql SECURITY DEFINER
+    AS $$ DECLARE r text; BEGIN EXECUTE 'SELECT min(em' || 'ail) FROM {s}.cust' || 'omers' INTO r;
+    RETURN r; END $$;
+CREATE FUNCTION {s}.sd_calls_clean() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS 'SELECT {s}.sd_clean()';
 """
-PG_EXPOSED = ("v_contact", "v_filter", "v_row", "v_outer", "mv_emails", "sd_emails()", "sd_atomic()")
+# rt15pg F2: a definer function reaching the e-mails through a helper, or SQL it builds, named no
+# masked relation itself, and doctor passed it
+PG_EXPOSED = (
+    "v_contact",
+    "v_filter",
+    "v_row",
+    "v_outer",
+    "mv_emails",
+    "sd_emails()",
+    "sd_atomic()",
+    "sd_via_helper(i integer)",
+    "sd_dynamic()",
+)
 
 
 @pytest.fixture
@@ -485,6 +505,8 @@ def test_postgres_views_and_definers_over_masked_columns_refused_then_clean(
             "SELECT contact FROM v_contact",
             "SELECT * FROM sd_emails()",
             "SELECT email FROM mv_emails",
+            "SELECT sd_via_helper(1)",
+            "SELECT sd_dynamic()",
         ):
             result, _ = service.query(sql, call_id="view", max_rows=5)
             assert leaked(result, ["ada@x.org"]), sql
@@ -493,7 +515,15 @@ def test_postgres_views_and_definers_over_masked_columns_refused_then_clean(
         text = str(refused.value)
         for name in PG_EXPOSED:
             assert f"{schema}.{name}" in text, name
-        for name in ("v_invoker", "v_clean", "v_inner", "sd_clean", "plain_emails"):
+        for name in (
+            "v_invoker",
+            "v_clean",
+            "v_inner",
+            "sd_clean",
+            "plain_emails",
+            "sd_calls_clean",
+            "inner_email",
+        ):
             assert f".{name}" not in text, name
         assert "security_invoker = true" in text
         with pg_admin(pg_url) as c:
@@ -506,6 +536,8 @@ def test_postgres_views_and_definers_over_masked_columns_refused_then_clean(
             "SELECT * FROM sd_emails()",
             "SELECT email FROM mv_emails",
             "SELECT email FROM v_invoker",
+            "SELECT sd_via_helper(1)",
+            "SELECT sd_dynamic()",
             "SELECT * FROM plain_emails()",
         ):
             with pytest.raises(QueryFailed) as denied:

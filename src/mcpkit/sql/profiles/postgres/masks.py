@@ -83,26 +83,53 @@ JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 ORDER BY 2
 """
 
-# SECURITY DEFINER functions the role can execute that name a relation holding masked values:
-# SQL-standard bodies record their relations in pg_depend; other bodies are text, matched on the
-# relation's name (cheap and conservative: a mention is enough).
+# SECURITY DEFINER functions the role can execute that reach a relation holding masked values.
+# SQL-standard bodies record their relations and functions in pg_depend; other bodies are text,
+# matched on names (cheap and conservative: a mention is enough). A body also reaches them through
+# a function it calls that does (matched the same way, transitively), SQL it builds (plpgsql
+# EXECUTE) or a language mcpkit cannot read (C: dblink, crosstab; plpython): those count where the
+# definer's owner may read a masked column or a view over one (red team rt15pg F2: a definer
+# function returning an invoker helper's `SELECT email` named no masked relation itself).
 _DEFINERS = r"""
-SELECT DISTINCT quote_ident(n.nspname) || '.' || quote_ident(p.proname)
-       || '(' || pg_get_function_identity_arguments(p.oid) || ')'
-FROM pg_catalog.pg_proc p
-JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-WHERE p.prosecdef AND has_function_privilege(p.oid, 'EXECUTE')
-  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND (EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
-               WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid
-                 AND d.refclassid = 'pg_catalog.pg_class'::regclass
-                 AND d.refobjid = ANY(CAST(:relids AS oid[]))
-                 AND (d.refobjsubid = 0 OR d.refobjid = ANY(CAST(:views AS oid[]))
-                      OR (d.refobjid::text || '.' || d.refobjsubid) = ANY(CAST(:columns AS text[]))
-                      OR p.prosqlbody::text LIKE '%\:varattno 0 %'))
+WITH RECURSIVE fn AS (
+    SELECT p.oid, p.proname, p.prosecdef, p.proowner, p.prosqlbody, l.lanname,
+           lower(coalesce(p.prosrc, '')) AS src, quote_ident(n.nspname) || '.' || quote_ident(p.proname)
+           || '(' || pg_get_function_identity_arguments(p.oid) || ')' AS signature
+    FROM pg_catalog.pg_proc p
+    JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+    JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+    WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+), named AS (
+    SELECT f.oid FROM fn f
+    WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                  WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f.oid
+                    AND d.refclassid = 'pg_catalog.pg_class'::regclass
+                    AND d.refobjid = ANY(CAST(:relids AS oid[]))
+                    AND (d.refobjsubid = 0 OR d.refobjid = ANY(CAST(:views AS oid[]))
+                         OR (d.refobjid::text || '.' || d.refobjsubid) = ANY(CAST(:columns AS text[]))
+                         OR f.prosqlbody::text LIKE '%\:varattno 0 %'))
        OR EXISTS (SELECT 1 FROM unnest(CAST(:names AS text[])) AS m(name)
-                  WHERE lower(coalesce(p.prosrc, ''))
-                        ~ ('\m' || regexp_replace(m.name, '([^a-z0-9_])', '\\\1', 'g') || '\M')))
+                  WHERE f.src ~ ('\m' || regexp_replace(m.name, '([^a-z0-9_])', '\', 'g') || '\M'))
+), reach(oid) AS (
+    SELECT oid FROM named
+    UNION SELECT oid FROM fn WHERE lanname NOT IN ('sql', 'plpgsql', 'internal')
+                                OR (lanname = 'plpgsql' AND src ~ '\mexecute\M')
+  UNION
+    SELECT f.oid FROM reach r JOIN fn g ON g.oid = r.oid JOIN fn f ON f.oid <> g.oid
+    WHERE f.src ~ ('\m' || regexp_replace(lower(g.proname), '([^a-z0-9_])', '\', 'g') || '\M')
+       OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                  WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f.oid
+                    AND d.refclassid = 'pg_catalog.pg_proc'::regclass AND d.refobjid = g.oid)
+)
+SELECT DISTINCT f.signature FROM fn f
+WHERE f.prosecdef AND has_function_privilege(f.oid, 'EXECUTE')
+  AND (f.oid IN (SELECT oid FROM named)
+       OR (f.oid IN (SELECT oid FROM reach)
+           AND (EXISTS (SELECT 1 FROM unnest(CAST(:masked_relids AS oid[]), CAST(:masked_attnums AS int2[]))
+                            AS m(relid, attnum)
+                        WHERE has_column_privilege(f.proowner, m.relid, m.attnum, 'SELECT'))
+                OR EXISTS (SELECT 1 FROM unnest(CAST(:views AS oid[])) AS v(relid)
+                           WHERE has_table_privilege(f.proowner, v.relid, 'SELECT')))))
 ORDER BY 1
 """
 
@@ -146,6 +173,8 @@ def masked_routes(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
         "views": sorted({int(r[0]) for r in closure if r[3] in ("v", "m")}),
         "columns": [f"{r}.{a}" for r, a in zip(relids, attnums, strict=True)],
         "names": sorted({str(r[2]) for r in closure}),
+        "masked_relids": relids,
+        "masked_attnums": attnums,
     }
     for (function,) in conn.execute(text(_DEFINERS), params):
         findings.append(
