@@ -40,6 +40,7 @@ from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
+from mcpkit.sql.profiles.postgres.views import row_filtered_views
 
 if TYPE_CHECKING:
     from mcpkit.sql.admission import FunctionCatalog
@@ -59,7 +60,8 @@ _READABLE: Final = (
 _ROW_FILTERED_TABLES: Final = (
     "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_catalog.pg_class c"
     " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-    f" WHERE c.relkind IN ('r', 'p') AND {ROW_FILTERED} AND has_table_privilege(c.oid, 'SELECT')"
+    f" WHERE c.relkind IN ('r', 'p') AND {ROW_FILTERED}"
+    " AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))"
     " ORDER BY 1 LIMIT 20"
 )
 
@@ -83,9 +85,15 @@ class PostgresProfile(PostgresSession):
         return tuple(str(s) for s in conn.execute(text("SELECT unnest(current_schemas(false))")).scalars())
 
     def row_filtered_tables(self, conn: Connection) -> list[str]:
-        """Tables with row-level security active for this role that it may select from (the planner
-        uses their statistics, gathered over every row, under any operator marked leakproof)."""
+        """Tables with row-level security active for this role that it may select from, whole or
+        some columns (the planner uses their statistics, gathered over every row, under any
+        operator marked leakproof)."""
         return [str(n) for n in conn.execute(text(_ROW_FILTERED_TABLES)).scalars()]
+
+    def row_filtered_views(self, conn: Connection) -> list[str]:
+        """Owner-rights views over the owner's row-level security or filtering on the current user
+        (`profiles.postgres.views.row_filtered_views`)."""
+        return row_filtered_views(conn)
 
     def usable_schemas(self, conn: Connection) -> list[str]:
         """Schemas this role holds USAGE on (a name in any other is refused by the database)."""
