@@ -36,6 +36,7 @@ from mcpkit.sql.profiles.postgres.masks import (
     readable_masked_columns,
     scan_order_hints,
 )
+from mcpkit.sql.profiles.postgres.missing import catalog_value_findings, catalog_value_tables
 from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
 from mcpkit.sql.profiles.postgres.session import PostgresSession
@@ -121,8 +122,18 @@ class PostgresProfile(PostgresSession):
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The masked columns the calls' identity can still read (column privileges must withhold them),
-        and the views and SECURITY DEFINER functions that read them for it with their owner's rights."""
-        return readable_masked_columns(conn, masked) + masked_routes(conn, masked)
+        the views and SECURITY DEFINER functions that read them for it with their owner's rights, and
+        the masked values `pg_attribute` holds (`attmissingval`, readable by every login)."""
+        return (
+            readable_masked_columns(conn, masked)
+            + masked_routes(conn, masked)
+            + catalog_value_findings(conn, masked)
+        )
+
+    def mask_preparation(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+        """`VACUUM FULL` of each masked table whose catalog holds a masked value
+        (`profiles.postgres.missing`)."""
+        return [f"VACUUM FULL {name}" for name, _ in catalog_value_tables(conn, masked)]
 
     def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Indexes over masked columns, CLUSTER on one, and `pg_stats.correlation` near +-1."""
