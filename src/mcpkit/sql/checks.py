@@ -156,23 +156,30 @@ def probe_timeout(engine: SqlEngine, timeout_s: float = _PROBE_TIMEOUT_S) -> Pro
 
 
 def refuse_cost_oracle(engine: SqlEngine, allow: Sequence[str], who: str) -> None:
-    """Refuse `--max-cost` where row-level security filters what `who` reads, unless allowed.
+    """Refuse `--max-cost` where the database hides rows from `who` that the planner counts, unless allowed.
 
     PostgreSQL plans from statistics gathered over every row and uses them under RLS for any
     leakproof operator (text `=` is one): `WHERE secret = 'guess'` over another tenant's rows
-    changes the estimate, so refused-or-answered would tell whether the guess is there.
+    changes the estimate, so refused-or-answered would tell whether the guess is there. The same
+    holds for a table `who` reads through column grants only, and for a view that reads with its
+    owner's rights under the owner's row-level security or filters on the current user (the
+    estimate is the base table's).
 
     Raises:
-        SqlConfigError: such tables exist and `--allow cost-under-rls` was not given.
+        SqlConfigError: such tables or views exist and `--allow cost-under-rls` was not given.
     """
     with engine.session(30.0, "startup-cost") as (conn, _):
         tables = engine.profile.row_filtered_tables(conn)
-    if not tables:
+        views = engine.profile.row_filtered_views(conn)
+    if not tables and not views:
         return
+    parts = [f"row-level security filters {', '.join(tables)} for {who}"] if tables else []
+    if views:
+        parts.append(f"views read for {who}, with their owner's rights, only some rows: {', '.join(views)}")
     line = (
-        f"--max-cost: row-level security filters {', '.join(tables)} for {who}, and the planner's "
-        "estimates come from statistics over every row, so a cost refusal would tell about rows "
-        "it hides; drop --max-cost (the statement timeout still bounds each call)"
+        f"--max-cost: {'; '.join(parts)}; the planner's estimates come from statistics over every "
+        "row, so a cost refusal would tell about rows hidden from it; drop --max-cost (the statement "
+        "timeout still bounds each call)"
     )
     if "cost-under-rls" not in allow:
         raise SqlConfigError(line + ", or accept it with --allow cost-under-rls")

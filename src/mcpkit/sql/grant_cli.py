@@ -12,7 +12,9 @@ from mcpkit.sql.profiles.base import ConnectionBudget
 __all__ = ["grant"]
 
 
-def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> list[str]:
+def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tuple[list[str], list[str]]:
+    """The grants with SELECT on the unmasked columns only, and what to run before them
+    (`Profile.mask_preparation`)."""
     from sqlalchemy import inspect
 
     from mcpkit.sql.masking import MaskPolicy
@@ -39,12 +41,16 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> list
         if columns:
             masked[f"{quote(schema)}.{quote(table)}" if schema else table] = columns
             named[f"{schema}.{table}" if schema and schema != default else table] = columns
+    preparation: list[str] = []
     if masked:  # generated columns computed from masked ones, and parents, are not granted either
         schemas = [s for s, _ in granted if s]
         with engine.sa_engine.connect() as conn:
             derived = engine.profile.derived_masks(conn, masked) + copied_masks(conn, named, schemas)
+            for d in derived:
+                masked[d.key] = masked.get(d.key, frozenset()) | d.columns
+            preparation = engine.profile.mask_preparation(conn, masked)
         policy = policy.with_columns((d.schema, d.table, d.columns) for d in derived)
-    return column_grants(script, policy, columns_of, quote)
+    return preparation, column_grants(script, policy, columns_of, quote)
 
 
 def grant(args: argparse.Namespace) -> int:
@@ -60,10 +66,14 @@ def grant(args: argparse.Namespace) -> int:
     try:
         with engine.sa_engine.connect() as conn:
             script = engine.profile.grant(conn, args.role, tables, password, ConnectionBudget(args.pool_size))
+        preparation: list[str] = []
         if getattr(args, "mask", None):
-            script = _masked_grants(engine, script, args.mask)
+            preparation, script = _masked_grants(engine, script, args.mask)
     finally:
         engine.close()
     print(f"-- a read-only role for mcpkit sql serve ({engine.profile.name}); run as an administrator")
+    if preparation:
+        print("-- first: masked values the database keeps outside the columns, readable by every login")
+        print("\n".join(f"{statement};" for statement in preparation))
     print("\n".join(f"{statement};" for statement in script))
     return 0

@@ -306,6 +306,11 @@ class Profile(Capabilities):
         """
         return []
 
+    def mask_preparation(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+        """Statements an administrator runs before the masked grants, for masked values the database
+        keeps outside the columns (PostgreSQL's `attmissingval`); `masked` as for `use_masks`. None here."""
+        return []
+
     # --- catalog ---------------------------------------------------------------------------
 
     def readable(self, conn: Connection) -> Readable | None:

@@ -114,6 +114,12 @@ class Capabilities:
         ones included, so a cost refusal would tell about rows the role cannot read. Generic: none."""
         return []
 
+    def row_filtered_views(self, conn: Connection) -> list[str]:
+        """Views this session may select from that read with their owner's rights rows filtered for
+        it (the owner's row-level security, a filter on the current user), each with why: the
+        planner estimates over the base table's statistics, every row's. Generic: none."""
+        return []
+
     # --- masking: how names resolve --------------------------------------------------------
 
     system_schemas: frozenset[str] = frozenset()

@@ -36,10 +36,12 @@ from mcpkit.sql.profiles.postgres.masks import (
     readable_masked_columns,
     scan_order_hints,
 )
+from mcpkit.sql.profiles.postgres.missing import catalog_value_findings, catalog_value_tables
 from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
+from mcpkit.sql.profiles.postgres.views import row_filtered_views
 
 if TYPE_CHECKING:
     from mcpkit.sql.admission import FunctionCatalog
@@ -59,7 +61,8 @@ _READABLE: Final = (
 _ROW_FILTERED_TABLES: Final = (
     "SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_catalog.pg_class c"
     " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-    f" WHERE c.relkind IN ('r', 'p') AND {ROW_FILTERED} AND has_table_privilege(c.oid, 'SELECT')"
+    f" WHERE c.relkind IN ('r', 'p') AND {ROW_FILTERED}"
+    " AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))"
     " ORDER BY 1 LIMIT 20"
 )
 
@@ -83,9 +86,15 @@ class PostgresProfile(PostgresSession):
         return tuple(str(s) for s in conn.execute(text("SELECT unnest(current_schemas(false))")).scalars())
 
     def row_filtered_tables(self, conn: Connection) -> list[str]:
-        """Tables with row-level security active for this role that it may select from (the planner
-        uses their statistics, gathered over every row, under any operator marked leakproof)."""
+        """Tables with row-level security active for this role that it may select from, whole or
+        some columns (the planner uses their statistics, gathered over every row, under any
+        operator marked leakproof)."""
         return [str(n) for n in conn.execute(text(_ROW_FILTERED_TABLES)).scalars()]
+
+    def row_filtered_views(self, conn: Connection) -> list[str]:
+        """Owner-rights views over the owner's row-level security or filtering on the current user
+        (`profiles.postgres.views.row_filtered_views`)."""
+        return row_filtered_views(conn)
 
     def usable_schemas(self, conn: Connection) -> list[str]:
         """Schemas this role holds USAGE on (a name in any other is refused by the database)."""
@@ -113,8 +122,18 @@ class PostgresProfile(PostgresSession):
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The masked columns the calls' identity can still read (column privileges must withhold them),
-        and the views and SECURITY DEFINER functions that read them for it with their owner's rights."""
-        return readable_masked_columns(conn, masked) + masked_routes(conn, masked)
+        the views and SECURITY DEFINER functions that read them for it with their owner's rights, and
+        the masked values `pg_attribute` holds (`attmissingval`, readable by every login)."""
+        return (
+            readable_masked_columns(conn, masked)
+            + masked_routes(conn, masked)
+            + catalog_value_findings(conn, masked)
+        )
+
+    def mask_preparation(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+        """`VACUUM FULL` of each masked table whose catalog holds a masked value
+        (`profiles.postgres.missing`)."""
+        return [f"VACUUM FULL {name}" for name, _ in catalog_value_tables(conn, masked)]
 
     def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Indexes over masked columns, CLUSTER on one, and `pg_stats.correlation` near +-1."""

@@ -30,7 +30,7 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import Finding
 
-__all__ = ["owner_views", "rls_parents"]
+__all__ = ["owner_views", "rls_parents", "row_filtered_views"]
 
 _VIEWS: Final = r"""
 SELECT c.oid, quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relkind,
@@ -163,3 +163,64 @@ def rls_parents(conn: Connection, allowed: frozenset[str] = frozenset()) -> list
             )
         found.append(Finding("rls-parent", message, fix, f"relation:{name}"))
     return found
+
+
+# A deparsed definition naming the current user (a keyword, upper case unless quoted as a name, or
+# the function by its quoted name) or a session setting.
+_PER_USER: Final = (
+    r'(^|[^"\w])(CURRENT_USER|SESSION_USER|CURRENT_ROLE|USER)([^"\w]|$)'
+    r'|(current_user|session_user|current_role|current_setting)"?\('
+)
+_INVOKER: Final = (
+    "coalesce(%s.reloptions, '{}') && ARRAY['security_invoker=true', 'security_invoker=on',"
+    " 'security_invoker=1', 'security_invoker=yes']"
+)
+# Views the role may select from that read with their owner's rights, and every such view below
+# them (a security_invoker view reads as the querying role, so the role could read what it reads
+# itself: the walk stops there). For each view reached: a definition naming the current user or a
+# session setting, and each table it reads whose row-level security applies to its owner (neither
+# superuser nor BYPASSRLS, and not the table's owner unless FORCE ROW LEVEL SECURITY).
+_FILTERING_VIEWS: Final = rf"""
+WITH RECURSIVE reach(top, view) AS (
+  SELECT c.oid, c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+  WHERE c.relkind = 'v' AND NOT {_INVOKER % "c"}
+    AND (n.nspname NOT IN ('pg_catalog', 'information_schema') OR c.oid >= 16384)
+    AND has_schema_privilege(n.oid, 'USAGE')
+    AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))
+UNION
+  SELECT r.top, d.refobjid FROM reach r
+  JOIN pg_catalog.pg_rewrite w ON w.ev_class = r.view
+  JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::regclass AND d.objid = w.oid
+   AND d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid <> r.view
+  JOIN pg_catalog.pg_class c ON c.oid = d.refobjid
+  WHERE c.relkind = 'v' AND NOT {_INVOKER % "c"}
+), why(top, reason) AS (
+  SELECT r.top, 'filters by the current user or a session setting'
+    || CASE WHEN r.view <> r.top THEN ' (in ' || r.view::regclass::text || ')' ELSE '' END
+  FROM reach r
+  WHERE pg_catalog.pg_get_viewdef(r.view) ~ :per_user
+UNION
+  SELECT r.top, 'reads ' || t.oid::regclass::text || ' under its owner''s row-level security'
+    || CASE WHEN r.view <> r.top THEN ' (through ' || r.view::regclass::text || ')' ELSE '' END
+  FROM reach r
+  JOIN pg_catalog.pg_class v ON v.oid = r.view
+  JOIN pg_catalog.pg_roles o ON o.oid = v.relowner
+  JOIN pg_catalog.pg_rewrite w ON w.ev_class = r.view
+  JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::regclass AND d.objid = w.oid
+   AND d.refclassid = 'pg_catalog.pg_class'::regclass
+  JOIN pg_catalog.pg_class t ON t.oid = d.refobjid
+  WHERE t.relkind IN ('r', 'p') AND t.relrowsecurity AND NOT o.rolsuper AND NOT o.rolbypassrls
+    AND (t.relforcerowsecurity OR NOT pg_has_role(v.relowner, t.relowner, 'USAGE'))
+)
+SELECT top::regclass::text || ' (' || string_agg(DISTINCT reason, '; ') || ')'
+FROM why GROUP BY top ORDER BY 1 LIMIT 20
+"""
+
+
+def row_filtered_views(conn: Connection) -> list[str]:
+    """Views the role may select from that read, with their owner's rights, rows filtered for it:
+    through the owner's row-level security or a filter on the current user, in the view or in a
+    view below it. Each with why. The planner estimates them from the base tables' statistics,
+    gathered over every row, so a cost ceiling tells about the rows they leave out."""
+    conn.execute(text("SET LOCAL search_path = pg_catalog"))  # regclass names come out qualified
+    return [str(r) for r in conn.execute(text(_FILTERING_VIEWS), {"per_user": _PER_USER}).scalars()]
