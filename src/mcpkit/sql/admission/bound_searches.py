@@ -145,6 +145,16 @@ def _static_length(operand: exp.Expr) -> int | None:
     return None
 
 
+def _static_chars(operand: exp.Expr) -> int | None:
+    """The characters of a string literal (bytes in any character set are at least as many)."""
+    return len(operand.this) if isinstance(operand, exp.Literal) and operand.is_string else None
+
+
+def _ascii(operand: exp.Expr) -> bool:
+    """A literal whose every character takes the same bytes in any one character set."""
+    return isinstance(operand, exp.Literal) and operand.this.isascii()
+
+
 def _prefix_pattern(pattern: exp.Expr) -> bool:
     """A literal LIKE pattern whose only wildcards are trailing `%`: matched as a prefix, indexable."""
     if not (isinstance(pattern, exp.Literal) and pattern.is_string):
@@ -256,6 +266,9 @@ def _removal_cost(call: exp.Expr, bound: SizeBound, builder: _Builder) -> exp.Ex
     builder.length(needle)  # checks the operand like any other
     needle_bytes = converted(needle.copy(), hay.copy())
     hay_len = builder.length(hay)
+    if not isinstance(needle, exp.Literal):  # a literal takes the haystack's character set
+        # both in the call's: a latin1 haystack trimmed of a utf32 needle is four times its bytes
+        hay_len = converted(hay.copy(), needle.copy())
     rescans = exp.IntDiv(this=exp.Mul(this=hay_len, expression=hay_len.copy()), expression=needle_bytes)
     longer = exp.GT(this=needle_bytes.copy(), expression=exp.Literal.number(1))
     return exp.and_(longer, _over(rescans, bound.budget), copy=False)
@@ -284,8 +297,11 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
         conds.append(over)
     replacement = _operand(target.call, bound.growth) if bound.growth else None
     if replacement is not None and not isinstance(replacement, exp.Null):
-        n_needle, n_repl = _static_length(needle), _static_length(replacement)
-        if n_needle != 0 and not (n_needle is not None and n_needle == n_repl):
+        # Literals are sized in characters: a haystack's character set may take fewer bytes for
+        # them than UTF-8 ('é' is one latin1 byte, so 'é' -> 'ab' grows in a latin1 haystack).
+        n_needle, n_repl = _static_chars(needle), _static_chars(replacement)
+        same = n_needle is not None and n_needle == n_repl and _ascii(needle) and _ascii(replacement)
+        if n_needle != 0 and not same:
             hay_len = builder.length(hay)
             divisor = (
                 exp.Literal.number(n_needle)
@@ -297,8 +313,11 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
                 bound.growth_budget,
             )
             if n_needle is None or n_repl is None:
-                grows = exp.NEQ(this=builder.length(replacement), expression=builder.length(needle))
-                moves = exp.and_(grows, moves, copy=False)
+                sizes = [builder.length(replacement), builder.length(needle)]
+                converted = builder.bounds.converted_length
+                if converted is not None:  # in the haystack's character set, as the call compares
+                    sizes = [converted(replacement.copy(), hay.copy()), converted(needle.copy(), hay.copy())]
+                moves = exp.and_(exp.NEQ(this=sizes[0], expression=sizes[1]), moves, copy=False)
             conds.append(moves)
     if not conds:
         return None
