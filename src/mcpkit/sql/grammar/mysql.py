@@ -6,6 +6,8 @@
   and wrote LIMIT before SEPARATOR, which both servers refuse.
 - `VALUES (1), (2)` as a statement (MariaDB's table value constructor): sqlglot read `VALUES(...)`
   as the old ON DUPLICATE KEY function; it is now a query (sent as SELECT ... UNION ALL ...).
+- `t FOR SYSTEM_TIME AS OF x` (MariaDB's system-versioned tables): sqlglot wrote `FOR TIMESTAMP`,
+  and `BETWEEN a AND b` / `FROM a TO b` as a tuple; MariaDB refused all three.
 """
 
 from __future__ import annotations
@@ -57,6 +59,17 @@ def _group_concat(gen: Generator, node: exp.GroupConcat) -> str:
     return f"GROUP_CONCAT({gen.sql(this)} SEPARATOR {separator}{limit})"
 
 
+def _system_time(gen: Generator, node: exp.Version) -> str:
+    kind = node.text("kind")
+    period = node.args.get("expression")
+    if kind in ("FROM", "BETWEEN") and isinstance(period, exp.Tuple) and len(period.expressions) == 2:
+        start, end = period.expressions
+        return f"FOR SYSTEM_TIME {kind} {gen.sql(start)} {'TO' if kind == 'FROM' else 'AND'} {gen.sql(end)}"
+    if kind in ("ALL", "AS OF"):
+        return f"FOR SYSTEM_TIME {kind} {gen.sql(period)}".rstrip()
+    return gen.version_sql(node)  # CONTAINED IN: not MariaDB's; the server refuses it
+
+
 class MySQLFamily(MySQL):
     """MySQL as MySQL 8 and MariaDB both read it (the dialect mcpkit reads and writes for them)."""
 
@@ -68,4 +81,5 @@ class MySQLFamily(MySQL):
             exp.RegexpLike: _regexp,
             exp.GroupConcat: _group_concat,
             exp.Median: lambda gen, node: gen.func("MEDIAN", node.this),
+            exp.Version: _system_time,
         }
