@@ -34,6 +34,17 @@ def test_query_refused_exit_3() -> None:
     assert done.stdout.startswith("REFUSED: This server is read-only")
 
 
+def test_query_of_text_no_driver_can_send_is_one_refused_line() -> None:
+    # A byte that is not UTF-8 in the argument reaches Python as an unpaired surrogate: every
+    # driver raised UnicodeEncodeError past the engine, and the CLI printed a traceback (exit 1).
+    done = mcpkit("query", "--demo", "SELECT 'a\udcffb' AS x")
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.splitlines() == [
+        "REFUSED: The query is not valid Unicode text (it holds an unpaired surrogate)."
+    ]
+    assert "Traceback" not in done.stderr
+
+
 def test_query_failed_in_the_database_exit_4_masked() -> None:
     done = mcpkit("query", "--demo", "SELECT hidden_column FROM sales_demo")
     assert done.returncode == 4

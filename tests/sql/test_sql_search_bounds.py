@@ -68,6 +68,7 @@ PG_LARGE = {
 
 MY_HAY = "REPEAT('a', 2000000)"
 MY_NEEDLE = "CONCAT(REPEAT('a', 20000), 'b')"
+MY_LATIN1 = "CONVERT(REPEAT('é', 160000) USING latin1)"
 MY_LARGE = {
     "LOCATE": f"SELECT LOCATE({MY_NEEDLE}, {MY_HAY}) AS p",
     "INSTR": f"SELECT INSTR({MY_HAY}, {MY_NEEDLE}) AS p",
@@ -88,6 +89,13 @@ MY_LARGE = {
     "TRIM of a two-byte character": "SELECT LENGTH(TRIM(TRAILING 'é' FROM REPEAT('é', 40000))) AS n",
     "RTRIM of utf32 spaces": "SELECT LENGTH(RTRIM(CONVERT(SPACE(40000) USING utf32))) AS n",
     "TRIM of a column": "SELECT LENGTH(TRIM(TRAILING 'ab' FROM body)) AS n FROM docs WHERE id = 0",
+    # red team my14 F5: sized in UTF-8 bytes, 'é' -> 'ab' looked the same length, but in a latin1
+    # haystack 'é' is one byte and each match moves the rest (40,000 of them: 0.36 s, unguarded);
+    # a latin1 haystack trimmed of a utf32 needle rescans four times its bytes
+    "REPLACE growing in latin1": f"SELECT LENGTH(REPLACE({MY_LATIN1}, 'é', 'ab')) AS n",
+    "REPLACE of computed latin1": f"SELECT LENGTH(REPLACE({MY_LATIN1}, CONCAT('é'), CONCAT('ab'))) n",
+    "TRIM of a utf32 needle from latin1": "SELECT LENGTH(TRIM(TRAILING CONVERT('ab' USING utf32)"
+    " FROM CONVERT(REPEAT('ab', 20000) USING latin1))) AS n",
 }
 
 # Every bounded function over computed, small operands (NULL, empty and multi-byte included),

@@ -49,6 +49,9 @@ _HUGE = {
     # a window over 8 rows of 32 MB: the partition is buffered in memory (30 rows took 1.3 GB)
     "window-partition": f"{_ROWS} SELECT length(y) FROM (SELECT last_value(x) OVER (ORDER BY n ROWS"
     f" BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) y FROM (SELECT n, {_HEX} x FROM r)) LIMIT 1",
+    # a sort stays in memory (temp_store = MEMORY), under the heap limit: with temp_store = FILE
+    # it spilled its 256 MB to temporary files and answered
+    "sort": f"{_ROWS} SELECT length(x) FROM (SELECT n, {_HEX} x FROM r ORDER BY x DESC LIMIT 8) LIMIT 1",
 }
 
 _CHILD = """
@@ -277,3 +280,23 @@ def test_sqlite_printf_reading_a_huge_format_stops_at_the_deadline(sqlite_env: D
         assert time.monotonic() - started < TIMEOUT_S + 1.5
     finally:
         service.engine.close()
+
+
+def test_sqlite_a_row_the_driver_cannot_read_fails_the_call_whole(tmp_path: Path) -> None:
+    # text that is not UTF-8 (a cast blob): Python's sqlite3 cannot decode it; the call fails with
+    # the standard sentence, returns none of the rows before it, and the next call is answered
+    path = tmp_path / "bad.db"
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT)")
+        conn.execute("INSERT INTO t VALUES (1, 'ok'), (2, CAST(x'41ff42' AS TEXT)), (3, 'fine')")
+        conn.commit()
+    engine = SqlEngine(f"sqlite:///{path}")
+    service = SqlService(engine, timeout_s=5.0)
+    try:
+        with pytest.raises(QueryFailed) as info:
+            service.query("SELECT id, s FROM t ORDER BY id", call_id="bad-text")
+        assert info.value.message == "The database could not run the query; the operator log has the details."
+        assert info.value.data == {"reason": "other", "call_id": "bad-text"}
+        assert service.query("SELECT id FROM t ORDER BY id", call_id="after")[0].rows == [[1], [2], [3]]
+    finally:
+        engine.close()

@@ -12,7 +12,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Final
 
-from mcpkit.errors import Refused, ToolError
+from mcpkit.errors import INTERNAL_MESSAGE, Refused, ToolError
 from mcpkit.sql.assemble import (
     ALLOW_FUNCTIONS_ENV,
     add_serve_options,
@@ -286,6 +286,10 @@ def _query(args: argparse.Namespace) -> int:
     except ToolError as exc:  # exactly what the model would read
         print(f"{exc.code}: {exc.message}")
         return EXIT_REFUSED if isinstance(exc, Refused) else EXIT_DB_FAILED
+    except Exception:  # as the server answers it: one line, the traceback in the log (-v)
+        log.info("sql call cli failed unexpectedly", exc_info=True)
+        print(f"INTERNAL: {INTERNAL_MESSAGE}")
+        return EXIT_DB_FAILED
     finally:
         service.engine.close()
     print(text)

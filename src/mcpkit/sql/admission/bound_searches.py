@@ -34,6 +34,15 @@ from mcpkit.sql.admission.function_tables import (
 )
 from mcpkit.sql.admission.function_tables.tables import SIZE_BOUNDS
 from mcpkit.sql.admission.functions import function_calls
+from mcpkit.sql.admission.operands import (
+    arguments,
+    is_ascii,
+    operand,
+    plainly_scalar,
+    prefix_pattern,
+    static_chars,
+    static_length,
+)
 from mcpkit.sql.errors import refuse
 
 __all__ = ["MAX_BOUNDED", "SHORT_LITERAL", "bound_searches"]
@@ -124,59 +133,31 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
     return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
 
 
-def _operand(call: exp.Expr, key: str) -> exp.Expr | None:
-    if key.startswith("#"):
-        args = call.expressions
-        index = int(key[1:])
-        return args[index] if index < len(args) else None
-    value = call.args.get(key)
-    return value if isinstance(value, exp.Expr) else None
-
-
-def _static_length(operand: exp.Expr) -> int | None:
-    """The byte length of a literal operand (an upper bound: escapes only shrink it), else None."""
-    if isinstance(operand, exp.Literal):
-        return len(operand.this.encode())
-    if isinstance(operand, exp.Cast):  # '{"a": 1}'::jsonb
-        return _static_length(operand.this)
-    if isinstance(operand, exp.Array):  # ARRAY['a', 'b']: its text form, braces and commas
-        lengths = [_static_length(e) for e in operand.expressions]
-        return None if None in lengths else sum(n or 0 for n in lengths) + 2 * len(lengths) + 2
-    return None
-
-
-def _prefix_pattern(pattern: exp.Expr) -> bool:
-    """A literal LIKE pattern whose only wildcards are trailing `%`: matched as a prefix, indexable."""
-    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
-        return False
-    return not any(c in pattern.this.rstrip("%") for c in "%_\\")
-
-
 class _Builder:
     def __init__(self, bounds: SearchBounds) -> None:
         self.bounds = bounds
         self.copied = 0
 
-    def length(self, operand: exp.Expr, bound: SizeBound | None = None) -> exp.Expr:
+    def length(self, value: exp.Expr, bound: SizeBound | None = None) -> exp.Expr:
         if bound is not None and bound.multibyte:
-            return self._extra_bytes(operand)
-        static = _static_length(operand)
+            return self._extra_bytes(value)
+        static = static_length(value)
         if static is not None:
             return exp.Literal.number(static)
-        self._check_operand(operand)
-        copied = operand.copy()
+        self._check_operand(value)
+        copied = value.copy()
         as_text = bound is not None and bound.as_text
         return self.bounds.byte_length(exp.cast(copied, "TEXT") if as_text else copied)
 
-    def _extra_bytes(self, operand: exp.Expr) -> exp.Expr:
-        if isinstance(operand, exp.Literal) and operand.is_string:
-            return exp.Literal.number(len(operand.this.encode()) - len(operand.this))
+    def _extra_bytes(self, value: exp.Expr) -> exp.Expr:
+        if isinstance(value, exp.Literal) and value.is_string:
+            return exp.Literal.number(len(value.this.encode()) - len(value.this))
         assert self.bounds.extra_bytes is not None, "a multibyte bound needs its engine's extra_bytes"
-        self._check_operand(operand)
-        return self.bounds.extra_bytes(operand.copy())
+        self._check_operand(value)
+        return self.bounds.extra_bytes(value.copy())
 
-    def _check_operand(self, operand: exp.Expr) -> None:
-        for node in operand.walk():
+    def _check_operand(self, value: exp.Expr) -> None:
+        for node in value.walk():
             self.copied += 1
             if self.copied > _MAX_COPIED:
                 refuse(
@@ -199,84 +180,49 @@ class _Builder:
                 )
 
 
-# What no typed bound's operand can be: numbers, intervals, times and arithmetic on them.
-_SCALAR: Final = (
-    exp.Interval,
-    exp.Add,
-    exp.Mul,
-    exp.Div,
-    exp.IntDiv,
-    exp.Mod,
-    exp.Neg,
-    exp.Pow,
-    exp.CurrentDate,
-    exp.CurrentTime,
-    exp.CurrentTimestamp,
-    exp.Extract,
-    exp.Count,
-    exp.Sum,
-    exp.Avg,
-)
-
-
-def _plainly_scalar(operand: exp.Expr, typed: str) -> bool:
-    """An operand written as a number, a time, arithmetic or a cast to another type than `typed`
-    (the right operand: to a non-array), for which a typed operator is arithmetic: left as written."""
-    node = operand.unnest()
-    if isinstance(node, exp.Literal):
-        return not node.is_string
-    if isinstance(node, exp.Cast):
-        to = node.to
-        return not (to.is_type(typed) if typed else to.is_type(exp.DataType.Type.ARRAY) or to.expressions)
-    return isinstance(node, _SCALAR)
-
-
 def _growth_cost(call: exp.Expr, bound: GrowthBound, builder: _Builder) -> exp.Expr | None:
     factor = bound.factor(call)
     if factor is None:
         return None
     if bound.argument == "*":
-        arguments = [a for a in _arguments(call) if not isinstance(a, exp.Null)]
+        sized = [a for a in arguments(call) if not isinstance(a, exp.Null)]
     else:
-        argument = _operand(call, bound.argument)
-        arguments = [] if argument is None or isinstance(argument, exp.Null) else [argument]
-    if not arguments:
+        one = operand(call, bound.argument)
+        sized = [] if one is None or isinstance(one, exp.Null) else [one]
+    if not sized:
         return None
-    static = [_static_length(a) for a in arguments]
+    static = [static_length(a) for a in sized]
     if isinstance(factor, exp.Literal) and None not in static:  # literals only: known now
         return None if sum(n or 0 for n in static) * int(factor.this) <= bound.budget else exp.true()
-    size = builder.length(arguments[0])
-    for argument in arguments[1:]:
-        size = exp.Add(this=size, expression=builder.length(argument))
-    if len(arguments) > 1:
+    size = builder.length(sized[0])
+    for each in sized[1:]:
+        size = exp.Add(this=size, expression=builder.length(each))
+    if len(sized) > 1:
         size = exp.paren(size, copy=False)
     if isinstance(factor, exp.Binary):
         factor = exp.paren(factor, copy=False)
     return _over(exp.Mul(this=size, expression=factor), bound.budget)
 
 
-def _arguments(call: exp.Expr) -> list[exp.Expr]:
-    """Every argument of a call, as sqlglot holds them (`this`, `expression`, then `expressions`)."""
-    named = [call.args.get(key) for key in ("this", "expression")]
-    return [a for a in named if isinstance(a, exp.Expr)] + list(call.expressions)
-
-
 def _removal_cost(call: exp.Expr, bound: SizeBound, builder: _Builder) -> exp.Expr | None:
     """hay^2 / needle over the budget, when the needle in the haystack's character set passes a byte."""
     position = call.args.get("position")
-    hay = _operand(call, bound.haystack)
+    hay = operand(call, bound.haystack)
     converted = builder.bounds.converted_length
     if (position or "").upper() == "LEADING" or hay is None or isinstance(hay, exp.Null) or converted is None:
         return None
-    static = _static_length(hay)
+    static = static_length(hay)
     if static is not None and (4 * static) ** 2 <= bound.budget:  # even as utf32
         return None
-    needle = _operand(call, bound.needle) or exp.Literal.string(bound.default)
+    needle = operand(call, bound.needle) or exp.Literal.string(bound.default)
     if isinstance(needle, exp.Null):
         return None
     builder.length(needle)  # checks the operand like any other
     needle_bytes = converted(needle.copy(), hay.copy())
     hay_len = builder.length(hay)
+    if not isinstance(needle, exp.Literal):  # a literal takes the haystack's character set
+        # both in the call's: a latin1 haystack trimmed of a utf32 needle is four times its bytes
+        hay_len = converted(hay.copy(), needle.copy())
     rescans = exp.IntDiv(this=exp.Mul(this=hay_len, expression=hay_len.copy()), expression=needle_bytes)
     longer = exp.GT(this=needle_bytes.copy(), expression=exp.Literal.number(1))
     return exp.and_(longer, _over(rescans, bound.budget), copy=False)
@@ -289,24 +235,27 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
         return _growth_cost(target.call, bound, builder)
     if bound.removal:
         return _removal_cost(target.call, bound, builder)
-    hay, needle = _operand(target.call, bound.haystack), _operand(target.call, bound.needle)
+    hay, needle = operand(target.call, bound.haystack), operand(target.call, bound.needle)
     if hay is None or needle is None or isinstance(hay, exp.Null) or isinstance(needle, exp.Null):
         return None
-    if bound.typed and (_plainly_scalar(hay, bound.typed) or _plainly_scalar(needle, "")):
+    if bound.typed and (plainly_scalar(hay, bound.typed) or plainly_scalar(needle, "")):
         return None
     conds: list[exp.Expr] = []
-    short = (n := _static_length(needle)) is not None and n <= SHORT_LITERAL
-    if not short and not (isinstance(target.call, exp.Like | exp.ILike) and _prefix_pattern(needle)):
+    short = (n := static_length(needle)) is not None and n <= SHORT_LITERAL
+    if not short and not (isinstance(target.call, exp.Like | exp.ILike) and prefix_pattern(needle)):
         product = exp.Mul(this=builder.length(hay, bound), expression=builder.length(needle, bound))
         over = _over(product, bound.budget)
         if bound.typed:
             assert builder.bounds.type_is is not None, "a typed bound needs its engine's type_is"
             over = exp.and_(builder.bounds.type_is(hay.copy(), bound.typed), over, copy=False)
         conds.append(over)
-    replacement = _operand(target.call, bound.growth) if bound.growth else None
+    replacement = operand(target.call, bound.growth) if bound.growth else None
     if replacement is not None and not isinstance(replacement, exp.Null):
-        n_needle, n_repl = _static_length(needle), _static_length(replacement)
-        if n_needle != 0 and not (n_needle is not None and n_needle == n_repl):
+        # Literals are sized in characters: a haystack's character set may take fewer bytes for
+        # them than UTF-8 ('é' is one latin1 byte, so 'é' -> 'ab' grows in a latin1 haystack).
+        n_needle, n_repl = static_chars(needle), static_chars(replacement)
+        same = n_needle is not None and n_needle == n_repl and is_ascii(needle) and is_ascii(replacement)
+        if n_needle != 0 and not same:
             hay_len = builder.length(hay)
             divisor = (
                 exp.Literal.number(n_needle)
@@ -318,8 +267,11 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
                 bound.growth_budget,
             )
             if n_needle is None or n_repl is None:
-                grows = exp.NEQ(this=builder.length(replacement), expression=builder.length(needle))
-                moves = exp.and_(grows, moves, copy=False)
+                sizes = [builder.length(replacement), builder.length(needle)]
+                converted = builder.bounds.converted_length
+                if converted is not None:  # in the haystack's character set, as the call compares
+                    sizes = [converted(replacement.copy(), hay.copy()), converted(needle.copy(), hay.copy())]
+                moves = exp.and_(exp.NEQ(this=sizes[0], expression=sizes[1]), moves, copy=False)
             conds.append(moves)
     if not conds:
         return None
@@ -376,7 +328,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
         bound = target.bound
         marker = SIZE_BOUND_MARKER if isinstance(bound, GrowthBound) else SEARCH_BOUND_MARKER
         if isinstance(bound, SizeBound) and bound.wrap_argument:
-            hay = _operand(target.call, bound.haystack)
+            hay = operand(target.call, bound.haystack)
             if hay is not None:
                 placeholder = exp.Null()
                 hay.replace(placeholder)

@@ -102,13 +102,17 @@ def check_lexical(sql: str, dialect: str) -> list[Token]:
         The tokens.
 
     Raises:
-        Refused: a command keyword (EXPLAIN, SHOW, ...), too long, an executable or nested
-            comment, a `#` comment, a string literal with a backslash before a quote or an
-            escape prefix (where server settings decide where it ends), or text that does not
+        Refused: a command keyword (EXPLAIN, SHOW, ...), too long, an unpaired surrogate, an
+            executable or nested comment, a `#` comment, a string literal with a backslash before a
+            quote or an escape prefix (where server settings decide where it ends), or text that does not
             tokenize.
     """
     if len(sql) > MAX_SQL_CHARS:
         refuse("too_long", f"The query is longer than {MAX_SQL_CHARS} characters; send a shorter query.")
+    try:
+        sql.encode()
+    except UnicodeEncodeError:  # no driver can send it: each raised it past the engine's error handling
+        refuse("syntax", "The query is not valid Unicode text (it holds an unpaired surrogate).")
     if dialect == "mysql" and ("/*!" in sql or "/*M!" in sql.upper()):
         refuse("comment", _COMMENT_MESSAGE)
     reader = Dialect.get_or_raise(read_dialect(dialect))

@@ -1,4 +1,4 @@
-"""MySQL and MariaDB: describe with `LIMIT 0` (the optimizer stops before running), clip in a derived table.
+"""MySQL and MariaDB: describe with `LIMIT 0` (the optimizer stops before the join), clip in a derived table.
 
 The admitted SQL always ends with the row cap (`LIMIT n`, written by mcpkit's own generator), so
 the describe step sends it with `LIMIT 0`: the result's names, duplicates included, without a run.
@@ -13,6 +13,7 @@ import importlib
 from typing import Any, Final
 
 from mcpkit.sql.clipping import CAP, CellBudget, ClipPlan, WireColumn, keep, size_only, text_chars
+from mcpkit.sql.profiles.mysql.temp_space import sized
 
 __all__ = ["describe", "wrap"]
 
@@ -30,7 +31,10 @@ def describe(dbapi: Any, sql: str) -> list[WireColumn]:
     cur = dbapi.cursor()
     try:
         capped = CAP.search(sql)
-        cur.execute(sql[: capped.start()] + "LIMIT 0" if capped else f"SELECT * FROM ({sql}) AS q LIMIT 0")
+        statement = sql[: capped.start()] + "LIMIT 0" if capped else f"SELECT * FROM ({sql}) AS q LIMIT 0"
+        # MariaDB builds derived tables even under LIMIT 0: sized as the query itself is
+        mariadb = "mariadb" in str(dbapi.get_server_info()).lower()
+        cur.execute(sized(cur, statement) if mariadb else statement)
         result = getattr(cur, "_result", None)  # pymysql keeps the field packets (charset) there
         fields = list(result.fields or []) if result is not None else []
         description = cur.description or ()

@@ -9,6 +9,8 @@
 - `DATE_FORMAT(d, CONCAT('%W ', x))`: sqlglot reads a computed format as written but translated
   the specifiers in its SQL text when writing it (`%W`, the weekday name, became `%u`, the week
   number: a wrong answer); only a literal format is translated now, both ways.
+- `t FOR SYSTEM_TIME AS OF x` (MariaDB's system-versioned tables): sqlglot wrote `FOR TIMESTAMP`,
+  and `BETWEEN a AND b` / `FROM a TO b` as a tuple; MariaDB refused all three.
 """
 
 from __future__ import annotations
@@ -60,6 +62,17 @@ def _group_concat(gen: Generator, node: exp.GroupConcat) -> str:
     return f"GROUP_CONCAT({gen.sql(this)} SEPARATOR {separator}{limit})"
 
 
+def _system_time(gen: Generator, node: exp.Version) -> str:
+    kind = node.text("kind")
+    period = node.args.get("expression")
+    if kind in ("FROM", "BETWEEN") and isinstance(period, exp.Tuple) and len(period.expressions) == 2:
+        start, end = period.expressions
+        return f"FOR SYSTEM_TIME {kind} {gen.sql(start)} {'TO' if kind == 'FROM' else 'AND'} {gen.sql(end)}"
+    if kind in ("ALL", "AS OF"):
+        return f"FOR SYSTEM_TIME {kind} {gen.sql(period)}".rstrip()
+    return gen.version_sql(node)  # CONTAINED IN: not MariaDB's; the server refuses it
+
+
 class MySQLFamily(MySQL):
     """MySQL as MySQL 8 and MariaDB both read it (the dialect mcpkit reads and writes for them)."""
 
@@ -71,6 +84,7 @@ class MySQLFamily(MySQL):
             exp.RegexpLike: _regexp,
             exp.GroupConcat: _group_concat,
             exp.Median: lambda gen, node: gen.func("MEDIAN", node.this),
+            exp.Version: _system_time,
         }
 
         def format_time(

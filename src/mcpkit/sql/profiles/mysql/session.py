@@ -15,6 +15,7 @@ from mcpkit.sql.clipping import Clipping
 from mcpkit.sql.errors import SEARCH_TOO_LARGE, VALUE_TOO_LARGE
 from mcpkit.sql.profiles.base import Outcome, Profile
 from mcpkit.sql.profiles.mysql.roles import RoleNotRestored
+from mcpkit.sql.profiles.mysql.temp_space import DEFAULT_TMP_DISK_BYTES, sized
 from mcpkit.sql.tagging import session_label
 
 __all__ = ["SESSION_MEMORY_BYTES", "MysqlSession"]
@@ -23,7 +24,6 @@ __all__ = ["SESSION_MEMORY_BYTES", "MysqlSession"]
 # server reads regenerated SQL the way sqlglot wrote it.
 _UNPINNED_MODES: Final = frozenset({"ANSI_QUOTES", "NO_BACKSLASH_ESCAPES", "PIPES_AS_CONCAT", "ANSI"})
 _COM_RESET_CONNECTION: Final = 0x1F  # MariaDB 10.2.4+, MySQL 5.7.3+
-_TMP_DISK_BYTES: Final = 256 * 1024 * 1024  # one call's on-disk temporary tables (MariaDB)
 _GROUP_CONCAT_BYTES: Final = 32 * 1024 * 1024  # as SQLite's MAX_LENGTH; longer ones fail (see run)
 SESSION_MEMORY_BYTES: Final = 256 * 1024 * 1024
 """What one call's session may allocate in the MariaDB server (`max_session_mem_used`): a derived
@@ -183,7 +183,7 @@ class MysqlSession(Profile):
                     [
                         kept,
                         max(0.001, timeout_s),
-                        _TMP_DISK_BYTES,
+                        DEFAULT_TMP_DISK_BYTES,
                         _GROUP_CONCAT_BYTES,
                         sort,
                         SESSION_MEMORY_BYTES,
@@ -206,7 +206,8 @@ class MysqlSession(Profile):
         is final here. The tag holds only `[A-Za-z0-9._@+:= -]` (`mcpkit.sql.tagging`): it
         cannot end the comment.
         """
-        cursor.execute(f"/* {session_label(call_id)} */ {sql}")
+        tag = f"/* {session_label(call_id)} */ "
+        cursor.execute(tag + (sized(cursor, sql, tag) if self.mariadb else sql))
         count = getattr(cursor, "warning_count", 0) & 0xFFFF  # pymysql reads it as a signed short
         if count:
             with cursor.connection.cursor() as warnings:

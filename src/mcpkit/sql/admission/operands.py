@@ -1,0 +1,95 @@
+"""What `bound_searches` reads off an operand before the query runs: which argument it is, its
+size when written as a literal, and whether it is plainly not text."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlglot import exp
+
+__all__ = [
+    "arguments",
+    "is_ascii",
+    "operand",
+    "plainly_scalar",
+    "prefix_pattern",
+    "static_chars",
+    "static_length",
+]
+
+
+def operand(call: exp.Expr, key: str) -> exp.Expr | None:
+    """A call's operand by key: `#N` the Nth of `expressions`, else the named argument."""
+    if key.startswith("#"):
+        args = call.expressions
+        index = int(key[1:])
+        return args[index] if index < len(args) else None
+    value = call.args.get(key)
+    return value if isinstance(value, exp.Expr) else None
+
+
+def static_length(operand: exp.Expr) -> int | None:
+    """The byte length of a literal operand (an upper bound: escapes only shrink it), else None."""
+    if isinstance(operand, exp.Literal):
+        return len(operand.this.encode())
+    if isinstance(operand, exp.Cast):  # '{"a": 1}'::jsonb
+        return static_length(operand.this)
+    if isinstance(operand, exp.Array):  # ARRAY['a', 'b']: its text form, braces and commas
+        lengths = [static_length(e) for e in operand.expressions]
+        return None if None in lengths else sum(n or 0 for n in lengths) + 2 * len(lengths) + 2
+    return None
+
+
+def static_chars(operand: exp.Expr) -> int | None:
+    """The characters of a string literal (bytes in any character set are at least as many)."""
+    return len(operand.this) if isinstance(operand, exp.Literal) and operand.is_string else None
+
+
+def is_ascii(operand: exp.Expr) -> bool:
+    """A literal whose every character takes the same bytes in any one character set."""
+    return isinstance(operand, exp.Literal) and operand.this.isascii()
+
+
+def prefix_pattern(pattern: exp.Expr) -> bool:
+    """A literal LIKE pattern whose only wildcards are trailing `%`: matched as a prefix, indexable."""
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        return False
+    return not any(c in pattern.this.rstrip("%") for c in "%_\\")
+
+
+# What no typed bound's operand can be: numbers, intervals, times and arithmetic on them.
+_SCALAR: Final = (
+    exp.Interval,
+    exp.Add,
+    exp.Mul,
+    exp.Div,
+    exp.IntDiv,
+    exp.Mod,
+    exp.Neg,
+    exp.Pow,
+    exp.CurrentDate,
+    exp.CurrentTime,
+    exp.CurrentTimestamp,
+    exp.Extract,
+    exp.Count,
+    exp.Sum,
+    exp.Avg,
+)
+
+
+def plainly_scalar(operand: exp.Expr, typed: str) -> bool:
+    """An operand written as a number, a time, arithmetic or a cast to another type than `typed`
+    (the right operand: to a non-array), for which a typed operator is arithmetic: left as written."""
+    node = operand.unnest()
+    if isinstance(node, exp.Literal):
+        return not node.is_string
+    if isinstance(node, exp.Cast):
+        to = node.to
+        return not (to.is_type(typed) if typed else to.is_type(exp.DataType.Type.ARRAY) or to.expressions)
+    return isinstance(node, _SCALAR)
+
+
+def arguments(call: exp.Expr) -> list[exp.Expr]:
+    """Every argument of a call, as sqlglot holds them (`this`, `expression`, then `expressions`)."""
+    named = [call.args.get(key) for key in ("this", "expression")]
+    return [a for a in named if isinstance(a, exp.Expr)] + list(call.expressions)

@@ -1,0 +1,84 @@
+"""MariaDB: one call's internal temporary tables share one on-disk budget.
+
+MariaDB 10.11 caps each internal temporary table (`tmp_disk_table_size`), not a statement's total
+(`max_tmp_session_space_usage` arrived in 11.5), and on-disk (Aria) temporary tables are outside
+`max_session_mem_used`. A query with many GROUP BY, DISTINCT or derived tables built about 2.5 GB
+of them in one call at 256 MiB each (red team my14 F3). So each query is EXPLAINed first, in the
+call's own session, and runs with `tmp_disk_table_size` = the call's budget / the temporary tables
+its plan can build (`temp_tables`): every block the plan holds is listed, a view's blocks
+included, so the count holds whatever the text hides. When the server refuses the EXPLAIN (1345:
+a view over tables the login cannot read), the session's smaller default cap applies.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Sequence
+from typing import Any, Final
+
+__all__ = ["CALL_TMP_DISK_BYTES", "DEFAULT_TMP_DISK_BYTES", "per_table_bytes", "sized", "temp_tables"]
+
+CALL_TMP_DISK_BYTES: Final = 256 * 1024 * 1024
+"""What one call's internal temporary tables may hold on disk, all together (MariaDB)."""
+DEFAULT_TMP_DISK_BYTES: Final = CALL_TMP_DISK_BYTES // 16
+"""Each table's cap when the plan could not be read (and for statements not EXPLAINed)."""
+_FLOOR: Final = 1024  # the server's minimum: a smaller value is raised with a warning (1292)
+_QUERY: Final = re.compile(r"\s*(\(|SELECT\b|WITH\b|VALUES\b)", re.IGNORECASE)
+# Blocks that materialize their result (a derived table per reference, a semi-join or IN
+# materialization, a set operation's result, a recursive CTE's step table).
+_RESULT_BLOCKS: Final = frozenset(
+    {"DERIVED", "LATERAL DERIVED", "MATERIALIZED", "UNION RESULT", "UNIT RESULT", "INTERSECT RESULT",
+     "EXCEPT RESULT", "RECURSIVE UNION"}
+)  # fmt: skip
+# Extra notes of a row that builds a table: a weedout, JSON_TABLE, an information_schema scan.
+_TABLE_NOTES: Final = ("Start temporary", "Table function", "Scanned", "Open_", "Skip_open_table")
+
+
+def temp_tables(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> int:
+    """The internal temporary tables a MariaDB `EXPLAIN` (tabular) plan can build, at least one.
+
+    "Using temporary" counts two: one block may group into one table and then sort or DISTINCT
+    into a second.
+
+    >>> cols = ["id", "select_type", "table", "Extra"]
+    >>> temp_tables(cols, [(1, "PRIMARY", "<derived2>", ""), (2, "DERIVED", "t", "Using temporary")])
+    3
+    """
+    names = [c.lower() for c in columns]
+    kind, extra = names.index("select_type"), names.index("extra")
+    count = 0
+    for row in rows:
+        note = str(row[extra] or "")
+        count += 2 * ("Using temporary" in note)
+        count += str(row[kind] or "").upper() in _RESULT_BLOCKS
+        count += any(n in note for n in _TABLE_NOTES)
+    return max(count, 1)
+
+
+def per_table_bytes(tables: int) -> int:
+    """`tmp_disk_table_size` for a plan of `tables` temporary tables: the call's share each.
+
+    >>> per_table_bytes(4) == CALL_TMP_DISK_BYTES // 4
+    True
+    """
+    share = CALL_TMP_DISK_BYTES // max(tables, 1)
+    return max(_FLOOR, share - share % _FLOOR)
+
+
+def sized(cursor: Any, sql: str, tag: str = "") -> str:
+    """`sql` under a `tmp_disk_table_size` that shares the call's budget among the temporary
+    tables its plan builds, read with `EXPLAIN` on `cursor` (MariaDB); `sql` as it is when it is
+    no query (SELECT, WITH, VALUES, a parenthesis) or the server will not show its plan (1345)."""
+    if _QUERY.match(sql) is None:
+        return sql
+    pymysql: Any = importlib.import_module("pymysql")
+    try:
+        cursor.execute(f"{tag}EXPLAIN {sql}")
+    except pymysql.err.MySQLError as exc:
+        if getattr(exc, "args", (None,))[0] != 1345:  # a view over tables the login cannot read
+            raise
+        return sql
+    columns = [d[0] for d in cursor.description or ()]
+    size = per_table_bytes(temp_tables(columns, cursor.fetchall()))
+    return f"SET STATEMENT tmp_disk_table_size = {size} FOR {sql}"

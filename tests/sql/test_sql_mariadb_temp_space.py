@@ -1,0 +1,49 @@
+"""MariaDB: one call's internal temporary tables share one on-disk budget (profiles.mysql.temp_space).
+
+MariaDB 10.11 caps each temporary table at `tmp_disk_table_size`, and on-disk (Aria) ones are
+outside `max_session_mem_used`: many GROUP BY or derived tables in one query built about 2.5 GB at
+256 MiB each (red team my14 F3). Each call's cap per table is now its 256 MiB budget divided by
+the temporary tables its plan builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import mysql_scratch
+
+# A grouped derived table of 20,000 rows of 1,000 bytes: about 20 MB in an Aria temporary table.
+_GROUPED = (
+    "SELECT COUNT(*) AS n FROM (SELECT seq, MAX(REPEAT('x', 1000)) AS p FROM seq_1_to_20000"
+    " GROUP BY seq) AS d{}"
+)
+
+
+@pytest.fixture
+def service(mysql_url: str) -> Iterator[SqlService]:
+    with mysql_scratch(mysql_url, "tmp") as s, s.admin.cursor() as c:
+        c.execute(f"GRANT SELECT ON {s.db}.* TO '{s.reader}'@'%'")
+        engine = SqlEngine(s.reader_url)
+        try:
+            yield SqlService(engine, timeout_s=30.0)
+        finally:
+            engine.close()
+
+
+@pytest.mark.mysql
+def test_mariadb_many_temporary_tables_share_one_budget(service: SqlService) -> None:
+    # twelve of them hold 240 MB together, each under the former 256 MiB cap per table: answered
+    # before; now each gets 256 MiB / 36 (two tables per GROUP BY block, one per derived table)
+    many = " UNION ALL ".join(_GROUPED.format(i) for i in range(12))
+    with pytest.raises(QueryFailed) as info:
+        service.query(many, call_id="tmp-many")
+    assert info.value.kind == "resource"
+    # one such table alone has the whole budget (256 MiB / 3), as have two
+    assert service.query(_GROUPED.format(0), call_id="tmp-one")[0].rows == [[20000]]
+    two = " UNION ALL ".join(_GROUPED.format(i) for i in range(2))
+    assert service.query(two, call_id="tmp-two")[0].rows == [[20000], [20000]]
