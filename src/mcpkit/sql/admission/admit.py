@@ -25,6 +25,7 @@ from mcpkit.sql.admission.budget import DEFAULT_BUDGET, AnalysisBudget
 from mcpkit.sql.admission.cap_rows import cap_rows
 from mcpkit.sql.admission.drop_from_dual import drop_from_dual
 from mcpkit.sql.admission.lexical import check_lexical
+from mcpkit.sql.admission.limit_expansion import limit_expansion
 from mcpkit.sql.admission.limit_recursion import limit_recursion
 from mcpkit.sql.admission.parse import parse_statement
 from mcpkit.sql.admission.policy import FunctionPolicy
@@ -55,6 +56,7 @@ CHECKS: Final[tuple[Pass, ...]] = (
     reject_relations,
     reject_volatile_functions,
     limit_recursion,
+    limit_expansion,
 )
 REWRITES: Final[tuple[Pass, ...]] = (drop_from_dual, bound_searches, cap_rows)
 PASSES: Final[tuple[Pass, ...]] = CHECKS + REWRITES

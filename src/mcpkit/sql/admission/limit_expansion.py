@@ -1,0 +1,98 @@
+"""Pass: a query whose CTEs expand past a bound is refused before the engine compiles it.
+
+SQLite and MariaDB compile a CTE's body once per reference (SQLite in `sqlite3_prepare`, where no
+progress handler or interrupt runs; PostgreSQL too when it is NOT MATERIALIZED), so a chain of
+CTEs that each read the previous one twice doubles per level: twenty short lines made SQLite
+compile 2^19 SELECTs, answering a 2 s call at 6-8 s and burning ~100 s of CPU and 600 MB after
+the call gave up (red team rt15my F5). Nothing an analyst writes comes near the bound.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlglot import exp
+
+from mcpkit.sql.errors import refuse
+
+__all__ = ["MAX_EXPANDED_SELECTS", "limit_expansion"]
+
+MAX_EXPANDED_SELECTS: Final = 1024
+"""SELECTs a query may hold once every CTE reference is replaced by the CTE's body."""
+
+
+class _Expansion:
+    def __init__(self) -> None:
+        self.sizes: dict[int, int] = {}
+        self.open: set[int] = set()
+
+    def size(self, body: exp.Expr) -> int:
+        """SELECTs in `body` with each CTE it reads counted as its own expansion; the definitions
+        of CTEs nested in `body` count where they are read."""
+        total = 0
+        for node in body.walk(prune=lambda n: isinstance(n, exp.CTE) and n is not body):
+            if isinstance(node, exp.CTE) and node is not body:
+                continue
+            if isinstance(node, exp.Select):
+                total += 1
+            elif isinstance(node, exp.Table) and not node.args.get("db"):
+                cte = _defining(node)
+                if cte is not None:
+                    total += self._cte(cte)
+            if total > MAX_EXPANDED_SELECTS:
+                break
+        return total
+
+    def _cte(self, cte: exp.CTE) -> int:
+        key = id(cte)
+        if key in self.open:  # a recursive reference: the engine iterates it, it is not copied
+            return 0
+        if key not in self.sizes:
+            self.open.add(key)
+            self.sizes[key] = self.size(cte)
+            self.open.discard(key)
+        return self.sizes[key]
+
+
+def _defining(table: exp.Table) -> exp.CTE | None:
+    """The CTE a bare table name reads: the nearest enclosing WITH that defines it."""
+    name = table.name.casefold()
+    node: exp.Expr | None = table.parent
+    while node is not None:
+        with_ = node.args.get("with_") or node.args.get("with")
+        if isinstance(with_, exp.With):
+            for cte in with_.expressions:
+                if isinstance(cte, exp.CTE) and cte.alias_or_name.casefold() == name:
+                    return cte
+        node = node.parent
+    return None
+
+
+def limit_expansion(tree: exp.Expr, dialect: str) -> exp.Expr:
+    """Refuse a query whose CTE references expand to more than `MAX_EXPANDED_SELECTS` SELECTs.
+
+    >>> import sqlglot
+    >>> sql = "WITH a AS (SELECT 1 AS x), b AS (SELECT p.x FROM a p, a q) SELECT * FROM b, b AS c"
+    >>> limit_expansion(sqlglot.parse_one(sql), "sqlite").sql()[:20]
+    'WITH a AS (SELECT 1 '
+
+    Args:
+        tree: One parsed statement.
+        dialect: The target's sqlglot dialect (every engine: the bound is far above real queries).
+
+    Returns:
+        `tree`, unchanged.
+
+    Raises:
+        Refused: reason `too_complex`.
+    """
+    if not any(True for _ in tree.find_all(exp.CTE)):
+        return tree
+    if _Expansion().size(tree) > MAX_EXPANDED_SELECTS:
+        refuse(
+            "too_complex",
+            f"The query's CTEs expand to more than {MAX_EXPANDED_SELECTS} SELECTs (the database copies a"
+            " CTE's body for each place that reads it, so CTEs reading CTEs twice double per level);"
+            " read each CTE once, or split the query.",
+        )
+    return tree
