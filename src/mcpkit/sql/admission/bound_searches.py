@@ -69,15 +69,19 @@ def _depth(node: exp.Expr) -> int:
     return depth
 
 
-# PostgreSQL's names of LIKE and ILIKE as operators (`a OPERATOR(pg_catalog.~~) b`, red team pg14 F10).
-_LIKE_OPERATORS: Final = {"~~": False, "!~~": False, "~~*": True, "!~~*": True}
-
-
-def _operator_like(node: exp.Operator, bounds: SearchBounds) -> SizeBound | None:
-    schema, _, name = str(node.args.get("operator") or "").replace(" ", "").rpartition(".")
-    if schema not in ("", "pg_catalog") or name not in _LIKE_OPERATORS:
-        return None
-    return bounds.ilike if _LIKE_OPERATORS[name] else bounds.like
+def _operator_bound(node: exp.Operator, bounds: SearchBounds) -> SizeBound | None:
+    """The bound of `a OPERATOR(schema.op) b`, known by name whatever the schema; None when cheap.
+    Another operator outside the built-in schema is refused: its cost is unknown (an extension's
+    C function may search for minutes with no interrupt check, as pg_trgm's `<<->` did)."""
+    written = str(node.args.get("operator") or "").replace(" ", "")
+    schema, _, name = written.rpartition(".")
+    if name not in bounds.operators and schema.lower() not in ("", bounds.builtin_schema):
+        refuse(
+            "function",
+            f"OPERATOR({written[:64]}) is not an operator this server knows the cost of; write the"
+            " operator without OPERATOR(...) or use a function.",
+        )
+    return bounds.operators.get(name)
 
 
 def _spread_quantified(tree: exp.Expr, bounds: SearchBounds) -> None:
@@ -110,7 +114,7 @@ def _spread_quantified(tree: exp.Expr, bounds: SearchBounds) -> None:
 
 def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target]:
     found: list[_Target] = []
-    operators = tuple(bounds.operators)
+    operators = tuple(bounds.infix)
     for call in function_calls(tree, dialect):
         if isinstance(call.node, operators):  # sqlglot may name `a @> b` after a function: see below
             continue
@@ -124,11 +128,11 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         parent = like.parent
         node = parent if isinstance(parent, exp.Escape) and parent.this is like else like
         found.append(_Target(node, like, bound))
-    for kind, bound in bounds.operators.items():
-        found += [_Target(node, node, bound) for node in tree.find_all(kind)]
+    for kind, name in bounds.infix.items():
+        if (bound := bounds.operators.get(name)) is not None:
+            found += [_Target(node, node, bound) for node in tree.find_all(kind)]
     for operator in tree.find_all(exp.Operator):
-        bound = _operator_like(operator, bounds)
-        if bound is not None:
+        if (bound := _operator_bound(operator, bounds)) is not None:
             found.append(_Target(operator, operator, bound))
     return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
 
@@ -238,8 +242,11 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     hay, needle = operand(target.call, bound.haystack), operand(target.call, bound.needle)
     if hay is None or needle is None or isinstance(hay, exp.Null) or isinstance(needle, exp.Null):
         return None
-    if bound.typed and (plainly_scalar(hay, bound.typed) or plainly_scalar(needle, "")):
-        return None
+    if bound.typed:
+        other = bound.typed if bound.typed == "text" else ""  # a string operator takes two strings
+        not_text = builder.bounds.not_text
+        if plainly_scalar(hay, bound.typed, not_text) or plainly_scalar(needle, other, not_text):
+            return None
     conds: list[exp.Expr] = []
     short = (n := static_length(needle)) is not None and n <= SHORT_LITERAL
     if not short and not (isinstance(target.call, exp.Like | exp.ILike) and prefix_pattern(needle)):
@@ -306,7 +313,8 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
 
     Raises:
         Refused: `too_complex` past `MAX_BOUNDED` guards or nested too deeply; `function` when an
-            operand changes per evaluation (random(), a sample), so its guard could not hold.
+            operand changes per evaluation (random(), a sample), so its guard could not hold, or
+            for `OPERATOR(schema.op)` of an operator outside the built-in schema whose cost is unknown.
     """
     bounds = SIZE_BOUNDS.get(dialect)
     if bounds is None:
