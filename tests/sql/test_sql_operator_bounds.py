@@ -35,6 +35,7 @@ LARGE = {
     # similarity's budget (1e11 byte pairs), passed by two 400 KB strings
     "% infix": f"SELECT s % s AS m FROM {WORDS.format(n=12000)}",
     "<-> infix": f"SELECT s <-> s AS d FROM {WORDS.format(n=12000)}",
+    "% ANY (ARRAY[...])": f"SELECT s % ANY (ARRAY['x', s]) AS m FROM {WORDS.format(n=12000)}",
     "OPERATOR(public.%)": f"SELECT s OPERATOR(public.%) s AS m FROM {WORDS.format(n=12000)}",
     "a citext column %": "SELECT id FROM docs WHERE id = 0 AND note % note",
     # containment written as an operator (30,000 elements: 5-23 s past a 1 s timeout, unguarded)
@@ -47,7 +48,8 @@ SMALL = """
 SELECT a % b AS m, a <-> b AS d, a OPERATOR(public.<<->) b AS wd, a OPERATOR(public.<->>) b AS wdc,
        a OPERATOR(public.<%) b AS w, a OPERATOR(public.%>) b AS wc, a OPERATOR(public.<<%) b AS sw,
        a OPERATOR(public.%>>) b AS swc, a OPERATOR(public.<<<->) b AS sd, a OPERATOR(public.<->>>) b AS sdc,
-       CAST(a AS citext) % b AS cm, i % j AS modulo, n % 2.5 AS nmod, p <-> q AS dist
+       CAST(a AS citext) % b AS cm, i % j AS modulo, n % 2.5 AS nmod, p <-> q AS dist,
+       a % ANY (ARRAY[b, 'zz']) AS many, a OPERATOR(public.<%) ANY (ARRAY[b, upper(b)]) AS some
 FROM (VALUES ('hello world', 'word', 7, 3, 5.5, point(0, 0), point(3, 4)),
              ('', '', 1, 1, 1, point(1, 1), point(1, 1)),
              ('Grüße, Welt', 'welt', 10, 4, 2, point(0, 1), point(0, 2))) v(a, b, i, j, n, p, q)
