@@ -25,6 +25,13 @@ MAX_COLLECTING: Final = 2
 """Distinct collecting aggregates one query may hold."""
 
 
+def _whole(node: exp.Expr) -> exp.Expr:
+    # the call with its FILTER and OVER: `array_agg(x) FILTER (WHERE c)` is a state of its own
+    while isinstance(node.parent, exp.Filter | exp.Window):
+        node = node.parent
+    return node
+
+
 def limit_aggregates(tree: exp.Expr, dialect: str) -> exp.Expr:
     """Refuse more than `MAX_COLLECTING` distinct collecting aggregates in one query.
 
@@ -47,7 +54,9 @@ def limit_aggregates(tree: exp.Expr, dialect: str) -> exp.Expr:
     if not names:
         return tree
     writer = sent_dialect(dialect)
-    found = {call.node.sql(dialect=writer) for call in function_calls(tree, dialect) if call.names & names}
+    found = {
+        _whole(call.node).sql(dialect=writer) for call in function_calls(tree, dialect) if call.names & names
+    }
     found |= {
         node.sql(dialect=writer)
         for node in tree.find_all(exp.Array)
