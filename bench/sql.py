@@ -14,6 +14,12 @@ after one warm-up. Bytes compare our markdown with the JSON array of row objects
 
     .venv/bin/python bench/sql.py [--sizes 10000,1000000,10000000] [--engines postgres,sqlite]
         [--pg postgresql://postgres@127.0.0.1:5432/test] [--data-dir /tmp/mcpkit-bench] [--repeat 5]
+
+`--searches` instead times the string searches admission bounds (`bound_searches`) on PostgreSQL,
+one table of `--sizes` rows each: mcpkit as sent (guarded), mcpkit with that pass left out
+(unguarded), and the baseline (the text as written); then single searches too large to finish in
+time, which mcpkit answers `resource` before it starts and the baseline runs to its end. The pg_trgm
+rows need the extension in the `--pg` database (skipped, and said so, without it).
 """
 
 from __future__ import annotations
@@ -191,9 +197,13 @@ def main() -> None:
     parser.add_argument("--baseline-repeat", type=int, default=3)
     parser.add_argument("--mem-limit-gb", type=float, default=6.0, help="address-space cap of the baseline")
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--searches", action="store_true", help="guarded vs unguarded string searches")
     args = parser.parse_args()
     if args.one:
         print(json.dumps(measure(json.loads(args.one))))
+        return
+    if args.searches:
+        searches(args.pg, [int(s) for s in args.sizes.split(",")], args.repeat)
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     print(
@@ -258,6 +268,108 @@ def bytes_on_demo(folder: Path) -> None:
         shaped = json.dumps([dict(zip(result.columns, r, strict=True)) for r in result.rows], default=str)
         raw, _ = _baseline(f"sqlite:///{path}", sql + f" LIMIT {CAP}")
         print(f"| `{sql}` | {len(text.encode()):,} | {len(shaped.encode()):,} | {len(raw.encode()):,} |")
+    engine.close()
+
+
+# --- --searches: bounded string searches, guarded and not ------------------------------------------
+
+# Over every row (a computed needle, so each is guarded), and single searches too large to finish in
+# time (pg_trgm's rows need the extension).
+SEARCHES = {
+    "LIKE '%' || product || '%'": "SELECT count(*) AS n FROM {t} WHERE note LIKE '%' || product || '%'",
+    "ILIKE '%' || region || '%'": "SELECT count(*) AS n FROM {t} WHERE note ILIKE '%' || region || '%'",
+    "strpos(note, product)": "SELECT count(*) AS n FROM {t} WHERE strpos(note, product) > 0",
+    "btrim(note, product)": "SELECT count(*) AS n FROM {t} WHERE btrim(note, product) <> note",
+    "string_to_array(note) @> ARRAY[region]": "SELECT count(*) AS n FROM {t}"
+    " WHERE string_to_array(note, ' ') @> ARRAY[region]",
+    "trgm: note % product": "SELECT count(*) AS n FROM {t} WHERE note % product",
+    "trgm: product <% note": "SELECT count(*) AS n FROM {t} WHERE product OPERATOR(public.<%) note",
+    "trgm: note <-> product": "SELECT max(note <-> product) AS d FROM {t}",
+}
+LARGE_SEARCHES = {
+    "LIKE over 1 MB, 3 KB pattern": "SELECT repeat('a', 1000000) LIKE '%' || repeat('a', 3000) || 'b%' AS m",
+    "btrim of 1 MB by 3 KB": "SELECT length(btrim(repeat('a', 1000000), repeat('b', 3000) || 'a')) AS n",
+    "jsonb @> over 20,000 elements": "SELECT j @> k AS c FROM (SELECT jsonb_agg(g) AS j,"
+    " jsonb_agg(g ORDER BY g DESC) AS k FROM generate_series(1, 20000) g) s",
+    "trgm: <<-> over 60 KB": "SELECT s OPERATOR(public.<<->) s AS d"
+    " FROM (SELECT string_agg(md5(g::text), ' ') AS s FROM generate_series(1, 1800) g) x",
+}
+
+
+def _timed(run: Any, repeat: int) -> tuple[float, str]:
+    times, outcome = [], "answered"
+    for i in range(repeat + 1):
+        t0 = time.perf_counter()
+        try:
+            run()
+        except Exception as exc:
+            outcome = getattr(exc, "kind", type(exc).__name__)
+        if i or not repeat:  # after one warm-up (the plan cache's, the connection's)
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000, outcome
+
+
+def searches(admin_url: str, sizes: list[int], repeat: int) -> None:
+    """Print the `--searches` tables (docs/benchmarks.md, "Bounded searches, before and after")."""
+    import logging
+
+    logging.disable(logging.WARNING)
+    import importlib
+
+    from mcpkit.sql import SqlEngine, SqlService
+    from mcpkit.sql.admission.bound_searches import bound_searches
+
+    admission: Any = importlib.import_module("mcpkit.sql.admission.admit")  # the package exports admit()
+
+    with psycopg.connect(admin_url, autocommit=True) as c:
+        trgm = c.execute("SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm'").fetchone() is not None
+    if not trgm:
+        print("pg_trgm is not installed in the --pg database: its rows are skipped\n")
+    guarded_passes = admission.PASSES
+    unguarded_passes = tuple(p for p in guarded_passes if p is not bound_searches)
+
+    def via(service: Any, sql: str, passes: tuple[Any, ...]) -> Any:
+        def run() -> None:
+            admission.PASSES = passes
+            try:
+                service.query(sql, call_id="bench", max_rows=CAP)
+            finally:
+                admission.PASSES = guarded_passes
+
+        return run
+
+    print("| search, over every row | rows | mcpkit guarded ms | mcpkit unguarded ms | baseline ms |", end="")
+    print(" guard cost |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for n in sizes:
+        url = setup_postgres(admin_url, n)
+        engine = SqlEngine(url)
+        # one service each: a plan admitted with or without the pass is cached per service
+        service = SqlService(engine, timeout_s=600.0, catalog=None)
+        bare = SqlService(engine, timeout_s=600.0, catalog=None)
+        for label, template in SEARCHES.items():
+            if label.startswith("trgm") and not trgm:
+                continue
+            sql = template.format(t=f"{SCHEMA}.rows_{n}")
+            guarded, _ = _timed(via(service, sql, guarded_passes), repeat)
+            unguarded, _ = _timed(via(bare, sql, unguarded_passes), repeat)
+            base, _ = _timed(lambda sql=sql, url=url: _baseline(url, sql), repeat)
+            print(
+                f"| {label} | {n:,} | {_fmt_ms(guarded)} | {_fmt_ms(unguarded)} | {_fmt_ms(base)} |"
+                f" {guarded / unguarded - 1:+.0%} |",
+                flush=True,
+            )
+        engine.close()
+    url = setup_postgres(admin_url, sizes[0])
+    engine = SqlEngine(url)
+    service = SqlService(engine, timeout_s=600.0, catalog=None)
+    print("\n| one search too large | mcpkit guarded | baseline (runs to its end) |\n| --- | ---: | ---: |")
+    for label, sql in LARGE_SEARCHES.items():
+        if label.startswith("trgm") and not trgm:
+            continue
+        ours, outcome = _timed(via(service, sql, guarded_passes), 1)
+        base, _ = _timed(lambda sql=sql: _baseline(url, sql), 0)
+        print(f"| {label} | {outcome} in {_fmt_ms(ours)} ms | {base / 1000:,.1f} s |", flush=True)
     engine.close()
 
 

@@ -25,6 +25,7 @@ from mcpkit.sql.admission.budget import DEFAULT_BUDGET, AnalysisBudget
 from mcpkit.sql.admission.cap_rows import cap_rows
 from mcpkit.sql.admission.drop_from_dual import drop_from_dual
 from mcpkit.sql.admission.lexical import check_lexical
+from mcpkit.sql.admission.limit_aggregates import limit_aggregates
 from mcpkit.sql.admission.limit_expansion import limit_expansion
 from mcpkit.sql.admission.limit_recursion import limit_recursion
 from mcpkit.sql.admission.parse import parse_statement
@@ -57,6 +58,7 @@ CHECKS: Final[tuple[Pass, ...]] = (
     reject_volatile_functions,
     limit_recursion,
     limit_expansion,
+    limit_aggregates,
 )
 REWRITES: Final[tuple[Pass, ...]] = (drop_from_dual, bound_searches, cap_rows)
 PASSES: Final[tuple[Pass, ...]] = CHECKS + REWRITES

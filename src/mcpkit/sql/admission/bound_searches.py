@@ -69,67 +69,80 @@ def _depth(node: exp.Expr) -> int:
     return depth
 
 
-# PostgreSQL's names of LIKE and ILIKE as operators (`a OPERATOR(pg_catalog.~~) b`, red team pg14 F10).
-_LIKE_OPERATORS: Final = {"~~": False, "!~~": False, "~~*": True, "!~~*": True}
+def _operator_bound(node: exp.Operator, bounds: SearchBounds) -> SizeBound | None:
+    """The bound of `a OPERATOR(schema.op) b`, known by name whatever the schema; None when cheap.
+    Another operator outside the built-in schema is refused: its cost is unknown (an extension's
+    C function may search for minutes with no interrupt check, as pg_trgm's `<<->` did)."""
+    written = str(node.args.get("operator") or "").replace(" ", "")
+    schema, _, name = written.rpartition(".")
+    if name not in bounds.operators and schema.lower() not in ("", bounds.builtin_schema):
+        refuse(
+            "function",
+            f"OPERATOR({written[:64]}) is not an operator this server knows the cost of; write the"
+            " operator without OPERATOR(...) or use a function.",
+        )
+    return bounds.operators.get(name)
 
 
-def _operator_like(node: exp.Operator, bounds: SearchBounds) -> SizeBound | None:
-    schema, _, name = str(node.args.get("operator") or "").replace(" ", "").rpartition(".")
-    if schema not in ("", "pg_catalog") or name not in _LIKE_OPERATORS:
-        return None
-    return bounds.ilike if _LIKE_OPERATORS[name] else bounds.like
+def _bound_of(node: exp.Expr, bounds: SearchBounds) -> SizeBound | None:
+    if isinstance(node, exp.Like | exp.ILike):
+        return bounds.like if isinstance(node, exp.Like) else bounds.ilike
+    if isinstance(node, exp.Operator):
+        return _operator_bound(node, bounds)
+    name = bounds.infix.get(type(node))
+    return bounds.operators.get(name) if name is not None else None
 
 
 def _spread_quantified(tree: exp.Expr, bounds: SearchBounds) -> None:
     """`a LIKE ANY (ARRAY[p, q])` becomes `(a LIKE p OR a LIKE q)` (ALL: AND), the same answer with
-    each pattern a search of its own to bound; a quantified LIKE over anything else (a subquery, an
-    array column) has patterns the SQL cannot size, and is refused (red team pg14 F10)."""
-    for like in list(tree.find_all(exp.Like, exp.ILike)):
-        quantified = like.expression
-        if not isinstance(quantified, exp.Any | exp.All):
-            continue
-        if (bounds.like if isinstance(like, exp.Like) else bounds.ilike) is None:
+    each pattern a search of its own to bound, and so does any bounded operator (`a % ANY (...)`);
+    a quantified search over anything else (a subquery, an array column) has operands the SQL
+    cannot size, and is refused (red team pg14 F10)."""
+    for node in list(tree.find_all(exp.Like, exp.ILike, exp.Operator, *bounds.infix)):
+        quantified = node.args.get("expression")
+        if not isinstance(quantified, exp.Any | exp.All) or _bound_of(node, bounds) is None:
             continue
         inner = quantified.this.unnest() if isinstance(quantified.this, exp.Expr) else None
         while isinstance(inner, exp.Cast):  # ARRAY[...]::text[]
             inner = inner.this.unnest()
-        if not isinstance(inner, exp.Array) or isinstance(like.parent, exp.Escape):
+        if not isinstance(inner, exp.Array) or isinstance(node.parent, exp.Escape):
+            what, of, instead = (
+                ("LIKE", "patterns", "LIKE ... OR LIKE ...")
+                if isinstance(node, exp.Like | exp.ILike)
+                else ("A string search operator over", "values", "a op x OR a op y")
+            )
             refuse(
                 "too_complex",
-                "LIKE ANY/ALL is answered over an ARRAY[...] of patterns only (the size of patterns from a"
-                " subquery or a column cannot be bounded); write LIKE ... OR LIKE ... instead.",
+                f"{what} ANY/ALL is answered over an ARRAY[...] of {of} only (the size of those from a"
+                f" subquery or a column cannot be bounded); write {instead} instead.",
             )
         if not inner.expressions:
             continue
-        kind = type(like)
-        negate = like.args.get("negate")  # `a NOT LIKE ANY (...)`: each part is a NOT LIKE
-        parts = [kind(this=like.this.copy(), expression=p.copy(), negate=negate) for p in inner.expressions]
+        parts = []
+        for value in inner.expressions:  # `a NOT LIKE ANY (...)`: each part keeps the NOT
+            part = node.copy()
+            part.set("expression", value.copy())
+            parts.append(part)
         join = exp.or_ if isinstance(quantified, exp.Any) else exp.and_
-        like.replace(exp.Paren(this=join(*parts, copy=False)))
+        node.replace(exp.Paren(this=join(*parts, copy=False)))
 
 
 def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target]:
     found: list[_Target] = []
-    operators = tuple(bounds.operators)
+    operators = tuple(bounds.infix)
     for call in function_calls(tree, dialect):
         if isinstance(call.node, operators):  # sqlglot may name `a @> b` after a function: see below
             continue
         for bound in (bounds.calls.get(call.name), bounds.growths.get(call.name)):  # JSON_SEARCH: both
             if bound is not None and call.schema in (None, "pg_catalog"):
                 found.append(_Target(call.node, call.node, bound))
-    for like in tree.find_all(exp.Like, exp.ILike):
-        bound = bounds.like if isinstance(like, exp.Like) else bounds.ilike
-        if bound is None or isinstance(like.expression, exp.Any | exp.All):  # an empty ARRAY[] is left
+    for node in tree.find_all(exp.Like, exp.ILike, exp.Operator, *operators):
+        bound = _bound_of(node, bounds)
+        if bound is None or isinstance(node.args.get("expression"), exp.Any | exp.All):  # ARRAY[] is left
             continue
-        parent = like.parent
-        node = parent if isinstance(parent, exp.Escape) and parent.this is like else like
-        found.append(_Target(node, like, bound))
-    for kind, bound in bounds.operators.items():
-        found += [_Target(node, node, bound) for node in tree.find_all(kind)]
-    for operator in tree.find_all(exp.Operator):
-        bound = _operator_like(operator, bounds)
-        if bound is not None:
-            found.append(_Target(operator, operator, bound))
+        parent = node.parent
+        outer = parent if isinstance(parent, exp.Escape) and parent.this is node else node
+        found.append(_Target(outer, node, bound))
     return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
 
 
@@ -238,8 +251,11 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     hay, needle = operand(target.call, bound.haystack), operand(target.call, bound.needle)
     if hay is None or needle is None or isinstance(hay, exp.Null) or isinstance(needle, exp.Null):
         return None
-    if bound.typed and (plainly_scalar(hay, bound.typed) or plainly_scalar(needle, "")):
-        return None
+    if bound.typed:
+        other = bound.typed if bound.typed == "text" else ""  # a string operator takes two strings
+        not_text = builder.bounds.not_text
+        if plainly_scalar(hay, bound.typed, not_text) or plainly_scalar(needle, other, not_text):
+            return None
     conds: list[exp.Expr] = []
     short = (n := static_length(needle)) is not None and n <= SHORT_LITERAL
     if not short and not (isinstance(target.call, exp.Like | exp.ILike) and prefix_pattern(needle)):
@@ -306,7 +322,8 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
 
     Raises:
         Refused: `too_complex` past `MAX_BOUNDED` guards or nested too deeply; `function` when an
-            operand changes per evaluation (random(), a sample), so its guard could not hold.
+            operand changes per evaluation (random(), a sample), so its guard could not hold, or
+            for `OPERATOR(schema.op)` of an operator outside the built-in schema whose cost is unknown.
     """
     bounds = SIZE_BOUNDS.get(dialect)
     if bounds is None:

@@ -77,14 +77,20 @@ _SCALAR: Final = (
 )
 
 
-def plainly_scalar(operand: exp.Expr, typed: str) -> bool:
+def plainly_scalar(operand: exp.Expr, typed: str, not_text: frozenset[str] = frozenset()) -> bool:
     """An operand written as a number, a time, arithmetic or a cast to another type than `typed`
-    (the right operand: to a non-array), for which a typed operator is arithmetic: left as written."""
+    (the right operand of a jsonb bound: to a non-array), for which a typed operator is arithmetic
+    or a distance: left as written. "text" is any string type, a user type unless in `not_text`."""
     node = operand.unnest()
     if isinstance(node, exp.Literal):
         return not node.is_string
     if isinstance(node, exp.Cast):
         to = node.to
+        if typed == "text" and to.this == exp.DataType.Type.USERDEFINED:
+            kind = to.args.get("kind")
+            return isinstance(kind, exp.Expr) and kind.name.lower() in not_text
+        if typed == "text":
+            return not to.is_type(*exp.DataType.TEXT_TYPES)
         return not (to.is_type(typed) if typed else to.is_type(exp.DataType.Type.ARRAY) or to.expressions)
     return isinstance(node, _SCALAR)
 

@@ -95,7 +95,10 @@ def build_sql(target: Target, args: SimilarRowsInput, dialect: str, rows: int) -
         # A scalar subquery, evaluated once (an InitPlan on PostgreSQL, so an index still serves it)
         vector = f"vec_f32({q(target.column)})" if kind == "sqlite_vec" else q(target.column)
         found = f"(SELECT {vector} FROM {table} WHERE {key} = {literal} AND {q(target.column)} IS NOT NULL)"
-        ref = found if kind != "array" else f"CAST({found} AS DOUBLE PRECISION[])"
+        # pgvector: cast to its own type (a no-op) so admission sees a vector distance, not
+        # pg_trgm's text `<->`, and leaves the ORDER BY as written for the index
+        casts = {"array": "DOUBLE PRECISION[]", "pgvector": target.type_name}
+        ref = f"CAST({found} AS {casts[kind]})" if kind in casts else found
         where += [f"t.{key} <> {literal}", f"{found} IS NOT NULL"]
         if target.dims is None:
             where.append(f"{_dims(kind, col)} = {_dims(kind, found)}")

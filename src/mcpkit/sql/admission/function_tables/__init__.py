@@ -177,7 +177,8 @@ class SizeBound:
     the work grows with the non-ASCII characters only (Unicode normalization reorders combining marks)."""
     typed: str | None = None
     """The operator is costly only on this left-operand type (`SearchBounds.type_is`, checked at run
-    time): PostgreSQL's `-` is a quadratic key delete on `jsonb - text[]` and arithmetic elsewhere."""
+    time): PostgreSQL's `-` is a quadratic key delete on `jsonb - text[]` and arithmetic elsewhere;
+    `%` and `<->` are pg_trgm's similarity on strings ("text") and modulo or a distance elsewhere."""
     removal: bool = False
     default: str = " "
 
@@ -210,8 +211,14 @@ class SearchBounds:
             `cond` so no planner folds it early.
         varying: Functions whose value differs per evaluation: an operand holding one is refused,
             since the guard and the search would each evaluate it.
-        operators: By sqlglot node type: operators that compare every element of one operand
-            with every element of the other (PostgreSQL's array and jsonb containment).
+        operators: By name, as written in `OPERATOR(schema.name)` whatever the schema: the bound of
+            the search the operator runs (PostgreSQL's LIKE, array and jsonb containment, pg_trgm's
+            similarity), or None for one reviewed as cheap. Another name outside `builtin_schema`
+            is refused.
+        infix: The sqlglot node types of operators written as such (`a @> b`), by name.
+        builtin_schema: The schema of the built-in operators (`OPERATOR(pg_catalog.+)`).
+        not_text: User-defined types (by name) that are no string: a `typed="text"` operand cast
+            to one is left as written.
         extra_bytes: The SQL of an operand's bytes beyond one per character, as a 64-bit integer
             (what a `multibyte` bound measures).
         type_is: The SQL testing that an operand's run-time type is the named one (a `typed` bound).
@@ -226,7 +233,10 @@ class SearchBounds:
     byte_length: Callable[[exp.Expr], exp.Expr]
     fail: Callable[[exp.Expr, str], exp.Expr]
     varying: frozenset[str]
-    operators: Mapping[type[exp.Expr], SizeBound] = field(default_factory=dict)
+    operators: Mapping[str, SizeBound | None] = field(default_factory=dict)
+    infix: Mapping[type[exp.Expr], str] = field(default_factory=dict)
+    builtin_schema: str | None = None
+    not_text: frozenset[str] = frozenset()
     extra_bytes: Callable[[exp.Expr], exp.Expr] | None = None
     type_is: Callable[[exp.Expr, str], exp.Expr] | None = None
     growths: Mapping[str, GrowthBound] = field(default_factory=dict)

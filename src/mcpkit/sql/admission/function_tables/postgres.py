@@ -14,7 +14,7 @@ from mcpkit.sql.admission.function_tables import (
 from mcpkit.sql.admission.function_tables.postgres_bounds import SIZE_BOUNDS
 from mcpkit.sql.admission.function_tables.postgres_catalogs import CATALOG_NEVER
 
-__all__ = ["NEVER_RELATIONS", "POSTGRES", "SIZE_BOUNDS"]
+__all__ = ["COLLECTING_AGGREGATES", "NEVER_RELATIONS", "POSTGRES", "SIZE_BOUNDS"]
 
 # Catalog views over other sessions and server internals (any schema: pg_stat_statements lives
 # where its extension was created). A view over them is refused at start-up (routes.py).
@@ -326,3 +326,19 @@ _ABSENT = (
 )
 
 POSTGRES: Final = FunctionTable("postgres", _NEVER + _ALLOWED + _EXTENSIONS + _ABSENT)
+
+COLLECTING_AGGREGATES: Final = frozenset(
+    [
+        *("string_agg", "array_agg", "json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg"),
+        *("xmlagg", "range_agg", "json_agg_strict", "jsonb_agg_strict", "json_object_agg_strict"),
+        *("jsonb_object_agg_strict", "json_object_agg_unique", "jsonb_object_agg_unique"),
+        *(
+            "json_object_agg_unique_strict",
+            "jsonb_object_agg_unique_strict",
+            "json_arrayagg",
+            "json_objectagg",
+        ),
+    ]
+)
+"""Aggregates that keep every value of their group in the backend, past work_mem and unspilled
+(`admission.limit_aggregates`); PostgreSQL 16's names included."""

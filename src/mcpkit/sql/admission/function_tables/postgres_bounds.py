@@ -24,14 +24,22 @@ def _extra_bytes(operand: exp.Expr) -> exp.Expr:
     return exp.cast(exp.Sub(this=octets, expression=chars), "BIGINT")
 
 
-_TYPE_OIDS: Final = {"jsonb": 3802}  # fixed in pg_type.dat; an OID compare costs nothing per row
+# Fixed in pg_type.dat; an OID compare costs nothing per row. "text": text, varchar, bpchar, name
+# and unknown (a literal), and every user type (OID 16384 and up), as citext and a domain over text
+# reach pg_trgm's `text % text` by an implicit cast (measured by their text form).
+_TYPE_OIDS: Final = {"jsonb": (3802,), "text": (25, 1043, 1042, 19, 705)}
+_FIRST_USER_OID: Final = 16384
 
 
 def _type_is(operand: exp.Expr, name: str) -> exp.Expr:
     typed = exp.cast(
         exp.Anonymous(this="pg_typeof", expressions=[operand]), exp.DataType.build("oid", dialect="postgres")
     )
-    return exp.EQ(this=typed, expression=exp.Literal.number(_TYPE_OIDS[name]))
+    oids = [exp.Literal.number(oid) for oid in _TYPE_OIDS[name]]
+    test: exp.Expr = exp.EQ(this=typed, expression=oids[0]) if len(oids) == 1 else typed.isin(*oids)
+    if name == "text":
+        test = exp.or_(test, exp.GTE(this=typed.copy(), expression=exp.Literal.number(_FIRST_USER_OID)))
+    return test
 
 
 def _fail(cond: exp.Expr, marker: str) -> exp.Expr:
@@ -44,51 +52,81 @@ def _fail(cond: exp.Expr, marker: str) -> exp.Expr:
 # string_to_array/table) about 3e9 compares/s, LIKE/ILIKE about 8e8, translate about 1.5e8 pairs/s;
 # none checks for interrupts inside its loop.
 _SEARCH: Final = 500_000_000
+_CALLS: Final = {
+    "position": SizeBound("this", "substr", _SEARCH),  # strpos, position(... IN ...)
+    "replace": SizeBound("this", "expression", _SEARCH),
+    "split_part": SizeBound("this", "delimiter", _SEARCH),
+    "string_to_array": SizeBound("this", "expression", _SEARCH),
+    "string_to_table": SizeBound("#0", "#1", _SEARCH, wrap_argument=True),
+    "translate": SizeBound("this", "from_", 30_000_000),
+    # btrim/ltrim/rtrim(s, chars), TRIM(... chars FROM s): a scan of `chars` per character
+    # trimmed, about 3e8 pairs/s (red team pg13 F8, pg14 F11: 6 MB x 5 KB ran 90 s past 2 s)
+    "trim": SizeBound("this", "expression", 100_000_000),
+    # pg_trgm (allowed above): word_similarity matches each trigram window of one string against
+    # the other, about 1.4e9 pairs/s; similarity is near-linear but sorts both trigram sets
+    # (red team pg14 F5: word_similarity over 660 KB ran 310 s past a 2 s timeout)
+    "word_similarity": SizeBound("#0", "#1", 300_000_000),
+    "strict_word_similarity": SizeBound("#0", "#1", 300_000_000),
+    "similarity": SizeBound("#0", "#1", 100_000_000_000),
+    # normalize(s[, form]), is_normalized(s[, form]): combining marks out of canonical order are
+    # sorted by swapping neighbours, about 1e8 (extra bytes)^2/s; only non-ASCII characters are
+    # marks (red team F6: 40,000 marks, 80 KB, ran 8 s past a 1 s timeout)
+    "normalize": SizeBound("this", "this", 30_000_000, multibyte=True),
+    "is_normalized": SizeBound("#0", "#0", 30_000_000, multibyte=True),
+}
+_LIKE: Final = SizeBound("this", "expression", 150_000_000)
+# Array and jsonb containment, overlap and key tests compare element by element in nested loops
+# and check no interrupt (red team pg14 F5: jsonb @> over 100,000 elements ran 72 s past a 2 s
+# timeout; arrays && 20 s): measured on their text form, about 7e9 byte pairs/s.
+_CONTAINMENT: Final = SizeBound("this", "expression", 2_000_000_000, as_text=True)
+
+
+def _trigram(function: str, typed: str | None = None) -> SizeBound:
+    # an operator of pg_trgm runs its function's search: the function's budget, on the text form
+    return SizeBound("this", "expression", _CALLS[function].budget, as_text=True, typed=typed)
+
+
+# Operators by name, whatever their schema (pg_trgm's sits where its extension was created): the
+# bound of the search each one runs, or None when reviewed as cheap. `OPERATOR(s.op)` of another
+# name outside pg_catalog is refused (red team: pg_trgm's `<<->` ran minutes past the timeout).
+_OPERATORS: Final[dict[str, SizeBound | None]] = {
+    **dict.fromkeys(["~~", "!~~", "~~*", "!~~*"], _LIKE),  # LIKE and ILIKE (red team pg14 F10)
+    **dict.fromkeys(["@>", "<@", "&&", "?&", "?|"], _CONTAINMENT),
+    # jsonb - text[] compares every key of the object with every element of the array, no interrupt
+    # check (red team F2: 60,000 x 60,000 ran 4.8 s past a 2 s timeout); `-` on anything else is left
+    "-": SizeBound("this", "expression", 2_000_000_000, as_text=True, typed="jsonb"),
+    # pg_trgm: `%` and `<->` are similarity (and modulo, geometric or vector distance on other types)
+    "%": _trigram("similarity", "text"),
+    "<->": _trigram("similarity", "text"),
+    **dict.fromkeys(["<%", "%>", "<<->", "<->>"], _trigram("word_similarity")),
+    **dict.fromkeys(["<<%", "%>>", "<<<->", "<->>>"], _trigram("strict_word_similarity")),
+    # pgvector's distances (similar_rows writes them as OPERATOR(schema.op)): linear in the dimensions
+    **dict.fromkeys(["<=>", "<#>", "<+>", "<~>", "<%>"], None),
+}
+# The operators sqlglot parses into nodes of their own.
+_INFIX: Final[dict[type[exp.Expr], str]] = {
+    exp.ArrayContainsAll: "@>",
+    exp.ArrayContainedBy: "<@",
+    exp.ArrayOverlaps: "&&",
+    exp.JSONBContainsAllTopKeys: "?&",
+    exp.JSONBContainsAnyTopKeys: "?|",
+    exp.Sub: "-",
+    exp.Mod: "%",
+    exp.Distance: "<->",
+}
 SIZE_BOUNDS: Final = SearchBounds(
-    calls={
-        "position": SizeBound("this", "substr", _SEARCH),  # strpos, position(... IN ...)
-        "replace": SizeBound("this", "expression", _SEARCH),
-        "split_part": SizeBound("this", "delimiter", _SEARCH),
-        "string_to_array": SizeBound("this", "expression", _SEARCH),
-        "string_to_table": SizeBound("#0", "#1", _SEARCH, wrap_argument=True),
-        "translate": SizeBound("this", "from_", 30_000_000),
-        # btrim/ltrim/rtrim(s, chars), TRIM(... chars FROM s): a scan of `chars` per character
-        # trimmed, about 3e8 pairs/s (red team pg13 F8, pg14 F11: 6 MB x 5 KB ran 90 s past 2 s)
-        "trim": SizeBound("this", "expression", 100_000_000),
-        # pg_trgm (allowed above): word_similarity matches each trigram window of one string against
-        # the other, about 1.4e9 pairs/s; similarity is near-linear but sorts both trigram sets
-        # (red team pg14 F5: word_similarity over 660 KB ran 310 s past a 2 s timeout)
-        "word_similarity": SizeBound("#0", "#1", 300_000_000),
-        "strict_word_similarity": SizeBound("#0", "#1", 300_000_000),
-        "similarity": SizeBound("#0", "#1", 100_000_000_000),
-        # normalize(s[, form]), is_normalized(s[, form]): combining marks out of canonical order are
-        # sorted by swapping neighbours, about 1e8 (extra bytes)^2/s; only non-ASCII characters are
-        # marks (red team F6: 40,000 marks, 80 KB, ran 8 s past a 1 s timeout)
-        "normalize": SizeBound("this", "this", 30_000_000, multibyte=True),
-        "is_normalized": SizeBound("#0", "#0", 30_000_000, multibyte=True),
-    },
-    like=SizeBound("this", "expression", 150_000_000),
-    ilike=SizeBound("this", "expression", 150_000_000),
+    calls=_CALLS,
+    like=_LIKE,
+    ilike=_LIKE,
     byte_length=_byte_length,
     extra_bytes=_extra_bytes,
     type_is=_type_is,
     fail=_fail,
-    # Array and jsonb containment, overlap and key tests compare element by element in nested loops
-    # and check no interrupt (red team pg14 F5: jsonb @> over 100,000 elements ran 72 s past a 2 s
-    # timeout; arrays && 20 s): measured on their text form, about 7e9 byte pairs/s.
-    operators={
-        node: SizeBound("this", "expression", 2_000_000_000, as_text=True)
-        for node in (
-            exp.ArrayContainsAll,
-            exp.ArrayContainedBy,
-            exp.ArrayOverlaps,
-            exp.JSONBContainsAllTopKeys,
-            exp.JSONBContainsAnyTopKeys,
-        )
-    }
-    # jsonb - text[] compares every key of the object with every element of the array, no interrupt
-    # check (red team F2: 60,000 x 60,000 ran 4.8 s past a 2 s timeout); `-` on anything else is left
-    | {exp.Sub: SizeBound("this", "expression", 2_000_000_000, as_text=True, typed="jsonb")},
+    operators=_OPERATORS,
+    infix=_INFIX,
+    builtin_schema="pg_catalog",
+    # pgvector's types, which sqlglot reads as user-defined: a cast to one is no string
+    not_text=frozenset(["vector", "halfvec", "sparsevec"]),
     varying=frozenset(
         [
             "random",

@@ -16,7 +16,7 @@ from mcpkit.sql.admission.function_tables.mysql import MYSQL
 from mcpkit.sql.admission.function_tables.postgres import POSTGRES
 from mcpkit.sql.admission.function_tables.sqlite import SQLITE
 
-__all__ = ["DENYLISTS", "NEVER_RELATIONS", "SIZE_BOUNDS", "TABLES", "table_for"]
+__all__ = ["COLLECTING_AGGREGATES", "DENYLISTS", "NEVER_RELATIONS", "SIZE_BOUNDS", "TABLES", "table_for"]
 
 TABLES: Final[dict[str, FunctionTable]] = {"postgres": POSTGRES, "mysql": MYSQL, "sqlite": SQLITE}
 
@@ -50,3 +50,8 @@ def table_for(dialect: str) -> FunctionTable:
     'never'
     """
     return TABLES.get(dialect, _GENERIC)
+
+
+COLLECTING_AGGREGATES: Final[dict[str, frozenset[str]]] = {"postgres": postgres.COLLECTING_AGGREGATES}
+"""Per dialect, the aggregates whose memory admission counts (MariaDB's session memory cap and
+`group_concat_max_len` bound its own; SQLite's heap limit its)."""

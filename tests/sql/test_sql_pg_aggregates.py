@@ -1,0 +1,54 @@
+"""Aggregates that keep their whole input in the PostgreSQL backend are limited per query
+(admission.limit_aggregates).
+
+Before, eight such aggregates over one 50 MB column took the backend to 1.4 GB (one: 90-230 MB,
+`bench/sql_aggregates.py`), with no work_mem limit, spill or per-backend cap to stop it. A query of
+two answers as before; three or more are refused before anything reaches the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from mcpkit.errors import Refused
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import pg_scratch
+
+EIGHT = (
+    "SELECT string_agg(body, ',') AS a0, array_agg(body) AS a1, json_agg(body) AS a2, jsonb_agg(body) AS a3,"
+    " string_agg(body, ';') AS a4, array_agg(body || '5') AS a5, json_agg(body || '6') AS a6,"
+    " jsonb_agg(body || '7') AS a7 FROM t"
+)
+
+
+@pytest.fixture(scope="module")
+def service(pg_url: str) -> Iterator[SqlService]:
+    """A reader on `t`: 5,000 rows of about 1 KB."""
+    with pg_scratch(pg_url, "agg") as s:
+        s.admin.execute(
+            "CREATE TABLE t AS SELECT g AS id, repeat(md5(g::text), 31) AS body"
+            " FROM generate_series(1, 5000) g"
+        )
+        s.admin.execute(f"GRANT SELECT ON t TO {s.reader}")
+        engine = SqlEngine(s.reader_url)
+        try:
+            yield SqlService(engine, timeout_s=10)
+        finally:
+            engine.close()
+
+
+@pytest.mark.postgres
+def test_postgres_many_collecting_aggregates_are_refused_before_the_database(service: SqlService) -> None:
+    with pytest.raises(Refused) as info:
+        service.query(EIGHT, call_id="eight")
+    assert info.value.data == {"reason": "too_complex"}
+    assert "at most 2 aggregates that collect their whole input" in info.value.message
+    two, _ = service.query(
+        "SELECT cardinality(array_agg(body)) AS n, octet_length(string_agg(body, ',')) AS b,"
+        " cardinality(array_agg(body)) AS again FROM t",
+        call_id="two",
+    )
+    assert two.rows == [[5000, 5000 * 992 + 4999, 5000]]
