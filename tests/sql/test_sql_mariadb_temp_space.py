@@ -2,7 +2,7 @@
 
 MariaDB 10.11 caps each temporary table at `tmp_disk_table_size`, and on-disk (Aria) ones are
 outside `max_session_mem_used`: many GROUP BY or derived tables in one query built about 2.5 GB at
-256 MiB each (red team my14 F3). Each call's cap per table is now its 256 MiB budget divided by
+256 MiB each (red team my14 F3). Each call's cap per table is now its 1 GiB budget divided by
 the temporary tables its plan builds.
 """
 
@@ -37,13 +37,13 @@ def service(mysql_url: str) -> Iterator[SqlService]:
 
 @pytest.mark.mysql
 def test_mariadb_many_temporary_tables_share_one_budget(service: SqlService) -> None:
-    # twelve of them hold 240 MB together, each under the former 256 MiB cap per table: answered
-    # before; now each gets 256 MiB / 36 (two tables per GROUP BY block, one per derived table)
-    many = " UNION ALL ".join(_GROUPED.format(i) for i in range(12))
+    # forty of them hold 800 MB together, each under the former 256 MiB cap per table: answered
+    # before; now each gets 1 GiB / 120 (two tables per GROUP BY block, one per derived table)
+    many = " UNION ALL ".join(_GROUPED.format(i) for i in range(40))
     with pytest.raises(QueryFailed) as info:
         service.query(many, call_id="tmp-many")
     assert info.value.kind == "resource"
-    # one such table alone has the whole budget (256 MiB / 3), as have two
+    # one such table alone has the whole budget (1 GiB / 3), as have two
     assert service.query(_GROUPED.format(0), call_id="tmp-one")[0].rows == [[20000]]
     two = " UNION ALL ".join(_GROUPED.format(i) for i in range(2))
     assert service.query(two, call_id="tmp-two")[0].rows == [[20000], [20000]]

@@ -89,6 +89,12 @@ MY_LARGE = {
     "TRIM of a two-byte character": "SELECT LENGTH(TRIM(TRAILING 'é' FROM REPEAT('é', 40000))) AS n",
     "RTRIM of utf32 spaces": "SELECT LENGTH(RTRIM(CONVERT(SPACE(40000) USING utf32))) AS n",
     "TRIM of a column": "SELECT LENGTH(TRIM(TRAILING 'ab' FROM body)) AS n FROM docs WHERE id = 0",
+    # red team rt15my F7: PCRE rescans the rest of the subject from every position, never reaching
+    # its match limit (so no warning either): 100,000 characters took 19.5 s and ignored KILL
+    "REGEXP with a possessive class": "SELECT CONCAT(REPEAT('a', 100000), 'x') REGEXP '[a-z]*+[0-9]' AS m",
+    "NOT RLIKE over a column": "SELECT id FROM docs WHERE id = 0 AND body NOT RLIKE '[a-z]*+[0-9]'",
+    "REGEXP_SUBSTR with a computed pattern": "SELECT REGEXP_SUBSTR(REPEAT('a', 100000),"
+    " CONCAT('[a-z]', '*+[0-9]'))",
     # red team my14 F5: sized in UTF-8 bytes, 'é' -> 'ab' looked the same length, but in a latin1
     # haystack 'é' is one byte and each match moves the rest (40,000 of them: 0.36 s, unguarded);
     # a latin1 haystack trimmed of a utf32 needle rescans four times its bytes
@@ -126,7 +132,9 @@ SELECT a, LOCATE(b, a) AS l, INSTR(a, b) AS i, POSITION(b IN a) AS p, REPLACE(a,
        a NOT LIKE CONCAT(b, '!%%') ESCAPE '!' AS nk,
        JSON_SEARCH(JSON_ARRAY(a, c), 'one', CONCAT('%', b, '%')) AS js,
        TRIM(TRAILING c FROM CONCAT(a, c, c)) AS tt, TRIM(BOTH b FROM a) AS tb, RTRIM(CONCAT(a, '  ')) AS rt,
-       TRIM(CONCAT(' ', a, ' ')) AS t, LTRIM(CONCAT(' ', a)) AS lt, TRIM(LEADING b FROM a) AS tl
+       TRIM(CONCAT(' ', a, ' ')) AS t, LTRIM(CONCAT(' ', a)) AS lt, TRIM(LEADING b FROM a) AS tl,
+       a REGEXP '^[a-z ]+$' AS rx, REGEXP_SUBSTR(a, '[a-z]+') AS rs, a NOT RLIKE CONCAT(b, '+') AS rl,
+       REGEXP_INSTR(a, 'l+') AS ri
 FROM v ORDER BY a
 """
 
@@ -275,6 +283,19 @@ def test_more_than_64_bounded_searches_are_too_complex(dialect: str, call: str) 
         admit(f"SELECT {many} FROM docs", dialect)
     assert info.value.data == {"reason": "too_complex"}
     assert f"more than {MAX_BOUNDED} string searches" in info.value.message
+
+
+def test_more_than_16_quantified_regular_expressions_are_too_complex() -> None:
+    # each may run to PCRE's match limit however short its subject: 400 in one row ran 35 s
+    fine = ", ".join(f"name REGEXP '(a+)+{i}'" for i in range(16))
+    assert admit(f"SELECT {fine} FROM docs", "mysql").sql
+    many = ", ".join(f"name REGEXP '(a+)+{i}'" for i in range(17))
+    with pytest.raises(Refused) as info:
+        admit(f"SELECT {many} FROM docs", "mysql")
+    assert info.value.data == {"reason": "too_complex"}
+    assert "more than 16 regular expressions" in info.value.message
+    plain = ", ".join(f"name REGEXP 'n{i}|m{i}'" for i in range(40))  # no quantifier: a search
+    assert admit(f"SELECT {plain} FROM docs", "mysql").sql
 
 
 @pytest.mark.parametrize(

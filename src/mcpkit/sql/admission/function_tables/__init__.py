@@ -181,6 +181,10 @@ class SizeBound:
     `%` and `<->` are pg_trgm's similarity on strings ("text") and modulo or a distance elsewhere."""
     removal: bool = False
     default: str = " "
+    pattern: bool = False
+    """`needle` is a regular expression (MariaDB's PCRE): one with a quantifier or class, or computed,
+    may rescan the rest of the haystack from every position without reaching PCRE's match limit
+    (`[a-z]*+[0-9]`), so haystack^2 is capped by `budget`; a literal without them is a search."""
 
 
 @dataclass(frozen=True)

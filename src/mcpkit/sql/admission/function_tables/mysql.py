@@ -320,7 +320,9 @@ _SEARCH: Final = 500_000_000
 _LIKE: Final = 50_000_000
 _TRIM: Final = 250_000_000
 _PACKET: Final = 16 * 1024 * 1024  # max_allowed_packet's default: what REPEAT, CONCAT, CONVERT may build
+_REGEX: Final = 250_000_000  # PCRE rescanning the rest of the subject: about 1e9 byte pairs/s
 _TRIM_BOUND: Final = SizeBound("this", "expression", _TRIM, removal=True)
+_REGEX_BOUND: Final = SizeBound("this", "expression", _REGEX, pattern=True)
 _JSON_DETAILED: Final = GrowthBound("#0", _json_indent_factor, _PACKET)
 _JSON_JOINED: Final = GrowthBound("*", _escaped_factor, _PACKET)
 _JSON_GROWTHS: Final = {
@@ -356,6 +358,9 @@ SIZE_BOUNDS: Final = SearchBounds(
         "json_search": SizeBound("#0", "#2", _LIKE),
         "trim": _TRIM_BOUND,  # TRIM([BOTH | TRAILING] ...); LEADING is cheap
         "rtrim": _TRIM_BOUND,
+        "regexp_like": _REGEX_BOUND,  # REGEXP, RLIKE, NOT REGEXP
+        "regexp_instr": _REGEX_BOUND,
+        "regexp_substr": _REGEX_BOUND,
     },
     like=SizeBound("this", "expression", _LIKE),
     ilike=None,

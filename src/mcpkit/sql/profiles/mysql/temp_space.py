@@ -19,8 +19,11 @@ from typing import Any, Final
 
 __all__ = ["CALL_TMP_DISK_BYTES", "DEFAULT_TMP_DISK_BYTES", "per_table_bytes", "sized", "temp_tables"]
 
-CALL_TMP_DISK_BYTES: Final = 256 * 1024 * 1024
-"""What one call's internal temporary tables may hold on disk, all together (MariaDB)."""
+CALL_TMP_DISK_BYTES: Final = 1024 * 1024 * 1024
+"""What one call's internal temporary tables may hold on disk, all together (MariaDB), as
+PostgreSQL's `temp_file_limit` that `mcpkit sql grant` sets: the widest answer allowed (500 rows
+of a hundred 600-character cells, materialized once under the clipping) needs about 130 MB in one
+table beside three small ones."""
 DEFAULT_TMP_DISK_BYTES: Final = CALL_TMP_DISK_BYTES // 16
 """Each table's cap when the plan could not be read (and for statements not EXPLAINed)."""
 _FLOOR: Final = 1024  # the server's minimum: a smaller value is raised with a warning (1292)
