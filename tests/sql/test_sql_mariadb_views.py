@@ -147,7 +147,8 @@ def test_grant_prints_show_view_for_a_view_so_its_login_starts_clean(scratch: _D
             script = engine.profile.grant(conn, role, [f"{s.db}.t", f"{s.db}.v_ok"], "pw-myviews")
     finally:
         engine.close()
-    assert f"GRANT SELECT, SHOW VIEW ON `{s.db}`.`v_ok` TO '{role}'@'%'" in script, script
+    assert f"GRANT SHOW VIEW ON `{s.db}`.`v_ok` TO '{role}'@'%'" in script, script
+    assert f"GRANT SELECT ON `{s.db}`.`v_ok` TO '{role}'@'%'" in script, script
     assert f"GRANT SELECT ON `{s.db}`.`t` TO '{role}'@'%'" in script, script
     try:
         s.run(*script)

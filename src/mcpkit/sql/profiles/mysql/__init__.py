@@ -125,8 +125,9 @@ class MysqlProfile(MysqlSession):
             ).first()
             if found is None:
                 raise SqlConfigError(f"no table or view {schema}.{table}")
-            privileges = "SELECT, SHOW VIEW" if found[0] == "VIEW" else "SELECT"
-            script.append(f"GRANT {privileges} ON `{schema}`.`{table}` TO '{role}'@'%'")
+            script.append(f"GRANT SELECT ON `{schema}`.`{table}` TO '{role}'@'%'")
+            if found[0] == "VIEW":  # a line of its own: `--mask` rewrites the SELECT lines
+                script.append(f"GRANT SHOW VIEW ON `{schema}`.`{table}` TO '{role}'@'%'")
         return script
 
     def role_setup(self, role: str) -> str | None:
