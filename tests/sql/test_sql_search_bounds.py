@@ -102,6 +102,14 @@ MY_LARGE = {
     "REPLACE of computed latin1": f"SELECT LENGTH(REPLACE({MY_LATIN1}, CONCAT('é'), CONCAT('ab'))) n",
     "TRIM of a utf32 needle from latin1": "SELECT LENGTH(TRIM(TRAILING CONVERT('ab' USING utf32)"
     " FROM CONVERT(REPEAT('ab', 20000) USING latin1))) AS n",
+    # red team rt15my F6: within the byte budget, but a UCA collation compares 30x slower than bytes
+    # (this LOCATE ran 13 s past a 2 s timeout, ignoring KILL)
+    "LOCATE under a UCA collation": "SELECT LOCATE(CONCAT(REPEAT('a', 999), 'b'),"
+    " REPEAT('a', 490000) COLLATE utf8mb4_uca1400_as_cs) AS p",
+    "LIKE under a UCA collation": "SELECT REPEAT('a', 49000) COLLATE utf8mb4_uca1400_as_cs"
+    " LIKE CONCAT('%', REPEAT('a', 998), 'b%') AS m",
+    "LOCATE in a column's UCA collation": "SELECT LOCATE(CONCAT(REPEAT('a', 999), 'b'), body) AS p"
+    " FROM udocs WHERE id = 0",
 }
 
 # Every bounded function over computed, small operands (NULL, empty and multi-byte included),
@@ -134,7 +142,10 @@ SELECT a, LOCATE(b, a) AS l, INSTR(a, b) AS i, POSITION(b IN a) AS p, REPLACE(a,
        TRIM(TRAILING c FROM CONCAT(a, c, c)) AS tt, TRIM(BOTH b FROM a) AS tb, RTRIM(CONCAT(a, '  ')) AS rt,
        TRIM(CONCAT(' ', a, ' ')) AS t, LTRIM(CONCAT(' ', a)) AS lt, TRIM(LEADING b FROM a) AS tl,
        a REGEXP '^[a-z ]+$' AS rx, REGEXP_SUBSTR(a, '[a-z]+') AS rs, a NOT RLIKE CONCAT(b, '+') AS rl,
-       REGEXP_INSTR(a, 'l+') AS ri
+       REGEXP_INSTR(a, 'l+') AS ri,
+       LOCATE(b, a COLLATE utf8mb4_uca1400_as_cs) AS lu, INSTR(a COLLATE utf8mb4_bin, b) AS ib,
+       a COLLATE utf8mb4_uca1400_ai_ci LIKE CONCAT('%', UPPER(b), '%') AS ku,
+       LOCATE(CAST(b AS BINARY), CAST(a AS BINARY)) AS lb
 FROM v ORDER BY a
 """
 
@@ -166,6 +177,10 @@ def mysql_docs(mysql_url: str) -> Iterator[str]:
             f" FROM {s.db}.seq_1_to_20000"
         )
         c.execute(f"INSERT INTO {s.db}.docs VALUES (0, 'big', REPEAT('a', 2000000))")
+        c.execute(
+            f"CREATE TABLE {s.db}.udocs (id INT PRIMARY KEY, body LONGTEXT COLLATE utf8mb4_uca1400_as_cs)"
+        )
+        c.execute(f"INSERT INTO {s.db}.udocs VALUES (0, REPEAT('a', 490000))")
         c.execute(f"ANALYZE TABLE {s.db}.docs")
         c.fetchall()
         c.execute(f"GRANT SELECT ON {s.db}.* TO '{s.reader}'@'%'")

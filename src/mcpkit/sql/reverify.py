@@ -19,7 +19,8 @@ Fingerprints (what an administrator's change touches; each profile's `catalog_fi
   in, the attributes of every role the login is a member of (its own included), and the current
   database's owner and ACL;
 - MySQL/MariaDB: `SHOW GRANTS` of the account, and the routines (with their SQL SECURITY and last
-  change) and views it can see, also with each role granted to it enabled in turn;
+  change) and views (with their definitions: `CREATE OR REPLACE VIEW` keeps the rest) it can see,
+  also with each role granted to it enabled in turn;
 - SQLite: the schema's own text (`sqlite_master`; the authorizer admits no `schema_version` pragma):
   a new table or view, or a swapped file with another schema, differs.
 """

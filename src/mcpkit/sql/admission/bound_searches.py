@@ -9,13 +9,15 @@ runs minutes past its deadline. Each such call becomes
     CASE WHEN CASE WHEN <cost> > <budget> THEN <fail> END THEN NULL ELSE <call> END
 
 where `cost` is the product of the operands' byte lengths (computed in SQL, so it holds for
-computed operands) and `fail` raises an engine error carrying a marker, which the profile
-classifies as `resource` with its own sentence. The answer is otherwise unchanged: NULL is the
-THEN branch, so the CASE has the call's type. What is cheap and must keep an index stays as
-written: a short literal needle, a LIKE pattern that is a literal prefix. A call whose result may
-be many times its arguments (`GrowthBound`: MariaDB's JSON_DETAILED, JSON_MERGE, JSON_SET) gets
-the same guard over the arguments' bytes times its growth factor, with its own marker. Per engine,
-the functions, budgets and the SQL of the guard live next to its function table (`SIZE_BOUNDS`).
+computed operands), times how much slower the operands' collations compare when the engine says
+(`SearchBounds.cost_factor`: MariaDB's UCA collations), and `fail` raises an engine error carrying
+a marker, which the profile classifies as `resource` with its own sentence. The answer is
+otherwise unchanged: NULL is the THEN branch, so the CASE has the call's type. What is cheap and
+must keep an index stays as written: a short literal needle, a LIKE pattern that is a literal
+prefix. A call whose result may be many times its arguments (`GrowthBound`: MariaDB's
+JSON_DETAILED, JSON_MERGE, JSON_SET) gets the same guard over the arguments' bytes times its
+growth factor, with its own marker. Per engine, the functions, budgets and the SQL of the guard
+live next to its function table (`SIZE_BOUNDS`).
 """
 
 from __future__ import annotations
@@ -268,6 +270,8 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     short = (n := static_length(needle)) is not None and n <= SHORT_LITERAL
     if not short and not (isinstance(target.call, exp.Like | exp.ILike) and prefix_pattern(needle)):
         product = exp.Mul(this=builder.length(hay, bound), expression=builder.length(needle, bound))
+        if builder.bounds.cost_factor is not None:  # MariaDB: a UCA collation compares 30x slower
+            product = exp.Mul(this=product, expression=builder.bounds.cost_factor(hay.copy(), needle.copy()))
         over = _over(product, bound.budget)
         if bound.typed:
             assert builder.bounds.type_is is not None, "a typed bound needs its engine's type_is"

@@ -229,6 +229,9 @@ class SearchBounds:
         growths: Calls whose result may be many times their argument, by name.
         converted_length: The SQL of the byte length of a needle (first) once converted to the
             character set of a haystack (second), for `SizeBound.removal`.
+        cost_factor: The SQL of how many times slower than a binary compare a search over the
+            haystack (first) and needle (second) runs in their collations, evaluated at run time;
+            None: every search compares bytes.
     """
 
     calls: Mapping[str, SizeBound]
@@ -245,3 +248,4 @@ class SearchBounds:
     type_is: Callable[[exp.Expr, str], exp.Expr] | None = None
     growths: Mapping[str, GrowthBound] = field(default_factory=dict)
     converted_length: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
+    cost_factor: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None

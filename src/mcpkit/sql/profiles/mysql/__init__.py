@@ -106,8 +106,9 @@ class MysqlProfile(MysqlSession):
         password: str,
         budget: ConnectionBudget | None = None,
     ) -> list[str]:
-        """CREATE USER with the connection limit start-up checks, and SELECT on each table: no
-        EXECUTE, so no DEFINER routine is reachable."""
+        """CREATE USER with the connection limit start-up checks, and SELECT on each table (SHOW
+        VIEW too on a view: start-up reads its definition): no EXECUTE, so no DEFINER routine is
+        reachable."""
         quote_role(role)
         default = conn.execute(text("SELECT DATABASE()")).scalar()
         limit = (budget or ConnectionBudget(DEFAULT_POOL_SIZE)).recommended
@@ -116,12 +117,17 @@ class MysqlProfile(MysqlSession):
             schema, _, table = name.rpartition(".")
             schema = schema or str(default or "")
             found = conn.execute(
-                text("SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = :s AND TABLE_NAME = :t"),
+                text(
+                    "SELECT TABLE_TYPE FROM information_schema.TABLES"
+                    " WHERE TABLE_SCHEMA = :s AND TABLE_NAME = :t"
+                ),
                 {"s": schema, "t": table},
             ).first()
             if found is None:
                 raise SqlConfigError(f"no table or view {schema}.{table}")
             script.append(f"GRANT SELECT ON `{schema}`.`{table}` TO '{role}'@'%'")
+            if found[0] == "VIEW":  # a line of its own: `--mask` rewrites the SELECT lines
+                script.append(f"GRANT SHOW VIEW ON `{schema}`.`{table}` TO '{role}'@'%'")
         return script
 
     def role_setup(self, role: str) -> str | None:

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
 from mcpkit.sql.profiles.mysql.privileges import judge_grants
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, under_each_role
+from mcpkit.sql.profiles.mysql.views import VIEW_BODIES, ViewBodies, collect_bodies, view_body_findings
 
 __all__ = ["connection_limit_findings", "inspect_mysql"]
 
@@ -185,9 +186,9 @@ def _public_routines(
     return found
 
 
-def _seen(conn: Connection, own: Sequence[str]) -> tuple[list[str], Seen, Seen]:
-    """SHOW GRANTS lines, DEFINER routines and DEFINER views: as the session is, then under each role
-    granted to the login (`roles.under_each_role`)."""
+def _seen(conn: Connection, own: Sequence[str]) -> tuple[list[str], Seen, Seen, ViewBodies]:
+    """SHOW GRANTS lines, DEFINER routines, DEFINER views and every view's definition: as the
+    session is, then under each role granted to the login (`roles.under_each_role`)."""
 
     def run(sql: str) -> Sequence[tuple[Any, ...]]:
         result = conn.exec_driver_sql(sql)
@@ -196,15 +197,18 @@ def _seen(conn: Connection, own: Sequence[str]) -> tuple[list[str], Seen, Seen]:
     lines = list(own)
     routines: Seen = {tuple(map(str, r)): None for r in run(_DEFINERS)}
     views: Seen = {tuple(map(str, r)): None for r in run(_DEFINER_VIEWS)}
-    for role, (grants, r_rows, v_rows) in under_each_role(
-        run, granted_roles(own), ("SHOW GRANTS", _DEFINERS, _DEFINER_VIEWS)
+    bodies: ViewBodies = {}
+    collect_bodies(bodies, run(VIEW_BODIES), None)
+    for role, (grants, r_rows, v_rows, b_rows) in under_each_role(
+        run, granted_roles(own), ("SHOW GRANTS", _DEFINERS, _DEFINER_VIEWS, VIEW_BODIES)
     ):
         lines += [str(g[0]) for g in grants]
         for row in r_rows:
             routines.setdefault(tuple(map(str, row)), role)
         for row in v_rows:
             views.setdefault(tuple(map(str, row)), role)
-    return lines, routines, views
+        collect_bodies(bodies, b_rows, role)
+    return lines, routines, views, bodies
 
 
 def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> AccountReport:
@@ -224,7 +228,7 @@ def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> Ac
         scope: [(str(p), str(o)) for p, o in conn.execute(text(q).bindparams(g=grantees))]
         for scope, q in _PRIVILEGES.items()
     }
-    lines, routines, views = _seen(conn, [str(r[0]) for r in conn.exec_driver_sql("SHOW GRANTS")])
+    lines, routines, views, bodies = _seen(conn, [str(r[0]) for r in conn.exec_driver_sql("SHOW GRANTS")])
     holders = _global_holders(lines)
     held = {p for p, _ in privileges["global"]} | set(holders)
     found = []
@@ -277,6 +281,17 @@ def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> Ac
         )
     found += _public_routines(conn, lines, str(current), allowed)
     found += _definer_views(views, str(current), account, lines, allowed)
+    others = {(s, n) for s, n, d in views if not _same_account(d, str(current))}  # refused above
+    found += view_body_findings(
+        bodies,
+        str(current),
+        account,
+        lambda quoted: _revokes(lines, "SELECT", quoted),
+        lambda s, n: (s, n) in others or f"view:{s}.{n}" in allowed,
+        lambda s, n: any(
+            p == "SHOW VIEW" and o in ("*", s, f"{s}.{n}") for g in privileges.values() for p, o in g
+        ),
+    )
     superuser = "superuser" if held & {"SUPER", "ALL PRIVILEGES"} else None
     judged, writable = judge_grants(lines, str(current), set(_ADMIN), superuser)
     found += judged

@@ -16,15 +16,17 @@ _SEEN: Final = (
     "SECURITY_TYPE, DEFINER, LAST_ALTERED, IS_DETERMINISTIC, SQL_DATA_ACCESS) ORDER BY ROUTINE_SCHEMA, "
     "ROUTINE_NAME)), '')) FROM information_schema.ROUTINES), "
     "(SELECT CONCAT(COUNT(*), ':', COALESCE(MD5(GROUP_CONCAT(CONCAT_WS(',', TABLE_SCHEMA, TABLE_NAME, "
-    "SECURITY_TYPE, DEFINER) ORDER BY TABLE_SCHEMA, TABLE_NAME)), '')) FROM information_schema.VIEWS), "
+    "SECURITY_TYPE, DEFINER, MD5(VIEW_DEFINITION)) ORDER BY TABLE_SCHEMA, TABLE_NAME)), '')) "
+    "FROM information_schema.VIEWS), "
     "CURRENT_USER(), CURRENT_ROLE())"
 )
 
 
 def mysql_fingerprint(dbapi: Any) -> str:
     """The account's `SHOW GRANTS` and the routines (with their SQL SECURITY and last change) and
-    views it can see: as the session is, then under each role granted to the login, enabled or not
-    (`roles.under_each_role`: a FILE granted to a role of a role that is not enabled changes it)."""
+    views (with their definitions, where readable) it can see: as the session is, then under each
+    role granted to the login, enabled or not (`roles.under_each_role`: a FILE granted to a role of
+    a role that is not enabled changes it)."""
     run = partial(fetch, dbapi)
     grants = run("SHOW GRANTS")
     rows: list[object] = [grants, run(_SEEN)]

@@ -1,0 +1,103 @@
+"""MySQL and MariaDB: views whose definition calls a function queries may not call.
+
+Admission sees a view's name only, and the server runs every function in the view's definition
+in the caller's session whatever its SQL SECURITY (red team rt15my F3: an INVOKER view over
+`GET_LOCK('x', 0)` took a server-wide named lock for `SELECT g FROM v_lock`). So every view the
+login can read must have a definition that passes the function policy admission applies to query
+text. `information_schema.VIEWS.VIEW_DEFINITION` is blank for a view the login neither defined
+nor holds SHOW VIEW on (MariaDB 10.11): such a view is refused, its fix the SHOW VIEW grant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+from mcpkit.errors import Refused
+from mcpkit.sql.admission import FunctionPolicy, parse_statement, run_passes
+from mcpkit.sql.admission.reject_functions import reject_functions
+from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.mysql.roles import quote_name
+
+__all__ = ["VIEW_BODIES", "ViewBodies", "collect_bodies", "view_body_findings"]
+
+VIEW_BODIES: Final = (
+    "SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS ORDER BY 1, 2"
+)
+"""Every view the login holds a privilege on, with its definition (blank without SHOW VIEW)."""
+
+ViewBodies = dict[tuple[str, str], tuple[str, str | None]]
+"""(schema, view) -> (definition, or '' where unreadable; the role it was seen under, None: as is)."""
+
+
+def collect_bodies(bodies: ViewBodies, rows: Sequence[tuple[object, ...]], role: str | None) -> None:
+    """Add `VIEW_BODIES` rows read under `role`; a definition read anywhere is kept."""
+    for schema, name, definition in rows:
+        key, body = (str(schema), str(name)), str(definition or "")
+        if key not in bodies or (body and not bodies[key][0]):
+            bodies[key] = (body, bodies[key][1] if key in bodies else role)
+
+
+def _refusal(definition: str) -> str | None:
+    """Why admission would refuse the definition's function calls, None if it passes."""
+    try:
+        tree = parse_statement(definition, "mysql")
+        run_passes(tree, (reject_functions,), dialect="mysql", functions=FunctionPolicy.for_dialect("mysql"))
+    except Refused as exc:
+        return exc.message
+    except RecursionError:
+        return "its definition is nested too deeply to check"
+    return None
+
+
+def view_body_findings(
+    bodies: Mapping[tuple[str, str], tuple[str, str | None]],
+    current: str,
+    account: str,
+    revokes: Callable[[str], list[str]],
+    skip: Callable[[str, str], bool],
+    shown: Callable[[str, str], bool],
+) -> list[Finding]:
+    """One finding per readable view whose definition calls a refused function or cannot be read.
+
+    Args:
+        bodies: What `VIEW_BODIES` read, as the session is and under each granted role.
+        current: CURRENT_USER(), for the messages.
+        account: The login as `'user'@'host'`, for the fixes.
+        revokes: The REVOKE statements that take SELECT on a backquoted view away (`_revokes`).
+        skip: Views already refused otherwise or opted in (`view:db.name`).
+        shown: Whether the login holds SHOW VIEW on a view: MariaDB shows a definition to who holds
+            both SHOW VIEW and SELECT, so a blank one beside SHOW VIEW is a view it cannot SELECT.
+    """
+    found = []
+    for (schema, name), (definition, role) in bodies.items():
+        if skip(schema, name):
+            continue
+        quoted = f"`{schema}`.`{name}`"
+        revoke = "; ".join(revokes(quoted) or [f"REVOKE SELECT ON {quoted} FROM {account}"])
+        via = f" through role {quote_name(role)}" if role is not None else ""
+        if not definition and shown(schema, name):
+            continue
+        if not definition:
+            found.append(
+                Finding(
+                    "unreadable-view",
+                    f"{current} can read view {schema}.{name}{via} but not its definition (it holds no SHOW"
+                    " VIEW on it), so the functions the view calls in each query's session cannot be checked",
+                    f"GRANT SHOW VIEW ON {quoted} TO {account}; or {revoke}",
+                    f"view:{schema}.{name}",
+                )
+            )
+            continue
+        why = _refusal(definition)
+        if why is not None:
+            found.append(
+                Finding(
+                    "view-function",
+                    f"{current} can read view {schema}.{name}{via}, whose definition calls what a query may"
+                    f" not (it runs in the caller's session whatever its SQL SECURITY): {why.rstrip('.')}",
+                    f"{revoke}; or redefine the view without it",
+                    f"view:{schema}.{name}",
+                )
+            )
+    return found
