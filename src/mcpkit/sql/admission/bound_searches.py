@@ -56,10 +56,15 @@ _MAX_COPIED: Final = 4_000  # syntax nodes the guards may copy (nested searches 
 
 
 @dataclass(frozen=True)
+class _CastBound:
+    budget: int  # bytes of the text a cast parses (`SearchBounds.cast_budget`)
+
+
+@dataclass(frozen=True)
 class _Target:
     node: exp.Expr  # the call, or what replaces it in the tree (LIKE ... ESCAPE)
     call: exp.Expr  # the node holding the operands
-    bound: SizeBound | GrowthBound
+    bound: SizeBound | GrowthBound | _CastBound
 
 
 def _depth(node: exp.Expr) -> int:
@@ -91,6 +96,18 @@ def _bound_of(node: exp.Expr, bounds: SearchBounds) -> SizeBound | None:
         return _operator_bound(node, bounds)
     name = bounds.infix.get(type(node))
     return bounds.operators.get(name) if name is not None else None
+
+
+def _parses_text(value: exp.Expr, bounds: SearchBounds) -> bool:
+    """Whether a cast of `value` may run an input function over a text no literal sizes: not for
+    a literal, an ARRAY[...] (each element cast on its own), or a value cast to a type not a
+    string (json is parsed again as jsonb)."""
+    inner = value.unnest()
+    if static_length(value) is not None or isinstance(inner, exp.Array | exp.Null):
+        return False
+    return (isinstance(inner, exp.Cast) and inner.to.is_type("json")) or not plainly_scalar(
+        inner, "text", bounds.not_text
+    )
 
 
 def _spread_quantified(tree: exp.Expr, bounds: SearchBounds) -> None:
@@ -143,6 +160,11 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         parent = node.parent
         outer = parent if isinstance(parent, exp.Escape) and parent.this is node else node
         found.append(_Target(outer, node, bound))
+    cast_budget = bounds.cast_budget
+    for cast in tree.find_all(exp.Cast):
+        budget = cast_budget(cast.to) if cast_budget is not None else None
+        if budget is not None and _parses_text(cast.this, bounds):
+            found.append(_Target(cast, cast, _CastBound(budget)))
     return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
 
 
@@ -244,6 +266,12 @@ def _removal_cost(call: exp.Expr, bound: SizeBound, builder: _Builder) -> exp.Ex
 def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     """The condition under which the call must not run, or None when it is always cheap."""
     bound = target.bound
+    if isinstance(bound, _CastBound):  # only text (or json, a user type) is parsed: a value's own type is not
+        value = target.call.this
+        builder.length(value)  # checks the operand like any other
+        assert builder.bounds.type_is is not None, "a cast bound needs its engine's type_is"
+        size = builder.bounds.byte_length(exp.cast(value.copy(), "TEXT"))
+        return exp.and_(builder.bounds.type_is(value.copy(), "input"), _over(size, bound.budget), copy=False)
     if isinstance(bound, GrowthBound):
         return _growth_cost(target.call, bound, builder)
     if bound.removal:

@@ -225,6 +225,8 @@ class SearchBounds:
         growths: Calls whose result may be many times their argument, by name.
         converted_length: The SQL of the byte length of a needle (first) once converted to the
             character set of a haystack (second), for `SizeBound.removal`.
+        cast_budget: The byte budget of the text a cast to this type parses (its input function
+            runs with no interrupt check), or None when such a cast is cheap.
     """
 
     calls: Mapping[str, SizeBound]
@@ -241,3 +243,4 @@ class SearchBounds:
     type_is: Callable[[exp.Expr, str], exp.Expr] | None = None
     growths: Mapping[str, GrowthBound] = field(default_factory=dict)
     converted_length: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
+    cast_budget: Callable[[exp.DataType], int | None] | None = None
