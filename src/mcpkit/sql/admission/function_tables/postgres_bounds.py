@@ -75,6 +75,12 @@ _CALLS: Final = {
     # marks (red team F6: 40,000 marks, 80 KB, ran 8 s past a 1 s timeout)
     "normalize": SizeBound("this", "this", 30_000_000, multibyte=True),
     "is_normalized": SizeBound("#0", "#0", 30_000_000, multibyte=True),
+    # regexp_split_to_array/_table record every match of the whole text before answering, and a
+    # pattern may match at every character ('', '.', 'a' over 'aaa...'): about 75 and 15 bytes of
+    # memory per character, 40M characters/s with no interrupt check (red team rt15pg F9: 100M
+    # characters took 780 MB and ran 6 s past the answer). Bounded by the text's bytes, squared.
+    "regexp_split_to_array": SizeBound("#0", "#0", 2_000_000**2),
+    "regexp_split_to_table": SizeBound("#0", "#0", 10_000_000**2, wrap_argument=True),
 }
 _LIKE: Final = SizeBound("this", "expression", 150_000_000)
 # Array and jsonb containment, overlap and key tests compare element by element in nested loops
