@@ -46,6 +46,7 @@ from mcpkit.sql.admission.operands import (
     static_chars,
     static_length,
 )
+from mcpkit.sql.admission.operators import bound_of, spread_quantified
 from mcpkit.sql.errors import refuse
 
 __all__ = ["MAX_BOUNDED", "MAX_PATTERNS", "SHORT_LITERAL", "bound_searches"]
@@ -62,10 +63,15 @@ _MAX_COPIED: Final = 4_000  # syntax nodes the guards may copy (nested searches 
 
 
 @dataclass(frozen=True)
+class _CastBound:
+    budget: int  # bytes of the text a cast parses (`SearchBounds.cast_budget`)
+
+
+@dataclass(frozen=True)
 class _Target:
     node: exp.Expr  # the call, or what replaces it in the tree (LIKE ... ESCAPE)
     call: exp.Expr  # the node holding the operands
-    bound: SizeBound | GrowthBound
+    bound: SizeBound | GrowthBound | _CastBound
 
 
 def _depth(node: exp.Expr) -> int:
@@ -75,62 +81,16 @@ def _depth(node: exp.Expr) -> int:
     return depth
 
 
-def _operator_bound(node: exp.Operator, bounds: SearchBounds) -> SizeBound | None:
-    """The bound of `a OPERATOR(schema.op) b`, known by name whatever the schema; None when cheap.
-    Another operator outside the built-in schema is refused: its cost is unknown (an extension's
-    C function may search for minutes with no interrupt check, as pg_trgm's `<<->` did)."""
-    written = str(node.args.get("operator") or "").replace(" ", "")
-    schema, _, name = written.rpartition(".")
-    if name not in bounds.operators and schema.lower() not in ("", bounds.builtin_schema):
-        refuse(
-            "function",
-            f"OPERATOR({written[:64]}) is not an operator this server knows the cost of; write the"
-            " operator without OPERATOR(...) or use a function.",
-        )
-    return bounds.operators.get(name)
-
-
-def _bound_of(node: exp.Expr, bounds: SearchBounds) -> SizeBound | None:
-    if isinstance(node, exp.Like | exp.ILike):
-        return bounds.like if isinstance(node, exp.Like) else bounds.ilike
-    if isinstance(node, exp.Operator):
-        return _operator_bound(node, bounds)
-    name = bounds.infix.get(type(node))
-    return bounds.operators.get(name) if name is not None else None
-
-
-def _spread_quantified(tree: exp.Expr, bounds: SearchBounds) -> None:
-    """`a LIKE ANY (ARRAY[p, q])` becomes `(a LIKE p OR a LIKE q)` (ALL: AND), the same answer with
-    each pattern a search of its own to bound, and so does any bounded operator (`a % ANY (...)`);
-    a quantified search over anything else (a subquery, an array column) has operands the SQL
-    cannot size, and is refused (red team pg14 F10)."""
-    for node in list(tree.find_all(exp.Like, exp.ILike, exp.Operator, *bounds.infix)):
-        quantified = node.args.get("expression")
-        if not isinstance(quantified, exp.Any | exp.All) or _bound_of(node, bounds) is None:
-            continue
-        inner = quantified.this.unnest() if isinstance(quantified.this, exp.Expr) else None
-        while isinstance(inner, exp.Cast):  # ARRAY[...]::text[]
-            inner = inner.this.unnest()
-        if not isinstance(inner, exp.Array) or isinstance(node.parent, exp.Escape):
-            what, of, instead = (
-                ("LIKE", "patterns", "LIKE ... OR LIKE ...")
-                if isinstance(node, exp.Like | exp.ILike)
-                else ("A string search operator over", "values", "a op x OR a op y")
-            )
-            refuse(
-                "too_complex",
-                f"{what} ANY/ALL is answered over an ARRAY[...] of {of} only (the size of those from a"
-                f" subquery or a column cannot be bounded); write {instead} instead.",
-            )
-        if not inner.expressions:
-            continue
-        parts = []
-        for value in inner.expressions:  # `a NOT LIKE ANY (...)`: each part keeps the NOT
-            part = node.copy()
-            part.set("expression", value.copy())
-            parts.append(part)
-        join = exp.or_ if isinstance(quantified, exp.Any) else exp.and_
-        node.replace(exp.Paren(this=join(*parts, copy=False)))
+def _parses_text(value: exp.Expr, bounds: SearchBounds) -> bool:
+    """Whether a cast of `value` may run an input function over a text no literal sizes: not for
+    a literal, an ARRAY[...] (each element cast on its own), or a value cast to a type not a
+    string (json is parsed again as jsonb)."""
+    inner = value.unnest()
+    if static_length(value) is not None or isinstance(inner, exp.Array | exp.Null):
+        return False
+    return (isinstance(inner, exp.Cast) and inner.to.is_type("json")) or not plainly_scalar(
+        inner, "text", bounds.not_text
+    )
 
 
 def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target]:
@@ -143,12 +103,17 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
             if bound is not None and call.schema in (None, "pg_catalog"):
                 found.append(_Target(call.node, call.node, bound))
     for node in tree.find_all(exp.Like, exp.ILike, exp.Operator, *operators):
-        bound = _bound_of(node, bounds)
+        bound = bound_of(node, bounds)
         if bound is None or isinstance(node.args.get("expression"), exp.Any | exp.All):  # ARRAY[] is left
             continue
         parent = node.parent
         outer = parent if isinstance(parent, exp.Escape) and parent.this is node else node
         found.append(_Target(outer, node, bound))
+    cast_budget = bounds.cast_budget
+    for cast in tree.find_all(exp.Cast):
+        budget = cast_budget(cast.to) if cast_budget is not None else None
+        if budget is not None and _parses_text(cast.this, bounds):
+            found.append(_Target(cast, cast, _CastBound(budget)))
     return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
 
 
@@ -250,6 +215,12 @@ def _removal_cost(call: exp.Expr, bound: SizeBound, builder: _Builder) -> exp.Ex
 def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     """The condition under which the call must not run, or None when it is always cheap."""
     bound = target.bound
+    if isinstance(bound, _CastBound):  # only text (or json, a user type) is parsed: a value's own type is not
+        value = target.call.this
+        builder.length(value)  # checks the operand like any other
+        assert builder.bounds.type_is is not None, "a cast bound needs its engine's type_is"
+        size = builder.bounds.byte_length(exp.cast(value.copy(), "TEXT"))
+        return exp.and_(builder.bounds.type_is(value.copy(), "input"), _over(size, bound.budget), copy=False)
     if isinstance(bound, GrowthBound):
         return _growth_cost(target.call, bound, builder)
     if bound.removal:
@@ -342,7 +313,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
         return tree
     builder = _Builder(bounds)
     guarded = 0
-    _spread_quantified(tree, bounds)
+    spread_quantified(tree, bounds)
     patterns = 0
     for target in _targets(tree, dialect, bounds):
         if isinstance(target.bound, SizeBound) and target.bound.pattern:

@@ -232,6 +232,8 @@ class SearchBounds:
         cost_factor: The SQL of how many times slower than a binary compare a search over the
             haystack (first) and needle (second) runs in their collations, evaluated at run time;
             None: every search compares bytes.
+        cast_budget: The byte budget of the text a cast to this type parses (its input function
+            runs with no interrupt check), or None when such a cast is cheap.
     """
 
     calls: Mapping[str, SizeBound]
@@ -249,3 +251,4 @@ class SearchBounds:
     growths: Mapping[str, GrowthBound] = field(default_factory=dict)
     converted_length: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
     cost_factor: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
+    cast_budget: Callable[[exp.DataType], int | None] | None = None

@@ -26,8 +26,10 @@ def _extra_bytes(operand: exp.Expr) -> exp.Expr:
 
 # Fixed in pg_type.dat; an OID compare costs nothing per row. "text": text, varchar, bpchar, name
 # and unknown (a literal), and every user type (OID 16384 and up), as citext and a domain over text
-# reach pg_trgm's `text % text` by an implicit cast (measured by their text form).
-_TYPE_OIDS: Final = {"jsonb": (3802,), "text": (25, 1043, 1042, 19, 705)}
+# reach pg_trgm's `text % text` by an implicit cast (measured by their text form). "input": what a
+# cast parses as text, json as well (json::jsonb parses it again).
+_TEXT_OIDS: Final = (25, 1043, 1042, 19, 705)
+_TYPE_OIDS: Final = {"jsonb": (3802,), "text": _TEXT_OIDS, "input": (*_TEXT_OIDS, 114)}
 _FIRST_USER_OID: Final = 16384
 
 
@@ -37,7 +39,7 @@ def _type_is(operand: exp.Expr, name: str) -> exp.Expr:
     )
     oids = [exp.Literal.number(oid) for oid in _TYPE_OIDS[name]]
     test: exp.Expr = exp.EQ(this=typed, expression=oids[0]) if len(oids) == 1 else typed.isin(*oids)
-    if name == "text":
+    if name in ("text", "input"):
         test = exp.or_(test, exp.GTE(this=typed.copy(), expression=exp.Literal.number(_FIRST_USER_OID)))
     return test
 
@@ -73,6 +75,12 @@ _CALLS: Final = {
     # marks (red team F6: 40,000 marks, 80 KB, ran 8 s past a 1 s timeout)
     "normalize": SizeBound("this", "this", 30_000_000, multibyte=True),
     "is_normalized": SizeBound("#0", "#0", 30_000_000, multibyte=True),
+    # regexp_split_to_array/_table record every match of the whole text before answering, and a
+    # pattern may match at every character ('', '.', 'a' over 'aaa...'): about 75 and 15 bytes of
+    # memory per character, 40M characters/s with no interrupt check (red team rt15pg F9: 100M
+    # characters took 780 MB and ran 6 s past the answer). Bounded by the text's bytes, squared.
+    "regexp_split_to_array": SizeBound("#0", "#0", 2_000_000**2),
+    "regexp_split_to_table": SizeBound("#0", "#0", 10_000_000**2, wrap_argument=True),
 }
 _LIKE: Final = SizeBound("this", "expression", 150_000_000)
 # Array and jsonb containment, overlap and key tests compare element by element in nested loops
@@ -114,6 +122,39 @@ _INFIX: Final[dict[type[exp.Expr], str]] = {
     exp.Mod: "%",
     exp.Distance: "<->",
 }
+# Casts of text whose input function parses with no interrupt check (red team rt15pg F8; measured
+# in docs/security.md): about a quarter second of each, in bytes of the text cast. jsonb and
+# hstore sort and dedupe their keys (a 52 MB object ran 5 s past a 1 s timeout); a range or
+# multirange leaks about 5 KB per range parsed (370 times its text: 70 MB took 20 GB, OOM-killed);
+# xml (libxml) about 20 MB/s and 35 times its text; arrays about 100 MB/s; json 250 MB/s.
+_SORTED_KEYS: Final = 2_000_000
+_RANGES: Final = 256_000
+_CAST_BUDGETS: Final = {
+    exp.DataType.Type.JSONB: _SORTED_KEYS,
+    exp.DataType.Type.HSTORE: _SORTED_KEYS,
+    exp.DataType.Type.JSON: 64_000_000,
+    exp.DataType.Type.XML: 4_000_000,
+    exp.DataType.Type.ARRAY: 25_000_000,
+    **{t: _RANGES for t in exp.DataType.Type if t.name.endswith("RANGE")},  # and MULTIRANGE
+}
+# User types known cheap to parse (citext is text; pgvector's are capped at 16,000 dimensions); any
+# other (hstore by a qualified name, tsquery, a domain over jsonb) gets the sorted-keys budget.
+_CHEAP_USER_TYPES: Final = frozenset(["citext", "vector", "halfvec", "sparsevec", "tsvector"])
+
+
+def _cast_budget(to: exp.DataType) -> int | None:
+    if to.this == exp.DataType.Type.USERDEFINED:
+        kind = to.args.get("kind")
+        name = kind.name if isinstance(kind, exp.Expr) else str(kind or "")
+        return None if name.rpartition(".")[2].lower() in _CHEAP_USER_TYPES else _SORTED_KEYS
+    budget = _CAST_BUDGETS.get(to.this)
+    for element in to.expressions if to.this == exp.DataType.Type.ARRAY else ():
+        inner = _cast_budget(element) if isinstance(element, exp.DataType) else None
+        if budget is not None and inner is not None:  # each element is parsed as its own type
+            budget = min(budget, inner)
+    return budget
+
+
 SIZE_BOUNDS: Final = SearchBounds(
     calls=_CALLS,
     like=_LIKE,
@@ -127,6 +168,7 @@ SIZE_BOUNDS: Final = SearchBounds(
     builtin_schema="pg_catalog",
     # pgvector's types, which sqlglot reads as user-defined: a cast to one is no string
     not_text=frozenset(["vector", "halfvec", "sparsevec"]),
+    cast_budget=_cast_budget,
     varying=frozenset(
         [
             "random",

@@ -1,0 +1,80 @@
+"""PostgreSQL memory no setting bounds, rebuilt from the red team's findings (rt15pg F7, F9).
+
+A recursive CTE with UNION keeps every distinct row in a hash table outside `work_mem` and
+`temp_file_limit` (F7: 1.7 GB by a 30 s timeout); regexp_split_to_array/_table record every
+match of the whole text before the first row, about 75 and 15 bytes per character (F9: 780 MB
+and 6 s past the answer over 100M characters). Figures in docs/security.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mcpkit.errors import Refused
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed
+from mcpkit.sql.service import SqlService
+
+TIMEOUT_S = 3.0
+SEARCH_TOO_LARGE = "The query searches strings too large to search within the time limit; narrow it."
+DISTINCT_RECURSION = (
+    "WITH RECURSIVE r(n) AS (SELECT 1 UNION SELECT n + 1 FROM r WHERE n < 1000000) SELECT count(*) FROM r"
+)
+SPLITS = {
+    "regexp_split_to_array": "SELECT cardinality(regexp_split_to_array(repeat('a', 3000000), ''))",
+    "regexp_split_to_table": "SELECT count(*) FROM regexp_split_to_table(repeat('a', 12000000), '')",
+    "regexp_split_to_table of a computed text": "SELECT count(*) FROM (SELECT string_agg(g::text, '') AS t"
+    " FROM generate_series(1, 2000000) g) s, regexp_split_to_table(s.t, '') p",
+}
+
+
+@pytest.fixture
+def service(pg_url: str) -> Iterator[SqlService]:
+    engine = SqlEngine(pg_url)
+    try:
+        yield SqlService(engine, timeout_s=TIMEOUT_S)
+    finally:
+        engine.close()
+
+
+@pytest.mark.postgres
+def test_postgres_recursive_union_is_refused_union_all_and_cycle_answer(service: SqlService) -> None:
+    with pytest.raises(Refused) as info:
+        service.query(DISTINCT_RECURSION, call_id="pg-rec")
+    assert info.value.data == {"reason": "too_complex"}
+    assert "UNION ALL" in str(info.value)
+    depth, _ = service.query(
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 1000) SELECT count(*) AS c"
+        " FROM r",
+        call_id="pg-rec-all",
+    )
+    cycle, _ = service.query(
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n % 5 + 1 FROM r) CYCLE n SET seen USING path"
+        " SELECT count(*) FILTER (WHERE NOT seen) AS c FROM r",
+        call_id="pg-rec-cycle",
+    )
+    assert (depth.rows, cycle.rows) == ([[1000]], [[5]])
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", sorted(SPLITS))
+def test_postgres_regexp_split_of_a_large_text_is_resource(name: str, service: SqlService) -> None:
+    started = time.monotonic()
+    with pytest.raises(QueryFailed) as info:
+        service.query(SPLITS[name], call_id="pg-split")
+    assert (info.value.kind, info.value.message) == ("resource", SEARCH_TOO_LARGE)
+    assert time.monotonic() - started < 1.0  # refused before the split started
+
+
+@pytest.mark.postgres
+def test_postgres_regexp_split_of_a_document_answers_guarded(service: SqlService) -> None:
+    sql = (
+        "SELECT cardinality(regexp_split_to_array(repeat('word ', 200000), '\\s+')) AS words,"
+        " (SELECT count(*) FROM regexp_split_to_table(repeat('ab', 1000000), '')) AS chars"
+    )
+    assert service.admit(sql, 100).sql.count("THEN CAST('mcpkit_search_bound ") == 2
+    result, _ = service.query(sql, call_id="pg-split-ok")
+    assert result.rows == [[200001, 2000000]]
