@@ -111,7 +111,7 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         found.append(_Target(outer, node, bound))
     cast_budget = bounds.cast_budget
     for cast in tree.find_all(exp.Cast):
-        budget = cast_budget(cast.to) if cast_budget is not None else None
+        budget = cast_budget(cast.to, cast.this) if cast_budget is not None else None
         if budget is not None and _parses_text(cast.this, bounds):
             found.append(_Target(cast, cast, _CastBound(budget)))
     return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
@@ -344,7 +344,25 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                 hay.replace(placeholder)
                 placeholder.replace(_guarded(hay, cond, bounds, marker))
             continue
+        typed = isinstance(bound, _CastBound) or (isinstance(bound, SizeBound) and bound.typed)
+        if bounds.folds_constants and typed and not isinstance(bound, GrowthBound):
+            _unfoldable(target.call, bound)
         placeholder = exp.Null()
         target.node.replace(placeholder)
         placeholder.replace(_guarded(target.node, cond, bounds, marker))
     return tree
+
+
+def _unfoldable(call: exp.Expr, bound: SizeBound | _CastBound) -> None:
+    """Each operand of `call` that reads no column becomes a scalar subquery. PostgreSQL evaluates
+    an immutable call over constants while planning, before the guard runs, and a guard testing an
+    operand's run-time type (`pg_typeof`, stable) is not folded first: `CAST(repeat('x', 5e7) AS
+    int)` failed with its whole input in the error, guard or not. A subquery is not folded."""
+    keys = ("this",) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
+    for key in keys:
+        value = operand(call, key)
+        if value is None or static_length(value) is not None or any(value.find_all(exp.Column, exp.Select)):
+            continue
+        placeholder = exp.Null()
+        value.replace(placeholder)
+        placeholder.replace(exp.Subquery(this=exp.select(value)))

@@ -232,8 +232,9 @@ class SearchBounds:
         cost_factor: The SQL of how many times slower than a binary compare a search over the
             haystack (first) and needle (second) runs in their collations, evaluated at run time;
             None: every search compares bytes.
-        cast_budget: The byte budget of the text a cast to this type parses (its input function
-            runs with no interrupt check), or None when such a cast is cheap.
+        cast_budget: The byte budget of the text a cast to this type (first) of this value
+            (second) parses (its input function runs with no interrupt check, or quotes its whole
+            input when it fails), or None when such a cast is cheap.
     """
 
     calls: Mapping[str, SizeBound]
@@ -251,4 +252,8 @@ class SearchBounds:
     growths: Mapping[str, GrowthBound] = field(default_factory=dict)
     converted_length: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
     cost_factor: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
-    cast_budget: Callable[[exp.DataType], int | None] | None = None
+    cast_budget: Callable[[exp.DataType, exp.Expr], int | None] | None = None
+    folds_constants: bool = False
+    """The engine evaluates an immutable call over constants while planning, whatever CASE holds
+    it, unless a condition before it folds first (PostgreSQL): a guard that tests a run-time type
+    makes such operands subqueries, which it does not fold."""
