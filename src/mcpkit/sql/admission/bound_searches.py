@@ -40,13 +40,19 @@ from mcpkit.sql.admission.operands import (
     arguments,
     is_ascii,
     operand,
-    plain_pattern,
     plainly_scalar,
     prefix_pattern,
     static_chars,
     static_length,
 )
 from mcpkit.sql.admission.operators import bound_of, spread_quantified
+from mcpkit.sql.admission.regex_cost import (
+    MAX_DEGREE,
+    MAX_PATHS,
+    PatternCost,
+    PatternTooComplex,
+    pattern_cost,
+)
 from mcpkit.sql.errors import refuse
 
 __all__ = ["MAX_BOUNDED", "MAX_PATTERNS", "SHORT_LITERAL", "bound_searches"]
@@ -233,10 +239,17 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
         not_text = builder.bounds.not_text
         if plainly_scalar(hay, bound.typed, not_text) or plainly_scalar(needle, other, not_text):
             return None
-    if bound.pattern and not plain_pattern(needle):
-        if static_length(hay) is not None:  # a literal subject: its length was checked as text
-            return None
-        return _over(exp.Mul(this=builder.length(hay), expression=builder.length(hay)), bound.budget)
+    if bound.pattern:
+        cost = _pattern(needle)
+        if not cost.plain:
+            if static_length(hay) is not None:  # a literal subject: its length was checked as text
+                return None
+            steps = builder.length(hay)
+            for _ in range(cost.degree - 1):
+                steps = exp.Mul(this=steps, expression=builder.length(hay))
+            if cost.paths > 1:
+                steps = exp.Mul(this=steps, expression=exp.Literal.number(cost.paths))
+            return _over(steps, bound.budget)
     conds: list[exp.Expr] = []
     short = (n := static_length(needle)) is not None and n <= SHORT_LITERAL
     if not short and not (isinstance(target.call, exp.Like | exp.ILike) and prefix_pattern(needle)):
@@ -275,6 +288,25 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     if not conds:
         return None
     return exp.or_(*conds, copy=False) if len(conds) > 1 else conds[0]
+
+
+def _pattern(regex: exp.Expr) -> PatternCost:
+    """What a regular expression may cost (`regex_cost`); a computed or exponential one is refused."""
+    if not (isinstance(regex, exp.Literal) and regex.is_string):
+        refuse(
+            "too_complex",
+            "A regular expression is answered only when written as a literal here (what a computed"
+            " one costs cannot be bounded); write the pattern out.",
+        )
+    try:
+        return pattern_cost(regex.this)
+    except PatternTooComplex:
+        refuse(
+            "too_complex",
+            f"The regular expression could take exponential time (more than {MAX_DEGREE - 1} unbounded"
+            f" quantifiers, more than {MAX_PATHS} ways through its groups, or a quantifier on a"
+            " group); simplify it, or filter with LIKE first.",
+        )
 
 
 def _over(cost: exp.Expr, budget: int) -> exp.Expr:
@@ -318,7 +350,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
     for target in _targets(tree, dialect, bounds):
         if isinstance(target.bound, SizeBound) and target.bound.pattern:
             regex = operand(target.call, target.bound.needle)
-            patterns += regex is not None and not plain_pattern(regex)
+            patterns += regex is not None and not _pattern(regex).plain
             if patterns > MAX_PATTERNS:
                 refuse(
                     "too_complex",

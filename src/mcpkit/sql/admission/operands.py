@@ -11,7 +11,6 @@ __all__ = [
     "arguments",
     "is_ascii",
     "operand",
-    "plain_pattern",
     "plainly_scalar",
     "prefix_pattern",
     "static_chars",
@@ -100,12 +99,3 @@ def arguments(call: exp.Expr) -> list[exp.Expr]:
     """Every argument of a call, as sqlglot holds them (`this`, `expression`, then `expressions`)."""
     named = [call.args.get(key) for key in ("this", "expression")]
     return [a for a in named if isinstance(a, exp.Expr)] + list(call.expressions)
-
-
-_QUANTIFIERS: Final = frozenset("*+?{[\\")
-
-
-def plain_pattern(pattern: exp.Expr) -> bool:
-    """A literal regular expression without quantifiers, classes or escapes: each position of the
-    subject costs at most the pattern's length, as a plain search."""
-    return isinstance(pattern, exp.Literal) and pattern.is_string and not _QUANTIFIERS & set(pattern.this)

@@ -182,9 +182,9 @@ class SizeBound:
     removal: bool = False
     default: str = " "
     pattern: bool = False
-    """`needle` is a regular expression (MariaDB's PCRE): one with a quantifier or class, or computed,
-    may rescan the rest of the haystack from every position without reaching PCRE's match limit
-    (`[a-z]*+[0-9]`), so haystack^2 is capped by `budget`; a literal without them is a search."""
+    """`needle` is a regular expression (MariaDB's PCRE): what it may cost is read off its literal
+    text (`admission.regex_cost`: haystack^(quantifiers + 1) x its groups' paths, capped by
+    `budget`); a literal without metacharacters is a search, a computed one is refused."""
 
 
 @dataclass(frozen=True)
