@@ -4,7 +4,13 @@ SQLite and MariaDB compile a CTE's body once per reference (SQLite in `sqlite3_p
 progress handler or interrupt runs; PostgreSQL too when it is NOT MATERIALIZED), so a chain of
 CTEs that each read the previous one twice doubles per level: twenty short lines made SQLite
 compile 2^19 SELECTs, answering a 2 s call at 6-8 s and burning ~100 s of CPU and 600 MB after
-the call gave up (red team rt15my F5). Nothing an analyst writes comes near the bound.
+the call gave up (red team rt15my F5). The same holds for an expression: MariaDB, PostgreSQL and
+SQLite merge a CTE or derived table into the query that reads it, so a column read twice per level
+(`SELECT x + x AS x FROM c3`, or a size guard that reads its operand three times) is evaluated as
+a tree, 2^levels times, while the statement is optimised, where no KILL or timeout reaches it
+(red team rt16 F1, F3: 25 short SELECTs ran minutes past a 2 s call). So a query is also refused
+when its expressions, with each column of a CTE or derived table replaced by the expression it
+stands for, exceed `MAX_EXPANDED_NODES`. Nothing an analyst writes comes near either bound.
 """
 
 from __future__ import annotations
@@ -12,13 +18,66 @@ from __future__ import annotations
 from typing import Final
 
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.scope import Scope, build_scope
 
 from mcpkit.sql.errors import refuse
 
-__all__ = ["MAX_EXPANDED_SELECTS", "limit_expansion"]
+__all__ = ["MAX_EXPANDED_NODES", "MAX_EXPANDED_SELECTS", "limit_expansion"]
 
 MAX_EXPANDED_SELECTS: Final = 1024
 """SELECTs a query may hold once every CTE reference is replaced by the CTE's body."""
+MAX_EXPANDED_NODES: Final = 100_000
+"""Syntax nodes one SELECT's expressions may hold once every column of a CTE or derived table it
+reads is replaced by that column's expression (transitively)."""
+
+
+class _Columns:
+    """The size of a scope's expressions with each column of a CTE or derived table they read
+    replaced by the expression it stands for (memoised per scope and column)."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[tuple[int, str], int] = {}
+
+    def size(self, scope: Scope, node: exp.Expr) -> int:
+        total = 0
+        for each in node.walk(prune=lambda n: n is not node and isinstance(n, exp.Query | exp.Subquery)):
+            if isinstance(each, exp.Query | exp.Subquery) and each is not node:
+                continue
+            total += self._column(scope, each) if isinstance(each, exp.Column) else 1
+            if total > MAX_EXPANDED_NODES:
+                break
+        return total
+
+    def _column(self, scope: Scope, column: exp.Column) -> int:
+        selected = scope.selected_sources
+        if column.table:
+            sources = [selected[column.table][1]] if column.table in selected else []
+        else:
+            sources = [source for _, source in selected.values()]
+        return max([1, *(self._output(s, column.name) for s in sources if isinstance(s, Scope))])
+
+    def _output(self, scope: Scope, name: str) -> int:
+        key = (id(scope.expression), name.casefold())
+        if key not in self.sizes:
+            self.sizes[key] = 1  # while it is computed: a recursive CTE reads itself
+            select = scope.expression
+            found = [
+                p.unalias() for p in getattr(select, "selects", []) if p.alias_or_name.casefold() == key[1]
+            ]
+            self.sizes[key] = max([1, *(self.size(scope, p) for p in found)])
+        return self.sizes[key]
+
+
+def _expanded_nodes(tree: exp.Expr) -> int:
+    try:
+        root = build_scope(tree)
+    except (SqlglotError, KeyError, ValueError):  # a shape scoping cannot read: the parser's bounds hold
+        return 0
+    if root is None:
+        return 0
+    columns = _Columns()
+    return max((columns.size(scope, scope.expression) for scope in root.traverse()), default=0)
 
 
 class _Expansion:
@@ -86,9 +145,16 @@ def limit_expansion(tree: exp.Expr, dialect: str) -> exp.Expr:
     Raises:
         Refused: reason `too_complex`.
     """
-    if not any(True for _ in tree.find_all(exp.CTE)):
+    if not any(True for _ in tree.find_all(exp.CTE, exp.Subquery)):
         return tree
-    if _Expansion().size(tree) > MAX_EXPANDED_SELECTS:
+    if _expanded_nodes(tree) > MAX_EXPANDED_NODES:
+        refuse(
+            "too_complex",
+            "The query's expressions grow past what can be evaluated safely once each CTE or derived"
+            " table column is replaced by the expression it stands for (a column read twice per level"
+            " doubles per level); compute it in fewer steps, or split the query.",
+        )
+    if any(True for _ in tree.find_all(exp.CTE)) and _Expansion().size(tree) > MAX_EXPANDED_SELECTS:
         refuse(
             "too_complex",
             f"The query's CTEs expand to more than {MAX_EXPANDED_SELECTS} SELECTs (the database copies a"
