@@ -433,6 +433,10 @@ CREATE FUNCTION {s}.sd_dynamic() RETURNS text LANGUAGE plpgsql SECURITY DEFINER
     AS $$ DECLARE r text; BEGIN EXECUTE 'SELECT min(em' || 'ail) FROM {s}.cust' || 'omers' INTO r;
     RETURN r; END $$;
 CREATE FUNCTION {s}.sd_calls_clean() RETURNS bigint LANGUAGE sql SECURITY DEFINER AS 'SELECT {s}.sd_clean()';
+CREATE FUNCTION {s}.sd_xml() RETURNS xml LANGUAGE sql SECURITY DEFINER
+    AS $$ SELECT query_to_xml('SELECT em' || 'ail FROM {s}.cust' || 'omers', false, false, '') $$;
+CREATE FUNCTION {s}.sd_stats() RETURNS text LANGUAGE sql SECURITY DEFINER
+    AS $$ SELECT string_agg(histogram_bounds::text, ',') FROM pg_stats WHERE attname = 'em' || 'ail' $$;
 """
 # rt15pg F2: a definer function reaching the e-mails through a helper, or SQL it builds, named no
 # masked relation itself, and doctor passed it
@@ -446,6 +450,8 @@ PG_EXPOSED = (
     "sd_atomic()",
     "sd_via_helper(i integer)",
     "sd_dynamic()",
+    "sd_xml()",  # rt16 F7: SQL in a string for a built-in, or the statistics, from a sql body
+    "sd_stats()",
 )
 
 
@@ -507,6 +513,7 @@ def test_postgres_views_and_definers_over_masked_columns_refused_then_clean(
             "SELECT email FROM mv_emails",
             "SELECT sd_via_helper(1)",
             "SELECT sd_dynamic()",
+            "SELECT sd_xml()::text",
         ):
             result, _ = service.query(sql, call_id="view", max_rows=5)
             assert leaked(result, ["ada@x.org"]), sql

@@ -90,6 +90,30 @@ ORDER BY 2
 # EXECUTE) or a language mcpkit cannot read (C: dblink, crosstab; plpython): those count where the
 # definer's owner may read a masked column or a view over one (red team rt15pg F2: a definer
 # function returning an invoker helper's `SELECT email` named no masked relation itself).
+# Built-ins that run SQL carried in text, or read a column's values from the statistics: a body
+# calling one reaches what its owner can read without naming it (red team rt16 F7: a LANGUAGE sql
+# definer returning query_to_xml('SELECT email FROM ...'), another pg_stats' histogram bounds).
+_SQL_FROM_TEXT: Final = "|".join(
+    [
+        "query_to_xml",
+        "query_to_xmlschema",
+        "query_to_xml_and_xmlschema",
+        "cursor_to_xml",
+        "table_to_xml",
+        "table_to_xmlschema",
+        "table_to_xml_and_xmlschema",
+        "schema_to_xml",
+        "schema_to_xml_and_xmlschema",
+        "database_to_xml",
+        "database_to_xml_and_xmlschema",
+        "ts_stat",
+        "pg_stats",
+        "pg_stats_ext",
+        "pg_stats_ext_exprs",
+        "pg_statistic",
+        "pg_statistic_ext_data",
+    ]
+)
 _DEFINERS = r"""
 WITH RECURSIVE fn AS (
     SELECT p.oid, p.proname, p.prosecdef, p.proowner, p.prosqlbody, l.lanname,
@@ -114,6 +138,7 @@ WITH RECURSIVE fn AS (
     SELECT oid FROM named
     UNION SELECT oid FROM fn WHERE lanname NOT IN ('sql', 'plpgsql', 'internal')
                                 OR (lanname = 'plpgsql' AND src ~ '\mexecute\M')
+                                OR src ~ ('\m(' || :builtins || ')\M')
   UNION
     SELECT f.oid FROM reach r JOIN fn g ON g.oid = r.oid JOIN fn f ON f.oid <> g.oid
     WHERE f.src ~ ('\m' || regexp_replace(lower(g.proname), '([^a-z0-9_])', '\', 'g') || '\M')
@@ -173,6 +198,7 @@ def masked_routes(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
         "views": sorted({int(r[0]) for r in closure if r[3] in ("v", "m")}),
         "columns": [f"{r}.{a}" for r, a in zip(relids, attnums, strict=True)],
         "names": sorted({str(r[2]) for r in closure}),
+        "builtins": _SQL_FROM_TEXT,
         "masked_relids": relids,
         "masked_attnums": attnums,
     }
