@@ -47,3 +47,26 @@ def test_mariadb_many_temporary_tables_share_one_budget(service: SqlService) -> 
     assert service.query(_GROUPED.format(0), call_id="tmp-one")[0].rows == [[20000]]
     two = " UNION ALL ".join(_GROUPED.format(i) for i in range(2))
     assert service.query(two, call_id="tmp-two")[0].rows == [[20000], [20000]]
+
+
+@pytest.mark.mysql
+def test_mariadb_a_plan_the_server_will_not_show_is_counted_from_the_text(mysql_url: str) -> None:
+    # red team rt16 F5: EXPLAIN fails (1345) for a DEFINER view over a table the login cannot read
+    # (allowed by name), and the query ran at the session's cap per table with no count: 30
+    # derived tables beside such a view held 1.38 GB
+    with mysql_scratch(mysql_url, "tmpv") as s, s.admin.cursor() as c:
+        c.execute(f"CREATE TABLE {s.db}.hidden (n INT)")
+        c.execute(f"INSERT INTO {s.db}.hidden VALUES (1)")
+        c.execute(f"CREATE SQL SECURITY DEFINER VIEW {s.db}.v AS SELECT n FROM {s.db}.hidden")
+        c.execute(f"GRANT SELECT ON {s.db}.v TO '{s.reader}'@'%'")
+        c.execute(f"GRANT SELECT ON {s.db}.seq_1_to_20000 TO '{s.reader}'@'%'")
+        engine = SqlEngine(s.reader_url)
+        try:
+            service = SqlService(engine, timeout_s=30.0)
+            many = " UNION ALL ".join(_GROUPED.format(i) for i in range(40))
+            with pytest.raises(QueryFailed) as info:
+                service.query(f"SELECT * FROM v, ({many}) AS u", call_id="tmp-view")
+            assert info.value.kind == "resource"
+            assert service.query("SELECT n FROM v", call_id="tmp-view")[0].rows == [[1]]
+        finally:
+            engine.close()
