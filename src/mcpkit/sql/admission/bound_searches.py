@@ -40,6 +40,7 @@ from mcpkit.sql.admission.operands import (
     arguments,
     is_ascii,
     operand,
+    parses_text,
     plainly_scalar,
     prefix_pattern,
     static_chars,
@@ -87,18 +88,6 @@ def _depth(node: exp.Expr) -> int:
     return depth
 
 
-def _parses_text(value: exp.Expr, bounds: SearchBounds) -> bool:
-    """Whether a cast of `value` may run an input function over a text no literal sizes: not for
-    a literal, an ARRAY[...] (each element cast on its own), or a value cast to a type not a
-    string (json is parsed again as jsonb)."""
-    inner = value.unnest()
-    if static_length(value) is not None or isinstance(inner, exp.Array | exp.Null):
-        return False
-    return (isinstance(inner, exp.Cast) and inner.to.is_type("json")) or not plainly_scalar(
-        inner, "text", bounds.not_text
-    )
-
-
 def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target]:
     found: list[_Target] = []
     operators = tuple(bounds.infix)
@@ -118,7 +107,7 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
     cast_budget = bounds.cast_budget
     for cast in tree.find_all(exp.Cast):
         budget = cast_budget(cast.to, cast.this) if cast_budget is not None else None
-        if budget is not None and _parses_text(cast.this, bounds):
+        if budget is not None and parses_text(cast.this, bounds):
             found.append(_Target(cast, cast, _CastBound(budget)))
     return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
 
@@ -174,6 +163,9 @@ def _growth_cost(call: exp.Expr, bound: GrowthBound, builder: _Builder) -> exp.E
     factor = bound.factor(call)
     if factor is None:
         return None
+    if not bound.argument:  # the factor is the whole size (a count of characters, of elements)
+        known = isinstance(factor, exp.Literal) and int(factor.this) <= bound.budget
+        return None if known else _over(factor, bound.budget)
     if bound.argument == "*":
         sized = [a for a in arguments(call) if not isinstance(a, exp.Null)]
     else:

@@ -7,10 +7,13 @@ from typing import Final
 
 from sqlglot import exp
 
+from mcpkit.sql.admission.function_tables import SearchBounds
+
 __all__ = [
     "arguments",
     "is_ascii",
     "operand",
+    "parses_text",
     "plainly_scalar",
     "prefix_pattern",
     "static_chars",
@@ -99,3 +102,15 @@ def arguments(call: exp.Expr) -> list[exp.Expr]:
     """Every argument of a call, as sqlglot holds them (`this`, `expression`, then `expressions`)."""
     named = [call.args.get(key) for key in ("this", "expression")]
     return [a for a in named if isinstance(a, exp.Expr)] + list(call.expressions)
+
+
+def parses_text(value: exp.Expr, bounds: SearchBounds) -> bool:
+    """Whether a cast of `value` may run an input function over a text no literal sizes: not for
+    a literal, an ARRAY[...] (each element cast on its own), or a value cast to a type not a
+    string (json is parsed again as jsonb)."""
+    inner = value.unnest()
+    if static_length(value) is not None or isinstance(inner, exp.Array | exp.Null):
+        return False
+    return (isinstance(inner, exp.Cast) and inner.to.is_type("json")) or not plainly_scalar(
+        inner, "text", bounds.not_text
+    )

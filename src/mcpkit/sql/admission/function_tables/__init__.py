@@ -192,9 +192,9 @@ class GrowthBound:
     """A call whose result can be many times its arguments and which checks no size limit on it
     (MariaDB's JSON_DETAILED indents every line to its depth; JSON_MERGE, JSON_SET and JSON_EXTRACT
     build past max_allowed_packet, twice per nesting level): `factor(call)` is the SQL of an upper
-    bound on result bytes per byte of `argument` (`"*"`: every argument's bytes summed), or None
-    where this call cannot outgrow its arguments; bytes x factor is capped by `budget` before the
-    call runs."""
+    bound on result bytes per byte of `argument` (`"*"`: every argument's bytes summed; `""`: the
+    factor is the result's bytes itself, as for a count of characters), or None where this call
+    cannot outgrow its arguments; bytes x factor is capped by `budget` before the call runs."""
 
     argument: str
     factor: Callable[[exp.Expr], exp.Expr | None]

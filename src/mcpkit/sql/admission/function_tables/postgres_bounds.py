@@ -7,7 +7,7 @@ from typing import Final
 
 from sqlglot import exp
 
-from mcpkit.sql.admission.function_tables import SearchBounds, SizeBound
+from mcpkit.sql.admission.function_tables import GrowthBound, SearchBounds, SizeBound
 
 __all__ = ["SIZE_BOUNDS"]
 
@@ -170,8 +170,78 @@ def _cast_budget(to: exp.DataType, value: exp.Expr) -> int | None:
     return budget
 
 
+# Calls that build a value many times their arguments: PostgreSQL caps a value at 1 GB, but every
+# value a row builds stays until the row is done, so several add up (red team rt16 F8:
+# array_to_string(array_fill(big, ARRAY[900]), '') took a backend to 3.8 GB, three such terms
+# 3.2 GB against 1.3 GB for one; repeat(big, 900) 1 GB). Each is capped at 64 MB before it runs.
+_BUILT: Final = 64 * 1024 * 1024
+
+
+def _bigint(value: exp.Expr) -> exp.Expr:
+    return exp.Greatest(this=exp.cast(value.copy(), "BIGINT"), expressions=[exp.Literal.number(0)])
+
+
+def _times(call: exp.Expr) -> exp.Expr | None:
+    times = call.args.get("times")
+    if isinstance(times, exp.Literal) and times.is_int:
+        return exp.Literal.number(max(int(times.this), 0))
+    return _bigint(times) if isinstance(times, exp.Expr) else None
+
+
+def _padded(call: exp.Expr) -> exp.Expr | None:
+    # lpad/rpad answer `n` characters, up to 4 bytes each
+    n = call.args.get("expression")
+    if isinstance(n, exp.Literal) and n.is_int:
+        return exp.Literal.number(4 * max(int(n.this), 0))
+    return exp.Mul(this=exp.Literal.number(4), expression=_bigint(n)) if isinstance(n, exp.Expr) else None
+
+
+def _filled(call: exp.Expr) -> exp.Expr | None:
+    # array_fill(value, dims): one copy of value per element (its text form bounds its bytes)
+    if len(call.expressions) < 2:
+        return None
+    value, dims = call.expressions[0], call.expressions[1]
+    if isinstance(dims, exp.Cast):
+        dims = dims.this
+    size = exp.Anonymous(this="octet_length", expressions=[exp.cast(value.copy(), "TEXT")])
+    count: exp.Expr = exp.Literal.number(1)
+    for dim in dims.expressions if isinstance(dims, exp.Array) else [dims]:
+        step: exp.Expr = exp.Literal.number(1 << 27)  # computed: as large as a dimension may be
+        if isinstance(dim, exp.Literal) and dim.is_int:
+            step = exp.Literal.number(max(int(dim.this), 0))
+        count = exp.Mul(this=count, expression=step)
+    return exp.Mul(this=exp.cast(size, "BIGINT"), expression=exp.paren(count, copy=False))
+
+
+def _replaced(call: exp.Expr) -> exp.Expr | None:
+    # each match (at least one character) becomes the replacement; regexp_replace with 'g' and an
+    # empty pattern matches at every position
+    replacement = call.args.get("replacement")
+    if not isinstance(replacement, exp.Expr):
+        return None
+    if isinstance(call, exp.RegexpReplace):  # without 'g', one match only
+        flags = call.args.get("modifiers")
+        if flags is None or (isinstance(flags, exp.Literal) and "g" not in flags.this):
+            return None
+    if isinstance(replacement, exp.Literal) and replacement.is_string and len(replacement.this.encode()) <= 1:
+        return None if isinstance(call, exp.Replace) else exp.Literal.number(2)
+    length = exp.cast(exp.Anonymous(this="octet_length", expressions=[replacement.copy()]), "BIGINT")
+    return exp.Add(this=length, expression=exp.Literal.number(1))
+
+
+_GROWTHS: Final = {
+    "repeat": GrowthBound("this", _times, _BUILT),
+    "lpad": GrowthBound("", _padded, _BUILT),
+    "rpad": GrowthBound("", _padded, _BUILT),
+    "array_fill": GrowthBound("", _filled, _BUILT),
+    "replace": GrowthBound("this", _replaced, _BUILT),
+    "regexp_replace": GrowthBound("this", _replaced, _BUILT),
+}
+
+
 SIZE_BOUNDS: Final = SearchBounds(
     calls=_CALLS,
+    growths=_GROWTHS,
     like=_LIKE,
     ilike=_LIKE,
     byte_length=_byte_length,

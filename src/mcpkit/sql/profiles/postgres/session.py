@@ -17,9 +17,9 @@ from psycopg.adapt import AdaptersMap
 from psycopg.types.string import TextLoader
 from sqlalchemy.engine import URL, Connection
 
-from mcpkit.sql.admission.function_tables import SEARCH_BOUND_MARKER
+from mcpkit.sql.admission.function_tables import SEARCH_BOUND_MARKER, SIZE_BOUND_MARKER
 from mcpkit.sql.clipping import Clipping
-from mcpkit.sql.errors import SEARCH_TOO_LARGE, SqlConfigError
+from mcpkit.sql.errors import SEARCH_TOO_LARGE, VALUE_TOO_LARGE, SqlConfigError
 from mcpkit.sql.profiles.base import Outcome, Profile
 from mcpkit.sql.tagging import session_label
 
@@ -55,13 +55,14 @@ _ADAPTERS: Final = AdaptersMap(_psycopg_adapters)
 _ADAPTERS.register_loader("interval", TextLoader)
 
 
-def _bounded_search(exc: BaseException) -> bool:
-    """22P02 from the cast a bounded search's guard writes (its input text starts with the marker)."""
+def _bounded_search(exc: BaseException, marker: str = SEARCH_BOUND_MARKER) -> bool:
+    """22P02 from the cast a bounded search's (or value-growing call's) guard writes: its input
+    text starts with the marker."""
     if getattr(exc, "sqlstate", None) != "22P02":
         return False
     diag = getattr(exc, "diag", None)
     primary = getattr(diag, "message_primary", None) or str(exc)
-    return f'"{SEARCH_BOUND_MARKER} ' in primary
+    return f'"{marker} ' in primary
 
 
 class PostgresSession(Profile):
@@ -194,8 +195,11 @@ class PostgresSession(Profile):
             conn.exec_driver_sql("RELEASE SAVEPOINT mcpkit_reverify")
 
     def failure_message(self, exc: BaseException) -> str | None:
-        """`SEARCH_TOO_LARGE` for a string search whose guard failed (`admission.bound_searches`)."""
-        return SEARCH_TOO_LARGE if _bounded_search(exc) else None
+        """`SEARCH_TOO_LARGE` for a string search whose guard failed (`admission.bound_searches`),
+        `VALUE_TOO_LARGE` for a value-growing call's."""
+        if _bounded_search(exc):
+            return SEARCH_TOO_LARGE
+        return VALUE_TOO_LARGE if _bounded_search(exc, SIZE_BOUND_MARKER) else None
 
     def classify(self, exc: BaseException) -> Outcome:
         """Map a SQLSTATE to a failure kind."""
@@ -206,7 +210,7 @@ class PostgresSession(Profile):
             return "read_only"
         if state in _UNDEFINED:
             return "undefined_object"
-        if _bounded_search(exc):
+        if _bounded_search(exc) or _bounded_search(exc, SIZE_BOUND_MARKER):
             return "resource"
         if state.startswith("42"):
             return "permission" if state == "42501" else "syntax" if state in ("42601", "42P10") else "other"
