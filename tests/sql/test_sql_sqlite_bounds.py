@@ -17,6 +17,7 @@ import datetime as dt
 import gc
 import json
 import os
+import random
 import sqlite3
 import subprocess
 import sys
@@ -33,7 +34,7 @@ from mcpkit.sql.admission import Admitted
 from mcpkit.sql.audit import AuditStore
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
-from mcpkit.sql.profiles import sqlite_heap
+from mcpkit.sql.profiles import sqlite_heap, sqlite_search
 from mcpkit.sql.profiles.sqlite import SqliteProfile
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline
 from mcpkit.sql.service import SqlService
@@ -300,3 +301,73 @@ def test_sqlite_a_row_the_driver_cannot_read_fails_the_call_whole(tmp_path: Path
         assert service.query("SELECT id FROM t ORDER BY id", call_id="after")[0].rows == [[1], [2], [3]]
     finally:
         engine.close()
+
+
+# Red team rt15my F1: Python's create_function decoded each argument to `str`, 4 bytes a character
+# once one was astral: 33 MB of text held 132 MB more per copy. SQLite alone builds the text in
+# 95 MB here; before, instr and trim grew 220 MB, replace 252 MB (377 MB replacing every 'a').
+_TEXT = "printf('%.*c', 33000000, 'a') || '😀'"
+_ASTRAL = {
+    "instr": f"SELECT instr({_TEXT}, 'b')",
+    "replace": f"SELECT length(replace({_TEXT}, 'x', 'y'))",
+    "replace-every": f"SELECT length(replace({_TEXT}, 'a', 'b'))",
+    "trim": f"SELECT length(trim({_TEXT}, '😀bcdefghijklmnopqrstuvwxyz'))",
+    "rtrim": f"SELECT length(rtrim({_TEXT}, '😀bcdefghijklmnopqrstuvwxyz'))",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ASTRAL))
+def test_sqlite_bounded_text_functions_hold_no_decoded_copy(
+    name: str, sqlite_env: DbEnv, tmp_path: Path
+) -> None:
+    audit = f"sqlite:///{tmp_path / 'audit.db'}"
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, sqlite_env.ro_url, audit, _ASTRAL[name]],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["outcome"] == "answered", got
+    assert got["grew_mb"] < 95 + 48, got  # now 95 MB, 126 MB replacing every 'a' (SQLite's result)
+
+
+_ALPHABET = ["a", "b", "é", "😀", "€", "\x00", "ab"]
+
+
+def test_sqlite_bounded_text_functions_answer_as_sqlites_own_across_windows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Windows of 5 bytes so that characters, matches and trims cross window edges; text, blobs,
+    # numbers, NUL, bytes that are not UTF-8 (a blob cut in a character, cast to text).
+    monkeypatch.setattr(sqlite_search, "WINDOW", 5)
+    rnd = random.Random(15)
+    bounded = sqlite3.connect(":memory:")
+    bound_text_functions(bounded, 32 * 1024 * 1024)
+    own = sqlite3.connect(":memory:")
+    exprs = [
+        "instr(?1, ?2)", "instr(CAST(?1 AS TEXT), CAST(?2 AS TEXT))", "hex(replace(?1, ?2, ?3))",
+        "hex(replace(CAST(?1 AS TEXT), ?2, ?3))", "hex(trim(?1, ?4))", "hex(ltrim(?1, ?4))",
+        "hex(rtrim(CAST(?1 AS TEXT), ?4))", "replace(?3, '', NULL)", "replace(12312, 12, ?3)",
+        "typeof(replace(12312, '', ?3))", "hex(trim(?1, char(0) || ?4))",
+    ]  # fmt: skip
+    sql = "SELECT " + ", ".join(exprs)
+
+    def text(most: int) -> str:
+        return "".join(rnd.choice(_ALPHABET) for _ in range(rnd.randint(0, most)))
+
+    try:
+        for _ in range(1500):
+            hay, needle, new, chars = text(30), text(4), text(3), text(3) or "a"
+            args = (
+                rnd.choice([hay, hay.encode(), hay.encode()[1:]]),
+                rnd.choice([needle, needle.encode(), needle.encode()[1:]]),
+                new,
+                chars,
+            )
+            assert bounded.execute(sql, args).fetchone() == own.execute(sql, args).fetchone(), args
+    finally:
+        bounded.close()
+        own.close()

@@ -19,12 +19,15 @@ bound to the call's deadline (`call_deadline`).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from mcpkit.sql.profiles import sqlite_search as search
+from mcpkit.sql.profiles.sqlite_capi import Context, Fail, TooBig, create_function, handle
 from mcpkit.sql.profiles.sqlite_printf import spec_sizes
 
 __all__ = ["LIKE_PATTERN_LENGTH", "bound_text_functions", "call_deadline", "past_deadline"]
@@ -144,9 +147,89 @@ def bounded_printf(max_length: int) -> Callable[..., Any]:
     return printf
 
 
+def _check() -> None:
+    if past_deadline():
+        raise Fail("interrupted")  # what SQLite says at the progress handler: a timeout
+
+
+def _c_instr(c: Context) -> None:
+    if c.is_null(0) or c.is_null(1):
+        return
+    _check()
+    blobs = c.is_blob(0) and c.is_blob(1)
+    if blobs:
+        hay, needle = c.blob(0), c.blob(1)
+    else:  # a blob beside text is read as text from a copy, as SQLite's instr() does
+        mixed = c.is_blob(0) or c.is_blob(1)
+        hay_text, needle_text = c.text(0, copy=mixed), c.text(1, copy=mixed)
+        if hay_text is None or needle_text is None:
+            raise MemoryError
+        hay, needle = hay_text, needle_text
+    c.result_int(search.instr(hay.read, hay.size, needle.read(0, needle.size), not blobs, _check))
+
+
+@functools.cache
+def _c_replace(max_length: int) -> Callable[[Context], None]:
+    def replace(c: Context) -> None:
+        if c.is_null(0) or c.is_null(1):
+            return
+        text, old = c.text(0), c.text(1)
+        if text is None or old is None:
+            raise MemoryError
+        if old.size == 0 or old.read(0, 1) == b"\0":  # SQLite's test for an empty pattern
+            c.result_arg(0)
+            return
+        new = None if c.is_null(2) else c.text(2)
+        if new is None:
+            return
+        _check()
+        pattern, replacement = old.read(0, old.size), new.read(0, new.size)
+        windows, hits = search.replace_windows(text.read, text.size, pattern, _check)
+        if not hits:
+            c.result_slice(text, 0, text.size)
+            return
+        size = text.size + hits * (len(replacement) - len(pattern))
+        if size > max_length:  # measured before anything is built
+            raise TooBig
+        c.result_built(size, lambda: search.replaced(text.read, windows, pattern, replacement, _check))
+
+    return replace
+
+
+@functools.cache
+def _c_trim(name: str, left: bool, right: bool) -> Callable[[Context], None]:
+    def trim(c: Context) -> None:
+        if c.is_null(0) or c.is_null(1):
+            return
+        text, chars = c.text(0), c.text(1)
+        if text is None or chars is None:
+            raise MemoryError
+        _check()
+        try:
+            start, end = search.trim_span(text.read, text.size, (chars.read, chars.size), left, right, _check)
+        except search.Unsupported as exc:
+            raise Fail(f"{name}() over {exc}") from None
+        c.result_slice(text, start, end)
+
+    return trim
+
+
 def bound_text_functions(conn: sqlite3.Connection, max_length: int) -> None:
-    """Install the bounded instr(), replace(), two-argument trims, printf() and format(); cap LIKE/GLOB."""
+    """Install the bounded instr(), replace(), two-argument trims, printf() and format(); cap LIKE/GLOB.
+
+    instr, replace and the trims read SQLite's bytes in place (`sqlite_capi`, `sqlite_search`); where
+    that is not available, Python's versions below run on the arguments decoded to `str`."""
     conn.setlimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, LIKE_PATTERN_LENGTH)
+    printf = bounded_printf(max_length)
+    for name in ("printf", "format"):
+        conn.create_function(name, -1, printf, deterministic=True)
+    db = handle(conn)
+    if db is not None:
+        create_function(db, "instr", 2, _c_instr)
+        create_function(db, "replace", 3, _c_replace(max_length))
+        for name, left, right in (("trim", True, True), ("ltrim", True, False), ("rtrim", False, True)):
+            create_function(db, name, 2, _c_trim(name, left, right))
+        return
 
     def instr(haystack: Any, needle: Any) -> Any:
         if haystack is None or needle is None:
@@ -176,8 +259,5 @@ def bound_text_functions(conn: sqlite3.Connection, max_length: int) -> None:
 
     conn.create_function("instr", 2, instr, deterministic=True)
     conn.create_function("replace", 3, replace, deterministic=True)
-    printf = bounded_printf(max_length)
-    for name in ("printf", "format"):
-        conn.create_function(name, -1, printf, deterministic=True)
     for name, left, right in (("trim", True, True), ("ltrim", True, False), ("rtrim", False, True)):
         conn.create_function(name, 2, _trim_function(name, left, right, max_length), deterministic=True)
