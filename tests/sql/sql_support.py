@@ -306,3 +306,14 @@ def sqlite_snapshot(folder: Path) -> dict[str, Any]:
 def changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """The snapshot keys whose digest differs."""
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+def assert_guarded_answers_alike(service: Any, sent: str, sql: str, rows: int, timeout_s: float) -> None:
+    """The SQL admission sent (`sent`, its guards written in) and the query as written answer alike
+    on `service`'s engine: the same column names and types, the same `rows` rows."""
+    engine = service.engine
+    guarded = engine.execute(sent, None, 100, timeout_s, "guarded")
+    plain = engine.execute(sql, None, 100, timeout_s, "plain")
+    assert [c.name for c in guarded.columns] == [c.name for c in plain.columns]
+    assert [c.type_name for c in guarded.columns] == [c.type_name for c in plain.columns]
+    assert guarded.rows == plain.rows and len(plain.rows) == rows

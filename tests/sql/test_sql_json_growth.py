@@ -18,7 +18,7 @@ import pytest
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import mysql_scratch
+from tests.sql.sql_support import assert_guarded_answers_alike, mysql_scratch
 
 TIMEOUT_S = 5.0
 PACKET = 16 * 1024 * 1024
@@ -104,12 +104,7 @@ def test_mariadb_builds_these_past_its_packet_and_the_guard_fails_them_first(
 def test_mariadb_small_json_answers_as_unguarded(service: SqlService) -> None:
     sent = service.admit(SMALL, 100).sql
     assert sent.count("mcpkit_size_bound") >= 13
-    engine = service.engine
-    assert isinstance(engine, SqlEngine)
-    guarded = engine.execute(sent, None, 100, TIMEOUT_S, "guarded")
-    plain = engine.execute(SMALL, None, 100, TIMEOUT_S, "plain")
-    assert [c.name for c in guarded.columns] == [c.name for c in plain.columns]
-    assert guarded.rows == plain.rows and len(plain.rows) == 3
+    assert_guarded_answers_alike(service, sent, SMALL, 3, TIMEOUT_S)
 
 
 @pytest.mark.mysql

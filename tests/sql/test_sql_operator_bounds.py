@@ -19,7 +19,7 @@ from mcpkit.sql.admission import admit
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import PgScratch, pg_scratch
+from tests.sql.sql_support import PgScratch, assert_guarded_answers_alike, pg_scratch
 
 TIMEOUT_S = 3.0
 MARKER = "mcpkit_search_bound"
@@ -96,12 +96,7 @@ def test_postgres_trigram_operators_are_resource_before_the_timeout(name: str, s
 def test_postgres_small_operator_operands_answer_as_unguarded(service: SqlService) -> None:
     sent = service.admit(SMALL, 100).sql
     assert sent.count(MARKER) >= 11  # every trigram operator, and modulo/distance by their run-time type
-    engine = service.engine
-    assert isinstance(engine, SqlEngine)
-    guarded = engine.execute(sent, None, 100, TIMEOUT_S, "guarded")
-    plain = engine.execute(SMALL, None, 100, TIMEOUT_S, "plain")
-    assert [c.type_name for c in guarded.columns] == [c.type_name for c in plain.columns]
-    assert guarded.rows == plain.rows and len(plain.rows) == 3
+    assert_guarded_answers_alike(service, sent, SMALL, 3, TIMEOUT_S)
 
 
 @pytest.mark.postgres

@@ -19,7 +19,7 @@ import pytest
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import PgScratch, pg_scratch
+from tests.sql.sql_support import PgScratch, assert_guarded_answers_alike, pg_scratch
 
 TIMEOUT_S = 3.0
 # The contract, written out (not imported) so that these tests run, and fail, on code without it.
@@ -120,9 +120,4 @@ def test_postgres_uninterruptible_work_is_resource_before_the_timeout(
 def test_postgres_small_operands_answer_as_unguarded(service: SqlService) -> None:
     sent = service.admit(SMALL, 100).sql
     assert sent.count("mcpkit_search_bound") == 5  # j - k, and the four normalizations and trims
-    engine = service.engine
-    assert isinstance(engine, SqlEngine)
-    guarded = engine.execute(sent, None, 100, TIMEOUT_S, "guarded")
-    plain = engine.execute(SMALL, None, 100, TIMEOUT_S, "plain")
-    assert [c.type_name for c in guarded.columns] == [c.type_name for c in plain.columns]
-    assert guarded.rows == plain.rows and len(plain.rows) == 2
+    assert_guarded_answers_alike(service, sent, SMALL, 2, TIMEOUT_S)

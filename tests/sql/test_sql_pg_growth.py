@@ -15,6 +15,7 @@ from mcpkit.sql.admission import admit
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import assert_guarded_answers_alike
 
 TIMEOUT_S = 20.0
 MARKER = "mcpkit_size_bound"
@@ -60,12 +61,9 @@ def test_postgres_small_builders_answer_as_unguarded(service: SqlService) -> Non
         " replace(x, '4', 'four') AS c, regexp_replace(x, '', '.', 'g') AS g"
         " FROM (VALUES ('42', 3), ('7', 4)) AS v(x, n) ORDER BY x"
     )
-    assert MARKER in service.admit(sql, 10).sql
-    engine = service.engine
-    assert isinstance(engine, SqlEngine)
-    guarded = engine.execute(service.admit(sql, 10).sql, None, 10, TIMEOUT_S, "guarded").rows
-    plain = engine.execute(sql, None, 10, TIMEOUT_S, "plain").rows
-    assert guarded == plain and len(plain) == 2
+    sent = service.admit(sql, 10).sql
+    assert MARKER in sent
+    assert_guarded_answers_alike(service, sent, sql, 2, TIMEOUT_S)
 
 
 def test_literal_builders_and_one_byte_replacements_are_sent_as_written() -> None:

@@ -20,7 +20,7 @@ from mcpkit.sql.admission import admit
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import mysql_scratch, pg_scratch
+from tests.sql.sql_support import assert_guarded_answers_alike, mysql_scratch, pg_scratch
 
 TIMEOUT_S = 3.0
 MARKER = "mcpkit_search_bound"
@@ -237,13 +237,7 @@ def test_mariadb_large_search_is_resource_before_the_timeout(name: str, mysql_se
 def _same_answer(service: SqlService, sql: str) -> None:
     sent = service.admit(sql, 100).sql
     assert sent.count(MARKER) >= 10  # every search in it is guarded
-    engine = service.engine
-    assert isinstance(engine, SqlEngine)
-    guarded = engine.execute(sent, None, 100, TIMEOUT_S, "guarded")
-    plain = engine.execute(sql, None, 100, TIMEOUT_S, "plain")
-    assert [c.name for c in guarded.columns] == [c.name for c in plain.columns]
-    assert [c.type_name for c in guarded.columns] == [c.type_name for c in plain.columns]
-    assert guarded.rows == plain.rows and len(plain.rows) == 6
+    assert_guarded_answers_alike(service, sent, sql, 6, TIMEOUT_S)
 
 
 @pytest.mark.postgres
