@@ -125,6 +125,10 @@ def function_policy(args: argparse.Namespace, dialect: str) -> FunctionPolicy:
     policy = FunctionPolicy.for_dialect(dialect, allow=allow, extra=extra)
     if policy.extra:
         log.warning("functions allowed beyond the reviewed list: %s", ", ".join(sorted(policy.extra)))
+    for name in sorted(policy.extra):
+        left_out = policy.table.lookup(name)
+        if left_out is not None and left_out.verdict == "absent":  # red team my17 F7
+            log.warning("%s is allowed unbounded, although it was left out: %s", name, left_out.why)
     return policy
 
 
