@@ -216,13 +216,18 @@ def test_mariadb_grant_mask_withholds_generated_columns_and_start_up_checks_them
             f"ALTER TABLE {db}.customers ADD domain VARCHAR(50) AS (SUBSTRING_INDEX(email_lower, '@', -1))"
         )
         c.execute(f"ALTER TABLE {db}.customers ADD name_len INT AS (LENGTH(name)) PERSISTENT")
+        # red team mask17 F4: a DEFAULT that reads the row stores a copy as a generated column does
+        c.execute(f"ALTER TABLE {db}.customers ADD login VARCHAR(50) DEFAULT (LOWER(email))")
+        c.execute(f"ALTER TABLE {db}.customers ADD tier VARCHAR(10) DEFAULT 'a`email`'")  # a literal
     masks = tmp_path / "masks.yaml"
     masks.write_text("masks:\n  - customers.email\n")
     done = run_mcpkit(
         "sql", "grant", "--dsn", admin_url, "--role", role, "--tables", "customers", "--mask", str(masks)
     )
     assert done.returncode == 0, done.stderr
-    assert f"GRANT SELECT (`id`, `name`, `name_len`) ON `{db}`.`customers`" in done.stdout, done.stdout
+    assert f"GRANT SELECT (`id`, `name`, `name_len`, `tier`) ON `{db}`.`customers`" in done.stdout, (
+        done.stdout
+    )
     try:
         with admin.cursor() as c:
             for statement in _statements(done.stdout):
@@ -232,7 +237,11 @@ def test_mariadb_grant_mask_withholds_generated_columns_and_start_up_checks_them
         before = mysql_snapshot(admin_url, db, tmp_path)
         served = _served(url, ["customers.email"])
         assert _answer(served, "SELECT id, name_len FROM customers WHERE id = 1") == "[[1, 2]]"
-        for sql in ("SELECT id, email_lower FROM customers", "SELECT id, domain FROM customers"):
+        for sql in (
+            "SELECT id, email_lower FROM customers",
+            "SELECT id, domain FROM customers",
+            "SELECT id, login FROM customers",
+        ):
             answer = _answer(served, sql)
             assert "x.example" not in answer and (answer == "refused" or MASKED in answer), (sql, answer)
         served.engine.close()  # type: ignore[attr-defined]
