@@ -18,6 +18,7 @@ from mcpkit.sql.assemble import (
     add_serve_options,
     assemble,
     equip,
+    function_policy,
     open_service,
     open_sources,
 )
@@ -307,6 +308,7 @@ def _doctor(args: argparse.Namespace) -> int:
     failed = False
     for name, url in dsns:
         engine = SqlEngine(url, pool_size=args.pool_size)
+        engine.profile.use_function_policy(function_policy(args, engine.dialect))  # as serve checks views
         budget = ConnectionBudget(engine.pool_size, shared[login_of(url)])
         try:
             checks = diagnose(
