@@ -13,6 +13,7 @@ from mcpkit.sql.admission import FunctionPolicy
 from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
 from mcpkit.sql.profiles.mysql.privileges import judge_grants
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, under_each_role
+from mcpkit.sql.profiles.mysql.temp_space import temp_space_findings
 from mcpkit.sql.profiles.mysql.views import VIEW_BODIES, ViewBodies, collect_bodies, view_body_findings
 
 __all__ = ["connection_limit_findings", "inspect_mysql"]
@@ -301,6 +302,7 @@ def inspect_mysql(
     superuser = "superuser" if held & {"SUPER", "ALL PRIVILEGES"} else None
     judged, writable = judge_grants(lines, str(current), set(_ADMIN), superuser)
     found += judged
+    found += temp_space_findings(str(version), str(current))
     admin = sorted(held & set(_ADMIN))
     return AccountReport(
         "mysql", str(version), str(current), bool(admin), ", ".join(admin) or None, writable, True, found
