@@ -132,3 +132,39 @@ def test_mariadb_each_reference_to_a_view_the_server_will_not_show_is_counted(my
                 assert planned_tables(r, f"SELECT COUNT(*) FROM v AS v0 {joins}") >= 40 * 16
         finally:
             reader.close()
+
+
+# MySQL 8 has no per-statement cap on internal temporary tables (TempTable's pool is global, its
+# on-disk InnoDB tables unbounded): the profile must not claim the bound there. No MySQL 8 server
+# is available to these tests, so the version string the login reads is what is tested.
+def test_mysql_8_refuses_to_claim_the_temporary_table_bound_until_accepted() -> None:
+    from mcpkit.sql.checks import ensure_safe_account
+    from mcpkit.sql.errors import SqlConfigError
+    from mcpkit.sql.profiles.base import AccountReport
+    from mcpkit.sql.profiles.mysql.temp_space import temp_space_findings
+
+    (finding,) = temp_space_findings("8.0.36", "reader@%")
+    assert (finding.code, finding.opt_in) == ("mysql:temp-space", "temp-space")
+    assert "temptable_max_ram" in finding.message and "no size limit" in finding.message
+    report = AccountReport("mysql", "8.0.36", "reader@%", False, findings=[finding])
+    with pytest.raises(SqlConfigError, match="temporary tables"):
+        ensure_safe_account(report)
+    assert ensure_safe_account(report, allow=["temp-space"]) == [finding]
+    assert temp_space_findings("8.4.3-commercial", "reader@%") != []
+    assert temp_space_findings("10.11.19-MariaDB-0+deb12u1", "reader@%") == []
+
+
+@pytest.mark.mysql
+def test_mariadb_claims_the_bound_with_no_temp_space_finding(mysql_url: str) -> None:
+    from mcpkit.sql.checks import inspect_account
+
+    with mysql_scratch(mysql_url, "ts") as s:
+        with s.admin.cursor() as c:
+            c.execute(f"GRANT SELECT ON {s.db}.* TO '{s.reader}'@'%'")
+        engine = SqlEngine(s.reader_url)
+        try:
+            report = inspect_account(engine)
+        finally:
+            engine.close()
+    assert "mariadb" in report.version.lower()
+    assert [f for f in report.findings if f.code == "mysql:temp-space"] == []

@@ -150,6 +150,8 @@ def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int
 
     engine = SqlEngine(url, pool_size=getattr(args, "pool_size", DEFAULT_POOL_SIZE))
     try:
+        functions = function_policy(args, engine.dialect)
+        engine.profile.use_function_policy(functions)  # what the account's checks hold views to
         budget = ConnectionBudget(engine.pool_size, sharing)
         report = inspect_account(engine, allowed=args.allow, connections=budget, fingerprinted=True)
         ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
@@ -163,7 +165,6 @@ def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int
         )
         if args.max_cost is not None:
             refuse_cost_oracle(engine, args.allow, "the database account")
-        functions = function_policy(args, engine.dialect)
         return SqlService(
             engine, max_rows=max_rows, timeout_s=args.timeout, functions=functions, max_cost=args.max_cost
         )

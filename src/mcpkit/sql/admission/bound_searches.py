@@ -13,7 +13,8 @@ computed operands), times how much slower the operands' collations compare when 
 (`SearchBounds.cost_factor`: MariaDB's UCA collations), and `fail` raises an engine error carrying
 a marker, which the profile classifies as `resource` with its own sentence. The answer is
 otherwise unchanged: NULL is the THEN branch, so the CASE has the call's type. What is cheap and
-must keep an index stays as written: a short literal needle, a LIKE pattern that is a literal
+must keep an index stays as written: a short literal needle (but not where the call compares in a
+collation the engine may make slow: `SizeBound.collated`), a LIKE pattern that is a literal
 prefix. A call whose result may be many times its arguments (`GrowthBound`: MariaDB's
 JSON_DETAILED, JSON_MERGE, JSON_SET) gets the same guard over the arguments' bytes times its
 growth factor, with its own marker. Per engine, the functions, budgets and the SQL of the guard
@@ -29,7 +30,6 @@ from sqlglot import exp
 
 from mcpkit.sql.admission.function_tables import (
     SEARCH_BOUND_MARKER,
-    SIZE_BOUND_MARKER,
     GrowthBound,
     SearchBounds,
     SizeBound,
@@ -243,7 +243,10 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
                 steps = exp.Mul(this=steps, expression=exp.Literal.number(cost.paths))
             return _over(steps, bound.budget)
     conds: list[exp.Expr] = []
-    short = (n := static_length(needle)) is not None and n <= SHORT_LITERAL
+    # a slow collation makes a short needle's passes costly too: LOCATE of 64 bytes over 10 MB
+    # under uca1400_as_cs ran 5.6 s in a 2 s call (docs/security.md)
+    slow = bound.collated and builder.bounds.cost_factor is not None
+    short = (n := static_length(needle)) is not None and n <= SHORT_LITERAL and not slow
     if not short and not (isinstance(target.call, exp.Like | exp.ILike) and prefix_pattern(needle)):
         product = exp.Mul(this=builder.length(hay, bound), expression=builder.length(needle, bound))
         if builder.bounds.cost_factor is not None:  # MariaDB: a UCA collation compares 30x slower
@@ -360,7 +363,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                 " computed values, each bounded at run time; split it into smaller queries.",
             )
         bound = target.bound
-        marker = SIZE_BOUND_MARKER if isinstance(bound, GrowthBound) else SEARCH_BOUND_MARKER
+        marker = bound.marker if isinstance(bound, GrowthBound) else SEARCH_BOUND_MARKER
         if isinstance(bound, SizeBound) and bound.wrap_argument:
             hay = operand(target.call, bound.haystack)
             if hay is not None:

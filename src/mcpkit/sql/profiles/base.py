@@ -171,6 +171,9 @@ class Profile(Capabilities):
     policy_generation: int = 0
     """Bumped when per-connection enforcement changes (SQLite's authorizer policy): the engine
     then closes its pooled connections, so none opened under an earlier policy serves a call."""
+    function_policy: FunctionPolicy | None = None
+    """The policy queries are admitted under (`use_function_policy`); None: the dialect's default.
+    What the engine runs besides query text (MariaDB's view definitions) is checked against it too."""
 
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect
@@ -237,6 +240,7 @@ class Profile(Capabilities):
 
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """Enforce the function policy inside the engine too, where the database allows it."""
+        self.function_policy = policy
 
     # --- verification ----------------------------------------------------------------------
 

@@ -180,6 +180,7 @@ class SqliteProfile(Profile):
 
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """The authorizer refuses, inside SQLite, every function the policy does not admit."""
+        super().use_function_policy(policy)
         self._allowed = _function_allowed(policy)
         self.policy_generation += 1
 

@@ -27,6 +27,7 @@ from typing import Final, Literal
 from sqlglot import exp
 
 __all__ = [
+    "PATHS_BOUND_MARKER",
     "SEARCH_BOUND_MARKER",
     "SIZE_BOUND_MARKER",
     "Family",
@@ -144,6 +145,9 @@ SEARCH_BOUND_MARKER: Final = "mcpkit_search_bound"
 """Text in the error a bounded search raises on purpose, so the profile can tell it from others."""
 SIZE_BOUND_MARKER: Final = "mcpkit_size_bound"
 """Text in the error a bounded value-growing call (`GrowthBound`) raises on purpose."""
+PATHS_BOUND_MARKER: Final = "mcpkit_paths_bound"
+"""The same for a call that grows with its paths (MariaDB's JSON_EXTRACT): one path per call is
+the fix the agent is told."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,9 @@ class SizeBound:
     """`needle` is a regular expression (MariaDB's PCRE): what it may cost is read off its literal
     text (`admission.regex_cost`: haystack^(quantifiers + 1) x its groups' paths, capped by
     `budget`); a literal without metacharacters is a search, a computed one is refused."""
+    collated: bool = False
+    """The call compares in the operands' collation (MariaDB's LOCATE, LIKE, JSON_SEARCH): under a
+    slow one (`SearchBounds.cost_factor`) even a short literal needle is guarded."""
 
 
 @dataclass(frozen=True)
@@ -194,11 +201,13 @@ class GrowthBound:
     build past max_allowed_packet, twice per nesting level): `factor(call)` is the SQL of an upper
     bound on result bytes per byte of `argument` (`"*"`: every argument's bytes summed; `""`: the
     factor is the result's bytes itself, as for a count of characters), or None where this call
-    cannot outgrow its arguments; bytes x factor is capped by `budget` before the call runs."""
+    cannot outgrow its arguments; bytes x factor is capped by `budget` before the call runs.
+    `marker` is the one its guard's error carries (`SIZE_BOUND_MARKER`, `PATHS_BOUND_MARKER`)."""
 
     argument: str
     factor: Callable[[exp.Expr], exp.Expr | None]
     budget: int
+    marker: str = SIZE_BOUND_MARKER
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Final
 
 from sqlglot import exp
 
-from mcpkit.sql.admission.function_tables import GrowthBound, SearchBounds, SizeBound
+from mcpkit.sql.admission.function_tables import PATHS_BOUND_MARKER, GrowthBound, SearchBounds, SizeBound
 
 __all__ = ["SIZE_BOUNDS"]
 
@@ -54,7 +54,10 @@ def _collation_cost(value: exp.Expr) -> exp.Expr:
 
 
 def _cost_factor(haystack: exp.Expr, needle: exp.Expr) -> exp.Expr:
-    # each operand's own collation: the call compares in the one of them that wins coercion
+    # each operand's own collation: the call compares in the one of them that wins coercion; a
+    # literal needle (coercible) never wins over the haystack
+    if isinstance(needle, exp.Literal) and needle.is_string:
+        return _collation_cost(haystack)
     return exp.Anonymous(this="GREATEST", expressions=[_collation_cost(haystack), _collation_cost(needle)])
 
 
@@ -138,7 +141,7 @@ _JSON_JOINED: Final = GrowthBound("*", _escaped_factor, _PACKET)
 _JSON_GROWTHS: Final = {
     "json_detailed": _JSON_DETAILED,
     "json_pretty": _JSON_DETAILED,
-    "json_extract": GrowthBound("this", _json_extract_factor, _PACKET),
+    "json_extract": GrowthBound("this", _json_extract_factor, _PACKET, PATHS_BOUND_MARKER),
     "json_quote": GrowthBound("#0", _escaped_factor, _PACKET),
     "json_normalize": GrowthBound("#0", _respaced_factor, _PACKET),  # rt16 F9: 14 MB into 31 MB
     "json_loose": GrowthBound("#0", _respaced_factor, _PACKET),
@@ -162,19 +165,19 @@ _JSON_GROWTHS: Final = {
 }
 SIZE_BOUNDS: Final = SearchBounds(
     calls={
-        "locate": SizeBound("this", "substr", _SEARCH),  # LOCATE, INSTR, POSITION(... IN ...)
+        "locate": SizeBound("this", "substr", _SEARCH, collated=True),  # LOCATE, INSTR, POSITION(... IN ...)
         "replace": SizeBound(
             "this", "expression", _SEARCH, growth="replacement", growth_budget=1_500_000_000
         ),
         "substring_index": SizeBound("this", "delimiter", _SEARCH),
-        "json_search": SizeBound("#0", "#2", _LIKE),
+        "json_search": SizeBound("#0", "#2", _LIKE, collated=True),
         "trim": _TRIM_BOUND,  # TRIM([BOTH | TRAILING] ...); LEADING is cheap
         "rtrim": _TRIM_BOUND,
         "regexp_like": _REGEX_BOUND,  # REGEXP, RLIKE, NOT REGEXP
         "regexp_instr": _REGEX_BOUND,
         "regexp_substr": _REGEX_BOUND,
     },
-    like=SizeBound("this", "expression", _LIKE),
+    like=SizeBound("this", "expression", _LIKE, collated=True),
     ilike=None,
     byte_length=_byte_length,
     fail=_fail,

@@ -9,6 +9,12 @@ its plan can build (`temp_tables`): every block the plan holds is listed, a view
 included, so the count holds whatever the text hides. When the server refuses the EXPLAIN (1345:
 a view over tables the login cannot read, allowed by name), the text's blocks are counted instead,
 with an allowance for the view's.
+
+MySQL 8 has no such cap to set: TempTable's `temptable_max_ram` and `temptable_max_mmap` are one
+pool for every session (global only), `tmp_table_size` only moves an in-memory table to disk, and
+the on-disk InnoDB temporary tables (session temporary tablespaces, 8.0.16+) have no size limit.
+So on MySQL the bound is not claimed: `temp_space_findings` refuses it at start-up, unless the
+operator accepts it (`--allow temp-space`).
 """
 
 from __future__ import annotations
@@ -18,15 +24,24 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
+<<<<<<< HEAD
 from sqlglot import exp, parse_one
 from sqlglot.errors import SqlglotError
+=======
+from mcpkit.sql.profiles.findings import Finding
+>>>>>>> mybounds4
 
 __all__ = [
     "CALL_TMP_DISK_BYTES",
     "DEFAULT_TMP_DISK_BYTES",
     "per_table_bytes",
+<<<<<<< HEAD
     "planned_tables",
     "sized",
+=======
+    "sized",
+    "temp_space_findings",
+>>>>>>> mybounds4
     "temp_tables",
 ]
 
@@ -128,3 +143,27 @@ def sized(cursor: Any, sql: str, tag: str = "") -> str:
         return sql
     size = per_table_bytes(planned_tables(cursor, sql, tag))
     return f"SET STATEMENT tmp_disk_table_size = {size} FOR {sql}"
+
+
+def temp_space_findings(version: str, current: str) -> list[Finding]:
+    """None on MariaDB (each call runs under `sized`); on MySQL (`VERSION()` without "MariaDB"),
+    one finding: a call's temporary tables are not bounded there.
+
+    >>> temp_space_findings("10.11.19-MariaDB-0+deb12u1", "r@%")
+    []
+    >>> [f.opt_in for f in temp_space_findings("8.0.36", "r@%")]
+    ['temp-space']
+    """
+    if "mariadb" in version.lower():
+        return []
+    message = (
+        f"{current} is served by MySQL {version}, which has no per-statement cap on internal temporary"
+        " tables (MariaDB's tmp_disk_table_size): TempTable's temptable_max_ram and temptable_max_mmap"
+        " are one pool for all sessions and on-disk InnoDB temporary tables have no size limit, so"
+        " one call's GROUP BY, DISTINCT or derived tables can fill the server's disk"
+    )
+    fix = (
+        "no statement removes it; bound the server as a whole (SET PERSIST temptable_max_ram,"
+        " temptable_max_mmap; a quota on innodb_temp_tablespaces_dir) and accept it"
+    )
+    return [Finding("mysql:temp-space", message, fix, "temp-space")]
