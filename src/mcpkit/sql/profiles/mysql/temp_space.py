@@ -24,24 +24,18 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
-<<<<<<< HEAD
 from sqlglot import exp, parse_one
 from sqlglot.errors import SqlglotError
-=======
+
 from mcpkit.sql.profiles.findings import Finding
->>>>>>> mybounds4
 
 __all__ = [
     "CALL_TMP_DISK_BYTES",
     "DEFAULT_TMP_DISK_BYTES",
     "per_table_bytes",
-<<<<<<< HEAD
     "planned_tables",
     "sized",
-=======
-    "sized",
     "temp_space_findings",
->>>>>>> mybounds4
     "temp_tables",
 ]
 
