@@ -8,7 +8,8 @@ format is read as a view of SQLite's memory (`sqlite_printf.spec_sizes`), each `
 `sqlite3_value_int64` (what printf's `*` reads), and the built-in runs as a prepared
 `SELECT printf(?1, ...)` on a private in-memory connection per thread whose parameters point at the
 caller's values (SQLITE_STATIC: not copied); `sqlite3_result_value` copies its result into SQLite's
-memory, under the heap limit. The private connection has the length limit and the call's deadline.
+memory, under the heap limit. The private connection has the length limit; the call's deadline is
+checked before its statement runs (printf is one VM step, its time bounded by the width check).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ _local = threading.local()
 class _Private:
     """This thread's in-memory connection for SQLite's own printf, and its statements by arity."""
 
-    def __init__(self, max_length: int, stop: Callable[[], bool]) -> None:
+    def __init__(self, max_length: int) -> None:
         self.conn = sqlite3.connect(":memory:", check_same_thread=False, cached_statements=0)
         db = handle(self.conn)  # the connection just opened in this thread
         if db is None:
@@ -56,7 +57,6 @@ class _Private:
             raise Fail("printf() is not available")
         self.db = db
         self.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_length)
-        self.conn.set_progress_handler(lambda: 1 if stop() else 0, 1)
         self.conn.execute("CREATE TABLE one (x)")
         self.conn.execute("INSERT INTO one VALUES (NULL)")
         self.statements: dict[int, int] = {}
@@ -128,10 +128,10 @@ def _hand_over(c: Context, private: _Private, argc: int, stmt: int) -> bool:
     return True
 
 
-def _private(max_length: int, stop: Callable[[], bool]) -> _Private:
+def _private(max_length: int) -> _Private:
     private: _Private | None = getattr(_local, "printf", None)
     if private is None:
-        private = _local.printf = _Private(max_length, stop)
+        private = _local.printf = _Private(max_length)
     return private
 
 
@@ -197,7 +197,7 @@ def c_printf(max_length: int, stop: Callable[[], bool]) -> Callable[[Context], N
             raise Fail("interrupted")
         if _sizes(c, max_length, stop) > max_length:
             raise TooBig
-        private = _private(max_length, stop)
+        private = _private(max_length)
         stmt = private.statement(len(c.args))
         calls: dict[str, Any] = api()
         handed = False
