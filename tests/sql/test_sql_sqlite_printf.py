@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from mcpkit.sql.profiles import sqlite_printf_capi
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions
 from tests.sql.sql_support import DbEnv
 from tests.sql.test_sql_sqlite_bounds import _CHILD
@@ -102,6 +101,8 @@ def _used() -> int:
 def test_sqlite_printf_results_handed_over_are_released_on_any_thread() -> None:
     # A long result is the private statement's row, kept until SQLite frees the caller's value;
     # here that happens on another thread (the cursor closed there), and in sorts and aggregates.
+    from mcpkit.sql.profiles import sqlite_printf_capi  # (here: the module is new)
+
     conn = sqlite3.connect(":memory:", check_same_thread=False, cached_statements=0)
     bound_text_functions(conn, 32 * 1024 * 1024)
     rows = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3)"
