@@ -41,6 +41,13 @@ _CASES = {
     "format-read-in-place": (f"SELECT length(printf({_EMOJI})) n", 100),  # 429 -> 57
 }
 
+_B = "printf('%*s', 20000000, '😀')"
+# instr and replace (C API since rt15my F1) copied a long needle, pattern and replacement to bytes
+_CASES |= {
+    "instr-long-needle": (f"SELECT instr({_B} || 'x', {_B}) n", 86),  # 95 -> 76 [57]
+    "replace-long-pattern": (f"SELECT length(replace({_B} || 'x', {_B}, {_B})) n", 150),  # 171 -> 133 [95]
+}
+
 
 @pytest.mark.parametrize("name", sorted(_CASES))
 def test_sqlite_printf_holds_no_python_copy(name: str, sqlite_env: DbEnv, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["Context", "Fail", "TooBig", "Value", "api", "create_function", "handle"]
+__all__ = ["Context", "Fail", "TooBig", "Value", "api", "create_function", "handle", "view"]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -34,6 +34,10 @@ _DETERMINISTIC: Final = 0x800
 _TRANSIENT: Final = ctypes.c_void_p(-1)
 
 _P = ctypes.c_void_p
+_PyBUF_READ: Final = 0x100
+_memory_view = ctypes.pythonapi.PyMemoryView_FromMemory
+_memory_view.restype = ctypes.py_object
+_memory_view.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int]
 _FUNC = ctypes.CFUNCTYPE(None, _P, ctypes.c_int, ctypes.POINTER(_P))
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int, _P, _P, _P)
 
@@ -147,6 +151,16 @@ class Value:
         """A copy of bytes `start` to `end` (clipped to the value)."""
         end = min(end, self.size)
         return ctypes.string_at(self.ptr + start, end - start) if end > start else b""
+
+    def view(self) -> memoryview:
+        """The bytes in place, read-only and not copied: release it (`with`) before the call returns."""
+        return memoryview(b"") if self.size == 0 else view(self.ptr, self.size)
+
+
+def view(ptr: int, size: int) -> memoryview:
+    """`size` bytes of SQLite's memory at `ptr`, read-only and not copied (format "B")."""
+    out: memoryview = _memory_view(ptr, size, _PyBUF_READ)
+    return out
 
 
 class Context:

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final
 
-from mcpkit.sql.profiles.sqlite_capi import Context, Fail, TooBig, api, handle
+from mcpkit.sql.profiles.sqlite_capi import Context, Fail, TooBig, api, handle, view
 from mcpkit.sql.profiles.sqlite_printf import spec_sizes
 
 __all__ = ["c_printf"]
@@ -35,13 +35,8 @@ _ROW: Final = 100
 _NOMEM: Final = 7
 _INTERRUPT: Final = 9
 _TOOBIG: Final = 18
-_PyBUF_READ: Final = 0x100
 _HANDOFF: Final = 1 << 20  # a result this long is handed to the caller's value, not copied
 _NUL: Final = re.compile(b"\\0")
-
-_view = ctypes.pythonapi.PyMemoryView_FromMemory
-_view.restype = ctypes.py_object
-_view.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int]
 
 _local = threading.local()
 
@@ -113,13 +108,10 @@ def _hand_over(c: Context, private: _Private, argc: int, stmt: int) -> bool:
     ptr = calls["sqlite3_column_text"](stmt, 0)  # NUL-terminated in place
     if not ptr:
         raise MemoryError
-    view = _view(ptr, size, _PyBUF_READ)
-    try:
+    with view(ptr, size) as text:
         # Without a NUL inside, length -1 tells SQLite the text is terminated: reading it as text
         # later does not copy it to add one (printf's `%c` of '' writes a NUL).
-        length = size if _NUL.search(view) else -1
-    finally:
-        view.release()
+        length = size if _NUL.search(text) else -1
     del private.statements[argc]
     calls["sqlite3_clear_bindings"](stmt)  # forgets the caller's values, keeps the row
     with _held_lock:
@@ -143,16 +135,12 @@ def _sizes(c: Context, max_length: int, stop: Callable[[], bool]) -> int:
     fmt = c.text(0) if kind == _TEXT else c.blob(0)
     if fmt is None:
         raise MemoryError
-    if fmt.size == 0:
-        return 0
-    view = _view(fmt.ptr, fmt.size, _PyBUF_READ)
     try:
-        stars = range(1, len(c.args))
-        return sum(spec_sizes(view, stars, lambda at: [c.int64(i) for i in at], max_length, stop))
+        with fmt.view() as text:
+            stars = range(1, len(c.args))
+            return sum(spec_sizes(text, stars, lambda at: [c.int64(i) for i in at], max_length, stop))
     except TimeoutError:
         raise Fail("interrupted") from None  # what SQLite says at the progress handler: a timeout
-    finally:
-        view.release()
 
 
 def _bind(stmt: int, c: Context) -> None:

@@ -171,7 +171,8 @@ def _c_instr(c: Context) -> None:
         if hay_text is None or needle_text is None:
             raise MemoryError
         hay, needle = hay_text, needle_text
-    c.result_int(search.instr(hay.read, hay.size, needle.read(0, needle.size), not blobs, _check))
+    with needle.view() as sought:  # not copied: a needle may be 32 MiB
+        c.result_int(search.instr(hay.read, hay.size, sought, not blobs, _check))
 
 
 @functools.cache
@@ -189,15 +190,15 @@ def _c_replace(max_length: int) -> Callable[[Context], None]:
         if new is None:
             return
         _check()
-        pattern, replacement = old.read(0, old.size), new.read(0, new.size)
-        windows, hits = search.replace_windows(text.read, text.size, pattern, _check)
-        if not hits:
-            c.result_slice(text, 0, text.size)
-            return
-        size = text.size + hits * (len(replacement) - len(pattern))
-        if size > max_length:  # measured before anything is built
-            raise TooBig
-        c.result_built(size, lambda: search.replaced(text.read, windows, pattern, replacement, _check))
+        with old.view() as pattern, new.view() as replacement:  # not copied: each may be 32 MiB
+            windows, hits = search.replace_windows(text.read, text.size, pattern, _check)
+            if not hits:
+                c.result_slice(text, 0, text.size)
+                return
+            size = text.size + hits * (len(replacement) - len(pattern))
+            if size > max_length:  # measured before anything is built
+                raise TooBig
+            c.result_built(size, lambda: search.replaced(text.read, windows, pattern, replacement, _check))
 
     return replace
 
