@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sqlalchemy.engine import URL, Connection
 
-from mcpkit.sql.errors import FailureKind, SqlConfigError
+from mcpkit.sql.admission.function_tables import SEARCH_BOUND_MARKER, SIZE_BOUND_MARKER
+from mcpkit.sql.errors import SEARCH_TOO_LARGE, VALUE_TOO_LARGE, FailureKind, SqlConfigError
 from mcpkit.sql.profiles.budget import CONNECTION_MARGIN, ConnectionBudget
 from mcpkit.sql.profiles.capabilities import Capabilities
 from mcpkit.sql.profiles.findings import Finding, merge_findings
@@ -50,6 +51,8 @@ Readable = Mapping[tuple[str | None, str], int | str | None]
 database has none, or why it is not shown (a whole-table count of rows the account cannot see)."""
 
 _CALL_ID = re.compile(r"[^A-Za-z0-9._:-]")
+# The marker a bounded call's guard raises (`admission.bound_searches`) -> the agent's sentence.
+_BOUND_SENTENCES: Final = ((SEARCH_BOUND_MARKER, SEARCH_TOO_LARGE), (SIZE_BOUND_MARKER, VALUE_TOO_LARGE))
 ROLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
 """A plain role name: the only kind a role map may name."""
 
@@ -231,9 +234,19 @@ class Profile(Capabilities):
         return "other"
 
     def failure_message(self, exc: BaseException) -> str | None:
-        """The sentence for an error mcpkit's own SQL raised on purpose (a bounded string search,
-        `admission.bound_searches`), or None: the failure kind's sentence."""
-        return None
+        """The sentence for an error mcpkit's own SQL raised on purpose, or None: the failure kind's
+        sentence. A bounded call's guard (`admission.bound_searches`): `SEARCH_TOO_LARGE` for a
+        string search, `VALUE_TOO_LARGE` for a value-growing call; `classify` makes it `resource`."""
+        return next((text for marker, text in _BOUND_SENTENCES if self.bound_marker(exc, marker)), None)
+
+    def bound_marker(self, exc: BaseException, marker: str) -> bool:
+        """Whether `exc` is the error the engine raises for a guard written with `marker`
+        (`SearchBounds.fail`); no engine here writes guards."""
+        return False
+
+    def bounded(self, exc: BaseException) -> bool:
+        """Whether `exc` came from a bounded call's guard (any marker): a `resource` failure."""
+        return any(self.bound_marker(exc, marker) for marker, _ in _BOUND_SENTENCES)
 
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """Enforce the function policy inside the engine too, where the database allows it."""
