@@ -185,7 +185,11 @@ class Profile(Capabilities):
         return {}
 
     def use_pool(self, owner: object, pool_size: int) -> None:
-        """The engine `owner` keeps up to `pool_size` connections (0: one per call) while it lives."""
+        """The engine `owner` keeps up to `pool_size` connections (0: one per call) until
+        `release_pool(owner)` (its `close`) or until it is gone."""
+
+    def release_pool(self, owner: object) -> None:
+        """The engine `owner` was closed: what `use_pool` set for it is undone."""
 
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
         """Open a read-only transaction on a fresh connection and arm the database's own timeout."""

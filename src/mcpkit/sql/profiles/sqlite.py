@@ -31,7 +31,7 @@ from mcpkit.sql.profiles.base import (
     TableStats,
 )
 from mcpkit.sql.profiles.digest import catalog_digest
-from mcpkit.sql.profiles.sqlite_heap import reserve
+from mcpkit.sql.profiles.sqlite_heap import release, reserve
 from mcpkit.sql.profiles.sqlite_masks import Withheld, exact_ties, generated_columns, views_over, withheld_for
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline, past_deadline
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
@@ -178,6 +178,10 @@ class SqliteProfile(Profile):
     def use_pool(self, owner: object, pool_size: int) -> None:
         """Count the engine's connections in SQLite's process-wide heap limit (`sqlite_heap`)."""
         reserve(owner, pool_size, CALL_HEAP)
+
+    def release_pool(self, owner: object) -> None:
+        """The closed engine's connections leave the heap limit; with the last, SQLite's default."""
+        release(owner)
 
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """The authorizer refuses, inside SQLite, every function the policy does not admit."""
