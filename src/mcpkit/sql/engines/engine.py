@@ -381,8 +381,9 @@ class SqlEngine:
             return _clipped_rows(plan, fetched, fit, limit, time.perf_counter() - started, call_id)
 
     def close(self) -> None:
-        """Close every pooled connection (the SQLAlchemy engine's `dispose`)."""
+        """Close every pooled connection (`dispose`) and `Profile.release_pool` (SQLite's heap limit)."""
         self._sa.dispose()
+        self.profile.release_pool(self)
 
 
 def _clipped_rows(
