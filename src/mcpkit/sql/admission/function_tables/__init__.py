@@ -262,6 +262,9 @@ class SearchBounds:
     converted_length: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
     cost_factor: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
     cast_budget: Callable[[exp.DataType, exp.Expr], int | None] | None = None
+    match_limit: Callable[[str, exp.Expr], exp.Expr] | None = None
+    """The SQL of a regular expression (its text, first) that the engine itself stops once it has
+    backtracked its budget over a subject of this many bytes (second); None: not enforced."""
     folds_constants: bool = False
     """The engine evaluates an immutable call over constants while planning, whatever CASE holds
     it, unless a condition before it folds first (PostgreSQL): a guard that tests a run-time type
