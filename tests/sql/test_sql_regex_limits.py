@@ -9,6 +9,8 @@ character literal under `a*a*a*[0-9]`: 4.5 s) are run on the fixed code only.
 
 from __future__ import annotations
 
+import contextlib
+import random
 import time
 from collections.abc import Iterator
 
@@ -16,6 +18,7 @@ import pytest
 
 from mcpkit.errors import Refused
 from mcpkit.sql.admission import admit
+from mcpkit.sql.admission.regex_cost import PatternTooComplex, pattern_cost
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
@@ -44,6 +47,20 @@ def test_regular_expressions_the_cost_model_misread_are_refused(pattern: str) ->
     with pytest.raises(Refused) as info:
         admit(f"SELECT body REGEXP '{pattern}' FROM docs", "mysql")
     assert info.value.data == {"reason": "too_complex"}
+
+
+def test_the_cost_model_reads_any_text_quickly_and_only_refuses() -> None:
+    pieces = list("ab()[]{}|?*+\\^$.:<>'=!#xQEcPpgk0123456789,-RN&")
+    rng = random.Random(10)
+    started = time.monotonic()
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        with contextlib.suppress(PatternTooComplex):
+            pattern_cost(text)
+    for text in ("(" * 5000 + ")" * 5000, "((a|b){12}){12}" * 50, "(a?)" * 3000, "a{65535}" * 100):
+        with contextlib.suppress(PatternTooComplex):
+            pattern_cost(text)
+    assert time.monotonic() - started < 5.0
 
 
 def test_a_literal_subject_is_costed_and_limited() -> None:

@@ -188,7 +188,8 @@ class SizeBound:
     pattern: bool = False
     """`needle` is a regular expression (MariaDB's PCRE): what it may cost is read off its literal
     text (`admission.regex_cost`: haystack^(quantifiers + 1) x its groups' paths, capped by
-    `budget`); a literal without metacharacters is a search, a computed one is refused."""
+    `budget`) and the engine's own limit is written into it (`SearchBounds.match_limit`); a literal
+    without metacharacters is a search, a computed one is refused."""
     collated: bool = False
     """The call compares in the operands' collation (MariaDB's LOCATE, LIKE, JSON_SEARCH): under a
     slow one (`SearchBounds.cost_factor`) even a short literal needle is guarded."""
