@@ -47,13 +47,7 @@ from mcpkit.sql.admission.operands import (
     static_length,
 )
 from mcpkit.sql.admission.operators import bound_of, spread_quantified
-from mcpkit.sql.admission.regex_cost import (
-    MAX_DEGREE,
-    MAX_PATHS,
-    PatternCost,
-    PatternTooComplex,
-    pattern_cost,
-)
+from mcpkit.sql.admission.regex_bounds import limit_matches, regex_cost
 from mcpkit.sql.errors import refuse
 
 __all__ = ["MAX_BOUNDED", "MAX_PATTERNS", "SHORT_LITERAL", "bound_searches"]
@@ -232,10 +226,11 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
         if plainly_scalar(hay, bound.typed, not_text) or plainly_scalar(needle, other, not_text):
             return None
     if bound.pattern:
-        cost = _pattern(needle)
+        cost = regex_cost(needle)
         if not cost.plain:
-            if static_length(hay) is not None:  # a literal subject: its length was checked as text
-                return None
+            static = static_length(hay)
+            if static is not None:  # a literal subject: known now (issue 10 F4)
+                return None if static**cost.degree * cost.paths <= bound.budget else exp.true()
             steps = builder.length(hay)
             for _ in range(cost.degree - 1):
                 steps = exp.Mul(this=steps, expression=builder.length(hay))
@@ -285,25 +280,6 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     return exp.or_(*conds, copy=False) if len(conds) > 1 else conds[0]
 
 
-def _pattern(regex: exp.Expr) -> PatternCost:
-    """What a regular expression may cost (`regex_cost`); a computed or exponential one is refused."""
-    if not (isinstance(regex, exp.Literal) and regex.is_string):
-        refuse(
-            "too_complex",
-            "A regular expression is answered only when written as a literal here (what a computed"
-            " one costs cannot be bounded); write the pattern out.",
-        )
-    try:
-        return pattern_cost(regex.this)
-    except PatternTooComplex:
-        refuse(
-            "too_complex",
-            f"The regular expression could take exponential time (more than {MAX_DEGREE - 1} unbounded"
-            f" quantifiers, more than {MAX_PATHS} ways through its groups, or a quantifier on a"
-            " group); simplify it, or filter with LIKE first.",
-        )
-
-
 def _over(cost: exp.Expr, budget: int) -> exp.Expr:
     return exp.GT(this=cost, expression=exp.Literal.number(budget))
 
@@ -345,7 +321,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
     for target in _targets(tree, dialect, bounds):
         if isinstance(target.bound, SizeBound) and target.bound.pattern:
             regex = operand(target.call, target.bound.needle)
-            patterns += regex is not None and not _pattern(regex).plain
+            patterns += regex is not None and not regex_cost(regex).plain
             if patterns > MAX_PATTERNS:
                 refuse(
                     "too_complex",
@@ -353,6 +329,8 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                     " classes; split it into smaller queries.",
                 )
         cond = _cost(target, builder)
+        if isinstance(target.bound, SizeBound) and target.bound.pattern:
+            limit_matches(target.call, target.bound, bounds, builder.length)
         if cond is None:
             continue
         guarded += 1

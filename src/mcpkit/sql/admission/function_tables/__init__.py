@@ -188,7 +188,8 @@ class SizeBound:
     pattern: bool = False
     """`needle` is a regular expression (MariaDB's PCRE): what it may cost is read off its literal
     text (`admission.regex_cost`: haystack^(quantifiers + 1) x its groups' paths, capped by
-    `budget`); a literal without metacharacters is a search, a computed one is refused."""
+    `budget`) and the engine's own limit is written into it (`SearchBounds.match_limit`); a literal
+    without metacharacters is a search, a computed one is refused."""
     collated: bool = False
     """The call compares in the operands' collation (MariaDB's LOCATE, LIKE, JSON_SEARCH): under a
     slow one (`SearchBounds.cost_factor`) even a short literal needle is guarded."""
@@ -262,6 +263,9 @@ class SearchBounds:
     converted_length: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
     cost_factor: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
     cast_budget: Callable[[exp.DataType, exp.Expr], int | None] | None = None
+    match_limit: Callable[[str, exp.Expr], exp.Expr] | None = None
+    """The SQL of a regular expression (its text, first) that the engine itself stops once it has
+    backtracked its budget over a subject of this many bytes (second); None: not enforced."""
     folds_constants: bool = False
     """The engine evaluates an immutable call over constants while planning, whatever CASE holds
     it, unless a condition before it folds first (PostgreSQL): a guard that tests a run-time type

@@ -25,6 +25,18 @@ def _fail(cond: exp.Expr, marker: str) -> exp.Expr:
     return exp.EQ(this=exp.paren(overflow, copy=False), expression=exp.Literal.number(0))
 
 
+def _match_limit(pattern: str, subject_bytes: exp.Expr) -> exp.Expr:
+    # PCRE2 counts its match limit per start position, and an in-pattern (*LIMIT_MATCH=n) can only
+    # lower the library's: n = budget / the subject's bytes caps the whole match, KILL or not. Past
+    # it MariaDB answers "no match" with warning 1139, which `run` turns into a resource failure.
+    if isinstance(subject_bytes, exp.Literal):
+        return exp.Literal.string(f"(*LIMIT_MATCH={_MATCHES // max(int(subject_bytes.this), 1)}){pattern}")
+    at_least_one = exp.Anonymous(this="GREATEST", expressions=[subject_bytes, exp.Literal.number(1)])
+    per_start = exp.IntDiv(this=exp.Literal.number(_MATCHES), expression=at_least_one)
+    parts = [exp.Literal.string("(*LIMIT_MATCH="), per_start, exp.Literal.string(f"){pattern}")]
+    return exp.Anonymous(this="CONCAT", expressions=parts)
+
+
 def _converted_length(needle: exp.Expr, haystack: exp.Expr) -> exp.Expr:
     # CONCAT takes the haystack's character set (a literal needle coerces to it): ' ' is 4 bytes
     # beside a utf32 value, 1 beside utf8mb4
@@ -134,6 +146,9 @@ _LIKE: Final = 50_000_000
 _TRIM: Final = 250_000_000
 _PACKET: Final = 16 * 1024 * 1024  # max_allowed_packet's default: what REPEAT, CONCAT, CONVERT may build
 _REGEX: Final = 250_000_000  # PCRE rescanning the rest of the subject: about 1e9 byte pairs/s
+# PCRE2 backtracking steps (calls of its match(), about 44 ns each: 0.22 s) one regular expression
+# may take over one subject
+_MATCHES: Final = 5_000_000
 _TRIM_BOUND: Final = SizeBound("this", "expression", _TRIM, removal=True)
 _REGEX_BOUND: Final = SizeBound("this", "expression", _REGEX, pattern=True)
 _JSON_DETAILED: Final = GrowthBound("#0", _json_indent_factor, _PACKET)
@@ -185,5 +200,6 @@ SIZE_BOUNDS: Final = SearchBounds(
     growths=_JSON_GROWTHS,
     converted_length=_converted_length,
     cost_factor=_cost_factor,
+    match_limit=_match_limit,
 )
 """The string searches admission bounds (`mcpkit.sql.admission.bound_searches`)."""
