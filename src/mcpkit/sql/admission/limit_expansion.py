@@ -15,11 +15,12 @@ stands for, exceed `MAX_EXPANDED_NODES`. Nothing an analyst writes comes near ei
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
-from sqlglot.optimizer.scope import Scope, build_scope
+from sqlglot.optimizer.scope import Scope, ScopeType, build_scope
 
 from mcpkit.sql.errors import refuse
 
@@ -33,40 +34,99 @@ reads is replaced by that column's expression (transitively)."""
 
 
 class _Columns:
-    """The size of a scope's expressions with each column of a CTE or derived table they read
-    replaced by the expression it stands for (memoised per scope and column)."""
+    """The size of a scope's expressions with each column of a CTE, derived table or LATERAL
+    subquery they read replaced by the expression it stands for (memoised per scope and column).
 
-    def __init__(self) -> None:
+    A column the scope's own FROM does not name resolves in the enclosing scopes, as the engine
+    resolves it: a LATERAL or correlated subquery reads its siblings' columns, and PostgreSQL pulls
+    a FROM-less LATERAL subquery up and substitutes its expressions (red team pg15 F2: 25
+    `LATERAL (SELECT a.x + a.x AS x)` built a 2^25 tree, 3.5 GB). A subquery inside an expression
+    counts there too, since merging copies it along."""
+
+    def __init__(self, root: Scope) -> None:
         self.sizes: dict[tuple[int, str], int] = {}
+        self.scopes = {id(s.expression): s for s in root.traverse()}
 
     def size(self, scope: Scope, node: exp.Expr) -> int:
         total = 0
-        for each in node.walk(prune=lambda n: n is not node and isinstance(n, exp.Query | exp.Subquery)):
-            if isinstance(each, exp.Query | exp.Subquery) and each is not node:
-                continue
-            total += self._column(scope, each) if isinstance(each, exp.Column) else 1
+        for each in node.walk(prune=lambda n: n is not node and isinstance(n, _NESTED)):
+            if isinstance(each, _NESTED) and each is not node:
+                total += self._nested(each)
+            else:
+                total += self._column(scope, each) if isinstance(each, exp.Column) else 1
             if total > MAX_EXPANDED_NODES:
                 break
         return total
 
+    def _nested(self, node: exp.Expr) -> int:
+        """A subquery inside an expression (not a source of the FROM): its whole size."""
+        inner = node.this if isinstance(node, exp.Subquery) else node
+        scope = self.scopes.get(id(inner))
+        if scope is None or scope.scope_type not in (ScopeType.SUBQUERY, ScopeType.SET_OPERATION):
+            return 0
+        return self._memo((id(inner), ""), lambda: self.size(scope, inner))
+
     def _column(self, scope: Scope, column: exp.Column) -> int:
-        selected = scope.selected_sources
-        if column.table:
-            sources = [selected[column.table][1]] if column.table in selected else []
-        else:
-            sources = [source for _, source in selected.values()]
-        return max([1, *(self._output(s, column.name) for s in sources if isinstance(s, Scope))])
+        sources: list[Scope] = []
+        current: Scope | None = scope
+        enclosing: set[int] = set()  # a source that holds the reference is not what it reads
+        while current is not None:
+            enclosing.add(id(current.expression))
+            named = current.selected_sources
+            if column.table and column.table in named:
+                sources = [named[column.table][1]]
+                break
+            if not column.table:
+                sources += [source for _, source in named.values()]
+            current = current.parent
+        readable = [s for s in sources if isinstance(s, Scope) and id(s.expression) not in enclosing]
+        return max([1, *(self._output(s, column.name) for s in readable)])
 
     def _output(self, scope: Scope, name: str) -> int:
-        key = (id(scope.expression), name.casefold())
+        folded = name.casefold()
+        return self._memo(
+            (id(scope.expression), folded),
+            lambda: max([1, *(self.size(s, e) for s, e in _producers(scope, folded, _renamed(scope)))]),
+        )
+
+    def _memo(self, key: tuple[int, str], compute: Callable[[], int]) -> int:
         if key not in self.sizes:
             self.sizes[key] = 1  # while it is computed: a recursive CTE reads itself
-            select = scope.expression
-            found = [
-                p.unalias() for p in getattr(select, "selects", []) if p.alias_or_name.casefold() == key[1]
-            ]
-            self.sizes[key] = max([1, *(self.size(scope, p) for p in found)])
+            self.sizes[key] = compute()
         return self.sizes[key]
+
+
+_NESTED: Final = (exp.Query, exp.Subquery, exp.Lateral)
+
+
+def _producers(scope: Scope, name: str, renamed: list[str]) -> list[tuple[Scope, exp.Expr]]:
+    """The expressions (with the scope they are read in) that output column `name` of `scope`;
+    `renamed` is the column list an alias gives the source (`AS d(x, y)`), matched by position."""
+    node = scope.expression
+    if isinstance(node, exp.SetOperation):
+        names = renamed or [p.alias_or_name.casefold() for p in node.selects]
+        return [pair for branch in scope.set_operation_scopes for pair in _producers(branch, name, names)]
+    if not isinstance(node, exp.Select):  # LATERAL (SELECT ...) AS a: the subquery's outputs
+        return [pair for inner in scope.subquery_scopes for pair in _producers(inner, name, renamed)]
+    selects = node.selects
+    stars = [p for p in selects if isinstance(p, exp.Star) or isinstance(p.this, exp.Star)]
+    if renamed and name in renamed:
+        at = renamed.index(name)
+        if not stars:
+            return [(scope, selects[at].unalias())] if at < len(selects) else []
+        return [(scope, p.unalias()) for p in selects if p not in stars]  # `d(x)` over `*`: any output
+    found = [(scope, p.unalias()) for p in selects if p.alias_or_name.casefold() == name]
+    # `SELECT *` (or `t.*`) passes its own sources' column through
+    found += [(scope, exp.column(name, table=p.table if isinstance(p, exp.Column) else None)) for p in stars]
+    return found
+
+
+def _renamed(scope: Scope) -> list[str]:
+    """The column names an alias list gives a derived table, CTE or LATERAL subquery, if any."""
+    node = scope.expression
+    holder = node if isinstance(node, exp.Lateral) else node.parent
+    alias = holder.args.get("alias") if isinstance(holder, exp.Subquery | exp.CTE | exp.Lateral) else None
+    return [c.name.casefold() for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
 
 
 def _expanded_nodes(tree: exp.Expr) -> int:
@@ -76,7 +136,7 @@ def _expanded_nodes(tree: exp.Expr) -> int:
         return 0
     if root is None:
         return 0
-    columns = _Columns()
+    columns = _Columns(root)
     return max((columns.size(scope, scope.expression) for scope in root.traverse()), default=0)
 
 
