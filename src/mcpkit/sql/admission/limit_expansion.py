@@ -67,7 +67,7 @@ class _Columns:
         return self._memo((id(inner), ""), lambda: self.size(scope, inner))
 
     def _column(self, scope: Scope, column: exp.Column) -> int:
-        sources: list[Scope] = []
+        sources: list[exp.Table | Scope] = []
         current: Scope | None = scope
         enclosing: set[int] = set()  # a source that holds the reference is not what it reads
         while current is not None:
