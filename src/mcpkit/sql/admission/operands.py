@@ -8,9 +8,11 @@ from typing import Final
 from sqlglot import exp
 
 from mcpkit.sql.admission.function_tables import SearchBounds
+from mcpkit.sql.admission.functions import FunctionCall
 
 __all__ = [
     "arguments",
+    "function_cast",
     "is_ascii",
     "operand",
     "parses_text",
@@ -114,3 +116,23 @@ def parses_text(value: exp.Expr, bounds: SearchBounds) -> bool:
     return (isinstance(inner, exp.Cast) and inner.to.is_type("json")) or not plainly_scalar(
         inner, "text", bounds.not_text
     )
+
+
+def function_cast(
+    call: FunctionCall, bounds: SearchBounds, dialect: str
+) -> tuple[exp.Expr, exp.Expr, exp.DataType, str, exp.Expr] | None:
+    """A call of one argument named after a type (`int4(x)`, `xml(x)`), which the engine runs as a
+    cast to that type (through its input function, for a text), as a cast target: the node a guard
+    replaces (with its `pg_catalog.`), the call, the type, the argument's key (`operand`) and the
+    argument. None for any other call."""
+    node = call.node
+    if call.name not in bounds.function_casts or call.schema not in (None, bounds.builtin_schema):
+        return None
+    named = [k for k, v in node.args.items() if isinstance(v, exp.Expr) and k != "expressions"]
+    keys = [k for k in named if not (k == "this" and isinstance(node, exp.Anonymous))]  # its name
+    keys += [f"#{i}" for i in range(len(node.expressions))]
+    value = operand(node, keys[0]) if len(keys) == 1 else None
+    if value is None:
+        return None
+    outer = node.parent if isinstance(node.parent, exp.Dot) else node
+    return outer, node, exp.DataType.build(call.name, dialect=dialect, udt=True), keys[0], value

@@ -253,6 +253,9 @@ class SearchBounds:
     converted_length: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
     cost_factor: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
     cast_budget: Callable[[exp.DataType, exp.Expr], int | None] | None = None
+    function_casts: frozenset[str] = frozenset()
+    """Type names a call of one argument casts to (`int4(x)`: PostgreSQL's function-style cast),
+    whose argument `cast_budget` sizes as a CAST's."""
     folds_constants: bool = False
     """The engine evaluates an immutable call over constants while planning, whatever CASE holds
     it, unless a condition before it folds first (PostgreSQL): a guard that tests a run-time type
