@@ -37,6 +37,7 @@ from mcpkit.sql.admission.function_tables import (
 from mcpkit.sql.admission.function_tables.tables import SIZE_BOUNDS
 from mcpkit.sql.admission.functions import function_calls
 from mcpkit.sql.admission.operands import (
+    CastTarget,
     arguments,
     function_cast,
     is_ascii,
@@ -44,6 +45,7 @@ from mcpkit.sql.admission.operands import (
     parses_text,
     plainly_scalar,
     prefix_pattern,
+    refuse_qualified_bounded,
     static_chars,
     static_length,
 )
@@ -93,14 +95,14 @@ def _depth(node: exp.Expr) -> int:
 def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target]:
     found: list[_Target] = []
     operators = tuple(bounds.infix)
-    casts: list[tuple[exp.Expr, exp.Expr, exp.DataType, str, exp.Expr]]
-    casts = [(c, c, c.to, "this", c.this) for c in tree.find_all(exp.Cast)]
+    casts: list[CastTarget] = [(c, c, c.to, "this", c.this) for c in tree.find_all(exp.Cast)]
     for call in function_calls(tree, dialect):
         if isinstance(call.node, operators):  # sqlglot may name `a @> b` after a function: see below
             continue
         for bound in (bounds.calls.get(call.name), bounds.growths.get(call.name)):  # JSON_SEARCH: both
             if bound is not None and call.schema in (None, "pg_catalog"):
                 found.append(_Target(call.node, call.node, bound))
+        refuse_qualified_bounded(call, bounds, dialect)  # pg_catalog.repeat(...): bound it bare
         if (cast := function_cast(call, bounds, dialect)) is not None:  # `int4(x)` is `CAST(x AS int4)`
             casts.append(cast)
     for node in tree.find_all(exp.Like, exp.ILike, exp.Operator, *operators):

@@ -1,16 +1,21 @@
 """What `bound_searches` reads off an operand before the query runs: which argument it is, its
-size when written as a literal, and whether it is plainly not text."""
+size when written as a literal, whether it is plainly not text, and which calls are casts or
+hide their operands from a bound."""
 
 from __future__ import annotations
 
 from typing import Final
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from mcpkit.sql.admission.function_tables import SearchBounds
-from mcpkit.sql.admission.functions import FunctionCall
+from mcpkit.sql.admission.functions import FunctionCall, function_calls
+from mcpkit.sql.errors import refuse
 
 __all__ = [
+    "CastTarget",
     "arguments",
     "function_cast",
     "is_ascii",
@@ -18,6 +23,7 @@ __all__ = [
     "parses_text",
     "plainly_scalar",
     "prefix_pattern",
+    "refuse_qualified_bounded",
     "static_chars",
     "static_length",
 ]
@@ -118,9 +124,11 @@ def parses_text(value: exp.Expr, bounds: SearchBounds) -> bool:
     )
 
 
-def function_cast(
-    call: FunctionCall, bounds: SearchBounds, dialect: str
-) -> tuple[exp.Expr, exp.Expr, exp.DataType, str, exp.Expr] | None:
+CastTarget = tuple[exp.Expr, exp.Expr, exp.DataType, str, exp.Expr]
+"""What a guard replaces, the cast or call, the type, the operand's key and the operand."""
+
+
+def function_cast(call: FunctionCall, bounds: SearchBounds, dialect: str) -> CastTarget | None:
     """A call of one argument named after a type (`int4(x)`, `xml(x)`), which the engine runs as a
     cast to that type (through its input function, for a text), as a cast target: the node a guard
     replaces (with its `pg_catalog.`), the call, the type, the argument's key (`operand`) and the
@@ -136,3 +144,26 @@ def function_cast(
         return None
     outer = node.parent if isinstance(node.parent, exp.Dot) else node
     return outer, node, exp.DataType.build(call.name, dialect=dialect, udt=True), keys[0], value
+
+
+def refuse_qualified_bounded(call: FunctionCall, bounds: SearchBounds, dialect: str) -> None:
+    """Refuse a call qualified with the built-in schema that sqlglot reads as an unknown function,
+    while written bare it is one with a bound (`pg_catalog.repeat(x, n)`, `pg_catalog.strpos(a,
+    b)`): the bound could not find its operands, so the call would run unguarded."""
+    node = call.node
+    if call.schema is None or call.schema != bounds.builtin_schema or not isinstance(node, exp.Anonymous):
+        return
+    bare = exp.Anonymous(this=call.name, expressions=[exp.null() for _ in node.expressions])
+    try:
+        typed = sqlglot.parse_one(bare.sql(dialect=dialect), read=dialect)
+    except SqlglotError:
+        return
+    names = (
+        {c.name for c in function_calls(typed, dialect)} if not isinstance(typed, exp.Anonymous) else set()
+    )
+    if any(n in bounds.calls or n in bounds.growths for n in names):
+        refuse(
+            "function",
+            f"Call {call.name}() without its {call.schema}. prefix, so that the size of its operands can be"
+            " bounded.",
+        )
