@@ -9,12 +9,15 @@ NOT MATERIALIZED) copy the same way; admission counts the copies (`admission.lim
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
+from typing import Any, cast
 
 import pytest
 
 from mcpkit.errors import Refused
 from mcpkit.sql.admission import admit
+from mcpkit.sql.admission.limit_expansion import RelationRef
+from mcpkit.sql.definers import DefinerCatalog
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import DbEnv, pg_scratch
@@ -168,3 +171,24 @@ def test_postgres_a_views_column_counts_as_the_expression_it_stands_for(pg_url: 
             assert service.query(_lateral(5, "SELECT x FROM public.wide"), call_id="short")[0].rows == [[64]]
         finally:
             engine.close()
+
+
+class _Views:
+    """A catalog whose relation `wide` is a view with a 2,000-node column."""
+
+    def volatile(self, refs: object) -> set[object]:
+        return set()
+
+    def view_nodes(self, refs: Collection[RelationRef]) -> dict[RelationRef, int]:
+        return {r: 2000 if r[1] == "wide" else 1 for r in refs}
+
+
+def test_a_views_column_counts_as_its_size_and_the_role_maps_catalog_passes_it_on() -> None:
+    chain = _lateral(8, "SELECT x FROM wide")
+    assert admit(chain, "postgres").sql  # without a catalog each column is one node
+    for catalog in (_Views(), DefinerCatalog(cast(Any, None), _Views())):
+        with pytest.raises(Refused) as info:
+            admit(chain, "postgres", catalog=catalog)
+        assert info.value.data == {"reason": "too_complex"}
+    admit(_lateral(8, "SELECT x FROM narrow"), "postgres", catalog=_Views())
+    assert DefinerCatalog(cast(Any, None)).view_nodes([(None, "wide")]) == {}
