@@ -37,12 +37,15 @@ from mcpkit.sql.admission.function_tables import (
 from mcpkit.sql.admission.function_tables.tables import SIZE_BOUNDS
 from mcpkit.sql.admission.functions import function_calls
 from mcpkit.sql.admission.operands import (
+    CastTarget,
     arguments,
+    function_cast,
     is_ascii,
     operand,
     parses_text,
     plainly_scalar,
     prefix_pattern,
+    refuse_qualified_bounded,
     static_chars,
     static_length,
 )
@@ -66,6 +69,7 @@ _MAX_COPIED: Final = 4_000  # syntax nodes the guards may copy (nested searches 
 @dataclass(frozen=True)
 class _CastBound:
     budget: int  # bytes of the text a cast parses (`SearchBounds.cast_budget`)
+    key: str = "this"  # the operand cast: `this` of a CAST, the argument of `int4(x)`
 
 
 @dataclass(frozen=True)
@@ -85,12 +89,16 @@ def _depth(node: exp.Expr) -> int:
 def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target]:
     found: list[_Target] = []
     operators = tuple(bounds.infix)
+    casts: list[CastTarget] = [(c, c, c.to, "this", c.this) for c in tree.find_all(exp.Cast)]
     for call in function_calls(tree, dialect):
         if isinstance(call.node, operators):  # sqlglot may name `a @> b` after a function: see below
             continue
         for bound in (bounds.calls.get(call.name), bounds.growths.get(call.name)):  # JSON_SEARCH: both
             if bound is not None and call.schema in (None, "pg_catalog"):
                 found.append(_Target(call.node, call.node, bound))
+        refuse_qualified_bounded(call, bounds, dialect)  # pg_catalog.repeat(...): bound it bare
+        if (cast := function_cast(call, bounds, dialect)) is not None:  # `int4(x)` is `CAST(x AS int4)`
+            casts.append(cast)
     for node in tree.find_all(exp.Like, exp.ILike, exp.Operator, *operators):
         bound = bound_of(node, bounds)
         if bound is None or isinstance(node.args.get("expression"), exp.Any | exp.All):  # ARRAY[] is left
@@ -98,11 +106,10 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         parent = node.parent
         outer = parent if isinstance(parent, exp.Escape) and parent.this is node else node
         found.append(_Target(outer, node, bound))
-    cast_budget = bounds.cast_budget
-    for cast in tree.find_all(exp.Cast):
-        budget = cast_budget(cast.to, cast.this) if cast_budget is not None else None
-        if budget is not None and parses_text(cast.this, bounds):
-            found.append(_Target(cast, cast, _CastBound(budget)))
+    for node, call_node, to, key, value in casts:
+        budget = bounds.cast_budget(to, value) if bounds.cast_budget is not None else None
+        if budget is not None and parses_text(value, bounds):
+            found.append(_Target(node, call_node, _CastBound(budget, key)))
     return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
 
 
@@ -208,7 +215,8 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     """The condition under which the call must not run, or None when it is always cheap."""
     bound = target.bound
     if isinstance(bound, _CastBound):  # only text (or json, a user type) is parsed: a value's own type is not
-        value = target.call.this
+        value = operand(target.call, bound.key)
+        assert value is not None, "a cast bound's operand is found before it is targeted"
         builder.length(value)  # checks the operand like any other
         assert builder.bounds.type_is is not None, "a cast bound needs its engine's type_is"
         size = builder.bounds.byte_length(exp.cast(value.copy(), "TEXT"))
@@ -363,7 +371,7 @@ def _unfoldable(call: exp.Expr, bound: SizeBound | _CastBound) -> None:
     an immutable call over constants while planning, before the guard runs, and a guard testing an
     operand's run-time type (`pg_typeof`, stable) is not folded first: `CAST(repeat('x', 5e7) AS
     int)` failed with its whole input in the error, guard or not. A subquery is not folded."""
-    keys = ("this",) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
+    keys = (bound.key,) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
     for key in keys:
         value = operand(call, key)
         if value is None or static_length(value) is not None or any(value.find_all(exp.Column, exp.Select)):

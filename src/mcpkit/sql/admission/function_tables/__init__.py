@@ -266,6 +266,9 @@ class SearchBounds:
     match_limit: Callable[[str, exp.Expr], exp.Expr] | None = None
     """The SQL of a regular expression (its text, first) that the engine itself stops once it has
     backtracked its budget over a subject of this many bytes (second); None: not enforced."""
+    function_casts: frozenset[str] = frozenset()
+    """Type names a call of one argument casts to (`int4(x)`: PostgreSQL's function-style cast),
+    whose argument `cast_budget` sizes as a CAST's."""
     folds_constants: bool = False
     """The engine evaluates an immutable call over constants while planning, whatever CASE holds
     it, unless a condition before it folds first (PostgreSQL): a guard that tests a run-time type

@@ -170,6 +170,55 @@ def _cast_budget(to: exp.DataType, value: exp.Expr) -> int | None:
     return budget
 
 
+# A call of one argument named after a type is a cast to it, run through the type's input function
+# for a text (PostgreSQL's "function-style cast", Type Conversion: Functions): `int4(repeat('x',
+# 5e7))` put its 50 MB input in the error (mcpkit 512 MB), `xml(repeat(...))` took a backend to
+# 2.8 GB (red team pg15 F3). Each is sized as the CAST it is. (`interval`, `time`, `timestamp` are
+# callable so only when quoted.)
+_FUNCTION_CASTS: Final = frozenset(
+    [
+        "bool",
+        "int2",
+        "int4",
+        "int8",
+        "float4",
+        "float8",
+        "numeric",
+        "date",
+        "time",
+        "timetz",
+        "timestamp",
+        "timestamptz",
+        "interval",
+        "money",
+        "bit",
+        "varbit",
+        "uuid",
+        "inet",
+        "cidr",
+        "macaddr",
+        "macaddr8",
+        "xml",
+        "json",
+        "jsonb",
+        "hstore",
+        "tsvector",
+        "tsquery",
+        "int4range",
+        "int8range",
+        "numrange",
+        "tsrange",
+        "tstzrange",
+        "daterange",
+        "int4multirange",
+        "int8multirange",
+        "nummultirange",
+        "tsmultirange",
+        "tstzmultirange",
+        "datemultirange",
+    ]
+)
+
 # Calls that build a value many times their arguments: PostgreSQL caps a value at 1 GB, but every
 # value a row builds stays until the row is done, so several add up (red team rt16 F8:
 # array_to_string(array_fill(big, ARRAY[900]), '') took a backend to 3.8 GB, three such terms
@@ -254,6 +303,7 @@ SIZE_BOUNDS: Final = SearchBounds(
     # pgvector's types, which sqlglot reads as user-defined: a cast to one is no string
     not_text=frozenset(["vector", "halfvec", "sparsevec"]),
     cast_budget=_cast_budget,
+    function_casts=_FUNCTION_CASTS,
     folds_constants=True,
     varying=frozenset(
         [
