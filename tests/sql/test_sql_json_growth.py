@@ -24,8 +24,9 @@ TIMEOUT_S = 5.0
 PACKET = 16 * 1024 * 1024
 # The contract, written out (not imported) so that these tests run, and fail, on code without it.
 VALUE_TOO_LARGE = (
-    "The query would build a value larger than this server allows (a JSON function, repeat, pad or"
-    " replace over large values); apply it to smaller values."
+    "The query would build a value larger than this server allows (a JSON function, repeat, pad,"
+    " replace, a split, a regular expression or a long concatenation over large values); apply it to"
+    " smaller values."
 )
 DOC = "CONCAT('[\"', REPEAT('a', 3000000), '\"]')"  # 3 MB: every function below stays under the packet
 DEEP = "CONCAT(REPEAT('{\"a\": ', 30), '\"', REPEAT('x', 700000), '\"', REPEAT('}', 30))"

@@ -27,6 +27,7 @@ from typing import Final
 
 from sqlglot import exp
 
+from mcpkit.sql.admission.chains import chain_cost, chain_roots, unfold_constants
 from mcpkit.sql.admission.function_tables import (
     SEARCH_BOUND_MARKER,
     SIZE_BOUND_MARKER,
@@ -47,13 +48,7 @@ from mcpkit.sql.admission.operands import (
     static_length,
 )
 from mcpkit.sql.admission.operators import bound_of, spread_quantified
-from mcpkit.sql.admission.regex_cost import (
-    MAX_DEGREE,
-    MAX_PATHS,
-    PatternCost,
-    PatternTooComplex,
-    pattern_cost,
-)
+from mcpkit.sql.admission.regex_cost import literal_pattern_cost
 from mcpkit.sql.errors import refuse
 
 __all__ = ["MAX_BOUNDED", "MAX_PATTERNS", "SHORT_LITERAL", "bound_searches"]
@@ -75,10 +70,15 @@ class _CastBound:
 
 
 @dataclass(frozen=True)
+class _ChainBound:
+    budget: int  # bytes a concatenation chain's intermediate values may hold (`admission.chains`)
+
+
+@dataclass(frozen=True)
 class _Target:
     node: exp.Expr  # the call, or what replaces it in the tree (LIKE ... ESCAPE)
     call: exp.Expr  # the node holding the operands
-    bound: SizeBound | GrowthBound | _CastBound
+    bound: SizeBound | GrowthBound | _CastBound | _ChainBound
 
 
 def _depth(node: exp.Expr) -> int:
@@ -95,7 +95,8 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         if isinstance(call.node, operators):  # sqlglot may name `a @> b` after a function: see below
             continue
         for bound in (bounds.calls.get(call.name), bounds.growths.get(call.name)):  # JSON_SEARCH: both
-            if bound is not None and call.schema in (None, "pg_catalog"):
+            anywhere = isinstance(bound, GrowthBound) and bound.any_schema
+            if bound is not None and (anywhere or call.schema in (None, "pg_catalog")):
                 found.append(_Target(call.node, call.node, bound))
     for node in tree.find_all(exp.Like, exp.ILike, exp.Operator, *operators):
         bound = bound_of(node, bounds)
@@ -109,6 +110,8 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         budget = cast_budget(cast.to, cast.this) if cast_budget is not None else None
         if budget is not None and parses_text(cast.this, bounds):
             found.append(_Target(cast, cast, _CastBound(budget)))
+    if bounds.chain_budget is not None:
+        found.extend(_Target(root, root, _ChainBound(bounds.chain_budget)) for root in chain_roots(tree))
     return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
 
 
@@ -117,15 +120,15 @@ class _Builder:
         self.bounds = bounds
         self.copied = 0
 
-    def length(self, value: exp.Expr, bound: SizeBound | None = None) -> exp.Expr:
+    def length(self, value: exp.Expr, bound: SizeBound | None = None, *, as_text: bool = False) -> exp.Expr:
         if bound is not None and bound.multibyte:
             return self._extra_bytes(value)
         static = static_length(value)
         if static is not None:
             return exp.Literal.number(static)
-        self._check_operand(value)
+        self._check_operand(value, varying_ok=as_text)
         copied = value.copy()
-        as_text = bound is not None and bound.as_text
+        as_text = as_text or (bound is not None and bound.as_text)
         return self.bounds.byte_length(exp.cast(copied, "TEXT") if as_text else copied)
 
     def _extra_bytes(self, value: exp.Expr) -> exp.Expr:
@@ -135,7 +138,7 @@ class _Builder:
         self._check_operand(value)
         return self.bounds.extra_bytes(value.copy())
 
-    def _check_operand(self, value: exp.Expr) -> None:
+    def _check_operand(self, value: exp.Expr, *, varying_ok: bool = False) -> None:
         for node in value.walk():
             self.copied += 1
             if self.copied > _MAX_COPIED:
@@ -149,7 +152,7 @@ class _Builder:
                 names.add(node.name.lower())
             elif isinstance(node, exp.Func):
                 names.update(n.lower() for n in (node.sql_name(), *getattr(type(node), "_sql_names", ())))
-            varying = sorted(names & self.bounds.varying)
+            varying = [] if varying_ok else sorted(names & self.bounds.varying)
             if varying or isinstance(node, exp.TableSample):
                 name = f"{varying[0]}()" if varying else "a sample"
                 refuse(
@@ -186,6 +189,17 @@ def _growth_cost(call: exp.Expr, bound: GrowthBound, builder: _Builder) -> exp.E
     return _over(exp.Mul(this=size, expression=factor), bound.budget)
 
 
+def _leaf_length(leaf: exp.Expr, builder: _Builder) -> exp.Expr:
+    """A chain leaf's bytes: nothing for a number, a count or a time (written as text or not);
+    a leaf computed from random() is measured as any other (its length barely differs)."""
+    inner = leaf.unnest()
+    if isinstance(inner, exp.Cast) and inner.to.is_type(*exp.DataType.TEXT_TYPES):
+        inner = inner.this
+    if plainly_scalar(inner, "text", builder.bounds.not_text):
+        return exp.Literal.number(0)
+    return builder.length(leaf, as_text=True)
+
+
 def _removal_cost(call: exp.Expr, bound: SizeBound, builder: _Builder) -> exp.Expr | None:
     """hay^2 / needle over the budget, when the needle in the haystack's character set passes a byte."""
     position = call.args.get("position")
@@ -213,6 +227,8 @@ def _removal_cost(call: exp.Expr, bound: SizeBound, builder: _Builder) -> exp.Ex
 def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     """The condition under which the call must not run, or None when it is always cheap."""
     bound = target.bound
+    if isinstance(bound, _ChainBound):
+        return chain_cost(target.call, lambda leaf: _leaf_length(leaf, builder), bound.budget)
     if isinstance(bound, _CastBound):  # only text (or json, a user type) is parsed: a value's own type is not
         value = target.call.this
         builder.length(value)  # checks the operand like any other
@@ -232,7 +248,7 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
         if plainly_scalar(hay, bound.typed, not_text) or plainly_scalar(needle, other, not_text):
             return None
     if bound.pattern:
-        cost = _pattern(needle)
+        cost = literal_pattern_cost(needle)
         if not cost.plain:
             if static_length(hay) is not None:  # a literal subject: its length was checked as text
                 return None
@@ -282,25 +298,6 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     return exp.or_(*conds, copy=False) if len(conds) > 1 else conds[0]
 
 
-def _pattern(regex: exp.Expr) -> PatternCost:
-    """What a regular expression may cost (`regex_cost`); a computed or exponential one is refused."""
-    if not (isinstance(regex, exp.Literal) and regex.is_string):
-        refuse(
-            "too_complex",
-            "A regular expression is answered only when written as a literal here (what a computed"
-            " one costs cannot be bounded); write the pattern out.",
-        )
-    try:
-        return pattern_cost(regex.this)
-    except PatternTooComplex:
-        refuse(
-            "too_complex",
-            f"The regular expression could take exponential time (more than {MAX_DEGREE - 1} unbounded"
-            f" quantifiers, more than {MAX_PATHS} ways through its groups, or a quantifier on a"
-            " group); simplify it, or filter with LIKE first.",
-        )
-
-
 def _over(cost: exp.Expr, budget: int) -> exp.Expr:
     return exp.GT(this=cost, expression=exp.Literal.number(budget))
 
@@ -335,6 +332,8 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
     bounds = SIZE_BOUNDS.get(dialect)
     if bounds is None:
         return tree
+    if bounds.rewrite is not None:
+        bounds.rewrite(tree)
     builder = _Builder(bounds)
     guarded = 0
     spread_quantified(tree, bounds)
@@ -342,7 +341,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
     for target in _targets(tree, dialect, bounds):
         if isinstance(target.bound, SizeBound) and target.bound.pattern:
             regex = operand(target.call, target.bound.needle)
-            patterns += regex is not None and not _pattern(regex).plain
+            patterns += regex is not None and not literal_pattern_cost(regex).plain
             if patterns > MAX_PATTERNS:
                 refuse(
                     "too_complex",
@@ -352,6 +351,9 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
         cond = _cost(target, builder)
         if cond is None:
             continue
+        if isinstance(target.bound, _ChainBound) and bounds.folds_constants:
+            unfold_constants(target.call, bounds.varying)
+            cond = _cost(target, builder) or cond
         guarded += 1
         if guarded > MAX_BOUNDED:
             refuse(
@@ -360,16 +362,16 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                 " computed values, each bounded at run time; split it into smaller queries.",
             )
         bound = target.bound
-        marker = SIZE_BOUND_MARKER if isinstance(bound, GrowthBound) else SEARCH_BOUND_MARKER
-        if isinstance(bound, SizeBound) and bound.wrap_argument:
-            hay = operand(target.call, bound.haystack)
+        marker = SIZE_BOUND_MARKER if isinstance(bound, GrowthBound | _ChainBound) else SEARCH_BOUND_MARKER
+        if isinstance(bound, SizeBound | GrowthBound) and bound.wrap_argument:
+            hay = operand(target.call, bound.argument if isinstance(bound, GrowthBound) else bound.haystack)
             if hay is not None:
                 placeholder = exp.Null()
                 hay.replace(placeholder)
                 placeholder.replace(_guarded(hay, cond, bounds, marker))
             continue
         typed = isinstance(bound, _CastBound) or (isinstance(bound, SizeBound) and bound.typed)
-        if bounds.folds_constants and typed and not isinstance(bound, GrowthBound):
+        if bounds.folds_constants and typed and isinstance(bound, SizeBound | _CastBound):
             _unfoldable(target.call, bound)
         placeholder = exp.Null()
         target.node.replace(placeholder)
@@ -385,7 +387,8 @@ def _unfoldable(call: exp.Expr, bound: SizeBound | _CastBound) -> None:
     keys = ("this",) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
     for key in keys:
         value = operand(call, key)
-        if value is None or static_length(value) is not None or any(value.find_all(exp.Column, exp.Select)):
+        held = (exp.Column, exp.Select, exp.AggFunc, exp.Window)  # an aggregate's value is its query's
+        if value is None or static_length(value) is not None or any(value.find_all(*held)):
             continue
         placeholder = exp.Null()
         value.replace(placeholder)

@@ -16,7 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["MAX_DEGREE", "MAX_PATHS", "PatternCost", "PatternTooComplex", "pattern_cost"]
+from sqlglot import exp
+
+from mcpkit.sql.errors import refuse
+
+__all__ = [
+    "MAX_DEGREE",
+    "MAX_PATHS",
+    "PatternCost",
+    "PatternTooComplex",
+    "literal_pattern_cost",
+    "pattern_cost",
+]
 
 MAX_DEGREE: Final = 4
 """Unbounded quantifiers + 1 a pattern may have: the power of the subject's length it costs."""
@@ -114,3 +125,23 @@ def pattern_cost(text: str) -> PatternCost:
     if degree > MAX_DEGREE or paths > MAX_PATHS:
         raise PatternTooComplex("too many quantifiers or alternatives")
     return PatternCost(degree, paths * (GROUP_STEP if groups else 1), plain)
+
+
+def literal_pattern_cost(regex: exp.Expr) -> PatternCost:
+    """What a literal regular expression may cost (`pattern_cost`); a computed or exponential one
+    is refused."""
+    if not (isinstance(regex, exp.Literal) and regex.is_string):
+        refuse(
+            "too_complex",
+            "A regular expression is answered only when written as a literal here (what a computed"
+            " one costs cannot be bounded); write the pattern out.",
+        )
+    try:
+        return pattern_cost(regex.this)
+    except PatternTooComplex:
+        refuse(
+            "too_complex",
+            f"The regular expression could take exponential time (more than {MAX_DEGREE - 1} unbounded"
+            f" quantifiers, more than {MAX_PATHS} ways through its groups, or a quantifier on a"
+            " group); simplify it, or filter with LIKE first.",
+        )
