@@ -97,7 +97,9 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         for bound in (bounds.calls.get(call.name), bounds.growths.get(call.name)):  # JSON_SEARCH: both
             anywhere = isinstance(bound, GrowthBound) and bound.any_schema
             if bound is not None and (anywhere or call.schema in (None, "pg_catalog")):
-                found.append(_Target(call.node, call.node, bound))
+                dot = call.node.parent  # `schema.f(...)`: the guard replaces the whole
+                whole = dot if isinstance(dot, exp.Dot) and dot.expression is call.node else call.node
+                found.append(_Target(whole, call.node, bound))
     for node in tree.find_all(exp.Like, exp.ILike, exp.Operator, *operators):
         bound = bound_of(node, bounds)
         if bound is None or isinstance(node.args.get("expression"), exp.Any | exp.All):  # ARRAY[] is left
