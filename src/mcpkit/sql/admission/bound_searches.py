@@ -1,23 +1,16 @@
 """Rewrite: a string search the engine cannot interrupt, or a call whose result outgrows every
 limit, fails fast when its operands are too large.
 
-MariaDB's LOCATE/REPLACE/LIKE/SUBSTRING_INDEX/JSON_SEARCH and PostgreSQL's strpos/replace/
-split_part/string_to_array/LIKE/translate compare the needle at every position of the haystack and
-check neither the statement timeout nor a cancel inside that loop: one call with large operands
-runs minutes past its deadline. Each such call becomes
-
-    CASE WHEN CASE WHEN <cost> > <budget> THEN <fail> END THEN NULL ELSE <call> END
-
-where `cost` is the product of the operands' byte lengths (computed in SQL, so it holds for
-computed operands), times how much slower the operands' collations compare when the engine says
-(`SearchBounds.cost_factor`: MariaDB's UCA collations), and `fail` raises an engine error carrying
-a marker, which the profile classifies as `resource` with its own sentence. The answer is
-otherwise unchanged: NULL is the THEN branch, so the CASE has the call's type. What is cheap and
-must keep an index stays as written: a short literal needle, a LIKE pattern that is a literal
-prefix. A call whose result may be many times its arguments (`GrowthBound`: MariaDB's
-JSON_DETAILED, JSON_MERGE, JSON_SET) gets the same guard over the arguments' bytes times its
-growth factor, with its own marker. Per engine, the functions, budgets and the SQL of the guard
-live next to its function table (`SIZE_BOUNDS`).
+Searches (MariaDB's LOCATE/REPLACE/LIKE/..., PostgreSQL's strpos/replace/LIKE/translate/...) check
+no timeout or cancel inside their loop: one call with large operands runs minutes past its deadline.
+Each such call becomes `CASE WHEN CASE WHEN <cost> > <budget> THEN <fail> END THEN NULL ELSE <call>
+END`: `cost` is the product of the operands' byte lengths, computed in SQL (times the collations'
+slowdown where the engine says, `SearchBounds.cost_factor`), and `fail` raises an engine error
+carrying a marker, which the profile classifies as `resource`. NULL is the THEN branch, so the CASE
+has the call's type. A short literal needle and a literal-prefix LIKE (which keep an index) stay as
+written. A call whose result may be many times its arguments (`GrowthBound`), a cast that parses a
+text, and a concatenation chain (`admission.chains`) get the same guard over their own cost. Per
+engine, the functions, budgets and SQL of the guard live next to its function table (`SIZE_BOUNDS`).
 """
 
 from __future__ import annotations
@@ -39,6 +32,7 @@ from mcpkit.sql.admission.function_tables.tables import SIZE_BOUNDS
 from mcpkit.sql.admission.functions import function_calls
 from mcpkit.sql.admission.operands import (
     arguments,
+    bounded_unqualified,
     is_ascii,
     operand,
     parses_text,
@@ -94,6 +88,15 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
     for call in function_calls(tree, dialect):
         if isinstance(call.node, operators):  # sqlglot may name `a @> b` after a function: see below
             continue
+        if (
+            isinstance(call.node, exp.Anonymous)
+            and call.schema
+            and bounded_unqualified(call.node, dialect, bounds)
+        ):
+            refuse(
+                "function",
+                f"Write {call.name}(...) without its schema here: only then is its cost bounded.",
+            )
         for bound in (bounds.calls.get(call.name), bounds.growths.get(call.name)):  # JSON_SEARCH: both
             anywhere = isinstance(bound, GrowthBound) and bound.any_schema
             if bound is not None and (anywhere or call.schema in (None, "pg_catalog")):

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from typing import Final
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import ParseError
 
 from mcpkit.sql.admission.function_tables import SearchBounds
+from mcpkit.sql.admission.functions import function_calls
 
 __all__ = [
     "arguments",
+    "bounded_unqualified",
     "is_ascii",
     "operand",
     "parses_text",
@@ -113,4 +117,18 @@ def parses_text(value: exp.Expr, bounds: SearchBounds) -> bool:
         return False
     return (isinstance(inner, exp.Cast) and inner.to.is_type("json")) or not plainly_scalar(
         inner, "text", bounds.not_text
+    )
+
+
+def bounded_unqualified(call: exp.Anonymous, dialect: str, bounds: SearchBounds) -> bool:
+    """Whether `schema.f(...)`, which sqlglot reads as an untyped call whose arguments have no
+    names to bound, is a bounded call when written `f(...)` (`pg_catalog.strpos(a, b)`)."""
+    try:
+        typed = sqlglot.parse_one(f"SELECT {call.sql(dialect=dialect)}", read=dialect)
+    except ParseError:
+        return False
+    calls = function_calls(typed, dialect)
+    return any(
+        not isinstance(c.node, exp.Anonymous) and (c.name in bounds.calls or c.name in bounds.growths)
+        for c in calls
     )
