@@ -24,8 +24,9 @@ TIMEOUT_S = 5.0
 PACKET = 16 * 1024 * 1024
 # The contract, written out (not imported) so that these tests run, and fail, on code without it.
 VALUE_TOO_LARGE = (
-    "The query would build a value larger than this server allows (a JSON function, repeat, pad or"
-    " replace over large values); apply it to smaller values."
+    "The query would build a value larger than this server allows (a JSON function, repeat, pad,"
+    " replace, a split, a regular expression or a long concatenation over large values); apply it to"
+    " smaller values."
 )
 PATHS_TOO_LARGE = (
     "JSON_EXTRACT with several paths (or a ** or computed path) over a document this large would build"

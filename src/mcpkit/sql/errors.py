@@ -83,8 +83,9 @@ FAILURE_MESSAGES: Final[dict[FailureKind, str]] = {
 SEARCH_TOO_LARGE: Final = "The query searches strings too large to search within the time limit; narrow it."
 """The `resource` sentence for a string search admission bounded (`admission.bound_searches`)."""
 VALUE_TOO_LARGE: Final = (
-    "The query would build a value larger than this server allows (a JSON function, repeat, pad or"
-    " replace over large values); apply it to smaller values."
+    "The query would build a value larger than this server allows (a JSON function, repeat, pad,"
+    " replace, a split, a regular expression or a long concatenation over large values); apply it to"
+    " smaller values."
 )
 """The `resource` sentence for a value-growing call admission bounded (`GrowthBound`)."""
 PATHS_TOO_LARGE: Final = (

@@ -674,3 +674,27 @@ SELECT id, json_array_length(embedding) AS dims, round(json_extract(embedding, '
 -- name: mysql-computed-date-format
 -- dialects: mysql
 SELECT id, DATE_FORMAT(MAKEDATE(year, quarter * 80), CONCAT('%W ', '%d %M')) AS label, STR_TO_DATE(CONCAT('01/', '02/2024'), CONCAT('%d/', '%m/%Y')) AS parsed FROM sales_demo ORDER BY id
+
+-- name: pg-label-chain
+-- dialects: postgres
+SELECT id, region || ' / ' || product || ' / ' || year || '-Q' || quarter || ' (' || units || ' units)' AS label FROM sales_demo ORDER BY id LIMIT 5
+
+-- name: pg-words-of-notes
+-- dialects: postgres
+SELECT id, cardinality(string_to_array(coalesce(notes, ''), ' ')) AS words, string_to_array(product, NULL) AS letters FROM sales_demo ORDER BY id LIMIT 5
+
+-- name: pg-regexp-matches-all
+-- dialects: postgres
+SELECT id, m[1] AS word FROM sales_demo, regexp_matches(coalesce(notes, ''), '([A-Za-z]{5,})', 'g') AS m WHERE id <= 3 ORDER BY id, word
+
+-- name: pg-regexp-count-vowels
+-- dialects: postgres
+SELECT product, regexp_count(product, '[aeiou]') AS vowels, regexp_substr(product, '[A-Z][a-z]+', 1, 1) AS first_word FROM sales_demo GROUP BY product ORDER BY product
+
+-- name: pg-pivot-jsonb-object-agg
+-- dialects: postgres
+SELECT region, jsonb_object_agg(year, revenue) AS by_year FROM (SELECT region, year, sum(revenue) AS revenue FROM sales_demo GROUP BY region, year) t GROUP BY region ORDER BY region
+
+-- name: pg-jsonb-object-of-arrays
+-- dialects: postgres
+SELECT jsonb_object(array_agg(DISTINCT region ORDER BY region), array_agg(DISTINCT region ORDER BY region)) AS regions FROM sales_demo

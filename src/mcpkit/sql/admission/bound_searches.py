@@ -1,24 +1,17 @@
 """Rewrite: a string search the engine cannot interrupt, or a call whose result outgrows every
 limit, fails fast when its operands are too large.
 
-MariaDB's LOCATE/REPLACE/LIKE/SUBSTRING_INDEX/JSON_SEARCH and PostgreSQL's strpos/replace/
-split_part/string_to_array/LIKE/translate compare the needle at every position of the haystack and
-check neither the statement timeout nor a cancel inside that loop: one call with large operands
-runs minutes past its deadline. Each such call becomes
-
-    CASE WHEN CASE WHEN <cost> > <budget> THEN <fail> END THEN NULL ELSE <call> END
-
-where `cost` is the product of the operands' byte lengths (computed in SQL, so it holds for
-computed operands), times how much slower the operands' collations compare when the engine says
-(`SearchBounds.cost_factor`: MariaDB's UCA collations), and `fail` raises an engine error carrying
-a marker, which the profile classifies as `resource` with its own sentence. The answer is
-otherwise unchanged: NULL is the THEN branch, so the CASE has the call's type. What is cheap and
-must keep an index stays as written: a short literal needle (but not where the call compares in a
-collation the engine may make slow: `SizeBound.collated`), a LIKE pattern that is a literal
-prefix. A call whose result may be many times its arguments (`GrowthBound`: MariaDB's
-JSON_DETAILED, JSON_MERGE, JSON_SET) gets the same guard over the arguments' bytes times its
-growth factor, with its own marker. Per engine, the functions, budgets and the SQL of the guard
-live next to its function table (`SIZE_BOUNDS`).
+Searches (MariaDB's LOCATE/REPLACE/LIKE/..., PostgreSQL's strpos/replace/LIKE/translate/...) check
+no timeout or cancel inside their loop: one call with large operands runs minutes past its deadline.
+Each such call becomes `CASE WHEN CASE WHEN <cost> > <budget> THEN <fail> END THEN NULL ELSE <call>
+END`: `cost` is the product of the operands' byte lengths, computed in SQL (times the collations'
+slowdown where the engine says, `SearchBounds.cost_factor`), and `fail` raises an engine error
+carrying a marker, which the profile classifies as `resource`. NULL is the THEN branch, so the CASE
+has the call's type. A short literal needle and a literal-prefix LIKE (which keep an index) stay as
+written, unless the call compares in a collation the engine may make slow (`SizeBound.collated`).
+A call whose result may be many times its arguments (`GrowthBound`), a cast that parses a text,
+and a concatenation chain (`admission.chains`) get the same guard over their own cost. Per engine,
+the functions, budgets and SQL of the guard live next to its function table (`SIZE_BOUNDS`).
 """
 
 from __future__ import annotations
@@ -28,8 +21,10 @@ from typing import Final
 
 from sqlglot import exp
 
+from mcpkit.sql.admission.chains import chain_cost, chain_roots, unfold_constants
 from mcpkit.sql.admission.function_tables import (
     SEARCH_BOUND_MARKER,
+    SIZE_BOUND_MARKER,
     GrowthBound,
     SearchBounds,
     SizeBound,
@@ -48,6 +43,7 @@ from mcpkit.sql.admission.operands import (
     refuse_qualified_bounded,
     static_chars,
     static_length,
+    unfold_operands,
 )
 from mcpkit.sql.admission.operators import bound_of, spread_quantified
 from mcpkit.sql.admission.regex_bounds import limit_matches, regex_cost
@@ -73,10 +69,15 @@ class _CastBound:
 
 
 @dataclass(frozen=True)
+class _ChainBound:
+    budget: int  # bytes a concatenation chain's intermediate values may hold (`admission.chains`)
+
+
+@dataclass(frozen=True)
 class _Target:
     node: exp.Expr  # the call, or what replaces it in the tree (LIKE ... ESCAPE)
     call: exp.Expr  # the node holding the operands
-    bound: SizeBound | GrowthBound | _CastBound
+    bound: SizeBound | GrowthBound | _CastBound | _ChainBound
 
 
 def _depth(node: exp.Expr) -> int:
@@ -94,8 +95,11 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         if isinstance(call.node, operators):  # sqlglot may name `a @> b` after a function: see below
             continue
         for bound in (bounds.calls.get(call.name), bounds.growths.get(call.name)):  # JSON_SEARCH: both
-            if bound is not None and call.schema in (None, "pg_catalog"):
-                found.append(_Target(call.node, call.node, bound))
+            anywhere = isinstance(bound, GrowthBound) and bound.any_schema
+            if bound is not None and (anywhere or call.schema in (None, "pg_catalog")):
+                dot = call.node.parent  # `schema.f(...)`: the guard replaces the whole
+                whole = dot if isinstance(dot, exp.Dot) and dot.expression is call.node else call.node
+                found.append(_Target(whole, call.node, bound))
         refuse_qualified_bounded(call, bounds, dialect)  # pg_catalog.repeat(...): bound it bare
         if (cast := function_cast(call, bounds, dialect)) is not None:  # `int4(x)` is `CAST(x AS int4)`
             casts.append(cast)
@@ -110,6 +114,8 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         budget = bounds.cast_budget(to, value) if bounds.cast_budget is not None else None
         if budget is not None and parses_text(value, bounds):
             found.append(_Target(node, call_node, _CastBound(budget, key)))
+    if bounds.chain_budget is not None:
+        found.extend(_Target(root, root, _ChainBound(bounds.chain_budget)) for root in chain_roots(tree))
     return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
 
 
@@ -118,15 +124,15 @@ class _Builder:
         self.bounds = bounds
         self.copied = 0
 
-    def length(self, value: exp.Expr, bound: SizeBound | None = None) -> exp.Expr:
+    def length(self, value: exp.Expr, bound: SizeBound | None = None, *, as_text: bool = False) -> exp.Expr:
         if bound is not None and bound.multibyte:
             return self._extra_bytes(value)
         static = static_length(value)
         if static is not None:
             return exp.Literal.number(static)
-        self._check_operand(value)
+        self._check_operand(value, varying_ok=as_text)
         copied = value.copy()
-        as_text = bound is not None and bound.as_text
+        as_text = as_text or (bound is not None and bound.as_text)
         return self.bounds.byte_length(exp.cast(copied, "TEXT") if as_text else copied)
 
     def _extra_bytes(self, value: exp.Expr) -> exp.Expr:
@@ -136,7 +142,7 @@ class _Builder:
         self._check_operand(value)
         return self.bounds.extra_bytes(value.copy())
 
-    def _check_operand(self, value: exp.Expr) -> None:
+    def _check_operand(self, value: exp.Expr, *, varying_ok: bool = False) -> None:
         for node in value.walk():
             self.copied += 1
             if self.copied > _MAX_COPIED:
@@ -150,7 +156,7 @@ class _Builder:
                 names.add(node.name.lower())
             elif isinstance(node, exp.Func):
                 names.update(n.lower() for n in (node.sql_name(), *getattr(type(node), "_sql_names", ())))
-            varying = sorted(names & self.bounds.varying)
+            varying = [] if varying_ok else sorted(names & self.bounds.varying)
             if varying or isinstance(node, exp.TableSample):
                 name = f"{varying[0]}()" if varying else "a sample"
                 refuse(
@@ -187,6 +193,17 @@ def _growth_cost(call: exp.Expr, bound: GrowthBound, builder: _Builder) -> exp.E
     return _over(exp.Mul(this=size, expression=factor), bound.budget)
 
 
+def _leaf_length(leaf: exp.Expr, builder: _Builder) -> exp.Expr:
+    """A chain leaf's bytes: nothing for a number, a count or a time (written as text or not);
+    a leaf computed from random() is measured as any other (its length barely differs)."""
+    inner = leaf.unnest()
+    if isinstance(inner, exp.Cast) and inner.to.is_type(*exp.DataType.TEXT_TYPES):
+        inner = inner.this
+    if plainly_scalar(inner, "text", builder.bounds.not_text):
+        return exp.Literal.number(0)
+    return builder.length(leaf, as_text=True)
+
+
 def _removal_cost(call: exp.Expr, bound: SizeBound, builder: _Builder) -> exp.Expr | None:
     """hay^2 / needle over the budget, when the needle in the haystack's character set passes a byte."""
     position = call.args.get("position")
@@ -214,6 +231,8 @@ def _removal_cost(call: exp.Expr, bound: SizeBound, builder: _Builder) -> exp.Ex
 def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     """The condition under which the call must not run, or None when it is always cheap."""
     bound = target.bound
+    if isinstance(bound, _ChainBound):
+        return chain_cost(target.call, lambda leaf: _leaf_length(leaf, builder), bound.budget)
     if isinstance(bound, _CastBound):  # only text (or json, a user type) is parsed: a value's own type is not
         value = operand(target.call, bound.key)
         assert value is not None, "a cast bound's operand is found before it is targeted"
@@ -322,6 +341,8 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
     bounds = SIZE_BOUNDS.get(dialect)
     if bounds is None:
         return tree
+    if bounds.rewrite is not None:
+        bounds.rewrite(tree)
     builder = _Builder(bounds)
     guarded = 0
     spread_quantified(tree, bounds)
@@ -341,6 +362,9 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
             limit_matches(target.call, target.bound, bounds, builder.length)
         if cond is None:
             continue
+        if isinstance(target.bound, _ChainBound) and bounds.folds_constants:
+            unfold_constants(target.call, bounds.varying)
+            cond = _cost(target, builder) or cond
         guarded += 1
         if guarded > MAX_BOUNDED:
             refuse(
@@ -349,33 +373,22 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                 " computed values, each bounded at run time; split it into smaller queries.",
             )
         bound = target.bound
-        marker = bound.marker if isinstance(bound, GrowthBound) else SEARCH_BOUND_MARKER
-        if isinstance(bound, SizeBound) and bound.wrap_argument:
-            hay = operand(target.call, bound.haystack)
+        if isinstance(bound, GrowthBound):
+            marker = bound.marker
+        else:
+            marker = SIZE_BOUND_MARKER if isinstance(bound, _ChainBound) else SEARCH_BOUND_MARKER
+        if isinstance(bound, SizeBound | GrowthBound) and bound.wrap_argument:
+            hay = operand(target.call, bound.argument if isinstance(bound, GrowthBound) else bound.haystack)
             if hay is not None:
                 placeholder = exp.Null()
                 hay.replace(placeholder)
                 placeholder.replace(_guarded(hay, cond, bounds, marker))
             continue
         typed = isinstance(bound, _CastBound) or (isinstance(bound, SizeBound) and bound.typed)
-        if bounds.folds_constants and typed and not isinstance(bound, GrowthBound):
-            _unfoldable(target.call, bound)
+        if bounds.folds_constants and typed and isinstance(bound, SizeBound | _CastBound):
+            keys = (bound.key,) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
+            unfold_operands(target.call, keys)
         placeholder = exp.Null()
         target.node.replace(placeholder)
         placeholder.replace(_guarded(target.node, cond, bounds, marker))
     return tree
-
-
-def _unfoldable(call: exp.Expr, bound: SizeBound | _CastBound) -> None:
-    """Each operand of `call` that reads no column becomes a scalar subquery. PostgreSQL evaluates
-    an immutable call over constants while planning, before the guard runs, and a guard testing an
-    operand's run-time type (`pg_typeof`, stable) is not folded first: `CAST(repeat('x', 5e7) AS
-    int)` failed with its whole input in the error, guard or not. A subquery is not folded."""
-    keys = (bound.key,) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
-    for key in keys:
-        value = operand(call, key)
-        if value is None or static_length(value) is not None or any(value.find_all(exp.Column, exp.Select)):
-            continue
-        placeholder = exp.Null()
-        value.replace(placeholder)
-        placeholder.replace(exp.Subquery(this=exp.select(value)))

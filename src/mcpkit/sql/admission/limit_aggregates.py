@@ -75,6 +75,7 @@ def limit_aggregates(tree: exp.Expr, dialect: str) -> exp.Expr:
             "too_complex",
             f"A query here may hold at most {MAX_COLLECTING} aggregates that collect their whole input"
             " (string_agg, array_agg, json_agg, jsonb_agg, ARRAY(SELECT ...), ...): each keeps every"
-            " value in the database's memory; split the query, or aggregate fewer columns at once.",
+            " value in the database's memory. Collect several columns in one of them"
+            " (json_agg(json_build_object('a', a, 'b', b))), or run one query per aggregate.",
         )
     return tree

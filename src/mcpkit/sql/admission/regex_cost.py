@@ -20,7 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["MAX_DEGREE", "MAX_PATHS", "PatternCost", "PatternTooComplex", "pattern_cost"]
+__all__ = [
+    "MAX_DEGREE",
+    "MAX_PATHS",
+    "PatternCost",
+    "PatternTooComplex",
+    "pattern_cost",
+]
 
 MAX_DEGREE: Final = 4
 """Unbounded quantifiers + 1 a pattern may have: the power of the subject's length it costs."""

@@ -209,6 +209,10 @@ class GrowthBound:
     factor: Callable[[exp.Expr], exp.Expr | None]
     budget: int
     marker: str = SIZE_BOUND_MARKER
+    wrap_argument: bool = False
+    """Guard `argument` instead of the call (a set-returning function cannot sit inside a CASE)."""
+    any_schema: bool = False
+    """The call is bounded whatever schema it is written in (an extension's function)."""
 
 
 @dataclass(frozen=True)
@@ -269,6 +273,12 @@ class SearchBounds:
     function_casts: frozenset[str] = frozenset()
     """Type names a call of one argument casts to (`int4(x)`: PostgreSQL's function-style cast),
     whose argument `cast_budget` sizes as a CAST's."""
+    rewrite: Callable[[exp.Expr], None] | None = None
+    """Rewrites the tree before the guards are placed (a call whose cost no guard can precede
+    becomes an equivalent one whose cost a guard bounds)."""
+    chain_budget: int | None = None
+    """Bytes the intermediate values of one concatenation chain may hold (`admission.chains`);
+    None: not bounded."""
     folds_constants: bool = False
     """The engine evaluates an immutable call over constants while planning, whatever CASE holds
     it, unless a condition before it folds first (PostgreSQL): a guard that tests a run-time type

@@ -8,6 +8,14 @@ from typing import Final
 from sqlglot import exp
 
 from mcpkit.sql.admission.function_tables import GrowthBound, SearchBounds, SizeBound
+from mcpkit.sql.admission.function_tables.postgres_collections import (
+    SORTED_ELEMENTS,
+    key_text,
+    recorded_matches,
+    sort_in_a_cast,
+    sorted_elements,
+    split_elements,
+)
 
 __all__ = ["SIZE_BOUNDS"]
 
@@ -279,6 +287,13 @@ def _replaced(call: exp.Expr) -> exp.Expr | None:
 
 
 _GROWTHS: Final = {
+    "string_to_array": GrowthBound("this", split_elements, _BUILT),
+    "regexp_matches": GrowthBound("#0", recorded_matches, _BUILT, wrap_argument=True),
+    "regexp_count": GrowthBound("this", recorded_matches, _BUILT),
+    "regexp_instr": GrowthBound("this", recorded_matches, _BUILT),
+    "regexp_substr": GrowthBound("this", recorded_matches, _BUILT),
+    "jsonb_object": GrowthBound("", sorted_elements, SORTED_ELEMENTS),
+    "hstore": GrowthBound("", key_text, _SORTED_KEYS, any_schema=True),  # in its extension's schema
     "repeat": GrowthBound("this", _times, _BUILT),
     "lpad": GrowthBound("", _padded, _BUILT),
     "rpad": GrowthBound("", _padded, _BUILT),
@@ -304,6 +319,8 @@ SIZE_BOUNDS: Final = SearchBounds(
     not_text=frozenset(["vector", "halfvec", "sparsevec"]),
     cast_budget=_cast_budget,
     function_casts=_FUNCTION_CASTS,
+    chain_budget=_BUILT,
+    rewrite=sort_in_a_cast,
     folds_constants=True,
     varying=frozenset(
         [
