@@ -36,7 +36,8 @@ def regex_cost(regex: exp.Expr) -> PatternCost:
             "too_complex",
             f"The regular expression could take exponential time (more than {MAX_DEGREE - 1} unbounded"
             f" quantifiers, more than {MAX_PATHS} ways through its groups and repetitions, a quantifier"
-            " on a group, a (*verb), recursion or extended mode); simplify it, or filter with LIKE first.",
+            " on a group, a (*verb), recursion, a back-reference, \\X or extended mode); simplify it, or"
+            " filter with LIKE first.",
         )
 
 
