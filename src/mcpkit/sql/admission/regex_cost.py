@@ -215,8 +215,8 @@ def _quantify(into: _Group, group: _Group | None, low: int, high: int | None) ->
     if group is None:
         if high is None:
             into.degree += 1
-        else:
-            into.paths *= high - low + 1
+        else:  # `{n}` matches n characters from each start, a loop PCRE counts no step of (my18 F8)
+            into.paths *= max(high, high - low + 1)
         _check(into)
         return
     if high is None:
