@@ -135,6 +135,11 @@ SQLITE_REFUSED = (
     "SELECT name, id FROM customers GROUP BY name",
     "SELECT name, max(tier) AS m, id FROM customers GROUP BY name",
     "SELECT rowid, id FROM customers",
+    # red team my18 F7: HAVING alone makes the block aggregate (one row the scan picks), and
+    # total() is an aggregate sqlglot leaves unnamed
+    "SELECT id, total(id) AS t FROM customers HAVING 1",
+    "SELECT id FROM customers HAVING 1",
+    "SELECT id, total(tier) AS t FROM customers",
 )
 
 

@@ -52,7 +52,8 @@ CONCAT_NAMES: Final = frozenset(
 )
 # Aggregates sqlglot leaves as anonymous functions in some dialects.
 _ANON_AGGREGATES: Final = CONCAT_NAMES | frozenset(
-    {"std", "stddev", "variance", "bit_and", "bit_or", "bit_xor", "bool_and", "bool_or", "every"}
+    {"std", "stddev", "variance", "bit_and", "bit_or", "bit_xor", "bool_and", "bool_or", "every", "total"}
+    | {"xmlagg", "range_agg", "range_intersect_agg", "json_agg", "jsonb_agg", "json_arrayagg"}
 )
 OBJECT_NAMES: Final = frozenset({"json_objectagg", "json_group_object"})
 
@@ -104,7 +105,10 @@ def is_aggregate(node: exp.Expr) -> bool:
 
 
 def _aggregated(select: exp.Select) -> bool:
-    """A block that aggregates without GROUP BY: it answers one row."""
+    """A block that aggregates without GROUP BY: it answers one row. HAVING alone makes one
+    (SQLite 3.39+: `SELECT id FROM t HAVING 1` answers the row the scan picks; red team my18 F7)."""
+    if select.args.get("having") is not None:
+        return True
     for projection in [*select.selects, select.args.get("having")]:
         if projection is None:
             continue
