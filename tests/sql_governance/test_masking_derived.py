@@ -184,6 +184,9 @@ CREATE VIEW v_names AS SELECT id, name FROM customers;
 CREATE VIEW v_filter AS SELECT id, name FROM customers WHERE email LIKE 'zed%';
 CREATE VIEW v_sorted AS SELECT id FROM customers ORDER BY email LIMIT 2;
 CREATE VIEW v_over_filter AS SELECT name FROM v_filter;
+CREATE INDEX ix_email ON customers (email);
+CREATE VIEW v_first AS SELECT id FROM customers LIMIT 2;
+CREATE VIEW v_numbered AS SELECT id, row_number() OVER () AS rn FROM customers;
 """
 # View -> its id and the column computed from customers.email, read like `customers.id, email`.
 MASKED_VIEWS = {
@@ -194,7 +197,9 @@ MASKED_VIEWS = {
     "v_nested": "id, again",
 }
 # Views whose rows depend on the masked value: computed on NULL they would answer wrong rows.
-WITHHELD_VIEWS = ("v_filter", "v_sorted", "v_over_filter")
+# red team my18 F6: v_first and v_numbered never name email, but SQLite scans the covering index
+# on it, so the two rows picked and the numbering followed the masked e-mails' order.
+WITHHELD_VIEWS = ("v_filter", "v_sorted", "v_over_filter", "v_first", "v_numbered")
 
 
 @pytest.fixture

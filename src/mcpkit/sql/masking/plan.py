@@ -44,12 +44,15 @@ class MaskPlan:
             the database never computes on them); None: send the admitted SQL unchanged.
         width: The number of columns the result must have (None: not checked).
         names: Per output, the column name the result must show where certain (else None).
+        pinned: `sql` completes an order the scan would pick (LIMIT, a numbering window): a stored
+            view with such a shape cannot be rewritten, so it is withheld (`sqlite_views`).
     """
 
     masked: frozenset[int] = frozenset()
     sql: str | None = None
     width: int | None = None
     names: tuple[str | None, ...] = ()
+    pinned: bool = False
 
     @property
     def active(self) -> bool:
@@ -265,6 +268,7 @@ def plan_masking(
         else None,
         width=len(outs),
         names=tuple(o.shown for o in outs),
+        pinned=bool(pinned),
     )
 
 

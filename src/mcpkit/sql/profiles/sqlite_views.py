@@ -71,6 +71,10 @@ def view_masks(conn: Connection, masked: Mapping[str, frozenset[str]], over: set
                 withheld[view] = getattr(exc, "detail", None) or f"{type(exc).__name__}: {str(exc)[:200]}"
                 changed = True
                 continue
+            if plan.pinned and _order_sensitive(_query(sql)):  # red team my18 F6: LIMIT or OVER ()
+                withheld[view] = "its rows or their numbering follow the scan order"
+                changed = True
+                continue
             if plan.width is not None and plan.width != len(names):
                 withheld[view] = f"the analysis found {plan.width} columns, the view has {len(names)}"
                 changed = True
@@ -96,3 +100,23 @@ def _query(create: str) -> exp.Expr | str:
         return create
     query = tree.expression if isinstance(tree, exp.Create) else None
     return query if isinstance(query, exp.Query) else create
+
+
+def _order_sensitive(query: exp.Expr | str) -> bool:
+    """Whether a view's rows, their numbering or a value depend on the order the scan picks where
+    the analysis had to complete it: a LIMIT or OFFSET, a window, a concatenating aggregate, or
+    DISTINCT ON (an index on a masked column sets the scan order without a column read the
+    authorizer sees: `SELECT id FROM customers LIMIT 2` answered the two smallest e-mails' ids)."""
+    from mcpkit.sql.masking.ties import CONCAT_NAMES
+
+    if isinstance(query, str):
+        return True
+    if any(True for _ in query.find_all(exp.Limit, exp.Offset, exp.Window)):
+        return True
+    if any(isinstance(d.args.get("on"), exp.Expr) for d in query.find_all(exp.Distinct)):
+        return True
+    concatenating = (exp.GroupConcat, exp.ArrayAgg, exp.JSONArrayAgg, exp.JSONObjectAgg)
+    if any(True for _ in query.find_all(*concatenating)):
+        return True
+    named = CONCAT_NAMES | {"json_group_array", "json_group_object", "group_concat", "string_agg"}
+    return any(a.name.casefold() in named for a in query.find_all(exp.Anonymous))
