@@ -447,3 +447,38 @@ def test_sqlite_bounded_text_functions_answer_as_sqlites_own_across_windows(
     finally:
         bounded.close()
         own.close()
+
+
+_SOFT = r"""
+import json, sqlite3, sys
+from contextlib import closing
+from mcpkit.sql.engines.engine import SqlEngine
+
+def soft():
+    with closing(sqlite3.connect(":memory:")) as conn:
+        return int(conn.execute("PRAGMA soft_heap_limit").fetchone()[0])
+
+sqlite3.connect(":memory:").execute("PRAGMA soft_heap_limit = 2000000000")
+seen = {"before": soft()}
+engine = SqlEngine(sys.argv[1], pool_size=1)
+seen["open"] = soft()
+engine.close()
+seen["closed"] = soft()
+print(json.dumps(seen))
+"""
+
+
+def test_sqlite_the_applications_soft_heap_limit_is_put_back(sqlite_env: DbEnv) -> None:
+    # red team my18 F5: setting a hard limit caps the soft one at it, and setting none clears it:
+    # the application's 2 GB soft limit was 0 (none) once mcpkit's engines had closed
+    proc = subprocess.run(
+        [sys.executable, "-c", _SOFT, sqlite_env.ro_url],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["before"] == seen["closed"] == 2_000_000_000, seen
+    assert 0 < seen["open"] <= 2_000_000_000, seen  # while a pool lives SQLite caps it at the hard limit

@@ -41,9 +41,12 @@ _shares: dict[int, int] = {}
 
 
 class _Held:
-    """The limit mcpkit set last; None while it sets none (no pool, or the application's limit)."""
+    """The limit mcpkit set last; None while it sets none (no pool, or the application's limit).
+    `soft` is the application's soft heap limit before the first pool: setting a hard limit caps
+    the soft one at it, and setting none clears it (red team my18 F5), so it is put back after."""
 
     ours: int | None = None
+    soft: int = 0
 
 
 _held = _Held()
@@ -81,11 +84,11 @@ def _release(key: int) -> int:
         return _apply()
 
 
-def _c_setter() -> Callable[[int], int] | None:
-    """SQLite's `sqlite3_hard_heap_limit64`, from the library the sqlite3 module uses (ctypes
-    finds it through `_sqlite3`'s own dependencies); None where it is not exported."""
+def _c_setter(name: str = "sqlite3_hard_heap_limit64") -> Callable[[int], int] | None:
+    """SQLite's `sqlite3_hard_heap_limit64` (or `name`), from the library the sqlite3 module uses
+    (ctypes finds it through `_sqlite3`'s own dependencies); None where it is not exported."""
     try:
-        setter = ctypes.CDLL(_sqlite3.__file__).sqlite3_hard_heap_limit64
+        setter = getattr(ctypes.CDLL(_sqlite3.__file__), name)
     except (OSError, AttributeError):
         return None
     setter.restype = ctypes.c_int64
@@ -94,6 +97,17 @@ def _c_setter() -> Callable[[int], int] | None:
 
 
 _SET: Final = _c_setter()
+_SOFT: Final = _c_setter("sqlite3_soft_heap_limit64")
+
+
+def _soft(limit: int = -1) -> int:
+    """The soft heap limit (a negative `limit` reads it), or 0 where it cannot be read."""
+    if _SOFT is not None:
+        return int(_SOFT(limit))
+    with closing(sqlite3.connect(":memory:")) as conn:
+        if limit >= 0:
+            conn.execute(f"PRAGMA soft_heap_limit = {int(limit)}")
+        return int(conn.execute("PRAGMA soft_heap_limit").fetchone()[0])
 
 
 def _current() -> int:
@@ -117,6 +131,7 @@ def _apply(*, first: bool = False) -> int:
     current, wanted = _current(), heap_limit()
     if first and current == 0:
         _held.ours = current  # no limit before the first pool: mcpkit keeps it from now on
+        _held.soft = _soft()
     elif first or (_held.ours is not None and current != _held.ours):
         log.warning(
             "SQLite's heap limit is %d bytes, set by the application: mcpkit leaves it as it is "
@@ -129,7 +144,9 @@ def _apply(*, first: bool = False) -> int:
         return current
     if not _shares:  # the last pool went: no limit, as before the first
         _held.ours = None
-        return _set(0)
+        none = _set(0)
+        _soft(_held.soft)
+        return none
     applied = _held.ours = _set(wanted)
     if applied != wanted:
         log.warning("SQLite's heap limit is %d bytes, not the %d the pools need", applied, wanted)
