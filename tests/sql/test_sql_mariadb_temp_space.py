@@ -80,6 +80,12 @@ _SHAPES = (
     "SELECT COUNT(DISTINCT s), AVG(DISTINCT id), SUM(DISTINCT id), GROUP_CONCAT(DISTINCT s) FROM t",
     "SELECT " + ", ".join(f"COUNT(DISTINCT CONCAT(a.s, b.id, '{i}'))" for i in range(6)) + " FROM t a, t b",
     "WITH RECURSIVE r(n) AS (SELECT 1 UNION SELECT n + 1 FROM r WHERE n < 20) SELECT COUNT(*) FROM r",
+    # red team my18 F4: each reference to a recursive CTE builds a table (3 + K for K of them)
+    "WITH RECURSIVE a(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM a WHERE x < 10)"
+    " SELECT (SELECT SUM(x) FROM a), (SELECT MAX(x) FROM a), (SELECT MIN(x) FROM a), (SELECT AVG(x) FROM a)",
+    "WITH RECURSIVE a(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM a WHERE x < 5),"
+    " b(y) AS (SELECT 1 UNION ALL SELECT y + 1 FROM b WHERE y < 5),"
+    " c(z) AS (SELECT 1 UNION ALL SELECT z + 1 FROM c WHERE z < 5) SELECT COUNT(*) FROM a, b, c",
     "SELECT DISTINCT s FROM t ORDER BY id",
     "SELECT s, COUNT(*) FROM t GROUP BY s ORDER BY 2 DESC",
     "SELECT s FROM t UNION SELECT CONCAT(s, 'x') FROM t",
