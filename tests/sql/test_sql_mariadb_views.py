@@ -83,7 +83,17 @@ def _lock_holder(url: str, lock: str) -> object:
 
 @pytest.mark.parametrize(
     "body",
-    ["GET_LOCK('{lock}', 0) AS g", "RELEASE_ALL_LOCKS() AS g", "SLEEP(0) AS g", "CONNECTION_ID() AS g"],
+    [
+        "GET_LOCK('{lock}', 0) AS g",
+        "RELEASE_ALL_LOCKS() AS g",
+        "SLEEP(0) AS g",
+        "CONNECTION_ID() AS g",
+        # red team my18 F9: a view's regular expression runs as stored, without the match limit
+        # (`\\Xc` over 128 KB of combining marks ran 12 s past a 2 s call and its KILL)
+        "'a' REGEXP '\\\\Xc' AS g",
+        "'a' REGEXP '(a|aa)*c' AS g",
+        "REGEXP_SUBSTR('a', '[a-z]+x') AS g",
+    ],
 )
 def test_an_invoker_view_calling_a_refused_function_is_refused_then_clean(scratch: _Db, body: str) -> None:
     s = scratch

@@ -14,8 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
+from sqlglot import exp
+
 from mcpkit.errors import Refused
 from mcpkit.sql.admission import FunctionPolicy, parse_statement, run_passes
+from mcpkit.sql.admission.regex_cost import PatternTooComplex, pattern_cost
 from mcpkit.sql.admission.reject_functions import reject_functions
 from mcpkit.sql.profiles.base import Finding
 from mcpkit.sql.profiles.mysql.roles import quote_name
@@ -48,7 +51,22 @@ def _refusal(definition: str, functions: FunctionPolicy) -> str | None:
         return exc.message
     except RecursionError:
         return "its definition is nested too deeply to check"
+    for regex in tree.find_all(exp.RegexpLike, exp.RegexpILike, exp.RegexpInstr, exp.RegexpSubstr):
+        if not _plain(regex.expression):
+            return (
+                "a regular expression that is not a plain search: a view's runs as stored, without the"
+                " match limit queries carry (red team my18 F9)"
+            )
     return None
+
+
+def _plain(pattern: exp.Expr | None) -> bool:
+    if not (isinstance(pattern, exp.Literal) and pattern.is_string):
+        return False
+    try:
+        return pattern_cost(pattern.this).plain
+    except PatternTooComplex:
+        return False
 
 
 def view_body_findings(
