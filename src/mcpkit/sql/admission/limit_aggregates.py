@@ -44,7 +44,7 @@ def _grouping_sets(select: exp.Expr | None) -> int:
         if isinstance(item, exp.Rollup):
             return len(item.expressions) + 1
         if isinstance(item, exp.Cube):
-            return 2 ** len(item.expressions)
+            return int(2 ** len(item.expressions))
         if isinstance(item, exp.GroupingSets):
             return sum(sets(e) for e in item.expressions)
         return 1

@@ -9,6 +9,7 @@ from typing import Final
 from sqlglot import exp
 
 from mcpkit.sql.admission.function_tables import GrowthBound, SearchBounds, SizeBound
+from mcpkit.sql.admission.function_tables.postgres_builders import builders
 
 __all__ = ["SIZE_BOUNDS"]
 
@@ -313,6 +314,7 @@ _GROWTHS: Final = {
     "array_fill": GrowthBound("", _filled, _BUILT),
     "replace": GrowthBound("this", _replaced, _BUILT),
     "regexp_replace": GrowthBound("this", _replaced, _BUILT),
+    **builders(_BUILT),
 }
 
 
@@ -346,6 +348,7 @@ SIZE_BOUNDS: Final = SearchBounds(
     not_text=frozenset(["vector", "halfvec", "sparsevec"]),
     cast_budget=_cast_budget,
     chain_budget=_BUILT,
+    holds_operands=True,
     rewrite=_sort_in_a_cast,
     folds_constants=True,
     varying=frozenset(
