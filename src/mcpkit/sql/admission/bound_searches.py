@@ -113,7 +113,7 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
             found.append(_Target(cast, cast, _CastBound(budget)))
     if bounds.chain_budget is not None:
         found.extend(_Target(root, root, _ChainBound(bounds.chain_budget)) for root in chain_roots(tree))
-        found.extend(_Target(r, r, answer_bound(bounds.chain_budget)) for r in answer_roots(tree, bounds))
+        found.extend(_Target(r, r, answer_bound(bounds)) for r in answer_roots(tree, bounds))
     return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
 
 

@@ -88,7 +88,7 @@ def answer_roots(tree: exp.Expr, bounds: SearchBounds) -> list[exp.Expr]:
     return roots
 
 
-def _answer_size(link: exp.Expr) -> exp.Expr:
+def _answer_size(link: exp.Expr, bounds: SearchBounds) -> exp.Expr:
     known, total = 0, []
     for leaf, times in _held(link).values():
         inner = leaf.unnest()
@@ -97,17 +97,21 @@ def _answer_size(link: exp.Expr) -> exp.Expr:
         if (size := static_length(leaf)) is not None or plainly_scalar(inner, "text"):
             known += (size or 0) * times
             continue
-        text = exp.Anonymous(this="octet_length", expressions=[exp.cast(leaf.copy(), "TEXT")])
-        total.append(exp.Mul(this=exp.cast(text, "BIGINT"), expression=exp.Literal.number(times)))
+        measure = bounds.value_bytes or bounds.byte_length
+        total.append(exp.Mul(this=measure(leaf.copy()), expression=exp.Literal.number(times)))
     size_of: exp.Expr = exp.Literal.number(known)
     for term in total:
         size_of = term if size_of.is_int and not known else exp.Add(this=size_of, expression=term)
     return size_of
 
 
-def answer_bound(budget: int) -> GrowthBound:
-    """The bound of a concatenation's answer (its operands' bytes in their text form)."""
-    return GrowthBound("", _answer_size, budget)
+class _AnswerBound(GrowthBound):
+    """A concatenation's answer: its operands, nested links opened, are what `hold` computes once."""
+
+
+def answer_bound(bounds: SearchBounds) -> GrowthBound:
+    """The bound of a concatenation's answer: its operands' bytes (`SearchBounds.value_bytes`)."""
+    return _AnswerBound("", lambda call: _answer_size(call, bounds), bounds.chain_budget or 0)
 
 
 _HOLD: Final = "mcpkit_once"
@@ -119,17 +123,20 @@ _SETS: Final = frozenset(
     | {"json_object_keys", "jsonb_object_keys", "jsonb_path_query", "json_populate_recordset"}
     | {"jsonb_populate_recordset", "json_to_recordset", "jsonb_to_recordset", "explode", "posexplode"}
 )
-# as written: cheap to compute twice, or read by the bound itself (array_fill's ARRAY[n, m])
-_CHEAP: Final = (exp.Literal, exp.Null, exp.Column, exp.Star, exp.Placeholder, exp.Array)
+# As written: cheap to compute twice, or read by the bound itself (array_fill's ARRAY[n, m]). A
+# concatenation holds its columns too: a subquery's column the planner pulls up is its expression
+# again at each use (array_cat(array_cat(b, b), ...) over a derived array_fill: 1.3 GB)
+_CHEAP: Final = (exp.Literal, exp.Null, exp.Star, exp.Placeholder, exp.Array)
 # a window is computed over its own query's rows, a set-returning call answers rows, and an
 # aggregate over no column of the query would aggregate the hold's one row
 _KEPT: Final = (exp.Window, exp.Unnest, exp.Explode, exp.AggFunc, exp.Placeholder, exp.Star)
 
 
-def _holdable(value: exp.Expr, varying: set[str]) -> bool:
+def _holdable(value: exp.Expr, varying: set[str], columns: bool) -> bool:
     inner = value.unnest()
+    inner = inner.this if isinstance(inner, exp.Cast) else inner
     names = {name for n in value.walk() for name in _names(n)}
-    if isinstance(inner.this if isinstance(inner, exp.Cast) else inner, _CHEAP):
+    if isinstance(inner, _CHEAP) or (isinstance(inner, exp.Column) and not columns):
         return False
     if any(value.find_all(*_KEPT)) or names & _SETS or any(n.endswith("agg") for n in names):
         return False
@@ -148,10 +155,13 @@ def hold(call: exp.Expr, bound: object, bounds: SearchBounds) -> list[exp.Expr]:
         return []
     varying = set(bounds.varying)
     held: dict[str, exp.Expr] = {}
-    for value in list(call.iter_expressions()):
-        if not _holdable(value, varying):
+    operands = (
+        [leaf for leaf, _ in _leaves(call)] if isinstance(bound, _AnswerBound) else call.iter_expressions()
+    )
+    for value in list(operands):
+        if not _holdable(value, varying, isinstance(bound, _AnswerBound)):
             names = sorted({name for n in value.walk() for name in _names(n)} & varying)
-            if names and not isinstance(value.unnest(), _CHEAP):
+            if names and not isinstance(value.unnest(), _CHEAP | exp.Column):
                 refuse(
                     "function",
                     f"A call that builds a large value (repeat, format, ...) over a value computed from"
@@ -170,5 +180,7 @@ def wrap(guard: exp.Expr, held: list[exp.Expr]) -> exp.Expr:
     """`guard` reading the held operands, as a scalar subquery computing each of them once."""
     if not held:
         return guard
-    source = exp.Subquery(this=exp.select(*held), alias=exp.TableAlias(this=exp.to_identifier(_HOLD)))
+    # OFFSET 0: else the planner pulls the subquery up and writes the operand back at each use
+    once = exp.select(*held).offset(0)
+    source = exp.Subquery(this=once, alias=exp.TableAlias(this=exp.to_identifier(_HOLD)))
     return exp.Subquery(this=exp.select(guard).from_(source))

@@ -262,6 +262,9 @@ class SearchBounds:
     rewrite: Callable[[exp.Expr], None] | None = None
     """Rewrites the tree before the guards are placed (a call whose cost no guard can precede
     becomes an equivalent one whose cost a guard bounds)."""
+    value_bytes: Callable[[exp.Expr], exp.Expr] | None = None
+    """The SQL of a value's bytes whatever its type, as a 64-bit integer (an array's in memory,
+    not its text); None: `byte_length`."""
     holds_operands: bool = False
     """A builder's computed operands are computed once, in a subquery (`admission.built_values`):
     the engine takes outer references in a derived table."""
