@@ -161,7 +161,7 @@ def hold(call: exp.Expr, bound: object, bounds: SearchBounds) -> list[exp.Expr]:
     for value in list(operands):
         if not _holdable(value, varying, isinstance(bound, _AnswerBound)):
             names = sorted({name for n in value.walk() for name in _names(n)} & varying)
-            if names and not isinstance(value.unnest(), _CHEAP | exp.Column):
+            if names and not isinstance(value.unnest(), (*_CHEAP, exp.Column)):
                 refuse(
                     "function",
                     f"A call that builds a large value (repeat, format, ...) over a value computed from"
