@@ -10,7 +10,8 @@ SQLite, the library's own allocations all count). "after fetching" is the round-
 
 The "sqlite-held" cases (red team 10, F2) hold many 32 MB values inside SQLite at once, before any
 cell is clipped, so both columns measure the same thing; a call stopped by SQLite's heap limit shows
-its peak and "(resource)". To measure an earlier version, run it with `PYTHONPATH=<its src>`.
+its peak and "(resource)"; so do the printf cases (red team 10, F2 second round: Python copies of
+printf's values, before). To measure an earlier version, run it with `PYTHONPATH=<its src>`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ _COLS12 = ", ".join(f"{_HEX} c{i}" for i in range(12))
 _SUM12 = " + ".join(f"length(c{i})" for i in range(12))
 _COLS6 = ", ".join(f"{_HEX} c{i}" for i in range(6))
 _SUM6 = " + ".join(f"length(c{i})" for i in range(6))
+_EMOJI = "printf('%*s', 30000000, '😀')"
+_EMOJI16 = "printf('%*s', 16000000, '😀')"
 
 # (name, engine, SQL): the evaluation's worst cases, sized so that "after fetching" stays affordable.
 CASES = [
@@ -56,6 +59,20 @@ CASES = [
         "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 30) SELECT length(y) FROM "
         "(SELECT last_value(x) OVER (ORDER BY n ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) y "
         "FROM (SELECT n, hex(randomblob(16000000)) x FROM r)) LIMIT 1",
+    ),
+    # red team 10, F2 second round: printf's Python wrapper decoded its values (now the C API)
+    ("printf('%*s', 3e7, '')", "sqlite-held", "SELECT length(printf('%*s', 30000000, '')) n"),
+    ("printf('%*s', 3e7, emoji)", "sqlite-held", f"SELECT length({_EMOJI}) n"),
+    ("printf('%s%s', <that>, '')", "sqlite-held", f"SELECT length(printf('%s%s', {_EMOJI}, '')) n"),
+    (
+        "four nested printf('%s')",
+        "sqlite-held",
+        f"SELECT length(printf('%s', printf('%s', printf('%s', {_EMOJI})))) n",
+    ),
+    (
+        "printf('%s%s', 2 x 16 MB emoji)",
+        "sqlite-held",
+        f"SELECT length(printf('%s%s', {_EMOJI16}, {_EMOJI16})) n",
     ),
 ]  # fmt: skip
 

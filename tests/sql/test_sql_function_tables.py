@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import argparse
+import logging
 import sqlite3
 from collections.abc import Iterator
 
@@ -17,6 +19,7 @@ from sqlalchemy.engine import make_url
 from mcpkit.errors import Refused
 from mcpkit.sql.admission import FunctionPolicy, admit, table_for
 from mcpkit.sql.admission.function_tables.tables import TABLES
+from mcpkit.sql.assemble import function_policy
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.service import SqlService
@@ -245,12 +248,16 @@ def test_the_operator_option_allows_by_name_schema_and_prefix() -> None:
     ],
 )
 def test_costly_functions_are_left_out_and_the_operator_may_allow_them(
-    dialect: str, name: str, sql: str
+    dialect: str, name: str, sql: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with pytest.raises(Refused) as info:
         admit(sql, dialect)
     assert "left out" in info.value.message and f"--allow-function {name}" in info.value.message
     admit(sql, dialect, functions=FunctionPolicy.for_dialect(dialect, extra=[name]))
+    # red team my17 F7: the opt-in was taken without a word that nothing bounds the call any more
+    with caplog.at_level(logging.WARNING, logger="mcpkit.sql"):
+        function_policy(argparse.Namespace(functions=None, allow_function=[name]), dialect)
+    assert f"{name} is allowed unbounded, although it was left out: " in caplog.text
 
 
 @pytest.mark.parametrize(

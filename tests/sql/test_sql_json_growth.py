@@ -28,6 +28,10 @@ VALUE_TOO_LARGE = (
     " replace, a split, a regular expression or a long concatenation over large values); apply it to"
     " smaller values."
 )
+PATHS_TOO_LARGE = (
+    "JSON_EXTRACT with several paths (or a ** or computed path) over a document this large would build"
+    " a value larger than this server allows; extract one literal path per call."
+)
 DOC = "CONCAT('[\"', REPEAT('a', 3000000), '\"]')"  # 3 MB: every function below stays under the packet
 DEEP = "CONCAT(REPEAT('{\"a\": ', 30), '\"', REPEAT('x', 700000), '\"', REPEAT('}', 30))"
 PATHS = ", ".join(["'$'"] * 8)
@@ -96,9 +100,23 @@ def test_mariadb_builds_these_past_its_packet_and_the_guard_fails_them_first(
         service.query(GROWS[name], call_id="json-growth")
     assert time.monotonic() - started < TIMEOUT_S
     assert info.value.kind == "resource"
-    assert info.value.message == VALUE_TOO_LARGE
+    assert info.value.message == (PATHS_TOO_LARGE if name.startswith("JSON_EXTRACT") else VALUE_TOO_LARGE)
     result, _ = service.query("SELECT 1 AS alive", call_id="after")
     assert result.rows == [[1]]
+
+
+@pytest.mark.mysql
+def test_mariadb_json_extract_of_several_paths_says_one_path_per_call(service: SqlService) -> None:
+    # 5 MB: two paths pass the packet
+    doc = "CONCAT('{\"a\": \"', REPEAT('x', 5000000), '\", \"b\": 1}')"
+    with pytest.raises(QueryFailed) as info:
+        service.query(f"SELECT LENGTH(JSON_EXTRACT({doc}, '$.a', '$.b')) AS n", call_id="paths")
+    assert (info.value.code, info.value.kind) == ("TOOL_ERROR", "resource")
+    assert info.value.data == {"reason": "resource", "call_id": "paths"}
+    assert info.value.message == PATHS_TOO_LARGE
+    one_each = f"SELECT LENGTH(JSON_EXTRACT({doc}, '$.a')) AS a, JSON_EXTRACT({doc}, '$.b') AS b"
+    result, _ = service.query(one_each, call_id="one-path-each")  # what the sentence says to do
+    assert result.rows == [[5000002, "1"]]
 
 
 @pytest.mark.mysql

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import pymysql
 import pytest
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
+from mcpkit.sql.profiles.mysql.temp_space import planned_tables
 from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import mysql_scratch
 
@@ -70,3 +72,99 @@ def test_mariadb_a_plan_the_server_will_not_show_is_counted_from_the_text(mysql_
             assert service.query("SELECT n FROM v", call_id="tmp-view")[0].rows == [[1]]
         finally:
             engine.close()
+
+
+# Shapes whose temporary tables no EXPLAIN row shows (red team my17 F3: six COUNT(DISTINCT) over
+# text built one Aria table each, 1.42 GB in one call at 1 GiB per table), beside plain ones.
+_SHAPES = (
+    "SELECT COUNT(DISTINCT s), AVG(DISTINCT id), SUM(DISTINCT id), GROUP_CONCAT(DISTINCT s) FROM t",
+    "SELECT " + ", ".join(f"COUNT(DISTINCT CONCAT(a.s, b.id, '{i}'))" for i in range(6)) + " FROM t a, t b",
+    "WITH RECURSIVE r(n) AS (SELECT 1 UNION SELECT n + 1 FROM r WHERE n < 20) SELECT COUNT(*) FROM r",
+    "SELECT DISTINCT s FROM t ORDER BY id",
+    "SELECT s, COUNT(*) FROM t GROUP BY s ORDER BY 2 DESC",
+    "SELECT s FROM t UNION SELECT CONCAT(s, 'x') FROM t",
+    "SELECT COUNT(*) FROM (SELECT s, MAX(id) AS m FROM t GROUP BY s) AS d",
+)
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("sql", _SHAPES, ids=range(len(_SHAPES)))
+def test_mariadb_counts_every_temporary_table_the_server_builds(mysql_url: str, sql: str) -> None:
+    with mysql_scratch(mysql_url, "tmpn") as s, s.admin.cursor() as c:
+        c.execute(f"CREATE TABLE {s.db}.t (id INT PRIMARY KEY, s TEXT)")
+        c.execute(f"INSERT INTO {s.db}.t SELECT seq, REPEAT(CHAR(65 + seq % 7), 300) FROM {s.db}.seq_1_to_60")
+        c.execute(f"GRANT SELECT ON {s.db}.* TO '{s.reader}'@'%'")
+        reader = pymysql.connect(
+            host=s.admin.host, port=s.admin.port, user=s.reader, password="pw", database=s.db
+        )
+        try:
+            with reader.cursor() as r:
+                planned = planned_tables(r, sql)
+                r.execute("SHOW SESSION STATUS LIKE 'Created_tmp_tables'")
+                before = int(r.fetchone()[1])
+                r.execute(f"SET STATEMENT max_statement_time = 10 FOR {sql}")
+                r.fetchall()
+                r.execute("SHOW SESSION STATUS LIKE 'Created_tmp_tables'")
+                built = int(r.fetchone()[1]) - before
+        finally:
+            reader.close()
+    assert built <= planned, (built, planned)
+
+
+@pytest.mark.mysql
+def test_mariadb_each_reference_to_a_view_the_server_will_not_show_is_counted(mysql_url: str) -> None:
+    # red team my17 F6: on 1345 the text's one SELECT counted 18 tables (59 MB each) however often the
+    # view was named; forty references, each materialized, held 1.95 GB in one call
+    with mysql_scratch(mysql_url, "tmpr") as s, s.admin.cursor() as c:
+        c.execute(f"CREATE TABLE {s.db}.hidden (n INT)")
+        c.execute(
+            f"CREATE SQL SECURITY DEFINER VIEW {s.db}.v AS"
+            f" SELECT n, COUNT(*) AS k FROM {s.db}.hidden GROUP BY n"
+        )
+        c.execute(f"GRANT SELECT ON {s.db}.v TO '{s.reader}'@'%'")
+        reader = pymysql.connect(
+            host=s.admin.host, port=s.admin.port, user=s.reader, password="pw", database=s.db
+        )
+        try:
+            joins = " ".join(f"JOIN v AS v{i} ON v{i}.n = v0.n" for i in range(1, 40))
+            with reader.cursor() as r:
+                assert planned_tables(r, "SELECT v0.n FROM v AS v0") < 40
+                assert planned_tables(r, f"SELECT COUNT(*) FROM v AS v0 {joins}") >= 40 * 16
+        finally:
+            reader.close()
+
+
+# MySQL 8 has no per-statement cap on internal temporary tables (TempTable's pool is global, its
+# on-disk InnoDB tables unbounded): the profile must not claim the bound there. No MySQL 8 server
+# is available to these tests, so the version string the login reads is what is tested.
+def test_mysql_8_refuses_to_claim_the_temporary_table_bound_until_accepted() -> None:
+    from mcpkit.sql.checks import ensure_safe_account
+    from mcpkit.sql.errors import SqlConfigError
+    from mcpkit.sql.profiles.base import AccountReport
+    from mcpkit.sql.profiles.mysql.temp_space import temp_space_findings
+
+    (finding,) = temp_space_findings("8.0.36", "reader@%")
+    assert (finding.code, finding.opt_in) == ("mysql:temp-space", "temp-space")
+    assert "temptable_max_ram" in finding.message and "no size limit" in finding.message
+    report = AccountReport("mysql", "8.0.36", "reader@%", False, findings=[finding])
+    with pytest.raises(SqlConfigError, match="temporary tables"):
+        ensure_safe_account(report)
+    assert ensure_safe_account(report, allow=["temp-space"]) == [finding]
+    assert temp_space_findings("8.4.3-commercial", "reader@%") != []
+    assert temp_space_findings("10.11.19-MariaDB-0+deb12u1", "reader@%") == []
+
+
+@pytest.mark.mysql
+def test_mariadb_claims_the_bound_with_no_temp_space_finding(mysql_url: str) -> None:
+    from mcpkit.sql.checks import inspect_account
+
+    with mysql_scratch(mysql_url, "ts") as s:
+        with s.admin.cursor() as c:
+            c.execute(f"GRANT SELECT ON {s.db}.* TO '{s.reader}'@'%'")
+        engine = SqlEngine(s.reader_url)
+        try:
+            report = inspect_account(engine)
+        finally:
+            engine.close()
+    assert "mariadb" in report.version.lower()
+    assert [f for f in report.findings if f.code == "mysql:temp-space"] == []

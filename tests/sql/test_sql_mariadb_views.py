@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pymysql
 import pytest
@@ -23,7 +25,7 @@ from mcpkit.sql.checks import ensure_safe_account, inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import AccountReport
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_mcpkit
 from tests.sql.sql_support import mysql_admin
 
 pytestmark = pytest.mark.mysql
@@ -192,3 +194,85 @@ async def test_a_view_redefined_while_serving_is_verified_again(scratch: _Db) ->
     codes = await _serving_calls(s.login.render_as_string(False), redefine, s.url)
     assert codes == ["OK", "SOURCE_UNVERIFIED"], codes
     assert _lock_holder(s.url, s.lock) is None
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_mcpkit("sql", *args, timeout=120.0)
+
+
+def _view_fails(done: subprocess.CompletedProcess[str], view: str) -> bool:
+    return any(line.startswith("fail least privilege:") and view in line for line in done.stdout.splitlines())
+
+
+def _policy_views(s: _Db, tmp_path: Path) -> tuple[str, str]:
+    s.run(
+        f"CREATE SQL SECURITY INVOKER VIEW {s.db}.v_zip AS SELECT COMPRESS(CONCAT('x', a)) AS z"
+        f" FROM {s.db}.t",
+        f"CREATE SQL SECURITY INVOKER VIEW {s.db}.v_up AS SELECT UPPER(CONCAT('x', a)) AS u FROM {s.db}.t",
+        f"GRANT SELECT, SHOW VIEW ON {s.db}.v_zip TO '{s.user}'@'%'",
+        f"GRANT SELECT, SHOW VIEW ON {s.db}.v_up TO '{s.user}'@'%'",
+    )
+    listed = tmp_path / "functions.txt"
+    listed.write_text("concat\ncompress\n", encoding="utf-8")  # UPPER is not on the operator's list
+    return s.login.render_as_string(False), str(listed)
+
+
+# Before: view definitions met the default policy whatever the options: a function the operator
+# allowed still refused its view, and one the operator's --functions list left out passed.
+def test_a_view_calling_an_operator_allowed_function_is_accepted(scratch: _Db, tmp_path: Path) -> None:
+    s = scratch
+    dsn, _ = _policy_views(s, tmp_path)
+    default = _cli("doctor", "--dsn", dsn)
+    assert _view_fails(default, f"view {s.db}.v_zip") and not _view_fails(default, f"view {s.db}.v_up")
+    allowed = _cli("doctor", "--dsn", dsn, "--allow-function", "compress")
+    assert not _view_fails(allowed, f"view {s.db}.v_zip"), allowed.stdout
+    assert allowed.returncode == 0, allowed.stdout
+    # serve and query start under the same policy
+    assert _cli("query", "--dsn", dsn, "SELECT a FROM t").returncode == 2
+    done = _cli("query", "--dsn", dsn, "--allow-function", "compress", "SELECT LENGTH(z) AS n FROM v_zip")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_view_calling_a_function_the_operator_left_out_is_refused(scratch: _Db, tmp_path: Path) -> None:
+    s = scratch
+    dsn, listed = _policy_views(s, tmp_path)
+    own_list = _cli("doctor", "--dsn", dsn, "--functions", listed)
+    assert _view_fails(own_list, f"view {s.db}.v_up"), own_list.stdout
+    assert not _view_fails(own_list, f"view {s.db}.v_zip")
+    refused = _cli("query", "--dsn", dsn, "--functions", listed, "SELECT a FROM t")
+    assert refused.returncode == 2 and "v_up" in refused.stderr, refused.stderr
+
+
+def test_views_of_a_database_read_without_show_view_make_one_finding_and_one_grant(scratch: _Db) -> None:
+    # Before: SELECT ON db.* and no SHOW VIEW printed one start-up line per view (40 views: 40 lines).
+    s = scratch
+    views = [f"v_{i}" for i in range(7)]
+    s.run(
+        *(f"CREATE SQL SECURITY INVOKER VIEW {s.db}.{v} AS SELECT a FROM {s.db}.t" for v in views),
+        f"GRANT SELECT ON {s.db}.* TO '{s.user}'@'%'",
+    )
+    found = s.found("unreadable-view")
+    assert len(found) == 1, found
+    (finding,) = found
+    assert finding.fix == f"GRANT SHOW VIEW ON `{s.db}`.* TO '{s.user}'@'%'", finding.fix  # type: ignore[attr-defined]
+    assert f"7 views in {s.db} (v_0, v_1, v_2, v_3, v_4, ...)" in finding.message  # type: ignore[attr-defined]
+    with pytest.raises(SqlConfigError) as info:
+        ensure_safe_account(s.report())
+    assert str(info.value).count("SHOW VIEW ON") == 1, info.value
+    s.run(finding.fix)  # type: ignore[attr-defined]
+    assert s.found("view-function", "unreadable-view") == []
+    ensure_safe_account(s.report())
+
+
+def test_a_login_per_principal_checks_its_views_under_the_same_policy(mysql_url: str) -> None:
+    from mcpkit.sql.admission import FunctionPolicy
+
+    engine = SqlEngine(mysql_url)
+    policy = FunctionPolicy.for_dialect("mysql", extra=["compress"])
+    engine.profile.use_function_policy(policy)
+    other = engine.for_login("someone", None)  # what a role map's one login per principal builds
+    try:
+        assert other.profile.function_policy is policy
+    finally:
+        other.close()
+        engine.close()

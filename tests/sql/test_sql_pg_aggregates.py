@@ -46,6 +46,9 @@ def test_postgres_many_collecting_aggregates_are_refused_before_the_database(ser
         service.query(EIGHT, call_id="eight")
     assert info.value.data == {"reason": "too_complex"}
     assert "at most 2 aggregates that collect their whole input" in info.value.message
+    # how to rewrite: one aggregate over a row of the columns (three of a 50 MB column took 383 MB,
+    # and no guard in the SQL can cap one aggregate's input, so the limit stays)
+    assert "json_agg(json_build_object('a', a, 'b', b))" in info.value.message
     two, _ = service.query(
         "SELECT cardinality(array_agg(body)) AS n, octet_length(string_agg(body, ',')) AS b,"
         " cardinality(array_agg(body)) AS again FROM t",

@@ -61,3 +61,58 @@ def test_postgres_small_casts_answer_and_fail_as_before(service: SqlService) -> 
 def test_a_column_cast_keeps_its_expression_index() -> None:
     sql = "SELECT id FROM t WHERE created_at::date = '2024-01-01' AND amount::numeric > 0"
     assert MARKER not in admit(sql, "postgres").sql
+
+
+# Red team pg15 F3: a call of one argument named after a type is the same cast (PostgreSQL's
+# function-style cast), which the guard did not see. Before: `int4(repeat('x', 50000000))` took the
+# mcpkit process up by ~480 MB (its input quoted in the error), `xml(repeat('<a x="1"/>',
+# 6000000))` a backend to 2.8 GB, past a 5 s timeout.
+FUNCTION_STYLE = {
+    "int4": "SELECT int4(repeat('x', 5000000)) AS n",
+    "date": "SELECT date(repeat('1', 2000000)) AS d",
+    "numeric, qualified": "SELECT pg_catalog.numeric(repeat('9', 3000000)) AS n",
+    "xml": "SELECT length(xml(repeat('<a x=\"1\"/>', 600000))::text) AS n",
+    "int4range": "SELECT int4range(repeat('[1,2)', 300000)) AS r",
+}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", sorted(FUNCTION_STYLE))
+def test_postgres_a_large_function_style_cast_fails_before_it_is_parsed(
+    name: str, service: SqlService
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(QueryFailed) as info:
+        service.query(FUNCTION_STYLE[name], call_id="cast")
+    assert info.value.kind == "resource", info.value.message
+    assert time.monotonic() - started < TIMEOUT_S
+
+
+def _rss_mb() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) // 1024
+
+
+@pytest.mark.postgres
+def test_postgres_a_function_style_cast_keeps_its_input_out_of_mcpkit(service: SqlService) -> None:
+    before = _rss_mb()
+    with pytest.raises(QueryFailed):
+        service.query("SELECT int4(repeat('x', 50000000)) AS n", call_id="cast")
+    assert _rss_mb() - before < 64
+
+
+@pytest.mark.postgres
+def test_postgres_function_style_casts_answer_and_fail_as_before(service: SqlService) -> None:
+    sql = (
+        "SELECT int4(units) AS u, int4('1' || '2') AS n, date('2024-01-' || '31') AS d,"
+        " length(xml('<a>' || 'b</a>')::text) AS x, int8(units) AS m"
+        " FROM (VALUES (7), (3)) AS v(units) ORDER BY units LIMIT 1"
+    )
+    assert MARKER in admit(sql, "postgres").sql  # the computed texts are guarded, `int4(units)` is not
+    assert "int4(units)" in admit(sql, "postgres").sql
+    result, _ = service.query(sql, call_id="ok")
+    assert [str(v) for v in result.rows[0][1:4]] == ["12", "2024-01-31", "8"]
+    assert result.rows[0][0] == result.rows[0][4]
+    with pytest.raises(QueryFailed) as info:
+        service.query("SELECT int4('a' || 'bc') AS n", call_id="bad")
+    assert info.value.kind == "data"

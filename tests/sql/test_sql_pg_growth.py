@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from mcpkit.errors import Refused
 from mcpkit.sql.admission import admit
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
@@ -118,3 +119,18 @@ def test_a_constant_leaf_of_a_guarded_chain_is_sent_as_a_subquery() -> None:
     sent = admit("SELECT " + " || ".join(["repeat('x', 1000000)"] * 5) + " || b FROM t", "postgres").sql
     assert MARKER in sent
     assert "(SELECT REPEAT('x', 1000000))" in sent and " REPEAT('x', 1000000) ||" not in sent
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("call", ["pg_catalog.repeat(big, 100)", "pg_catalog.strpos(big, big)"])
+def test_postgres_a_schema_qualified_bounded_builtin_is_refused(call: str, service: SqlService) -> None:
+    # sqlglot reads pg_catalog.f(...) as an untyped call whose arguments have no names to bound: it
+    # was sent unguarded (pg_catalog.repeat(big, 100) built 100 MB)
+    with pytest.raises(Refused) as info:
+        service.query(f"SELECT length({call}::text) AS n FROM {BIG}", call_id="qualified")
+    assert info.value.data == {"reason": "function"}
+    assert "without its pg_catalog. prefix" in info.value.message
+    answered, _ = service.query(
+        "SELECT pg_catalog.upper('a') AS u, pg_catalog.length('ab') AS n", call_id="q"
+    )
+    assert answered.rows == [["A", 2]]

@@ -148,7 +148,9 @@ SELECT a, LOCATE(b, a) AS l, INSTR(a, b) AS i, POSITION(b IN a) AS p, REPLACE(a,
        REGEXP_INSTR(a, 'l+') AS ri,
        LOCATE(b, a COLLATE utf8mb4_uca1400_as_cs) AS lu, INSTR(a COLLATE utf8mb4_bin, b) AS ib,
        a COLLATE utf8mb4_uca1400_ai_ci LIKE CONCAT('%', UPPER(b), '%') AS ku,
-       LOCATE(CAST(b AS BINARY), CAST(a AS BINARY)) AS lb
+       LOCATE(CAST(b AS BINARY), CAST(a AS BINARY)) AS lb,
+       LOCATE('o', a COLLATE utf8mb4_uca1400_as_cs) AS ls, a LIKE '%o w%' AS kl,
+       JSON_SEARCH(JSON_ARRAY(a), 'one', 'abc') AS jl
 FROM v ORDER BY a
 """
 
@@ -183,7 +185,7 @@ def mysql_docs(mysql_url: str) -> Iterator[str]:
         c.execute(
             f"CREATE TABLE {s.db}.udocs (id INT PRIMARY KEY, body LONGTEXT COLLATE utf8mb4_uca1400_as_cs)"
         )
-        c.execute(f"INSERT INTO {s.db}.udocs VALUES (0, REPEAT('a', 490000))")
+        c.execute(f"INSERT INTO {s.db}.udocs VALUES (0, REPEAT('a', 490000)), (1, REPEAT('a', 8000000))")
         c.execute(f"ANALYZE TABLE {s.db}.docs")
         c.fetchall()
         c.execute(f"GRANT SELECT ON {s.db}.* TO '{s.reader}'@'%'")
@@ -275,12 +277,41 @@ def test_postgres_prefix_like_and_short_needles_keep_their_index(pg_service: Sql
 
 
 @pytest.mark.mysql
-def test_mariadb_prefix_like_and_short_needles_keep_their_index(mysql_service: SqlService) -> None:
+def test_mariadb_prefix_like_keeps_its_index_beside_a_guarded_short_needle(mysql_service: SqlService) -> None:
     _keeps_index(
         mysql_service,
-        "SELECT count(*) AS n FROM docs WHERE name LIKE 'n123%' AND LOCATE('12', name) > 0",
+        "SELECT count(*) AS n FROM docs WHERE name LIKE 'n123%' AND SUBSTRING_INDEX(name, '12', 1) = 'n'",
         "SELECT id FROM docs WHERE name LIKE CONCAT('n', id, '%')",
     )
+    guarded = "SELECT count(*) AS n FROM docs WHERE name LIKE 'n123%' AND LOCATE('12', name) > 0"
+    assert service_sql(mysql_service, guarded).count(MARKER) == 1  # LOCATE compares in the collation
+    assert "docs_name" in _explain(mysql_service, guarded)
+    assert mysql_service.query(guarded, call_id="kept")[0].rows == [[111]]
+
+
+def service_sql(service: SqlService, sql: str) -> str:
+    return service.admit(sql, 10).sql
+
+
+# A 64-byte literal needle was left unguarded as cheap; under a UCA collation each of its passes
+# is 30x slower, and the server checks neither its timeout nor KILL inside the search: this
+# LOCATE and LIKE over 8 MB ran 4 s and 6 s each, past a 3 s call (docs/security.md).
+SHORT_NEEDLE = "a" * 63 + "b"
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize(
+    "sql",
+    [
+        f"SELECT LOCATE('{SHORT_NEEDLE}', body) AS p FROM udocs WHERE id = 1",
+        f"SELECT body LIKE '%{SHORT_NEEDLE[:62]}%' AS m FROM udocs WHERE id = 1",
+        f"SELECT INSTR(body, 'ab') + LOCATE('{SHORT_NEEDLE}', body) AS p FROM udocs WHERE id = 1",
+    ],
+)
+def test_mariadb_short_literal_needle_under_a_uca_collation_is_resource(
+    sql: str, mysql_service: SqlService
+) -> None:
+    _fails_fast(mysql_service, sql)
 
 
 @pytest.mark.parametrize(

@@ -131,6 +131,82 @@ def test_sqlite_heap_limit_counts_each_pool_and_is_released_with_it(sqlite_env: 
         gc.enable()
 
 
+# The limit is process-wide, so each case runs in a process of its own: an embedding application
+# with its own sqlite3 connections, and two engines, as `mcpkit sql` and an application hold them.
+_TWO_ENGINES = r"""
+import gc, json, sqlite3, sys
+from contextlib import closing
+from mcpkit.sql.engines.engine import SqlEngine
+
+url, app_limit = sys.argv[1], int(sys.argv[2])
+MB = 1024 * 1024
+
+def applied():
+    with closing(sqlite3.connect(":memory:")) as conn:
+        return int(conn.execute("PRAGMA hard_heap_limit").fetchone()[0]) // MB
+
+def app_work(mb):  # the application's own in-memory table of `mb` MB
+    with closing(sqlite3.connect(":memory:")) as app:
+        try:
+            app.execute("CREATE TABLE t AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1"
+                        f" FROM r WHERE n < {mb}) SELECT n, randomblob(1000000) AS b FROM r")
+            return "ok"
+        except MemoryError:
+            return "nomem"
+
+if app_limit:
+    sqlite3.connect(":memory:").execute(f"PRAGMA hard_heap_limit = {app_limit * MB}")
+seen = {"before": applied()}
+a = SqlEngine(url, pool_size=1)
+b = SqlEngine(url, pool_size=1)
+seen["both"] = applied()
+seen["app"] = app_work(200)
+seen["answers"] = [e.execute("SELECT 1", None, 5, 5.0, "x").rows[0][0] for e in (a, b)]
+b.close()  # closed, still referenced (as a server keeps its engines)
+seen["b_closed"] = applied()
+seen["a_answers"] = a.execute("SELECT 2", None, 5, 5.0, "y").rows[0][0]
+a.close()
+seen["a_closed"] = applied()
+del a, b
+gc.collect()
+seen["gone"] = applied()
+print(json.dumps(seen))
+"""
+
+
+def _two_engines(url: str, app_limit_mb: int) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-c", _TWO_ENGINES, url, str(app_limit_mb)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_sqlite_two_engines_share_the_heap_limit_and_closing_gives_it_back(sqlite_env: DbEnv) -> None:
+    seen = _two_engines(sqlite_env.ro_url, 0)
+    one = (sqlite_heap.RESERVE + 2 * 32 * 1024 * 1024 + sqlite_heap.PAGE_CACHE) // (1024 * 1024)
+    share = (2 * 32 * 1024 * 1024 + sqlite_heap.PAGE_CACHE) // (1024 * 1024)
+    assert seen["before"] == 0 and seen["both"] == one + share, seen
+    assert seen["answers"] == [1, 1] and seen["a_answers"] == 2, seen
+    # close() gives the engine's share back at once (before: only when it was collected), and the
+    # last one puts back SQLite's default: no limit (before: the limit stayed)
+    assert (seen["b_closed"], seen["a_closed"], seen["gone"]) == (one, 0, 0), seen
+
+
+def test_sqlite_engines_leave_the_applications_own_heap_limit_alone(sqlite_env: DbEnv) -> None:
+    # The application set 512 MiB for its own connections before mcpkit started: mcpkit neither
+    # lowers it (before: 200 MiB, and the application's 200 MB table failed with MemoryError)
+    # nor drops it when its engines close (before: no limit at all afterwards).
+    seen = _two_engines(sqlite_env.ro_url, 512)
+    assert seen["before"] == seen["both"] == 512 and seen["app"] == "ok", seen
+    assert seen["answers"] == [1, 1], seen
+    assert (seen["b_closed"], seen["a_closed"], seen["gone"]) == (512, 512, 512), seen
+
+
 def test_sqlite_audit_store_retries_when_the_heap_limit_is_reached(tmp_path: Path) -> None:
     # Another call holds SQLite's heap at its limit for 0.3 s (here: a limit of 1 byte), then frees it.
     lib = ctypes.CDLL("libsqlite3.so.0")

@@ -161,3 +161,81 @@ def test_mariadb_refuses_an_account_that_reads_the_copy(mysql_url: str) -> None:
             c.execute(f"DROP DATABASE IF EXISTS {db}")
             c.execute(f"DROP USER IF EXISTS '{user}'@'%'")
         admin.close()
+
+
+# red team mask17 F1: generated columns and foreign-key copies were each found from the rules only,
+# so a copy of a generated column, or a generated column over a copy, answered the e-mail in clear
+CHAIN = (
+    "CREATE TABLE customers (id INTEGER PRIMARY KEY, name VARCHAR(20), email VARCHAR(40) UNIQUE,"
+    " email_lc VARCHAR(40) GENERATED ALWAYS AS (lower(email)) STORED UNIQUE)",
+    "CREATE TABLE invoices (id INTEGER PRIMARY KEY, amount INTEGER,"
+    " acct_email_lc VARCHAR(40) REFERENCES customers (email_lc))",
+    "CREATE TABLE tickets (id INTEGER PRIMARY KEY, acct_email VARCHAR(40) REFERENCES customers (email),"
+    " acct_email_up VARCHAR(40) GENERATED ALWAYS AS (upper(acct_email)) STORED)",
+    "INSERT INTO customers (id, name, email) VALUES (1, 'Ann', 'ann@secret.example')",
+    "INSERT INTO invoices VALUES (7, 5, 'ann@secret.example')",
+    "INSERT INTO tickets (id, acct_email) VALUES (9, 'ann@secret.example')",
+)
+
+
+def test_sqlite_masks_copies_of_generated_columns_and_generated_columns_over_copies(tmp_path: Path) -> None:
+    path = tmp_path / f"mk_chain_{tokens.token_hex(4)}.db"
+    with sqlite3.connect(path) as db:
+        for sql in CHAIN:
+            db.execute(sql)
+    db.close()
+    service = _served(f"sqlite:///{path}")
+    try:
+        invoices, _ = service.query("SELECT * FROM invoices", call_id="t", max_rows=10)
+        tickets, _ = service.query("SELECT * FROM tickets", call_id="t", max_rows=10)
+        assert invoices.rows == [[7, 5, MASKED]]
+        assert tickets.rows == [[9, MASKED, MASKED]]
+    finally:
+        service.engine.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.postgres
+def test_postgres_grant_withholds_copies_of_generated_columns_and_generated_columns_over_copies(
+    pg_url: str, tmp_path: Path
+) -> None:
+    tag = tokens.token_hex(4)
+    db, reader = f"mk_chain_{tag}", f"mk_chain_{tag}_r"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE DATABASE {db}")
+    try:
+        admin = make_url(pg_url).set(database=db).render_as_string(hide_password=False)
+        with pg_admin(admin) as c:
+            for sql in CHAIN:
+                c.execute(sql)
+        masks = tmp_path / "masks.yaml"
+        masks.write_text("masks:\n  - customers.email\n")
+        done = run_mcpkit(
+            "sql", "grant", "--dsn", admin, "--role", reader, "--tables", "customers,invoices,tickets",
+            "--mask", str(masks),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert 'GRANT SELECT ("id", "amount") ON public.invoices' in done.stdout, done.stdout
+        assert 'GRANT SELECT ("id") ON public.tickets' in done.stdout, done.stdout
+        with pg_admin(admin) as c:
+            for line in done.stdout.splitlines():
+                if line.strip() and not line.startswith("--"):
+                    c.execute(line.strip().rstrip(";"))
+            c.execute(f"GRANT SELECT ON invoices TO {reader}")  # the careless way: refused
+        password = done.stdout.split("PASSWORD '")[1].split("'")[0]
+        url = make_url(admin).set(username=reader, password=password).render_as_string(False)
+        with pytest.raises(SqlConfigError) as info:
+            _served(url)
+        assert "invoices" in str(info.value) and "acct_email_lc" in str(info.value)
+        with pg_admin(admin) as c:
+            c.execute(f"REVOKE SELECT ON invoices FROM {reader}")
+            c.execute(f'GRANT SELECT ("id", "amount") ON invoices TO {reader}')
+        service = _served(url)  # start-up accepts what grant wrote
+        try:
+            tickets, _ = service.query("SELECT id, acct_email_up FROM tickets", call_id="t", max_rows=10)
+            assert tickets.rows == [[9, MASKED]]
+        finally:
+            service.engine.close()  # type: ignore[attr-defined]
+    finally:
+        with pg_admin(pg_url) as c:
+            c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+            c.execute(f"DROP ROLE IF EXISTS {reader}")

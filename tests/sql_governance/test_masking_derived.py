@@ -21,7 +21,7 @@ from mcpkit.errors import Refused
 from mcpkit.sql.assemble import derive_masks, enforce_masks
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, SqlConfigError
-from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema
+from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema, reflect_views
 from mcpkit.sql.service import Masking, SqlService
 from tests.helpers import run_mcpkit
 from tests.sql.sql_support import (
@@ -50,7 +50,10 @@ def _served(url: str, masks: list[str]) -> SqlService:
         engine,
         max_rows=100,
         timeout_s=10.0,
-        masking=Masking(policy, KnownSchema(mapping, engine.dialect, withheld=withheld)),
+        masking=Masking(
+            policy,
+            KnownSchema(mapping, engine.dialect, withheld=withheld, views=reflect_views(engine.sa_engine)),
+        ),
     )
 
 
@@ -168,6 +171,87 @@ def test_sqlite_unordered_results_do_not_follow_an_index_on_a_masked_column(sqli
     assert changed(before, sqlite_snapshot(sqlite_db.parent)) == []
 
 
+# --- SQLite: views over a masked column (red team rt15my F8) ------------------------------------
+
+VIEWS = """
+CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, email TEXT);
+CREATE VIEW v_customers AS SELECT id, name, email FROM customers;
+CREATE VIEW v_contact AS SELECT id, upper(email) AS contact, name FROM customers;
+CREATE VIEW v_star AS SELECT * FROM customers;
+CREATE VIEW v_renamed(i, e) AS SELECT id, email FROM customers;
+CREATE VIEW v_nested AS SELECT id, contact AS again FROM v_contact;
+CREATE VIEW v_names AS SELECT id, name FROM customers;
+CREATE VIEW v_filter AS SELECT id, name FROM customers WHERE email LIKE 'zed%';
+CREATE VIEW v_sorted AS SELECT id FROM customers ORDER BY email LIMIT 2;
+CREATE VIEW v_over_filter AS SELECT name FROM v_filter;
+"""
+# View -> its id and the column computed from customers.email, read like `customers.id, email`.
+MASKED_VIEWS = {
+    "v_customers": "id, email",
+    "v_contact": "id, contact",
+    "v_star": "id, email",
+    "v_renamed": "i, e",
+    "v_nested": "id, again",
+}
+# Views whose rows depend on the masked value: computed on NULL they would answer wrong rows.
+WITHHELD_VIEWS = ("v_filter", "v_sorted", "v_over_filter")
+
+
+@pytest.fixture
+def sqlite_views(tmp_path: Path) -> Path:
+    path = tmp_path / "views.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(VIEWS)
+        db.executemany(
+            "INSERT INTO customers (id, name, email) VALUES (?, ?, ?)",
+            [(i, f"n{i}", e.replace("x.example", f"{SECRET}.example")) for i, e in EMAILS.items()],
+        )
+    db.close()
+    return path
+
+
+def test_sqlite_a_masked_column_read_through_a_view_is_masked_like_the_table(sqlite_views: Path) -> None:
+    before = sqlite_snapshot(sqlite_views.parent)
+    service = _served(f"sqlite:///{sqlite_views}", ["customers.email"])
+    try:
+        table = _answer(service, "SELECT id, email FROM customers ORDER BY id")
+        assert table == repr([[i, MASKED] for i in sorted(EMAILS)])
+        for view, columns in MASKED_VIEWS.items():
+            sql = f"SELECT {columns} FROM {view} ORDER BY 1"
+            assert _answer(service, sql) == table, sql  # the marker, never NULL, never the value
+        star = _answer(service, "SELECT * FROM v_customers ORDER BY id")
+        assert star == repr([[i, f"n{i}", MASKED] for i in sorted(EMAILS)])
+        # The view's other columns stay readable; a view that reads no masked column is untouched.
+        assert _answer(service, "SELECT name FROM v_contact WHERE id = 1") == "[['n1']]"
+        assert _answer(service, "SELECT name FROM v_names WHERE id = 2") == "[['n2']]"
+        # A masked view column decides nothing either (computed on NULL it would count 5).
+        assert _answer(service, "SELECT count(*) FROM v_customers WHERE email IS NULL") == "refused"
+        for view in WITHHELD_VIEWS:
+            with pytest.raises(Refused) as refused:
+                service.query(f"SELECT * FROM {view}", call_id="view", max_rows=10)
+            assert str(refused.value).startswith("This query reads a view whose rows depend on a masked")
+    finally:
+        service.engine.close()  # type: ignore[attr-defined]
+    assert changed(before, sqlite_snapshot(sqlite_views.parent)) == []
+
+
+def test_sqlite_a_view_over_a_masked_column_with_the_database_alone(sqlite_views: Path) -> None:
+    before = sqlite_snapshot(sqlite_views.parent)
+    service = _alone(f"sqlite:///{sqlite_views}", ["customers.email"])
+    try:
+        for view, columns in MASKED_VIEWS.items():  # the authorizer alone can only give NULL
+            answer = _answer(service, f"SELECT {columns} FROM {view} ORDER BY 1")
+            assert SECRET not in answer and "@" not in answer, (view, answer)
+            assert answer == repr([[i, None] for i in sorted(EMAILS)]), (view, answer)
+        for view in WITHHELD_VIEWS:  # every read through it is refused, counts too
+            for sql in (f"SELECT * FROM {view}", f"SELECT count(*) FROM {view}"):
+                assert _answer(service, sql) == "failed permission", sql
+        assert _answer(service, "SELECT name FROM v_names WHERE id = 2") == "[['n2']]"
+    finally:
+        service.engine.close()  # type: ignore[attr-defined]
+    assert changed(before, sqlite_snapshot(sqlite_views.parent)) == []
+
+
 # --- MariaDB: the index order --------------------------------------------------------------------
 
 
@@ -216,13 +300,18 @@ def test_mariadb_grant_mask_withholds_generated_columns_and_start_up_checks_them
             f"ALTER TABLE {db}.customers ADD domain VARCHAR(50) AS (SUBSTRING_INDEX(email_lower, '@', -1))"
         )
         c.execute(f"ALTER TABLE {db}.customers ADD name_len INT AS (LENGTH(name)) PERSISTENT")
+        # red team mask17 F4: a DEFAULT that reads the row stores a copy as a generated column does
+        c.execute(f"ALTER TABLE {db}.customers ADD login VARCHAR(50) DEFAULT (LOWER(email))")
+        c.execute(f"ALTER TABLE {db}.customers ADD tier VARCHAR(10) DEFAULT 'a`email`'")  # a literal
     masks = tmp_path / "masks.yaml"
     masks.write_text("masks:\n  - customers.email\n")
     done = run_mcpkit(
         "sql", "grant", "--dsn", admin_url, "--role", role, "--tables", "customers", "--mask", str(masks)
     )
     assert done.returncode == 0, done.stderr
-    assert f"GRANT SELECT (`id`, `name`, `name_len`) ON `{db}`.`customers`" in done.stdout, done.stdout
+    assert f"GRANT SELECT (`id`, `name`, `name_len`, `tier`) ON `{db}`.`customers`" in done.stdout, (
+        done.stdout
+    )
     try:
         with admin.cursor() as c:
             for statement in _statements(done.stdout):
@@ -232,7 +321,11 @@ def test_mariadb_grant_mask_withholds_generated_columns_and_start_up_checks_them
         before = mysql_snapshot(admin_url, db, tmp_path)
         served = _served(url, ["customers.email"])
         assert _answer(served, "SELECT id, name_len FROM customers WHERE id = 1") == "[[1, 2]]"
-        for sql in ("SELECT id, email_lower FROM customers", "SELECT id, domain FROM customers"):
+        for sql in (
+            "SELECT id, email_lower FROM customers",
+            "SELECT id, domain FROM customers",
+            "SELECT id, login FROM customers",
+        ):
             answer = _answer(served, sql)
             assert "x.example" not in answer and (answer == "refused" or MASKED in answer), (sql, answer)
         served.engine.close()  # type: ignore[attr-defined]

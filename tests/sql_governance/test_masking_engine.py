@@ -437,6 +437,8 @@ CREATE FUNCTION {s}.sd_xml() RETURNS xml LANGUAGE sql SECURITY DEFINER
     AS $$ SELECT query_to_xml('SELECT em' || 'ail FROM {s}.cust' || 'omers', false, false, '') $$;
 CREATE FUNCTION {s}.sd_stats() RETURNS text LANGUAGE sql SECURITY DEFINER
     AS $$ SELECT string_agg(histogram_bounds::text, ',') FROM pg_stats WHERE attname = 'em' || 'ail' $$;
+CREATE FUNCTION {s}.sd_uescape() RETURNS text LANGUAGE sql SECURITY DEFINER
+    AS $$ SELECT min(email) FROM {s}.U&"\\0063ustomers" $$;
 """
 # rt15pg F2: a definer function reaching the e-mails through a helper, or SQL it builds, named no
 # masked relation itself, and doctor passed it
@@ -452,6 +454,7 @@ PG_EXPOSED = (
     "sd_dynamic()",
     "sd_xml()",  # rt16 F7: SQL in a string for a built-in, or the statistics, from a sql body
     "sd_stats()",
+    "sd_uescape()",  # pg17 F7: a Unicode-escaped identifier spells the table no text search matches
 )
 
 
@@ -514,6 +517,7 @@ def test_postgres_views_and_definers_over_masked_columns_refused_then_clean(
             "SELECT sd_via_helper(1)",
             "SELECT sd_dynamic()",
             "SELECT sd_xml()::text",
+            "SELECT sd_uescape()",
         ):
             result, _ = service.query(sql, call_id="view", max_rows=5)
             assert leaked(result, ["ada@x.org"]), sql

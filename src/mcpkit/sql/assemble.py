@@ -125,6 +125,10 @@ def function_policy(args: argparse.Namespace, dialect: str) -> FunctionPolicy:
     policy = FunctionPolicy.for_dialect(dialect, allow=allow, extra=extra)
     if policy.extra:
         log.warning("functions allowed beyond the reviewed list: %s", ", ".join(sorted(policy.extra)))
+    for name in sorted(policy.extra):
+        left_out = policy.table.lookup(name)
+        if left_out is not None and left_out.verdict == "absent":  # red team my17 F7
+            log.warning("%s is allowed unbounded, although it was left out: %s", name, left_out.why)
     return policy
 
 
@@ -146,6 +150,8 @@ def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int
 
     engine = SqlEngine(url, pool_size=getattr(args, "pool_size", DEFAULT_POOL_SIZE))
     try:
+        functions = function_policy(args, engine.dialect)
+        engine.profile.use_function_policy(functions)  # what the account's checks hold views to
         budget = ConnectionBudget(engine.pool_size, sharing)
         report = inspect_account(engine, allowed=args.allow, connections=budget, fingerprinted=True)
         ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
@@ -159,7 +165,6 @@ def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int
         )
         if args.max_cost is not None:
             refuse_cost_oracle(engine, args.allow, "the database account")
-        functions = function_policy(args, engine.dialect)
         return SqlService(
             engine, max_rows=max_rows, timeout_s=args.timeout, functions=functions, max_cost=args.max_cost
         )

@@ -18,6 +18,7 @@ from mcpkit.sql.assemble import (
     add_serve_options,
     assemble,
     equip,
+    function_policy,
     open_service,
     open_sources,
 )
@@ -107,8 +108,9 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="accept one start-up finding: superuser, table-owner, create-schema, bypassrls, read-all-stats, "
-        "read-all-settings, connection-limit, cost-under-rls, function:SCHEMA.NAME, extension:NAME, "
-        "routine:DB.NAME, relation:SCHEMA.NAME, type:SCHEMA.NAME, foreign-table:SCHEMA.NAME, parameter:NAME "
+        "read-all-settings, connection-limit, cost-under-rls, temp-space (MySQL), function:SCHEMA.NAME, "
+        "extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME, type:SCHEMA.NAME, foreign-table:SCHEMA.NAME, "
+        "parameter:NAME "
         "(repeatable; each is logged as a warning); function:SCHEMA.NAME also lets queries call it "
         "(the same as --allow-function SCHEMA.NAME)",
     )
@@ -307,6 +309,7 @@ def _doctor(args: argparse.Namespace) -> int:
     failed = False
     for name, url in dsns:
         engine = SqlEngine(url, pool_size=args.pool_size)
+        engine.profile.use_function_policy(function_policy(args, engine.dialect))  # as serve checks views
         budget = ConnectionBudget(engine.pool_size, shared[login_of(url)])
         try:
             checks = diagnose(

@@ -4,10 +4,11 @@ clause) count as refused when calls run as per-principal roles."""
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Final
 
 from mcpkit.sql.admission import FunctionCatalog, FunctionRef
+from mcpkit.sql.admission.limit_expansion import RelationRef, ViewCatalog
 from mcpkit.sql.engines.engine import SqlEngine
 
 __all__ = ["DefinerCatalog"]
@@ -55,3 +56,7 @@ class DefinerCatalog:
                 bad = any(p == name and (s == schema if schema else s in search) for s, p in hits)
                 self._cache[(schema, name)] = (bad, now + self._ttl_s)
         return out | {r for r in refs if self._cache[r][0]}
+
+    def view_nodes(self, refs: Collection[RelationRef]) -> Mapping[RelationRef, int]:
+        """The wrapped catalog's view sizes (a `ViewCatalog`), if it has them."""
+        return self._inner.view_nodes(refs) if isinstance(self._inner, ViewCatalog) else {}

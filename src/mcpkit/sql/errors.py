@@ -20,6 +20,7 @@ from mcpkit.errors import McpkitError, Refused, ToolError, ToolTimeout
 
 __all__ = [
     "FAILURE_MESSAGES",
+    "PATHS_TOO_LARGE",
     "SEARCH_TOO_LARGE",
     "VALUE_TOO_LARGE",
     "FailureKind",
@@ -87,6 +88,11 @@ VALUE_TOO_LARGE: Final = (
     " smaller values."
 )
 """The `resource` sentence for a value-growing call admission bounded (`GrowthBound`)."""
+PATHS_TOO_LARGE: Final = (
+    "JSON_EXTRACT with several paths (or a ** or computed path) over a document this large would build"
+    " a value larger than this server allows; extract one literal path per call."
+)
+"""The `resource` sentence for MariaDB's JSON_EXTRACT bounded by its paths (`PATHS_BOUND_MARKER`)."""
 
 
 class SessionLost(RuntimeError):

@@ -18,7 +18,7 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tupl
     from sqlalchemy import inspect
 
     from mcpkit.sql.masking import MaskPolicy
-    from mcpkit.sql.masking.copies import copied_masks
+    from mcpkit.sql.masking.copies import derived_and_copied
     from mcpkit.sql.masking.grants import column_grants, granted_tables
 
     insp = inspect(engine.sa_engine)
@@ -45,7 +45,7 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tupl
     if masked:  # generated columns computed from masked ones, and parents, are not granted either
         schemas = [s for s, _ in granted if s]
         with engine.sa_engine.connect() as conn:
-            derived = engine.profile.derived_masks(conn, masked) + copied_masks(conn, named, schemas)
+            derived = derived_and_copied(engine.profile.derived_masks, conn, masked, named, schemas)
             for d in derived:
                 masked[d.key] = masked.get(d.key, frozenset()) | d.columns
             preparation = engine.profile.mask_preparation(conn, masked)

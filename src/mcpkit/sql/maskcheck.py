@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.masking import MaskPolicy, Reflection, reflect
-from mcpkit.sql.masking.copies import copied_masks
+from mcpkit.sql.masking.copies import derived_and_copied
 from mcpkit.sql.profiles.base import Finding, merge_findings
 
 if TYPE_CHECKING:
@@ -44,8 +44,7 @@ def derive_masks(
     if not masked:
         return policy, masked
     with engine.session(30.0, "startup-masks") as (conn, _):
-        derived = engine.profile.derived_masks(conn, masked)
-        derived += copied_masks(conn, masked)
+        derived = derived_and_copied(engine.profile.derived_masks, conn, masked)
     merged = dict(masked)
     for d in derived:
         log.info("masks: %s %s also masked (%s)", d.key, ", ".join(sorted(d.columns)), d.why)
@@ -93,7 +92,7 @@ def masks_readable(
     if not masked:
         return []
     merged = dict(masked)
-    for d in [*engine.profile.derived_masks(conn, masked), *copied_masks(conn, masked)]:
+    for d in derived_and_copied(engine.profile.derived_masks, conn, masked):
         merged[d.key] = merged.get(d.key, frozenset()) | d.columns
     return merge_findings(engine.profile.use_masks(conn, merged))
 

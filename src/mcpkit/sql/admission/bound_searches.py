@@ -1,23 +1,17 @@
 """Rewrite: a string search the engine cannot interrupt, or a call whose result outgrows every
 limit, fails fast when its operands are too large.
 
-MariaDB's LOCATE/REPLACE/LIKE/SUBSTRING_INDEX/JSON_SEARCH and PostgreSQL's strpos/replace/
-split_part/string_to_array/LIKE/translate compare the needle at every position of the haystack and
-check neither the statement timeout nor a cancel inside that loop: one call with large operands
-runs minutes past its deadline. Each such call becomes
-
-    CASE WHEN CASE WHEN <cost> > <budget> THEN <fail> END THEN NULL ELSE <call> END
-
-where `cost` is the product of the operands' byte lengths (computed in SQL, so it holds for
-computed operands), times how much slower the operands' collations compare when the engine says
-(`SearchBounds.cost_factor`: MariaDB's UCA collations), and `fail` raises an engine error carrying
-a marker, which the profile classifies as `resource` with its own sentence. The answer is
-otherwise unchanged: NULL is the THEN branch, so the CASE has the call's type. What is cheap and
-must keep an index stays as written: a short literal needle, a LIKE pattern that is a literal
-prefix. A call whose result may be many times its arguments (`GrowthBound`: MariaDB's
-JSON_DETAILED, JSON_MERGE, JSON_SET) gets the same guard over the arguments' bytes times its
-growth factor, with its own marker. Per engine, the functions, budgets and the SQL of the guard
-live next to its function table (`SIZE_BOUNDS`).
+Searches (MariaDB's LOCATE/REPLACE/LIKE/..., PostgreSQL's strpos/replace/LIKE/translate/...) check
+no timeout or cancel inside their loop: one call with large operands runs minutes past its deadline.
+Each such call becomes `CASE WHEN CASE WHEN <cost> > <budget> THEN <fail> END THEN NULL ELSE <call>
+END`: `cost` is the product of the operands' byte lengths, computed in SQL (times the collations'
+slowdown where the engine says, `SearchBounds.cost_factor`), and `fail` raises an engine error
+carrying a marker, which the profile classifies as `resource`. NULL is the THEN branch, so the CASE
+has the call's type. A short literal needle and a literal-prefix LIKE (which keep an index) stay as
+written, unless the call compares in a collation the engine may make slow (`SizeBound.collated`).
+A call whose result may be many times its arguments (`GrowthBound`), a cast that parses a text,
+and a concatenation chain (`admission.chains`) get the same guard over their own cost. Per engine,
+the functions, budgets and SQL of the guard live next to its function table (`SIZE_BOUNDS`).
 """
 
 from __future__ import annotations
@@ -39,17 +33,21 @@ from mcpkit.sql.admission.function_tables import (
 from mcpkit.sql.admission.function_tables.tables import SIZE_BOUNDS
 from mcpkit.sql.admission.functions import function_calls
 from mcpkit.sql.admission.operands import (
+    CastTarget,
     arguments,
+    function_cast,
     is_ascii,
     operand,
     parses_text,
     plainly_scalar,
     prefix_pattern,
+    refuse_qualified_bounded,
     static_chars,
     static_length,
+    unfold_operands,
 )
 from mcpkit.sql.admission.operators import bound_of, spread_quantified
-from mcpkit.sql.admission.regex_cost import literal_pattern_cost
+from mcpkit.sql.admission.regex_bounds import limit_matches, regex_cost
 from mcpkit.sql.errors import refuse
 
 __all__ = ["MAX_BOUNDED", "MAX_PATTERNS", "SHORT_LITERAL", "bound_searches"]
@@ -68,6 +66,7 @@ _MAX_COPIED: Final = 4_000  # syntax nodes the guards may copy (nested searches 
 @dataclass(frozen=True)
 class _CastBound:
     budget: int  # bytes of the text a cast parses (`SearchBounds.cast_budget`)
+    key: str = "this"  # the operand cast: `this` of a CAST, the argument of `int4(x)`
 
 
 @dataclass(frozen=True)
@@ -92,13 +91,19 @@ def _depth(node: exp.Expr) -> int:
 def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target]:
     found: list[_Target] = []
     operators = tuple(bounds.infix)
+    casts: list[CastTarget] = [(c, c, c.to, "this", c.this) for c in tree.find_all(exp.Cast)]
     for call in function_calls(tree, dialect):
         if isinstance(call.node, operators):  # sqlglot may name `a @> b` after a function: see below
             continue
         for bound in (bounds.calls.get(call.name), bounds.growths.get(call.name)):  # JSON_SEARCH: both
             anywhere = isinstance(bound, GrowthBound) and bound.any_schema
             if bound is not None and (anywhere or call.schema in (None, "pg_catalog")):
-                found.append(_Target(call.node, call.node, bound))
+                dot = call.node.parent  # `schema.f(...)`: the guard replaces the whole
+                whole = dot if isinstance(dot, exp.Dot) and dot.expression is call.node else call.node
+                found.append(_Target(whole, call.node, bound))
+        refuse_qualified_bounded(call, bounds, dialect)  # pg_catalog.repeat(...): bound it bare
+        if (cast := function_cast(call, bounds, dialect)) is not None:  # `int4(x)` is `CAST(x AS int4)`
+            casts.append(cast)
     for node in tree.find_all(exp.Like, exp.ILike, exp.Operator, *operators):
         bound = bound_of(node, bounds)
         if bound is None or isinstance(node.args.get("expression"), exp.Any | exp.All):  # ARRAY[] is left
@@ -106,11 +111,10 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         parent = node.parent
         outer = parent if isinstance(parent, exp.Escape) and parent.this is node else node
         found.append(_Target(outer, node, bound))
-    cast_budget = bounds.cast_budget
-    for cast in tree.find_all(exp.Cast):
-        budget = cast_budget(cast.to, cast.this) if cast_budget is not None else None
-        if budget is not None and parses_text(cast.this, bounds):
-            found.append(_Target(cast, cast, _CastBound(budget)))
+    for node, call_node, to, key, value in casts:
+        budget = bounds.cast_budget(to, value) if bounds.cast_budget is not None else None
+        if budget is not None and parses_text(value, bounds):
+            found.append(_Target(node, call_node, _CastBound(budget, key)))
     if bounds.chain_budget is not None:
         found.extend(_Target(root, root, _ChainBound(bounds.chain_budget)) for root in chain_roots(tree))
         found.extend(_Target(r, r, answer_bound(bounds)) for r in answer_roots(tree, bounds))
@@ -232,7 +236,8 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     if isinstance(bound, _ChainBound):
         return chain_cost(target.call, lambda leaf: _leaf_length(leaf, builder), bound.budget)
     if isinstance(bound, _CastBound):  # only text (or json, a user type) is parsed: a value's own type is not
-        value = target.call.this
+        value = operand(target.call, bound.key)
+        assert value is not None, "a cast bound's operand is found before it is targeted"
         builder.length(value)  # checks the operand like any other
         assert builder.bounds.type_is is not None, "a cast bound needs its engine's type_is"
         size = builder.bounds.byte_length(exp.cast(value.copy(), "TEXT"))
@@ -250,10 +255,11 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
         if plainly_scalar(hay, bound.typed, not_text) or plainly_scalar(needle, other, not_text):
             return None
     if bound.pattern:
-        cost = literal_pattern_cost(needle)
+        cost = regex_cost(needle)
         if not cost.plain:
-            if static_length(hay) is not None:  # a literal subject: its length was checked as text
-                return None
+            static = static_length(hay)
+            if static is not None:  # a literal subject: known now (issue 10 F4)
+                return None if static**cost.degree * cost.paths <= bound.budget else exp.true()
             steps = builder.length(hay)
             for _ in range(cost.degree - 1):
                 steps = exp.Mul(this=steps, expression=builder.length(hay))
@@ -261,7 +267,10 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
                 steps = exp.Mul(this=steps, expression=exp.Literal.number(cost.paths))
             return _over(steps, bound.budget)
     conds: list[exp.Expr] = []
-    short = (n := static_length(needle)) is not None and n <= SHORT_LITERAL
+    # a slow collation makes a short needle's passes costly too: LOCATE of 64 bytes over 10 MB
+    # under uca1400_as_cs ran 5.6 s in a 2 s call (docs/security.md)
+    slow = bound.collated and builder.bounds.cost_factor is not None
+    short = (n := static_length(needle)) is not None and n <= SHORT_LITERAL and not slow
     if not short and not (isinstance(target.call, exp.Like | exp.ILike) and prefix_pattern(needle)):
         product = exp.Mul(this=builder.length(hay, bound), expression=builder.length(needle, bound))
         if builder.bounds.cost_factor is not None:  # MariaDB: a UCA collation compares 30x slower
@@ -343,7 +352,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
     for target in _targets(tree, dialect, bounds):
         if isinstance(target.bound, SizeBound) and target.bound.pattern:
             regex = operand(target.call, target.bound.needle)
-            patterns += regex is not None and not literal_pattern_cost(regex).plain
+            patterns += regex is not None and not regex_cost(regex).plain
             if patterns > MAX_PATTERNS:
                 refuse(
                     "too_complex",
@@ -351,6 +360,8 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                     " classes; split it into smaller queries.",
                 )
         cond = _cost(target, builder)
+        if isinstance(target.bound, SizeBound) and target.bound.pattern:
+            limit_matches(target.call, target.bound, bounds, builder.length)
         if cond is None:
             continue
         if held := hold(target.call, target.bound, bounds):  # `admission.built_values`
@@ -366,7 +377,10 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                 " computed values, each bounded at run time; split it into smaller queries.",
             )
         bound = target.bound
-        marker = SIZE_BOUND_MARKER if isinstance(bound, GrowthBound | _ChainBound) else SEARCH_BOUND_MARKER
+        if isinstance(bound, GrowthBound):
+            marker = bound.marker
+        else:
+            marker = SIZE_BOUND_MARKER if isinstance(bound, _ChainBound) else SEARCH_BOUND_MARKER
         if isinstance(bound, SizeBound | GrowthBound) and bound.wrap_argument:
             hay = operand(target.call, bound.argument if isinstance(bound, GrowthBound) else bound.haystack)
             if hay is not None:
@@ -376,24 +390,9 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
             continue
         typed = isinstance(bound, _CastBound) or (isinstance(bound, SizeBound) and bound.typed)
         if bounds.folds_constants and typed and isinstance(bound, SizeBound | _CastBound):
-            _unfoldable(target.call, bound)
+            keys = (bound.key,) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
+            unfold_operands(target.call, keys)
         placeholder = exp.Null()
         target.node.replace(placeholder)
         placeholder.replace(wrap(_guarded(target.node, cond, bounds, marker), held))
     return tree
-
-
-def _unfoldable(call: exp.Expr, bound: SizeBound | _CastBound) -> None:
-    """Each operand of `call` that reads no column becomes a scalar subquery. PostgreSQL evaluates
-    an immutable call over constants while planning, before the guard runs, and a guard testing an
-    operand's run-time type (`pg_typeof`, stable) is not folded first: `CAST(repeat('x', 5e7) AS
-    int)` failed with its whole input in the error, guard or not. A subquery is not folded."""
-    keys = ("this",) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
-    for key in keys:
-        value = operand(call, key)
-        held = (exp.Column, exp.Select, exp.AggFunc, exp.Window)  # an aggregate's value is its query's
-        if value is None or static_length(value) is not None or any(value.find_all(*held)):
-            continue
-        placeholder = exp.Null()
-        value.replace(placeholder)
-        placeholder.replace(exp.Subquery(this=exp.select(value)))

@@ -15,15 +15,24 @@ stands for, exceed `MAX_EXPANDED_NODES`. Nothing an analyst writes comes near ei
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable, Collection, Mapping
+from typing import Final, Protocol, runtime_checkable
 
+import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
-from sqlglot.optimizer.scope import Scope, build_scope
+from sqlglot.optimizer.scope import Scope, ScopeType, build_scope
 
 from mcpkit.sql.errors import refuse
 
-__all__ = ["MAX_EXPANDED_NODES", "MAX_EXPANDED_SELECTS", "limit_expansion"]
+__all__ = [
+    "MAX_EXPANDED_NODES",
+    "MAX_EXPANDED_SELECTS",
+    "RelationRef",
+    "ViewCatalog",
+    "limit_expansion",
+    "output_nodes",
+]
 
 MAX_EXPANDED_SELECTS: Final = 1024
 """SELECTs a query may hold once every CTE reference is replaced by the CTE's body."""
@@ -32,52 +41,163 @@ MAX_EXPANDED_NODES: Final = 100_000
 reads is replaced by that column's expression (transitively)."""
 
 
-class _Columns:
-    """The size of a scope's expressions with each column of a CTE or derived table they read
-    replaced by the expression it stands for (memoised per scope and column)."""
+RelationRef = tuple[str | None, str]
+"""(schema or None, name) of a relation as written, case-folded."""
 
-    def __init__(self) -> None:
+
+@runtime_checkable
+class ViewCatalog(Protocol):
+    """The database's views, whose bodies the engine merges into the query that reads them."""
+
+    def view_nodes(self, refs: Collection[RelationRef]) -> Mapping[RelationRef, int]:
+        """The expanded size of the largest column of each ref that is a view (`output_nodes`)."""
+        ...
+
+
+class _Columns:
+    """The size of a scope's expressions with each column of a CTE, derived table or LATERAL
+    subquery they read replaced by the expression it stands for (memoised per scope and column).
+
+    A column the scope's own FROM does not name resolves in the enclosing scopes, as the engine
+    resolves it: a LATERAL or correlated subquery reads its siblings' columns, and PostgreSQL pulls
+    a FROM-less LATERAL subquery up and substitutes its expressions (red team pg15 F2: 25
+    `LATERAL (SELECT a.x + a.x AS x)` built a 2^25 tree, 3.5 GB). A subquery inside an expression
+    counts there too, since merging copies it along."""
+
+    def __init__(self, root: Scope, views: Mapping[RelationRef, int]) -> None:
         self.sizes: dict[tuple[int, str], int] = {}
+        self.scopes = {id(s.expression): s for s in root.traverse()}
+        self.views = views  # a view's column stands for its largest expression, as PostgreSQL merges it
 
     def size(self, scope: Scope, node: exp.Expr) -> int:
         total = 0
-        for each in node.walk(prune=lambda n: n is not node and isinstance(n, exp.Query | exp.Subquery)):
-            if isinstance(each, exp.Query | exp.Subquery) and each is not node:
-                continue
-            total += self._column(scope, each) if isinstance(each, exp.Column) else 1
+        for each in node.walk(prune=lambda n: n is not node and isinstance(n, _NESTED)):
+            if isinstance(each, _NESTED) and each is not node:
+                total += self._nested(each)
+            else:
+                total += self._column(scope, each) if isinstance(each, exp.Column) else 1
             if total > MAX_EXPANDED_NODES:
                 break
         return total
 
+    def _nested(self, node: exp.Expr) -> int:
+        """A subquery inside an expression (not a source of the FROM): its whole size."""
+        inner = node.this if isinstance(node, exp.Subquery) else node
+        scope = self.scopes.get(id(inner))
+        if scope is None or scope.scope_type not in (ScopeType.SUBQUERY, ScopeType.SET_OPERATION):
+            return 0
+        return self._memo((id(inner), ""), lambda: self.size(scope, inner))
+
     def _column(self, scope: Scope, column: exp.Column) -> int:
-        selected = scope.selected_sources
-        if column.table:
-            sources = [selected[column.table][1]] if column.table in selected else []
-        else:
-            sources = [source for _, source in selected.values()]
-        return max([1, *(self._output(s, column.name) for s in sources if isinstance(s, Scope))])
+        name = column.name.casefold()
+        sources: list[exp.Table | Scope] = []
+        current: Scope | None = scope
+        enclosing: set[int] = set()  # a source that holds the reference is not what it reads
+        hidden = False  # a derived table or CTE does not see its siblings in the FROM that holds it
+        while current is not None and not sources:
+            enclosing.add(id(current.expression))
+            named = {} if hidden else current.selected_sources
+            if column.table:
+                sources = [named[column.table][1]] if column.table in named else []
+            else:  # the nearest level with a source that may have the column, as the engine resolves it
+                sources = [
+                    s
+                    for _, s in named.values()
+                    if isinstance(s, exp.Table) or _producers(s, name, _renamed(s))
+                ]
+            sources = [s for s in sources if not (isinstance(s, Scope) and id(s.expression) in enclosing)]
+            hidden = current.scope_type in (ScopeType.DERIVED_TABLE, ScopeType.CTE)
+            current = current.parent
+        views = [self.views.get(_ref(s), 1) for s in sources if isinstance(s, exp.Table)]
+        return max([1, *views, *(self._output(s, name) for s in sources if isinstance(s, Scope))])
 
     def _output(self, scope: Scope, name: str) -> int:
-        key = (id(scope.expression), name.casefold())
+        folded = name.casefold()
+        return self._memo(
+            (id(scope.expression), folded),
+            lambda: max([1, *(self.size(s, e) for s, e in _producers(scope, folded, _renamed(scope)))]),
+        )
+
+    def _memo(self, key: tuple[int, str], compute: Callable[[], int]) -> int:
         if key not in self.sizes:
             self.sizes[key] = 1  # while it is computed: a recursive CTE reads itself
-            select = scope.expression
-            found = [
-                p.unalias() for p in getattr(select, "selects", []) if p.alias_or_name.casefold() == key[1]
-            ]
-            self.sizes[key] = max([1, *(self.size(scope, p) for p in found)])
+            self.sizes[key] = compute()
         return self.sizes[key]
 
 
-def _expanded_nodes(tree: exp.Expr) -> int:
+_NESTED: Final = (exp.Query, exp.Subquery, exp.Lateral)
+
+
+def _producers(scope: Scope, name: str, renamed: list[str]) -> list[tuple[Scope, exp.Expr]]:
+    """The expressions (with the scope they are read in) that output column `name` of `scope`;
+    `renamed` is the column list an alias gives the source (`AS d(x, y)`), matched by position."""
+    node = scope.expression
+    if isinstance(node, exp.SetOperation):
+        names = renamed or [p.alias_or_name.casefold() for p in node.selects]
+        return [pair for branch in scope.set_operation_scopes for pair in _producers(branch, name, names)]
+    if not isinstance(node, exp.Select):  # LATERAL (SELECT ...) AS a: the subquery's outputs
+        return [pair for inner in scope.subquery_scopes for pair in _producers(inner, name, renamed)]
+    selects = node.selects
+    stars = [p for p in selects if isinstance(p, exp.Star) or isinstance(p.this, exp.Star)]
+    if renamed and name in renamed:
+        at = renamed.index(name)
+        if not stars:
+            return [(scope, selects[at].unalias())] if at < len(selects) else []
+        return [(scope, p.unalias()) for p in selects if p not in stars]  # `d(x)` over `*`: any output
+    found = [(scope, p.unalias()) for p in selects if p.alias_or_name.casefold() == name]
+    # `SELECT *` (or `t.*`) passes its own sources' column through
+    found += [(scope, exp.column(name, table=p.table if isinstance(p, exp.Column) else None)) for p in stars]
+    return found
+
+
+def _renamed(scope: Scope) -> list[str]:
+    """The column names an alias list gives a derived table, CTE or LATERAL subquery, if any."""
+    node = scope.expression
+    holder = node if isinstance(node, exp.Lateral) else node.parent
+    alias = holder.args.get("alias") if isinstance(holder, exp.Subquery | exp.CTE | exp.Lateral) else None
+    return [c.name.casefold() for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
+
+
+def _ref(table: exp.Table) -> RelationRef:
+    return (table.db.casefold() or None, table.name.casefold())
+
+
+def _scoped(tree: exp.Expr, catalog: ViewCatalog | None) -> tuple[Scope, _Columns] | None:
     try:
         root = build_scope(tree)
     except (SqlglotError, KeyError, ValueError):  # a shape scoping cannot read: the parser's bounds hold
-        return 0
+        return None
     if root is None:
+        return None
+    tables = {
+        _ref(t) for s in root.traverse() for _, t in s.selected_sources.values() if isinstance(t, exp.Table)
+    }
+    views = catalog.view_nodes(tables) if catalog is not None and tables else {}
+    return root, _Columns(root, views)
+
+
+def _expanded_nodes(tree: exp.Expr, catalog: ViewCatalog | None = None) -> int:
+    scoped = _scoped(tree, catalog)
+    if scoped is None:
         return 0
-    columns = _Columns()
+    root, columns = scoped
     return max((columns.size(scope, scope.expression) for scope in root.traverse()), default=0)
+
+
+def output_nodes(sql: str, dialect: str, catalog: ViewCatalog | None) -> int:
+    """The syntax nodes of the largest output column of `sql` (a view's body), each column of a CTE,
+    derived table or view it reads replaced by the expression it stands for; 1 when unreadable."""
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except SqlglotError:
+        return 1
+    scoped = _scoped(tree, catalog)
+    if scoped is None:
+        return 1
+    root, columns = scoped
+    branches = [s for s in root.traverse() if s is root or s.scope_type == ScopeType.SET_OPERATION]
+    selects = [(s, p.unalias()) for s in branches for p in getattr(s.expression, "selects", [])]
+    return max([1, *(columns.size(s, p) for s, p in selects if isinstance(s.expression, exp.Select))])
 
 
 class _Expansion:
@@ -127,7 +247,7 @@ def _defining(table: exp.Table) -> exp.CTE | None:
     return None
 
 
-def limit_expansion(tree: exp.Expr, dialect: str) -> exp.Expr:
+def limit_expansion(tree: exp.Expr, dialect: str, catalog: object = None) -> exp.Expr:
     """Refuse a query whose CTE references expand to more than `MAX_EXPANDED_SELECTS` SELECTs.
 
     >>> import sqlglot
@@ -138,6 +258,8 @@ def limit_expansion(tree: exp.Expr, dialect: str) -> exp.Expr:
     Args:
         tree: One parsed statement.
         dialect: The target's sqlglot dialect (every engine: the bound is far above real queries).
+        catalog: The database's catalog; when it is a `ViewCatalog`, a view's column counts as its
+            largest expression (PostgreSQL merges the view's body into the query).
 
     Returns:
         `tree`, unchanged.
@@ -147,7 +269,7 @@ def limit_expansion(tree: exp.Expr, dialect: str) -> exp.Expr:
     """
     if not any(True for _ in tree.find_all(exp.CTE, exp.Subquery)):
         return tree
-    if _expanded_nodes(tree) > MAX_EXPANDED_NODES:
+    if _expanded_nodes(tree, catalog if isinstance(catalog, ViewCatalog) else None) > MAX_EXPANDED_NODES:
         refuse(
             "too_complex",
             "The query's expressions grow past what can be evaluated safely once each CTE or derived"

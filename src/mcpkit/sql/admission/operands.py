@@ -1,23 +1,33 @@
 """What `bound_searches` reads off an operand before the query runs: which argument it is, its
-size when written as a literal, and whether it is plainly not text."""
+size when written as a literal, whether it is plainly not text, and which calls are casts or
+hide their operands from a bound."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from mcpkit.sql.admission.function_tables import SearchBounds
+from mcpkit.sql.admission.functions import FunctionCall, function_calls
+from mcpkit.sql.errors import refuse
 
 __all__ = [
+    "CastTarget",
     "arguments",
+    "function_cast",
     "is_ascii",
     "operand",
     "parses_text",
     "plainly_scalar",
     "prefix_pattern",
+    "refuse_qualified_bounded",
     "static_chars",
     "static_length",
+    "unfold_operands",
 ]
 
 
@@ -114,3 +124,65 @@ def parses_text(value: exp.Expr, bounds: SearchBounds) -> bool:
     return (isinstance(inner, exp.Cast) and inner.to.is_type("json")) or not plainly_scalar(
         inner, "text", bounds.not_text
     )
+
+
+CastTarget = tuple[exp.Expr, exp.Expr, exp.DataType, str, exp.Expr]
+"""What a guard replaces, the cast or call, the type, the operand's key and the operand."""
+
+
+def function_cast(call: FunctionCall, bounds: SearchBounds, dialect: str) -> CastTarget | None:
+    """A call of one argument named after a type (`int4(x)`, `xml(x)`), which the engine runs as a
+    cast to that type (through its input function, for a text), as a cast target: the node a guard
+    replaces (with its `pg_catalog.`), the call, the type, the argument's key (`operand`) and the
+    argument. None for any other call."""
+    node = call.node
+    if call.name not in bounds.function_casts or call.schema not in (None, bounds.builtin_schema):
+        return None
+    named = [k for k, v in node.args.items() if isinstance(v, exp.Expr) and k != "expressions"]
+    keys = [k for k in named if not (k == "this" and isinstance(node, exp.Anonymous))]  # its name
+    keys += [f"#{i}" for i in range(len(node.expressions))]
+    value = operand(node, keys[0]) if len(keys) == 1 else None
+    if value is None:
+        return None
+    outer = node.parent if isinstance(node.parent, exp.Dot) else node
+    return outer, node, exp.DataType.build(call.name, dialect=dialect, udt=True), keys[0], value
+
+
+def refuse_qualified_bounded(call: FunctionCall, bounds: SearchBounds, dialect: str) -> None:
+    """Refuse a call qualified with the built-in schema that sqlglot reads as an unknown function,
+    while written bare it is one with a bound (`pg_catalog.repeat(x, n)`, `pg_catalog.strpos(a,
+    b)`): the bound could not find its operands, so the call would run unguarded."""
+    node = call.node
+    if call.schema is None or call.schema != bounds.builtin_schema or not isinstance(node, exp.Anonymous):
+        return
+    bare = exp.Anonymous(this=call.name, expressions=[exp.null() for _ in node.expressions])
+    try:
+        typed = sqlglot.parse_one(bare.sql(dialect=dialect), read=dialect)
+    except SqlglotError:
+        return
+    names = (
+        {c.name for c in function_calls(typed, dialect)} if not isinstance(typed, exp.Anonymous) else set()
+    )
+    if any(n in bounds.calls or n in bounds.growths for n in names):
+        refuse(
+            "function",
+            f"Call {call.name}() without its {call.schema}. prefix, so that the size of its operands can be"
+            " bounded.",
+        )
+
+
+def unfold_operands(call: exp.Expr, keys: Iterable[str]) -> None:
+    """Each operand of `call` (by `keys`) that reads no column becomes a scalar subquery.
+
+    PostgreSQL evaluates an immutable call over constants while planning, before the guard runs,
+    and a guard testing an operand's run-time type (`pg_typeof`, stable) is not folded first:
+    `CAST(repeat('x', 5e7) AS int)` failed with its whole input in the error, guard or not. A
+    subquery is not folded."""
+    for key in keys:
+        value = operand(call, key)
+        held = (exp.Column, exp.Select, exp.AggFunc, exp.Window)  # an aggregate's value is its query's
+        if value is None or static_length(value) is not None or any(value.find_all(*held)):
+            continue
+        placeholder = exp.Null()
+        value.replace(placeholder)
+        placeholder.replace(exp.Subquery(this=exp.select(value)))

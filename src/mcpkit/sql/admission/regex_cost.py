@@ -1,14 +1,18 @@
 """An upper bound on what a regular expression costs a backtracking engine (MariaDB's PCRE),
-read off its literal text before the query runs.
+read off its literal text before the query runs: the early, clear refusal. The engine enforces
+the bound itself (`SearchBounds.match_limit`: PCRE2's in-pattern match limit).
 
 PCRE tries the pattern from every position of the subject and backtracks into every way the
-pattern could have matched so far; nothing in MariaDB stops it (no KILL, no statement timeout, and
-its match limit was not reached in the cases measured). Each unbounded quantifier can rescan the
-rest of the subject (`[a-z]*+[0-9]`: subject^2), and each group of alternatives multiplies the
-paths (`(a|a)(a|a)...`: 2^groups per position, red team rt16 F2). So a pattern costs at most
-subject^(quantifiers + 1) x (the product of its groups' alternatives and bounded repetitions),
-times a constant for the slower group steps; a quantifier on a group (`(a+)+`) is exponential in
-the subject and refused.
+pattern could have matched so far; nothing in MariaDB stops it (no KILL, no statement timeout).
+Each unbounded quantifier can rescan the rest of the subject (`[a-z]*+[0-9]`: subject^2), each
+group of alternatives multiplies the paths (`(a|a)(a|a)...`: 2^groups per position, red team
+rt16 F2), and a repeated group multiplies them by its own paths once per repetition
+(`(a?){22}`: 2^22, issue 10 F1). So a pattern costs at most subject^(quantifiers + 1) x its paths,
+times a constant for the slower group steps; an unbounded quantifier on a group (`(a+)+`) is
+exponential in the subject and refused. Escapes are read whole (`\\c)`, `\\Q)\\E`, `\\x{..}`), so
+no escaped `)` or `|` is taken for a group's end or an alternative; verbs (`(*LIMIT_MATCH=..)`,
+which could raise the engine's limit), recursion, subroutine calls and extended mode (`(?x)`,
+whose comments hide text) are refused.
 """
 
 from __future__ import annotations
@@ -16,16 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from sqlglot import exp
-
-from mcpkit.sql.errors import refuse
-
 __all__ = [
     "MAX_DEGREE",
     "MAX_PATHS",
     "PatternCost",
     "PatternTooComplex",
-    "literal_pattern_cost",
     "pattern_cost",
 ]
 
@@ -36,6 +35,8 @@ MAX_PATHS: Final = 4096
 GROUP_STEP: Final = 64
 """What one backtracking step through groups costs against one through a class (measured: a path
 through 18 alternation groups about 70x a `[a-z]*` step)."""
+_BRACED: Final = frozenset("xNpPogk")  # `\x{..}`, `\p{..}`, `\g{..}`, `\k{..}`, ...
+_NAMED: Final = {"<": ">", "'": "'", "{": "}"}
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,13 @@ class PatternTooComplex(ValueError):
     """The pattern is exponential in its subject, or past `MAX_DEGREE` / `MAX_PATHS`."""
 
 
+@dataclass
+class _Group:
+    done: int = 0  # paths of the alternatives already closed
+    paths: int = 1  # of the alternative being read
+    degree: int = 0  # unbounded quantifiers in the group, all alternatives
+
+
 def _repeat(text: str, i: int) -> tuple[int | None, int | None, int]:
     """`{m}`, `{m,}`, `{m,n}` at `text[i]`: (low, high or None when unbounded, next index); a `{`
     that is no repetition is read as a literal: (None, None, i + 1)."""
@@ -63,6 +71,74 @@ def _repeat(text: str, i: int) -> tuple[int | None, int | None, int]:
     return int(low), top, end + 1
 
 
+def _escape(text: str, i: int) -> int:
+    """The index after the escape at `text[i]` (a backslash)."""
+    c = text[i + 1 : i + 2]
+    if c == "Q":  # literal up to `\E`
+        end = text.find("\\E", i + 2)
+        return len(text) if end < 0 else end + 2
+    if c == "c":  # a control character: `\c)` is one character
+        return i + 3
+    if c == "g" and text[i + 2 : i + 3] in ("<", "'"):
+        raise PatternTooComplex("a subroutine call")
+    if c and c in _BRACED and text[i + 2 : i + 3] in _NAMED:
+        close = text.find(_NAMED[text[i + 2]], i + 3)
+        return len(text) if close < 0 else close + 1
+    if c in ("p", "P"):  # `\pL`
+        return i + 3
+    return i + 2
+
+
+def _class_end(text: str, i: int) -> int:
+    """The index after the character class opened at `text[i]`."""
+    j = i + 1
+    j += text[j : j + 1] == "^"
+    j += text[j : j + 1] == "]"  # a leading `]` is a member
+    while j < len(text):
+        if text[j] == "\\":
+            j = _escape(text, j)
+        elif text.startswith("[:", j) and (end := text.find(":]", j + 2)) >= 0:
+            j = end + 2  # `[:alpha:]`
+        elif text[j] == "]":
+            return j + 1
+        else:
+            j += 1
+    return len(text)
+
+
+def _group_start(text: str, i: int) -> int:
+    """The index after the opening of the group at `text[i]`: `(`, `(?:`, `(?<name>`, `(?i)`..."""
+    if text.startswith("(*", i):
+        raise PatternTooComplex("a verb")  # (*LIMIT_MATCH=..) could raise the engine's limit
+    if not text.startswith("(?", i):
+        return i + 1
+    j = i + 2
+    c = text[j : j + 1]
+    if c == "#":  # a comment, up to the first `)`
+        end = text.find(")", j)
+        return len(text) if end < 0 else end + 1
+    if c == "P" and text[j + 1 : j + 2] == "<":
+        j += 1
+        c = "<"
+    if c in ("<", "'") and text[j + 1 : j + 2] not in ("=", "!"):  # a named group
+        close = text.find(">" if c == "<" else "'", j + 1)
+        return len(text) if close < 0 else close + 1
+    if c in (":", "=", "!", ">", "|"):
+        return j + 1
+    if c == "<":  # (?<= (?<!
+        return j + 2
+    if c == "(":  # a condition: read as a group inside
+        return j
+    if c.isdigit() or c == "P" or (c in ("R", "&", "+", "-") and not text[j + 1 : j + 2].isalpha()):
+        raise PatternTooComplex("recursion or a subroutine call")
+    end = j
+    while end < len(text) and (text[end].isalpha() or text[end] in "-^"):
+        end += 1
+    if "x" in text[j:end]:
+        raise PatternTooComplex("extended mode")
+    return end + (end < len(text) and text[end] == ":")
+
+
 def pattern_cost(text: str) -> PatternCost:
     """The cost bound of a pattern, or `PatternTooComplex`.
 
@@ -72,76 +148,82 @@ def pattern_cost(text: str) -> PatternCost:
     PatternCost(degree=2, paths=1, plain=False)
     >>> pattern_cost("(jpg|png|gif)$").paths  # three ways, each a slower group step
     192
+    >>> pattern_cost("(a?){6}").paths // GROUP_STEP  # each repetition chooses again
+    64
     """
-    degree, paths, plain, groups = 1, 1, True, False
-    stack: list[int] = []
-    last_group = 0  # alternatives of the group just closed, 0 after anything else
+    plain, groups = True, False
+    stack = [_Group()]
+    closed: _Group | None = None  # the group just closed, None after anything else
     i = 0
     while i < len(text):
         c = text[i]
-        quantified = last_group
-        last_group = 0
+        last, closed = closed, None
+        if last is not None and not (c in "*+?" or (c == "{" and _repeat(text, i)[0] is not None)):
+            _quantify(stack[-1], last, 1, 1)  # a group read once
+            last = None
         if c == "\\":
-            plain, i = False, i + 2
+            plain, i = False, _escape(text, i)
             continue
         if c == "[":
-            plain, j = False, i + 1
-            j += text[j : j + 1] == "^"
-            j += text[j : j + 1] == "]"
-            close = text.find("]", j)
-            i = close + 1 if close >= 0 else len(text)
+            plain, i = False, _class_end(text, i)
             continue
         if c == "(":
-            plain, groups = False, True
-            stack.append(1)
-        elif c == ")" and stack:
-            last_group = stack.pop()
-            paths *= last_group
+            plain, i = False, _group_start(text, i)
+            if text[i - 1 : i] == ")":  # an option setting, `(?i)`, or a comment: no group
+                continue
+            groups = True
+            stack.append(_Group())
+            continue
+        if c == ")" and len(stack) > 1:
+            closed = stack.pop()
+            closed.done += closed.paths
         elif c == "|":
-            if stack:
-                stack[-1] += 1
-            else:
-                paths += 1  # top-level alternatives are tried in turn: they add
+            stack[-1].done += stack[-1].paths
+            stack[-1].paths = 1
         elif c in "*+?{":
-            plain = False
             low, high, nxt = (
                 (0, None, i + 1) if c in "*+" else (0, 1, i + 1) if c == "?" else _repeat(text, i)
             )
-            if nxt == i + 1 and c == "{" and low is None:
+            if c == "{" and low is None:
                 i += 1
                 continue
-            if high is None:
-                if quantified:
-                    raise PatternTooComplex("a quantifier on a group")
-                degree += 1
-            elif quantified:
-                paths *= quantified ** max(high - 1, 0) * (high - (low or 0) + 1)
-            else:
-                paths *= high - (low or 0) + 1
+            plain = False
+            _quantify(stack[-1], last, low or 0, high)
             i = nxt
             i += i < len(text) and text[i] in "?+"  # lazy or possessive
             continue
         i += 1
+    if closed is not None:
+        _quantify(stack[-1], closed, 1, 1)
+    while len(stack) > 1:  # an unclosed group: the engine refuses it anyway
+        inner = stack.pop()
+        inner.done += inner.paths
+        _quantify(stack[-1], inner, 1, 1)
+    top = stack[0]
+    paths, degree = top.done + top.paths, top.degree + 1
     if degree > MAX_DEGREE or paths > MAX_PATHS:
         raise PatternTooComplex("too many quantifiers or alternatives")
     return PatternCost(degree, paths * (GROUP_STEP if groups else 1), plain)
 
 
-def literal_pattern_cost(regex: exp.Expr) -> PatternCost:
-    """What a literal regular expression may cost (`pattern_cost`); a computed or exponential one
-    is refused."""
-    if not (isinstance(regex, exp.Literal) and regex.is_string):
-        refuse(
-            "too_complex",
-            "A regular expression is answered only when written as a literal here (what a computed"
-            " one costs cannot be bounded); write the pattern out.",
-        )
-    try:
-        return pattern_cost(regex.this)
-    except PatternTooComplex:
-        refuse(
-            "too_complex",
-            f"The regular expression could take exponential time (more than {MAX_DEGREE - 1} unbounded"
-            f" quantifiers, more than {MAX_PATHS} ways through its groups, or a quantifier on a"
-            " group); simplify it, or filter with LIKE first.",
-        )
+def _quantify(into: _Group, group: _Group | None, low: int, high: int | None) -> None:
+    """Add a quantified atom (`group`, or a character when None) to the alternative being read."""
+    if group is None:
+        if high is None:
+            into.degree += 1
+        else:
+            into.paths *= high - low + 1
+        _check(into)
+        return
+    if high is None:
+        raise PatternTooComplex("a quantifier on a group")
+    into.degree += group.degree * high
+    if group.done > 1 and high > 12:  # past MAX_PATHS whatever the rest: no huge power built
+        raise PatternTooComplex("too many ways through a repeated group")
+    into.paths *= group.done**high * (high - low + 1)
+    _check(into)
+
+
+def _check(group: _Group) -> None:
+    if group.degree + 1 > MAX_DEGREE or group.done + group.paths > MAX_PATHS:
+        raise PatternTooComplex("too many quantifiers or alternatives")

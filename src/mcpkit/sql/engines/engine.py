@@ -118,15 +118,13 @@ class SqlEngine:
 
     def for_login(self, username: str, password: str | None) -> SqlEngine:
         """An engine like this one (same options, its own pool and guard) that logs in as another user."""
-        other = SqlEngine(
-            self.url.set(username=username, password=password),
-            grace_s=self._grace_s,
-            pool_size=self.pool_size,
-            pool_wait_s=self._pool_wait_s,
-        )
+        login, pool = self.url.set(username=username, password=password), self.pool_size
+        other = SqlEngine(login, grace_s=self._grace_s, pool_size=pool, pool_wait_s=self._pool_wait_s)
         other.guard = self.guard.fresh(f"login {username}") if self.guard is not None else None
         if self.profile.name_pin:  # its calls resolve names as the masking analysis does
             other.profile.pin_name_path(self.profile.name_pin)
+        if self.profile.function_policy is not None:  # its views are checked as this one's
+            other.profile.use_function_policy(self.profile.function_policy)
         return other
 
     def _reset(self, dbapi: Any, record: ConnectionPoolEntry, state: PoolResetState) -> None:
@@ -383,8 +381,9 @@ class SqlEngine:
             return _clipped_rows(plan, fetched, fit, limit, time.perf_counter() - started, call_id)
 
     def close(self) -> None:
-        """Close every pooled connection (the SQLAlchemy engine's `dispose`)."""
+        """Close every pooled connection (`dispose`) and `Profile.release_pool` (SQLite's heap limit)."""
         self._sa.dispose()
+        self.profile.release_pool(self)
 
 
 def _clipped_rows(

@@ -27,7 +27,8 @@ laterals, scalar subqueries and UNION ALL branches):
   functions whose value follows the evaluation order (seeded RAND, time-based UUIDs, per-row
   clocks, sequences) are refused over a masked read or a view (`shapes.py`).
 - Views and user-defined functions are opaque: mask their columns too (`*.email` helps), or use
-  identities and grants; SECURITY DEFINER functions are refused in identity mode.
+  identities and grants; SECURITY DEFINER functions are refused in identity mode. SQLite views
+  over masked columns are analysed at start-up (`profiles.sqlite_views`).
 """
 
 __all__ = [

@@ -3,7 +3,7 @@ customers(email)` stores the e-mail itself, so it is masked like the column it r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
@@ -11,7 +11,7 @@ from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.profiles.base import DerivedMask
 
-__all__ = ["copied_masks"]
+__all__ = ["copied_masks", "derived_and_copied"]
 
 # MariaDB refuses SHOW CREATE TABLE (SQLAlchemy's reflection of keys) to an account that holds
 # only column privileges; the catalog lists the keys of the tables it may read.
@@ -97,3 +97,49 @@ def copied_masks(
         )
         for (schema, table), cols in found.items()
     ]
+
+
+Derive = Callable[[Connection, Mapping[str, frozenset[str]]], list[DerivedMask]]
+
+
+def derived_and_copied(
+    derive: Derive,
+    conn: Connection,
+    masked: Mapping[str, frozenset[str]],
+    named: Mapping[str, frozenset[str]] | None = None,
+    schemas: Iterable[str] = (),
+) -> list[DerivedMask]:
+    """What the database derives from masked columns (`derive`: the profile's generated columns,
+    partitions, ...) and what foreign keys copy of them, each applied to the other's results until
+    nothing new is found: a foreign-key copy of a generated column, or a generated column over a
+    copy, holds the masked value as well (red team mask17 F1: both answered e-mails in clear).
+
+    Args:
+        derive: `Profile.derived_masks`.
+        conn: A connection (a call's session or an administrator's).
+        masked: Table -> masked columns, keyed as `derive` resolves tables.
+        named: The same keyed as `copied_masks` reads them, where that differs (`masked` if None).
+        schemas: Passed on to `copied_masks`.
+    """
+    default = inspect(conn).default_schema_name
+    current, plain = dict(masked), dict(masked if named is None else named)
+    seen = {k.casefold(): {c.casefold() for c in cols} for k, cols in plain.items()}
+    out: list[DerivedMask] = []
+    for _ in range(_ROUNDS):
+        fresh = []
+        for d in [*derive(conn, current), *copied_masks(conn, plain, schemas)]:
+            key = _name(None if d.schema == default else d.schema, d.table)
+            known = seen.setdefault(key, set())
+            if all(c.casefold() in known for c in d.columns):
+                continue
+            known |= {c.casefold() for c in d.columns}
+            current[d.key] = current.get(d.key, frozenset()) | d.columns
+            plain[key] = plain.get(key, frozenset()) | d.columns
+            fresh.append(d)
+        if not fresh:
+            break
+        out += fresh
+    return out
+
+
+_ROUNDS = 8  # each round adds a column or stops; real schemas settle in two

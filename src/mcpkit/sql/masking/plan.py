@@ -76,6 +76,12 @@ _SAMPLE: Final = (
 )
 
 
+_WITHHELD_VIEW: Final = (
+    "This query reads a view whose rows depend on a masked column (it filters, joins, groups or "
+    "orders on one), which this server withholds; query its tables instead."
+)
+
+
 def _touches_masked(tree: exp.Expr, schema: KnownSchema, policy: MaskPolicy) -> bool:
     # Every base table must be known (pg_stats, sqlite_stat4, information_schema... hold values);
     # True when one of them (or a table a CTE's name shadows) has a masked column.
@@ -84,10 +90,14 @@ def _touches_masked(tree: exp.Expr, schema: KnownSchema, policy: MaskPolicy) -> 
     for table in tree.find_all(exp.Table):
         called = table.this.name if isinstance(table.this, exp.Func) else ""
         if (table.name or called).casefold() in schema.withheld:
+            view = (table.name or called).casefold() in schema.views
             refuse_mask(
-                f"table {table.name or called} is a virtual table over masked columns, or one of "
+                f"{table.name or called} is a view whose rows depend on a masked value"
+                if view
+                else f"table {table.name or called} is a virtual table over masked columns, or one of "
                 "its shadow tables: the database refuses to open it",
                 withheld=True,
+                message=_WITHHELD_VIEW if view else None,
             )
         if not isinstance(table.this, exp.Identifier) or isinstance(table.parent, exp.JoinHint):
             continue  # a table function: its arguments are expressions, analysed as such

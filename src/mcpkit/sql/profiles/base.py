@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sqlalchemy.engine import URL, Connection
 
-from mcpkit.sql.errors import FailureKind, SqlConfigError
+from mcpkit.sql.admission.function_tables import PATHS_BOUND_MARKER, SEARCH_BOUND_MARKER, SIZE_BOUND_MARKER
+from mcpkit.sql.errors import PATHS_TOO_LARGE, SEARCH_TOO_LARGE, VALUE_TOO_LARGE, FailureKind, SqlConfigError
 from mcpkit.sql.profiles.budget import CONNECTION_MARGIN, ConnectionBudget
 from mcpkit.sql.profiles.capabilities import Capabilities
 from mcpkit.sql.profiles.findings import Finding, merge_findings
+from mcpkit.sql.profiles.statistics import ColumnStats, TableStats
 
 if TYPE_CHECKING:
     from mcpkit.sql.admission import FunctionCatalog, FunctionPolicy
@@ -50,6 +52,12 @@ Readable = Mapping[tuple[str | None, str], int | str | None]
 database has none, or why it is not shown (a whole-table count of rows the account cannot see)."""
 
 _CALL_ID = re.compile(r"[^A-Za-z0-9._:-]")
+# The marker a bounded call's guard raises (`admission.bound_searches`) -> the agent's sentence.
+_BOUND_SENTENCES: Final = (
+    (SEARCH_BOUND_MARKER, SEARCH_TOO_LARGE),
+    (SIZE_BOUND_MARKER, VALUE_TOO_LARGE),
+    (PATHS_BOUND_MARKER, PATHS_TOO_LARGE),  # MariaDB's JSON_EXTRACT of several paths
+)
 ROLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
 """A plain role name: the only kind a role map may name."""
 
@@ -75,40 +83,6 @@ def quote_role(role: str) -> str:
     if not ROLE_NAME.fullmatch(role):
         raise SqlConfigError(f"role {role!r} is not a plain name (letters, digits, _ and $)")
     return f'"{role}"'
-
-
-@dataclass(frozen=True)
-class ColumnStats:
-    """What the database's own statistics say of one column (None: they do not say).
-
-    Values are as the catalog holds them (often text); `common` pairs a value with its fraction.
-    """
-
-    null_fraction: float | None = None
-    distinct: float | None = None
-    minimum: Any = None
-    maximum: Any = None
-    common: tuple[tuple[Any, float], ...] = ()
-
-
-@dataclass(frozen=True)
-class TableStats:
-    """The statistics the calls' identity may read for one table.
-
-    Attributes:
-        rows: The row estimate, where the statistics hold one.
-        columns: Column name -> its statistics, only for columns the identity may read in full.
-        readable: The columns the identity may select (None: every column the reflection shows).
-        source: What the statistics came from, for the answer (e.g. `pg_stats`).
-        row_filtered: Row-level security hides rows from the identity: whole-table counts (such
-            as the catalog's row estimate) are not its to see.
-    """
-
-    rows: int | None = None
-    columns: Mapping[str, ColumnStats] = field(default_factory=dict)
-    readable: frozenset[str] | None = None
-    source: str = ""
-    row_filtered: bool = False
 
 
 @dataclass(frozen=True)
@@ -171,6 +145,9 @@ class Profile(Capabilities):
     policy_generation: int = 0
     """Bumped when per-connection enforcement changes (SQLite's authorizer policy): the engine
     then closes its pooled connections, so none opened under an earlier policy serves a call."""
+    function_policy: FunctionPolicy | None = None
+    """The policy queries are admitted under (`use_function_policy`); None: the dialect's default.
+    What the engine runs besides query text (MariaDB's view definitions) is checked against it too."""
 
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect
@@ -182,7 +159,11 @@ class Profile(Capabilities):
         return {}
 
     def use_pool(self, owner: object, pool_size: int) -> None:
-        """The engine `owner` keeps up to `pool_size` connections (0: one per call) while it lives."""
+        """The engine `owner` keeps up to `pool_size` connections (0: one per call) until
+        `release_pool(owner)` (its `close`) or until it is gone."""
+
+    def release_pool(self, owner: object) -> None:
+        """The engine `owner` was closed: what `use_pool` set for it is undone."""
 
     def begin(self, dbapi: Any, timeout_s: float, call_id: str) -> None:
         """Open a read-only transaction on a fresh connection and arm the database's own timeout."""
@@ -231,12 +212,24 @@ class Profile(Capabilities):
         return "other"
 
     def failure_message(self, exc: BaseException) -> str | None:
-        """The sentence for an error mcpkit's own SQL raised on purpose (a bounded string search,
-        `admission.bound_searches`), or None: the failure kind's sentence."""
-        return None
+        """The sentence for an error mcpkit's own SQL raised on purpose, or None: the failure kind's
+        sentence. A bounded call's guard (`admission.bound_searches`): `SEARCH_TOO_LARGE` for a
+        string search, `VALUE_TOO_LARGE` for a value-growing call, `PATHS_TOO_LARGE` for JSON_EXTRACT's
+        paths; `classify` makes it `resource`."""
+        return next((text for marker, text in _BOUND_SENTENCES if self.bound_marker(exc, marker)), None)
+
+    def bound_marker(self, exc: BaseException, marker: str) -> bool:
+        """Whether `exc` is the error the engine raises for a guard written with `marker`
+        (`SearchBounds.fail`); no engine here writes guards."""
+        return False
+
+    def bounded(self, exc: BaseException) -> bool:
+        """Whether `exc` came from a bounded call's guard (any marker): a `resource` failure."""
+        return any(self.bound_marker(exc, marker) for marker, _ in _BOUND_SENTENCES)
 
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """Enforce the function policy inside the engine too, where the database allows it."""
+        self.function_policy = policy
 
     # --- verification ----------------------------------------------------------------------
 

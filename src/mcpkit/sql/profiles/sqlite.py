@@ -31,10 +31,11 @@ from mcpkit.sql.profiles.base import (
     TableStats,
 )
 from mcpkit.sql.profiles.digest import catalog_digest
-from mcpkit.sql.profiles.sqlite_heap import reserve
-from mcpkit.sql.profiles.sqlite_masks import Withheld, exact_ties, generated_columns, withheld_for
+from mcpkit.sql.profiles.sqlite_heap import release, reserve
+from mcpkit.sql.profiles.sqlite_masks import Withheld, exact_ties, generated_columns, views_over, withheld_for
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline, past_deadline
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
+from mcpkit.sql.profiles.sqlite_views import view_masks
 
 __all__ = ["MAX_LENGTH", "SqliteProfile", "Withheld"]
 
@@ -111,7 +112,7 @@ def _authorizer(allowed: Callable[[str], bool], withheld: Withheld = _NOTHING_WI
             answer = (
                 sqlite3.SQLITE_DENY
                 if (arg1 or "").casefold() in _CONNECTION_TABLES
-                else withheld.read(arg1, arg2)
+                else withheld.read(arg1, arg2, trigger)
             )
             if answer == sqlite3.SQLITE_DENY:
                 _denied.read = True
@@ -178,8 +179,13 @@ class SqliteProfile(Profile):
         """Count the engine's connections in SQLite's process-wide heap limit (`sqlite_heap`)."""
         reserve(owner, pool_size, CALL_HEAP)
 
+    def release_pool(self, owner: object) -> None:
+        """The closed engine's connections leave the heap limit; with the last, SQLite's default."""
+        release(owner)
+
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """The authorizer refuses, inside SQLite, every function the policy does not admit."""
+        super().use_function_policy(policy)
         self._allowed = _function_allowed(policy)
         self.policy_generation += 1
 
@@ -189,12 +195,16 @@ class SqliteProfile(Profile):
         return catalog_digest(dbapi, _SCHEMA)
 
     def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
-        """Generated columns computed from masked ones (the authorizer sees only the column read)."""
+        """Generated columns computed from masked ones (the authorizer sees only the column read),
+        and view columns computed from masked ones (the authorizer could only make them NULL)."""
         out = []
         for table, columns in sorted(masked.items()):
             generated = generated_columns(conn, table, columns)
             if generated:
                 out.append(DerivedMask(table, None, table, generated, "generated from a masked column"))
+        over = views_over(conn, {t.casefold() for t, cols in masked.items() if cols})
+        for view, cols in sorted(view_masks(conn, masked, over).columns.items()):
+            out.append(DerivedMask(view, None, view, cols, "a view column computed from a masked column"))
         return out
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:

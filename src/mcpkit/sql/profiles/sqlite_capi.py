@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["Context", "Fail", "TooBig", "Value", "create_function", "handle"]
+__all__ = ["Context", "Fail", "TooBig", "Value", "api", "create_function", "handle", "view"]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -34,6 +34,10 @@ _DETERMINISTIC: Final = 0x800
 _TRANSIENT: Final = ctypes.c_void_p(-1)
 
 _P = ctypes.c_void_p
+_PyBUF_READ: Final = 0x100
+_memory_view = ctypes.pythonapi.PyMemoryView_FromMemory
+_memory_view.restype = ctypes.py_object
+_memory_view.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int]
 _FUNC = ctypes.CFUNCTYPE(None, _P, ctypes.c_int, ctypes.POINTER(_P))
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int, _P, _P, _P)
 
@@ -44,6 +48,7 @@ def _bind(lib: ctypes.CDLL) -> dict[str, Any]:
         "sqlite3_value_text": (_P, [_P]),
         "sqlite3_value_blob": (_P, [_P]),
         "sqlite3_value_bytes": (ctypes.c_int, [_P]),
+        "sqlite3_value_int64": (ctypes.c_int64, [_P]),
         "sqlite3_value_dup": (_P, [_P]),
         "sqlite3_value_free": (None, [_P]),
         "sqlite3_result_int64": (None, [_P, ctypes.c_int64]),
@@ -55,6 +60,18 @@ def _bind(lib: ctypes.CDLL) -> dict[str, Any]:
         "sqlite3_malloc64": (_P, [ctypes.c_uint64]),
         "sqlite3_free": (None, [_P]),
         "sqlite3_auto_extension": (ctypes.c_int, [_P]),
+        "sqlite3_prepare_v2": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_P), _P]),
+        "sqlite3_bind_text": (ctypes.c_int, [_P, ctypes.c_int, _P, ctypes.c_int, _P]),
+        "sqlite3_bind_blob64": (ctypes.c_int, [_P, ctypes.c_int, _P, ctypes.c_uint64, _P]),
+        "sqlite3_bind_value": (ctypes.c_int, [_P, ctypes.c_int, _P]),
+        "sqlite3_step": (ctypes.c_int, [_P]),
+        "sqlite3_column_value": (_P, [_P, ctypes.c_int]),
+        "sqlite3_column_text": (_P, [_P, ctypes.c_int]),
+        "sqlite3_result_text": (None, [_P, _P, ctypes.c_int, _P]),
+        "sqlite3_reset": (ctypes.c_int, [_P]),
+        "sqlite3_clear_bindings": (ctypes.c_int, [_P]),
+        "sqlite3_finalize": (ctypes.c_int, [_P]),
+        "sqlite3_errmsg": (ctypes.c_char_p, [_P]),
         "sqlite3_create_function_v2": (
             ctypes.c_int,
             [_P, ctypes.c_char_p, ctypes.c_int, ctypes.c_int, _P, _FUNC, _P, _P, _P],
@@ -97,6 +114,11 @@ _FREE: Final = ctypes.cast(_API["sqlite3_free"], _P) if _API else None
 _callbacks: dict[tuple[str, Callable[[Context], None]], Any] = {}
 
 
+def api() -> dict[str, Any]:
+    """The C functions bound here, by name (empty when `handle()` is always None)."""
+    return _API
+
+
 def handle(conn: sqlite3.Connection) -> int | None:
     """`conn`'s `sqlite3 *` when it is the connection last opened in this thread, else None."""
     if not _API:
@@ -130,6 +152,16 @@ class Value:
         end = min(end, self.size)
         return ctypes.string_at(self.ptr + start, end - start) if end > start else b""
 
+    def view(self) -> memoryview:
+        """The bytes in place, read-only and not copied: release it (`with`) before the call returns."""
+        return memoryview(b"") if self.size == 0 else view(self.ptr, self.size)
+
+
+def view(ptr: int, size: int) -> memoryview:
+    """`size` bytes of SQLite's memory at `ptr`, read-only and not copied (format "B")."""
+    out: memoryview = _memory_view(ptr, size, _PyBUF_READ)
+    return out
+
 
 class Context:
     """One call's arguments and result."""
@@ -141,6 +173,14 @@ class Context:
 
     def is_null(self, i: int) -> bool:
         return bool(_API["sqlite3_value_type"](self.args[i]) == SQLITE_NULL)
+
+    def type(self, i: int) -> int:
+        """Argument `i`'s type (`sqlite3_value_type`: 1 INTEGER, 2 FLOAT, 3 TEXT, 4 BLOB, 5 NULL)."""
+        return int(_API["sqlite3_value_type"](self.args[i]))
+
+    def int64(self, i: int) -> int:
+        """Argument `i` as SQLite converts it to an integer (`sqlite3_value_int64`), in place."""
+        return int(_API["sqlite3_value_int64"](self.args[i]))
 
     def is_blob(self, i: int) -> bool:
         return bool(_API["sqlite3_value_type"](self.args[i]) == SQLITE_BLOB)

@@ -6,8 +6,12 @@ no per-connection memory limit, only the process-wide hard heap limit: past it e
 fails, the statement ends with SQLITE_NOMEM (Python's `MemoryError`, a `resource` failure) and
 frees what it held. The limit is what every SQLite source's pool may need (per connection: one
 call's share and its page cache), plus `RESERVE` for the audit store and the bounded functions'
-private connections, and at most `CEILING`; while no pool is alive there is none (SQLite's
-default). It counts SQLite's allocations only, not Python's.
+private connections, and at most `CEILING`. It counts SQLite's allocations only, not Python's.
+
+The limit belongs to the process, so the application embedding mcpkit comes first: a limit it set
+before the first pool (or changes while pools live) is never lowered nor raised, only reported, and
+mcpkit's calls are bounded by it. Otherwise mcpkit sets the limit while a pool is open (its engine
+not yet closed nor collected) and puts back what was there (no limit) when the last one goes.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Callable
 from contextlib import closing
 from typing import Final, cast
 
-__all__ = ["CEILING", "PAGE_CACHE", "RESERVE", "heap_limit", "reserve"]
+__all__ = ["CEILING", "PAGE_CACHE", "RESERVE", "heap_limit", "release", "reserve"]
 
 PAGE_CACHE: Final = 4 * 1024 * 1024
 """Per connection: its page cache (SQLite's default `cache_size` is 2,000 KiB), schema and statements."""
@@ -32,8 +36,17 @@ CEILING: Final = 1024 * 1024 * 1024
 """The limit never exceeds this, however many connections the pools hold."""
 
 log = logging.getLogger("mcpkit.sql")
-_lock = threading.Lock()
+_lock = threading.RLock()
 _shares: dict[int, int] = {}
+
+
+class _Held:
+    """The limit mcpkit set last; None while it sets none (no pool, or the application's limit)."""
+
+    ours: int | None = None
+
+
+_held = _Held()
 
 
 def heap_limit() -> int:
@@ -44,20 +57,28 @@ def heap_limit() -> int:
 
 def reserve(owner: object, connections: int, per_call: int) -> int:
     """Count `owner`'s pool (at least one connection, each `per_call` plus its page cache) in the
-    limit until `owner` is gone, and apply the limit now; returns it."""
+    limit until `release(owner)` or until `owner` is gone, and apply the limit now; returns the
+    limit in force."""
     key = id(owner)
     with _lock:
-        first = key not in _shares
+        first, new = not _shares, key not in _shares
         _shares[key] = max(connections, 1) * (per_call + PAGE_CACHE)
-    if first:
+        applied = _apply(first=first)
+    if new:
         weakref.finalize(owner, _release, key)
-    return _apply()
+    return applied
 
 
-def _release(key: int) -> None:
+def release(owner: object) -> int:
+    """Stop counting `owner`'s pool (its engine closed); returns the limit in force."""
+    return _release(id(owner))
+
+
+def _release(key: int) -> int:
     with _lock:
-        _shares.pop(key, None)
-    _apply()
+        if _shares.pop(key, None) is None:
+            return _current()
+        return _apply()
 
 
 def _c_setter() -> Callable[[int], int] | None:
@@ -75,14 +96,41 @@ def _c_setter() -> Callable[[int], int] | None:
 _SET: Final = _c_setter()
 
 
-def _apply() -> int:
+def _current() -> int:
+    if _SET is not None:
+        return int(_SET(-1))  # a negative argument reads the limit without changing it
+    with closing(sqlite3.connect(":memory:")) as conn:
+        return int(conn.execute("PRAGMA hard_heap_limit").fetchone()[0])
+
+
+def _set(limit: int) -> int:
     # The pragma can only lower the limit (SQL must not raise it); a second pool raises it.
-    limit = heap_limit()
     if _SET is not None:
         _SET(limit)
     with closing(sqlite3.connect(":memory:")) as conn:
         conn.execute(f"PRAGMA hard_heap_limit = {int(limit)}")
-        applied = int(conn.execute("PRAGMA hard_heap_limit").fetchone()[0])
-    if applied != limit:
-        log.warning("SQLite's heap limit is %d bytes, not the %d the pools need", applied, limit)
+        return int(conn.execute("PRAGMA hard_heap_limit").fetchone()[0])
+
+
+def _apply(*, first: bool = False) -> int:
+    """Under `_lock`: the limit for the pools now counted, unless the application set its own."""
+    current, wanted = _current(), heap_limit()
+    if first and current == 0:
+        _held.ours = current  # no limit before the first pool: mcpkit keeps it from now on
+    elif first or (_held.ours is not None and current != _held.ours):
+        log.warning(
+            "SQLite's heap limit is %d bytes, set by the application: mcpkit leaves it as it is "
+            "(its pools would set %d); calls meet that limit instead",
+            current,
+            wanted,
+        )
+        _held.ours = None
+    if _held.ours is None:
+        return current
+    if not _shares:  # the last pool went: no limit, as before the first
+        _held.ours = None
+        return _set(0)
+    applied = _held.ours = _set(wanted)
+    if applied != wanted:
+        log.warning("SQLite's heap limit is %d bytes, not the %d the pools need", applied, wanted)
     return applied

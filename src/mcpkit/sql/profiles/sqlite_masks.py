@@ -2,7 +2,8 @@
 
 A masked column reads as NULL; a table that holds masked text under another name (the shadow tables
 of a virtual table, a full-text index over a view of a masked table, a generated column computed
-from a masked one) is withheld too.
+from a masked one) is withheld too, and so is a view whose rows depend on a masked value
+(`sqlite_views`; a view column computed from one is masked by name).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from sqlalchemy.engine import Connection
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from mcpkit.sql.profiles.sqlite_views import view_masks
+
 __all__ = ["Withheld", "exact_ties", "generated_columns", "views_over", "withheld_for"]
 
 log = logging.getLogger("mcpkit.sql")
@@ -31,13 +34,14 @@ class Withheld:
     """What the authorizer keeps from every statement: masked columns, and whole tables."""
 
     columns: frozenset[tuple[str, str]] = frozenset()  # (table, column), case-folded: read as NULL
-    tables: frozenset[str] = frozenset()  # case-folded: any read refused (shadow tables)
+    tables: frozenset[str] = frozenset()  # case-folded: any read refused (shadow tables, views)
     virtual: frozenset[str] = frozenset()  # case-folded: virtual tables over masked columns
 
-    def read(self, table: str | None, column: str | None) -> int:
-        """The authorizer's answer to SQLITE_READ of `table.column`."""
+    def read(self, table: str | None, column: str | None, via: str | None = None) -> int:
+        """The authorizer's answer to SQLITE_READ of `table.column` (`via`: the inner-most view
+        or trigger that reads it, None at the top level)."""
         name = (table or "").casefold()
-        if name in self.tables:
+        if name in self.tables or (via or "").casefold() in self.tables:
             return sqlite3.SQLITE_DENY
         if (name, (column or "").casefold()) in self.columns:
             # SQLite compiles the statement with NULL in place of the column: no clause, function
@@ -55,8 +59,11 @@ def withheld_for(conn: Connection, masked: Mapping[str, frozenset[str]]) -> With
     read of them is denied, which also refuses MATCH on it.
     """
     folded = {t.casefold(): {c.casefold() for c in cols} for t, cols in masked.items() if cols}
-    columns = {(t, c) for t, cols in folded.items() for c in cols}
     views = views_over(conn, set(folded))
+    through = view_masks(conn, masked, views)
+    for view, cols in through.columns.items():
+        folded[view] = folded.get(view, set()) | cols
+    columns = {(t, c) for t, cols in folded.items() for c in cols}
     over: set[str] = set()
     for name, sql in conn.exec_driver_sql(
         "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'"
@@ -71,7 +78,7 @@ def withheld_for(conn: Connection, masked: Mapping[str, frozenset[str]]) -> With
     shadows = {
         str(row[1]).casefold() for row in conn.exec_driver_sql("PRAGMA table_list") if str(row[2]) == "shadow"
     }
-    tables = {s for s in shadows if any(s.startswith(f"{v}_") for v in over)}
+    tables = {s for s in shadows if any(s.startswith(f"{v}_") for v in over)} | through.withheld
     for vtab in sorted(over):
         log.info(
             "masks: SQLite virtual table %s is built over masked columns; it and its shadow tables "

@@ -10,14 +10,22 @@ the argument's characters and allocates nothing for it, so it does not count.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
-__all__ = ["spec_sizes"]
+__all__ = ["Buffer", "spec_sizes"]
 
-_FLAGS: Final = frozenset("-+ #!0,")
-_ONE_ARGUMENT: Final = frozenset("dsgzqQwcouxXfeEGipr")
-_NO_ARGUMENT: Final = frozenset("n%")
+Buffer = bytes | memoryview
+"""A format's UTF-8 bytes: `bytes`, or a read-only view of SQLite's memory (format "B")."""
+
+_FLAGS: Final = frozenset(b"-+ #!0,")
+_ONE_ARGUMENT: Final = frozenset(b"dsgzqQwcouxXfeEGipr")
+_NO_ARGUMENT: Final = frozenset(b"n%")
+_PERCENT, _STAR_SIGN, _DOT, _L, _ONE, _NINE = b"%*.l19"
+_PERCENT_SIGN: Final = re.compile(b"%")
+_DIGIT_RUN: Final = re.compile(b"[0-9]+")
+_END: Final = re.compile(b"\0")
 _STRINGS: Final = frozenset("szqQw")  # their precision caps what is copied from the argument
 _STAR: Final = -1  # the next argument is a width or precision
 _VALUE: Final = -2  # the next argument is a conversion's value
@@ -25,31 +33,39 @@ _STOP: Final = -3  # SQLite stops here (an unknown conversion)
 _NONE: Final = -4  # a conversion that reads no argument (`%%`, `%n`)
 _PRECISION: Final = "p"
 _WIDTH: Final = "w"
-_CHECK_EVERY: Final = 1 << 16  # specs between deadline checks (32 MiB of `%` is ~5 s of Python)
+_CHECK_EVERY: Final = (
+    1 << 16
+)  # specs (or characters of one spec) between deadline checks (32 MiB of `%` is ~5 s of Python)
 _DIGITS: Final = 12  # more digits than this are over any limit (and int() of 4,300+ digits fails)
 
 
-def _walk(text: str, stop: Callable[[], bool]) -> Iterator[tuple[str, int]]:
+def _walk(text: Buffer, n: int, stop: Callable[[], bool]) -> Iterator[tuple[str, int]]:
     """Literal widths/precisions (>= 0) and what each argument is read as, in order.
 
-    Each event is a pair: widths and precisions carry `_WIDTH` / `_PRECISION`; a conversion carries
-    its letter, with `_VALUE` when it reads an argument and `_NONE` when not; `("", _STOP)` ends.
+    `text` is the format's UTF-8 bytes (read in place: SQLite's own memory), its first `n` bytes
+    used. Each event is a pair: widths and precisions carry `_WIDTH` / `_PRECISION`; a conversion
+    carries its letter, with `_VALUE` when it reads an argument and `_NONE` when not; `("", _STOP)` ends.
     """
-    n = len(text)
     specs = 0
+    steps = 0
 
-    def at(k: int) -> str:
-        return text[k] if k < n else "\0"
+    def at(k: int) -> int:
+        return text[k] if k < n else 0
 
     def number(start: int, end: int) -> int:
-        return int(text[start:end] or "0") if end - start <= _DIGITS else 10**_DIGITS
+        return int(bytes(text[start:end]) or b"0") if end - start <= _DIGITS else 10**_DIGITS
+
+    def digits(k: int) -> int:  # the end of the run of digits at `k` (a run may be megabytes long)
+        match = _DIGIT_RUN.match(text, k, n)
+        return match.end() if match else k
 
     i = 0
     while i < n:
-        if text[i] != "%":
-            i = text.find("%", i)
-            if i < 0:
+        if text[i] != _PERCENT:
+            found = _PERCENT_SIGN.search(text, i, n)
+            if found is None:
                 return
+            i = found.start()
         i += 1
         if i >= n:
             return  # a trailing `%` is printed as is
@@ -58,47 +74,47 @@ def _walk(text: str, stop: Callable[[], bool]) -> Iterator[tuple[str, int]]:
             raise TimeoutError("printf format read past the call's deadline")
         c = text[i]
         while True:
+            steps += 1
+            if steps % _CHECK_EVERY == 0 and stop():  # a spec of a million flags
+                raise TimeoutError("printf format read past the call's deadline")
             done = False
             if c in _FLAGS:
                 pass
-            elif c == "l":
+            elif c == _L:
                 i += 1
                 c = at(i)
-                if c == "l":
+                if c == _L:
                     i += 1
                     c = at(i)
                 done = True
-            elif "1" <= c <= "9":
+            elif _ONE <= c <= _NINE:
                 start = i
-                i += 1
-                while "0" <= at(i) <= "9":
-                    i += 1
+                i = digits(i + 1)
                 yield _WIDTH, number(start, i)
                 c = at(i)
-                if c not in ".l":
+                if c not in (_DOT, _L):
                     done = True
                 else:
                     i -= 1
-            elif c == "*":
+            elif c == _STAR_SIGN:
                 yield _WIDTH, _STAR
-                if at(i + 1) not in ".l":
+                if at(i + 1) not in (_DOT, _L):
                     i += 1
                     c = at(i)
                     done = True
-            elif c == ".":
+            elif c == _DOT:
                 i += 1
                 c = at(i)
-                if c == "*":
+                if c == _STAR_SIGN:
                     yield _PRECISION, _STAR
                     i += 1
                     c = at(i)
                 else:
                     start = i
-                    while "0" <= c <= "9":
-                        i += 1
-                        c = at(i)
+                    i = digits(i)
+                    c = at(i)
                     yield _PRECISION, number(start, i)
-                if c == "l":
+                if c == _L:
                     i -= 1
                 else:
                     done = True
@@ -108,12 +124,12 @@ def _walk(text: str, stop: Callable[[], bool]) -> Iterator[tuple[str, int]]:
                 break
             i += 1
             c = at(i)
-            if c == "\0":
+            if c == 0:
                 break
         if c in _ONE_ARGUMENT:
-            yield c, _VALUE
+            yield chr(c), _VALUE
         elif c in _NO_ARGUMENT:
-            yield c, _NONE
+            yield chr(c), _NONE
         else:
             yield "", _STOP
             return
@@ -121,7 +137,7 @@ def _walk(text: str, stop: Callable[[], bool]) -> Iterator[tuple[str, int]]:
 
 
 def spec_sizes(
-    fmt: Any,
+    fmt: Buffer,
     args: Sequence[Any],
     as_int: Callable[[list[Any]], list[int]],
     most: int,
@@ -129,21 +145,20 @@ def spec_sizes(
 ) -> list[int]:
     """Each width and precision `printf(fmt, *args)` uses, as SQLite reads it.
 
+    `fmt` is the format's bytes as SQLite reads them (`sqlite3_value_text`: up to the first NUL);
     `as_int` converts `*` arguments as SQLite does (`sqlite3_value_int64`); a size past `most` counts
     as `most + 1` (SQLite narrows it to 32 bits first, which can only make it smaller). After an
     unknown conversion every argument left counts as a size: SQLite stops there today, a later
     SQLite might read on. `stop` (the call's deadline) is asked every 65,536 specs.
     """
-    if isinstance(fmt, bytes):
-        fmt = fmt.decode("utf-8", "replace")  # SQLite reads the bytes as text; `%` is ASCII
-    if not isinstance(fmt, str):
-        return []  # a number's text has no `%`; NULL prints nothing
+    nul = _END.search(fmt)
+    n = nul.start() if nul else len(fmt)
     sizes: list[int] = []
     stars: list[Any] = []
     precision: list[int] = []  # the spec's precision: a literal, or an argument in `held`
     held: list[Any] = []
     used = 0
-    for kind, event in _walk(fmt.split("\0", 1)[0], stop):
+    for kind, event in _walk(fmt, n, stop):
         into_sizes, into_stars = (precision, held) if kind == _PRECISION else (sizes, stars)
         if event >= 0:
             into_sizes.append(min(event, most + 1))

@@ -18,6 +18,7 @@ __all__ = ["WINDOW", "Unsupported", "instr", "replace_windows", "replaced", "tri
 
 WINDOW: Final = 1 << 20
 Read = Callable[[int, int], bytes]
+Needle = bytes | memoryview  # a needle or pattern may be a view of SQLite's memory
 Check = Callable[[], None]
 _CONTINUATION: Final = bytes(range(0x80, 0xC0))
 _SHORT_SET: Final = 16  # members a chunk's str.strip may take: at most 16 compares per character
@@ -34,7 +35,7 @@ def _continues(byte: int) -> bool:
     return byte & 0xC0 == 0x80
 
 
-def instr(read: Read, size: int, needle: bytes, is_text: bool, check: Check) -> int:
+def instr(read: Read, size: int, needle: Needle, is_text: bool, check: Check) -> int:
     """SQLite's instr(): the 1-based position of `needle` (characters for text, bytes for blobs)."""
     m = len(needle)
     if m == 0:
@@ -63,7 +64,7 @@ def instr(read: Read, size: int, needle: bytes, is_text: bool, check: Check) -> 
     return before + 1
 
 
-def replace_windows(read: Read, size: int, old: bytes, check: Check) -> tuple[list[tuple[int, int]], int]:
+def replace_windows(read: Read, size: int, old: Needle, check: Check) -> tuple[list[tuple[int, int]], int]:
     """Cut the text into windows no match of `old` crosses, as replace()'s left-to-right scan finds
     them; returns the windows and the number of matches (`old` is not empty)."""
     m = len(old)
@@ -100,7 +101,7 @@ def replace_windows(read: Read, size: int, old: bytes, check: Check) -> tuple[li
 
 
 def replaced(
-    read: Read, windows: list[tuple[int, int]], old: bytes, new: bytes, check: Check
+    read: Read, windows: list[tuple[int, int]], old: Needle, new: Needle, check: Check
 ) -> Iterator[bytes]:
     """The result of replace(), a window at a time."""
     for start, end in windows:

@@ -29,6 +29,7 @@ from typing import Any, Final
 from mcpkit.sql.profiles import sqlite_search as search
 from mcpkit.sql.profiles.sqlite_capi import Context, Fail, TooBig, create_function, handle
 from mcpkit.sql.profiles.sqlite_printf import spec_sizes
+from mcpkit.sql.profiles.sqlite_printf_capi import c_printf
 
 __all__ = ["LIKE_PATTERN_LENGTH", "bound_text_functions", "call_deadline", "past_deadline"]
 
@@ -140,7 +141,12 @@ def bounded_printf(max_length: int) -> Callable[..., Any]:
         return out
 
     def printf(*args: Any) -> Any:
-        if args and sum(spec_sizes(args[0], args[1:], as_int, max_length, past_deadline)) > max_length:
+        fmt = args[0] if args else None
+        fmt = fmt.encode("utf-8", "surrogatepass") if isinstance(fmt, str) else fmt
+        if (
+            isinstance(fmt, bytes)
+            and sum(spec_sizes(fmt, args[1:], as_int, max_length, past_deadline)) > max_length
+        ):
             raise ValueError("printf widths and precisions over the length limit")
         return _builtin("printf", args, max_length)
 
@@ -165,7 +171,8 @@ def _c_instr(c: Context) -> None:
         if hay_text is None or needle_text is None:
             raise MemoryError
         hay, needle = hay_text, needle_text
-    c.result_int(search.instr(hay.read, hay.size, needle.read(0, needle.size), not blobs, _check))
+    with needle.view() as sought:  # not copied: a needle may be 32 MiB
+        c.result_int(search.instr(hay.read, hay.size, sought, not blobs, _check))
 
 
 @functools.cache
@@ -183,15 +190,15 @@ def _c_replace(max_length: int) -> Callable[[Context], None]:
         if new is None:
             return
         _check()
-        pattern, replacement = old.read(0, old.size), new.read(0, new.size)
-        windows, hits = search.replace_windows(text.read, text.size, pattern, _check)
-        if not hits:
-            c.result_slice(text, 0, text.size)
-            return
-        size = text.size + hits * (len(replacement) - len(pattern))
-        if size > max_length:  # measured before anything is built
-            raise TooBig
-        c.result_built(size, lambda: search.replaced(text.read, windows, pattern, replacement, _check))
+        with old.view() as pattern, new.view() as replacement:  # not copied: each may be 32 MiB
+            windows, hits = search.replace_windows(text.read, text.size, pattern, _check)
+            if not hits:
+                c.result_slice(text, 0, text.size)
+                return
+            size = text.size + hits * (len(replacement) - len(pattern))
+            if size > max_length:  # measured before anything is built
+                raise TooBig
+            c.result_built(size, lambda: search.replaced(text.read, windows, pattern, replacement, _check))
 
     return replace
 
@@ -220,16 +227,18 @@ def bound_text_functions(conn: sqlite3.Connection, max_length: int) -> None:
     instr, replace and the trims read SQLite's bytes in place (`sqlite_capi`, `sqlite_search`); where
     that is not available, Python's versions below run on the arguments decoded to `str`."""
     conn.setlimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, LIKE_PATTERN_LENGTH)
-    printf = bounded_printf(max_length)
-    for name in ("printf", "format"):
-        conn.create_function(name, -1, printf, deterministic=True)
     db = handle(conn)
     if db is not None:
+        for name in ("printf", "format"):
+            create_function(db, name, -1, c_printf(max_length, past_deadline))
         create_function(db, "instr", 2, _c_instr)
         create_function(db, "replace", 3, _c_replace(max_length))
         for name, left, right in (("trim", True, True), ("ltrim", True, False), ("rtrim", False, True)):
             create_function(db, name, 2, _c_trim(name, left, right))
         return
+    printf = bounded_printf(max_length)
+    for name in ("printf", "format"):
+        conn.create_function(name, -1, printf, deterministic=True)
 
     def instr(haystack: Any, needle: Any) -> Any:
         if haystack is None or needle is None:

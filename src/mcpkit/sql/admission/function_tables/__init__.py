@@ -27,6 +27,7 @@ from typing import Final, Literal
 from sqlglot import exp
 
 __all__ = [
+    "PATHS_BOUND_MARKER",
     "SEARCH_BOUND_MARKER",
     "SIZE_BOUND_MARKER",
     "Family",
@@ -144,6 +145,9 @@ SEARCH_BOUND_MARKER: Final = "mcpkit_search_bound"
 """Text in the error a bounded search raises on purpose, so the profile can tell it from others."""
 SIZE_BOUND_MARKER: Final = "mcpkit_size_bound"
 """Text in the error a bounded value-growing call (`GrowthBound`) raises on purpose."""
+PATHS_BOUND_MARKER: Final = "mcpkit_paths_bound"
+"""The same for a call that grows with its paths (MariaDB's JSON_EXTRACT): one path per call is
+the fix the agent is told."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +188,11 @@ class SizeBound:
     pattern: bool = False
     """`needle` is a regular expression (MariaDB's PCRE): what it may cost is read off its literal
     text (`admission.regex_cost`: haystack^(quantifiers + 1) x its groups' paths, capped by
-    `budget`); a literal without metacharacters is a search, a computed one is refused."""
+    `budget`) and the engine's own limit is written into it (`SearchBounds.match_limit`); a literal
+    without metacharacters is a search, a computed one is refused."""
+    collated: bool = False
+    """The call compares in the operands' collation (MariaDB's LOCATE, LIKE, JSON_SEARCH): under a
+    slow one (`SearchBounds.cost_factor`) even a short literal needle is guarded."""
 
 
 @dataclass(frozen=True)
@@ -194,11 +202,13 @@ class GrowthBound:
     build past max_allowed_packet, twice per nesting level): `factor(call)` is the SQL of an upper
     bound on result bytes per byte of `argument` (`"*"`: every argument's bytes summed; `""`: the
     factor is the result's bytes itself, as for a count of characters), or None where this call
-    cannot outgrow its arguments; bytes x factor is capped by `budget` before the call runs."""
+    cannot outgrow its arguments; bytes x factor is capped by `budget` before the call runs.
+    `marker` is the one its guard's error carries (`SIZE_BOUND_MARKER`, `PATHS_BOUND_MARKER`)."""
 
     argument: str
     factor: Callable[[exp.Expr], exp.Expr | None]
     budget: int
+    marker: str = SIZE_BOUND_MARKER
     wrap_argument: bool = False
     """Guard `argument` instead of the call (a set-returning function cannot sit inside a CASE)."""
     any_schema: bool = False
@@ -259,6 +269,12 @@ class SearchBounds:
     converted_length: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
     cost_factor: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
     cast_budget: Callable[[exp.DataType, exp.Expr], int | None] | None = None
+    match_limit: Callable[[str, exp.Expr], exp.Expr] | None = None
+    """The SQL of a regular expression (its text, first) that the engine itself stops once it has
+    backtracked its budget over a subject of this many bytes (second); None: not enforced."""
+    function_casts: frozenset[str] = frozenset()
+    """Type names a call of one argument casts to (`int4(x)`: PostgreSQL's function-style cast),
+    whose argument `cast_budget` sizes as a CAST's."""
     rewrite: Callable[[exp.Expr], None] | None = None
     """Rewrites the tree before the guards are placed (a call whose cost no guard can precede
     becomes an equivalent one whose cost a guard bounds)."""

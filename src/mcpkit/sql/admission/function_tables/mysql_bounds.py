@@ -7,7 +7,7 @@ from typing import Final
 
 from sqlglot import exp
 
-from mcpkit.sql.admission.function_tables import GrowthBound, SearchBounds, SizeBound
+from mcpkit.sql.admission.function_tables import PATHS_BOUND_MARKER, GrowthBound, SearchBounds, SizeBound
 
 __all__ = ["SIZE_BOUNDS"]
 
@@ -23,6 +23,18 @@ def _fail(cond: exp.Expr, marker: str) -> exp.Expr:
     step = exp.Anonymous(this="LEAST", expressions=[marked, cond])
     overflow = exp.Add(this=exp.Literal.number(18446744073709551615), expression=step)
     return exp.EQ(this=exp.paren(overflow, copy=False), expression=exp.Literal.number(0))
+
+
+def _match_limit(pattern: str, subject_bytes: exp.Expr) -> exp.Expr:
+    # PCRE2 counts its match limit per start position, and an in-pattern (*LIMIT_MATCH=n) can only
+    # lower the library's: n = budget / the subject's bytes caps the whole match, KILL or not. Past
+    # it MariaDB answers "no match" with warning 1139, which `run` turns into a resource failure.
+    if isinstance(subject_bytes, exp.Literal):
+        return exp.Literal.string(f"(*LIMIT_MATCH={_MATCHES // max(int(subject_bytes.this), 1)}){pattern}")
+    at_least_one = exp.Anonymous(this="GREATEST", expressions=[subject_bytes, exp.Literal.number(1)])
+    per_start = exp.IntDiv(this=exp.Literal.number(_MATCHES), expression=at_least_one)
+    parts = [exp.Literal.string("(*LIMIT_MATCH="), per_start, exp.Literal.string(f"){pattern}")]
+    return exp.Anonymous(this="CONCAT", expressions=parts)
 
 
 def _converted_length(needle: exp.Expr, haystack: exp.Expr) -> exp.Expr:
@@ -54,7 +66,10 @@ def _collation_cost(value: exp.Expr) -> exp.Expr:
 
 
 def _cost_factor(haystack: exp.Expr, needle: exp.Expr) -> exp.Expr:
-    # each operand's own collation: the call compares in the one of them that wins coercion
+    # each operand's own collation: the call compares in the one of them that wins coercion; a
+    # literal needle (coercible) never wins over the haystack
+    if isinstance(needle, exp.Literal) and needle.is_string:
+        return _collation_cost(haystack)
     return exp.Anonymous(this="GREATEST", expressions=[_collation_cost(haystack), _collation_cost(needle)])
 
 
@@ -131,6 +146,9 @@ _LIKE: Final = 50_000_000
 _TRIM: Final = 250_000_000
 _PACKET: Final = 16 * 1024 * 1024  # max_allowed_packet's default: what REPEAT, CONCAT, CONVERT may build
 _REGEX: Final = 250_000_000  # PCRE rescanning the rest of the subject: about 1e9 byte pairs/s
+# PCRE2 backtracking steps (calls of its match(), about 44 ns each: 0.22 s) one regular expression
+# may take over one subject
+_MATCHES: Final = 5_000_000
 _TRIM_BOUND: Final = SizeBound("this", "expression", _TRIM, removal=True)
 _REGEX_BOUND: Final = SizeBound("this", "expression", _REGEX, pattern=True)
 _JSON_DETAILED: Final = GrowthBound("#0", _json_indent_factor, _PACKET)
@@ -138,7 +156,7 @@ _JSON_JOINED: Final = GrowthBound("*", _escaped_factor, _PACKET)
 _JSON_GROWTHS: Final = {
     "json_detailed": _JSON_DETAILED,
     "json_pretty": _JSON_DETAILED,
-    "json_extract": GrowthBound("this", _json_extract_factor, _PACKET),
+    "json_extract": GrowthBound("this", _json_extract_factor, _PACKET, PATHS_BOUND_MARKER),
     "json_quote": GrowthBound("#0", _escaped_factor, _PACKET),
     "json_normalize": GrowthBound("#0", _respaced_factor, _PACKET),  # rt16 F9: 14 MB into 31 MB
     "json_loose": GrowthBound("#0", _respaced_factor, _PACKET),
@@ -162,19 +180,19 @@ _JSON_GROWTHS: Final = {
 }
 SIZE_BOUNDS: Final = SearchBounds(
     calls={
-        "locate": SizeBound("this", "substr", _SEARCH),  # LOCATE, INSTR, POSITION(... IN ...)
+        "locate": SizeBound("this", "substr", _SEARCH, collated=True),  # LOCATE, INSTR, POSITION(... IN ...)
         "replace": SizeBound(
             "this", "expression", _SEARCH, growth="replacement", growth_budget=1_500_000_000
         ),
         "substring_index": SizeBound("this", "delimiter", _SEARCH),
-        "json_search": SizeBound("#0", "#2", _LIKE),
+        "json_search": SizeBound("#0", "#2", _LIKE, collated=True),
         "trim": _TRIM_BOUND,  # TRIM([BOTH | TRAILING] ...); LEADING is cheap
         "rtrim": _TRIM_BOUND,
         "regexp_like": _REGEX_BOUND,  # REGEXP, RLIKE, NOT REGEXP
         "regexp_instr": _REGEX_BOUND,
         "regexp_substr": _REGEX_BOUND,
     },
-    like=SizeBound("this", "expression", _LIKE),
+    like=SizeBound("this", "expression", _LIKE, collated=True),
     ilike=None,
     byte_length=_byte_length,
     fail=_fail,
@@ -182,5 +200,6 @@ SIZE_BOUNDS: Final = SearchBounds(
     growths=_JSON_GROWTHS,
     converted_length=_converted_length,
     cost_factor=_cost_factor,
+    match_limit=_match_limit,
 )
 """The string searches admission bounds (`mcpkit.sql.admission.bound_searches`)."""

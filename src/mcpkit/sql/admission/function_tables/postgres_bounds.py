@@ -3,13 +3,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final
 
 from sqlglot import exp
 
 from mcpkit.sql.admission.function_tables import GrowthBound, SearchBounds, SizeBound
 from mcpkit.sql.admission.function_tables.postgres_builders import builders
+from mcpkit.sql.admission.function_tables.postgres_collections import (
+    SORTED_ELEMENTS,
+    key_text,
+    recorded_matches,
+    sort_in_a_cast,
+    sorted_elements,
+    split_elements,
+)
 
 __all__ = ["SIZE_BOUNDS"]
 
@@ -180,6 +187,55 @@ def _cast_budget(to: exp.DataType, value: exp.Expr) -> int | None:
     return budget
 
 
+# A call of one argument named after a type is a cast to it, run through the type's input function
+# for a text (PostgreSQL's "function-style cast", Type Conversion: Functions): `int4(repeat('x',
+# 5e7))` put its 50 MB input in the error (mcpkit 512 MB), `xml(repeat(...))` took a backend to
+# 2.8 GB (red team pg15 F3). Each is sized as the CAST it is. (`interval`, `time`, `timestamp` are
+# callable so only when quoted.)
+_FUNCTION_CASTS: Final = frozenset(
+    [
+        "bool",
+        "int2",
+        "int4",
+        "int8",
+        "float4",
+        "float8",
+        "numeric",
+        "date",
+        "time",
+        "timetz",
+        "timestamp",
+        "timestamptz",
+        "interval",
+        "money",
+        "bit",
+        "varbit",
+        "uuid",
+        "inet",
+        "cidr",
+        "macaddr",
+        "macaddr8",
+        "xml",
+        "json",
+        "jsonb",
+        "hstore",
+        "tsvector",
+        "tsquery",
+        "int4range",
+        "int8range",
+        "numrange",
+        "tsrange",
+        "tstzrange",
+        "daterange",
+        "int4multirange",
+        "int8multirange",
+        "nummultirange",
+        "tsmultirange",
+        "tstzmultirange",
+        "datemultirange",
+    ]
+)
+
 # Calls that build a value many times their arguments: PostgreSQL caps a value at 1 GB, but every
 # value a row builds stays until the row is done, so several add up (red team rt16 F8:
 # array_to_string(array_fill(big, ARRAY[900]), '') took a backend to 3.8 GB, three such terms
@@ -241,83 +297,14 @@ def _replaced(call: exp.Expr) -> exp.Expr | None:
     return exp.Add(this=length, expression=exp.Literal.number(1))
 
 
-_PER_ELEMENT: Final = 40
-
-
-def _split(call: exp.Expr) -> exp.Expr | None:
-    # string_to_array keeps a datum and a copy of each element until the array is built, about 40
-    # bytes each (20M characters split by NULL, or 20M commas by ',': 730-810 MB); elements are at
-    # most one per character (a NULL delimiter) or per delimiter
-    delimiter = call.args.get("expression")
-    if isinstance(delimiter, exp.Null):
-        return exp.Literal.number(2 + _PER_ELEMENT)
-    if isinstance(delimiter, exp.Literal) and delimiter.is_string:
-        size = len(delimiter.this.encode())
-        return exp.Literal.number(2 + -(-_PER_ELEMENT // size)) if size else None
-    if not isinstance(delimiter, exp.Expr):
-        return None
-    length = exp.func("coalesce", exp.Anonymous(this="octet_length", expressions=[delimiter.copy()]), 1)
-    per = exp.IntDiv(this=exp.Literal.number(_PER_ELEMENT), expression=exp.func("greatest", length, 1))
-    return exp.paren(exp.Add(this=exp.Literal.number(3), expression=per), copy=False)
-
-
-def _matched(call: exp.Expr) -> exp.Expr | None:
-    # regexp_matches 'g', regexp_count, regexp_instr and regexp_substr record every match of the
-    # whole text (and its groups) before answering, on a copy of the text in 4-byte characters:
-    # about 14 bytes per character when a match starts at each (10M characters: 142 MB)
-    if isinstance(call, exp.Anonymous):  # regexp_matches(text, pattern [, flags])
-        args = call.expressions
-        flags = args[2] if len(args) > 2 else None
-        if flags is None or (isinstance(flags, exp.Literal) and "g" not in flags.this):
-            return None  # the first match only
-        pattern = args[1] if len(args) > 1 else None
-    else:
-        pattern = call.args.get("expression")
-    if isinstance(pattern, exp.Literal) and pattern.is_string:
-        return exp.Literal.number(16 + 8 * pattern.this.count("("))
-    if not isinstance(pattern, exp.Expr):
-        return None
-    groups = exp.Mul(this=exp.Literal.number(4), expression=_byte_length(pattern.copy()))  # '()' is two bytes
-    return exp.paren(exp.Add(this=exp.Literal.number(16), expression=groups), copy=False)
-
-
-def _sized(call: exp.Expr, size: Callable[[exp.Expr], exp.Expr]) -> exp.Expr | None:
-    sizes = [
-        size(a.copy())
-        for a in call.expressions
-        if not isinstance((a.this if isinstance(a, exp.Cast) else a), exp.Literal | exp.Null)
-    ]  # a literal is the query's own size
-    if not sizes:
-        return None
-    total = sizes[0]
-    for each in sizes[1:]:
-        total = exp.Add(this=total, expression=each)
-    return total
-
-
-# jsonb_object(text[] [, text[]]) and hstore(text[] [, text[]]) sort and dedupe their keys with no
-# interrupt check, as a cast to jsonb does (red team: jsonb_object of two arrays of 3M md5 keys ran
-# 8 s past a 1 s timeout and took 2.7 GB): jsonb_object by its arrays' elements (200,000 keys, as
-# the cast's 2 MB), hstore, whose arguments may be texts or a row, by their text form's bytes.
-_SORTED_ELEMENTS: Final = 400_000
-
-
-def _elements(call: exp.Expr) -> exp.Expr | None:
-    return _sized(call, lambda a: exp.cast(exp.Anonymous(this="cardinality", expressions=[a]), "BIGINT"))
-
-
-def _key_text(call: exp.Expr) -> exp.Expr | None:
-    return _sized(call, lambda a: _byte_length(exp.cast(a, "TEXT")))
-
-
 _GROWTHS: Final = {
-    "string_to_array": GrowthBound("this", _split, _BUILT),
-    "regexp_matches": GrowthBound("#0", _matched, _BUILT, wrap_argument=True),
-    "regexp_count": GrowthBound("this", _matched, _BUILT),
-    "regexp_instr": GrowthBound("this", _matched, _BUILT),
-    "regexp_substr": GrowthBound("this", _matched, _BUILT),
-    "jsonb_object": GrowthBound("", _elements, _SORTED_ELEMENTS),
-    "hstore": GrowthBound("", _key_text, _SORTED_KEYS, any_schema=True),  # in its extension's schema
+    "string_to_array": GrowthBound("this", split_elements, _BUILT),
+    "regexp_matches": GrowthBound("#0", recorded_matches, _BUILT, wrap_argument=True),
+    "regexp_count": GrowthBound("this", recorded_matches, _BUILT),
+    "regexp_instr": GrowthBound("this", recorded_matches, _BUILT),
+    "regexp_substr": GrowthBound("this", recorded_matches, _BUILT),
+    "jsonb_object": GrowthBound("", sorted_elements, SORTED_ELEMENTS),
+    "hstore": GrowthBound("", key_text, _SORTED_KEYS, any_schema=True),  # in its extension's schema
     "repeat": GrowthBound("this", _times, _BUILT),
     "lpad": GrowthBound("", _padded, _BUILT),
     "rpad": GrowthBound("", _padded, _BUILT),
@@ -326,20 +313,6 @@ _GROWTHS: Final = {
     "regexp_replace": GrowthBound("this", _replaced, _BUILT),
     **builders(_BUILT),
 }
-
-
-def _sort_in_a_cast(tree: exp.Expr) -> None:
-    # jsonb_object_agg sorts its keys in its final function, which no guard can precede (3M keys
-    # ran 6.9 s past a 2 s timeout, 1.2 GB); json_object_agg(k, v)::jsonb is the same jsonb, and
-    # its sort runs in a cast, which `cast_budget` bounds by the object's text
-    for agg in list(tree.find_all(exp.JSONBObjectAgg)):
-        whole: exp.Expr = exp.JSONObjectAgg(expressions=[agg.this, agg.expression])
-        agg.replace(whole)
-        while isinstance(whole.parent, exp.Filter | exp.Window) and whole.parent.this is whole:
-            whole = whole.parent
-        placeholder = exp.Null()
-        whole.replace(placeholder)
-        placeholder.replace(exp.cast(whole, "JSONB"))
 
 
 SIZE_BOUNDS: Final = SearchBounds(
@@ -357,10 +330,11 @@ SIZE_BOUNDS: Final = SearchBounds(
     # pgvector's types, which sqlglot reads as user-defined: a cast to one is no string
     not_text=frozenset(["vector", "halfvec", "sparsevec"]),
     cast_budget=_cast_budget,
+    function_casts=_FUNCTION_CASTS,
     chain_budget=_BUILT,
     holds_operands=True,
     value_bytes=_value_bytes,
-    rewrite=_sort_in_a_cast,
+    rewrite=sort_in_a_cast,
     folds_constants=True,
     varying=frozenset(
         [

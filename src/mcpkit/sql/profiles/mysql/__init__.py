@@ -58,7 +58,7 @@ class MysqlProfile(MysqlSession):
 
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Server-wide privileges, DEFINER routines it can execute, writable tables of the login."""
-        return inspect_mysql(conn, allowed)
+        return inspect_mysql(conn, allowed, self.function_policy)
 
     def catalog_fingerprint(self, dbapi: Any) -> str:
         """The account's grants and the routines and views it can see, also under each role granted

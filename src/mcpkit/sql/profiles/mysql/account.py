@@ -9,9 +9,11 @@ from typing import Any, Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from mcpkit.sql.admission import FunctionPolicy
 from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
 from mcpkit.sql.profiles.mysql.privileges import judge_grants
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, under_each_role
+from mcpkit.sql.profiles.mysql.temp_space import temp_space_findings
 from mcpkit.sql.profiles.mysql.views import VIEW_BODIES, ViewBodies, collect_bodies, view_body_findings
 
 __all__ = ["connection_limit_findings", "inspect_mysql"]
@@ -211,7 +213,9 @@ def _seen(conn: Connection, own: Sequence[str]) -> tuple[list[str], Seen, Seen, 
     return lines, routines, views, bodies
 
 
-def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> AccountReport:
+def inspect_mysql(
+    conn: Connection, allowed: frozenset[str] = frozenset(), functions: FunctionPolicy | None = None
+) -> AccountReport:
     """The login: server-wide privileges, DEFINER routines it can run, every other grant against
     the reader's allowlist (`privileges`), what it can write; held itself, through PUBLIC or
     through any role granted to it, enabled or not, nested or not.
@@ -219,6 +223,8 @@ def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> Ac
     Args:
         conn: A connection in a call's read-only session.
         allowed: `routine:db.name` opt-ins for reviewed DEFINER routines.
+        functions: The policy queries are admitted under, which view definitions must pass too
+            (None: the dialect's default).
     """
     current, version = conn.execute(text("SELECT CURRENT_USER(), VERSION()")).one()
     user, _, host = str(current).rpartition("@")
@@ -291,10 +297,12 @@ def inspect_mysql(conn: Connection, allowed: frozenset[str] = frozenset()) -> Ac
         lambda s, n: any(
             p == "SHOW VIEW" and o in ("*", s, f"{s}.{n}") for g in privileges.values() for p, o in g
         ),
+        functions,
     )
     superuser = "superuser" if held & {"SUPER", "ALL PRIVILEGES"} else None
     judged, writable = judge_grants(lines, str(current), set(_ADMIN), superuser)
     found += judged
+    found += temp_space_findings(str(version), str(current))
     admin = sorted(held & set(_ADMIN))
     return AccountReport(
         "mysql", str(version), str(current), bool(admin), ", ".join(admin) or None, writable, True, found

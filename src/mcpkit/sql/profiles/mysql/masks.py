@@ -122,10 +122,15 @@ def readable_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str
     return findings
 
 
-# Every column of the table this account can see, with the expression of a generated one
-# (MariaDB stores it with each column it reads backquoted: lcase(`email`)).
+# Every column of the table this account can see, with the expression of a generated one, or of
+# a DEFAULT that reads other columns of the row (MariaDB 10.2+ stores what it computes at INSERT as
+# a generated column would: red team mask17 F4, `login DEFAULT (LOWER(email))` answered e-mails).
+# MariaDB keeps each column an expression reads backquoted (lcase(`email`)) and a literal default
+# quoted ('abc'), so an unquoted default with a backquoted name reads a column.
 _GENERATED = (
-    "SELECT column_name, generation_expression FROM information_schema.COLUMNS"
+    "SELECT column_name, COALESCE(generation_expression,"
+    " CASE WHEN column_default NOT LIKE '''%' AND column_default LIKE '%`%' THEN column_default END)"
+    " FROM information_schema.COLUMNS"
     " WHERE table_schema = COALESCE(:schema, DATABASE()) AND table_name = :table"
 )
 
@@ -139,7 +144,8 @@ def _split(key: str) -> tuple[str | None, str]:
 
 
 def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
-    """Generated columns computed, directly or through other generated columns, from a masked one.
+    """Generated columns, and columns whose DEFAULT reads the row, computed (directly or through
+    other such columns) from a masked one.
 
     A generated column whose expression reads a column this account cannot see (information_schema
     lists only the columns it holds a privilege on) counts too: what it reads cannot be checked.

@@ -10,9 +10,7 @@ from typing import Any, Final
 
 from sqlalchemy.engine import URL
 
-from mcpkit.sql.admission.function_tables import SEARCH_BOUND_MARKER, SIZE_BOUND_MARKER
 from mcpkit.sql.clipping import Clipping
-from mcpkit.sql.errors import SEARCH_TOO_LARGE, VALUE_TOO_LARGE
 from mcpkit.sql.profiles.base import Outcome, Profile
 from mcpkit.sql.profiles.mysql.roles import RoleNotRestored
 from mcpkit.sql.profiles.mysql.temp_space import DEFAULT_TMP_DISK_BYTES, sized
@@ -109,12 +107,6 @@ _CODES: Final[dict[int, Outcome]] = {
     2006: "connection",
     2013: "connection",
 }
-
-
-def _bounded_search(exc: BaseException, marker: str = SEARCH_BOUND_MARKER) -> bool:
-    """Error 1690 from the overflow a bounded call's guard writes (its text quotes the marker)."""
-    args: tuple[object, ...] = tuple(getattr(exc, "args", ()))
-    return len(args) > 1 and args[0] == 1690 and f"'{marker}'" in str(args[1])
 
 
 class MysqlSession(Profile):
@@ -308,13 +300,11 @@ class MysqlSession(Profile):
             return "resource"  # the session's memory cap, not a read-only refusal
         if code == 1139 and args[1:2] != (_WARNED,):
             return "syntax"  # the server's own 1139: a regular expression that does not compile
-        if _bounded_search(exc) or _bounded_search(exc, SIZE_BOUND_MARKER):
+        if self.bounded(exc):
             return "resource"
         return _CODES.get(code, "other")
 
-    def failure_message(self, exc: BaseException) -> str | None:
-        """`SEARCH_TOO_LARGE` for a string search whose guard failed (`admission.bound_searches`),
-        `VALUE_TOO_LARGE` for a value-growing call's."""
-        if _bounded_search(exc):
-            return SEARCH_TOO_LARGE
-        return VALUE_TOO_LARGE if _bounded_search(exc, SIZE_BOUND_MARKER) else None
+    def bound_marker(self, exc: BaseException, marker: str) -> bool:
+        """Error 1690 from the overflow a guard writes: its text quotes the marker."""
+        args: tuple[object, ...] = tuple(getattr(exc, "args", ()))
+        return len(args) > 1 and args[0] == 1690 and f"'{marker}'" in str(args[1])

@@ -9,6 +9,12 @@ its plan can build (`temp_tables`): every block the plan holds is listed, a view
 included, so the count holds whatever the text hides. When the server refuses the EXPLAIN (1345:
 a view over tables the login cannot read, allowed by name), the text's blocks are counted instead,
 with an allowance for the view's.
+
+MySQL 8 has no such cap to set: TempTable's `temptable_max_ram` and `temptable_max_mmap` are one
+pool for every session (global only), `tmp_table_size` only moves an in-memory table to disk, and
+the on-disk InnoDB temporary tables (session temporary tablespaces, 8.0.16+) have no size limit.
+So on MySQL the bound is not claimed: `temp_space_findings` refuses it at start-up, unless the
+operator accepts it (`--allow temp-space`).
 """
 
 from __future__ import annotations
@@ -18,7 +24,20 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
-__all__ = ["CALL_TMP_DISK_BYTES", "DEFAULT_TMP_DISK_BYTES", "per_table_bytes", "sized", "temp_tables"]
+from sqlglot import exp, parse_one
+from sqlglot.errors import SqlglotError
+
+from mcpkit.sql.profiles.findings import Finding
+
+__all__ = [
+    "CALL_TMP_DISK_BYTES",
+    "DEFAULT_TMP_DISK_BYTES",
+    "per_table_bytes",
+    "planned_tables",
+    "sized",
+    "temp_space_findings",
+    "temp_tables",
+]
 
 CALL_TMP_DISK_BYTES: Final = 1024 * 1024 * 1024
 """What one call's internal temporary tables may hold on disk, all together (MariaDB), as
@@ -31,6 +50,10 @@ _FLOOR: Final = 1024  # the server's minimum: a smaller value is raised with a w
 _QUERY: Final = re.compile(r"\s*(\(|SELECT\b|WITH\b|VALUES\b)", re.IGNORECASE)
 _BLOCKS: Final = re.compile(r"\b(SELECT|GROUP\s+BY|DISTINCT|UNION|INTERSECT|EXCEPT)\b", re.IGNORECASE)
 _VIEW_BLOCKS: Final = 16
+# Tables no EXPLAIN row shows (red team my17 F3: six COUNT(DISTINCT) over text held 1.42 GB at 1 GiB
+# each): an aggregate's DISTINCT de-duplicates in its own temporary table, and a recursive CTE
+# keeps one more beside its step table.
+_UNSHOWN: Final = re.compile(r"\(\s*DISTINCT\b|\bWITH\s+RECURSIVE\b", re.IGNORECASE)
 # Blocks that materialize their result (a derived table per reference, a semi-join or IN
 # materialization, a set operation's result, a recursive CTE's step table).
 _RESULT_BLOCKS: Final = frozenset(
@@ -64,9 +87,36 @@ def temp_tables(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> int:
 
 def _written_tables(sql: str) -> int:
     """The temporary tables a plan the server would not show may build, from the text: two per
-    SELECT, GROUP BY, DISTINCT or set operation, and a view's own blocks (16 per statement) on top
-    (red team rt16 F5: 30 derived tables beside a view held 1.38 GB at 64 MiB each)."""
-    return 2 * len(_BLOCKS.findall(sql)) + _VIEW_BLOCKS
+    SELECT, GROUP BY, DISTINCT or set operation, and a view's own blocks (16) for each relation
+    the text names, since each reference to a view that cannot be merged is materialized again
+    (red team rt16 F5: 30 derived tables beside a view held 1.38 GB at 64 MiB each; my17 F6: one
+    view named 40 times held 1.95 GB)."""
+    return 2 * len(_BLOCKS.findall(sql)) + _VIEW_BLOCKS * max(_relations(sql), 1)
+
+
+def _relations(sql: str) -> int:
+    """How many relations `sql` names (each a possible view), at least one per FROM or JOIN."""
+    try:
+        tree = parse_one(sql, read="mysql")
+    except SqlglotError:
+        return len(re.findall(r"\b(?:FROM|JOIN)\b|,", sql, re.IGNORECASE))
+    return sum(1 for _ in tree.find_all(exp.Table))
+
+
+def planned_tables(cursor: Any, sql: str, tag: str = "") -> int:
+    """The internal temporary tables `sql` may build: its `EXPLAIN` plan's, read on `cursor`, and
+    those no plan row shows (an aggregate's DISTINCT, a recursive CTE's second table); counted from
+    the text when the server will not show the plan (1345)."""
+    pymysql: Any = importlib.import_module("pymysql")
+    unshown = len(_UNSHOWN.findall(sql))
+    try:
+        cursor.execute(f"{tag}EXPLAIN {sql}")
+    except pymysql.err.MySQLError as exc:
+        if getattr(exc, "args", (None,))[0] != 1345:  # a view over tables the login cannot read
+            raise
+        return _written_tables(sql) + unshown
+    columns = [d[0] for d in cursor.description or ()]
+    return temp_tables(columns, cursor.fetchall()) + unshown
 
 
 def per_table_bytes(tables: int) -> int:
@@ -81,18 +131,33 @@ def per_table_bytes(tables: int) -> int:
 
 def sized(cursor: Any, sql: str, tag: str = "") -> str:
     """`sql` under a `tmp_disk_table_size` that shares the call's budget among the temporary
-    tables its plan builds, read with `EXPLAIN` on `cursor` (MariaDB); `sql` as it is when it is
-    no query (SELECT, WITH, VALUES, a parenthesis) or the server will not show its plan (1345)."""
+    tables it may build (`planned_tables`, MariaDB); `sql` as it is when it is no query (SELECT,
+    WITH, VALUES, a parenthesis)."""
     if _QUERY.match(sql) is None:
         return sql
-    pymysql: Any = importlib.import_module("pymysql")
-    try:
-        cursor.execute(f"{tag}EXPLAIN {sql}")
-    except pymysql.err.MySQLError as exc:
-        if getattr(exc, "args", (None,))[0] != 1345:  # a view over tables the login cannot read
-            raise
-        size = per_table_bytes(_written_tables(sql))
-        return f"SET STATEMENT tmp_disk_table_size = {size} FOR {sql}"
-    columns = [d[0] for d in cursor.description or ()]
-    size = per_table_bytes(temp_tables(columns, cursor.fetchall()))
+    size = per_table_bytes(planned_tables(cursor, sql, tag))
     return f"SET STATEMENT tmp_disk_table_size = {size} FOR {sql}"
+
+
+def temp_space_findings(version: str, current: str) -> list[Finding]:
+    """None on MariaDB (each call runs under `sized`); on MySQL (`VERSION()` without "MariaDB"),
+    one finding: a call's temporary tables are not bounded there.
+
+    >>> temp_space_findings("10.11.19-MariaDB-0+deb12u1", "r@%")
+    []
+    >>> [f.opt_in for f in temp_space_findings("8.0.36", "r@%")]
+    ['temp-space']
+    """
+    if "mariadb" in version.lower():
+        return []
+    message = (
+        f"{current} is served by MySQL {version}, which has no per-statement cap on internal temporary"
+        " tables (MariaDB's tmp_disk_table_size): TempTable's temptable_max_ram and temptable_max_mmap"
+        " are one pool for all sessions and on-disk InnoDB temporary tables have no size limit, so"
+        " one call's GROUP BY, DISTINCT or derived tables can fill the server's disk"
+    )
+    fix = (
+        "no statement removes it; bound the server as a whole (SET PERSIST temptable_max_ram,"
+        " temptable_max_mmap; a quota on innodb_temp_tablespaces_dir) and accept it"
+    )
+    return [Finding("mysql:temp-space", message, fix, "temp-space")]

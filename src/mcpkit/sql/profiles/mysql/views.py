@@ -4,8 +4,9 @@ Admission sees a view's name only, and the server runs every function in the vie
 in the caller's session whatever its SQL SECURITY (red team rt15my F3: an INVOKER view over
 `GET_LOCK('x', 0)` took a server-wide named lock for `SELECT g FROM v_lock`). So every view the
 login can read must have a definition that passes the function policy admission applies to query
-text. `information_schema.VIEWS.VIEW_DEFINITION` is blank for a view the login neither defined
-nor holds SHOW VIEW on (MariaDB 10.11): such a view is refused, its fix the SHOW VIEW grant.
+text: the operator's, as configured (`--functions`, `--allow-function`).
+`information_schema.VIEWS.VIEW_DEFINITION` is blank for a view the login neither defined nor holds
+SHOW VIEW on (MariaDB 10.11): such a view is refused, its fix the SHOW VIEW grant.
 """
 
 from __future__ import annotations
@@ -38,11 +39,11 @@ def collect_bodies(bodies: ViewBodies, rows: Sequence[tuple[object, ...]], role:
             bodies[key] = (body, bodies[key][1] if key in bodies else role)
 
 
-def _refusal(definition: str) -> str | None:
+def _refusal(definition: str, functions: FunctionPolicy) -> str | None:
     """Why admission would refuse the definition's function calls, None if it passes."""
     try:
         tree = parse_statement(definition, "mysql")
-        run_passes(tree, (reject_functions,), dialect="mysql", functions=FunctionPolicy.for_dialect("mysql"))
+        run_passes(tree, (reject_functions,), dialect="mysql", functions=functions)
     except Refused as exc:
         return exc.message
     except RecursionError:
@@ -57,8 +58,10 @@ def view_body_findings(
     revokes: Callable[[str], list[str]],
     skip: Callable[[str, str], bool],
     shown: Callable[[str, str], bool],
+    functions: FunctionPolicy | None = None,
 ) -> list[Finding]:
-    """One finding per readable view whose definition calls a refused function or cannot be read.
+    """One finding per readable view whose definition calls a refused function or cannot be read;
+    several unreadable views of one database make one finding, its fix one SHOW VIEW grant on it.
 
     Args:
         bodies: What `VIEW_BODIES` read, as the session is and under each granted role.
@@ -68,8 +71,12 @@ def view_body_findings(
         skip: Views already refused otherwise or opted in (`view:db.name`).
         shown: Whether the login holds SHOW VIEW on a view: MariaDB shows a definition to who holds
             both SHOW VIEW and SELECT, so a blank one beside SHOW VIEW is a view it cannot SELECT.
+        functions: The policy queries are admitted under (`--functions`, `--allow-function`); None:
+            the dialect's default.
     """
+    policy = functions or FunctionPolicy.for_dialect("mysql")
     found = []
+    hidden: dict[str, list[tuple[str, str | None, Finding]]] = {}  # schema -> unreadable views
     for (schema, name), (definition, role) in bodies.items():
         if skip(schema, name):
             continue
@@ -79,17 +86,22 @@ def view_body_findings(
         if not definition and shown(schema, name):
             continue
         if not definition:
-            found.append(
-                Finding(
-                    "unreadable-view",
-                    f"{current} can read view {schema}.{name}{via} but not its definition (it holds no SHOW"
-                    " VIEW on it), so the functions the view calls in each query's session cannot be checked",
-                    f"GRANT SHOW VIEW ON {quoted} TO {account}; or {revoke}",
-                    f"view:{schema}.{name}",
+            hidden.setdefault(schema, []).append(
+                (
+                    name,
+                    role,
+                    Finding(
+                        "unreadable-view",
+                        f"{current} can read view {schema}.{name}{via} but not its definition (it holds"
+                        " no SHOW VIEW on it), so the functions the view calls in each query's session"
+                        " cannot be checked",
+                        f"GRANT SHOW VIEW ON {quoted} TO {account}; or {revoke}",
+                        f"view:{schema}.{name}",
+                    ),
                 )
             )
             continue
-        why = _refusal(definition)
+        why = _refusal(definition, policy)
         if why is not None:
             found.append(
                 Finding(
@@ -100,4 +112,27 @@ def view_body_findings(
                     f"view:{schema}.{name}",
                 )
             )
-    return found
+    return found + [
+        f for schema, views in hidden.items() for f in _unreadable(schema, views, current, account)
+    ]
+
+
+def _unreadable(
+    schema: str, views: list[tuple[str, str | None, Finding]], current: str, account: str
+) -> list[Finding]:
+    """One view's own finding, or for several (SELECT granted on the database, say) one finding
+    whose fix is one grant: a database of 40 views printed 40 lines."""
+    if len(views) == 1:
+        return [views[0][2]]
+    names = [name for name, _, _ in views]
+    shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    roles = {role for _, role, _ in views}
+    role = roles.pop() if len(roles) == 1 else None
+    via = f" through role {quote_name(role)}" if role is not None else ""
+    quoted = "`" + schema.replace("`", "``") + "`"
+    message = (
+        f"{current} can read {len(names)} views in {schema} ({shown}){via} but not their definitions (it"
+        " holds no SHOW VIEW on them), so the functions they call in each query's session cannot be"
+        f" checked (or --allow view:{schema}.NAME for each)"
+    )
+    return [Finding("unreadable-view", message, f"GRANT SHOW VIEW ON {quoted}.* TO {account}")]

@@ -139,6 +139,7 @@ WITH RECURSIVE fn AS (
     UNION SELECT oid FROM fn WHERE lanname NOT IN ('sql', 'plpgsql', 'internal')
                                 OR (lanname = 'plpgsql' AND src ~ '\mexecute\M')
                                 OR src ~ ('\m(' || :builtins || ')\M')
+                                OR strpos(src, 'u&"') > 0
   UNION
     SELECT f.oid FROM reach r JOIN fn g ON g.oid = r.oid JOIN fn f ON f.oid <> g.oid
     WHERE f.src ~ ('\m' || regexp_replace(lower(g.proname), '([^a-z0-9_])', '\', 'g') || '\M')

@@ -17,9 +17,8 @@ from psycopg.adapt import AdaptersMap
 from psycopg.types.string import TextLoader
 from sqlalchemy.engine import URL, Connection
 
-from mcpkit.sql.admission.function_tables import SEARCH_BOUND_MARKER, SIZE_BOUND_MARKER
 from mcpkit.sql.clipping import Clipping
-from mcpkit.sql.errors import SEARCH_TOO_LARGE, VALUE_TOO_LARGE, SqlConfigError
+from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import Outcome, Profile
 from mcpkit.sql.tagging import session_label
 
@@ -53,16 +52,6 @@ _RESET_SQL: Final = (
 # Arrays of intervals take the element loader from the same map.
 _ADAPTERS: Final = AdaptersMap(_psycopg_adapters)
 _ADAPTERS.register_loader("interval", TextLoader)
-
-
-def _bounded_search(exc: BaseException, marker: str = SEARCH_BOUND_MARKER) -> bool:
-    """22P02 from the cast a bounded search's (or value-growing call's) guard writes: its input
-    text starts with the marker."""
-    if getattr(exc, "sqlstate", None) != "22P02":
-        return False
-    diag = getattr(exc, "diag", None)
-    primary = getattr(diag, "message_primary", None) or str(exc)
-    return f'"{marker} ' in primary
 
 
 class PostgresSession(Profile):
@@ -194,12 +183,13 @@ class PostgresSession(Profile):
             conn.exec_driver_sql("ROLLBACK TO SAVEPOINT mcpkit_reverify")
             conn.exec_driver_sql("RELEASE SAVEPOINT mcpkit_reverify")
 
-    def failure_message(self, exc: BaseException) -> str | None:
-        """`SEARCH_TOO_LARGE` for a string search whose guard failed (`admission.bound_searches`),
-        `VALUE_TOO_LARGE` for a value-growing call's."""
-        if _bounded_search(exc):
-            return SEARCH_TOO_LARGE
-        return VALUE_TOO_LARGE if _bounded_search(exc, SIZE_BOUND_MARKER) else None
+    def bound_marker(self, exc: BaseException, marker: str) -> bool:
+        """22P02 from the cast a guard writes: its input text starts with the marker."""
+        if getattr(exc, "sqlstate", None) != "22P02":
+            return False
+        diag = getattr(exc, "diag", None)
+        primary = getattr(diag, "message_primary", None) or str(exc)
+        return f'"{marker} ' in primary
 
     def classify(self, exc: BaseException) -> Outcome:
         """Map a SQLSTATE to a failure kind."""
@@ -210,7 +200,7 @@ class PostgresSession(Profile):
             return "read_only"
         if state in _UNDEFINED:
             return "undefined_object"
-        if _bounded_search(exc) or _bounded_search(exc, SIZE_BOUND_MARKER):
+        if self.bounded(exc):
             return "resource"
         if state.startswith("42"):
             return "permission" if state == "42501" else "syntax" if state in ("42601", "42P10") else "other"
