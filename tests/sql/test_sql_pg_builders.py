@@ -37,6 +37,7 @@ BUILDS = {
     "format literal width": f"SELECT length(format('%100000000s', big)) AS n FROM {ROW}",
     "format positional repeat": "SELECT length(format('" + "%1$s" * 70 + f"', big)) AS n FROM {ROW}",
     "format computed template": f"SELECT length(format(repeat('%1$s', 70 * n), big)) AS n FROM {ROW}",
+    "format variadic": "SELECT length(format('" + "%1$s" * 70 + f"', VARIADIC ARRAY[big])) AS n FROM {ROW}",
     "encode hex nested": "SELECT length(encode(convert_to(encode(convert_to(encode(convert_to("
     f"repeat(big, 10), 'UTF8'), 'hex'), 'UTF8'), 'hex'), 'UTF8'), 'hex')) AS n FROM {ROW}",
     "encode escape": f"SELECT length(encode(convert_to(repeat(big, 20), 'UTF8'), 'escape')) AS n FROM {ROW}",
@@ -82,6 +83,7 @@ def test_postgres_small_builders_and_concatenations_answer_as_unguarded(service:
         "SELECT format('%-*s|%5s|%1$s', n, x, y) AS f, format(x || '%s', y) AS fc, encode(convert_to(x,"
         " 'UTF8'), 'base64') AS e, to_json(x) AS j, to_jsonb(v) AS jb, to_char(n, '000') AS c,"
         " quote_literal(x) AS q, x || x AS d, concat(y, y) AS cc, concat_ws(y, x, x) AS w,"
+        " format('%s-%s', VARIADIC ARRAY[x, y]) AS fv,"
         " array_cat(ARRAY[x], ARRAY[x]) AS a, ARRAY[n] || ARRAY[n] AS an, array_append(ARRAY[x], x) AS aa"
         " FROM (VALUES ('42', 'a''b', 3), ('7', 'c', 4)) AS v(x, y, n) ORDER BY x"
     )

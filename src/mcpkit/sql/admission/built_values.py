@@ -126,7 +126,7 @@ _SETS: Final = frozenset(
 # As written: cheap to compute twice, or read by the bound itself (array_fill's ARRAY[n, m]). A
 # concatenation holds its columns too: a subquery's column the planner pulls up is its expression
 # again at each use (array_cat(array_cat(b, b), ...) over a derived array_fill: 1.3 GB)
-_CHEAP: Final = (exp.Literal, exp.Null, exp.Star, exp.Placeholder, exp.Array)
+_CHEAP: Final = (exp.Literal, exp.Null, exp.Star, exp.Placeholder, exp.Array, exp.Variadic)
 # a window is computed over its own query's rows, a set-returning call answers rows, and an
 # aggregate over no column of the query would aggregate the hold's one row
 _KEPT: Final = (exp.Window, exp.Unnest, exp.Explode, exp.AggFunc, exp.Placeholder, exp.Star)

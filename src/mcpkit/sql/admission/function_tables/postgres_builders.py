@@ -55,9 +55,9 @@ def _formatted(call: exp.Expr) -> exp.Expr | None:
     # each specifier writes its argument (I and L: quotes doubled, plus three), padded to its
     # width; a positional argument (%1$s) may be written any number of times
     template, args = call.this, call.expressions
-    if any(isinstance(a, exp.Variadic) for a in args):
-        return exp.Literal.number(1 << 62)  # arguments unknown: refused whenever it runs
-    if not (isinstance(template, exp.Literal) and template.is_string):
+    variadic = any(isinstance(a, exp.Variadic) for a in args)  # VARIADIC arr: the array's text
+    args = [a.this if isinstance(a, exp.Variadic) else a for a in args]
+    if variadic or not (isinstance(template, exp.Literal) and template.is_string):
         # at most one specifier per two bytes, each as wide as _NARROW and any argument
         each = _sum([exp.Mul(this=exp.Literal.number(2), expression=_bytes(a)) for a in args])
         per = exp.paren(exp.Add(this=each, expression=exp.Literal.number(_NARROW + 3)), copy=False)
