@@ -55,3 +55,37 @@ def test_postgres_many_collecting_aggregates_are_refused_before_the_database(ser
         call_id="two",
     )
     assert two.rows == [[5000, 5000 * 992 + 4999, 5000]]
+
+
+# red team pg17 F4: one string_agg under ROLLUP of five kept six states (2.1 GB at 30 MB a row); a
+# NOT MATERIALIZED CTE read five times computed its string_agg five times (3.2 GB). Here 1 KB rows.
+STATES = {
+    "rollup": "SELECT length(string_agg(body, '')) AS n FROM t GROUP BY ROLLUP (id % 2, id % 3, id % 5)",
+    "cube": "SELECT cardinality(array_agg(body)) AS n FROM t GROUP BY CUBE (id % 2, id % 3)",
+    "cte": "WITH c AS NOT MATERIALIZED (SELECT string_agg(body, '') AS s FROM t)"
+    " SELECT length(a.s) + length(b.s) + length(d.s) AS n FROM c AS a, c AS b, c AS d",
+}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", sorted(STATES))
+def test_postgres_a_state_per_grouping_set_or_inlined_cte_counts(name: str, service: SqlService) -> None:
+    with pytest.raises(Refused) as info:
+        service.query(STATES[name], call_id=name)
+    assert info.value.data == {"reason": "too_complex"}
+
+
+@pytest.mark.postgres
+def test_postgres_a_rollup_of_one_level_and_a_materialized_cte_answer(service: SqlService) -> None:
+    rollup, _ = service.query(
+        "SELECT id % 2 AS k, length(string_agg(left(body, 2), '')) AS n FROM t GROUP BY ROLLUP (id % 2)"
+        " ORDER BY k NULLS LAST",
+        call_id="rollup1",
+    )
+    assert rollup.rows == [[0, 5000], [1, 5000], [None, 10000]]
+    cte, _ = service.query(
+        "WITH c AS (SELECT string_agg(left(body, 2), '') AS s FROM t)"
+        " SELECT length(a.s) + length(b.s) + length(d.s) AS n FROM c AS a, c AS b, c AS d",
+        call_id="cte",
+    )
+    assert cte.rows == [[30000]]

@@ -273,6 +273,18 @@ SELECT region, year, sum(units) FROM sales_demo GROUP BY ROLLUP (region, year) O
 -- dialects: postgres
 SELECT region, product, count(*) FROM sales_demo GROUP BY GROUPING SETS ((region), (product)) ORDER BY 1, 2
 
+-- name: pg-rollup-string-agg
+-- dialects: postgres
+SELECT region, string_agg(DISTINCT product, ', ' ORDER BY product) AS products FROM sales_demo GROUP BY ROLLUP (region) ORDER BY region NULLS LAST
+
+-- name: pg-format-report-line
+-- dialects: postgres
+SELECT format('%-10s|%6s|%s', region, year, product) AS line, region || ' / ' || product AS label, to_json(product) AS j FROM sales_demo ORDER BY 1 LIMIT 5
+
+-- name: pg-cte-read-twice
+-- dialects: postgres
+WITH totals AS (SELECT region, string_agg(product, ',') AS products, sum(units) AS units FROM sales_demo GROUP BY region) SELECT a.region, b.region, a.units + b.units AS pair FROM totals a JOIN totals b ON a.region < b.region ORDER BY 1, 2
+
 -- name: pg-regexp
 -- dialects: postgres
 SELECT DISTINCT regexp_replace(product, '\s+\d+$', '') AS family FROM sales_demo ORDER BY family

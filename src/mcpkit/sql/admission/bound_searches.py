@@ -21,6 +21,7 @@ from typing import Final
 
 from sqlglot import exp
 
+from mcpkit.sql.admission.built_values import answer_bound, answer_roots, hold, wrap
 from mcpkit.sql.admission.chains import chain_cost, chain_roots, unfold_constants
 from mcpkit.sql.admission.function_tables import (
     SEARCH_BOUND_MARKER,
@@ -116,6 +117,7 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
             found.append(_Target(node, call_node, _CastBound(budget, key)))
     if bounds.chain_budget is not None:
         found.extend(_Target(root, root, _ChainBound(bounds.chain_budget)) for root in chain_roots(tree))
+        found.extend(_Target(r, r, answer_bound(bounds)) for r in answer_roots(tree, bounds))
     return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
 
 
@@ -183,9 +185,9 @@ def _growth_cost(call: exp.Expr, bound: GrowthBound, builder: _Builder) -> exp.E
     static = [static_length(a) for a in sized]
     if isinstance(factor, exp.Literal) and None not in static:  # literals only: known now
         return None if sum(n or 0 for n in static) * int(factor.this) <= bound.budget else exp.true()
-    size = builder.length(sized[0])
+    size = builder.length(sized[0], as_text=bound.as_text)
     for each in sized[1:]:
-        size = exp.Add(this=size, expression=builder.length(each))
+        size = exp.Add(this=size, expression=builder.length(each, as_text=bound.as_text))
     if len(sized) > 1:
         size = exp.paren(size, copy=False)
     if isinstance(factor, exp.Binary):
@@ -362,6 +364,8 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
             limit_matches(target.call, target.bound, bounds, builder.length)
         if cond is None:
             continue
+        if held := hold(target.call, target.bound, bounds):  # `admission.built_values`
+            cond = _cost(target, builder) or cond
         if isinstance(target.bound, _ChainBound) and bounds.folds_constants:
             unfold_constants(target.call, bounds.varying)
             cond = _cost(target, builder) or cond
@@ -390,5 +394,5 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
             unfold_operands(target.call, keys)
         placeholder = exp.Null()
         target.node.replace(placeholder)
-        placeholder.replace(_guarded(target.node, cond, bounds, marker))
+        placeholder.replace(wrap(_guarded(target.node, cond, bounds, marker), held))
     return tree

@@ -6,6 +6,9 @@ PostgreSQL has no per-backend memory cap. Each took the backend about 90-230 MB 
 column, so one query of eight took 1.4 GB (`bench/sql_aggregates.py`); over a larger table each
 holds up to its 1 GB value limit, or more (array_agg's and jsonb_agg's states have none). Identical
 calls of one SELECT share one state in PostgreSQL and count once; in another SELECT they count again.
+Under ROLLUP, CUBE or GROUPING SETS a call keeps one state per grouping set (a rollup of five
+levels took 2.1 GB for one string_agg), and a CTE that PostgreSQL inlines is computed once per
+reference (NOT MATERIALIZED, read five times: 3.2 GB): each counts that many times.
 """
 
 from __future__ import annotations
@@ -31,6 +34,45 @@ def _whole(node: exp.Expr) -> exp.Expr:
     while isinstance(node.parent, exp.Filter | exp.Window):
         node = node.parent
     return node
+
+
+def _grouping_sets(select: exp.Expr | None) -> int:
+    """How many grouping sets the SELECT's GROUP BY forms: one, or per ROLLUP/CUBE/GROUPING SETS."""
+    group = select.args.get("group") if isinstance(select, exp.Select) else None
+
+    def sets(item: exp.Expr) -> int:
+        if isinstance(item, exp.Rollup):
+            return len(item.expressions) + 1
+        if isinstance(item, exp.Cube):
+            return int(2 ** len(item.expressions))
+        if isinstance(item, exp.GroupingSets):
+            return sum(sets(e) for e in item.expressions)
+        return 1
+
+    count = 1
+    for item in group.expressions if isinstance(group, exp.Group) else ():
+        count *= sets(item)  # GROUP BY a, ROLLUP(b, c): the cross product of the sets
+    return count
+
+
+def _copies(node: exp.Expr) -> int:
+    """How many times PostgreSQL computes `node`: once per reference of each CTE around it that
+    it inlines (NOT MATERIALIZED, or read once and not MATERIALIZED), else once."""
+    cte = node.find_ancestor(exp.CTE)
+    if cte is None or not isinstance(cte.parent, exp.With) or cte.parent.parent is None:
+        return 1
+    with_, owner = cte.parent, cte.parent.parent
+    refs = [
+        t
+        for t in owner.find_all(exp.Table)
+        if not t.db and t.name.lower() == cte.alias_or_name.lower() and t.find_ancestor(exp.CTE) is not cte
+    ]
+    inlined = not with_.args.get("recursive") and (
+        cte.args.get("materialized") is False or (len(refs) == 1 and cte.args.get("materialized") is None)
+    )
+    if not inlined or not refs:
+        return _copies(owner)
+    return sum(_copies(ref) for ref in refs)
 
 
 def _state(node: exp.Expr, writer: str | Dialect) -> tuple[int, str]:
@@ -62,20 +104,19 @@ def limit_aggregates(tree: exp.Expr, dialect: str) -> exp.Expr:
     writer = sent_dialect(dialect)
     # PostgreSQL shares one state between identical calls of one SELECT only: the same call in
     # eight scalar subqueries was eight states, 1.7 GB (red team rt16 F6)
-    found = {
-        _state(_whole(call.node), writer) for call in function_calls(tree, dialect) if call.names & names
-    }
-    found |= {
-        _state(node, writer)
-        for node in tree.find_all(exp.Array)
-        if any(isinstance(e, exp.Query) for e in node.expressions)
-    }
-    if len(found) > MAX_COLLECTING:
+    nodes = [_whole(call.node) for call in function_calls(tree, dialect) if call.names & names]
+    nodes += [n for n in tree.find_all(exp.Array) if any(isinstance(e, exp.Query) for e in n.expressions)]
+    found: dict[tuple[int, str], int] = {}
+    for node in nodes:
+        select = node.find_ancestor(exp.Select)
+        found[_state(node, writer)] = _copies(node) * _grouping_sets(select)
+    if sum(found.values()) > MAX_COLLECTING:
         refuse(
             "too_complex",
             f"A query here may hold at most {MAX_COLLECTING} aggregates that collect their whole input"
             " (string_agg, array_agg, json_agg, jsonb_agg, ARRAY(SELECT ...), ...): each keeps every"
-            " value in the database's memory. Collect several columns in one of them"
+            " value in the database's memory, once per grouping set of a ROLLUP, CUBE or GROUPING SETS and"
+            " once per reference of a CTE computed again. Collect several columns in one of them"
             " (json_agg(json_build_object('a', a, 'b', b))), or run one query per aggregate.",
         )
     return tree

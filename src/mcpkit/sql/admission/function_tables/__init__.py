@@ -213,6 +213,8 @@ class GrowthBound:
     """Guard `argument` instead of the call (a set-returning function cannot sit inside a CASE)."""
     any_schema: bool = False
     """The call is bounded whatever schema it is written in (an extension's function)."""
+    as_text: bool = False
+    """`argument` is measured by its text form (a row or an array has no byte length of its own)."""
 
 
 @dataclass(frozen=True)
@@ -276,6 +278,12 @@ class SearchBounds:
     rewrite: Callable[[exp.Expr], None] | None = None
     """Rewrites the tree before the guards are placed (a call whose cost no guard can precede
     becomes an equivalent one whose cost a guard bounds)."""
+    value_bytes: Callable[[exp.Expr], exp.Expr] | None = None
+    """The SQL of a value's bytes whatever its type, as a 64-bit integer (an array's in memory,
+    not its text); None: `byte_length`."""
+    holds_operands: bool = False
+    """A builder's computed operands are computed once, in a subquery (`admission.built_values`):
+    the engine takes outer references in a derived table."""
     chain_budget: int | None = None
     """Bytes the intermediate values of one concatenation chain may hold (`admission.chains`);
     None: not bounded."""

@@ -8,6 +8,7 @@ from typing import Final
 from sqlglot import exp
 
 from mcpkit.sql.admission.function_tables import GrowthBound, SearchBounds, SizeBound
+from mcpkit.sql.admission.function_tables.postgres_builders import builders
 from mcpkit.sql.admission.function_tables.postgres_collections import (
     SORTED_ELEMENTS,
     key_text,
@@ -23,6 +24,14 @@ __all__ = ["SIZE_BOUNDS"]
 def _byte_length(operand: exp.Expr) -> exp.Expr:
     # octet_length is int4: the product of two would overflow it
     return exp.cast(exp.Anonymous(this="octet_length", expressions=[operand]), "BIGINT")
+
+
+def _value_bytes(value: exp.Expr) -> exp.Expr:
+    # a string by its text (a compressed column counts whole); any other type up to four times
+    # its text, as an array of bigint takes 8 bytes an element for its 2 of text ('1,')
+    text = _byte_length(exp.cast(value.copy(), "TEXT"))
+    other = exp.Mul(this=exp.Literal.number(4), expression=text.copy())
+    return exp.Case(ifs=[exp.If(this=_type_is(value.copy(), "text"), true=text)], default=other)
 
 
 def _extra_bytes(operand: exp.Expr) -> exp.Expr:
@@ -254,7 +263,8 @@ def _padded(call: exp.Expr) -> exp.Expr | None:
 
 
 def _filled(call: exp.Expr) -> exp.Expr | None:
-    # array_fill(value, dims): one copy of value per element (its text form bounds its bytes)
+    # array_fill(value, dims): one copy of value per element, its text and up to 8 bytes (a
+    # bigint's 1 is one character of text, 8 in the array; a text element has a 4-byte header)
     if len(call.expressions) < 2:
         return None
     value, dims = call.expressions[0], call.expressions[1]
@@ -267,7 +277,8 @@ def _filled(call: exp.Expr) -> exp.Expr | None:
         if isinstance(dim, exp.Literal) and dim.is_int:
             step = exp.Literal.number(max(int(dim.this), 0))
         count = exp.Mul(this=count, expression=step)
-    return exp.Mul(this=exp.cast(size, "BIGINT"), expression=exp.paren(count, copy=False))
+    each = exp.paren(exp.Add(this=exp.cast(size, "BIGINT"), expression=exp.Literal.number(8)), copy=False)
+    return exp.Mul(this=each, expression=exp.paren(count, copy=False))
 
 
 def _replaced(call: exp.Expr) -> exp.Expr | None:
@@ -300,6 +311,7 @@ _GROWTHS: Final = {
     "array_fill": GrowthBound("", _filled, _BUILT),
     "replace": GrowthBound("this", _replaced, _BUILT),
     "regexp_replace": GrowthBound("this", _replaced, _BUILT),
+    **builders(_BUILT),
 }
 
 
@@ -320,6 +332,8 @@ SIZE_BOUNDS: Final = SearchBounds(
     cast_budget=_cast_budget,
     function_casts=_FUNCTION_CASTS,
     chain_budget=_BUILT,
+    holds_operands=True,
+    value_bytes=_value_bytes,
     rewrite=sort_in_a_cast,
     folds_constants=True,
     varying=frozenset(
