@@ -105,11 +105,11 @@ def test_mariadb_root_definer_views_refused_then_stopped_by_the_database(
             )
             # rt15my F3: an INVOKER view's functions run in the reader's session, so its definition
             # is checked, which needs SHOW VIEW; v_file calls a function queries may not
-            found = sorted((f.code, f.opt_in) for f in inspect_account(engine).findings)
-            assert found == [
-                ("unreadable-view", f"view:{db}.v_file"),
-                ("unreadable-view", f"view:{db}.v_users"),
-            ]
+            # (two views of one database unreadable: one finding, its fix one SHOW VIEW grant)
+            (hidden,) = inspect_account(engine).findings
+            assert (hidden.code, hidden.opt_in) == ("unreadable-view", None), hidden
+            assert "v_file" in hidden.message and "v_users" in hidden.message, hidden
+            assert hidden.fix.startswith(f"GRANT SHOW VIEW ON `{db}`.* TO "), hidden
             c.execute(f"GRANT SHOW VIEW ON {db}.* TO '{make_url(reader_url).username}'@'%'")
         admin.close()
         found = [(f.code, f.opt_in) for f in inspect_account(engine).findings]
