@@ -59,6 +59,7 @@ def readable_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str
 # view over such a table whose query holds any whole-row Var counts too. A view reads its relations
 # with its owner's rights unless it is security_invoker, so a readable one hands the column on;
 # invoker views are followed (a definer view over one still reads as its owner) but not reported.
+# Readable counts every role the current one can SET ROLE to (MEMBER: NOINHERIT too; mask17 F6).
 _CLOSURE = """
 WITH RECURSIVE tainted(relid, attnum) AS (
     SELECT t.relid, t.attnum
@@ -73,8 +74,10 @@ WITH RECURSIVE tainted(relid, attnum) AS (
 )
 SELECT DISTINCT c.oid, quote_ident(n.nspname) || '.' || quote_ident(c.relname), lower(c.relname),
        c.relkind,
-       c.relkind IN ('v', 'm') AND has_schema_privilege(n.oid, 'USAGE')
-       AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))
+       c.relkind IN ('v', 'm') AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+           WHERE pg_has_role(current_user, r.oid, 'MEMBER') AND has_schema_privilege(r.oid, n.oid, 'USAGE')
+             AND (has_table_privilege(r.oid, c.oid, 'SELECT')
+                  OR has_any_column_privilege(r.oid, c.oid, 'SELECT')))
        AND NOT (c.relkind = 'v' AND coalesce(c.reloptions, '{}') && ARRAY['security_invoker=true',
             'security_invoker=on', 'security_invoker=1', 'security_invoker=yes'])
 FROM tainted t
@@ -148,7 +151,9 @@ WITH RECURSIVE fn AS (
                     AND d.refclassid = 'pg_catalog.pg_proc'::regclass AND d.refobjid = g.oid)
 )
 SELECT DISTINCT f.signature FROM fn f
-WHERE f.prosecdef AND has_function_privilege(f.oid, 'EXECUTE')
+WHERE f.prosecdef AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                              WHERE pg_has_role(current_user, r.oid, 'MEMBER')
+                                AND has_function_privilege(r.oid, f.oid, 'EXECUTE'))
   AND (f.oid IN (SELECT oid FROM named)
        OR (f.oid IN (SELECT oid FROM reach)
            AND (EXISTS (SELECT 1 FROM unnest(CAST(:masked_relids AS oid[]), CAST(:masked_attnums AS int2[]))
