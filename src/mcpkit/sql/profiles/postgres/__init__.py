@@ -42,6 +42,7 @@ from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_prob
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
 from mcpkit.sql.profiles.postgres.switch import switched_masked_columns
+from mcpkit.sql.profiles.postgres.triggers import trigger_hints
 from mcpkit.sql.profiles.postgres.views import row_filtered_views
 
 if TYPE_CHECKING:
@@ -137,6 +138,10 @@ class PostgresProfile(PostgresSession):
         """`VACUUM FULL` of each masked table whose catalog holds a masked value
         (`profiles.postgres.missing`)."""
         return [f"VACUUM FULL {name}" for name, _ in catalog_value_tables(conn, masked)]
+
+    def trigger_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+        """Row triggers on masked tables (`profiles.postgres.triggers`)."""
+        return trigger_hints(conn, masked)
 
     def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Indexes over masked columns, CLUSTER on one, and `pg_stats.correlation` near +-1."""
