@@ -15,6 +15,7 @@ from mcpkit.sql.errors import QueryFailed, SqlConfigError
 from mcpkit.sql.maskcheck import derive_masks, enforce_masks, prepare_masks
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.service import Masking, SqlService
+from tests.helpers import run_mcpkit
 from tests.sql.sql_support import MysqlScratch, mysql_scratch
 
 SSN = "333-33-3333"
@@ -166,6 +167,11 @@ def test_a_merge_table_in_another_database_is_masked_by_position(maria: MysqlScr
         c.execute(f"GRANT SELECT (id, name) ON {db}.cust_my TO {reader}")
         c.execute(f"GRANT SELECT ON {other}.cust_all TO {reader}")
     try:
+        (tmp_path / "grant.yaml").write_text("masks:\n  - cust_my.ssn\n")
+        tables = f"{db}.cust_my,{other}.cust_all"
+        args = ["--dsn", maria.admin_url, "--role", f"{db}_g", "--tables", tables, "--mask"]
+        done = run_mcpkit("sql", "grant", *args, str(tmp_path / "grant.yaml"))
+        assert f"GRANT SELECT (`i`, `n`) ON `{other}`.`cust_all`" in done.stdout, done.stdout + done.stderr
         with pytest.raises(SqlConfigError) as raised:
             _served_as_serve(maria.reader_url, ["cust_my.ssn"], tmp_path)
         assert f"can read masked column(s) s of `{other}`.`cust_all`" in str(raised.value)

@@ -87,7 +87,10 @@ def _identities(engine: SqlEngine, role_map: str, mask: str | None, allow: Colle
         return [Check("fail", "identities", str(exc).replace("\n", " "))]
     checks = [Check("ok", "identities", f"{len(roles.roles)} mapped role(s) pass the start-up checks")]
     if mask:
-        policy, reflection, masked = prepare_masks(engine, mask)
+        try:
+            policy, reflection, masked = prepare_masks(engine, mask)
+        except SqlConfigError:  # a literal rule matching nothing: `_masks` printed it already
+            return checks
         found = identity_mask_findings(router, Masking(policy, reflection.known(engine), masked))
         checks += [Check("fail", "masks", f"role {role}: {f.line()}") for role, f in found]
         if not found:
