@@ -186,8 +186,13 @@ def test_doctor_mask_sqlite_the_authorizer_withholds(tmp_path: Path) -> None:
     done = mcpkit("doctor", "--demo", "--mask", _masks(tmp_path, "sales_demo.region", "*.notes"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok   masks: the authorizer withholds all 2 masked column(s) of 1 table(s)" in done.stdout
-    nothing = mcpkit("doctor", "--demo", "--mask", _masks(tmp_path, "nowhere.col"))
+    nothing = mcpkit("doctor", "--demo", "--mask", _masks(tmp_path, "nowhere*.col"))  # a glob: lenient
     assert "warn masks:" in nothing.stdout and nothing.returncode == 0, nothing.stdout
+    typo = mcpkit(
+        "doctor", "--demo", "--mask", _masks(tmp_path, "nowhere.col")
+    )  # literal: red team mask17 F5
+    assert "fail masks:" in typo.stdout and "there is no table or view nowhere" in typo.stdout, typo.stdout
+    assert typo.returncode != 0
 
 
 def test_query_answers_as_serve_mask_would_from_the_option_and_a_sources_file(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx2
 import jwt
+import psycopg
 import pymysql
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -604,3 +605,38 @@ async def test_identity_routing_is_middleware_that_composes_with_the_users(rls: 
     engines = [s[2] for s in seen]
     assert engines[0] is not None and engines[0] is not engines[1]  # each role its own login
     assert engines[0] is engines[3] and engines[2] is None  # mallory: refused, no database
+
+
+def test_start_up_refuses_a_login_one_set_role_from_another_tenants_table(
+    router: IdentityRouter, rls: RlsDb, pg_url: str
+) -> None:
+    """Red team mask17 F6: a login NOINHERIT-member of an unmapped group role that reads another
+    tenant's table passed start-up (only inherited privileges were counted); one `SET ROLE` read it."""
+    group, s = f"{rls.schema}_grp", rls.schema
+    router.verify()
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE TABLE {s}.amer_projects (id int, code text)")
+        c.execute(f"INSERT INTO {s}.amer_projects VALUES (1, 'PROJ-AMER-SECRET')")
+        c.execute(f"CREATE ROLE {group} NOLOGIN")
+        c.execute(f"GRANT USAGE ON SCHEMA {s} TO {group}")
+        c.execute(f"GRANT SELECT ON {s}.amer_projects TO {group}")
+        c.execute(f"GRANT {group} TO {rls.emea}, {rls.amer}")
+        c.execute(f"ALTER ROLE {rls.emea} NOINHERIT")
+    try:
+        login = make_url(pg_url).set(username=rls.emea, password=None, drivername="postgresql")
+        with psycopg.connect(login.render_as_string(hide_password=False), autocommit=True) as c:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(f"SELECT code FROM {s}.amer_projects")
+            c.execute(f"SET ROLE {group}")  # what the check must count: the table is one SET ROLE away
+            assert c.execute(f"SELECT code FROM {s}.amer_projects").fetchall() == [("PROJ-AMER-SECRET",)]
+        with pytest.raises(
+            SqlConfigError, match=f'can SET ROLE to {group}.*REVOKE {group} FROM "{rls.emea}"'
+        ):
+            router.verify()
+    finally:
+        with pg_admin(pg_url) as c:
+            c.execute(f"ALTER ROLE {rls.emea} INHERIT")
+            c.execute(f"DROP TABLE IF EXISTS {s}.amer_projects")
+            c.execute(f"DROP OWNED BY {group}")
+            c.execute(f"DROP ROLE IF EXISTS {group}")
+    router.verify()

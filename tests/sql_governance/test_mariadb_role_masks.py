@@ -4,6 +4,7 @@ function's `SET ROLE` left on a pooled connection (F8), a MERGE table over a mas
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -11,9 +12,10 @@ from mcpkit.errors import Refused
 from mcpkit.sql.admission import FunctionPolicy
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, SqlConfigError
-from mcpkit.sql.maskcheck import derive_masks, enforce_masks
+from mcpkit.sql.maskcheck import derive_masks, enforce_masks, prepare_masks
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.service import Masking, SqlService
+from tests.helpers import run_mcpkit
 from tests.sql.sql_support import MysqlScratch, mysql_scratch
 
 SSN = "333-33-3333"
@@ -134,3 +136,59 @@ def test_a_merge_table_over_a_masked_table_is_masked_by_position(maria: MysqlScr
         assert "carol" not in _answer(service, "SELECT n FROM cust_all WHERE s LIKE '333%'")
     finally:
         service.engine.close()  # type: ignore[attr-defined]
+
+
+def _served_as_serve(url: str, masks: list[str], tmp_path: Path) -> SqlService:
+    """What `serve --mask FILE` runs: every database reflected, masks derived and enforced."""
+    (tmp_path / "masks.yaml").write_text("masks:\n" + "".join(f"  - {m}\n" for m in masks))
+    engine = SqlEngine(url)
+    try:
+        policy, reflection, masked = prepare_masks(engine, str(tmp_path / "masks.yaml"))
+        enforce_masks(engine, masked)
+    except BaseException:
+        engine.close()
+        raise
+    known = reflection.known(engine, withheld=engine.profile.withheld_relations())
+    return SqlService(engine, timeout_s=5.0, masking=Masking(policy, known, masked))
+
+
+def test_a_merge_table_in_another_database_is_masked_by_position(maria: MysqlScratch, tmp_path: Path) -> None:
+    """Red team mask17 F7: a MERGE table in another database than the DSN's over a masked MyISAM
+    table was not derived, so `grant --mask` granted it whole and it answered the masked column."""
+    db, other, reader = maria.db, f"{maria.db}_x", f"'{maria.reader}'@'%'"
+    with maria.admin.cursor() as c:
+        c.execute(f"CREATE TABLE {db}.cust_my (id INT, name VARCHAR(20), ssn VARCHAR(20)) ENGINE=MyISAM")
+        c.execute(f"INSERT INTO {db}.cust_my VALUES (1, 'carol', '{SSN}')")
+        c.execute(f"CREATE DATABASE {other}")
+        c.execute(
+            f"CREATE TABLE {other}.cust_all (i INT, n VARCHAR(20), s VARCHAR(20)) ENGINE=MRG_MyISAM"
+            f" UNION=({db}.cust_my)"
+        )
+        c.execute(f"GRANT SELECT (id, name) ON {db}.cust_my TO {reader}")
+        c.execute(f"GRANT SELECT ON {other}.cust_all TO {reader}")
+    try:
+        (tmp_path / "grant.yaml").write_text("masks:\n  - cust_my.ssn\n")
+        tables = f"{db}.cust_my,{other}.cust_all"
+        args = ["--dsn", maria.admin_url, "--role", f"{db}_g", "--tables", tables, "--mask"]
+        done = run_mcpkit("sql", "grant", *args, str(tmp_path / "grant.yaml"))
+        assert f"GRANT SELECT (`i`, `n`) ON `{other}`.`cust_all`" in done.stdout, done.stdout + done.stderr
+        with pytest.raises(SqlConfigError) as raised:
+            _served_as_serve(maria.reader_url, ["cust_my.ssn"], tmp_path)
+        assert f"can read masked column(s) s of `{other}`.`cust_all`" in str(raised.value)
+        with maria.admin.cursor() as c:  # the printed fix
+            c.execute(f"REVOKE SELECT ON {other}.cust_all FROM {reader}")
+            c.execute(f"GRANT SELECT (i, n) ON {other}.cust_all TO {reader}")
+        service = _served_as_serve(maria.reader_url, ["cust_my.ssn"], tmp_path)
+        try:
+            assert service.query(f"SELECT i, n FROM {other}.cust_all", call_id="m")[0].rows == [[1, "carol"]]
+            for sql in (
+                f"SELECT * FROM {other}.cust_all",
+                f"SELECT n FROM {other}.cust_all WHERE s LIKE '333%'",
+            ):
+                answer = _answer(service, sql)
+                assert SSN not in answer and "carol" not in answer
+        finally:
+            service.engine.close()  # type: ignore[attr-defined]
+    finally:
+        with maria.admin.cursor() as c:
+            c.execute(f"DROP DATABASE IF EXISTS {other}")

@@ -239,3 +239,56 @@ def test_postgres_grant_withholds_copies_of_generated_columns_and_generated_colu
         with pg_admin(pg_url) as c:
             c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
             c.execute(f"DROP ROLE IF EXISTS {reader}")
+
+
+@pytest.mark.postgres
+def test_postgres_an_inheritance_child_of_a_copy_table_is_masked(pg_url: str, tmp_path: Path) -> None:
+    """Red team mask17 F1, inheritance variant: `tickets_old () INHERITS (tickets)` holds the copy
+    `acct_email` only by inheritance (PostgreSQL does not inherit the foreign key); grant printed it
+    whole and it answered the e-mail while `tickets.acct_email` itself was masked."""
+    tag = tokens.token_hex(4)
+    db, reader = f"mk_maskfix_inh_{tag}", f"mk_maskfix_inh_{tag}_r"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE DATABASE {db}")
+    try:
+        admin = make_url(pg_url).set(database=db).render_as_string(hide_password=False)
+        with pg_admin(admin) as c:
+            for sql in CHAIN:
+                c.execute(sql)
+            c.execute("CREATE TABLE tickets_old () INHERITS (tickets)")
+            c.execute("INSERT INTO tickets_old (id, acct_email) VALUES (10, 'ann@secret.example')")
+        masks = tmp_path / "masks.yaml"
+        masks.write_text("masks:\n  - customers.email\n")
+        done = run_mcpkit(
+            "sql", "grant", "--dsn", admin, "--role", reader, "--tables", "customers,tickets,tickets_old",
+            "--mask", str(masks),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert 'GRANT SELECT ("id") ON public.tickets_old' in done.stdout, done.stdout
+        with pg_admin(admin) as c:
+            for line in done.stdout.splitlines():
+                if line.strip() and not line.startswith("--"):
+                    c.execute(line.strip().rstrip(";"))
+            c.execute(f"GRANT SELECT ON tickets_old TO {reader}")  # the careless way: refused
+        password = done.stdout.split("PASSWORD '")[1].split("'")[0]
+        url = make_url(admin).set(username=reader, password=password).render_as_string(False)
+        with pytest.raises(SqlConfigError) as info:
+            _served(url)
+        assert "tickets_old" in str(info.value) and "acct_email" in str(info.value)
+        with pg_admin(admin) as c:
+            c.execute(f"REVOKE SELECT ON tickets_old FROM {reader}")
+            c.execute(f'GRANT SELECT ("id") ON tickets_old TO {reader}')
+        service = _served(url)
+        try:
+            for sql in ("SELECT id, acct_email FROM tickets_old", "SELECT * FROM tickets_old"):
+                try:
+                    answer = repr(service.query(sql, call_id="t", max_rows=10)[0].rows)
+                except Exception as exc:  # refused or denied: never the value
+                    answer = type(exc).__name__
+                assert "secret.example" not in answer.lower(), answer
+        finally:
+            service.engine.close()  # type: ignore[attr-defined]
+    finally:
+        with pg_admin(pg_url) as c:
+            c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+            c.execute(f"DROP ROLE IF EXISTS {reader}")

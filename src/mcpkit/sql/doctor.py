@@ -48,20 +48,27 @@ def _lint(engine: SqlEngine) -> Check:
 
 def _masks(engine: SqlEngine, mask: str) -> list[Check]:
     """What `serve --mask` checks at start-up: every masked column withheld by the database."""
-    from mcpkit.sql.maskcheck import mask_findings, prepare_masks, scan_order_hints
+    from mcpkit.sql.maskcheck import mask_findings, prepare_masks, scan_order_hints, trigger_hints
+    from mcpkit.sql.masking import MaskPolicy
+    from mcpkit.sql.masking.literals import unmatched_rules
 
+    errors, warnings = unmatched_rules(engine, MaskPolicy.from_yaml(mask))
+    rules = [Check("warn", "masks", line) for line in warnings]
+    if errors:
+        return [*(Check("fail", "masks", line) for line in errors), *rules]
     _, _, masked = prepare_masks(engine, mask)
     if not masked:
-        return [Check("warn", "masks", f"{mask} masks no column of the tables the account can see")]
+        return [Check("warn", "masks", f"{mask} masks no column of the tables the account can see"), *rules]
     findings = merge_findings(mask_findings(engine, masked))
     hints = [Check("warn", "scan order", line) for line in scan_order_hints(engine, masked)]
+    hints += [Check("warn", "triggers", line) for line in trigger_hints(engine, masked)]
     if not findings:
         count = sum(len(c) for c in masked.values())
         detail = f"the database withholds all {count} masked column(s) of {len(masked)} table(s)"
         if not engine.profile.has_accounts:
             detail = f"the authorizer withholds all {count} masked column(s) of {len(masked)} table(s)"
-        return [Check("ok", "masks", detail), *hints]
-    return [*(Check("fail", "masks", f.line()) for f in findings), *hints]
+        return [Check("ok", "masks", detail), *rules, *hints]
+    return [*(Check("fail", "masks", f.line()) for f in findings), *rules, *hints]
 
 
 def _identities(engine: SqlEngine, role_map: str, mask: str | None, allow: Collection[str]) -> list[Check]:
@@ -80,7 +87,10 @@ def _identities(engine: SqlEngine, role_map: str, mask: str | None, allow: Colle
         return [Check("fail", "identities", str(exc).replace("\n", " "))]
     checks = [Check("ok", "identities", f"{len(roles.roles)} mapped role(s) pass the start-up checks")]
     if mask:
-        policy, reflection, masked = prepare_masks(engine, mask)
+        try:
+            policy, reflection, masked = prepare_masks(engine, mask)
+        except SqlConfigError:  # a literal rule matching nothing: `_masks` printed it already
+            return checks
         found = identity_mask_findings(router, Masking(policy, reflection.known(engine), masked))
         checks += [Check("fail", "masks", f"role {role}: {f.line()}") for role, f in found]
         if not found:

@@ -12,6 +12,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.masking import MaskPolicy, Reflection, reflect
 from mcpkit.sql.masking.copies import derived_and_copied
+from mcpkit.sql.masking.literals import unmatched_rules
 from mcpkit.sql.profiles.base import Finding, merge_findings
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ __all__ = [
     "masks_verify",
     "prepare_masks",
     "scan_order_hints",
+    "trigger_hints",
 ]
 
 log = logging.getLogger("mcpkit.sql")
@@ -62,8 +64,19 @@ def mask_findings(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[
 
 def prepare_masks(engine: SqlEngine, mask: str) -> tuple[MaskPolicy, Reflection, dict[str, frozenset[str]]]:
     """The masks file read against the database: the policy with derived masks, the reflected
-    schemas, and table -> masked columns (what `mask_findings` checks)."""
+    schemas, and table -> masked columns (what `mask_findings` checks).
+
+    Raises:
+        SqlConfigError: the file is unusable, or a literal rule names a column that does not exist
+            (`masking.literals`; one that may only be hidden from the account is logged).
+    """
     policy = MaskPolicy.from_yaml(mask)
+    errors, warnings = unmatched_rules(engine, policy)
+    if errors:
+        lines = "\n".join(f"  {e}" for e in errors)
+        raise SqlConfigError(f"--mask: a rule names a column that does not exist:\n{lines}")
+    for line in warnings:
+        log.warning("masks: %s", line)
     reflection = reflect(engine, policy)  # every schema, and the path queries resolve names through
     policy, masked = derive_masks(engine, policy, reflection.masked(policy))
     return policy, reflection, masked
@@ -172,4 +185,17 @@ def scan_order_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> li
             return engine.profile.scan_order_hints(conn, masked)
     except Exception as exc:
         log.info("masks: scan-order hints unavailable: %s", type(exc).__name__)
+        return []
+
+
+def trigger_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[str]:
+    """Row triggers on a table with masked columns, which may copy a masked value elsewhere
+    (warnings, never a reason not to start; `profiles.triggers`)."""
+    if not masked:
+        return []
+    try:
+        with engine.session(30.0, "startup-masks") as (conn, _):
+            return engine.profile.trigger_hints(conn, masked)
+    except Exception as exc:
+        log.info("masks: trigger hints unavailable: %s", type(exc).__name__)
         return []

@@ -13,7 +13,7 @@ covers the same name quoted in another case: masking errs on the side of hiding.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from glob import escape
 from pathlib import Path
@@ -34,6 +34,16 @@ class MaskRule:
     column: str
     schema: str | None = None
     source: str = ""
+    where: str = field(default="", repr=False, compare=False)  # `file:line: ` of a masks file's rule
+
+    @property
+    def literal(self) -> bool:
+        """No glob in any part: the rule names one column (of one table, in any or one schema).
+
+        >>> MaskRule.parse("people.ssn").literal, MaskRule.parse("*.ssn").literal
+        (True, False)
+        """
+        return not any(set("*?[") & set(p) for p in (self.schema or "", self.table, self.column))
 
     @classmethod
     def parse(cls, text: str, where: str = "") -> MaskRule:
@@ -52,8 +62,8 @@ class MaskRule:
             )
         folded = [p.casefold() for p in parts]
         if len(folded) == 3:
-            return cls(table=folded[1], column=folded[2], schema=folded[0], source=text)
-        return cls(table=folded[0], column=folded[1], source=text)
+            return cls(table=folded[1], column=folded[2], schema=folded[0], source=text, where=where)
+        return cls(table=folded[0], column=folded[1], source=text, where=where)
 
     def matches(self, schema: str | None, table: str, column: str) -> bool:
         """Whether this rule covers the column; an unknown schema matches any schema glob."""

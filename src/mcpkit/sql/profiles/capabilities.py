@@ -120,10 +120,19 @@ class Capabilities:
         planner estimates over the base table's statistics, every row's. Generic: none."""
         return []
 
+    def trigger_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+        """One warning per row trigger (BEFORE or AFTER) on a table with masked columns, naming the
+        tables its body writes where readable (`profiles.triggers`). Generic: none."""
+        return []
+
     # --- masking: how names resolve --------------------------------------------------------
 
     system_schemas: frozenset[str] = frozenset()
     """Schemas (databases) of the server's own catalog, which masking never reflects."""
+
+    catalog_complete: bool = True
+    """Whether the catalog shows every table and column name to any account (a literal mask rule
+    that names none is then a typo: `masking.literals`); MySQL/MariaDB list only granted ones."""
 
     namespace_names: frozenset[str] = frozenset()
     """With one namespace: the qualifiers that name it (SQLite's `main`); a table qualified by any

@@ -32,7 +32,14 @@ from mcpkit.sql.profiles.base import (
 )
 from mcpkit.sql.profiles.digest import catalog_digest
 from mcpkit.sql.profiles.sqlite_heap import release, reserve
-from mcpkit.sql.profiles.sqlite_masks import Withheld, exact_ties, generated_columns, views_over, withheld_for
+from mcpkit.sql.profiles.sqlite_masks import (
+    Withheld,
+    exact_ties,
+    generated_columns,
+    trigger_hints,
+    views_over,
+    withheld_for,
+)
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline, past_deadline
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 from mcpkit.sql.profiles.sqlite_views import view_masks
@@ -193,6 +200,10 @@ class SqliteProfile(Profile):
         """The schema's own text (the authorizer admits no `schema_version` pragma): a new table or
         view, or a swapped file with another schema, differs."""
         return catalog_digest(dbapi, _SCHEMA)
+
+    def trigger_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+        """Triggers on masked tables (`sqlite_masks.trigger_hints`)."""
+        return trigger_hints(conn, masked)
 
     def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
         """Generated columns computed from masked ones (the authorizer sees only the column read),

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from typing import Final
 
 import sqlglot
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from mcpkit.sql.profiles.sqlite_views import view_masks
 
-__all__ = ["Withheld", "exact_ties", "generated_columns", "views_over", "withheld_for"]
+__all__ = ["Withheld", "exact_ties", "generated_columns", "trigger_hints", "views_over", "withheld_for"]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -127,6 +128,29 @@ def generated_columns(conn: Connection, table: str, masked: frozenset[str]) -> f
                 out.add(name)
                 changed = True
     return frozenset(out)
+
+
+_TRIGGERS: Final = (
+    "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = :table COLLATE NOCASE"
+    " ORDER BY name"
+)
+_TIMING: Final = re.compile(r"\b(BEFORE|AFTER|INSTEAD\s+OF)\b", re.IGNORECASE)
+_BODY: Final = re.compile(r"\bBEGIN\b(.*)", re.IGNORECASE | re.DOTALL)
+
+
+def trigger_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+    """One warning per trigger on a table with masked columns (every SQLite trigger is a row
+    trigger; the timing is read from its text, BEFORE when it says none, and its body after BEGIN)."""
+    from mcpkit.sql.profiles.triggers import trigger_hint
+
+    out = []
+    for table in sorted(masked):
+        for name, sql in conn.execute(text(_TRIGGERS), {"table": table}).all():
+            header, body = str(sql or ""), _BODY.search(str(sql or ""))
+            timing = _TIMING.search(header[: body.start()] if body else header)
+            when = " ".join(timing[1].upper().split()) if timing else "BEFORE"
+            out.append(trigger_hint(table, str(name), when, body[1] if body else None))
+    return out
 
 
 def _sqlite_quote(name: str) -> str:

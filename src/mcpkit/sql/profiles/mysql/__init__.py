@@ -31,6 +31,7 @@ from mcpkit.sql.profiles.mysql.masks import (
 )
 from mcpkit.sql.profiles.mysql.session import MysqlSession
 from mcpkit.sql.profiles.mysql.stats import mysql_table_stats
+from mcpkit.sql.profiles.mysql.triggers import trigger_hints
 
 __all__ = ["MysqlProfile", "mysql_cost"]
 
@@ -50,6 +51,7 @@ class MysqlProfile(MysqlSession):
     time_based_uuid = True  # UUID() is version 1
     caseless_columns = True
     system_schemas = frozenset({"information_schema", "mysql", "performance_schema", "sys"})
+    catalog_complete = False  # information_schema lists only what the account holds a privilege on
 
     def name_path(self, conn: Connection) -> tuple[str, ...]:
         """The connection's database (`USE` is refused, so it never changes); none without one."""
@@ -73,6 +75,10 @@ class MysqlProfile(MysqlSession):
     def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
         """Generated columns computed from masked ones (column privileges see only the column named)."""
         return derived_masks(conn, masked)
+
+    def trigger_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+        """Triggers on masked tables (`profiles.mysql.triggers`)."""
+        return trigger_hints(conn, masked)
 
     def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Indexes over masked columns (a PRIMARY KEY orders the rows themselves)."""

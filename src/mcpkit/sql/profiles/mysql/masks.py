@@ -174,11 +174,14 @@ def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
     return out + _merge_masks(conn, masked, out)
 
 
-# MERGE (MRG_MyISAM) tables of the default schema. MariaDB checks only the MERGE table's own
-# privileges, and it maps its columns to each table of its UNION list by position.
+# MERGE (MRG_MyISAM) tables of every database the account sees (red team mask17 F7: one in another
+# database answered the masked column). MariaDB checks only the MERGE table's own privileges, and it
+# maps its columns to each table of its UNION list by position.
 _MERGES = (
-    "SELECT table_name FROM information_schema.TABLES"
-    " WHERE table_schema = DATABASE() AND UPPER(engine) = 'MRG_MYISAM' ORDER BY table_name"
+    "SELECT table_schema, table_name, table_schema = DATABASE() FROM information_schema.TABLES"
+    " WHERE UPPER(engine) = 'MRG_MYISAM'"
+    " AND table_schema NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')"
+    " ORDER BY table_schema, table_name"
 )
 _POSITIONS = (
     "SELECT column_name, ordinal_position FROM information_schema.COLUMNS"
@@ -188,10 +191,10 @@ _UNION: Final = re.compile(r"\bUNION=\(([^)]*)\)\s*$")
 
 
 def _union(conn: Connection, merge: str, database: str) -> list[tuple[str, str]] | None:
-    """`(schema, table)` pairs of a MERGE table's UNION list, case-folded (None: its definition is
-    hidden from the account)."""
+    """`(schema, table)` pairs of the UNION list of MERGE table `merge` of `database` (which its
+    unqualified names mean), case-folded (None: its definition is hidden from the account)."""
     try:
-        create = str(conn.exec_driver_sql(f"SHOW CREATE TABLE {_quote(merge)}").one()[1])
+        create = str(conn.exec_driver_sql(f"SHOW CREATE TABLE {_quote(database)}.{_quote(merge)}").one()[1])
     except DBAPIError:
         return None
     m = _UNION.search(create)
@@ -220,9 +223,10 @@ def _merge_masks(
         spot = ((schema or database).casefold(), table.casefold())
         hidden.setdefault(spot, set()).update(c.casefold() for c in columns)
     out = []
-    for (merge,) in conn.execute(text(_MERGES)).all():
-        own = {int(p): str(n) for n, p in conn.execute(text(_POSITIONS), {"schema": None, "table": merge})}
-        sources = _union(conn, str(merge), database)
+    for home, merge, default in conn.execute(text(_MERGES)).all():
+        place = {"schema": str(home), "table": str(merge)}
+        own = {int(p): str(n) for n, p in conn.execute(text(_POSITIONS), place)}
+        sources = _union(conn, str(merge), str(home))
         found: set[str] = set()
         # hidden (column grants only): any masked table may be in it, so each one's positions count
         for schema, table in list(hidden) if sources is None else sources:
@@ -235,7 +239,9 @@ def _merge_masks(
             why = "a MERGE table over a masked table (columns by position)"
             if sources is None:
                 why = "a MERGE table whose UNION list this account cannot read, at a masked position"
-            out.append(DerivedMask(str(merge), None, str(merge), frozenset(found), why))
+            schema = None if default else str(home)
+            key = str(merge) if default else f"{home}.{merge}"
+            out.append(DerivedMask(key, schema, str(merge), frozenset(found), why))
     return out
 
 
@@ -243,6 +249,31 @@ _INDEXED = """
 SELECT INDEX_NAME, COLUMN_NAME, SEQ_IN_INDEX FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = coalesce(:schema, DATABASE()) AND TABLE_NAME = :table
 """
+
+
+# Partitioning expressions (red team mask17 F3: partitions are scanned in order, so the scan order
+# follows a key over a masked column); MariaDB quotes the columns they read with backquotes.
+_PARTITIONED = """
+SELECT DISTINCT PARTITION_METHOD, PARTITION_EXPRESSION, SUBPARTITION_EXPRESSION
+FROM information_schema.PARTITIONS
+WHERE TABLE_SCHEMA = coalesce(:schema, DATABASE()) AND TABLE_NAME = :table
+  AND PARTITION_EXPRESSION IS NOT NULL
+"""
+
+
+def _partition_hints(
+    conn: Connection, key: str, schema: str | None, table: str, wanted: set[str]
+) -> list[str]:
+    out = []
+    for method, *exprs in conn.execute(text(_PARTITIONED), {"schema": schema, "table": table}).all():
+        text_ = " ".join(str(e) for e in exprs if e is not None)
+        reads = {m[1:-1].replace("``", "`").casefold() for m in re.findall(_NAME, text_)}
+        reads |= {w.casefold() for w in re.findall(r"\w+", text_)}
+        for column in sorted(wanted & reads):
+            out.append(
+                hint(key, column, f"partitioned by {method} ({text_}): partitions are scanned in order")
+            )
+    return out
 
 
 def scan_order_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
@@ -253,6 +284,7 @@ def scan_order_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> 
     for key, columns in sorted(masked.items()):
         schema, table = split_key(key)
         wanted = {c.casefold() for c in columns}
+        out += _partition_hints(conn, key, schema, table, wanted)
         seen: dict[str, list[int]] = {}
         for index, column, seq in conn.execute(text(_INDEXED), {"schema": schema, "table": table}).all():
             seen.setdefault(str(index), []).append(int(seq))

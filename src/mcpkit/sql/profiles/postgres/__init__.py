@@ -41,6 +41,8 @@ from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
+from mcpkit.sql.profiles.postgres.switch import switched_masked_columns
+from mcpkit.sql.profiles.postgres.triggers import trigger_hints
 from mcpkit.sql.profiles.postgres.views import row_filtered_views
 
 if TYPE_CHECKING:
@@ -123,9 +125,11 @@ class PostgresProfile(PostgresSession):
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The masked columns the calls' identity can still read (column privileges must withhold them),
         the views and SECURITY DEFINER functions that read them for it with their owner's rights, and
-        the masked values `pg_attribute` holds (`attmissingval`, readable by every login)."""
+        the masked values `pg_attribute` holds (`attmissingval`, readable by every login); roles one
+        SET ROLE away count (`profiles.postgres.switch`)."""
         return (
             readable_masked_columns(conn, masked)
+            + switched_masked_columns(conn, masked)
             + masked_routes(conn, masked)
             + catalog_value_findings(conn, masked)
         )
@@ -134,6 +138,10 @@ class PostgresProfile(PostgresSession):
         """`VACUUM FULL` of each masked table whose catalog holds a masked value
         (`profiles.postgres.missing`)."""
         return [f"VACUUM FULL {name}" for name, _ in catalog_value_tables(conn, masked)]
+
+    def trigger_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+        """Row triggers on masked tables (`profiles.postgres.triggers`)."""
+        return trigger_hints(conn, masked)
 
     def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Indexes over masked columns, CLUSTER on one, and `pg_stats.correlation` near +-1."""

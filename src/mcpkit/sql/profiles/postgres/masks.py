@@ -3,6 +3,7 @@ read no view, materialized view or SECURITY DEFINER function that reads them wit
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Final
 
@@ -59,6 +60,7 @@ def readable_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str
 # view over such a table whose query holds any whole-row Var counts too. A view reads its relations
 # with its owner's rights unless it is security_invoker, so a readable one hands the column on;
 # invoker views are followed (a definer view over one still reads as its owner) but not reported.
+# Readable counts every role the current one can SET ROLE to (MEMBER: NOINHERIT too; mask17 F6).
 _CLOSURE = """
 WITH RECURSIVE tainted(relid, attnum) AS (
     SELECT t.relid, t.attnum
@@ -73,8 +75,10 @@ WITH RECURSIVE tainted(relid, attnum) AS (
 )
 SELECT DISTINCT c.oid, quote_ident(n.nspname) || '.' || quote_ident(c.relname), lower(c.relname),
        c.relkind,
-       c.relkind IN ('v', 'm') AND has_schema_privilege(n.oid, 'USAGE')
-       AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))
+       c.relkind IN ('v', 'm') AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+           WHERE pg_has_role(current_user, r.oid, 'MEMBER') AND has_schema_privilege(r.oid, n.oid, 'USAGE')
+             AND (has_table_privilege(r.oid, c.oid, 'SELECT')
+                  OR has_any_column_privilege(r.oid, c.oid, 'SELECT')))
        AND NOT (c.relkind = 'v' AND coalesce(c.reloptions, '{}') && ARRAY['security_invoker=true',
             'security_invoker=on', 'security_invoker=1', 'security_invoker=yes'])
 FROM tainted t
@@ -148,7 +152,9 @@ WITH RECURSIVE fn AS (
                     AND d.refclassid = 'pg_catalog.pg_proc'::regclass AND d.refobjid = g.oid)
 )
 SELECT DISTINCT f.signature FROM fn f
-WHERE f.prosecdef AND has_function_privilege(f.oid, 'EXECUTE')
+WHERE f.prosecdef AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                              WHERE pg_has_role(current_user, r.oid, 'MEMBER')
+                                AND has_function_privilege(r.oid, f.oid, 'EXECUTE'))
   AND (f.oid IN (SELECT oid FROM named)
        OR (f.oid IN (SELECT oid FROM reach)
            AND (EXISTS (SELECT 1 FROM unnest(CAST(:masked_relids AS oid[]), CAST(:masked_attnums AS int2[]))
@@ -267,7 +273,8 @@ _TSVECTOR_TRIGGERS: Final = frozenset({"tsvector_update_trigger", "tsvector_upda
 
 
 def _triggers(conn: Connection, relid: int) -> list[tuple[str, bool, list[str]]]:
-    """BEFORE INSERT/UPDATE row triggers: name, whether it is a built-in full-text trigger, arguments."""
+    """BEFORE INSERT/UPDATE row triggers: name, whether it is a built-in full-text trigger, arguments
+    (the others are warned about: `profiles.postgres.triggers`)."""
     out = []
     for name, schema, fn, args, nargs in conn.execute(text(_TRIGGERS), {"relid": relid}).all():
         parts = [a.decode("utf-8", "replace") for a in bytes(args).split(b"\0")[: int(nargs)]]
@@ -287,23 +294,6 @@ def _trigger_copies(conn: Connection, relid: int, masked: set[str]) -> set[str]:
                 copies.add(args[0])
                 grew = True
     return copies
-
-
-def trigger_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
-    """A masked table's other BEFORE INSERT/UPDATE row triggers: what they write is unknown here."""
-    out = []
-    for table in sorted(masked):
-        relid = conn.execute(text(_RESOLVE), {"table": table}).scalar()
-        if relid is None:
-            continue
-        for name, builtin, _ in _triggers(conn, int(relid)):
-            if not builtin:
-                out.append(
-                    f"table {table} has masked columns and BEFORE row trigger {name}, which may copy a "
-                    "masked value into another column: mcpkit cannot tell which; mask the columns it "
-                    "writes too (see docs/masking.md)"
-                )
-    return out
 
 
 def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
@@ -357,13 +347,35 @@ WHERE c.oid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table)) AN
 """
 
 
+# The partition key (red team mask17 F3: Append scans partitions in bound order, so the scan order
+# follows a key over a masked column): its plain columns, and the key's text for expressions.
+_PARTITION_KEY = """
+SELECT pg_catalog.pg_get_partkeydef(p.partrelid),
+       ARRAY(SELECT a.attname FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid = p.partrelid AND a.attnum = ANY(CAST(p.partattrs AS int2[])))
+FROM pg_catalog.pg_partitioned_table p
+WHERE p.partrelid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))
+"""
+
+
+def _partition_hints(conn: Connection, table: str, wanted: set[str]) -> list[str]:
+    out = []
+    for keydef, plain in conn.execute(text(_PARTITION_KEY), {"table": table}).all():
+        pairs = re.findall(r'"((?:[^"]|"")+)"|(\w+)', str(keydef))  # quoted or plain names
+        words = {part.casefold() for pair in pairs for part in pair if part}
+        for column in sorted(wanted & ({str(c).casefold() for c in plain} | words)):
+            out.append(hint(table, column, f"partitioned by {keydef}: partitions are scanned in bound order"))
+    return out
+
+
 def scan_order_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
-    """Indexes over a masked column (key or INCLUDE), CLUSTER on one, and a physical order that
-    follows one (`pg_stats.correlation` near +-1, where the role may read it); and BEFORE row
-    triggers of a masked table that mcpkit cannot tell the copies of."""
-    out = index_hints(conn, masked) + trigger_hints(conn, masked)
+    """Indexes over a masked column (key or INCLUDE), CLUSTER on one, a partition key over one (any
+    level: partitions and parents of a masked table are masked too), and a physical order that
+    follows one (`pg_stats.correlation` near +-1, where the role may read it)."""
+    out = index_hints(conn, masked)
     for table, columns in sorted(masked.items()):
         wanted = {c.casefold() for c in columns}
+        out += _partition_hints(conn, table, wanted)
         for index, column in conn.execute(text(_CLUSTERED), {"table": table}).all():
             if str(column).casefold() in wanted:
                 out.append(hint(table, str(column), f"table clustered on index {index}"))

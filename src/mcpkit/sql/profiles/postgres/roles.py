@@ -10,6 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import quote_role
+from mcpkit.sql.profiles.postgres.switch import switched_reads
 
 __all__ = ["login_problems", "shared_login_problems"]
 
@@ -59,6 +60,13 @@ def login_problems(
         problems.append(
             f"role map: the login of {role} can switch to {reach[0]}, another principal's "
             f"role: REVOKE {quote_role(reach[0])} FROM {quote_role(user)}"
+        )
+    switched = switched_reads(conn)
+    if switched:  # red team mask17 F6: another tenant's table one SET ROLE away
+        group, via, table = switched
+        problems.append(
+            f"role map: the login of {role} can SET ROLE to {group} (a member of it, INHERIT or not),"
+            f" which reads {table} that the login itself cannot: REVOKE {via} FROM {quote_role(user)}"
         )
     if member:
         problems.append(

@@ -1,0 +1,84 @@
+"""PostgreSQL roles one `SET ROLE` away: the roles the current role is a member of without inheriting
+their rights (NOINHERIT, directly or on the way). `has_column_privilege` on the login counts only
+what it inherits, yet `SET ROLE` (or `set_config('role', ...)`) takes such a role's rights on; only
+admission's refusal of those stands between (red team mask17 F6). So the checks count them too."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from mcpkit.sql.profiles.base import Finding
+
+__all__ = ["switched_masked_columns", "switched_reads"]
+
+# PostgreSQL 15: MEMBER is every role SET ROLE reaches, USAGE those whose rights are inherited; a
+# role reached by USAGE is already counted by the privilege functions on the current role.
+_REACHED: Final = (
+    "r.rolname <> current_user AND pg_has_role(current_user, r.oid, 'MEMBER')"
+    " AND NOT pg_has_role(current_user, r.oid, 'USAGE')"
+)
+# The current role's direct membership that leads to r (what to revoke).
+_VIA: Final = """coalesce((SELECT quote_ident(g.rolname) FROM pg_catalog.pg_auth_members m
+    JOIN pg_catalog.pg_roles g ON g.oid = m.roleid
+    WHERE m.member = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = current_user)
+      AND pg_has_role(g.oid, r.oid, 'MEMBER') ORDER BY g.oid = r.oid DESC LIMIT 1), quote_ident(r.rolname))"""
+_MASKED: Final = f"""
+SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), quote_ident(r.rolname), {_VIA},
+       quote_ident(current_user), array_agg(a.attname ORDER BY a.attnum)
+FROM pg_catalog.pg_roles r
+CROSS JOIN pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.oid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table)) AND a.attname = ANY(:masked)
+  AND {_REACHED} AND has_column_privilege(r.oid, c.oid, a.attnum, 'SELECT')
+GROUP BY n.nspname, c.relname, r.rolname, r.oid
+ORDER BY 2
+"""
+
+
+def switched_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
+    """One finding per table and role one SET ROLE away that reads a masked column of it, with the
+    REVOKE of the membership that leads there."""
+    findings = []
+    for table, columns in sorted(masked.items()):
+        rows = conn.execute(text(_MASKED), {"table": table, "masked": sorted(columns)}).all()
+        for name, role, via, user, readable in rows:
+            findings.append(
+                Finding(
+                    "masked-column-readable",
+                    f"can read masked column(s) {', '.join(readable)} of {name} after SET ROLE {role}"
+                    " (a member of it: SET ROLE takes its rights on, INHERIT or not)",
+                    f"REVOKE {via} FROM {user}; or REVOKE SELECT ON {name} FROM {role} and grant it the"
+                    " other columns only",
+                )
+            )
+    return findings
+
+
+# A relation some role one SET ROLE away reads (a column of it, or all) that the current role cannot.
+_READS: Final = f"""
+SELECT r.rolname, {_VIA}, n.nspname || '.' || c.relname
+FROM pg_catalog.pg_roles r
+CROSS JOIN pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE {_REACHED}
+  AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname NOT LIKE 'pg_toast%' AND has_schema_privilege(r.oid, n.oid, 'USAGE')
+  AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+              WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+                AND has_column_privilege(r.oid, c.oid, a.attnum, 'SELECT')
+                AND NOT (has_schema_privilege(n.oid, 'USAGE')
+                         AND has_column_privilege(c.oid, a.attnum, 'SELECT')))
+ORDER BY 1, 3 LIMIT 1
+"""
+
+
+def switched_reads(conn: Connection) -> tuple[str, str, str] | None:
+    """A role one SET ROLE away that reads a relation the current role cannot: (role, the
+    membership to revoke, the relation), or None."""
+    row = conn.execute(text(_READS)).first()
+    return None if row is None else (str(row[0]), str(row[1]), str(row[2]))

@@ -1,0 +1,40 @@
+"""PostgreSQL row triggers on tables with masked columns (`profiles.triggers` words the warning)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from mcpkit.sql.profiles.triggers import trigger_hint
+
+__all__ = ["trigger_hints"]
+
+# Row triggers (tgtype bit 1), any timing (bit 2 BEFORE, bit 64 INSTEAD OF, else AFTER), with the
+# function's source where it is text (not C or internal). The built-in full-text triggers are left
+# out: what they write is derived and masked (`masks._trigger_copies`).
+_ROW_TRIGGERS: Final = """
+SELECT t.tgname,
+       CASE WHEN t.tgtype & 2 = 2 THEN 'BEFORE' WHEN t.tgtype & 64 = 64 THEN 'INSTEAD OF' ELSE 'AFTER' END,
+       CASE WHEN l.lanname NOT IN ('c', 'internal') THEN p.prosrc END
+FROM pg_catalog.pg_trigger t
+JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+WHERE t.tgrelid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))
+  AND NOT t.tgisinternal AND t.tgtype & 1 = 1
+  AND NOT (n.nspname = 'pg_catalog'
+           AND p.proname IN ('tsvector_update_trigger', 'tsvector_update_trigger_column'))
+ORDER BY t.tgname
+"""
+
+
+def trigger_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+    """One warning per row trigger, BEFORE, AFTER or INSTEAD OF, on a table with masked columns."""
+    out = []
+    for table in sorted(masked):
+        for name, timing, body in conn.execute(text(_ROW_TRIGGERS), {"table": table}).all():
+            out.append(trigger_hint(table, str(name), str(timing), None if body is None else str(body)))
+    return out
