@@ -26,7 +26,7 @@ from mcpkit.sql.admission.function_tables import GrowthBound, SearchBounds
 from mcpkit.sql.admission.operands import arguments, plainly_scalar, static_length
 from mcpkit.sql.errors import refuse
 
-__all__ = ["answer_bound", "answer_roots", "hold", "wrap"]
+__all__ = ["HOLD", "answer_bound", "answer_roots", "hold", "wrap"]
 
 _LINKS = (exp.DPipe, exp.Concat, exp.ConcatWs, exp.ArrayConcat, exp.ArrayAppend, exp.ArrayPrepend)
 
@@ -114,7 +114,8 @@ def answer_bound(bounds: SearchBounds) -> GrowthBound:
     return _AnswerBound("", lambda call: _answer_size(call, bounds), bounds.chain_budget or 0)
 
 
-_HOLD: Final = "mcpkit_once"
+HOLD: Final = "mcpkit_once"
+"""The alias of the one-row derived table a guard computes its operands in, once."""
 # Set-returning calls: in a scalar subquery they would answer several rows
 _SETS: Final = frozenset(
     {"unnest", "generate_series", "generate_subscripts", "regexp_matches", "regexp_split_to_table"}
@@ -172,7 +173,7 @@ def hold(call: exp.Expr, bound: object, bounds: SearchBounds) -> list[exp.Expr]:
         key = value.sql()
         if key not in held:
             held[key] = exp.alias_(value.copy(), f"mcpkit_v{len(held)}")
-        value.replace(exp.column(held[key].alias, _HOLD))
+        value.replace(exp.column(held[key].alias, HOLD))
     return list(held.values())
 
 
@@ -182,5 +183,5 @@ def wrap(guard: exp.Expr, held: list[exp.Expr]) -> exp.Expr:
         return guard
     # OFFSET 0: else the planner pulls the subquery up and writes the operand back at each use
     once = exp.select(*held).offset(0)
-    source = exp.Subquery(this=once, alias=exp.TableAlias(this=exp.to_identifier(_HOLD)))
+    source = exp.Subquery(this=once, alias=exp.TableAlias(this=exp.to_identifier(HOLD)))
     return exp.Subquery(this=exp.select(guard).from_(source))

@@ -23,6 +23,7 @@ from typing import Final
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
+from mcpkit.sql.admission.built_values import HOLD
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.masking.taint import refuse_mask
 from mcpkit.sql.masking.ties import (
@@ -131,6 +132,21 @@ _NOT_SCALAR: Final = (
 )
 
 
+def _held(node: exp.Expr) -> bool:
+    """One of the blocks a guard computes its operands in (`admission.built_values.HOLD`): a row
+    of expressions with no FROM (`OFFSET 0` keeps the planner from copying them back), and the
+    scalar subquery that reads it. One row each: there is no order to pin, and ordering by its
+    values fails for a type without one (json)."""
+    if not isinstance(node, exp.Select):
+        return False
+    parent = node.parent
+    if isinstance(parent, exp.Subquery) and parent.alias == HOLD and node.args.get("from") is None:
+        return True
+    source = node.args.get("from")
+    held = source.this if isinstance(source, exp.From) else None
+    return isinstance(held, exp.Subquery) and held.alias == HOLD and not node.args.get("joins")
+
+
 def _scalar(node: exp.Expr) -> bool:
     """A block that is the value of a scalar subquery: SQLite answers its first row."""
     parent = node.parent
@@ -186,6 +202,8 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str) -> bool:
                 pinned = True
             continue
         if not isinstance(node, exp.Select | exp.SetOperation):
+            continue
+        if _held(node):
             continue
         order = node.args.get("order")
         limited = node.args.get("limit") is not None or node.args.get("offset") is not None
