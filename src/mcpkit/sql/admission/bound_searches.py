@@ -51,6 +51,7 @@ from mcpkit.sql.admission.operands import (
 )
 from mcpkit.sql.admission.operators import bound_of, spread_quantified
 from mcpkit.sql.admission.regex_bounds import limit_matches, regex_cost
+from mcpkit.sql.admission.stored_column import stored_column
 from mcpkit.sql.errors import refuse
 
 __all__ = ["MAX_BOUNDED", "MAX_PATTERNS", "SHORT_LITERAL", "bound_searches"]
@@ -63,6 +64,7 @@ MAX_BOUNDED: Final = 64
 interrupt checks, so this caps how long a row can run past the deadline."""
 SHORT_LITERAL: Final = 64
 """A literal needle up to this many bytes costs at most that many passes over the haystack."""
+_NOT_FOLDED: Final = (exp.Query, exp.AggFunc, exp.Window)
 _MAX_COPIED: Final = 4_000  # syntax nodes the guards may copy (nested searches copy the inner guards)
 
 
@@ -367,14 +369,19 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
 
 
 def _unfoldable(call: exp.Expr, bound: SizeBound | _CastBound) -> None:
-    """Each operand of `call` that reads no column becomes a scalar subquery. PostgreSQL evaluates
+    """Each operand of `call` that may be a constant becomes a scalar subquery. PostgreSQL evaluates
     an immutable call over constants while planning, before the guard runs, and a guard testing an
     operand's run-time type (`pg_typeof`, stable) is not folded first: `CAST(repeat('x', 5e7) AS
-    int)` failed with its whole input in the error, guard or not. A subquery is not folded."""
+    int)` failed with its whole input in the error, guard or not. A subquery is not folded. A
+    column of a CTE or derived table may be a constant once PostgreSQL merges it (red team pg17
+    F3); an aggregate or window function is never folded, and would change meaning in a subquery."""
     keys = (bound.key,) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
     for key in keys:
         value = operand(call, key)
-        if value is None or static_length(value) is not None or any(value.find_all(exp.Column, exp.Select)):
+        if value is None or static_length(value) is not None or any(value.find_all(*_NOT_FOLDED)):
+            continue
+        columns = list(value.find_all(exp.Column))
+        if columns and all(stored_column(c) for c in columns):
             continue
         placeholder = exp.Null()
         value.replace(placeholder)
