@@ -37,6 +37,10 @@ LARGE = {
     # a column of a CTE or derived table is computed text, not a stored column
     "int of a CTE column": "WITH c AS (SELECT repeat('x', 5000000) AS v) SELECT v::int AS n FROM c",
     "int of a derived column": "SELECT v::int AS n FROM (SELECT repeat('x', 5000000) AS v) AS d",
+    "int of a grouped CTE column": "WITH c AS (SELECT repeat('x', 5000000) AS v)"
+    " SELECT v::int AS n FROM c GROUP BY v",
+    "int of a CTE expression grouped": "WITH c AS (SELECT repeat('x', 5000000) AS v)"
+    " SELECT (v || '')::int AS n FROM c GROUP BY v || ''",
 }
 
 
@@ -147,3 +151,15 @@ def test_postgres_a_guarded_cast_of_an_aggregate_or_window_keeps_its_meaning(ser
     sql = "SELECT (row_number() OVER (ORDER BY x))::text::int AS r FROM (VALUES (1), (2), (3)) AS v(x)"
     result, _ = service.query(sql, call_id="window")
     assert result.rows == [[1], [2], [3]]
+
+
+@pytest.mark.postgres
+def test_postgres_a_cast_of_a_grouped_cte_expression_still_answers(service: SqlService) -> None:
+    # the guarded operand may not become a subquery reading `code`, which is grouped only within it
+    sql = (
+        "WITH x AS (SELECT 'a' || (g % 3) AS code FROM generate_series(1, 9) g)"
+        " SELECT substr(code, 2, 1)::int AS d, count(*) AS n FROM x GROUP BY substr(code, 2, 1) ORDER BY 1"
+    )
+    assert MARKER in admit(sql, "postgres").sql
+    result, _ = service.query(sql, call_id="grouped")
+    assert result.rows == [[0, 3], [1, 3], [2, 3]]

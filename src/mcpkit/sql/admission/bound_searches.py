@@ -385,4 +385,20 @@ def _unfoldable(call: exp.Expr, bound: SizeBound | _CastBound) -> None:
             continue
         placeholder = exp.Null()
         value.replace(placeholder)
-        placeholder.replace(exp.Subquery(this=exp.select(value)))
+        if _groupable(placeholder, columns):
+            placeholder.replace(exp.Subquery(this=exp.select(value)))
+        else:  # a subquery may not read a column grouped only within an expression: a stable test
+            stable = exp.Is(this=exp.Anonymous(this="now"), expression=exp.Null())
+            placeholder.replace(exp.Case(ifs=[exp.If(this=stable, true=exp.Null())], default=value))
+
+
+def _groupable(node: exp.Expr, columns: list[exp.Column]) -> bool:
+    """Whether a subquery at `node` may read `columns`: its SELECT is not grouped, or groups by each."""
+    select = node.find_ancestor(exp.Select)
+    group = select.args.get("group") if select is not None else None
+    if not isinstance(group, exp.Group):
+        return True
+    grouped = {
+        (c.table.casefold(), c.name.casefold()) for c in group.expressions if isinstance(c, exp.Column)
+    }
+    return all((c.table.casefold(), c.name.casefold()) in grouped for c in columns)
