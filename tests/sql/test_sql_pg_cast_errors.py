@@ -163,3 +163,21 @@ def test_postgres_a_cast_of_a_grouped_cte_expression_still_answers(service: SqlS
     assert MARKER in admit(sql, "postgres").sql
     result, _ = service.query(sql, call_id="grouped")
     assert result.rows == [[0, 3], [1, 3], [2, 3]]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT (repeat('x', 50000000))::int AS n",
+        "WITH c AS (SELECT repeat('x', 50000000) AS v) SELECT v::int AS n FROM c",
+    ],
+)
+def test_postgres_a_guarded_cast_computes_its_operand_once(sql: str, service: SqlService) -> None:
+    # the guard tested the operand's type and size on copies of it: a 50 MB text was computed five
+    # times or more (twice as many with planning), 4-6 s to refuse; once, about 0.7 s
+    started = time.monotonic()
+    with pytest.raises(QueryFailed) as info:
+        service.query(sql, call_id="once")
+    assert info.value.kind == "resource", info.value.message
+    assert time.monotonic() - started < 3.0

@@ -51,7 +51,7 @@ from mcpkit.sql.admission.operands import (
 )
 from mcpkit.sql.admission.operators import bound_of, spread_quantified
 from mcpkit.sql.admission.regex_bounds import limit_matches, regex_cost
-from mcpkit.sql.admission.stored_column import stored_column
+from mcpkit.sql.admission.unfoldable import evaluated_once, unfoldable
 from mcpkit.sql.errors import refuse
 
 __all__ = ["MAX_BOUNDED", "MAX_PATTERNS", "SHORT_LITERAL", "bound_searches"]
@@ -64,7 +64,6 @@ MAX_BOUNDED: Final = 64
 interrupt checks, so this caps how long a row can run past the deadline."""
 SHORT_LITERAL: Final = 64
 """A literal needle up to this many bytes costs at most that many passes over the haystack."""
-_NOT_FOLDED: Final = (exp.Query, exp.AggFunc, exp.Window)
 _MAX_COPIED: Final = 4_000  # syntax nodes the guards may copy (nested searches copy the inner guards)
 
 
@@ -338,6 +337,8 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                     f"The query has more than {MAX_PATTERNS} regular expressions with quantifiers or"
                     " classes; split it into smaller queries.",
                 )
+        cast = target.bound if isinstance(target.bound, _CastBound) and bounds.folds_constants else None
+        source = evaluated_once(target.call, cast.key) if cast is not None else None
         cond = _cost(target, builder)
         if isinstance(target.bound, SizeBound) and target.bound.pattern:
             limit_matches(target.call, target.bound, bounds, builder.length)
@@ -360,45 +361,11 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                 placeholder.replace(_guarded(hay, cond, bounds, marker))
             continue
         typed = isinstance(bound, _CastBound) or (isinstance(bound, SizeBound) and bound.typed)
-        if bounds.folds_constants and typed and not isinstance(bound, GrowthBound):
-            _unfoldable(target.call, bound)
+        if bounds.folds_constants and typed and not isinstance(bound, GrowthBound) and source is None:
+            keys = (bound.key,) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
+            unfoldable(target.call, keys)
         placeholder = exp.Null()
         target.node.replace(placeholder)
-        placeholder.replace(_guarded(target.node, cond, bounds, marker))
+        guard = _guarded(target.node, cond, bounds, marker)
+        placeholder.replace(guard if source is None else exp.Subquery(this=exp.select(guard).from_(source)))
     return tree
-
-
-def _unfoldable(call: exp.Expr, bound: SizeBound | _CastBound) -> None:
-    """Each operand of `call` that may be a constant becomes a scalar subquery. PostgreSQL evaluates
-    an immutable call over constants while planning, before the guard runs, and a guard testing an
-    operand's run-time type (`pg_typeof`, stable) is not folded first: `CAST(repeat('x', 5e7) AS
-    int)` failed with its whole input in the error, guard or not. A subquery is not folded. A
-    column of a CTE or derived table may be a constant once PostgreSQL merges it (red team pg17
-    F3); an aggregate or window function is never folded, and would change meaning in a subquery."""
-    keys = (bound.key,) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
-    for key in keys:
-        value = operand(call, key)
-        if value is None or static_length(value) is not None or any(value.find_all(*_NOT_FOLDED)):
-            continue
-        columns = list(value.find_all(exp.Column))
-        if columns and all(stored_column(c) for c in columns):
-            continue
-        placeholder = exp.Null()
-        value.replace(placeholder)
-        if _groupable(placeholder, columns):
-            placeholder.replace(exp.Subquery(this=exp.select(value)))
-        else:  # a subquery may not read a column grouped only within an expression: a stable test
-            stable = exp.Is(this=exp.Anonymous(this="now"), expression=exp.Null())
-            placeholder.replace(exp.Case(ifs=[exp.If(this=stable, true=exp.Null())], default=value))
-
-
-def _groupable(node: exp.Expr, columns: list[exp.Column]) -> bool:
-    """Whether a subquery at `node` may read `columns`: its SELECT is not grouped, or groups by each."""
-    select = node.find_ancestor(exp.Select)
-    group = select.args.get("group") if select is not None else None
-    if not isinstance(group, exp.Group):
-        return True
-    grouped = {
-        (c.table.casefold(), c.name.casefold()) for c in group.expressions if isinstance(c, exp.Column)
-    }
-    return all((c.table.casefold(), c.name.casefold()) in grouped for c in columns)
