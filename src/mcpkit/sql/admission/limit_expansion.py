@@ -10,7 +10,11 @@ SQLite merge a CTE or derived table into the query that reads it, so a column re
 a tree, 2^levels times, while the statement is optimised, where no KILL or timeout reaches it
 (red team rt16 F1, F3: 25 short SELECTs ran minutes past a 2 s call). So a query is also refused
 when its expressions, with each column of a CTE or derived table replaced by the expression it
-stands for, exceed `MAX_EXPANDED_NODES`. Nothing an analyst writes comes near either bound.
+stands for, exceed `MAX_EXPANDED_NODES`, each operand the engine itself copies counted per copy:
+PostgreSQL's parser turns `a BETWEEN SYMMETRIC b AND c` into four copies of `a`, and `a IN (...)`
+into one per item that reads a column, so eleven nested levels (700 bytes) took a backend to
+10.8 GB, deaf to the timeout and the cancel (red team pg17 F6; weights per engine:
+`function_tables.tables.EXPRESSION_COPIES`). Nothing an analyst writes comes near either bound.
 """
 
 from __future__ import annotations
@@ -262,7 +266,8 @@ def _defining(table: exp.Table) -> exp.CTE | None:
 
 
 def limit_expansion(tree: exp.Expr, dialect: str, catalog: object = None) -> exp.Expr:
-    """Refuse a query whose CTE references expand to more than `MAX_EXPANDED_SELECTS` SELECTs.
+    """Refuse a query whose CTE references expand to more than `MAX_EXPANDED_SELECTS` SELECTs, or
+    whose expressions, merged and copied as the engine does, to more than `MAX_EXPANDED_NODES`.
 
     >>> import sqlglot
     >>> sql = "WITH a AS (SELECT 1 AS x), b AS (SELECT p.x FROM a p, a q) SELECT * FROM b, b AS c"
