@@ -44,10 +44,10 @@ from mcpkit.sql.admission.operands import (
     refuse_qualified_bounded,
     static_chars,
     static_length,
-    unfold_operands,
 )
 from mcpkit.sql.admission.operators import bound_of, spread_quantified
 from mcpkit.sql.admission.regex_bounds import limit_matches, regex_cost
+from mcpkit.sql.admission.unfoldable import evaluated_once, unfoldable
 from mcpkit.sql.errors import refuse
 
 __all__ = ["MAX_BOUNDED", "MAX_PATTERNS", "SHORT_LITERAL", "bound_searches"]
@@ -359,6 +359,8 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                     f"The query has more than {MAX_PATTERNS} regular expressions with quantifiers or"
                     " classes; split it into smaller queries.",
                 )
+        cast = target.bound if isinstance(target.bound, _CastBound) and bounds.folds_constants else None
+        source = evaluated_once(target.call, cast.key) if cast is not None else None
         cond = _cost(target, builder)
         if isinstance(target.bound, SizeBound) and target.bound.pattern:
             limit_matches(target.call, target.bound, bounds, builder.length)
@@ -377,10 +379,8 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                 " computed values, each bounded at run time; split it into smaller queries.",
             )
         bound = target.bound
-        if isinstance(bound, GrowthBound):
-            marker = bound.marker
-        else:
-            marker = SIZE_BOUND_MARKER if isinstance(bound, _ChainBound) else SEARCH_BOUND_MARKER
+        marker = SIZE_BOUND_MARKER if isinstance(bound, _ChainBound) else SEARCH_BOUND_MARKER
+        marker = bound.marker if isinstance(bound, GrowthBound) else marker
         if isinstance(bound, SizeBound | GrowthBound) and bound.wrap_argument:
             hay = operand(target.call, bound.argument if isinstance(bound, GrowthBound) else bound.haystack)
             if hay is not None:
@@ -389,10 +389,11 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                 placeholder.replace(_guarded(hay, cond, bounds, marker))
             continue
         typed = isinstance(bound, _CastBound) or (isinstance(bound, SizeBound) and bound.typed)
-        if bounds.folds_constants and typed and isinstance(bound, SizeBound | _CastBound):
+        if bounds.folds_constants and typed and isinstance(bound, SizeBound | _CastBound) and source is None:
             keys = (bound.key,) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
-            unfold_operands(target.call, keys)
+            unfoldable(target.call, keys)
         placeholder = exp.Null()
         target.node.replace(placeholder)
-        placeholder.replace(wrap(_guarded(target.node, cond, bounds, marker), held))
+        guard = wrap(_guarded(target.node, cond, bounds, marker), held)
+        placeholder.replace(guard if source is None else exp.Subquery(this=exp.select(guard).from_(source)))
     return tree

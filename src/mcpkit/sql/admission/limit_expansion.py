@@ -10,7 +10,11 @@ SQLite merge a CTE or derived table into the query that reads it, so a column re
 a tree, 2^levels times, while the statement is optimised, where no KILL or timeout reaches it
 (red team rt16 F1, F3: 25 short SELECTs ran minutes past a 2 s call). So a query is also refused
 when its expressions, with each column of a CTE or derived table replaced by the expression it
-stands for, exceed `MAX_EXPANDED_NODES`. Nothing an analyst writes comes near either bound.
+stands for, exceed `MAX_EXPANDED_NODES`, each operand the engine itself copies counted per copy:
+PostgreSQL's parser turns `a BETWEEN SYMMETRIC b AND c` into four copies of `a`, and `a IN (...)`
+into one per item that reads a column, so eleven nested levels (700 bytes) took a backend to
+10.8 GB, deaf to the timeout and the cancel (red team pg17 F6; weights per engine:
+`function_tables.tables.EXPRESSION_COPIES`). Nothing an analyst writes comes near either bound.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, ScopeType, build_scope
 
+from mcpkit.sql.admission.function_tables.tables import EXPRESSION_COPIES
 from mcpkit.sql.errors import refuse
 
 __all__ = [
@@ -54,6 +59,9 @@ class ViewCatalog(Protocol):
         ...
 
 
+_Copies = Callable[[exp.Expr], Mapping[str, int]]
+
+
 class _Columns:
     """The size of a scope's expressions with each column of a CTE, derived table or LATERAL
     subquery they read replaced by the expression it stands for (memoised per scope and column).
@@ -64,26 +72,33 @@ class _Columns:
     `LATERAL (SELECT a.x + a.x AS x)` built a 2^25 tree, 3.5 GB). A subquery inside an expression
     counts there too, since merging copies it along."""
 
-    def __init__(self, root: Scope, views: Mapping[RelationRef, int]) -> None:
+    def __init__(self, root: Scope | None, views: Mapping[RelationRef, int], copies: _Copies) -> None:
         self.sizes: dict[tuple[int, str], int] = {}
-        self.scopes = {id(s.expression): s for s in root.traverse()}
+        self.copies = copies  # the engine's own copies of an operand (PostgreSQL's BETWEEN, IN)
+        # without scopes (a shape scoping cannot read), every node counts once where it is written
+        self.scopes = {id(s.expression): s for s in root.traverse()} if root is not None else None
         self.views = views  # a view's column stands for its largest expression, as PostgreSQL merges it
 
-    def size(self, scope: Scope, node: exp.Expr) -> int:
+    def size(self, scope: Scope | None, node: exp.Expr) -> int:
         total = 0
-        for each in node.walk(prune=lambda n: n is not node and isinstance(n, _NESTED)):
-            if isinstance(each, _NESTED) and each is not node:
-                total += self._nested(each)
-            else:
-                total += self._column(scope, each) if isinstance(each, exp.Column) else 1
-            if total > MAX_EXPANDED_NODES:
-                break
+        stack: list[tuple[exp.Expr, int]] = [(node, 1)]  # each node with how many copies the engine makes
+        while stack and total <= MAX_EXPANDED_NODES:
+            each, weight = stack.pop()
+            if isinstance(each, _NESTED) and each is not node and self.scopes is not None:
+                total += weight * self._nested(each)
+                continue
+            column = self._column(scope, each) if isinstance(each, exp.Column) and scope is not None else 1
+            total += weight * column
+            copied = self.copies(each)
+            stack.extend(
+                (child, weight * copied.get(child.arg_key or "", 1)) for child in each.iter_expressions()
+            )
         return total
 
     def _nested(self, node: exp.Expr) -> int:
         """A subquery inside an expression (not a source of the FROM): its whole size."""
         inner = node.this if isinstance(node, exp.Subquery) else node
-        scope = self.scopes.get(id(inner))
+        scope = self.scopes.get(id(inner)) if self.scopes is not None else None
         if scope is None or scope.scope_type not in (ScopeType.SUBQUERY, ScopeType.SET_OPERATION):
             return 0
         return self._memo((id(inner), ""), lambda: self.size(scope, inner))
@@ -128,6 +143,10 @@ class _Columns:
 _NESTED: Final = (exp.Query, exp.Subquery, exp.Lateral)
 
 
+def _no_copies(node: exp.Expr) -> Mapping[str, int]:
+    return {}
+
+
 def _producers(scope: Scope, name: str, renamed: list[str]) -> list[tuple[Scope, exp.Expr]]:
     """The expressions (with the scope they are read in) that output column `name` of `scope`;
     `renamed` is the column list an alias gives the source (`AS d(x, y)`), matched by position."""
@@ -162,25 +181,25 @@ def _ref(table: exp.Table) -> RelationRef:
     return (table.db.casefold() or None, table.name.casefold())
 
 
-def _scoped(tree: exp.Expr, catalog: ViewCatalog | None) -> tuple[Scope, _Columns] | None:
+def _scoped(tree: exp.Expr, catalog: ViewCatalog | None, dialect: str) -> tuple[Scope | None, _Columns]:
+    copies = EXPRESSION_COPIES.get(dialect, _no_copies)
     try:
         root = build_scope(tree)
-    except (SqlglotError, KeyError, ValueError):  # a shape scoping cannot read: the parser's bounds hold
-        return None
+    except (SqlglotError, KeyError, ValueError):  # a shape scoping cannot read: counted as written
+        root = None
     if root is None:
-        return None
+        return None, _Columns(None, {}, copies)
     tables = {
         _ref(t) for s in root.traverse() for _, t in s.selected_sources.values() if isinstance(t, exp.Table)
     }
     views = catalog.view_nodes(tables) if catalog is not None and tables else {}
-    return root, _Columns(root, views)
+    return root, _Columns(root, views, copies)
 
 
-def _expanded_nodes(tree: exp.Expr, catalog: ViewCatalog | None = None) -> int:
-    scoped = _scoped(tree, catalog)
-    if scoped is None:
-        return 0
-    root, columns = scoped
+def _expanded_nodes(tree: exp.Expr, dialect: str, catalog: ViewCatalog | None = None) -> int:
+    root, columns = _scoped(tree, catalog, dialect)
+    if root is None:
+        return columns.size(None, tree)
     return max((columns.size(scope, scope.expression) for scope in root.traverse()), default=0)
 
 
@@ -191,10 +210,9 @@ def output_nodes(sql: str, dialect: str, catalog: ViewCatalog | None) -> int:
         tree = sqlglot.parse_one(sql, read=dialect)
     except SqlglotError:
         return 1
-    scoped = _scoped(tree, catalog)
-    if scoped is None:
-        return 1
-    root, columns = scoped
+    root, columns = _scoped(tree, catalog, dialect)
+    if root is None:
+        return max(1, columns.size(None, tree))
     branches = [s for s in root.traverse() if s is root or s.scope_type == ScopeType.SET_OPERATION]
     selects = [(s, p.unalias()) for s in branches for p in getattr(s.expression, "selects", [])]
     return max([1, *(columns.size(s, p) for s, p in selects if isinstance(s.expression, exp.Select))])
@@ -248,7 +266,8 @@ def _defining(table: exp.Table) -> exp.CTE | None:
 
 
 def limit_expansion(tree: exp.Expr, dialect: str, catalog: object = None) -> exp.Expr:
-    """Refuse a query whose CTE references expand to more than `MAX_EXPANDED_SELECTS` SELECTs.
+    """Refuse a query whose CTE references expand to more than `MAX_EXPANDED_SELECTS` SELECTs, or
+    whose expressions, merged and copied as the engine does, to more than `MAX_EXPANDED_NODES`.
 
     >>> import sqlglot
     >>> sql = "WITH a AS (SELECT 1 AS x), b AS (SELECT p.x FROM a p, a q) SELECT * FROM b, b AS c"
@@ -267,14 +286,14 @@ def limit_expansion(tree: exp.Expr, dialect: str, catalog: object = None) -> exp
     Raises:
         Refused: reason `too_complex`.
     """
-    if not any(True for _ in tree.find_all(exp.CTE, exp.Subquery)):
-        return tree
-    if _expanded_nodes(tree, catalog if isinstance(catalog, ViewCatalog) else None) > MAX_EXPANDED_NODES:
+    views = catalog if isinstance(catalog, ViewCatalog) else None
+    if _expanded_nodes(tree, dialect, views) > MAX_EXPANDED_NODES:
         refuse(
             "too_complex",
             "The query's expressions grow past what can be evaluated safely once each CTE or derived"
-            " table column is replaced by the expression it stands for (a column read twice per level"
-            " doubles per level); compute it in fewer steps, or split the query.",
+            " table column is replaced by the expression it stands for and each operand the database"
+            " copies (BETWEEN, IN) is counted per copy (a column read twice per level doubles per"
+            " level); compute it in fewer steps, or split the query.",
         )
     if any(True for _ in tree.find_all(exp.CTE)) and _Expansion().size(tree) > MAX_EXPANDED_SELECTS:
         refuse(

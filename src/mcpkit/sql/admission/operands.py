@@ -4,7 +4,6 @@ hide their operands from a bound."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Final
 
 import sqlglot
@@ -27,7 +26,6 @@ __all__ = [
     "refuse_qualified_bounded",
     "static_chars",
     "static_length",
-    "unfold_operands",
 ]
 
 
@@ -169,20 +167,3 @@ def refuse_qualified_bounded(call: FunctionCall, bounds: SearchBounds, dialect: 
             f"Call {call.name}() without its {call.schema}. prefix, so that the size of its operands can be"
             " bounded.",
         )
-
-
-def unfold_operands(call: exp.Expr, keys: Iterable[str]) -> None:
-    """Each operand of `call` (by `keys`) that reads no column becomes a scalar subquery.
-
-    PostgreSQL evaluates an immutable call over constants while planning, before the guard runs,
-    and a guard testing an operand's run-time type (`pg_typeof`, stable) is not folded first:
-    `CAST(repeat('x', 5e7) AS int)` failed with its whole input in the error, guard or not. A
-    subquery is not folded."""
-    for key in keys:
-        value = operand(call, key)
-        held = (exp.Column, exp.Select, exp.AggFunc, exp.Window)  # an aggregate's value is its query's
-        if value is None or static_length(value) is not None or any(value.find_all(*held)):
-            continue
-        placeholder = exp.Null()
-        value.replace(placeholder)
-        placeholder.replace(exp.Subquery(this=exp.select(value)))

@@ -24,6 +24,7 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
 from mcpkit.sql.admission.built_values import HOLD
+from mcpkit.sql.admission.unfoldable import OPERAND_SOURCE
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.masking.taint import refuse_mask
 from mcpkit.sql.masking.ties import (
@@ -133,18 +134,20 @@ _NOT_SCALAR: Final = (
 
 
 def _held(node: exp.Expr) -> bool:
-    """One of the blocks a guard computes its operands in (`admission.built_values.HOLD`): a row
+    """One of the blocks a guard computes its operands in (`built_values.HOLD`, a cast's
+    `unfoldable.OPERAND_SOURCE`): a row
     of expressions with no FROM (`OFFSET 0` keeps the planner from copying them back), and the
     scalar subquery that reads it. One row each: there is no order to pin, and ordering by its
     values fails for a type without one (json)."""
     if not isinstance(node, exp.Select):
         return False
     parent = node.parent
-    if isinstance(parent, exp.Subquery) and parent.alias == HOLD and node.args.get("from") is None:
+    holds = (HOLD, OPERAND_SOURCE)
+    if isinstance(parent, exp.Subquery) and parent.alias in holds and node.args.get("from") is None:
         return True
     source = node.args.get("from")
     held = source.this if isinstance(source, exp.From) else None
-    return isinstance(held, exp.Subquery) and held.alias == HOLD and not node.args.get("joins")
+    return isinstance(held, exp.Subquery) and held.alias in holds and not node.args.get("joins")
 
 
 def _scalar(node: exp.Expr) -> bool:

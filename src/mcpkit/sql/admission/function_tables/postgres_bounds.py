@@ -17,6 +17,7 @@ from mcpkit.sql.admission.function_tables.postgres_collections import (
     sorted_elements,
     split_elements,
 )
+from mcpkit.sql.admission.stored_column import stored_column
 
 __all__ = ["SIZE_BOUNDS"]
 
@@ -155,36 +156,55 @@ _CAST_BUDGETS: Final = {
     **{t: _RANGES for t in exp.DataType.Type if t.name.endswith("RANGE")},  # and MULTIRANGE
 }
 # User types known cheap to parse (citext is text; pgvector's are capped at 16,000 dimensions); any
-# other (hstore by a qualified name, tsquery, a domain over jsonb) gets the sorted-keys budget.
+# other (hstore by a qualified name, tsquery, a domain over jsonb) gets the sorted-keys budget. The
+# cheap ones still quote their input when it fails: guarded at 1 MB like any other (below).
 _CHEAP_USER_TYPES: Final = frozenset(["citext", "vector", "halfvec", "sparsevec", "tsvector"])
 
 
 # A failed input conversion quotes its whole input in the error, which libpq and psycopg copy
 # about eight times in the client: `repeat('x', 50000000)::int` took the mcpkit process from 33 MB
-# to 495 MB (red team rt15pg F5; 200 MB: 1.7 GB). No valid text of these types is near 1 MB (a
-# numeric's longest is about 147 KB), so a computed text past it is refused before it is parsed.
-# A bare column is left as written: an expression index on `col::date` must still match.
+# to 495 MB (red team rt15pg F5; 200 MB: 1.7 GB). Every built-in type's input function but a
+# string's quotes its input, or json's bad token (measured over pg_type: oid, point, regtype,
+# macaddr, interval, tsquery, ...; red team pg17 F3), and no valid text of a type that is not a
+# string is near 1 MB (a numeric's longest is about 147 KB): a computed text past it is refused
+# before it is parsed, whatever the type. A column of a table is left as written: an expression
+# index on `col::date` must still match (a column of a CTE or derived table is computed text).
 _QUOTED_INPUT: Final = 1_000_000
-_T = exp.DataType.Type
-_SCALARS: Final = frozenset(
-    {_T.SMALLINT, _T.INT, _T.BIGINT, _T.DECIMAL, _T.DOUBLE, _T.FLOAT, _T.BOOLEAN, _T.DATE, _T.TIME}
-    | {_T.TIMETZ, _T.TIMESTAMP, _T.TIMESTAMPTZ, _T.INTERVAL, _T.UUID, _T.INET, _T.MONEY, _T.BIT}
+_STRINGS: Final = frozenset(
+    {*exp.DataType.TEXT_TYPES, exp.DataType.Type.BPCHAR, exp.DataType.Type.VARBINARY}  # and bytea
 )
+_STRING_USER_TYPES: Final = frozenset(["citext", "refcursor"])
 
 
-def _cast_budget(to: exp.DataType, value: exp.Expr) -> int | None:
-    if to.this in _SCALARS:
-        return None if isinstance(value.unnest(), exp.Column) else _QUOTED_INPUT
+def _user_type(to: exp.DataType) -> str:
+    kind = to.args.get("kind")
+    name = kind.name if isinstance(kind, exp.Expr) else str(kind or "")
+    return name.rpartition(".")[2].lower()
+
+
+def _parse_budget(to: exp.DataType, value: exp.Expr) -> int | None:
+    """The budget of a type whose input function itself is slow, or None."""
     if to.this == exp.DataType.Type.USERDEFINED:
-        kind = to.args.get("kind")
-        name = kind.name if isinstance(kind, exp.Expr) else str(kind or "")
-        return None if name.rpartition(".")[2].lower() in _CHEAP_USER_TYPES else _SORTED_KEYS
+        return None if _user_type(to) in _CHEAP_USER_TYPES else _SORTED_KEYS
     budget = _CAST_BUDGETS.get(to.this)
     for element in to.expressions if to.this == exp.DataType.Type.ARRAY else ():
-        inner = _cast_budget(element, value) if isinstance(element, exp.DataType) else None
+        inner = _parse_budget(element, value) if isinstance(element, exp.DataType) else None
         if budget is not None and inner is not None:  # each element is parsed as its own type
             budget = min(budget, inner)
     return budget
+
+
+def _cast_budget(to: exp.Expr, value: exp.Expr) -> int | None:
+    if not isinstance(to, exp.DataType):  # oid, regclass, regtype, ...: sqlglot's ObjectIdentifier
+        return None if stored_column(value) else _QUOTED_INPUT
+    parsed = _parse_budget(to, value)
+    if parsed is not None:
+        return min(parsed, _QUOTED_INPUT)
+    if to.this in _STRINGS or (
+        to.this == exp.DataType.Type.USERDEFINED and _user_type(to) in _STRING_USER_TYPES
+    ):
+        return None
+    return None if stored_column(value) else _QUOTED_INPUT
 
 
 # A call of one argument named after a type is a cast to it, run through the type's input function

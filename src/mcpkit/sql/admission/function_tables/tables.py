@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Final
+
+from sqlglot import exp
 
 from mcpkit.sql.admission.function_tables import (
     FunctionTable,
@@ -10,13 +13,22 @@ from mcpkit.sql.admission.function_tables import (
     SearchBounds,
     mysql,
     postgres,
+    postgres_copies,
     sqlite,
 )
 from mcpkit.sql.admission.function_tables.mysql import MYSQL
 from mcpkit.sql.admission.function_tables.postgres import POSTGRES
 from mcpkit.sql.admission.function_tables.sqlite import SQLITE
 
-__all__ = ["COLLECTING_AGGREGATES", "DENYLISTS", "NEVER_RELATIONS", "SIZE_BOUNDS", "TABLES", "table_for"]
+__all__ = [
+    "COLLECTING_AGGREGATES",
+    "DENYLISTS",
+    "EXPRESSION_COPIES",
+    "NEVER_RELATIONS",
+    "SIZE_BOUNDS",
+    "TABLES",
+    "table_for",
+]
 
 TABLES: Final[dict[str, FunctionTable]] = {"postgres": POSTGRES, "mysql": MYSQL, "sqlite": SQLITE}
 
@@ -55,3 +67,10 @@ def table_for(dialect: str) -> FunctionTable:
 COLLECTING_AGGREGATES: Final[dict[str, frozenset[str]]] = {"postgres": postgres.COLLECTING_AGGREGATES}
 """Per dialect, the aggregates whose memory admission counts (MariaDB's session memory cap and
 `group_concat_max_len` bound its own; SQLite's heap limit its)."""
+
+
+EXPRESSION_COPIES: Final[dict[str, Callable[[exp.Expr], Mapping[str, int]]]] = {
+    "postgres": postgres_copies.copies
+}
+"""Per dialect, how many times the engine copies each operand of an expression while compiling it
+(PostgreSQL's BETWEEN and IN); other dialects (SQLite and MariaDB, measured flat): none."""
