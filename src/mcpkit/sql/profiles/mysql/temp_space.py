@@ -105,18 +105,21 @@ def _relations(sql: str) -> int:
 
 
 def _recursive_references(sql: str) -> int:
-    """Each place the text reads a CTE of a recursive WITH, its own step included (at least one)."""
+    """A table for each place the text reads a recursive CTE, outside its own step (at least one
+    each): its step table is in the plan, each further reader builds its own."""
     try:
         tree = parse_one(sql, read="mysql")
     except SqlglotError:
         return 1 + len(_RECURSIVE.findall(sql))
-    names = {
-        cte.alias_or_name.casefold()
-        for with_ in tree.find_all(exp.With)
-        if with_.args.get("recursive")
-        for cte in with_.expressions
-    }
-    return max(1, sum(1 for t in tree.find_all(exp.Table) if t.name.casefold() in names))
+    count = 0
+    for with_ in tree.find_all(exp.With):
+        for cte in with_.expressions if with_.args.get("recursive") else ():
+            name = cte.alias_or_name.casefold()
+            own = {id(t) for t in cte.find_all(exp.Table) if t.name.casefold() == name}
+            if own:  # it reads itself: recursive
+                readers = sum(1 for t in tree.find_all(exp.Table) if t.name.casefold() == name)
+                count += max(1, readers - len(own))
+    return count
 
 
 def planned_tables(cursor: Any, sql: str, tag: str = "") -> int:
