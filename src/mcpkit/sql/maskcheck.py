@@ -178,20 +178,28 @@ def enforce_identity_masks(router: IdentityRouter, masking: Masking) -> dict[str
 
 def scan_order_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[str]:
     """Where the scan order may follow a masked column (warnings, never a reason not to start)."""
-    if not masked:
-        return []
-    try:
-        with engine.session(30.0, "startup-masks") as (conn, _):
-            return engine.profile.scan_order_hints(conn, masked)
-    except Exception as exc:
-        log.info("masks: scan-order hints unavailable: %s", type(exc).__name__)
-        return []
+    return _hints(engine, masked, engine.profile.scan_order_hints, "scan-order")
 
 
 def trigger_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[str]:
     """Row triggers on a table with masked columns, which may copy a masked value elsewhere
     (warnings, never a reason not to start; `profiles.triggers`)."""
+    return _hints(engine, masked, engine.profile.trigger_hints, "trigger")
+
+
+def _hints(
+    engine: SqlEngine,
+    masked: dict[str, frozenset[str]],
+    read: Callable[[Connection, Mapping[str, frozenset[str]]], list[str]],
+    what: str,
+) -> list[str]:
     if not masked:
+        return []
+    try:
+        with engine.session(30.0, "startup-masks") as (conn, _):
+            return read(conn, masked)
+    except Exception as exc:
+        log.info("masks: %s hints unavailable: %s", what, type(exc).__name__)
         return []
     try:
         with engine.session(30.0, "startup-masks") as (conn, _):

@@ -107,7 +107,7 @@ def _order_sensitive(query: exp.Expr | str) -> bool:
     the analysis had to complete it: a LIMIT or OFFSET, a window, a concatenating aggregate, or
     DISTINCT ON (an index on a masked column sets the scan order without a column read the
     authorizer sees: `SELECT id FROM customers LIMIT 2` answered the two smallest e-mails' ids)."""
-    from mcpkit.sql.masking.ties import CONCAT_NAMES
+    from mcpkit.sql.masking.ties import CONCAT, CONCAT_NAMES
 
     if isinstance(query, str):
         return True
@@ -115,8 +115,6 @@ def _order_sensitive(query: exp.Expr | str) -> bool:
         return True
     if any(isinstance(d.args.get("on"), exp.Expr) for d in query.find_all(exp.Distinct)):
         return True
-    concatenating = (exp.GroupConcat, exp.ArrayAgg, exp.JSONArrayAgg, exp.JSONObjectAgg)
-    if any(True for _ in query.find_all(*concatenating)):
+    if any(True for _ in query.find_all(*CONCAT)):  # the aggregates `masking.order` orders
         return True
-    named = CONCAT_NAMES | {"json_group_array", "json_group_object", "group_concat", "string_agg"}
-    return any(a.name.casefold() in named for a in query.find_all(exp.Anonymous))
+    return any(a.name.casefold() in CONCAT_NAMES for a in query.find_all(exp.Anonymous))
