@@ -347,13 +347,18 @@ def test_sqlite_bounded_functions_keep_no_value_after_the_call() -> None:
 
 
 def test_sqlite_printf_reading_a_huge_format_stops_at_the_deadline(sqlite_env: DbEnv) -> None:
-    # 16M `%%` specs take the wrapper's reading of the format (Python) about 4 s: it asks the deadline.
+    # One spec of 33M flags takes the wrapper's reading of the format (Python) seconds: it asks the
+    # deadline. (16M `%%` specs did too; past 65,536 specs a format now counts as too big at once.)
     service = SqlService(SqlEngine(sqlite_env.ro_url), timeout_s=TIMEOUT_S)
     service._admit = _passthrough
     started = time.monotonic()
     try:
         with pytest.raises(QueryTimeout):
-            service.query("SELECT length(printf(printf('%.*c', 33000000, '%')))", call_id="fmt", max_rows=1)
+            service.query(
+                "SELECT length(printf('%' || printf('%.*c', 33000000, '-') || 'd'))",
+                call_id="fmt",
+                max_rows=1,
+            )
         assert time.monotonic() - started < TIMEOUT_S + 1.5
     finally:
         service.engine.close()

@@ -17,11 +17,15 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions
+from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import DbEnv
 from tests.sql.test_sql_sqlite_bounds import _CHILD
 
@@ -132,3 +136,78 @@ def test_sqlite_printf_results_handed_over_are_released_on_any_thread() -> None:
     assert not sqlite_printf_capi._held
     assert _used() - before < 1024 * 1024
     conn.close()
+
+
+_AFTER_THE_HEAP_LIMIT = """
+import json, sys
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed
+from mcpkit.sql.service import SqlService
+service = SqlService(SqlEngine(sys.argv[1], pool_size=1), max_rows=5, timeout_s=30.0)
+def ask(sql):
+    try:
+        return service.query(sql, call_id="c", max_rows=5)[0].rows
+    except QueryFailed as exc:
+        return (exc.data or {}).get("reason")
+huge = ", ".join(f"printf('%.*c', 30000000, '{c}') {c}" for c in "abcdefghijklmno")
+lengths = " + ".join(f"length({c})" for c in "abcdefghijklmno")
+print(json.dumps([ask("SELECT printf('%d', 5) p"), ask(f"SELECT {lengths} FROM (SELECT {huge})"),
+                  ask("SELECT printf('%d', 5) p"), ask("SELECT format('%s', 'x') f")]))
+"""
+
+
+def test_sqlite_printf_still_answers_after_a_call_met_the_heap_limit(sqlite_env: DbEnv) -> None:
+    # The thread's private printf connection held its one row in a transaction Python's sqlite3 had
+    # opened and never committed; the heavy call's NOMEM rolled it back, and every later printf or
+    # format on that thread answered "no more rows available" (red team rt19lite F2). One pool
+    # connection, one thread: the calls after the heavy one run where it ran.
+    proc = subprocess.run(
+        [sys.executable, "-c", _AFTER_THE_HEAP_LIMIT, sqlite_env.ro_url],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [[["5"]], "resource", [["5"]], [["x"]]]
+
+
+def test_sqlite_printf_reads_a_format_of_millions_of_specs_in_constant_memory() -> None:
+    # Every width and precision went into a Python list before it was summed: a 32.5 MB format of
+    # `%1.1d` (13 million sizes of 1, their sum under the limit) held 200 MB outside SQLite's heap
+    # limit for the 98 s the walk took (red team rt19lite F1). Now a running sum, and a format of
+    # more than 65,536 conversions counts as over the limit at once.
+    import tracemalloc
+
+    from mcpkit.sql.profiles.sqlite_printf import spec_total
+
+    most = 32 * 1024 * 1024
+    fmt = b"%1.1d" * 6_500_000
+    started = time.monotonic()
+    assert spec_total(fmt, [], lambda v: [int(x) for x in v], most) == most + 1
+    assert time.monotonic() - started < 10  # 65,536 specs, not 13 million (98 s)
+    tracemalloc.start()
+    try:
+        spec_total(fmt, [], lambda v: [int(x) for x in v], most)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024, peak
+    assert spec_total(b"%5d%.3f%*s", [1, 2, 7, "x"], lambda v: [int(x) for x in v], most) == 5 + 3 + 7
+
+
+def test_sqlite_printf_of_a_format_of_millions_of_specs_fails_fast_as_too_big(sqlite_env: DbEnv) -> None:
+    service = SqlService(SqlEngine(sqlite_env.ro_url), timeout_s=5.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(QueryFailed) as info:
+            service.query(
+                "SELECT length(printf(replace(printf('%.*c', 6500000, 'x'), 'x', '%1.1d'))) n",
+                call_id="specs",
+                max_rows=1,
+            )
+        # what a width over the length limit answers: the value would be too big
+        assert (info.value.data or {}).get("reason") == "data", info.value.data
+        assert time.monotonic() - started < 4
+    finally:
+        service.engine.close()

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from mcpkit.sql.profiles.sqlite_capi import Context, Fail, TooBig, api, handle, view
-from mcpkit.sql.profiles.sqlite_printf import spec_sizes
+from mcpkit.sql.profiles.sqlite_printf import spec_total
 
 __all__ = ["c_printf"]
 
@@ -45,7 +45,12 @@ class _Private:
     """This thread's in-memory connection for SQLite's own printf, and its statements by arity."""
 
     def __init__(self, max_length: int) -> None:
-        self.conn = sqlite3.connect(":memory:", check_same_thread=False, cached_statements=0)
+        # Autocommit: Python's default would leave the INSERT below in an open transaction, which a
+        # later step that meets the heap limit rolls back, emptying `one` (every printf after it
+        # answered no row: red team rt19lite F2).
+        self.conn = sqlite3.connect(
+            ":memory:", check_same_thread=False, cached_statements=0, isolation_level=None
+        )
         db = handle(self.conn)  # the connection just opened in this thread
         if db is None:
             self.conn.close()
@@ -138,7 +143,7 @@ def _sizes(c: Context, max_length: int, stop: Callable[[], bool]) -> int:
     try:
         with fmt.view() as text:
             stars = range(1, len(c.args))
-            return sum(spec_sizes(text, stars, lambda at: [c.int64(i) for i in at], max_length, stop))
+            return spec_total(text, stars, lambda at: [c.int64(i) for i in at], max_length, stop)
     except TimeoutError:
         raise Fail("interrupted") from None  # what SQLite says at the progress handler: a timeout
 
@@ -197,6 +202,7 @@ def c_printf(max_length: int, stop: Callable[[], bool]) -> Callable[[Context], N
                 if not handed:
                     calls["sqlite3_result_value"](c.ctx, calls["sqlite3_column_value"](stmt, 0))
                 return
+            _local.printf = None  # a failed step (heap limit, length): the next call starts afresh
             _raise(rc, private.error())
         finally:
             if not handed:

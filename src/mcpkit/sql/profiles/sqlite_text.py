@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from mcpkit.sql.profiles import sqlite_search as search
 from mcpkit.sql.profiles.sqlite_capi import Context, Fail, TooBig, create_function, handle
-from mcpkit.sql.profiles.sqlite_printf import spec_sizes
+from mcpkit.sql.profiles.sqlite_printf import spec_total
 from mcpkit.sql.profiles.sqlite_printf_capi import c_printf
 
 __all__ = ["LIKE_PATTERN_LENGTH", "bound_text_functions", "call_deadline", "past_deadline"]
@@ -145,7 +145,7 @@ def bounded_printf(max_length: int) -> Callable[..., Any]:
         fmt = fmt.encode("utf-8", "surrogatepass") if isinstance(fmt, str) else fmt
         if (
             isinstance(fmt, bytes)
-            and sum(spec_sizes(fmt, args[1:], as_int, max_length, past_deadline)) > max_length
+            and spec_total(fmt, args[1:], as_int, max_length, past_deadline) > max_length
         ):
             raise ValueError("printf widths and precisions over the length limit")
         return _builtin("printf", args, max_length)
