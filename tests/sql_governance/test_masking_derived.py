@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets as tokens
 import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -187,6 +188,15 @@ CREATE VIEW v_over_filter AS SELECT name FROM v_filter;
 CREATE INDEX ix_email ON customers (email);
 CREATE VIEW v_first AS SELECT id FROM customers LIMIT 2;
 CREATE VIEW v_numbered AS SELECT id, row_number() OVER () AS rn FROM customers;
+CREATE VIEW v_scalar AS SELECT (SELECT id FROM customers) AS first_id;
+CREATE VIEW v_peer AS SELECT id, (SELECT p.id FROM customers p WHERE p.name <> q.name) AS o FROM customers q;
+CREATE VIEW v_where_scalar AS SELECT id FROM customers WHERE id = (SELECT id FROM customers WHERE name > '');
+CREATE VIEW v_case AS SELECT CASE WHEN (SELECT id FROM customers) = 1 THEN 'y' ELSE 'n' END AS a;
+CREATE VIEW v_count AS SELECT (SELECT count(*) FROM customers) AS n;
+ANALYZE;
+CREATE VIEW v_db AS SELECT * FROM pragma_database_list;
+CREATE VIEW v_schema AS SELECT name, sql FROM sqlite_master;
+CREATE VIEW v_stat AS SELECT * FROM sqlite_stat1;
 """
 # View -> its id and the column computed from customers.email, read like `customers.id, email`.
 MASKED_VIEWS = {
@@ -199,7 +209,13 @@ MASKED_VIEWS = {
 # Views whose rows depend on the masked value: computed on NULL they would answer wrong rows.
 # red team my18 F6: v_first and v_numbered never name email, but SQLite scans the covering index
 # on it, so the two rows picked and the numbering followed the masked e-mails' order.
-WITHHELD_VIEWS = ("v_filter", "v_sorted", "v_over_filter", "v_first", "v_numbered")
+# red team rt19lite F4, rt19mask F7: a scalar subquery answers the first row of that scan (the
+# smallest e-mail's id); F6: views over a never-readable pragma (the file's path), the schema (every
+# CREATE statement's literals) and statistics (the masked column's distinct count).
+WITHHELD_VIEWS = (
+    *("v_filter", "v_sorted", "v_over_filter", "v_first", "v_numbered"),
+    *("v_scalar", "v_peer", "v_where_scalar", "v_case", "v_db", "v_schema", "v_stat"),
+)
 
 
 @pytest.fixture
@@ -252,9 +268,32 @@ def test_sqlite_a_view_over_a_masked_column_with_the_database_alone(sqlite_views
             for sql in (f"SELECT * FROM {view}", f"SELECT count(*) FROM {view}"):
                 assert _answer(service, sql) == "failed permission", sql
         assert _answer(service, "SELECT name FROM v_names WHERE id = 2") == "[['n2']]"
+        assert _answer(service, "SELECT n FROM v_count") == "[[5]]"  # one row of an aggregate
     finally:
         service.engine.close()  # type: ignore[attr-defined]
     assert changed(before, sqlite_snapshot(sqlite_views.parent)) == []
+
+
+def test_sqlite_a_view_sqlite_cannot_compile_is_refused_not_a_crash(sqlite_views: Path) -> None:
+    # A view over a dropped table (SQLite keeps it): start-up with masks died with a traceback in
+    # reflection (red team rt19lite F5); now it serves, and calls naming the view are refused.
+    with closing(sqlite3.connect(sqlite_views)) as db:
+        db.executescript("CREATE TABLE gone (a); CREATE VIEW v_stale AS SELECT a FROM gone; DROP TABLE gone;")
+    service = _served(f"sqlite:///{sqlite_views}", ["customers.email"])
+    try:
+        assert _answer(service, "SELECT name FROM v_names WHERE id = 2") == "[['n2']]"
+        assert _answer(service, "SELECT * FROM v_stale") == "refused"
+    finally:
+        service.engine.close()  # type: ignore[attr-defined]
+
+
+def test_sqlite_the_file_path_is_never_read_through_a_view_even_without_masks(sqlite_views: Path) -> None:
+    service = _alone(f"sqlite:///{sqlite_views}", [])
+    try:
+        assert _answer(service, "SELECT * FROM v_db") == "failed permission"
+        assert _answer(service, "SELECT count(*) FROM v_schema") != "failed permission"  # no masks
+    finally:
+        service.engine.close()  # type: ignore[attr-defined]
 
 
 # --- MariaDB: the index order --------------------------------------------------------------------

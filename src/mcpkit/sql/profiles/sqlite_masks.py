@@ -23,11 +23,27 @@ from sqlglot.errors import SqlglotError
 
 from mcpkit.sql.profiles.sqlite_views import view_masks
 
-__all__ = ["Withheld", "exact_ties", "generated_columns", "trigger_hints", "views_over", "withheld_for"]
+__all__ = [
+    "CATALOG_PREFIXES",
+    "NEVER_THROUGH_VIEWS",
+    "Withheld",
+    "exact_ties",
+    "generated_columns",
+    "trigger_hints",
+    "views_over",
+    "withheld_for",
+]
 
 log = logging.getLogger("mcpkit.sql")
 
 _CONTENT: Final = re.compile(r"\bcontent\s*=\s*['\"`\[]?([^'\"`\],)\s]+)", re.IGNORECASE)
+
+
+NEVER_THROUGH_VIEWS: Final = frozenset({"pragma_database_list", "pragma_data_version"})
+"""Never readable, even through a view: the file's path, other connections' commits."""
+CATALOG_PREFIXES: Final = ("sqlite_", "pragma_")
+"""With masks, no view may read a catalog, statistics or pragma table: calls are refused them by
+name, and a view would hand them over (`sqlite_stat4` holds index keys: masked values)."""
 
 
 @dataclass(frozen=True)
@@ -38,11 +54,22 @@ class Withheld:
     tables: frozenset[str] = frozenset()  # case-folded: any read refused (shadow tables, views)
     virtual: frozenset[str] = frozenset()  # case-folded: virtual tables over masked columns
 
+    @property
+    def masks(self) -> bool:
+        """Whether any column is masked (then no view reads a catalog)."""
+        return bool(self.columns or self.tables)
+
     def read(self, table: str | None, column: str | None, via: str | None = None) -> int:
         """The authorizer's answer to SQLITE_READ of `table.column` (`via`: the inner-most view
         or trigger that reads it, None at the top level)."""
         name = (table or "").casefold()
         if name in self.tables or (via or "").casefold() in self.tables:
+            return sqlite3.SQLITE_DENY
+        if via and (name in NEVER_THROUGH_VIEWS or (self.masks and name.startswith(CATALOG_PREFIXES))):
+            # Admission refuses these by name in the call's text; an operator's view hides the name
+            # (red team rt19lite F6: a view over pragma_database_list answered the file's path, one
+            # over sqlite_stat1 the masked column's distinct count, one over sqlite_master every
+            # CREATE statement's literals).
             return sqlite3.SQLITE_DENY
         if (name, (column or "").casefold()) in self.columns:
             # SQLite compiles the statement with NULL in place of the column: no clause, function
@@ -158,8 +185,9 @@ def _sqlite_quote(name: str) -> str:
 
 
 def views_over(conn: Connection, tables: set[str]) -> set[str]:
-    """Views whose definition names one of `tables` (or such a view), case-folded; conservative:
-    a mention anywhere in the stored SQL counts."""
+    """Views whose definition names one of `tables` (or such a view), or a catalog, statistics or
+    pragma table (with masks: the analysis withholds them), case-folded; conservative: a mention
+    anywhere in the stored SQL counts."""
     defined = {
         str(n).casefold(): str(q or "").casefold()
         for n, q in conn.exec_driver_sql("SELECT name, sql FROM sqlite_master WHERE type = 'view'")
@@ -170,7 +198,8 @@ def views_over(conn: Connection, tables: set[str]) -> set[str]:
         changed = False
         for name, sql in defined.items():
             words = set(re.findall(r"[a-z0-9_$\u0080-\uffff]+", sql))
-            if name not in out and words & (tables | out):
+            catalogs = tables and any(w.startswith(CATALOG_PREFIXES) for w in words)
+            if name not in out and (words & (tables | out) or catalogs):
                 out.add(name)
                 changed = True
     return out

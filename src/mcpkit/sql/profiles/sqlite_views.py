@@ -21,6 +21,7 @@ from typing import Final
 
 import sqlglot
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
@@ -28,10 +29,12 @@ __all__ = ["ViewMasks", "view_masks"]
 
 log = logging.getLogger("mcpkit.sql")
 
-_COLUMNS: Final = (
-    "SELECT m.name, p.name, p.type FROM sqlite_master m, pragma_table_xinfo(m.name) p"
-    " WHERE m.type IN ('table', 'view') ORDER BY m.name, p.cid"
+# SQLite's own tables (`sqlite_stat1`, `sqlite_sequence`) stay unknown: a view reading one is withheld.
+_RELATIONS: Final = (
+    "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+    " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
 )
+_COLUMNS: Final = "SELECT name, type FROM pragma_table_xinfo(?) ORDER BY cid"
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,14 @@ def view_masks(conn: Connection, masked: Mapping[str, frozenset[str]], over: set
     from mcpkit.sql.masking import KnownSchema, MaskPolicy, MaskRefused, plan_masking
 
     mapping: dict[str, dict[str, str]] = {}
-    for table, column, kind in conn.exec_driver_sql(_COLUMNS):
-        mapping.setdefault(str(table), {})[str(column)] = str(kind or "")
+    for (table,) in conn.exec_driver_sql(_RELATIONS).fetchall():
+        try:
+            described = conn.exec_driver_sql(_COLUMNS, (str(table),)).fetchall()
+        except DBAPIError:
+            # A view SQLite cannot compile (over a dropped table): no columns, so the analysis
+            # cannot check it and it is withheld (red team rt19lite F5: start-up died with a traceback).
+            continue
+        mapping[str(table)] = {str(column): str(kind or "") for column, kind in described}
     bodies = {
         str(name).casefold(): (str(name), str(sql or ""))
         for name, sql in conn.exec_driver_sql("SELECT name, sql FROM sqlite_master WHERE type = 'view'")
@@ -117,4 +126,22 @@ def _order_sensitive(query: exp.Expr | str) -> bool:
         return True
     if any(True for _ in query.find_all(*CONCAT)):  # the aggregates `masking.order` orders
         return True
-    return any(a.name.casefold() in CONCAT_NAMES for a in query.find_all(exp.Anonymous))
+    if any(a.name.casefold() in CONCAT_NAMES for a in query.find_all(exp.Anonymous)):
+        return True
+    return any(_first_row(s) for s in query.find_all(exp.Subquery))
+
+
+def _first_row(sub: exp.Subquery) -> bool:
+    """Whether SQLite answers `sub` with the first row its scan picks: a scalar subquery (in a
+    column, a comparison, a CASE, a call) that is not one row of aggregates. A query's own is
+    ordered by the analysis; a view's runs as stored (red team rt19lite F4, rt19mask F7:
+    `SELECT (SELECT id FROM customers)` answered the id of the smallest masked e-mail)."""
+    parent = sub.parent
+    if isinstance(parent, (exp.From, exp.Join, exp.Exists, exp.SetOperation)):
+        return False
+    if isinstance(parent, exp.In) and parent.args.get("query") is sub:
+        return False  # a set: its order does not matter (a LIMIT inside is caught above)
+    inner = sub.this
+    if isinstance(inner, exp.Select) and not inner.args.get("group") and inner.expressions:
+        return not all(isinstance(e.unalias(), exp.AggFunc) for e in inner.expressions)
+    return True
