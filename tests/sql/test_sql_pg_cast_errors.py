@@ -19,6 +19,7 @@ from mcpkit.sql.admission import admit
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import DbEnv
 
 TIMEOUT_S = 10.0
 MARKER = "mcpkit_search_bound"
@@ -181,3 +182,34 @@ def test_postgres_a_guarded_cast_computes_its_operand_once(sql: str, service: Sq
         service.query(sql, call_id="once")
     assert info.value.kind == "resource", info.value.message
     assert time.monotonic() - started < 3.0
+
+
+@pytest.fixture
+def demo_service(pg_env: DbEnv) -> Iterator[SqlService]:
+    engine = SqlEngine(pg_env.ro_url)
+    try:
+        yield SqlService(engine, timeout_s=TIMEOUT_S)
+    finally:
+        engine.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT (region || repeat('x', 50000000))::int AS n FROM {schema}.sales_demo",  # a stored column
+        "SELECT (x || repeat('x', 50000000))::int AS n FROM (VALUES ('a')) AS v(x)",
+    ],
+)
+def test_postgres_a_cast_of_a_column_and_computed_text_computes_it_once(
+    sql: str, pg_env: DbEnv, demo_service: SqlService
+) -> None:
+    # the operand mixes a column (so it is never a constant) with built text: the guard computed it
+    # five times (10-12 s to refuse 50 MB on a loaded host); once, in the guard's one-row hold
+    sql = sql.format(schema=pg_env.schema)
+    assert admit(sql, "postgres").sql.upper().count("REPEAT(") == 1
+    started = time.monotonic()
+    with pytest.raises(QueryFailed) as info:
+        demo_service.query(sql, call_id="once")
+    assert info.value.kind == "resource", info.value.message
+    assert time.monotonic() - started < 6.0

@@ -23,8 +23,7 @@ from typing import Final
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
-from mcpkit.sql.admission.built_values import HOLD
-from mcpkit.sql.admission.unfoldable import OPERAND_SOURCE
+from mcpkit.sql.admission.held_operands import HOLD
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.masking.taint import refuse_mask
 from mcpkit.sql.masking.ties import (
@@ -142,7 +141,7 @@ def _held(node: exp.Expr) -> bool:
     if not isinstance(node, exp.Select):
         return False
     parent = node.parent
-    holds = (HOLD, OPERAND_SOURCE)
+    holds = (HOLD,)
     if isinstance(parent, exp.Subquery) and parent.alias in holds and node.args.get("from") is None:
         return True
     source = node.args.get("from")
