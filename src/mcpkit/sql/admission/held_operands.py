@@ -22,18 +22,20 @@ from mcpkit.sql.admission.operands import plainly_scalar
 from mcpkit.sql.admission.stored_column import stored_column
 from mcpkit.sql.errors import refuse
 
-__all__ = ["HOLD", "call_names", "groupable", "hold", "holdable", "wrap"]
+__all__ = ["HOLD", "SET_RETURNING", "call_names", "groupable", "hold", "holdable", "wrap"]
 
 HOLD: Final = "mcpkit_once"
 """The alias of the one-row derived table a guard computes its operands in, once."""
-# Set-returning calls: in a scalar subquery they would answer several rows
-_SETS: Final = frozenset(
+SET_RETURNING: Final = frozenset(
     {"unnest", "generate_series", "generate_subscripts", "regexp_matches", "regexp_split_to_table"}
     | {"string_to_table", "json_array_elements", "jsonb_array_elements", "json_array_elements_text"}
     | {"jsonb_array_elements_text", "json_each", "jsonb_each", "json_each_text", "jsonb_each_text"}
     | {"json_object_keys", "jsonb_object_keys", "jsonb_path_query", "json_populate_recordset"}
     | {"jsonb_populate_recordset", "json_to_recordset", "jsonb_to_recordset", "explode", "posexplode"}
+    | {"jsonb_path_query_tz", "ts_debug", "ts_parse", "ts_token_type"}
 )
+"""Calls on the engines' allowlists that answer rows (PostgreSQL's `proretset` among them): in a
+select list they multiply its rows, and in a scalar subquery they would answer several."""
 # As written: cheap to compute twice, or read by the bound itself (array_fill's ARRAY[n, m])
 _CHEAP: Final = (exp.Literal, exp.Null, exp.Star, exp.Placeholder, exp.Array, exp.Variadic)
 # a window is computed over its own query's rows, a set-returning call answers rows, and an
@@ -78,7 +80,7 @@ def holdable(value: exp.Expr, varying: Collection[str] = ()) -> bool:
     if isinstance(inner, _CHEAP) or (isinstance(inner, exp.Column) and stored_column(inner)):
         return False
     names = {name for n in value.walk() for name in call_names(n)}
-    if any(value.find_all(*_KEPT)) or names & _SETS or any(n.endswith("agg") for n in names):
+    if any(value.find_all(*_KEPT)) or names & SET_RETURNING or any(n.endswith("agg") for n in names):
         return False
     if not groupable(value, value.find_all(exp.Column)):
         return False
