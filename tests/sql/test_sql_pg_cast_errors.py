@@ -16,10 +16,9 @@ from collections.abc import Iterator
 import pytest
 
 from mcpkit.sql.admission import admit
-from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import DbEnv
+from tests.sql.sql_support import DbEnv, rss_kb, service_over
 
 TIMEOUT_S = 10.0
 MARKER = "mcpkit_search_bound"
@@ -47,11 +46,8 @@ LARGE = {
 
 @pytest.fixture
 def service(pg_url: str) -> Iterator[SqlService]:
-    engine = SqlEngine(pg_url)
-    try:
-        yield SqlService(engine, timeout_s=TIMEOUT_S)
-    finally:
-        engine.close()
+    with service_over(pg_url, TIMEOUT_S) as service:
+        yield service
 
 
 @pytest.mark.postgres
@@ -105,11 +101,6 @@ def test_postgres_a_large_function_style_cast_fails_before_it_is_parsed(
     assert time.monotonic() - started < TIMEOUT_S
 
 
-def _rss_mb() -> int:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) // 1024
-
-
 @pytest.mark.postgres
 @pytest.mark.parametrize(
     "sql",
@@ -120,11 +111,11 @@ def _rss_mb() -> int:
     ],
 )
 def test_postgres_a_failed_cast_keeps_its_input_out_of_mcpkit(sql: str, service: SqlService) -> None:
-    before = _rss_mb()
+    before = rss_kb() // 1024
     with pytest.raises(QueryFailed) as info:
         service.query(sql, call_id="cast")
     assert info.value.kind == "resource", info.value.message
-    assert _rss_mb() - before < 64
+    assert rss_kb() // 1024 - before < 64
 
 
 @pytest.mark.postgres
@@ -186,11 +177,8 @@ def test_postgres_a_guarded_cast_computes_its_operand_once(sql: str, service: Sq
 
 @pytest.fixture
 def demo_service(pg_env: DbEnv) -> Iterator[SqlService]:
-    engine = SqlEngine(pg_env.ro_url)
-    try:
-        yield SqlService(engine, timeout_s=TIMEOUT_S)
-    finally:
-        engine.close()
+    with service_over(pg_env.ro_url, TIMEOUT_S) as service:
+        yield service
 
 
 @pytest.mark.postgres
