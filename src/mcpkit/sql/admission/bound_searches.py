@@ -21,7 +21,7 @@ from typing import Final
 
 from sqlglot import exp
 
-from mcpkit.sql.admission import held_operands
+from mcpkit.sql.admission import held_operands as once
 from mcpkit.sql.admission.built_values import answer_bound, answer_roots, hold
 from mcpkit.sql.admission.chains import chain_cost, chain_roots, unfold_constants
 from mcpkit.sql.admission.function_tables import (
@@ -362,7 +362,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                 )
         cast = target.bound if isinstance(target.bound, _CastBound) and bounds.holds_operands else None
         value = operand(target.call, cast.key) if cast is not None else None  # held before it is sized
-        held = held_operands.hold([value], bounds.varying) if value is not None else []
+        held = once.hold([value], bounds.varying) if once.costly(value, bounds.growths) else []
         cond = _cost(target, builder)
         if isinstance(target.bound, SizeBound) and target.bound.pattern:
             limit_matches(target.call, target.bound, bounds, builder.length)
@@ -396,5 +396,5 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
             unfoldable(target.call, keys)
         placeholder = exp.Null()
         target.node.replace(placeholder)
-        placeholder.replace(held_operands.wrap(_guarded(target.node, cond, bounds, marker), held))
+        placeholder.replace(once.wrap(_guarded(target.node, cond, bounds, marker), held))
     return tree
