@@ -20,6 +20,11 @@ one table of `--sizes` rows each: mcpkit as sent (guarded), mcpkit with that pas
 (unguarded), and the baseline (the text as written); then single searches too large to finish in
 time, which mcpkit answers `resource` before it starts and the baseline runs to its end. The pg_trgm
 rows need the extension in the `--pg` database (skipped, and said so, without it).
+
+`--guards` times ordinary analytical queries that carry admission's size guards (a LIKE over a
+computed pattern, casts of computed text, a pad to a computed width), and the guarded worst cases,
+each through mcpkit as sent (guarded) and with `bound_searches` left out (unguarded), as a ratio.
+`--role` names the read-only role the bench creates (default `mcpkit_bench_ro`).
 """
 
 from __future__ import annotations
@@ -198,12 +203,19 @@ def main() -> None:
     parser.add_argument("--mem-limit-gb", type=float, default=6.0, help="address-space cap of the baseline")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--searches", action="store_true", help="guarded vs unguarded string searches")
+    parser.add_argument("--guards", action="store_true", help="what the size guards cost, and their refusals")
+    parser.add_argument("--role", default="mcpkit_bench_ro", help="the read-only role the bench creates")
     args = parser.parse_args()
+    global ROLE
+    ROLE = args.role
     if args.one:
         print(json.dumps(measure(json.loads(args.one))))
         return
     if args.searches:
         searches(args.pg, [int(s) for s in args.sizes.split(",")], args.repeat)
+        return
+    if args.guards:
+        guards(args.pg, [int(s) for s in args.sizes.split(",")], args.repeat)
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     print(
@@ -309,6 +321,20 @@ def _timed(run: Any, repeat: int) -> tuple[float, str]:
     return statistics.median(times) * 1000, outcome
 
 
+def _via(admission: Any, service: Any, sql: str, passes: tuple[Any, ...]) -> Any:
+    """A run of `sql` through `service` admitted with `passes` (then the default passes again)."""
+    default = admission.PASSES
+
+    def run() -> None:
+        admission.PASSES = passes
+        try:
+            service.query(sql, call_id="bench", max_rows=CAP)
+        finally:
+            admission.PASSES = default
+
+    return run
+
+
 def searches(admin_url: str, sizes: list[int], repeat: int) -> None:
     """Print the `--searches` tables (docs/benchmarks.md, "Bounded searches, before and after")."""
     import logging
@@ -329,14 +355,7 @@ def searches(admin_url: str, sizes: list[int], repeat: int) -> None:
     unguarded_passes = tuple(p for p in guarded_passes if p is not bound_searches)
 
     def via(service: Any, sql: str, passes: tuple[Any, ...]) -> Any:
-        def run() -> None:
-            admission.PASSES = passes
-            try:
-                service.query(sql, call_id="bench", max_rows=CAP)
-            finally:
-                admission.PASSES = guarded_passes
-
-        return run
+        return _via(admission, service, sql, passes)
 
     print("| search, over every row | rows | mcpkit guarded ms | mcpkit unguarded ms | baseline ms |", end="")
     print(" guard cost |")
@@ -371,6 +390,61 @@ def searches(admin_url: str, sizes: list[int], repeat: int) -> None:
         base, _ = _timed(lambda sql=sql: _baseline(url, sql), 0)
         print(f"| {label} | {outcome} in {_fmt_ms(ours)} ms | {base / 1000:,.1f} s |", flush=True)
     engine.close()
+
+
+# --- --guards: what the size guards cost an ordinary query, and their refusals ---------------------
+
+# Ordinary analytical queries whose operands are computed per row, so each carries guards: a LIKE
+# over a computed pattern, casts of computed text (each operand held once in a one-row subquery),
+# a pad to a computed width.
+GUARDED_QUERIES = {
+    "report: LIKE over a computed pattern": "SELECT region, count(*) AS deals, sum(revenue) AS revenue"
+    " FROM {t} WHERE note LIKE '%' || region || '%' OR units > 250 GROUP BY region ORDER BY revenue DESC",
+    "casts of computed text": "SELECT sum((units || '0')::int) AS s,"
+    " count(*) FILTER (WHERE (id::text || '')::bigint % 7 = 0) AS sevens FROM {t}",
+    "lpad to a computed width": "SELECT max(lpad(product, (20 + units % 5)::int)) AS p FROM {t}",
+}
+# Worst cases the guards refuse (the unguarded SQL builds or parses the value, then fails or answers).
+GUARDED_WORST = {
+    "cast of a column and 50 MB of text": "SELECT (region || repeat('x', 50000000))::int AS n"
+    " FROM {t} LIMIT 1",
+    "a 65 MB value concatenated 4 times": "SELECT length(r || r || r || r) AS n"
+    " FROM (SELECT repeat(region, 5000000) AS r FROM {t} LIMIT 1) AS s",
+    "LIKE over 1 MB, 3 KB pattern": LARGE_SEARCHES["LIKE over 1 MB, 3 KB pattern"],
+}
+
+
+def guards(admin_url: str, sizes: list[int], repeat: int) -> None:
+    """Print the `--guards` tables (docs/benchmarks.md, "What the size guards cost")."""
+    import logging
+
+    logging.disable(logging.WARNING)
+    import importlib
+
+    from mcpkit.sql import SqlEngine, SqlService
+    from mcpkit.sql.admission.bound_searches import bound_searches
+
+    admission: Any = importlib.import_module("mcpkit.sql.admission.admit")
+    guarded_passes = admission.PASSES
+    unguarded_passes = tuple(p for p in guarded_passes if p is not bound_searches)
+    print("| query | rows | guarded ms | unguarded ms | guarded / unguarded |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for n in sizes:
+        url = setup_postgres(admin_url, n)
+        engine = SqlEngine(url)
+        service = SqlService(engine, timeout_s=600.0, catalog=None)
+        bare = SqlService(engine, timeout_s=600.0, catalog=None)  # plans are cached per service
+        for label, template in {**GUARDED_QUERIES, **GUARDED_WORST}.items():
+            sql = template.format(t=f"{SCHEMA}.rows_{n}")
+            times = 1 if label in GUARDED_WORST else repeat
+            ours, outcome = _timed(_via(admission, service, sql, guarded_passes), times)
+            theirs, plain = _timed(_via(admission, bare, sql, unguarded_passes), times)
+            shown = "" if outcome == plain == "answered" else f" ({outcome} / {plain})"
+            print(
+                f"| {label}{shown} | {n:,} | {_fmt_ms(ours)} | {_fmt_ms(theirs)} | {ours / theirs:.2f} |",
+                flush=True,
+            )
+        engine.close()
 
 
 if __name__ == "__main__":

@@ -15,8 +15,9 @@ import psycopg
 import pymysql
 from sqlalchemy.engine import make_url
 
-from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE
+from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.profiles.base import ConnectionBudget
+from mcpkit.sql.service import SqlService
 
 HERE = Path(__file__).resolve().parent
 READER_CONNECTIONS = ConnectionBudget(DEFAULT_POOL_SIZE).recommended
@@ -117,6 +118,22 @@ _PG_QUERIES = {
     "data_directory": "SELECT f FROM pg_ls_dir('.') AS f ORDER BY 1",
     "sequence": None,
 }
+
+
+@contextmanager
+def service_over(url: str, timeout_s: float) -> Iterator[SqlService]:
+    """A `SqlService` over `url` on an engine of its own, closed afterwards."""
+    engine = SqlEngine(url)
+    try:
+        yield SqlService(engine, timeout_s=timeout_s)
+    finally:
+        engine.close()
+
+
+def rss_kb() -> int:
+    """This process's resident memory (VmRSS), in KiB."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
 def pg_admin(url: str) -> psycopg.Connection:

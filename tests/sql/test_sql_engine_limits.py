@@ -24,7 +24,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import DbEnv, mysql_admin, mysql_scratch, pg_scratch
+from tests.sql.sql_support import DbEnv, mysql_admin, mysql_scratch, pg_scratch, rss_kb
 
 TIMEOUT_S = 3.0
 
@@ -138,11 +138,6 @@ def test_sqlite_bounded_trims_answer_as_sqlites_own(sqlite_env: DbEnv) -> None:
         service.engine.close()
 
 
-def _rss_kb() -> int:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-
-
 def test_sqlite_trim_with_every_code_point_as_its_set_is_quick_and_keeps_nothing(sqlite_env: DbEnv) -> None:
     # Red team my11 F9: a regex compiled per set took 5-6 s per row in one VM step, and `re` kept
     # ~19 MB per distinct set after the call.
@@ -152,7 +147,7 @@ def test_sqlite_trim_with_every_code_point_as_its_set_is_quick_and_keeps_nothing
     )
     service = _raw(sqlite_env)
     try:
-        before = _rss_kb()
+        before = rss_kb()
         for offsets in ("(2),(3),(4),(5),(6),(7)", "(8),(9),(10),(11),(12),(13),(14)"):
             started = time.monotonic()
             result, _ = service.query(
@@ -162,7 +157,7 @@ def test_sqlite_trim_with_every_code_point_as_its_set_is_quick_and_keeps_nothing
             )
             assert time.monotonic() - started < TIMEOUT_S + 1.5
             assert [row[1] for row in result.rows] == [0] * len(result.rows)
-        assert _rss_kb() - before < 64_000  # 13 sets held ~250 MB with the regex cache
+        assert rss_kb() - before < 64_000  # 13 sets held ~250 MB with the regex cache
     finally:
         service.engine.close()
 

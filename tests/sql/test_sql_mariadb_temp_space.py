@@ -12,9 +12,11 @@ from collections.abc import Iterator
 
 import pymysql
 import pytest
+from sqlglot import parse_one
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
+from mcpkit.sql.profiles.mysql import temp_space
 from mcpkit.sql.profiles.mysql.temp_space import planned_tables
 from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import mysql_scratch
@@ -106,6 +108,7 @@ def test_mariadb_counts_every_temporary_table_the_server_builds(mysql_url: str, 
         try:
             with reader.cursor() as r:
                 planned = planned_tables(r, sql)
+                assert planned_tables(r, sql, tree=parse_one(sql, read="mysql")) == planned  # admission's
                 r.execute("SHOW SESSION STATUS LIKE 'Created_tmp_tables'")
                 before = int(r.fetchone()[1])
                 r.execute(f"SET STATEMENT max_statement_time = 10 FOR {sql}")
@@ -136,8 +139,24 @@ def test_mariadb_each_reference_to_a_view_the_server_will_not_show_is_counted(my
             with reader.cursor() as r:
                 assert planned_tables(r, "SELECT v0.n FROM v AS v0") < 40
                 assert planned_tables(r, f"SELECT COUNT(*) FROM v AS v0 {joins}") >= 40 * 16
+                tree = parse_one(f"SELECT COUNT(*) FROM v AS v0 {joins}", read="mysql")
+                assert planned_tables(r, f"SELECT COUNT(*) FROM v AS v0 {joins}", tree=tree) >= 40 * 16
         finally:
             reader.close()
+
+
+@pytest.mark.mysql
+def test_mariadb_counts_from_the_tree_admission_parsed(
+    service: SqlService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the counter parsed the text it was sent again (clipped, then described and run): a recursive
+    # CTE's readers are now read from admission's tree, so the text is not parsed at all
+    def parse_again(*_: object, **__: object) -> None:
+        raise AssertionError("the text was parsed again")
+
+    monkeypatch.setattr(temp_space, "parse_one", parse_again)
+    sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 3) SELECT a.n FROM r AS a"
+    assert service.query(sql, call_id="tmp-tree")[0].rows == [[1], [2], [3]]
 
 
 # MySQL 8 has no per-statement cap on internal temporary tables (TempTable's pool is global, its

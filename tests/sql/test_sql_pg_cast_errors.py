@@ -16,9 +16,9 @@ from collections.abc import Iterator
 import pytest
 
 from mcpkit.sql.admission import admit
-from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import DbEnv, rss_kb, service_over
 
 TIMEOUT_S = 10.0
 MARKER = "mcpkit_search_bound"
@@ -46,11 +46,8 @@ LARGE = {
 
 @pytest.fixture
 def service(pg_url: str) -> Iterator[SqlService]:
-    engine = SqlEngine(pg_url)
-    try:
-        yield SqlService(engine, timeout_s=TIMEOUT_S)
-    finally:
-        engine.close()
+    with service_over(pg_url, TIMEOUT_S) as service:
+        yield service
 
 
 @pytest.mark.postgres
@@ -104,11 +101,6 @@ def test_postgres_a_large_function_style_cast_fails_before_it_is_parsed(
     assert time.monotonic() - started < TIMEOUT_S
 
 
-def _rss_mb() -> int:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) // 1024
-
-
 @pytest.mark.postgres
 @pytest.mark.parametrize(
     "sql",
@@ -119,11 +111,11 @@ def _rss_mb() -> int:
     ],
 )
 def test_postgres_a_failed_cast_keeps_its_input_out_of_mcpkit(sql: str, service: SqlService) -> None:
-    before = _rss_mb()
+    before = rss_kb() // 1024
     with pytest.raises(QueryFailed) as info:
         service.query(sql, call_id="cast")
     assert info.value.kind == "resource", info.value.message
-    assert _rss_mb() - before < 64
+    assert rss_kb() // 1024 - before < 64
 
 
 @pytest.mark.postgres
@@ -181,3 +173,31 @@ def test_postgres_a_guarded_cast_computes_its_operand_once(sql: str, service: Sq
         service.query(sql, call_id="once")
     assert info.value.kind == "resource", info.value.message
     assert time.monotonic() - started < 3.0
+
+
+@pytest.fixture
+def demo_service(pg_env: DbEnv) -> Iterator[SqlService]:
+    with service_over(pg_env.ro_url, TIMEOUT_S) as service:
+        yield service
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT (region || repeat('x', 50000000))::int AS n FROM {schema}.sales_demo",  # a stored column
+        "SELECT (x || repeat('x', 50000000))::int AS n FROM (VALUES ('a')) AS v(x)",
+    ],
+)
+def test_postgres_a_cast_of_a_column_and_computed_text_computes_it_once(
+    sql: str, pg_env: DbEnv, demo_service: SqlService
+) -> None:
+    # the operand mixes a column (so it is never a constant) with built text: the guard computed it
+    # five times (10-12 s to refuse 50 MB on a loaded host); once, in the guard's one-row hold
+    sql = sql.format(schema=pg_env.schema)
+    assert admit(sql, "postgres").sql.upper().count("REPEAT(") == 1
+    started = time.monotonic()
+    with pytest.raises(QueryFailed) as info:
+        demo_service.query(sql, call_id="once")
+    assert info.value.kind == "resource", info.value.message
+    assert time.monotonic() - started < 6.0

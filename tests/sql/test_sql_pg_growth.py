@@ -15,10 +15,9 @@ import pytest
 
 from mcpkit.errors import Refused
 from mcpkit.sql.admission import admit
-from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import assert_guarded_answers_alike
+from tests.sql.sql_support import assert_guarded_answers_alike, service_over
 
 TIMEOUT_S = 20.0
 MARKER = "mcpkit_size_bound"
@@ -54,11 +53,8 @@ GROWS = {
 
 @pytest.fixture
 def service(pg_url: str) -> Iterator[SqlService]:
-    engine = SqlEngine(pg_url)
-    try:
-        yield SqlService(engine, timeout_s=TIMEOUT_S)
-    finally:
-        engine.close()
+    with service_over(pg_url, TIMEOUT_S) as service:
+        yield service
 
 
 @pytest.mark.postgres

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from mcpkit.errors import Refused
-from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import service_over
 
 TIMEOUT_S = 3.0
 SEARCH_TOO_LARGE = "The query searches strings too large to search within the time limit; narrow it."
@@ -33,11 +33,8 @@ SPLITS = {
 
 @pytest.fixture
 def service(pg_url: str) -> Iterator[SqlService]:
-    engine = SqlEngine(pg_url)
-    try:
-        yield SqlService(engine, timeout_s=TIMEOUT_S)
-    finally:
-        engine.close()
+    with service_over(pg_url, TIMEOUT_S) as service:
+        yield service
 
 
 @pytest.mark.postgres

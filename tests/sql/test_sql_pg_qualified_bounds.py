@@ -11,20 +11,17 @@ from collections.abc import Iterator
 import pytest
 
 from mcpkit.errors import Refused
-from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import service_over
 
 BIG = "(SELECT repeat('x', 1000000) AS big) AS b"
 
 
 @pytest.fixture
 def service(pg_url: str) -> Iterator[SqlService]:
-    engine = SqlEngine(pg_url)
-    try:
-        yield SqlService(engine, timeout_s=20.0)
-    finally:
-        engine.close()
+    with service_over(pg_url, 20.0) as service:
+        yield service
 
 
 @pytest.mark.postgres

@@ -175,7 +175,12 @@ class SqlService:
             if self.max_cost is not None:
                 self._check_cost(sent, call_id)
             result = shape_rows(
-                apply_mask(self.engine.execute(sent, None, rows, deadline_s, call_id, clip=self.cells), plan)
+                apply_mask(
+                    self.engine.execute(
+                        sent, None, rows, deadline_s, call_id, clip=self.cells, tree=admitted.tree
+                    ),
+                    plan,
+                )
             )
             span.set_attribute("db.response.returned_rows", result.row_count)
         if note is not None:

@@ -21,7 +21,8 @@ from typing import Final
 
 from sqlglot import exp
 
-from mcpkit.sql.admission.built_values import answer_bound, answer_roots, hold, wrap
+from mcpkit.sql.admission import held_operands as once
+from mcpkit.sql.admission.built_values import answer_bound, answer_roots, hold
 from mcpkit.sql.admission.chains import chain_cost, chain_roots, unfold_constants
 from mcpkit.sql.admission.function_tables import (
     SEARCH_BOUND_MARKER,
@@ -47,7 +48,7 @@ from mcpkit.sql.admission.operands import (
 )
 from mcpkit.sql.admission.operators import bound_of, spread_quantified
 from mcpkit.sql.admission.regex_bounds import limit_matches, regex_cost
-from mcpkit.sql.admission.unfoldable import evaluated_once, unfoldable
+from mcpkit.sql.admission.unfoldable import unfoldable
 from mcpkit.sql.errors import refuse
 
 __all__ = ["MAX_BOUNDED", "MAX_PATTERNS", "SHORT_LITERAL", "bound_searches"]
@@ -359,14 +360,15 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                     f"The query has more than {MAX_PATTERNS} regular expressions with quantifiers or"
                     " classes; split it into smaller queries.",
                 )
-        cast = target.bound if isinstance(target.bound, _CastBound) and bounds.folds_constants else None
-        source = evaluated_once(target.call, cast.key) if cast is not None else None
+        cast = target.bound if isinstance(target.bound, _CastBound) and bounds.holds_operands else None
+        value = operand(target.call, cast.key) if cast is not None else None  # held before it is sized
+        held = once.hold([value], bounds.varying) if once.costly(value, bounds.growths) else []
         cond = _cost(target, builder)
         if isinstance(target.bound, SizeBound) and target.bound.pattern:
             limit_matches(target.call, target.bound, bounds, builder.length)
         if cond is None:
             continue
-        if held := hold(target.call, target.bound, bounds):  # `admission.built_values`
+        if not held and (held := hold(target.call, target.bound, bounds)):  # `admission.built_values`
             cond = _cost(target, builder) or cond
         if isinstance(target.bound, _ChainBound) and bounds.folds_constants:
             unfold_constants(target.call, bounds.varying)
@@ -389,11 +391,10 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                 placeholder.replace(_guarded(hay, cond, bounds, marker))
             continue
         typed = isinstance(bound, _CastBound) or (isinstance(bound, SizeBound) and bound.typed)
-        if bounds.folds_constants and typed and isinstance(bound, SizeBound | _CastBound) and source is None:
+        if bounds.folds_constants and typed and isinstance(bound, SizeBound | _CastBound) and not held:
             keys = (bound.key,) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
             unfoldable(target.call, keys)
         placeholder = exp.Null()
         target.node.replace(placeholder)
-        guard = wrap(_guarded(target.node, cond, bounds, marker), held)
-        placeholder.replace(guard if source is None else exp.Subquery(this=exp.select(guard).from_(source)))
+        placeholder.replace(once.wrap(_guarded(target.node, cond, bounds, marker), held))
     return tree

@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from sqlglot import exp
+
 from mcpkit.sql.errors import refuse
 
 __all__ = [
@@ -160,7 +162,8 @@ def text_chars(cell_bytes: int) -> int:
     return max(1, cell_bytes // 4)
 
 
-Describe = Callable[[Any, str], list[WireColumn]]
+Describe = Callable[[Any, str, exp.Expr | None], list[WireColumn]]
+"""(driver connection, sql, admission's parse of it or None) -> the result columns of `sql`."""
 Wrap = Callable[[str, list[WireColumn], int, CellBudget], ClipPlan]
 
 

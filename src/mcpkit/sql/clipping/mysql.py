@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Final
 
+from sqlglot import exp
+
 from mcpkit.sql.clipping import CAP, CellBudget, ClipPlan, WireColumn, keep, size_only, text_chars
 from mcpkit.sql.profiles.mysql.temp_space import sized
 
@@ -24,8 +26,8 @@ _VARIABLE: Final = frozenset(
 )  # fmt: skip
 
 
-def describe(dbapi: Any, sql: str) -> list[WireColumn]:
-    """The result columns of `sql`, from the same query with `LIMIT 0`."""
+def describe(dbapi: Any, sql: str, tree: exp.Expr | None = None) -> list[WireColumn]:
+    """The result columns of `sql`, from the same query with `LIMIT 0` (`tree`: its parse, if known)."""
     field_type = importlib.import_module("pymysql.constants.FIELD_TYPE")
     by_code = {v: k for k, v in vars(field_type).items() if k.isupper() and isinstance(v, int)}
     cur = dbapi.cursor()
@@ -34,7 +36,7 @@ def describe(dbapi: Any, sql: str) -> list[WireColumn]:
         statement = sql[: capped.start()] + "LIMIT 0" if capped else f"SELECT * FROM ({sql}) AS q LIMIT 0"
         # MariaDB builds derived tables even under LIMIT 0: sized as the query itself is
         mariadb = "mariadb" in str(dbapi.get_server_info()).lower()
-        cur.execute(sized(cur, statement) if mariadb else statement)
+        cur.execute(sized(cur, statement, tree=tree) if mariadb else statement)
         result = getattr(cur, "_result", None)  # pymysql keeps the field packets (charset) there
         fields = list(result.fields or []) if result is not None else []
         description = cur.description or ()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import pq
+from sqlglot import exp
 
 from mcpkit.sql.clipping import (
     CAP,
@@ -93,7 +94,7 @@ def described(dbapi: Any, sql: str, prelude: Sequence[str] = ()) -> Described:
     return _columns(description, types)
 
 
-def describe(dbapi: Any, sql: str) -> list[WireColumn]:
+def describe(dbapi: Any, sql: str, tree: exp.Expr | None = None) -> list[WireColumn]:
     """The result columns of `sql` (`described`)."""
     return list(described(dbapi, sql).columns)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from sqlglot import exp
+
 from mcpkit.sql.clipping import CellBudget, ClipPlan, WireColumn, text_chars, value_or_size
 
 __all__ = ["FUNCTIONS", "describe", "wrap"]
@@ -12,7 +14,7 @@ __all__ = ["FUNCTIONS", "describe", "wrap"]
 FUNCTIONS: Final = frozenset({"typeof", "substr", "length"})
 
 
-def describe(dbapi: Any, sql: str) -> list[WireColumn]:
+def describe(dbapi: Any, sql: str, tree: exp.Expr | None = None) -> list[WireColumn]:
     """The result columns of `sql`, from the same query with `LIMIT 0` (SQLite stops at once)."""
     cur = dbapi.cursor()
     try:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from sqlglot import exp
+
     from mcpkit.sql.clipping import CellBudget
 
 __all__ = ["Column", "Engine", "Params", "Rows"]
@@ -54,8 +56,10 @@ class Engine(Protocol):
         call_id: str,
         *,
         clip: CellBudget | None = None,
+        tree: exp.Expr | None = None,
     ) -> Rows:
-        """Run `sql` read-only, stop it after `timeout_s`, fetch at most `limit` rows (+1 to see more).
+        """Run `sql` read-only, stop it after `timeout_s`, fetch at most `limit` rows (+1 to see more);
+        `tree` is admission's parse of `sql`, where known.
 
         Raises:
             QueryFailed: the database failed the query (masked message).

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Engine as SaEngine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolResetState, QueuePool
+from sqlglot import exp
 
 from mcpkit.errors import Refused
 from mcpkit.sql.clipping import CellBudget, ClipPlan, Run, StaleDescription
@@ -282,8 +283,9 @@ class SqlEngine:
         call_id: str,
         *,
         clip: CellBudget | None = None,
+        tree: exp.Expr | None = None,
     ) -> Rows:
-        """Run one statement read-only and return at most `limit` rows.
+        """Run one statement read-only and return at most `limit` rows (`Rows`).
 
         Args:
             sql: The statement. With `params` None it is sent exactly as given; otherwise it
@@ -294,9 +296,7 @@ class SqlEngine:
             call_id: Shown to the database (application_name / comment) and in the log.
             clip: Clip cells inside the SQL sent (`mcpkit.sql.clipping`), so no cell over the
                 budget reaches the driver; a clipped cell comes back as `Clipped`/`BinarySize`.
-
-        Returns:
-            The rows.
+            tree: Admission's parse of `sql`, for a profile that reads its shape (MariaDB's temp space).
         """
         clipping = self.profile.clipping() if clip is not None and params is None else None
         started = time.perf_counter()
@@ -304,12 +304,14 @@ class SqlEngine:
             return self._run_clipped(clipping.run, sql, limit, timeout_s, call_id, clip, started)
         with self.session(timeout_s, call_id) as (conn, dbapi):
             if clipping is not None and clip is not None:
-                described = clipping.describe(dbapi, sql)
+                described = clipping.describe(dbapi, sql, tree)
                 fit = clip.fit(limit + 1, len(described))
                 plan = clipping.wrap(sql, described, fit, clip)
                 cursor = dbapi.cursor()
                 try:  # a wide row: fewer rows, cut in the SQL sent (LIMIT), so the bound holds on the wire
-                    self.profile.run(cursor, plan.sql if fit > limit else f"{plan.sql} LIMIT {fit}", call_id)
+                    self.profile.run(
+                        cursor, plan.sql if fit > limit else f"{plan.sql} LIMIT {fit}", call_id, tree
+                    )
                     fetched = [plan.reassemble(r) for r in cursor.fetchmany(fit)]
                 finally:
                     cursor.close()
@@ -317,7 +319,7 @@ class SqlEngine:
             if params is None:
                 cursor = dbapi.cursor()
                 try:
-                    self.profile.run(cursor, sql, call_id)
+                    self.profile.run(cursor, sql, call_id, tree)
                     description = cursor.description
                     fetched = cursor.fetchmany(limit + 1) if description else []
                 finally:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sqlglot import exp
+
 from mcpkit.sql.clipping import CellBudget
 from mcpkit.sql.engines.base import Column, Params, Rows
 
@@ -42,6 +44,7 @@ class FakeEngine:
         call_id: str,
         *,
         clip: CellBudget | None = None,
+        tree: exp.Expr | None = None,
     ) -> Rows:
         """Record `sql` and answer with the handler's rows, cut at `limit`."""
         self.calls.append(sql)

@@ -23,8 +23,7 @@ from typing import Final
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
-from mcpkit.sql.admission.built_values import HOLD
-from mcpkit.sql.admission.unfoldable import OPERAND_SOURCE
+from mcpkit.sql.admission.held_operands import SET_RETURNING, call_names
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.masking.taint import refuse_mask
 from mcpkit.sql.masking.ties import (
@@ -133,21 +132,20 @@ _NOT_SCALAR: Final = (
 )
 
 
-def _held(node: exp.Expr) -> bool:
-    """One of the blocks a guard computes its operands in (`built_values.HOLD`, a cast's
-    `unfoldable.OPERAND_SOURCE`): a row
-    of expressions with no FROM (`OFFSET 0` keeps the planner from copying them back), and the
-    scalar subquery that reads it. One row each: there is no order to pin, and ordering by its
-    values fails for a type without one (json)."""
-    if not isinstance(node, exp.Select):
+def _one_row(node: exp.Expr) -> bool:
+    """A SELECT that answers one row at most, so has no order to pin (and ordering by its values
+    fails for a type without one, json): no FROM, or only a derived table that is itself one row
+    (a guard's `(SELECT <guard> FROM (SELECT <operand> OFFSET 0) AS h)`, `admission.held_operands`);
+    no join, GROUP BY (grouping sets answer several rows from one) or set-returning call of its own."""
+    if not isinstance(node, exp.Select) or node.args.get("joins") or node.args.get("group"):
         return False
-    parent = node.parent
-    holds = (HOLD, OPERAND_SOURCE)
-    if isinstance(parent, exp.Subquery) and parent.alias in holds and node.args.get("from") is None:
+    own = node.walk(prune=lambda n: n is not node and isinstance(n, exp.Query))
+    if any(isinstance(n, exp.UDTF | exp.GenerateSeries) or call_names(n) & SET_RETURNING for n in own):
+        return False
+    source = node.args.get("from_")
+    if source is None:
         return True
-    source = node.args.get("from")
-    held = source.this if isinstance(source, exp.From) else None
-    return isinstance(held, exp.Subquery) and held.alias in holds and not node.args.get("joins")
+    return isinstance(source.this, exp.Subquery) and _one_row(source.this.this)
 
 
 def _scalar(node: exp.Expr) -> bool:
@@ -206,7 +204,7 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str) -> bool:
             continue
         if not isinstance(node, exp.Select | exp.SetOperation):
             continue
-        if _held(node):
+        if _one_row(node):
             continue
         order = node.args.get("order")
         limited = node.args.get("limit") is not None or node.args.get("offset") is not None

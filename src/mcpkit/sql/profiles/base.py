@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from sqlalchemy.engine import URL, Connection
+from sqlglot import exp
 
 from mcpkit.sql.admission.function_tables import PATHS_BOUND_MARKER, SEARCH_BOUND_MARKER, SIZE_BOUND_MARKER
 from mcpkit.sql.errors import PATHS_TOO_LARGE, SEARCH_TOO_LARGE, VALUE_TOO_LARGE, FailureKind, SqlConfigError
@@ -176,8 +177,9 @@ class Profile(Capabilities):
         self.begin(dbapi, timeout_s, call_id)
         return []
 
-    def run(self, cursor: Any, sql: str, call_id: str) -> None:
-        """Execute one statement exactly as given (no parameter processing)."""
+    def run(self, cursor: Any, sql: str, call_id: str, tree: exp.Expr | None = None) -> None:
+        """Execute one statement exactly as given (no parameter processing); `tree`, where known,
+        is admission's parse of the query `sql` sends (clipped or not)."""
         cursor.execute(sql)
 
     def type_names(self, dbapi: Any, description: Sequence[Any]) -> list[str | None]:

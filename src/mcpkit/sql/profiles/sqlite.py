@@ -14,6 +14,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from sqlalchemy.engine import URL, Connection
+from sqlglot import exp
 
 from mcpkit.sql.admission.function_tables import matches
 from mcpkit.sql.admission.policy import FunctionPolicy
@@ -265,7 +266,7 @@ class SqliteProfile(Profile):
         dbapi.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, _PROGRESS_STEPS)
         call_deadline(deadline)  # the bounded functions' private connection stops at it too
 
-    def run(self, cursor: Any, sql: str, call_id: str) -> None:
+    def run(self, cursor: Any, sql: str, call_id: str, tree: exp.Expr | None = None) -> None:
         """Run one statement (sqlite3 refuses a second one)."""
         cursor.execute(sql)
 

@@ -190,7 +190,7 @@ def _clip_plan(service: SqlService, sql: str, names: Sequence[str], rows: int) -
     for name in names:
         probe = re.sub(rf"(?<![:\w]):{re.escape(name)}\b", "NULL", probe)
     with service.engine.session(service.timeout_s, "reports-clip") as (_, dbapi):
-        columns = found.describe(dbapi, probe)
+        columns = found.describe(dbapi, probe, None)
     cells = service.cells
     if len(columns) > cells.max_columns or cells.rows_fit(rows + 1, len(columns)) <= rows:
         raise DefinitionError(

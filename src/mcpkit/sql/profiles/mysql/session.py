@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from sqlalchemy.engine import URL
+from sqlglot import exp
 
 from mcpkit.sql.clipping import Clipping
 from mcpkit.sql.profiles.base import Outcome, Profile
@@ -190,7 +191,7 @@ class MysqlSession(Profile):
                 )
             cur.execute("START TRANSACTION READ ONLY")
 
-    def run(self, cursor: Any, sql: str, call_id: str) -> None:
+    def run(self, cursor: Any, sql: str, call_id: str, tree: exp.Expr | None = None) -> None:
         """Run one statement with the call's tag as a leading comment (visible in the process list);
         a warning that the answer was cut or nulled by a server limit fails the call.
 
@@ -199,7 +200,7 @@ class MysqlSession(Profile):
         cannot end the comment.
         """
         tag = f"/* {session_label(call_id)} */ "
-        cursor.execute(tag + (sized(cursor, sql, tag) if self.mariadb else sql))
+        cursor.execute(tag + (sized(cursor, sql, tag, tree) if self.mariadb else sql))
         count = getattr(cursor, "warning_count", 0) & 0xFFFF  # pymysql reads it as a signed short
         if count:
             with cursor.connection.cursor() as warnings:

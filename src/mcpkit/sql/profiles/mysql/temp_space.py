@@ -86,54 +86,66 @@ def temp_tables(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> int:
     return max(count, 1)
 
 
-def _written_tables(sql: str) -> int:
+def _written_tables(sql: str, tree: exp.Expr | None) -> int:
     """The temporary tables a plan the server would not show may build, from the text: two per
     SELECT, GROUP BY, DISTINCT or set operation, and a view's own blocks (16) for each relation
     the text names, since each reference to a view that cannot be merged is materialized again
     (red team rt16 F5: 30 derived tables beside a view held 1.38 GB at 64 MiB each; my17 F6: one
     view named 40 times held 1.95 GB)."""
-    return 2 * len(_BLOCKS.findall(sql)) + _VIEW_BLOCKS * max(_relations(sql), 1)
+    return 2 * len(_BLOCKS.findall(sql)) + _VIEW_BLOCKS * max(_relations(sql, tree), 1)
 
 
-def _relations(sql: str) -> int:
-    """How many relations `sql` names (each a possible view), at least one per FROM or JOIN."""
+def _parsed(sql: str, tree: exp.Expr | None) -> exp.Expr | None:
+    """`tree` (admission's parse of the query `sql` sends), or `sql` parsed here; None when it
+    does not parse."""
+    if tree is not None:
+        return tree
     try:
-        tree = parse_one(sql, read="mysql")
+        return parse_one(sql, read="mysql")
     except SqlglotError:
+        return None
+
+
+def _relations(sql: str, tree: exp.Expr | None) -> int:
+    """How many relations `sql` names (each a possible view), at least one per FROM or JOIN."""
+    parsed = _parsed(sql, tree)
+    if parsed is None:
         return len(re.findall(r"\b(?:FROM|JOIN)\b|,", sql, re.IGNORECASE))
-    return sum(1 for _ in tree.find_all(exp.Table))
+    return sum(1 for _ in parsed.find_all(exp.Table))
 
 
-def _recursive_references(sql: str) -> int:
+def _recursive_references(sql: str, tree: exp.Expr | None) -> int:
     """A table for each place the text reads a recursive CTE, outside its own step (at least one
     each): its step table is in the plan, each further reader builds its own."""
-    try:
-        tree = parse_one(sql, read="mysql")
-    except SqlglotError:
+    if tree is None and not _RECURSIVE.search(sql):
+        return 0
+    parsed = _parsed(sql, tree)
+    if parsed is None:
         return 1 + len(_RECURSIVE.findall(sql))
     count = 0
-    for with_ in tree.find_all(exp.With):
+    for with_ in parsed.find_all(exp.With):
         for cte in with_.expressions if with_.args.get("recursive") else ():
             name = cte.alias_or_name.casefold()
             own = {id(t) for t in cte.find_all(exp.Table) if t.name.casefold() == name}
             if own:  # it reads itself: recursive
-                readers = sum(1 for t in tree.find_all(exp.Table) if t.name.casefold() == name)
+                readers = sum(1 for t in parsed.find_all(exp.Table) if t.name.casefold() == name)
                 count += max(1, readers - len(own))
     return count
 
 
-def planned_tables(cursor: Any, sql: str, tag: str = "") -> int:
+def planned_tables(cursor: Any, sql: str, tag: str = "", tree: exp.Expr | None = None) -> int:
     """The internal temporary tables `sql` may build: its `EXPLAIN` plan's, read on `cursor`, and
     those no plan row shows (an aggregate's DISTINCT, a recursive CTE's second table); counted from
-    the text when the server will not show the plan (1345)."""
+    the text when the server will not show the plan (1345). `tree`: admission's parse of the query
+    `sql` sends (clipped or not: the same relations and CTEs), so the text is not parsed again."""
     pymysql: Any = importlib.import_module("pymysql")
-    unshown = len(_UNSHOWN.findall(sql)) + (_recursive_references(sql) if _RECURSIVE.search(sql) else 0)
+    unshown = len(_UNSHOWN.findall(sql)) + _recursive_references(sql, tree)
     try:
         cursor.execute(f"{tag}EXPLAIN {sql}")
     except pymysql.err.MySQLError as exc:
         if getattr(exc, "args", (None,))[0] != 1345:  # a view over tables the login cannot read
             raise
-        return _written_tables(sql) + unshown
+        return _written_tables(sql, tree) + unshown
     columns = [d[0] for d in cursor.description or ()]
     return temp_tables(columns, cursor.fetchall()) + unshown
 
@@ -148,13 +160,13 @@ def per_table_bytes(tables: int) -> int:
     return max(_FLOOR, share - share % _FLOOR)
 
 
-def sized(cursor: Any, sql: str, tag: str = "") -> str:
+def sized(cursor: Any, sql: str, tag: str = "", tree: exp.Expr | None = None) -> str:
     """`sql` under a `tmp_disk_table_size` that shares the call's budget among the temporary
     tables it may build (`planned_tables`, MariaDB); `sql` as it is when it is no query (SELECT,
     WITH, VALUES, a parenthesis)."""
     if _QUERY.match(sql) is None:
         return sql
-    size = per_table_bytes(planned_tables(cursor, sql, tag))
+    size = per_table_bytes(planned_tables(cursor, sql, tag, tree))
     return f"SET STATEMENT tmp_disk_table_size = {size} FOR {sql}"
 
 

@@ -16,6 +16,7 @@ from psycopg import adapters as _psycopg_adapters
 from psycopg.adapt import AdaptersMap
 from psycopg.types.string import TextLoader
 from sqlalchemy.engine import URL, Connection
+from sqlglot import exp
 
 from mcpkit.sql.clipping import Clipping
 from mcpkit.sql.errors import SqlConfigError
@@ -104,7 +105,7 @@ class PostgresSession(Profile):
             statements.append(f"SELECT set_config('search_path', {self._name_path}, true)")
         return statements
 
-    def run(self, cursor: Any, sql: str, call_id: str) -> None:
+    def run(self, cursor: Any, sql: str, call_id: str, tree: exp.Expr | None = None) -> None:
         """Run one statement through the extended protocol (no parameter processing)."""
         with cursor.connection.pipeline():
             cursor.execute(sql, prepare=False)
