@@ -197,9 +197,3 @@ def _hints(
     except Exception as exc:
         log.info("masks: %s hints unavailable: %s", what, type(exc).__name__)
         return []
-    try:
-        with engine.session(30.0, "startup-masks") as (conn, _):
-            return engine.profile.trigger_hints(conn, masked)
-    except Exception as exc:
-        log.info("masks: trigger hints unavailable: %s", type(exc).__name__)
-        return []
