@@ -14,12 +14,13 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Connection, make_url
 
 from mcpkit.sql.checks import ensure_safe_account, inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import AccountReport
+from mcpkit.sql.profiles.base import Finding
 from tests.sql.sql_support import pg_admin
 
 CASES = {
@@ -125,3 +126,33 @@ def test_postgres_a_group_holding_only_reads_adds_nothing(scratch: tuple[str, st
         c.execute("GRANT CREATE, USAGE ON SCHEMA open TO PUBLIC")  # the login's own finding, once
     found = [f.line() for f in _report(url).findings]
     assert len(found) == 1 and "REVOKE CREATE ON SCHEMA open FROM PUBLIC" in found[0], found
+
+
+@pytest.mark.postgres
+def test_postgres_a_group_holding_nothing_of_its_own_is_not_audited(
+    scratch: tuple[str, str, str, str],
+) -> None:
+    # Each role inspected costs a whole route audit: only one that holds something is.
+    from mcpkit.sql.profiles.postgres.switch import switched_findings
+
+    admin, url, _, group = scratch
+    calls: list[str] = []
+
+    def audit(conn: Connection) -> list[Finding]:
+        calls.append(str(conn.exec_driver_sql("SELECT current_user").scalar()))
+        return []
+
+    def inspected() -> list[str]:
+        engine = SqlEngine(url)
+        try:
+            with engine.session(30.0, "test") as (conn, _):
+                switched_findings(conn, audit, [], [])
+        finally:
+            engine.close()
+        return calls
+
+    assert inspected() == []
+    with pg_admin(admin) as c:
+        c.execute("CREATE TABLE public.t (a int)")
+        c.execute(f"GRANT SELECT ON public.t TO {group}")
+    assert inspected() == [group]

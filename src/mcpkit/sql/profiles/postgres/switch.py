@@ -86,11 +86,19 @@ def switched_reads(conn: Connection) -> tuple[str, str, str] | None:
 
 
 # The roles to inspect as: one SET ROLE away, not a superuser (refused by name already), not a
-# predefined role (`knowledge.ROLES`: refused by name, through any membership).
+# predefined role (`knowledge.ROLES`: refused by name, through any membership), and holding
+# something the current role does not: a role whose rights come from it has a grant, an object or a
+# policy in this database or a shared catalog (`pg_shdepend`, readable by every role); each
+# inspection costs a whole route audit.
 _SWITCHES: Final = f"""
 SELECT quote_ident(r.rolname), {_VIA}, quote_ident(current_user)
 FROM pg_catalog.pg_roles r
 WHERE {_REACHED} AND NOT r.rolsuper AND NOT r.rolname = ANY(:predefined)
+  AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles s JOIN pg_catalog.pg_shdepend d ON d.refobjid = s.oid
+              WHERE pg_has_role(r.oid, s.oid, 'USAGE') AND NOT pg_has_role(current_user, s.oid, 'USAGE')
+                AND d.refclassid = 'pg_catalog.pg_authid'::regclass
+                AND d.dbid IN (0, (SELECT oid FROM pg_catalog.pg_database
+                                   WHERE datname = current_database())))
 ORDER BY r.rolname
 """
 
