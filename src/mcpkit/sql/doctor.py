@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Literal
 
 from mcpkit.sql.checks import inspect_account, probe_read_only, probe_timeout
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import QueryFailed, QueryTimeout
+from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles.base import ConnectionBudget, merge_findings
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
@@ -75,7 +76,6 @@ def _identities(engine: SqlEngine, role_map: str, mask: str | None, allow: Colle
     """What `serve --role-map` checks at start-up as each mapped role (least privilege, no reach to
     another principal or the server's account) and, with `mask`, each role's masked columns."""
     from mcpkit.sql.assemble import identity_mask_findings, prepare_masks
-    from mcpkit.sql.errors import SqlConfigError
     from mcpkit.sql.identities import IdentityRouter, RoleMap
     from mcpkit.sql.service import Masking
 
@@ -132,6 +132,11 @@ def diagnose(
     checks = [
         Check("ok", "reachable", f"connected and answered in {(time.monotonic() - started) * 1000:.0f} ms")
     ]
+    if role_map:  # each mapped role is checked as its own identity (`_identities`), not again here
+        from mcpkit.sql.identities import RoleMap
+
+        with suppress(SqlConfigError):  # an unusable file is `_identities`' failure
+            engine.profile.use_identities(RoleMap.from_yaml(role_map).roles)
     report = inspect_account(engine, call_id="doctor", allowed=allow, connections=connections)
     checks.append(Check("ok", "dialect", f"{engine.dialect} ({report.version.split(' on ')[0]})"))
     accepted = set(allow)

@@ -168,12 +168,16 @@ def _role_findings(conn: Connection) -> tuple[str, str, bool, list[Finding]]:
     return str(user), str(version), bool(rolsuper), found
 
 
-def inspect_postgres(conn: Connection, allowed: frozenset[str] = frozenset()) -> AccountReport:
+def inspect_postgres(
+    conn: Connection, allowed: frozenset[str] = frozenset(), identities: frozenset[str] = frozenset()
+) -> AccountReport:
     """Everything the role the calls run as must not hold, each with the SQL that removes it.
 
     Args:
         conn: A connection in a call's read-only session (after any SET ROLE).
         allowed: Opt-ins for functions and objects (`function:schema.name`, `extension:name`, ...).
+        identities: Roles checked as identities of their own (`--role-map`): not inspected again
+            as roles one SET ROLE away.
     """
     conn.execute(text("SET LOCAL search_path = pg_catalog"))  # names in fixes come out qualified
     user, version, rolsuper, found = _role_findings(conn)
@@ -198,7 +202,8 @@ def inspect_postgres(conn: Connection, allowed: frozenset[str] = frozenset()) ->
         )
     found += _granted_findings(conn, allowed)
     if not rolsuper:  # the rights of a role one SET ROLE away count as the role's own
-        found += switched_findings(conn, lambda c: _granted_findings(c, allowed), [*found], sorted(ROLES))
+        skip = sorted({*ROLES, *identities})
+        found += switched_findings(conn, lambda c: _granted_findings(c, allowed), [*found], skip)
     writable = [str(r[0]) for r in conn.execute(text(_WRITABLE))]
     reason = "rolsuper" if rolsuper else next((f.code for f in found if f.code.startswith("pg_")), None)
     return AccountReport("postgres", version, user, reason is not None, reason, writable, True, found)

@@ -85,15 +85,16 @@ def switched_reads(conn: Connection) -> tuple[str, str, str] | None:
     return None if row is None else (str(row[0]), str(row[1]), str(row[2]))
 
 
-# The roles to inspect as: one SET ROLE away, not a superuser (refused by name already), not a
-# predefined role (`knowledge.ROLES`: refused by name, through any membership), and holding
+# The roles to inspect as: one SET ROLE away, not a superuser (refused by name already), not
+# skipped (a predefined role, refused by name through any membership; a `--role-map` role, checked
+# as its own identity), and holding
 # something the current role does not: a role whose rights come from it has a grant, an object or a
 # policy in this database or a shared catalog (`pg_shdepend`, readable by every role); each
 # inspection costs a whole route audit.
 _SWITCHES: Final = f"""
 SELECT quote_ident(r.rolname), {_VIA}, quote_ident(current_user)
 FROM pg_catalog.pg_roles r
-WHERE {_REACHED} AND NOT r.rolsuper AND NOT r.rolname = ANY(:predefined)
+WHERE {_REACHED} AND NOT r.rolsuper AND NOT r.rolname = ANY(:skip)
   AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles s JOIN pg_catalog.pg_shdepend d ON d.refobjid = s.oid
               WHERE pg_has_role(r.oid, s.oid, 'USAGE') AND NOT pg_has_role(current_user, s.oid, 'USAGE')
                 AND d.refclassid = 'pg_catalog.pg_authid'::regclass
@@ -113,16 +114,16 @@ def switched_findings(
     conn: Connection,
     inspect: Callable[[Connection], list[Finding]],
     found: Sequence[Finding],
-    predefined: Sequence[str],
+    skip: Sequence[str],
 ) -> list[Finding]:
-    """`inspect` run as each role one SET ROLE away (inside a savepoint, undone after): what it
-    finds that `found` (the current role's) does not, each with the REVOKE of the membership.
+    """`inspect` run as each role one SET ROLE away but `skip` (inside a savepoint, undone after):
+    what it finds that `found` (the current role's) does not, each with the REVOKE of the membership.
 
     An agent query that reached `set_config('role', ...)` or a function running SQL from a string
     would hold these rights; `has_*_privilege` on the current role does not count them.
     """
     extra: list[Finding] = []
-    rows = conn.execute(text(_SWITCHES), {"predefined": list(predefined)}).all()
+    rows = conn.execute(text(_SWITCHES), {"skip": list(skip)}).all()
     for role, via, user in rows:
         conn.exec_driver_sql("SAVEPOINT mcpkit_switch")
         try:
