@@ -68,3 +68,32 @@ def test_mariadb_using_or_natural_over_a_hidden_column_is_refused(mysql_url: str
             my.reader_url, masks, "SELECT o.id, m.name FROM orders o JOIN members m ON m.id = o.member_id"
         )
         assert code == 0 and "bob" in out, out
+
+
+@pytest.mark.parametrize(
+    ("sql", "refused"),
+    [
+        ("SELECT c.id FROM (cards c JOIN (SELECT 1 AS pin) g USING (pin))", True),  # parenthesised
+        ("SELECT c.id FROM t JOIN (cards c JOIN (SELECT 1 AS pin) g USING (pin)) ON 1 = 1", True),
+        ("WITH x AS (SELECT c.id FROM cards c JOIN (SELECT 1 AS pin) g USING (pin)) SELECT * FROM x", True),
+        ("SELECT * FROM DB.CARDS c JOIN (SELECT 1 AS pin) g USING (PIN)", True),
+        ("SELECT * FROM t NATURAL JOIN cards", True),
+        ("SELECT c.id FROM cards c JOIN (SELECT 1 AS id) g USING (id)", False),  # a readable column
+        ("SELECT * FROM t JOIN (SELECT 1 AS pin) g USING (pin)", False),  # t hides nothing
+    ],
+)
+def test_every_join_shape_over_a_table_with_hidden_columns(sql: str, refused: bool) -> None:
+    import sqlglot
+
+    from mcpkit.sql.masking import MaskRefused
+    from mcpkit.sql.masking.hidden import refuse_hidden_joins
+    from mcpkit.sql.masking.schema import KnownSchema
+
+    mapping = {"db": {"cards": {"id": "INT", "name": "TEXT"}, "t": {"id": "INT", "pin": "TEXT"}}}
+    known = KnownSchema(mapping, "mysql", path=("db",), partial=frozenset({"db.cards"}))
+    tree = sqlglot.parse_one(sql, read="mysql")
+    if refused:
+        with pytest.raises(MaskRefused):
+            refuse_hidden_joins(tree, known)
+    else:
+        refuse_hidden_joins(tree, known)

@@ -27,15 +27,19 @@ _HIDDEN: Final = (
 )
 
 
-def _sources(join: exp.Join) -> list[exp.Table]:
+def _sources(join: exp.Join, tree: exp.Expr) -> list[exp.Table]:
     """The tables of the join's own FROM and JOIN list (a derived table carries no hidden column:
-    each column it reads is named, and so privilege-checked)."""
-    select = join.parent
-    if not isinstance(select, exp.Select):
-        return []
-    from_ = select.args.get("from_") or select.args.get("from")
-    found = [from_.this] if isinstance(from_, exp.From) else []
-    found += [j.this for j in select.args.get("joins") or []]
+    each column it reads is named, and so privilege-checked); every table of the query where the
+    join hangs elsewhere."""
+    owner = join.parent
+    if isinstance(owner, exp.Select):
+        from_ = owner.args.get("from_") or owner.args.get("from")
+        found = [from_.this] if isinstance(from_, exp.From) else []
+    elif isinstance(owner, exp.Table):  # a parenthesised join: `(cards c JOIN g USING (pin))`
+        found = [owner]
+    else:
+        return list(tree.find_all(exp.Table))
+    found += [j.this for j in owner.args.get("joins") or []]
     return [s for s in found if isinstance(s, exp.Table)]
 
 
@@ -51,7 +55,7 @@ def refuse_hidden_joins(tree: exp.Expr, known: KnownSchema) -> None:
         using = {str(u.name).casefold() for u in join.args.get("using") or []}
         if not (natural or using):
             continue
-        for table in _sources(join):
+        for table in _sources(join, tree):
             if not known.is_partial(table):
                 continue
             if natural:
