@@ -87,10 +87,9 @@ def switched_reads(conn: Connection) -> tuple[str, str, str] | None:
 
 # The roles to inspect as: one SET ROLE away, not a superuser (refused by name already), not
 # skipped (a predefined role, refused by name through any membership; a `--role-map` role, checked
-# as its own identity), and holding
-# something the current role does not: a role whose rights come from it has a grant, an object or a
-# policy in this database or a shared catalog (`pg_shdepend`, readable by every role); each
-# inspection costs a whole route audit.
+# as its own identity), and holding something the current role does not: a role whose rights come
+# from it has a grant, an object or a policy in this database or a shared catalog (`pg_shdepend`,
+# readable by every role). Each inspection costs a whole route audit.
 _SWITCHES: Final = f"""
 SELECT quote_ident(r.rolname), {_VIA}, quote_ident(current_user)
 FROM pg_catalog.pg_roles r
