@@ -113,3 +113,41 @@ def test_mariadb_refuses_what_it_can_tell_and_warns_about_an_invisible_table(
         with caplog.at_level("WARNING", logger="mcpkit.sql"):
             _prepare(my.reader_url, masks)  # column grants: emial cannot be told from a withheld column
         assert "mask 'peple.ssn' matches no column: no table or view peple is visible" in caplog.text
+
+
+@pytest.mark.postgres
+def test_postgres_grant_refuses_a_literal_rule_matching_nothing(pg_url: str, tmp_path: Path) -> None:
+    # grant printed SQL for a reader `serve` then refused: it refuses first, as start-up would.
+    with pg_scratch(pg_url, "maskleft_grant") as pg:
+        pg.admin.execute("CREATE TABLE customers (id int PRIMARY KEY, email text)")
+        masks = tmp_path / "masks.yaml"
+        masks.write_text("masks:\n  - customers.email\n  - peple.ssn\n  - customers.emial\n")
+        args = ("sql", "grant", "--dsn", pg.admin_url, "--role", f"{pg.reader}_g", "--tables", "customers")
+        done = run_mcpkit(*args, "--mask", str(masks))
+        assert done.returncode == 2 and "GRANT" not in done.stdout, done.stdout
+        assert (
+            f"{masks}:3: mask 'peple.ssn' matches no column: there is no table or view peple" in done.stderr
+        )
+        assert f"{masks}:4: mask 'customers.emial' matches no column: customers has no column" in done.stderr
+        masks.write_text("masks:\n  - customers.email\n")
+        done = run_mcpkit(*args, "--mask", str(masks))
+        assert done.returncode == 0 and 'GRANT SELECT ("id") ON public.customers' in done.stdout, done.stderr
+
+
+@pytest.mark.mysql
+def test_mariadb_grant_refuses_a_missing_column_and_warns_about_an_invisible_table(
+    mysql_url: str, tmp_path: Path
+) -> None:
+    with mysql_scratch(mysql_url, "maskleft_grant") as my:
+        with my.admin.cursor() as c:
+            c.execute(f"CREATE TABLE {my.db}.customers (id INT PRIMARY KEY, email VARCHAR(40))")
+        masks = tmp_path / "masks.yaml"
+        masks.write_text("masks:\n  - customers.email\n  - customers.emial\n")
+        args = ("sql", "grant", "--dsn", my.admin_url, "--role", f"{my.reader}g", "--tables", "customers")
+        done = run_mcpkit(*args, "--mask", str(masks))
+        assert done.returncode == 2 and "GRANT" not in done.stdout, done.stdout
+        assert f"{masks}:3: mask 'customers.emial' matches no column: customers has no column" in done.stderr
+        masks.write_text("masks:\n  - customers.email\n  - peple.ssn\n")
+        done = run_mcpkit(*args, "--mask", str(masks))
+        assert done.returncode == 0 and "GRANT SELECT (`id`)" in done.stdout, done.stderr
+        assert "warning: " in done.stderr and "peple.ssn" in done.stderr

@@ -111,3 +111,33 @@ def test_mariadb_before_and_after_triggers_are_named(mysql_url: str, tmp_path: P
         assert any(f"AFTER row trigger members_ai (it writes {my.db}.members_audit)" in h for h in hints), (
             hints
         )
+
+
+@pytest.mark.mysql
+def test_mariadb_a_reader_is_told_it_cannot_see_the_triggers(mysql_url: str, tmp_path: Path) -> None:
+    # information_schema.TRIGGERS lists nothing to an account without the TRIGGER privilege (no
+    # error): the reader's start-up and doctor said nothing about an audit trigger copying e-mails.
+    with mysql_scratch(mysql_url, "maskleft_trig") as my:
+        with my.admin.cursor() as c:
+            c.execute(f"CREATE TABLE {my.db}.members (id INT PRIMARY KEY, email VARCHAR(60))")
+            c.execute(f"CREATE TABLE {my.db}.members_audit (id INT, email VARCHAR(60))")
+            c.execute(
+                f"CREATE TRIGGER {my.db}.members_ai AFTER INSERT ON {my.db}.members FOR EACH ROW"
+                f" INSERT INTO {my.db}.members_audit VALUES (NEW.id, NEW.email)"
+            )
+            c.execute(f"GRANT SELECT (id) ON {my.db}.members TO '{my.reader}'@'%'")
+        masks = _masks(tmp_path, "members.email")
+        hints = _hints(my.reader_url, masks)
+        told = [h for h in hints if "cannot see the triggers of masked table(s) members" in h]
+        assert len(hints) == 1 and told, hints
+        assert f"SHOW TRIGGERS FROM `{my.db}` WHERE `Table` = 'members'" in told[0]
+        done = run_mcpkit("sql", "doctor", "--dsn", my.reader_url, "--mask", masks)
+        warned = [line for line in done.stdout.splitlines() if line.startswith("warn") and "triggers" in line]
+        assert any("cannot see the triggers" in line for line in warned), done.stdout
+        # The administrator sees the trigger itself, and is not told it cannot.
+        hints = _hints(my.admin_url, masks)
+        assert len(hints) == 1 and "AFTER row trigger members_ai" in hints[0], hints
+        with my.admin.cursor() as c:  # TRIGGER on the table: the reader sees it too
+            c.execute(f"GRANT TRIGGER ON {my.db}.members TO '{my.reader}'@'%'")
+        hints = _hints(my.reader_url, masks)
+        assert len(hints) == 1 and "AFTER row trigger members_ai" in hints[0], hints

@@ -4,7 +4,6 @@ masks, identities and reports, and the audit around them."""
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -40,7 +39,7 @@ from mcpkit.sql.rolecheck import guard_roles
 from mcpkit.sql.routing import Source, SourceRouter
 from mcpkit.sql.server import build_server, namespace_for
 from mcpkit.sql.service import Masking, SqlService
-from mcpkit.sql.sources import login_of, logins_shared, per_source
+from mcpkit.sql.sources import configuration, login_of, logins_shared, per_source
 from mcpkit.telemetry import Telemetry
 from mcpkit.transport.cli import telemetry_wanted
 
@@ -133,7 +132,9 @@ def function_policy(args: argparse.Namespace, dialect: str) -> FunctionPolicy:
     return policy
 
 
-def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int = 1) -> SqlService:
+def open_service(
+    url: str, args: argparse.Namespace, max_rows: int, sharing: int = 1, mapped: frozenset[str] = frozenset()
+) -> SqlService:
     """Connect as the server would, refuse an account that holds too much, and build the service.
 
     Args:
@@ -142,6 +143,7 @@ def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int
         max_rows: The hard row maximum.
         sharing: How many sources log in with this URL's login: its connection limit must cover
             each one's pool (`ConnectionBudget`).
+        mapped: Its `--role-map` roles, each checked as its own identity (`Profile.use_identities`).
 
     Raises:
         SqlConfigError: the account holds what a reader must not, or an option is unusable.
@@ -153,6 +155,7 @@ def open_service(url: str, args: argparse.Namespace, max_rows: int, sharing: int
     try:
         functions = function_policy(args, engine.dialect)
         engine.profile.use_function_policy(functions)  # what the account's checks hold views to
+        engine.profile.use_identities(mapped)
         budget = ConnectionBudget(engine.pool_size, sharing)
         report = inspect_account(engine, allowed=args.allow, connections=budget, fingerprinted=True)
         ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
@@ -246,7 +249,8 @@ def _prepare(
 ) -> Callable[[], tuple[SqlService, IdentityRouter | None]]:
     def prepare() -> tuple[SqlService, IdentityRouter | None]:
         try:
-            service = open_service(url, args, args.max_rows, sharing)
+            mapped = RoleMap.from_yaml(role_map).roles if role_map else frozenset()
+            service = open_service(url, args, args.max_rows, sharing, mapped)
         except SqlConfigError as exc:
             raise _named(exc, name, several) from None
         try:
@@ -317,22 +321,6 @@ def open_sources(args: argparse.Namespace, dsns: Sequence[tuple[str, str]], stac
     return routing
 
 
-def _configuration(args: argparse.Namespace) -> list[str]:
-    """What, beyond the loaded sources, makes this server's answers differ from another's: the
-    masks, role-map and reports files' contents and the row maximum (never a password)."""
-    parts = [f"max_rows:{args.max_rows}", f"reports_only:{args.reports_only}"]
-    for option in ("mask", "role_map", "reports"):
-        for given in getattr(args, option, None) or ():
-            source, path = given.split("=", 1) if "=" in given and not Path(given).exists() else ("", given)
-            try:
-                content = Path(path).read_bytes()
-            except OSError:
-                content = b""
-            # the content, not the path: replicas may keep their files in different places
-            parts.append(f"{option}:{source}:{hashlib.sha256(content).hexdigest()}")
-    return parts
-
-
 def assemble(args: argparse.Namespace, routing: SourceRouter, stack: ExitStack) -> Server:
     """The SQL server the options describe; what must be closed at the end goes on `stack`.
 
@@ -382,7 +370,7 @@ def assemble(args: argparse.Namespace, routing: SourceRouter, stack: ExitStack) 
             reports.append(tool)
     allowed = [t.strip() for t in args.allowed_tools.split(",") if t.strip()] if args.allowed_tools else None
     given: str | None = getattr(args, "name", None)
-    namespace = given or namespace_for(routing, reports, extra=_configuration(args))
+    namespace = given or namespace_for(routing, reports, extra=configuration(args))
     log.info("cache and rate-limit namespace: %s", namespace)
     return build_server(
         routing,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
@@ -20,10 +21,14 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tupl
     from mcpkit.sql.masking import MaskPolicy
     from mcpkit.sql.masking.copies import derived_and_copied
     from mcpkit.sql.masking.grants import column_grants, granted_tables
+    from mcpkit.sql.masking.literals import require_matched
 
     insp = inspect(engine.sa_engine)
     quote = engine.sa_engine.dialect.identifier_preparer.quote_identifier
     policy = MaskPolicy.from_yaml(mask_file)
+    # A rule that names no column would have grant print SQL for a reader `serve` then refuses.
+    for line in require_matched(engine, policy):
+        print(f"mcpkit sql: warning: {line}", file=sys.stderr)
 
     def columns_of(schema: str | None, table: str) -> list[str]:
         return [str(c["name"]) for c in insp.get_columns(table, schema)]

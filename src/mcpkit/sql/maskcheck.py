@@ -12,7 +12,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.masking import MaskPolicy, Reflection, reflect
 from mcpkit.sql.masking.copies import derived_and_copied
-from mcpkit.sql.masking.literals import unmatched_rules
+from mcpkit.sql.masking.literals import require_matched
 from mcpkit.sql.profiles.base import Finding, merge_findings
 
 if TYPE_CHECKING:
@@ -71,11 +71,7 @@ def prepare_masks(engine: SqlEngine, mask: str) -> tuple[MaskPolicy, Reflection,
             (`masking.literals`; one that may only be hidden from the account is logged).
     """
     policy = MaskPolicy.from_yaml(mask)
-    errors, warnings = unmatched_rules(engine, policy)
-    if errors:
-        lines = "\n".join(f"  {e}" for e in errors)
-        raise SqlConfigError(f"--mask: a rule names a column that does not exist:\n{lines}")
-    for line in warnings:
+    for line in require_matched(engine, policy):
         log.warning("masks: %s", line)
     reflection = reflect(engine, policy)  # every schema, and the path queries resolve names through
     policy, masked = derive_masks(engine, policy, reflection.masked(policy))
@@ -200,10 +196,4 @@ def _hints(
             return read(conn, masked)
     except Exception as exc:
         log.info("masks: %s hints unavailable: %s", what, type(exc).__name__)
-        return []
-    try:
-        with engine.session(30.0, "startup-masks") as (conn, _):
-            return engine.profile.trigger_hints(conn, masked)
-    except Exception as exc:
-        log.info("masks: trigger hints unavailable: %s", type(exc).__name__)
         return []

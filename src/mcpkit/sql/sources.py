@@ -3,6 +3,8 @@ and which per-database file (`--mask`, `--role-map`, `--reports` as `NAME=FILE`)
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import os
 import re
 from collections import Counter
@@ -18,7 +20,16 @@ from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.routing import DEFAULT_SOURCE
 from mcpkit.sql.routing import SOURCE_NAME as _SOURCE_NAME
 
-__all__ = ["Login", "SourceFile", "load_sources", "login_of", "logins_shared", "parse_dsns", "per_source"]
+__all__ = [
+    "Login",
+    "SourceFile",
+    "configuration",
+    "load_sources",
+    "login_of",
+    "logins_shared",
+    "parse_dsns",
+    "per_source",
+]
 
 _NAMED: Final = re.compile(r"([A-Za-z][A-Za-z0-9_]{0,31})=(.+)", re.DOTALL)
 
@@ -167,3 +178,19 @@ def logins_shared(urls: Sequence[str]) -> Counter[Login]:
     2
     """
     return Counter(login_of(url) for url in urls)
+
+
+def configuration(args: argparse.Namespace) -> list[str]:
+    """What, beyond the loaded sources, makes this server's answers differ from another's: the
+    masks, role-map and reports files' contents and the row maximum (never a password)."""
+    parts = [f"max_rows:{args.max_rows}", f"reports_only:{args.reports_only}"]
+    for option in ("mask", "role_map", "reports"):
+        for given in getattr(args, option, None) or ():
+            source, path = given.split("=", 1) if "=" in given and not Path(given).exists() else ("", given)
+            try:
+                content = Path(path).read_bytes()
+            except OSError:
+                content = b""
+            # the content, not the path: replicas may keep their files in different places
+            parts.append(f"{option}:{source}:{hashlib.sha256(content).hexdigest()}")
+    return parts

@@ -20,9 +20,10 @@ from sqlalchemy.engine import Connection, Inspector
 from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.masking.policy import MaskPolicy, MaskRule
 
-__all__ = ["unmatched_rules"]
+__all__ = ["require_matched", "unmatched_rules"]
 
 
 def _tables(insp: Inspector, rule: MaskRule, system: frozenset[str]) -> list[tuple[str | None, str]]:
@@ -88,3 +89,17 @@ def unmatched_rules(engine: SqlEngine, policy: MaskPolicy) -> tuple[list[str], l
             if complete or all(_whole(conn, s, t) for s, t in tables):
                 errors.append(f"{where}{place} has no column {rule.column} (a typo, or a renamed column?)")
     return errors, warnings
+
+
+def require_matched(engine: SqlEngine, policy: MaskPolicy) -> list[str]:
+    """The unsure sentences of `unmatched_rules` (to warn about), after refusing the certain ones.
+
+    Raises:
+        SqlConfigError: a literal rule names a table or column that does not exist (file:line each);
+            start-up and `mcpkit sql grant --mask` refuse alike.
+    """
+    errors, warnings = unmatched_rules(engine, policy)
+    if errors:
+        lines = "\n".join(f"  {e}" for e in errors)
+        raise SqlConfigError(f"--mask: a rule names a column that does not exist:\n{lines}")
+    return warnings

@@ -20,6 +20,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.engines.base import Rows
+from mcpkit.sql.masking.hidden import refuse_hidden_joins
 from mcpkit.sql.masking.order import EXACT, WIN, pin_order, plain_type, refuse_bare_columns, window_keys
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema, SchemaMapping, fold_column_names
@@ -199,6 +200,7 @@ def plan_masking(
     known = schema if isinstance(schema, KnownSchema) else KnownSchema(schema, dialect, default_schema)
     tree = _tree(tree_or_sql, dialect)
     refuse_measures(tree)  # reads no table, measures them all
+    refuse_hidden_joins(tree, known)  # a hidden column no rule names is not "masked" (rt19mask F4)
     if not _touches_masked(tree, known, policy):
         return NO_MASKING
     tree = normalise_calls(tree, dialect)

@@ -44,7 +44,11 @@ SchemaMapping = Mapping[str, Mapping[str, Any]]
 
 
 def reflect_schema(
-    engine: SaEngine, schema: str | None = None, *, policy: MaskPolicy | None = None
+    engine: SaEngine,
+    schema: str | None = None,
+    *,
+    policy: MaskPolicy | None = None,
+    partial: set[str] | None = None,
 ) -> dict[str, dict[str, str]]:
     """`{table: {column: type}}` of one schema's tables and views, through SQLAlchemy's inspector.
 
@@ -53,6 +57,8 @@ def reflect_schema(
         schema: The schema to read; the connection's default when None.
         policy: The masks; on MySQL/MariaDB, masked columns the account holds no privilege on
             (and so cannot see in the catalog) are put back by name, so `*` answers them masked.
+        partial: Filled with `schema.table` (casefolded) of each table or view with columns the
+            account cannot see (MySQL/MariaDB column grants), named by a rule or not.
 
     Returns:
         Column names in table order, with their types as SQL text.
@@ -72,7 +78,9 @@ def reflect_schema(
                 continue
             if engine.dialect.name not in ("mysql", "mariadb"):
                 raise
-            out[name] = _granted_columns(engine, name, schema, policy)
+            out[name], hidden = _granted_columns(engine, name, schema, policy)
+            if hidden and partial is not None:
+                partial.add(f"{schema or ''}.{name}".casefold())
             continue
         for col in reflected:
             try:
@@ -96,6 +104,7 @@ class Reflection:
     mapping: dict[str, Any]
     path: tuple[str, ...] = ()
     namespaced: bool = False
+    partial: frozenset[str] = frozenset()  # `reflect_schema`'s tables with columns it cannot see
 
     def masked(self, policy: MaskPolicy) -> dict[str, frozenset[str]]:
         """Table key -> its masked columns: `table` in the default schema (the head of the path),
@@ -129,6 +138,7 @@ class Reflection:
             namespaced=self.namespaced or bool(self.path),
             withheld=withheld,
             views=views,
+            partial=self.partial,
         )
 
 
@@ -153,13 +163,15 @@ def reflect(engine: SqlEngine, policy: MaskPolicy | None = None) -> Reflection:
         if s.casefold() not in profile.system_schemas and not s.startswith(("pg_toast", "pg_temp"))
     ]
     mapping: dict[str, Any] = {}
+    partial: set[str] = set()
     for schema in schemas:
         # sqlglot reads the mapping's depth off its first entries: no empty schema or table in it
-        reflected = reflect_schema(engine.sa_engine, schema, policy=policy)
+        reflected = reflect_schema(engine.sa_engine, schema, policy=policy, partial=partial)
         tables = {t: cols for t, cols in reflected.items() if cols}
         if tables:
             mapping[schema] = tables
-    return Reflection(mapping, tuple(p for p in path if p in mapping) or path[:1], namespaced=True)
+    path = tuple(p for p in path if p in mapping) or path[:1]
+    return Reflection(mapping, path, namespaced=True, partial=frozenset(partial))
 
 
 def reflect_views(engine: SaEngine, schema: str | None = None) -> frozenset[str]:
@@ -173,7 +185,9 @@ def reflect_views(engine: SaEngine, schema: str | None = None) -> frozenset[str]
 
 def _granted_columns(
     engine: SaEngine, table: str, schema: str | None, policy: MaskPolicy | None
-) -> dict[str, str]:
+) -> tuple[dict[str, str], bool]:
+    """The columns the account may read (with the hidden masked ones the rules name put back),
+    and whether it holds no privilege on some column."""
     # MariaDB refuses SHOW CREATE TABLE (SQLAlchemy's reflection) to an account that holds only
     # column privileges, as `--mask` requires; information_schema lists the columns it may read.
     sql = text(
@@ -187,16 +201,17 @@ def _granted_columns(
             for c, t, p in conn.execute(sql, {"schema": schema, "table": table})
         ]
         if policy is None or policy.empty:
-            return {c: t for c, t, _ in seen}
+            return {c: t for c, t, _ in seen}, False
         quoted = "`" + table.replace("`", "``") + "`"
         if schema:
             quoted = "`" + schema.replace("`", "``") + "`." + quoted
         try:  # every column granted: nothing is hidden
             conn.exec_driver_sql(f"SELECT * FROM {quoted} WHERE 1 = 0").fetchall()
-            return {c: t for c, t, _ in seen}
+            return {c: t for c, t, _ in seen}, False
         except DBAPIError:
             pass
-    return _with_hidden(seen, _named_masks(policy, schema, table, {c.casefold() for c, _, _ in seen}))
+    visible = {c.casefold() for c, _, _ in seen}
+    return _with_hidden(seen, _named_masks(policy, schema, table, visible)), True
 
 
 def _named_masks(policy: MaskPolicy, schema: str | None, table: str, visible: set[str]) -> list[str]:
@@ -290,6 +305,9 @@ class KnownSchema:
             resolves then).
         withheld: Relations the database withholds whole (SQLite: virtual tables over masked
             columns and their shadow tables); a query that reads one is refused up front.
+        views: The names of the views.
+        partial: `schema.table` (casefolded) of the tables with columns the account cannot see
+            (`reflect_schema`): a join on names there may join on a hidden one (`masking.hidden`).
     """
 
     def __init__(
@@ -302,9 +320,11 @@ class KnownSchema:
         namespaced: bool = False,
         withheld: frozenset[str] = frozenset(),
         views: frozenset[str] = frozenset(),
+        partial: frozenset[str] = frozenset(),
     ) -> None:
         self.dialect = dialect
         self.withheld = frozenset(name.casefold() for name in withheld)
+        self.partial = partial
         self.views = frozenset(name.casefold() for name in views)
         self.levels = 2 if path or namespaced else (_depth(mapping) - 1 if mapping else 1)
         if self.levels not in (1, 2):
@@ -356,6 +376,10 @@ class KnownSchema:
         if not isinstance(found, dict) or not found:
             return None
         return {str(k): str(v) for k, v in found.items()}
+
+    def is_partial(self, table: exp.Table) -> bool:
+        """Whether the account cannot see some column of `table` (`partial`)."""
+        return bool(self.partial) and f"{self.resolve(table) or ''}.{table.name}".casefold() in self.partial
 
     def schema_of(self, table: exp.Table) -> str | None:
         """The schema a table resolves in, when the mapping or the query says."""

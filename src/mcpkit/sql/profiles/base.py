@@ -149,6 +149,9 @@ class Profile(Capabilities):
     function_policy: FunctionPolicy | None = None
     """The policy queries are admitted under (`use_function_policy`); None: the dialect's default.
     What the engine runs besides query text (MariaDB's view definitions) is checked against it too."""
+    identities: frozenset[str] = frozenset()
+    """The `--role-map` roles (`use_identities`): each is checked as an identity of its own, so the
+    account's check does not inspect them again as roles one `SET ROLE` away."""
 
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect
@@ -232,6 +235,10 @@ class Profile(Capabilities):
     def use_function_policy(self, policy: FunctionPolicy) -> None:
         """Enforce the function policy inside the engine too, where the database allows it."""
         self.function_policy = policy
+
+    def use_identities(self, roles: frozenset[str]) -> None:
+        """The roles `--role-map` checks as identities of their own (`identities`)."""
+        self.identities = roles
 
     # --- verification ----------------------------------------------------------------------
 

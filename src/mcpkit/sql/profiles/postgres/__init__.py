@@ -106,7 +106,7 @@ class PostgresProfile(PostgresSession):
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous
         function (`routes.audit_routes`) of the role the calls run as."""
-        return inspect_postgres(conn, allowed)
+        return inspect_postgres(conn, allowed, self.identities)
 
     def catalog_fingerprint(self, dbapi: Any) -> str:
         """Row counts and `xmin` sums of the catalogs a change lives in, and the login's roles

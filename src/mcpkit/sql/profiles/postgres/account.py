@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
 from mcpkit.sql.profiles.postgres.knowledge import ROLES
 from mcpkit.sql.profiles.postgres.routes import audit_routes
+from mcpkit.sql.profiles.postgres.switch import switched_findings
 from mcpkit.sql.profiles.postgres.views import owner_views, rls_parents
 
 __all__ = ["TEMP_FILE_LIMIT", "connection_limit_warnings", "inspect_postgres", "temp_file_warnings"]
@@ -41,8 +42,14 @@ WHERE has_schema_privilege(n.oid, 'USAGE')
   AND (has_table_privilege(c.oid, 'SELECT') OR has_any_column_privilege(c.oid, 'SELECT'))
 ORDER BY 1
 """
+# With the membership that leads to the owner (NULL: the role owns it itself).
 _OWNED: Final = """
-SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) FROM pg_class c
+SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname),
+  (SELECT quote_ident(g.rolname) FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
+    WHERE c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = current_user)
+      AND m.member = (SELECT oid FROM pg_roles WHERE rolname = current_user)
+      AND pg_has_role(g.oid, c.relowner, 'MEMBER') ORDER BY g.oid = c.relowner DESC LIMIT 1)
+FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND n.nspname NOT LIKE 'pg_toast%' AND pg_has_role(c.relowner, 'MEMBER') ORDER BY 1 LIMIT 1000
@@ -161,28 +168,53 @@ def _role_findings(conn: Connection) -> tuple[str, str, bool, list[Finding]]:
     return str(user), str(version), bool(rolsuper), found
 
 
-def inspect_postgres(conn: Connection, allowed: frozenset[str] = frozenset()) -> AccountReport:
+def inspect_postgres(
+    conn: Connection, allowed: frozenset[str] = frozenset(), identities: frozenset[str] = frozenset()
+) -> AccountReport:
     """Everything the role the calls run as must not hold, each with the SQL that removes it.
 
     Args:
         conn: A connection in a call's read-only session (after any SET ROLE).
         allowed: Opt-ins for functions and objects (`function:schema.name`, `extension:name`, ...).
+        identities: Roles checked as identities of their own (`--role-map`): not inspected again
+            as roles one SET ROLE away.
     """
     conn.execute(text("SET LOCAL search_path = pg_catalog"))  # names in fixes come out qualified
     user, version, rolsuper, found = _role_findings(conn)
-    quoted = conn.execute(text("SELECT quote_ident(current_user)")).scalar()
-    owned = [str(r[0]) for r in conn.execute(text(_OWNED))]
-    if owned:
+    rows = conn.execute(text(_OWNED)).all()
+    if rows:
+        owned = [str(r[0]) for r in rows]
         shown = ", ".join(owned[:5]) + (f" and {len(owned) - 5} more" if len(owned) > 5 else "")
+        vias = sorted({str(via) for _, via in rows if via is not None})
+        fix = "connect as a reader role that owns nothing (`mcpkit sql grant` prints one)"
+        if vias:  # owned by a role it is a member of: SET ROLE (INHERIT or not) makes it the owner
+            quoted = conn.execute(text("SELECT quote_ident(current_user)")).scalar()
+            memberships = f"REVOKE {', '.join(vias)} FROM {quoted}"
+            fix = memberships if all(v is not None for _, v in rows) else f"{memberships}; {fix}"
         found.append(
             Finding(
                 "table-owner",
                 f"role {user} owns {shown}, or can SET ROLE to a role that does (an owner can bypass"
                 " row-level security and change what it reads)",
-                "connect as a reader role that owns nothing (`mcpkit sql grant` prints one)",
+                fix,
                 "table-owner",
             )
         )
+    found += _granted_findings(conn, allowed)
+    if not rolsuper:  # the rights of a role one SET ROLE away count as the role's own
+        skip = sorted({*ROLES, *identities})
+        found += switched_findings(conn, lambda c: _granted_findings(c, allowed), [*found], skip)
+    writable = [str(r[0]) for r in conn.execute(text(_WRITABLE))]
+    reason = "rolsuper" if rolsuper else next((f.code for f in found if f.code.startswith("pg_")), None)
+    return AccountReport("postgres", version, user, reason is not None, reason, writable, True, found)
+
+
+def _granted_findings(conn: Connection, allowed: frozenset[str]) -> list[Finding]:
+    """What the current role holds by grants rather than by membership or attribute: CREATE,
+    foreign tables, parameter grants, routes to hazardous functions, views read with their owner's
+    rights."""
+    user, quoted = conn.execute(text("SELECT current_user, quote_ident(current_user)")).one()
+    found: list[Finding] = []
     for schema, grantees, owner in conn.execute(text(_CREATE)):
         fix = (
             f"ALTER SCHEMA {schema} OWNER TO <another role>"
@@ -222,9 +254,7 @@ def inspect_postgres(conn: Connection, allowed: frozenset[str] = frozenset()) ->
     found += audit_routes(conn, allowed)
     found += owner_views(conn, allowed)
     found += rls_parents(conn, allowed)
-    writable = [str(r[0]) for r in conn.execute(text(_WRITABLE))]
-    reason = "rolsuper" if rolsuper else next((f.code for f in found if f.code.startswith("pg_")), None)
-    return AccountReport("postgres", version, user, reason is not None, reason, writable, True, found)
+    return found
 
 
 def _parameter_findings(conn: Connection, user: str, allowed: frozenset[str]) -> list[Finding]:

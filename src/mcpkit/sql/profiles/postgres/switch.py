@@ -5,15 +5,16 @@ admission's refusal of those stands between (red team mask17 F6). So the checks 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.profiles.base import Finding
 
-__all__ = ["switched_masked_columns", "switched_reads"]
+__all__ = ["switched_findings", "switched_masked_columns", "switched_reads"]
 
 # PostgreSQL 15: MEMBER is every role SET ROLE reaches, USAGE those whose rights are inherited; a
 # role reached by USAGE is already counted by the privilege functions on the current role.
@@ -82,3 +83,67 @@ def switched_reads(conn: Connection) -> tuple[str, str, str] | None:
     membership to revoke, the relation), or None."""
     row = conn.execute(text(_READS)).first()
     return None if row is None else (str(row[0]), str(row[1]), str(row[2]))
+
+
+# The roles to inspect as: one SET ROLE away, not a superuser (refused by name already), not
+# skipped (a predefined role, refused by name through any membership; a `--role-map` role, checked
+# as its own identity), and holding something the current role does not: a role whose rights come
+# from it has a grant, an object or a policy in this database or a shared catalog (`pg_shdepend`,
+# readable by every role). Each inspection costs a whole route audit.
+_SWITCHES: Final = f"""
+SELECT quote_ident(r.rolname), {_VIA}, quote_ident(current_user)
+FROM pg_catalog.pg_roles r
+WHERE {_REACHED} AND NOT r.rolsuper AND NOT r.rolname = ANY(:skip)
+  AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles s JOIN pg_catalog.pg_shdepend d ON d.refobjid = s.oid
+              WHERE pg_has_role(r.oid, s.oid, 'USAGE') AND NOT pg_has_role(current_user, s.oid, 'USAGE')
+                AND d.refclassid = 'pg_catalog.pg_authid'::regclass
+                AND d.dbid IN (0, (SELECT oid FROM pg_catalog.pg_database
+                                   WHERE datname = current_database())))
+ORDER BY r.rolname
+"""
+
+
+def _same(f: Finding, g: Finding) -> bool:
+    """The same grant found twice (to PUBLIC, or to a role both reach)."""
+    specific = f.opt_in is not None and ":" in f.opt_in
+    return f.code == g.code and (f.fix == g.fix or (specific and f.opt_in == g.opt_in))
+
+
+def switched_findings(
+    conn: Connection,
+    inspect: Callable[[Connection], list[Finding]],
+    found: Sequence[Finding],
+    skip: Sequence[str],
+) -> list[Finding]:
+    """`inspect` run as each role one SET ROLE away but `skip` (inside a savepoint, undone after):
+    what it finds that `found` (the current role's) does not, each with the REVOKE of the membership.
+
+    An agent query that reached `set_config('role', ...)` or a function running SQL from a string
+    would hold these rights; `has_*_privilege` on the current role does not count them.
+    """
+    extra: list[Finding] = []
+    rows = conn.execute(text(_SWITCHES), {"skip": list(skip)}).all()
+    for role, via, user in rows:
+        conn.exec_driver_sql("SAVEPOINT mcpkit_switch")
+        try:
+            try:
+                conn.exec_driver_sql(f"SET LOCAL ROLE {role}")
+            except DBAPIError:  # PostgreSQL 16+: a membership WITH SET FALSE cannot switch
+                continue
+            theirs = inspect(conn)
+        finally:
+            conn.exec_driver_sql("ROLLBACK TO SAVEPOINT mcpkit_switch")
+            conn.exec_driver_sql("RELEASE SAVEPOINT mcpkit_switch")
+        for f in theirs:
+            if any(_same(f, g) for g in [*found, *extra]):
+                continue
+            extra.append(
+                Finding(
+                    f.code,
+                    f"after SET ROLE {role} ({user} is a member of it: SET ROLE takes its rights on,"
+                    f" INHERIT or not): {f.message}",
+                    f"REVOKE {via} FROM {user}; or {f.fix}",
+                    f.opt_in,
+                )
+            )
+    return extra
