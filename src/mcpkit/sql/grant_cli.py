@@ -19,7 +19,7 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tupl
 
     from mcpkit.sql.masking import MaskPolicy
     from mcpkit.sql.masking.copies import derived_and_copied
-    from mcpkit.sql.masking.grants import column_grants, granted_tables
+    from mcpkit.sql.masking.grants import column_grants, granted_tables, without_tables
 
     insp = inspect(engine.sa_engine)
     quote = engine.sa_engine.dialect.identifier_preparer.quote_identifier
@@ -42,6 +42,7 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tupl
             masked[f"{quote(schema)}.{quote(table)}" if schema else table] = columns
             named[f"{schema}.{table}" if schema and schema != default else table] = columns
     preparation: list[str] = []
+    withheld: list[tuple[str | None, str]] = []  # tables the reader must not read by name at all
     if masked:  # generated columns computed from masked ones, and parents, are not granted either
         schemas = [s for s, _ in granted if s]
         with engine.sa_engine.connect() as conn:
@@ -49,8 +50,9 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tupl
             for d in derived:
                 masked[d.key] = masked.get(d.key, frozenset()) | d.columns
             preparation = engine.profile.mask_preparation(conn, masked)
+            withheld = engine.profile.mask_withheld(conn, masked)
         policy = policy.with_columns((d.schema, d.table, d.columns) for d in derived)
-    return preparation, column_grants(script, policy, columns_of, quote)
+    return preparation, without_tables(column_grants(script, policy, columns_of, quote), withheld)
 
 
 def grant(args: argparse.Namespace) -> int:

@@ -1,0 +1,119 @@
+"""PostgreSQL partitions of a table partitioned by a masked column: read by its own name, a
+partition tells which rows hold which masked value (LIST: the bound is the value; RANGE and HASH: a
+bucket of it), with no masked column read (red team rt19mask F2: `SELECT id FROM patients_hiv`).
+
+Column privileges cannot withhold that, so such a partition (any level below the key) must not be
+readable by the calls' identity at all: start-up and `doctor --mask` refuse one that is, and
+`grant --mask` grants nothing on it. The rows stay readable through the partitioned table, whose
+grants withhold the masked column (a query on it cannot select `tableoid` without SELECT on it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from mcpkit.sql.profiles.base import Finding
+
+__all__ = ["BoundPartition", "bound_partitions", "partition_findings"]
+
+# The masked table's partition tree (resolved as queries resolve the name), each node with its
+# parent, its partition key (plain columns and the key's text, for expressions) where it is
+# partitioned, and whether the current role, or a role it can SET ROLE to, can read any column of
+# it by name.
+_TREE: Final = """
+WITH RECURSIVE tree(relid, parent) AS (
+    SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid, CAST(NULL AS oid)
+  UNION
+    SELECT i.inhrelid, i.inhparent FROM pg_catalog.pg_inherits i JOIN tree t ON i.inhparent = t.relid
+    JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid AND c.relispartition
+)
+SELECT t.relid, t.parent, quote_ident(n.nspname) || '.' || quote_ident(c.relname), n.nspname, c.relname,
+       pg_catalog.pg_get_partkeydef(p.partrelid),
+       ARRAY(SELECT a.attname FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid = p.partrelid AND a.attnum = ANY(CAST(p.partattrs AS int2[]))),
+       EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+               WHERE pg_has_role(current_user, r.oid, 'MEMBER')
+                 AND has_schema_privilege(r.oid, n.oid, 'USAGE')
+                 AND (has_table_privilege(r.oid, c.oid, 'SELECT')
+                      OR has_any_column_privilege(r.oid, c.oid, 'SELECT')))
+FROM tree t
+JOIN pg_catalog.pg_class c ON c.oid = t.relid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_catalog.pg_partitioned_table p ON p.partrelid = t.relid
+"""
+_WORDS: Final = re.compile(r'"((?:[^"]|"")+)"|(\w+)')  # quoted or plain names in a key's text
+
+
+@dataclass(frozen=True)
+class BoundPartition:
+    """A partition below a key over a masked column: `name` (quoted, qualified), `schema` and
+    `table`; `keyed` the partitioned table and `column` the masked column its key reads."""
+
+    name: str
+    schema: str
+    table: str
+    keyed: str
+    column: str
+    keydef: str
+    readable: bool
+
+
+def _key_columns(keydef: str, plain: Iterable[str], wanted: set[str]) -> list[str]:
+    words = {part.casefold() for pair in _WORDS.findall(keydef) for part in pair if part}
+    return sorted(wanted & ({str(c).casefold() for c in plain} | words))
+
+
+def bound_partitions(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[BoundPartition]:
+    """Every partition, at any level, of a table whose partition key reads a masked column."""
+    found: dict[int, BoundPartition] = {}
+    for table, columns in sorted(masked.items()):
+        wanted = {c.casefold() for c in columns}
+        rows = conn.execute(text(_TREE), {"table": table}).all()
+        children: dict[int, list[int]] = {}
+        for row in rows:
+            if row[1] is not None:
+                children.setdefault(int(row[1]), []).append(int(row[0]))
+        by_id = {int(row[0]): row for row in rows}
+        for relid, _, keyed, _, _, keydef, plain, _ in rows:
+            hits = _key_columns(str(keydef), plain, wanted) if keydef else []
+            if not hits:
+                continue
+            below = list(children.get(int(relid), []))
+            while below:
+                child = below.pop()
+                below += children.get(child, [])
+                _, _, name, schema, rel, _, _, readable = by_id[child]
+                if child not in found:
+                    found[child] = BoundPartition(
+                        str(name), str(schema), str(rel), str(keyed), hits[0], str(keydef), bool(readable)
+                    )
+    return sorted(found.values(), key=lambda p: p.name)
+
+
+def partition_findings(
+    conn: Connection, masked: Mapping[str, frozenset[str]], others: list[Finding]
+) -> list[Finding]:
+    """One finding per such partition the calls' identity can read by name, with the REVOKE; the
+    `others` findings that would grant it its unmasked columns are left out (they would not do)."""
+    readable = [p for p in bound_partitions(conn, masked) if p.readable]
+    if not readable:
+        return others
+    role = str(conn.execute(text("SELECT quote_ident(current_user)")).scalar())
+    refused = tuple(f"REVOKE SELECT ON {p.name} FROM " for p in readable)
+    kept = [f for f in others if not (f.code == "masked-column-readable" and f.fix.startswith(refused))]
+    return [
+        Finding(
+            "masked-column-partition",
+            f"partition {p.name} can be read by its own name, and {p.keyed} is partitioned by masked "
+            f"column {p.column} ({p.keydef}): its rows share a bound on that column's values",
+            f"REVOKE SELECT ON {p.name} FROM {role} (also from PUBLIC or the role that grants it; "
+            f"the rows stay readable through {p.keyed})",
+        )
+        for p in readable
+    ] + kept
