@@ -69,14 +69,29 @@ def test_postgres_refuses_a_partition_readable_by_its_own_name(pg_url: str, tmp_
         tables = ", ".join(("patients", "visits", "visits_1", "plain", "plain_1", *PARTITIONS))
         pg.admin.execute(f"GRANT SELECT (id) ON {tables} TO {pg.reader}")
         pg.admin.execute(f"GRANT SELECT (name) ON patients, patients_p1 TO {pg.reader}")
-        engine = SqlEngine(pg.reader_url)
+        # a view over a partition reads it with its owner's rights, naming no masked column
+        owner = f"{pg.reader}_own"
+        pg.admin.execute(f"CREATE ROLE {owner}")
         try:
-            _, _, masked = prepare_masks(engine, str(masks))
-            found = mask_findings(engine, masked)
+            pg.admin.execute(f"GRANT USAGE ON SCHEMA public TO {owner}")
+            pg.admin.execute(f"GRANT SELECT ON patients_p1 TO {owner}")
+            pg.admin.execute("CREATE VIEW hiv AS SELECT id, name FROM patients_p1")
+            pg.admin.execute(f"ALTER VIEW hiv OWNER TO {owner}")
+            pg.admin.execute(f"GRANT SELECT ON hiv TO {pg.reader}")
+            engine = SqlEngine(pg.reader_url)
+            try:
+                _, _, masked = prepare_masks(engine, str(masks))
+                found = mask_findings(engine, masked)
+            finally:
+                engine.close()
         finally:
-            engine.close()
-        refused = sorted(f.message.split()[1] for f in found if f.code == "masked-column-partition")
+            pg.admin.execute(f"DROP OWNED BY {owner}")  # the view too
+            pg.admin.execute(f"DROP ROLE {owner}")
+        refused = sorted(f.message.split()[1] for f in found if f.message.startswith("partition "))
         assert refused == [f"public.{p}" for p in PARTITIONS], [f.line() for f in found]
+        assert any(
+            f.message.startswith("view public.hiv reads a partition of public.patients") for f in found
+        ), [f.line() for f in found]
         line = next(f.line() for f in found if "patients_p1" in f.message)
         assert "public.patients is partitioned by masked column diagnosis (LIST (diagnosis))" in line
         assert f"REVOKE SELECT ON public.patients_p1 FROM {pg.reader}" in line, line

@@ -19,6 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.postgres.masks import _CLOSURE as CLOSURE  # the views-over closure
 
 __all__ = ["BoundPartition", "bound_partitions", "partition_findings"]
 
@@ -52,9 +53,10 @@ _WORDS: Final = re.compile(r'"((?:[^"]|"")+)"|(\w+)')  # quoted or plain names i
 
 @dataclass(frozen=True)
 class BoundPartition:
-    """A partition below a key over a masked column: `name` (quoted, qualified), `schema` and
-    `table`; `keyed` the partitioned table and `column` the masked column its key reads."""
+    """A partition below a key over a masked column: its oid, `name` (quoted, qualified), `schema`
+    and `table`; `keyed` the partitioned table and `column` the masked column its key reads."""
 
+    relid: int
     name: str
     schema: str
     table: str
@@ -91,9 +93,41 @@ def bound_partitions(conn: Connection, masked: Mapping[str, frozenset[str]]) -> 
                 _, _, name, schema, rel, _, _, readable = by_id[child]
                 if child not in found:
                     found[child] = BoundPartition(
-                        str(name), str(schema), str(rel), str(keyed), hits[0], str(keydef), bool(readable)
+                        child,
+                        str(name),
+                        str(schema),
+                        str(rel),
+                        str(keyed),
+                        hits[0],
+                        str(keydef),
+                        bool(readable),
                     )
     return sorted(found.values(), key=lambda p: p.name)
+
+
+def _view_findings(conn: Connection, partitions: list[BoundPartition], role: str) -> list[Finding]:
+    """Views and materialized views that read such a partition (any column, transitively) with
+    their owner's rights and that the role can read: they hand its rows on as the partition would."""
+    out = []
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for p in partitions:
+        groups.setdefault((p.keyed, p.column, p.keydef), []).append(p.relid)
+    for (keyed, column, keydef), relids in sorted(groups.items()):
+        params = {"relids": relids, "attnums": [0] * len(relids)}
+        for _, name, _, kind, exposed in conn.execute(text(CLOSURE), params).all():
+            if not exposed:
+                continue
+            what = "materialized view" if kind == "m" else "view"
+            alt = "" if kind == "m" else f"; or ALTER VIEW {name} SET (security_invoker = true)"
+            out.append(
+                Finding(
+                    "masked-column-partition",
+                    f"{what} {name} reads a partition of {keyed}, partitioned by masked column {column} "
+                    f"({keydef}), with its owner's rights: its rows share a bound on that column's values",
+                    f"REVOKE SELECT ON {name} FROM {role} (also from PUBLIC or the role that grants it{alt})",
+                )
+            )
+    return out
 
 
 def partition_findings(
@@ -101,19 +135,24 @@ def partition_findings(
 ) -> list[Finding]:
     """One finding per such partition the calls' identity can read by name, with the REVOKE; the
     `others` findings that would grant it its unmasked columns are left out (they would not do)."""
-    readable = [p for p in bound_partitions(conn, masked) if p.readable]
-    if not readable:
+    partitions = bound_partitions(conn, masked)
+    if not partitions:
         return others
+    readable = [p for p in partitions if p.readable]
     role = str(conn.execute(text("SELECT quote_ident(current_user)")).scalar())
     refused = tuple(f"REVOKE SELECT ON {p.name} FROM " for p in readable)
     kept = [f for f in others if not (f.code == "masked-column-readable" and f.fix.startswith(refused))]
-    return [
-        Finding(
-            "masked-column-partition",
-            f"partition {p.name} can be read by its own name, and {p.keyed} is partitioned by masked "
-            f"column {p.column} ({p.keydef}): its rows share a bound on that column's values",
-            f"REVOKE SELECT ON {p.name} FROM {role} (also from PUBLIC or the role that grants it; "
-            f"the rows stay readable through {p.keyed})",
-        )
-        for p in readable
-    ] + kept
+    return (
+        [
+            Finding(
+                "masked-column-partition",
+                f"partition {p.name} can be read by its own name, and {p.keyed} is partitioned by masked "
+                f"column {p.column} ({p.keydef}): its rows share a bound on that column's values",
+                f"REVOKE SELECT ON {p.name} FROM {role} (also from PUBLIC or the role that grants it; "
+                f"the rows stay readable through {p.keyed})",
+            )
+            for p in readable
+        ]
+        + _view_findings(conn, partitions, role)
+        + kept
+    )
