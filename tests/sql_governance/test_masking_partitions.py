@@ -36,8 +36,16 @@ PATIENTS = (
     "CREATE TABLE visits_1b PARTITION OF visits_1 FOR VALUES WITH (MODULUS 2, REMAINDER 1)",
     "CREATE TABLE plain (id int, diagnosis text) PARTITION BY RANGE (id)",  # not by the masked column
     "CREATE TABLE plain_1 PARTITION OF plain FOR VALUES FROM (0) TO (100)",
+    # the partitioning of old: inheritance children, each with a CHECK of its own on the masked column
+    "CREATE TABLE cases (id int, diagnosis text CHECK (diagnosis <> ''))",  # a parent's CHECK: a fact
+    "CREATE TABLE cases_hiv (CHECK (diagnosis = 'hiv')) INHERITS (cases)",
+    "CREATE TABLE cases_hiv_old () INHERITS (cases_hiv)",
+    "CREATE TABLE cases_any () INHERITS (cases)",  # no CHECK of its own: not picked by the value
+    "INSERT INTO cases_hiv VALUES (1, 'hiv')",
+    "INSERT INTO cases_any VALUES (2, 'flu')",
 )
 PARTITIONS = ("patients_p1", "patients_p2", "patients_p3", "visits_1a", "visits_1b")
+CHILDREN = ("cases_hiv", "cases_hiv_old")
 
 
 def _masks(tmp_path: Path) -> Path:
@@ -66,7 +74,19 @@ def test_postgres_refuses_a_partition_readable_by_its_own_name(pg_url: str, tmp_
         for sql in PATIENTS:
             pg.admin.execute(sql)
         # what `grant --mask` printed before: the unmasked columns of every partition
-        tables = ", ".join(("patients", "visits", "visits_1", "plain", "plain_1", *PARTITIONS))
+        tables = ", ".join(
+            (
+                "patients",
+                "visits",
+                "visits_1",
+                "plain",
+                "plain_1",
+                "cases",
+                "cases_any",
+                *PARTITIONS,
+                *CHILDREN,
+            )
+        )
         pg.admin.execute(f"GRANT SELECT (id) ON {tables} TO {pg.reader}")
         pg.admin.execute(f"GRANT SELECT (name) ON patients, patients_p1 TO {pg.reader}")
         # a view over a partition reads it with its owner's rights, naming no masked column
@@ -89,8 +109,16 @@ def test_postgres_refuses_a_partition_readable_by_its_own_name(pg_url: str, tmp_
             pg.admin.execute(f"DROP ROLE {owner}")
         refused = sorted(f.message.split()[1] for f in found if f.message.startswith("partition "))
         assert refused == [f"public.{p}" for p in PARTITIONS], [f.line() for f in found]
+        children = sorted(f.message.split()[2] for f in found if f.message.startswith("inheritance child "))
+        assert children == [f"public.{c}" for c in CHILDREN], [f.line() for f in found]
+        line = next(f.line() for f in found if "child public.cases_hiv_old" in f.message)
+        assert "public.cases_hiv has CHECK ((diagnosis = 'hiv'::text)) over masked column diagnosis" in line
+        assert "the rows stay readable through public.cases)" in line, line
         assert any(
-            f.message.startswith("view public.hiv reads a partition of public.patients") for f in found
+            f.message.startswith(
+                "view public.hiv reads a table whose rows are picked by a masked column (public.patients is"
+            )
+            for f in found
         ), [f.line() for f in found]
         line = next(f.line() for f in found if "patients_p1" in f.message)
         assert "public.patients is partitioned by masked column diagnosis (LIST (diagnosis))" in line
@@ -110,13 +138,15 @@ def test_postgres_grant_withholds_such_partitions(pg_url: str, tmp_path: Path) -
         for sql in PATIENTS:
             pg.admin.execute(sql)
         reader = f"{pg.reader}_g"
-        tables = ",".join(f"public.{t}" for t in ("patients", "visits", "visits_1", "plain_1", *PARTITIONS))
+        granted = ("patients", "visits", "visits_1", "plain_1", "cases", "cases_any", *PARTITIONS, *CHILDREN)
+        tables = ",".join(f"public.{t}" for t in granted)
         done = run_mcpkit(
             "sql", "grant", "--dsn", pg.admin_url, "--role", reader, "--tables", tables, "--mask", str(masks)
         )
         assert done.returncode == 0, done.stderr
-        for partition in PARTITIONS:
+        for partition in (*PARTITIONS, *CHILDREN):
             assert f"ON public.{partition} " not in done.stdout, done.stdout
+        assert f'GRANT SELECT ("id") ON public.cases_any TO "{reader}"' in done.stdout
         assert f'GRANT SELECT ("id", "name") ON public.patients TO "{reader}"' in done.stdout
         assert f'GRANT SELECT ("id") ON public.visits_1 TO "{reader}"' in done.stdout  # keyed by id above
         assert f'GRANT SELECT ("id") ON public.plain_1 TO "{reader}"' in done.stdout
