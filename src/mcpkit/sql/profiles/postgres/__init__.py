@@ -45,6 +45,7 @@ from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
 from mcpkit.sql.profiles.postgres.switch import switched_masked_columns
 from mcpkit.sql.profiles.postgres.triggers import trigger_hints
+from mcpkit.sql.profiles.postgres.unchecked import unchecked_definer_findings
 from mcpkit.sql.profiles.postgres.views import row_filtered_views
 
 if TYPE_CHECKING:
@@ -128,13 +129,15 @@ class PostgresProfile(PostgresSession):
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The masked columns the calls' identity can still read (column privileges must withhold them),
         the views and SECURITY DEFINER functions that read them for it with their owner's rights, and
-        the masked values `pg_attribute` holds (`attmissingval`, readable by every login); roles one
+        those PostgreSQL runs with no EXECUTE check (`profiles.postgres.unchecked`), the masked values
+        `pg_attribute` holds (`attmissingval`, readable by every login); roles one
         SET ROLE away count (`profiles.postgres.switch`); a partition below a key over a masked
         column must not be readable at all (`profiles.postgres.partitions`)."""
         found = (
             readable_masked_columns(conn, masked)
             + switched_masked_columns(conn, masked)
             + masked_routes(conn, masked)
+            + unchecked_definer_findings(conn, masked)
             + catalog_value_findings(conn, masked)
         )
         return partition_findings(conn, masked, found)
