@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
@@ -18,7 +19,7 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tupl
     from sqlalchemy import inspect
 
     from mcpkit.sql.masking import MaskPolicy
-    from mcpkit.sql.masking.copies import derived_and_copied
+    from mcpkit.sql.masking.copies import derived_and_copied, referenced_hints
     from mcpkit.sql.masking.grants import column_grants, granted_tables, without_tables
 
     insp = inspect(engine.sa_engine)
@@ -51,6 +52,8 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tupl
                 masked[d.key] = masked.get(d.key, frozenset()) | d.columns
             preparation = engine.profile.mask_preparation(conn, masked)
             withheld = engine.profile.mask_withheld(conn, masked)
+            for line in referenced_hints(conn, named, schemas):
+                print(f"-- warning: {line}", file=sys.stderr)
         policy = policy.with_columns((d.schema, d.table, d.columns) for d in derived)
     return preparation, without_tables(column_grants(script, policy, columns_of, quote), withheld)
 
