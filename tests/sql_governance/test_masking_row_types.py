@@ -33,6 +33,10 @@ SETUP = (
     "INSERT INTO shapes SELECT id, ARRAY[a], ARRAY[ROW(a, 1)::wrap], a, NULL, 'p' FROM accounts a",
     "CREATE TABLE nested (id int PRIMARY KEY, s snaps)",  # a row that holds a row that holds one
     "INSERT INTO nested SELECT id, s FROM snaps s",
+    "CREATE VIEW acc_v AS SELECT id, email FROM accounts",  # a view's row holds what it reads
+    "CREATE VIEW acc_ids AS SELECT id FROM accounts",
+    "CREATE TABLE vsnaps (id int PRIMARY KEY, v acc_v, w acc_ids)",
+    "INSERT INTO vsnaps SELECT id, v, ROW(id)::acc_ids FROM acc_v v",
 )
 
 
@@ -58,7 +62,7 @@ def test_postgres_refuses_an_account_that_reads_a_row_typed_copy(pg_url: str, tm
         for sql in SETUP:
             pg.admin.execute(sql)
         pg.admin.execute(f"GRANT SELECT (id) ON accounts TO {pg.reader}")
-        pg.admin.execute(f"GRANT SELECT ON snaps, shapes, nested TO {pg.reader}")
+        pg.admin.execute(f"GRANT SELECT ON snaps, shapes, nested, vsnaps TO {pg.reader}")
         before = run_mcpkit("sql", "query", "--dsn", pg.reader_url, "SELECT snap::text FROM snaps")
         assert SECRET in before.stdout  # what the account reads without masks
         with pytest.raises(SqlConfigError) as info:
@@ -68,6 +72,7 @@ def test_postgres_refuses_an_account_that_reads_a_row_typed_copy(pg_url: str, tm
         assert "arr, w, d, r of public.shapes" in said, said
         assert "GRANT SELECT (id, plain) ON public.shapes" in said, said
         assert "s of public.nested" in said, said
+        assert "v of public.vsnaps" in said and "GRANT SELECT (id, w) ON public.vsnaps" in said, said
 
 
 @pytest.mark.postgres
@@ -78,7 +83,7 @@ def test_postgres_grant_withholds_a_row_typed_copy_and_serve_masks_it(pg_url: st
         for sql in SETUP:
             pg.admin.execute(sql)
         reader = f"{pg.reader}_g"
-        tables = "public.accounts,public.snaps,public.shapes,public.nested"
+        tables = "public.accounts,public.snaps,public.shapes,public.nested,public.vsnaps"
         done = run_mcpkit(
             "sql", "grant", "--dsn", pg.admin_url, "--role", reader, "--tables", tables, "--mask", str(masks)
         )
@@ -86,6 +91,7 @@ def test_postgres_grant_withholds_a_row_typed_copy_and_serve_masks_it(pg_url: st
         assert f'GRANT SELECT ("id", "note") ON public.snaps TO "{reader}"' in done.stdout, done.stdout
         assert f'GRANT SELECT ("id", "plain") ON public.shapes TO "{reader}"' in done.stdout, done.stdout
         assert f'GRANT SELECT ("id") ON public.nested TO "{reader}"' in done.stdout, done.stdout
+        assert f'GRANT SELECT ("id", "w") ON public.vsnaps TO "{reader}"' in done.stdout, done.stdout
         try:
             for line in done.stdout.splitlines():
                 if line.strip() and not line.startswith("--"):
