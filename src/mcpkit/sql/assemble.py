@@ -27,10 +27,9 @@ from mcpkit.sql.maskcheck import (
     enforce_masks,
     identity_mask_findings,
     mask_findings,
+    mask_hints,
     masks_verify,
     prepare_masks,
-    scan_order_hints,
-    trigger_hints,
 )
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.reports import load_reports
@@ -191,7 +190,7 @@ def equip(
             raise SqlConfigError("--mask needs a database engine it can reflect")
         policy, reflection, masked = prepare_masks(engine, mask)
         enforce_masks(engine, masked)
-        for line in scan_order_hints(engine, masked) + trigger_hints(engine, masked):
+        for line in mask_hints(engine, masked):
             log.warning("masks: %s", line)
         known = reflection.known(engine, withheld=engine.profile.withheld_relations())
         if known.path:  # calls resolve names as the analysis did

@@ -52,7 +52,13 @@ def _lint(engine: SqlEngine) -> Check:
 
 def _masks(engine: SqlEngine, mask: str) -> list[Check]:
     """What `serve --mask` checks at start-up: every masked column withheld by the database."""
-    from mcpkit.sql.maskcheck import mask_findings, prepare_masks, scan_order_hints, trigger_hints
+    from mcpkit.sql.maskcheck import (
+        mask_findings,
+        prepare_masks,
+        reference_hints,
+        scan_order_hints,
+        trigger_hints,
+    )
     from mcpkit.sql.masking import MaskPolicy
     from mcpkit.sql.masking.literals import unmatched_rules
 
@@ -67,6 +73,7 @@ def _masks(engine: SqlEngine, mask: str) -> list[Check]:
     findings = merge_findings(mask_findings(engine, masked))
     hints = [Check("warn", "scan order", line) for line in scan_order_hints(engine, masked)]
     hints += [Check("warn", "triggers", line) for line in trigger_hints(engine, masked)]
+    hints += [Check("warn", "references", line) for line in reference_hints(engine, masked)]
     if not findings:
         count = sum(len(c) for c in masked.values())
         detail = f"the database withholds all {count} masked column(s) of {len(masked)} table(s)"

@@ -19,8 +19,8 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tupl
     from sqlalchemy import inspect
 
     from mcpkit.sql.masking import MaskPolicy
-    from mcpkit.sql.masking.copies import derived_and_copied
-    from mcpkit.sql.masking.grants import column_grants, granted_tables
+    from mcpkit.sql.masking.copies import derived_and_copied, referenced_hints
+    from mcpkit.sql.masking.grants import column_grants, granted_tables, without_tables
     from mcpkit.sql.masking.literals import require_matched
 
     insp = inspect(engine.sa_engine)
@@ -47,6 +47,7 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tupl
             masked[f"{quote(schema)}.{quote(table)}" if schema else table] = columns
             named[f"{schema}.{table}" if schema and schema != default else table] = columns
     preparation: list[str] = []
+    withheld: list[tuple[str | None, str]] = []  # tables the reader must not read by name at all
     if masked:  # generated columns computed from masked ones, and parents, are not granted either
         schemas = [s for s, _ in granted if s]
         with engine.sa_engine.connect() as conn:
@@ -54,8 +55,11 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tupl
             for d in derived:
                 masked[d.key] = masked.get(d.key, frozenset()) | d.columns
             preparation = engine.profile.mask_preparation(conn, masked)
+            withheld = engine.profile.mask_withheld(conn, masked)
+            for line in referenced_hints(conn, named, schemas):
+                print(f"-- warning: {line}", file=sys.stderr)
         policy = policy.with_columns((d.schema, d.table, d.columns) for d in derived)
-    return preparation, column_grants(script, policy, columns_of, quote)
+    return preparation, without_tables(column_grants(script, policy, columns_of, quote), withheld)
 
 
 def grant(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.masking import MaskPolicy, Reflection, reflect
-from mcpkit.sql.masking.copies import derived_and_copied
+from mcpkit.sql.masking.copies import derived_and_copied, referenced_hints
 from mcpkit.sql.masking.literals import require_matched
 from mcpkit.sql.profiles.base import Finding, merge_findings
 
@@ -27,10 +27,12 @@ __all__ = [
     "enforce_masks",
     "identity_mask_findings",
     "mask_findings",
+    "mask_hints",
     "masks_check",
     "masks_readable",
     "masks_verify",
     "prepare_masks",
+    "reference_hints",
     "scan_order_hints",
     "trigger_hints",
 ]
@@ -181,6 +183,17 @@ def trigger_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[
     """Row triggers on a table with masked columns, which may copy a masked value elsewhere
     (warnings, never a reason not to start; `profiles.triggers`)."""
     return _hints(engine, masked, engine.profile.trigger_hints, "trigger")
+
+
+def reference_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[str]:
+    """Masked columns that reference an unmasked column by a foreign key, whose values are then all
+    among that column's (warnings, never a reason not to start; `masking.copies.referenced_hints`)."""
+    return _hints(engine, masked, referenced_hints, "reference")
+
+
+def mask_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[str]:
+    """Every start-up warning about the masks: scan order, triggers and rules, referenced columns."""
+    return scan_order_hints(engine, masked) + trigger_hints(engine, masked) + reference_hints(engine, masked)
 
 
 def _hints(

@@ -11,7 +11,7 @@ from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.profiles.base import DerivedMask
 
-__all__ = ["copied_masks", "derived_and_copied"]
+__all__ = ["copied_masks", "derived_and_copied", "referenced_hints"]
 
 # MariaDB refuses SHOW CREATE TABLE (SQLAlchemy's reflection of keys) to an account that holds
 # only column privileges; the catalog lists the keys of the tables it may read.
@@ -46,6 +46,48 @@ def _name(schema: str | None, table: str) -> str:
     return (f"{schema}.{table}" if schema else table).casefold()
 
 
+def _all_keys(
+    conn: Connection, schemas: Iterable[str]
+) -> tuple[str | None, dict[tuple[str | None, str], list[Key]]]:
+    """The default schema, and the foreign keys of every table the connection lists (None: the
+    default schema's) and of `schemas`' tables."""
+    insp = inspect(conn)
+    default = insp.default_schema_name
+    listed = [s for s in insp.get_schema_names() if s.casefold() not in _SYSTEM and not s.startswith("pg_")]
+    others = [s for s in dict.fromkeys([*schemas, *listed]) if s and s != default]
+    # the default schema's own tables (PostgreSQL's unqualified listing is every table on the path)
+    tables: list[tuple[str | None, str]] = (
+        [(None, t) for t in insp.get_table_names(default)] if default else []
+    )
+    tables += [(s, t) for s in others for t in insp.get_table_names(s)]
+    return default, {(s, t): _keys(conn, s, t) for s, t in tables}
+
+
+def referenced_hints(
+    conn: Connection, masked: Mapping[str, frozenset[str]], schemas: Iterable[str] = ()
+) -> list[str]:
+    """A warning per masked column that references an unmasked one by a foreign key: every masked
+    value is one of the referenced column's values (`users.email REFERENCES email_dir(addr)`; red
+    team rt19mask F6). Warned, not refused: the referenced column tells which values exist, not
+    which row holds which; whether they are as secret is the operator's call. `masked` as for
+    `copied_masks`."""
+    default, keys = _all_keys(conn, schemas)
+    folded = {k.casefold(): {c.casefold() for c in cols} for k, cols in masked.items()}
+    out = []
+    for (schema, table), refs in sorted(keys.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+        mine = folded.get(_name(schema, table), set())
+        for column, target_schema, target, referenced in refs:
+            target_schema = None if target_schema == default else target_schema
+            there = _name(target_schema, target)
+            if column.casefold() in mine and referenced.casefold() not in folded.get(there, set()):
+                out.append(
+                    f"masked column {_name(schema, table)}.{column} references {there}.{referenced} by a "
+                    f"foreign key: every masked value is also a value of {there}.{referenced}, which is "
+                    "not masked; mask it too if its values are as secret (see docs/masking.md)"
+                )
+    return out
+
+
 def copied_masks(
     conn: Connection, masked: Mapping[str, frozenset[str]], schemas: Iterable[str] = ()
 ) -> list[DerivedMask]:
@@ -59,16 +101,7 @@ def copied_masks(
         schemas: Schemas whose tables may hold a copy besides every schema the connection lists
             (the default schema's tables always do).
     """
-    insp = inspect(conn)
-    default = insp.default_schema_name
-    listed = [s for s in insp.get_schema_names() if s.casefold() not in _SYSTEM and not s.startswith("pg_")]
-    others = [s for s in dict.fromkeys([*schemas, *listed]) if s and s != default]
-    # the default schema's own tables (PostgreSQL's unqualified listing is every table on the path)
-    tables: list[tuple[str | None, str]] = (
-        [(None, t) for t in insp.get_table_names(default)] if default else []
-    )
-    tables += [(s, t) for s in others for t in insp.get_table_names(s)]
-    keys = {(s, t): _keys(conn, s, t) for s, t in tables}
+    default, keys = _all_keys(conn, schemas)
     folded = {k.casefold(): {c.casefold() for c in cols} for k, cols in masked.items()}
     found: dict[tuple[str | None, str], dict[str, str]] = {}
     changed = True

@@ -8,14 +8,15 @@ is what `serve --mask` verifies at start-up (`Profile.use_masks`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Final
 
 from mcpkit.sql.masking.policy import MaskPolicy
 
-__all__ = ["column_grants", "granted_tables"]
+__all__ = ["column_grants", "granted_tables", "without_tables"]
 
 _GRANT: Final = re.compile(r"GRANT SELECT ON (?P<name>\S+) TO (?P<to>.+)", re.IGNORECASE)
+_ANY_GRANT: Final = re.compile(r"GRANT SELECT (?:\(.*\) )?ON (?P<name>\S+) TO .+", re.IGNORECASE)
 _PART: Final = re.compile(r'"((?:[^"]|"")*)"|`((?:[^`]|``)*)`|([^."`]+)')
 
 
@@ -75,4 +76,22 @@ def granted_tables(script: Sequence[str]) -> list[tuple[str | None, str]]:
         if found is not None:
             parts = _parts(found["name"])
             out.append(((parts[-2] if len(parts) > 1 else None), parts[-1]))
+    return out
+
+
+def without_tables(script: Sequence[str], tables: Collection[tuple[str | None, str]]) -> list[str]:
+    """The script without its SELECT grants (table-wide or on columns) on `tables` ((schema, table)).
+
+    >>> script = ['GRANT SELECT ("id") ON "s"."p1" TO "r"', 'GRANT SELECT ON s.t TO "r"']
+    >>> without_tables(script, [("s", "p1")])
+    ['GRANT SELECT ON s.t TO "r"']
+    """
+    out = []
+    for statement in script:
+        found = _ANY_GRANT.fullmatch(statement.strip())
+        if found is not None:
+            parts = _parts(found["name"])
+            if ((parts[-2] if len(parts) > 1 else None), parts[-1]) in tables:
+                continue
+        out.append(statement)
     return out

@@ -79,6 +79,11 @@ _SAMPLE: Final = (
     "storage layout, which can follow a masked value; use sample_table, or filter on a visible key."
 )
 
+_PARTITION: Final = (
+    "Over a table with masked columns, PARTITION (...) selection is not answered: a table "
+    "partitioned by a masked column keeps the rows of each value (or range) in a partition of "
+    "their own; query the whole table."
+)
 
 _WITHHELD_VIEW: Final = (
     "This query reads a view whose rows depend on a masked column (it filters, joins, groups or "
@@ -209,6 +214,10 @@ def plan_masking(
         # Which rows a sample keeps follows the storage layout (pages, row positions), and an
         # index, CLUSTER or the written order can lay the rows out by a masked value.
         refuse_mask("TABLESAMPLE over a masked read", message=_SAMPLE)
+    if any(t.args.get("partition") for t in tree.find_all(exp.Table)):
+        # MariaDB's `t PARTITION (p)` needs no privilege beyond the table's: its rows are those
+        # whose partition key falls in p's bound (red team rt19mask F2).
+        refuse_mask("PARTITION selection over a masked read", message=_PARTITION)
     work = tree.copy()
     for i, window in enumerate(work.find_all(exp.Window)):
         window.meta[WIN] = i

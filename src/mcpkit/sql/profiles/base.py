@@ -308,6 +308,14 @@ class Profile(Capabilities):
         """
         return []
 
+    def mask_withheld(
+        self, conn: Connection, masked: Mapping[str, frozenset[str]]
+    ) -> list[tuple[str | None, str]]:
+        """(schema, table) of the tables no column of which a reader may read by name under these
+        masks (PostgreSQL's partitions below a key over a masked column); `grant --mask` grants
+        nothing on them; `masked` as for `use_masks`. None here."""
+        return []
+
     def mask_preparation(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Statements an administrator runs before the masked grants, for masked values the database
         keeps outside the columns (PostgreSQL's `attmissingval`); `masked` as for `use_masks`. None here."""

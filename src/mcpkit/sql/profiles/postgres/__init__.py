@@ -38,11 +38,14 @@ from mcpkit.sql.profiles.postgres.masks import (
 )
 from mcpkit.sql.profiles.postgres.missing import catalog_value_findings, catalog_value_tables
 from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
+from mcpkit.sql.profiles.postgres.partitions import bound_partitions, partition_findings
 from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
+from mcpkit.sql.profiles.postgres.rowtypes import row_type_copies
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
 from mcpkit.sql.profiles.postgres.switch import switched_masked_columns
 from mcpkit.sql.profiles.postgres.triggers import trigger_hints
+from mcpkit.sql.profiles.postgres.unchecked import unchecked_definer_findings
 from mcpkit.sql.profiles.postgres.views import row_filtered_views
 
 if TYPE_CHECKING:
@@ -119,20 +122,31 @@ class PostgresProfile(PostgresSession):
         return connection_limit_warnings(conn, budget) + temp_file_warnings(conn) + error_log_warnings(conn)
 
     def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
-        """Generated columns computed from masked ones; partitions and inheritance children."""
-        return derived_masks(conn, masked)
+        """Generated columns computed from masked ones; partitions and inheritance children; columns
+        typed by a masked table's row (`profiles.postgres.rowtypes`)."""
+        return derived_masks(conn, masked) + row_type_copies(conn, masked)
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The masked columns the calls' identity can still read (column privileges must withhold them),
         the views and SECURITY DEFINER functions that read them for it with their owner's rights, and
-        the masked values `pg_attribute` holds (`attmissingval`, readable by every login); roles one
-        SET ROLE away count (`profiles.postgres.switch`)."""
-        return (
+        those PostgreSQL runs with no EXECUTE check (`profiles.postgres.unchecked`), the masked values
+        `pg_attribute` holds (`attmissingval`, readable by every login); roles one
+        SET ROLE away count (`profiles.postgres.switch`); a partition below a key over a masked
+        column must not be readable at all (`profiles.postgres.partitions`)."""
+        found = (
             readable_masked_columns(conn, masked)
             + switched_masked_columns(conn, masked)
             + masked_routes(conn, masked)
+            + unchecked_definer_findings(conn, masked)
             + catalog_value_findings(conn, masked)
         )
+        return partition_findings(conn, masked, found)
+
+    def mask_withheld(
+        self, conn: Connection, masked: Mapping[str, frozenset[str]]
+    ) -> list[tuple[str | None, str]]:
+        """Partitions below a key over a masked column (`profiles.postgres.partitions`)."""
+        return [(p.schema, p.table) for p in bound_partitions(conn, masked)]
 
     def mask_preparation(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """`VACUUM FULL` of each masked table whose catalog holds a masked value

@@ -68,7 +68,7 @@ from mcpkit.sql.profiles.postgres.knowledge import (
     unreachable_reason,
 )
 
-__all__ = ["FIRST_NORMAL_OID", "Fn", "audit_routes"]
+__all__ = ["FIRST_NORMAL_OID", "Fn", "audit_routes", "unchecked_functions"]
 
 _CATALOG: Final = ("pg_catalog", "information_schema")
 FIRST_NORMAL_OID: Final = 16384
@@ -352,3 +352,22 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
         opt_in = group.replace("extension ", "extension:") if same[0].extension else f"function:{group}"
         findings.append(Finding("function", f"{what} {hazard}", fix, opt_in))
     return findings
+
+
+_EXECUTABLE: Final = """
+SELECT p.oid FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE p.oid >= 16384 AND p.prokind <> 'p' AND has_function_privilege(p.oid, 'EXECUTE')
+  AND has_schema_privilege(n.oid, 'USAGE')
+"""
+
+
+def unchecked_functions(conn: Connection) -> frozenset[int]:
+    """The functions PostgreSQL runs for the role with no EXECUTE check on some route (an
+    aggregate's components, an operator's function or estimator on statistics, a type's I/O, an
+    operator family's support functions, ...), from everything the role can use, opt-ins ignored:
+    the mask check's SECURITY DEFINER search starts from them too (red team rt19mask F9)."""
+    graph = dict(_graph(conn))
+    starts = [("fn", int(oid)) for (oid,) in conn.execute(text(_EXECUTABLE))]
+    starts += [(str(kind), int(oid)) for kind, oid, _, _ in conn.execute(text(_ENTRIES))]
+    graph[("start", 0)] = [("start", node) for node in starts]  # one walk from all of them
+    return frozenset(oid for (kind, oid), via in _reached(graph, ("start", 0)) if kind == "fn" and via)
