@@ -241,6 +241,11 @@ OUTER_AGGREGATE_ANSWERED = (
     "SELECT c.id, (SELECT count(*) FROM customers d WHERE d.tier = c.tier) AS n FROM customers c",
     "SELECT c.id, (SELECT count(c.id + d.id) FROM customers d) AS n FROM customers c",
 )
+# A FILTER's operands are its aggregate's (SQLite refused them as bare columns before).
+FILTER_ANSWERED = (
+    "SELECT count(*) FILTER (WHERE tier > 0) AS n FROM customers",
+    "SELECT name, sum(tier) FILTER (WHERE id > 3) AS s FROM customers GROUP BY name",
+)
 # Red team rt19lite F8: a query that is an element of an IN list is one value (SQLite: its first
 # row), and so is SQLite's `x IN ((SELECT ...))`; PostgreSQL and MariaDB fail on more than one row
 # in a list and read `((SELECT ...))` as a set.
@@ -340,7 +345,13 @@ def sqlite_order(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrderTwin
         "sqlite",
         services[0],
         services[1],
-        COMMON + NULL_ORDER + SQLITE_PINNED + OUTER_AGGREGATE_ANSWERED + IN_LIST + IN_PARENS,
+        COMMON
+        + NULL_ORDER
+        + SQLITE_PINNED
+        + OUTER_AGGREGATE_ANSWERED
+        + FILTER_ANSWERED
+        + IN_LIST
+        + IN_PARENS,
         COMMON_REFUSED + SQLITE_REFUSED + SQLITE_REFUSED_11 + OUTER_AGGREGATE + SQLITE_OUTER_AGGREGATE,
         SQLITE_WITHHELD,
     )
@@ -380,7 +391,7 @@ def pg_order(pg_url: str) -> Iterator[OrderTwins]:
             "postgres",
             services[0],
             services[1],
-            COMMON + PG_ROUTES + PG_PINNED + OUTER_AGGREGATE_ANSWERED + IN_PARENS,
+            COMMON + PG_ROUTES + PG_PINNED + OUTER_AGGREGATE_ANSWERED + IN_PARENS + FILTER_ANSWERED,
             COMMON_REFUSED + PG_REFUSED + PG_REFUSED_11,
             NULL_ORDER + OUTER_AGGREGATE + IN_LIST,
         )
