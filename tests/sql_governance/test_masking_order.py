@@ -213,6 +213,54 @@ SQLITE_REFUSED_11 = (
     "SELECT id FROM customers NATURAL JOIN json_each('[1, 2]')",
 )
 
+# Red team rt19lite F7: an aggregate whose operands name only an outer block's columns aggregates
+# that block (SQL's rule, all three engines), so the outer columns beside it are bare; SQLite
+# answered the id of the smallest masked e-mail, then the next with `NOT IN`. Also an aggregate
+# inside a window (`sum(count(*)) OVER ()`). PostgreSQL and MariaDB refuse them themselves.
+OUTER_AGGREGATE = (
+    "SELECT c.id, (SELECT count(c.id)) AS n FROM customers c",
+    "SELECT c.id, (SELECT count(c.id)) AS n FROM customers c WHERE c.id NOT IN (1, 2)",
+    "SELECT c.id, (SELECT max(c.tier)) AS n FROM customers c",
+    "SELECT c.id, (SELECT count(*) FROM customers d WHERE d.id = 1 HAVING count(c.id) > 0) AS n"
+    " FROM customers c",
+    "SELECT c.id, (SELECT (SELECT count(c.id))) AS n FROM customers c",
+    "SELECT c.id, (SELECT count((SELECT c.id))) AS n FROM customers c",
+    "SELECT c.id, sum(count(*)) OVER () AS s FROM customers c",
+    "SELECT c.id, row_number() OVER (ORDER BY count(*)) AS s FROM customers c",
+)
+SQLITE_OUTER_AGGREGATE = (
+    "SELECT c.name, (SELECT total(c.id)) AS t FROM customers c",
+    "SELECT c.id, (SELECT count(*) FROM customers d WHERE count(c.id) > 0) AS n FROM customers c",
+)
+# The same through an operator view: withheld (the authorizer denies reading it).
+SQLITE_WITHHELD = ("SELECT * FROM v_outer_aggregate", "SELECT id FROM v_outer_aggregate WHERE id > 3")
+# Still answered: the aggregate is the subquery's own, or the outer block's without bare columns.
+OUTER_AGGREGATE_ANSWERED = (
+    "SELECT (SELECT count(c.id)) AS n FROM customers c",
+    "SELECT c.name, (SELECT count(c.id)) AS n FROM customers c GROUP BY c.name",
+    "SELECT c.id, (SELECT count(*) FROM customers d WHERE d.tier = c.tier) AS n FROM customers c",
+    "SELECT c.id, (SELECT count(c.id + d.id) FROM customers d) AS n FROM customers c",
+)
+# A FILTER's operands are its aggregate's (SQLite refused them as bare columns before).
+FILTER_ANSWERED = (
+    "SELECT count(*) FILTER (WHERE tier > 0) AS n FROM customers",
+    "SELECT name, sum(tier) FILTER (WHERE id > 3) AS s FROM customers GROUP BY name",
+)
+# Red team rt19lite F8: a query that is an element of an IN list is one value (SQLite: its first
+# row), and so is SQLite's `x IN ((SELECT ...))`; PostgreSQL and MariaDB fail on more than one row
+# in a list and read `((SELECT ...))` as a set.
+IN_LIST = (
+    "SELECT id FROM customers WHERE id IN ((SELECT id FROM customers), -1)",
+    "SELECT id FROM customers WHERE id IN (-1, (SELECT id FROM customers WHERE id NOT IN (1, 2)))",
+    "SELECT id FROM customers WHERE id NOT IN ((SELECT id FROM customers), 0) AND tier = 1",
+    "SELECT id FROM customers WHERE id IN ((SELECT id FROM customers UNION ALL SELECT 99), -1)",
+)
+IN_PARENS = (
+    "SELECT id FROM customers WHERE id IN (((SELECT id FROM customers)))",
+    "SELECT id FROM customers WHERE id IN (+(SELECT id FROM customers))",
+    "SELECT 11 IN ((SELECT id FROM customers)) AS a, 1 IN ((SELECT id FROM customers)) AS b",
+)
+
 
 # More shapes that could follow the scan order: each must answer both twins alike, whatever it is.
 PROBES = {
@@ -288,14 +336,24 @@ def sqlite_order(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrderTwin
             db.executemany("INSERT INTO customers VALUES (?, ?, ?, ?, ?, ?)", _rows(seed))
             db.execute("CREATE INDEX customers_email ON customers (email)")
             db.execute("CREATE VIEW v_customers AS SELECT id, name, region, tier FROM customers")
+            db.execute(
+                "CREATE VIEW v_outer_aggregate AS SELECT c.id, (SELECT count(c.id)) AS n FROM customers c"
+            )
         db.close()
         services.append(_service(f"sqlite:///{Path(path)}"))
     yield OrderTwins(
         "sqlite",
         services[0],
         services[1],
-        COMMON + NULL_ORDER + SQLITE_PINNED,
-        COMMON_REFUSED + SQLITE_REFUSED + SQLITE_REFUSED_11,
+        COMMON
+        + NULL_ORDER
+        + SQLITE_PINNED
+        + OUTER_AGGREGATE_ANSWERED
+        + FILTER_ANSWERED
+        + IN_LIST
+        + IN_PARENS,
+        COMMON_REFUSED + SQLITE_REFUSED + SQLITE_REFUSED_11 + OUTER_AGGREGATE + SQLITE_OUTER_AGGREGATE,
+        SQLITE_WITHHELD,
     )
     for s in services:
         s.engine.close()  # type: ignore[attr-defined]
@@ -333,9 +391,9 @@ def pg_order(pg_url: str) -> Iterator[OrderTwins]:
             "postgres",
             services[0],
             services[1],
-            COMMON + PG_ROUTES + PG_PINNED,
+            COMMON + PG_ROUTES + PG_PINNED + OUTER_AGGREGATE_ANSWERED + IN_PARENS + FILTER_ANSWERED,
             COMMON_REFUSED + PG_REFUSED + PG_REFUSED_11,
-            NULL_ORDER,
+            NULL_ORDER + OUTER_AGGREGATE + IN_LIST,
         )
     finally:
         for s in services:
@@ -377,8 +435,9 @@ def mysql_order(mysql_url: str) -> Iterator[OrderTwins]:
             "mysql",
             services[0],
             services[1],
-            COMMON + NULL_ORDER + MYSQL_ROUTES + MYSQL_PINNED,
-            COMMON_REFUSED + MYSQL_REFUSED + MYSQL_REFUSED_11,
+            COMMON + NULL_ORDER + MYSQL_ROUTES + MYSQL_PINNED + OUTER_AGGREGATE_ANSWERED + IN_PARENS,
+            COMMON_REFUSED + MYSQL_REFUSED + MYSQL_REFUSED_11 + OUTER_AGGREGATE,
+            IN_LIST,
         )
     finally:
         for s in services:
@@ -465,6 +524,13 @@ def test_sample_table_of_a_view_does_not_follow_the_storage_order(twins: OrderTw
     ]
     assert samples[0].rows == samples[1].rows and samples[0].row_count == 3
     assert "storage order" not in samples[0].sampling, samples[0].sampling
+
+
+def test_sample_table_of_a_view_with_an_outer_aggregate_is_withheld(sqlite_order: OrderTwins) -> None:
+    # rt19lite F7: sample_table answered the bare id the scan of the masked e-mail index picks.
+    for service in (sqlite_order.a, sqlite_order.b):
+        with pytest.raises((Refused, QueryFailed)):
+            sample_table(service, "v_outer_aggregate", call_id="order", rows=3, pick=lambda rows, n: rows[:n])
 
 
 @st.composite

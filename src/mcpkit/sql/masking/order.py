@@ -149,13 +149,21 @@ def _one_row(node: exp.Expr) -> bool:
 
 
 def _scalar(node: exp.Expr) -> bool:
-    """A block that is the value of a scalar subquery: SQLite answers its first row."""
+    """A block that is the value of a scalar subquery: SQLite answers its first row.
+
+    `x IN (SELECT ...)` is a set; an element of an IN list is one value, `x IN ((SELECT ...),
+    -1)`, and so is SQLite's `x IN ((SELECT ...))` (PostgreSQL and MariaDB read a set there:
+    ordering it changes nothing). Red team rt19lite F8.
+    """
     parent = node.parent
     if not isinstance(parent, exp.Subquery):
         return False
+    nested = False
     while isinstance(parent.parent, exp.Subquery):
-        parent = parent.parent
+        parent, nested = parent.parent, True
     outer = parent.parent
+    if isinstance(outer, exp.In):
+        return nested or parent.arg_key != "query"
     return outer is not None and not isinstance(outer, _NOT_SCALAR)
 
 

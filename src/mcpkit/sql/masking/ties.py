@@ -104,18 +104,64 @@ def is_aggregate(node: exp.Expr) -> bool:
     )
 
 
+# Wrappers of an aggregate call whose operands are the aggregate's own (FILTER, WITHIN GROUP).
+_CALL_WRAPPERS: Final = (exp.Filter, exp.WithinGroup, exp.IgnoreNulls, exp.RespectNulls)
+
+
+def _call(agg: exp.Expr) -> exp.Expr:
+    """The whole call of an aggregate: with its FILTER (WHERE ...) or WITHIN GROUP (ORDER BY ...)."""
+    while isinstance(agg.parent, _CALL_WRAPPERS) and agg.arg_key == "this":
+        agg = agg.parent
+    return agg
+
+
+def _defining_select(col: exp.Column) -> exp.Select | None:
+    """The block whose FROM defines `col`'s table (the innermost one naming it)."""
+    select = col.find_ancestor(exp.Select)
+    while select is not None:
+        if col.table in _source_names(select):
+            return select
+        select = select.find_ancestor(exp.Select)
+    return None
+
+
+def aggregate_block(agg: exp.Expr) -> exp.Select | None:
+    """The block an aggregate aggregates (None: a window function, `count(*) OVER (...)`).
+
+    SQL (PostgreSQL, SQLite, MariaDB): an aggregate whose operands name only outer blocks'
+    columns belongs to the innermost of those blocks, not to the subquery it is written in:
+    `SELECT c.id, (SELECT count(c.id)) FROM customers c` is an aggregate query over customers
+    (red team rt19lite F7). Operands include the FILTER and WITHIN GROUP clauses and subqueries.
+    """
+    call = _call(agg)
+    if isinstance(call.parent, exp.Window) and call.arg_key == "this":
+        return None
+    home = call.find_ancestor(exp.Select)
+    levels: list[exp.Select] = []
+    level = home
+    while level is not None:
+        levels.append(level)
+        level = level.find_ancestor(exp.Select)
+    depth = {id(level): i for i, level in enumerate(levels)}
+    found = [
+        depth[id(owner)]
+        for col in call.find_all(exp.Column)
+        if col.table and (owner := _defining_select(col)) is not None and id(owner) in depth
+    ]
+    return levels[min(found)] if found else home
+
+
 def _aggregated(select: exp.Select) -> bool:
     """A block that aggregates without GROUP BY: it answers one row. HAVING alone makes one
-    (SQLite 3.39+: `SELECT id FROM t HAVING 1` answers the row the scan picks; red team my18 F7)."""
+    (SQLite 3.39+: `SELECT id FROM t HAVING 1` answers the row the scan picks; red team my18 F7),
+    so does an aggregate of it written inside a window (`sum(count(*)) OVER ()`) or a subquery
+    (`aggregate_block`)."""
     if select.args.get("having") is not None:
         return True
-    for projection in [*select.selects, select.args.get("having")]:
-        if projection is None:
-            continue
-        for agg in projection.find_all(exp.AggFunc, exp.Anonymous):
-            if is_aggregate(agg) and agg.find_ancestor(exp.Window, exp.Select) is select:
-                return True
-    return False
+    return any(
+        is_aggregate(agg) and aggregate_block(agg) is select
+        for agg in select.find_all(exp.AggFunc, exp.Anonymous)
+    )
 
 
 def _window_need(window: exp.Window) -> str | None:
@@ -269,9 +315,10 @@ def refuse_bare_columns(qualified: exp.Expr) -> None:
                 node: exp.Expr | None = col
                 covered = False
                 while node is not None and node is not select:
-                    if node.sql() in keys or (
-                        is_aggregate(node) and node.find_ancestor(exp.Window, exp.Select) is select
-                    ):
+                    agg = node
+                    while isinstance(agg, _CALL_WRAPPERS):
+                        agg = agg.this
+                    if node.sql() in keys or (is_aggregate(agg) and aggregate_block(agg) is select):
                         covered = True
                         break
                     node = node.parent
