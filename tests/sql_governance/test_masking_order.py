@@ -645,7 +645,7 @@ def test_ties_that_print_differently_are_broken_exactly(twins: OrderTwins) -> No
 
 
 def test_start_up_says_where_the_scan_order_follows_a_masked_column(twins: OrderTwins) -> None:
-    from mcpkit.sql.assemble import scan_order_hints
+    from mcpkit.sql.maskcheck import scan_order_hints
 
     engine = twins.a.engine
     assert isinstance(engine, SqlEngine)
@@ -663,7 +663,7 @@ def test_start_up_says_where_the_scan_order_follows_a_masked_column(twins: Order
 
 @pytest.mark.mysql
 def test_mariadb_hints_name_the_primary_key_and_covering_index(mysql_url: str) -> None:
-    from mcpkit.sql.assemble import scan_order_hints
+    from mcpkit.sql.maskcheck import scan_order_hints
 
     db = f"mk_scan_{tokens.token_hex(4)}"
     admin = mysql_admin(mysql_url)
