@@ -4,9 +4,9 @@
     PYTHONPATH=/tmp/old/src python bench/sql_analysis_budget.py   # another checkout's src
 
 Admission (PostgreSQL) then the masking analysis of each admitted query, with a mask on one column,
-as `SqlService` runs them (the deadline left out); no database is needed. Prints the CPU time of the calling thread (the
-median of `--repeat`; a shared host's wall clock varies more), the syntax nodes as written and as
-sent, and the answer: admitted, or the refusal's reason and what it said.
+as `SqlService` runs them (the deadline left out); no database is needed. Prints the CPU time of
+the calling thread (the median of `--repeat`; a shared host's wall clock varies more), the syntax
+nodes as written and as sent, and the answer: admitted, or the refusal's reason and what it said.
 """
 
 from __future__ import annotations
