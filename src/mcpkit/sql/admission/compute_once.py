@@ -28,6 +28,8 @@ from sqlglot.optimizer.scope import Scope, ScopeType, build_scope
 from mcpkit.sql.admission.built_values import builds
 from mcpkit.sql.admission.function_tables.tables import EXPRESSION_COPIES, SIZE_BOUNDS
 from mcpkit.sql.admission.held_operands import SET_RETURNING, call_names
+from mcpkit.sql.admission.row_copies import MAX_ROW_COPIES, row_copies
+from mcpkit.sql.errors import refuse
 
 __all__ = ["MAX_BUILT_READS", "MAX_READS", "compute_once"]
 
@@ -97,20 +99,8 @@ class _Reads:
 
     def read(self, scope: Scope, column: exp.Column, weight: int) -> None:
         """Count `column`, read `weight` times per row in `scope`, against the source it reads."""
-        sources = {k.casefold(): s for k, (_, s) in scope.selected_sources.items()}
-        name = column.name.casefold()
-        if column.table:
-            source = sources.get(column.table.casefold())
-            if isinstance(source, Scope):
-                self.of(source)[_ALL if isinstance(column.this, exp.Star) else name] += weight
-            return
-        holders = [s for s in sources.values() if isinstance(s, Scope) and name in _outputs(s)]
-        holders += [s for s in sources.values() if isinstance(s, Scope) and _starred(s)]
-        for source in holders:
+        for source, name in resolve(scope, column):
             self.of(source)[name] += weight
-        whole = sources.get(name)
-        if not holders and isinstance(whole, Scope):  # `s` alone: the whole row of `s`
-            self.of(whole)[_ALL] += weight
 
     def walk(self, scope: Scope, node: exp.Expr, weight: int) -> None:
         """Count each column read in `node` (part of `scope`'s SELECT), copies included."""
@@ -140,6 +130,23 @@ class _Reads:
             if outer and key not in seen:
                 seen.add(key)
                 self.read(scope, column, times)
+
+
+def resolve(scope: Scope, column: exp.Column) -> list[tuple[Scope, str]]:
+    """The derived tables or CTEs of `scope`'s FROM that `column` reads, each with the output read
+    (`*` for the whole row: `s`, `s.*`, `to_jsonb(s)`); none for a stored table's column."""
+    sources = {k.casefold(): s for k, (_, s) in scope.selected_sources.items()}
+    name = column.name.casefold()
+    if column.table:
+        source = sources.get(column.table.casefold())
+        if not isinstance(source, Scope):
+            return []
+        return [(source, _ALL if isinstance(column.this, exp.Star) else name)]
+    holders = [s for s in sources.values() if isinstance(s, Scope) and (name in _outputs(s) or _starred(s))]
+    whole = sources.get(name)
+    if not holders and isinstance(whole, Scope):  # `s` alone: the whole row of `s`
+        return [(whole, _ALL)]
+    return [(source, name) for source in holders]
 
 
 def _from(select: exp.Select) -> list[exp.Expr]:
@@ -182,6 +189,9 @@ def compute_once(tree: exp.Expr, dialect: str) -> exp.Expr:
 
     Returns:
         `tree`, fenced where a source would be computed many times per row.
+
+    Raises:
+        Refused: `too_complex`, for a row value holding one output past `MAX_ROW_COPIES` times.
     """
     bounds = SIZE_BOUNDS.get(dialect)
     if bounds is None or not bounds.holds_operands:
@@ -192,6 +202,12 @@ def compute_once(tree: exp.Expr, dialect: str) -> exp.Expr:
         return tree
     if root is None:
         return tree
+    if row_copies(root, resolve) > MAX_ROW_COPIES:
+        refuse(
+            "too_complex",
+            f"The query copies a value into a row more than {MAX_ROW_COPIES} times through whole-row"
+            " references (rows of rows double per level); select the columns themselves.",
+        )
     counter = _Reads(EXPRESSION_COPIES.get(dialect, _no_copies))
     ctes = _cte_reads(root)
     for scope in reversed(list(root.traverse())):  # readers before the sources they read
