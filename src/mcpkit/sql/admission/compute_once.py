@@ -39,6 +39,7 @@ MAX_BUILT_READS: Final = 2
 """The same for an output that builds a value (repeat, lpad, array_fill, a subquery, string_agg)."""
 
 _ALL: Final = "*"  # a whole-row reference: every output
+_ROW: Final = "mcpkit_row"  # the LATERAL one-row subquery a source's outputs are computed once in
 _COSTLY: Final = (exp.Func, exp.Query, exp.DPipe, exp.Subquery)
 _NOT_PULLED: Final = ("group", "having", "distinct", "limit", "offset", "qualify", "windows")
 
@@ -159,19 +160,37 @@ def _starred(scope: Scope) -> bool:
     return isinstance(select, exp.Select) and bool(_stars(select))
 
 
-def _fence(select: exp.Select, reads: Counter[str], builders: Mapping[str, object]) -> bool:
-    """Whether a computed output of `select` is read past `MAX_READS` (a builder: `MAX_BUILT_READS`)."""
+def _overread(select: exp.Select, reads: Counter[str], builders: Mapping[str, object]) -> list[exp.Expr]:
+    """The computed outputs of `select` read past `MAX_READS` (a builder: `MAX_BUILT_READS`)."""
     whole = reads.get(_ALL, 0)
+    found = []
     for item in select.selects:
         value = item.unalias()
         times = reads.get(item.alias_or_name.casefold(), 0) + whole
         if isinstance(value, exp.Star) or times <= MAX_BUILT_READS:
             continue
-        if builds(value, builders) and times > MAX_BUILT_READS:
-            return True
-        if any(value.find_all(*_COSTLY)) and times > MAX_READS:
-            return True
-    return False
+        if (builds(value, builders) and times > MAX_BUILT_READS) or (
+            any(value.find_all(*_COSTLY)) and times > MAX_READS
+        ):
+            found.append(item)
+    return found
+
+
+def _fence(select: exp.Select, items: list[exp.Expr]) -> None:
+    """Compute `items` once per row: in a LATERAL one-row subquery the outputs read (the source is
+    still pulled up, so a filter on its other columns still reaches an index), or, for a SELECT
+    without FROM, with `*` or an output without alias, with `OFFSET 0` on the whole source."""
+    if not select.args.get("from_") or _stars(select) or not all(isinstance(i, exp.Alias) for i in items):
+        select.offset(0, copy=False)
+        return
+    held = [exp.alias_(item.this.copy(), f"mcpkit_v{n}") for n, item in enumerate(items)]
+    for n, item in enumerate(items):
+        item.set("this", exp.column(f"mcpkit_v{n}", _ROW))
+    row = exp.Subquery(this=exp.select(*held).offset(0))
+    # a comma-joined LATERAL sees every FROM item before it (`a, b CROSS JOIN LATERAL` sees b only)
+    select.append(
+        "joins", exp.Join(this=exp.Lateral(this=row, alias=exp.TableAlias(this=exp.to_identifier(_ROW))))
+    )
 
 
 def compute_once(tree: exp.Expr, dialect: str) -> exp.Expr:
@@ -216,8 +235,9 @@ def compute_once(tree: exp.Expr, dialect: str) -> exp.Expr:
             continue
         reads = counter.of(scope)
         pulled = _pulled_up(scope, ctes)
-        if pulled and _fence(select, reads, bounds.growths):
-            select.offset(0, copy=False)
+        over = _overread(select, reads, bounds.growths) if pulled else []
+        if over:
+            _fence(select, over)
             pulled = False
         for item in select.selects:
             times = reads.get(item.alias_or_name.casefold(), 0) + reads.get(_ALL, 0) if pulled else 1
