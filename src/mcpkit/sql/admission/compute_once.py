@@ -10,8 +10,11 @@ the copies of one row (red team rt19pg F1: ten short levels ran 48 s past the an
 reference (`s`, `s.*`, `(s).*`, `to_jsonb(s)`) reads every output of `s`, and each operand the
 parser copies (`ROW(a, b) IN (...)`, BETWEEN) is read once per copy (`EXPRESSION_COPIES`). A
 source whose computed output a row would evaluate more than `MAX_READS` times (`MAX_BUILT_READS`
-for a builder: repeat, lpad, a subquery, an aggregate that collects) gets `OFFSET 0`, PostgreSQL's
-documented fence, so its outputs are computed once per row of it and read as columns. It runs
+for a builder: repeat, lpad, a subquery, an aggregate that collects) computes those outputs once
+per row in a LATERAL one-row subquery fenced with `OFFSET 0` (PostgreSQL's documented fence), and
+reads them as columns: the source itself is still pulled up, so a filter on its other columns still
+reaches an index (`OFFSET 0` on the whole source turned a 0.45 ms primary-key lookup into a 953 ms
+scan). A source without FROM, with `*` or with an output not aliased gets `OFFSET 0` itself. It runs
 after `bound_searches`, whose guards read their operand too, and counts those reads.
 """
 
@@ -179,8 +182,16 @@ def _overread(select: exp.Select, reads: Counter[str], builders: Mapping[str, ob
 def _fence(select: exp.Select, items: list[exp.Expr]) -> None:
     """Compute `items` once per row: in a LATERAL one-row subquery the outputs read (the source is
     still pulled up, so a filter on its other columns still reaches an index), or, for a SELECT
-    without FROM, with `*` or an output without alias, with `OFFSET 0` on the whole source."""
-    if not select.args.get("from_") or _stars(select) or not all(isinstance(i, exp.Alias) for i in items):
+    without FROM, with `*`, an output without alias or a call sqlglot does not know (it may be an
+    aggregate, which a LATERAL subquery cannot hold), with `OFFSET 0` on the whole source."""
+    # a call sqlglot does not know may be an aggregate (jsonb_agg, a user's): not movable
+    unknown = any(isinstance(n, exp.Anonymous) for i in items for n in i.walk())
+    if (
+        not select.args.get("from_")
+        or _stars(select)
+        or unknown
+        or not all(isinstance(i, exp.Alias) for i in items)
+    ):
         select.offset(0, copy=False)
         return
     held = [exp.alias_(item.this.copy(), f"mcpkit_v{n}") for n, item in enumerate(items)]
@@ -194,13 +205,13 @@ def _fence(select: exp.Select, items: list[exp.Expr]) -> None:
 
 
 def compute_once(tree: exp.Expr, dialect: str) -> exp.Expr:
-    """Fence (`OFFSET 0`) each derived table or CTE PostgreSQL would pull up while a row would
-    evaluate one of its computed outputs past `MAX_READS` times.
+    """Compute once per row (in a fenced LATERAL subquery, or with `OFFSET 0`) each output of a
+    derived table or CTE PostgreSQL would pull up that a row would evaluate past `MAX_READS` times.
 
     >>> import sqlglot
     >>> sql = "SELECT a || a || a || a || a FROM (SELECT upper(x) AS a FROM t) AS s"
-    >>> compute_once(sqlglot.parse_one(sql, read="postgres"), "postgres").sql("postgres")[-42:]
-    'SELECT UPPER(x) AS a FROM t OFFSET 0) AS s'
+    >>> compute_once(sqlglot.parse_one(sql, read="postgres"), "postgres").sql("postgres")[-75:]
+    'FROM t, LATERAL (SELECT UPPER(x) AS mcpkit_v0 OFFSET 0) AS mcpkit_row) AS s'
 
     Args:
         tree: One admitted query.
