@@ -179,11 +179,12 @@ def _overread(select: exp.Select, reads: Counter[str], builders: Mapping[str, ob
     return found
 
 
-def _fence(select: exp.Select, items: list[exp.Expr]) -> None:
+def _fence(select: exp.Select, items: list[exp.Expr]) -> list[exp.Expr]:
     """Compute `items` once per row: in a LATERAL one-row subquery the outputs read (the source is
     still pulled up, so a filter on its other columns still reaches an index), or, for a SELECT
     without FROM, with `*`, an output without alias or a call sqlglot does not know (it may be an
-    aggregate, which a LATERAL subquery cannot hold), with `OFFSET 0` on the whole source."""
+    aggregate, which a LATERAL subquery cannot hold), with `OFFSET 0` on the whole source. Returns
+    the expressions moved into the LATERAL subquery (each computed once per row)."""
     # a call sqlglot does not know may be an aggregate (jsonb_agg, a user's): not movable
     unknown = any(isinstance(n, exp.Anonymous) for i in items for n in i.walk())
     if (
@@ -193,7 +194,7 @@ def _fence(select: exp.Select, items: list[exp.Expr]) -> None:
         or not all(isinstance(i, exp.Alias) for i in items)
     ):
         select.offset(0, copy=False)
-        return
+        return []
     held = [exp.alias_(item.this.copy(), f"mcpkit_v{n}") for n, item in enumerate(items)]
     for n, item in enumerate(items):
         item.set("this", exp.column(f"mcpkit_v{n}", _ROW))
@@ -202,6 +203,7 @@ def _fence(select: exp.Select, items: list[exp.Expr]) -> None:
     select.append(
         "joins", exp.Join(this=exp.Lateral(this=row, alias=exp.TableAlias(this=exp.to_identifier(_ROW))))
     )
+    return [h.this for h in held]
 
 
 def compute_once(tree: exp.Expr, dialect: str) -> exp.Expr:
@@ -248,7 +250,8 @@ def compute_once(tree: exp.Expr, dialect: str) -> exp.Expr:
         pulled = _pulled_up(scope, ctes)
         over = _overread(select, reads, bounds.growths) if pulled else []
         if over:
-            _fence(select, over)
+            for moved in _fence(select, over):  # read once per row of this source
+                counter.walk(scope, moved, 1)
             pulled = False
         for item in select.selects:
             times = reads.get(item.alias_or_name.casefold(), 0) + reads.get(_ALL, 0) if pulled else 1
