@@ -25,6 +25,7 @@ from mcpkit.sql.maskcheck import (
     derive_masks,
     enforce_identity_masks,
     enforce_masks,
+    enforce_order,
     identity_mask_findings,
     mask_findings,
     mask_hints,
@@ -193,6 +194,7 @@ def equip(
         for line in mask_hints(engine, masked):
             log.warning("masks: %s", line)
         known = reflection.known(engine, withheld=engine.profile.withheld_relations())
+        enforce_order(engine, policy, known, masked, getattr(args, "allow", ()))  # rt19mask F8
         if known.path:  # calls resolve names as the analysis did
             engine.profile.pin_name_path(known.path)
         service.masking = Masking(policy, known, masked)
