@@ -24,6 +24,7 @@ from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
 from mcpkit.sql.maskcheck import (
     derive_masks,
     enforce_identity_masks,
+    enforce_identity_order,
     enforce_masks,
     enforce_order,
     identity_mask_findings,
@@ -232,6 +233,8 @@ def equip(
             for role, identity in router.identities():
                 refuse_cost_oracle(identity, args.allow, f"role {role}")
         per_role = enforce_identity_masks(router, service.masking) if service.masking is not None else {}
+        if service.masking is not None:
+            enforce_identity_order(router, service.masking, per_role, args.allow)
         guard_roles(router, account_check(args.allow, args.allow_superuser), per_role)  # while serving
     except BaseException:
         router.close()

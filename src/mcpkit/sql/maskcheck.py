@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "derive_masks",
     "enforce_identity_masks",
+    "enforce_identity_order",
     "enforce_masks",
     "enforce_order",
     "identity_mask_findings",
@@ -216,6 +217,25 @@ def enforce_order(
     if refused:
         lines = "\n".join(f"  {f.line()}" for f in refused)
         raise SqlConfigError(f"--mask: a view or function hands on a masked scan order:\n{lines}")
+
+
+def enforce_identity_order(
+    router: IdentityRouter,
+    masking: Masking,
+    per_role: Mapping[str, dict[str, frozenset[str]]],
+    allow: Collection[str],
+) -> None:
+    """`enforce_order` as each identity of the role map (a login may use views the account cannot).
+
+    Raises:
+        SqlConfigError: naming the role, as `enforce_order`.
+    """
+    for role, engine in router.identities():
+        try:
+            masked = per_role.get(role, masking.masked)
+            enforce_order(engine, masking.policy, masking.schema, dict(masked), allow)
+        except SqlConfigError as exc:
+            raise SqlConfigError(f"role {role}: {exc}") from None
 
 
 def scan_order_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[str]:

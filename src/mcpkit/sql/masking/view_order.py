@@ -22,6 +22,7 @@ What counts refuses start-up (`Finding`, opt-in `view-order:S.N` / `function-ord
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from fnmatch import fnmatchcase
 from typing import Final
 
 import sqlglot
@@ -144,6 +145,16 @@ def _scan_order(query: exp.Expr, known: KnownSchema, unique: KeyLookup) -> str |
     return None
 
 
+def _names_masked(query: exp.Expr, policy: MaskPolicy) -> bool:
+    """Whether a column of `query` has the name of a column some rule masks (a `*` counts)."""
+    patterns = [rule.column for rule in policy.rules]
+    for node in query.find_all(exp.Column, exp.Star):
+        name = node.name.casefold() if isinstance(node, exp.Column) else "*"
+        if name == "*" or any(fnmatchcase(name, p) for p in patterns):
+            return True
+    return False
+
+
 def _without_params(query: exp.Expr, params: frozenset[str]) -> exp.Expr:
     """A function body with its arguments (`$1`, or by name) as NULL: they are not columns."""
     for node in list(query.find_all(exp.Parameter, exp.Placeholder, exp.Column)):
@@ -186,6 +197,8 @@ def order_reason(
         found = _scan_order(query, known, unique)
         if found:
             return found
+        if not _names_masked(query, policy):
+            continue  # the analysis refuses only what names a masked column (this skips its cost)
         try:
             plan_masking(query, dialect, known, policy)
         except MaskRefused as exc:

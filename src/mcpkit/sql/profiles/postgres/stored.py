@@ -48,24 +48,25 @@ JOIN pg_catalog.pg_class c ON c.oid = t.relid
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 ORDER BY 2, 3
 """
-_FUNCTIONS: Final = rf"""
-SELECT n.nspname, p.proname, quote_ident(n.nspname) || '.' || quote_ident(p.proname)
-           || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')',
-       CASE WHEN p.prosqlbody IS NULL THEN p.prosrc ELSE pg_catalog.pg_get_function_sqlbody(p.oid) END,
-       coalesce(p.proargnames, '{{}}')
-FROM pg_catalog.pg_proc p
-JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-JOIN pg_catalog.pg_language l ON l.oid = p.prolang
-WHERE l.lanname = 'sql' AND p.prokind IN ('f', 'a', 'w')
-  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND {_MEMBER} AND has_function_privilege(r.oid, p.oid, 'EXECUTE'))
-  AND (EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
-               WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid
-                 AND d.refclassid = 'pg_catalog.pg_class'::regclass
-                 AND d.refobjid = ANY(CAST(:relids AS oid[])))
-       OR EXISTS (SELECT 1 FROM unnest(CAST(:names AS text[])) AS m(name)
-                  WHERE lower(coalesce(p.prosrc, ''))
-                        ~ ('\m' || regexp_replace(m.name, '([^a-z0-9_])', '\\\1', 'g') || '\M')))
+_FUNCTIONS: Final = f"""
+WITH fn AS MATERIALIZED (
+    SELECT p.oid, n.nspname, p.proname, p.prosrc, p.prosqlbody, p.proargnames
+    FROM pg_catalog.pg_proc p
+    JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+    JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+    WHERE l.lanname = 'sql' AND p.prokind = 'f' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+      AND {_MEMBER} AND has_function_privilege(r.oid, p.oid, 'EXECUTE'))
+)
+SELECT f.nspname, f.proname, quote_ident(f.nspname) || '.' || quote_ident(f.proname)
+           || '(' || pg_catalog.pg_get_function_identity_arguments(f.oid) || ')',
+       CASE WHEN f.prosqlbody IS NULL THEN f.prosrc ELSE pg_catalog.pg_get_function_sqlbody(f.oid) END,
+       coalesce(f.proargnames, '{{}}')
+FROM fn f
+WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+              WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f.oid
+                AND d.refclassid = 'pg_catalog.pg_class'::regclass
+                AND d.refobjid = ANY(CAST(:relids AS oid[])))
+   OR lower(coalesce(f.prosrc, '')) ~ CAST(:pattern AS text)
 ORDER BY 1, 2, 3
 """
 _PRIMARY: Final = """
@@ -123,7 +124,8 @@ def postgres_stored_queries(
                 )
             )
     policy = policy or FunctionPolicy.for_dialect("postgres")
-    params = {"relids": sorted(int(r[0]) for r in rows), "names": sorted({str(r[3]) for r in rows})}
+    names = sorted({re.sub(r"([^a-z0-9_])", r"\\\1", str(r[3])) for r in rows})
+    params = {"relids": sorted(int(r[0]) for r in rows), "pattern": rf"\m({'|'.join(names)})\M"}
     for schema, name, signature, body, argnames in conn.execute(text(_FUNCTIONS), params):
         if not (policy.allows_name(str(name), str(schema)) or policy.allows_name(str(name))):
             continue  # admission refuses every call to it
