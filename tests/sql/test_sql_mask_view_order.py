@@ -37,6 +37,7 @@ PG_BAD = {
     "v_rank_email": "SELECT id, rank() OVER (ORDER BY email) AS r FROM customers",
     "v_order_email": "SELECT id FROM customers ORDER BY email LIMIT 3",
     "v_over_view": "SELECT id FROM v_limit",  # reads a view that follows the scan order
+    "v_calls": "SELECT * FROM f_hidden()",  # calls a function that does (not on the allowlist)
 }
 PG_BAD_FUNCTIONS = {
     "f_limit": "SELECT id FROM customers LIMIT 3",
@@ -52,6 +53,10 @@ PG_GOOD = {
     "v_count": "SELECT count(*) AS n, max(id) AS top FROM customers",
 }
 PG_GOOD_FUNCTIONS = {"f_ok": "SELECT id FROM customers ORDER BY id LIMIT 3"}
+HIDDEN = (
+    "CREATE FUNCTION f_hidden() RETURNS SETOF int STABLE LANGUAGE sql"
+    " BEGIN ATOMIC SELECT id FROM customers LIMIT 3; END"
+)
 
 
 def _masks(tmp_path: Path) -> Path:
@@ -80,6 +85,7 @@ def pg(pg_url: str) -> Iterator[PgScratch]:
             GRANT SELECT (id, name) ON customers TO {db.reader};
             """
         )
+        db.admin.execute(HIDDEN)
         for name, sql in {**PG_BAD, **PG_GOOD}.items():
             # security_invoker: an owner-rights view over a table with column grants is refused by
             # the least-privilege check already (`--allow view:S.N` opens it, and this check then).

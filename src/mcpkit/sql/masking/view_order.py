@@ -206,18 +206,26 @@ def order_reason(
     return None
 
 
-def _reads(statement: str, dialect: str, known: KnownSchema) -> set[tuple[str, str]]:
-    """(schema, relation) pairs a stored query names, case-folded (unqualified: as resolved)."""
+def _reads(statement: str, dialect: str, known: KnownSchema) -> set[tuple[str, str, str]]:
+    """What a stored query reads, case-folded: ("view", schema, relation) for each relation
+    (unqualified: as resolved) and ("function", "", name) for each call of a function sqlglot does
+    not know (a user's)."""
     try:
-        trees = sqlglot.parse(statement, read=read_dialect(dialect))
+        trees = [t for t in sqlglot.parse(statement, read=read_dialect(dialect)) if t is not None]
     except (SqlglotError, RecursionError, ValueError):
         return set()
-    return {
-        ((known.schema_of(t) or "").casefold(), t.name.casefold())
+    found = {
+        ("view", (known.schema_of(t) or "").casefold(), t.name.casefold())
         for tree in trees
-        if tree is not None
         for t in tree.find_all(exp.Table)
+        if isinstance(t.this, exp.Identifier)
     }
+    calls = {("function", "", f.name.casefold()) for tree in trees for f in tree.find_all(exp.Anonymous)}
+    return found | calls
+
+
+def _key(item: StoredQuery) -> tuple[str, str, str]:
+    return (item.kind, item.schema.casefold() if item.kind == "view" else "", item.name.casefold())
 
 
 def order_reasons(
@@ -237,16 +245,14 @@ def order_reasons(
             why[i] = found
     reads = [set().union(*(_reads(s, dialect, known) for s in item.statements)) for item in items]
     changed = True
-    while changed:  # a view over such a view reads it with its owner's rights: it hands the order on
+    while changed:  # a view over such a view or function hands its order on
         changed = False
-        refused = {
-            (items[i].schema.casefold(), items[i].name.casefold()): i for i in why if items[i].kind == "view"
-        }
+        refused = {_key(items[i]): i for i in why}
         for i in range(len(items)):
             hit = next((refused[r] for r in sorted(reads[i]) if r in refused and refused[r] != i), None)
             if i not in why and hit is not None:
-                shown = f"{items[hit].schema}.{items[hit].name}"
-                why[i] = f"it reads view {shown}, which may answer in a masked scan order"
+                shown = f"{items[hit].kind} {items[hit].schema}.{items[hit].name}"
+                why[i] = f"it reads {shown}, which may answer in a masked scan order"
                 changed = True
     return [(item, why[i]) for i, item in enumerate(items) if i in why and item.usable]
 

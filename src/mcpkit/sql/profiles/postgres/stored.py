@@ -26,10 +26,15 @@ _RESOLVE: Final = "SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass
 _MEMBER: Final = (
     "EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE pg_has_role(current_user, r.oid, 'MEMBER')"
 )
-# The masked tables, then every view over them (any column: the scan order is the table's).
+# The masked tables, then every view over them or over a function that reads them (any column:
+# the scan order is the table's).
 _READERS: Final = f"""
 WITH RECURSIVE reads(relid) AS (
     SELECT unnest(CAST(:relids AS oid[]))
+  UNION
+    SELECT r.ev_class FROM pg_catalog.pg_depend d
+    JOIN pg_catalog.pg_rewrite r ON r.oid = d.objid AND d.classid = 'pg_catalog.pg_rewrite'::regclass
+    WHERE d.refclassid = 'pg_catalog.pg_proc'::regclass AND d.refobjid = ANY(CAST(:fns AS oid[]))
   UNION
     SELECT r.ev_class FROM reads t
     JOIN pg_catalog.pg_depend d ON d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid = t.relid
@@ -57,7 +62,7 @@ WITH fn AS MATERIALIZED (
     WHERE l.lanname = 'sql' AND p.prokind = 'f' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
       AND {_MEMBER} AND has_function_privilege(r.oid, p.oid, 'EXECUTE'))
 )
-SELECT f.nspname, f.proname, quote_ident(f.nspname) || '.' || quote_ident(f.proname)
+SELECT f.oid, f.nspname, f.proname, quote_ident(f.nspname) || '.' || quote_ident(f.proname)
            || '(' || pg_catalog.pg_get_function_identity_arguments(f.oid) || ')',
        CASE WHEN f.prosqlbody IS NULL THEN f.prosrc ELSE pg_catalog.pg_get_function_sqlbody(f.oid) END,
        coalesce(f.proargnames, '{{}}')
@@ -107,7 +112,13 @@ def postgres_stored_queries(
     if not relids:
         return []
     role = str(conn.execute(text("SELECT quote_ident(current_user)")).scalar())
-    rows = conn.execute(text(_READERS), {"relids": sorted(relids)}).all()
+    rows = conn.execute(text(_READERS), {"relids": sorted(relids), "fns": []}).all()
+    names = sorted({re.sub(r"([^a-z0-9_])", r"\\\1", str(r[3])) for r in rows})
+    params = {"relids": sorted(int(r[0]) for r in rows), "pattern": rf"\m({'|'.join(names)})\M"}
+    functions = conn.execute(text(_FUNCTIONS), params).all()
+    if functions:  # the views that call them read the masked tables too (their pg_depend says the function)
+        fns = sorted(int(f[0]) for f in functions)
+        rows = conn.execute(text(_READERS), {"relids": sorted(relids), "fns": fns}).all()
     out: list[StoredQuery] = []
     for _, schema, name, _, usable, definition, quoted, kind in rows:
         if definition is not None:
@@ -124,11 +135,7 @@ def postgres_stored_queries(
                 )
             )
     policy = policy or FunctionPolicy.for_dialect("postgres")
-    names = sorted({re.sub(r"([^a-z0-9_])", r"\\\1", str(r[3])) for r in rows})
-    params = {"relids": sorted(int(r[0]) for r in rows), "pattern": rf"\m({'|'.join(names)})\M"}
-    for schema, name, signature, body, argnames in conn.execute(text(_FUNCTIONS), params):
-        if not (policy.allows_name(str(name), str(schema)) or policy.allows_name(str(name))):
-            continue  # admission refuses every call to it
+    for _, schema, name, signature, body, argnames in functions:
         out.append(
             StoredQuery(
                 "function",
@@ -138,6 +145,8 @@ def postgres_stored_queries(
                 f"REVOKE EXECUTE ON FUNCTION {signature} FROM {role}, PUBLIC (or give its LIMIT, window or "
                 "aggregate an ORDER BY on the primary key)",
                 frozenset(str(a) for a in argnames if a),
+                # Not on the allowlist: admission refuses calls to it, but a view may call it.
+                usable=policy.allows_name(str(name), str(schema)) or policy.allows_name(str(name)),
             )
         )
     return out
