@@ -12,8 +12,10 @@ ranking on to a LIMIT or a numbering. At start-up each such object over a masked
   offset or value window, a concatenating aggregate) must be ordered totally: by every column of
   the primary key of the one table its block reads; anything else (no ORDER BY, a key with ties, a
   join, a derived table) counts as following the scan;
-- the stored query is run through the analysis every call gets (`plan_masking`): what it refuses
-  (an order, window, filter or join on a masked column, or SQL it cannot check) counts too.
+- an ORDER BY (of a block, a window or an aggregate; by name, alias or position), a PARTITION BY
+  or a DISTINCT ON over a column a rule masks (by name) counts too: it hands the masked ranking on.
+  Filters and joins on a masked column are left to the database (an invoker's view or function
+  is refused the column when it runs) and to the owner-rights checks (`Profile.use_masks`).
 
 What counts refuses start-up (`Finding`, opt-in `view-order:S.N` / `function-order:S.N`) and
 `grant --mask` grants nothing on the view.
@@ -32,7 +34,6 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from mcpkit.sql.dialects import read_dialect
-from mcpkit.sql.masking.plan import plan_masking
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema
 from mcpkit.sql.masking.taint import MaskRefused
@@ -145,14 +146,34 @@ def _scan_order(query: exp.Expr, known: KnownSchema, unique: KeyLookup) -> str |
     return None
 
 
-def _names_masked(query: exp.Expr, policy: MaskPolicy) -> bool:
-    """Whether a column of `query` has the name of a column some rule masks (a `*` counts)."""
+def _key_exprs(order: exp.Order) -> list[exp.Expr]:
+    """The keys of an ORDER BY, an ordinal or an output alias of its block as that output."""
+    select = order.parent if isinstance(order.parent, exp.Select) and order.arg_key == "order" else None
+    outputs = select.expressions if select is not None else []
+    aliases = {e.alias.casefold(): e.unalias() for e in outputs if isinstance(e, exp.Alias)}
+    out: list[exp.Expr] = []
+    for node in order.expressions:
+        key = node.this if isinstance(node, exp.Ordered) else node
+        if isinstance(key, exp.Literal) and key.is_int and 0 < int(key.name) <= len(outputs):
+            key = outputs[int(key.name) - 1].unalias()
+        elif isinstance(key, exp.Column) and not key.table:
+            key = aliases.get(key.name.casefold(), key)
+        out.append(key)
+    return out
+
+
+def _masked_order(query: exp.Expr, policy: MaskPolicy) -> str | None:
+    """The masked column (by a rule's column name) an ORDER BY, PARTITION BY or DISTINCT ON of
+    `query` orders or groups on, described; None."""
     patterns = [rule.column for rule in policy.rules]
-    for node in query.find_all(exp.Column, exp.Star):
-        name = node.name.casefold() if isinstance(node, exp.Column) else "*"
-        if name == "*" or any(fnmatchcase(name, p) for p in patterns):
-            return True
-    return False
+    keys = [k for order in query.find_all(exp.Order) for k in _key_exprs(order)]
+    keys += [p for w in query.find_all(exp.Window) for p in w.args.get("partition_by") or []]
+    keys += [d.args["on"] for d in query.find_all(exp.Distinct) if isinstance(d.args.get("on"), exp.Expr)]
+    for key in keys:
+        for column in key.find_all(exp.Column):
+            if any(fnmatchcase(column.name.casefold(), p) for p in patterns):
+                return f"it orders on masked column {column.name}"
+    return None
 
 
 def _without_params(query: exp.Expr, params: frozenset[str]) -> exp.Expr:
@@ -173,8 +194,8 @@ def order_reason(
     unique: KeyLookup,
     params: frozenset[str] = frozenset(),
 ) -> str | None:
-    """Why the stored query `statement` follows a masked scan order (or the analysis refuses it),
-    or None when its answer does not depend on the order the scan picks.
+    """Why the stored query `statement` follows a masked scan order or orders on a masked column,
+    or None when its answer depends on neither.
 
     >>> known = KnownSchema({"c": {"id": "INT", "email": "TEXT"}}, "postgres")
     >>> policy = MaskPolicy.of(["c.email"])
@@ -194,15 +215,9 @@ def order_reason(
     folded = frozenset(p.casefold() for p in params)
     for stored in queries:
         query = _without_params(stored, folded)
-        found = _scan_order(query, known, unique)
+        found = _masked_order(query, policy) or _scan_order(query, known, unique)
         if found:
             return found
-        if not _names_masked(query, policy):
-            continue  # the analysis refuses only what names a masked column (this skips its cost)
-        try:
-            plan_masking(query, dialect, known, policy)
-        except MaskRefused as exc:
-            return f"the masking analysis refuses its query ({exc.detail[:160]})"
     return None
 
 
