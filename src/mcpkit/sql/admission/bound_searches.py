@@ -302,11 +302,12 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     return None if not conds else exp.or_(*conds, copy=False) if len(conds) > 1 else conds[0]
 
 
-def _held_keys(bound: SizeBound | GrowthBound | _CastBound | _ChainBound, bounds: SearchBounds) -> list[str]:
-    # a cast's operand, and both of an `elements` bound (copied often), are computed once
-    if isinstance(bound, SizeBound) and bound.elements and bounds.holds_operands:
-        return [bound.haystack, bound.needle]
-    return [bound.key] if isinstance(bound, _CastBound) and bounds.holds_operands else []
+def _held_pairs(target: _Target, bounds: SearchBounds) -> list[exp.Expr]:
+    # an `elements` bound copies its operands often: computed ones are computed once
+    if not (isinstance(bound := target.bound, SizeBound) and bound.elements and bounds.holds_operands):
+        return []
+    values = [operand(target.call, key) for key in (bound.haystack, bound.needle)]
+    return once.hold([v for v in values if once.costly(v, bounds.growths)], bounds.varying)
 
 
 def _over(cost: exp.Expr, budget: int) -> exp.Expr:
@@ -359,14 +360,15 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                     f"The query has more than {MAX_PATTERNS} regular expressions with quantifiers or"
                     " classes; split it into smaller queries.",
                 )
-        values = [operand(target.call, key) for key in _held_keys(target.bound, bounds)]  # before sized
-        held = once.hold([v for v in values if once.costly(v, bounds.growths)], bounds.varying)
+        cast = target.bound if isinstance(target.bound, _CastBound) and bounds.holds_operands else None
+        value = operand(target.call, cast.key) if cast is not None else None  # held before it is sized
+        held = once.hold([value], bounds.varying) if once.costly(value, bounds.growths) else []
         cond = _cost(target, builder)
         if isinstance(target.bound, SizeBound) and target.bound.pattern:
             limit_matches(target.call, target.bound, bounds, builder.length)
         if cond is None:
             continue
-        if not held and (held := hold(target.call, target.bound, bounds)):  # `admission.built_values`
+        if not held and (held := _held_pairs(target, bounds) or hold(target.call, target.bound, bounds)):
             cond = _cost(target, builder) or cond
         if isinstance(target.bound, _ChainBound) and bounds.folds_constants:
             unfold_constants(target.call, bounds.varying)
