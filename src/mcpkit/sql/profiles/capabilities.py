@@ -166,6 +166,12 @@ class Capabilities:
         scan order. Generic: none known."""
         return []
 
+    @staticmethod
+    def orderless(node: exp.Expr, type_text: str | None = None) -> bool:
+        """Whether output `node` (declared `type_text`) may have a type the database cannot order,
+        so masking orders it by its text form (`exact_ties`), not its ordinal. Generic: none."""
+        return False
+
     ordered_aggregates: bool = True
     """A concatenating aggregate (string_agg, GROUP_CONCAT, json_agg) takes an ORDER BY, which
     masking adds; False: the aggregate is refused over a masked read."""

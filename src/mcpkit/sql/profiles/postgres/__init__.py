@@ -37,6 +37,7 @@ from mcpkit.sql.profiles.postgres.masks import (
     scan_order_hints,
 )
 from mcpkit.sql.profiles.postgres.missing import catalog_value_findings, catalog_value_tables
+from mcpkit.sql.profiles.postgres.orderless import orderless
 from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.partitions import bound_partitions, partition_findings
 from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
@@ -84,6 +85,7 @@ class PostgresProfile(PostgresSession):
     plan_check = "EXPLAIN {}"
     builtin_schema = "pg_catalog"
     exact_ties = staticmethod(exact_ties)
+    orderless = staticmethod(orderless)
     parameter_casts = DECLARED  # a parameter only tested for NULL has no type (`profiles.postgres.params`)
     system_schemas = frozenset({"information_schema", "pg_catalog", "pg_toast"})
 
