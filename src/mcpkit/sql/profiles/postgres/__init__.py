@@ -36,6 +36,7 @@ from mcpkit.sql.profiles.postgres.masks import (
     readable_masked_columns,
     scan_order_hints,
 )
+from mcpkit.sql.profiles.postgres.memory import MEMORY_FIX, memory_bounded
 from mcpkit.sql.profiles.postgres.missing import catalog_value_findings, catalog_value_tables
 from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.partitions import bound_partitions, partition_findings
@@ -115,6 +116,12 @@ class PostgresProfile(PostgresSession):
         """Row counts and `xmin` sums of the catalogs a change lives in, and the login's roles
         (`profiles.postgres.fingerprint`)."""
         return catalog_digest(dbapi, PG_FINGERPRINT)
+
+    memory_fix = MEMORY_FIX
+
+    def memory_bounded(self, dbapi: Any, budget: int) -> bool:
+        """One allocation of `budget` bytes in this backend (`postgres.memory`)."""
+        return memory_bounded(dbapi, budget)
 
     def connection_warnings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
         """The login's CONNECTION LIMIT against `budget` (superusers ignore it) and the role's
