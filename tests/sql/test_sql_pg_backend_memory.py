@@ -343,3 +343,16 @@ def test_doctor_prints_the_backend_memory_line(limited: Cluster, unlimited: Clus
     warned = _mcpkit("doctor", "--dsn", unlimited.url, opt_in=True)
     assert "warn backend memory: --allow unbounded-memory" in warned.stdout
     assert warned.returncode == 0, warned.stdout
+
+
+def test_grant_prints_how_to_set_the_limit_as_comments(limited: Cluster) -> None:
+    role = "pgmem_granted"
+    done = _mcpkit("grant", "--dsn", limited.admin, "--role", role, "--tables", f"{SCHEMA}.t")
+    assert done.returncode == 0, done.stderr
+    comments = [line for line in done.stdout.splitlines() if line.startswith("-- ")]
+    assert "--   systemctl edit postgresql@<version>-main  ->  [Service]  LimitDATA=1G" in comments
+    assert "--   or: ulimit -d 1048576 (or prlimit --data=1073741824) before pg_ctl" in comments
+    with psycopg.connect(limited.admin, autocommit=True) as c:  # the script still runs as printed
+        c.execute(done.stdout.encode())
+        c.execute(f"DROP OWNED BY {role}")
+        c.execute(f"DROP ROLE {role}")

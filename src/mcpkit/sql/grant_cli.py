@@ -85,4 +85,6 @@ def grant(args: argparse.Namespace) -> int:
         print("-- first: masked values the database keeps outside the columns, readable by every login")
         print("\n".join(f"{statement};" for statement in preparation))
     print("\n".join(f"{statement};" for statement in script))
+    if engine.profile.memory_setup:
+        print("\n".join(f"-- {line}" for line in engine.profile.memory_setup))
     return 0

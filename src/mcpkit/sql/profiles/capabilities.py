@@ -48,6 +48,8 @@ class Capabilities:
 
     memory_fix: str | None = None
     """How the operator bounds a database process's memory where `memory_bounded` can prove it."""
+    memory_setup: tuple[str, ...] = ()
+    """The same for `mcpkit sql grant`'s script, as comment lines (it is not SQL)."""
 
     def memory_bounded(self, dbapi: Any, budget: int) -> bool | None:
         """Whether the database process that runs the calls fails to allocate `budget` bytes (True)

@@ -36,7 +36,7 @@ from mcpkit.sql.profiles.postgres.masks import (
     readable_masked_columns,
     scan_order_hints,
 )
-from mcpkit.sql.profiles.postgres.memory import MEMORY_FIX, memory_bounded
+from mcpkit.sql.profiles.postgres.memory import MEMORY_FIX, MEMORY_SETUP, memory_bounded
 from mcpkit.sql.profiles.postgres.missing import catalog_value_findings, catalog_value_tables
 from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.partitions import bound_partitions, partition_findings
@@ -118,6 +118,7 @@ class PostgresProfile(PostgresSession):
         return catalog_digest(dbapi, PG_FINGERPRINT)
 
     memory_fix = MEMORY_FIX
+    memory_setup = MEMORY_SETUP
 
     def memory_bounded(self, dbapi: Any, budget: int) -> bool:
         """One allocation of `budget` bytes in this backend (`postgres.memory`)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-__all__ = ["MAX_PROBE_BYTES", "MEMORY_FIX", "memory_bounded", "probe_sql"]
+__all__ = ["MAX_PROBE_BYTES", "MEMORY_FIX", "MEMORY_SETUP", "memory_bounded", "probe_sql"]
 
 _UNIT: Final = 1024
 _HEADER: Final = 4  # a text value's length word (VARHDRSZ)
@@ -29,6 +29,18 @@ MEMORY_FIX: Final = (
     "unbounded-memory"
 )
 """The fix, formatted with the budget as systemd, `ulimit -d` (KiB) and `prlimit` (bytes) write it."""
+
+
+MEMORY_SETUP: Final = (
+    "not SQL: PostgreSQL bounds no backend's memory itself. `serve` verifies at start-up that a backend",
+    "cannot allocate --backend-memory (default 1 GiB) and refuses to start otherwise: start the server",
+    "with a per-process data limit (shared memory, shared_buffers, is not counted), then restart it:",
+    "  systemctl edit postgresql@<version>-main  ->  [Service]  LimitDATA=1G",
+    "  or: ulimit -d 1048576 (or prlimit --data=1073741824) before pg_ctl",
+    "every backend has it: keep work_mem, maintenance_work_mem and autovacuum_work_mem well below it",
+    "(a managed database, RDS or Cloud SQL, cannot set it: serve --allow unbounded-memory)",
+)
+"""What `mcpkit sql grant` prints, as comments, about the limit (`mcpkit sql doctor` checks it)."""
 
 
 def probe_sql(budget: int) -> str:
