@@ -246,6 +246,8 @@ async def test_a_limited_server_starts_and_answers_the_worst_cases_with_the_reso
             assert _code(result) == ("TOOL_ERROR", "resource"), (name, text_of(result))
             shown = text_of(result)
             assert "Failed on request" not in shown and "memory context" not in shown, name
+            if "_agg" in name:  # admitted by the parser (one 1 MB value per row): the engine stopped it
+                assert "more memory than the database allows one call" in shown, (name, shown)
             after = await client.call_tool(
                 "execute_query", {"query": f"SELECT count(*) AS n FROM {SCHEMA}.t"}
             )
