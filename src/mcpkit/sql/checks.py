@@ -272,9 +272,17 @@ def ensure_bounded_memory(engine: SqlEngine, budget: int, allow: Collection[str]
     """`backend_memory` at start-up: refuse to serve unless proven or opted out (logged).
 
     Raises:
-        SqlConfigError: one line naming the missing limit and how to set it.
+        SqlConfigError: one line naming the missing limit and how to set it, or saying the probe
+            failed for another reason (a lost connection stays `QueryFailed`: not answering).
     """
-    verdict = backend_memory(engine, budget, allow)
+    try:
+        verdict = backend_memory(engine, budget, allow)
+    except QueryTimeout:
+        raise SqlConfigError("the backend memory probe timed out; see the database's log") from None
+    except QueryFailed as exc:
+        if exc.kind == "connection":
+            raise
+        raise SqlConfigError(f"the backend memory probe failed ({exc.kind}); see the log (-v)") from None
     if verdict is None:
         return
     status, line = verdict
