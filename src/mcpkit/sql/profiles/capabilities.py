@@ -44,6 +44,18 @@ class Capabilities:
         """How cells are clipped inside the SQL sent (`mcpkit.sql.clipping`); None: not known here."""
         return None
 
+    # --- engine limits ---------------------------------------------------------------------
+
+    memory_fix: str | None = None
+    """How the operator bounds a database process's memory where `memory_bounded` can prove it."""
+    memory_setup: tuple[str, ...] = ()
+    """The same for `mcpkit sql grant`'s script, as comment lines (it is not SQL)."""
+
+    def memory_bounded(self, dbapi: Any, budget: int) -> bool | None:
+        """Whether the database process that runs the calls fails to allocate `budget` bytes (True)
+        or holds them (False), inside a call's session; None: no such proof here (generic)."""
+        return None
+
     # --- identities (role maps) -----------------------------------------------------------
 
     switches_roles: bool = False

@@ -36,6 +36,7 @@ from mcpkit.sql.profiles.postgres.masks import (
     readable_masked_columns,
     scan_order_hints,
 )
+from mcpkit.sql.profiles.postgres.memory import MEMORY_FIX, MEMORY_SETUP, memory_bounded
 from mcpkit.sql.profiles.postgres.missing import catalog_value_findings, catalog_value_tables
 from mcpkit.sql.profiles.postgres.orderless import orderless
 from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
@@ -119,6 +120,13 @@ class PostgresProfile(PostgresSession):
         """Row counts and `xmin` sums of the catalogs a change lives in, and the login's roles
         (`profiles.postgres.fingerprint`)."""
         return catalog_digest(dbapi, PG_FINGERPRINT)
+
+    memory_fix = MEMORY_FIX
+    memory_setup = MEMORY_SETUP
+
+    def memory_bounded(self, dbapi: Any, budget: int) -> bool:
+        """One allocation of `budget` bytes in this backend (`postgres.memory`)."""
+        return memory_bounded(dbapi, budget)
 
     def connection_warnings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
         """The login's CONNECTION LIMIT against `budget` (superusers ignore it) and the role's
