@@ -307,7 +307,7 @@ def _held_pairs(target: _Target, bounds: SearchBounds) -> list[exp.Expr]:
     if not (isinstance(bound := target.bound, SizeBound) and bound.elements and bounds.holds_operands):
         return []
     values = [operand(target.call, key) for key in (bound.haystack, bound.needle)]
-    return once.hold([v for v in values if once.costly(v, bounds.growths)], bounds.varying)
+    return once.hold([v for v in values if once.costly(v, bounds.growths)], bounds.varying, target.node)
 
 
 def _over(cost: exp.Expr, budget: int) -> exp.Expr:

@@ -87,6 +87,16 @@ def holdable(value: exp.Expr, varying: Collection[str] = ()) -> bool:
     return not plainly_scalar(value, "text") or bool(names & set(varying))
 
 
+def _movable(node: exp.Expr) -> bool:
+    """Whether `node` may be computed inside a scalar subquery (`wrap`) with the same meaning: no
+    window (it would run over the subquery's one row: `rev - lag(rev) OVER (...)` answered NULL),
+    aggregate or set-returning call, and no column grouped only within an expression."""
+    names = {name for n in node.walk() for name in call_names(n)}
+    if any(node.find_all(*_KEPT)) or names & SET_RETURNING or any(n.endswith("agg") for n in names):
+        return False
+    return groupable(node, node.find_all(exp.Column))
+
+
 def costly(value: exp.Expr | None, builders: Collection[str]) -> TypeGuard[exp.Expr]:
     """Whether computing `value` again costs more than reading it: it holds a subquery, a call that
     builds (`builders`: repeat, format, ...) or a column not stored (a CTE's or derived table's is
@@ -99,15 +109,20 @@ def costly(value: exp.Expr | None, builders: Collection[str]) -> TypeGuard[exp.E
     return any(not stored_column(c) for c in value.find_all(exp.Column))
 
 
-def hold(values: Iterable[exp.Expr], varying: Collection[str]) -> list[exp.Expr]:
+def hold(
+    values: Iterable[exp.Expr], varying: Collection[str], within: exp.Expr | None = None
+) -> list[exp.Expr]:
     """Replace each holdable value (in place) by a column of the hold; the held expressions,
-    aliased, for `wrap` (a value written twice is held once).
+    aliased, for `wrap` (a value written twice is held once). Nothing is held when the guard over
+    `within` could not be computed inside the hold's subquery with the same meaning.
 
     Raises:
         Refused: `function`, for a computed value that cannot be held and differs per evaluation
             (random()): the guard and the call would each compute it.
     """
     held: dict[str, exp.Expr] = {}
+    if within is not None and not _movable(within):
+        return []
     for value in list(values):
         if not holdable(value, varying):
             names = sorted({name for n in value.walk() for name in call_names(n)} & set(varying))
