@@ -2,7 +2,8 @@
 `ARRAY((SELECT 1))`, the subquery form, and dropped every other item (a helper found
 `ARRAY[to_jsonb(a), to_jsonb(c)]` answering one item once a guard held the first in a subquery).
 With one item the two forms differ too: a subquery of two rows is an error in brackets and a
-two-item array in parentheses. Each shape here answers alike as written and as sent.
+two-item array in parentheses. Each shape here answers alike as written and as sent, also where
+masking writes `pg_catalog.f(...)` as `f(...)` (it wrote the arguments in sqlglot's own dialect).
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from collections.abc import Iterator
 import pytest
 import sqlglot
 
+from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.grammar import read_dialect, sent_dialect
-from mcpkit.sql.service import SqlService
+from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema
+from mcpkit.sql.service import Masking, SqlService
 from tests.sql.sql_support import DbEnv, assert_guarded_answers_alike, service_over
 
 TIMEOUT_S = 10.0
@@ -76,3 +79,21 @@ def test_postgres_a_guard_holding_the_first_item_keeps_the_others(service: SqlSe
     assert_guarded_answers_alike(service, sent, sql, 1, TIMEOUT_S)
     result, _ = service.query(sql, call_id="held-array")
     assert result.rows == [[["abcabc", "z"], ["abcz"]]]
+
+
+@pytest.mark.postgres
+def test_postgres_a_qualified_call_over_an_array_keeps_its_items_under_masks(pg_env: DbEnv) -> None:
+    engine = SqlEngine(pg_env.ro_url)
+    try:
+        schema = KnownSchema(reflect_schema(engine.sa_engine), engine.dialect)
+        service = SqlService(
+            engine, timeout_s=TIMEOUT_S, masking=Masking(MaskPolicy.of(["sales_demo.notes"]), schema)
+        )
+        sql = (
+            "SELECT id, notes, pg_catalog.array_to_string(ARRAY[(SELECT min(id) FROM sales_demo), id],"
+            " ',') AS s FROM sales_demo ORDER BY id LIMIT 2"
+        )
+        result, _ = service.query(sql, call_id="masked-array")
+    finally:
+        engine.close()
+    assert [(r[0], r[1], r[2]) for r in result.rows] == [(1, "<masked>", "1,1"), (2, "<masked>", "1,2")]
