@@ -150,7 +150,12 @@ def open_service(
         SqlConfigError: the account holds what a reader must not, or an option is unusable.
         QueryFailed, QueryTimeout: the database did not answer.
     """
-    from mcpkit.sql.checks import ensure_safe_account, inspect_account
+    from mcpkit.sql.checks import (
+        DEFAULT_BACKEND_MEMORY,
+        ensure_bounded_memory,
+        ensure_safe_account,
+        inspect_account,
+    )
 
     engine = SqlEngine(url, pool_size=getattr(args, "pool_size", DEFAULT_POOL_SIZE))
     try:
@@ -160,6 +165,7 @@ def open_service(
         budget = ConnectionBudget(engine.pool_size, sharing)
         report = inspect_account(engine, allowed=args.allow, connections=budget, fingerprinted=True)
         ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
+        ensure_bounded_memory(engine, getattr(args, "backend_memory", DEFAULT_BACKEND_MEMORY), args.allow)
         # The same verification again while serving: when the catalog changes, and periodically.
         engine.guard = Guard(
             account_check(args.allow, args.allow_superuser),

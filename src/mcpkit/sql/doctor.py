@@ -8,7 +8,13 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from mcpkit.sql.checks import inspect_account, probe_read_only, probe_timeout
+from mcpkit.sql.checks import (
+    DEFAULT_BACKEND_MEMORY,
+    backend_memory,
+    inspect_account,
+    probe_read_only,
+    probe_timeout,
+)
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles.base import ConnectionBudget, merge_findings
@@ -145,6 +151,7 @@ def diagnose(
     connections: ConnectionBudget | None = None,
     mask: str | None = None,
     role_map: str | None = None,
+    memory: int = DEFAULT_BACKEND_MEMORY,
 ) -> list[Check]:
     """Run every check; stop after `reachable` when the database cannot be reached.
 
@@ -156,6 +163,7 @@ def diagnose(
         mask: A masks.yaml: run `serve --mask`'s start-up checks too.
         role_map: A roles.yaml: run `serve --role-map`'s start-up checks as every mapped role (with
             `mask`, each role's masked columns too).
+        memory: `--backend-memory`: a backend must fail to allocate it (PostgreSQL).
 
     Returns:
         The checks, in order.
@@ -200,5 +208,14 @@ def diagnose(
     checks.append(Check("ok" if ro.ok else "fail", "read-only session", ro.detail))
     to = probe_timeout(engine, timeout_s)
     checks.append(Check("ok" if to.ok else "fail", "statement timeout", to.detail))
+    try:
+        bounded = backend_memory(engine, memory, allow)
+    except (QueryFailed, QueryTimeout) as exc:
+        bounded = (
+            "fail",
+            f"the memory probe failed ({exc.kind if isinstance(exc, QueryFailed) else 'timeout'})",
+        )
+    if bounded is not None:
+        checks.append(Check(bounded[0], "backend memory", bounded[1]))
     checks.append(_lint(engine))
     return checks

@@ -123,4 +123,6 @@ def grant(args: argparse.Namespace) -> int:
     for line in left_out:
         print(f"-- {line}; no grant on it")
     print("\n".join(f"{statement};" for statement in script))
+    if engine.profile.memory_setup:
+        print("\n".join(f"-- {line}" for line in engine.profile.memory_setup))
     return 0

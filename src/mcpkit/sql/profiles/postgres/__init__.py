@@ -36,7 +36,9 @@ from mcpkit.sql.profiles.postgres.masks import (
     readable_masked_columns,
     scan_order_hints,
 )
+from mcpkit.sql.profiles.postgres.memory import MEMORY_FIX, MEMORY_SETUP, memory_bounded
 from mcpkit.sql.profiles.postgres.missing import catalog_value_findings, catalog_value_tables
+from mcpkit.sql.profiles.postgres.orderless import orderless
 from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.partitions import bound_partitions, partition_findings
 from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
@@ -84,6 +86,7 @@ class PostgresProfile(PostgresSession):
     plan_check = "EXPLAIN {}"
     builtin_schema = "pg_catalog"
     exact_ties = staticmethod(exact_ties)
+    orderless = staticmethod(orderless)
     parameter_casts = DECLARED  # a parameter only tested for NULL has no type (`profiles.postgres.params`)
     system_schemas = frozenset({"information_schema", "pg_catalog", "pg_toast"})
 
@@ -117,6 +120,13 @@ class PostgresProfile(PostgresSession):
         """Row counts and `xmin` sums of the catalogs a change lives in, and the login's roles
         (`profiles.postgres.fingerprint`)."""
         return catalog_digest(dbapi, PG_FINGERPRINT)
+
+    memory_fix = MEMORY_FIX
+    memory_setup = MEMORY_SETUP
+
+    def memory_bounded(self, dbapi: Any, budget: int) -> bool:
+        """One allocation of `budget` bytes in this backend (`postgres.memory`)."""
+        return memory_bounded(dbapi, budget)
 
     def connection_warnings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
         """The login's CONNECTION LIMIT against `budget` (superusers ignore it) and the role's
