@@ -105,7 +105,12 @@ def limit_aggregates(tree: exp.Expr, dialect: str) -> exp.Expr:
     # PostgreSQL shares one state between identical calls of one SELECT only: the same call in
     # eight scalar subqueries was eight states, 1.7 GB (red team rt16 F6)
     nodes = [_whole(call.node) for call in function_calls(tree, dialect) if call.names & names]
-    nodes += [n for n in tree.find_all(exp.Array) if any(isinstance(e, exp.Query) for e in n.expressions)]
+    # ARRAY(SELECT ...) collects its rows; ARRAY[(SELECT ...), ...] holds one value per item
+    nodes += [
+        n
+        for n in tree.find_all(exp.Array)
+        if not n.args.get("bracket_notation") and any(isinstance(e, exp.Query) for e in n.expressions)
+    ]
     found: dict[tuple[int, str], int] = {}
     for node in nodes:
         select = node.find_ancestor(exp.Select)

@@ -7,6 +7,10 @@
   PostgreSQL takes any expression for both.
 - `INTERVAL '1 day 02:00:00'`: sqlglot keeps the first `number unit` pair of the string and drops
   the rest (`INTERVAL '1 DAY'`, a silently different answer); such a string is kept as written.
+- `ARRAY[(SELECT 1), 2]`: sqlglot writes an `ARRAY[...]` whose first item is a subquery as the
+  subquery form `ARRAY((SELECT 1))` and drops the other items (a silently different answer; with
+  one item, a subquery of several rows is an error in brackets but an array in parentheses). The
+  bracket form is marked when read and written back as brackets.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import inline_array_sql
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.generators.postgres import PostgresGenerator
 from sqlglot.parsers.postgres import PostgresParser
@@ -93,9 +98,19 @@ class PostgresFamily(Postgres):
     """PostgreSQL 13+ (the dialect mcpkit reads and writes for PostgreSQL servers)."""
 
     Parser = _Parser
+    # marks `ARRAY[...]` (`bracket_notation`) apart from `ARRAY(SELECT ...)` when read
+    HAS_DISTINCT_ARRAY_CONSTRUCTORS = True
 
     class Generator(PostgresGenerator):
         TRANSFORMS: ClassVar[dict[type[exp.Expr], Any]] = {
             **PostgresGenerator.TRANSFORMS,
             OrderedUsing: _ordered_using,
         }
+
+        def array_sql(self, expression: exp.Array) -> str:
+            # sqlglot writes any array whose first item is a query as `ARRAY(query)` (the check
+            # came with tobymao/sqlglot#7765), dropping the other items of `ARRAY[(SELECT 1), 2]`
+            items = expression.expressions
+            if expression.args.get("bracket_notation") or len(items) != 1:
+                return f"{self.normalize_func('ARRAY')}{inline_array_sql(self, expression)}"
+            return super().array_sql(expression)

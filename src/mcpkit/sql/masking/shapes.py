@@ -21,7 +21,7 @@ from typing import Final
 import sqlglot
 from sqlglot import exp
 
-from mcpkit.sql.dialects import read_dialect
+from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.masking.taint import refuse_mask
 from mcpkit.sql.profiles import profile_class
 
@@ -161,7 +161,7 @@ def normalise_calls(tree: exp.Expr, dialect: str) -> exp.Expr:
             if name.casefold() in _ORDER_AGGREGATES:
                 refuse_mask(f"qualified or quoted aggregate {name}", message=_QUALIFIED)
             continue
-        args = ", ".join(a.sql(dialect=dialect) for a in func.expressions)
+        args = ", ".join(a.sql(dialect=sent_dialect(dialect)) for a in func.expressions)
         try:
             replacement = sqlglot.parse_one(f"{name.casefold()}({args})", read=read_dialect(dialect))
         except sqlglot.errors.SqlglotError:
