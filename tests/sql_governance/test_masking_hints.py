@@ -8,7 +8,9 @@ read now; over tables without masked columns, and without masks, they are answer
 F5: with `--max-cost`, the refusal printed the planner's estimate, and PostgreSQL costs a scan from
 the table's current page count: `SELECT count(*) FROM notes` said cost 597 for 1500-byte masked
 bodies and 46 for 50-byte ones (cost - 25 = pg_relation_size / 8192). The refusal names the ceiling
-only now.
+only now; and since refused-or-answered still tells the estimate (padding the query with
+`generate_series(1, K)` and searching K found the page count exactly in 20 calls), `--max-cost` with
+`--mask` is refused at start-up unless `--allow cost-under-masks` accepts that.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from mcpkit.sql.errors import Refused
 from mcpkit.sql.maskcheck import enforce_masks, prepare_masks
 from mcpkit.sql.masking.taint import MaskRefused
 from mcpkit.sql.service import Masking, SqlService
+from tests.helpers import run_mcpkit
 from tests.sql.sql_support import mysql_scratch, pg_scratch
 
 HINTED = (
@@ -116,3 +119,10 @@ def test_postgres_cost_refusal_carries_no_estimate(pg_url: str, tmp_path: Path) 
                 assert re.findall(r"\d+", info.value.message) == ["1"], info.value.message
             finally:
                 service.engine.close()  # type: ignore[attr-defined]
+        base = ["sql", "query", "--dsn", pg.reader_url, "--mask", str(masks), "--max-cost", "1"]
+        done = run_mcpkit(*base, "SELECT count(*) FROM notes")
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        assert "--allow cost-under-masks" in done.stdout + done.stderr
+        done = run_mcpkit(*base, "--allow", "cost-under-masks", "SELECT count(*) FROM notes")
+        assert done.returncode == 3, (done.stdout, done.stderr)
+        assert "ceiling of 1;" in done.stdout + done.stderr and str(pages + 25) not in done.stdout

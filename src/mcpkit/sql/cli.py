@@ -108,9 +108,9 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="accept one start-up finding: superuser, table-owner, create-schema, bypassrls, read-all-stats, "
-        "read-all-settings, connection-limit, cost-under-rls, temp-space (MySQL), function:SCHEMA.NAME, "
-        "extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME, type:SCHEMA.NAME, foreign-table:SCHEMA.NAME, "
-        "parameter:NAME "
+        "read-all-settings, connection-limit, cost-under-rls, cost-under-masks, temp-space (MySQL), "
+        "function:SCHEMA.NAME, extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME, type:SCHEMA.NAME, "
+        "foreign-table:SCHEMA.NAME, parameter:NAME "
         "(repeatable; each is logged as a warning); function:SCHEMA.NAME also lets queries call it "
         "(the same as --allow-function SCHEMA.NAME)",
     )
