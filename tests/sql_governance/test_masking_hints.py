@@ -16,6 +16,7 @@ only now; and since refused-or-answered still tells the estimate (padding the qu
 from __future__ import annotations
 
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,29 @@ def test_postgres_cost_refusal_carries_no_estimate(pg_url: str, tmp_path: Path) 
         done = run_mcpkit(*base, "--allow", "cost-under-masks", "SELECT count(*) FROM notes")
         assert done.returncode == 3, (done.stdout, done.stderr)
         assert "ceiling of 1;" in done.stdout + done.stderr and str(pages + 25) not in done.stdout
+
+
+def test_sqlite_indexed_by_is_refused_as_a_hint(tmp_path: Path) -> None:
+    db, masks = tmp_path / "c.db", tmp_path / "masks.yaml"
+    masks.write_text("masks:\n  - customers.email\n")
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, email TEXT)")
+        conn.execute("CREATE INDEX customers_email ON customers (email, id)")
+        conn.execute("CREATE TABLE plain (id INTEGER PRIMARY KEY, v INT)")
+        conn.execute("CREATE INDEX plain_v ON plain (v)")
+        conn.executemany("INSERT INTO customers VALUES (?, ?)", [(1, "c@x"), (2, "a@x"), (3, "b@x")])
+        conn.executemany("INSERT INTO plain VALUES (?, ?)", [(1, 3), (2, 2), (3, 1)])
+    conn.close()
+    service = _service(f"sqlite:///{db}", masks)
+    try:
+        hinted = (
+            "SELECT id FROM customers INDEXED BY customers_email",
+            "SELECT id FROM customers NOT INDEXED",
+        )
+        for sql in hinted:
+            with pytest.raises(MaskRefused, match="index hints"):
+                service.query(sql, call_id="t")
+        result, _ = service.query("SELECT id FROM plain INDEXED BY plain_v WHERE v > 0", call_id="t")
+        assert sorted(r[0] for r in result.rows) == [1, 2, 3]
+    finally:
+        service.engine.close()  # type: ignore[attr-defined]

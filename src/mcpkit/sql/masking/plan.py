@@ -116,6 +116,8 @@ def _touches_masked(tree: exp.Expr, schema: KnownSchema, policy: MaskPolicy) -> 
             )
         if not isinstance(table.this, exp.Identifier) or isinstance(table.parent, exp.JoinHint):
             continue  # a table function: its arguments are expressions, analysed as such
+        if table.arg_key == "indexed":
+            continue  # SQLite's INDEXED BY names an index, refused with the other hints
         columns = schema.columns(table)
         if columns is None and not table.db and table.name.casefold() in ctes:
             continue  # a CTE; a CTE named like a real table is analysed in full (scoping decides)
