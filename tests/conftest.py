@@ -19,6 +19,10 @@ REDIS_URL = os.environ.get("MCPKIT_TEST_REDIS", "redis://127.0.0.1:6379/0")
 
 # SQL servers the tests start keep their audit here, not in the user's state directory.
 os.environ.setdefault("MCPKIT_AUDIT", str(Path(tempfile.mkdtemp(prefix="mcpkit-test-audit-")) / "audit.db"))
+# The shared PostgreSQL has no data limit per backend (it must stay so): the servers the tests start
+# accept that (`--allow unbounded-memory`); tests/sql/test_sql_pg_backend_memory.py starts its own
+# clusters, limited and not, and clears this for the refusal.
+os.environ.setdefault("MCPKIT_SQL_ALLOW", "unbounded-memory")
 
 
 def need(what: str, reason: str) -> None:

@@ -68,6 +68,11 @@ def python_server(args: Sequence[str], port: int, env: dict[str, str] | None = N
             proc.wait()
 
 
+UNBOUNDED_MEMORY = ("--allow", "unbounded-memory")
+"""Serve the shared, unlimited PostgreSQL where the MCP client passes no environment
+(`StdioServerParameters` without `env`; elsewhere `$MCPKIT_SQL_ALLOW` from tests/conftest.py)."""
+
+
 def run_mcpkit(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     """Run `python -m mcpkit ARGS` from the repository root, as a user would; output captured as text."""
     return subprocess.run(

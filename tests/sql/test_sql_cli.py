@@ -108,8 +108,9 @@ def test_doctor_fails_on_a_superuser_and_passes_read_only_role(pg_url: str, pg_e
     )
     ro = mcpkit("doctor", "--dsn", pg_env.ro_url)
     assert ro.returncode == 0, ro.stdout
-    # the test role has no CONNECTION LIMIT, temp_file_limit nor quiet log_min_messages: told, not refused
-    told = ("ok", "warn connection limit", "warn temp file limit", "warn error log")
+    # the test role has no CONNECTION LIMIT, temp_file_limit nor quiet log_min_messages: told, not refused;
+    # the shared server has no data limit per backend, which $MCPKIT_SQL_ALLOW accepts (tests/conftest.py)
+    told = ("ok", "warn connection limit", "warn temp file limit", "warn error log", "warn backend memory")
     assert all(line.startswith(told) for line in ro.stdout.splitlines()), ro.stdout
     assert "warn temp file limit: " in ro.stdout and "SET temp_file_limit = '1GB'" in ro.stdout
     assert "warn error log: " in ro.stdout and "SET log_min_messages = 'log'" in ro.stdout

@@ -23,7 +23,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.reverify import Guard, Unverified, account_check
 from mcpkit.sql.service import SqlService
-from tests.helpers import ROOT, text_of
+from tests.helpers import ROOT, UNBOUNDED_MEMORY, text_of
 from tests.sql.sql_support import DbEnv, mysql_admin
 
 pytestmark = pytest.mark.anyio
@@ -45,6 +45,7 @@ async def _serving(dsn: str) -> AsyncIterator[Callable[[str], Any]]:
         "--no-audit",
         "--catalog-check-interval",
         "0",
+        *UNBOUNDED_MEMORY,
     ]
     params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
     async with Client(params, mode="legacy") as client:
@@ -339,7 +340,7 @@ def test_sqlite_schema_change_reverifies_before_the_next_call(sqlite_copy: DbEnv
 async def test_a_failed_reverification_fails_only_that_source(pg_env: DbEnv, sqlite_copy: DbEnv) -> None:
     s, fn = pg_env.schema, f"mk_volatile_{secrets.token_hex(4)}"
     args = ["-m", "mcpkit", "sql", "serve", "--no-audit", "--catalog-check-interval", "0"]
-    args += ["--dsn", f"pg={pg_env.ro_url}", "--dsn", f"lite={sqlite_copy.ro_url}"]
+    args += ["--dsn", f"pg={pg_env.ro_url}", "--dsn", f"lite={sqlite_copy.ro_url}", *UNBOUNDED_MEMORY]
     params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
     with _pg(pg_env) as admin:
         try:

@@ -26,7 +26,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap
 from mcpkit.sql.service import SqlService
-from tests.helpers import ROOT, free_port, python_server, text_of
+from tests.helpers import ROOT, UNBOUNDED_MEMORY, free_port, python_server, text_of
 from tests.sql.sql_support import READER_CONNECTIONS, PgScratch, mysql_admin, pg_admin, pg_scratch
 
 pytestmark = pytest.mark.anyio
@@ -151,7 +151,18 @@ def _drop_logins(db: PgScratch, pg_url: str, *logins: str) -> None:
 
 @asynccontextmanager
 async def _serving_masked(dsn: str, masks: Path) -> AsyncIterator[Callable[[str], Any]]:
-    args = ["-m", "mcpkit", "sql", "serve", "--dsn", dsn, "--mask", str(masks), "--no-audit"]
+    args = [
+        "-m",
+        "mcpkit",
+        "sql",
+        "serve",
+        "--dsn",
+        dsn,
+        "--mask",
+        str(masks),
+        "--no-audit",
+        *UNBOUNDED_MEMORY,
+    ]
     params = StdioServerParameters(
         command=sys.executable, args=[*args, "--catalog-check-interval", "0"], cwd=str(ROOT)
     )

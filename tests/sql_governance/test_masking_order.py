@@ -717,3 +717,38 @@ def test_every_argument_of_a_concatenating_aggregate_orders_it(sql: str, sent: s
             plan_masking(sql, "postgres", AGG_SCHEMA, policy)
     else:
         assert plan_masking(sql, "postgres", AGG_SCHEMA, policy).sql == sent
+
+
+# Outputs of a type PostgreSQL cannot order: the pin's `ORDER BY 2` failed at run time ("could not
+# identify an ordering operator for type json"); they are ordered by their text form instead.
+PG_ORDERLESS = (
+    "SELECT id, to_json(name) AS j FROM customers",
+    "SELECT to_json(name) FROM customers",
+    "SELECT region, json_build_object('n', name, 't', tier) AS j FROM customers ORDER BY region LIMIT 7",
+    "SELECT name, point(id, tier) AS p FROM customers",
+    "SELECT id, xmlcomment(name) AS x, CAST(region AS xml) AS r FROM customers",
+    "SELECT tier, circle(point(id, tier), 1) AS c FROM customers",
+    "SELECT c.tier, to_json(c.region) -> 0 AS r FROM customers c WHERE c.id > 3 LIMIT 5",
+    "SELECT id, to_jsonb(name) AS j FROM customers",
+    "SELECT region, json_agg(name) AS names FROM customers GROUP BY region",
+)
+
+
+@pytest.mark.postgres
+def test_postgres_outputs_without_an_ordering_are_ordered_by_their_text(pg_order: OrderTwins) -> None:
+    for sql in PG_ORDERLESS:
+        a, b = _answer(pg_order.a, sql), _answer(pg_order.b, sql)
+        assert isinstance(a, tuple) and len(a[1]) >= 2, (sql, a)
+        assert a == b, sql
+    # Ordered by the text the model sees: the same rows in the same order as the text cast.
+    answer = _answer(pg_order.a, "SELECT id, to_json(name) AS j FROM customers")
+    assert isinstance(answer, tuple)
+    assert [r[0] for r in answer[1]] == sorted(range(1, 31))  # ordinal 1 (id) first, unique
+
+
+@pytest.mark.postgres
+def test_postgres_a_union_of_json_outputs_is_refused_with_a_sentence(pg_order: OrderTwins) -> None:
+    sql = "SELECT id, to_json(name) FROM customers UNION ALL SELECT id, to_json(region) FROM customers"
+    with pytest.raises(Refused) as info:
+        pg_order.a.query(sql, call_id="orderless")
+    assert "cannot order (json, xml, a geometric type)" in info.value.message

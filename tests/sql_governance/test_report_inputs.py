@@ -28,7 +28,7 @@ from mcpkit.sql.reports import ReportsError, build_report_tools, input_model
 from mcpkit.sql.reports.pattern import anchored, full_match, pattern_problem
 from mcpkit.sql.reports.spec import ParamSpec
 from mcpkit.sql.service import SqlService
-from tests.helpers import ROOT, run_mcpkit
+from tests.helpers import ROOT, UNBOUNDED_MEMORY, run_mcpkit
 from tests.sql.sql_support import mysql_admin, pg_admin
 from tests.sql_governance.conftest import CrmDb
 
@@ -289,6 +289,7 @@ async def test_wildcards_and_metacharacters_are_literals_through_the_real_server
     reports.write_text(REPORTS.replace("{table}", table), encoding="utf-8")
     audit = tmp_path / "audit.db"
     args = ["-m", "mcpkit", "sql", "serve", "--dsn", url, "--reports", str(reports), "--audit", str(audit)]
+    args += UNBOUNDED_MEMORY
     params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
     async with Client(params, mode="legacy") as client:
         listed = {t.name: t for t in (await client.list_tools()).tools}
@@ -369,6 +370,7 @@ async def test_a_secret_parameter_never_reaches_the_operator_log(
     reports.write_text(SECRET_REPORTS.replace("{table}", table).replace("{int}", cast), encoding="utf-8")
     audit = tmp_path / "audit.db"
     args = ["-m", "mcpkit", "sql", "serve", "--dsn", url, "--reports", str(reports), "--audit", str(audit)]
+    args += UNBOUNDED_MEMORY
     params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT))
     errlog = tmp_path / "stderr.log"
     with errlog.open("w", encoding="utf-8") as err:

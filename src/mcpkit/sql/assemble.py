@@ -24,7 +24,9 @@ from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
 from mcpkit.sql.maskcheck import (
     derive_masks,
     enforce_identity_masks,
+    enforce_identity_order,
     enforce_masks,
+    enforce_order,
     identity_mask_findings,
     mask_findings,
     mask_hints,
@@ -148,7 +150,12 @@ def open_service(
         SqlConfigError: the account holds what a reader must not, or an option is unusable.
         QueryFailed, QueryTimeout: the database did not answer.
     """
-    from mcpkit.sql.checks import ensure_safe_account, inspect_account
+    from mcpkit.sql.checks import (
+        DEFAULT_BACKEND_MEMORY,
+        ensure_bounded_memory,
+        ensure_safe_account,
+        inspect_account,
+    )
 
     engine = SqlEngine(url, pool_size=getattr(args, "pool_size", DEFAULT_POOL_SIZE))
     try:
@@ -158,6 +165,7 @@ def open_service(
         budget = ConnectionBudget(engine.pool_size, sharing)
         report = inspect_account(engine, allowed=args.allow, connections=budget, fingerprinted=True)
         ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
+        ensure_bounded_memory(engine, getattr(args, "backend_memory", DEFAULT_BACKEND_MEMORY), args.allow)
         # The same verification again while serving: when the catalog changes, and periodically.
         engine.guard = Guard(
             account_check(args.allow, args.allow_superuser),
@@ -195,6 +203,7 @@ def equip(
         for line in mask_hints(engine, masked):
             log.warning("masks: %s", line)
         known = reflection.known(engine, withheld=engine.profile.withheld_relations())
+        enforce_order(engine, policy, known, masked, getattr(args, "allow", ()))  # rt19mask F8
         if known.path:  # calls resolve names as the analysis did
             engine.profile.pin_name_path(known.path)
         service.masking = Masking(policy, known, masked)
@@ -232,6 +241,8 @@ def equip(
             for role, identity in router.identities():
                 refuse_cost_oracle(identity, args.allow, f"role {role}")
         per_role = enforce_identity_masks(router, service.masking) if service.masking is not None else {}
+        if service.masking is not None:
+            enforce_identity_order(router, service.masking, per_role, args.allow)
         guard_roles(router, account_check(args.allow, args.allow_superuser), per_role)  # while serving
     except BaseException:
         router.close()

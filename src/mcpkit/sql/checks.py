@@ -8,7 +8,7 @@ import time
 from collections.abc import Collection, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from sqlalchemy import text
 
@@ -18,11 +18,16 @@ from mcpkit.sql.profiles import AccountReport, Finding
 from mcpkit.sql.profiles.base import ConnectionBudget, merge_findings
 
 __all__ = [
+    "DEFAULT_BACKEND_MEMORY",
+    "UNBOUNDED_MEMORY",
     "AccountReport",
     "Finding",
     "ProbeResult",
+    "backend_memory",
+    "ensure_bounded_memory",
     "ensure_safe_account",
     "inspect_account",
+    "parse_memory",
     "probe_read_only",
     "probe_timeout",
     "refuse_cost_oracle",
@@ -31,6 +36,14 @@ __all__ = [
 log = logging.getLogger("mcpkit.sql")
 
 _PROBE_TIMEOUT_S: Final = 1.0
+_MEMORY_PROBE_S: Final = 30.0
+_GIB: Final = 1024**3
+_UNITS: Final = {"": 1, "k": 1024, "m": 1024**2, "g": _GIB}
+DEFAULT_BACKEND_MEMORY: Final = _GIB
+"""`--backend-memory`: what one database process running a call may allocate (1 GiB)."""
+MIN_BACKEND_MEMORY: Final = 64 * 1024**2
+UNBOUNDED_MEMORY: Final = "unbounded-memory"
+"""The `--allow` name that serves although the database's memory per call is not proven bounded."""
 
 
 @dataclass
@@ -184,6 +197,103 @@ def refuse_cost_oracle(engine: SqlEngine, allow: Sequence[str], who: str) -> Non
     if "cost-under-rls" not in allow:
         raise SqlConfigError(line + ", or accept it with --allow cost-under-rls")
     log.warning("--allow cost-under-rls: %s", line)
+
+
+def parse_memory(value: str) -> int:
+    """`--backend-memory`: bytes, or K/M/G (KiB, MiB, GiB), from 64 MiB to 1 GiB.
+
+    Larger budgets are refused, not probed: PostgreSQL's largest single allocation is 1 GiB, so a
+    probe of more must hold several values, i.e. write nearly the whole budget into the production
+    server's memory at every start, where a limit at or below 1 GiB is refused in milliseconds
+    without touching any. Refusing keeps every budget mcpkit prints one the probe proved.
+
+    >>> parse_memory("512M"), parse_memory("1GiB"), parse_memory("67108864")
+    (536870912, 1073741824, 67108864)
+
+    Raises:
+        ValueError: not a size, or outside 64 MiB .. 1 GiB.
+    """
+    text = value.strip().lower().removesuffix("b").removesuffix("i")
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "")
+    if not number.isdigit():
+        raise ValueError(f"{value!r} is not a size (bytes, or a number with K, M or G)")
+    size = int(number) * _UNITS[unit]
+    if not MIN_BACKEND_MEMORY <= size <= _GIB:
+        raise ValueError(
+            f"{value} is outside 64M..1G: one allocation proves at most 1 GiB (PostgreSQL's largest "
+            "value), and a process needs more than 64M to serve calls"
+        )
+    return size
+
+
+def _shown(size: int) -> str:
+    return f"{size / _GIB:g} GiB" if size >= _GIB else f"{size / 1024**2:g} MiB"
+
+
+def backend_memory(
+    engine: SqlEngine, budget: int, allow: Collection[str]
+) -> tuple[Literal["ok", "warn", "fail"], str] | None:
+    """Prove that the database process running the calls cannot allocate `budget` bytes.
+
+    The engine bounds it or nothing does: the parser's guards are a second line. Runs the
+    profile's probe in mcpkit's own session (not through admission); skipped, with a warning, under
+    `--allow unbounded-memory`.
+
+    Returns:
+        `ok` (refused by the database), `warn` (opted out), `fail` (held: no limit at or below
+        `budget`), each with one line; None where the profile has no such proof.
+    """
+    fix = engine.profile.memory_fix
+    if fix is None:
+        return None
+    if UNBOUNDED_MEMORY in allow:
+        return "warn", (
+            f"--allow {UNBOUNDED_MEMORY}: the database's memory per call is not verified; one call "
+            "may take the host's memory (only the parser's guards bound it)"
+        )
+    started = time.monotonic()
+    paused = engine.guard.paused() if engine.guard is not None else nullcontext()
+    try:
+        with paused, engine.session(_MEMORY_PROBE_S, "startup-memory") as (_, dbapi):
+            bounded = engine.profile.memory_bounded(dbapi, budget)
+    except QueryTimeout:  # a refused allocation fails in milliseconds: this one was granted
+        bounded = False
+    took = (time.monotonic() - started) * 1000
+    if bounded:
+        return "ok", (
+            f"the database refused one allocation of {_shown(budget)} in a backend (out of memory "
+            f"in {took:.0f} ms): a call cannot take more"
+        )
+    systemd = f"{budget // _GIB}G" if budget % _GIB == 0 else f"{-(-budget // 1024**2)}M"
+    fix = fix.format(systemd=systemd, kib=-(-budget // 1024), bytes=budget)
+    return "fail", (
+        f"a database backend allocated {_shown(budget)} (--backend-memory) in one value: nothing "
+        f"bounds a call's memory; {fix}"
+    )
+
+
+def ensure_bounded_memory(engine: SqlEngine, budget: int, allow: Collection[str]) -> None:
+    """`backend_memory` at start-up: refuse to serve unless proven or opted out (logged).
+
+    Raises:
+        SqlConfigError: one line naming the missing limit and how to set it, or saying the probe
+            failed for another reason (a lost connection stays `QueryFailed`: not answering).
+    """
+    try:
+        verdict = backend_memory(engine, budget, allow)
+    except QueryFailed as exc:
+        if exc.kind == "connection":
+            raise
+        raise SqlConfigError(f"the backend memory probe failed ({exc.kind}); see the log (-v)") from None
+    if verdict is None:
+        return
+    status, line = verdict
+    if status == "fail":
+        raise SqlConfigError(line)
+    if status == "warn":
+        log.warning("%s", line)
+    else:
+        log.info("backend memory: %s", line)
 
 
 def refuse_cost_under_masks(allow: Sequence[str]) -> None:

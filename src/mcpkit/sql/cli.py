@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import atexit
 import logging
+import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Final
@@ -22,6 +24,7 @@ from mcpkit.sql.assemble import (
     open_service,
     open_sources,
 )
+from mcpkit.sql.checks import DEFAULT_BACKEND_MEMORY, parse_memory
 from mcpkit.sql.demo import load_demo, write_demo_sqlite
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
@@ -33,6 +36,8 @@ from mcpkit.transport.cli import add_serving_arguments, serve
 
 __all__ = ["EXIT_ANSWERED", "EXIT_DB_FAILED", "EXIT_REFUSED", "EXIT_USAGE", "register", "run"]
 
+ALLOW_ENV: Final = "MCPKIT_SQL_ALLOW"
+"""`--allow` names from the environment, comma-separated (each logged as a warning like the option)."""
 EXIT_ANSWERED: Final = 0
 EXIT_DOCTOR_FAIL: Final = 1
 EXIT_USAGE: Final = 2
@@ -110,12 +115,30 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         help="accept one start-up finding: superuser, table-owner, create-schema, bypassrls, read-all-stats, "
         "read-all-settings, connection-limit, cost-under-rls, cost-under-masks, temp-space (MySQL), "
         "function:SCHEMA.NAME, extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME, type:SCHEMA.NAME, "
-        "foreign-table:SCHEMA.NAME, parameter:NAME "
-        "(repeatable; each is logged as a warning); function:SCHEMA.NAME also lets queries call it "
-        "(the same as --allow-function SCHEMA.NAME)",
+        "foreign-table:SCHEMA.NAME, parameter:NAME, view-order:SCHEMA.NAME and "
+        "function-order:SCHEMA.NAME (with --mask), "
+        "unbounded-memory (PostgreSQL) (repeatable, also "
+        f"${ALLOW_ENV}, comma-separated; each is logged as a warning); function:SCHEMA.NAME also "
+        "lets queries call it (the same as --allow-function SCHEMA.NAME)",
     )
     p.add_argument("--allow-superuser", action="store_true", help="the same as --allow superuser")
+    p.add_argument(
+        "--backend-memory",
+        type=_memory,
+        default=DEFAULT_BACKEND_MEMORY,
+        metavar="SIZE",
+        help="PostgreSQL: start only if a backend cannot allocate SIZE (64M..1G, default 1G), which a "
+        "data limit on the server (systemd LimitDATA=, ulimit -d) enforces; --allow unbounded-memory "
+        "serves without it",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="log admitted SQL and details to stderr")
+
+
+def _memory(value: str) -> int:
+    try:
+        return parse_memory(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -229,18 +252,19 @@ def _dsns(args: argparse.Namespace) -> list[tuple[str, str]]:
     return [(e.name, e.url) for e in entries]
 
 
-def opt_ins(args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    """`--allow` and `--allow-function`, made one decision: reopening a function accepts both its
-    start-up finding and its use in queries, whichever option named it.
+def opt_ins(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> tuple[list[str], list[str]]:
+    """`--allow` (and `$MCPKIT_SQL_ALLOW`) and `--allow-function`, made one decision: reopening a
+    function accepts both its start-up finding and its use in queries, whichever option named it.
 
     >>> ns = argparse.Namespace(allow=["function:app.f", "table-owner"], allow_function=["app.g", "h"])
-    >>> opt_ins(ns)
-    (['function:app.f', 'table-owner', 'function:app.g'], ['app.g', 'h', 'app.f'])
+    >>> opt_ins(ns, env={"MCPKIT_SQL_ALLOW": "unbounded-memory, table-owner"})
+    (['function:app.f', 'table-owner', 'unbounded-memory', 'function:app.g'], ['app.g', 'h', 'app.f'])
     """
-    allow = list(args.allow)
+    given = [*args.allow, *(n.strip() for n in env.get(ALLOW_ENV, "").split(","))]
+    allow = [a for a in dict.fromkeys(given) if a]
     functions = list(args.allow_function)
     allow += [f"function:{n}" for n in functions if "." in n and f"function:{n}" not in allow]
-    functions += [a.split(":", 1)[1] for a in args.allow if a.startswith("function:")]
+    functions += [a.split(":", 1)[1] for a in allow if a.startswith("function:") and a in given]
     return allow, list(dict.fromkeys(functions))
 
 
@@ -319,6 +343,7 @@ def _doctor(args: argparse.Namespace) -> int:
                 connections=budget,
                 mask=masks.get(name),
                 role_map=roles.get(name),
+                memory=args.backend_memory,
             )
         finally:
             engine.close()

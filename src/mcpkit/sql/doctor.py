@@ -8,7 +8,13 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from mcpkit.sql.checks import inspect_account, probe_read_only, probe_timeout
+from mcpkit.sql.checks import (
+    DEFAULT_BACKEND_MEMORY,
+    backend_memory,
+    inspect_account,
+    probe_read_only,
+    probe_timeout,
+)
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles.base import ConnectionBudget, merge_findings
@@ -50,10 +56,11 @@ def _lint(engine: SqlEngine) -> Check:
     return Check(worst, "tools lint", shown)
 
 
-def _masks(engine: SqlEngine, mask: str) -> list[Check]:
+def _masks(engine: SqlEngine, mask: str, allow: Collection[str] = ()) -> list[Check]:
     """What `serve --mask` checks at start-up: every masked column withheld by the database."""
     from mcpkit.sql.maskcheck import (
         mask_findings,
+        order_findings,
         prepare_masks,
         reference_hints,
         scan_order_hints,
@@ -74,6 +81,8 @@ def _masks(engine: SqlEngine, mask: str) -> list[Check]:
     hints = [Check("warn", "scan order", line) for line in scan_order_hints(engine, masked)]
     hints += [Check("warn", "triggers", line) for line in trigger_hints(engine, masked)]
     hints += [Check("warn", "references", line) for line in reference_hints(engine, masked)]
+    ordered = order_findings(engine, policy, reflection.known(engine), masked)  # rt19mask F8
+    hints += [Check("warn" if f.opt_in in allow else "fail", "masks", f.line()) for f in ordered]
     if not findings:
         count = sum(len(c) for c in masked.values())
         detail = f"the database withholds all {count} masked column(s) of {len(masked)} table(s)"
@@ -142,6 +151,7 @@ def diagnose(
     connections: ConnectionBudget | None = None,
     mask: str | None = None,
     role_map: str | None = None,
+    memory: int = DEFAULT_BACKEND_MEMORY,
 ) -> list[Check]:
     """Run every check; stop after `reachable` when the database cannot be reached.
 
@@ -153,6 +163,7 @@ def diagnose(
         mask: A masks.yaml: run `serve --mask`'s start-up checks too.
         role_map: A roles.yaml: run `serve --role-map`'s start-up checks as every mapped role (with
             `mask`, each role's masked columns too).
+        memory: `--backend-memory`: a backend must fail to allocate it (PostgreSQL).
 
     Returns:
         The checks, in order.
@@ -190,12 +201,21 @@ def diagnose(
     else:
         checks.append(Check("ok", "writable tables", "none"))
     if mask:
-        checks += _masks(engine, mask)
+        checks += _masks(engine, mask, allow)
     if role_map:
         checks += _identities(engine, role_map, mask, allow)
     ro = probe_read_only(engine)
     checks.append(Check("ok" if ro.ok else "fail", "read-only session", ro.detail))
     to = probe_timeout(engine, timeout_s)
     checks.append(Check("ok" if to.ok else "fail", "statement timeout", to.detail))
+    try:
+        bounded = backend_memory(engine, memory, allow)
+    except (QueryFailed, QueryTimeout) as exc:
+        bounded = (
+            "fail",
+            f"the memory probe failed ({exc.kind if isinstance(exc, QueryFailed) else 'timeout'})",
+        )
+    if bounded is not None:
+        checks.append(Check(bounded[0], "backend memory", bounded[1]))
     checks.append(_lint(engine))
     return checks

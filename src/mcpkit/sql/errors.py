@@ -20,6 +20,7 @@ from mcpkit.errors import McpkitError, Refused, ToolError, ToolTimeout
 
 __all__ = [
     "FAILURE_MESSAGES",
+    "MEMORY_EXCEEDED",
     "PATHS_TOO_LARGE",
     "SEARCH_TOO_LARGE",
     "VALUE_TOO_LARGE",
@@ -88,6 +89,11 @@ VALUE_TOO_LARGE: Final = (
     " smaller values."
 )
 """The `resource` sentence for a value-growing call admission bounded (`GrowthBound`)."""
+MEMORY_EXCEEDED: Final = (
+    "The query needed more memory than the database allows one call; aggregate, filter or build smaller"
+    " values in SQL."
+)
+"""The `resource` sentence for a call the database's memory limit stopped (PostgreSQL's data limit)."""
 PATHS_TOO_LARGE: Final = (
     "JSON_EXTRACT with several paths (or a ** or computed path) over a document this large would build"
     " a value larger than this server allows; extract one literal path per call."

@@ -147,6 +147,9 @@ def _admit(sql: str, dialect: str, named: dict[str, Any], budget: AnalysisBudget
     if budget is not None:
         budget.check_tree(parsed)
     tree = run_passes(parsed, PASSES, **named)
+    if budget is not None:
+        budget.check_sent(tree)
+    AnalysisBudget.check_deadline(named["deadline"])
     text = _regenerate(tree, dialect)
     # Second look: the database receives `text`, so `text` is what must pass.
     check_lexical(text, dialect)

@@ -5,8 +5,11 @@ quadratic in the number of UNION branches or scopes (qualifying an 1,800-branch 
 and a pass cannot be interrupted part-way, so the budget has two parts:
 
 - size limits checked before the expensive steps (tokens before parsing; nodes, SELECTs and set
-  operation branches after), set so that anything under them is analysed in about a second on a
-  small VM (bench figures in docs/benchmarks.md);
+  operation branches after; nodes again once the guards are written in, since the second look,
+  masking analysis and regeneration run over the guarded tree: 60 guarded casts over 2,600 nodes
+  made 15,000, 4-8 s of analysis, red team rt19pg F12), set so that anything under them is
+  analysed in about a second on a small VM, two for a tree its guards multiply (bench figures in
+  docs/benchmarks.md);
 - a deadline checked between steps, so a slow step is not followed by more work.
 
 Analysis runs in the tool handler's worker thread, never on the event loop (see mcpkit.pipeline).
@@ -43,6 +46,7 @@ class AnalysisBudget:
         max_nodes: Syntax-tree nodes.
         max_selects: SELECT scopes (subqueries, CTEs, branches).
         max_branches: UNION/INTERSECT/EXCEPT branches.
+        max_sent_nodes: Syntax-tree nodes once admission's guards are written in.
     """
 
     seconds: float = 5.0
@@ -50,6 +54,7 @@ class AnalysisBudget:
     max_nodes: int = 4_000
     max_selects: int = 150
     max_branches: int = 100
+    max_sent_nodes: int = 12_000
 
     def deadline(self) -> float:
         """The monotonic time by which the analysis of a call starting now must be done."""
@@ -81,6 +86,19 @@ class AnalysisBudget:
             _too_complex(f"{selects} SELECTs; at most {self.max_selects}")
         if nodes > self.max_nodes:
             _too_complex(f"{nodes} syntax nodes; at most {self.max_nodes}")
+
+    def check_sent(self, tree: exp.Expr) -> None:
+        """Refuse a statement whose guards (`bound_searches`) made it too large to analyse again.
+
+        >>> import sqlglot
+        >>> AnalysisBudget(max_sent_nodes=4).check_sent(sqlglot.parse_one("SELECT 1"))
+        """
+        nodes = sum(1 for _ in tree.walk())
+        if nodes > self.max_sent_nodes:
+            _too_complex(
+                f"{nodes} syntax nodes once its searches, casts and builders are bounded; "
+                f"at most {self.max_sent_nodes}"
+            )
 
     @staticmethod
     def check_deadline(deadline: float | None) -> None:

@@ -119,7 +119,8 @@ class FunctionPolicy:
         True
         """
         name = name.lower()
-        if matches(name, self.table.never):
+        fam = self.table.lookup(name)  # never first, as `matches(name, self.table.never)`
+        if fam is not None and fam.verdict == "never":
             return False
         if name in SYNTAX_FUNCTIONS:
             return True

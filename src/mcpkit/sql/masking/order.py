@@ -34,6 +34,7 @@ from mcpkit.sql.masking.ties import (
     OBJECT_NAMES,
     WIN,
     is_aggregate,
+    output_keys,
     plain_type,
     refuse_bare_columns,
     refuse_order,
@@ -53,8 +54,8 @@ def _ordered(node: exp.Expr, dialect: str) -> exp.Ordered:
     return exp.Ordered(this=node, nulls_first=_small(dialect))
 
 
-def _ordinals(width: int, dialect: str) -> list[exp.Ordered]:
-    return [_ordered(exp.Literal.number(i), dialect) for i in range(1, width + 1)]
+def _ordinals(node: exp.Expr, width: int, dialect: str) -> list[exp.Ordered]:
+    return [_ordered(k, dialect) for k in output_keys(node, width, dialect)]
 
 
 def _exact(node: exp.Expr, dialect: str) -> list[exp.Expr]:
@@ -207,7 +208,7 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str) -> bool:
             order = node.args.get("order")
             written = list(order.expressions) if order is not None else []
             if count:
-                node.set("order", exp.Order(expressions=[*written, *_ordinals(count, dialect)]))
+                node.set("order", exp.Order(expressions=[*written, *_ordinals(node, count, dialect)]))
                 pinned = True
             continue
         if not isinstance(node, exp.Select | exp.SetOperation):
@@ -239,7 +240,9 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str) -> bool:
             keys = [_ordered(e.copy(), dialect) for e in on_exprs]
         if count:
             exact = _exact_outputs(node, dialect) if isinstance(node, exp.Select) else []
-            node.set("order", exp.Order(expressions=[*keys, *_ordinals(count, dialect), *exact]))
+            outputs = _ordinals(node, count, dialect)
+            exact = [e for e in exact if e not in outputs]  # an orderless output's text form is there
+            node.set("order", exp.Order(expressions=[*keys, *outputs, *exact]))
             pinned = True
     return pinned
 

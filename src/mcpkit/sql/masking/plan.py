@@ -26,6 +26,7 @@ from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema, SchemaMapping, fold_column_names
 from mcpkit.sql.masking.shapes import normalise_calls, refuse_measures, refuse_shapes
 from mcpkit.sql.masking.taint import PROJ, REF, UNRESOLVED, Taint, refuse_mask
+from mcpkit.sql.masking.ties import TYPE
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.profiles import profile_class
 
@@ -156,9 +157,9 @@ def _null(type_text: str | None, schema: KnownSchema) -> exp.Expr:
     return exp.Null() if to is None else exp.Cast(this=exp.Null(), to=to)
 
 
-def _plain_columns(taint: Taint, qualified: exp.Expr) -> list[int]:
-    """Markers of the columns read straight from a base table column of a plain type."""
-    out = []
+def _column_types(taint: Taint, qualified: exp.Expr) -> dict[int, str]:
+    """Markers of the columns read straight from a base table column, with its declared type."""
+    out = {}
     for col in qualified.find_all(exp.Column):
         if REF not in col.meta or not col.table:
             continue
@@ -166,8 +167,9 @@ def _plain_columns(taint: Taint, qualified: exp.Expr) -> list[int]:
         source = scope.sources.get(col.table) if scope is not None else None
         if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
             types = {k.casefold(): t for k, (_, t) in taint._visible_columns(source).items()}
-            if plain_type(types.get(col.name.casefold())):
-                out.append(col.meta[REF])
+            found = types.get(col.name.casefold())
+            if found:
+                out[col.meta[REF]] = found
     return out
 
 
@@ -293,9 +295,11 @@ def plan_masking(
         if isinstance(node.parent, exp.Select) and node.arg_key == "expressions":
             null = exp.alias_(null, node.this.copy())  # keep the name the database shows
         node.replace(null)
-    for marker in _plain_columns(taint, qualified):
+    for marker, type_text in _column_types(taint, qualified).items():
         if marker in refs:
-            refs[marker].meta[EXACT] = False  # its tie-breaker needs no exact form
+            refs[marker].meta[TYPE] = type_text
+            if plain_type(type_text):
+                refs[marker].meta[EXACT] = False  # its tie-breaker needs no exact form
     pinned = pin_order(work, len(outs), dialect, windows, masked_aggs)
     return MaskPlan(
         masked=frozenset(i for i, o in enumerate(outs) if o.tainted),

@@ -323,6 +323,7 @@ class KnownSchema:
         partial: frozenset[str] = frozenset(),
     ) -> None:
         self.dialect = dialect
+        self._columns: dict[tuple[tuple[str, str, bool], ...], dict[str, str] | None] = {}
         self.withheld = frozenset(name.casefold() for name in withheld)
         self.partial = partial
         self.views = frozenset(name.casefold() for name in views)
@@ -366,16 +367,19 @@ class KnownSchema:
 
     def columns(self, table: exp.Table) -> dict[str, str] | None:
         """The columns of a base table (normalised name -> type text), None when unknown."""
+        # Remembered by name: asked once per column reference (4,300 times, 0.3 s, for 60 guarded calls).
+        key = tuple((type(p).__name__, p.name, bool(p.args.get("quoted"))) for p in table.parts)
+        if key not in self._columns and len(self._columns) < 1_024:  # the names are the model's
+            self._columns[key] = self._columns_of(table)
+        found = self._columns[key] if key in self._columns else self._columns_of(table)
+        return None if found is None else dict(found)
+
+    def _columns_of(self, table: exp.Table) -> dict[str, str] | None:
         lookup = self._lookup(table)
-        if lookup is None:
-            return None
-        try:
-            found = self.sqlglot.find(lookup, raise_on_missing=False)
-        except SqlglotError:
-            return None
-        if not isinstance(found, dict) or not found:
-            return None
-        return {str(k): str(v) for k, v in found.items()}
+        with suppress(SqlglotError):
+            found = None if lookup is None else self.sqlglot.find(lookup, raise_on_missing=False)
+            return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) and found else None
+        return None
 
     def is_partial(self, table: exp.Table) -> bool:
         """Whether the account cannot see some column of `table` (`partial`)."""

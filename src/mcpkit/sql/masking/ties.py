@@ -14,6 +14,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope
 
 from mcpkit.sql.masking.taint import Taint, refuse_mask
+from mcpkit.sql.profiles import profile_class
 
 __all__ = [
     "CONCAT",
@@ -21,8 +22,10 @@ __all__ = [
     "CONCAT_UNORDERED",
     "EXACT",
     "OBJECT_NAMES",
+    "TYPE",
     "WIN",
     "is_aggregate",
+    "output_keys",
     "plain_type",
     "refuse_bare_columns",
     "refuse_order",
@@ -205,6 +208,7 @@ _PLAIN_TYPE: Final = re.compile(
     re.IGNORECASE,
 )
 EXACT: Final = "mcpkit_exact"  # meta key: False on a column whose equal values print alike
+TYPE: Final = "mcpkit_type"  # meta key: a column's declared type, when read straight from a table
 
 
 def plain_type(type_text: str | None) -> bool:
@@ -324,3 +328,39 @@ def refuse_bare_columns(qualified: exp.Expr) -> None:
                     node = node.parent
                 if not covered:
                     refuse_order(_BARE, f"bare column {col.sql()} in a grouped query")
+
+
+_ORDERLESS: Final = (
+    "An output of this query has a type the database cannot order (json, xml, a geometric type), and "
+    "an answer over masked data is put in a total order of its outputs; cast it to text (or jsonb)."
+)
+
+
+def _branches(node: exp.Expr) -> list[exp.Expr]:
+    while isinstance(node, exp.Subquery):
+        node = node.this
+    if isinstance(node, exp.SetOperation):
+        return [*_branches(node.this), *_branches(node.expression)]
+    return [node]
+
+
+def output_keys(node: exp.Expr, count: int, dialect: str) -> list[exp.Expr]:
+    """The outputs of block `node` as tie-breakers: ordinals, but the text form of an output the
+    database cannot order (`Profile.orderless`: PostgreSQL's json, xml, geometric types; a column's
+    declared type is its `TYPE`). A set operation or parenthesised query is ordered by its outputs
+    only (refused then); DISTINCT over such a type fails by itself."""
+    profile = profile_class(dialect)
+    keys: list[exp.Expr] = []
+    for i in range(count):
+        outputs = [b.selects[i] for b in _branches(node) if isinstance(b, exp.Select) and i < len(b.selects)]
+        if not any(profile.orderless(o, o.unalias().meta.get(TYPE)) for o in outputs):
+            keys.append(exp.Literal.number(i + 1))
+        elif isinstance(node, exp.Select) and node.args.get("distinct") is None:
+            keys += profile.exact_ties(outputs[0].unalias())[:1]
+        elif isinstance(node, exp.Select):
+            keys.append(exp.Literal.number(i + 1))
+        else:
+            refuse_mask(
+                "an output without ordering in a set operation or parenthesised query", message=_ORDERLESS
+            )
+    return keys

@@ -44,6 +44,18 @@ class Capabilities:
         """How cells are clipped inside the SQL sent (`mcpkit.sql.clipping`); None: not known here."""
         return None
 
+    # --- engine limits ---------------------------------------------------------------------
+
+    memory_fix: str | None = None
+    """How the operator bounds a database process's memory where `memory_bounded` can prove it."""
+    memory_setup: tuple[str, ...] = ()
+    """The same for `mcpkit sql grant`'s script, as comment lines (it is not SQL)."""
+
+    def memory_bounded(self, dbapi: Any, budget: int) -> bool | None:
+        """Whether the database process that runs the calls fails to allocate `budget` bytes (True)
+        or holds them (False), inside a call's session; None: no such proof here (generic)."""
+        return None
+
     # --- identities (role maps) -----------------------------------------------------------
 
     switches_roles: bool = False
@@ -165,6 +177,12 @@ class Capabilities:
         (a collation ignoring case, 1.0 = 1.00): ordered by the value alone, such rows keep the
         scan order. Generic: none known."""
         return []
+
+    @staticmethod
+    def orderless(node: exp.Expr, type_text: str | None = None) -> bool:
+        """Whether output `node` (declared `type_text`) may have a type the database cannot order,
+        so masking orders it by its text form (`exact_ties`), not its ordinal. Generic: none."""
+        return False
 
     ordered_aggregates: bool = True
     """A concatenating aggregate (string_agg, GROUP_CONCAT, json_agg) takes an ORDER BY, which

@@ -19,6 +19,7 @@ live catalogs (every catalog function is classified, every allowed name exists).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -81,6 +82,7 @@ def family(name: str, verdict: Verdict, why: str, names: str, *, in_catalog: boo
     return Family(name, verdict, why, members, in_catalog)
 
 
+_DECIDED: Final = 4_096
 _ORDER: Final[dict[Verdict, int]] = {"never": 0, "allowed": 1, "absent": 2}
 
 
@@ -90,21 +92,32 @@ class FunctionTable:
 
     engine: str
     families: tuple[Family, ...]
+    _decided: dict[str, Family | None] = field(default_factory=dict, compare=False, repr=False)
 
     def lookup(self, name: str) -> Family | None:
         """The family that decides `name` (a lower-case, unqualified name), or None if unreviewed."""
+        # Cached: a query's calls repeat their names, and a scan matches every pattern of every
+        # family (the guards of a 60-branch UNION made 4,000 lookups, 2 s of the second pass).
+        if name in self._decided:
+            return self._decided[name]
+        found = self._scan(name)
+        if len(self._decided) < _DECIDED:  # names are the model's: keep at most this many
+            self._decided[name] = found
+        return found
+
+    def _scan(self, name: str) -> Family | None:
         for verdict in ("never", "allowed", "absent"):
             for fam in self.families:
                 if fam.verdict == verdict and fam.covers(name):
                     return fam
         return None
 
-    @property
+    @functools.cached_property
     def allowed(self) -> frozenset[str]:
         """Every name on the default allowlist."""
         return frozenset().union(*(f.names for f in self.families if f.verdict == "allowed"))
 
-    @property
+    @functools.cached_property
     def never(self) -> frozenset[str]:
         """Every never-allowed name and pattern."""
         return frozenset().union(*(f.names for f in self.families if f.verdict == "never"))

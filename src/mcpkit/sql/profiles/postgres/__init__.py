@@ -36,17 +36,21 @@ from mcpkit.sql.profiles.postgres.masks import (
     readable_masked_columns,
     scan_order_hints,
 )
+from mcpkit.sql.profiles.postgres.memory import MEMORY_FIX, MEMORY_SETUP, memory_bounded
 from mcpkit.sql.profiles.postgres.missing import catalog_value_findings, catalog_value_tables
+from mcpkit.sql.profiles.postgres.orderless import orderless
 from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.partitions import bound_partitions, partition_findings
 from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
 from mcpkit.sql.profiles.postgres.rowtypes import row_type_copies
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
+from mcpkit.sql.profiles.postgres.stored import postgres_primary_key, postgres_stored_queries
 from mcpkit.sql.profiles.postgres.switch import switched_masked_columns
 from mcpkit.sql.profiles.postgres.triggers import trigger_hints
 from mcpkit.sql.profiles.postgres.unchecked import unchecked_definer_findings
 from mcpkit.sql.profiles.postgres.views import row_filtered_views
+from mcpkit.sql.profiles.stored import StoredQuery
 
 if TYPE_CHECKING:
     from mcpkit.sql.admission import FunctionCatalog
@@ -82,6 +86,7 @@ class PostgresProfile(PostgresSession):
     plan_check = "EXPLAIN {}"
     builtin_schema = "pg_catalog"
     exact_ties = staticmethod(exact_ties)
+    orderless = staticmethod(orderless)
     parameter_casts = DECLARED  # a parameter only tested for NULL has no type (`profiles.postgres.params`)
     system_schemas = frozenset({"information_schema", "pg_catalog", "pg_toast"})
 
@@ -116,6 +121,13 @@ class PostgresProfile(PostgresSession):
         (`profiles.postgres.fingerprint`)."""
         return catalog_digest(dbapi, PG_FINGERPRINT)
 
+    memory_fix = MEMORY_FIX
+    memory_setup = MEMORY_SETUP
+
+    def memory_bounded(self, dbapi: Any, budget: int) -> bool:
+        """One allocation of `budget` bytes in this backend (`postgres.memory`)."""
+        return memory_bounded(dbapi, budget)
+
     def connection_warnings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
         """The login's CONNECTION LIMIT against `budget` (superusers ignore it) and the role's
         temp_file_limit and log_min_messages: warnings, not refusals."""
@@ -141,6 +153,14 @@ class PostgresProfile(PostgresSession):
             + catalog_value_findings(conn, masked)
         )
         return partition_findings(conn, masked, found)
+
+    def primary_key(self, conn: Connection, schema: str | None, table: str) -> list[str]:
+        """A table's primary key columns as the reader sees them (`masking.view_order`)."""
+        return postgres_primary_key(conn, schema, table)
+
+    def stored_queries(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[StoredQuery]:
+        """Views and allowed LANGUAGE sql functions over masked tables (`profiles.postgres.stored`)."""
+        return postgres_stored_queries(conn, masked, self.function_policy)
 
     def mask_withheld(
         self, conn: Connection, masked: Mapping[str, frozenset[str]]

@@ -21,7 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import Finding
-from mcpkit.sql.profiles.postgres.masks import _CLOSURE as CLOSURE  # the views-over closure
+from mcpkit.sql.profiles.postgres.handed_on import VIEWS_OVER
 
 __all__ = ["BoundPartition", "bound_partitions", "partition_findings"]
 
@@ -131,7 +131,7 @@ def _view_findings(conn: Connection, partitions: list[BoundPartition], role: str
         groups.setdefault(p.why, []).append(p.relid)
     for why, relids in sorted(groups.items()):
         params = {"relids": relids, "attnums": [0] * len(relids)}
-        for _, name, _, kind, exposed in conn.execute(text(CLOSURE), params).all():
+        for _, name, _, kind, exposed in conn.execute(text(VIEWS_OVER), params).all():
             if not exposed:
                 continue
             what = "materialized view" if kind == "m" else "view"

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import DerivedMask
-from mcpkit.sql.profiles.postgres.masks import _CLOSURE as CLOSURE  # views over masked columns
+from mcpkit.sql.profiles.postgres.handed_on import VIEWS_OVER, masked_attributes
 
 __all__ = ["row_type_copies"]
 
@@ -21,7 +21,7 @@ __all__ = ["row_type_copies"]
 # such an attribute (a table's row included), ranges and multiranges over one. A masked table's row
 # type and every type holding one are user types (OIDs from 16384), so only those edges are read.
 # Then, from the row types of the masked tables (resolved as queries resolve them) and of the views
-# over their masked columns (`masks._CLOSURE`), every type that holds one, and the table columns of
+# over their masked columns (`handed_on.VIEWS_OVER`), every type that holds one, and the table columns of
 # those types (a view's columns are the closure's: `masks.masked_routes`).
 _ROW_TYPE_COLUMNS: Final = """
 WITH RECURSIVE edges(child, holder) AS (
@@ -57,28 +57,14 @@ ORDER BY 4, 5
 """
 
 
-_MASKED_ATTRS: Final = """
-SELECT c.oid, a.attnum FROM pg_catalog.pg_class c
-JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE c.oid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table)) AND a.attname = ANY(:masked)
-"""
-
-
 def row_type_copies(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
     """The table columns whose type holds the row of a table with masked columns, or of a view over
     one, one mask per table."""
     tables = sorted(k for k, columns in masked.items() if columns)
     if not tables:
         return []
-    relids: list[int] = []
-    attnums: list[int] = []
-    for table in tables:
-        for oid, attnum in conn.execute(
-            text(_MASKED_ATTRS), {"table": table, "masked": sorted(masked[table])}
-        ):
-            relids.append(int(oid))
-            attnums.append(int(attnum))
-    closure = conn.execute(text(CLOSURE), {"relids": relids, "attnums": attnums}).all() if relids else []
+    relids, attnums = masked_attributes(conn, {table: masked[table] for table in tables})
+    closure = conn.execute(text(VIEWS_OVER), {"relids": relids, "attnums": attnums}).all() if relids else []
     views = sorted({int(r[0]) for r in closure if r[3] in ("v", "m")})  # their rows hold one too
     found: dict[tuple[str, str], tuple[bool, str, set[str], set[str]]] = {}
     for schema, name, visible, qualified, column, sources in conn.execute(

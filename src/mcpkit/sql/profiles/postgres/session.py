@@ -19,7 +19,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlglot import exp
 
 from mcpkit.sql.clipping import Clipping
-from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.errors import MEMORY_EXCEEDED, SqlConfigError
 from mcpkit.sql.profiles.base import Outcome, Profile
 from mcpkit.sql.tagging import session_label
 
@@ -186,6 +186,12 @@ class PostgresSession(Profile):
         finally:
             conn.exec_driver_sql("ROLLBACK TO SAVEPOINT mcpkit_reverify")
             conn.exec_driver_sql("RELEASE SAVEPOINT mcpkit_reverify")
+
+    def failure_message(self, exc: BaseException) -> str | None:
+        """`MEMORY_EXCEEDED` for 53200 (the backend's data limit, `postgres.memory`), else the guards'."""
+        if getattr(exc, "sqlstate", None) == "53200":
+            return MEMORY_EXCEEDED
+        return super().failure_message(exc)
 
     def bound_marker(self, exc: BaseException, marker: str) -> bool:
         """22P02 from the cast a guard writes: its input text starts with the marker."""

@@ -1,7 +1,7 @@
 """PostgreSQL SECURITY DEFINER functions that PostgreSQL runs for the role with no EXECUTE check
 (an aggregate's transition or final function, an operator's function or estimator, a type's I/O,
 an operator family's support function: `routes.unchecked_functions`), whose owner may read a masked
-column or a view over one. The mask check's definer search (`masks.masked_routes`) counts only the
+column or a view over one. The mask check's definer search (`handed_on.masked_routes`) counts only the
 functions the role may EXECUTE: `CREATE AGGREGATE collect_info(int) (SFUNC = agg_step, ...)` over
 a definer `agg_step` reading `staff.email` answered every e-mail while `doctor --mask` said ok, with
 the aggregate opted in (red team rt19mask F9). Its body is not read: its owner's rights count, as
@@ -16,16 +16,11 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import Finding
-from mcpkit.sql.profiles.postgres.masks import _CLOSURE as CLOSURE  # the views over masked columns
+from mcpkit.sql.profiles.postgres.handed_on import VIEWS_OVER, masked_attributes
 from mcpkit.sql.profiles.postgres.routes import unchecked_functions
 
 __all__ = ["unchecked_definer_findings"]
 
-_MASKED_ATTRS: Final = """
-SELECT c.oid, a.attnum FROM pg_catalog.pg_class c
-JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE c.oid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table)) AND a.attname = ANY(:masked)
-"""
 # The definer functions whose owner may read a masked column or a view over one (the walk of what
 # runs unchecked costs a second or two; it runs only when there is one).
 _DEFINERS: Final = """
@@ -43,15 +38,10 @@ ORDER BY 2
 
 def unchecked_definer_findings(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
     """One finding per such function, with the statement that stops it running as its owner."""
-    relids: list[int] = []
-    attnums: list[int] = []
-    for table, columns in sorted(masked.items()):
-        for oid, attnum in conn.execute(text(_MASKED_ATTRS), {"table": table, "masked": sorted(columns)}):
-            relids.append(int(oid))
-            attnums.append(int(attnum))
+    relids, attnums = masked_attributes(conn, masked)
     if not relids:
         return []
-    closure = conn.execute(text(CLOSURE), {"relids": relids, "attnums": attnums}).all()
+    closure = conn.execute(text(VIEWS_OVER), {"relids": relids, "attnums": attnums}).all()
     views = sorted({int(r[0]) for r in closure if r[3] in ("v", "m")})
     params = {"relids": relids, "attnums": attnums, "views": views}
     definers = conn.execute(text(_DEFINERS), params).all()
