@@ -17,7 +17,7 @@ from mcpkit.server import Server
 from mcpkit.sql.admission import FunctionPolicy, load_allowlist
 from mcpkit.sql.audit import AuditLog, CallAudit, open_store
 from mcpkit.sql.audit.store import SYNC_MODES, default_audit_path
-from mcpkit.sql.checks import refuse_cost_oracle
+from mcpkit.sql.checks import refuse_cost_oracle, refuse_cost_under_masks
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
@@ -196,6 +196,8 @@ def equip(
     if mask:
         if not isinstance(engine, SqlEngine):
             raise SqlConfigError("--mask needs a database engine it can reflect")
+        if args.max_cost is not None:
+            refuse_cost_under_masks(args.allow)
         policy, reflection, masked = prepare_masks(engine, mask)
         enforce_masks(engine, masked)
         for line in mask_hints(engine, masked):

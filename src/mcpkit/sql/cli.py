@@ -113,9 +113,10 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="accept one start-up finding: superuser, table-owner, create-schema, bypassrls, read-all-stats, "
-        "read-all-settings, connection-limit, cost-under-rls, temp-space (MySQL), function:SCHEMA.NAME, "
-        "extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME, type:SCHEMA.NAME, foreign-table:SCHEMA.NAME, "
-        "parameter:NAME, view-order:SCHEMA.NAME and function-order:SCHEMA.NAME (with --mask), "
+        "read-all-settings, connection-limit, cost-under-rls, cost-under-masks, temp-space (MySQL), "
+        "function:SCHEMA.NAME, extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME, type:SCHEMA.NAME, "
+        "foreign-table:SCHEMA.NAME, parameter:NAME, view-order:SCHEMA.NAME and "
+        "function-order:SCHEMA.NAME (with --mask), "
         "unbounded-memory (PostgreSQL) (repeatable, also "
         f"${ALLOW_ENV}, comma-separated; each is logged as a warning); function:SCHEMA.NAME also "
         "lets queries call it (the same as --allow-function SCHEMA.NAME)",

@@ -86,6 +86,12 @@ _PARTITION: Final = (
     "their own; query the whole table."
 )
 
+_HINTS: Final = (
+    "Over a table with masked columns or a view, index hints (FORCE, USE or IGNORE INDEX, INDEXED "
+    "BY, /*+ */ optimizer hints) and STRAIGHT_JOIN are not answered: they pick the order rows are "
+    "read in, which an index can make follow a masked value; leave the plan to the optimizer."
+)
+
 _WITHHELD_VIEW: Final = (
     "This query reads a view whose rows depend on a masked column (it filters, joins, groups or "
     "orders on one), which this server withholds; query its tables instead."
@@ -111,6 +117,8 @@ def _touches_masked(tree: exp.Expr, schema: KnownSchema, policy: MaskPolicy) -> 
             )
         if not isinstance(table.this, exp.Identifier) or isinstance(table.parent, exp.JoinHint):
             continue  # a table function: its arguments are expressions, analysed as such
+        if table.arg_key == "indexed":
+            continue  # SQLite's INDEXED BY names an index, refused with the other hints
         columns = schema.columns(table)
         if columns is None and not table.db and table.name.casefold() in ctes:
             continue  # a CTE; a CTE named like a real table is analysed in full (scoping decides)
@@ -121,6 +129,19 @@ def _touches_masked(tree: exp.Expr, schema: KnownSchema, policy: MaskPolicy) -> 
         elif table.name.casefold() in schema.views:
             touched = True  # a view may read a masked table: its scan order may follow one
     return touched
+
+
+def _steers_the_plan(tree: exp.Expr) -> bool:
+    """Whether the query names an index or fixes the join order (MySQL/MariaDB, SQLite)."""
+    if any(True for _ in tree.find_all(exp.Hint)):
+        return True
+    for table in tree.find_all(exp.Table):
+        if table.args.get("hints") or table.args.get("indexed") is not None:
+            return True
+    for select in tree.find_all(exp.Select):
+        if any(m.name.upper() == "STRAIGHT_JOIN" for m in select.args.get("operation_modifiers") or ()):
+            return True
+    return any(j.kind == "STRAIGHT_JOIN" for j in tree.find_all(exp.Join))
 
 
 def _declared_name(projection: exp.Expr) -> str:
@@ -220,6 +241,10 @@ def plan_masking(
         # MariaDB's `t PARTITION (p)` needs no privilege beyond the table's: its rows are those
         # whose partition key falls in p's bound (red team rt19mask F2).
         refuse_mask("PARTITION selection over a masked read", message=_PARTITION)
+    if _steers_the_plan(tree):
+        # The caller would pick which index, hence which masked column's order, the scan follows
+        # (red team rt20mask F3b); the reader cannot see index definitions on MariaDB, so all go.
+        refuse_mask("index or join-order hint over a masked read", message=_HINTS)
     work = tree.copy()
     for i, window in enumerate(work.find_all(exp.Window)):
         window.meta[WIN] = i
