@@ -266,3 +266,25 @@ def test_cryptographic_generators_and_unmasked_reads_still_answer(setup: Setup) 
     for sql in GENERATORS_ANSWERED[setup.dialect]:
         rows = _outcome(setup.service, sql)
         assert isinstance(rows, list) and len(rows) == 6, (sql, rows)
+
+
+@pytest.mark.mysql
+def test_index_hints_are_refused_over_a_masked_read(mysql_setup: Setup) -> None:
+    # rt20mask F3b: FORCE INDEX chose which masked column's order the scan (and so F1, F3) follows.
+    for hint in (
+        "FORCE INDEX (cov)",
+        "USE INDEX (cov)",
+        "IGNORE INDEX (PRIMARY)",
+        "FORCE INDEX FOR ORDER BY (cov)",
+    ):
+        with pytest.raises(Refused) as info:
+            mysql_setup.service.query(
+                f"SELECT c.id FROM customers c {hint} WHERE c.id > 2", call_id="maskfix3", max_rows=10
+            )
+        assert "index hints" in info.value.message, hint
+    raw = SqlService(mysql_setup.service.engine, max_rows=100, timeout_s=20.0)
+    assert _outcome(raw, "SELECT c.id FROM customers c FORCE INDEX (cov)") == [(r[0],) for r in BY_EMAIL]
+    assert _outcome(mysql_setup.service, "SELECT id FROM orders FORCE INDEX (PRIMARY) WHERE id < 3") == [
+        (1,),
+        (2,),
+    ]

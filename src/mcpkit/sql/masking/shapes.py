@@ -41,6 +41,10 @@ _PER_ROW: Final = (
     "in the order rows are read (RAND and random(), UUID, SYSDATE, clock_timestamp, sequences) are not "
     "answered: that order can follow a masked value."
 )
+_HINT: Final = (
+    "Over a table with masked columns or a view, index hints (FORCE, USE, IGNORE INDEX) are not "
+    "answered: they choose which index, a masked column's too, sets the order rows are read in."
+)
 _QUALIFIED: Final = (
     "Over a table with masked columns or a view, call aggregates by their plain name "
     "(string_agg, not a schema-qualified or quoted name)."
@@ -200,6 +204,9 @@ def refuse_shapes(tree: exp.Expr, dialect: str) -> None:
                 sources += [j.this for j in select.args.get("joins") or []]
             if not sources or any(_unknown_columns(s) for s in sources):
                 refuse_mask("USING beside a source of unknown columns", message=_USING)
+    if any(True for _ in tree.find_all(exp.IndexTableHint)):
+        # red team rt20mask F3b: `FORCE INDEX (pin_idx)` made the scan follow any masked column
+        refuse_mask("index hint over a masked read", message=_HINT)
     for func in tree.find_all(exp.Func):
         if isinstance(func, exp.Anonymous):
             name, _ = _name(func)
