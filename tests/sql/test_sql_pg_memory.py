@@ -8,15 +8,17 @@ and 6 s past the answer over 100M characters). Figures in docs/security.md.
 
 from __future__ import annotations
 
+import secrets
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from mcpkit.errors import Refused
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import service_over
+from tests.sql.sql_support import pg_admin, service_over
 
 TIMEOUT_S = 3.0
 SEARCH_TOO_LARGE = "The query searches strings too large to search within the time limit; narrow it."
@@ -75,3 +77,57 @@ def test_postgres_regexp_split_of_a_document_answers_guarded(service: SqlService
     assert service.admit(sql, 100).sql.count("THEN CAST('mcpkit_search_bound ") == 2
     result, _ = service.query(sql, call_id="pg-split-ok")
     assert result.rows == [[200001, 2000000]]
+
+
+@pytest.mark.postgres
+def test_postgres_calls_run_without_parallel_workers(pg_url: str) -> None:
+    """A call is one backend: parallel workers would each get their own per-process memory limit, and
+    a Parallel Hash keeps its table in shared memory no process limit counts (red team rt20pg F1, F2,
+    F5: one skewed join put 2 GB in /dev/shm). The control runs the same query outside mcpkit's
+    session, where the planner does use workers, so the probe can see them."""
+    tag = secrets.token_hex(4)
+    table = f"mk_parallel_{tag}"
+    query = f"SELECT count(*) AS n FROM {table} WHERE md5(s) LIKE '%ab%' AND md5(s || 'x') LIKE '%cd%'"
+    with pg_admin(pg_url) as c:
+        c.execute(f"CREATE TABLE {table} AS SELECT g AS id, g::text AS s FROM generate_series(1, 1500000) g")
+        c.execute(f"ANALYZE {table}")
+    try:
+        with pg_admin(pg_url) as c:
+            c.execute("SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0")
+            control = _peak_workers(pg_url, lambda: c.execute(query).fetchall(), "")
+        assert control > 0, "the control query ran without workers: the probe cannot see them"
+        with service_over(pg_url, 30.0) as service:
+            seen = _peak_workers(pg_url, lambda: service.query(query, call_id=f"par{tag}"), f"par{tag}")
+        assert seen == 0
+    finally:
+        with pg_admin(pg_url) as c:
+            c.execute(f"DROP TABLE {table}")
+
+
+def _peak_workers(pg_url: str, run: Callable[[], object], label: str) -> int:
+    """The most parallel workers seen at once under a leader running `run` (whose application_name
+    holds `label`, or any leader when `label` is empty)."""
+    done = threading.Event()
+    peak = 0
+
+    def watch() -> None:
+        nonlocal peak
+        with pg_admin(pg_url) as c:
+            while not done.is_set():
+                row = c.execute(
+                    "SELECT count(*) FROM pg_stat_activity w JOIN pg_stat_activity l ON l.pid = w.leader_pid"
+                    " WHERE w.backend_type = 'parallel worker' AND l.application_name LIKE %s"
+                    " AND w.datname = current_database()",
+                    (f"%{label}%",),
+                ).fetchone()
+                peak = max(peak, int(row[0]) if row else 0)
+                time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        run()
+    finally:
+        done.set()
+        watcher.join()
+    return peak

@@ -28,6 +28,15 @@ MARKER = "mcpkit_search_bound"
 SEARCH_TOO_LARGE = "The query searches strings too large to search within the time limit; narrow it."
 MAX_BOUNDED = 64
 
+
+def _worst_pairs(zero: str, one: str, n: int) -> str:
+    # every element of b is compared with every one of a before its match, the last
+    return (
+        f"SELECT a @> b AS c FROM (SELECT array_agg(CASE WHEN g < {n} THEN {zero} ELSE {one} END) AS a,"
+        f" array_agg({one}) AS b FROM generate_series(1, {n}) g) s"
+    )
+
+
 PG_HAY = "repeat('a', 3000000)"
 PG_NEEDLE = "'b' || repeat('a', 5000)"
 PG_PATTERN = "'%' || repeat('a', 5000) || 'b%'"
@@ -62,6 +71,16 @@ PG_LARGE = {
     " FROM generate_series(1, 20000) g) x",
     "LIKE ANY (ARRAY[...])": f"SELECT {PG_HAY} LIKE ANY (ARRAY['x%', {PG_PATTERN}]) AS m",
     "NOT ILIKE ALL (ARRAY[...])": f"SELECT {PG_HAY} NOT ILIKE ALL (ARRAY[{PG_PATTERN}]::text[]) AS m",
+    # issue 10: within the byte budget, but one compare of the element type costs what its bytes do
+    # not show: `{0,...,0,1} @> {1,...,1}` compares every pair (about 4 s each, unguarded)
+    "jsonb[] @> within the byte budget": _worst_pairs("'0'::jsonb", "'1'::jsonb", 3000),
+    "record[] @> within the byte budget": _worst_pairs("ROW(0)", "ROW(1)", 3000),
+    "text[] @> within the byte budget": _worst_pairs("'0'::text", "'1'::text", 6000),
+    "int[] <@ within the byte budget": _worst_pairs("0", "1", 22000).replace("a @> b", "b <@ a"),
+    "jsonb @> within the byte budget": "SELECT a @> b AS c FROM (SELECT jsonb_agg(CASE WHEN g < 8000"
+    " THEN 0 ELSE 1 END) AS a, jsonb_agg(1) AS b FROM generate_series(1, 8000) g) s",
+    "int[] && within the byte budget": "SELECT a && b AS c FROM (SELECT array_agg(2) AS a, array_agg(3) AS b"
+    " FROM generate_series(1, 22000) g) s",
     "a column": f"SELECT id FROM docs WHERE id = 0 AND strpos(body, {PG_NEEDLE}) > 0",
     "a column in WHERE LIKE": "SELECT id FROM docs WHERE body LIKE '%' || repeat('a', 5000) || 'b%'",
 }
@@ -131,6 +150,16 @@ SELECT a, strpos(a, b) AS s, position(b IN a) AS p, replace(a, b, c) AS r,
        string_to_array(a, ',') @> ARRAY[b] AS ac, ARRAY[a, c] && string_to_array(a, b) AS ao,
        to_jsonb(ARRAY[a, b]) @> to_jsonb(c) AS jc, to_jsonb(ARRAY[a, c]) ?| ARRAY[b, 'x'] AS jk,
        word_similarity(a, b) AS ws, similarity(a, c || b) AS si
+FROM v ORDER BY a
+"""
+# Containment within the element budget (issue 10): jsonb[] and record[] elements, a tag of a
+# computed array, and 9e6 int compares (0.07 s) in the last.
+PG_SMALL_CONTAINMENT = """
+WITH v(a, b, c) AS (VALUES ('hello world', 'o w', 'x'), ('abc', NULL, 'z'), ('', '', ''), ('ü', 'ü', 'ue'))
+SELECT a, ARRAY['0'::jsonb, to_jsonb(a)] @> ARRAY['0'::jsonb, to_jsonb(c)] AS jac,
+       ARRAY[ROW(a, b)] && ARRAY[ROW(c, b)] AS rac, string_to_array(a || ' ' || c, ' ') @> ARRAY[c] AS tag,
+       to_jsonb(ARRAY[a, b]) @> to_jsonb(ARRAY[b]) AS jc,
+       array_fill(0, ARRAY[3000]) || length(a) @> array_fill(length(a), ARRAY[3000]) AS iac
 FROM v ORDER BY a
 """
 MY_SMALL = """
@@ -245,6 +274,14 @@ def _same_answer(service: SqlService, sql: str) -> None:
 @pytest.mark.postgres
 def test_postgres_small_searches_answer_as_unguarded(pg_service: SqlService) -> None:
     _same_answer(pg_service, PG_SMALL)
+
+
+@pytest.mark.postgres
+def test_postgres_small_containment_answers_as_unguarded(pg_service: SqlService) -> None:
+    # a regression guard for the element budget (it passes on the code before it, by design)
+    sent = pg_service.admit(PG_SMALL_CONTAINMENT, 100).sql
+    assert sent.count(MARKER) >= 5
+    assert_guarded_answers_alike(pg_service, sent, PG_SMALL_CONTAINMENT, 4, TIMEOUT_S)
 
 
 @pytest.mark.mysql

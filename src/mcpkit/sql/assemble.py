@@ -24,7 +24,9 @@ from mcpkit.sql.identities import IdentityRouter, RoleMap, verify_roles
 from mcpkit.sql.maskcheck import (
     derive_masks,
     enforce_identity_masks,
+    enforce_identity_order,
     enforce_masks,
+    enforce_order,
     identity_mask_findings,
     mask_findings,
     mask_hints,
@@ -193,6 +195,7 @@ def equip(
         for line in mask_hints(engine, masked):
             log.warning("masks: %s", line)
         known = reflection.known(engine, withheld=engine.profile.withheld_relations())
+        enforce_order(engine, policy, known, masked, getattr(args, "allow", ()))  # rt19mask F8
         if known.path:  # calls resolve names as the analysis did
             engine.profile.pin_name_path(known.path)
         service.masking = Masking(policy, known, masked)
@@ -230,6 +233,8 @@ def equip(
             for role, identity in router.identities():
                 refuse_cost_oracle(identity, args.allow, f"role {role}")
         per_role = enforce_identity_masks(router, service.masking) if service.masking is not None else {}
+        if service.masking is not None:
+            enforce_identity_order(router, service.masking, per_role, args.allow)
         guard_roles(router, account_check(args.allow, args.allow_superuser), per_role)  # while serving
     except BaseException:
         router.close()

@@ -110,7 +110,7 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         help="accept one start-up finding: superuser, table-owner, create-schema, bypassrls, read-all-stats, "
         "read-all-settings, connection-limit, cost-under-rls, temp-space (MySQL), function:SCHEMA.NAME, "
         "extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME, type:SCHEMA.NAME, foreign-table:SCHEMA.NAME, "
-        "parameter:NAME "
+        "parameter:NAME, view-order:SCHEMA.NAME and function-order:SCHEMA.NAME (with --mask) "
         "(repeatable; each is logged as a warning); function:SCHEMA.NAME also lets queries call it "
         "(the same as --allow-function SCHEMA.NAME)",
     )

@@ -50,10 +50,11 @@ def _lint(engine: SqlEngine) -> Check:
     return Check(worst, "tools lint", shown)
 
 
-def _masks(engine: SqlEngine, mask: str) -> list[Check]:
+def _masks(engine: SqlEngine, mask: str, allow: Collection[str] = ()) -> list[Check]:
     """What `serve --mask` checks at start-up: every masked column withheld by the database."""
     from mcpkit.sql.maskcheck import (
         mask_findings,
+        order_findings,
         prepare_masks,
         reference_hints,
         scan_order_hints,
@@ -74,6 +75,8 @@ def _masks(engine: SqlEngine, mask: str) -> list[Check]:
     hints = [Check("warn", "scan order", line) for line in scan_order_hints(engine, masked)]
     hints += [Check("warn", "triggers", line) for line in trigger_hints(engine, masked)]
     hints += [Check("warn", "references", line) for line in reference_hints(engine, masked)]
+    ordered = order_findings(engine, policy, reflection.known(engine), masked)  # rt19mask F8
+    hints += [Check("warn" if f.opt_in in allow else "fail", "masks", f.line()) for f in ordered]
     if not findings:
         count = sum(len(c) for c in masked.values())
         detail = f"the database withholds all {count} masked column(s) of {len(masked)} table(s)"
@@ -190,7 +193,7 @@ def diagnose(
     else:
         checks.append(Check("ok", "writable tables", "none"))
     if mask:
-        checks += _masks(engine, mask)
+        checks += _masks(engine, mask, allow)
     if role_map:
         checks += _identities(engine, role_map, mask, allow)
     ro = probe_read_only(engine)

@@ -5,17 +5,23 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import ConnectionBudget
 
+if TYPE_CHECKING:
+    from mcpkit.sql.masking import MaskPolicy
+
 __all__ = ["grant"]
 
 
-def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tuple[list[str], list[str]]:
-    """The grants with SELECT on the unmasked columns only, and what to run before them
-    (`Profile.mask_preparation`)."""
+def _masked_grants(
+    engine: SqlEngine, script: list[str], mask_file: str
+) -> tuple[list[str], list[str], list[str]]:
+    """The grants with SELECT on the unmasked columns only, what to run before them
+    (`Profile.mask_preparation`), and why views were left out (`_ordered_views`)."""
     from sqlalchemy import inspect
 
     from mcpkit.sql.masking import MaskPolicy
@@ -48,6 +54,7 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tupl
             named[f"{schema}.{table}" if schema and schema != default else table] = columns
     preparation: list[str] = []
     withheld: list[tuple[str | None, str]] = []  # tables the reader must not read by name at all
+    left_out: list[str] = []
     if masked:  # generated columns computed from masked ones, and parents, are not granted either
         schemas = [s for s, _ in granted if s]
         with engine.sa_engine.connect() as conn:
@@ -59,7 +66,35 @@ def _masked_grants(engine: SqlEngine, script: list[str], mask_file: str) -> tupl
             for line in referenced_hints(conn, named, schemas):
                 print(f"-- warning: {line}", file=sys.stderr)
         policy = policy.with_columns((d.schema, d.table, d.columns) for d in derived)
-    return preparation, without_tables(column_grants(script, policy, columns_of, quote), withheld)
+        for schema, name, why in _ordered_views(engine, policy, masked, set(granted)):
+            withheld.append((schema, name))
+            left_out.append(
+                f"left out: view {schema}.{name} may answer in the scan order of a masked table: {why}"
+            )
+    grants = without_tables(column_grants(script, policy, columns_of, quote), withheld)
+    return preparation, grants, left_out
+
+
+def _ordered_views(
+    engine: SqlEngine,
+    policy: MaskPolicy,
+    masked: dict[str, frozenset[str]],
+    granted: set[tuple[str | None, str]],
+) -> list[tuple[str, str, str]]:
+    """(schema, view, why) of the granted views whose stored query follows a masked scan order
+    (`masking.view_order`, red team rt19mask F8): the reader gets no grant on them."""
+    from mcpkit.sql.masking import reflect
+    from mcpkit.sql.masking.view_order import order_reasons, primary_keys
+    from mcpkit.sql.profiles.stored import stored_queries
+
+    known = reflect(engine, policy).known(engine)
+    with engine.sa_engine.connect() as conn:
+        stored = stored_queries(engine.profile, conn, masked)  # all: a view over one counts too
+        keys = primary_keys(conn, getattr(engine.profile, "primary_key", None))
+        reasons = order_reasons(stored, engine.dialect, known, policy, keys)
+    return [
+        (q.schema, q.name, why) for q, why in reasons if q.kind == "view" and (q.schema, q.name) in granted
+    ]
 
 
 def grant(args: argparse.Namespace) -> int:
@@ -76,13 +111,16 @@ def grant(args: argparse.Namespace) -> int:
         with engine.sa_engine.connect() as conn:
             script = engine.profile.grant(conn, args.role, tables, password, ConnectionBudget(args.pool_size))
         preparation: list[str] = []
+        left_out: list[str] = []
         if getattr(args, "mask", None):
-            preparation, script = _masked_grants(engine, script, args.mask)
+            preparation, script, left_out = _masked_grants(engine, script, args.mask)
     finally:
         engine.close()
     print(f"-- a read-only role for mcpkit sql serve ({engine.profile.name}); run as an administrator")
     if preparation:
         print("-- first: masked values the database keeps outside the columns, readable by every login")
         print("\n".join(f"{statement};" for statement in preparation))
+    for line in left_out:
+        print(f"-- {line}; no grant on it")
     print("\n".join(f"{statement};" for statement in script))
     return 0

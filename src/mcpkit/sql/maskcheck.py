@@ -5,15 +5,18 @@ withhold every masked column from every identity calls run as (the DSN's account
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.masking import MaskPolicy, Reflection, reflect
+from mcpkit.sql.masking import KnownSchema, MaskPolicy, Reflection, reflect
 from mcpkit.sql.masking.copies import derived_and_copied, referenced_hints
 from mcpkit.sql.masking.literals import require_matched
+from mcpkit.sql.masking.view_order import order_findings as view_order_findings
+from mcpkit.sql.masking.view_order import primary_keys
 from mcpkit.sql.profiles.base import Finding, merge_findings
+from mcpkit.sql.profiles.stored import stored_queries
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -24,13 +27,16 @@ if TYPE_CHECKING:
 __all__ = [
     "derive_masks",
     "enforce_identity_masks",
+    "enforce_identity_order",
     "enforce_masks",
+    "enforce_order",
     "identity_mask_findings",
     "mask_findings",
     "mask_hints",
     "masks_check",
     "masks_readable",
     "masks_verify",
+    "order_findings",
     "prepare_masks",
     "reference_hints",
     "scan_order_hints",
@@ -172,6 +178,64 @@ def enforce_identity_masks(router: IdentityRouter, masking: Masking) -> dict[str
             f"withhold them from every identity calls run as:\n{lines}"
         )
     return resolved
+
+
+def order_findings(
+    engine: SqlEngine, policy: MaskPolicy, known: KnownSchema, masked: dict[str, frozenset[str]]
+) -> list[Finding]:
+    """Views and allowed SQL functions the identity can use whose stored SQL answers in a scan order
+    a masked column may set (`masking.view_order`; red team rt19mask F8)."""
+    if not masked:
+        return []
+    with engine.session(30.0, "startup-masks") as (conn, _):
+        stored = stored_queries(engine.profile, conn, masked)
+        if not stored:
+            return []
+        keys = primary_keys(conn, getattr(engine.profile, "primary_key", None))
+        return view_order_findings(stored, engine.dialect, known, policy, keys)
+
+
+def enforce_order(
+    engine: SqlEngine,
+    policy: MaskPolicy,
+    known: KnownSchema,
+    masked: dict[str, frozenset[str]],
+    allow: Collection[str],
+) -> None:
+    """Refuse to serve a view or function of `order_findings` unless its `--allow view-order:S.N` /
+    `function-order:S.N` is given (then a warning).
+
+    Raises:
+        SqlConfigError: one line per view or function, with why and the statement that stops it.
+    """
+    refused = []
+    for finding in order_findings(engine, policy, known, masked):
+        if finding.opt_in in allow:
+            log.warning("masks: --allow %s: %s", finding.opt_in, finding.message)
+        else:
+            refused.append(finding)
+    if refused:
+        lines = "\n".join(f"  {f.line()}" for f in refused)
+        raise SqlConfigError(f"--mask: a view or function hands on a masked scan order:\n{lines}")
+
+
+def enforce_identity_order(
+    router: IdentityRouter,
+    masking: Masking,
+    per_role: Mapping[str, dict[str, frozenset[str]]],
+    allow: Collection[str],
+) -> None:
+    """`enforce_order` as each identity of the role map (a login may use views the account cannot).
+
+    Raises:
+        SqlConfigError: naming the role, as `enforce_order`.
+    """
+    for role, engine in router.identities():
+        try:
+            masked = per_role.get(role, masking.masked)
+            enforce_order(engine, masking.policy, masking.schema, dict(masked), allow)
+        except SqlConfigError as exc:
+            raise SqlConfigError(f"role {role}: {exc}") from None
 
 
 def scan_order_hints(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[str]:

@@ -23,6 +23,7 @@ from sqlglot.errors import ErrorLevel, UnsupportedError
 from mcpkit.sql.admission.bound_searches import bound_searches
 from mcpkit.sql.admission.budget import DEFAULT_BUDGET, AnalysisBudget
 from mcpkit.sql.admission.cap_rows import cap_rows
+from mcpkit.sql.admission.compute_once import compute_once
 from mcpkit.sql.admission.drop_from_dual import drop_from_dual
 from mcpkit.sql.admission.lexical import check_lexical
 from mcpkit.sql.admission.limit_aggregates import limit_aggregates
@@ -62,7 +63,7 @@ CHECKS: Final[tuple[Pass, ...]] = (
 # limit_aggregates counts the aggregates the query as written holds: it runs before the guards are
 # written in, which copy a subquery operand into their condition (their cost is the guard's, and
 # the text sent is checked again by CHECKS, not by it).
-REWRITES: Final[tuple[Pass, ...]] = (limit_aggregates, drop_from_dual, bound_searches, cap_rows)
+REWRITES: Final[tuple[Pass, ...]] = (limit_aggregates, drop_from_dual, bound_searches, compute_once, cap_rows)
 PASSES: Final[tuple[Pass, ...]] = CHECKS + REWRITES
 
 

@@ -1,17 +1,17 @@
 """Rewrite: a string search the engine cannot interrupt, or a call whose result outgrows every
 limit, fails fast when its operands are too large.
 
-Searches (MariaDB's LOCATE/REPLACE/LIKE/..., PostgreSQL's strpos/replace/LIKE/translate/...) check
-no timeout or cancel inside their loop: one call with large operands runs minutes past its deadline.
-Each such call becomes `CASE WHEN CASE WHEN <cost> > <budget> THEN <fail> END THEN NULL ELSE <call>
-END`: `cost` is the product of the operands' byte lengths, computed in SQL (times the collations'
-slowdown where the engine says, `SearchBounds.cost_factor`), and `fail` raises an engine error
-carrying a marker, which the profile classifies as `resource`. NULL is the THEN branch, so the CASE
-has the call's type. A short literal needle and a literal-prefix LIKE (which keep an index) stay as
-written, unless the call compares in a collation the engine may make slow (`SizeBound.collated`).
-A call whose result may be many times its arguments (`GrowthBound`), a cast that parses a text,
-and a concatenation chain (`admission.chains`) get the same guard over their own cost. Per engine,
-the functions, budgets and SQL of the guard live next to its function table (`SIZE_BOUNDS`).
+Searches (MariaDB's LOCATE/REPLACE/LIKE/..., PostgreSQL's strpos/replace/LIKE/translate/...) check no
+timeout or cancel inside their loop: one call with large operands runs minutes past its deadline. Each
+such call becomes `CASE WHEN CASE WHEN <cost> > <budget> THEN <fail> END THEN NULL ELSE <call> END`:
+`cost` is the product of the operands' byte lengths, computed in SQL (times the collations' slowdown
+where the engine says, `SearchBounds.cost_factor`; or element pairs, `SizeBound.elements`), and `fail`
+raises an engine error carrying a marker, which the profile classifies as `resource`. NULL is the THEN
+branch, so the CASE has the call's type. A short literal needle and a literal-prefix LIKE (which keep
+an index) stay as written, unless the call compares in a collation the engine may make slow
+(`SizeBound.collated`). A call whose result may be many times its arguments (`GrowthBound`), a cast
+that parses a text, and a concatenation chain (`admission.chains`) get the same guard over their own
+cost. Per engine, the functions, budgets and SQL of the guard live next to its table (`SIZE_BOUNDS`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from mcpkit.sql.admission import held_operands as once
 from mcpkit.sql.admission.built_values import answer_bound, answer_roots, hold
-from mcpkit.sql.admission.chains import chain_cost, chain_roots, unfold_constants
+from mcpkit.sql.admission.chains import chain_cost, chain_roots, leaf_length, unfold_constants
 from mcpkit.sql.admission.function_tables import (
     SEARCH_BOUND_MARKER,
     SIZE_BOUND_MARKER,
@@ -109,8 +109,7 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         bound = bound_of(node, bounds)
         if bound is None or isinstance(node.args.get("expression"), exp.Any | exp.All):  # ARRAY[] is left
             continue
-        parent = node.parent
-        outer = parent if isinstance(parent, exp.Escape) and parent.this is node else node
+        outer = parent if isinstance(parent := node.parent, exp.Escape) and parent.this is node else node
         found.append(_Target(outer, node, bound))
     for node, call_node, to, key, value in casts:
         budget = bounds.cast_budget(to, value) if bounds.cast_budget is not None else None
@@ -196,17 +195,6 @@ def _growth_cost(call: exp.Expr, bound: GrowthBound, builder: _Builder) -> exp.E
     return _over(exp.Mul(this=size, expression=factor), bound.budget)
 
 
-def _leaf_length(leaf: exp.Expr, builder: _Builder) -> exp.Expr:
-    """A chain leaf's bytes: nothing for a number, a count or a time (written as text or not);
-    a leaf computed from random() is measured as any other (its length barely differs)."""
-    inner = leaf.unnest()
-    if isinstance(inner, exp.Cast) and inner.to.is_type(*exp.DataType.TEXT_TYPES):
-        inner = inner.this
-    if plainly_scalar(inner, "text", builder.bounds.not_text):
-        return exp.Literal.number(0)
-    return builder.length(leaf, as_text=True)
-
-
 def _removal_cost(call: exp.Expr, bound: SizeBound, builder: _Builder) -> exp.Expr | None:
     """hay^2 / needle over the budget, when the needle in the haystack's character set passes a byte."""
     position = call.args.get("position")
@@ -235,7 +223,11 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     """The condition under which the call must not run, or None when it is always cheap."""
     bound = target.bound
     if isinstance(bound, _ChainBound):
-        return chain_cost(target.call, lambda leaf: _leaf_length(leaf, builder), bound.budget)
+
+        def sized(leaf: exp.Expr) -> exp.Expr:
+            return leaf_length(leaf, lambda v: builder.length(v, as_text=True), builder.bounds.not_text)
+
+        return chain_cost(target.call, sized, bound.budget)
     if isinstance(bound, _CastBound):  # only text (or json, a user type) is parsed: a value's own type is not
         value = operand(target.call, bound.key)
         assert value is not None, "a cast bound's operand is found before it is targeted"
@@ -277,6 +269,8 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
         if builder.bounds.cost_factor is not None:  # MariaDB: a UCA collation compares 30x slower
             product = exp.Mul(this=product, expression=builder.bounds.cost_factor(hay.copy(), needle.copy()))
         over = _over(product, bound.budget)
+        if bound.elements and (pairs := builder.bounds.element_pairs) is not None:  # jsonb[] @>: issue 10
+            over = exp.or_(over, _over(pairs(hay.copy(), needle.copy()), bound.elements), copy=False)
         if bound.typed:
             assert builder.bounds.type_is is not None, "a typed bound needs its engine's type_is"
             over = exp.and_(builder.bounds.type_is(hay.copy(), bound.typed), over, copy=False)
@@ -305,9 +299,15 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
                     sizes = [converted(replacement.copy(), hay.copy()), converted(needle.copy(), hay.copy())]
                 moves = exp.and_(exp.NEQ(this=sizes[0], expression=sizes[1]), moves, copy=False)
             conds.append(moves)
-    if not conds:
-        return None
-    return exp.or_(*conds, copy=False) if len(conds) > 1 else conds[0]
+    return None if not conds else exp.or_(*conds, copy=False) if len(conds) > 1 else conds[0]
+
+
+def _held_pairs(target: _Target, bounds: SearchBounds) -> list[exp.Expr]:
+    # an `elements` bound copies its operands often: computed ones are computed once
+    if not (isinstance(bound := target.bound, SizeBound) and bound.elements and bounds.holds_operands):
+        return []
+    values = [operand(target.call, key) for key in (bound.haystack, bound.needle)]
+    return once.hold([v for v in values if once.costly(v, bounds.growths)], bounds.varying)
 
 
 def _over(cost: exp.Expr, budget: int) -> exp.Expr:
@@ -368,7 +368,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
             limit_matches(target.call, target.bound, bounds, builder.length)
         if cond is None:
             continue
-        if not held and (held := hold(target.call, target.bound, bounds)):  # `admission.built_values`
+        if not held and (held := _held_pairs(target, bounds) or hold(target.call, target.bound, bounds)):
             cond = _cost(target, builder) or cond
         if isinstance(target.bound, _ChainBound) and bounds.folds_constants:
             unfold_constants(target.call, bounds.varying)

@@ -23,7 +23,7 @@ from mcpkit.sql.admission.function_tables import GrowthBound, SearchBounds
 from mcpkit.sql.admission.held_operands import call_names
 from mcpkit.sql.admission.operands import arguments, plainly_scalar, static_length
 
-__all__ = ["answer_bound", "answer_roots", "hold"]
+__all__ = ["answer_bound", "answer_roots", "builds", "hold"]
 
 _LINKS = (exp.DPipe, exp.Concat, exp.ConcatWs, exp.ArrayConcat, exp.ArrayAppend, exp.ArrayPrepend)
 
@@ -51,7 +51,7 @@ def _held(link: exp.Expr) -> dict[str, tuple[exp.Expr, int]]:
     return found
 
 
-def _builds(leaf: exp.Expr, builders: Collection[str]) -> bool:
+def builds(leaf: exp.Expr, builders: Collection[str]) -> bool:
     """A subquery, a collecting aggregate (`*_agg`, group_concat) or a builder under `leaf`."""
     names = {name for n in leaf.walk() for name in call_names(n)}
     collects = any(n.endswith("agg") or n == "group_concat" for n in names)
@@ -71,7 +71,7 @@ def answer_roots(tree: exp.Expr, bounds: SearchBounds) -> list[exp.Expr]:
             continue
         held = _held(node)
         repeated = any(times > 1 for _, times in held.values())
-        built = any(_builds(leaf, bounds.growths) for leaf, _ in held.values())
+        built = any(builds(leaf, bounds.growths) for leaf, _ in held.values())
         if repeated or (len(held) > 1 and (built or recursive)):
             roots.append(node)
     return roots

@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterator
 
 from sqlglot import exp
 
-__all__ = ["chain_cost", "chain_roots", "unfold_constants"]
+from mcpkit.sql.admission.operands import plainly_scalar
+
+__all__ = ["chain_cost", "chain_roots", "leaf_length", "unfold_constants"]
 
 _LINKS = (exp.DPipe, exp.Concat, exp.ConcatWs)
 # A chain whose computed leaves are held by at most this many intermediate values in all holds
@@ -94,3 +96,14 @@ def unfold_constants(root: exp.Expr, varying: frozenset[str]) -> None:
         placeholder = exp.Null()
         leaf.replace(placeholder)
         placeholder.replace(exp.Subquery(this=exp.select(leaf)))
+
+
+def leaf_length(leaf: exp.Expr, length: Callable[[exp.Expr], exp.Expr], not_text: frozenset[str]) -> exp.Expr:
+    """A chain leaf's bytes (`length` of its text): nothing for a number, a count or a time (written
+    as text or not); a leaf computed from random() is measured as any other (its length barely differs)."""
+    inner = leaf.unnest()
+    if isinstance(inner, exp.Cast) and inner.to.is_type(*exp.DataType.TEXT_TYPES):
+        inner = inner.this
+    if plainly_scalar(inner, "text", not_text):
+        return exp.Literal.number(0)
+    return length(leaf)

@@ -28,7 +28,9 @@ laterals, scalar subqueries and UNION ALL branches):
   clocks, sequences) are refused over a masked read or a view (`shapes.py`).
 - Views and user-defined functions are opaque: mask their columns too (`*.email` helps), or use
   identities and grants; SECURITY DEFINER functions are refused in identity mode. SQLite views
-  over masked columns are analysed at start-up (`profiles.sqlite_views`).
+  over masked columns are analysed at start-up (`profiles.sqlite_views`); PostgreSQL and MariaDB
+  views and SQL functions whose stored query follows a masked scan order refuse start-up
+  (`view_order.py`).
 """
 
 __all__ = [

@@ -193,6 +193,9 @@ class SizeBound:
     collated: bool = False
     """The call compares in the operands' collation (MariaDB's LOCATE, LIKE, JSON_SEARCH): under a
     slow one (`SearchBounds.cost_factor`) even a short literal needle is guarded."""
+    elements: int = 0
+    """Also caps the two operands' element pairs, weighted by what one compare of their type costs
+    (`SearchBounds.element_pairs`), at this budget: bytes do not show it (0: not capped)."""
 
 
 @dataclass(frozen=True)
@@ -287,6 +290,9 @@ class SearchBounds:
     chain_budget: int | None = None
     """Bytes the intermediate values of one concatenation chain may hold (`admission.chains`);
     None: not bounded."""
+    element_pairs: Callable[[exp.Expr, exp.Expr], exp.Expr] | None = None
+    """The SQL of how many element compares two arrays or JSON values (an `elements` bound) may make,
+    weighted by their run-time type's cost per compare, as a 64-bit integer."""
     folds_constants: bool = False
     """The engine evaluates an immutable call over constants while planning, whatever CASE holds
     it, unless a condition before it folds first (PostgreSQL): a guard that tests a run-time type

@@ -11,6 +11,7 @@ from mcpkit.sql.admission.function_tables import GrowthBound, SearchBounds, Size
 from mcpkit.sql.admission.function_tables.postgres_builders import builders
 from mcpkit.sql.admission.function_tables.postgres_collections import (
     SORTED_ELEMENTS,
+    element_pairs,
     key_text,
     recorded_matches,
     sort_in_a_cast,
@@ -103,8 +104,13 @@ _CALLS: Final = {
 _LIKE: Final = SizeBound("this", "expression", 150_000_000)
 # Array and jsonb containment, overlap and key tests compare element by element in nested loops
 # and check no interrupt (red team pg14 F5: jsonb @> over 100,000 elements ran 72 s past a 2 s
-# timeout; arrays && 20 s): measured on their text form, about 7e9 byte pairs/s.
-_CONTAINMENT: Final = SizeBound("this", "expression", 2_000_000_000, as_text=True)
+# timeout; arrays && 20 s): measured on their text form, about 7e9 byte pairs/s. One compare's
+# cost is the element type's, which bytes do not show (issue 10): `{0,...,0,1} @> {1,...,1}`
+# compares about 1e8 int4 pairs/s, 1e7 of text or numeric, 1.6e7 of a jsonb array's scalars,
+# 2.2e6 of jsonb[] or record[] (2 bytes of text an element: 2e9 byte pairs were minutes of jsonb[]).
+# So element pairs (commas in the text form, plus one) are capped too, weighted per compare.
+_PAIRS: Final = 25_000_000  # about half a second at each weight (`postgres_collections.element_pairs`)
+_CONTAINMENT: Final = SizeBound("this", "expression", 2_000_000_000, as_text=True, elements=_PAIRS)
 
 
 def _trigram(function: str, typed: str | None = None) -> SizeBound:
@@ -120,7 +126,7 @@ _OPERATORS: Final[dict[str, SizeBound | None]] = {
     **dict.fromkeys(["@>", "<@", "&&", "?&", "?|"], _CONTAINMENT),
     # jsonb - text[] compares every key of the object with every element of the array, no interrupt
     # check (red team F2: 60,000 x 60,000 ran 4.8 s past a 2 s timeout); `-` on anything else is left
-    "-": SizeBound("this", "expression", 2_000_000_000, as_text=True, typed="jsonb"),
+    "-": SizeBound("this", "expression", 2_000_000_000, as_text=True, typed="jsonb", elements=_PAIRS),
     # pg_trgm: `%` and `<->` are similarity (and modulo, geometric or vector distance on other types)
     "%": _trigram("similarity", "text"),
     "<->": _trigram("similarity", "text"),
@@ -354,6 +360,7 @@ SIZE_BOUNDS: Final = SearchBounds(
     chain_budget=_BUILT,
     holds_operands=True,
     value_bytes=_value_bytes,
+    element_pairs=element_pairs,
     rewrite=sort_in_a_cast,
     folds_constants=True,
     varying=frozenset(

@@ -10,6 +10,7 @@ from sqlglot import exp
 
 __all__ = [
     "SORTED_ELEMENTS",
+    "element_pairs",
     "key_text",
     "recorded_matches",
     "sort_in_a_cast",
@@ -103,3 +104,43 @@ def sort_in_a_cast(tree: exp.Expr) -> None:
         placeholder = exp.Null()
         whole.replace(placeholder)
         placeholder.replace(exp.cast(whole, "JSONB"))
+
+
+# Element types by their array type's OID (pg_type.dat) whose equality costs about 1e8 pairs/s (weight 1:
+# bool, char, int2/4/8, float4/8, oid, timestamp, date, time, timestamptz, interval, uuid) or about 1e7
+# (weight 5); any other (jsonb[], record[], a user type) 25.
+_CHEAP_ARRAYS: Final = (1000, 1002, 1005, 1007, 1016, 1021, 1022, 1028, 1115, 1182, 1183, 1185, 1187, 2951)
+_TEXT_ARRAYS: Final = (1003, 1009, 1014, 1015, 1231, 3802)  # name, text, bpchar, varchar, numeric[]; jsonb
+
+
+def _elements(operand: exp.Expr) -> exp.Expr:
+    items = operand.expressions if isinstance(operand, exp.Array) else None
+    if items is not None and all(isinstance(i, exp.Literal | exp.Null) for i in items):
+        return exp.Literal.number(len(items))
+    text = exp.cast(operand.copy(), "TEXT")
+    commas = exp.Replace(
+        this=text.copy(), expression=exp.Literal.string(","), replacement=exp.Literal.string("")
+    )
+    count = exp.Sub(this=_byte_length(text), expression=_byte_length(commas))
+    return exp.cast(exp.paren(exp.Add(this=count, expression=exp.Literal.number(1)), copy=False), "NUMERIC")
+
+
+def element_pairs(left: exp.Expr, right: exp.Expr) -> exp.Expr:
+    """The weighted element compares of `left @> right` (and `<@`, `&&`, ...), as SQL (`postgres_bounds`)."""
+    # numeric: two counts of a 1 GB text each would overflow bigint. The type is read off the smaller
+    # operand: both are of one type, but for `jsonb ?& text[]` (and `-`, and hstore's), both weigh 5.
+    smaller = min(left, right, key=lambda e: sum(1 for _ in e.walk()))
+    typed = exp.cast(
+        exp.Anonymous(this="pg_typeof", expressions=[smaller.copy()]),
+        exp.DataType.build("oid", dialect="postgres"),
+    )
+    weight = exp.Case(
+        ifs=[
+            exp.If(this=typed.isin(*map(exp.Literal.number, _CHEAP_ARRAYS)), true=exp.Literal.number(1)),
+            exp.If(
+                this=typed.copy().isin(*map(exp.Literal.number, _TEXT_ARRAYS)), true=exp.Literal.number(5)
+            ),
+        ],
+        default=exp.Literal.number(25),
+    )
+    return exp.Mul(this=exp.Mul(this=_elements(left), expression=_elements(right)), expression=weight)

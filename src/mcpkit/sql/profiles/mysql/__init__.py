@@ -31,7 +31,9 @@ from mcpkit.sql.profiles.mysql.masks import (
 )
 from mcpkit.sql.profiles.mysql.session import MysqlSession
 from mcpkit.sql.profiles.mysql.stats import mysql_table_stats
+from mcpkit.sql.profiles.mysql.stored import mysql_primary_key, mysql_stored_queries
 from mcpkit.sql.profiles.mysql.triggers import trigger_hints
+from mcpkit.sql.profiles.stored import StoredQuery
 
 __all__ = ["MysqlProfile", "mysql_cost"]
 
@@ -93,6 +95,14 @@ class MysqlProfile(MysqlSession):
         ONLY_FULL_GROUP_BY (a bare column beside GROUP BY would follow the scan order)."""
         self.full_group_by = True
         return readable_masked_columns(conn, masked) + masked_views(conn, masked)
+
+    def primary_key(self, conn: Connection, schema: str | None, table: str) -> list[str]:
+        """A table's primary key columns as the reader sees them (`masking.view_order`)."""
+        return mysql_primary_key(conn, schema, table)
+
+    def stored_queries(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[StoredQuery]:
+        """Views and allowed stored functions over masked tables (`profiles.mysql.stored`)."""
+        return mysql_stored_queries(conn, masked, self.function_policy)
 
     def readable(self, conn: Connection) -> Readable:
         """`information_schema.TABLES` lists exactly what the login can see."""

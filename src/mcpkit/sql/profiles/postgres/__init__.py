@@ -43,10 +43,12 @@ from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_prob
 from mcpkit.sql.profiles.postgres.rowtypes import row_type_copies
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
+from mcpkit.sql.profiles.postgres.stored import postgres_primary_key, postgres_stored_queries
 from mcpkit.sql.profiles.postgres.switch import switched_masked_columns
 from mcpkit.sql.profiles.postgres.triggers import trigger_hints
 from mcpkit.sql.profiles.postgres.unchecked import unchecked_definer_findings
 from mcpkit.sql.profiles.postgres.views import row_filtered_views
+from mcpkit.sql.profiles.stored import StoredQuery
 
 if TYPE_CHECKING:
     from mcpkit.sql.admission import FunctionCatalog
@@ -144,6 +146,14 @@ class PostgresProfile(PostgresSession):
             + catalog_value_findings(conn, masked)
         )
         return partition_findings(conn, masked, found)
+
+    def primary_key(self, conn: Connection, schema: str | None, table: str) -> list[str]:
+        """A table's primary key columns as the reader sees them (`masking.view_order`)."""
+        return postgres_primary_key(conn, schema, table)
+
+    def stored_queries(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[StoredQuery]:
+        """Views and allowed LANGUAGE sql functions over masked tables (`profiles.postgres.stored`)."""
+        return postgres_stored_queries(conn, masked, self.function_policy)
 
     def mask_withheld(
         self, conn: Connection, masked: Mapping[str, frozenset[str]]

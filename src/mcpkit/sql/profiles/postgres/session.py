@@ -28,7 +28,9 @@ __all__ = ["PostgresSession"]
 _UNDEFINED: Final = frozenset({"42P01", "42703", "42883", "42704", "3F000", "3D000", "42P02"})
 # One round trip: the read-only transaction and its settings, sent as one simple-protocol message
 # (`begin`) or at the head of the call's first pipeline (`begin_statements`). Only integers and the
-# sanitised label (`_LABEL_SAFE`) are put into it.
+# sanitised label (`_LABEL_SAFE`) are put into it. No parallel workers: each worker is a process
+# with its own RLIMIT_DATA, and a Parallel Hash keeps its table in dynamic shared memory, which no
+# process limit counts (red team rt20pg: 2 GB in /dev/shm at work_mem 4MB from one skewed join).
 _BEGIN: Final = "BEGIN READ ONLY"
 _SETTINGS: Final = (
     "SELECT set_config('statement_timeout', '{ms}', true),"
@@ -36,6 +38,7 @@ _SETTINGS: Final = (
     " set_config('idle_in_transaction_session_timeout', '{idle}', true),"
     " set_config('application_name', '{label}', true),"
     " set_config('standard_conforming_strings', 'on', true),"
+    " set_config('max_parallel_workers_per_gather', '0', true),"
     " set_config('default_transaction_read_only', 'on', false)"
 )
 _LABEL_SAFE: Final = re.compile(r"[A-Za-z0-9._:@+= -]*")

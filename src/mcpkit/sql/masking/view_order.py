@@ -1,0 +1,311 @@
+"""Stored views and SQL functions whose answer follows a masked scan order (red team rt19mask F8).
+
+A call that names only a view, or calls an allowed SQL-language function, runs the stored body as
+written: the analysis of the call (`masking.order`) pins the call's own orders but never sees
+`SELECT id FROM customers LIMIT 3`, `row_number() OVER ()` or an unordered `string_agg` inside the
+view, whose answer follows the order the scan picks, which an index on a masked column (or CLUSTER,
+or the written order) can set. Nor does it see `ORDER BY email` there, which hands the masked
+ranking on to a LIMIT or a numbering. At start-up each such object over a masked table
+(`profiles.stored`) is analysed here:
+
+- every construct that follows the scan order (LIMIT/OFFSET/FETCH, DISTINCT ON, a numbering,
+  offset or value window, a concatenating aggregate) must be ordered totally: by every column of
+  the primary key of the one table its block reads; anything else (no ORDER BY, a key with ties, a
+  join, a derived table) counts as following the scan;
+- an ORDER BY (of a block, a window or an aggregate; by name, alias or position), a PARTITION BY
+  or a DISTINCT ON over a column a rule masks (by name) counts too: it hands the masked ranking on.
+  Filters and joins on a masked column are left to the database (an invoker's view or function
+  is refused the column when it runs) and to the owner-rights checks (`Profile.use_masks`).
+
+What counts refuses start-up (`Finding`, opt-in `view-order:S.N` / `function-order:S.N`) and
+`grant --mask` grants nothing on the view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from fnmatch import fnmatchcase
+from typing import Final
+
+import sqlglot
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from mcpkit.sql.dialects import read_dialect
+from mcpkit.sql.masking.policy import MaskPolicy
+from mcpkit.sql.masking.schema import KnownSchema
+from mcpkit.sql.masking.taint import MaskRefused
+from mcpkit.sql.masking.ties import CONCAT, CONCAT_NAMES, _window_need
+from mcpkit.sql.profiles.findings import Finding
+from mcpkit.sql.profiles.stored import StoredQuery
+
+__all__ = ["KeyLookup", "order_findings", "order_reason", "order_reasons", "primary_keys"]
+
+KeyLookup = Callable[[str | None, str], list[frozenset[str]]]
+"""(schema, table) -> its unique NOT NULL keys (primary key), each a set of case-folded column names."""
+
+_CONCAT_AGGS: Final = (*CONCAT, exp.Anonymous)
+
+
+def _columns(nodes: Iterable[exp.Expr], select: exp.Select) -> set[str]:
+    """Plain column names among order keys (an ordinal or an output alias: the output's column)."""
+    out: set[str] = set()
+    outputs = select.expressions
+    aliases = {e.alias.casefold(): e.unalias() for e in outputs if isinstance(e, exp.Alias)}
+    for node in nodes:
+        key = node.this if isinstance(node, exp.Ordered) else node
+        if isinstance(key, exp.Literal) and key.is_int and 0 < int(key.name) <= len(outputs):
+            key = outputs[int(key.name) - 1].unalias()
+        elif isinstance(key, exp.Column) and not key.table and key.name.casefold() in aliases:
+            key = aliases[key.name.casefold()]
+        if isinstance(key, exp.Column):
+            out.add(key.name.casefold())
+    return out
+
+
+def _table(select: exp.Expr | None) -> exp.Table | None:
+    """The one base table a block reads (no join, no derived table), or None."""
+    if not isinstance(select, exp.Select) or select.args.get("joins"):
+        return None
+    from_ = select.args.get("from_")
+    source = from_.this if isinstance(from_, exp.From) else None
+    return source if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier) else None
+
+
+def _total(select: exp.Expr | None, keys: Iterable[exp.Expr], known: KnownSchema, unique: KeyLookup) -> bool:
+    """Whether `keys` order the rows of `select` totally: they hold a whole primary key of its one
+    table (rows that tie then are the same row)."""
+    table = _table(select)
+    if table is None or not isinstance(select, exp.Select):
+        return False
+    names = _columns(keys, select)
+    return any(key and key <= names for key in unique(known.schema_of(table), table.name))
+
+
+def _block(node: exp.Expr) -> exp.Select | None:
+    found = node.find_ancestor(exp.Select)
+    return found if isinstance(found, exp.Select) else None
+
+
+def _concat(agg: exp.Expr) -> bool:
+    if isinstance(agg, exp.Anonymous):
+        return str(agg.this).casefold() in CONCAT_NAMES
+    return isinstance(agg, CONCAT)
+
+
+def _written_order(agg: exp.Expr) -> list[exp.Expr] | None:
+    """The ORDER BY written inside an aggregate call (`string_agg(x, ',' ORDER BY k)`), or None."""
+    for arg in [agg.this, *agg.expressions]:
+        if isinstance(arg, exp.Order):
+            return list(arg.expressions)
+    return None
+
+
+def _named(call: exp.Expr) -> str:
+    if isinstance(call, exp.Anonymous):
+        return call.name.casefold()
+    return call.sql_name().casefold() if isinstance(call, exp.Func) else call.key
+
+
+def _scan_order(query: exp.Expr, known: KnownSchema, unique: KeyLookup) -> str | None:
+    """The first construct of `query` whose answer follows the scan order, described; None."""
+    for node in query.find_all(exp.Select, exp.SetOperation, exp.Subquery):
+        order = node.args.get("order")
+        written = list(order.expressions) if isinstance(order, exp.Order) else []
+        distinct = node.args.get("distinct")
+        on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
+        limited = node.args.get("limit") is not None or node.args.get("offset") is not None
+        if limited and not _total(node, written, known, unique):
+            return "LIMIT, OFFSET or FETCH without an ORDER BY on a whole primary key"
+        if on is not None and not _total(node, written, known, unique):
+            return "DISTINCT ON without an ORDER BY on a whole primary key"
+    for window in query.find_all(exp.Window):
+        if isinstance(window.this, exp.Identifier):
+            continue  # a WINDOW w AS (...) definition: checked where it is used
+        try:
+            need = _window_need(window)
+        except MaskRefused:
+            return f"window {window.this.sql()[:40]} over a named window or as a concatenating aggregate"
+        if need is None:
+            continue  # peers (rank) or an aggregate over a RANGE frame: ties do not change it
+        order = window.args.get("order")
+        keys = [*(window.args.get("partition_by") or []), *(order.expressions if order else [])]
+        if not _total(_block(window), keys, known, unique):
+            name = _named(window.this)
+            return f"window {name} without an order on a whole primary key"
+    for agg in query.find_all(*_CONCAT_AGGS):
+        if not _concat(agg) or isinstance(agg.parent, exp.Window):
+            continue
+        if not any(True for _ in agg.find_all(exp.Column)):
+            continue  # only constants: the same whatever the order
+        if not _total(_block(agg), _written_order(agg) or [], known, unique):
+            name = _named(agg)
+            return f"aggregate {name} without an ORDER BY on a whole primary key"
+    return None
+
+
+def _key_exprs(order: exp.Order) -> list[exp.Expr]:
+    """The keys of an ORDER BY, an ordinal or an output alias of its block as that output."""
+    select = order.parent if isinstance(order.parent, exp.Select) and order.arg_key == "order" else None
+    outputs = select.expressions if select is not None else []
+    aliases = {e.alias.casefold(): e.unalias() for e in outputs if isinstance(e, exp.Alias)}
+    out: list[exp.Expr] = []
+    for node in order.expressions:
+        key = node.this if isinstance(node, exp.Ordered) else node
+        if isinstance(key, exp.Literal) and key.is_int and 0 < int(key.name) <= len(outputs):
+            key = outputs[int(key.name) - 1].unalias()
+        elif isinstance(key, exp.Column) and not key.table:
+            key = aliases.get(key.name.casefold(), key)
+        out.append(key)
+    return out
+
+
+def _masked_order(query: exp.Expr, policy: MaskPolicy) -> str | None:
+    """The masked column (by a rule's column name) an ORDER BY, PARTITION BY or DISTINCT ON of
+    `query` orders or groups on, described; None."""
+    patterns = [rule.column for rule in policy.rules]
+    keys = [k for order in query.find_all(exp.Order) for k in _key_exprs(order)]
+    keys += [p for w in query.find_all(exp.Window) for p in w.args.get("partition_by") or []]
+    keys += [d.args["on"] for d in query.find_all(exp.Distinct) if isinstance(d.args.get("on"), exp.Expr)]
+    for key in keys:
+        for column in key.find_all(exp.Column):
+            if any(fnmatchcase(column.name.casefold(), p) for p in patterns):
+                return f"it orders on masked column {column.name}"
+    return None
+
+
+def _without_params(query: exp.Expr, params: frozenset[str]) -> exp.Expr:
+    """A function body with its arguments (`$1`, or by name) as NULL: they are not columns."""
+    for node in list(query.find_all(exp.Parameter, exp.Placeholder, exp.Column)):
+        if isinstance(node, exp.Column) and (node.table or node.name.casefold() not in params):
+            continue
+        if node.parent is not None:
+            node.replace(exp.Null())
+    return query
+
+
+def order_reason(
+    statement: str,
+    dialect: str,
+    known: KnownSchema,
+    policy: MaskPolicy,
+    unique: KeyLookup,
+    params: frozenset[str] = frozenset(),
+) -> str | None:
+    """Why the stored query `statement` follows a masked scan order or orders on a masked column,
+    or None when its answer depends on neither.
+
+    >>> known = KnownSchema({"c": {"id": "INT", "email": "TEXT"}}, "postgres")
+    >>> policy = MaskPolicy.of(["c.email"])
+    >>> pk = lambda schema, table: [frozenset({"id"})]
+    >>> order_reason("SELECT id FROM c LIMIT 3", "postgres", known, policy, pk)
+    'LIMIT, OFFSET or FETCH without an ORDER BY on a whole primary key'
+    >>> order_reason("SELECT id FROM c ORDER BY id LIMIT 3", "postgres", known, policy, pk) is None
+    True
+    """
+    try:
+        parsed = [t for t in sqlglot.parse(statement, read=read_dialect(dialect)) if t is not None]
+    except (SqlglotError, RecursionError, ValueError) as exc:
+        return f"its SQL cannot be parsed, so its order cannot be checked ({type(exc).__name__})"
+    queries = [t for t in parsed if isinstance(t, exp.Query)]
+    if not queries:
+        return "it holds no query this check can read, so its order cannot be checked"
+    folded = frozenset(p.casefold() for p in params)
+    for stored in queries:
+        query = _without_params(stored, folded)
+        found = _masked_order(query, policy) or _scan_order(query, known, unique)
+        if found:
+            return found
+    return None
+
+
+def _reads(statement: str, dialect: str, known: KnownSchema) -> set[tuple[str, str, str]]:
+    """What a stored query reads, case-folded: ("view", schema, relation) for each relation
+    (unqualified: as resolved) and ("function", "", name) for each call of a function sqlglot does
+    not know (a user's)."""
+    try:
+        trees = [t for t in sqlglot.parse(statement, read=read_dialect(dialect)) if t is not None]
+    except (SqlglotError, RecursionError, ValueError):
+        return set()
+    found = {
+        ("view", (known.schema_of(t) or "").casefold(), t.name.casefold())
+        for tree in trees
+        for t in tree.find_all(exp.Table)
+        if isinstance(t.this, exp.Identifier)
+    }
+    calls = {("function", "", f.name.casefold()) for tree in trees for f in tree.find_all(exp.Anonymous)}
+    return found | calls
+
+
+def _key(item: StoredQuery) -> tuple[str, str, str]:
+    return (item.kind, item.schema.casefold() if item.kind == "view" else "", item.name.casefold())
+
+
+def order_reasons(
+    stored: Iterable[StoredQuery], dialect: str, known: KnownSchema, policy: MaskPolicy, unique: KeyLookup
+) -> list[tuple[StoredQuery, str]]:
+    """Each usable view or function over a masked table whose answer follows a masked scan order
+    (`order_reason`), reads a view that does, or whose stored SQL the account cannot read, with why."""
+    items = list(stored)
+    why: dict[int, str] = {}
+    for i, item in enumerate(items):
+        found = item.hidden
+        for statement in item.statements if found is None else ():
+            found = order_reason(statement, dialect, known, policy, unique, item.params)
+            if found:
+                break
+        if found:
+            why[i] = found
+    reads = [set().union(*(_reads(s, dialect, known) for s in item.statements)) for item in items]
+    changed = True
+    while changed:  # a view over such a view or function hands its order on
+        changed = False
+        refused = {_key(items[i]): i for i in why}
+        for i in range(len(items)):
+            hit = next((refused[r] for r in sorted(reads[i]) if r in refused and refused[r] != i), None)
+            if i not in why and hit is not None:
+                shown = f"{items[hit].kind} {items[hit].schema}.{items[hit].name}"
+                why[i] = f"it reads {shown}, which may answer in a masked scan order"
+                changed = True
+    return [(item, why[i]) for i, item in enumerate(items) if i in why and item.usable]
+
+
+def order_findings(
+    stored: Iterable[StoredQuery], dialect: str, known: KnownSchema, policy: MaskPolicy, unique: KeyLookup
+) -> list[Finding]:
+    """`order_reasons` as start-up findings, each with its opt-in (`view-order:S.N`)."""
+    return [
+        Finding(
+            f"masked-order-{item.kind}",
+            f"{item.kind} {item.schema}.{item.name} may answer in the scan order of a masked table: {why}",
+            item.revoke,
+            item.opt_in,
+        )
+        for item, why in order_reasons(stored, dialect, known, policy, unique)
+    ]
+
+
+def primary_keys(
+    conn: Connection, read: Callable[[Connection, str | None, str], list[str]] | None = None
+) -> KeyLookup:
+    """A `KeyLookup` through `conn`, cached per table: `read` (the profile's `primary_key`, which
+    reads the catalog as the reader may) or SQLAlchemy's inspector; a table it cannot inspect has
+    no key."""
+    inspector = inspect(conn)
+    cache: dict[tuple[str | None, str], list[frozenset[str]]] = {}
+
+    def unique(schema: str | None, table: str) -> list[frozenset[str]]:
+        if (schema, table) not in cache:
+            try:
+                if read is not None:
+                    names = read(conn, schema, table)
+                else:
+                    names = inspector.get_pk_constraint(table, schema=schema).get("constrained_columns") or []
+            except Exception:  # not a table (a view), or not visible: no key, so no total order
+                names = []
+            cache[schema, table] = [frozenset(str(n).casefold() for n in names)] if names else []
+        return cache[schema, table]
+
+    return unique

@@ -1,0 +1,121 @@
+"""MySQL/MariaDB views and stored functions over masked tables, with their stored SQL.
+
+Which objects `masking.view_order` analyses (red team rt19mask F8): every view whose stored
+definition (information_schema.VIEWS) reads a masked table, directly or through other views, in any
+database, DEFINER or INVOKER (the scan order is the table's, whoever reads it); and every stored
+function the account may execute that the function policy lets queries call and whose body names
+such a table or view. MariaDB shows a view's definition only to an account holding SHOW VIEW on it
+(or its definer): a view the account can select but not read cannot be checked, so it counts
+(`mcpkit sql grant` grants SHOW VIEW with every view). A routine's body needs SHOW CREATE ROUTINE
+the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from mcpkit.sql.admission.policy import FunctionPolicy
+from mcpkit.sql.profiles.mysql.mask_routes import _SYSTEM, _VIEWS, _quote, _relations, _selectable, _unquote
+from mcpkit.sql.profiles.stored import StoredQuery
+
+__all__ = ["mysql_primary_key", "mysql_stored_queries"]
+
+_FUNCTIONS: Final = (
+    "SELECT routine_schema, routine_name, routine_definition FROM information_schema.ROUTINES"
+    f" WHERE routine_type = 'FUNCTION' AND routine_schema NOT IN {_SYSTEM}"
+    " ORDER BY routine_schema, routine_name"
+)
+_RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
+_HIDDEN: Final = "its definition is hidden from the account (no SHOW VIEW), so it cannot be checked"
+
+Relation = tuple[str, str]
+# The account sees a key only when it may read each of its columns (MariaDB 10.11 shows none of a
+# PRIMARY KEY (id, email) to a reader granted id alone), so a key it sees is whole.
+_PRIMARY: Final = (
+    "SELECT column_name FROM information_schema.KEY_COLUMN_USAGE WHERE table_schema = :s"
+    " AND table_name = :t AND constraint_name = 'PRIMARY' ORDER BY ordinal_position"
+)
+
+
+def mysql_primary_key(conn: Connection, schema: str | None, table: str) -> list[str]:
+    """The primary key columns of `schema.table` (the connection's database when None), as the
+    account sees them; SHOW CREATE TABLE (SQLAlchemy's inspector) needs more than column grants."""
+    schema = schema or str(conn.execute(text("SELECT DATABASE()")).scalar() or "")
+    return [str(r[0]) for r in conn.execute(text(_PRIMARY), {"s": schema, "t": table})]
+
+
+def _over_masked(views: list[tuple[str, str, str, str]], masked: set[Relation]) -> dict[Relation, bool]:
+    """Each view that reads a masked table (through other views too) -> whether its definition is
+    visible; a hidden one counts (it may)."""
+    found: dict[Relation, bool] = {}
+    changed = True
+    while changed:
+        changed = False
+        for schema, name, _, definition in views:
+            key = (schema.casefold(), name.casefold())
+            if key in found:
+                continue
+            if not definition or any(r in masked or r in found for r in _relations(definition, key[0])):
+                found[key] = bool(definition)
+                changed = True
+    return found
+
+
+def mysql_stored_queries(
+    conn: Connection, masked: Mapping[str, frozenset[str]], policy: FunctionPolicy | None
+) -> list[StoredQuery]:
+    """The views and allowed stored functions over masked tables the account can use."""
+    user, host = str(conn.execute(text("SELECT CURRENT_USER()")).scalar()).rsplit("@", 1)
+    database = str(conn.execute(text("SELECT DATABASE()")).scalar() or "").casefold()
+    account = f"'{user}'@'{host}'"
+    tables: set[Relation] = set()
+    for masked_key in masked:
+        db, table = _unquote(masked_key)
+        tables.add(((db or database).casefold(), table.casefold()))
+    views = [(str(s), str(n), str(t), str(d or "")) for s, n, t, d in conn.execute(text(_VIEWS))]
+    over = _over_masked(views, tables)
+    out: list[StoredQuery] = []
+    for schema, name, _, definition in views:
+        key = (schema.casefold(), name.casefold())
+        if key not in over:
+            continue
+        quoted = f"{_quote(schema)}.{_quote(name)}"
+        out.append(
+            StoredQuery(
+                "view",
+                schema,
+                name,
+                (definition,) if definition else (),
+                f"REVOKE SELECT ON {quoted} FROM {account} (or give its LIMIT, window or aggregate an ORDER "
+                f"BY on the primary key; GRANT SHOW VIEW ON {quoted} TO {account} lets the check read it)",
+                hidden=None if definition else _HIDDEN,
+                usable=_selectable(conn, schema, name),
+            )
+        )
+    policy = policy or FunctionPolicy.for_dialect("mysql")
+    names = {t for _, t in tables} | {n for _, n in over}
+    for schema, name, body in conn.execute(text(_FUNCTIONS)):
+        folded = str(body or "").casefold()
+        if body and not any(re.search(rf"(?<![\w$]){re.escape(n)}(?![\w$])", folded) for n in names):
+            continue
+        returned = _RETURN.match(str(body or ""))
+        statement = f"SELECT {returned['expr'].strip().rstrip(';')}" if returned else str(body or "")
+        quoted = f"{_quote(str(schema))}.{_quote(str(name))}"
+        out.append(
+            StoredQuery(
+                "function",
+                str(schema),
+                str(name),
+                (statement,) if body else (),
+                f"REVOKE EXECUTE ON FUNCTION {quoted} FROM {account}",
+                hidden=None if body else "its body is hidden from the account, so it cannot be checked",
+                # Not on the allowlist: admission refuses calls to it, but a view may call it.
+                usable=policy.allows_name(str(name), str(schema)) or policy.allows_name(str(name)),
+            )
+        )
+    return out

@@ -1,0 +1,152 @@
+"""PostgreSQL views and LANGUAGE sql functions over masked tables, with their stored SQL.
+
+Which objects `masking.view_order` analyses (red team rt19mask F8): every view and materialized
+view that reads a masked table (pg_depend from its rewrite rule, any column, through other views
+too) and that the current role, or a role it can SET ROLE to, may select; and every LANGUAGE sql
+function such a role may execute, that the function policy lets queries call, and whose body reads
+one of those relations (pg_depend for a SQL-standard body, a mention of the name otherwise).
+`pg_get_viewdef` and `prosrc` are readable by every role, so nothing is hidden here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from mcpkit.sql.admission.policy import FunctionPolicy
+from mcpkit.sql.profiles.stored import StoredQuery
+
+__all__ = ["postgres_primary_key", "postgres_stored_queries"]
+
+_RESOLVE: Final = "SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid"
+_MEMBER: Final = (
+    "EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE pg_has_role(current_user, r.oid, 'MEMBER')"
+)
+# The masked tables, then every view over them or over a function that reads them (any column:
+# the scan order is the table's).
+_READERS: Final = f"""
+WITH RECURSIVE reads(relid) AS (
+    SELECT unnest(CAST(:relids AS oid[]))
+  UNION
+    SELECT r.ev_class FROM pg_catalog.pg_depend d
+    JOIN pg_catalog.pg_rewrite r ON r.oid = d.objid AND d.classid = 'pg_catalog.pg_rewrite'::regclass
+    WHERE d.refclassid = 'pg_catalog.pg_proc'::regclass AND d.refobjid = ANY(CAST(:fns AS oid[]))
+  UNION
+    SELECT r.ev_class FROM reads t
+    JOIN pg_catalog.pg_depend d ON d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid = t.relid
+      AND d.classid = 'pg_catalog.pg_rewrite'::regclass
+    JOIN pg_catalog.pg_rewrite r ON r.oid = d.objid
+    WHERE r.ev_class <> d.refobjid
+)
+SELECT c.oid, n.nspname, c.relname, lower(c.relname), c.relkind IN ('v', 'm')
+       AND {_MEMBER} AND has_schema_privilege(r.oid, n.oid, 'USAGE')
+           AND (has_table_privilege(r.oid, c.oid, 'SELECT')
+                OR has_any_column_privilege(r.oid, c.oid, 'SELECT'))),
+       CASE WHEN c.relkind IN ('v', 'm') THEN pg_catalog.pg_get_viewdef(c.oid) END,
+       quote_ident(n.nspname) || '.' || quote_ident(c.relname), c.relkind
+FROM (SELECT DISTINCT relid FROM reads) t
+JOIN pg_catalog.pg_class c ON c.oid = t.relid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ORDER BY 2, 3
+"""
+_FUNCTIONS: Final = f"""
+WITH fn AS MATERIALIZED (
+    SELECT p.oid, n.nspname, p.proname, p.prosrc, p.prosqlbody, p.proargnames
+    FROM pg_catalog.pg_proc p
+    JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+    JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+    WHERE l.lanname = 'sql' AND p.prokind = 'f' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+      AND {_MEMBER} AND has_function_privilege(r.oid, p.oid, 'EXECUTE'))
+)
+SELECT f.oid, f.nspname, f.proname, quote_ident(f.nspname) || '.' || quote_ident(f.proname)
+           || '(' || pg_catalog.pg_get_function_identity_arguments(f.oid) || ')',
+       CASE WHEN f.prosqlbody IS NULL THEN f.prosrc ELSE pg_catalog.pg_get_function_sqlbody(f.oid) END,
+       coalesce(f.proargnames, '{{}}')
+FROM fn f
+WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+              WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f.oid
+                AND d.refclassid = 'pg_catalog.pg_class'::regclass
+                AND d.refobjid = ANY(CAST(:relids AS oid[])))
+   OR lower(coalesce(f.prosrc, '')) ~ CAST(:pattern AS text)
+ORDER BY 1, 2, 3
+"""
+_PRIMARY: Final = """
+SELECT a.attname FROM pg_catalog.pg_index i
+JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+WHERE i.indisprimary AND i.indrelid = to_regclass(CASE WHEN CAST(:s AS text) IS NULL THEN quote_ident(:t)
+                                                 ELSE quote_ident(:s) || '.' || quote_ident(:t) END)
+"""
+_BODY: Final = re.compile(r"^\s*BEGIN\s+ATOMIC\b(?P<body>.*)\bEND\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+_RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def postgres_primary_key(conn: Connection, schema: str | None, table: str) -> list[str]:
+    """The primary key columns of a table (pg_index, readable by every role: the whole key)."""
+    return [str(r[0]) for r in conn.execute(text(_PRIMARY), {"s": schema, "t": table})]
+
+
+def _statements(body: str) -> tuple[str, ...]:
+    """The statements of a function body (`BEGIN ATOMIC ... END` and `RETURN expr` unwrapped)."""
+    found = _BODY.match(body)
+    if found:
+        body = found["body"]
+    returned = _RETURN.match(body)
+    if returned:
+        body = f"SELECT {returned['expr'].strip().rstrip(';')}"
+    return (body,)
+
+
+def postgres_stored_queries(
+    conn: Connection, masked: Mapping[str, frozenset[str]], policy: FunctionPolicy | None
+) -> list[StoredQuery]:
+    """The views and LANGUAGE sql functions over masked tables the current role can use."""
+    relids = set()
+    for table in masked:
+        oid = conn.execute(text(_RESOLVE), {"table": table}).scalar()
+        if oid is not None:
+            relids.add(int(oid))
+    if not relids:
+        return []
+    role = str(conn.execute(text("SELECT quote_ident(current_user)")).scalar())
+    rows = conn.execute(text(_READERS), {"relids": sorted(relids), "fns": []}).all()
+    names = sorted({re.sub(r"([^a-z0-9_])", r"\\\1", str(r[3])) for r in rows})
+    params = {"relids": sorted(int(r[0]) for r in rows), "pattern": rf"\m({'|'.join(names)})\M"}
+    functions = conn.execute(text(_FUNCTIONS), params).all()
+    if functions:  # the views that call them read the masked tables too (their pg_depend says the function)
+        fns = sorted(int(f[0]) for f in functions)
+        rows = conn.execute(text(_READERS), {"relids": sorted(relids), "fns": fns}).all()
+    out: list[StoredQuery] = []
+    for _, schema, name, _, usable, definition, quoted, kind in rows:
+        if definition is not None:
+            what = "MATERIALIZED VIEW" if kind == "m" else "VIEW"
+            out.append(
+                StoredQuery(
+                    "view",
+                    str(schema),
+                    str(name),
+                    (str(definition),),
+                    f"REVOKE SELECT ON {quoted} FROM {role} (also from PUBLIC or the role that grants it; "
+                    f"or give its LIMIT, window or aggregate an ORDER BY on the primary key: {what})",
+                    usable=bool(usable),
+                )
+            )
+    policy = policy or FunctionPolicy.for_dialect("postgres")
+    for _, schema, name, signature, body, argnames in functions:
+        out.append(
+            StoredQuery(
+                "function",
+                str(schema),
+                str(name),
+                _statements(str(body or "")),
+                f"REVOKE EXECUTE ON FUNCTION {signature} FROM {role}, PUBLIC (or give its LIMIT, window or "
+                "aggregate an ORDER BY on the primary key)",
+                frozenset(str(a) for a in argnames if a),
+                # Not on the allowlist: admission refuses calls to it, but a view may call it.
+                usable=policy.allows_name(str(name), str(schema)) or policy.allows_name(str(name)),
+            )
+        )
+    return out

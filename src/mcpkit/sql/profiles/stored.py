@@ -1,0 +1,62 @@
+"""Stored SQL a reader can run without writing it: views and SQL-language functions over masked tables.
+
+A query that names only a view (or calls an allowed SQL function) runs the stored body as it was
+written, so the masking analysis of the query never sees a LIMIT, a numbering window or an unordered
+`string_agg` inside it, whose answer follows a scan order an index on a masked column may set
+(red team rt19mask F8). Each profile that has such objects lists them here (`stored_queries` on the
+profile class); `masking.view_order` analyses them at start-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from mcpkit.sql.profiles.base import Profile
+
+__all__ = ["StoredQuery", "stored_queries"]
+
+
+@dataclass(frozen=True)
+class StoredQuery:
+    """One view or function the reader can use whose stored SQL reads a masked table.
+
+    Attributes:
+        kind: "view" (views and materialized views) or "function".
+        schema: Its schema (PostgreSQL) or database (MySQL/MariaDB), as stored.
+        name: Its name, as stored.
+        statements: Its stored SQL (the view's query, the function's statements); empty when the
+            account may not read it (`hidden` says why).
+        params: Names a function body may use for its arguments (they are not columns).
+        revoke: The statement that takes it away from the reader.
+        hidden: Why the stored SQL cannot be read, if it cannot.
+        usable: Whether the reader can use it (select the view, call the function); a view it cannot
+            use still counts for the views over it, which read it with their owner's rights.
+    """
+
+    kind: Literal["view", "function"]
+    schema: str
+    name: str
+    statements: tuple[str, ...]
+    revoke: str
+    params: frozenset[str] = frozenset()
+    hidden: str | None = None
+    usable: bool = True
+
+    @property
+    def opt_in(self) -> str:
+        """The `--allow` value that accepts it: `view-order:S.N` or `function-order:S.N`."""
+        return f"{self.kind}-order:{self.schema}.{self.name}"
+
+
+def stored_queries(
+    profile: Profile, conn: Connection, masked: Mapping[str, frozenset[str]]
+) -> list[StoredQuery]:
+    """The views and functions over masked tables the current identity can use (none for a profile
+    without a `stored_queries` method: SQLite analyses its views itself, `profiles.sqlite_views`)."""
+    read = getattr(profile, "stored_queries", None)
+    return list(read(conn, masked)) if read is not None else []
