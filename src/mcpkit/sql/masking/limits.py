@@ -42,6 +42,15 @@ def _reads_row(scope: Scope, output: exp.Expr) -> bool:
     return False
 
 
+def _all_masked(scope: Scope) -> bool:
+    """Only base tables, every column masked: no expression tells their rows apart, so no WHERE
+    can stop a scan anywhere the masked order says (a derived table's WHERE can: not this)."""
+    return all(
+        isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier)
+        for _, source in scope.selected_sources.values()
+    )
+
+
 def _name(col: exp.Column) -> tuple[str, str]:
     return col.table.casefold(), col.name.casefold()
 
@@ -66,7 +75,12 @@ def block_keys(taint: Taint, qualified: exp.Expr) -> Keyed:
         keys = _scope_keys(taint, scope, partial=True)
         if keys is None:  # ROLLUP, CUBE, GROUPING SETS: groups, aggregated from every row
             keys = []
-        elif not keys and select.args.get("group") is None and not _aggregated(select):
+        elif (
+            not keys
+            and select.args.get("group") is None
+            and not _aggregated(select)
+            and not _all_masked(scope)
+        ):
             found[marker] = None  # nothing visible tells its rows apart
             continue
         shown = _output_columns(select)
