@@ -25,8 +25,10 @@ from sqlglot.dialects.dialect import Dialect
 
 from mcpkit.sql.admission.held_operands import SET_RETURNING, call_names
 from mcpkit.sql.dialects import sent_dialect
+from mcpkit.sql.masking.limits import Keyed, row_keys
 from mcpkit.sql.masking.taint import refuse_mask
 from mcpkit.sql.masking.ties import (
+    BLOCK,
     CONCAT,
     CONCAT_NAMES,
     CONCAT_UNORDERED,
@@ -42,7 +44,7 @@ from mcpkit.sql.masking.ties import (
 )
 from mcpkit.sql.profiles import profile_class
 
-__all__ = ["EXACT", "WIN", "pin_order", "plain_type", "refuse_bare_columns", "window_keys"]
+__all__ = ["BLOCK", "EXACT", "WIN", "pin_order", "plain_type", "refuse_bare_columns", "window_keys"]
 
 
 def _small(dialect: str) -> bool:
@@ -183,7 +185,16 @@ def _lower_limit(node: exp.Subquery) -> None:
             inner.set(key, value)
 
 
-def _pin_blocks(tree: exp.Expr, width: int, dialect: str) -> bool:
+def _row_order(select: exp.Select, keyed: Keyed, dialect: str) -> list[exp.Ordered]:
+    """`limits.row_keys` in their exact forms alone (a json column has no ordering; its text has)."""
+    out: list[exp.Ordered] = []
+    for key in row_keys(select, keyed):
+        exact = _exact(key, dialect) if key.meta.get(EXACT, True) else []
+        out += [_ordered(e, dialect) for e in exact or [key.copy()]]
+    return out
+
+
+def _pin_blocks(tree: exp.Expr, width: int, dialect: str, keyed: Keyed) -> bool:
     """Every block whose rows or order reach the answer: ORDER BY completed with its outputs.
 
     Every Select, set operation and parenthesised query is visited (LIMIT/OFFSET/FETCH hang on
@@ -242,6 +253,8 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str) -> bool:
             exact = _exact_outputs(node, dialect) if isinstance(node, exp.Select) else []
             outputs = _ordinals(node, count, dialect)
             exact = [e for e in exact if e not in outputs]  # an orderless output's text form is there
+            if isinstance(node, exp.Select) and (top or limited or scalar):
+                exact += _row_order(node, keyed, dialect)  # where the scan stops (rt20mask F1)
             node.set("order", exp.Order(expressions=[*keys, *outputs, *exact]))
             pinned = True
     return pinned
@@ -346,6 +359,7 @@ def pin_order(
     dialect: str,
     windows: dict[int, tuple[str, list[exp.Expr]]],
     masked_aggs: frozenset[int] = frozenset(),
+    blocks: Keyed | None = None,
 ) -> bool:
     """Complete every order an answer over a masked read depends on, in place; True if changed.
 
@@ -358,7 +372,7 @@ def pin_order(
       written; where the database cannot order one (SQLite; MariaDB's JSON_OBJECTAGG) refused,
       unless it reads a masked value (then its output is masked anyway).
     """
-    pinned = _pin_blocks(tree, width, dialect)
+    pinned = _pin_blocks(tree, width, dialect, blocks or {})
     for window in list(tree.find_all(exp.Window)):
         marker = window.meta.get(WIN)
         if marker not in windows:

@@ -21,7 +21,16 @@ from sqlglot.optimizer.qualify import qualify
 from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.engines.base import Rows
 from mcpkit.sql.masking.hidden import refuse_hidden_joins
-from mcpkit.sql.masking.order import EXACT, WIN, pin_order, plain_type, refuse_bare_columns, window_keys
+from mcpkit.sql.masking.limits import block_keys
+from mcpkit.sql.masking.order import (
+    BLOCK,
+    EXACT,
+    WIN,
+    pin_order,
+    plain_type,
+    refuse_bare_columns,
+    window_keys,
+)
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema, SchemaMapping, fold_column_names
 from mcpkit.sql.masking.shapes import normalise_calls, refuse_measures, refuse_shapes
@@ -252,7 +261,8 @@ def plan_masking(
     for i, column in enumerate(work.find_all(exp.Column)):
         column.meta[REF] = i
         refs[i] = column
-    for select in work.find_all(exp.Select):
+    for i, select in enumerate(work.find_all(exp.Select)):
+        select.meta[BLOCK] = i
         for projection in select.selects:
             projection.meta[PROJ] = _declared_name(projection)
     analysed = _resolve_tables(work.copy(), known)
@@ -270,6 +280,7 @@ def plan_masking(
         taint = Taint(qualified, known, policy)
         outs = taint.run()
         windows = window_keys(taint, qualified)
+        blocks = block_keys(taint, qualified)
         if profile_class(dialect).bare_columns:
             # PostgreSQL refuses bare columns itself; MariaDB's ONLY_FULL_GROUP_BY (set per call
             # with masks) misses them in ORDER BY and in a window's ORDER BY.
@@ -300,7 +311,7 @@ def plan_masking(
             refs[marker].meta[TYPE] = type_text
             if plain_type(type_text):
                 refs[marker].meta[EXACT] = False  # its tie-breaker needs no exact form
-    pinned = pin_order(work, len(outs), dialect, windows, masked_aggs)
+    pinned = pin_order(work, len(outs), dialect, windows, masked_aggs, blocks)
     return MaskPlan(
         masked=frozenset(i for i, o in enumerate(outs) if o.tainted),
         sql=work.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)

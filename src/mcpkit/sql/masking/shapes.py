@@ -11,7 +11,8 @@ Both run only when the query reads a masked table or a view.
   email, and MariaDB and SQLite check no privilege on the join columns.
 - A function whose value changes from one row to the next in evaluation order (a seeded RAND,
   a time-based UUID, a per-row clock, a sequence, LAST_INSERT_ID(x), sqlite_offset) numbers the
-  rows in scan order, which an index on a masked column may set.
+  rows in scan order, which an index on a masked column may set; so does an unseeded generator
+  whose values give its state (`Profile.guessable_random`: MariaDB RAND(), PostgreSQL random()).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ _USING: Final = (
 )
 _PER_ROW: Final = (
     "Over a table with masked columns or a view, functions whose value changes from row to row "
-    "in the order rows are read (seeded RAND, UUID, SYSDATE, clock_timestamp, sequences) are not "
+    "in the order rows are read (RAND and random(), UUID, SYSDATE, clock_timestamp, sequences) are not "
     "answered: that order can follow a masked value."
 )
 _QUALIFIED: Final = (
@@ -181,7 +182,8 @@ def _unknown_columns(source: exp.Expr) -> bool:
 
 def refuse_shapes(tree: exp.Expr, dialect: str) -> None:
     """Refuse the joins and per-row functions a masked read may not use (see the module)."""
-    time_uuid = profile_class(dialect).time_based_uuid
+    facts = profile_class(dialect)
+    time_uuid, per_row = facts.time_based_uuid, _PER_ROW_NAMES | facts.guessable_random
     for join in tree.find_all(exp.Join):
         if "NATURAL" in (
             str(join.args.get("method") or "").upper(),
@@ -207,7 +209,7 @@ def refuse_shapes(tree: exp.Expr, dialect: str) -> None:
         else:
             name = func.sql_name().casefold()
         seeded = isinstance(func, exp.Rand) and func.this is not None
-        if name in _PER_ROW_NAMES or seeded or (isinstance(func, exp.Uuid) and time_uuid):
+        if name in per_row or seeded or (isinstance(func, exp.Uuid) and time_uuid):
             refuse_mask(f"per-row function {name} over a masked read", message=_PER_ROW)
 
 

@@ -17,6 +17,7 @@ from mcpkit.sql.masking.taint import Taint, refuse_mask
 from mcpkit.sql.profiles import profile_class
 
 __all__ = [
+    "BLOCK",
     "CONCAT",
     "CONCAT_NAMES",
     "CONCAT_UNORDERED",
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 WIN: Final = "mcpkit_win"  # meta key: index of a window node, the same in the work and qualified trees
+BLOCK: Final = "mcpkit_block"  # meta key: index of a SELECT, the same in the work and qualified trees
 
 # Numbering and offsets: the value depends on the order within ties; a refinement keeps the meaning.
 _ROW_ORDER: Final = (exp.RowNumber, exp.Ntile, exp.Lag, exp.Lead)
@@ -222,8 +224,15 @@ def _column(name: str, table: str, *, exact: bool = True) -> exp.Column:
     return col
 
 
-def _scope_keys(taint: Taint, scope: Scope) -> list[exp.Expr] | None:
-    """Expressions that tell apart every two rows of `scope` differing in a visible value."""
+def _constant(source: Scope, index: int) -> bool:
+    """Output `index` of a derived table is a constant (no column): it identifies no row."""
+    select = source.expression
+    return isinstance(select, exp.Select) and not any(select.selects[index].find_all(exp.Column))
+
+
+def _scope_keys(taint: Taint, scope: Scope, *, partial: bool = False) -> list[exp.Expr] | None:
+    """Expressions that tell apart every two rows of `scope` differing in a visible value.
+    `partial`: skip a source of unknown columns and a derived table's constant outputs."""
     select = scope.expression
     if not isinstance(select, exp.Select):
         return None
@@ -241,8 +250,14 @@ def _scope_keys(taint: Taint, scope: Scope) -> list[exp.Expr] | None:
             renamed = node.alias_column_names if isinstance(node, exp.Expr) else []
             names = list(renamed) if renamed else [o.name for o in outs]
             if len(names) != len(outs) or not all(names) or len(set(names)) != len(names):
+                if partial:
+                    continue
                 return None
-            keys += [_column(n, name) for n, o in zip(names, outs, strict=True) if not o.tainted]
+            keys += [
+                _column(n, name)
+                for i, (n, o) in enumerate(zip(names, outs, strict=True))
+                if not o.tainted and not (partial and _constant(source, i))
+            ]
         elif isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
             schema = taint.schema.schema_of(source)
             keys += [
@@ -250,7 +265,7 @@ def _scope_keys(taint: Taint, scope: Scope) -> list[exp.Expr] | None:
                 for visible, (real, type_text) in taint._visible_columns(source).items()
                 if not taint.policy.masks(schema, source.name, real)
             ]
-        else:
+        elif not partial:
             return None  # a table function, VALUES, UNNEST: no known columns to order by
     return keys
 

@@ -199,3 +199,7 @@ class Capabilities:
     """The schema of the built-in functions (`pg_catalog.f(...)` is `f(...)` to masking)."""
     time_based_uuid: bool = False
     """UUID() is time-based, so its values follow the order rows are read (refused when masking)."""
+    guessable_random: frozenset[str] = frozenset()
+    """Unseeded generators (`rand` is sqlglot's RAND()/random()) of a public non-cryptographic
+    recurrence: each value gives the state, so the values chain into the order the rows were
+    read in; per-row counters, refused when masking like a seeded RAND(n) (red team rt20mask F3)."""

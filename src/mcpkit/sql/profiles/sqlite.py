@@ -167,6 +167,8 @@ class SqliteProfile(Profile):
     namespace_names = frozenset({"main"})
     ordered_aggregates = ordered_object_aggregates = False
     bare_columns = True
+    # guessable_random stays empty: random()/randomblob() read sqlite3_randomness, ChaCha20 keyed
+    # from the OS since 3.40 (the library here holds its "expand 32-byte k" constant).
     extra_errors = (MemoryError,)  # SQLITE_NOMEM at the heap limit
     forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
 

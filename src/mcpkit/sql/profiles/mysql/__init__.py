@@ -51,6 +51,9 @@ class MysqlProfile(MysqlSession):
     ordered_object_aggregates = False  # JSON_OBJECTAGG takes no ORDER BY
     bare_columns = True  # ONLY_FULL_GROUP_BY (set per call with masks) misses ORDER BY and windows
     time_based_uuid = True  # UUID() is version 1
+    # RAND() is mysys my_rnd: s1 = (3*s1 + s2) % (2^30-1), s2 = (s1 + s2 + 33) % ..., value s1/M,
+    # so three values give the next. RANDOM_BYTES (OpenSSL's CSPRNG) and UUID v4 stay answered.
+    guessable_random = frozenset({"rand"})
     caseless_columns = True
     system_schemas = frozenset({"information_schema", "mysql", "performance_schema", "sys"})
     catalog_complete = False  # information_schema lists only what the account holds a privilege on

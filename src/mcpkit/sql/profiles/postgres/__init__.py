@@ -85,6 +85,9 @@ class PostgresProfile(PostgresSession):
     vector_kind = "typed"  # pgvector's vector/halfvec, or float arrays
     plan_check = "EXPLAIN {}"
     builtin_schema = "pg_catalog"
+    # random() (and 16's random_normal()) is pg_prng's xoroshiro128**, 52 of 64 bits shown: two
+    # values give the state. gen_random_uuid() reads pg_strong_random (the OS CSPRNG): answered.
+    guessable_random = frozenset({"rand", "random", "random_normal"})
     exact_ties = staticmethod(exact_ties)
     orderless = staticmethod(orderless)
     parameter_casts = DECLARED  # a parameter only tested for NULL has no type (`profiles.postgres.params`)
