@@ -194,6 +194,33 @@ def test_an_unlimited_server_is_refused_at_start_up_with_one_line(unlimited: Clu
         assert "Traceback" not in done.stderr
 
 
+def test_a_url_of_several_hosts_is_refused_at_start_up(limited: Cluster, unlimited: Cluster) -> None:
+    # red team rt21 F4: the probe proved the limited host it reached first, then calls ran on the other
+    port = lambda url: url.rsplit(":", 1)[1].split("/")[0]  # noqa: E731
+    first, second = f"127.0.0.1:{port(limited.url)}", f"127.0.0.1:{port(unlimited.url)}"
+    for query in (
+        f"host={first}&host={second}&load_balance_hosts=random",
+        f"host=127.0.0.1,127.0.0.1&port={port(limited.url)},{port(unlimited.url)}",
+    ):
+        dsn = f"postgresql://{READER}@/postgres?{query}"
+        for command in ("serve", "query"):
+            args = [command, "--dsn", dsn, "--backend-memory", "512M"]
+            done = _mcpkit(*args, *(["--no-audit"] if command == "serve" else ["SELECT 1 AS one"]))
+            assert done.returncode == 2, done.stderr
+            last = done.stderr.strip().splitlines()[-1]
+            assert last.startswith(f"mcpkit sql: the URL names 2 database hosts ({first}, {second})"), last
+            assert "--allow unbounded-memory" in last and "Traceback" not in done.stderr
+    one = _mcpkit(
+        "query",
+        "--dsn",
+        f"postgresql://{READER}@/postgres?host={first}",
+        "--backend-memory",
+        "512M",
+        "SELECT 1 AS one",
+    )
+    assert one.returncode == 0, one.stderr
+
+
 def test_a_budget_one_allocation_cannot_prove_is_refused(limited: Cluster) -> None:
     done = _mcpkit("query", "--dsn", limited.url, "--backend-memory", "2G", "SELECT 1 AS one")
     assert done.returncode == 2

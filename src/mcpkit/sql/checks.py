@@ -251,6 +251,13 @@ def backend_memory(
             f"--allow {UNBOUNDED_MEMORY}: the database's memory per call is not verified; one call "
             "may take the host's memory (only the parser's guards bound it)"
         )
+    hosts = engine.profile.memory_hosts(engine.url.host, engine.url.query)
+    if len(hosts) > 1:
+        return "fail", (
+            f"the URL names {len(hosts)} database hosts ({', '.join(hosts)}): the memory probe proves "
+            "the one it reaches, and calls may run on another (failover, load_balance_hosts); name "
+            f"one host per server, or accept an unbounded backend with --allow {UNBOUNDED_MEMORY}"
+        )
     started = time.monotonic()
     paused = engine.guard.paused() if engine.guard is not None else nullcontext()
     try:

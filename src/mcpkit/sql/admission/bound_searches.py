@@ -36,6 +36,7 @@ from mcpkit.sql.admission.functions import function_calls
 from mcpkit.sql.admission.operands import (
     CastTarget,
     arguments,
+    echoed_inputs,
     function_cast,
     is_ascii,
     operand,
@@ -105,6 +106,7 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         refuse_qualified_bounded(call, bounds, dialect)  # pg_catalog.repeat(...): bound it bare
         if (cast := function_cast(call, bounds, dialect)) is not None:  # `int4(x)` is `CAST(x AS int4)`
             casts.append(cast)
+        found.extend(_Target(n, call.node, _CastBound(b, k)) for n, k, b in echoed_inputs(call, bounds))
     for node in tree.find_all(exp.Like, exp.ILike, exp.Operator, *operators):
         bound = bound_of(node, bounds)
         if bound is None or isinstance(node.args.get("expression"), exp.Any | exp.All):  # ARRAY[] is left
@@ -346,8 +348,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
         return tree
     if bounds.rewrite is not None:
         bounds.rewrite(tree)
-    builder = _Builder(bounds)
-    guarded = 0
+    builder, guarded = _Builder(bounds), 0
     spread_quantified(tree, bounds)
     patterns = 0
     for target in _targets(tree, dialect, bounds):
@@ -394,7 +395,6 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
         if bounds.folds_constants and typed and isinstance(bound, SizeBound | _CastBound) and not held:
             keys = (bound.key,) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
             unfoldable(target.call, keys)
-        placeholder = exp.Null()
-        target.node.replace(placeholder)
+        target.node.replace(placeholder := exp.Null())
         placeholder.replace(once.wrap(_guarded(target.node, cond, bounds, marker), held))
     return tree

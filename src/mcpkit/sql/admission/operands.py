@@ -17,6 +17,7 @@ from mcpkit.sql.errors import refuse
 __all__ = [
     "CastTarget",
     "arguments",
+    "echoed_inputs",
     "function_cast",
     "is_ascii",
     "operand",
@@ -144,6 +145,17 @@ def function_cast(call: FunctionCall, bounds: SearchBounds, dialect: str) -> Cas
         return None
     outer = node.parent if isinstance(node.parent, exp.Dot) else node
     return outer, node, exp.DataType.build(call.name, dialect=dialect, udt=True), keys[0], value
+
+
+def echoed_inputs(call: FunctionCall, bounds: SearchBounds) -> list[tuple[exp.Expr, str, int]]:
+    """The arguments of a call whose error quotes them whole (`SearchBounds.echoed_inputs`), each as
+    the node a guard replaces (with its `pg_catalog.`), the argument's key and the byte budget."""
+    keys = bounds.echoed_inputs.get(call.name, ())
+    if not keys or call.schema not in (None, bounds.builtin_schema):
+        return []
+    outer = call.node.parent if isinstance(call.node.parent, exp.Dot) else call.node
+    found = [(k, v) for k in keys if (v := operand(call.node, k)) is not None]
+    return [(outer, k, bounds.echoed_budget) for k, v in found if parses_text(v, bounds)]
 
 
 def refuse_qualified_bounded(call: FunctionCall, bounds: SearchBounds, dialect: str) -> None:

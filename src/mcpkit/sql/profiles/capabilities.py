@@ -56,6 +56,11 @@ class Capabilities:
         or holds them (False), inside a call's session; None: no such proof here (generic)."""
         return None
 
+    def memory_hosts(self, host: str | None, query: Mapping[str, Any]) -> tuple[str, ...]:
+        """The database hosts a URL's connections may reach: `memory_bounded` proves the one it
+        reached, so more than one is refused (generic: one)."""
+        return ()
+
     # --- identities (role maps) -----------------------------------------------------------
 
     switches_roles: bool = False

@@ -213,6 +213,14 @@ def _cast_budget(to: exp.Expr, value: exp.Expr) -> int | None:
     return None if stored_column(value) else _QUOTED_INPUT
 
 
+# Functions whose error quotes an argument whole, as a failed cast does (red team rt21 F5:
+# `to_tsquery('simple', <100 MB string_agg>)` took the mcpkit process from 137 MB to 875 MB). Found
+# by calling the candidate text parsers on a malformed 10-byte text and keeping those whose message
+# held it whole: the plainto_/phraseto_/websearch_ parsers and to_tsvector never fail on syntax;
+# to_regclass, format, regexp, jsonpath, to_date, to_number and decode quote a token or nothing.
+_ECHOED: Final = {"to_tsquery": ("#0", "#1"), "parse_ident": ("#0",)}
+
+
 # A call of one argument named after a type is a cast to it, run through the type's input function
 # for a text (PostgreSQL's "function-style cast", Type Conversion: Functions): `int4(repeat('x',
 # 5e7))` put its 50 MB input in the error (mcpkit 512 MB), `xml(repeat(...))` took a backend to
@@ -357,6 +365,8 @@ SIZE_BOUNDS: Final = SearchBounds(
     not_text=frozenset(["vector", "halfvec", "sparsevec"]),
     cast_budget=_cast_budget,
     function_casts=_FUNCTION_CASTS,
+    echoed_inputs=_ECHOED,
+    echoed_budget=_QUOTED_INPUT,
     chain_budget=_BUILT,
     holds_operands=True,
     value_bytes=_value_bytes,

@@ -36,7 +36,7 @@ from mcpkit.sql.profiles.postgres.masks import (
     readable_masked_columns,
     scan_order_hints,
 )
-from mcpkit.sql.profiles.postgres.memory import MEMORY_FIX, MEMORY_SETUP, memory_bounded
+from mcpkit.sql.profiles.postgres.memory import MEMORY_FIX, MEMORY_SETUP, memory_bounded, url_hosts
 from mcpkit.sql.profiles.postgres.missing import catalog_value_findings, catalog_value_tables
 from mcpkit.sql.profiles.postgres.orderless import orderless
 from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
@@ -130,6 +130,10 @@ class PostgresProfile(PostgresSession):
     def memory_bounded(self, dbapi: Any, budget: int) -> bool:
         """One allocation of `budget` bytes in this backend (`postgres.memory`)."""
         return memory_bounded(dbapi, budget)
+
+    def memory_hosts(self, host: str | None, query: Mapping[str, Any]) -> tuple[str, ...]:
+        """libpq's hosts for the URL: a list, a failover or load-balanced set (`postgres.memory`)."""
+        return url_hosts(host, query)
 
     def connection_warnings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
         """The login's CONNECTION LIMIT against `budget` (superusers ignore it) and the role's

@@ -13,13 +13,22 @@ bytes at most) `lpad` allocates 4 bytes per character it is asked for but writes
 only, so an unlimited server is refused after touching a quarter of the budget (1 GiB: 256 MB, 8.8 s
 under load here) instead of all of it (`repeat`: 1,039 MB, 2.1 s), which a small host may not have
 spare; single-byte encodings take `repeat`.
+
+The proof covers the server it reached only. A URL naming several hosts (`host=a&host=b`, `host=a,b`,
+a failover list, `load_balance_hosts=random`) lets each new connection reach another, unproven one
+(red team rt21 F4: the probe landed on the limited server, then 4 of 6 calls ran on an unlimited
+one), so it is refused unless `--allow unbounded-memory` (`url_hosts`, `checks.backend_memory`).
+Probing each new pooled connection instead (about 4 ms when limited) would leave the hosts it never
+reached unproven until a call lands there, and a call under `--pool-size 0` opens one per call.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["MAX_PROBE_BYTES", "MEMORY_FIX", "MEMORY_SETUP", "memory_bounded", "probe_sql"]
+__all__ = ["MAX_PROBE_BYTES", "MEMORY_FIX", "MEMORY_SETUP", "memory_bounded", "probe_sql", "url_hosts"]
 
 _UNIT: Final = 1024
 MAX_PROBE_BYTES: Final = 1024**3
@@ -77,3 +86,29 @@ def memory_bounded(dbapi: Any, budget: int) -> bool:
             return True
         raise
     return False
+
+
+def url_hosts(
+    host: str | None, query: Mapping[str, Any], env: Mapping[str, str] = os.environ
+) -> tuple[str, ...]:
+    """Every host libpq may connect to for this URL (its host, `host=` and `hostaddr=` entries,
+    comma lists split, each with its entry of a `port=` list; PGHOST/PGHOSTADDR when it names none).
+
+    >>> url_hosts(None, {"host": ("a:5499", "b:5432"), "load_balance_hosts": "random"})
+    ('a:5499', 'b:5432')
+    >>> url_hosts(None, {"host": "a,a", "port": "5499,5432"}, env={})
+    ('a:5499', 'a:5432')
+    >>> url_hosts("db", {}, env={})
+    ('db',)
+    """
+    written: list[str] = [host] if host else []
+    for key in ("host", "hostaddr"):
+        value = query.get(key, ())
+        written += [value] if isinstance(value, str) else list(value)
+    if not written:
+        written = [env[k] for k in ("PGHOST", "PGHOSTADDR") if env.get(k)]
+    hosts = [h.strip() for entry in written for h in entry.split(",") if h.strip()]
+    ports = [p.strip() for p in str(query.get("port") or env.get("PGPORT") or "").split(",")]
+    if len(ports) == len(hosts) > 1:
+        hosts = [f"{h}:{p}" if p else h for h, p in zip(hosts, ports, strict=True)]
+    return tuple(dict.fromkeys(hosts))
