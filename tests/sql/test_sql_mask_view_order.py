@@ -38,11 +38,15 @@ PG_BAD = {
     "v_order_email": "SELECT id FROM customers ORDER BY email LIMIT 3",
     "v_over_view": "SELECT id FROM v_limit",  # reads a view that follows the scan order
     "v_calls": "SELECT * FROM f_hidden()",  # calls a function that does (not on the allowlist)
+    # red team rt21 F1: an ARRAY(subquery) lists the rows in scan order; F6: a user's aggregate
+    "v_array_sub": "SELECT array_to_string(ARRAY(SELECT id FROM customers), ',') AS a",
+    "v_user_agg": "SELECT cat(id::text || ',') AS a FROM customers",
 }
 PG_BAD_FUNCTIONS = {
     "f_limit": "SELECT id FROM customers LIMIT 3",
     "f_agg": "SELECT string_agg(name, ',') FROM customers",
     "f_atomic": "SELECT id FROM customers LIMIT 3",  # a SQL-standard body (BEGIN ATOMIC)
+    "f_array": "SELECT array_to_string(ARRAY(SELECT id FROM customers), ',')",
 }
 # No construct that follows the scan order, or ordered by the primary key: served.
 PG_GOOD = {
@@ -51,6 +55,8 @@ PG_GOOD = {
     "v_pk_rownum": "SELECT id, row_number() OVER (ORDER BY id) AS rn FROM customers",
     "v_pk_agg": "SELECT string_agg(name, ',' ORDER BY id) AS names FROM customers",
     "v_count": "SELECT count(*) AS n, max(id) AS top FROM customers",
+    "v_bracket": "SELECT ARRAY[id, 0] AS a FROM customers",  # one row's values
+    "v_array_pk": "SELECT ARRAY(SELECT id FROM customers ORDER BY id) AS a",
 }
 PG_GOOD_FUNCTIONS = {"f_ok": "SELECT id FROM customers ORDER BY id LIMIT 3"}
 HIDDEN = (
@@ -86,13 +92,14 @@ def pg(pg_url: str) -> Iterator[PgScratch]:
             """
         )
         db.admin.execute(HIDDEN)
+        db.admin.execute("CREATE AGGREGATE cat(text) (sfunc = textcat, stype = text, initcond = '')")
         for name, sql in {**PG_BAD, **PG_GOOD}.items():
             # security_invoker: an owner-rights view over a table with column grants is refused by
             # the least-privilege check already (`--allow view:S.N` opens it, and this check then).
             db.admin.execute(f"CREATE VIEW {name} WITH (security_invoker = true) AS {sql}")
             db.admin.execute(f"GRANT SELECT ON {name} TO {db.reader}")
         for name, sql in {**PG_BAD_FUNCTIONS, **PG_GOOD_FUNCTIONS}.items():
-            returns = "SETOF int" if "string_agg" not in sql else "text"
+            returns = "text" if "string_agg" in sql or "ARRAY(" in sql else "SETOF int"
             body = f"BEGIN ATOMIC {sql}; END" if name == "f_atomic" else f"AS $${sql}$$"
             db.admin.execute(f"CREATE FUNCTION {name}() RETURNS {returns} STABLE LANGUAGE sql {body}")
         yield db
@@ -131,7 +138,7 @@ def test_postgres_a_function_the_reader_cannot_call_is_not_checked(
     pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # f_atomic stays executable but is not on the allowlist: admission refuses every call to it.
-    pg.admin.execute("REVOKE EXECUTE ON FUNCTION f_limit(), f_agg(), f_ok() FROM PUBLIC")
+    pg.admin.execute("REVOKE EXECUTE ON FUNCTION f_limit(), f_agg(), f_array(), f_ok() FROM PUBLIC")
     allow = [a for v in PG_BAD for a in ("--allow", f"view-order:public.{v}")]
     code, out = _run(
         capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", str(_masks(tmp_path)), *allow,
