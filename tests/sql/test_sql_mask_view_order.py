@@ -12,12 +12,17 @@ each) unless `--allow view-order:S.N` / `function-order:S.N`; `grant --mask` lea
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from mcp import Client, StdioServerParameters
 
 from mcpkit.cli import main
+from tests.helpers import ROOT, UNBOUNDED_MEMORY, text_of
 from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch
 
 SECRET = "@secret.example"
@@ -301,3 +306,58 @@ def test_mariadb_grant_leaves_them_out(
         )
     for view in MY_GOOD:
         assert f"GRANT SELECT ON `{my.db}`.`{view}`" in out, (view, out)
+
+
+@asynccontextmanager
+async def _serving(dsn: str, masks: Path) -> AsyncIterator[Callable[[str], Any]]:
+    args = [
+        "-m",
+        "mcpkit",
+        "sql",
+        "serve",
+        "--dsn",
+        dsn,
+        "--mask",
+        str(masks),
+        "--no-audit",
+        *UNBOUNDED_MEMORY,
+    ]
+    params = StdioServerParameters(
+        command=sys.executable, args=[*args, "--catalog-check-interval", "0"], cwd=str(ROOT)
+    )
+    async with Client(params, mode="legacy") as client:
+
+        async def ask(sql: str) -> Any:
+            return await client.call_tool("execute_query", {"query": sql})
+
+        yield ask
+
+
+@pytest.mark.postgres
+@pytest.mark.anyio
+async def test_postgres_a_view_replaced_while_serving_is_checked_again(pg_url: str, tmp_path: Path) -> None:
+    # red team rt21 F2: the re-verification after a catalog change ran the mask checks, not this one
+    with pg_scratch(pg_url, "vieworder2") as db:
+        rows = ", ".join(f"({i}, '{n}', '{e}{SECRET}')" for i, n, e in ROWS)
+        db.admin.execute(
+            f"""
+            CREATE TABLE customers (id int PRIMARY KEY, name text, email text);
+            CREATE INDEX ON customers (email);
+            INSERT INTO customers VALUES {rows};
+            GRANT SELECT (id, name) ON customers TO {db.reader};
+            CREATE VIEW v_inv WITH (security_invoker = true)
+                AS SELECT 'x'::text AS a FROM customers WHERE id = 1;
+            GRANT SELECT ON v_inv TO {db.reader};
+            """
+        )
+        async with _serving(db.reader_url, _masks(tmp_path)) as ask:
+            first = await ask("SELECT a FROM v_inv")
+            assert "mcpkit/error" not in (first.meta or {}) and "x" in text_of(first)
+            db.admin.execute(
+                "CREATE OR REPLACE VIEW v_inv WITH (security_invoker = true) AS"
+                " SELECT string_agg(id::text, ',') AS a FROM customers"
+            )
+            leaked = await ask("SELECT a FROM v_inv")
+            code = (leaked.meta or {}).get("mcpkit/error", {}).get("code")
+            assert code == "SOURCE_UNVERIFIED", text_of(leaked)
+            assert "4,1,5" not in text_of(leaked)
