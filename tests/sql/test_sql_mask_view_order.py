@@ -12,12 +12,17 @@ each) unless `--allow view-order:S.N` / `function-order:S.N`; `grant --mask` lea
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from mcp import Client, StdioServerParameters
 
 from mcpkit.cli import main
+from tests.helpers import ROOT, UNBOUNDED_MEMORY, text_of
 from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch
 
 SECRET = "@secret.example"
@@ -38,11 +43,15 @@ PG_BAD = {
     "v_order_email": "SELECT id FROM customers ORDER BY email LIMIT 3",
     "v_over_view": "SELECT id FROM v_limit",  # reads a view that follows the scan order
     "v_calls": "SELECT * FROM f_hidden()",  # calls a function that does (not on the allowlist)
+    # red team rt21 F1: an ARRAY(subquery) lists the rows in scan order; F6: a user's aggregate
+    "v_array_sub": "SELECT array_to_string(ARRAY(SELECT id FROM customers), ',') AS a",
+    "v_user_agg": "SELECT cat(id::text || ',') AS a FROM customers",
 }
 PG_BAD_FUNCTIONS = {
     "f_limit": "SELECT id FROM customers LIMIT 3",
     "f_agg": "SELECT string_agg(name, ',') FROM customers",
     "f_atomic": "SELECT id FROM customers LIMIT 3",  # a SQL-standard body (BEGIN ATOMIC)
+    "f_array": "SELECT array_to_string(ARRAY(SELECT id FROM customers), ',')",
 }
 # No construct that follows the scan order, or ordered by the primary key: served.
 PG_GOOD = {
@@ -51,6 +60,8 @@ PG_GOOD = {
     "v_pk_rownum": "SELECT id, row_number() OVER (ORDER BY id) AS rn FROM customers",
     "v_pk_agg": "SELECT string_agg(name, ',' ORDER BY id) AS names FROM customers",
     "v_count": "SELECT count(*) AS n, max(id) AS top FROM customers",
+    "v_bracket": "SELECT ARRAY[id, 0] AS a FROM customers",  # one row's values
+    "v_array_pk": "SELECT ARRAY(SELECT id FROM customers ORDER BY id) AS a",
 }
 PG_GOOD_FUNCTIONS = {"f_ok": "SELECT id FROM customers ORDER BY id LIMIT 3"}
 HIDDEN = (
@@ -86,13 +97,14 @@ def pg(pg_url: str) -> Iterator[PgScratch]:
             """
         )
         db.admin.execute(HIDDEN)
+        db.admin.execute("CREATE AGGREGATE cat(text) (sfunc = textcat, stype = text, initcond = '')")
         for name, sql in {**PG_BAD, **PG_GOOD}.items():
             # security_invoker: an owner-rights view over a table with column grants is refused by
             # the least-privilege check already (`--allow view:S.N` opens it, and this check then).
             db.admin.execute(f"CREATE VIEW {name} WITH (security_invoker = true) AS {sql}")
             db.admin.execute(f"GRANT SELECT ON {name} TO {db.reader}")
         for name, sql in {**PG_BAD_FUNCTIONS, **PG_GOOD_FUNCTIONS}.items():
-            returns = "SETOF int" if "string_agg" not in sql else "text"
+            returns = "text" if "string_agg" in sql or "ARRAY(" in sql else "SETOF int"
             body = f"BEGIN ATOMIC {sql}; END" if name == "f_atomic" else f"AS $${sql}$$"
             db.admin.execute(f"CREATE FUNCTION {name}() RETURNS {returns} STABLE LANGUAGE sql {body}")
         yield db
@@ -131,7 +143,7 @@ def test_postgres_a_function_the_reader_cannot_call_is_not_checked(
     pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # f_atomic stays executable but is not on the allowlist: admission refuses every call to it.
-    pg.admin.execute("REVOKE EXECUTE ON FUNCTION f_limit(), f_agg(), f_ok() FROM PUBLIC")
+    pg.admin.execute("REVOKE EXECUTE ON FUNCTION f_limit(), f_agg(), f_array(), f_ok() FROM PUBLIC")
     allow = [a for v in PG_BAD for a in ("--allow", f"view-order:public.{v}")]
     code, out = _run(
         capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", str(_masks(tmp_path)), *allow,
@@ -294,3 +306,58 @@ def test_mariadb_grant_leaves_them_out(
         )
     for view in MY_GOOD:
         assert f"GRANT SELECT ON `{my.db}`.`{view}`" in out, (view, out)
+
+
+@asynccontextmanager
+async def _serving(dsn: str, masks: Path) -> AsyncIterator[Callable[[str], Any]]:
+    args = [
+        "-m",
+        "mcpkit",
+        "sql",
+        "serve",
+        "--dsn",
+        dsn,
+        "--mask",
+        str(masks),
+        "--no-audit",
+        *UNBOUNDED_MEMORY,
+    ]
+    params = StdioServerParameters(
+        command=sys.executable, args=[*args, "--catalog-check-interval", "0"], cwd=str(ROOT)
+    )
+    async with Client(params, mode="legacy") as client:
+
+        async def ask(sql: str) -> Any:
+            return await client.call_tool("execute_query", {"query": sql})
+
+        yield ask
+
+
+@pytest.mark.postgres
+@pytest.mark.anyio
+async def test_postgres_a_view_replaced_while_serving_is_checked_again(pg_url: str, tmp_path: Path) -> None:
+    # red team rt21 F2: the re-verification after a catalog change ran the mask checks, not this one
+    with pg_scratch(pg_url, "vieworder2") as db:
+        rows = ", ".join(f"({i}, '{n}', '{e}{SECRET}')" for i, n, e in ROWS)
+        db.admin.execute(
+            f"""
+            CREATE TABLE customers (id int PRIMARY KEY, name text, email text);
+            CREATE INDEX ON customers (email);
+            INSERT INTO customers VALUES {rows};
+            GRANT SELECT (id, name) ON customers TO {db.reader};
+            CREATE VIEW v_inv WITH (security_invoker = true)
+                AS SELECT 'x'::text AS a FROM customers WHERE id = 1;
+            GRANT SELECT ON v_inv TO {db.reader};
+            """
+        )
+        async with _serving(db.reader_url, _masks(tmp_path)) as ask:
+            first = await ask("SELECT a FROM v_inv")
+            assert "mcpkit/error" not in (first.meta or {}) and "x" in text_of(first)
+            db.admin.execute(
+                "CREATE OR REPLACE VIEW v_inv WITH (security_invoker = true) AS"
+                " SELECT string_agg(id::text, ',') AS a FROM customers"
+            )
+            leaked = await ask("SELECT a FROM v_inv")
+            code = (leaked.meta or {}).get("mcpkit/error", {}).get("code")
+            assert code == "SOURCE_UNVERIFIED", text_of(leaked)
+            assert "4,1,5" not in text_of(leaked)

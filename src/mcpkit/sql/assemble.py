@@ -208,7 +208,7 @@ def equip(
             engine.profile.pin_name_path(known.path)
         service.masking = Masking(policy, known, masked)
         if engine.guard is not None:  # the withholding is verified again while serving
-            engine.guard.first(masks_verify(service.masking))
+            engine.guard.first(masks_verify(service.masking, getattr(args, "allow", ())))
     if getattr(args, "similar", False):
         from mcpkit.sql.similar import enable_similarity
 
@@ -243,7 +243,8 @@ def equip(
         per_role = enforce_identity_masks(router, service.masking) if service.masking is not None else {}
         if service.masking is not None:
             enforce_identity_order(router, service.masking, per_role, args.allow)
-        guard_roles(router, account_check(args.allow, args.allow_superuser), per_role)  # while serving
+        account = account_check(args.allow, args.allow_superuser)
+        guard_roles(router, account, per_role, service.masking, args.allow)  # while serving
     except BaseException:
         router.close()
         raise

@@ -36,6 +36,7 @@ __all__ = [
     "masks_check",
     "masks_readable",
     "masks_verify",
+    "order_check",
     "order_findings",
     "prepare_masks",
     "reference_hints",
@@ -114,9 +115,16 @@ def masks_readable(
     return merge_findings(engine.profile.use_masks(conn, merged))
 
 
-def masks_verify(masking: Masking) -> Callable[[SqlEngine, Connection], None]:
-    """`masks_check` of the masks resolved for the server's account."""
-    return masks_check(masking.masked)
+def masks_verify(masking: Masking, allow: Collection[str] = ()) -> Callable[[SqlEngine, Connection], None]:
+    """`masks_check`, then `order_check`, of the masks resolved for the server's account."""
+    withheld = masks_check(masking.masked)
+    ordered = order_check(masking.policy, masking.schema, masking.masked, allow)
+
+    def verify(engine: SqlEngine, conn: Connection) -> None:
+        withheld(engine, conn)
+        ordered(engine, conn)
+
+    return verify
 
 
 def masks_check(masked: Mapping[str, frozenset[str]]) -> Callable[[SqlEngine, Connection], None]:
@@ -188,11 +196,33 @@ def order_findings(
     if not masked:
         return []
     with engine.session(30.0, "startup-masks") as (conn, _):
-        stored = stored_queries(engine.profile, conn, masked)
-        if not stored:
-            return []
-        keys = primary_keys(conn, getattr(engine.profile, "primary_key", None))
-        return view_order_findings(stored, engine.dialect, known, policy, keys)
+        return _order_in(engine, conn, policy, known, masked)
+
+
+def _order_in(
+    engine: SqlEngine,
+    conn: Connection,
+    policy: MaskPolicy,
+    known: KnownSchema,
+    masked: Mapping[str, frozenset[str]],
+) -> list[Finding]:
+    stored = stored_queries(engine.profile, conn, masked)
+    if not stored:
+        return []
+    keys = primary_keys(conn, getattr(engine.profile, "primary_key", None))
+    return view_order_findings(stored, engine.dialect, known, policy, keys)
+
+
+def _refused_order(findings: list[Finding], allow: Collection[str]) -> None:
+    refused = []
+    for finding in findings:
+        if finding.opt_in in allow:
+            log.warning("masks: --allow %s: %s", finding.opt_in, finding.message)
+        else:
+            refused.append(finding)
+    if refused:
+        lines = "\n".join(f"  {f.line()}" for f in refused)
+        raise SqlConfigError(f"--mask: a view or function hands on a masked scan order:\n{lines}")
 
 
 def enforce_order(
@@ -208,15 +238,21 @@ def enforce_order(
     Raises:
         SqlConfigError: one line per view or function, with why and the statement that stops it.
     """
-    refused = []
-    for finding in order_findings(engine, policy, known, masked):
-        if finding.opt_in in allow:
-            log.warning("masks: --allow %s: %s", finding.opt_in, finding.message)
-        else:
-            refused.append(finding)
-    if refused:
-        lines = "\n".join(f"  {f.line()}" for f in refused)
-        raise SqlConfigError(f"--mask: a view or function hands on a masked scan order:\n{lines}")
+    _refused_order(order_findings(engine, policy, known, masked), allow)
+
+
+def order_check(
+    policy: MaskPolicy, known: KnownSchema, masked: Mapping[str, frozenset[str]], allow: Collection[str]
+) -> Callable[[SqlEngine, Connection], None]:
+    """`enforce_order` inside a serving call's session (a re-verification's `Verify`): a view
+    replaced while serving is analysed again (red team rt21 F2)."""
+    frozen = dict(masked)
+
+    def verify(engine: SqlEngine, conn: Connection) -> None:
+        if frozen:
+            _refused_order(_order_in(engine, conn, policy, known, frozen), allow)
+
+    return verify
 
 
 def enforce_identity_order(

@@ -7,7 +7,8 @@ a call before (a new connection always reads it). When it differs from the
 fingerprint read with the last passing verification, or the verification is older than
 `--reverify-interval` (default 300 s), the whole start-up verification of the engine's identity
 runs again in that session before the call's SQL is sent: a role map's isolation
-(`mcpkit.sql.rolecheck`), the masks' withholding (`maskcheck.masks_check`), then the account's
+(`mcpkit.sql.rolecheck`), the masks' withholding (`maskcheck.masks_check`) and the order of the
+views and functions over them (`maskcheck.order_check`), then the account's
 least privilege (`Profile.inspect`, then the refusal of findings no opt-in accepts). A failed
 verification fails that engine's calls with one safe sentence (`SOURCE_UNVERIFIED`) and logs the
 findings and their fix; it is tried again when the fingerprint changes and at least every few

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from mcpkit.sql.identities import IdentityRouter, RoleMap
     from mcpkit.sql.profiles.base import Profile
     from mcpkit.sql.reverify import Verify
+    from mcpkit.sql.service import Masking
 
 __all__ = [
     "guard_roles",
@@ -108,18 +109,26 @@ def verify_roles(engine: SqlEngine, roles: RoleMap) -> list[str]:
 
 
 def guard_roles(
-    router: IdentityRouter, account: Verify, masked: Mapping[str, Mapping[str, frozenset[str]]]
+    router: IdentityRouter,
+    account: Verify,
+    masked: Mapping[str, Mapping[str, frozenset[str]]],
+    masking: Masking | None = None,
+    allow: Collection[str] = (),
 ) -> None:
     """While serving, each role's calls verify again what start-up verified for it, in one session
     (`router.serving`): its isolation (`IdentityRouter.isolation`; a shared login also sets the
-    role), its masks (`masked`: role -> masked tables), the least-privilege check as it
-    (`account`). With a shared login, the account's own calls (stdio) re-run `role_problems` too."""
-    from mcpkit.sql.maskcheck import masks_check
+    role), its masks (`masked`: role -> masked tables) and the order of its views (`masking`,
+    `allow`: `maskcheck.order_check`), the least-privilege check as it (`account`). With a shared
+    login, the account's own calls (stdio) re-run `role_problems` too."""
+    from mcpkit.sql.maskcheck import masks_check, order_check
     from mcpkit.sql.reverify import all_of
 
     def for_role(role: str) -> Verify:
         masks = masks_check(masked[role]) if role in masked else None
-        return all_of(router.isolation(role), masks, account)  # masks: before its search_path
+        order = None
+        if masking is not None and role in masked:
+            order = order_check(masking.policy, masking.schema, masked[role], allow)
+        return all_of(router.isolation(role), masks, order, account)  # masks: before its search_path
 
     router.serving = for_role
     roles = router.roles.roles

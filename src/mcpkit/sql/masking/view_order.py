@@ -9,7 +9,8 @@ ranking on to a LIMIT or a numbering. At start-up each such object over a masked
 (`profiles.stored`) is analysed here:
 
 - every construct that follows the scan order (LIMIT/OFFSET/FETCH, DISTINCT ON, a numbering,
-  offset or value window, a concatenating aggregate) must be ordered totally: by every column of
+  offset or value window, a concatenating or user-defined aggregate, an `ARRAY(subquery)`) must be
+  ordered totally: by every column of
   the primary key of the one table its block reads; anything else (no ORDER BY, a key with ties, a
   join, a derived table) counts as following the scan;
 - an ORDER BY (of a block, a window or an aggregate; by name, alias or position), a PARTITION BY
@@ -89,9 +90,10 @@ def _block(node: exp.Expr) -> exp.Select | None:
     return found if isinstance(found, exp.Select) else None
 
 
-def _concat(agg: exp.Expr) -> bool:
+def _concat(agg: exp.Expr, aggregates: frozenset[str]) -> bool:
     if isinstance(agg, exp.Anonymous):
-        return str(agg.this).casefold() in CONCAT_NAMES
+        name = str(agg.this).casefold()
+        return name in CONCAT_NAMES or name in aggregates
     return isinstance(agg, CONCAT)
 
 
@@ -109,8 +111,11 @@ def _named(call: exp.Expr) -> str:
     return call.sql_name().casefold() if isinstance(call, exp.Func) else call.key
 
 
-def _scan_order(query: exp.Expr, known: KnownSchema, unique: KeyLookup) -> str | None:
-    """The first construct of `query` whose answer follows the scan order, described; None."""
+def _scan_order(
+    query: exp.Expr, known: KnownSchema, unique: KeyLookup, aggregates: frozenset[str] = frozenset()
+) -> str | None:
+    """The first construct of `query` whose answer follows the scan order, described; None.
+    `aggregates`: the user-defined aggregates (case-folded names), which may concatenate."""
     for node in query.find_all(exp.Select, exp.SetOperation, exp.Subquery):
         order = node.args.get("order")
         written = list(order.expressions) if isinstance(order, exp.Order) else []
@@ -136,13 +141,21 @@ def _scan_order(query: exp.Expr, known: KnownSchema, unique: KeyLookup) -> str |
             name = _named(window.this)
             return f"window {name} without an order on a whole primary key"
     for agg in query.find_all(*_CONCAT_AGGS):
-        if not _concat(agg) or isinstance(agg.parent, exp.Window):
+        if not _concat(agg, aggregates) or isinstance(agg.parent, exp.Window):
             continue
         if not any(True for _ in agg.find_all(exp.Column)):
             continue  # only constants: the same whatever the order
         if not _total(_block(agg), _written_order(agg) or [], known, unique):
             name = _named(agg)
             return f"aggregate {name} without an ORDER BY on a whole primary key"
+    for array in query.find_all(exp.Array):  # ARRAY(SELECT ...) lists the rows as the scan meets them
+        for sub in array.expressions:
+            if not isinstance(sub, exp.Query) or not any(True for _ in sub.find_all(exp.Column)):
+                continue  # ARRAY[a, b] (one row's values), or only constants
+            order = sub.args.get("order")
+            keys = list(order.expressions) if isinstance(order, exp.Order) else []
+            if not _total(sub, keys, known, unique):
+                return "ARRAY(subquery) without an ORDER BY on a whole primary key"
     return None
 
 
@@ -193,6 +206,7 @@ def order_reason(
     policy: MaskPolicy,
     unique: KeyLookup,
     params: frozenset[str] = frozenset(),
+    aggregates: frozenset[str] = frozenset(),
 ) -> str | None:
     """Why the stored query `statement` follows a masked scan order or orders on a masked column,
     or None when its answer depends on neither.
@@ -215,7 +229,7 @@ def order_reason(
     folded = frozenset(p.casefold() for p in params)
     for stored in queries:
         query = _without_params(stored, folded)
-        found = _masked_order(query, policy) or _scan_order(query, known, unique)
+        found = _masked_order(query, policy) or _scan_order(query, known, unique, aggregates)
         if found:
             return found
     return None
@@ -253,7 +267,7 @@ def order_reasons(
     for i, item in enumerate(items):
         found = item.hidden
         for statement in item.statements if found is None else ():
-            found = order_reason(statement, dialect, known, policy, unique, item.params)
+            found = order_reason(statement, dialect, known, policy, unique, item.params, item.aggregates)
             if found:
                 break
         if found:

@@ -36,6 +36,8 @@ class StoredQuery:
         hidden: Why the stored SQL cannot be read, if it cannot.
         usable: Whether the reader can use it (select the view, call the function); a view it cannot
             use still counts for the views over it, which read it with their owner's rights.
+        aggregates: The user-defined aggregates of the database (case-folded names): each may
+            concatenate its rows in the order they arrive, as `string_agg` does (red team rt21 F6).
     """
 
     kind: Literal["view", "function"]
@@ -46,6 +48,7 @@ class StoredQuery:
     params: frozenset[str] = frozenset()
     hidden: str | None = None
     usable: bool = True
+    aggregates: frozenset[str] = frozenset()
 
     @property
     def opt_in(self) -> str:

@@ -4,7 +4,8 @@ Which objects `masking.view_order` analyses (red team rt19mask F8): every view a
 view that reads a masked table (pg_depend from its rewrite rule, any column, through other views
 too) and that the current role, or a role it can SET ROLE to, may select; and every LANGUAGE sql
 function such a role may execute, that the function policy lets queries call, and whose body reads
-one of those relations (pg_depend for a SQL-standard body, a mention of the name otherwise).
+one of those relations (pg_depend for a SQL-standard body, a mention of the name otherwise). Each
+carries the names of the user-defined aggregates (pg_proc prokind 'a' outside pg_catalog).
 `pg_get_viewdef` and `prosrc` are readable by every role, so nothing is hidden here.
 """
 
@@ -80,6 +81,12 @@ JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.i
 WHERE i.indisprimary AND i.indrelid = to_regclass(CASE WHEN CAST(:s AS text) IS NULL THEN quote_ident(:t)
                                                  ELSE quote_ident(:s) || '.' || quote_ident(:t) END)
 """
+# User-defined aggregates: any may concatenate its rows in the order they arrive (red team rt21 F6).
+_AGGREGATES: Final = """
+SELECT DISTINCT lower(p.proname) FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+WHERE p.prokind = 'a' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+"""
 _BODY: Final = re.compile(r"^\s*BEGIN\s+ATOMIC\b(?P<body>.*)\bEND\s*;?\s*$", re.IGNORECASE | re.DOTALL)
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
 
@@ -119,6 +126,7 @@ def postgres_stored_queries(
     if functions:  # the views that call them read the masked tables too (their pg_depend says the function)
         fns = sorted(int(f[0]) for f in functions)
         rows = conn.execute(text(_READERS), {"relids": sorted(relids), "fns": fns}).all()
+    aggregates = frozenset(str(r[0]) for r in conn.execute(text(_AGGREGATES)))
     out: list[StoredQuery] = []
     for _, schema, name, _, usable, definition, quoted, kind in rows:
         if definition is not None:
@@ -132,6 +140,7 @@ def postgres_stored_queries(
                     f"REVOKE SELECT ON {quoted} FROM {role} (also from PUBLIC or the role that grants it; "
                     f"or give its LIMIT, window or aggregate an ORDER BY on the primary key: {what})",
                     usable=bool(usable),
+                    aggregates=aggregates,
                 )
             )
     policy = policy or FunctionPolicy.for_dialect("postgres")
@@ -147,6 +156,7 @@ def postgres_stored_queries(
                 frozenset(str(a) for a in argnames if a),
                 # Not on the allowlist: admission refuses calls to it, but a view may call it.
                 usable=policy.allows_name(str(name), str(schema)) or policy.allows_name(str(name)),
+                aggregates=aggregates,
             )
         )
     return out
