@@ -360,7 +360,10 @@ def test_grant_prints_a_reader_role_that_starts_clean(operator_pg: OperatorDb) -
         assert started.returncode == 0, started.stderr
         doctor = run_mcpkit("sql", "doctor", "--dsn", url)
         assert doctor.returncode == 0, doctor.stdout
-        assert "warn" not in doctor.stdout, doctor.stdout  # connection limit and temp_file_limit set
+        # connection limit and temp_file_limit set; the suite's shared server runs without a data
+        # limit under --allow unbounded-memory (tests/conftest.py), which doctor warns about
+        warns = [line for line in doctor.stdout.splitlines() if line.startswith("warn")]
+        assert [w for w in warns if "backend memory" not in w] == [], doctor.stdout
     finally:
         with pg_admin(operator_pg.admin) as c:
             c.execute(f"DROP OWNED BY {role}")
