@@ -40,6 +40,7 @@ from mcpkit.sql.masking.ties import (
     plain_type,
     refuse_bare_columns,
     refuse_order,
+    refuse_pick,
     window_keys,
 )
 from mcpkit.sql.profiles import profile_class
@@ -327,6 +328,7 @@ def _pin_aggregates(tree: exp.Expr, dialect: str, masked_aggs: frozenset[int]) -
             continue  # refused by window_keys
         if id(agg) in masked_aggs:
             continue  # it reads a masked value: its output is masked whatever the order
+        refuse_pick(agg)
         args, written = _split(agg)
         if not args and written is None:
             continue  # only constants: the answer does not depend on the order

@@ -30,6 +30,7 @@ __all__ = [
     "plain_type",
     "refuse_bare_columns",
     "refuse_order",
+    "refuse_pick",
     "window_keys",
 ]
 
@@ -41,10 +42,14 @@ _ROW_ORDER: Final = (exp.RowNumber, exp.Ntile, exp.Lag, exp.Lead)
 # Peer-based: tie-invariant, left as written.
 _PEERS: Final = (exp.Rank, exp.DenseRank, exp.PercentRank, exp.CumeDist)
 _VALUE: Final = (exp.FirstValue, exp.LastValue, exp.NthValue)
-# Aggregates whose result follows the order their rows arrive in.
-CONCAT: Final = (exp.GroupConcat, exp.ArrayAgg, exp.JSONArrayAgg, exp.JSONObjectAgg, exp.JSONBObjectAgg)
+# Aggregates whose result follows the order their rows arrive in; any_value (PostgreSQL 16, MySQL
+# 8) keeps the value of the first row the scan meets.
+CONCAT: Final = (
+    exp.GroupConcat, exp.ArrayAgg, exp.JSONArrayAgg, exp.JSONObjectAgg, exp.JSONBObjectAgg, exp.AnyValue
+)  # fmt: skip
 CONCAT_NAMES: Final = frozenset(
     {
+        "any_value",
         "jsonb_agg",
         "json_agg",
         "xmlagg",
@@ -84,6 +89,10 @@ CONCAT_UNORDERED: Final = (
     "(group_concat, json_group_array, json_group_object, JSON_OBJECTAGG): its order would follow "
     "the storage order; aggregate the values another way (count, min, max) or select the rows."
 )
+_PICK: Final = (
+    "Over a table with masked columns, any_value keeps the value of the row the storage order meets "
+    "first: use min or max."
+)
 _BARE: Final = (
     "Over a table with masked columns, every selected column of a grouped query must be grouped "
     "or aggregated: a bare column takes its value from a row the storage order picks."
@@ -93,6 +102,12 @@ _BARE: Final = (
 def refuse_order(message: str, detail: str) -> NoReturn:
     """Refuse an order over a masked read: `message` for the agent, `detail` for the log."""
     refuse_mask(detail, message=message)
+
+
+def refuse_pick(agg: exp.Expr) -> None:
+    """Refuse `any_value`, which no ORDER BY of ours can pin on every engine (MySQL has none inside it)."""
+    if isinstance(agg, exp.AnyValue) or (isinstance(agg, exp.Anonymous) and agg.name.casefold() == "any_value"):
+        refuse_order(_PICK, "any_value over a masked read")
 
 
 def _enclosing_select(node: exp.Expr) -> exp.Select | None:

@@ -8,9 +8,11 @@ or the written order) can set. Nor does it see `ORDER BY email` there, which han
 ranking on to a LIMIT or a numbering. At start-up each such object over a masked table
 (`profiles.stored`) is analysed here:
 
+- TABLESAMPLE counts whatever its method or REPEATABLE seed: the pages or rows it keeps follow
+  the physical order (red team rt21);
 - every construct that follows the scan order (LIMIT/OFFSET/FETCH, DISTINCT ON, a numbering,
-  offset or value window, a concatenating or user-defined aggregate, an `ARRAY(subquery)`) must be
-  ordered totally: by every column of
+  offset or value window, a concatenating, `any_value` or user-defined aggregate, an
+  `ARRAY(subquery)`) must be ordered totally: by every column of
   the primary key of the one table its block reads; anything else (no ORDER BY, a key with ties, a
   join, a derived table) counts as following the scan;
 - an ORDER BY (of a block, a window or an aggregate; by name, alias or position), a PARTITION BY
@@ -116,6 +118,8 @@ def _scan_order(
 ) -> str | None:
     """The first construct of `query` whose answer follows the scan order, described; None.
     `aggregates`: the user-defined aggregates (case-folded names), which may concatenate."""
+    if query.find(exp.TableSample) is not None:  # the pages or rows it keeps follow the physical order
+        return "TABLESAMPLE, whose sample follows the table's physical order"
     for node in query.find_all(exp.Select, exp.SetOperation, exp.Subquery):
         order = node.args.get("order")
         written = list(order.expressions) if isinstance(order, exp.Order) else []
