@@ -325,7 +325,8 @@ def _query(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from mcpkit.sql.doctor import diagnose
 
-    allow = [*opt_ins(args)[0], *(["superuser"] if args.allow_superuser else [])]
+    args.allow, args.allow_function = opt_ins(args)  # function:S.F lets queries call it, as serve reads it
+    allow = [*args.allow, *(["superuser"] if args.allow_superuser else [])]
     dsns = _dsns(args)
     masks = per_source(args.mask, [n for n, _ in dsns], "--mask")
     roles = per_source(args.role_map, [n for n, _ in dsns], "--role-map")

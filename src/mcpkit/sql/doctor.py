@@ -123,7 +123,8 @@ def _identities(engine: SqlEngine, role_map: str, mask: str | None, allow: Colle
 
     try:
         roles = RoleMap.from_yaml(role_map)
-        router = IdentityRouter(SqlService(engine, catalog=None), roles, shared_login="shared-login" in allow)
+        service = SqlService(engine, catalog=None, functions=engine.profile.function_policy)  # as serve's
+        router = IdentityRouter(service, roles, shared_login="shared-login" in allow)
         router.verify(allow=allow)
     except SqlConfigError as exc:
         return [Check("fail", "identities", str(exc).replace("\n", " "))]

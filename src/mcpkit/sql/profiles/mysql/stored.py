@@ -4,7 +4,7 @@ Which objects `masking.view_order` analyses (red team rt19mask F8): every view w
 definition (information_schema.VIEWS) reads a masked table, directly or through other views, in any
 database, DEFINER or INVOKER (the scan order is the table's, whoever reads it); and every stored
 function the account may execute that the function policy lets queries call and whose body names
-such a table or view. MariaDB shows a view's definition only to an account holding SHOW VIEW on it
+such a table or view, or calls a routine (function or procedure) that does. MariaDB shows a view's definition only to an account holding SHOW VIEW on it
 (or its definer): a view the account can select but not read cannot be checked, so it counts
 (`mcpkit sql grant` grants SHOW VIEW with every view). A routine's body needs SHOW CREATE ROUTINE
 the same way.
@@ -25,10 +25,9 @@ from mcpkit.sql.profiles.stored import StoredQuery
 
 __all__ = ["mysql_primary_key", "mysql_stored_queries"]
 
-_FUNCTIONS: Final = (
-    "SELECT routine_schema, routine_name, routine_definition FROM information_schema.ROUTINES"
-    f" WHERE routine_type = 'FUNCTION' AND routine_schema NOT IN {_SYSTEM}"
-    " ORDER BY routine_schema, routine_name"
+_ROUTINES: Final = (
+    "SELECT routine_schema, routine_name, routine_definition, routine_type FROM information_schema.ROUTINES"
+    f" WHERE routine_schema NOT IN {_SYSTEM} ORDER BY routine_schema, routine_name"
 )
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
 _HIDDEN: Final = "its definition is hidden from the account (no SHOW VIEW), so it cannot be checked"
@@ -66,6 +65,12 @@ def _over_masked(views: list[tuple[str, str, str, str]], masked: set[Relation]) 
     return found
 
 
+def _names(body: str, names: set[str]) -> bool:
+    """Whether `body` names one of `names` (a hidden body may name any)."""
+    folded = body.casefold()
+    return not body or any(re.search(rf"(?<![\w$]){re.escape(n)}(?![\w$])", folded) for n in names)
+
+
 def mysql_stored_queries(
     conn: Connection, masked: Mapping[str, frozenset[str]], policy: FunctionPolicy | None
 ) -> list[StoredQuery]:
@@ -99,23 +104,30 @@ def mysql_stored_queries(
         )
     policy = policy or FunctionPolicy.for_dialect("mysql")
     names = {t for _, t in tables} | {n for _, n in over}
-    for schema, name, body in conn.execute(text(_FUNCTIONS)):
-        folded = str(body or "").casefold()
-        if body and not any(re.search(rf"(?<![\w$]){re.escape(n)}(?![\w$])", folded) for n in names):
+    routines = [(str(s), str(n), str(b) if b else "", str(t)) for s, n, b, t in conn.execute(text(_ROUTINES))]
+    reading = {(s, n) for s, n, b, _ in routines if _names(b, names)}
+    while True:  # a routine that calls (CALL or a function call) one that reads them reads them too
+        called = {name.casefold() for _, name in reading}
+        more = {(s, n) for s, n, b, _ in routines if _names(b, called)}
+        if more <= reading:
+            break
+        reading |= more
+    for schema, name, body, kind in routines:
+        if kind != "FUNCTION" or (schema, name) not in reading:
             continue
-        returned = _RETURN.match(str(body or ""))
-        statement = f"SELECT {returned['expr'].strip().rstrip(';')}" if returned else str(body or "")
-        quoted = f"{_quote(str(schema))}.{_quote(str(name))}"
+        returned = _RETURN.match(body)
+        statement = f"SELECT {returned['expr'].strip().rstrip(';')}" if returned else body
+        quoted = f"{_quote(schema)}.{_quote(name)}"
         out.append(
             StoredQuery(
                 "function",
-                str(schema),
-                str(name),
+                schema,
+                name,
                 (statement,) if body else (),
                 f"REVOKE EXECUTE ON FUNCTION {quoted} FROM {account}",
                 hidden=None if body else "its body is hidden from the account, so it cannot be checked",
                 # Not on the allowlist: admission refuses calls to it, but a view may call it.
-                usable=policy.allows_name(str(name), str(schema)) or policy.allows_name(str(name)),
+                usable=policy.allows_name(name, schema) or policy.allows_name(name),
             )
         )
     return out

@@ -117,7 +117,7 @@ class PostgresProfile(PostgresSession):
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous
         function (`routes.audit_routes`) of the role the calls run as."""
-        return inspect_postgres(conn, allowed, self.identities)
+        return inspect_postgres(conn, allowed, self.identities, self.function_policy)
 
     def catalog_fingerprint(self, dbapi: Any) -> str:
         """Row counts and `xmin` sums of the catalogs a change lives in, and the login's roles

@@ -7,7 +7,9 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
+from mcpkit.sql.profiles.postgres.fnconfig import config_findings
 from mcpkit.sql.profiles.postgres.knowledge import ROLES
 from mcpkit.sql.profiles.postgres.routes import audit_routes
 from mcpkit.sql.profiles.postgres.switch import switched_findings
@@ -169,7 +171,10 @@ def _role_findings(conn: Connection) -> tuple[str, str, bool, list[Finding]]:
 
 
 def inspect_postgres(
-    conn: Connection, allowed: frozenset[str] = frozenset(), identities: frozenset[str] = frozenset()
+    conn: Connection,
+    allowed: frozenset[str] = frozenset(),
+    identities: frozenset[str] = frozenset(),
+    policy: FunctionPolicy | None = None,
 ) -> AccountReport:
     """Everything the role the calls run as must not hold, each with the SQL that removes it.
 
@@ -178,6 +183,8 @@ def inspect_postgres(
         allowed: Opt-ins for functions and objects (`function:schema.name`, `extension:name`, ...).
         identities: Roles checked as identities of their own (`--role-map`): not inspected again
             as roles one SET ROLE away.
+        policy: What admission lets queries call (`fnconfig`: functions whose own settings undo the
+            call's; None: the dialect's default).
     """
     conn.execute(text("SET LOCAL search_path = pg_catalog"))  # names in fixes come out qualified
     user, version, rolsuper, found = _role_findings(conn)
@@ -201,6 +208,7 @@ def inspect_postgres(
             )
         )
     found += _granted_findings(conn, allowed)
+    found += config_findings(conn, allowed, policy)  # rt21 F7
     if not rolsuper:  # the rights of a role one SET ROLE away count as the role's own
         skip = sorted({*ROLES, *identities})
         found += switched_findings(conn, lambda c: _granted_findings(c, allowed), [*found], skip)

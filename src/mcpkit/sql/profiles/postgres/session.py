@@ -23,7 +23,7 @@ from mcpkit.sql.errors import MEMORY_EXCEEDED, SqlConfigError
 from mcpkit.sql.profiles.base import Outcome, Profile
 from mcpkit.sql.tagging import session_label
 
-__all__ = ["PostgresSession"]
+__all__ = ["PINNED_SETTINGS", "PostgresSession"]
 
 _UNDEFINED: Final = frozenset({"42P01", "42703", "42883", "42704", "3F000", "3D000", "42P02"})
 # One round trip: the read-only transaction and its settings, sent as one simple-protocol message
@@ -41,6 +41,9 @@ _SETTINGS: Final = (
     " set_config('max_parallel_workers_per_gather', '0', true),"
     " set_config('default_transaction_read_only', 'on', false)"
 )
+PINNED_SETTINGS: Final = frozenset(re.findall(r"set_config\('(\w+)'", _SETTINGS)) | {"search_path"}
+"""What each call sets (`search_path` where masks pin it): a function's own SET clause of one of
+them overrides it while the function runs (`postgres.fnconfig`)."""
 _LABEL_SAFE: Final = re.compile(r"[A-Za-z0-9._:@+= -]*")
 # One round trip: the call's rollback and what `DISCARD ALL` does, as one simple-protocol message.
 # `DISCARD ALL` itself cannot run in a multi-statement message (its statements form an implicit

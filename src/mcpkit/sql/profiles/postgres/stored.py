@@ -1,11 +1,18 @@
-"""PostgreSQL views and LANGUAGE sql functions over masked tables, with their stored SQL.
+"""PostgreSQL views and functions over masked tables, with their stored SQL.
 
 Which objects `masking.view_order` analyses (red team rt19mask F8): every view and materialized
 view that reads a masked table (pg_depend from its rewrite rule, any column, through other views
-too) and that the current role, or a role it can SET ROLE to, may select; and every LANGUAGE sql
-function such a role may execute, that the function policy lets queries call, and whose body reads
-one of those relations (pg_depend for a SQL-standard body, a mention of the name otherwise). Each
-carries the names of the user-defined aggregates (pg_proc prokind 'a' outside pg_catalog).
+and functions too) and that the current role, or a role it can SET ROLE to, may select; and every
+function such a role may execute, that the function policy lets queries call (or that a view over
+a masked table calls):
+
+- LANGUAGE sql, whose body reads one of those relations or functions (pg_depend for a SQL-standard
+  body, a mention of the name otherwise), analysed;
+- any other language (plpgsql, C, ...) whose owner or caller can read one of those relations:
+  its body cannot be analysed, so it counts (red team rt21 F3: a plpgsql `string_agg` over the
+  table answered the masked ranking), unless a superuser's extension installed it.
+
+Each carries the names of the user-defined aggregates (pg_proc prokind 'a' outside pg_catalog).
 `pg_get_viewdef` and `prosrc` are readable by every role, so nothing is hidden here.
 """
 
@@ -13,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -70,10 +77,28 @@ SELECT f.oid, f.nspname, f.proname, quote_ident(f.nspname) || '.' || quote_ident
 FROM fn f
 WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
               WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f.oid
-                AND d.refclassid = 'pg_catalog.pg_class'::regclass
-                AND d.refobjid = ANY(CAST(:relids AS oid[])))
+                AND ((d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid = ANY(CAST(:relids AS oid[])))
+                  OR (d.refclassid = 'pg_catalog.pg_proc'::regclass AND d.refobjid = ANY(CAST(:fns AS oid[])))))
    OR lower(coalesce(f.prosrc, '')) ~ CAST(:pattern AS text)
 ORDER BY 1, 2, 3
+"""
+# Functions in any other language the role may execute, whose owner (SECURITY DEFINER) or caller
+# can read a relation over a masked table: nothing tells what their body reads, or in what order.
+_OPAQUE: Final = f"""
+SELECT p.oid, n.nspname, p.proname, quote_ident(n.nspname) || '.' || quote_ident(p.proname)
+           || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', l.lanname
+FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+WHERE l.lanname <> 'sql' AND p.prokind IN ('f', 'w') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND {_MEMBER} AND has_function_privilege(r.oid, p.oid, 'EXECUTE')
+       AND EXISTS (SELECT 1 FROM unnest(CAST(:relids AS oid[])) t(relid)
+                   WHERE has_any_column_privilege(CASE WHEN p.prosecdef THEN p.proowner ELSE r.oid END,
+                                                  t.relid, 'SELECT')))
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
+                  WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+                    AND o.rolsuper)
+ORDER BY 2, 3, 1
 """
 _PRIMARY: Final = """
 SELECT a.attname FROM pg_catalog.pg_index i
@@ -87,6 +112,7 @@ SELECT DISTINCT lower(p.proname) FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 WHERE p.prokind = 'a' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
 """
+_DEPTH: Final = 8  # calls of calls followed before the listing stops growing
 _BODY: Final = re.compile(r"^\s*BEGIN\s+ATOMIC\b(?P<body>.*)\bEND\s*;?\s*$", re.IGNORECASE | re.DOTALL)
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
 
@@ -110,7 +136,7 @@ def _statements(body: str) -> tuple[str, ...]:
 def postgres_stored_queries(
     conn: Connection, masked: Mapping[str, frozenset[str]], policy: FunctionPolicy | None
 ) -> list[StoredQuery]:
-    """The views and LANGUAGE sql functions over masked tables the current role can use."""
+    """The views and functions over masked tables the current role can use."""
     relids = set()
     for table in masked:
         oid = conn.execute(text(_RESOLVE), {"table": table}).scalar()
@@ -120,11 +146,20 @@ def postgres_stored_queries(
         return []
     role = str(conn.execute(text("SELECT quote_ident(current_user)")).scalar())
     rows = conn.execute(text(_READERS), {"relids": sorted(relids), "fns": []}).all()
-    names = sorted({re.sub(r"([^a-z0-9_])", r"\\\1", str(r[3])) for r in rows})
-    params = {"relids": sorted(int(r[0]) for r in rows), "pattern": rf"\m({'|'.join(names)})\M"}
-    functions = conn.execute(text(_FUNCTIONS), params).all()
-    if functions:  # the views that call them read the masked tables too (their pg_depend says the function)
-        fns = sorted(int(f[0]) for f in functions)
+    readers = sorted(int(r[0]) for r in rows)
+    opaque = conn.execute(text(_OPAQUE), {"relids": readers}).all()
+    names = {str(r[3]) for r in rows} | {str(f[2]).lower() for f in opaque}
+    functions: list[Any] = []
+    for _ in range(_DEPTH):  # a SQL function calling one that counts counts, and so on
+        fns = sorted({int(f[0]) for f in [*opaque, *functions]})
+        shown = sorted(re.sub(r"([^a-z0-9_])", r"\\\1", n) for n in names)
+        params = {"relids": readers, "fns": fns, "pattern": rf"\m({'|'.join(shown)})\M"}
+        functions = conn.execute(text(_FUNCTIONS), params).all()
+        if names >= {str(f[2]).lower() for f in functions}:
+            break
+        names |= {str(f[2]).lower() for f in functions}
+    if functions or opaque:  # the views that call them read the masked tables too (pg_depend says so)
+        fns = sorted({int(f[0]) for f in [*opaque, *functions]})
         rows = conn.execute(text(_READERS), {"relids": sorted(relids), "fns": fns}).all()
     aggregates = frozenset(str(r[0]) for r in conn.execute(text(_AGGREGATES)))
     out: list[StoredQuery] = []
@@ -157,6 +192,18 @@ def postgres_stored_queries(
                 # Not on the allowlist: admission refuses calls to it, but a view may call it.
                 usable=policy.allows_name(str(name), str(schema)) or policy.allows_name(str(name)),
                 aggregates=aggregates,
+            )
+        )
+    for _, schema, name, signature, language in opaque:
+        out.append(
+            StoredQuery(
+                "function",
+                str(schema),
+                str(name),
+                (),
+                f"REVOKE EXECUTE ON FUNCTION {signature} FROM {role}, PUBLIC",
+                hidden=f"it is written in {language}, whose body this check cannot read",
+                usable=policy.allows_name(str(name), str(schema)) or policy.allows_name(str(name)),
             )
         )
     return out
