@@ -27,7 +27,8 @@ from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scr
 
 SECRET = "@secret.example"
 ROWS = [(4, "Dan", "a"), (1, "Ann", "b"), (5, "Eve", "c"), (2, "Bob", "d"), (3, "Cy", "e")]
-SCAN = "4,1,5,2,3"  # the ids in e-mail order
+SCAN = "4,1,5,2,3"
+INVOKER = "SQL SECURITY INVOKER READS SQL DATA"  # the ids in e-mail order
 PLPGSQL = (
     "CREATE FUNCTION f_plp() RETURNS text STABLE LANGUAGE plpgsql AS"
     " $$ BEGIN RETURN (SELECT string_agg(id::text, ',') FROM customers); END $$"
@@ -96,7 +97,9 @@ def test_postgres_an_allowed_plpgsql_function_over_a_masked_table_refuses_start_
     assert "view public.v_plp may answer in the scan order of a masked table: it reads function" in out
     code, out = _run(capsys, "sql", "doctor", "--dsn", pg.reader_url, "--mask", masks, *allow)
     assert "fail masks: function public.f_plp may answer in the scan order" in out, out
-    opt_ins = [f"{k}-order:public.{n}" for k, n in [("function", "f_plp"), ("function", "f_wrap"), ("view", "v_plp")]]
+    opt_ins = [
+        f"{k}-order:public.{n}" for k, n in [("function", "f_plp"), ("function", "f_wrap"), ("view", "v_plp")]
+    ]
     with caplog.at_level(logging.WARNING, logger="mcpkit.sql"):
         code, out = _run(
             capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", masks, *allow,
@@ -173,13 +176,15 @@ def test_any_value_counts_as_order_dependent() -> None:
 
     found = order_reason("SELECT any_value(name) AS n FROM c", "postgres", known, policy, pk)
     assert found == "aggregate any_value without an ORDER BY on a whole primary key"
-    assert order_reason("SELECT any_value(name ORDER BY id) AS n FROM c", "postgres", known, policy, pk) is None
+    assert (
+        order_reason("SELECT any_value(name ORDER BY id) AS n FROM c", "postgres", known, policy, pk) is None
+    )
     schema = {"customers": {"id": "INT", "name": "TEXT", "email": "TEXT"}}
     masks = MaskPolicy.of(["customers.email"])
     for dialect in ("postgres", "mysql"):
         for sql in (
             "SELECT any_value(name) AS n FROM customers",
-            "SELECT region, any_value(id) AS i FROM (SELECT name AS region, id FROM customers) t GROUP BY region",
+            "SELECT r, any_value(id) AS i FROM (SELECT name AS r, id FROM customers) t GROUP BY r",
             "SELECT any_value(id) OVER () AS i FROM customers",
         ):
             with pytest.raises(MaskRefused):
@@ -211,10 +216,14 @@ def test_postgres_a_function_setting_parallel_workers_refuses_start_up(
         "CREATE FUNCTION f_view() RETURNS int STABLE LANGUAGE sql SET statement_timeout = 0"
         " BEGIN ATOMIC SELECT 1; END"
     )
-    pg.admin.execute(f"CREATE VIEW v_cfg WITH (security_invoker = true) AS SELECT f_view() AS one; GRANT SELECT ON v_cfg TO {pg.reader}")
+    pg.admin.execute(
+        "CREATE VIEW v_cfg WITH (security_invoker = true) AS SELECT f_view() AS one;"
+        f" GRANT SELECT ON v_cfg TO {pg.reader}"
+    )
     # executable, not allowed: the allowed plpgsql f_par may call it, and nothing tells whether it does
     pg.admin.execute(
-        "CREATE FUNCTION f_idle() RETURNS int STABLE LANGUAGE sql SET work_mem = '1GB' BEGIN ATOMIC SELECT 1; END"
+        "CREATE FUNCTION f_idle() RETURNS int STABLE LANGUAGE sql SET work_mem = '1GB'"
+        " BEGIN ATOMIC SELECT 1; END"
     )
     base = ["sql", "query", "--dsn", pg.reader_url, "--allow", "function:public.f_par"]
     code, out = _run(capsys, *base, "SELECT public.f_par() AS p")
@@ -250,12 +259,14 @@ def test_postgres_a_function_setting_work_mem_is_refused_for_a_role_map_role(
     )
     try:
         pg.admin.execute(PARALLEL.replace("f_par", "f_role"))
-        pg.admin.execute(f"REVOKE EXECUTE ON FUNCTION f_role() FROM PUBLIC; GRANT EXECUTE ON FUNCTION f_role() TO {role}")
+        pg.admin.execute(
+            f"REVOKE EXECUTE ON FUNCTION f_role() FROM PUBLIC; GRANT EXECUTE ON FUNCTION f_role() TO {role}"
+        )
         roles = tmp_path / "roles.yaml"
         roles.write_text(f"principals:\n  alice: {role}\n", encoding="utf-8")
         code, out = _run(
-            capsys, "sql", "doctor", "--dsn", pg.reader_url, "--role-map", str(roles), "--allow", "shared-login",
-            "--allow", "function:public.f_role",
+            capsys, "sql", "doctor", "--dsn", pg.reader_url, "--role-map", str(roles),
+            "--allow", "shared-login", "--allow", "function:public.f_role",
         )  # fmt: skip
         assert code != 0, out
         assert "function public.f_role() sets max_parallel_workers_per_gather = 4" in out, out
@@ -283,30 +294,41 @@ def test_mariadb_a_function_reaching_a_masked_table_through_another_routine_coun
 ) -> None:
     # the reader is their definer, so it reads their bodies (MariaDB 10.11 shows them to no one else):
     # f_outer and f_call name no masked table, the routines they call do
+    definer = f"'{my.reader}'@'%'"
     with my.admin.cursor() as c:
         c.execute(
-            f"CREATE DEFINER = '{my.reader}'@'%' FUNCTION {my.db}.f_inner() RETURNS text SQL SECURITY INVOKER READS SQL DATA"
+            f"CREATE DEFINER = {definer} FUNCTION {my.db}.f_inner() RETURNS text {INVOKER}"
             f" RETURN (SELECT group_concat(id) FROM {my.db}.customers)"
         )
         c.execute(
-            f"CREATE DEFINER = '{my.reader}'@'%' FUNCTION {my.db}.f_outer() RETURNS text SQL SECURITY INVOKER READS SQL DATA"
+            f"CREATE DEFINER = {definer} FUNCTION {my.db}.f_outer() RETURNS text {INVOKER}"
             f" RETURN {my.db}.f_inner()"
         )
         c.execute(
-            f"CREATE DEFINER = '{my.reader}'@'%' PROCEDURE {my.db}.p_inner(OUT s text) SQL SECURITY INVOKER READS SQL DATA"
+            f"CREATE DEFINER = {definer} PROCEDURE {my.db}.p_inner(OUT s text) {INVOKER}"
             f" SELECT group_concat(id) INTO s FROM {my.db}.customers"
         )
         c.execute(
-            f"CREATE DEFINER = '{my.reader}'@'%' FUNCTION {my.db}.f_call() RETURNS text SQL SECURITY INVOKER READS SQL DATA"
+            f"CREATE DEFINER = {definer} FUNCTION {my.db}.f_call() RETURNS text {INVOKER}"
             f" BEGIN DECLARE s text; CALL {my.db}.p_inner(s); RETURN s; END"
         )
         for routine in ("FUNCTION f_inner", "FUNCTION f_outer", "FUNCTION f_call", "PROCEDURE p_inner"):
             kind, name = routine.split()
             c.execute(f"GRANT EXECUTE ON {kind} {my.db}.{name} TO '{my.reader}'@'%'")
     allow = [a for f in ("f_outer", "f_call") for a in ("--allow-function", f"{my.db}.{f}")]
-    allow += [a for f in ("f_inner", "f_outer", "f_call", "p_inner") for a in ("--allow", f"routine:{my.db}.{f}")]
+    allow += [
+        a for f in ("f_inner", "f_outer", "f_call", "p_inner") for a in ("--allow", f"routine:{my.db}.{f}")
+    ]
     code, out = _run(
-        capsys, "sql", "query", "--dsn", my.reader_url, "--mask", str(_masks(tmp_path)), *allow, "SELECT 1 AS x"
+        capsys,
+        "sql",
+        "query",
+        "--dsn",
+        my.reader_url,
+        "--mask",
+        str(_masks(tmp_path)),
+        *allow,
+        "SELECT 1 AS x",
     )
     assert code == 2, out
     assert f"function {my.db}.f_outer may answer in the scan order of a masked table" in out, out

@@ -106,7 +106,9 @@ def refuse_order(message: str, detail: str) -> NoReturn:
 
 def refuse_pick(agg: exp.Expr) -> None:
     """Refuse `any_value`, which no ORDER BY of ours can pin on every engine (MySQL has none inside it)."""
-    if isinstance(agg, exp.AnyValue) or (isinstance(agg, exp.Anonymous) and agg.name.casefold() == "any_value"):
+    if isinstance(agg, exp.AnyValue) or (
+        isinstance(agg, exp.Anonymous) and agg.name.casefold() == "any_value"
+    ):
         refuse_order(_PICK, "any_value over a masked read")
 
 

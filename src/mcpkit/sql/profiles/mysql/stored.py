@@ -4,10 +4,11 @@ Which objects `masking.view_order` analyses (red team rt19mask F8): every view w
 definition (information_schema.VIEWS) reads a masked table, directly or through other views, in any
 database, DEFINER or INVOKER (the scan order is the table's, whoever reads it); and every stored
 function the account may execute that the function policy lets queries call and whose body names
-such a table or view, or calls a routine (function or procedure) that does. MariaDB shows a view's definition only to an account holding SHOW VIEW on it
-(or its definer): a view the account can select but not read cannot be checked, so it counts
-(`mcpkit sql grant` grants SHOW VIEW with every view). A routine's body needs SHOW CREATE ROUTINE
-the same way.
+such a table or view, or a routine (function or procedure) that does, at any depth. MariaDB shows
+a view's definition only to an account holding SHOW VIEW on it (or its definer): a view the
+account can select but not read cannot be checked, so it counts (`mcpkit sql grant` grants SHOW
+VIEW with every view). A routine's body needs SHOW CREATE ROUTINE the same way (10.11 shows it to
+its definer only); a compound body (BEGIN ... END) does not parse, so it counts too.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ __all__ = ["CALL_SETTINGS", "config_findings"]
 
 _PINNED: Final = "a setting each call pins"
 CALL_SETTINGS: Final[Mapping[str, str]] = {
-    **{name: _PINNED for name in sorted(PINNED_SETTINGS - {"application_name", "search_path"})},
+    **dict.fromkeys(sorted(PINNED_SETTINGS - {"application_name", "search_path"}), _PINNED),
     "transaction_read_only": "the read-only transaction",
     "work_mem": "the memory of each sort and hash",
     "hash_mem_multiplier": "the memory of each hash",
@@ -125,8 +125,7 @@ def config_findings(
             continue
         key, _, value = str(setting).partition("=")
         message = (
-            f"function {signature} sets {key} = {value} for itself, over {CALL_SETTINGS[key.lower()]}"
-            f" ({why})"
+            f"function {signature} sets {key} = {value} for itself, over {CALL_SETTINGS[key.lower()]} ({why})"
         )
         fix = f"ALTER FUNCTION {signature} RESET {key}"
         found.append(Finding("function-config", message, fix, f"function-config:{schema}.{name}"))

@@ -19,7 +19,7 @@ Each carries the names of the user-defined aggregates (pg_proc prokind 'a' outsi
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from sqlalchemy import text
@@ -77,8 +77,10 @@ SELECT f.oid, f.nspname, f.proname, quote_ident(f.nspname) || '.' || quote_ident
 FROM fn f
 WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
               WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f.oid
-                AND ((d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid = ANY(CAST(:relids AS oid[])))
-                  OR (d.refclassid = 'pg_catalog.pg_proc'::regclass AND d.refobjid = ANY(CAST(:fns AS oid[])))))
+                AND ((d.refclassid = 'pg_catalog.pg_class'::regclass
+                      AND d.refobjid = ANY(CAST(:relids AS oid[])))
+                  OR (d.refclassid = 'pg_catalog.pg_proc'::regclass
+                      AND d.refobjid = ANY(CAST(:fns AS oid[])))))
    OR lower(coalesce(f.prosrc, '')) ~ CAST(:pattern AS text)
 ORDER BY 1, 2, 3
 """
@@ -149,7 +151,7 @@ def postgres_stored_queries(
     readers = sorted(int(r[0]) for r in rows)
     opaque = conn.execute(text(_OPAQUE), {"relids": readers}).all()
     names = {str(r[3]) for r in rows} | {str(f[2]).lower() for f in opaque}
-    functions: list[Any] = []
+    functions: Sequence[Any] = []
     for _ in range(_DEPTH):  # a SQL function calling one that counts counts, and so on
         fns = sorted({int(f[0]) for f in [*opaque, *functions]})
         shown = sorted(re.sub(r"([^a-z0-9_])", r"\\\1", n) for n in names)
