@@ -225,13 +225,30 @@ def test_postgres_a_function_setting_parallel_workers_refuses_start_up(
         "CREATE FUNCTION f_idle() RETURNS int STABLE LANGUAGE sql SET work_mem = '1GB'"
         " BEGIN ATOMIC SELECT 1; END"
     )
+    # an aggregate's transition function, which PostgreSQL runs with no EXECUTE check
+    pg.admin.execute(
+        "CREATE FUNCTION f_sfunc(int, int) RETURNS int IMMUTABLE LANGUAGE sql SET hash_mem_multiplier = 8"
+        " BEGIN ATOMIC SELECT $1 + $2; END; REVOKE EXECUTE ON FUNCTION f_sfunc(int, int) FROM PUBLIC;"
+        " CREATE AGGREGATE agg_cfg(int) (sfunc = f_sfunc, stype = int, initcond = '0');"
+        " CREATE VIEW v_agg WITH (security_invoker = true) AS SELECT agg_cfg(id) AS s FROM customers;"
+        f" GRANT SELECT ON v_agg TO {pg.reader}"
+    )
     base = ["sql", "query", "--dsn", pg.reader_url, "--allow", "function:public.f_par"]
     code, out = _run(capsys, *base, "SELECT public.f_par() AS p")
     assert code == 2, out
-    assert "function public.f_par() sets max_parallel_workers_per_gather = 4 for itself" in out, out
+    assert (
+        "function public.f_par() sets max_parallel_workers_per_gather = 4 for itself, over a setting each"
+        " call pins (queries may call it)" in out
+    ), out
     assert "ALTER FUNCTION public.f_par() RESET max_parallel_workers_per_gather" in out
     assert "function public.f_par() sets work_mem = 2GB" in out
     assert "ALTER FUNCTION public.f_view() RESET statement_timeout" in out
+    assert (
+        "function public.f_sfunc(integer,integer) sets hash_mem_multiplier = 8 for itself, over the memory"
+        " of each hash (a view, operator, cast, type or aggregate the role can use runs it with no EXECUTE"
+        " check)"
+        in out
+    ), out
     assert "(or --allow function-config:public.f_par)" in out
     assert (
         "function public.f_idle() sets work_mem = 1GB for itself, over the memory of each sort and hash (an"
@@ -239,7 +256,11 @@ def test_postgres_a_function_setting_parallel_workers_refuses_start_up(
     ), out
     code, out = _run(capsys, "sql", "doctor", "--dsn", pg.reader_url, *base[4:])
     assert "fail least privilege: function public.f_par() sets max_parallel_workers_per_gather" in out, out
-    allow = [a for f in ("f_par", "f_view", "f_idle") for a in ("--allow", f"function-config:public.{f}")]
+    allow = [
+        a
+        for f in ("f_par", "f_view", "f_idle", "f_sfunc")
+        for a in ("--allow", f"function-config:public.{f}")
+    ]
     with caplog.at_level(logging.WARNING, logger="mcpkit.sql"):
         code, out = _run(capsys, *base, *allow, "SELECT public.f_par() AS p")
     assert code == 0, out

@@ -116,7 +116,8 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         "read-all-settings, connection-limit, cost-under-rls, cost-under-masks, temp-space (MySQL), "
         "function:SCHEMA.NAME, extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME, type:SCHEMA.NAME, "
         "foreign-table:SCHEMA.NAME, parameter:NAME, view-order:SCHEMA.NAME and "
-        "function-order:SCHEMA.NAME (with --mask), "
+        "function-order:SCHEMA.NAME (with --mask), function-config:SCHEMA.NAME (PostgreSQL: a function "
+        "that sets a pinned or resource setting for itself), "
         "unbounded-memory (PostgreSQL) (repeatable, also "
         f"${ALLOW_ENV}, comma-separated; each is logged as a warning); function:SCHEMA.NAME also "
         "lets queries call it (the same as --allow-function SCHEMA.NAME)",

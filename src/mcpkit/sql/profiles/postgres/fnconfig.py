@@ -75,30 +75,26 @@ def _allows(policy: FunctionPolicy, schema: str, name: str) -> bool:
     return policy.allows_name(name, schema) or policy.allows_name(name)
 
 
-def _runnable(conn: Connection, policy: FunctionPolicy) -> tuple[dict[int, str], str | None]:
-    """Functions the role can make run -> how; and, where an allowed body is untracked, why any
-    executable function can run."""
+def _runnable(conn: Connection, policy: FunctionPolicy) -> tuple[dict[int, str], dict[int, bool], str | None]:
+    """The functions queries may call (-> why), those reached from what the role can use (-> whether
+    some route runs it with no EXECUTE check), and, where an allowed body is untracked, which."""
     allowed = {
         int(o): "queries may call it"
         for o, s, n in conn.execute(text(_EXECUTABLE))
         if _allows(policy, str(s), str(n))
     }
     untracked = next(
-        (f"{s}.{n} ({lang}), which queries may call" for o, s, n, lang in conn.execute(text(_UNTRACKED))
-         if int(o) in allowed),
-        None,
-    )  # fmt: skip
+        (f"{s}.{n} ({lang})" for o, s, n, lang in conn.execute(text(_UNTRACKED)) if int(o) in allowed), None
+    )
     graph = dict(_graph(conn))
     starts = [("fn", oid) for oid in allowed]
-    starts += [(str(k), int(o)) for k, o, _, _ in conn.execute(text(_ENTRIES)) if str(k) != "fn"]
+    starts += [(str(k), int(o)) for k, o, _, _ in conn.execute(text(_ENTRIES))]
     graph[("start", 0)] = [("start", node) for node in starts]
-    how = dict(allowed)
+    reached: dict[int, bool] = {}
     for (kind, oid), via in _reached(graph, ("start", 0)):
-        if kind == "fn" and oid not in how:
-            how[oid] = "a view, operator, cast, type or aggregate the role can use runs it" + (
-                " with no EXECUTE check" if via else ""
-            )
-    return how, untracked
+        if kind == "fn":
+            reached[oid] = reached.get(oid, False) or via is not None
+    return allowed, reached, untracked
 
 
 def config_findings(
@@ -115,10 +111,14 @@ def config_findings(
     rows = conn.execute(text(_CONFIGURED), {"names": sorted(CALL_SETTINGS)}).all()
     if not rows:
         return []
-    how, untracked = _runnable(conn, policy or FunctionPolicy.for_dialect("postgres"))
+    allowed_fns, reached, untracked = _runnable(conn, policy or FunctionPolicy.for_dialect("postgres"))
     found = []
     for oid, schema, name, signature, setting, executable in rows:
-        why = how.get(int(oid))
+        why = allowed_fns.get(int(oid))
+        if why is None and int(oid) in reached and (executable or reached[int(oid)]):
+            why = "a view, operator, cast, type or aggregate the role can use runs it" + (
+                "" if executable else " with no EXECUTE check"
+            )
         if why is None and untracked is not None and executable:
             why = f"an allowed function whose body PostgreSQL does not track may call it: {untracked}"
         if why is None:

@@ -93,6 +93,7 @@ FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_catalog.pg_language l ON l.oid = p.prolang
 WHERE l.lanname <> 'sql' AND p.prokind IN ('f', 'w') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND p.prorettype NOT IN ('pg_catalog.trigger'::regtype, 'pg_catalog.event_trigger'::regtype)
   AND {_MEMBER} AND has_function_privilege(r.oid, p.oid, 'EXECUTE')
        AND EXISTS (SELECT 1 FROM unnest(CAST(:relids AS oid[])) t(relid)
                    WHERE has_any_column_privilege(CASE WHEN p.prosecdef THEN p.proowner ELSE r.oid END,
