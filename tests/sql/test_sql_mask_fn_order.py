@@ -246,8 +246,7 @@ def test_postgres_a_function_setting_parallel_workers_refuses_start_up(
     assert (
         "function public.f_sfunc(integer,integer) sets hash_mem_multiplier = 8 for itself, over the memory"
         " of each hash (a view, operator, cast, type or aggregate the role can use runs it with no EXECUTE"
-        " check)"
-        in out
+        " check)" in out
     ), out
     assert "(or --allow function-config:public.f_par)" in out
     assert (
@@ -266,6 +265,25 @@ def test_postgres_a_function_setting_parallel_workers_refuses_start_up(
     assert code == 0, out
     assert "| 4,2GB |" in out  # what the opt-in accepts: the function's own settings while it runs
     assert "as --allow function-config:public.f_par asked" in caplog.text
+
+
+@pytest.mark.postgres
+def test_postgres_grant_leaves_a_function_s_own_setting_to_the_administrator(
+    pg: PgScratch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pg.admin.execute(
+        "CREATE FUNCTION f_g() RETURNS int STABLE LANGUAGE sql SET work_mem = '2GB' BEGIN ATOMIC SELECT 1; END;"
+        " CREATE VIEW v_g WITH (security_invoker = true) AS SELECT f_g() AS one"
+    )
+    argv = ["sql", "grant", "--dsn", pg.admin_url, "--role", f"{pg.reader}_g", "--tables", "public.v_g"]
+    code, out = _run(capsys, *argv)
+    assert code == 2, out
+    assert "cannot write a clean grant: function public.f_g() sets work_mem = 2GB" in out, out
+    assert "ALTER FUNCTION public.f_g() RESET work_mem" in out
+    pg.admin.execute("ALTER FUNCTION f_g() RESET work_mem")
+    code, out = _run(capsys, *argv)
+    assert code == 0, out
+    assert "GRANT SELECT ON public.v_g TO" in out
 
 
 @pytest.mark.postgres

@@ -85,11 +85,15 @@ def postgres_grant(
         if not findings:
             return script
         # A fix with alternatives ("ALTER VIEW ... SET (security_invoker = on); or REVOKE ...")
-        # changes an object for everyone: the administrator chooses, the script does not.
+        # changes an object for everyone: the administrator chooses, the script does not; so does
+        # `ALTER FUNCTION ... RESET` of a function's own setting (`fnconfig`).
         unfixable = [
             f
             for f in findings
-            if "<" in f.fix or "; or " in f.fix or not f.fix.startswith(("REVOKE", "ALTER", "DROP"))
+            if "<" in f.fix
+            or "; or " in f.fix
+            or f.code == "function-config"
+            or not f.fix.startswith(("REVOKE", "ALTER", "DROP"))
         ]
         if unfixable:
             raise SqlConfigError("cannot write a clean grant: " + unfixable[0].line())
