@@ -272,8 +272,8 @@ def test_postgres_grant_leaves_a_function_s_own_setting_to_the_administrator(
     pg: PgScratch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pg.admin.execute(
-        "CREATE FUNCTION f_g() RETURNS int STABLE LANGUAGE sql SET work_mem = '2GB' BEGIN ATOMIC SELECT 1; END;"
-        " CREATE VIEW v_g WITH (security_invoker = true) AS SELECT f_g() AS one"
+        "CREATE FUNCTION f_g() RETURNS int STABLE LANGUAGE sql SET work_mem = '2GB'"
+        " BEGIN ATOMIC SELECT 1; END; CREATE VIEW v_g WITH (security_invoker = true) AS SELECT f_g() AS one"
     )
     argv = ["sql", "grant", "--dsn", pg.admin_url, "--role", f"{pg.reader}_g", "--tables", "public.v_g"]
     code, out = _run(capsys, *argv)
