@@ -248,6 +248,16 @@ def pg_scratch(pg_url: str, prefix: str) -> Iterator[PgScratch]:
             c.execute(f"DROP ROLE IF EXISTS {reader}")
 
 
+def apply_grant(admin_url: str, login: str, script: str) -> str:
+    """Run what `mcpkit sql grant` printed for `login` as the administrator; the login's URL."""
+    with pg_admin(admin_url) as c:
+        for line in script.splitlines():
+            if line.strip() and not line.startswith("--"):
+                c.execute(line.strip().rstrip(";"))
+    password = script.split("PASSWORD '")[1].split("'")[0]
+    return make_url(admin_url).set(username=login, password=password).render_as_string(False)
+
+
 def pg_snapshot(admin_url: str, schema: str, canary: Path) -> dict[str, Any]:
     """Data, catalog, settings and files a successful attack on PostgreSQL would change."""
     url = make_url(admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
