@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.maskcheck import enforce_masks, prepare_masks
-from mcpkit.sql.masking import MaskPolicy, apply_mask, plan_masking
+from mcpkit.sql.masking import (
+    KnownSchema,
+    MaskPolicy,
+    apply_mask,
+    plan_masking,
+    reflect_schema,
+    reflect_views,
+)
 from mcpkit.sql.masking.schema import SchemaMapping
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.service import Masking, SqlService
@@ -120,6 +127,15 @@ def serve_masked(url: str, masks: Path, **kw: Any) -> SqlService:
         raise
     masking = Masking(policy, reflection.known(engine), masked)
     return SqlService(engine, max_rows=10, timeout_s=10.0, masking=masking, **kw)
+
+
+def served_with_views(url: str, policy: MaskPolicy, max_rows: int) -> SqlService:
+    """A service under `policy` whose analysis knows the views (20 s), the engine's check enforced."""
+    engine = SqlEngine(url)
+    mapping = reflect_schema(engine.sa_engine, policy=policy)
+    enforce_masks(engine, policy.masked_tables(mapping))
+    known = KnownSchema(mapping, engine.dialect, views=reflect_views(engine.sa_engine))
+    return SqlService(engine, max_rows=max_rows, timeout_s=20.0, masking=Masking(policy, known))
 
 
 def leaked(result: QueryResult, values: list[str]) -> list[str]:
