@@ -5,19 +5,22 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pymysql
+from mcp import Client, StdioServerParameters
 from sqlalchemy.engine import make_url
 
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.service import SqlService
+from tests.helpers import ROOT, UNBOUNDED_MEMORY
 
 HERE = Path(__file__).resolve().parent
 READER_CONNECTIONS = ConnectionBudget(DEFAULT_POOL_SIZE).recommended
@@ -128,6 +131,33 @@ def service_over(url: str, timeout_s: float) -> Iterator[SqlService]:
         yield SqlService(engine, timeout_s=timeout_s)
     finally:
         engine.close()
+
+
+@asynccontextmanager
+async def serving_masked(dsn: str, masks: Path) -> AsyncIterator[Callable[[str], Any]]:
+    """`mcpkit sql serve --mask` over stdio, the catalog checked before every call; yields
+    `ask(sql)`, an `execute_query` call."""
+    args = [
+        "-m",
+        "mcpkit",
+        "sql",
+        "serve",
+        "--dsn",
+        dsn,
+        "--mask",
+        str(masks),
+        "--no-audit",
+        *UNBOUNDED_MEMORY,
+    ]
+    params = StdioServerParameters(
+        command=sys.executable, args=[*args, "--catalog-check-interval", "0"], cwd=str(ROOT)
+    )
+    async with Client(params, mode="legacy") as client:
+
+        async def ask(sql: str) -> Any:
+            return await client.call_tool("execute_query", {"query": sql})
+
+        yield ask
 
 
 def rss_kb() -> int:
