@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pymysql
+import pytest
 from mcp import Client, StdioServerParameters
 from sqlalchemy.engine import make_url
 
@@ -131,6 +132,17 @@ def service_over(url: str, timeout_s: float) -> Iterator[SqlService]:
         yield SqlService(engine, timeout_s=timeout_s)
     finally:
         engine.close()
+
+
+def pg_service_fixture(timeout_s: float) -> Any:
+    """A `service` fixture: a `SqlService` over `pg_url` (the test superuser) with this timeout."""
+
+    @pytest.fixture
+    def service(pg_url: str) -> Iterator[SqlService]:
+        with service_over(pg_url, timeout_s) as service:
+            yield service
+
+    return service
 
 
 @asynccontextmanager
