@@ -5,19 +5,23 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pymysql
+import pytest
+from mcp import Client, StdioServerParameters
 from sqlalchemy.engine import make_url
 
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.service import SqlService
+from tests.helpers import ROOT, UNBOUNDED_MEMORY
 
 HERE = Path(__file__).resolve().parent
 READER_CONNECTIONS = ConnectionBudget(DEFAULT_POOL_SIZE).recommended
@@ -128,6 +132,44 @@ def service_over(url: str, timeout_s: float) -> Iterator[SqlService]:
         yield SqlService(engine, timeout_s=timeout_s)
     finally:
         engine.close()
+
+
+def pg_service_fixture(timeout_s: float) -> Any:
+    """A `service` fixture: a `SqlService` over `pg_url` (the test superuser) with this timeout."""
+
+    @pytest.fixture
+    def service(pg_url: str) -> Iterator[SqlService]:
+        with service_over(pg_url, timeout_s) as service:
+            yield service
+
+    return service
+
+
+@asynccontextmanager
+async def serving_masked(dsn: str, masks: Path) -> AsyncIterator[Callable[[str], Any]]:
+    """`mcpkit sql serve --mask` over stdio, the catalog checked before every call; yields
+    `ask(sql)`, an `execute_query` call."""
+    args = [
+        "-m",
+        "mcpkit",
+        "sql",
+        "serve",
+        "--dsn",
+        dsn,
+        "--mask",
+        str(masks),
+        "--no-audit",
+        *UNBOUNDED_MEMORY,
+    ]
+    params = StdioServerParameters(
+        command=sys.executable, args=[*args, "--catalog-check-interval", "0"], cwd=str(ROOT)
+    )
+    async with Client(params, mode="legacy") as client:
+
+        async def ask(sql: str) -> Any:
+            return await client.call_tool("execute_query", {"query": sql})
+
+        yield ask
 
 
 def rss_kb() -> int:
@@ -246,6 +288,16 @@ def pg_scratch(pg_url: str, prefix: str) -> Iterator[PgScratch]:
         with pg_admin(pg_url) as c:
             c.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
             c.execute(f"DROP ROLE IF EXISTS {reader}")
+
+
+def apply_grant(admin_url: str, login: str, script: str) -> str:
+    """Run what `mcpkit sql grant` printed for `login` as the administrator; the login's URL."""
+    with pg_admin(admin_url) as c:
+        for line in script.splitlines():
+            if line.strip() and not line.startswith("--"):
+                c.execute(line.strip().rstrip(";"))
+    password = script.split("PASSWORD '")[1].split("'")[0]
+    return make_url(admin_url).set(username=login, password=password).render_as_string(False)
 
 
 def pg_snapshot(admin_url: str, schema: str, canary: Path) -> dict[str, Any]:

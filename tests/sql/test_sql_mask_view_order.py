@@ -12,18 +12,14 @@ each) unless `--allow view-order:S.N` / `function-order:S.N`; `grant --mask` lea
 from __future__ import annotations
 
 import logging
-import sys
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from mcp import Client, StdioServerParameters
 
 from mcpkit.cli import main
-from tests.helpers import ROOT, UNBOUNDED_MEMORY, text_of
-from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch
+from tests.helpers import text_of
+from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch, serving_masked
 
 SECRET = "@secret.example"
 # Ids out of e-mail order, rows written in e-mail order: a scan-ordered answer lists 4, 1, 5, 2, 3.
@@ -308,31 +304,6 @@ def test_mariadb_grant_leaves_them_out(
         assert f"GRANT SELECT ON `{my.db}`.`{view}`" in out, (view, out)
 
 
-@asynccontextmanager
-async def _serving(dsn: str, masks: Path) -> AsyncIterator[Callable[[str], Any]]:
-    args = [
-        "-m",
-        "mcpkit",
-        "sql",
-        "serve",
-        "--dsn",
-        dsn,
-        "--mask",
-        str(masks),
-        "--no-audit",
-        *UNBOUNDED_MEMORY,
-    ]
-    params = StdioServerParameters(
-        command=sys.executable, args=[*args, "--catalog-check-interval", "0"], cwd=str(ROOT)
-    )
-    async with Client(params, mode="legacy") as client:
-
-        async def ask(sql: str) -> Any:
-            return await client.call_tool("execute_query", {"query": sql})
-
-        yield ask
-
-
 @pytest.mark.postgres
 @pytest.mark.anyio
 async def test_postgres_a_view_replaced_while_serving_is_checked_again(pg_url: str, tmp_path: Path) -> None:
@@ -350,7 +321,7 @@ async def test_postgres_a_view_replaced_while_serving_is_checked_again(pg_url: s
             GRANT SELECT ON v_inv TO {db.reader};
             """
         )
-        async with _serving(db.reader_url, _masks(tmp_path)) as ask:
+        async with serving_masked(db.reader_url, _masks(tmp_path)) as ask:
             first = await ask("SELECT a FROM v_inv")
             assert "mcpkit/error" not in (first.meta or {}) and "x" in text_of(first)
             db.admin.execute(

@@ -18,7 +18,7 @@ import pytest
 from mcpkit.sql.admission import admit
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import DbEnv, rss_kb, service_over
+from tests.sql.sql_support import DbEnv, pg_service_fixture, rss_kb, service_over
 
 TIMEOUT_S = 10.0
 MARKER = "mcpkit_search_bound"
@@ -44,10 +44,7 @@ LARGE = {
 }
 
 
-@pytest.fixture
-def service(pg_url: str) -> Iterator[SqlService]:
-    with service_over(pg_url, TIMEOUT_S) as service:
-        yield service
+service = pg_service_fixture(TIMEOUT_S)
 
 
 @pytest.mark.postgres

@@ -9,14 +9,12 @@ the mcpkit process from 137 MB to 875 MB. Their text arguments get the cast's 1 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from mcpkit.sql.admission import admit
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import rss_kb, service_over
+from tests.sql.sql_support import pg_service_fixture, rss_kb
 
 TIMEOUT_S = 10.0
 MARKER = "mcpkit_search_bound"
@@ -32,10 +30,7 @@ LARGE = {
 }
 
 
-@pytest.fixture
-def service(pg_url: str) -> Iterator[SqlService]:
-    with service_over(pg_url, TIMEOUT_S) as service:
-        yield service
+service = pg_service_fixture(TIMEOUT_S)
 
 
 @pytest.mark.postgres

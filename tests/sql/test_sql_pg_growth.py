@@ -9,7 +9,6 @@ up: `array_to_string(array_fill(big, ARRAY[900]), '')` took a backend to 3.8 GB,
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,7 +16,7 @@ from mcpkit.errors import Refused
 from mcpkit.sql.admission import admit
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import assert_guarded_answers_alike, service_over
+from tests.sql.sql_support import assert_guarded_answers_alike, pg_service_fixture
 
 TIMEOUT_S = 20.0
 MARKER = "mcpkit_size_bound"
@@ -51,10 +50,7 @@ GROWS = {
 }
 
 
-@pytest.fixture
-def service(pg_url: str) -> Iterator[SqlService]:
-    with service_over(pg_url, TIMEOUT_S) as service:
-        yield service
+service = pg_service_fixture(TIMEOUT_S)
 
 
 @pytest.mark.postgres

@@ -10,7 +10,6 @@ start-up refuses) went unnoticed and the engine no longer withheld the masked co
 from __future__ import annotations
 
 import secrets
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.engine import make_url
 
@@ -26,8 +25,15 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap
 from mcpkit.sql.service import SqlService
-from tests.helpers import ROOT, UNBOUNDED_MEMORY, free_port, python_server, text_of
-from tests.sql.sql_support import READER_CONNECTIONS, PgScratch, mysql_admin, pg_admin, pg_scratch
+from tests.helpers import free_port, python_server, text_of
+from tests.sql.sql_support import (
+    READER_CONNECTIONS,
+    PgScratch,
+    mysql_admin,
+    pg_admin,
+    pg_scratch,
+    serving_masked,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -149,31 +155,6 @@ def _drop_logins(db: PgScratch, pg_url: str, *logins: str) -> None:
             c.execute(f"DROP ROLE IF EXISTS {login}")
 
 
-@asynccontextmanager
-async def _serving_masked(dsn: str, masks: Path) -> AsyncIterator[Callable[[str], Any]]:
-    args = [
-        "-m",
-        "mcpkit",
-        "sql",
-        "serve",
-        "--dsn",
-        dsn,
-        "--mask",
-        str(masks),
-        "--no-audit",
-        *UNBOUNDED_MEMORY,
-    ]
-    params = StdioServerParameters(
-        command=sys.executable, args=[*args, "--catalog-check-interval", "0"], cwd=str(ROOT)
-    )
-    async with Client(params, mode="legacy") as client:
-
-        async def ask(sql: str) -> Any:
-            return await client.call_tool("execute_query", {"query": sql})
-
-        yield ask
-
-
 async def test_postgres_masked_column_granted_while_serving_is_refused_until_withheld_again(
     pg_url: str, tmp_path: Path
 ) -> None:
@@ -185,7 +166,7 @@ async def test_postgres_masked_column_granted_while_serving_is_refused_until_wit
         masks = tmp_path / "masks.yaml"
         masks.write_text("masks:\n  - masked_t.note\n", encoding="utf-8")
         try:
-            async with _serving_masked(db.reader_url, masks) as ask:
+            async with serving_masked(db.reader_url, masks) as ask:
                 assert _code(await ask("SELECT id FROM public.masked_t")) == "OK"
                 db.admin.execute(f"GRANT SELECT ON masked_t TO {r}")  # what start-up refuses
                 refused = await ask("SELECT id, note FROM public.masked_t")

@@ -10,10 +10,19 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from mcpkit.sql.masking import MaskPolicy, apply_mask, plan_masking
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.maskcheck import enforce_masks, prepare_masks
+from mcpkit.sql.masking import (
+    KnownSchema,
+    MaskPolicy,
+    apply_mask,
+    plan_masking,
+    reflect_schema,
+    reflect_views,
+)
 from mcpkit.sql.masking.schema import SchemaMapping
 from mcpkit.sql.models import QueryResult
-from mcpkit.sql.service import SqlService
+from mcpkit.sql.service import Masking, SqlService
 from mcpkit.sql.shaping import shape_rows
 
 HERE = Path(__file__).resolve().parent
@@ -105,6 +114,28 @@ def run_masked(
     plan = plan_masking(admitted.tree, service.engine.dialect, schema, policy)
     rows = service.engine.execute(plan.sql or admitted.sql, None, max_rows, service.timeout_s, "mask-test")
     return shape_rows(apply_mask(rows, plan))
+
+
+def serve_masked(url: str, masks: Path, **kw: Any) -> SqlService:
+    """What `serve --mask FILE` does at start-up: the service (10 rows, 10 s), or SqlConfigError."""
+    engine = SqlEngine(url)
+    try:
+        policy, reflection, masked = prepare_masks(engine, str(masks))
+        enforce_masks(engine, masked)
+    except BaseException:
+        engine.close()
+        raise
+    masking = Masking(policy, reflection.known(engine), masked)
+    return SqlService(engine, max_rows=10, timeout_s=10.0, masking=masking, **kw)
+
+
+def served_with_views(url: str, policy: MaskPolicy, max_rows: int) -> SqlService:
+    """A service under `policy` whose analysis knows the views (20 s), the engine's check enforced."""
+    engine = SqlEngine(url)
+    mapping = reflect_schema(engine.sa_engine, policy=policy)
+    enforce_masks(engine, policy.masked_tables(mapping))
+    known = KnownSchema(mapping, engine.dialect, views=reflect_views(engine.sa_engine))
+    return SqlService(engine, max_rows=max_rows, timeout_s=20.0, masking=Masking(policy, known))
 
 
 def leaked(result: QueryResult, values: list[str]) -> list[str]:

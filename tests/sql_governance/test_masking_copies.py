@@ -21,7 +21,7 @@ from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.service import Masking, SqlService
 from tests.helpers import run_mcpkit
-from tests.sql.sql_support import mysql_admin, pg_admin
+from tests.sql.sql_support import apply_grant, mysql_admin, pg_admin
 
 MASKS = ["customers.email"]
 TABLES = (
@@ -49,16 +49,6 @@ def _served(url: str) -> SqlService:
     return SqlService(
         engine, max_rows=10, timeout_s=10.0, masking=Masking(policy, KnownSchema(mapping, "sqlite"))
     )
-
-
-def _apply_grant(admin: str, reader: str, script: str) -> str:
-    """Run what `mcpkit sql grant` printed as the administrator; the reader's URL."""
-    with pg_admin(admin) as c:
-        for line in script.splitlines():
-            if line.strip() and not line.startswith("--"):
-                c.execute(line.strip().rstrip(";"))
-    password = script.split("PASSWORD '")[1].split("'")[0]
-    return make_url(admin).set(username=reader, password=password).render_as_string(False)
 
 
 def test_sqlite_masks_the_copy(tmp_path: Path) -> None:
@@ -130,7 +120,7 @@ def test_postgres_grant_withholds_a_copy_in_another_schema(pg_url: str, tmp_path
         )
         assert done.returncode == 0, done.stderr
         assert f'GRANT SELECT ("oid", "amount") ON {other}.orders2' in done.stdout, done.stdout
-        url = _apply_grant(admin, reader, done.stdout)
+        url = apply_grant(admin, reader, done.stdout)
         service = _served(url)  # start-up accepts what grant wrote
         try:
             result, _ = service.query("SELECT oid, customer_email FROM orders2", call_id="t", max_rows=10)
@@ -221,7 +211,7 @@ def test_postgres_grant_withholds_copies_of_generated_columns_and_generated_colu
         assert done.returncode == 0, done.stderr
         assert 'GRANT SELECT ("id", "amount") ON public.invoices' in done.stdout, done.stdout
         assert 'GRANT SELECT ("id") ON public.tickets' in done.stdout, done.stdout
-        url = _apply_grant(admin, reader, done.stdout)
+        url = apply_grant(admin, reader, done.stdout)
         with pg_admin(admin) as c:
             c.execute(f"GRANT SELECT ON invoices TO {reader}")  # the careless way: refused
         with pytest.raises(SqlConfigError) as info:
@@ -266,7 +256,7 @@ def test_postgres_an_inheritance_child_of_a_copy_table_is_masked(pg_url: str, tm
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert 'GRANT SELECT ("id") ON public.tickets_old' in done.stdout, done.stdout
-        url = _apply_grant(admin, reader, done.stdout)
+        url = apply_grant(admin, reader, done.stdout)
         with pg_admin(admin) as c:
             c.execute(f"GRANT SELECT ON tickets_old TO {reader}")  # the careless way: refused
         with pytest.raises(SqlConfigError) as info:

@@ -23,11 +23,11 @@ import pytest
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import Refused
-from mcpkit.sql.maskcheck import enforce_masks, prepare_masks
 from mcpkit.sql.masking.taint import MaskRefused
-from mcpkit.sql.service import Masking, SqlService
+from mcpkit.sql.service import SqlService
 from tests.helpers import run_mcpkit
 from tests.sql.sql_support import mysql_scratch, pg_scratch
+from tests.sql_governance.support import serve_masked
 
 HINTED = (
     "SELECT c.id FROM customers c FORCE INDEX (pin_idx)",
@@ -45,17 +45,9 @@ HINTED = (
 
 def _service(url: str, masks: Path | None, **kw: object) -> SqlService:
     """What `serve --mask` does at start-up (no masks: a plain service)."""
-    engine = SqlEngine(url)
     if masks is None:
-        return SqlService(engine, max_rows=10, timeout_s=10.0, **kw)  # type: ignore[arg-type]
-    try:
-        policy, reflection, masked = prepare_masks(engine, str(masks))
-        enforce_masks(engine, masked)
-    except BaseException:
-        engine.close()
-        raise
-    masking = Masking(policy, reflection.known(engine), masked)
-    return SqlService(engine, max_rows=10, timeout_s=10.0, masking=masking, **kw)  # type: ignore[arg-type]
+        return SqlService(SqlEngine(url), max_rows=10, timeout_s=10.0, **kw)  # type: ignore[arg-type]
+    return serve_masked(url, masks, **kw)
 
 
 @pytest.mark.mysql

@@ -27,12 +27,11 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from mcpkit.errors import Refused
-from mcpkit.sql.assemble import enforce_masks
-from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
-from mcpkit.sql.masking import KnownSchema, MaskPolicy, reflect_schema, reflect_views
-from mcpkit.sql.service import Masking, SqlService
+from mcpkit.sql.masking import MaskPolicy
+from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import mysql_admin, pg_admin
+from tests.sql_governance.support import served_with_views
 
 POLICY = MaskPolicy.of(["customers.email", "customers.pin"])
 ROWS = (
@@ -87,14 +86,6 @@ class Setup:
     service: SqlService
 
 
-def _service(url: str) -> SqlService:
-    engine = SqlEngine(url)
-    mapping = reflect_schema(engine.sa_engine, policy=POLICY)
-    enforce_masks(engine, POLICY.masked_tables(mapping))
-    known = KnownSchema(mapping, engine.dialect, views=reflect_views(engine.sa_engine))
-    return SqlService(engine, max_rows=100, timeout_s=20.0, masking=Masking(POLICY, known))
-
-
 @pytest.fixture(scope="module")
 def sqlite_setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     path = tmp_path_factory.mktemp(f"maskfix3_{tokens.token_hex(4)}") / "crm.db"
@@ -105,7 +96,7 @@ def sqlite_setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         db.execute(ORDERS_DDL)
         db.executemany("INSERT INTO orders VALUES (?, ?, ?)", ORDERS)
     db.close()
-    service = _service(f"sqlite:///{Path(path)}")
+    service = served_with_views(f"sqlite:///{Path(path)}", POLICY, 100)
     yield Setup("sqlite", service)
     service.engine.close()  # type: ignore[attr-defined]
 
@@ -133,7 +124,7 @@ def pg_setup(pg_url: str) -> Iterator[Setup]:
             c.execute(f"GRANT SELECT (id, name, score) ON customers TO {reader}")
             c.execute(f"GRANT SELECT ON orders TO {reader}")
         url = make_url(admin).set(username=reader, password=None).render_as_string(False)
-        service = _service(url)
+        service = served_with_views(url, POLICY, 100)
         yield Setup("postgres", service)
     finally:
         if service is not None:
@@ -163,7 +154,7 @@ def mysql_setup(mysql_url: str) -> Iterator[Setup]:
             c.execute(f"GRANT SELECT (id, name, score) ON {db}.customers TO '{user}'@'%'")
             c.execute(f"GRANT SELECT ON {db}.orders TO '{user}'@'%'")
         url = make_url(mysql_url).set(username=user, password=None, database=db).render_as_string(False)
-        service = _service(url)
+        service = served_with_views(url, POLICY, 100)
         yield Setup("mysql", service)
     finally:
         if service is not None:

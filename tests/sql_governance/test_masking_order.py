@@ -28,12 +28,12 @@ from sqlalchemy.engine import make_url
 
 from mcpkit.errors import Refused
 from mcpkit.sql.analysis.sampling import sample_table
-from mcpkit.sql.assemble import enforce_masks
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
-from mcpkit.sql.masking import KnownSchema, MaskPolicy, plan_masking, reflect_schema, reflect_views
-from mcpkit.sql.service import Masking, SqlService
+from mcpkit.sql.masking import MaskPolicy, plan_masking
+from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import mysql_admin, pg_admin
+from tests.sql_governance.support import served_with_views
 
 POLICY = MaskPolicy.of(["customers.email", "*.ssn"])
 VISIBLE = ("id", "name", "region", "tier")
@@ -312,14 +312,6 @@ class OrderTwins:
     failed: tuple[str, ...] = ()
 
 
-def _service(url: str) -> SqlService:
-    engine = SqlEngine(url)
-    mapping = reflect_schema(engine.sa_engine, policy=POLICY)
-    enforce_masks(engine, POLICY.masked_tables(mapping))
-    known = KnownSchema(mapping, engine.dialect, views=reflect_views(engine.sa_engine))
-    return SqlService(engine, max_rows=500, timeout_s=20.0, masking=Masking(POLICY, known))
-
-
 DDL = (
     "CREATE TABLE customers (id INTEGER NOT NULL, name VARCHAR(20) NOT NULL, email VARCHAR(40) NOT NULL,"
     " ssn VARCHAR(20) NOT NULL, region VARCHAR(10) NOT NULL, tier INTEGER NOT NULL{pk})"
@@ -340,7 +332,7 @@ def sqlite_order(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OrderTwin
                 "CREATE VIEW v_outer_aggregate AS SELECT c.id, (SELECT count(c.id)) AS n FROM customers c"
             )
         db.close()
-        services.append(_service(f"sqlite:///{Path(path)}"))
+        services.append(served_with_views(f"sqlite:///{Path(path)}", POLICY, 500))
     yield OrderTwins(
         "sqlite",
         services[0],
@@ -386,7 +378,7 @@ def pg_order(pg_url: str) -> Iterator[OrderTwins]:
                 c.execute(f"GRANT SELECT ({', '.join(VISIBLE)}) ON customers TO {reader}")
                 c.execute(f"GRANT SELECT ON v_customers, v_invoker TO {reader}")
             url = make_url(admin).set(username=reader, password=None).render_as_string(False)
-            services.append(_service(url))
+            services.append(served_with_views(url, POLICY, 500))
         yield OrderTwins(
             "postgres",
             services[0],
@@ -430,7 +422,7 @@ def mysql_order(mysql_url: str) -> Iterator[OrderTwins]:
                 for view in ("v_customers", "v_invoker"):
                     c.execute(f"GRANT SELECT, SHOW VIEW ON {db}.{view} TO '{user}'@'%'")
             url = make_url(mysql_url).set(username=user, password=None, database=db).render_as_string(False)
-            services.append(_service(url))
+            services.append(served_with_views(url, POLICY, 500))
         yield OrderTwins(
             "mysql",
             services[0],

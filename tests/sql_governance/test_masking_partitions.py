@@ -12,15 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy.engine import make_url
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, SqlConfigError
-from mcpkit.sql.maskcheck import enforce_masks, mask_findings, prepare_masks
+from mcpkit.sql.maskcheck import mask_findings, prepare_masks
 from mcpkit.sql.masking.taint import MaskRefused
-from mcpkit.sql.service import Masking, SqlService
 from tests.helpers import run_mcpkit
-from tests.sql.sql_support import mysql_scratch, pg_admin, pg_scratch
+from tests.sql.sql_support import apply_grant, mysql_scratch, pg_admin, pg_scratch
+from tests.sql_governance.support import serve_masked
 
 PATIENTS = (
     "CREATE TABLE patients (id int, name text, diagnosis text) PARTITION BY LIST (diagnosis)",
@@ -52,19 +51,6 @@ def _masks(tmp_path: Path) -> Path:
     masks = tmp_path / "masks.yaml"
     masks.write_text("masks:\n  - '*.diagnosis'\n")
     return masks
-
-
-def _start(url: str, masks: Path) -> SqlService:
-    """What `serve --mask` does at start-up: the service, or SqlConfigError."""
-    engine = SqlEngine(url)
-    try:
-        policy, reflection, masked = prepare_masks(engine, str(masks))
-        enforce_masks(engine, masked)
-    except BaseException:
-        engine.close()
-        raise
-    masking = Masking(policy, reflection.known(engine), masked)
-    return SqlService(engine, max_rows=10, timeout_s=10.0, masking=masking)
 
 
 @pytest.mark.postgres
@@ -125,7 +111,7 @@ def test_postgres_refuses_a_partition_readable_by_its_own_name(pg_url: str, tmp_
         assert f"REVOKE SELECT ON public.patients_p1 FROM {pg.reader}" in line, line
         assert not [f for f in found if f.code != "masked-column-partition"], [f.line() for f in found]
         with pytest.raises(SqlConfigError, match="patients_p1 can be read by its own name"):
-            _start(pg.reader_url, masks)
+            serve_masked(pg.reader_url, masks)
         done = run_mcpkit("sql", "doctor", "--dsn", pg.reader_url, "--mask", str(masks))
         assert "fail masks: partition public.patients_p1 can be read by its own name" in done.stdout
         assert "visits_1 can" not in done.stdout and "plain_1" not in done.stdout, done.stdout
@@ -151,12 +137,8 @@ def test_postgres_grant_withholds_such_partitions(pg_url: str, tmp_path: Path) -
         assert f'GRANT SELECT ("id") ON public.visits_1 TO "{reader}"' in done.stdout  # keyed by id above
         assert f'GRANT SELECT ("id") ON public.plain_1 TO "{reader}"' in done.stdout
         try:
-            for line in done.stdout.splitlines():
-                if line.strip() and not line.startswith("--"):
-                    pg.admin.execute(line.strip().rstrip(";"))
-            password = done.stdout.split("PASSWORD '")[1].split("'")[0]
-            url = make_url(pg.admin_url).set(username=reader, password=password).render_as_string(False)
-            service = _start(url, masks)  # start-up accepts what grant wrote
+            url = apply_grant(pg.admin_url, reader, done.stdout)
+            service = serve_masked(url, masks)  # start-up accepts what grant wrote
             try:
                 result, _ = service.query("SELECT id, name FROM patients ORDER BY id", call_id="t")
                 assert [r[0] for r in result.rows] == [1, 2, 3, 4]
@@ -185,7 +167,7 @@ def test_mariadb_partition_selection_is_refused_under_masks(mysql_url: str, tmp_
                 f"INSERT INTO {my.db}.patients VALUES (1, 'ann', 'hiv'), (2, 'bob', 'flu'), (3, 'cy', 'hiv')"
             )
             c.execute(f"GRANT SELECT (id, name) ON {my.db}.patients TO '{my.reader}'@'%'")
-        service = _start(my.reader_url, masks)
+        service = serve_masked(my.reader_url, masks)
         try:
             result, _ = service.query("SELECT id, name FROM patients ORDER BY id", call_id="t")
             assert [r[0] for r in result.rows] == [1, 2, 3]

@@ -10,15 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy.engine import make_url
 
-from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.maskcheck import enforce_masks, prepare_masks
 from mcpkit.sql.masking import MASKED
-from mcpkit.sql.service import Masking, SqlService
 from tests.helpers import run_mcpkit
-from tests.sql.sql_support import pg_admin, pg_scratch
+from tests.sql.sql_support import apply_grant, pg_admin, pg_scratch
+from tests.sql_governance.support import serve_masked
 
 SECRET = "acc1@secret.example"
 SETUP = (
@@ -40,20 +37,6 @@ SETUP = (
 )
 
 
-def _start(url: str, masks: Path) -> SqlService:
-    """What `serve --mask` does at start-up: the service, or SqlConfigError."""
-    engine = SqlEngine(url)
-    try:
-        policy, reflection, masked = prepare_masks(engine, str(masks))
-        enforce_masks(engine, masked)
-    except BaseException:
-        engine.close()
-        raise
-    return SqlService(
-        engine, max_rows=10, timeout_s=10.0, masking=Masking(policy, reflection.known(engine), masked)
-    )
-
-
 @pytest.mark.postgres
 def test_postgres_refuses_an_account_that_reads_a_row_typed_copy(pg_url: str, tmp_path: Path) -> None:
     masks = tmp_path / "masks.yaml"
@@ -66,7 +49,7 @@ def test_postgres_refuses_an_account_that_reads_a_row_typed_copy(pg_url: str, tm
         before = run_mcpkit("sql", "query", "--dsn", pg.reader_url, "SELECT snap::text FROM snaps")
         assert SECRET in before.stdout  # what the account reads without masks
         with pytest.raises(SqlConfigError) as info:
-            _start(pg.reader_url, masks).engine.close()  # type: ignore[attr-defined]
+            serve_masked(pg.reader_url, masks).engine.close()  # type: ignore[attr-defined]
         said = str(info.value)
         assert "snap of public.snaps" in said, said
         assert "arr, w, d, r of public.shapes" in said, said
@@ -93,12 +76,8 @@ def test_postgres_grant_withholds_a_row_typed_copy_and_serve_masks_it(pg_url: st
         assert f'GRANT SELECT ("id") ON public.nested TO "{reader}"' in done.stdout, done.stdout
         assert f'GRANT SELECT ("id", "w") ON public.vsnaps TO "{reader}"' in done.stdout, done.stdout
         try:
-            for line in done.stdout.splitlines():
-                if line.strip() and not line.startswith("--"):
-                    pg.admin.execute(line.strip().rstrip(";"))
-            password = done.stdout.split("PASSWORD '")[1].split("'")[0]
-            url = make_url(pg.admin_url).set(username=reader, password=password).render_as_string(False)
-            service = _start(url, masks)  # start-up accepts what grant wrote
+            url = apply_grant(pg.admin_url, reader, done.stdout)
+            service = serve_masked(url, masks)  # start-up accepts what grant wrote
             try:
                 for sql in ("SELECT * FROM snaps", "SELECT snap::text FROM snaps", "SELECT * FROM nested"):
                     result, _ = service.query(sql, call_id="t", max_rows=10)

@@ -10,26 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, SqlConfigError
-from mcpkit.sql.maskcheck import enforce_masks, prepare_masks
-from mcpkit.sql.service import Masking, SqlService
 from tests.helpers import run_mcpkit
 from tests.sql.sql_support import pg_scratch
+from tests.sql_governance.support import serve_masked
 
 SECRET = "aa@secret.example"
-
-
-def _start(url: str, masks: Path) -> SqlService:
-    engine = SqlEngine(url)
-    try:
-        policy, reflection, masked = prepare_masks(engine, str(masks))
-        enforce_masks(engine, masked)
-    except BaseException:
-        engine.close()
-        raise
-    masking = Masking(policy, reflection.known(engine), masked)
-    return SqlService(engine, max_rows=10, timeout_s=10.0, masking=masking)
 
 
 @pytest.mark.postgres
@@ -51,7 +37,7 @@ def test_postgres_a_definer_aggregate_component_is_refused_under_masks(pg_url: s
         with pytest.raises(
             SqlConfigError, match=r"function public\.agg_step\(state text, x integer\) runs as"
         ):
-            _start(pg.reader_url, masks).engine.close()  # type: ignore[attr-defined]
+            serve_masked(pg.reader_url, masks).engine.close()  # type: ignore[attr-defined]
         done = run_mcpkit(
             "sql",
             "doctor",
@@ -66,7 +52,7 @@ def test_postgres_a_definer_aggregate_component_is_refused_under_masks(pg_url: s
         assert "ALTER FUNCTION public.agg_step(state text, x integer) SECURITY INVOKER" in done.stdout
         # the fix printed: the component runs as the reader, who may not read the e-mail
         a.execute("ALTER FUNCTION agg_step(text, int) SECURITY INVOKER")
-        service = _start(pg.reader_url, masks)
+        service = serve_masked(pg.reader_url, masks)
         try:
             with pytest.raises(QueryFailed):
                 # the database itself refuses (mcpkit's function list would refuse it earlier)

@@ -9,8 +9,8 @@ database, opted in with `--allow`, answered the e-mails in clear while start-up 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Final, TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 from mcpkit.sql.profiles.base import Finding
 from mcpkit.sql.profiles.scan_order import split_key
 
-__all__ = ["masked_views"]
+__all__ = ["masked_views", "view_closure"]
 
 _SYSTEM: Final = "('information_schema', 'mysql', 'performance_schema', 'sys')"
 _VIEWS: Final = (
@@ -44,6 +44,7 @@ _RELATION: Final = re.compile(rf"\b(?:from|join)\s*[(\s]*({_NAME}(?:\.{_NAME})?)
 
 Relation = tuple[str, str]
 """`(database, name)`, case-folded."""
+T = TypeVar("T")
 
 
 def _quote(name: str) -> str:
@@ -85,6 +86,26 @@ def _selectable(conn: Connection, schema: str, name: str) -> bool:
     return True
 
 
+def view_closure(
+    views: list[tuple[str, str, str, str]], mark: Callable[[Relation, str, Mapping[Relation, T]], T | None]
+) -> dict[Relation, T]:
+    """Each view (schema, name, security, definition) that `mark` gives a value, given its key, its
+    definition and the views marked so far: to a fixpoint, so a view over a marked view is marked."""
+    found: dict[Relation, T] = {}
+    changed = True
+    while changed:
+        changed = False
+        for schema, name, _, definition in views:
+            key = (schema.casefold(), name.casefold())
+            if key in found:
+                continue
+            value = mark(key, definition, found)
+            if value is not None:
+                found[key] = value
+                changed = True
+    return found
+
+
 def _tainted_views(
     views: list[tuple[str, str, str, str]],
     base: set[Relation],
@@ -94,29 +115,21 @@ def _tainted_views(
     """Each view that reads a masked column (directly, through another such view, or through a
     relation the check cannot see into), with why."""
     known = base | {(s.casefold(), n.casefold()) for s, n, _, _ in views}
-    tainted: dict[Relation, str] = {}
-    changed = True
-    while changed:
-        changed = False
-        for schema, name, _, definition in views:
-            key = (schema.casefold(), name.casefold())
-            if key in tainted:
-                continue
-            why = "" if definition else "its definition is hidden from the account, so it cannot be checked"
-            for relation in [] if why else _relations(definition, key[0]):
-                if relation in hidden and any(f"`{c}`" in definition.casefold() for c in hidden[relation]):
-                    why = "it reads a masked column with its definer's rights"
-                elif relation in tainted:
-                    shown = relation[1] if relation[0] == database else ".".join(relation)
-                    why = f"it reads view {shown}, which reads a masked column"
-                elif relation not in known:
-                    why = f"it reads {relation[0]}.{relation[1]}, which this check cannot see into"
-                if why:
-                    break
-            if why:
-                tainted[key] = why
-                changed = True
-    return tainted
+
+    def why(key: Relation, definition: str, tainted: Mapping[Relation, str]) -> str | None:
+        if not definition:
+            return "its definition is hidden from the account, so it cannot be checked"
+        for relation in _relations(definition, key[0]):
+            if relation in hidden and any(f"`{c}`" in definition.casefold() for c in hidden[relation]):
+                return "it reads a masked column with its definer's rights"
+            if relation in tainted:
+                shown = relation[1] if relation[0] == database else ".".join(relation)
+                return f"it reads view {shown}, which reads a masked column"
+            if relation not in known:
+                return f"it reads {relation[0]}.{relation[1]}, which this check cannot see into"
+        return None
+
+    return view_closure(views, why)
 
 
 def _mentions(body: str, names: set[str]) -> str | None:

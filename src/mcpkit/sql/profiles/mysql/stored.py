@@ -21,7 +21,15 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.admission.policy import FunctionPolicy
-from mcpkit.sql.profiles.mysql.mask_routes import _SYSTEM, _VIEWS, _quote, _relations, _selectable, _unquote
+from mcpkit.sql.profiles.mysql.mask_routes import (
+    _SYSTEM,
+    _VIEWS,
+    _quote,
+    _relations,
+    _selectable,
+    _unquote,
+    view_closure,
+)
 from mcpkit.sql.profiles.stored import StoredQuery
 
 __all__ = ["mysql_primary_key", "mysql_stored_queries"]
@@ -52,18 +60,13 @@ def mysql_primary_key(conn: Connection, schema: str | None, table: str) -> list[
 def _over_masked(views: list[tuple[str, str, str, str]], masked: set[Relation]) -> dict[Relation, bool]:
     """Each view that reads a masked table (through other views too) -> whether its definition is
     visible; a hidden one counts (it may)."""
-    found: dict[Relation, bool] = {}
-    changed = True
-    while changed:
-        changed = False
-        for schema, name, _, definition in views:
-            key = (schema.casefold(), name.casefold())
-            if key in found:
-                continue
-            if not definition or any(r in masked or r in found for r in _relations(definition, key[0])):
-                found[key] = bool(definition)
-                changed = True
-    return found
+
+    def reads(key: Relation, definition: str, found: Mapping[Relation, bool]) -> bool | None:
+        if not definition or any(r in masked or r in found for r in _relations(definition, key[0])):
+            return bool(definition)
+        return None
+
+    return view_closure(views, reads)
 
 
 def _names(body: str, names: set[str]) -> bool:
