@@ -63,6 +63,10 @@ def _masked_grants(
                 masked[d.key] = masked.get(d.key, frozenset()) | d.columns
             preparation = engine.profile.mask_preparation(conn, masked)
             withheld = engine.profile.mask_withheld(conn, masked)
+            for schema, name, why in engine.profile.mask_left_out(conn, masked):
+                if (schema, name) in granted:
+                    withheld.append((schema, name))
+                    left_out.append(f"left out: view {schema}.{name} {why}")
             for line in referenced_hints(conn, named, schemas):
                 print(f"-- warning: {line}", file=sys.stderr)
         policy = policy.with_columns((d.schema, d.table, d.columns) for d in derived)

@@ -316,6 +316,14 @@ class Profile(Capabilities):
         nothing on them; `masked` as for `use_masks`. None here."""
         return []
 
+    def mask_left_out(
+        self, conn: Connection, masked: Mapping[str, frozenset[str]]
+    ) -> list[tuple[str | None, str, str]]:
+        """(schema, view, why) of views that hand a reader masked values whatever its column grants
+        (MariaDB's DEFINER views that read one); `grant --mask` grants nothing on them and says why;
+        `masked` as for `use_masks`. None here."""
+        return []
+
     def mask_preparation(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Statements an administrator runs before the masked grants, for masked values the database
         keeps outside the columns (PostgreSQL's `attmissingval`); `masked` as for `use_masks`. None here."""

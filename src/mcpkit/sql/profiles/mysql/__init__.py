@@ -22,7 +22,7 @@ from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
 from mcpkit.sql.profiles.mysql.account import connection_limit_findings, inspect_mysql
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
 from mcpkit.sql.profiles.mysql.fingerprint import mysql_fingerprint
-from mcpkit.sql.profiles.mysql.mask_routes import masked_views
+from mcpkit.sql.profiles.mysql.mask_routes import definer_views_left_out, masked_views
 from mcpkit.sql.profiles.mysql.masks import (
     derived_masks,
     exact_ties,
@@ -95,6 +95,12 @@ class MysqlProfile(MysqlSession):
         ONLY_FULL_GROUP_BY (a bare column beside GROUP BY would follow the scan order)."""
         self.full_group_by = True
         return readable_masked_columns(conn, masked) + masked_views(conn, masked)
+
+    def mask_left_out(
+        self, conn: Connection, masked: Mapping[str, frozenset[str]]
+    ) -> list[tuple[str | None, str, str]]:
+        """DEFINER views that read a masked column, through routines they call too (`mask_routes`)."""
+        return [(s, n, f"runs as its definer: {why}") for s, n, why in definer_views_left_out(conn, masked)]
 
     def primary_key(self, conn: Connection, schema: str | None, table: str) -> list[str]:
         """A table's primary key columns as the reader sees them (`masking.view_order`)."""

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.admission import FunctionPolicy
 from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
+from mcpkit.sql.profiles.mysql.mask_routes import VIEW_CALLS
 from mcpkit.sql.profiles.mysql.privileges import judge_grants
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, under_each_role
 from mcpkit.sql.profiles.mysql.temp_space import temp_space_findings
@@ -270,7 +271,8 @@ def inspect_mysql(
                     "executable-routine",
                     f"{current} can run {kind.lower()} {schema}.{name}{via} (SQL SECURITY INVOKER), whose"
                     " body this check cannot read: it may take named locks, sleep or set session state,"
-                    " which the read-only transaction does not stop, from any view that calls it",
+                    " which the read-only transaction does not stop, from any view that calls it (a DEFINER"
+                    " view runs it with the view definer's rights)",
                     fix,
                     f"routine:{schema}.{name}",
                 )
@@ -281,7 +283,7 @@ def inspect_mysql(
                 "definer-routine",
                 f"{current} can run {kind.lower()} {schema}.{name}{via}, which runs as its definer {definer}"
                 " (SQL SECURITY DEFINER)",
-                f"{fix}; or ALTER {kind} {quoted} SQL SECURITY INVOKER",
+                f"{fix}; or ALTER {kind} {quoted} SQL SECURITY INVOKER{VIEW_CALLS}",
                 f"routine:{schema}.{name}",
             )
         )

@@ -3,7 +3,10 @@
 MariaDB checks a DEFINER view's or routine's tables and columns against its definer, so column
 privileges do not hold through one. A route in another database reaches a masked column as well
 as one in the connection's database (red team mask13 F4, F7: a view and a function in a twin
-database, opted in with `--allow`, answered the e-mails in clear while start-up said ok).
+database, opted in with `--allow`, answered the e-mails in clear while start-up said ok). A routine
+a DEFINER view calls runs with the view definer's rights whatever its own SQL SECURITY (red team
+rt22 F1: a DEFINER view over an INVOKER function answered the e-mails), so a view counts as
+reading a masked column when it calls, at any depth, a routine whose body reads one or is hidden.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from sqlalchemy.exc import DBAPIError
 from mcpkit.sql.profiles.base import Finding
 from mcpkit.sql.profiles.scan_order import split_key
 
-__all__ = ["masked_views", "view_closure"]
+__all__ = ["VIEW_CALLS", "definer_views_left_out", "masked_views", "view_closure"]
 
 _SYSTEM: Final = "('information_schema', 'mysql', 'performance_schema', 'sys')"
 _VIEWS: Final = (
@@ -33,14 +36,23 @@ _BASE: Final = (
 # information_schema.ROUTINES lists the routines the account may execute; their bodies only to
 # their definer (or with SHOW CREATE ROUTINE), NULL otherwise.
 _ROUTINES: Final = (
-    "SELECT routine_schema, routine_name, routine_type, definer, routine_definition"
-    f" FROM information_schema.ROUTINES WHERE security_type = 'DEFINER' AND routine_schema NOT IN {_SYSTEM}"
+    "SELECT routine_schema, routine_name, routine_type, definer, routine_definition, security_type"
+    f" FROM information_schema.ROUTINES WHERE routine_schema NOT IN {_SYSTEM}"
     " ORDER BY routine_schema, routine_name"
 )
 # The relations a stored view definition reads: MariaDB stores each one backquoted (and qualified)
 # after FROM or JOIN; columns may be qualified by an alias, so they are matched by name alone.
 _NAME: Final = r"`(?:[^`]|``)+`"
 _RELATION: Final = re.compile(rf"\b(?:from|join)\s*[(\s]*({_NAME}(?:\.{_NAME})?)")
+# A stored function call: MariaDB stores it backquoted (qualified outside the view's database) and
+# directly followed by its argument list; built-in functions are stored bare (`lcase(...)`).
+_CALL: Final = re.compile(rf"({_NAME}(?:\.{_NAME})?)\(")
+
+VIEW_CALLS: Final = (
+    "; a DEFINER view that calls it still runs it with the view definer's rights: recreate such a view"
+    " SQL SECURITY INVOKER too"
+)
+"""Appended where a fix turns a routine INVOKER (red team rt22 F1: that was the printed fix)."""
 
 Relation = tuple[str, str]
 """`(database, name)`, case-folded."""
@@ -67,6 +79,19 @@ def _relations(definition: str, db: str) -> list[Relation]:
     """
     out = []
     for chain in _RELATION.findall(definition.casefold()):
+        parts = [p[1:-1].replace("``", "`") for p in re.findall(_NAME, chain)]
+        out.append((parts[0], parts[1]) if len(parts) == 2 else (db, parts[0]))
+    return out
+
+
+def _calls(definition: str, db: str) -> list[Relation]:
+    """`(database, routine)` pairs of the stored functions a view definition calls, case-folded.
+
+    >>> _calls("select `f`(`d`.`t`.`id`) AS `x`,lcase(`d`.`t`.`a`),`e`.`g`(1) from `d`.`t`", "d")
+    [('d', 'f'), ('e', 'g')]
+    """
+    out = []
+    for chain in _CALL.findall(definition.casefold()):
         parts = [p[1:-1].replace("``", "`") for p in re.findall(_NAME, chain)]
         out.append((parts[0], parts[1]) if len(parts) == 2 else (db, parts[0]))
     return out
@@ -111,10 +136,15 @@ def _tainted_views(
     base: set[Relation],
     hidden: Mapping[Relation, set[str]],
     database: str,
+    routines: Mapping[Relation, str | None],
 ) -> dict[Relation, str]:
-    """Each view that reads a masked column (directly, through another such view, or through a
-    relation the check cannot see into), with why."""
+    """Each view that reads a masked column (directly, through another such view, through a
+    routine it calls that reads one (`routines`: each visible routine -> why it reads one, None),
+    or through a relation or routine the check cannot see into), with why."""
     known = base | {(s.casefold(), n.casefold()) for s, n, _, _ in views}
+
+    def shown(relation: Relation) -> str:
+        return relation[1] if relation[0] == database else ".".join(relation)
 
     def why(key: Relation, definition: str, tainted: Mapping[Relation, str]) -> str | None:
         if not definition:
@@ -123,13 +153,47 @@ def _tainted_views(
             if relation in hidden and any(f"`{c}`" in definition.casefold() for c in hidden[relation]):
                 return "it reads a masked column with its definer's rights"
             if relation in tainted:
-                shown = relation[1] if relation[0] == database else ".".join(relation)
-                return f"it reads view {shown}, which reads a masked column"
+                return f"it reads view {shown(relation)}, which reads a masked column"
             if relation not in known:
                 return f"it reads {relation[0]}.{relation[1]}, which this check cannot see into"
+        for routine in _calls(definition, key[0]):
+            if routine not in routines:
+                return f"it calls {routine[0]}.{routine[1]}, which this check cannot see into"
+            if routines[routine] is not None:
+                return (
+                    f"it calls function {shown(routine)}, which {routines[routine]} (a routine a view"
+                    " calls runs with the view definer's rights, whatever its SQL SECURITY)"
+                )
         return None
 
     return view_closure(views, why)
+
+
+def _read(name: str | None) -> str:
+    return f"names {name}, which holds a masked column" if name else "has a body hidden from the account"
+
+
+def _reading_routines(
+    routines: list[tuple[str, str, str, str, str, str]], names: set[str]
+) -> dict[Relation, str | None]:
+    """Each routine (schema, name, kind, definer, body, security) -> why it reads a masked column:
+    its body names one of `names` (masked tables, views that read one), calls a routine that
+    does (at any depth), or is hidden; None if none of these."""
+    why: dict[Relation, str | None] = {}
+    for schema, name, _, _, body, _ in routines:
+        read = _mentions(body, names) if body else None
+        key = (schema.casefold(), name.casefold())
+        why[key] = None if body and read is None else _read(read)
+    while True:
+        reading = {k[1] for k, w in why.items() if w is not None}
+        more = {
+            (s.casefold(), n.casefold()): f"calls {called}, which reads a masked column"
+            for s, n, _, _, b, _ in routines
+            if why[(s.casefold(), n.casefold())] is None and (called := _mentions(b, reading))
+        }
+        if not more:
+            return why
+        why.update(more)
 
 
 def _mentions(body: str, names: set[str]) -> str | None:
@@ -141,26 +205,85 @@ def _mentions(body: str, names: set[str]) -> str | None:
     return None
 
 
-def masked_views(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
-    """DEFINER views the account can read and DEFINER routines it can execute, in any database,
-    that read a masked column with their definer's rights (one finding each, with its fix).
+def _taint(
+    views: list[tuple[str, str, str, str]],
+    base: set[Relation],
+    hidden: Mapping[Relation, set[str]],
+    database: str,
+    routines: list[tuple[str, str, str, str, str, str]],
+) -> tuple[dict[Relation, str], dict[Relation, str | None]]:
+    """Views and routines that read a masked column: a view through a routine it calls, a routine
+    through a view it reads, to a fixpoint."""
+    tables = {t for _, t in hidden}
+    tainted: dict[Relation, str] = {}
+    while True:
+        reading = _reading_routines(routines, tables | {n for _, n in tainted})
+        again = _tainted_views(views, base, hidden, database, reading)
+        if again.keys() == tainted.keys():
+            return again, reading
+        tainted = again
 
-    A view's stored definition names every column it reads; one over another tainted view, or over
-    a relation this account cannot see, counts as reading one. A routine counts when its body
-    names a masked table or a tainted view. A definition the account may not read (no SHOW VIEW,
-    no SHOW CREATE ROUTINE) cannot be checked and counts too.
-    """
-    user, host = str(conn.execute(text("SELECT CURRENT_USER()")).scalar()).rsplit("@", 1)
-    database = str(conn.execute(text("SELECT DATABASE()")).scalar() or "").casefold()
-    account = f"'{user}'@'{host}'"
+
+def _read_routes(
+    conn: Connection, hidden: Mapping[Relation, set[str]], database: str
+) -> tuple[
+    list[tuple[str, str, str, str]],
+    dict[Relation, str],
+    list[tuple[str, str, str, str, str, str]],
+    dict[Relation, str | None],
+]:
+    """The views and routines the account sees, and which of them read a masked column (`_taint`)."""
+    views = [(str(s), str(n), str(t), str(d or "")) for s, n, t, d in conn.execute(text(_VIEWS))]
+    base = {(str(s).casefold(), str(n).casefold()) for s, n in conn.execute(text(_BASE))}
+    routines = [
+        (str(s), str(n), str(k), str(d), str(b or ""), str(t))
+        for s, n, k, d, b, t in conn.execute(text(_ROUTINES))
+    ]
+    tainted, reading = _taint(views, base, hidden, database, routines)
+    return views, tainted, routines, reading
+
+
+def _hidden(
+    conn: Connection, masked: Mapping[str, frozenset[str]], database: str
+) -> dict[Relation, set[str]]:
+    """Masked (database, table) -> its masked columns, case-folded."""
     hidden: dict[Relation, set[str]] = {}
     for key, columns in masked.items():
         schema, table = _unquote(key)
         relation = ((schema or database).casefold(), table.casefold())
         hidden.setdefault(relation, set()).update(c.casefold() for c in columns)
-    views = [(str(s), str(n), str(t), str(d or "")) for s, n, t, d in conn.execute(text(_VIEWS))]
-    base = {(str(s).casefold(), str(n).casefold()) for s, n in conn.execute(text(_BASE))}
-    tainted = _tainted_views(views, base, hidden, database)
+    return hidden
+
+
+def definer_views_left_out(
+    conn: Connection, masked: Mapping[str, frozenset[str]]
+) -> list[tuple[str, str, str]]:
+    """(database, view, why) of each DEFINER view that reads a masked column, as an administrator
+    sees them: `grant --mask` grants no SELECT on them (start-up would refuse them)."""
+    database = str(conn.execute(text("SELECT DATABASE()")).scalar() or "").casefold()
+    views, tainted, _, _ = _read_routes(conn, _hidden(conn, masked, database), database)
+    return [
+        (schema, name, tainted[(schema.casefold(), name.casefold())])
+        for schema, name, security, _ in views
+        if security.upper() != "INVOKER" and (schema.casefold(), name.casefold()) in tainted
+    ]
+
+
+def masked_views(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
+    """DEFINER views the account can read and DEFINER routines it can execute, in any database,
+    that read a masked column with their definer's rights (one finding each, with its fix).
+
+    A view's stored definition names every column it reads; one over another tainted view, over
+    a relation this account cannot see, or calling a routine that reads one (any SQL SECURITY: it
+    runs with the view definer's rights), counts as reading one. A routine counts when its body
+    names a masked table, a tainted view or such a routine. A definition the account may not read
+    (no SHOW VIEW, no SHOW CREATE ROUTINE) cannot be checked and counts too.
+    """
+    user, host = str(conn.execute(text("SELECT CURRENT_USER()")).scalar()).rsplit("@", 1)
+    database = str(conn.execute(text("SELECT DATABASE()")).scalar() or "").casefold()
+    account = f"'{user}'@'{host}'"
+    hidden = _hidden(conn, masked, database)
+    views, tainted, routines, reading = _read_routes(conn, hidden, database)
     findings = []
     for schema, name, security, _ in views:
         reason = tainted.get((schema.casefold(), name.casefold()))
@@ -175,21 +298,19 @@ def masked_views(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list
                 f"GRANT SHOW VIEW ON {quoted} TO {account} lets the check read it)",
             )
         )
-    names = {t for _, t in hidden} | {n for _, n in tainted}
-    for schema, name, kind, definer, body in conn.execute(text(_ROUTINES)):
-        if str(definer).replace("`", "").replace("'", "") == f"{user}@{host}":
+    for schema, name, kind, definer, _, security in routines:
+        if security.upper() != "DEFINER" or definer.replace("`", "").replace("'", "") == f"{user}@{host}":
             continue  # runs with the account's own rights: its column privileges hold
-        read = _mentions(str(body), names) if body else None
-        if body and read is None:
+        why = reading[(schema.casefold(), name.casefold())]
+        if why is None:
             continue
-        why = f"names {read}, which holds a masked column" if read else "its body is hidden from the account"
-        quoted = f"{_quote(str(schema))}.{_quote(str(name))}"
+        quoted = f"{_quote(schema)}.{_quote(name)}"
         findings.append(
             Finding(
                 "masked-column-definer",
-                f"{str(kind).lower()} {quoted} runs as its definer {definer} and {why}",
-                f"REVOKE EXECUTE ON {str(kind).upper()} {quoted} FROM {account} (or recreate it with "
-                "SQL SECURITY INVOKER)",
+                f"{kind.lower()} {quoted} runs as its definer {definer} and {why}",
+                f"REVOKE EXECUTE ON {kind.upper()} {quoted} FROM {account} (or recreate it with "
+                f"SQL SECURITY INVOKER{VIEW_CALLS})",
             )
         )
     return findings
