@@ -10,6 +10,7 @@ never the values. These hints tell the operator where that is possible (docs/mas
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,9 +45,11 @@ def index_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[
         wanted = {c.casefold() for c in columns}
         found: list[tuple[str, str]] = []
         try:
-            pk = inspector.get_pk_constraint(table, schema=schema)
-            indexes = inspector.get_indexes(table, schema=schema)
-            uniques = inspector.get_unique_constraints(table, schema=schema)
+            with warnings.catch_warnings():  # a profile names those (SQLite: expression_index_hints)
+                warnings.filterwarnings("ignore", "Skipped unsupported reflection of expression-based index")
+                pk = inspector.get_pk_constraint(table, schema=schema)
+                indexes = inspector.get_indexes(table, schema=schema)
+                uniques = inspector.get_unique_constraints(table, schema=schema)
         except Exception as exc:  # a hint, never a reason not to start
             log.info("scan-order hints: cannot inspect %s: %s", key, type(exc).__name__)
             continue

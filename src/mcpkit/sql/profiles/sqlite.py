@@ -36,6 +36,7 @@ from mcpkit.sql.profiles.sqlite_heap import release, reserve
 from mcpkit.sql.profiles.sqlite_masks import (
     Withheld,
     exact_ties,
+    expression_index_hints,
     generated_columns,
     trigger_hints,
     views_over,
@@ -203,6 +204,10 @@ class SqliteProfile(Profile):
         """The schema's own text (the authorizer admits no `schema_version` pragma): a new table or
         view, or a swapped file with another schema, differs."""
         return catalog_digest(dbapi, _SCHEMA)
+
+    def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+        """Keys and indexes over masked columns, expression indexes too (`expression_index_hints`)."""
+        return super().scan_order_hints(conn, masked) + expression_index_hints(conn, masked)
 
     def trigger_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Triggers on masked tables (`sqlite_masks.trigger_hints`)."""

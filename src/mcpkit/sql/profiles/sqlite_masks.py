@@ -28,6 +28,7 @@ __all__ = [
     "NEVER_THROUGH_VIEWS",
     "Withheld",
     "exact_ties",
+    "expression_index_hints",
     "generated_columns",
     "trigger_hints",
     "views_over",
@@ -177,6 +178,34 @@ def trigger_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
             timing = _TIMING.search(header[: body.start()] if body else header)
             when = " ".join(timing[1].upper().split()) if timing else "BEFORE"
             out.append(trigger_hint(table, str(name), when, body[1] if body else None))
+    return out
+
+
+_INDEXES: Final = (
+    "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = :table COLLATE NOCASE"
+    " AND sql IS NOT NULL ORDER BY name"
+)
+_KEYS: Final = re.compile(r"\bON\s+.*?\((.*)\)", re.IGNORECASE | re.DOTALL)
+
+
+def expression_index_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
+    """Indexes with an expression key naming a masked column: SQLAlchemy's inspector skips every
+    expression index (red team rt22 F2: `lower(email)` went unnamed). PRAGMA index_xinfo marks an
+    expression key with cid -2; its text is in the index's CREATE INDEX (conservative: a mention
+    anywhere in the key list or WHERE counts)."""
+    from mcpkit.sql.profiles.scan_order import hint
+
+    out = []
+    for table, columns in sorted(masked.items()):
+        wanted = {c.casefold() for c in columns}
+        for name, sql in conn.execute(text(_INDEXES), {"table": table}).all():
+            keys = conn.exec_driver_sql(f"PRAGMA index_xinfo({_sqlite_quote(str(name))})").all()
+            found = _KEYS.search(str(sql))
+            if found is None or not any(int(k[1]) == -2 for k in keys):
+                continue
+            named = {w.casefold() for w in re.findall(r"[A-Za-z0-9_$\u0080-\uffff]+", found[1])}
+            for column in sorted(wanted & named):
+                out.append(hint(table, column, f"expression index {name}"))
     return out
 
 
