@@ -319,9 +319,8 @@ class Profile(Capabilities):
     def mask_left_out(
         self, conn: Connection, masked: Mapping[str, frozenset[str]]
     ) -> list[tuple[str | None, str, str]]:
-        """(schema, view, why) of views that hand a reader masked values whatever its column grants
-        (MariaDB's DEFINER views that read one); `grant --mask` grants nothing on them and says why;
-        `masked` as for `use_masks`. None here."""
+        """(schema, view, why) of views that read masked values whatever the reader's column grants
+        (MariaDB DEFINER views); `grant --mask` grants nothing on them and says why. None here."""
         return []
 
     def mask_preparation(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
