@@ -62,6 +62,7 @@ from mcpkit.sql.profiles.postgres.edges import EDGES as _EDGES
 from mcpkit.sql.profiles.postgres.edges import FOREIGN as _FOREIGN
 from mcpkit.sql.profiles.postgres.edges import KIND as _KIND
 from mcpkit.sql.profiles.postgres.edges import UNCHECKED as _UNCHECKED
+from mcpkit.sql.profiles.postgres.edges import tree_edges
 from mcpkit.sql.profiles.postgres.knowledge import (
     HARMLESS_VOLATILE,
     STRING_SQL_EXTENSIONS,
@@ -232,9 +233,10 @@ def _fn(r: Any) -> Fn:
 
 def _graph(conn: Connection) -> dict[tuple[str, int], list[tuple[str, tuple[str, int]]]]:
     graph: dict[tuple[str, int], list[tuple[str, tuple[str, int]]]] = {}
-    for kind, oid, field, target in conn.execute(text(_EDGES)):
-        if target:
-            graph.setdefault((str(kind), int(oid)), []).append((str(field), (_KIND[str(field)], int(target))))
+    for kind, oid, field, target, tree in conn.execute(text(_EDGES)):
+        pairs = tree_edges(tree) if tree is not None else [(str(field), int(target))] if target else []
+        for name, to in pairs:
+            graph.setdefault((str(kind), int(oid)), []).append((name, (_KIND[name], to)))
     return graph
 
 
