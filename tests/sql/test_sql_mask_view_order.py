@@ -39,6 +39,7 @@ PG_BAD = {
     "v_order_email": "SELECT id FROM customers ORDER BY email LIMIT 3",
     "v_over_view": "SELECT id FROM v_limit",  # reads a view that follows the scan order
     "v_calls": "SELECT * FROM f_hidden()",  # calls a function that does (not on the allowlist)
+    "v_ctid": "SELECT id, ctid::text AS pos FROM customers",  # physical position (red team rt23 F6)
     # red team rt21 F1: an ARRAY(subquery) lists the rows in scan order; F6: a user's aggregate
     "v_array_sub": "SELECT array_to_string(ARRAY(SELECT id FROM customers), ',') AS a",
     "v_user_agg": "SELECT cat(id::text || ',') AS a FROM customers",
@@ -138,9 +139,18 @@ def test_postgres_views_and_functions_that_follow_the_scan_order_refuse_start_up
 def test_postgres_a_function_the_reader_cannot_call_is_not_checked(
     pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # f_atomic stays executable but is not on the allowlist: admission refuses every call to it.
+    # Off the allowlist is not enough (red team rt23 F2/F3: `o.f`, an operator or a cast calls it):
+    # only a function the reader may not execute is left out.
     pg.admin.execute("REVOKE EXECUTE ON FUNCTION f_limit(), f_agg(), f_array(), f_ok() FROM PUBLIC")
     allow = [a for v in PG_BAD for a in ("--allow", f"view-order:public.{v}")]
+    code, out = _run(
+        capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", str(_masks(tmp_path)), *allow,
+        "SELECT count(*) AS n FROM customers",
+    )  # fmt: skip
+    assert code == 2, out
+    assert "function public.f_atomic may answer in the scan order" in out, out
+    assert "function public.f_hidden may answer in the scan order" in out, out
+    pg.admin.execute("REVOKE EXECUTE ON FUNCTION f_atomic(), f_hidden() FROM PUBLIC")
     code, out = _run(
         capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", str(_masks(tmp_path)), *allow,
         "SELECT count(*) AS n FROM customers",
@@ -154,7 +164,7 @@ def test_postgres_the_opt_ins_start_with_a_warning(
     pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     allow = [a for v in PG_BAD for a in ("--allow", f"view-order:public.{v}")]
-    allow += [a for f in PG_BAD_FUNCTIONS for a in ("--allow", f"function-order:public.{f}")]
+    allow += [a for f in [*PG_BAD_FUNCTIONS, "f_hidden"] for a in ("--allow", f"function-order:public.{f}")]
     with caplog.at_level(logging.WARNING, logger="mcpkit.sql"):
         code, out = _run(
             capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", str(_masks(tmp_path)),

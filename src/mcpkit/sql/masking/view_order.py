@@ -10,6 +10,9 @@ ranking on to a LIMIT or a numbering. At start-up each such object over a masked
 
 - TABLESAMPLE counts whatever its method or REPEATABLE seed: the pages or rows it keeps follow
   the physical order (red team rt21);
+- a system column that tells a row's physical position or write order (`StoredQuery.positions`:
+  PostgreSQL's `ctid`, `xmin`, ...) counts wherever it is read: after CLUSTER on a masked column's
+  index `ORDER BY pos` over a view's `ctid` answered the masked ranking (red team rt23 F6);
 - every construct that follows the scan order (LIMIT/OFFSET/FETCH, DISTINCT ON, a numbering,
   offset or value window, a concatenating, `any_value` or user-defined aggregate, an
   `ARRAY(subquery)`) must be ordered totally: by every column of
@@ -193,6 +196,14 @@ def _masked_order(query: exp.Expr, policy: MaskPolicy) -> str | None:
     return None
 
 
+def _position(query: exp.Expr, positions: frozenset[str]) -> str | None:
+    """The system column of `positions` (a row's physical position or write order) `query` reads."""
+    for column in query.find_all(exp.Column):
+        if column.name.casefold() in positions:
+            return f"it reads system column {column.name}, which follows the rows' physical order"
+    return None
+
+
 def _without_params(query: exp.Expr, params: frozenset[str]) -> exp.Expr:
     """A function body with its arguments (`$1`, or by name) as NULL: they are not columns."""
     for node in list(query.find_all(exp.Parameter, exp.Placeholder, exp.Column)):
@@ -211,9 +222,11 @@ def order_reason(
     unique: KeyLookup,
     params: frozenset[str] = frozenset(),
     aggregates: frozenset[str] = frozenset(),
+    positions: frozenset[str] = frozenset(),
 ) -> str | None:
     """Why the stored query `statement` follows a masked scan order or orders on a masked column,
-    or None when its answer depends on neither.
+    or None when its answer depends on neither. `positions`: the engine's system columns that
+    tell a row's physical position (`StoredQuery.positions`), which count wherever they are read.
 
     >>> known = KnownSchema({"c": {"id": "INT", "email": "TEXT"}}, "postgres")
     >>> policy = MaskPolicy.of(["c.email"])
@@ -233,7 +246,11 @@ def order_reason(
     folded = frozenset(p.casefold() for p in params)
     for stored in queries:
         query = _without_params(stored, folded)
-        found = _masked_order(query, policy) or _scan_order(query, known, unique, aggregates)
+        found = (
+            _position(query, positions)
+            or _masked_order(query, policy)
+            or _scan_order(query, known, unique, aggregates)
+        )
         if found:
             return found
     return None
@@ -271,7 +288,9 @@ def order_reasons(
     for i, item in enumerate(items):
         found = item.hidden
         for statement in item.statements if found is None else ():
-            found = order_reason(statement, dialect, known, policy, unique, item.params, item.aggregates)
+            found = order_reason(
+                statement, dialect, known, policy, unique, item.params, item.aggregates, item.positions
+            )
             if found:
                 break
         if found:

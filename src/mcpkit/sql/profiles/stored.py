@@ -38,6 +38,9 @@ class StoredQuery:
             use still counts for the views over it, which read it with their owner's rights.
         aggregates: The user-defined aggregates of the database (case-folded names): each may
             concatenate its rows in the order they arrive, as `string_agg` does (red team rt21 F6).
+        positions: The engine's system columns (case-folded) that tell a row's physical position or
+            write order (PostgreSQL's `ctid`, `xmin`, ...): once the table is CLUSTERed on, or loaded
+            in the order of, a masked column, they hand its ranking on (red team rt23 F6).
     """
 
     kind: Literal["view", "function"]
@@ -49,6 +52,7 @@ class StoredQuery:
     hidden: str | None = None
     usable: bool = True
     aggregates: frozenset[str] = frozenset()
+    positions: frozenset[str] = frozenset()
 
     @property
     def opt_in(self) -> str:

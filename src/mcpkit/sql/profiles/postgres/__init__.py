@@ -166,8 +166,8 @@ class PostgresProfile(PostgresSession):
         return postgres_primary_key(conn, schema, table)
 
     def stored_queries(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[StoredQuery]:
-        """Views and allowed LANGUAGE sql functions over masked tables (`profiles.postgres.stored`)."""
-        return postgres_stored_queries(conn, masked, self.function_policy)
+        """Views and executable functions over masked tables (`profiles.postgres.stored`)."""
+        return postgres_stored_queries(conn, masked)
 
     def mask_withheld(
         self, conn: Connection, masked: Mapping[str, frozenset[str]]

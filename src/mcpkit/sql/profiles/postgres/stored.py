@@ -3,11 +3,15 @@
 Which objects `masking.view_order` analyses (red team rt19mask F8): every view and materialized
 view that reads a masked table (pg_depend from its rewrite rule, any column, through other views
 and functions too) and that the current role, or a role it can SET ROLE to, may select; and every
-function such a role may execute, that the function policy lets queries call (or that a view over
-a masked table calls):
+function over one such a role may execute, whatever the function policy says (red team rt23 F2/F3:
+attribute notation `o.f`, an operator over a built-in symbol and a cast call functions admission
+never names), or that PostgreSQL runs with no EXECUTE check (an aggregate's components,
+`routes.unchecked_functions`):
 
 - LANGUAGE sql, whose body reads one of those relations or functions (pg_depend for a SQL-standard
-  body, a mention of the name otherwise), analysed;
+  body, a mention of the name otherwise), analysed; the reads are followed to a fixpoint (rt23 F5:
+  a cap of 8 levels let a 12-deep chain through), and a function no such role may execute still
+  counts for those calling it (a SECURITY DEFINER caller runs it without the reader's EXECUTE);
 - any other language (plpgsql, C, ...) whose owner or caller can read one of those relations:
   its body cannot be analysed, so it counts (red team rt21 F3: a plpgsql `string_agg` over the
   table answered the masked ranking), unless a superuser's extension installed it.
@@ -25,10 +29,10 @@ from typing import Any, Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from mcpkit.sql.admission.policy import FunctionPolicy
+from mcpkit.sql.profiles.postgres.routes import unchecked_functions
 from mcpkit.sql.profiles.stored import StoredQuery
 
-__all__ = ["postgres_primary_key", "postgres_stored_queries"]
+__all__ = ["POSITIONS", "postgres_primary_key", "postgres_stored_queries"]
 
 _RESOLVE: Final = "SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid"
 _MEMBER: Final = (
@@ -63,17 +67,18 @@ ORDER BY 2, 3
 """
 _FUNCTIONS: Final = f"""
 WITH fn AS MATERIALIZED (
-    SELECT p.oid, n.nspname, p.proname, p.prosrc, p.prosqlbody, p.proargnames
+    SELECT p.oid, n.nspname, p.proname, p.prosrc, p.prosqlbody, p.proargnames,
+           p.oid = ANY(CAST(:unchecked AS oid[]))
+           OR {_MEMBER} AND has_function_privilege(r.oid, p.oid, 'EXECUTE')) AS usable
     FROM pg_catalog.pg_proc p
     JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
     JOIN pg_catalog.pg_language l ON l.oid = p.prolang
     WHERE l.lanname = 'sql' AND p.prokind = 'f' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-      AND {_MEMBER} AND has_function_privilege(r.oid, p.oid, 'EXECUTE'))
 )
 SELECT f.oid, f.nspname, f.proname, quote_ident(f.nspname) || '.' || quote_ident(f.proname)
            || '(' || pg_catalog.pg_get_function_identity_arguments(f.oid) || ')',
        CASE WHEN f.prosqlbody IS NULL THEN f.prosrc ELSE pg_catalog.pg_get_function_sqlbody(f.oid) END,
-       coalesce(f.proargnames, '{{}}')
+       coalesce(f.proargnames, '{{}}'), f.usable
 FROM fn f
 WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
               WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f.oid
@@ -94,7 +99,8 @@ JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_catalog.pg_language l ON l.oid = p.prolang
 WHERE l.lanname <> 'sql' AND p.prokind IN ('f', 'w') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND p.prorettype NOT IN ('pg_catalog.trigger'::regtype, 'pg_catalog.event_trigger'::regtype)
-  AND {_MEMBER} AND has_function_privilege(r.oid, p.oid, 'EXECUTE')
+  AND {_MEMBER} AND (has_function_privilege(r.oid, p.oid, 'EXECUTE')
+                    OR p.oid = ANY(CAST(:unchecked AS oid[])))
        AND EXISTS (SELECT 1 FROM unnest(CAST(:relids AS oid[])) t(relid)
                    WHERE has_any_column_privilege(CASE WHEN p.prosecdef THEN p.proowner ELSE r.oid END,
                                                   t.relid, 'SELECT')))
@@ -115,7 +121,10 @@ SELECT DISTINCT lower(p.proname) FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 WHERE p.prokind = 'a' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
 """
-_DEPTH: Final = 8  # calls of calls followed before the listing stops growing
+# System columns that tell where a row sits or when it was written (rt23 F6): after CLUSTER on a
+# masked column's index, or a load in its order, they follow the masked ranking. `tableoid` names
+# the partition, which a range partitioning on a masked column makes a ranking too.
+POSITIONS: Final = frozenset({"ctid", "xmin", "xmax", "cmin", "cmax", "tableoid"})
 _BODY: Final = re.compile(r"^\s*BEGIN\s+ATOMIC\b(?P<body>.*)\bEND\s*;?\s*$", re.IGNORECASE | re.DOTALL)
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
 
@@ -136,9 +145,7 @@ def _statements(body: str) -> tuple[str, ...]:
     return (body,)
 
 
-def postgres_stored_queries(
-    conn: Connection, masked: Mapping[str, frozenset[str]], policy: FunctionPolicy | None
-) -> list[StoredQuery]:
+def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[StoredQuery]:
     """The views and functions over masked tables the current role can use."""
     relids = set()
     for table in masked:
@@ -148,22 +155,29 @@ def postgres_stored_queries(
     if not relids:
         return []
     role = str(conn.execute(text("SELECT quote_ident(current_user)")).scalar())
-    rows = conn.execute(text(_READERS), {"relids": sorted(relids), "fns": []}).all()
-    readers = sorted(int(r[0]) for r in rows)
-    opaque = conn.execute(text(_OPAQUE), {"relids": readers}).all()
-    names = {str(r[3]) for r in rows} | {str(f[2]).lower() for f in opaque}
+    unchecked = sorted(unchecked_functions(conn))  # aggregate components, ...: no EXECUTE check
+    fns: set[int] = set()
+    names: set[str] = set()
     functions: Sequence[Any] = []
-    for _ in range(_DEPTH):  # a SQL function calling one that counts counts, and so on
-        fns = sorted({int(f[0]) for f in [*opaque, *functions]})
+    while True:  # to a fixpoint (red team rt23 F5: a depth cap let a 12-deep chain through)
+        rows = conn.execute(text(_READERS), {"relids": sorted(relids), "fns": sorted(fns)}).all()
+        readers = sorted(int(r[0]) for r in rows)
+        opaque = conn.execute(text(_OPAQUE), {"relids": readers, "unchecked": unchecked}).all()
+        names |= {str(r[3]) for r in rows} | {str(f[2]).lower() for f in opaque}
         shown = sorted(re.sub(r"([^a-z0-9_])", r"\\\1", n) for n in names)
-        params = {"relids": readers, "fns": fns, "pattern": rf"\m({'|'.join(shown)})\M"}
+        params = {
+            "relids": readers,
+            "fns": sorted(fns | {int(f[0]) for f in opaque}),
+            "pattern": rf"\m({'|'.join(shown)})\M",
+            "unchecked": unchecked,
+        }
         functions = conn.execute(text(_FUNCTIONS), params).all()
-        if names >= {str(f[2]).lower() for f in functions}:
+        found = {int(f[0]) for f in [*opaque, *functions]}
+        grown = {str(f[2]).lower() for f in functions} - names
+        if found <= fns and not grown:
             break
-        names |= {str(f[2]).lower() for f in functions}
-    if functions or opaque:  # the views that call them read the masked tables too (pg_depend says so)
-        fns = sorted({int(f[0]) for f in [*opaque, *functions]})
-        rows = conn.execute(text(_READERS), {"relids": sorted(relids), "fns": fns}).all()
+        fns |= found
+        names |= grown
     aggregates = frozenset(str(r[0]) for r in conn.execute(text(_AGGREGATES)))
     out: list[StoredQuery] = []
     for _, schema, name, _, usable, definition, quoted, kind in rows:
@@ -179,10 +193,10 @@ def postgres_stored_queries(
                     f"or give its LIMIT, window or aggregate an ORDER BY on the primary key: {what})",
                     usable=bool(usable),
                     aggregates=aggregates,
+                    positions=POSITIONS,
                 )
             )
-    policy = policy or FunctionPolicy.for_dialect("postgres")
-    for _, schema, name, signature, body, argnames in functions:
+    for _, schema, name, signature, body, argnames, usable in functions:
         out.append(
             StoredQuery(
                 "function",
@@ -192,9 +206,10 @@ def postgres_stored_queries(
                 f"REVOKE EXECUTE ON FUNCTION {signature} FROM {role}, PUBLIC (or give its LIMIT, window or "
                 "aggregate an ORDER BY on the primary key)",
                 frozenset(str(a) for a in argnames if a),
-                # Not on the allowlist: admission refuses calls to it, but a view may call it.
-                usable=policy.allows_name(str(name), str(schema)) or policy.allows_name(str(name)),
+                # Whatever the function policy says: `o.f`, an operator or a cast calls it (rt23 F2, F3).
+                usable=bool(usable),
                 aggregates=aggregates,
+                positions=POSITIONS,
             )
         )
     for _, schema, name, signature, language in opaque:
@@ -206,7 +221,6 @@ def postgres_stored_queries(
                 (),
                 f"REVOKE EXECUTE ON FUNCTION {signature} FROM {role}, PUBLIC",
                 hidden=f"it is written in {language}, whose body this check cannot read",
-                usable=policy.allows_name(str(name), str(schema)) or policy.allows_name(str(name)),
             )
         )
     return out

@@ -88,7 +88,10 @@ def owner_views(conn: Connection, allowed: frozenset[str] = frozenset()) -> list
             if rls:
                 why = f"it reads {rel}, which has row-level security (the owner's policies apply)"
             elif not selectable:
-                why = f"it reads {rel}, which the role may not read whole itself"
+                why = (
+                    f"it reads {rel}, which the role may not read whole itself, so it may hand on"
+                    " those columns' values or their order (a LIMIT, a numbering, a row's ctid)"
+                )
         if why is None:
             continue
         what = "materialized view" if kind == "m" else "view"
