@@ -161,3 +161,29 @@ def test_postgres_a_view_exposing_ctid_refuses_start_up(
         pg.admin.execute("DROP VIEW IF EXISTS v_pos")
         pg.admin.execute(f"DROP OWNED BY {owner}")
         pg.admin.execute(f"DROP ROLE {owner}")
+
+
+@pytest.mark.postgres
+def test_postgres_a_function_only_a_role_map_role_may_run_counts(
+    pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    role = f"{pg.reader}_m"  # the account cannot run it (NOINHERIT), the mapped role can
+    pg.admin.execute(
+        f"CREATE ROLE {role} NOLOGIN; GRANT {role} TO {pg.reader}; GRANT USAGE ON SCHEMA public TO {role};"
+        f" GRANT SELECT (id, name) ON customers TO {role}; GRANT SELECT ON orders TO {role};"
+        f" ALTER ROLE {pg.reader} NOINHERIT"
+    )
+    try:
+        pg.admin.execute(f"{ROUTES['f_attr'][0]} {AGG}")
+        pg.admin.execute("REVOKE EXECUTE ON FUNCTION f_attr(orders) FROM PUBLIC")
+        pg.admin.execute(f"GRANT EXECUTE ON FUNCTION f_attr(orders) TO {role}")
+        roles = tmp_path / "roles.yaml"
+        roles.write_text(f"principals:\n  alice: {role}\n", encoding="utf-8")
+        code, out = _run(
+            capsys, "sql", "doctor", "--dsn", pg.reader_url, "--mask", _masks(tmp_path),
+            "--role-map", str(roles), "--allow", "shared-login",
+        )  # fmt: skip
+        assert code != 0, out
+        assert "function public.f_attr may answer in the scan order of a masked table" in out, out
+    finally:
+        pg.admin.execute(f"DROP OWNED BY {role}; DROP ROLE {role}")
