@@ -4,7 +4,7 @@
 The analysis of a call pins every order the call writes, but a call that names only a view runs the
 view's stored query as written: `SELECT id FROM customers LIMIT 3`, `row_number() OVER ()`, an
 unordered `string_agg` answer in the order the scan picks, which here is the e-mail order (rows
-written in e-mail order, an index on the e-mail). Start-up now analyses every view and allowed
+written in e-mail order, an index on the e-mail). Start-up now analyses every view and executable
 LANGUAGE sql function over a masked table the reader can use and refuses those (exit 2, one line
 each) unless `--allow view-order:S.N` / `function-order:S.N`; `grant --mask` leaves them out.
 """
