@@ -1,0 +1,107 @@
+"""Functions PostgreSQL runs without admission seeing their name (red team rt23 F1, F4, F7).
+
+Attribute notation `o.f` calls `f(orders)`, a view stores its calls by OID (EXECUTE is all it
+needs, no USAGE on the function's schema), and `--allow function:S.F` must not cover an overload
+added later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from mcpkit.cli import main
+from mcpkit.sql.errors import SqlConfigError
+from tests.sql.sql_support import PgScratch, pg_scratch
+
+CONFIGURED = (
+    "SET max_parallel_workers_per_gather = 4 SET statement_timeout = 0"
+    " BEGIN ATOMIC SELECT current_setting('max_parallel_workers_per_gather') || '/'"
+    " || current_setting('statement_timeout'); END"
+)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    try:
+        code = main(list(argv))
+    except SqlConfigError as exc:
+        return 2, str(exc)
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[PgScratch]:
+    with pg_scratch(pg_url, "fnreach") as db:
+        db.admin.execute(
+            f"""
+            REVOKE ALL ON SCHEMA public FROM PUBLIC;
+            CREATE TABLE orders (id int PRIMARY KEY, total int);
+            INSERT INTO orders VALUES (1, 10), (2, 20);
+            GRANT USAGE ON SCHEMA public TO {db.reader};
+            GRANT SELECT ON orders TO {db.reader};
+            """
+        )
+        yield db
+
+
+def _calls(pg: PgScratch) -> int:
+    """How often a side-effecting function ran (its sequence; the cluster's xid moves with other users)."""
+    row = pg.admin.execute("SELECT last_value, is_called FROM fnreach_seq").fetchone()
+    assert row is not None
+    return int(row[0]) + int(row[1])
+
+
+@pytest.mark.postgres
+def test_postgres_a_configured_function_called_by_attribute_notation_refuses_start_up(
+    pg: PgScratch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # not on the allowlist: `o.f` runs it all the same (rt23 F1)
+    pg.admin.execute(f"CREATE FUNCTION f_attr(o orders) RETURNS text STABLE LANGUAGE sql {CONFIGURED}")
+    code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "SELECT o.id FROM orders o")
+    assert code == 2, out
+    assert "function public.f_attr(public.orders) sets max_parallel_workers_per_gather = 4" in out, out
+    assert "attribute notation" in out
+    assert "ALTER FUNCTION public.f_attr(public.orders) RESET statement_timeout" in out
+    assert "(or --allow function-config:public.f_attr)" in out
+    code, out = _run(
+        capsys, "sql", "query", "--dsn", pg.reader_url, "--allow", "function-config:public.f_attr",
+        "SELECT o.id FROM orders o",
+    )  # fmt: skip
+    assert code == 0, out
+
+
+@pytest.mark.postgres
+def test_postgres_a_view_calling_a_configured_function_in_an_unusable_schema_refuses_start_up(
+    pg: PgScratch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the reader has no USAGE on fnreach_priv: a call stored in a view needs EXECUTE only (rt23 F7)
+    pg.admin.execute(
+        "CREATE SCHEMA fnreach_priv;"
+        f" CREATE FUNCTION fnreach_priv.f_cfgv() RETURNS text STABLE LANGUAGE sql {CONFIGURED};"
+        " CREATE VIEW v_cfgv WITH (security_invoker = true) AS SELECT fnreach_priv.f_cfgv() AS s;"
+        f" GRANT SELECT ON v_cfgv TO {pg.reader}"
+    )
+    code, out = _run(capsys, "sql", "doctor", "--dsn", pg.reader_url)
+    assert "fail least privilege: function fnreach_priv.f_cfgv() sets max_parallel_workers_per_gather" in out
+    assert "ALTER FUNCTION fnreach_priv.f_cfgv() RESET max_parallel_workers_per_gather" in out
+    code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "SELECT s FROM v_cfgv")
+    assert code == 2, out
+    assert "4/0" not in out
+
+
+@pytest.mark.postgres
+def test_postgres_a_volatile_function_callable_by_attribute_notation_refuses_start_up(
+    pg: PgScratch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pg.admin.execute(
+        f"CREATE SEQUENCE fnreach_seq; GRANT USAGE ON SEQUENCE fnreach_seq TO {pg.reader};"
+        " CREATE FUNCTION f_xid(o orders) RETURNS text VOLATILE LANGUAGE sql"
+        " BEGIN ATOMIC SELECT nextval('fnreach_seq')::text; END"
+    )
+    before = _calls(pg)
+    code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "SELECT o.f_xid FROM orders o")
+    assert code == 2, out
+    assert "function public.f_xid(public.orders) is VOLATILE" in out, out
+    assert _calls(pg) == before
