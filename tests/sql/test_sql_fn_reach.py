@@ -7,12 +7,15 @@ added later.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 import pytest
+import sqlglot
 
 from mcpkit.cli import main
-from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.admission.limit_expansion import RelationRef
+from mcpkit.sql.admission.reject_attribute_calls import reject_attribute_calls
+from mcpkit.sql.errors import Refused, SqlConfigError
 from tests.sql.sql_support import PgScratch, pg_scratch
 
 CONFIGURED = (
@@ -105,3 +108,59 @@ def test_postgres_a_volatile_function_callable_by_attribute_notation_refuses_sta
     assert code == 2, out
     assert "function public.f_xid(public.orders) is VOLATILE" in out, out
     assert _calls(pg) == before
+
+
+class _Columns:
+    def relation_columns(self, refs: Collection[RelationRef]) -> dict[RelationRef, frozenset[str] | None]:
+        known = {(None, "orders"): frozenset({"id", "total", "ctid"}), ("s", "orders"): frozenset({"id"})}
+        return {r: known.get(r) for r in refs}
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT o.f FROM orders o",
+        "SELECT orders.f FROM orders",
+        "SELECT s.orders.f FROM s.orders",
+        "SELECT d.f FROM (SELECT id AS x FROM orders) d",
+        "WITH c AS (SELECT id FROM orders) SELECT c.f FROM c",
+        "SELECT (SELECT o.f FROM orders p WHERE p.id = o.id) FROM orders o",
+        "SELECT o.id FROM orders o ORDER BY o.f",
+        "SELECT v.f FROM (VALUES (1)) v(a)",
+    ],
+)
+def test_a_qualified_name_that_is_no_column_is_refused(sql: str) -> None:
+    with pytest.raises(Refused) as caught:
+        reject_attribute_calls(sqlglot.parse_one(sql, read="postgres"), "postgres", catalog=_Columns())
+    assert (caught.value.data or {}).get("reason") == "attribute_call"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT o.id, o.ctid, O.TOTAL FROM orders o",
+        "SELECT s.orders.id FROM s.orders",
+        "SELECT d.x FROM (SELECT id AS x FROM orders) d",
+        "WITH c(y) AS (SELECT id FROM orders) SELECT c.y FROM c",
+        "SELECT u.f FROM unknown u",  # no relation the catalog knows: the database's error
+        "SELECT d.anything FROM (SELECT * FROM orders) d",  # left to the database-side checks
+    ],
+)
+def test_a_qualified_column_passes(sql: str) -> None:
+    reject_attribute_calls(sqlglot.parse_one(sql, read="postgres"), "postgres", catalog=_Columns())
+
+
+@pytest.mark.postgres
+def test_postgres_attribute_notation_calling_a_function_is_refused(
+    pg: PgScratch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pg.admin.execute(
+        "CREATE FUNCTION f_row(o orders) RETURNS text STABLE LANGUAGE sql BEGIN ATOMIC SELECT 'called'; END;"
+        f" GRANT SELECT ON orders TO {pg.reader}"
+    )
+    for sql in ("SELECT o.f_row FROM orders o", "SELECT orders.f_row FROM orders"):
+        code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, sql)
+        assert code != 0, out
+        assert "called" not in out and "Attribute notation" in out, out
+    code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "SELECT o.id, o.total FROM orders o")
+    assert code == 0 and "| 2 " in out, out
