@@ -164,3 +164,57 @@ def test_postgres_attribute_notation_calling_a_function_is_refused(
         assert "called" not in out and "Attribute notation" in out, out
     code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "SELECT o.id, o.total FROM orders o")
     assert code == 0 and "| 2 " in out, out
+
+
+@pytest.mark.postgres
+def test_postgres_a_name_only_opt_in_does_not_cover_an_overload(
+    pg: PgScratch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pg.admin.execute(
+        "CREATE FUNCTION f_ov() RETURNS text STABLE LANGUAGE plpgsql AS $$ BEGIN RETURN 'read'; END $$"
+    )
+    base = ["sql", "query", "--dsn", pg.reader_url]
+    code, out = _run(capsys, *base, "--allow", "function:public.f_ov", "SELECT public.f_ov() AS r")
+    assert code == 0 and "| read |" in out, out
+    # added later: SECURITY DEFINER, a side effect as its owner (rt23 F4)
+    pg.admin.execute(
+        f"CREATE SEQUENCE fnreach_seq; GRANT USAGE ON SEQUENCE fnreach_seq TO {pg.reader};"
+        " CREATE FUNCTION f_ov(i int) RETURNS text STABLE LANGUAGE plpgsql SECURITY DEFINER"
+        " AS $$ BEGIN RETURN nextval('fnreach_seq')::text; END $$"
+    )
+    before = _calls(pg)
+    code, out = _run(capsys, *base, "--allow", "function:public.f_ov", "SELECT public.f_ov(1) AS r")
+    assert code == 2, out
+    assert (
+        "--allow function:public.f_ov names 2 functions (public.f_ov(), public.f_ov(integer)) and accepts"
+        " none of them" in out
+    ), out
+    assert "--allow function:public.f_ov() --allow function:public.f_ov(integer)" in out
+    code, out = _run(capsys, *base, "--allow", "function:public.f_ov()", "SELECT public.f_ov() AS r")
+    assert code == 2, out
+    assert "function public.f_ov(integer) runs as its owner (SECURITY DEFINER)" in out, out
+    assert "(or --allow function:public.f_ov(integer))" in out, out
+    assert "public.f_ov() is written in plpgsql" not in out  # the reviewed one stays accepted
+    assert _calls(pg) == before
+    both = ["--allow", "function:public.f_ov()", "--allow", "function:public.f_ov(int)"]
+    code, out = _run(capsys, *base, *both, "SELECT public.f_ov() AS r")
+    assert code == 0 and "| read |" in out, out
+
+
+@pytest.mark.postgres
+def test_postgres_a_configured_overload_needs_its_own_signature(
+    pg: PgScratch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pg.admin.execute(
+        f"CREATE FUNCTION f_c(o orders) RETURNS text STABLE LANGUAGE sql {CONFIGURED};"
+        f" CREATE FUNCTION f_c(i int) RETURNS text STABLE LANGUAGE sql {CONFIGURED}"
+    )
+    base = ["sql", "doctor", "--dsn", pg.reader_url]
+    _, out = _run(capsys, *base, "--allow", "function-config:public.f_c")
+    assert "--allow function-config:public.f_c names 2 functions" in out, out
+    assert "(or --allow function-config:public.f_c(integer))" in out, out
+    _, out = _run(
+        capsys, *base, "--allow", "function-config:public.f_c(orders)", "--allow",
+        "function-config:public.f_c(INT4)",
+    )  # fmt: skip
+    assert "fail least privilege" not in out, out

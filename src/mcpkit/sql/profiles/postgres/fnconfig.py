@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.postgres.overloads import OptIns
 from mcpkit.sql.profiles.postgres.routes import _ENTRIES, _graph, _reached
 from mcpkit.sql.profiles.postgres.session import PINNED_SETTINGS
 
@@ -93,6 +94,7 @@ def config_findings(
         return []
     policy = policy or FunctionPolicy.for_dialect("postgres")
     unchecked = _unchecked(conn)
+    opt = OptIns.read(conn, allowed)
     found = []
     for oid, schema, name, signature, setting, executable in rows:
         if executable:
@@ -111,5 +113,6 @@ def config_findings(
             f"function {signature} sets {key} = {value} for itself, over {CALL_SETTINGS[key.lower()]} ({why})"
         )
         fix = f"ALTER FUNCTION {signature} RESET {key}"
-        found.append(Finding("function-config", message, fix, f"function-config:{schema}.{name}"))
+        opt_in = opt.opt_in("function-config", str(schema), str(name), str(signature))
+        found.append(Finding("function-config", message, fix, opt_in))
     return found
