@@ -127,6 +127,8 @@ class _Columns:
         "SELECT (SELECT o.f FROM orders p WHERE p.id = o.id) FROM orders o",
         "SELECT o.id FROM orders o ORDER BY o.f",
         "SELECT v.f FROM (VALUES (1)) v(a)",
+        "SELECT d.f FROM (SELECT * FROM orders) d",
+        "SELECT d.f FROM (SELECT o.*, 1 AS x FROM orders o) d",
     ],
 )
 def test_a_qualified_name_that_is_no_column_is_refused(sql: str) -> None:
@@ -143,7 +145,9 @@ def test_a_qualified_name_that_is_no_column_is_refused(sql: str) -> None:
         "SELECT d.x FROM (SELECT id AS x FROM orders) d",
         "WITH c(y) AS (SELECT id FROM orders) SELECT c.y FROM c",
         "SELECT u.f FROM unknown u",  # no relation the catalog knows: the database's error
-        "SELECT d.anything FROM (SELECT * FROM orders) d",  # left to the database-side checks
+        "SELECT d.total, d.x, e.id FROM (SELECT o.*, 1 AS x FROM orders o) d, (SELECT * FROM orders) e",
+        "SELECT d.anything FROM (SELECT * FROM unknown) d",  # left to the database-side checks
+        "SELECT d.anything FROM (SELECT count(*) FROM orders) d",  # a made-up name: the same
     ],
 )
 def test_a_qualified_column_passes(sql: str) -> None:

@@ -98,23 +98,42 @@ def _source(scope: Scope, qualifier: str) -> tuple[Scope, exp.Expr | Scope] | No
     return None
 
 
-def _outputs(source: Scope) -> frozenset[str] | None:
-    """A CTE's or derived table's column names, or None when a star leaves them open."""
+_Known = Mapping[RelationRef, frozenset[str] | None]
+
+
+def _ref(table: exp.Table) -> RelationRef:
+    return (_folded(table.args.get("db")) or None, _folded(table.this))
+
+
+def _columns_of(source: exp.Expr | Scope, known: _Known, depth: int = 0) -> frozenset[str] | None:
+    """The column names of a relation, CTE or derived table, or None when they are not known."""
+    if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+        return known.get(_ref(source))
+    if not isinstance(source, Scope) or depth > 32:
+        return None
     holder = source.expression if isinstance(source.expression, exp.Values) else source.expression.parent
     alias = holder.args.get("alias") if isinstance(holder, exp.Subquery | exp.CTE | exp.Values) else None
     if isinstance(alias, exp.TableAlias) and alias.columns:
         return frozenset(_folded(c) for c in alias.columns)
-    body = source.expression
-    if not isinstance(body, exp.Query):
+    if not isinstance(source.expression, exp.Select):
         return None
-    names = set()
-    for select in body.selects:
+    names: set[str] = set()
+    for select in source.expression.selects:
         if isinstance(select, exp.Alias):
             names.add(_folded(select.args.get("alias")))
-        elif isinstance(select, exp.Column) and not select.is_star:
+            continue
+        if isinstance(select, exp.Column) and not select.is_star:
             names.add(_folded(select.this))
-        else:  # a star, or a name PostgreSQL makes up (`count`, `?column?`): left open
+            continue
+        if isinstance(select, exp.Star):  # every source's columns
+            parts = [_columns_of(src, known, depth + 1) for _, src in source.selected_sources.values()]
+        elif isinstance(select, exp.Column) and select.table in source.sources:  # t.*
+            parts = [_columns_of(source.sources[select.table], known, depth + 1)]
+        else:  # a name PostgreSQL makes up (`count`, `?column?`): left open
             return None
+        if not parts or any(p is None for p in parts):
+            return None
+        names.update(n for p in parts if p is not None for n in p)
     return frozenset(names)
 
 
@@ -136,18 +155,16 @@ def _check_columns(tree: exp.Expr, catalog: ColumnCatalog) -> None:
     if root is None:
         return
     pairs = list(_qualified(root))
+    if not pairs:
+        return
     tables = {
-        (_folded(s.args.get("db")) or None, _folded(s.this))
-        for _, s in pairs
-        if isinstance(s, exp.Table) and isinstance(s.this, exp.Identifier)
+        _ref(t)
+        for scope in root.traverse()
+        for t in scope.sources.values()
+        if isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier)
     }
     known = catalog.relation_columns(tables) if tables else {}
     for column, source in pairs:
-        if isinstance(source, Scope):
-            columns = _outputs(source)
-        elif isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
-            columns = known.get((_folded(source.args.get("db")) or None, _folded(source.this)))
-        else:
-            columns = None
+        columns = _columns_of(source, known)
         if columns is not None and _folded(column.this) not in columns:
             refuse("attribute_call", _MESSAGE)
