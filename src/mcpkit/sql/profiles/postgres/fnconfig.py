@@ -49,12 +49,13 @@ CALL_SETTINGS: Final[Mapping[str, str]] = {
 """Setting -> what it bounds: what each call sets (`PostgresSession`) and what bounds a call's
 memory, disk, workers and identity."""
 
+# Procedures aside: CALL is no query admission lets through.
 _CONFIGURED: Final = """
 SELECT p.oid, n.nspname, p.proname, p.oid::regprocedure::text, c.setting,
   has_function_privilege(p.oid, 'EXECUTE')
 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace,
   unnest(p.proconfig) AS c(setting)
-WHERE lower(split_part(c.setting, '=', 1)) = ANY(CAST(:names AS text[]))
+WHERE lower(split_part(c.setting, '=', 1)) = ANY(CAST(:names AS text[])) AND p.prokind <> 'p'
 ORDER BY 4, 5
 """
 # Every executable function is a starting point of the walk, USAGE on its schema or not: a view
