@@ -128,6 +128,8 @@ class _Columns:
         "SELECT o.id FROM orders o ORDER BY o.f",
         "SELECT v.f FROM (VALUES (1)) v(a)",
         "SELECT d.f FROM (SELECT * FROM orders) d",
+        "SELECT g.abs FROM generate_series(-1, 1) AS g(x)",
+        "SELECT u.abs FROM unnest(ARRAY[-1]) AS u(x)",
         "SELECT d.f FROM (SELECT o.*, 1 AS x FROM orders o) d",
     ],
 )
@@ -148,6 +150,7 @@ def test_a_qualified_name_that_is_no_column_is_refused(sql: str) -> None:
         "SELECT d.total, d.x, e.id FROM (SELECT o.*, 1 AS x FROM orders o) d, (SELECT * FROM orders) e",
         "SELECT d.anything FROM (SELECT * FROM unknown) d",  # left to the database-side checks
         "SELECT d.anything FROM (SELECT count(*) FROM orders) d",  # a made-up name: the same
+        "SELECT g.x, u.y, m.anything FROM generate_series(1, 2) g(x), unnest(ARRAY[1]) u(y), f() m",
     ],
 )
 def test_a_qualified_column_passes(sql: str) -> None:

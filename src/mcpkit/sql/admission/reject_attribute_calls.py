@@ -109,10 +109,15 @@ def _columns_of(source: exp.Expr | Scope, known: _Known, depth: int = 0) -> froz
     """The column names of a relation, CTE or derived table, or None when they are not known."""
     if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
         return known.get(_ref(source))
+    if isinstance(source, exp.Table):  # a function in FROM: known only by its column list
+        alias = source.args.get("alias")
+        columns = alias.columns if isinstance(alias, exp.TableAlias) else []
+        return frozenset(_folded(c) for c in columns) or None
     if not isinstance(source, Scope) or depth > 32:
         return None
-    holder = source.expression if isinstance(source.expression, exp.Values) else source.expression.parent
-    alias = holder.args.get("alias") if isinstance(holder, exp.Subquery | exp.CTE | exp.Values) else None
+    own = isinstance(source.expression, exp.Values | exp.Unnest)
+    holder = source.expression if own else source.expression.parent
+    alias = holder.args.get("alias") if own or isinstance(holder, exp.Subquery | exp.CTE) else None
     if isinstance(alias, exp.TableAlias) and alias.columns:
         return frozenset(_folded(c) for c in alias.columns)
     if not isinstance(source.expression, exp.Select):
