@@ -117,7 +117,11 @@ def _columns_of(source: exp.Expr | Scope, known: _Known, depth: int = 0) -> froz
         return None
     own = isinstance(source.expression, exp.Values | exp.Unnest)
     holder = source.expression if own else source.expression.parent
-    alias = holder.args.get("alias") if own or isinstance(holder, exp.Subquery | exp.CTE) else None
+    alias = (
+        holder.args.get("alias")
+        if isinstance(holder, exp.Subquery | exp.CTE | exp.Values | exp.Unnest)
+        else None
+    )
     if isinstance(alias, exp.TableAlias) and alias.columns:
         return frozenset(_folded(c) for c in alias.columns)
     if not isinstance(source.expression, exp.Select):
