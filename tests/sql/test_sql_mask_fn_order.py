@@ -220,7 +220,7 @@ def test_postgres_a_function_setting_parallel_workers_refuses_start_up(
         "CREATE VIEW v_cfg WITH (security_invoker = true) AS SELECT f_view() AS one;"
         f" GRANT SELECT ON v_cfg TO {pg.reader}"
     )
-    # executable, not allowed: the allowed plpgsql f_par may call it, and nothing tells whether it does
+    # executable, not allowed: attribute notation, a view or the allowed plpgsql f_par may call it
     pg.admin.execute(
         "CREATE FUNCTION f_idle() RETURNS int STABLE LANGUAGE sql SET work_mem = '1GB'"
         " BEGIN ATOMIC SELECT 1; END"
@@ -250,8 +250,9 @@ def test_postgres_a_function_setting_parallel_workers_refuses_start_up(
     ), out
     assert "(or --allow function-config:public.f_par)" in out
     assert (
-        "function public.f_idle() sets work_mem = 1GB for itself, over the memory of each sort and hash (an"
-        " allowed function whose body PostgreSQL does not track may call it: public.f_par (plpgsql)" in out
+        "function public.f_idle() sets work_mem = 1GB for itself, over the memory of each sort and hash (the"
+        " role may run it: attribute notation, an operator, a cast, a view or another function calls it"
+        " with EXECUTE alone)" in out
     ), out
     code, out = _run(capsys, "sql", "doctor", "--dsn", pg.reader_url, *base[4:])
     assert "fail least privilege: function public.f_par() sets max_parallel_workers_per_gather" in out, out

@@ -117,7 +117,8 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         "function:SCHEMA.NAME, extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME, type:SCHEMA.NAME, "
         "foreign-table:SCHEMA.NAME, parameter:NAME, view-order:SCHEMA.NAME and "
         "function-order:SCHEMA.NAME (with --mask), function-config:SCHEMA.NAME (PostgreSQL: a function "
-        "that sets a pinned or resource setting for itself), "
+        "that sets a pinned or resource setting for itself); a function opt-in by name counts while the name "
+        "has one function, one with overloads is named by signature, function:SCHEMA.NAME(integer), "
         "unbounded-memory (PostgreSQL) (repeatable, also "
         f"${ALLOW_ENV}, comma-separated; each is logged as a warning); function:SCHEMA.NAME also "
         "lets queries call it (the same as --allow-function SCHEMA.NAME)",
@@ -265,7 +266,8 @@ def opt_ins(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> tu
     allow = [a for a in dict.fromkeys(given) if a]
     functions = list(args.allow_function)
     allow += [f"function:{n}" for n in functions if "." in n and f"function:{n}" not in allow]
-    functions += [a.split(":", 1)[1] for a in allow if a.startswith("function:") and a in given]
+    # the signature form `function:S.F(integer)` lets queries call S.F: admission tells no overloads apart
+    functions += [a.split(":", 1)[1].split("(")[0] for a in allow if a.startswith("function:") and a in given]
     return allow, list(dict.fromkeys(functions))
 
 

@@ -1,14 +1,30 @@
-"""Pass: no PostgreSQL attribute notation that calls a function (`(x).pg_sleep`, `t.nextval`)."""
+"""Pass: no PostgreSQL attribute notation that calls a function (`(x).pg_sleep`, `t.nextval`, `o.f`)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator, Mapping
+from typing import Protocol, runtime_checkable
+
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.scope import Scope, build_scope
 
 from mcpkit.sql.admission.function_tables import matches
+from mcpkit.sql.admission.limit_expansion import RelationRef
 from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.errors import refuse
 
-__all__ = ["reject_attribute_calls"]
+__all__ = ["ColumnCatalog", "reject_attribute_calls"]
+
+
+@runtime_checkable
+class ColumnCatalog(Protocol):
+    """The database's relations and their column names (system columns too)."""
+
+    def relation_columns(self, refs: Collection[RelationRef]) -> Mapping[RelationRef, frozenset[str] | None]:
+        """The column names of each ref (schema, name as the engine folds them), None if unknown."""
+        ...
+
 
 _MESSAGE = (
     "Attribute notation on an expression, such as (x).name or alias.function_name, is not allowed; "
@@ -16,12 +32,16 @@ _MESSAGE = (
 )
 
 
-def reject_attribute_calls(tree: exp.Expr, dialect: str, functions: FunctionPolicy | None = None) -> exp.Expr:
+def reject_attribute_calls(
+    tree: exp.Expr, dialect: str, functions: FunctionPolicy | None = None, catalog: object | None = None
+) -> exp.Expr:
     """Refuse attribute notation that PostgreSQL may read as a function call.
 
     PostgreSQL reads `x.f` as `f(x)` for a composite `x`, so `(col).pg_sleep` calls pg_sleep
-    although the tree holds no function node. Refuses a Dot on a parenthesised expression, and a
-    qualified name whose last part names a denied function.
+    although the tree holds no function node. Refuses a Dot on a parenthesised expression, a
+    qualified name whose last part names a denied function, and (with a `ColumnCatalog`) `q.name`
+    where `name` is no column of the relation, CTE or derived table `q` names: PostgreSQL calls
+    `name(q)` then, any function of that name taking q's row type (red team rt23 F1).
 
     >>> import sqlglot
     >>> reject_attribute_calls(sqlglot.parse_one("SELECT t.a FROM t", read="postgres"), "postgres").sql()
@@ -31,6 +51,8 @@ def reject_attribute_calls(tree: exp.Expr, dialect: str, functions: FunctionPoli
         tree: One parsed statement.
         dialect: The target's sqlglot dialect; only PostgreSQL has attribute calls.
         functions: The policy whose denylist names the functions.
+        catalog: The database's catalog; when it is a `ColumnCatalog`, qualified names are checked
+            against the columns of what they qualify.
 
     Returns:
         `tree`, unchanged.
@@ -53,4 +75,105 @@ def reject_attribute_calls(tree: exp.Expr, dialect: str, functions: FunctionPoli
             # alias.name resolves to a column first; only an exact denied name is refused, so a
             # real column such as t.lo_limit is not caught by the `lo_*` pattern.
             refuse("attribute_call", _MESSAGE)
+    if isinstance(catalog, ColumnCatalog):
+        _check_columns(tree, catalog)
     return tree
+
+
+def _folded(node: exp.Expr | None) -> str:
+    """An identifier as PostgreSQL folds it: quoted as written, else lower case."""
+    if not isinstance(node, exp.Identifier):
+        return node.name.lower() if node is not None else ""
+    return str(node.this) if node.quoted else str(node.this).lower()
+
+
+def _source(scope: Scope, qualifier: str) -> tuple[Scope, exp.Expr | Scope] | None:
+    """What `qualifier` names in `scope` or an enclosing one (a correlated reference)."""
+    current: Scope | None = scope
+    while current is not None:
+        for alias, source in current.sources.items():
+            if alias.lower() == qualifier.lower():
+                return current, source
+        current = current.parent
+    return None
+
+
+_Known = Mapping[RelationRef, frozenset[str] | None]
+
+
+def _ref(table: exp.Table) -> RelationRef:
+    return (_folded(table.args.get("db")) or None, _folded(table.this))
+
+
+def _columns_of(source: exp.Expr | Scope, known: _Known, depth: int = 0) -> frozenset[str] | None:
+    """The column names of a relation, CTE or derived table, or None when they are not known."""
+    if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+        return known.get(_ref(source))
+    if isinstance(source, exp.Table):  # a function in FROM: known only by its column list
+        alias = source.args.get("alias")
+        columns = alias.columns if isinstance(alias, exp.TableAlias) else []
+        return frozenset(_folded(c) for c in columns) or None
+    if not isinstance(source, Scope) or depth > 32:
+        return None
+    own = isinstance(source.expression, exp.Values | exp.Unnest)
+    holder = source.expression if own else source.expression.parent
+    alias = (
+        holder.args.get("alias")
+        if isinstance(holder, exp.Subquery | exp.CTE | exp.Values | exp.Unnest)
+        else None
+    )
+    if isinstance(alias, exp.TableAlias) and alias.columns:
+        return frozenset(_folded(c) for c in alias.columns)
+    if not isinstance(source.expression, exp.Select):
+        return None
+    names: set[str] = set()
+    for select in source.expression.selects:
+        if isinstance(select, exp.Alias):
+            names.add(_folded(select.args.get("alias")))
+            continue
+        if isinstance(select, exp.Column) and not select.is_star:
+            names.add(_folded(select.this))
+            continue
+        if isinstance(select, exp.Star):  # every source's columns
+            parts = [_columns_of(src, known, depth + 1) for _, src in source.selected_sources.values()]
+        elif isinstance(select, exp.Column) and select.table in source.sources:  # t.*
+            parts = [_columns_of(source.sources[select.table], known, depth + 1)]
+        else:  # a name PostgreSQL makes up (`count`, `?column?`): left open
+            return None
+        if not parts or any(p is None for p in parts):
+            return None
+        names.update(n for p in parts if p is not None for n in p)
+    return frozenset(names)
+
+
+def _qualified(root: Scope) -> Iterator[tuple[exp.Column, exp.Expr | Scope]]:
+    for scope in root.traverse():
+        for column in scope.columns:
+            if not column.table or isinstance(column.this, exp.Star):
+                continue
+            found = _source(scope, column.table)
+            if found is not None:
+                yield column, found[1]
+
+
+def _check_columns(tree: exp.Expr, catalog: ColumnCatalog) -> None:
+    try:
+        root = build_scope(tree)
+    except (SqlglotError, KeyError, ValueError):  # a shape scoping cannot read: left to the database
+        return
+    if root is None:
+        return
+    pairs = list(_qualified(root))
+    if not pairs:
+        return
+    tables = {
+        _ref(t)
+        for scope in root.traverse()
+        for t in scope.sources.values()
+        if isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier)
+    }
+    known = catalog.relation_columns(tables) if tables else {}
+    for column, source in pairs:
+        columns = _columns_of(source, known)
+        if columns is not None and _folded(column.this) not in columns:
+            refuse("attribute_call", _MESSAGE)

@@ -11,6 +11,7 @@ from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
 from mcpkit.sql.profiles.postgres.fnconfig import config_findings
 from mcpkit.sql.profiles.postgres.knowledge import ROLES
+from mcpkit.sql.profiles.postgres.overloads import OptIns
 from mcpkit.sql.profiles.postgres.routes import audit_routes
 from mcpkit.sql.profiles.postgres.switch import switched_findings
 from mcpkit.sql.profiles.postgres.views import owner_views, rls_parents
@@ -209,6 +210,7 @@ def inspect_postgres(
         )
     found += _granted_findings(conn, allowed)
     found += config_findings(conn, allowed, policy)  # rt21 F7
+    found += OptIns.read(conn, allowed).ambiguous()  # rt23 F4
     if not rolsuper:  # the rights of a role one SET ROLE away count as the role's own
         skip = sorted({*ROLES, *identities})
         found += switched_findings(conn, lambda c: _granted_findings(c, allowed), [*found], skip)

@@ -1,4 +1,5 @@
-"""PostgreSQL function volatility from `pg_proc`, and the size of views' columns, cached per name."""
+"""PostgreSQL function volatility from `pg_proc`, the size of views' columns and relations' column
+names, cached per name."""
 
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ _VIEWS: Final = (
     " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
     " WHERE c.relname = ANY(:names) AND c.relkind IN ('r', 'v', 'm', 'p', 'f')"
 )
+# Every relation by the names a query qualifies columns with, and its columns (dropped ones aside).
+_COLUMNS: Final = (
+    "SELECT n.nspname, c.relname, array_agg(a.attname::text) FROM pg_catalog.pg_class c"
+    " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+    " JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND NOT a.attisdropped"
+    " WHERE c.relname = ANY(:names) AND c.relkind IN ('r', 'v', 'm', 'p', 'f') GROUP BY 1, 2"
+)
 
 
 class PostgresCatalog:
@@ -48,6 +56,7 @@ class PostgresCatalog:
         self._cache: dict[FunctionRef, tuple[bool, float]] = {}
         self._search: tuple[str, ...] | None = None
         self._views: dict[RelationRef, tuple[int, float]] = {}
+        self._columns: dict[RelationRef, tuple[frozenset[str] | None, float]] = {}
 
     def _search_path(self) -> tuple[str, ...]:
         if self._search is None:
@@ -104,3 +113,22 @@ class PostgresCatalog:
                 size = max([1, *(output_nodes(body, "postgres", self) for _, body in hits if body)])
                 self._views[(schema, name)] = (size, now + self._ttl_s)
         return {r: self._views[r][0] for r in refs}
+
+    def relation_columns(self, refs: Collection[RelationRef]) -> dict[RelationRef, frozenset[str] | None]:
+        """The column names (system columns too) of each ref, resolved on the search path as
+        PostgreSQL does (a `ColumnCatalog`: attribute notation, `reject_attribute_calls`); None
+        for a name no relation on the path holds. Cached for `ttl_s`."""
+        now = time.monotonic()
+        missing = [r for r in refs if r not in self._columns or self._columns[r][1] < now]
+        if missing:
+            names = sorted({name for _, name in missing})
+            rows = self._engine.execute(_COLUMNS, {"names": names}, 100_000, self._timeout_s, "catalog").rows
+            search = self._search_path()
+            for schema, name in missing:
+                hits = [
+                    (nsp, cols) for nsp, rel, cols in rows if rel == name and (nsp == schema or not schema)
+                ]
+                if not schema:
+                    hits = sorted((h for h in hits if h[0] in search), key=lambda h: search.index(h[0]))[:1]
+                self._columns[(schema, name)] = (frozenset(hits[0][1]) if hits else None, now + self._ttl_s)
+        return {r: self._columns[r][0] for r in refs}

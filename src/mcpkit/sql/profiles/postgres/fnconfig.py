@@ -5,10 +5,12 @@
 `set_config` (`session.PINNED_SETTINGS`): an allowed function with that clause got parallel
 workers, each a process with a memory limit of its own, and a Parallel Hash's dynamic shared
 memory, which no process limit counts. So every function the role can make PostgreSQL run whose
-`proconfig` sets one of `CALL_SETTINGS` is refused at start-up: one admission lets queries call
-(the function policy), or one reached from what the role can use (a view, operator, cast, type,
-operator family, an aggregate's components: `routes`), or any executable one where an allowed
-function has a body PostgreSQL does not track (plpgsql, non-atomic SQL), which may call it.
+`proconfig` sets one of `CALL_SETTINGS` is refused at start-up: every function the role holds
+EXECUTE on, whatever the function policy and its schema's USAGE say (attribute notation `o.f`, an
+operator, a cast, a view's stored call, an aggregate run it without admission seeing its name, and a
+call stored in a view needs no USAGE: red team rt23 F1, F7), and every one reached with no EXECUTE
+check from what the role can use (an aggregate's components, a type's I/O, an operator family,
+an estimator: `routes`).
 `search_path` is left alone: it changes only how the function's own body resolves names.
 """
 
@@ -22,6 +24,7 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.postgres.overloads import OptIns
 from mcpkit.sql.profiles.postgres.routes import _ENTRIES, _graph, _reached
 from mcpkit.sql.profiles.postgres.session import PINNED_SETTINGS
 
@@ -46,28 +49,20 @@ CALL_SETTINGS: Final[Mapping[str, str]] = {
 """Setting -> what it bounds: what each call sets (`PostgresSession`) and what bounds a call's
 memory, disk, workers and identity."""
 
+# Procedures aside: CALL is no query admission lets through.
 _CONFIGURED: Final = """
 SELECT p.oid, n.nspname, p.proname, p.oid::regprocedure::text, c.setting,
-  has_function_privilege(p.oid, 'EXECUTE') AND has_schema_privilege(n.oid, 'USAGE')
+  has_function_privilege(p.oid, 'EXECUTE')
 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace,
   unnest(p.proconfig) AS c(setting)
-WHERE lower(split_part(c.setting, '=', 1)) = ANY(CAST(:names AS text[]))
+WHERE lower(split_part(c.setting, '=', 1)) = ANY(CAST(:names AS text[])) AND p.prokind <> 'p'
 ORDER BY 4, 5
 """
-# Executable functions the policy may allow whose body PostgreSQL does not track (the walk cannot
-# see what they call).
-_UNTRACKED: Final = """
-SELECT p.oid, n.nspname, p.proname, l.lanname FROM pg_catalog.pg_proc p
-JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace JOIN pg_catalog.pg_language l ON l.oid = p.prolang
-WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND p.prokind IN ('f', 'w')
-  AND l.lanname NOT IN ('c', 'internal') AND p.prosqlbody IS NULL
-  AND has_function_privilege(p.oid, 'EXECUTE') AND has_schema_privilege(n.oid, 'USAGE')
-"""
+# Every executable function is a starting point of the walk, USAGE on its schema or not: a view
+# stores the call by OID.
 _EXECUTABLE: Final = """
-SELECT p.oid, n.nspname, p.proname FROM pg_catalog.pg_proc p
-JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND p.prokind <> 'p'
-  AND has_function_privilege(p.oid, 'EXECUTE') AND has_schema_privilege(n.oid, 'USAGE')
+SELECT p.oid FROM pg_catalog.pg_proc p
+WHERE p.oid >= 16384 AND p.prokind <> 'p' AND has_function_privilege(p.oid, 'EXECUTE')
 """
 
 
@@ -75,26 +70,13 @@ def _allows(policy: FunctionPolicy, schema: str, name: str) -> bool:
     return policy.allows_name(name, schema) or policy.allows_name(name)
 
 
-def _runnable(conn: Connection, policy: FunctionPolicy) -> tuple[dict[int, str], dict[int, bool], str | None]:
-    """The functions queries may call (-> why), those reached from what the role can use (-> whether
-    some route runs it with no EXECUTE check), and, where an allowed body is untracked, which."""
-    allowed = {
-        int(o): "queries may call it"
-        for o, s, n in conn.execute(text(_EXECUTABLE))
-        if _allows(policy, str(s), str(n))
-    }
-    untracked = next(
-        (f"{s}.{n} ({lang})" for o, s, n, lang in conn.execute(text(_UNTRACKED)) if int(o) in allowed), None
-    )
+def _unchecked(conn: Connection) -> frozenset[int]:
+    """The functions some route from what the role can use runs with no EXECUTE check."""
     graph = dict(_graph(conn))
-    starts = [("fn", oid) for oid in allowed]
+    starts = [("fn", int(oid)) for (oid,) in conn.execute(text(_EXECUTABLE))]
     starts += [(str(k), int(o)) for k, o, _, _ in conn.execute(text(_ENTRIES))]
     graph[("start", 0)] = [("start", node) for node in starts]
-    reached: dict[int, bool] = {}
-    for (kind, oid), via in _reached(graph, ("start", 0)):
-        if kind == "fn":
-            reached[oid] = reached.get(oid, False) or via is not None
-    return allowed, reached, untracked
+    return frozenset(oid for (kind, oid), via in _reached(graph, ("start", 0)) if kind == "fn" and via)
 
 
 def config_findings(
@@ -111,22 +93,27 @@ def config_findings(
     rows = conn.execute(text(_CONFIGURED), {"names": sorted(CALL_SETTINGS)}).all()
     if not rows:
         return []
-    allowed_fns, reached, untracked = _runnable(conn, policy or FunctionPolicy.for_dialect("postgres"))
+    policy = policy or FunctionPolicy.for_dialect("postgres")
+    unchecked = _unchecked(conn)
+    opt = OptIns.read(conn, allowed)
     found = []
     for oid, schema, name, signature, setting, executable in rows:
-        why = allowed_fns.get(int(oid))
-        if why is None and int(oid) in reached and (executable or reached[int(oid)]):
-            why = "a view, operator, cast, type or aggregate the role can use runs it" + (
-                "" if executable else " with no EXECUTE check"
+        if executable:
+            why = (
+                "queries may call it"
+                if _allows(policy, str(schema), str(name))
+                else "the role may run it: attribute notation, an operator, a cast, a view or another"
+                " function calls it with EXECUTE alone"
             )
-        if why is None and untracked is not None and executable:
-            why = f"an allowed function whose body PostgreSQL does not track may call it: {untracked}"
-        if why is None:
+        elif int(oid) in unchecked:
+            why = "a view, operator, cast, type or aggregate the role can use runs it with no EXECUTE check"
+        else:
             continue
         key, _, value = str(setting).partition("=")
         message = (
             f"function {signature} sets {key} = {value} for itself, over {CALL_SETTINGS[key.lower()]} ({why})"
         )
         fix = f"ALTER FUNCTION {signature} RESET {key}"
-        found.append(Finding("function-config", message, fix, f"function-config:{schema}.{name}"))
+        opt_in = opt.opt_in("function-config", str(schema), str(name), str(signature))
+        found.append(Finding("function-config", message, fix, opt_in))
     return found

@@ -68,6 +68,7 @@ from mcpkit.sql.profiles.postgres.knowledge import (
     STRING_SQL_EXTENSIONS,
     unreachable_reason,
 )
+from mcpkit.sql.profiles.postgres.overloads import OptIns
 
 __all__ = ["FIRST_NORMAL_OID", "Fn", "audit_routes", "unchecked_functions"]
 
@@ -286,8 +287,9 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
     foreign = {
         int(r[0]): (str(r[1]), str(r[2]), str(r[3]), str(r[4]), r[5]) for r in conn.execute(text(_FOREIGN))
     }
+    opt = OptIns.read(conn, allowed)  # a name-only opt-in covers one function, not its overloads
     findings: list[Finding] = []
-    own: dict[tuple[str, str, tuple[str, ...], bool], list[Fn]] = {}
+    own: dict[tuple[str, str, str, tuple[str, ...], bool], list[Fn]] = {}
     entries: list[tuple[str, int, str, str]] = [
         ("fn", f.oid, f"{f.schema}.{f.name}", f.revoke())
         for f in fns.values()
@@ -296,12 +298,17 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
     entries += [(str(k), int(o), str(n), str(fix)) for k, o, n, fix in conn.execute(text(_ENTRIES))]
     for kind, oid, name, fix in entries:
         label = _LABEL[kind]
-        if f"{label}:{name}" in allowed or (kind == "fn" and f"extension:{fns[oid].extension}" in allowed):
+        if kind == "fn":
+            entry = fns[oid]
+            name_opt_in = opt.opt_in("function", entry.schema, entry.name, entry.signature)
+            if name_opt_in in allowed or f"extension:{entry.extension}" in allowed:
+                continue
+        elif f"{label}:{name}" in allowed:
             continue
         hazard = fns[oid].hazard() if kind == "fn" else None
         if hazard:
-            entry = fns[oid]
-            own.setdefault((entry.group, hazard, entry.grantees, entry.owned), []).append(entry)
+            key = f"extension:{entry.extension}" if entry.extension else name_opt_in
+            own.setdefault((entry.group, key, hazard, entry.grantees, entry.owned), []).append(entry)
             continue
         for (target_kind, target), via in _reached(graph, (kind, oid), filtered):
             checked = via is None
@@ -330,7 +337,10 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
             hazard = fn.hazard() if fn is not None else None
             if fn is None or hazard is None:
                 continue
-            opt_in = f"function:{fn.schema}.{fn.name}" if kind == "opf" else f"{label}:{name}"
+            if kind == "opf":
+                opt_in = opt.opt_in("function", fn.schema, fn.name, fn.signature)
+            else:
+                opt_in = name_opt_in if kind == "fn" else f"{label}:{name}"
             if kind == "opf" and (opt_in in allowed or f"extension:{fn.extension}" in allowed):
                 continue
             if fn.catalog or not checked or (fn.executable and not fn.visible):
@@ -343,7 +353,7 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
                     stop += f"  -- or ALTER OPERATOR {name} SET (RESTRICT = NONE, JOIN = NONE)"
                 findings.append(Finding("route", message, stop, opt_in))
                 break
-    for (group, hazard, grantees, owned), same in own.items():
+    for (group, opt_in, hazard, grantees, owned), same in own.items():
         names = ", ".join(f.signature for f in same)
         fix = (
             same[0].revoke()
@@ -351,7 +361,6 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
             else f"REVOKE EXECUTE ON FUNCTION {names} FROM {', '.join(grantees) or 'PUBLIC'}"
         )
         what = f"{len(same)} functions of {group}: each" if len(same) > 1 else f"function {same[0].signature}"
-        opt_in = group.replace("extension ", "extension:") if same[0].extension else f"function:{group}"
         findings.append(Finding("function", f"{what} {hazard}", fix, opt_in))
     return findings
 
