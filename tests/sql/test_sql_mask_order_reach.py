@@ -95,6 +95,9 @@ def test_postgres_functions_admission_never_names_refuse_start_up(
     opt_ins = [a for f in ROUTES for a in ("--allow", f"function-order:public.{f}")]
     for name, (_, sql) in ROUTES.items():
         code, out = _run(capsys, *base, *opt_ins, sql)
+        if name == "f_attr":  # the parser's line too: `o.f_attr` names no column of orders
+            assert code == 3 and "Attribute notation" in out and _ranking(pg) not in out, out
+            continue
         assert code == 0, (name, out)
         assert _ranking(pg) in out, (name, out)
     code, out = _run(capsys, "sql", "doctor", "--dsn", pg.reader_url, "--mask", masks)
