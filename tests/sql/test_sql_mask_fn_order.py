@@ -373,3 +373,39 @@ def test_mariadb_a_function_reaching_a_masked_table_through_another_routine_coun
     assert code == 2, out
     assert f"function {my.db}.f_outer may answer in the scan order of a masked table" in out, out
     assert f"function {my.db}.f_call may answer in the scan order of a masked table" in out, out
+
+
+# --- rt24 F5: a non-SETOF SQL function keeps the first row of its last query ------------------
+
+
+@pytest.mark.postgres
+def test_postgres_a_scalar_sql_function_keeps_the_first_row_in_scan_order(
+    pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # an implicit LIMIT 1 without ORDER BY: the rows arrive in e-mail order (ROWS), so the first
+    # name is the smallest e-mail's, and first_after(k) walks the e-mail ranking
+    pg.admin.execute(
+        "CREATE FUNCTION first_after(skip int) RETURNS text LANGUAGE sql STABLE"
+        " BEGIN ATOMIC SELECT c.name FROM public.customers c WHERE c.id > skip; END"
+    )
+    pg.admin.execute(  # ordered on the primary key, an aggregate, a set: no finding
+        "CREATE FUNCTION by_id() RETURNS text LANGUAGE sql STABLE"
+        " BEGIN ATOMIC SELECT c.name FROM public.customers c ORDER BY c.id; END;"
+        "CREATE FUNCTION n_rows() RETURNS bigint LANGUAGE sql STABLE"
+        " BEGIN ATOMIC SELECT count(*) FROM public.customers; END;"
+        "CREATE FUNCTION all_names() RETURNS SETOF text LANGUAGE sql STABLE"
+        " BEGIN ATOMIC SELECT c.name FROM public.customers c; END"
+    )
+    masks = str(_masks(tmp_path))
+    allow = [
+        a
+        for f in ("first_after", "by_id", "n_rows", "all_names")
+        for a in ("--allow", f"function:public.{f}")
+    ]
+    sql = "SELECT public.first_after(0) AS a, public.first_after(4) AS b, public.by_id() AS c"
+    code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", masks, *allow, sql)
+    assert code == 2, out  # before: | Dan | Eve | Ann |, the smallest e-mails
+    assert "function public.first_after may answer in the scan order of a masked table: LIMIT" in out, out
+    assert "--allow function-order:public.first_after" in out
+    for name in ("by_id", "n_rows", "all_names"):
+        assert f"function public.{name} may answer" not in out, out

@@ -15,9 +15,10 @@ ranking on to a LIMIT or a numbering. At start-up each such object over a masked
   index `ORDER BY pos` over a view's `ctid` answered the masked ranking (red team rt23 F6);
 - every construct that follows the scan order (LIMIT/OFFSET/FETCH, DISTINCT ON, a numbering,
   offset or value window, a concatenating, `any_value` or user-defined aggregate, an
-  `ARRAY(subquery)`) must be ordered totally: by every column of
-  the primary key of the one table its block reads; anything else (no ORDER BY, a key with ties, a
-  join, a derived table) counts as following the scan;
+  `ARRAY(subquery)`) must be ordered totally: by every column of the primary key of the one
+  table its block reads (a non-SETOF function's last query counts as `LIMIT 1`: it keeps the
+  first row, red team rt24 F5, `masking.first_row`); anything else (no ORDER BY, a key with
+  ties, a join, a derived table) counts as following the scan;
 - an ORDER BY (of a block, a window or an aggregate; by name, alias or position), a PARTITION BY
   or a DISTINCT ON over a column a rule masks (by name) counts too: it hands the masked ranking on.
   Filters and joins on a masked column are left to the database (an invoker's view or function
@@ -40,6 +41,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from mcpkit.sql.dialects import read_dialect
+from mcpkit.sql.masking.first_row import KeyLookup, block_of, first_row, one_table
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema
 from mcpkit.sql.masking.taint import MaskRefused
@@ -48,9 +50,6 @@ from mcpkit.sql.profiles.findings import Finding
 from mcpkit.sql.profiles.stored import StoredQuery
 
 __all__ = ["KeyLookup", "order_findings", "order_reason", "order_reasons", "primary_keys"]
-
-KeyLookup = Callable[[str | None, str], list[frozenset[str]]]
-"""(schema, table) -> its unique NOT NULL keys (primary key), each a set of case-folded column names."""
 
 _CONCAT_AGGS: Final = (*CONCAT, exp.Anonymous)
 
@@ -71,28 +70,14 @@ def _columns(nodes: Iterable[exp.Expr], select: exp.Select) -> set[str]:
     return out
 
 
-def _table(select: exp.Expr | None) -> exp.Table | None:
-    """The one base table a block reads (no join, no derived table), or None."""
-    if not isinstance(select, exp.Select) or select.args.get("joins"):
-        return None
-    from_ = select.args.get("from_")
-    source = from_.this if isinstance(from_, exp.From) else None
-    return source if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier) else None
-
-
 def _total(select: exp.Expr | None, keys: Iterable[exp.Expr], known: KnownSchema, unique: KeyLookup) -> bool:
     """Whether `keys` order the rows of `select` totally: they hold a whole primary key of its one
     table (rows that tie then are the same row)."""
-    table = _table(select)
+    table = one_table(select)
     if table is None or not isinstance(select, exp.Select):
         return False
     names = _columns(keys, select)
     return any(key and key <= names for key in unique(known.schema_of(table), table.name))
-
-
-def _block(node: exp.Expr) -> exp.Select | None:
-    found = node.find_ancestor(exp.Select)
-    return found if isinstance(found, exp.Select) else None
 
 
 def _concat(agg: exp.Expr, aggregates: frozenset[str]) -> bool:
@@ -144,7 +129,7 @@ def _scan_order(
             continue  # peers (rank) or an aggregate over a RANGE frame: ties do not change it
         order = window.args.get("order")
         keys = [*(window.args.get("partition_by") or []), *(order.expressions if order else [])]
-        if not _total(_block(window), keys, known, unique):
+        if not _total(block_of(window), keys, known, unique):
             name = _named(window.this)
             return f"window {name} without an order on a whole primary key"
     for agg in query.find_all(*_CONCAT_AGGS):
@@ -152,7 +137,7 @@ def _scan_order(
             continue
         if not any(True for _ in agg.find_all(exp.Column)):
             continue  # only constants: the same whatever the order
-        if not _total(_block(agg), _written_order(agg) or [], known, unique):
+        if not _total(block_of(agg), _written_order(agg) or [], known, unique):
             name = _named(agg)
             return f"aggregate {name} without an ORDER BY on a whole primary key"
     for array in query.find_all(exp.Array):  # ARRAY(SELECT ...) lists the rows as the scan meets them
@@ -223,10 +208,12 @@ def order_reason(
     params: frozenset[str] = frozenset(),
     aggregates: frozenset[str] = frozenset(),
     positions: frozenset[str] = frozenset(),
+    one_row: bool = False,
 ) -> str | None:
     """Why the stored query `statement` follows a masked scan order or orders on a masked column,
     or None when its answer depends on neither. `positions`: the engine's system columns that
     tell a row's physical position (`StoredQuery.positions`), which count wherever they are read.
+    `one_row`: only the first row of the last statement is kept (`StoredQuery.one_row`).
 
     >>> known = KnownSchema({"c": {"id": "INT", "email": "TEXT"}}, "postgres")
     >>> policy = MaskPolicy.of(["c.email"])
@@ -244,6 +231,8 @@ def order_reason(
     if not queries:
         return "it holds no query this check can read, so its order cannot be checked"
     folded = frozenset(p.casefold() for p in params)
+    if one_row and parsed[-1] is queries[-1]:
+        queries[-1] = first_row(queries[-1], known, unique, folded)
     for stored in queries:
         query = _without_params(stored, folded)
         found = (
@@ -289,7 +278,15 @@ def order_reasons(
         found = item.hidden
         for statement in item.statements if found is None else ():
             found = order_reason(
-                statement, dialect, known, policy, unique, item.params, item.aggregates, item.positions
+                statement,
+                dialect,
+                known,
+                policy,
+                unique,
+                item.params,
+                item.aggregates,
+                item.positions,
+                item.one_row,
             )
             if found:
                 break

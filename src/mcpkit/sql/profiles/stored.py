@@ -41,6 +41,8 @@ class StoredQuery:
         positions: The engine's system columns (case-folded) that tell a row's physical position or
             write order (PostgreSQL's `ctid`, `xmin`, ...): once the table is CLUSTERed on, or loaded
             in the order of, a masked column, they hand its ranking on (red team rt23 F6).
+        one_row: A function that returns only the first row of its last query (PostgreSQL's
+            non-SETOF SQL functions): that query is read as if it carried `LIMIT 1` (red team rt24 F5).
     """
 
     kind: Literal["view", "function"]
@@ -53,6 +55,7 @@ class StoredQuery:
     usable: bool = True
     aggregates: frozenset[str] = frozenset()
     positions: frozenset[str] = frozenset()
+    one_row: bool = False
 
     @property
     def opt_in(self) -> str:

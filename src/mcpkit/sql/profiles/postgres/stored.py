@@ -67,7 +67,7 @@ ORDER BY 2, 3
 """
 _FUNCTIONS: Final = f"""
 WITH fn AS MATERIALIZED (
-    SELECT p.oid, n.nspname, p.proname, p.prosrc, p.prosqlbody, p.proargnames,
+    SELECT p.oid, n.nspname, p.proname, p.prosrc, p.prosqlbody, p.proargnames, p.proretset,
            p.oid = ANY(CAST(:unchecked AS oid[]))
            OR {_MEMBER} AND has_function_privilege(r.oid, p.oid, 'EXECUTE')) AS usable
     FROM pg_catalog.pg_proc p
@@ -78,7 +78,7 @@ WITH fn AS MATERIALIZED (
 SELECT f.oid, f.nspname, f.proname, quote_ident(f.nspname) || '.' || quote_ident(f.proname)
            || '(' || pg_catalog.pg_get_function_identity_arguments(f.oid) || ')',
        CASE WHEN f.prosqlbody IS NULL THEN f.prosrc ELSE pg_catalog.pg_get_function_sqlbody(f.oid) END,
-       coalesce(f.proargnames, '{{}}'), f.usable
+       coalesce(f.proargnames, '{{}}'), f.usable, NOT f.proretset
 FROM fn f
 WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
               WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f.oid
@@ -196,7 +196,7 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                     positions=POSITIONS,
                 )
             )
-    for _, schema, name, signature, body, argnames, usable in functions:
+    for _, schema, name, signature, body, argnames, usable, one_row in functions:
         out.append(
             StoredQuery(
                 "function",
@@ -210,6 +210,7 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                 usable=bool(usable),
                 aggregates=aggregates,
                 positions=POSITIONS,
+                one_row=bool(one_row),  # a non-SETOF function keeps its last query's first row (rt24 F5)
             )
         )
     for _, schema, name, signature, language in opaque:

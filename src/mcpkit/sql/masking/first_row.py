@@ -1,0 +1,82 @@
+"""Blocks of stored SQL: the one table a block reads, and the rows a non-SETOF function keeps.
+
+A PostgreSQL SQL function that does not return a set keeps only the first row of its last query,
+an implicit `LIMIT 1` without ORDER BY (red team rt24 F5): `first_row` writes that LIMIT in, unless
+the block yields at most one row anyway, for `masking.view_order` to analyse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from mcpkit.sql.masking.schema import KnownSchema
+
+__all__ = ["KeyLookup", "block_of", "first_row", "one_table"]
+
+KeyLookup = Callable[[str | None, str], list[frozenset[str]]]
+"""(schema, table) -> its unique NOT NULL keys (primary key), each a set of case-folded column names."""
+
+
+def one_table(select: exp.Expr | None) -> exp.Table | None:
+    """The one base table a block reads (no join, no derived table), or None."""
+    if not isinstance(select, exp.Select) or select.args.get("joins"):
+        return None
+    from_ = select.args.get("from_")
+    source = from_.this if isinstance(from_, exp.From) else None
+    return source if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier) else None
+
+
+def block_of(node: exp.Expr) -> exp.Select | None:
+    found = node.find_ancestor(exp.Select)
+    return found if isinstance(found, exp.Select) else None
+
+
+def _constant(node: exp.Expr, own: set[str], params: set[str]) -> bool:
+    """Whether `node` is the same for every row of a one-table block: it reads no column of the table
+    (a column qualified by another name is a function argument or an outer row's)."""
+    for column in node.find_all(exp.Column):
+        if column.table.casefold() in own if column.table else column.name.casefold() not in params:
+            return False
+    return True
+
+
+def _single(query: exp.Query, known: KnownSchema, unique: KeyLookup, params: frozenset[str]) -> bool:
+    """Whether a block yields at most one row: no FROM, an aggregate without GROUP BY, or a WHERE
+    that pins a whole primary key of its one table to constants (`id = $1`)."""
+    if not isinstance(query, exp.Select) or query.args.get("group"):
+        return False
+    if query.args.get("from_") is None:
+        return True
+    if any(
+        block_of(agg) is query and agg.find_ancestor(exp.Window) is None
+        for e in query.expressions
+        for agg in e.find_all(exp.AggFunc)
+    ):
+        return True
+    table, where = one_table(query), query.args.get("where")
+    if table is None or not isinstance(where, exp.Where):
+        return False
+    own = {table.name.casefold(), table.alias_or_name.casefold()}
+    columns = known.columns(table)  # a column's name wins over an argument's; unknown: no argument
+    args = set() if columns is None else set(params) - {c.casefold() for c in columns}
+    cond = where.this.unnest()
+    conjuncts = [c.unnest() for c in cond.flatten()] if isinstance(cond, exp.And) else [cond]
+    pinned = {
+        column.name.casefold()
+        for eq in conjuncts
+        if isinstance(eq, exp.EQ)
+        for column, other in ((eq.this, eq.expression), (eq.expression, eq.this))
+        if isinstance(column, exp.Column)
+        and (not column.table or column.table.casefold() in own)
+        and _constant(other.unnest(), own, args)
+    }
+    return any(key and key <= pinned for key in unique(known.schema_of(table), table.name))
+
+
+def first_row(query: exp.Query, known: KnownSchema, unique: KeyLookup, params: frozenset[str]) -> exp.Query:
+    """`query` as a non-SETOF function runs it: only its first row is kept, an implicit `LIMIT 1`."""
+    if query.args.get("limit") is None and not _single(query, known, unique, params):
+        query.set("limit", exp.Limit(expression=exp.Literal.number(1)))
+    return query
