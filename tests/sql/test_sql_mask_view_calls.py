@@ -190,3 +190,42 @@ def test_postgres_owner_view_calling_an_invoker_function_runs_it_as_the_caller(
         assert code == 4 and SECRET not in out and "may not read something" in out, (sql, out)
     code, out = _run(capsys, *base, "SELECT id, email FROM customers ORDER BY id")
     assert code == 0 and out.rstrip().splitlines()[-1] == "| 2 | <masked> |", out
+
+
+@pytest.mark.mysql
+def test_mariadb_definer_view_calling_a_package_function_is_refused(
+    maria: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # red team rt24 F4: `db`.`pkg`.`f`( was read as `pkg`.`f`: a package named as its database made
+    # it the benign stand-alone `db`.`f`, and the view answered the e-mails while doctor said ok
+    db, d, masks = maria, maria.db, _masks(tmp_path, "customers.email")
+    with db.admin.cursor() as c:
+        for sql in (
+            f"CREATE DEFINER = '{db.reader}'@'%' FUNCTION {d}.f(x int) RETURNS varchar(80) DETERMINISTIC"
+            " SQL SECURITY INVOKER RETURN concat('benign ', x)",
+            "SET SESSION sql_mode = ORACLE",
+            f"CREATE PACKAGE {d}.{d} SQL SECURITY INVOKER AS FUNCTION f(x int) RETURN varchar(80); END",
+            f"CREATE PACKAGE BODY {d}.{d} SQL SECURITY INVOKER AS FUNCTION f(x int) RETURN varchar(80) AS"
+            f" r varchar(80); BEGIN SELECT email INTO r FROM {d}.customers WHERE id = x; RETURN r; END; END",
+            f"CREATE VIEW {d}.v_pkg AS SELECT id, {d}.{d}.f(id) AS e FROM {d}.customers",
+            f"GRANT EXECUTE ON PACKAGE {d}.{d} TO '{db.reader}'@'%'",
+            "SET SESSION sql_mode = DEFAULT",
+            f"GRANT SELECT, SHOW VIEW ON {d}.v_pkg TO '{db.reader}'@'%'",
+        ):
+            c.execute(sql)
+    code, out = _run(
+        capsys, "sql", "grant", "--dsn", db.admin_url, "--role", "mk_vcalls_g",
+        "--tables", f"{d}.customers,{d}.v_pkg", "--mask", masks,
+    )  # fmt: skip
+    assert code == 0 and f"GRANT SELECT ON `{d}`.`v_pkg`" not in out, out
+    assert (
+        f"-- left out: view {d}.v_pkg runs as its definer: it calls function {d}, which names customers"
+        in out
+    )
+    allow = ["--allow", f"view:{d}.v_pkg", "--allow", f"routine:{d}.f", "--allow", f"routine:{d}.{d}"]
+    base = ["--dsn", db.reader_url, "--mask", masks, *_allow(db), *allow]
+    code, out = _run(capsys, "sql", "query", *base, "SELECT id, e FROM v_pkg ORDER BY id")
+    assert code == 2 and SECRET not in out, out  # before: | 1 | ann@secret.example |
+    assert f"view `{d}`.`v_pkg`: it calls function {d}, which has a body hidden" in out, out
+    code, out = _run(capsys, "sql", "doctor", "--dsn", db.reader_url, "--mask", masks, *_allow(db))
+    assert f"can run package {d}.{d} (SQL SECURITY INVOKER)" in out, out  # its opt-in: routine:D.PKG

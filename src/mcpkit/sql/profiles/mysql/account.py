@@ -44,10 +44,11 @@ _PRIVILEGES: Final[dict[str, str]] = {
     " FROM information_schema.TABLE_PRIVILEGES WHERE GRANTEE IN :g",
 }
 # information_schema.ROUTINES lists the routines the login may execute (or alter): every DEFINER
-# routine, and every INVOKER function (a view can call one; a procedure needs CALL, refused).
+# routine, and every INVOKER function or package (a view can call one; a procedure needs CALL).
 _DEFINERS: Final = (
     "SELECT ROUTINE_SCHEMA, ROUTINE_NAME, ROUTINE_TYPE, DEFINER, SECURITY_TYPE"
-    " FROM information_schema.ROUTINES WHERE SECURITY_TYPE = 'DEFINER' OR ROUTINE_TYPE = 'FUNCTION'"
+    " FROM information_schema.ROUTINES"
+    " WHERE SECURITY_TYPE = 'DEFINER' OR ROUTINE_TYPE IN ('FUNCTION', 'PACKAGE')"
     " ORDER BY 1, 2"
 )
 

@@ -45,8 +45,9 @@ _ROUTINES: Final = (
 _NAME: Final = r"`(?:[^`]|``)+`"
 _RELATION: Final = re.compile(rf"\b(?:from|join)\s*[(\s]*({_NAME}(?:\.{_NAME})?)")
 # A stored function call: MariaDB stores it backquoted (qualified outside the view's database) and
-# directly followed by its argument list; built-in functions are stored bare (`lcase(...)`).
-_CALL: Final = re.compile(rf"({_NAME}(?:\.{_NAME})?)\(")
+# directly followed by its argument list; built-in functions are stored bare (`lcase(...)`). A
+# package routine (sql_mode=ORACLE) is stored `db`.`package`.`routine`( (red team rt24 F4).
+_CALL: Final = re.compile(rf"({_NAME}(?:\.{_NAME})*)\(")
 
 VIEW_CALLS: Final = (
     "; a DEFINER view that calls it still runs it with the view definer's rights: recreate such a view"
@@ -85,15 +86,19 @@ def _relations(definition: str, db: str) -> list[Relation]:
 
 
 def _calls(definition: str, db: str) -> list[Relation]:
-    """`(database, routine)` pairs of the stored functions a view definition calls, case-folded.
+    """`(database, routine)` pairs of the stored functions a view definition calls, case-folded: a
+    package routine as its package, whose body holds it; more parts name nothing the check knows.
 
-    >>> _calls("select `f`(`d`.`t`.`id`) AS `x`,lcase(`d`.`t`.`a`),`e`.`g`(1) from `d`.`t`", "d")
-    [('d', 'f'), ('e', 'g')]
+    >>> _calls("select `f`(`d`.`t`.`id`),lcase(`d`.`t`.`a`),`e`.`g`(1),`d`.`p`.`f`(2) from `d`.`t`", "d")
+    [('d', 'f'), ('e', 'g'), ('d', 'p')]
     """
     out = []
     for chain in _CALL.findall(definition.casefold()):
         parts = [p[1:-1].replace("``", "`") for p in re.findall(_NAME, chain)]
-        out.append((parts[0], parts[1]) if len(parts) == 2 else (db, parts[0]))
+        if len(parts) > 3:
+            out.append((".".join(parts[:-1]), parts[-1]))
+        else:
+            out.append((parts[0], parts[1]) if len(parts) > 1 else (db, parts[0]))
     return out
 
 
@@ -182,8 +187,8 @@ def _reading_routines(
     why: dict[Relation, str | None] = {}
     for schema, name, _, _, body, _ in routines:
         read = _mentions(body, names) if body else None
-        key = (schema.casefold(), name.casefold())
-        why[key] = None if body and read is None else _read(read)
+        key = (schema.casefold(), name.casefold())  # a PACKAGE and its PACKAGE BODY: the worse
+        why[key] = why.get(key) or (None if body and read is None else _read(read))
     while True:
         reading = {k[1] for k, w in why.items() if w is not None}
         more = {
