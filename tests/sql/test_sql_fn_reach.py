@@ -256,6 +256,8 @@ def test_postgres_attribute_notation_through_a_function_in_from_is_refused(
         ("""SELECT r.a FROM json_to_record('{"a": 6}') AS r(a int)""", "| 6 "),
         ("SELECT s.n FROM generate_series(1, 7) AS s(n)", "| 7 "),
         ("SELECT q.x FROM unnest(ARRAY['(8)'::rowt]) AS q(x)", "| 8 "),
+        ("""SELECT e.key, e.ordinality FROM jsonb_each('{"b": 1}'::jsonb) WITH ORDINALITY e""", "| b "),
+        ("SELECT u.ordinality FROM unnest(ARRAY[9]) WITH ORDINALITY u", "| 1 "),
     ):  # fmt: skip
         code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, sql)
         assert code == 0 and want in out, (sql, out)

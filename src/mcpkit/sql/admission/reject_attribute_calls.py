@@ -156,16 +156,20 @@ def _columns_of(source: exp.Expr | Scope, known: _Known, depth: int = 0) -> froz
     return frozenset(names)
 
 
-def _function_source(source: exp.Expr | Scope) -> tuple[RelationRef, str] | None:
-    """The function a FROM item without a column list calls, and its alias; None for any other."""
+def _function_source(source: exp.Expr | Scope) -> tuple[RelationRef, list[str]] | None:
+    """The function a FROM item without a column list calls, and its alias (with `ordinality`
+    when WITH ORDINALITY adds that column); None for any other FROM item."""
     node = source.expression if isinstance(source, Scope) else source
     if not isinstance(node, exp.Unnest | exp.Lateral | exp.Table):
         return None
     alias = node.args.get("alias")
     if isinstance(alias, exp.TableAlias) and alias.columns:
         return None
-    name = _folded(alias.this) if isinstance(alias, exp.TableAlias) else ""
     call = node.this if isinstance(node, exp.Lateral) else node
+    numbered = any(
+        n.args.get(k) for n in (node, call) if isinstance(n, exp.Expr) for k in ("ordinality", "offset")
+    )
+    name = [_folded(alias.this) if isinstance(alias, exp.TableAlias) else "", *(["ordinality"] * numbered)]
     if isinstance(call, exp.Subquery | exp.Select):
         return None
     if isinstance(call, exp.Unnest):
@@ -213,11 +217,11 @@ def _check_columns(tree: exp.Expr, catalog: ColumnCatalog) -> None:
     for column, source in pairs:
         function = _function_source(source)
         if function is not None:  # rt24 F3: no column list; unknown columns refuse
-            ref, alias = function
+            ref, (alias, *numbered) = function
             found, plain = (
                 catalog.function_columns(ref) if isinstance(catalog, FunctionColumns) else (set(), False)
             )
-            if _folded(column.this) not in {*found, *([alias] if plain else [])}:
+            if _folded(column.this) not in {*found, *numbered, *([alias] if plain else [])}:
                 refuse("attribute_call", _MESSAGE)
             continue
         columns = _columns_of(source, known)

@@ -66,6 +66,7 @@ class PostgresCatalog:
         self._search: tuple[str, ...] | None = None
         self._views: dict[RelationRef, tuple[int, float]] = {}
         self._columns: dict[RelationRef, tuple[frozenset[str] | None, float]] = {}
+        self._outputs: dict[RelationRef, tuple[tuple[frozenset[str], bool], float]] = {}
 
     def _search_path(self) -> tuple[str, ...]:
         if self._search is None:
@@ -128,6 +129,9 @@ class PostgresCatalog:
         team rt24 F3): OUT/TABLE parameters, or a composite return type's attributes; and whether
         each returns one plain value (its column is the alias). A polymorphic or record return
         (unnest, jsonb_populate_record) has no columns known before the call: none."""
+        now = time.monotonic()
+        if ref in self._outputs and self._outputs[ref][1] >= now:
+            return self._outputs[ref][0]
         schema, name = ref
         rows = self._engine.execute(_OUTPUTS, {"name": name}, 100_000, self._timeout_s, "catalog").rows
         search = self._search_path()
@@ -140,7 +144,9 @@ class PostgresCatalog:
             cols = frozenset(outs or (attrs if typtype == "c" else []))
             plain = plain and not outs and typtype in ("b", "e", "r", "m")
             found = cols if found is None else found & cols
-        return (found or frozenset()), plain and found is not None
+        answer = (found or frozenset()), plain and found is not None
+        self._outputs[ref] = (answer, now + self._ttl_s)
+        return answer
 
     def relation_columns(self, refs: Collection[RelationRef]) -> dict[RelationRef, frozenset[str] | None]:
         """The column names (system columns too) of each ref, resolved on the search path as
