@@ -131,6 +131,8 @@ class _Columns:
         "SELECT g.abs FROM generate_series(-1, 1) AS g(x)",
         "SELECT u.abs FROM unnest(ARRAY[-1]) AS u(x)",
         "SELECT d.f FROM (SELECT o.*, 1 AS x FROM orders o) d",
+        "SELECT m.anything FROM f() m",  # a function's columns unknown: refused (rt24 F3)
+        "SELECT q.k FROM unnest(ARRAY[1]) q",
     ],
 )
 def test_a_qualified_name_that_is_no_column_is_refused(sql: str) -> None:
@@ -150,7 +152,7 @@ def test_a_qualified_name_that_is_no_column_is_refused(sql: str) -> None:
         "SELECT d.total, d.x, e.id FROM (SELECT o.*, 1 AS x FROM orders o) d, (SELECT * FROM orders) e",
         "SELECT d.anything FROM (SELECT * FROM unknown) d",  # left to the database-side checks
         "SELECT d.anything FROM (SELECT count(*) FROM orders) d",  # a made-up name: the same
-        "SELECT g.x, u.y, m.anything FROM generate_series(1, 2) g(x), unnest(ARRAY[1]) u(y), f() m",
+        "SELECT g.x, u.y FROM generate_series(1, 2) g(x), unnest(ARRAY[1]) u(y)",
     ],
 )
 def test_a_qualified_column_passes(sql: str) -> None:
@@ -225,3 +227,37 @@ def test_postgres_a_configured_overload_needs_its_own_signature(
         "function-config:public.f_c(INT4)",
     )  # fmt: skip
     assert "fail least privilege" not in out, out
+
+
+@pytest.mark.postgres
+def test_postgres_attribute_notation_through_a_function_in_from_is_refused(
+    pg: PgScratch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # red team rt24 F3: a function in FROM without a column list hid q's row type from the check
+    pg.admin.execute(
+        "CREATE TYPE rowt AS (x int); CREATE FUNCTION k(v rowt) RETURNS text STABLE LANGUAGE sql"
+        f" BEGIN ATOMIC SELECT 'k ran'; END; GRANT USAGE ON TYPE rowt TO {pg.reader}"
+    )
+    for sql in (
+        "SELECT q.k FROM unnest(ARRAY['(5)'::rowt]) q",
+        """SELECT q.k FROM jsonb_populate_record(NULL::rowt, '{"x": 7}') q""",
+        "SELECT q.k FROM (SELECT 5 AS x) s, LATERAL unnest(ARRAY['(6)'::rowt]) q",
+        "SELECT q.pg_column_size FROM unnest(ARRAY['(5)'::rowt]) q",
+        "SELECT q.q FROM unnest(ARRAY['(5)'::rowt]) q",
+    ):
+        code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, sql)
+        assert code != 0 and "k ran" not in out and "Attribute notation" in out, (sql, out)
+    for sql, want in (
+        ("""SELECT e.key, e.value FROM jsonb_each('{"a": 1}'::jsonb) e""", "| a "),
+        ("SELECT g FROM generate_series(1, 3) g", "| 3 "),
+        ("SELECT g.g FROM generate_series(1, 3) g", "| 3 "),
+        ("SELECT u FROM unnest(ARRAY[4]) u", "| 4 "),
+        ("SELECT t.x FROM unnest(ARRAY[5]) AS t(x)", "| 5 "),
+        ("""SELECT r.a FROM json_to_record('{"a": 6}') AS r(a int)""", "| 6 "),
+        ("SELECT s.n FROM generate_series(1, 7) AS s(n)", "| 7 "),
+        ("SELECT q.x FROM unnest(ARRAY['(8)'::rowt]) AS q(x)", "| 8 "),
+        ("""SELECT e.key, e.ordinality FROM jsonb_each('{"b": 1}'::jsonb) WITH ORDINALITY e""", "| b "),
+        ("SELECT u.ordinality FROM unnest(ARRAY[9]) WITH ORDINALITY u", "| 1 "),
+    ):  # fmt: skip
+        code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, sql)
+        assert code == 0 and want in out, (sql, out)

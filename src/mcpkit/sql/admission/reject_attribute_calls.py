@@ -14,7 +14,7 @@ from mcpkit.sql.admission.limit_expansion import RelationRef
 from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.errors import refuse
 
-__all__ = ["ColumnCatalog", "reject_attribute_calls"]
+__all__ = ["ColumnCatalog", "FunctionColumns", "reject_attribute_calls"]
 
 
 @runtime_checkable
@@ -23,6 +23,16 @@ class ColumnCatalog(Protocol):
 
     def relation_columns(self, refs: Collection[RelationRef]) -> Mapping[RelationRef, frozenset[str] | None]:
         """The column names of each ref (schema, name as the engine folds them), None if unknown."""
+        ...
+
+
+@runtime_checkable
+class FunctionColumns(Protocol):
+    """The output columns of the functions a query reads in FROM (red team rt24 F3)."""
+
+    def function_columns(self, ref: RelationRef) -> tuple[frozenset[str], bool]:
+        """The column names every function `ref` can resolve to returns, and whether each returns
+        one plain (non-composite, non-polymorphic) value, whose column is named after the alias."""
         ...
 
 
@@ -146,6 +156,37 @@ def _columns_of(source: exp.Expr | Scope, known: _Known, depth: int = 0) -> froz
     return frozenset(names)
 
 
+def _function_source(source: exp.Expr | Scope) -> tuple[RelationRef, list[str]] | None:
+    """The function a FROM item without a column list calls, and its alias (with `ordinality`
+    when WITH ORDINALITY adds that column); None for any other FROM item."""
+    node = source.expression if isinstance(source, Scope) else source
+    if not isinstance(node, exp.Unnest | exp.Lateral | exp.Table):
+        return None
+    alias = node.args.get("alias")
+    if isinstance(alias, exp.TableAlias) and alias.columns:
+        return None
+    call = node.this if isinstance(node, exp.Lateral) else node
+    numbered = any(
+        n.args.get(k) for n in (node, call) if isinstance(n, exp.Expr) for k in ("ordinality", "offset")
+    )
+    name = [_folded(alias.this) if isinstance(alias, exp.TableAlias) else "", *(["ordinality"] * numbered)]
+    if isinstance(call, exp.Subquery | exp.Select):
+        return None
+    if isinstance(call, exp.Unnest):
+        return (None, "unnest"), name
+    if isinstance(call, exp.Table):
+        if isinstance(call.this, exp.Identifier):
+            return None
+        schema = _folded(call.args.get("db")) or None
+        call = call.this
+    elif isinstance(call, exp.Dot) and isinstance(call.this, exp.Identifier):
+        schema, call = _folded(call.this), call.expression
+    else:
+        schema = None
+    head = call.sql(dialect="postgres").split("(", 1)[0].strip() if isinstance(call, exp.Expr) else ""
+    return (schema, head.lower() if head.isidentifier() else ""), name
+
+
 def _qualified(root: Scope) -> Iterator[tuple[exp.Column, exp.Expr | Scope]]:
     for scope in root.traverse():
         for column in scope.columns:
@@ -174,6 +215,15 @@ def _check_columns(tree: exp.Expr, catalog: ColumnCatalog) -> None:
     }
     known = catalog.relation_columns(tables) if tables else {}
     for column, source in pairs:
+        function = _function_source(source)
+        if function is not None:  # rt24 F3: no column list; unknown columns refuse
+            ref, (alias, *numbered) = function
+            found, plain = (
+                catalog.function_columns(ref) if isinstance(catalog, FunctionColumns) else (set(), False)
+            )
+            if _folded(column.this) not in {*found, *numbered, *([alias] if plain else [])}:
+                refuse("attribute_call", _MESSAGE)
+            continue
         columns = _columns_of(source, known)
         if columns is not None and _folded(column.this) not in columns:
             refuse("attribute_call", _MESSAGE)

@@ -34,6 +34,15 @@ _COLUMNS: Final = (
     " WHERE c.relname = ANY(:names) AND c.relkind IN ('r', 'v', 'm', 'p', 'f') GROUP BY 1, 2"
 )
 
+# Every function by name: its OUT/TABLE parameter names, its return type's kind and columns.
+_OUTPUTS: Final = (
+    "SELECT n.nspname, p.proargnames, p.proargmodes::text[], t.typtype,"
+    " ARRAY(SELECT a.attname::text FROM pg_catalog.pg_attribute a WHERE a.attrelid = t.typrelid"
+    " AND a.attnum > 0 AND NOT a.attisdropped) FROM pg_catalog.pg_proc p"
+    " JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
+    " JOIN pg_catalog.pg_type t ON t.oid = p.prorettype WHERE p.proname = :name"
+)
+
 
 class PostgresCatalog:
     """A `FunctionCatalog`: a name is volatile when any overload it can resolve to has provolatile 'v'.
@@ -57,6 +66,7 @@ class PostgresCatalog:
         self._search: tuple[str, ...] | None = None
         self._views: dict[RelationRef, tuple[int, float]] = {}
         self._columns: dict[RelationRef, tuple[frozenset[str] | None, float]] = {}
+        self._outputs: dict[RelationRef, tuple[tuple[frozenset[str], bool], float]] = {}
 
     def _search_path(self) -> tuple[str, ...]:
         if self._search is None:
@@ -113,6 +123,30 @@ class PostgresCatalog:
                 size = max([1, *(output_nodes(body, "postgres", self) for _, body in hits if body)])
                 self._views[(schema, name)] = (size, now + self._ttl_s)
         return {r: self._views[r][0] for r in refs}
+
+    def function_columns(self, ref: RelationRef) -> tuple[frozenset[str], bool]:
+        """The columns every function `ref` may resolve to returns in FROM (a `FunctionColumns`, red
+        team rt24 F3): OUT/TABLE parameters, or a composite return type's attributes; and whether
+        each returns one plain value (its column is the alias). A polymorphic or record return
+        (unnest, jsonb_populate_record) has no columns known before the call: none."""
+        now = time.monotonic()
+        if ref in self._outputs and self._outputs[ref][1] >= now:
+            return self._outputs[ref][0]
+        schema, name = ref
+        rows = self._engine.execute(_OUTPUTS, {"name": name}, 100_000, self._timeout_s, "catalog").rows
+        search = self._search_path()
+        found: frozenset[str] | None = None
+        plain = bool(rows)
+        for nsp, names, modes, typtype, attrs in rows:
+            if (nsp != schema) if schema else (nsp not in search):
+                continue
+            outs = [n for n, m in zip(names or [], modes or [], strict=False) if m in ("o", "b", "t")]
+            cols = frozenset(outs or (attrs if typtype == "c" else []))
+            plain = plain and not outs and typtype in ("b", "e", "r", "m")
+            found = cols if found is None else found & cols
+        answer = (found or frozenset()), plain and found is not None
+        self._outputs[ref] = (answer, now + self._ttl_s)
+        return answer
 
     def relation_columns(self, refs: Collection[RelationRef]) -> dict[RelationRef, frozenset[str] | None]:
         """The column names (system columns too) of each ref, resolved on the search path as

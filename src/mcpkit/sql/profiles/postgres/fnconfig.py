@@ -114,6 +114,6 @@ def config_findings(
             f"function {signature} sets {key} = {value} for itself, over {CALL_SETTINGS[key.lower()]} ({why})"
         )
         fix = f"ALTER FUNCTION {signature} RESET {key}"
-        opt_in = opt.opt_in("function-config", str(schema), str(name), str(signature))
+        opt_in = opt.opt_in("function-config", int(oid), str(schema), str(name), str(signature))
         found.append(Finding("function-config", message, fix, opt_in))
     return found

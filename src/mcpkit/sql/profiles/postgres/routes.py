@@ -300,7 +300,7 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
         label = _LABEL[kind]
         if kind == "fn":
             entry = fns[oid]
-            name_opt_in = opt.opt_in("function", entry.schema, entry.name, entry.signature)
+            name_opt_in = opt.opt_in("function", entry.oid, entry.schema, entry.name, entry.signature)
             if name_opt_in in allowed or f"extension:{entry.extension}" in allowed:
                 continue
         elif f"{label}:{name}" in allowed:
@@ -338,7 +338,7 @@ def audit_routes(conn: Connection, allowed: frozenset[str] = frozenset()) -> lis
             if fn is None or hazard is None:
                 continue
             if kind == "opf":
-                opt_in = opt.opt_in("function", fn.schema, fn.name, fn.signature)
+                opt_in = opt.opt_in("function", fn.oid, fn.schema, fn.name, fn.signature)
             else:
                 opt_in = name_opt_in if kind == "fn" else f"{label}:{name}"
             if kind == "opf" and (opt_in in allowed or f"extension:{fn.extension}" in allowed):
