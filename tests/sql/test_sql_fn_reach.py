@@ -133,6 +133,7 @@ class _Columns:
         "SELECT d.f FROM (SELECT o.*, 1 AS x FROM orders o) d",
         "SELECT m.anything FROM f() m",  # a function's columns unknown: refused (rt24 F3)
         "SELECT q.k FROM unnest(ARRAY[1]) q",
+        "SELECT x.total FROM orders x(n, t)",  # renamed: `x.total` would call total(orders)
     ],
 )
 def test_a_qualified_name_that_is_no_column_is_refused(sql: str) -> None:
@@ -153,6 +154,7 @@ def test_a_qualified_name_that_is_no_column_is_refused(sql: str) -> None:
         "SELECT d.anything FROM (SELECT * FROM unknown) d",  # left to the database-side checks
         "SELECT d.anything FROM (SELECT count(*) FROM orders) d",  # a made-up name: the same
         "SELECT g.x, u.y FROM generate_series(1, 2) g(x), unnest(ARRAY[1]) u(y)",
+        "SELECT upper(x.t) AS shout, x.n FROM orders x(n, t) ORDER BY x.n",  # an alias column list
     ],
 )
 def test_a_qualified_column_passes(sql: str) -> None:

@@ -118,6 +118,11 @@ def _ref(table: exp.Table) -> RelationRef:
 def _columns_of(source: exp.Expr | Scope, known: _Known, depth: int = 0) -> frozenset[str] | None:
     """The column names of a relation, CTE or derived table, or None when they are not known."""
     if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+        alias = source.args.get("alias")
+        if isinstance(alias, exp.TableAlias) and alias.columns:
+            # `customers x(id, email, nm)` renames the first columns: only the written names are sure
+            # (a renamed column's old name is attribute notation again); columns past the list refuse.
+            return frozenset(_folded(c) for c in alias.columns)
         return known.get(_ref(source))
     if isinstance(source, exp.Table):  # a function in FROM: known only by its column list
         alias = source.args.get("alias")
