@@ -18,7 +18,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from sqlalchemy.engine import make_url
 
+from mcpkit.cli import main
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
+from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.service import SqlService
 from tests.helpers import ROOT, UNBOUNDED_MEMORY
@@ -170,6 +172,16 @@ async def serving_masked(dsn: str, masks: Path) -> AsyncIterator[Callable[[str],
             return await client.call_tool("execute_query", {"query": sql})
 
         yield ask
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """`mcpkit ARGV` in this process: its exit code and what it printed (stdout, then stderr)."""
+    try:
+        code = main(list(argv))
+    except SqlConfigError as exc:  # `mcpkit sql query` reports it and exits 2
+        return 2, str(exc)
+    out = capsys.readouterr()
+    return code, out.out + out.err
 
 
 def rss_kb() -> int:

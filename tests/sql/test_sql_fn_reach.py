@@ -12,26 +12,17 @@ from collections.abc import Collection, Iterator
 import pytest
 import sqlglot
 
-from mcpkit.cli import main
 from mcpkit.sql.admission.limit_expansion import RelationRef
 from mcpkit.sql.admission.reject_attribute_calls import reject_attribute_calls
-from mcpkit.sql.errors import Refused, SqlConfigError
+from mcpkit.sql.errors import Refused
 from tests.sql.sql_support import PgScratch, pg_scratch
+from tests.sql.sql_support import run_cli as _run
 
 CONFIGURED = (
     "SET max_parallel_workers_per_gather = 4 SET statement_timeout = 0"
     " BEGIN ATOMIC SELECT current_setting('max_parallel_workers_per_gather') || '/'"
     " || current_setting('statement_timeout'); END"
 )
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    try:
-        code = main(list(argv))
-    except SqlConfigError as exc:
-        return 2, str(exc)
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
 
 @pytest.fixture

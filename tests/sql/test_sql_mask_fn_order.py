@@ -17,13 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from mcpkit.cli import main
-from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, MaskRefused, plan_masking
 from mcpkit.sql.masking.view_order import order_reason
 from mcpkit.sql.profiles.postgres.fnconfig import CALL_SETTINGS
 from mcpkit.sql.profiles.postgres.session import PINNED_SETTINGS
 from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch
+from tests.sql.sql_support import run_cli as _run
 
 SECRET = "@secret.example"
 ROWS = [(4, "Dan", "a"), (1, "Ann", "b"), (5, "Eve", "c"), (2, "Bob", "d"), (3, "Cy", "e")]
@@ -44,15 +43,6 @@ def _masks(tmp_path: Path) -> Path:
     path = tmp_path / "masks.yaml"
     path.write_text("masks:\n  - customers.email\n", encoding="utf-8")
     return path
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    try:
-        code = main(list(argv))
-    except SqlConfigError as exc:  # `mcpkit sql query` reports it and exits 2; kept for clarity
-        return 2, str(exc)
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
 
 @pytest.fixture

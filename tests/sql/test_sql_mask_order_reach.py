@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from mcpkit.cli import main
-from mcpkit.sql.errors import SqlConfigError
 from tests.sql.sql_support import PgScratch, pg_scratch
+from tests.sql.sql_support import run_cli as _run
 
 SECRET = "@secret.example"
 ROWS = [(1, "Ann", "b"), (2, "Bob", "d"), (3, "Cy", "e"), (4, "Dan", "a"), (5, "Eve", "c")]
@@ -35,15 +34,6 @@ def _masks(tmp_path: Path) -> str:
     path = tmp_path / "masks.yaml"
     path.write_text("masks:\n  - customers.email\n", encoding="utf-8")
     return str(path)
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    try:
-        code = main(list(argv))
-    except SqlConfigError as exc:
-        return 2, str(exc)
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
 
 @pytest.fixture
