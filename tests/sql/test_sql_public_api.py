@@ -35,6 +35,7 @@ DOCTESTED = [
     "mcpkit.sql.profiles.base",
     "mcpkit.sql.profiles.postgres",
     "mcpkit.sql.profiles.mysql.cost",
+    "mcpkit.sql.profiles.mysql.view_text",
     "mcpkit.sql.dialects",
     "mcpkit.sql.shaping",
     "mcpkit.sql.render",

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.mysql.view_text import Relation, read_relations, routine_calls, unseen_relations
 from mcpkit.sql.profiles.scan_order import split_key
 
 __all__ = ["VIEW_CALLS", "definer_views_left_out", "masked_views", "view_closure"]
@@ -29,9 +30,10 @@ _VIEWS: Final = (
     "SELECT table_schema, table_name, security_type, view_definition FROM information_schema.VIEWS"
     f" WHERE table_schema NOT IN {_SYSTEM} ORDER BY table_schema, table_name"
 )
+# Every relation but a view (listed by _VIEWS): base tables, SYSTEM VERSIONED tables, SEQUENCEs.
 _BASE: Final = (
     "SELECT table_schema, table_name FROM information_schema.TABLES"
-    f" WHERE table_type = 'BASE TABLE' AND table_schema NOT IN {_SYSTEM}"
+    f" WHERE table_type <> 'VIEW' AND table_schema NOT IN {_SYSTEM}"
 )
 # information_schema.ROUTINES lists the routines the account may execute; their bodies only to
 # their definer (or with SHOW CREATE ROUTINE), NULL otherwise.
@@ -40,14 +42,13 @@ _ROUTINES: Final = (
     f" FROM information_schema.ROUTINES WHERE routine_schema NOT IN {_SYSTEM}"
     " ORDER BY routine_schema, routine_name"
 )
-# The relations a stored view definition reads: MariaDB stores each one backquoted (and qualified)
-# after FROM or JOIN; columns may be qualified by an alias, so they are matched by name alone.
+# The relations a stored view definition reads and the functions it calls: `view_text` (red team
+# rt25 F0: a keyword regex missed the relation after STRAIGHT_JOIN). A stored function call is
+# backquoted (qualified outside the view's database) and directly followed by its argument list;
+# built-in functions are stored bare (`lcase(...)`); a package routine (sql_mode=ORACLE) is stored
+# `db`.`package`.`routine`( (red team rt24 F4).
 _NAME: Final = r"`(?:[^`]|``)+`"
-_RELATION: Final = re.compile(rf"\b(?:from|join)\s*[(\s]*({_NAME}(?:\.{_NAME})?)")
-# A stored function call: MariaDB stores it backquoted (qualified outside the view's database) and
-# directly followed by its argument list; built-in functions are stored bare (`lcase(...)`). A
-# package routine (sql_mode=ORACLE) is stored `db`.`package`.`routine`( (red team rt24 F4).
-_CALL: Final = re.compile(rf"({_NAME}(?:\.{_NAME})*)\(")
+_CASE: Final = "SELECT @@lower_case_table_names"
 
 VIEW_CALLS: Final = (
     "; a DEFINER view that calls it still runs it with the view definer's rights: recreate such a view"
@@ -55,8 +56,8 @@ VIEW_CALLS: Final = (
 )
 """Appended where a fix turns a routine INVOKER (red team rt22 F1: that was the printed fix)."""
 
-Relation = tuple[str, str]
-"""`(database, name)`, case-folded."""
+Catalog = tuple[set[Relation], Callable[[str], str]]
+"""The relations the account sees, exact, and how the server compares their names."""
 T = TypeVar("T")
 
 
@@ -70,36 +71,6 @@ def _unquote(key: str) -> tuple[str | None, str]:
         return split_key(key)
     parts = [p[1:-1].replace("``", "`") for p in re.findall(_NAME, key)]
     return (parts[0], parts[1]) if len(parts) == 2 else (None, key)
-
-
-def _relations(definition: str, db: str) -> list[Relation]:
-    """`(database, relation)` pairs a view definition reads, case-folded (unqualified: `db`).
-
-    >>> _relations("select `c`.`id` from (`d`.`customers` `c` join `Orders` `o`)", "d")
-    [('d', 'customers'), ('d', 'orders')]
-    """
-    out = []
-    for chain in _RELATION.findall(definition.casefold()):
-        parts = [p[1:-1].replace("``", "`") for p in re.findall(_NAME, chain)]
-        out.append((parts[0], parts[1]) if len(parts) == 2 else (db, parts[0]))
-    return out
-
-
-def _calls(definition: str, db: str) -> list[Relation]:
-    """`(database, routine)` pairs of the stored functions a view definition calls, case-folded: a
-    package routine as its package, whose body holds it; more parts name nothing the check knows.
-
-    >>> _calls("select `f`(`d`.`t`.`id`),lcase(`d`.`t`.`a`),`e`.`g`(1),`d`.`p`.`f`(2) from `d`.`t`", "d")
-    [('d', 'f'), ('e', 'g'), ('d', 'p')]
-    """
-    out = []
-    for chain in _CALL.findall(definition.casefold()):
-        parts = [p[1:-1].replace("``", "`") for p in re.findall(_NAME, chain)]
-        if len(parts) > 3:
-            out.append((".".join(parts[:-1]), parts[-1]))
-        else:
-            out.append((parts[0], parts[1]) if len(parts) > 1 else (db, parts[0]))
-    return out
 
 
 def _selectable(conn: Connection, schema: str, name: str) -> bool:
@@ -138,15 +109,17 @@ def view_closure(
 
 def _tainted_views(
     views: list[tuple[str, str, str, str]],
-    base: set[Relation],
+    catalog: Catalog,
     hidden: Mapping[Relation, set[str]],
     database: str,
     routines: Mapping[Relation, str | None],
 ) -> dict[Relation, str]:
     """Each view that reads a masked column (directly, through another such view, through a
     routine it calls that reads one (`routines`: each visible routine -> why it reads one, None),
-    or through a relation or routine the check cannot see into), with why."""
-    known = base | {(s.casefold(), n.casefold()) for s, n, _, _ in views}
+    or through a relation or routine the check cannot see into), with why. Any name of its
+    definition that names a masked table or such a view counts as read (`view_text`)."""
+    known, fold = catalog
+    schemas = {(s.casefold(), n.casefold()): s for s, n, _, _ in views}
 
     def shown(relation: Relation) -> str:
         return relation[1] if relation[0] == database else ".".join(relation)
@@ -154,14 +127,15 @@ def _tainted_views(
     def why(key: Relation, definition: str, tainted: Mapping[Relation, str]) -> str | None:
         if not definition:
             return "its definition is hidden from the account, so it cannot be checked"
-        for relation in _relations(definition, key[0]):
-            if relation in hidden and any(f"`{c}`" in definition.casefold() for c in hidden[relation]):
+        folded = definition.casefold()
+        for relation in read_relations(definition, key[0]):
+            if relation in hidden and any(_quote(c) in folded for c in hidden[relation]):
                 return "it reads a masked column with its definer's rights"
             if relation in tainted:
                 return f"it reads view {shown(relation)}, which reads a masked column"
-            if relation not in known:
-                return f"it reads {relation[0]}.{relation[1]}, which this check cannot see into"
-        for routine in _calls(definition, key[0]):
+        for relation in unseen_relations(definition, schemas[key], known, fold):
+            return f"it reads {relation[0]}.{relation[1]}, which this check cannot see into"
+        for routine in routine_calls(definition, key[0]):
             if routine not in routines:
                 return f"it calls {routine[0]}.{routine[1]}, which this check cannot see into"
             if routines[routine] is not None:
@@ -212,7 +186,7 @@ def _mentions(body: str, names: set[str]) -> str | None:
 
 def _taint(
     views: list[tuple[str, str, str, str]],
-    base: set[Relation],
+    catalog: Catalog,
     hidden: Mapping[Relation, set[str]],
     database: str,
     routines: list[tuple[str, str, str, str, str, str]],
@@ -223,7 +197,7 @@ def _taint(
     tainted: dict[Relation, str] = {}
     while True:
         reading = _reading_routines(routines, tables | {n for _, n in tainted})
-        again = _tainted_views(views, base, hidden, database, reading)
+        again = _tainted_views(views, catalog, hidden, database, reading)
         if again.keys() == tainted.keys():
             return again, reading
         tainted = again
@@ -239,12 +213,14 @@ def _read_routes(
 ]:
     """The views and routines the account sees, and which of them read a masked column (`_taint`)."""
     views = [(str(s), str(n), str(t), str(d or "")) for s, n, t, d in conn.execute(text(_VIEWS))]
-    base = {(str(s).casefold(), str(n).casefold()) for s, n in conn.execute(text(_BASE))}
+    known = {(str(s), str(n)) for s, n in conn.execute(text(_BASE))} | {(s, n) for s, n, _, _ in views}
+    # lower_case_table_names 0: names are case-sensitive, `V` is not the visible `v`
+    fold = (lambda name: name) if int(conn.execute(text(_CASE)).scalar() or 0) == 0 else str.lower
     routines = [
         (str(s), str(n), str(k), str(d), str(b or ""), str(t))
         for s, n, k, d, b, t in conn.execute(text(_ROUTINES))
     ]
-    tainted, reading = _taint(views, base, hidden, database, routines)
+    tainted, reading = _taint(views, (known, fold), hidden, database, routines)
     return views, tainted, routines, reading
 
 

@@ -25,11 +25,11 @@ from mcpkit.sql.profiles.mysql.mask_routes import (
     _SYSTEM,
     _VIEWS,
     _quote,
-    _relations,
     _selectable,
     _unquote,
     view_closure,
 )
+from mcpkit.sql.profiles.mysql.view_text import read_relations
 from mcpkit.sql.profiles.stored import StoredQuery
 
 __all__ = ["mysql_primary_key", "mysql_stored_queries"]
@@ -62,7 +62,7 @@ def _over_masked(views: list[tuple[str, str, str, str]], masked: set[Relation]) 
     visible; a hidden one counts (it may)."""
 
     def reads(key: Relation, definition: str, found: Mapping[Relation, bool]) -> bool | None:
-        if not definition or any(r in masked or r in found for r in _relations(definition, key[0])):
+        if not definition or any(r in masked or r in found for r in read_relations(definition, key[0])):
             return bool(definition)
         return None
 
