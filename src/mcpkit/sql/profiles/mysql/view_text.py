@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection
+from functools import lru_cache
 from typing import Final
 
 __all__ = ["Relation", "chains", "read_relations", "routine_calls", "unseen_relations"]
@@ -40,16 +41,17 @@ def _parts(chain: str) -> tuple[str, ...]:
     return tuple(p[1:-1].replace("``", "`") for p in re.findall(_NAME, chain))
 
 
-def chains(definition: str) -> list[tuple[tuple[str, ...], bool]]:
+@lru_cache(maxsize=4096)  # start-up reads each definition once per round of the taint fixpoint
+def chains(definition: str) -> tuple[tuple[tuple[str, ...], bool], ...]:
     """Each backquoted name chain starting at any backquote, with whether an argument list follows:
     the text between two names comes out as a name too, and a stray backquote hides nothing.
 
     >>> chains("select 'x`' AS `a`,`c`.`email` AS `e` from `d`.`t``q` `c`")[:5]
-    [(("' AS ",), False), (('a',), False), ((',',), False), (('c', 'email'), False), (('.',), False)]
+    ((("' AS ",), False), (('a',), False), ((',',), False), (('c', 'email'), False), (('.',), False))
     >>> [p for p, call in chains("select `f`(1),`x` from `d`.`t``q` `c`") if call or p[0].isalnum()]
     [('f',), ('x',), ('d', 't`q'), ('q',), ('c',)]
     """
-    return [(_parts(m[1]), bool(m[2])) for m in _CHAIN.finditer(definition)]
+    return tuple((_parts(m[1]), bool(m[2])) for m in _CHAIN.finditer(definition))
 
 
 def read_relations(definition: str, db: str) -> list[Relation]:
