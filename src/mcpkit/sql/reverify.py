@@ -51,6 +51,7 @@ __all__ = [
     "Verify",
     "account_check",
     "all_of",
+    "catalog_checked",
 ]
 
 log = logging.getLogger("mcpkit.sql")
@@ -61,6 +62,20 @@ DEFAULT_CATALOG_CHECK_S: Final = 1.0
 """Seconds during which calls reuse the last fingerprint read instead of reading it again (0: every call)."""
 _SEEN: Final = "mcpkit.reverify.seen"  # connection info key: this connection's catalog was read
 _RETRY_FAILED_S: Final = 5.0  # a failed verification is tried again at most this often (unchanged catalog)
+_FORCED: Final = threading.local()
+
+
+@contextmanager
+def catalog_checked() -> Iterator[None]:
+    """Every guard this thread meets reads the catalog fingerprint before the call's SQL, in the
+    call's transaction, whatever `--catalog-check-interval`: for a call reaching a function whose
+    opt-in holds only while its name has one function (red team rt25 F3: an overload created
+    while serving ran once within the interval)."""
+    _FORCED.on = True
+    try:
+        yield
+    finally:
+        _FORCED.on = False
 
 
 class Unverified(ToolError):
@@ -171,6 +186,8 @@ class Guard:
         """Whether `check` on this connection reads the catalog (a round trip) before the call."""
         if getattr(self._paused, "on", False):
             return False
+        if getattr(_FORCED, "on", False):
+            return True
         now = time.monotonic()
         info = conn.connection.info  # per database connection: its first call always reads the catalog
         recent = now - self._read_at < self.every_s and now - self._at < self.interval_s

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
@@ -30,6 +31,7 @@ from mcpkit.sql.plans import DEFAULT_PLANS, Plan, PlanCache
 from mcpkit.sql.profiles import profile_of
 from mcpkit.sql.reflect import describe_table, list_tables
 from mcpkit.sql.render import render_description, render_markdown, render_table_list
+from mcpkit.sql.reverify import catalog_checked
 from mcpkit.sql.shaping import shape_rows
 
 __all__ = ["DEFAULT_ROWS", "HARD_MAX_ROWS", "Masking", "Note", "SqlService"]
@@ -174,14 +176,11 @@ class SqlService:
         with _span("sql.database", {"db.system.name": self.engine.dialect}) as span:
             if self.max_cost is not None:
                 self._check_cost(sent, call_id)
-            result = shape_rows(
-                apply_mask(
-                    self.engine.execute(
-                        sent, None, rows, deadline_s, call_id, clip=self.cells, tree=admitted.tree
-                    ),
-                    plan,
+            with catalog_checked() if self.functions.opted_in(admitted.tree) else nullcontext():
+                found = self.engine.execute(
+                    sent, None, rows, deadline_s, call_id, clip=self.cells, tree=admitted.tree
                 )
-            )
+            result = shape_rows(apply_mask(found, plan))
             span.set_attribute("db.response.returned_rows", result.row_count)
         if note is not None:
             note(rows=result.row_count, truncated=result.truncated)

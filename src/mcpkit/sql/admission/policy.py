@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from sqlglot import exp
+
 from mcpkit.sql.admission.function_tables import Family, FunctionTable, matches
 from mcpkit.sql.admission.function_tables.tables import TABLES, table_for
-from mcpkit.sql.admission.functions import SYNTAX_FUNCTIONS, FunctionCall
+from mcpkit.sql.admission.functions import SYNTAX_FUNCTIONS, FunctionCall, function_calls
 from mcpkit.sql.errors import SqlConfigError
 
 __all__ = ["ALLOW_OPTION", "FunctionPolicy", "load_allowlist"]
@@ -129,6 +131,17 @@ class FunctionPolicy:
         if self._operator_allows(name, schema):
             return True
         return schema is None and self.only is None and name in self.table.allowed
+
+    def opted_in(self, tree: exp.Expr) -> bool:
+        """Whether `tree` calls a function admitted by the operator's opt-in alone, not the reviewed
+        list: `--allow function:S.F` holds only while S.F names one function (PostgreSQL), so such a
+        call reads the catalog before its SQL (`reverify.catalog_checked`, red team rt25 F3)."""
+        for call in function_calls(tree, self.dialect):
+            name = call.name.lower()
+            reviewed = call.schema is None and self.only is None and name in self.table.allowed
+            if call.is_call and not reviewed and self._operator_allows(name, call.schema):
+                return True
+        return False
 
     def refusal(self, call: FunctionCall) -> str | None:
         """The sentence refusing `call`, or None when it is admitted."""
