@@ -11,6 +11,7 @@ from sqlglot.optimizer.scope import Scope, build_scope
 
 from mcpkit.sql.admission.function_tables import matches
 from mcpkit.sql.admission.limit_expansion import RelationRef
+from mcpkit.sql.admission.output_names import item_name, scalar_array, values_names
 from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.errors import refuse
 
@@ -115,8 +116,15 @@ def _ref(table: exp.Table) -> RelationRef:
     return (_folded(table.args.get("db")) or None, _folded(table.this))
 
 
-def _columns_of(source: exp.Expr | Scope, known: _Known, depth: int = 0) -> frozenset[str] | None:
-    """The column names of a relation, CTE or derived table, or None when they are not known."""
+_Entry = str | frozenset[str] | None  # one output column's name (None: not sure), or a `*`'s names
+
+
+def _columns_of(
+    source: exp.Expr | Scope, known: _Known, catalog: object, depth: int = 0
+) -> frozenset[str] | None:
+    """The column names of a relation, CTE, derived table or function in FROM: only the names
+    PostgreSQL surely gives (red team rt25 F1), so a name that is not sure refuses. None only for
+    a relation the catalog does not know (the database's error)."""
     if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
         alias = source.args.get("alias")
         if isinstance(alias, exp.TableAlias) and alias.columns:
@@ -124,41 +132,83 @@ def _columns_of(source: exp.Expr | Scope, known: _Known, depth: int = 0) -> froz
             # (a renamed column's old name is attribute notation again); columns past the list refuse.
             return frozenset(_folded(c) for c in alias.columns)
         return known.get(_ref(source))
-    if isinstance(source, exp.Table):  # a function in FROM: known only by its column list
-        alias = source.args.get("alias")
-        columns = alias.columns if isinstance(alias, exp.TableAlias) else []
-        return frozenset(_folded(c) for c in columns) or None
-    if not isinstance(source, Scope) or depth > 32:
-        return None
-    own = isinstance(source.expression, exp.Values | exp.Unnest)
-    holder = source.expression if own else source.expression.parent
+    function = _function_names(source, catalog)
+    if function is not None:
+        return function
+    if not isinstance(source, Scope) or depth > 32:  # a function with a column list: those names
+        alias = source.args.get("alias") if isinstance(source, exp.Table) else None
+        return (
+            frozenset(_folded(c) for c in alias.columns) if isinstance(alias, exp.TableAlias) else frozenset()
+        )
+    names: set[str] = set()
+    for entry in _named(source, known, catalog, depth):
+        names.update(entry if isinstance(entry, frozenset) else [entry] if entry else [])
+    return frozenset(names)
+
+
+def _named(scope: Scope, known: _Known, catalog: object, depth: int) -> list[_Entry]:
+    """A derived table's, CTE's, LATERAL subquery's or VALUES' output columns in order, renamed by
+    its alias column list (`q(a)` renames the first column only)."""
+    node = scope.expression
+    holder = node if isinstance(node, exp.Values | exp.Lateral | exp.Unnest) else node.parent
+    entries = _body(scope, known, catalog, depth)
     alias = (
         holder.args.get("alias")
-        if isinstance(holder, exp.Subquery | exp.CTE | exp.Values | exp.Unnest)
+        if isinstance(holder, exp.Subquery | exp.CTE | exp.Values | exp.Lateral | exp.Unnest)
         else None
     )
-    if isinstance(alias, exp.TableAlias) and alias.columns:
-        return frozenset(_folded(c) for c in alias.columns)
-    if not isinstance(source.expression, exp.Select):
-        return None
-    names: set[str] = set()
-    for select in source.expression.selects:
-        if isinstance(select, exp.Alias):
-            names.add(_folded(select.args.get("alias")))
-            continue
-        if isinstance(select, exp.Column) and not select.is_star:
-            names.add(_folded(select.this))
-            continue
+    if not isinstance(alias, exp.TableAlias) or not alias.columns:
+        return entries
+    written: list[_Entry] = [_folded(c) for c in alias.columns]
+    offset = holder.args.get("offset") if isinstance(holder, exp.Unnest) else None
+    if isinstance(offset, exp.Identifier):  # WITH ORDINALITY u(x, n): sqlglot keeps `n` apart
+        written.append(_folded(offset))
+    if any(isinstance(e, frozenset) for e in entries[: len(written)]):
+        return written  # a `*` among the renamed: which columns keep their name is not sure
+    return written + entries[len(written) :]
+
+
+def _body(scope: Scope, known: _Known, catalog: object, depth: int) -> list[_Entry]:
+    node = scope.expression
+    if isinstance(node, exp.Lateral):  # LATERAL (SELECT ...) c: the subquery's scope
+        inner = node.this.this if isinstance(node.this, exp.Subquery) else None
+        found = [s for s in scope.sources.values() if isinstance(s, Scope) and s.expression is inner]
+        return _body(found[0], known, catalog, depth + 1) if found and depth < 32 else []
+    if isinstance(node, exp.SetOperation):  # UNION/INTERSECT/EXCEPT: the leftmost branch names
+        left = scope.set_operation_scopes[:1]
+        return _body(left[0], known, catalog, depth + 1) if left and depth < 32 else []
+    if isinstance(node, exp.Values):
+        return list(values_names(node))
+    if not isinstance(node, exp.Select):
+        return []
+    entries: list[_Entry] = []
+    for select in node.selects:
         if isinstance(select, exp.Star):  # every source's columns
-            parts = [_columns_of(src, known, depth + 1) for _, src in source.selected_sources.values()]
-        elif isinstance(select, exp.Column) and select.table in source.sources:  # t.*
-            parts = [_columns_of(source.sources[select.table], known, depth + 1)]
-        else:  # a name PostgreSQL makes up (`count`, `?column?`): left open
-            return None
-        if not parts or any(p is None for p in parts):
-            return None
-        names.update(n for p in parts if p is not None for n in p)
-    return frozenset(names)
+            parts = [
+                _columns_of(src, known, catalog, depth + 1) for _, src in scope.selected_sources.values()
+            ]
+        elif isinstance(select, exp.Column) and select.is_star:  # t.*
+            src = scope.sources.get(select.table)
+            parts = [_columns_of(src, known, catalog, depth + 1) if src is not None else None]
+        else:
+            entries.append(item_name(select))
+            continue
+        entries.append(frozenset(n for p in parts if p is not None for n in p))
+    return entries
+
+
+def _function_names(source: exp.Expr | Scope, catalog: object) -> frozenset[str] | None:
+    """The columns of a function in FROM without a column list (rt24 F3), None for other items."""
+    function = _function_source(source)
+    if function is None:
+        return None
+    ref, (alias, *numbered) = function
+    found, plain = catalog.function_columns(ref) if isinstance(catalog, FunctionColumns) else (set(), False)
+    node = source.expression if isinstance(source, Scope) else source
+    call = node.this if isinstance(node, exp.Lateral) else node
+    if isinstance(call, exp.Unnest) and len(call.expressions) == 1 and scalar_array(call.expressions[0]):
+        plain = True  # unnest(ARRAY[1, 2]) u: one column, named u
+    return frozenset({*found, *numbered, *([alias or ref[1]] if plain else [])})  # no alias: the name
 
 
 def _function_source(source: exp.Expr | Scope) -> tuple[RelationRef, list[str]] | None:
@@ -220,15 +270,6 @@ def _check_columns(tree: exp.Expr, catalog: ColumnCatalog) -> None:
     }
     known = catalog.relation_columns(tables) if tables else {}
     for column, source in pairs:
-        function = _function_source(source)
-        if function is not None:  # rt24 F3: no column list; unknown columns refuse
-            ref, (alias, *numbered) = function
-            found, plain = (
-                catalog.function_columns(ref) if isinstance(catalog, FunctionColumns) else (set(), False)
-            )
-            if _folded(column.this) not in {*found, *numbered, *([alias] if plain else [])}:
-                refuse("attribute_call", _MESSAGE)
-            continue
-        columns = _columns_of(source, known)
+        columns = _columns_of(source, known, catalog)
         if columns is not None and _folded(column.this) not in columns:
             refuse("attribute_call", _MESSAGE)
