@@ -42,6 +42,8 @@ REFUSED = [
     "SELECT u.record_out FROM unnest(ARRAY[1]) u",
     "SELECT r.record_out FROM ROWS FROM (generate_series(1, 2)) r",
     "SELECT (q).record_out FROM (SELECT 1 AS a) q",
+    "WITH c AS (SELECT 1 AS record_out) SELECT x.record_out FROM c x(a)",  # the list renames it
+    "SELECT q.record_out FROM (WITH c AS (SELECT 1 AS record_out) SELECT * FROM c x(a)) q",
 ]
 
 PASSED = [
@@ -79,6 +81,8 @@ PASSED = [
     ("SELECT u.x, u.n FROM unnest(ARRAY[3]) WITH ORDINALITY u(x, n)", "| 3 "),
     ("SELECT q.id, q.name FROM (SELECT * FROM customers) q ORDER BY 1 LIMIT 1", "| 1 "),
     ("SELECT q.*, q FROM (SELECT 12 AS a) q", "| 12 "),
+    ("WITH c AS (SELECT 13 AS a, 2 AS b) SELECT x.z, x.b FROM c x(z)", "| 13 "),
+    ("SELECT q.upper, q.x FROM (SELECT pg_catalog.upper('n'), 'm' COLLATE \"C\" AS x) q", "| N "),
 ]  # fmt: skip
 
 
@@ -155,6 +159,7 @@ NAMES = {
     "sum(x) FILTER (WHERE true)": "sum", "lag(x) OVER ()": "lag", "string_agg(x, ',')": "string_agg",
     "'a' || 'b'": "?column?", "x IS NULL": "?column?", "'a' ~ 'b'": None, "j ->> 'a'": None,
     '"upper"(x)': None, 'x AS "Q"': "Q", "to_char(now(), 'YYYY')": "to_char", "-x": "?column?",
+    "pg_catalog.upper(x)": "upper", 'x COLLATE "C"': "x", "'a' COLLATE \"C\"": "?column?",
 }  # fmt: skip
 
 

@@ -73,9 +73,11 @@ def _figure(node: exp.Expr) -> tuple[str | None, int]:
     if isinstance(node, exp.Column) and not node.is_star:
         ident = node.this
         return (str(ident.this) if ident.quoted else str(ident.this).lower()), 2
-    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
-        ident = node.expression
-        return (str(ident.this) if ident.quoted else str(ident.this).lower()), 2
+    if isinstance(node, exp.Dot):  # `(x).f` is f; `pg_catalog.upper(x)` is upper
+        last = node.expression
+        if isinstance(last, exp.Identifier):
+            return (str(last.this) if last.quoted else str(last.this).lower()), 2
+        return _figure(last) if isinstance(last, exp.Func) else (None, 2)
     if isinstance(node, exp.Paren | exp.Bracket | exp.Window | exp.Filter | exp.WithinGroup | exp.Collate):
         return _figure(node.this)
     if isinstance(node, exp.Cast):

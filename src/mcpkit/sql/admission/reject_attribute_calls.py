@@ -98,13 +98,15 @@ def _folded(node: exp.Expr | None) -> str:
     return str(node.this) if node.quoted else str(node.this).lower()
 
 
-def _source(scope: Scope, qualifier: str) -> tuple[Scope, exp.Expr | Scope] | None:
-    """What `qualifier` names in `scope` or an enclosing one (a correlated reference)."""
+def _source(scope: Scope, qualifier: str) -> tuple[exp.Expr | Scope, exp.Expr | None] | None:
+    """What `qualifier` names in `scope` or an enclosing one (a correlated reference), and the
+    FROM item naming it (`c x(a)` renames a CTE's columns)."""
     current: Scope | None = scope
     while current is not None:
         for alias, source in current.sources.items():
             if alias.lower() == qualifier.lower():
-                return current, source
+                item = current.selected_sources.get(alias)
+                return source, item[0] if item else None
         current = current.parent
     return None
 
@@ -120,7 +122,7 @@ _Entry = str | frozenset[str] | None  # one output column's name (None: not sure
 
 
 def _columns_of(
-    source: exp.Expr | Scope, known: _Known, catalog: object, depth: int = 0
+    source: exp.Expr | Scope, known: _Known, catalog: object, depth: int = 0, via: exp.Expr | None = None
 ) -> frozenset[str] | None:
     """The column names of a relation, CTE, derived table or function in FROM: only the names
     PostgreSQL surely gives (red team rt25 F1), so a name that is not sure refuses. None only for
@@ -141,7 +143,11 @@ def _columns_of(
             frozenset(_folded(c) for c in alias.columns) if isinstance(alias, exp.TableAlias) else frozenset()
         )
     names: set[str] = set()
-    for entry in _named(source, known, catalog, depth):
+    entries = _named(source, known, catalog, depth)
+    alias = via.args.get("alias") if isinstance(via, exp.Table) and via is not source.expression else None
+    if isinstance(alias, exp.TableAlias) and alias.columns:  # a CTE read as `c x(a)`
+        entries = _renamed(entries, [_folded(c) for c in alias.columns])
+    for entry in entries:
         names.update(entry if isinstance(entry, frozenset) else [entry] if entry else [])
     return frozenset(names)
 
@@ -163,6 +169,11 @@ def _named(scope: Scope, known: _Known, catalog: object, depth: int) -> list[_En
     offset = holder.args.get("offset") if isinstance(holder, exp.Unnest) else None
     if isinstance(offset, exp.Identifier):  # WITH ORDINALITY u(x, n): sqlglot keeps `n` apart
         written.append(_folded(offset))
+    return _renamed(entries, written)
+
+
+def _renamed(entries: list[_Entry], written: list[_Entry]) -> list[_Entry]:
+    """An alias column list renames the first columns only."""
     if any(isinstance(e, frozenset) for e in entries[: len(written)]):
         return written  # a `*` among the renamed: which columns keep their name is not sure
     return written + entries[len(written) :]
@@ -185,11 +196,12 @@ def _body(scope: Scope, known: _Known, catalog: object, depth: int) -> list[_Ent
     for select in node.selects:
         if isinstance(select, exp.Star):  # every source's columns
             parts = [
-                _columns_of(src, known, catalog, depth + 1) for _, src in scope.selected_sources.values()
+                _columns_of(src, known, catalog, depth + 1, via)
+                for via, src in scope.selected_sources.values()
             ]
         elif isinstance(select, exp.Column) and select.is_star:  # t.*
-            src = scope.sources.get(select.table)
-            parts = [_columns_of(src, known, catalog, depth + 1) if src is not None else None]
+            via, src = scope.selected_sources.get(select.table, (None, None))
+            parts = [_columns_of(src, known, catalog, depth + 1, via) if src is not None else None]
         else:
             entries.append(item_name(select))
             continue
@@ -242,20 +254,22 @@ def _function_source(source: exp.Expr | Scope) -> tuple[RelationRef, list[str]] 
     return (schema, head.lower() if head.isidentifier() else ""), name
 
 
-def _qualified(root: Scope) -> Iterator[tuple[exp.Column, exp.Expr | Scope]]:
+def _qualified(root: Scope) -> Iterator[tuple[exp.Column, exp.Expr | Scope, exp.Expr | None]]:
     for scope in root.traverse():
         for column in scope.columns:
             if not column.table or isinstance(column.this, exp.Star):
                 continue
             found = _source(scope, column.table)
             if found is not None:
-                yield column, found[1]
+                yield column, *found
 
 
 def _check_columns(tree: exp.Expr, catalog: ColumnCatalog) -> None:
     try:
         root = build_scope(tree)
-    except (SqlglotError, KeyError, ValueError):  # a shape scoping cannot read: left to the database
+    except (SqlglotError, KeyError, ValueError):  # a shape scoping cannot read: q's columns unknown
+        if any(c.table for c in tree.find_all(exp.Column)):
+            refuse("attribute_call", _MESSAGE)
         return
     if root is None:
         return
@@ -269,7 +283,7 @@ def _check_columns(tree: exp.Expr, catalog: ColumnCatalog) -> None:
         if isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier)
     }
     known = catalog.relation_columns(tables) if tables else {}
-    for column, source in pairs:
-        columns = _columns_of(source, known, catalog)
+    for column, source, via in pairs:
+        columns = _columns_of(source, known, catalog, via=via)
         if columns is not None and _folded(column.this) not in columns:
             refuse("attribute_call", _MESSAGE)
