@@ -44,6 +44,9 @@ REFUSED = [
     "SELECT (q).record_out FROM (SELECT 1 AS a) q",
     "WITH c AS (SELECT 1 AS record_out) SELECT x.record_out FROM c x(a)",  # the list renames it
     "SELECT q.record_out FROM (WITH c AS (SELECT 1 AS record_out) SELECT * FROM c x(a)) q",
+    'SELECT "Q".record_out FROM (SELECT 1 AS record_out) q, (SELECT count(*)) "Q"',  # "Q" is not q
+    'SELECT (SELECT "Q".record_out FROM (SELECT 1 AS record_out) q) FROM (SELECT count(*)) "Q"',
+    "SELECT j.record_out FROM ((SELECT 1 AS id) a JOIN (SELECT 1 AS id, 2 AS z) b USING (id)) j",
 ]
 
 PASSED = [
@@ -82,6 +85,7 @@ PASSED = [
     ("SELECT q.id, q.name FROM (SELECT * FROM customers) q ORDER BY 1 LIMIT 1", "| 1 "),
     ("SELECT q.*, q FROM (SELECT 12 AS a) q", "| 12 "),
     ("WITH c AS (SELECT 13 AS a, 2 AS b) SELECT x.z, x.b FROM c x(z)", "| 13 "),
+    ('SELECT Q.count, q.count FROM (SELECT count(*)) Q', "| 1 "),
     ("SELECT q.upper, q.x FROM (SELECT pg_catalog.upper('n'), 'm' COLLATE \"C\" AS x) q", "| N "),
 ]  # fmt: skip
 

@@ -98,17 +98,37 @@ def _folded(node: exp.Expr | None) -> str:
     return str(node.this) if node.quoted else str(node.this).lower()
 
 
-def _source(scope: Scope, qualifier: str) -> tuple[exp.Expr | Scope, exp.Expr | None] | None:
+def _source(
+    scope: Scope, qualifier: exp.Expr | None
+) -> tuple[exp.Expr | Scope | None, exp.Expr | None] | None:
     """What `qualifier` names in `scope` or an enclosing one (a correlated reference), and the
-    FROM item naming it (`c x(a)` renames a CTE's columns)."""
+    FROM item naming it (`c x(a)` renames a CTE's columns). Names compare as PostgreSQL folds
+    them: `"Q".f` is not `q.f`. A name scoping holds in another spelling only, or whose FROM item
+    is not where sqlglot says (a parenthesised join's alias), is not sure: (None, None)."""
+    wanted, doubt = _folded(qualifier), False
     current: Scope | None = scope
     while current is not None:
-        for alias, source in current.sources.items():
-            if alias.lower() == qualifier.lower():
-                item = current.selected_sources.get(alias)
-                return source, item[0] if item else None
+        for alias, (node, source) in current.selected_sources.items():
+            name = _alias_name(node, alias)
+            if name == wanted:
+                return source, node
+            doubt = doubt or alias.lower() == wanted.lower()
         current = current.parent
-    return None
+    return (None, None) if doubt else None
+
+
+def _alias_name(node: exp.Expr, key: str) -> str | None:
+    """A FROM item's name as PostgreSQL folds it; None when it is not the name scoping keys it by."""
+    name = key.lower()
+    for holder in (node, node.parent):
+        alias = holder.args.get("alias") if isinstance(holder, exp.Expr) else None
+        if isinstance(alias, exp.TableAlias) and isinstance(alias.this, exp.Identifier):
+            name = _folded(alias.this)
+            break
+    else:
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
+            name = _folded(node.this)
+    return name if name.lower() == key.lower() else None
 
 
 _Known = Mapping[RelationRef, frozenset[str] | None]
@@ -122,7 +142,11 @@ _Entry = str | frozenset[str] | None  # one output column's name (None: not sure
 
 
 def _columns_of(
-    source: exp.Expr | Scope, known: _Known, catalog: object, depth: int = 0, via: exp.Expr | None = None
+    source: exp.Expr | Scope | None,
+    known: _Known,
+    catalog: object,
+    depth: int = 0,
+    via: exp.Expr | None = None,
 ) -> frozenset[str] | None:
     """The column names of a relation, CTE, derived table or function in FROM: only the names
     PostgreSQL surely gives (red team rt25 F1), so a name that is not sure refuses. None only for
@@ -209,7 +233,7 @@ def _body(scope: Scope, known: _Known, catalog: object, depth: int) -> list[_Ent
     return entries
 
 
-def _function_names(source: exp.Expr | Scope, catalog: object) -> frozenset[str] | None:
+def _function_names(source: exp.Expr | Scope | None, catalog: object) -> frozenset[str] | None:
     """The columns of a function in FROM without a column list (rt24 F3), None for other items."""
     function = _function_source(source)
     if function is None:
@@ -223,7 +247,7 @@ def _function_names(source: exp.Expr | Scope, catalog: object) -> frozenset[str]
     return frozenset({*found, *numbered, *([alias or ref[1]] if plain else [])})  # no alias: the name
 
 
-def _function_source(source: exp.Expr | Scope) -> tuple[RelationRef, list[str]] | None:
+def _function_source(source: exp.Expr | Scope | None) -> tuple[RelationRef, list[str]] | None:
     """The function a FROM item without a column list calls, and its alias (with `ordinality`
     when WITH ORDINALITY adds that column); None for any other FROM item."""
     node = source.expression if isinstance(source, Scope) else source
@@ -254,12 +278,12 @@ def _function_source(source: exp.Expr | Scope) -> tuple[RelationRef, list[str]] 
     return (schema, head.lower() if head.isidentifier() else ""), name
 
 
-def _qualified(root: Scope) -> Iterator[tuple[exp.Column, exp.Expr | Scope, exp.Expr | None]]:
+def _qualified(root: Scope) -> Iterator[tuple[exp.Column, exp.Expr | Scope | None, exp.Expr | None]]:
     for scope in root.traverse():
         for column in scope.columns:
             if not column.table or isinstance(column.this, exp.Star):
                 continue
-            found = _source(scope, column.table)
+            found = _source(scope, column.args.get("table"))
             if found is not None:
                 yield column, *found
 
