@@ -47,6 +47,8 @@ REFUSED = [
     'SELECT "Q".record_out FROM (SELECT 1 AS record_out) q, (SELECT count(*)) "Q"',  # "Q" is not q
     'SELECT (SELECT "Q".record_out FROM (SELECT 1 AS record_out) q) FROM (SELECT count(*)) "Q"',
     "SELECT j.record_out FROM ((SELECT 1 AS id) a JOIN (SELECT 1 AS id, 2 AS z) b USING (id)) j",
+    "SELECT q.ctid FROM (SELECT * FROM customers) q",  # `*` leaves the system columns out
+    """SELECT jsonb_each.record_out FROM jsonb_each('{"a": 1}')""",  # named after the function
 ]
 
 PASSED = [
@@ -86,6 +88,7 @@ PASSED = [
     ("SELECT q.*, q FROM (SELECT 12 AS a) q", "| 12 "),
     ("WITH c AS (SELECT 13 AS a, 2 AS b) SELECT x.z, x.b FROM c x(z)", "| 13 "),
     ('SELECT Q.count, q.count FROM (SELECT count(*)) Q', "| 1 "),
+    ("""SELECT jsonb_each.key FROM jsonb_each('{"k": 1}')""", "| k "),
     ("SELECT q.upper, q.x FROM (SELECT pg_catalog.upper('n'), 'm' COLLATE \"C\" AS x) q", "| N "),
 ]  # fmt: skip
 
@@ -131,6 +134,8 @@ class _Columns:
         return {r: known.get(r) for r in refs}
 
     def function_columns(self, ref: RelationRef) -> tuple[frozenset[str], bool]:
+        if ref == (None, "jsonb_each"):
+            return frozenset({"key", "value"}), False
         return (frozenset(), ref == (None, "generate_series"))
 
 

@@ -109,7 +109,12 @@ def _source(
     current: Scope | None = scope
     while current is not None:
         for alias, (node, source) in current.selected_sources.items():
-            name = _alias_name(node, alias)
+            if not alias:  # a function in FROM without an alias is named after the function
+                function = _function_source(node)
+                name = function[0][1] if function else None
+                doubt = doubt or name is None
+            else:
+                name = _alias_name(node, alias)
             if name == wanted:
                 return source, node
             doubt = doubt or alias.lower() == wanted.lower()
@@ -138,6 +143,8 @@ def _ref(table: exp.Table) -> RelationRef:
     return (_folded(table.args.get("db")) or None, _folded(table.this))
 
 
+# A table's system columns: the catalog lists them, but `*` does not expand them.
+_SYSTEM = frozenset({"ctid", "xmin", "cmin", "xmax", "cmax", "tableoid"})
 _Entry = str | frozenset[str] | None  # one output column's name (None: not sure), or a `*`'s names
 
 
@@ -229,7 +236,7 @@ def _body(scope: Scope, known: _Known, catalog: object, depth: int) -> list[_Ent
         else:
             entries.append(item_name(select))
             continue
-        entries.append(frozenset(n for p in parts if p is not None for n in p))
+        entries.append(frozenset(n for p in parts if p is not None for n in p) - _SYSTEM)
     return entries
 
 
