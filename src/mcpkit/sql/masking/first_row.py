@@ -3,6 +3,12 @@
 A PostgreSQL SQL function that does not return a set keeps only the first row of its last query,
 an implicit `LIMIT 1` without ORDER BY (red team rt24 F5): `first_row` writes that LIMIT in, unless
 the block yields at most one row anyway, for `masking.view_order` to analyse.
+
+A name in FROM is the catalog's table only when no WITH around it defines that name (red team
+rt25 F2): `WITH customers AS (SELECT id AS real, 1 AS id FROM public.customers) ... ORDER BY id`
+orders by the CTE's constant, not by the table's key. A block over a CTE, a derived table, or a
+table renamed by a column list (`customers AS c(email, id)`) has no known key: its order counts
+as unverifiable.
 """
 
 from __future__ import annotations
@@ -13,19 +19,51 @@ from sqlglot import exp
 
 from mcpkit.sql.masking.schema import KnownSchema
 
-__all__ = ["KeyLookup", "block_of", "first_row", "one_table"]
+__all__ = ["KeyLookup", "block_of", "cte_for", "first_row", "one_table", "own_name"]
 
 KeyLookup = Callable[[str | None, str], list[frozenset[str]]]
 """(schema, table) -> its unique NOT NULL keys (primary key), each a set of case-folded column names."""
 
 
+def cte_for(table: exp.Table) -> exp.CTE | None:
+    """The CTE of a WITH around `table` named like it (case-folded; the nearest), or None.
+
+    Any WITH whose scope holds the name counts, whichever of its CTEs may see which (a CTE's own
+    name in its body, a later sibling, RECURSIVE): where the name might be the CTE's, it is not
+    the catalog's table for certain. A qualified name (`public.customers`) never names a CTE.
+    """
+    if table.args.get("db") or table.args.get("catalog") or not isinstance(table.this, exp.Identifier):
+        return None
+    name = table.name.casefold()
+    node = table.parent
+    while node is not None:
+        with_ = node.args.get("with_") if not isinstance(node, exp.With) else None
+        if isinstance(with_, exp.With):
+            for cte in reversed(with_.expressions):
+                if isinstance(cte, exp.CTE) and cte.alias_or_name.casefold() == name:
+                    return cte
+        node = node.parent
+    return None
+
+
+def own_name(table: exp.Table) -> str:
+    """The name a block's columns qualify its table with: its alias, else its name (case-folded)."""
+    return table.alias_or_name.casefold()
+
+
 def one_table(select: exp.Expr | None) -> exp.Table | None:
-    """The one base table a block reads (no join, no derived table), or None."""
-    if not isinstance(select, exp.Select) or select.args.get("joins"):
+    """The one catalog table a block reads, or None: a join, a derived table, a CTE (or a name
+    some WITH around it defines), or a table whose alias renames its columns."""
+    if not isinstance(select, exp.Select) or select.args.get("joins") or select.args.get("laterals"):
         return None
     from_ = select.args.get("from_")
     source = from_.this if isinstance(from_, exp.From) else None
-    return source if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier) else None
+    if not isinstance(source, exp.Table) or not isinstance(source.this, exp.Identifier):
+        return None
+    alias = source.args.get("alias")
+    if isinstance(alias, exp.TableAlias) and alias.columns:
+        return None  # `customers AS c(email, id)`: `id` is the e-mail
+    return None if cte_for(source) is not None else source
 
 
 def block_of(node: exp.Expr) -> exp.Select | None:
@@ -58,7 +96,8 @@ def _single(query: exp.Query, known: KnownSchema, unique: KeyLookup, params: fro
     table, where = one_table(query), query.args.get("where")
     if table is None or not isinstance(where, exp.Where):
         return False
-    own = {table.name.casefold(), table.alias_or_name.casefold()}
+    own = {own_name(table)}  # the column pinned: the block's own (a qualifier is its alias, once aliased)
+    near = {*own, table.name.casefold()}  # a value read from either is not a constant (fail closed)
     columns = known.columns(table)  # a column's name wins over an argument's; unknown: no argument
     args = set() if columns is None else set(params) - {c.casefold() for c in columns}
     cond = where.this.unnest()
@@ -70,7 +109,7 @@ def _single(query: exp.Query, known: KnownSchema, unique: KeyLookup, params: fro
         for column, other in ((eq.this, eq.expression), (eq.expression, eq.this))
         if isinstance(column, exp.Column)
         and (not column.table or column.table.casefold() in own)
-        and _constant(other.unnest(), own, args)
+        and _constant(other.unnest(), near, args)
     }
     return any(key and key <= pinned for key in unique(known.schema_of(table), table.name))
 

@@ -18,7 +18,8 @@ ranking on to a LIMIT or a numbering. At start-up each such object over a masked
   `ARRAY(subquery)`) must be ordered totally: by every column of the primary key of the one
   table its block reads (a non-SETOF function's last query counts as `LIMIT 1`: it keeps the
   first row, red team rt24 F5, `masking.first_row`); anything else (no ORDER BY, a key with
-  ties, a join, a derived table) counts as following the scan;
+  ties, a join, a derived table, a CTE or a name a WITH around it defines: red team rt25 F2,
+  `first_row.cte_for`) counts as following the scan;
 - an ORDER BY (of a block, a window or an aggregate; by name, alias or position), a PARTITION BY
   or a DISTINCT ON over a column a rule masks (by name) counts too: it hands the masked ranking on.
   Filters and joins on a masked column are left to the database (an invoker's view or function
@@ -54,29 +55,38 @@ __all__ = ["KeyLookup", "order_findings", "order_reason", "order_reasons", "prim
 _CONCAT_AGGS: Final = (*CONCAT, exp.Anonymous)
 
 
-def _columns(nodes: Iterable[exp.Expr], select: exp.Select) -> set[str]:
-    """Plain column names among order keys (an ordinal or an output alias: the output's column)."""
+def _columns(nodes: Iterable[exp.Expr], select: exp.Select, own: exp.Table, block: bool) -> set[str]:
+    """Plain column names of the block's own table among order keys. `block`: a block's ORDER BY,
+    where an ordinal or a bare output alias names that output; in a window's or an aggregate's
+    order a name is an input column, so a name some output aliases to another value counts for
+    neither reading. A column qualified by another name (an outer row's) counts for nothing."""
     out: set[str] = set()
     outputs = select.expressions
     aliases = {e.alias.casefold(): e.unalias() for e in outputs if isinstance(e, exp.Alias)}
     for node in nodes:
         key = node.this if isinstance(node, exp.Ordered) else node
-        if isinstance(key, exp.Literal) and key.is_int and 0 < int(key.name) <= len(outputs):
+        if block and isinstance(key, exp.Literal) and key.is_int and 0 < int(key.name) <= len(outputs):
             key = outputs[int(key.name) - 1].unalias()
         elif isinstance(key, exp.Column) and not key.table and key.name.casefold() in aliases:
-            key = aliases[key.name.casefold()]
-        if isinstance(key, exp.Column):
-            out.add(key.name.casefold())
+            named = aliases[key.name.casefold()]
+            same = isinstance(named, exp.Column) and named.name.casefold() == key.name.casefold()
+            key = named if block or same else None
+        if not isinstance(key, exp.Column) or key.table.casefold() not in ("", own.alias_or_name.casefold()):
+            continue
+        if not key.db or (own.db.casefold() == key.db.casefold() and own.alias_or_name == own.name):
+            out.add(key.name.casefold())  # MariaDB's stored text: `db`.`customers`.`id`
     return out
 
 
-def _total(select: exp.Expr | None, keys: Iterable[exp.Expr], known: KnownSchema, unique: KeyLookup) -> bool:
+def _total(
+    select: exp.Expr | None, keys: Iterable[exp.Expr], known: KnownSchema, unique: KeyLookup, block: bool
+) -> bool:
     """Whether `keys` order the rows of `select` totally: they hold a whole primary key of its one
-    table (rows that tie then are the same row)."""
+    catalog table (rows that tie then are the same row; a CTE or derived table has no known key)."""
     table = one_table(select)
     if table is None or not isinstance(select, exp.Select):
         return False
-    names = _columns(keys, select)
+    names = _columns(keys, select, table, block)
     return any(key and key <= names for key in unique(known.schema_of(table), table.name))
 
 
@@ -114,9 +124,9 @@ def _scan_order(
         distinct = node.args.get("distinct")
         on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
         limited = node.args.get("limit") is not None or node.args.get("offset") is not None
-        if limited and not _total(node, written, known, unique):
+        if limited and not _total(node, written, known, unique, True):
             return "LIMIT, OFFSET or FETCH without an ORDER BY on a whole primary key"
-        if on is not None and not _total(node, written, known, unique):
+        if on is not None and not _total(node, written, known, unique, True):
             return "DISTINCT ON without an ORDER BY on a whole primary key"
     for window in query.find_all(exp.Window):
         if isinstance(window.this, exp.Identifier):
@@ -129,7 +139,7 @@ def _scan_order(
             continue  # peers (rank) or an aggregate over a RANGE frame: ties do not change it
         order = window.args.get("order")
         keys = [*(window.args.get("partition_by") or []), *(order.expressions if order else [])]
-        if not _total(block_of(window), keys, known, unique):
+        if not _total(block_of(window), keys, known, unique, False):
             name = _named(window.this)
             return f"window {name} without an order on a whole primary key"
     for agg in query.find_all(*_CONCAT_AGGS):
@@ -137,7 +147,7 @@ def _scan_order(
             continue
         if not any(True for _ in agg.find_all(exp.Column)):
             continue  # only constants: the same whatever the order
-        if not _total(block_of(agg), _written_order(agg) or [], known, unique):
+        if not _total(block_of(agg), _written_order(agg) or [], known, unique, False):
             name = _named(agg)
             return f"aggregate {name} without an ORDER BY on a whole primary key"
     for array in query.find_all(exp.Array):  # ARRAY(SELECT ...) lists the rows as the scan meets them
@@ -146,7 +156,7 @@ def _scan_order(
                 continue  # ARRAY[a, b] (one row's values), or only constants
             order = sub.args.get("order")
             keys = list(order.expressions) if isinstance(order, exp.Order) else []
-            if not _total(sub, keys, known, unique):
+            if not _total(sub, keys, known, unique, True):
                 return "ARRAY(subquery) without an ORDER BY on a whole primary key"
     return None
 
