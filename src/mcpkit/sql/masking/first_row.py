@@ -18,11 +18,20 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from mcpkit.sql.masking.schema import KnownSchema
+from mcpkit.sql.profiles import profile_class
 
-__all__ = ["KeyLookup", "block_of", "cte_for", "first_row", "one_table", "own_name"]
+__all__ = ["Fold", "KeyLookup", "block_of", "cte_for", "first_row", "name_fold", "one_table", "own_name"]
 
 KeyLookup = Callable[[str | None, str], list[frozenset[str]]]
-"""(schema, table) -> its unique NOT NULL keys (primary key), each a set of case-folded column names."""
+"""(schema, table) -> its unique NOT NULL keys (primary key), each a set of column names as stored."""
+Fold = Callable[[str], str]
+
+
+def name_fold(known: KnownSchema) -> Fold:
+    """How two column names (or qualifiers) of a parsed, identifier-normalised body compare: in any
+    case where the engine's columns are caseless (`Profile.caseless_columns`: MariaDB), exactly
+    otherwise (PostgreSQL folded unquoted names to lower case, `"ID"` kept: red team rt27 F3)."""
+    return str.casefold if profile_class(known.dialect).caseless_columns else str
 
 
 def cte_for(table: exp.Table) -> exp.CTE | None:
@@ -96,22 +105,24 @@ def _single(query: exp.Query, known: KnownSchema, unique: KeyLookup, params: fro
     table, where = one_table(query), query.args.get("where")
     if table is None or not isinstance(where, exp.Where):
         return False
-    own = {own_name(table)}  # the column pinned: the block's own (a qualifier is its alias, once aliased)
-    near = {*own, table.name.casefold()}  # a value read from either is not a constant (fail closed)
+    fold = name_fold(known)
+    own = {fold(table.alias_or_name)}  # the column pinned: the block's own (its alias, once aliased)
+    near = {table.alias_or_name.casefold(), table.name.casefold()}  # read from either: not constant
     columns = known.columns(table)  # a column's name wins over an argument's; unknown: no argument
     args = set() if columns is None else set(params) - {c.casefold() for c in columns}
     cond = where.this.unnest()
     conjuncts = [c.unnest() for c in cond.flatten()] if isinstance(cond, exp.And) else [cond]
     pinned = {
-        column.name.casefold()
+        fold(column.name)
         for eq in conjuncts
         if isinstance(eq, exp.EQ)
         for column, other in ((eq.this, eq.expression), (eq.expression, eq.this))
         if isinstance(column, exp.Column)
-        and (not column.table or column.table.casefold() in own)
+        and (not column.table or fold(column.table) in own)
         and _constant(other.unnest(), near, args)
     }
-    return any(key and key <= pinned for key in unique(known.schema_of(table), table.name))
+    keys = unique(known.schema_of(table), table.name)
+    return any(key and {fold(k) for k in key} <= pinned for key in keys)
 
 
 def first_row(query: exp.Query, known: KnownSchema, unique: KeyLookup, params: frozenset[str]) -> exp.Query:

@@ -26,7 +26,7 @@ from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.masking.taint import refuse_mask
 from mcpkit.sql.profiles import profile_class
 
-__all__ = ["normalise_calls", "refuse_measures", "refuse_shapes"]
+__all__ = ["normalise_calls", "refuse_measures", "refuse_shapes", "row_order_call"]
 
 _NATURAL: Final = (
     "Over a table with masked columns or a view, NATURAL JOIN is not answered (it joins on "
@@ -46,27 +46,6 @@ _QUALIFIED: Final = (
     "(string_agg, not a schema-qualified or quoted name)."
 )
 
-# Value differs per row in evaluation order (time-based, sequential, positional).
-_PER_ROW_NAMES: Final = frozenset(
-    {
-        "clock_timestamp",
-        "timeofday",
-        "uuidv7",
-        "uuid_v7",
-        "uuidv1",
-        "uuid_v1",
-        "uuid_generate_v1",
-        "uuid_generate_v1mc",
-        "sys_guid",
-        "sysdate",
-        "nextval",
-        "setval",
-        "lastval",
-        "uuid_short",
-        "rownum",
-        "sqlite_offset",
-    }
-)
 _MEASURE: Final = (
     "While columns are masked, storage sizes (pg_relation_size, pg_table_size, pg_indexes_size, "
     "pg_total_relation_size, pg_database_size) are not answered: they measure the masked values."
@@ -182,8 +161,6 @@ def _unknown_columns(source: exp.Expr) -> bool:
 
 def refuse_shapes(tree: exp.Expr, dialect: str) -> None:
     """Refuse the joins and per-row functions a masked read may not use (see the module)."""
-    facts = profile_class(dialect)
-    time_uuid, per_row = facts.time_based_uuid, _PER_ROW_NAMES | facts.guessable_random
     for join in tree.find_all(exp.Join):
         if "NATURAL" in (
             str(join.args.get("method") or "").upper(),
@@ -201,16 +178,31 @@ def refuse_shapes(tree: exp.Expr, dialect: str) -> None:
             if not sources or any(_unknown_columns(s) for s in sources):
                 refuse_mask("USING beside a source of unknown columns", message=_USING)
     for func in tree.find_all(exp.Func):
-        if isinstance(func, exp.Anonymous):
-            name, _ = _name(func)
-            name = name.casefold()
-            if name == "last_insert_id" and func.expressions:
-                refuse_mask("LAST_INSERT_ID(expr) over a masked read", message=_PER_ROW)
-        else:
-            name = func.sql_name().casefold()
-        seeded = isinstance(func, exp.Rand) and func.this is not None
-        if name in per_row or seeded or (isinstance(func, exp.Uuid) and time_uuid):
+        name = row_order_call(func, dialect)
+        if name is not None:
             refuse_mask(f"per-row function {name} over a masked read", message=_PER_ROW)
+
+
+def row_order_call(func: exp.Func, dialect: str, more: frozenset[str] = frozenset()) -> str | None:
+    """The name of `func` when its value changes from row to row in the order rows are read (the
+    profile's `row_order_functions` and `guessable_random`, a seeded RAND, a time-based UUID,
+    LAST_INSERT_ID(x), or a name in `more`: a stored body's volatile functions); else None. The one
+    test of both the per-call analysis and the stored-body check (`masking.view_order`)."""
+    facts = profile_class(dialect)
+    if isinstance(func, exp.Anonymous):
+        name = _name(func)[0].casefold()
+        if name == "last_insert_id" and func.expressions:
+            return name
+    else:
+        name = func.sql_name().casefold()
+    per_row = facts.row_order_functions | facts.guessable_random | more
+    seeded = isinstance(func, exp.Rand) and func.this is not None
+    if name in per_row or seeded or (isinstance(func, exp.Uuid) and facts.time_based_uuid):
+        return name
+    if more and not isinstance(func, exp.Anonymous):  # a typed node under the engine's own name
+        shown = func.sql(dialect=sent_dialect(dialect)).split("(", 1)[0].strip().casefold()
+        return shown if shown in more else None
+    return None
 
 
 def refuse_measures(tree: exp.Expr) -> None:

@@ -40,11 +40,13 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from mcpkit.sql.dialects import read_dialect
-from mcpkit.sql.masking.first_row import KeyLookup, block_of, first_row, one_table
+from mcpkit.sql.masking.first_row import Fold, KeyLookup, block_of, first_row, name_fold, one_table
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema
+from mcpkit.sql.masking.shapes import row_order_call
 from mcpkit.sql.masking.taint import MaskRefused
 from mcpkit.sql.masking.ties import CONCAT, CONCAT_NAMES, _window_need
 from mcpkit.sql.profiles.findings import Finding
@@ -55,26 +57,29 @@ __all__ = ["KeyLookup", "order_findings", "order_reason", "order_reasons", "prim
 _CONCAT_AGGS: Final = (*CONCAT, exp.Anonymous)
 
 
-def _columns(nodes: Iterable[exp.Expr], select: exp.Select, own: exp.Table, block: bool) -> set[str]:
-    """Plain column names of the block's own table among order keys. `block`: a block's ORDER BY,
+def _columns(
+    nodes: Iterable[exp.Expr], select: exp.Select, own: exp.Table, block: bool, fold: Fold
+) -> set[str]:
+    """Plain column names of the block's own table among order keys, as the engine folds them
+    (`name_fold`: PostgreSQL's `"ID"` is not `id`, red team rt27 F3). `block`: a block's ORDER BY,
     where an ordinal or a bare output alias names that output; in a window's or an aggregate's
     order a name is an input column, so a name some output aliases to another value counts for
     neither reading. A column qualified by another name (an outer row's) counts for nothing."""
     out: set[str] = set()
     outputs = select.expressions
-    aliases = {e.alias.casefold(): e.unalias() for e in outputs if isinstance(e, exp.Alias)}
+    aliases = {fold(e.alias): e.unalias() for e in outputs if isinstance(e, exp.Alias)}
     for node in nodes:
         key = node.this if isinstance(node, exp.Ordered) else node
         if block and isinstance(key, exp.Literal) and key.is_int and 0 < int(key.name) <= len(outputs):
             key = outputs[int(key.name) - 1].unalias()
-        elif isinstance(key, exp.Column) and not key.table and key.name.casefold() in aliases:
-            named = aliases[key.name.casefold()]
-            same = isinstance(named, exp.Column) and named.name.casefold() == key.name.casefold()
+        elif isinstance(key, exp.Column) and not key.table and fold(key.name) in aliases:
+            named = aliases[fold(key.name)]
+            same = isinstance(named, exp.Column) and fold(named.name) == fold(key.name)
             key = named if block or same else None
-        if not isinstance(key, exp.Column) or key.table.casefold() not in ("", own.alias_or_name.casefold()):
+        if not isinstance(key, exp.Column) or fold(key.table) not in ("", fold(own.alias_or_name)):
             continue
-        if not key.db or (own.db.casefold() == key.db.casefold() and own.alias_or_name == own.name):
-            out.add(key.name.casefold())  # MariaDB's stored text: `db`.`customers`.`id`
+        if not key.db or (fold(own.db) == fold(key.db) and own.alias_or_name == own.name):
+            out.add(fold(key.name))  # MariaDB's stored text: `db`.`customers`.`id`
     return out
 
 
@@ -86,8 +91,9 @@ def _total(
     table = one_table(select)
     if table is None or not isinstance(select, exp.Select):
         return False
-    names = _columns(keys, select, table, block)
-    return any(key and key <= names for key in unique(known.schema_of(table), table.name))
+    fold = name_fold(known)
+    names = _columns(keys, select, table, block, fold)
+    return any(key and {fold(k) for k in key} <= names for key in unique(known.schema_of(table), table.name))
 
 
 def _concat(agg: exp.Expr, aggregates: frozenset[str]) -> bool:
@@ -191,6 +197,17 @@ def _masked_order(query: exp.Expr, policy: MaskPolicy) -> str | None:
     return None
 
 
+def _row_order(query: exp.Expr, dialect: str, volatile: frozenset[str]) -> str | None:
+    """The call of `query` whose value changes from row to row in evaluation order (`row_order_call`,
+    the per-call analysis's own test, or a volatile function of the catalog: `volatile`), described:
+    it numbers the rows in scan order (red team rt27 F4, F5)."""
+    for func in query.find_all(exp.Func):
+        name = row_order_call(func, dialect, volatile)
+        if name is not None:
+            return f"it calls {name}, whose value changes from row to row in the order rows are read"
+    return None
+
+
 def _position(query: exp.Expr, positions: frozenset[str]) -> str | None:
     """The system column of `positions` (a row's physical position or write order) `query` reads."""
     for column in query.find_all(exp.Column):
@@ -219,11 +236,13 @@ def order_reason(
     aggregates: frozenset[str] = frozenset(),
     positions: frozenset[str] = frozenset(),
     one_row: bool = False,
+    volatile: frozenset[str] = frozenset(),
 ) -> str | None:
     """Why the stored query `statement` follows a masked scan order or orders on a masked column,
     or None when its answer depends on neither. `positions`: the engine's system columns that
     tell a row's physical position (`StoredQuery.positions`), which count wherever they are read.
     `one_row`: only the first row of the last statement is kept (`StoredQuery.one_row`).
+    `volatile`: the catalog's functions whose value may change from row to row (`StoredQuery.volatile`).
 
     >>> known = KnownSchema({"c": {"id": "INT", "email": "TEXT"}}, "postgres")
     >>> policy = MaskPolicy.of(["c.email"])
@@ -234,7 +253,11 @@ def order_reason(
     True
     """
     try:
-        parsed = [t for t in sqlglot.parse(statement, read=read_dialect(dialect)) if t is not None]
+        parsed = [
+            normalize_identifiers(t, dialect=read_dialect(dialect))  # as the engine folds names (rt27 F3)
+            for t in sqlglot.parse(statement, read=read_dialect(dialect))
+            if t is not None
+        ]
     except (SqlglotError, RecursionError, ValueError) as exc:
         return f"its SQL cannot be parsed, so its order cannot be checked ({type(exc).__name__})"
     queries = [t for t in parsed if isinstance(t, exp.Query)]
@@ -247,6 +270,7 @@ def order_reason(
         query = _without_params(stored, folded)
         found = (
             _position(query, positions)
+            or _row_order(query, dialect, volatile)
             or _masked_order(query, policy)
             or _scan_order(query, known, unique, aggregates)
         )
@@ -277,32 +301,28 @@ def _key(item: StoredQuery) -> tuple[str, str, str]:
     return (item.kind, item.schema.casefold() if item.kind == "view" else "", item.name.casefold())
 
 
-def order_reasons(
-    stored: Iterable[StoredQuery], dialect: str, known: KnownSchema, policy: MaskPolicy, unique: KeyLookup
-) -> list[tuple[StoredQuery, str]]:
-    """Each usable view or function over a masked table whose answer follows a masked scan order
-    (`order_reason`), reads a view that does, or whose stored SQL the account cannot read, with why."""
-    items = list(stored)
-    why: dict[int, str] = {}
-    for i, item in enumerate(items):
-        found = item.hidden
-        for statement in item.statements if found is None else ():
-            found = order_reason(
-                statement,
-                dialect,
-                known,
-                policy,
-                unique,
-                item.params,
-                item.aggregates,
-                item.positions,
-                item.one_row,
-            )
-            if found:
-                break
+def _reason(item: StoredQuery, dialect: str, known: KnownSchema, policy: MaskPolicy, unique: KeyLookup,
+            volatile: frozenset[str]) -> str | None:  # fmt: skip
+    found = item.hidden
+    for statement in item.statements if found is None else ():
+        found = order_reason(
+            statement,
+            dialect,
+            known,
+            policy,
+            unique,
+            item.params,
+            item.aggregates,
+            item.positions,
+            item.one_row,
+            volatile,
+        )
         if found:
-            why[i] = found
-    reads = [set().union(*(_reads(s, dialect, known) for s in item.statements)) for item in items]
+            break
+    return found
+
+
+def _hand_on(items: list[StoredQuery], why: dict[int, str], reads: list[set[tuple[str, str, str]]]) -> None:
     changed = True
     while changed:  # a view over such a view or function hands its order on
         changed = False
@@ -313,6 +333,30 @@ def order_reasons(
                 shown = f"{items[hit].kind} {items[hit].schema}.{items[hit].name}"
                 why[i] = f"it reads {shown}, which may answer in a masked scan order"
                 changed = True
+
+
+def order_reasons(
+    stored: Iterable[StoredQuery], dialect: str, known: KnownSchema, policy: MaskPolicy, unique: KeyLookup
+) -> list[tuple[StoredQuery, str]]:
+    """Each usable view or function over a masked table whose answer follows a masked scan order
+    (`order_reason`), reads a view that does, or whose stored SQL the account cannot read, with why.
+    A call of a volatile function that is itself one of `stored` counts first as reading it (the
+    reason it is refused is the better one); one that passes still counts as volatile after."""
+    items = list(stored)
+    checked = frozenset(item.name.casefold() for item in items if item.kind == "function")
+    why: dict[int, str] = {}
+    for i, item in enumerate(items):
+        found = _reason(item, dialect, known, policy, unique, item.volatile - checked)
+        if found:
+            why[i] = found
+    reads = [set().union(*(_reads(s, dialect, known) for s in item.statements)) for item in items]
+    _hand_on(items, why, reads)
+    for i, item in enumerate(items):
+        if i not in why and item.volatile & checked:
+            found = _reason(item, dialect, known, policy, unique, item.volatile)
+            if found:
+                why[i] = found
+    _hand_on(items, why, reads)
     return [(item, why[i]) for i, item in enumerate(items) if i in why and item.usable]
 
 
@@ -349,7 +393,7 @@ def primary_keys(
                     names = inspector.get_pk_constraint(table, schema=schema).get("constrained_columns") or []
             except Exception:  # not a table (a view), or not visible: no key, so no total order
                 names = []
-            cache[schema, table] = [frozenset(str(n).casefold() for n in names)] if names else []
+            cache[schema, table] = [frozenset(str(n) for n in names)] if names else []
         return cache[schema, table]
 
     return unique

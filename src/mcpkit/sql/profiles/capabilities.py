@@ -19,7 +19,30 @@ if TYPE_CHECKING:
     from mcpkit.sql.clipping import Clipping
     from mcpkit.sql.engines.engine import SqlEngine
 
-__all__ = ["Capabilities", "VectorKind"]
+__all__ = ["ROW_ORDER_FUNCTIONS", "Capabilities", "VectorKind"]
+
+# Value differs per row in evaluation order (time-based, sequential, positional), any engine's
+# spelling: a user's function of such a name elsewhere counts too (fail closed).
+ROW_ORDER_FUNCTIONS: frozenset[str] = frozenset(
+    {
+        "clock_timestamp",
+        "timeofday",
+        "uuidv7",
+        "uuid_v7",
+        "uuidv1",
+        "uuid_v1",
+        "uuid_generate_v1",
+        "uuid_generate_v1mc",
+        "sys_guid",
+        "sysdate",
+        "nextval",
+        "setval",
+        "lastval",
+        "uuid_short",
+        "rownum",
+        "sqlite_offset",
+    }
+)
 
 VectorKind = Literal["sqlite_vec", "typed", "json"]
 """How `similar_rows` finds embeddings: `sqlite_vec` (the extension reads JSON-text or float32-blob
@@ -204,6 +227,11 @@ class Capabilities:
     """The schema of the built-in functions (`pg_catalog.f(...)` is `f(...)` to masking)."""
     time_based_uuid: bool = False
     """UUID() is time-based, so its values follow the order rows are read (refused when masking)."""
+    row_order_functions: frozenset[str] = ROW_ORDER_FUNCTIONS
+    """Functions whose value changes from row to row in the order rows are read (per-row clocks,
+    time-based UUIDs, sequences, positions): they number the rows in scan order. Masking refuses
+    them in a call over a masked read (`masking.shapes`) and in a stored body over a masked table
+    (`masking.view_order`), with `guessable_random`, from this one list."""
     guessable_random: frozenset[str] = frozenset()
     """Unseeded generators (`rand` is sqlglot's RAND()/random()) of a public non-cryptographic
     recurrence: each value gives the state, so the values chain into the order the rows were

@@ -33,7 +33,8 @@ class StoredQuery:
             account may not read it (`hidden` says why).
         params: Names a function body may use for its arguments (they are not columns).
         revoke: The statement that takes it away from the reader.
-        hidden: Why the stored SQL cannot be read, if it cannot.
+        hidden: Why the stored SQL cannot be read or checked (a function's own search_path that
+            resolves its names elsewhere, red team rt27 F2), if so.
         usable: Whether the reader can use it (select the view, call the function); a view it cannot
             use still counts for the views over it, which read it with their owner's rights.
         aggregates: The user-defined aggregates of the database (case-folded names): each may
@@ -43,6 +44,10 @@ class StoredQuery:
             in the order of, a masked column, they hand its ranking on (red team rt23 F6).
         one_row: A function that returns only the first row of its last query (PostgreSQL's
             non-SETOF SQL functions): that query is read as if it carried `LIMIT 1` (red team rt24 F5).
+        volatile: The catalog's functions (lower-cased names) whose value may change from row to
+            row in evaluation order (PostgreSQL's VOLATILE ones, MariaDB's NOT DETERMINISTIC
+            routines): a call of one in the stored SQL numbers the rows in scan order (red team
+            rt27 F4), as the profile's `row_order_functions` do.
     """
 
     kind: Literal["view", "function"]
@@ -56,6 +61,7 @@ class StoredQuery:
     aggregates: frozenset[str] = frozenset()
     positions: frozenset[str] = frozenset()
     one_row: bool = False
+    volatile: frozenset[str] = frozenset()
 
     @property
     def opt_in(self) -> str:

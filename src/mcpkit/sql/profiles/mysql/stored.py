@@ -38,6 +38,12 @@ _ROUTINES: Final = (
     "SELECT routine_schema, routine_name, routine_definition, routine_type FROM information_schema.ROUTINES"
     f" WHERE routine_schema NOT IN {_SYSTEM} ORDER BY routine_schema, routine_name"
 )
+# A stored function not declared DETERMINISTIC may change from row to row (a user variable's
+# counter): called in a view over a masked table it numbers the rows in scan order (red team rt27 F5).
+_NONDETERMINISTIC: Final = (
+    "SELECT DISTINCT LOWER(routine_name) FROM information_schema.ROUTINES"
+    f" WHERE routine_type = 'FUNCTION' AND is_deterministic <> 'YES' AND routine_schema NOT IN {_SYSTEM}"
+)
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
 _HIDDEN: Final = "its definition is hidden from the account (no SHOW VIEW), so it cannot be checked"
 
@@ -88,6 +94,7 @@ def mysql_stored_queries(
         tables.add(((db or database).casefold(), table.casefold()))
     views = [(str(s), str(n), str(t), str(d or "")) for s, n, t, d in conn.execute(text(_VIEWS))]
     over = _over_masked(views, tables)
+    volatile = frozenset(str(n) for n in conn.execute(text(_NONDETERMINISTIC)).scalars())
     out: list[StoredQuery] = []
     for schema, name, _, definition in views:
         key = (schema.casefold(), name.casefold())
@@ -104,6 +111,7 @@ def mysql_stored_queries(
                 f"BY on the primary key; GRANT SHOW VIEW ON {quoted} TO {account} lets the check read it)",
                 hidden=None if definition else _HIDDEN,
                 usable=_selectable(conn, schema, name),
+                volatile=volatile,
             )
         )
     policy = policy or FunctionPolicy.for_dialect("mysql")
@@ -132,6 +140,7 @@ def mysql_stored_queries(
                 hidden=None if body else "its body is hidden from the account, so it cannot be checked",
                 # Not on the allowlist: admission refuses calls to it, but a view may call it.
                 usable=policy.allows_name(name, schema) or policy.allows_name(name),
+                volatile=volatile,
             )
         )
     return out

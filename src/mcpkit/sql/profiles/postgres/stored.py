@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from mcpkit.sql.profiles.postgres.fnpath import path_reason, volatile_names
 from mcpkit.sql.profiles.postgres.routes import unchecked_functions
 from mcpkit.sql.profiles.stored import StoredQuery
 
@@ -67,7 +69,8 @@ ORDER BY 2, 3
 """
 _FUNCTIONS: Final = f"""
 WITH fn AS MATERIALIZED (
-    SELECT p.oid, n.nspname, p.proname, p.prosrc, p.prosqlbody, p.proargnames, p.proretset,
+    SELECT p.oid, n.nspname, p.proname, p.prosrc, p.prosqlbody, p.proargnames, p.proretset, p.proconfig,
+           CASE WHEN p.prosecdef THEN pg_catalog.pg_get_userbyid(p.proowner) ELSE current_user END AS runner,
            p.oid = ANY(CAST(:unchecked AS oid[]))
            OR {_MEMBER} AND has_function_privilege(r.oid, p.oid, 'EXECUTE')) AS usable
     FROM pg_catalog.pg_proc p
@@ -78,7 +81,10 @@ WITH fn AS MATERIALIZED (
 SELECT f.oid, f.nspname, f.proname, quote_ident(f.nspname) || '.' || quote_ident(f.proname)
            || '(' || pg_catalog.pg_get_function_identity_arguments(f.oid) || ')',
        CASE WHEN f.prosqlbody IS NULL THEN f.prosrc ELSE pg_catalog.pg_get_function_sqlbody(f.oid) END,
-       coalesce(f.proargnames, '{{}}'), f.usable, NOT f.proretset
+       coalesce(f.proargnames, '{{}}'), f.usable, NOT f.proretset,
+       CASE WHEN f.prosqlbody IS NULL THEN (
+           SELECT substr(c, strpos(c, '=') + 1) FROM unnest(f.proconfig) c
+           WHERE lower(split_part(c, '=', 1)) = 'search_path' LIMIT 1) END, f.runner
 FROM fn f
 WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
               WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f.oid
@@ -196,7 +202,11 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                     positions=POSITIONS,
                 )
             )
-    for _, schema, name, signature, body, argnames, usable, one_row in functions:
+    volatile = volatile_names(conn)  # clock_timestamp(), random(), nextval(): numbers in scan order (rt27 F4)
+    out = [replace(item, volatile=volatile) for item in out]
+    for _, schema, name, signature, body, argnames, usable, one_row, setting, runner in functions:
+        # its own search_path: a name of its string body may be another relation (rt27 F2)
+        own = None if setting is None else path_reason(conn, str(body or ""), str(setting), str(runner))
         out.append(
             StoredQuery(
                 "function",
@@ -211,6 +221,8 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                 aggregates=aggregates,
                 positions=POSITIONS,
                 one_row=bool(one_row),  # a non-SETOF function keeps its last query's first row (rt24 F5)
+                hidden=own,
+                volatile=volatile,
             )
         )
     for _, schema, name, signature, language in opaque:
