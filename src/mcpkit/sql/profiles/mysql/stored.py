@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Final
 
 from sqlalchemy import text
@@ -40,8 +41,9 @@ _ROUTINES: Final = (
 )
 # A stored function not declared DETERMINISTIC may change from row to row (a user variable's
 # counter): called in a view over a masked table it numbers the rows in scan order (red team rt27 F5).
+# One whose body the check reads itself (a stored function over a masked table) counts there.
 _NONDETERMINISTIC: Final = (
-    "SELECT DISTINCT LOWER(routine_name) FROM information_schema.ROUTINES"
+    "SELECT routine_schema, routine_name FROM information_schema.ROUTINES"
     f" WHERE routine_type = 'FUNCTION' AND is_deterministic <> 'YES' AND routine_schema NOT IN {_SYSTEM}"
 )
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
@@ -94,7 +96,6 @@ def mysql_stored_queries(
         tables.add(((db or database).casefold(), table.casefold()))
     views = [(str(s), str(n), str(t), str(d or "")) for s, n, t, d in conn.execute(text(_VIEWS))]
     over = _over_masked(views, tables)
-    volatile = frozenset(str(n) for n in conn.execute(text(_NONDETERMINISTIC)).scalars())
     out: list[StoredQuery] = []
     for schema, name, _, definition in views:
         key = (schema.casefold(), name.casefold())
@@ -111,7 +112,6 @@ def mysql_stored_queries(
                 f"BY on the primary key; GRANT SHOW VIEW ON {quoted} TO {account} lets the check read it)",
                 hidden=None if definition else _HIDDEN,
                 usable=_selectable(conn, schema, name),
-                volatile=volatile,
             )
         )
     policy = policy or FunctionPolicy.for_dialect("mysql")
@@ -124,6 +124,11 @@ def mysql_stored_queries(
         if more <= reading:
             break
         reading |= more
+    checked = {(s, n) for s, n, b, kind in routines if kind == "FUNCTION" and (s, n) in reading and b}
+    volatile = frozenset(
+        str(n).casefold() for s, n in conn.execute(text(_NONDETERMINISTIC)) if (str(s), str(n)) not in checked
+    )
+    out = [replace(item, volatile=volatile) for item in out]
     for schema, name, body, kind in routines:
         if kind != "FUNCTION" or (schema, name) not in reading:
             continue

@@ -12,13 +12,15 @@ query are stored resolved: `pg_get_viewdef` and `pg_get_function_sqlbody` qualif
 session's path would resolve elsewhere.
 
 `volatile_names`: the functions whose value may change from one row to the next in evaluation
-order (F4: `clock_timestamp()` in a view numbered the rows in scan order): every VOLATILE one,
-and any user's function in a language whose body nothing here reads (its volatility is a claim).
+order (F4: `clock_timestamp()` in a view numbered the rows in scan order): every VOLATILE one
+(the default of CREATE FUNCTION) but a SQL function whose body the check reads itself, and any
+user's function in a language whose body nothing here reads (its volatility is only a claim).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from typing import Final
 
 import sqlglot
@@ -44,14 +46,17 @@ _VOLATILE: Final = """
 SELECT DISTINCT lower(p.proname) FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_catalog.pg_language l ON l.oid = p.prolang
-WHERE p.prokind IN ('f', 'w') AND (p.provolatile = 'v'
+WHERE p.prokind IN ('f', 'w') AND p.oid <> ALL(CAST(:checked AS oid[])) AND (p.provolatile = 'v'
    OR (l.lanname NOT IN ('sql', 'internal', 'c') AND n.nspname NOT IN ('pg_catalog', 'information_schema')))
 """
 
 
-def volatile_names(conn: Connection) -> frozenset[str]:
-    """Lower-cased names of the functions whose value may change from row to row (see the module)."""
-    return frozenset(str(n) for n in conn.execute(text(_VOLATILE)).scalars())
+def volatile_names(conn: Connection, checked: Collection[int] = ()) -> frozenset[str]:
+    """Lower-cased names of the functions whose value may change from row to row (see the module),
+    but those of `checked`: SQL functions whose own body the order check reads (a per-row call in
+    it counts there, and a function refused hands that on to its callers)."""
+    rows = conn.execute(text(_VOLATILE), {"checked": sorted(checked)})
+    return frozenset(str(n) for n in rows.scalars())
 
 
 def _schemas(setting: str, user: str) -> list[str]:

@@ -202,7 +202,8 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                     positions=POSITIONS,
                 )
             )
-    volatile = volatile_names(conn)  # clock_timestamp(), random(), nextval(): numbers in scan order (rt27 F4)
+    # clock_timestamp(), random(), nextval(): numbers in scan order (rt27 F4)
+    volatile = volatile_names(conn, {int(f[0]) for f in functions if f[8] is None})
     out = [replace(item, volatile=volatile) for item in out]
     for _, schema, name, signature, body, argnames, usable, one_row, setting, runner in functions:
         # its own search_path: a name of its string body may be another relation (rt27 F2)
