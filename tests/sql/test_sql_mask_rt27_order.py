@@ -79,23 +79,38 @@ def test_postgres_a_function_whose_own_search_path_moves_a_name_refuses_start_up
             AS 'SELECT real FROM customers ORDER BY id';
         CREATE FUNCTION f_same(k int) RETURNS text LANGUAGE sql STABLE SET search_path = public
             AS 'SELECT name FROM customers WHERE id = k';
+        SET search_path = rt27b_x, public;
+        CREATE FUNCTION public.f_atomic() RETURNS int LANGUAGE sql STABLE SET search_path = rt27b_x, public
+            BEGIN ATOMIC SELECT real FROM customers ORDER BY id; END;
+        CREATE VIEW public.v_path WITH (security_invoker = true) AS
+            SELECT real FROM customers ORDER BY id LIMIT 1;
+        RESET search_path;
+        GRANT SELECT ON public.v_path TO {pg.reader};
         """
     )
     # what the red team read: the first row in scan order, the id of the smallest e-mail
     assert pg.admin.execute("SELECT f_path()").fetchone()[0] == 4
-    allow = [a for f in ("f_path", "f_same") for a in ("--allow", f"function:public.{f}")]
+    allow = [a for f in ("f_path", "f_same", "f_atomic") for a in ("--allow", f"function:public.{f}")]
     code, out = _query(pg, tmp_path, capsys, *allow, "SELECT public.f_path() AS a")
     assert code == 2, out  # before: | 4 |
     assert f"function public.f_path {REFUSED}: its own search_path makes a name" in out, out
     assert "--allow function-order:public.f_path" in out
     assert "public.f_same " not in out, out  # its path resolves every name alike: no finding
+    # stored resolved: PostgreSQL prints the names qualified where the session's path differs
+    assert f"function public.f_atomic {REFUSED}: LIMIT" in out, out
+    assert f"view public.v_path {REFUSED}: LIMIT" in out, out
     code, out = _query(
         pg,
         tmp_path,
         capsys,
         *allow,
+        *[
+            a
+            for o in ("function-order:public.f_path", "function-order:public.f_atomic")
+            for a in ("--allow", o)
+        ],
         "--allow",
-        "function-order:public.f_path",
+        "view-order:public.v_path",
         "SELECT public.f_same(2) AS b",
     )
     assert code == 0, out
