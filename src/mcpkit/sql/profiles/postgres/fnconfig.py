@@ -11,7 +11,8 @@ operator, a cast, a view's stored call, an aggregate run it without admission se
 call stored in a view needs no USAGE: red team rt23 F1, F7), and every one reached with no EXECUTE
 check from what the role can use (an aggregate's components, a type's I/O, an operator family,
 an estimator: `routes`).
-`search_path` is left alone: it changes only how the function's own body resolves names.
+`search_path` is left alone here: it changes only how the function's own body resolves names, which
+the masked-order check resolves with it (`fnpath`, red team rt27 F2).
 """
 
 from __future__ import annotations
