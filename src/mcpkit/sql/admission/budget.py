@@ -18,6 +18,7 @@ Analysis runs in the tool handler's worker thread, never on the event loop (see 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -129,7 +130,7 @@ class NodeAllowance:
         self.limit = limit
         self.nodes = 0 if limit is None else sum(1 for _ in tree.walk())
 
-    def add(self, added: list[exp.Expr], what: str) -> None:
+    def add(self, added: Sequence[exp.Expr], what: str) -> None:
         """Count `added` (nodes about to join the tree); refuse once the tree would pass the limit."""
         if self.limit is None or not added:
             return

@@ -391,7 +391,7 @@ def pin_order(
             room.add(more, _TIES)
         window.set("order", exp.Order(expressions=ties))
         if need == "whole":
-            whole = {"start": "UNBOUNDED", "start_side": "PRECEDING", "end": "UNBOUNDED", "end_side": "FOLLOWING"}
-            window.set("spec", exp.WindowSpec(kind="ROWS", **whole))
+            bounds = {"start": "UNBOUNDED", "start_side": "PRECEDING", "end": "UNBOUNDED"}
+            window.set("spec", exp.WindowSpec(kind="ROWS", end_side="FOLLOWING", **bounds))
         pinned = True
     return _pin_aggregates(tree, dialect, masked_aggs, room) or pinned
