@@ -237,18 +237,21 @@ class Context:
 
 
 def create_function(
-    db: int, name: str, nargs: int, body: Callable[[Context], None], raw: Callable[..., None] | None = None
+    db: int,
+    name: str,
+    nargs: int,
+    body: Callable[[Context], None],
+    raw: Callable[[Callable[[int, int, Any], None]], Callable[[int, int, Any], None]] | None = None,
 ) -> None:
     """Register `body` as SQL function `name` on connection `db` (deterministic, UTF-8); pass the
     same `body` object for every connection (its callback is made once and kept).
 
-    `raw(ctx, argc, argv, body)`, when given, is called first with SQLite's own arguments (no
-    `Context`: about 2 us a row less) and hands the call to `body` where it needs one."""
+    `raw(slow)`, when given, makes the function called with SQLite's own arguments (no `Context`:
+    about 2 us a row less), which hands the call to `slow` (`body`'s) where it needs one."""
     callback = _callbacks.get((name, body))
     if callback is None:
         slow = _call(name, body)
-        fn = slow if raw is None else lambda ctx, argc, argv: raw(ctx, argc, argv, slow)
-        callback = _callbacks[(name, body)] = _FUNC(fn)
+        callback = _callbacks[(name, body)] = _FUNC(slow if raw is None else raw(slow))
     rc = _API["sqlite3_create_function_v2"](
         db, name.encode(), nargs, _UTF8 | _DETERMINISTIC, None, callback, None, None, None
     )

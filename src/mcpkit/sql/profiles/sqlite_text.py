@@ -232,8 +232,7 @@ def _c_like(glob: bool, max_length: int) -> Callable[[Context], None]:
     return like
 
 
-@functools.cache
-def _raw_like(glob: bool) -> Callable[..., None]:
+def _raw_like(glob: bool) -> Callable[[Callable[[int, int, Any], None]], Callable[[int, int, Any], None]]:
     """The common case of `_c_like` on SQLite's own arguments (two, a short pattern, time left):
     what it costs per row is the callback (about 2 us; SQLite's LIKE is 0.07 us)."""
     calls = api()
@@ -242,21 +241,26 @@ def _raw_like(glob: bool) -> Callable[..., None]:
     strglob, strlike = calls["sqlite3_strglob"], calls["sqlite3_strlike"]
     type_of = calls["sqlite3_value_type"]
 
-    def like(ctx: int, argc: int, argv: Any, slow: Callable[[int, int, Any], None]) -> None:
-        blobs = not _BLOBS_MATCH and (type_of(argv[0]) == SQLITE_BLOB or type_of(argv[1]) == SQLITE_BLOB)
-        if blobs or argc != 2 or size_of(argv[0]) > LIKE_PATTERN_LENGTH or past_deadline():
-            slow(ctx, argc, argv)  # the errors, ESCAPE, and the deadline's refusal
-            return
-        pattern, text = text_of(argv[0]), text_of(argv[1])
-        if pattern is None or text is None:
-            return  # NULL (or out of memory, as SQLite's own answers it)
-        if size_of(argv[1]) * LIKE_PATTERN_LENGTH > _LIKE_RATE:
-            slow(ctx, argc, argv)  # a long value: the worst case against the time left
-            return
-        found = strglob(pattern, text) if glob else strlike(pattern, text, 0)
-        result(ctx, 1 if found == 0 else 0)
+    def with_slow(slow: Callable[[int, int, Any], None]) -> Callable[[int, int, Any], None]:
+        def like(ctx: int, argc: int, argv: Any) -> None:
+            if argc != 2 or size_of(argv[0]) > LIKE_PATTERN_LENGTH or past_deadline():
+                slow(ctx, argc, argv)  # the errors, ESCAPE, and the deadline's refusal
+                return
+            if not _BLOBS_MATCH and (type_of(argv[0]) == SQLITE_BLOB or type_of(argv[1]) == SQLITE_BLOB):
+                result(ctx, 0)
+                return
+            pattern, text = text_of(argv[0]), text_of(argv[1])
+            if pattern is None or text is None:
+                return  # NULL (or out of memory, as SQLite's own answers it)
+            if size_of(argv[1]) * LIKE_PATTERN_LENGTH > _LIKE_RATE:
+                slow(ctx, argc, argv)  # a long value: the worst case against the time left
+                return
+            found = strglob(pattern, text) if glob else strlike(pattern, text, 0)
+            result(ctx, 1 if found == 0 else 0)
 
-    return like
+        return like
+
+    return with_slow
 
 
 def _one_char(value: Value | None) -> str | None:
