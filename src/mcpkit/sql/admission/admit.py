@@ -31,6 +31,7 @@ from mcpkit.sql.admission.limit_expansion import limit_expansion
 from mcpkit.sql.admission.limit_recursion import limit_recursion
 from mcpkit.sql.admission.parse import parse_statement
 from mcpkit.sql.admission.policy import FunctionPolicy
+from mcpkit.sql.admission.regex_cost import costs_read_once
 from mcpkit.sql.admission.reject_attribute_calls import reject_attribute_calls
 from mcpkit.sql.admission.reject_functions import reject_functions
 from mcpkit.sql.admission.reject_locks import reject_locks
@@ -134,9 +135,14 @@ def admit(
         "deadline": deadline if deadline is not None or budget is None else budget.deadline(),
     }
     try:
-        return _admit(sql, dialect, named, budget)
+        with costs_read_once():
+            return _admit(sql, dialect, named, budget)
     except RecursionError:  # sqlglot recurses per nesting level
         refuse("too_long", "The query is nested too deeply; flatten it (CTEs instead of nested subqueries).")
+    except ValueError as exc:  # int() past 4,300 digits: numbers are capped where read, this is the net
+        if "integer string conversion" not in str(exc):
+            raise
+        refuse("too_long", "A number in the query has too many digits; write a shorter one.")
 
 
 def _admit(sql: str, dialect: str, named: dict[str, Any], budget: AnalysisBudget | None) -> Admitted:

@@ -17,9 +17,12 @@ from mcpkit.sql.admission.require_query import NOT_A_QUERY
 from mcpkit.sql.errors import refuse
 from mcpkit.sql.grammar import read_dialect
 
-__all__ = ["MAX_SQL_CHARS", "check_lexical"]
+__all__ = ["MAX_NUMBER_CHARS", "MAX_SQL_CHARS", "check_lexical"]
 
 MAX_SQL_CHARS: Final = 100_000
+MAX_NUMBER_CHARS: Final = 1_000
+"""A number literal's length: Python reads no integer of more than 4,300 digits (`int()` raised
+inside admission and the call answered INTERNAL, red team rt26 F4)."""
 
 _COMMENT_MESSAGE: Final = (
     "This comment form is not allowed (MySQL /*! */ or /*M! */, # comments, nested comments); "
@@ -104,8 +107,8 @@ def check_lexical(sql: str, dialect: str) -> list[Token]:
     Raises:
         Refused: a command keyword (EXPLAIN, SHOW, ...), too long, an unpaired surrogate, an
             executable or nested comment, a `#` comment, a string literal with a backslash before a
-            quote or an escape prefix (where server settings decide where it ends), or text that does not
-            tokenize.
+            quote or an escape prefix (where server settings decide where it ends), a number longer than
+            `MAX_NUMBER_CHARS`, or text that does not tokenize.
     """
     if len(sql) > MAX_SQL_CHARS:
         refuse("too_long", f"The query is longer than {MAX_SQL_CHARS} characters; send a shorter query.")
@@ -127,6 +130,11 @@ def check_lexical(sql: str, dialect: str) -> list[Token]:
         if token.token_type in commands and (previous is None or previous.token_type == TokenType.SEMICOLON):
             # EXPLAIN, SHOW, LOCK, ... opening a statement: the tokenizer swallows the rest raw.
             refuse("not_a_query", NOT_A_QUERY)
+        if token.token_type == TokenType.NUMBER and len(token.text) > MAX_NUMBER_CHARS:
+            refuse(
+                "too_long",
+                f"A number in the query is longer than {MAX_NUMBER_CHARS} characters; write a shorter one.",
+            )
         previous = token
         _check_gap(sql[previous_end + 1 : token.start], dialect)
         _check_string(sql[token.start : token.end + 1], token, dialect)

@@ -12,6 +12,7 @@ from mcpkit.sql.admission.operands import operand
 from mcpkit.sql.admission.regex_cost import (
     MAX_DEGREE,
     MAX_PATHS,
+    MAX_REPEAT,
     PatternCost,
     PatternTooComplex,
     pattern_cost,
@@ -36,7 +37,8 @@ def regex_cost(regex: exp.Expr) -> PatternCost:
             "too_complex",
             f"The regular expression could take exponential time (more than {MAX_DEGREE - 1} unbounded"
             f" quantifiers, more than {MAX_PATHS} ways through its groups and repetitions, a quantifier"
-            " on a group, a (*verb), recursion, a back-reference, \\X or extended mode); simplify it, or"
+            f" on a group, a repetition count over {MAX_REPEAT}, a (*verb), recursion, a back-reference, \\X"
+            " or extended mode); simplify it, or"
             " filter with LIKE first.",
         )
 

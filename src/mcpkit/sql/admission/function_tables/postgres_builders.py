@@ -49,6 +49,13 @@ _SPEC: Final = re.compile(r"%(?:%|(?:(\d+)\$)?-*(?:(\d+)|(\*)(?:(\d+)\$)?)?([sIL
 # A computed template: a width of this many digits, or one taken from an argument, is refused
 _WIDE: Final = "[*]|[0-9]{6}"
 _NARROW: Final = 100_000
+_DIGITS: Final = 12  # more digits are past PostgreSQL's int width (and int() of 4,300+ digits fails)
+
+
+def _count(digits: str) -> int:
+    """A width or position written in the template; one of more than `_DIGITS` digits is read as
+    `10**_DIGITS`, past any budget (red team rt26 F4: int() of 5,000 digits raised)."""
+    return int(digits) if len(digits) <= _DIGITS else 10**_DIGITS
 
 
 def _formatted(call: exp.Expr) -> exp.Expr | None:
@@ -73,14 +80,14 @@ def _formatted(call: exp.Expr) -> exp.Expr | None:
         if kind is None:  # %%
             continue
         if digits is not None:
-            terms.append(exp.Literal.number(int(digits)))
+            terms.append(exp.Literal.number(_count(digits)))
         elif star:
-            at = int(star_at) - 1 if star_at else following
+            at = _count(star_at) - 1 if star_at else following
             following = at + 1
             written.append(-1)  # a width from an argument
             if at < len(args):
                 terms.append(_width(args[at]))
-        at = int(position) - 1 if position else following
+        at = _count(position) - 1 if position else following
         following = at + 1
         written.append(at if kind == "s" else -1)
         if at < len(args):
