@@ -147,10 +147,13 @@ def test_postgres_a_per_row_clock_or_volatile_call_in_a_view_refuses_start_up(
     pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pg.admin.execute("CREATE FUNCTION tick() RETURNS float8 LANGUAGE sql VOLATILE AS 'SELECT random()'")
+    # declared STABLE, still a per-row clock: a declaration is only a claim
+    pg.admin.execute("CREATE FUNCTION stamp(x int) RETURNS text LANGUAGE sql STABLE AS 'SELECT timeofday()'")
     views = {
         "v_clock": "SELECT id, clock_timestamp() AS t FROM customers",
         "v_random": "SELECT id, random() AS r FROM customers",
         "v_tick": "SELECT id, tick() AS r FROM customers",
+        "v_stamp": "SELECT id, stamp(id) AS r FROM customers",
         "v_now": "SELECT id, now() AS t FROM customers",  # one value per statement: passes
     }
     for name, sql in views.items():
@@ -160,15 +163,19 @@ def test_postgres_a_per_row_clock_or_volatile_call_in_a_view_refuses_start_up(
     # the clock numbers the rows in scan order, the e-mail ranking
     slow = "SELECT id FROM v_clock WHERE length(repeat(id::text, 300000)) > 0 ORDER BY t"
     assert [r[0] for r in pg.admin.execute(slow)] == [4, 1, 5, 2, 3]
-    tick = ["--allow", "function:public.tick"]  # a VOLATILE function needs its own opt-in anyway
+    # each needs its own opt-in anyway (VOLATILE; a SQL function's STABLE label is not verified)
+    tick = ["--allow", "function:public.tick", "--allow", "function:public.stamp"]
     code, out = _query(pg, tmp_path, capsys, *tick, "SELECT id, t FROM v_clock")
     assert code == 2, out  # before: answered, t in e-mail order
     assert f"view public.v_clock {REFUSED}: it calls clock_timestamp" in out, out
     assert f"view public.v_random {REFUSED}: it calls rand" in out, out
     assert f"view public.v_tick {REFUSED}: it calls tick" in out, out
+    assert f"view public.v_stamp {REFUSED}: it calls stamp" in out, out
     assert "--allow view-order:public.v_clock" in out
     assert "public.v_now " not in out, out
-    allow = [a for v in ("v_clock", "v_random", "v_tick") for a in ("--allow", f"view-order:public.{v}")]
+    allow = [
+        a for v in ("v_clock", "v_random", "v_tick", "v_stamp") for a in ("--allow", f"view-order:public.{v}")
+    ]
     code, out = _query(pg, tmp_path, capsys, *tick, *allow, "SELECT count(*) AS n FROM v_now")
     assert code == 0, out
     assert "| 5 |" in out

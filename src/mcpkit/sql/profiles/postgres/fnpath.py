@@ -13,8 +13,9 @@ session's path would resolve elsewhere.
 
 `volatile_names`: the functions whose value may change from one row to the next in evaluation
 order (F4: `clock_timestamp()` in a view numbered the rows in scan order): every VOLATILE one
-(the default of CREATE FUNCTION) but a SQL function whose body the check reads itself, and any
-user's function in a language whose body nothing here reads (its volatility is only a claim).
+(the default of CREATE FUNCTION), and every user's function but C (a SQL function declared STABLE
+may still return `clock_timestamp()`: its volatility is only a claim), except the SQL functions
+whose own body the check reads (they count by that body).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ SELECT DISTINCT lower(p.proname) FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_catalog.pg_language l ON l.oid = p.prolang
 WHERE p.prokind IN ('f', 'w') AND p.oid <> ALL(CAST(:checked AS oid[])) AND (p.provolatile = 'v'
-   OR (l.lanname NOT IN ('sql', 'internal', 'c') AND n.nspname NOT IN ('pg_catalog', 'information_schema')))
+   OR (l.lanname NOT IN ('internal', 'c') AND n.nspname NOT IN ('pg_catalog', 'information_schema')))
 """
 
 
