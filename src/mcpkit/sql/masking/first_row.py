@@ -18,6 +18,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from mcpkit.sql.masking.schema import KnownSchema
+from mcpkit.sql.masking.set_rows import multiplies
 
 __all__ = ["KeyLookup", "block_of", "cte_for", "first_row", "one_table", "own_name"]
 
@@ -82,8 +83,9 @@ def _constant(node: exp.Expr, own: set[str], params: set[str]) -> bool:
 
 def _single(query: exp.Query, known: KnownSchema, unique: KeyLookup, params: frozenset[str]) -> bool:
     """Whether a block yields at most one row: no FROM, an aggregate without GROUP BY, or a WHERE
-    that pins a whole primary key of its one table to constants (`id = $1`)."""
-    if not isinstance(query, exp.Select) or query.args.get("group"):
+    that pins a whole primary key of its one table to constants (`id = $1`); and no set-returning
+    call in its select list, which answers all its rows (`set_rows.multiplies`, red team rt27 F8)."""
+    if not isinstance(query, exp.Select) or query.args.get("group") or multiplies(query):
         return False
     if query.args.get("from_") is None:
         return True

@@ -45,6 +45,7 @@ from mcpkit.sql.dialects import read_dialect
 from mcpkit.sql.masking.first_row import KeyLookup, block_of, first_row, one_table
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema
+from mcpkit.sql.masking.set_rows import mark_opaque, multiplies, numbering
 from mcpkit.sql.masking.taint import MaskRefused
 from mcpkit.sql.masking.ties import CONCAT, CONCAT_NAMES, _window_need
 from mcpkit.sql.profiles.findings import Finding
@@ -82,9 +83,10 @@ def _total(
     select: exp.Expr | None, keys: Iterable[exp.Expr], known: KnownSchema, unique: KeyLookup, block: bool
 ) -> bool:
     """Whether `keys` order the rows of `select` totally: they hold a whole primary key of its one
-    catalog table (rows that tie then are the same row; a CTE or derived table has no known key)."""
+    catalog table (rows that tie then are the same row; a CTE or derived table has no known key),
+    and no set-returning call in its select list multiplies them (red team rt27 F8)."""
     table = one_table(select)
-    if table is None or not isinstance(select, exp.Select):
+    if table is None or not isinstance(select, exp.Select) or multiplies(select):
         return False
     names = _columns(keys, select, table, block)
     return any(key and key <= names for key in unique(known.schema_of(table), table.name))
@@ -219,11 +221,13 @@ def order_reason(
     aggregates: frozenset[str] = frozenset(),
     positions: frozenset[str] = frozenset(),
     one_row: bool = False,
+    scalars: frozenset[str] = frozenset(),
 ) -> str | None:
     """Why the stored query `statement` follows a masked scan order or orders on a masked column,
     or None when its answer depends on neither. `positions`: the engine's system columns that
     tell a row's physical position (`StoredQuery.positions`), which count wherever they are read.
     `one_row`: only the first row of the last statement is kept (`StoredQuery.one_row`).
+    `scalars`: user functions known to return one value; any other may return a set (rt27 F8).
 
     >>> known = KnownSchema({"c": {"id": "INT", "email": "TEXT"}}, "postgres")
     >>> policy = MaskPolicy.of(["c.email"])
@@ -241,6 +245,8 @@ def order_reason(
     if not queries:
         return "it holds no query this check can read, so its order cannot be checked"
     folded = frozenset(p.casefold() for p in params)
+    for each in queries:
+        mark_opaque(each, dialect, scalars)  # a user's call may return a set (rt27 F8, F9)
     if one_row and parsed[-1] is queries[-1]:
         queries[-1] = first_row(queries[-1], known, unique, folded)
     for stored in queries:
@@ -248,6 +254,7 @@ def order_reason(
         found = (
             _position(query, positions)
             or _masked_order(query, policy)
+            or numbering(query)
             or _scan_order(query, known, unique, aggregates)
         )
         if found:
@@ -283,6 +290,8 @@ def order_reasons(
     """Each usable view or function over a masked table whose answer follows a masked scan order
     (`order_reason`), reads a view that does, or whose stored SQL the account cannot read, with why."""
     items = list(stored)
+    sets = {i.name.casefold() for i in items if i.kind == "function" and not i.one_row}
+    scalars = frozenset(i.name.casefold() for i in items if i.one_row) - sets
     why: dict[int, str] = {}
     for i, item in enumerate(items):
         found = item.hidden
@@ -297,6 +306,7 @@ def order_reasons(
                 item.aggregates,
                 item.positions,
                 item.one_row,
+                scalars,
             )
             if found:
                 break

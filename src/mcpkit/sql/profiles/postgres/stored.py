@@ -93,7 +93,8 @@ ORDER BY 1, 2, 3
 # can read a relation over a masked table: nothing tells what their body reads, or in what order.
 _OPAQUE: Final = f"""
 SELECT p.oid, n.nspname, p.proname, quote_ident(n.nspname) || '.' || quote_ident(p.proname)
-           || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', l.lanname
+           || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', l.lanname,
+       NOT p.proretset
 FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_catalog.pg_language l ON l.oid = p.prolang
@@ -213,7 +214,7 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                 one_row=bool(one_row),  # a non-SETOF function keeps its last query's first row (rt24 F5)
             )
         )
-    for _, schema, name, signature, language in opaque:
+    for _, schema, name, signature, language, one_row in opaque:
         out.append(
             StoredQuery(
                 "function",
@@ -222,6 +223,7 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                 (),
                 f"REVOKE EXECUTE ON FUNCTION {signature} FROM {role}, PUBLIC",
                 hidden=f"it is written in {language}, whose body this check cannot read",
+                one_row=bool(one_row),  # not SETOF: one value where a body calls it (rt27 F8)
             )
         )
     return out
