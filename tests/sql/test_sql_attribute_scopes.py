@@ -66,6 +66,19 @@ REFUSED = [
     " AS r FROM items q",
     "SELECT (SELECT d.v FROM (SELECT Q.rt27a_f AS v) d, (SELECT 'x' AS rt27a_f) q) AS r FROM items \"q\"",
     "SELECT generate_series.pg_column_size FROM generate_series(1, 2), unnest(ARRAY[1])",  # crashed
+    "SELECT g FROM items q, generate_series(1, (SELECT length(d.v) FROM (SELECT q.rt27a_f AS v) d,"
+    " (SELECT 'x' AS rt27a_f) q)) g",  # 1..9: length('rt27a ran')
+    "SELECT ARRAY(SELECT d.v FROM (SELECT q.rt27a_f AS v) d, (SELECT 'x' AS rt27a_f) q) AS r FROM items q",
+    "SELECT count(*) FILTER (WHERE (SELECT d.v FROM (SELECT q.rt27a_f AS v) d, (SELECT 'x' AS rt27a_f) q)"
+    " = 'rt27a ran') AS r FROM items q",
+    "SELECT DISTINCT ON ((SELECT d.v FROM (SELECT q.rt27a_f AS v) d, (SELECT 'x' AS rt27a_f) q)) q.id"
+    " FROM items q",
+    "SELECT CASE WHEN true THEN (SELECT d.v FROM (SELECT q.rt27a_f AS v) d, (SELECT 'x' AS rt27a_f) q)"
+    " END AS r FROM items q",
+    "SELECT (SELECT d.v FROM (SELECT q.rt27a_f AS v FROM (SELECT 1 AS z) z) d, (SELECT 'x' AS rt27a_f) q)"
+    " AS r FROM items q",
+    "SELECT id FROM items q LIMIT (SELECT length(d.v) FROM (SELECT q.rt27a_f AS v) d,"
+    " (SELECT 'x' AS rt27a_f) q)",  # a database error before
 ]
 
 PASSED = [
