@@ -60,9 +60,10 @@ def _plain_name(node: exp.Expr, function_name: Callable[[exp.Expr], str | None])
 
 def _names(key: str, node: exp.Expr, function_name: Callable[[exp.Expr], str | None]) -> set[str]:
     """Every name a scoped FROM item may go by: the key scoping gives it, its alias (or its
-    holder's: a parenthesised join's alias keys its first item), or its table or function name."""
+    holder's: a parenthesised join's alias keys its first item), or its table or function name.
+    More names only make more qualifiers check this item too."""
     names = {key.lower()} if key else set()
-    for holder in (node, node.parent):
+    for holder in _held(node):  # every node that counts as this item's (`_held`) lends its alias
         alias = _alias(holder)
         if alias is not None:
             names.add(alias)
