@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch
+from tests.helpers import text_of
+from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch, serving_masked
 from tests.sql.sql_support import run_cli as _run
 
 SECRET = "@secret.example"
@@ -133,6 +134,24 @@ def test_postgres_policies_ordered_by_the_key_or_for_other_roles_pass(
         assert "tickets.by_key" not in out and "customers.plain" not in out
     finally:
         pg.admin.execute(f"DROP VIEW IF EXISTS v_other; DROP POLICY others ON tickets; DROP ROLE {other}")
+
+
+@pytest.mark.postgres
+@pytest.mark.anyio
+async def test_postgres_a_policy_created_while_serving_is_checked_again(
+    pg: PgScratch, tmp_path: Path
+) -> None:
+    # pg_policy is in the catalog fingerprint: the re-verification runs this check too
+    async with serving_masked(pg.reader_url, _masks(tmp_path)) as ask:
+        first = await ask("SELECT count(*) AS n FROM tickets")
+        assert "mcpkit/error" not in (first.meta or {}), text_of(first)  # RLS on, no policy: 0 rows
+        pg.admin.execute(
+            "CREATE POLICY first_customers ON tickets FOR SELECT"
+            " USING (id IN (SELECT c.id FROM customers c LIMIT 2))"
+        )
+        leaked = await ask("SELECT id FROM tickets ORDER BY id")
+        code = (leaked.meta or {}).get("mcpkit/error", {}).get("code")
+        assert code == "SOURCE_UNVERIFIED", text_of(leaked)
 
 
 @pytest.mark.postgres
