@@ -225,7 +225,10 @@ class SqlService:
         """The masking plan of an admitted query (refused when it filters on a masked column)."""
         if self.masking is None:
             return NO_MASKING
-        return plan_masking(admitted.tree, self.engine.dialect, self.masking.schema, self.masking.policy)
+        m = self.masking
+        return plan_masking(
+            admitted.tree, self.engine.dialect, m.schema, m.policy, max_nodes=self.budget.max_sent_nodes
+        )
 
     def tables(self, *, call_id: str, schema: str | None = None) -> tuple[TableList, str]:
         """`list_tables`: what the account can read, with row estimates."""

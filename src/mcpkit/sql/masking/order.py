@@ -23,6 +23,7 @@ from typing import Final
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
+from mcpkit.sql.admission.budget import NodeAllowance
 from mcpkit.sql.admission.held_operands import SET_RETURNING, call_names
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.masking.limits import Keyed, row_keys
@@ -46,6 +47,8 @@ from mcpkit.sql.masking.ties import (
 from mcpkit.sql.profiles import profile_class
 
 __all__ = ["BLOCK", "EXACT", "WIN", "pin_order", "plain_type", "refuse_bare_columns", "window_keys"]
+
+_TIES: Final = "masking's tie-breakers"
 
 
 def _small(dialect: str) -> bool:
@@ -121,19 +124,8 @@ def _unwrap(node: exp.Expr) -> exp.Expr:
 
 
 # Where a parenthesised query is a set of rows (or its order cannot matter), not one value.
-_NOT_SCALAR: Final = (
-    exp.From,
-    exp.Join,
-    exp.Lateral,
-    exp.CTE,
-    exp.SetOperation,
-    exp.In,
-    exp.Exists,
-    exp.Any,
-    exp.All,
-    exp.Array,
-    exp.Table,
-)
+_NOT_SCALAR: Final = (exp.From, exp.Join, exp.Lateral, exp.CTE, exp.SetOperation, exp.In)
+_NOT_SCALAR_TOO: Final = (exp.Exists, exp.Any, exp.All, exp.Array, exp.Table)
 
 
 def _one_row(node: exp.Expr) -> bool:
@@ -168,7 +160,7 @@ def _scalar(node: exp.Expr) -> bool:
     outer = parent.parent
     if isinstance(outer, exp.In):
         return nested or parent.arg_key != "query"
-    return outer is not None and not isinstance(outer, _NOT_SCALAR)
+    return outer is not None and not isinstance(outer, _NOT_SCALAR + _NOT_SCALAR_TOO)
 
 
 def _lower_limit(node: exp.Subquery) -> None:
@@ -195,7 +187,7 @@ def _row_order(select: exp.Select, keyed: Keyed, dialect: str) -> list[exp.Order
     return out
 
 
-def _pin_blocks(tree: exp.Expr, width: int, dialect: str, keyed: Keyed) -> bool:
+def _pin_blocks(tree: exp.Expr, width: int, dialect: str, keyed: Keyed, room: NodeAllowance) -> bool:
     """Every block whose rows or order reach the answer: ORDER BY completed with its outputs.
 
     Every Select, set operation and parenthesised query is visited (LIMIT/OFFSET/FETCH hang on
@@ -220,7 +212,9 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str, keyed: Keyed) -> bool:
             order = node.args.get("order")
             written = list(order.expressions) if order is not None else []
             if count:
-                node.set("order", exp.Order(expressions=[*written, *_ordinals(node, count, dialect)]))
+                added = _ordinals(node, count, dialect)
+                room.add(added, _TIES)
+                node.set("order", exp.Order(expressions=[*written, *added]))
                 pinned = True
             continue
         if not isinstance(node, exp.Select | exp.SetOperation):
@@ -256,6 +250,7 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str, keyed: Keyed) -> bool:
             exact = [e for e in exact if e not in outputs]  # an orderless output's text form is there
             if isinstance(node, exp.Select) and (top or limited or scalar):
                 exact += _row_order(node, keyed, dialect)  # where the scan stops (rt20mask F1)
+            room.add([*(keys if order is None else []), *outputs, *exact], _TIES)
             node.set("order", exp.Order(expressions=[*keys, *outputs, *exact]))
             pinned = True
     return pinned
@@ -318,7 +313,7 @@ def _split(agg: exp.Expr) -> tuple[list[exp.Expr], exp.Order | None]:
     return [a for a in args if not isinstance(a, exp.Literal)], written
 
 
-def _pin_aggregates(tree: exp.Expr, dialect: str, masked_aggs: frozenset[int]) -> bool:
+def _pin_aggregates(tree: exp.Expr, dialect: str, masked_aggs: frozenset[int], room: NodeAllowance) -> bool:
     pinned = False
     for agg in list(tree.find_all(exp.AggFunc, exp.Anonymous)):
         name = str(agg.this).casefold() if isinstance(agg, exp.Anonymous) else ""
@@ -340,6 +335,7 @@ def _pin_aggregates(tree: exp.Expr, dialect: str, masked_aggs: frozenset[int]) -
         positional = _positional(agg)
         distinct = any(isinstance(a, exp.Distinct) or isinstance(a.this, exp.Distinct) for a in positional)
         ties = [t for a in args for t in _ties(a, dialect, exact=not distinct)]
+        room.add(ties, _TIES)
         if written is not None:  # GROUP_CONCAT(x ORDER BY k): ties broken by x
             written.set("expressions", [*written.expressions, *ties])
         elif isinstance(agg, exp.Anonymous | exp.JSONObjectAgg | exp.JSONBObjectAgg):
@@ -362,6 +358,7 @@ def pin_order(
     windows: dict[int, tuple[str, list[exp.Expr]]],
     masked_aggs: frozenset[int] = frozenset(),
     blocks: Keyed | None = None,
+    max_nodes: int | None = None,
 ) -> bool:
     """Complete every order an answer over a masked read depends on, in place; True if changed.
 
@@ -373,8 +370,12 @@ def pin_order(
       json_object_agg, xmlagg, JSON_ARRAYAGG): ordered by their own arguments after any ORDER BY
       written; where the database cannot order one (SQLite; MariaDB's JSON_OBJECTAGG) refused,
       unless it reads a masked value (then its output is masked anyway).
+
+    Every tie-breaker is counted as it is built: refused (`too_complex`) once the tree would pass
+    `max_nodes` (`NodeAllowance`; None: unbounded).
     """
-    pinned = _pin_blocks(tree, width, dialect, blocks or {})
+    room = NodeAllowance(tree, max_nodes)
+    pinned = _pin_blocks(tree, width, dialect, blocks or {}, room)
     for window in list(tree.find_all(exp.Window)):
         marker = window.meta.get(WIN)
         if marker not in windows:
@@ -384,17 +385,13 @@ def pin_order(
             continue
         order = window.args.get("order")
         written = list(order.expressions) if order is not None else []
-        window.set("order", exp.Order(expressions=[*written, *(t for k in keys for t in _ties(k, dialect))]))
+        ties: list[exp.Expr] = [*written]
+        for key in keys:  # counted as built: 95 columns' exact forms are 1,600 nodes per window
+            ties += (more := _ties(key, dialect))
+            room.add(more, _TIES)
+        window.set("order", exp.Order(expressions=ties))
         if need == "whole":
-            window.set(
-                "spec",
-                exp.WindowSpec(
-                    kind="ROWS",
-                    start="UNBOUNDED",
-                    start_side="PRECEDING",
-                    end="UNBOUNDED",
-                    end_side="FOLLOWING",
-                ),
-            )
+            bounds = {"start": "UNBOUNDED", "start_side": "PRECEDING", "end": "UNBOUNDED"}
+            window.set("spec", exp.WindowSpec(kind="ROWS", end_side="FOLLOWING", **bounds))
         pinned = True
-    return _pin_aggregates(tree, dialect, masked_aggs) or pinned
+    return _pin_aggregates(tree, dialect, masked_aggs, room) or pinned

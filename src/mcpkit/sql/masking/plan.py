@@ -18,6 +18,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
+from mcpkit.sql.admission.budget import DEFAULT_BUDGET
 from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.engines.base import Rows
 from mcpkit.sql.masking.hidden import refuse_hidden_joins
@@ -206,6 +207,7 @@ def plan_masking(
     policy: MaskPolicy,
     *,
     default_schema: str | None = None,
+    max_nodes: int | None = DEFAULT_BUDGET.max_sent_nodes,
 ) -> MaskPlan:
     """Decide which outputs of an admitted query to mask, or refuse it.
 
@@ -225,6 +227,8 @@ def plan_masking(
         schema: The reflected schema (`reflect_schema`), or a prepared `KnownSchema`.
         policy: The mask policy.
         default_schema: With a three-level schema, where unqualified tables resolve.
+        max_nodes: The sent-tree bound the tie-breakers are counted against as they are built
+            (`AnalysisBudget.max_sent_nodes`; None: unbounded, for trusted text only).
 
     Returns:
         The plan; `NO_MASKING` when the query reads no masked column's table.
@@ -311,7 +315,7 @@ def plan_masking(
             refs[marker].meta[TYPE] = type_text
             if plain_type(type_text):
                 refs[marker].meta[EXACT] = False  # its tie-breaker needs no exact form
-    pinned = pin_order(work, len(outs), dialect, windows, masked_aggs, blocks)
+    pinned = pin_order(work, len(outs), dialect, windows, masked_aggs, blocks, max_nodes)
     return MaskPlan(
         masked=frozenset(i for i, o in enumerate(outs) if o.tainted),
         sql=work.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)

@@ -72,6 +72,8 @@ def _bind(lib: ctypes.CDLL) -> dict[str, Any]:
         "sqlite3_clear_bindings": (ctypes.c_int, [_P]),
         "sqlite3_finalize": (ctypes.c_int, [_P]),
         "sqlite3_errmsg": (ctypes.c_char_p, [_P]),
+        "sqlite3_strlike": (ctypes.c_int, [_P, _P, ctypes.c_uint]),
+        "sqlite3_strglob": (ctypes.c_int, [_P, _P]),
         "sqlite3_create_function_v2": (
             ctypes.c_int,
             [_P, ctypes.c_char_p, ctypes.c_int, ctypes.c_int, _P, _FUNC, _P, _P, _P],
@@ -234,12 +236,22 @@ class Context:
             _API["sqlite3_value_free"](value)
 
 
-def create_function(db: int, name: str, nargs: int, body: Callable[[Context], None]) -> None:
+def create_function(
+    db: int,
+    name: str,
+    nargs: int,
+    body: Callable[[Context], None],
+    raw: Callable[[Callable[[int, int, Any], None]], Callable[[int, int, Any], None]] | None = None,
+) -> None:
     """Register `body` as SQL function `name` on connection `db` (deterministic, UTF-8); pass the
-    same `body` object for every connection (its callback is made once and kept)."""
+    same `body` object for every connection (its callback is made once and kept).
+
+    `raw(slow)`, when given, makes the function called with SQLite's own arguments (no `Context`:
+    about 2 us a row less), which hands the call to `slow` (`body`'s) where it needs one."""
     callback = _callbacks.get((name, body))
     if callback is None:
-        callback = _callbacks[(name, body)] = _FUNC(_call(name, body))
+        slow = _call(name, body)
+        callback = _callbacks[(name, body)] = _FUNC(slow if raw is None else raw(slow))
     rc = _API["sqlite3_create_function_v2"](
         db, name.encode(), nargs, _UTF8 | _DETERMINISTIC, None, callback, None, None, None
     )

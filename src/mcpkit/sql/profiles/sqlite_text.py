@@ -3,9 +3,13 @@
 SQLite's instr() and replace() compare the needle at every position of the haystack
 (`instr(<30 MB of 'a'>, <100 KB of 'a'> || 'b')` is 3e12 byte compares, minutes past any
 deadline), and LIKE/GLOB match a pattern the same way. instr and replace are replaced by
-Python's, whose search is linear in the haystack for long needles (two-way); LIKE and GLOB keep
-SQLite's own, with the pattern capped at `LIKE_PATTERN_LENGTH` bytes, so one comparison costs at
-most MAX_LENGTH * LIKE_PATTERN_LENGTH steps (2e9: about 2 s). trim(), ltrim() and rtrim() with a
+Python's, whose search is linear in the haystack for long needles (two-way). LIKE and GLOB keep
+SQLite's own matcher (`sqlite3_strlike`/`sqlite3_strglob`), with the pattern capped at
+`LIKE_PATTERN_LENGTH` bytes, so one comparison costs at most MAX_LENGTH * LIKE_PATTERN_LENGTH
+steps (2e9: about 2 s), but through like()/glob() registered here, which ask the call's deadline
+before each comparison and do not start one whose worst case would end more than about a second
+past it: SQLite checks for an interrupt only at jumps, and ten LIKEs in one expression ran 18-25 s
+past a 3 s deadline back to back (red team rt26 F2). trim(), ltrim() and rtrim() with a
 character set compare each character they remove with every character of the set
 (`ltrim(<120,000 'a'>, <120,000 'b'> || 'a')` ran 21 s in one step); theirs are replaced by
 Python's, linear in both for long sets.
@@ -27,7 +31,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from mcpkit.sql.profiles import sqlite_search as search
-from mcpkit.sql.profiles.sqlite_capi import Context, Fail, TooBig, create_function, handle
+from mcpkit.sql.profiles.sqlite_capi import (
+    SQLITE_BLOB,
+    Context,
+    Fail,
+    TooBig,
+    Value,
+    api,
+    create_function,
+    handle,
+)
 from mcpkit.sql.profiles.sqlite_printf import spec_total
 from mcpkit.sql.profiles.sqlite_printf_capi import c_printf
 
@@ -38,6 +51,22 @@ LIKE_PATTERN_LENGTH: Final = 64
 # The most a call to the built-in may compare when the arguments are not plain text or blobs.
 _BUDGET: Final = 10**9
 _PROGRESS_STEPS: Final = 1  # a statement here is a few VM steps: checked before its function runs
+# Pattern steps per second SQLite's matcher makes, low (32 MiB x 64 bytes took 2.3 s on a 2-core VM):
+# a comparison whose worst case (value bytes x pattern bytes) passes the time left plus a second is
+# not started.
+_LIKE_RATE: Final = 10**9
+
+
+def _blobs_match() -> bool:
+    """Whether this SQLite's LIKE reads a blob as text (not built with SQLITE_LIKE_DOESNT_MATCH_BLOBS)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        return bool(conn.execute("SELECT x'61' LIKE 'a'").fetchone()[0])
+    finally:
+        conn.close()
+
+
+_BLOBS_MATCH: Final = _blobs_match()
 
 _local = threading.local()
 
@@ -158,6 +187,99 @@ def _check() -> None:
         raise Fail("interrupted")  # what SQLite says at the progress handler: a timeout
 
 
+def _check_steps(steps: int) -> None:
+    """`_check`, and refuse to start `steps` of uninterruptible work that would end more than about
+    a second past the call's deadline (a timeout, as at the deadline itself)."""
+    _check()
+    deadline: float | None = getattr(_local, "deadline", None)
+    if deadline is not None and steps > _LIKE_RATE and steps > (deadline - time.monotonic() + 1) * _LIKE_RATE:
+        raise Fail("interrupted")
+
+
+@functools.cache
+def _c_like(glob: bool, max_length: int) -> Callable[[Context], None]:
+    """SQLite's like()/glob() (their checks, errors and matcher), asking the deadline first."""
+    name = "glob" if glob else "like"
+
+    def like(c: Context) -> None:
+        if not _BLOBS_MATCH and (c.is_blob(0) or c.is_blob(1)):
+            c.result_int(0)
+            return
+        pattern = None if c.is_null(0) else c.text(0)
+        if pattern is not None and pattern.size > LIKE_PATTERN_LENGTH:  # checked first, as SQLite does
+            raise Fail("LIKE or GLOB pattern too complex")
+        if any(c.is_null(i) for i in range(len(c.args))):
+            return
+        text = c.text(1)
+        if pattern is None or text is None:
+            raise MemoryError
+        escape = 0
+        if len(c.args) == 3:
+            char = _one_char(c.text(2))
+            if char is None or char in "%_":
+                # SQLite's own errors and rules for these (`ESCAPE '%'`): on its private connection
+                _check_steps(text.size * pattern.size)
+                c.result_int(int(_builtin(name, tuple(_value(c, i) for i in range(3)), max_length)))
+                return
+            escape = ord(char)
+        _check_steps(text.size * pattern.size)
+        if glob:
+            found = api()["sqlite3_strglob"](pattern.ptr, text.ptr)
+        else:
+            found = api()["sqlite3_strlike"](pattern.ptr, text.ptr, escape)
+        c.result_int(1 if found == 0 else 0)
+
+    return like
+
+
+def _raw_like(glob: bool) -> Callable[[Callable[[int, int, Any], None]], Callable[[int, int, Any], None]]:
+    """The common case of `_c_like` on SQLite's own arguments (two, a short pattern, time left):
+    what it costs per row is the callback (about 2 us; SQLite's LIKE is 0.07 us)."""
+    calls = api()
+    text_of, size_of = calls["sqlite3_value_text"], calls["sqlite3_value_bytes"]
+    result = calls["sqlite3_result_int64"]
+    strglob, strlike = calls["sqlite3_strglob"], calls["sqlite3_strlike"]
+    type_of = calls["sqlite3_value_type"]
+
+    def with_slow(slow: Callable[[int, int, Any], None]) -> Callable[[int, int, Any], None]:
+        def like(ctx: int, argc: int, argv: Any) -> None:
+            if argc != 2 or size_of(argv[0]) > LIKE_PATTERN_LENGTH or past_deadline():
+                slow(ctx, argc, argv)  # the errors, ESCAPE, and the deadline's refusal
+                return
+            if not _BLOBS_MATCH and (type_of(argv[0]) == SQLITE_BLOB or type_of(argv[1]) == SQLITE_BLOB):
+                result(ctx, 0)
+                return
+            pattern, text = text_of(argv[0]), text_of(argv[1])
+            if pattern is None or text is None:
+                return  # NULL (or out of memory, as SQLite's own answers it)
+            if size_of(argv[1]) * LIKE_PATTERN_LENGTH > _LIKE_RATE:
+                slow(ctx, argc, argv)  # a long value: the worst case against the time left
+                return
+            found = strglob(pattern, text) if glob else strlike(pattern, text, 0)
+            result(ctx, 1 if found == 0 else 0)
+
+        return like
+
+    return with_slow
+
+
+def _one_char(value: Value | None) -> str | None:
+    """The one character `value` holds (an ESCAPE), or None."""
+    if value is None or not 0 < value.size <= 4:
+        return None
+    try:
+        text = value.read(0, value.size).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if len(text) == 1 else None
+
+
+def _value(c: Context, i: int) -> Any:
+    """Argument `i` as text, for SQLite's own function on the private connection."""
+    value = c.text(i)
+    return None if value is None else value.read(0, value.size).decode("utf-8", "replace")
+
+
 def _c_instr(c: Context) -> None:
     if c.is_null(0) or c.is_null(1):
         return
@@ -232,6 +354,9 @@ def bound_text_functions(conn: sqlite3.Connection, max_length: int) -> None:
         for name in ("printf", "format"):
             create_function(db, name, -1, c_printf(max_length, past_deadline))
         create_function(db, "instr", 2, _c_instr)
+        create_function(db, "like", 2, _c_like(False, max_length), _raw_like(False))
+        create_function(db, "like", 3, _c_like(False, max_length))
+        create_function(db, "glob", 2, _c_like(True, max_length), _raw_like(True))
         create_function(db, "replace", 3, _c_replace(max_length))
         for name, left, right in (("trim", True, True), ("ltrim", True, False), ("rtrim", False, True)):
             create_function(db, name, 2, _c_trim(name, left, right))
