@@ -45,6 +45,7 @@ class StoredQuery:
             in the order of, a masked column, they hand its ranking on (red team rt23 F6).
         one_row: A function that returns only the first row of its last query (PostgreSQL's
             non-SETOF SQL functions): that query is read as if it carried `LIMIT 1` (red team rt24 F5).
+        table: A policy's table, as stored (`grant --mask` leaves it out).
     """
 
     kind: Literal["view", "function", "policy"]
@@ -58,6 +59,7 @@ class StoredQuery:
     aggregates: frozenset[str] = frozenset()
     positions: frozenset[str] = frozenset()
     one_row: bool = False
+    table: str | None = None
 
     @property
     def opt_in(self) -> str:

@@ -85,6 +85,7 @@ def policy_queries(
                 f"on the primary key; {role} reads the table under it)",
                 aggregates=aggregates,
                 positions=positions,
+                table=str(table),
             )
         )
     return out
