@@ -31,13 +31,13 @@ __all__ = ["policy_queries"]
 
 # A role under the policy: PUBLIC (0) takes every role, a role its members.
 _UNDER: Final = "CASE WHEN pr.oid = 0 THEN true ELSE pg_has_role({role}, pr.oid, 'MEMBER') END"
-_OWNER: Final = (
-    "EXISTS (SELECT 1 FROM pg_catalog.pg_roles o WHERE NOT o.rolsuper AND NOT o.rolbypassrls"
-    " AND " + _UNDER.format(role="o.oid") + " AND (EXISTS (SELECT 1 FROM pg_catalog.pg_class v"
-    " WHERE v.relkind IN ('v', 'm') AND v.relowner = o.oid)"
-    " OR EXISTS (SELECT 1 FROM pg_catalog.pg_proc f WHERE f.prosecdef AND f.proowner = o.oid)))"
-)
+_OWNER: Final = "EXISTS (SELECT 1 FROM owners o WHERE " + _UNDER.format(role="o.oid") + ")"
 _POLICIES: Final = f"""
+WITH owners AS MATERIALIZED (  -- roles whose policies apply to whoever uses their views, functions
+    SELECT o.oid FROM pg_catalog.pg_roles o WHERE NOT o.rolsuper AND NOT o.rolbypassrls
+      AND (o.oid IN (SELECT v.relowner FROM pg_catalog.pg_class v WHERE v.relkind IN ('v', 'm'))
+           OR o.oid IN (SELECT f.proowner FROM pg_catalog.pg_proc f WHERE f.prosecdef))
+)
 SELECT n.nspname, c.relname, p.polname,
        quote_ident(p.polname) || ' ON ' || quote_ident(n.nspname) || '.' || quote_ident(c.relname),
        quote_ident(n.nspname) || '.' || quote_ident(c.relname),
