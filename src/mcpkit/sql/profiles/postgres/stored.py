@@ -17,7 +17,8 @@ never names), or that PostgreSQL runs with no EXECUTE check (an aggregate's comp
   table answered the masked ranking), unless a superuser's extension installed it.
 
 Each carries the names of the user-defined aggregates (pg_proc prokind 'a' outside pg_catalog).
-`pg_get_viewdef` and `prosrc` are readable by every role, so nothing is hidden here.
+`pg_get_viewdef` and `prosrc` are readable by every role, so nothing is hidden here. Row-level-security
+policies over those relations and functions come too (`postgres.policies`, red team rt27 F7).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from mcpkit.sql.profiles.postgres.policies import policy_queries
 from mcpkit.sql.profiles.postgres.routes import unchecked_functions
 from mcpkit.sql.profiles.stored import StoredQuery
 
@@ -226,4 +228,5 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                 one_row=bool(one_row),  # not SETOF: one value where a body calls it (rt27 F8)
             )
         )
-    return out
+    # Row-level-security policies run on every read of their table (red team rt27 F7).
+    return out + policy_queries(conn, readers, fns, role, aggregates, POSITIONS)
