@@ -70,10 +70,10 @@ def _masked_grants(
             for line in referenced_hints(conn, named, schemas):
                 print(f"-- warning: {line}", file=sys.stderr)
         policy = policy.with_columns((d.schema, d.table, d.columns) for d in derived)
-        for schema, name, why in _ordered_views(engine, policy, masked, set(granted)):
+        for kind, schema, name, why in _ordered_views(engine, policy, masked, set(granted)):
             withheld.append((schema, name))
             left_out.append(
-                f"left out: view {schema}.{name} may answer in the scan order of a masked table: {why}"
+                f"left out: {kind} {schema}.{name} may answer in the scan order of a masked table: {why}"
             )
     grants = without_tables(column_grants(script, policy, columns_of, quote), withheld)
     return preparation, grants, left_out
@@ -84,9 +84,11 @@ def _ordered_views(
     policy: MaskPolicy,
     masked: dict[str, frozenset[str]],
     granted: set[tuple[str | None, str]],
-) -> list[tuple[str, str, str]]:
-    """(schema, view, why) of the granted views whose stored query follows a masked scan order
-    (`masking.view_order`, red team rt19mask F8): the reader gets no grant on them."""
+) -> list[tuple[str, str, str, str]]:
+    """(kind, schema, name, why) of the granted views whose stored query follows a masked scan order
+    (`masking.view_order`, red team rt19mask F8), and of the granted tables under a policy whose
+    expression does (red team rt27 F7, "table S.T" with the policy's name): the reader gets no grant
+    on them."""
     from mcpkit.sql.masking import reflect
     from mcpkit.sql.masking.view_order import order_reasons, primary_keys
     from mcpkit.sql.profiles.stored import stored_queries
@@ -96,9 +98,13 @@ def _ordered_views(
         stored = stored_queries(engine.profile, conn, masked)  # all: a view over one counts too
         keys = primary_keys(conn, getattr(engine.profile, "primary_key", None))
         reasons = order_reasons(stored, engine.dialect, known, policy, keys)
-    return [
-        (q.schema, q.name, why) for q, why in reasons if q.kind == "view" and (q.schema, q.name) in granted
+    out = [("view", q.schema, q.name, why) for q, why in reasons if q.kind == "view"]
+    out += [
+        ("table", q.schema, q.table, f"policy {q.name.removeprefix(q.table + '.')}: {why}")
+        for q, why in reasons
+        if q.kind == "policy" and q.table is not None
     ]
+    return [item for item in out if (item[1], item[2]) in granted]
 
 
 def grant(args: argparse.Namespace) -> int:

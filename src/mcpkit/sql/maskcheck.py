@@ -222,7 +222,7 @@ def _refused_order(findings: list[Finding], allow: Collection[str]) -> None:
             refused.append(finding)
     if refused:
         lines = "\n".join(f"  {f.line()}" for f in refused)
-        raise SqlConfigError(f"--mask: a view or function hands on a masked scan order:\n{lines}")
+        raise SqlConfigError(f"--mask: a view, function or policy hands on a masked scan order:\n{lines}")
 
 
 def enforce_order(

@@ -9,6 +9,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, build_scope
 
+from mcpkit.sql.admission.attribute_sources import Candidate, candidates, cte_scopes, folded
 from mcpkit.sql.admission.function_tables import matches
 from mcpkit.sql.admission.limit_expansion import RelationRef
 from mcpkit.sql.admission.output_names import item_name, scalar_array, values_names
@@ -91,49 +92,7 @@ def reject_attribute_calls(
     return tree
 
 
-def _folded(node: exp.Expr | None) -> str:
-    """An identifier as PostgreSQL folds it: quoted as written, else lower case."""
-    if not isinstance(node, exp.Identifier):
-        return node.name.lower() if node is not None else ""
-    return str(node.this) if node.quoted else str(node.this).lower()
-
-
-def _source(
-    scope: Scope, qualifier: exp.Expr | None
-) -> tuple[exp.Expr | Scope | None, exp.Expr | None] | None:
-    """What `qualifier` names in `scope` or an enclosing one (a correlated reference), and the
-    FROM item naming it (`c x(a)` renames a CTE's columns). Names compare as PostgreSQL folds
-    them: `"Q".f` is not `q.f`. A name scoping holds in another spelling only, or whose FROM item
-    is not where sqlglot says (a parenthesised join's alias), is not sure: (None, None)."""
-    wanted, doubt = _folded(qualifier), False
-    current: Scope | None = scope
-    while current is not None:
-        for alias, (node, source) in current.selected_sources.items():
-            if not alias:  # a function in FROM without an alias is named after the function
-                function = _function_source(node)
-                name = function[0][1] if function else None
-                doubt = doubt or name is None
-            else:
-                name = _alias_name(node, alias)
-            if name == wanted:
-                return source, node
-            doubt = doubt or alias.lower() == wanted.lower()
-        current = current.parent
-    return (None, None) if doubt else None
-
-
-def _alias_name(node: exp.Expr, key: str) -> str | None:
-    """A FROM item's name as PostgreSQL folds it; None when it is not the name scoping keys it by."""
-    name = key.lower()
-    for holder in (node, node.parent):
-        alias = holder.args.get("alias") if isinstance(holder, exp.Expr) else None
-        if isinstance(alias, exp.TableAlias) and isinstance(alias.this, exp.Identifier):
-            name = _folded(alias.this)
-            break
-    else:
-        if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
-            name = _folded(node.this)
-    return name if name.lower() == key.lower() else None
+_folded = folded
 
 
 _Known = Mapping[RelationRef, frozenset[str] | None]
@@ -285,36 +244,50 @@ def _function_source(source: exp.Expr | Scope | None) -> tuple[RelationRef, list
     return (schema, head.lower() if head.isidentifier() else ""), name
 
 
-def _qualified(root: Scope) -> Iterator[tuple[exp.Column, exp.Expr | Scope | None, exp.Expr | None]]:
-    for scope in root.traverse():
-        for column in scope.columns:
-            if not column.table or isinstance(column.this, exp.Star):
-                continue
-            found = _source(scope, column.args.get("table"))
-            if found is not None:
-                yield column, *found
-
-
 def _check_columns(tree: exp.Expr, catalog: ColumnCatalog) -> None:
+    columns = [c for c in tree.find_all(exp.Column) if c.table and not isinstance(c.this, exp.Star)]
+    if not columns:
+        return
     try:
         root = build_scope(tree)
+        if root is None:
+            raise ValueError("no scope")
+        lookup = candidates(tree, root, _function_name)
+        ctes = cte_scopes(tree, root)
     except (SqlglotError, KeyError, ValueError):  # a shape scoping cannot read: q's columns unknown
-        if any(c.table for c in tree.find_all(exp.Column)):
-            refuse("attribute_call", _MESSAGE)
-        return
-    if root is None:
-        return
-    pairs = list(_qualified(root))
-    if not pairs:
-        return
-    tables = {
-        _ref(t)
-        for scope in root.traverse()
-        for t in scope.sources.values()
-        if isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier)
-    }
+        refuse("attribute_call", _MESSAGE)
+    tables = {_ref(t) for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Identifier)}
     known = catalog.relation_columns(tables) if tables else {}
-    for column, source, via in pairs:
-        columns = _columns_of(source, known, catalog, via=via)
-        if columns is not None and _folded(column.this) not in columns:
+    for column in columns:
+        found = lookup(_folded(column.args.get("table")))
+        if found is None:
             refuse("attribute_call", _MESSAGE)
+        name = _folded(column.this)
+        for candidate in found:
+            for columns_of in _alternatives(candidate, ctes, known, catalog):
+                if columns_of is not None and name not in columns_of:
+                    refuse("attribute_call", _MESSAGE)
+
+
+def _alternatives(
+    candidate: Candidate, ctes: Mapping[str, list[Scope | None]], known: _Known, catalog: object
+) -> Iterator[frozenset[str] | None]:
+    """The columns of each thing a FROM item may read: sqlglot's choice, and for a table name
+    every CTE of that name and the relation (a CTE body's own name, a later CTE: rt27 F1)."""
+    node, source = candidate.node, candidate.source
+    plain = isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier) and not node.args.get("db")
+    named = ctes.get(_folded(node.this).lower(), []) if plain else []
+    if not named:
+        yield _columns_of(source, known, catalog, via=node)
+        return
+    for scope in named:  # sqlglot's choice is one of them (a recursive CTE's own name: its first branch)
+        if scope is None:
+            refuse("attribute_call", _MESSAGE)
+        yield _columns_of(scope, known, catalog, via=node)
+    if isinstance(node, exp.Table) and known.get(_ref(node)) is not None:  # or the relation, if any
+        yield _columns_of(node, known, catalog)
+
+
+def _function_name(node: exp.Expr) -> str | None:
+    function = _function_source(node)
+    return function[0][1] or None if function else None

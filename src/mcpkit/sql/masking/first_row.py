@@ -15,12 +15,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sqlalchemy import inspect
+from sqlalchemy.engine import Connection
 from sqlglot import exp
 
 from mcpkit.sql.masking.schema import KnownSchema
+from mcpkit.sql.masking.set_rows import multiplies
 from mcpkit.sql.profiles import profile_class
 
-__all__ = ["Fold", "KeyLookup", "block_of", "cte_for", "first_row", "name_fold", "one_table", "own_name"]
+__all__ = [
+    "Fold",
+    "KeyLookup",
+    "block_of",
+    "cte_for",
+    "first_row",
+    "name_fold",
+    "one_table",
+    "own_name",
+    "primary_keys",
+]
 
 KeyLookup = Callable[[str | None, str], list[frozenset[str]]]
 """(schema, table) -> its unique NOT NULL keys (primary key), each a set of column names as stored."""
@@ -91,8 +104,9 @@ def _constant(node: exp.Expr, own: set[str], params: set[str]) -> bool:
 
 def _single(query: exp.Query, known: KnownSchema, unique: KeyLookup, params: frozenset[str]) -> bool:
     """Whether a block yields at most one row: no FROM, an aggregate without GROUP BY, or a WHERE
-    that pins a whole primary key of its one table to constants (`id = $1`)."""
-    if not isinstance(query, exp.Select) or query.args.get("group"):
+    that pins a whole primary key of its one table to constants (`id = $1`); and no set-returning
+    call in its select list, which answers all its rows (`set_rows.multiplies`, red team rt27 F8)."""
+    if not isinstance(query, exp.Select) or query.args.get("group") or multiplies(query):
         return False
     if query.args.get("from_") is None:
         return True
@@ -130,3 +144,27 @@ def first_row(query: exp.Query, known: KnownSchema, unique: KeyLookup, params: f
     if query.args.get("limit") is None and not _single(query, known, unique, params):
         query.set("limit", exp.Limit(expression=exp.Literal.number(1)))
     return query
+
+
+def primary_keys(
+    conn: Connection, read: Callable[[Connection, str | None, str], list[str]] | None = None
+) -> KeyLookup:
+    """A `KeyLookup` through `conn`, cached per table: `read` (the profile's `primary_key`, which
+    reads the catalog as the reader may) or SQLAlchemy's inspector; a table it cannot inspect has
+    no key."""
+    inspector = inspect(conn)
+    cache: dict[tuple[str | None, str], list[frozenset[str]]] = {}
+
+    def unique(schema: str | None, table: str) -> list[frozenset[str]]:
+        if (schema, table) not in cache:
+            try:
+                if read is not None:
+                    names = read(conn, schema, table)
+                else:
+                    names = inspector.get_pk_constraint(table, schema=schema).get("constrained_columns") or []
+            except Exception:  # not a table (a view), or not visible: no key, so no total order
+                names = []
+            cache[schema, table] = [frozenset(str(n) for n in names)] if names else []
+        return cache[schema, table]
+
+    return unique

@@ -24,9 +24,9 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
 from mcpkit.sql.admission.budget import NodeAllowance
-from mcpkit.sql.admission.held_operands import SET_RETURNING, call_names
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.masking.limits import Keyed, row_keys
+from mcpkit.sql.masking.set_rows import set_returning
 from mcpkit.sql.masking.taint import refuse_mask
 from mcpkit.sql.masking.ties import (
     BLOCK,
@@ -132,11 +132,11 @@ def _one_row(node: exp.Expr) -> bool:
     """A SELECT that answers one row at most, so has no order to pin (and ordering by its values
     fails for a type without one, json): no FROM, or only a derived table that is itself one row
     (a guard's `(SELECT <guard> FROM (SELECT <operand> OFFSET 0) AS h)`, `admission.held_operands`);
-    no join, GROUP BY (grouping sets answer several rows from one) or set-returning call of its own."""
+    no join, GROUP BY (grouping sets answer several rows) or set-returning call of its own (rt27 F9)."""
     if not isinstance(node, exp.Select) or node.args.get("joins") or node.args.get("group"):
         return False
     own = node.walk(prune=lambda n: n is not node and isinstance(n, exp.Query))
-    if any(isinstance(n, exp.UDTF | exp.GenerateSeries) or call_names(n) & SET_RETURNING for n in own):
+    if any(set_returning(n) for n in own):
         return False
     source = node.args.get("from_")
     if source is None:

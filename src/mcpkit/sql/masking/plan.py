@@ -34,6 +34,7 @@ from mcpkit.sql.masking.order import (
 )
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema, SchemaMapping, fold_column_names
+from mcpkit.sql.masking.set_rows import mark_opaque, numbering
 from mcpkit.sql.masking.shapes import normalise_calls, refuse_measures, refuse_shapes
 from mcpkit.sql.masking.taint import PROJ, REF, UNRESOLVED, Taint, refuse_mask
 from mcpkit.sql.masking.ties import TYPE
@@ -100,6 +101,13 @@ _HINTS: Final = (
     "Over a table with masked columns or a view, index hints (FORCE, USE or IGNORE INDEX, INDEXED "
     "BY, /*+ */ optimizer hints) and STRAIGHT_JOIN are not answered: they pick the order rows are "
     "read in, which an index can make follow a masked value; leave the plan to the optimizer."
+)
+
+_NUMBERED: Final = (
+    "With masked columns configured, the rows of a user's function are not numbered as they come "
+    "out (WITH ORDINALITY, ROWS FROM beside another function, several set-returning calls in one "
+    "select list): their order can follow a masked value; number them with row_number() OVER "
+    "(ORDER BY ...) on visible values."
 )
 
 _WITHHELD_VIEW: Final = (
@@ -242,7 +250,12 @@ def plan_masking(
     tree = _tree(tree_or_sql, dialect)
     refuse_measures(tree)  # reads no table, measures them all
     refuse_hidden_joins(tree, known)  # a hidden column no rule names is not "masked" (rt19mask F4)
-    if not _touches_masked(tree, known, policy):
+    # A user's function may return a masked table's rows in its scan order (rt27 F9): it counts
+    # as a read of one, like a view, and its rows may not be numbered as they come out.
+    user_sets = mark_opaque(tree, dialect)
+    if user_sets and (found := numbering(tree)):
+        refuse_mask(found, message=_NUMBERED)
+    if not _touches_masked(tree, known, policy) and not user_sets:
         return NO_MASKING
     tree = normalise_calls(tree, dialect)
     refuse_shapes(tree, dialect)

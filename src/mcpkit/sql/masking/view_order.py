@@ -31,21 +31,28 @@ What counts refuses start-up (`Finding`, opt-in `view-order:S.N` / `function-ord
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from typing import Final
 
 import sqlglot
-from sqlalchemy import inspect
-from sqlalchemy.engine import Connection
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from mcpkit.sql.dialects import read_dialect
-from mcpkit.sql.masking.first_row import Fold, KeyLookup, block_of, first_row, name_fold, one_table
+from mcpkit.sql.masking.first_row import (
+    Fold,
+    KeyLookup,
+    block_of,
+    first_row,
+    name_fold,
+    one_table,
+    primary_keys,
+)
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema
+from mcpkit.sql.masking.set_rows import mark_opaque, multiplies, numbering
 from mcpkit.sql.masking.shapes import row_order_call
 from mcpkit.sql.masking.taint import MaskRefused
 from mcpkit.sql.masking.ties import CONCAT, CONCAT_NAMES, _window_need
@@ -87,9 +94,10 @@ def _total(
     select: exp.Expr | None, keys: Iterable[exp.Expr], known: KnownSchema, unique: KeyLookup, block: bool
 ) -> bool:
     """Whether `keys` order the rows of `select` totally: they hold a whole primary key of its one
-    catalog table (rows that tie then are the same row; a CTE or derived table has no known key)."""
+    catalog table (rows that tie then are the same row; a CTE or derived table has no known key),
+    and no set-returning call in its select list multiplies them (red team rt27 F8)."""
     table = one_table(select)
-    if table is None or not isinstance(select, exp.Select):
+    if table is None or not isinstance(select, exp.Select) or multiplies(select):
         return False
     fold = name_fold(known)
     names = _columns(keys, select, table, block, fold)
@@ -237,12 +245,14 @@ def order_reason(
     positions: frozenset[str] = frozenset(),
     one_row: bool = False,
     volatile: frozenset[str] = frozenset(),
+    scalars: frozenset[str] = frozenset(),
 ) -> str | None:
     """Why the stored query `statement` follows a masked scan order or orders on a masked column,
     or None when its answer depends on neither. `positions`: the engine's system columns that
     tell a row's physical position (`StoredQuery.positions`), which count wherever they are read.
     `one_row`: only the first row of the last statement is kept (`StoredQuery.one_row`).
     `volatile`: the catalog's functions whose value may change from row to row (`StoredQuery.volatile`).
+    `scalars`: user functions known to return one value; any other may return a set (rt27 F8).
 
     >>> known = KnownSchema({"c": {"id": "INT", "email": "TEXT"}}, "postgres")
     >>> policy = MaskPolicy.of(["c.email"])
@@ -264,6 +274,8 @@ def order_reason(
     if not queries:
         return "it holds no query this check can read, so its order cannot be checked"
     folded = frozenset(p.casefold() for p in params)
+    for each in queries:
+        mark_opaque(each, dialect, scalars)  # a user's call may return a set (rt27 F8, F9)
     if one_row and parsed[-1] is queries[-1]:
         queries[-1] = first_row(queries[-1], known, unique, folded)
     for stored in queries:
@@ -272,6 +284,7 @@ def order_reason(
             _position(query, positions)
             or _row_order(query, dialect, volatile)
             or _masked_order(query, policy)
+            or numbering(query)
             or _scan_order(query, known, unique, aggregates)
         )
         if found:
@@ -302,7 +315,7 @@ def _key(item: StoredQuery) -> tuple[str, str, str]:
 
 
 def _reason(item: StoredQuery, dialect: str, known: KnownSchema, policy: MaskPolicy, unique: KeyLookup,
-            volatile: frozenset[str]) -> str | None:  # fmt: skip
+            volatile: frozenset[str], scalars: frozenset[str]) -> str | None:  # fmt: skip
     found = item.hidden
     for statement in item.statements if found is None else ():
         found = order_reason(
@@ -316,6 +329,7 @@ def _reason(item: StoredQuery, dialect: str, known: KnownSchema, policy: MaskPol
             item.positions,
             item.one_row,
             volatile,
+            scalars,
         )
         if found:
             break
@@ -344,16 +358,18 @@ def order_reasons(
     reason it is refused is the better one); one that passes still counts as volatile after."""
     items = list(stored)
     checked = frozenset(item.name.casefold() for item in items if item.kind == "function")
+    sets = {i.name.casefold() for i in items if i.kind == "function" and not i.one_row}
+    scalars = frozenset(i.name.casefold() for i in items if i.one_row) - sets
     why: dict[int, str] = {}
     for i, item in enumerate(items):
-        found = _reason(item, dialect, known, policy, unique, item.volatile - checked)
+        found = _reason(item, dialect, known, policy, unique, item.volatile - checked, scalars)
         if found:
             why[i] = found
     reads = [set().union(*(_reads(s, dialect, known) for s in item.statements)) for item in items]
     _hand_on(items, why, reads)
     for i, item in enumerate(items):
         if i not in why and item.volatile & checked:
-            found = _reason(item, dialect, known, policy, unique, item.volatile)
+            found = _reason(item, dialect, known, policy, unique, item.volatile, scalars)
             if found:
                 why[i] = found
     _hand_on(items, why, reads)
@@ -373,27 +389,3 @@ def order_findings(
         )
         for item, why in order_reasons(stored, dialect, known, policy, unique)
     ]
-
-
-def primary_keys(
-    conn: Connection, read: Callable[[Connection, str | None, str], list[str]] | None = None
-) -> KeyLookup:
-    """A `KeyLookup` through `conn`, cached per table: `read` (the profile's `primary_key`, which
-    reads the catalog as the reader may) or SQLAlchemy's inspector; a table it cannot inspect has
-    no key."""
-    inspector = inspect(conn)
-    cache: dict[tuple[str | None, str], list[frozenset[str]]] = {}
-
-    def unique(schema: str | None, table: str) -> list[frozenset[str]]:
-        if (schema, table) not in cache:
-            try:
-                if read is not None:
-                    names = read(conn, schema, table)
-                else:
-                    names = inspector.get_pk_constraint(table, schema=schema).get("constrained_columns") or []
-            except Exception:  # not a table (a view), or not visible: no key, so no total order
-                names = []
-            cache[schema, table] = [frozenset(str(n) for n in names)] if names else []
-        return cache[schema, table]
-
-    return unique

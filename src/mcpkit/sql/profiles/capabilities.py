@@ -223,6 +223,9 @@ class Capabilities:
     caseless_columns: bool = False
     """Column names and aliases match in any case, quoted or not, while table names may not;
     sqlglot reads them case-sensitively, so masking folds the columns."""
+    user_sets: bool = False
+    """A user's function may return a set of rows (PostgreSQL `RETURNS SETOF`), in a select list as
+    in FROM, in the order its scan meets them: masking counts each call of one as such (rt27 F8, F9)."""
     builtin_schema: str | None = None
     """The schema of the built-in functions (`pg_catalog.f(...)` is `f(...)` to masking)."""
     time_based_uuid: bool = False

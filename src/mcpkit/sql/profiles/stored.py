@@ -23,10 +23,12 @@ __all__ = ["StoredQuery", "stored_queries"]
 
 @dataclass(frozen=True)
 class StoredQuery:
-    """One view or function the reader can use whose stored SQL reads a masked table.
+    """One view, function or row-level-security policy the reader can use (or that applies to it)
+    whose stored SQL reads a masked table.
 
     Attributes:
-        kind: "view" (views and materialized views) or "function".
+        kind: "view" (views and materialized views), "function" or "policy" (PostgreSQL row-level
+            security: `name` is TABLE.POLICY, each statement `SELECT 1 FROM table WHERE expression`).
         schema: Its schema (PostgreSQL) or database (MySQL/MariaDB), as stored.
         name: Its name, as stored.
         statements: Its stored SQL (the view's query, the function's statements); empty when the
@@ -48,9 +50,10 @@ class StoredQuery:
             row in evaluation order (PostgreSQL's VOLATILE ones, MariaDB's NOT DETERMINISTIC
             routines): a call of one in the stored SQL numbers the rows in scan order (red team
             rt27 F4), as the profile's `row_order_functions` do.
+        table: A policy's table, as stored (`grant --mask` leaves it out).
     """
 
-    kind: Literal["view", "function"]
+    kind: Literal["view", "function", "policy"]
     schema: str
     name: str
     statements: tuple[str, ...]
@@ -62,10 +65,12 @@ class StoredQuery:
     positions: frozenset[str] = frozenset()
     one_row: bool = False
     volatile: frozenset[str] = frozenset()
+    table: str | None = None
 
     @property
     def opt_in(self) -> str:
-        """The `--allow` value that accepts it: `view-order:S.N` or `function-order:S.N`."""
+        """The `--allow` value that accepts it: `view-order:S.N`, `function-order:S.N` or
+        `policy-order:S.TABLE.POLICY`."""
         return f"{self.kind}-order:{self.schema}.{self.name}"
 
 

@@ -9,6 +9,13 @@ a view's definition only to an account holding SHOW VIEW on it (or its definer):
 account can select but not read cannot be checked, so it counts (`mcpkit sql grant` grants SHOW
 VIEW with every view). A routine's body needs SHOW CREATE ROUTINE the same way (10.11 shows it to
 its definer only); a compound body (BEGIN ... END) does not parse, so it counts too.
+
+A routine runs with its own database as the default: an unqualified `customers` in a function of
+`db2` is `db2.customers` (here a view whose `id` is a constant), whatever the connection's database
+(red team rt27 F10: `ORDER BY id LIMIT 1` looked total against the connection's table). Each body
+reaches the check with its unqualified names qualified by the routine's database (`_in_database`;
+a view's stored text is qualified already, and gets the same treatment); a body that does not parse
+stays as it is, and then counts.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Final
 
+import sqlglot
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
@@ -77,6 +85,29 @@ def _over_masked(views: list[tuple[str, str, str, str]], masked: set[Relation]) 
     return view_closure(views, reads)
 
 
+def _in_database(statement: str, database: str) -> str:
+    """`statement` with each unqualified table name (not a CTE's) qualified by `database`, where the
+    server resolves it for a routine or view of that database; as it was when it does not parse or
+    names no such table (the check then counts what it cannot parse)."""
+    from mcpkit.sql.masking.first_row import cte_for  # masking imports the profiles
+
+    try:
+        trees = [t for t in sqlglot.parse(statement, read="mysql") if t is not None]
+    except (sqlglot.errors.SqlglotError, RecursionError, ValueError):
+        return statement
+    bare = [
+        t
+        for tree in trees
+        for t in tree.find_all(sqlglot.exp.Table)
+        if isinstance(t.this, sqlglot.exp.Identifier) and not t.args.get("db") and cte_for(t) is None
+    ]
+    if len(trees) != 1 or not bare:
+        return statement
+    for table in bare:
+        table.set("db", sqlglot.exp.to_identifier(database, quoted=True))
+    return trees[0].sql(dialect="mysql")
+
+
 def _names(body: str, names: set[str]) -> bool:
     """Whether `body` names one of `names` (a hidden body may name any)."""
     folded = body.casefold()
@@ -107,7 +138,7 @@ def mysql_stored_queries(
                 "view",
                 schema,
                 name,
-                (definition,) if definition else (),
+                (_in_database(definition, schema),) if definition else (),
                 f"REVOKE SELECT ON {quoted} FROM {account} (or give its LIMIT, window or aggregate an ORDER "
                 f"BY on the primary key; GRANT SHOW VIEW ON {quoted} TO {account} lets the check read it)",
                 hidden=None if definition else _HIDDEN,
@@ -140,7 +171,7 @@ def mysql_stored_queries(
                 "function",
                 schema,
                 name,
-                (statement,) if body else (),
+                (_in_database(statement, schema),) if body else (),  # rt27 F10
                 f"REVOKE EXECUTE ON FUNCTION {quoted} FROM {account}",
                 hidden=None if body else "its body is hidden from the account, so it cannot be checked",
                 # Not on the allowlist: admission refuses calls to it, but a view may call it.

@@ -82,6 +82,7 @@ class PostgresProfile(PostgresSession):
     forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
     costed = True
     switches_roles = True
+    user_sets = True  # RETURNS SETOF (rt27 F8, F9)
     vector_kind = "typed"  # pgvector's vector/halfvec, or float arrays
     plan_check = "EXPLAIN {}"
     builtin_schema = "pg_catalog"

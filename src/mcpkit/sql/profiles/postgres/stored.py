@@ -17,7 +17,8 @@ never names), or that PostgreSQL runs with no EXECUTE check (an aggregate's comp
   table answered the masked ranking), unless a superuser's extension installed it.
 
 Each carries the names of the user-defined aggregates (pg_proc prokind 'a' outside pg_catalog).
-`pg_get_viewdef` and `prosrc` are readable by every role, so nothing is hidden here.
+`pg_get_viewdef` and `prosrc` are readable by every role, so nothing is hidden here. Row-level-security
+policies over those relations and functions come too (`postgres.policies`, red team rt27 F7).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.postgres.fnpath import path_reason, volatile_names
+from mcpkit.sql.profiles.postgres.policies import policy_queries
 from mcpkit.sql.profiles.postgres.routes import unchecked_functions
 from mcpkit.sql.profiles.stored import StoredQuery
 
@@ -99,7 +101,8 @@ ORDER BY 1, 2, 3
 # can read a relation over a masked table: nothing tells what their body reads, or in what order.
 _OPAQUE: Final = f"""
 SELECT p.oid, n.nspname, p.proname, quote_ident(n.nspname) || '.' || quote_ident(p.proname)
-           || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', l.lanname
+           || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', l.lanname,
+       NOT p.proretset
 FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_catalog.pg_language l ON l.oid = p.prolang
@@ -226,7 +229,7 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                 volatile=volatile,
             )
         )
-    for _, schema, name, signature, language in opaque:
+    for _, schema, name, signature, language, one_row in opaque:
         out.append(
             StoredQuery(
                 "function",
@@ -235,6 +238,9 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                 (),
                 f"REVOKE EXECUTE ON FUNCTION {signature} FROM {role}, PUBLIC",
                 hidden=f"it is written in {language}, whose body this check cannot read",
+                one_row=bool(one_row),  # not SETOF: one value where a body calls it (rt27 F8)
             )
         )
-    return out
+    # Row-level-security policies run on every read of their table (red team rt27 F7).
+    policies = policy_queries(conn, readers, fns, role, aggregates, POSITIONS)
+    return out + [replace(item, volatile=volatile) for item in policies]  # `nextval(...) <= 2`: rt27 F4

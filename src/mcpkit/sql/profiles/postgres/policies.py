@@ -1,0 +1,91 @@
+"""PostgreSQL row-level-security policies over masked tables, as stored SQL for the order check.
+
+A policy's USING (and WITH CHECK) expression is stored SQL the reader runs on every read of its
+table, never named in the query: `USING (id IN (SELECT c.id FROM customers c LIMIT 2))` on a table
+`tickets` made `SELECT id FROM tickets` answer the tickets of the two smallest e-mails once
+`customers` was CLUSTERed on its e-mail index (red team rt27 F7). Each policy whose expression
+reads a masked table, a view over one or a function that reads one (pg_depend, which lists every
+relation and function of the expression, subqueries included), or that sits on such a relation,
+is handed to `masking.view_order` as `SELECT 1 FROM <table> WHERE <expression>`, kind "policy",
+opt-in `policy-order:SCHEMA.TABLE.POLICY`.
+
+Which policies apply: those of PUBLIC, or of a role the reader is a member of, on a table one of
+its roles can read or write; and, failing closed, those of a role that owns a view or a SECURITY
+DEFINER function (other than a superuser or BYPASSRLS role): a view or function running with its
+owner's rights applies its owner's policies, whoever calls it. RLS need not be enabled on the
+table yet (`ALTER TABLE ... ENABLE ROW LEVEL SECURITY` turns every stored policy on at once).
+`pg_policy` and `pg_get_expr` are readable by every role, so nothing is hidden here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from mcpkit.sql.profiles.stored import StoredQuery
+
+__all__ = ["policy_queries"]
+
+# A role under the policy: PUBLIC (0) takes every role, a role its members.
+_UNDER: Final = "CASE WHEN pr.oid = 0 THEN true ELSE pg_has_role({role}, pr.oid, 'MEMBER') END"
+_OWNER: Final = "EXISTS (SELECT 1 FROM owners o WHERE " + _UNDER.format(role="o.oid") + ")"
+_POLICIES: Final = f"""
+WITH owners AS MATERIALIZED (  -- roles whose policies apply to whoever uses their views, functions
+    SELECT o.oid FROM pg_catalog.pg_roles o WHERE NOT o.rolsuper AND NOT o.rolbypassrls
+      AND (o.oid IN (SELECT v.relowner FROM pg_catalog.pg_class v WHERE v.relkind IN ('v', 'm'))
+           OR o.oid IN (SELECT f.proowner FROM pg_catalog.pg_proc f WHERE f.prosecdef))
+)
+SELECT n.nspname, c.relname, p.polname,
+       quote_ident(p.polname) || ' ON ' || quote_ident(n.nspname) || '.' || quote_ident(c.relname),
+       quote_ident(n.nspname) || '.' || quote_ident(c.relname),
+       pg_catalog.pg_get_expr(p.polqual, p.polrelid), pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid)
+FROM pg_catalog.pg_policy p
+JOIN pg_catalog.pg_class c ON c.oid = p.polrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE (p.polrelid = ANY(CAST(:relids AS oid[]))
+       OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                  WHERE d.classid = 'pg_catalog.pg_policy'::regclass AND d.objid = p.oid
+                    AND ((d.refclassid = 'pg_catalog.pg_class'::regclass
+                          AND d.refobjid = ANY(CAST(:relids AS oid[])))
+                      OR (d.refclassid = 'pg_catalog.pg_proc'::regclass
+                          AND d.refobjid = ANY(CAST(:fns AS oid[]))))))
+  AND EXISTS (SELECT 1 FROM unnest(p.polroles) pr(oid)
+              WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_roles r
+                            WHERE pg_has_role(current_user, r.oid, 'MEMBER') AND {_UNDER.format(role="r.oid")}
+                              AND has_any_column_privilege(r.oid, c.oid, 'SELECT, INSERT, UPDATE'))
+                 OR {_OWNER})
+ORDER BY 1, 2, 3
+"""
+
+
+def policy_queries(
+    conn: Connection,
+    relids: Iterable[int],
+    fns: Iterable[int],
+    role: str,
+    aggregates: frozenset[str],
+    positions: frozenset[str],
+) -> list[StoredQuery]:
+    """The policies over masked tables (`relids`: the tables and the views over them; `fns`: the
+    functions that read them) that may apply to the reader, each as one query per expression."""
+    params = {"relids": sorted(relids), "fns": sorted(fns)}
+    out: list[StoredQuery] = []
+    for schema, table, name, quoted, relation, using, check in conn.execute(text(_POLICIES), params):
+        statements = tuple(f"SELECT 1 FROM {relation} WHERE {e}" for e in (using, check) if e is not None)
+        out.append(
+            StoredQuery(
+                "policy",
+                str(schema),
+                f"{table}.{name}",
+                statements,
+                f"DROP POLICY {quoted} (or ALTER POLICY it so its LIMIT, window or aggregate has an ORDER BY "
+                f"on the primary key; {role} reads the table under it)",
+                aggregates=aggregates,
+                positions=positions,
+                table=str(table),
+            )
+        )
+    return out
