@@ -10,7 +10,8 @@ spelling; the caller passes `q.name` only when `name` is a column of each. Whate
 picks is one of them, since it only ever resolves a qualifier to a FROM item of the statement.
 
 A FROM item scoping does not list (a join's alias, the right side of a parenthesised join), or
-whose name is not sure, is `UNSURE` for every qualifier it could match: refused.
+whose name is not sure, is `UNSURE` for every qualifier it could match: refused. So is a
+qualifier no FROM item of the statement is named (red team rt28 F1).
 """
 
 from __future__ import annotations
@@ -105,7 +106,10 @@ def candidates(
         wanted = qualifier.lower()
         if wanted in unlisted or _WILDCARD in unlisted:
             return UNSURE
-        return [c for names, c in entries if wanted in names or _WILDCARD in names]
+        found = [c for names, c in entries if wanted in names or _WILDCARD in names]
+        # No FROM item of that name here: PostgreSQL may still match one (a name it shortens,
+        # red team rt28 F1, or a rule not modelled here), and call `name(item)`. Fail closed.
+        return found or UNSURE
 
     return lookup
 

@@ -48,6 +48,12 @@ _REFUSED_STRINGS: Final[dict[str, frozenset[TokenType]]] = {
 # way. PostgreSQL is not here: every call pins standard_conforming_strings=on, which is how sqlglot
 # reads it (a backslash is a plain character, so `'C:\'` is the string C:\).
 _BACKSLASH_SENSITIVE: Final = frozenset({"mysql"})
+# The longest name (bytes, UTF-8) an engine keeps whole. PostgreSQL cuts a longer one to 63 bytes
+# (NAMEDATALEN - 1) without a word, so two names admission tells apart can be one name there:
+# `SELECT <63 q>x.record_out FROM customers <63 q>y` ran record_out(row) (red team rt28 F1).
+# MariaDB refuses a name past its limit (error 1059) instead of cutting it: not listed.
+_IDENTIFIER_BYTES: Final[dict[str, int]] = {"postgres": 63}
+_NAMES: Final = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
 
 
 def _escapes_quote(raw: str) -> bool:
@@ -108,7 +114,8 @@ def check_lexical(sql: str, dialect: str) -> list[Token]:
         Refused: a command keyword (EXPLAIN, SHOW, ...), too long, an unpaired surrogate, an
             executable or nested comment, a `#` comment, a string literal with a backslash before a
             quote or an escape prefix (where server settings decide where it ends), a number longer than
-            `MAX_NUMBER_CHARS`, or text that does not tokenize.
+            `MAX_NUMBER_CHARS`, a name longer than the engine keeps (`too_long`), or text
+            that does not tokenize.
     """
     if len(sql) > MAX_SQL_CHARS:
         refuse("too_long", f"The query is longer than {MAX_SQL_CHARS} characters; send a shorter query.")
@@ -134,6 +141,13 @@ def check_lexical(sql: str, dialect: str) -> list[Token]:
             refuse(
                 "too_long",
                 f"A number in the query is longer than {MAX_NUMBER_CHARS} characters; write a shorter one.",
+            )
+        limit = _IDENTIFIER_BYTES.get(dialect)
+        if limit is not None and token.token_type in _NAMES and len(token.text.encode()) > limit:
+            refuse(
+                "too_long",
+                f"A name in the query is longer than {limit} bytes, which this database shortens; "
+                "use a shorter name or alias.",
             )
         previous = token
         _check_gap(sql[previous_end + 1 : token.start], dialect)

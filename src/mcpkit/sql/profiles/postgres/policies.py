@@ -7,7 +7,8 @@ table, never named in the query: `USING (id IN (SELECT c.id FROM customers c LIM
 reads a masked table, a view over one or a function that reads one (pg_depend, which lists every
 relation and function of the expression, subqueries included), or that sits on such a relation,
 is handed to `masking.view_order` as `SELECT 1 FROM <table> WHERE <expression>`, kind "policy",
-opt-in `policy-order:SCHEMA.TABLE.POLICY`.
+opt-in `policy-order:SCHEMA.TABLE.POLICY`. A policy whose expression reads a masked column itself
+(or the whole row of a masked table) is a finding of the same kind and opt-in, whatever its order.
 
 Which policies apply: those of PUBLIC, or of a role the reader is a member of, on a table one of
 its roles can read or write; and, failing closed, those of a role that owns a view or a SECURITY
@@ -19,7 +20,7 @@ table yet (`ALTER TABLE ... ENABLE ROW LEVEL SECURITY` turns every stored policy
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from sqlalchemy import text
@@ -28,6 +29,11 @@ from sqlalchemy.engine import Connection
 from mcpkit.sql.profiles.stored import StoredQuery
 
 __all__ = ["policy_queries"]
+
+# PostgreSQL checks no column privilege inside a policy: `USING (email < 'k')` shows the reader
+# exactly the rows whose masked e-mail sorts below 'k' (red team rt28 F3). A masked column, or the
+# whole row of a masked table (`customers::text`), in the expression is a finding.
+_READS_MASKED: Final = "its expression reads a masked column (rows are filtered on the masked values)"
 
 # A role under the policy: PUBLIC (0) takes every role, a role its members.
 _UNDER: Final = "CASE WHEN pr.oid = 0 THEN true ELSE pg_has_role({role}, pr.oid, 'MEMBER') END"
@@ -41,7 +47,16 @@ WITH owners AS MATERIALIZED (  -- roles whose policies apply to whoever uses the
 SELECT n.nspname, c.relname, p.polname,
        quote_ident(p.polname) || ' ON ' || quote_ident(n.nspname) || '.' || quote_ident(c.relname),
        quote_ident(n.nspname) || '.' || quote_ident(c.relname),
-       pg_catalog.pg_get_expr(p.polqual, p.polrelid), pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid)
+       pg_catalog.pg_get_expr(p.polqual, p.polrelid), pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid),
+       EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+               JOIN unnest(CAST(:tables AS oid[]), CAST(:columns AS text[])) m(relid, col)
+                 ON m.relid = d.refobjid
+               LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+               WHERE d.classid = 'pg_catalog.pg_policy'::regclass AND d.objid = p.oid
+                 AND d.refclassid = 'pg_catalog.pg_class'::regclass AND d.deptype = 'n'
+                 AND (d.refobjsubid = 0 OR lower(a.attname) = lower(m.col)))
+       OR (p.polrelid = ANY(CAST(:tables AS oid[]))  -- its own whole row: pg_depend omits it
+           AND concat(p.polqual::text, p.polwithcheck::text) ~ '\\:varattno 0 ')
 FROM pg_catalog.pg_policy p
 JOIN pg_catalog.pg_class c ON c.oid = p.polrelid
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -68,12 +83,20 @@ def policy_queries(
     role: str,
     aggregates: frozenset[str],
     positions: frozenset[str],
+    columns: Sequence[tuple[int, str]] = (),
 ) -> list[StoredQuery]:
     """The policies over masked tables (`relids`: the tables and the views over them; `fns`: the
-    functions that read them) that may apply to the reader, each as one query per expression."""
-    params = {"relids": sorted(relids), "fns": sorted(fns)}
+    functions that read them) that may apply to the reader, each as one query per expression;
+    `columns`: (table oid, masked column) pairs, a policy reading one is `hidden` (rt28 F3)."""
+    params = {
+        "relids": sorted(relids),
+        "fns": sorted(fns),
+        "tables": [t for t, _ in columns],
+        "columns": [c for _, c in columns],
+    }
     out: list[StoredQuery] = []
-    for schema, table, name, quoted, relation, using, check in conn.execute(text(_POLICIES), params):
+    rows = conn.execute(text(_POLICIES), params)
+    for schema, table, name, quoted, relation, using, check, reads_masked in rows:
         statements = tuple(f"SELECT 1 FROM {relation} WHERE {e}" for e in (using, check) if e is not None)
         out.append(
             StoredQuery(
@@ -86,6 +109,7 @@ def policy_queries(
                 aggregates=aggregates,
                 positions=positions,
                 table=str(table),
+                hidden=_READS_MASKED if reads_masked else None,
             )
         )
     return out

@@ -157,10 +157,12 @@ def _statements(body: str) -> tuple[str, ...]:
 def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[StoredQuery]:
     """The views and functions over masked tables the current role can use."""
     relids = set()
-    for table in masked:
+    columns: list[tuple[int, str]] = []  # (table, masked column): a policy reading one (rt28 F3)
+    for table, cols in masked.items():
         oid = conn.execute(text(_RESOLVE), {"table": table}).scalar()
         if oid is not None:
             relids.add(int(oid))
+            columns += [(int(oid), c) for c in cols]
     if not relids:
         return []
     role = str(conn.execute(text("SELECT quote_ident(current_user)")).scalar())
@@ -242,5 +244,5 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
             )
         )
     # Row-level-security policies run on every read of their table (red team rt27 F7).
-    policies = policy_queries(conn, readers, fns, role, aggregates, POSITIONS)
+    policies = policy_queries(conn, readers, fns, role, aggregates, POSITIONS, columns)
     return out + [replace(item, volatile=volatile) for item in policies]  # `nextval(...) <= 2`: rt27 F4
