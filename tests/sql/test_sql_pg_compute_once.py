@@ -187,5 +187,5 @@ def test_postgres_sources_read_a_few_times_and_stored_rows_answer_as_written(ser
         " FROM (SELECT trim(region) AS a, id FROM sales_demo) AS s ORDER BY id LIMIT 10"
     )
     sent = service.admit(fenced, 10).sql
-    assert "FROM sales_demo, LATERAL (SELECT TRIM(region) AS mcpkit_v0 OFFSET 0) AS mcpkit_row" in sent
+    assert "FROM sales_demo, LATERAL (SELECT TRIM(region) AS mcpkit_v0 OFFSET 0) AS mcpkit_row_" in sent
     assert_guarded_answers_alike(service, sent, fenced, 10, TIMEOUT_S)

@@ -30,7 +30,7 @@ from sqlglot.optimizer.scope import Scope, ScopeType, build_scope
 
 from mcpkit.sql.admission.built_values import builds
 from mcpkit.sql.admission.function_tables.tables import EXPRESSION_COPIES, SIZE_BOUNDS
-from mcpkit.sql.admission.held_operands import SET_RETURNING, call_names
+from mcpkit.sql.admission.held_operands import SET_RETURNING, call_names, hold_name
 from mcpkit.sql.admission.row_copies import MAX_ROW_COPIES, row_copies
 from mcpkit.sql.errors import refuse
 
@@ -42,7 +42,7 @@ MAX_BUILT_READS: Final = 2
 """The same for an output that builds a value (repeat, lpad, array_fill, a subquery, string_agg)."""
 
 _ALL: Final = "*"  # a whole-row reference: every output
-_ROW: Final = "mcpkit_row"  # the LATERAL one-row subquery a source's outputs are computed once in
+_ROW: Final = "mcpkit_row"  # prefix of the LATERAL one-row subquery a source's outputs are computed once in
 _COSTLY: Final = (exp.Func, exp.Query, exp.DPipe, exp.Subquery)
 _NOT_PULLED: Final = ("group", "having", "distinct", "limit", "offset", "qualify", "windows")
 
@@ -196,12 +196,13 @@ def _fence(select: exp.Select, items: list[exp.Expr]) -> list[exp.Expr]:
         select.offset(0, copy=False)
         return []
     held = [exp.alias_(item.this.copy(), f"mcpkit_v{n}") for n, item in enumerate(items)]
+    name = hold_name(_ROW, held)
     for n, item in enumerate(items):
-        item.set("this", exp.column(f"mcpkit_v{n}", _ROW))
+        item.set("this", exp.column(f"mcpkit_v{n}", name))
     row = exp.Subquery(this=exp.select(*held).offset(0))
     # a comma-joined LATERAL sees every FROM item before it (`a, b CROSS JOIN LATERAL` sees b only)
     select.append(
-        "joins", exp.Join(this=exp.Lateral(this=row, alias=exp.TableAlias(this=exp.to_identifier(_ROW))))
+        "joins", exp.Join(this=exp.Lateral(this=row, alias=exp.TableAlias(this=exp.to_identifier(name))))
     )
     return [h.this for h in held]
 
@@ -212,8 +213,8 @@ def compute_once(tree: exp.Expr, dialect: str) -> exp.Expr:
 
     >>> import sqlglot
     >>> sql = "SELECT a || a || a || a || a FROM (SELECT upper(x) AS a FROM t) AS s"
-    >>> compute_once(sqlglot.parse_one(sql, read="postgres"), "postgres").sql("postgres")[-75:]
-    'FROM t, LATERAL (SELECT UPPER(x) AS mcpkit_v0 OFFSET 0) AS mcpkit_row) AS s'
+    >>> compute_once(sqlglot.parse_one(sql, read="postgres"), "postgres").sql("postgres")[-84:]
+    'FROM t, LATERAL (SELECT UPPER(x) AS mcpkit_v0 OFFSET 0) AS mcpkit_row_03a206bd) AS s'
 
     Args:
         tree: One admitted query.

@@ -13,6 +13,7 @@ back at each use, and from folding it into the call while planning (`admission.u
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection, Iterable
 from typing import Final, TypeGuard
 
@@ -22,10 +23,12 @@ from mcpkit.sql.admission.operands import plainly_scalar
 from mcpkit.sql.admission.stored_column import stored_column
 from mcpkit.sql.errors import refuse
 
-__all__ = ["HOLD", "SET_RETURNING", "call_names", "costly", "groupable", "hold", "holdable", "wrap"]
+__all__ = [
+    "HOLD", "SET_RETURNING", "call_names", "costly", "groupable", "hold", "hold_name", "holdable", "wrap",
+]  # fmt: skip
 
 HOLD: Final = "mcpkit_once"
-"""The alias of the one-row derived table a guard computes its operands in, once."""
+"""The alias prefix of the one-row derived table a guard computes its operands in, once."""
 SET_RETURNING: Final = frozenset(
     {"unnest", "generate_series", "generate_subscripts", "regexp_matches", "regexp_split_to_table"}
     | {"string_to_table", "json_array_elements", "jsonb_array_elements", "json_array_elements_text"}
@@ -121,6 +124,7 @@ def hold(
             (random()): the guard and the call would each compute it.
     """
     held: dict[str, exp.Expr] = {}
+    taken: list[tuple[exp.Expr, str]] = []
     if within is not None and not _movable(within):
         return []
     for value in list(values):
@@ -137,8 +141,22 @@ def hold(
         key = value.sql()
         if key not in held:
             held[key] = exp.alias_(value.copy(), f"mcpkit_v{len(held)}")
-        value.replace(exp.column(held[key].alias, HOLD))
+        taken.append((value, key))
+    name = hold_name(HOLD, list(held.values()))
+    for value, key in taken:
+        value.replace(exp.column(held[key].alias, name))
     return list(held.values())
+
+
+def hold_name(prefix: str, held: list[exp.Expr]) -> str:
+    """The alias of a derived table holding `held`: `prefix` and a digest of what it holds.
+
+    Two holds in one statement with different outputs must not share an alias: admission checks the
+    text it sends again, and a qualifier must name a column of every FROM item of its name (red team
+    rt27 F1), so `mcpkit_once.mcpkit_v1` beside a one-output `mcpkit_once` was refused.
+    """
+    text = "\x00".join(h.sql() for h in held)
+    return f"{prefix}_{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def wrap(guard: exp.Expr, held: list[exp.Expr]) -> exp.Expr:
@@ -146,5 +164,5 @@ def wrap(guard: exp.Expr, held: list[exp.Expr]) -> exp.Expr:
     if not held:
         return guard
     once = exp.select(*held).offset(0)
-    source = exp.Subquery(this=once, alias=exp.TableAlias(this=exp.to_identifier(HOLD)))
+    source = exp.Subquery(this=once, alias=exp.TableAlias(this=exp.to_identifier(hold_name(HOLD, held))))
     return exp.Subquery(this=exp.select(guard).from_(source))
