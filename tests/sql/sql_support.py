@@ -174,6 +174,13 @@ async def serving_masked(dsn: str, masks: Path) -> AsyncIterator[Callable[[str],
         yield ask
 
 
+def masks_file(folder: Path, *rules: str) -> str:
+    """A masks file in `folder` masking `rules` (`table.column`), for `--mask`."""
+    path = folder / "masks.yaml"
+    path.write_text("masks:\n" + "".join(f"  - {r}\n" for r in rules), encoding="utf-8")
+    return str(path)
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     """`mcpkit ARGV` in this process: its exit code and what it printed (stdout, then stderr)."""
     try:

@@ -18,7 +18,7 @@ import pytest
 
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, MaskRefused, plan_masking
 from mcpkit.sql.masking.view_order import order_reason
-from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch
+from tests.sql.sql_support import MysqlScratch, PgScratch, masks_file, mysql_scratch, pg_scratch
 from tests.sql.sql_support import run_cli as _run
 
 SECRET = "@secret.example"
@@ -46,12 +46,6 @@ PG_FUNCTION_OK = (
     " WITH picked AS (SELECT 1 AS id, c.id AS real FROM public.customers c)"
     " SELECT c.name FROM public.customers c WHERE c.id = k AND c.id IN (SELECT real FROM picked) $$"
 )
-
-
-def _masks(tmp_path: Path) -> str:
-    path = tmp_path / "masks.yaml"
-    path.write_text("masks:\n  - customers.email\n", encoding="utf-8")
-    return str(path)
 
 
 @pytest.fixture
@@ -82,7 +76,7 @@ def test_postgres_a_view_over_a_cte_named_like_the_masked_table_refuses_start_up
         pg.admin.execute(f"GRANT SELECT ON {name} TO {pg.reader}")
     # what the red team read: the ids in e-mail order, through a query naming only the view
     assert pg.admin.execute("SELECT r FROM v_cte").fetchone()[0] == RANKING
-    masks = _masks(tmp_path)
+    masks = masks_file(tmp_path, "customers.email")
     code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", masks, "SELECT r FROM v_cte")
     assert code == 2, out  # before: | 4,1,5,2,3 |
     assert RANKING not in out and SECRET not in out
@@ -109,7 +103,7 @@ def test_postgres_a_one_row_function_over_a_cte_named_like_the_masked_table_refu
         for k in range(2)
     ]
     assert walked == [4, 1]
-    masks = _masks(tmp_path)
+    masks = masks_file(tmp_path, "customers.email")
     allow = [a for f in ("rt25_walk", "rt25_one") for a in ("--allow", f"function:public.{f}")]
     sql = "SELECT public.rt25_walk(ARRAY[]::int[]) AS a, public.rt25_one(2) AS b"
     code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", masks, *allow, sql)
@@ -155,7 +149,7 @@ def test_mariadb_a_view_over_a_cte_named_like_the_masked_table_refuses_start_up(
         seen = c.fetchone()[0]
     # what the old check served: the ids in the scan order of the e-mail index (here descending)
     assert seen in (RANKING, RANKING[::-1]), seen
-    masks = _masks(tmp_path)
+    masks = masks_file(tmp_path, "customers.email")
     code, out = _run(capsys, "sql", "query", "--dsn", my.reader_url, "--mask", masks, "SELECT r FROM v_cte")
     assert code == 2, out  # before: | 3,2,5,1,4 |
     assert SECRET not in out and seen not in out

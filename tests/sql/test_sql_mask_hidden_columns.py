@@ -19,7 +19,7 @@ import pytest
 
 from mcpkit.cli import main
 from mcpkit.sql.engines.engine import SqlEngine
-from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch
+from tests.sql.sql_support import MysqlScratch, PgScratch, masks_file, mysql_scratch, pg_scratch
 
 SECRET = "@secret.example"
 VIEWS = ("v_virtual", "v_stored", "v_copy", "v_outer", "v_inner", "v_other_db")
@@ -30,12 +30,6 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     code = main(list(argv))
     out = capsys.readouterr()
     return code, out.out + out.err
-
-
-def _masks(tmp_path: Path) -> str:
-    path = tmp_path / "masks.yaml"
-    path.write_text("masks:\n  - customers.email\n", encoding="utf-8")
-    return str(path)
 
 
 @pytest.fixture
@@ -104,7 +98,8 @@ def test_mariadb_definer_view_over_a_hidden_generated_column_is_refused(
     maria: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = maria
-    base = ["--dsn", db.reader_url, "--mask", _masks(tmp_path), *_allow(db, VIEWS + CLEAN)]
+    masks = masks_file(tmp_path, "customers.email")
+    base = ["--dsn", db.reader_url, "--mask", masks, *_allow(db, VIEWS + CLEAN)]
     for view in ("v_virtual", "v_copy", "v_outer"):
         code, out = _run(capsys, "sql", "query", *base, f"SELECT * FROM {view}")
         assert code == 2 and SECRET not in out, (view, out)  # before: | 1 | ann@secret.example |
@@ -123,7 +118,7 @@ def test_mariadb_clean_definer_views_still_serve(
 ) -> None:
     db = maria
     _drop(db, *VIEWS)
-    base = ["--dsn", db.reader_url, "--mask", _masks(tmp_path), *_allow(db, CLEAN)]
+    base = ["--dsn", db.reader_url, "--mask", masks_file(tmp_path, "customers.email"), *_allow(db, CLEAN)]
     code, out = _run(capsys, "sql", "query", *base, "SELECT id, name FROM v_names ORDER BY id")
     assert code == 0 and "Ann" in out and SECRET not in out, out
     code, out = _run(capsys, "sql", "query", *base, "SELECT id, n FROM v_calls ORDER BY id")
@@ -141,7 +136,7 @@ def test_mariadb_generated_column_granted_through_a_role_is_derived(
         c.execute(f"GRANT SELECT (e2) ON {db.db}.customers TO {role}")
         c.execute(f"GRANT {role} TO '{db.reader}'@'%'")  # not a default role: one SET ROLE away
     try:
-        base = ["--dsn", db.reader_url, "--mask", _masks(tmp_path), *_allow(db, CLEAN)]
+        base = ["--dsn", db.reader_url, "--mask", masks_file(tmp_path, "customers.email"), *_allow(db, CLEAN)]
         code, out = _run(capsys, "sql", "query", *base, "SELECT id FROM v_names")
         assert code == 2, out
         assert f"can read masked column(s) e2 of `{db.db}`.`customers` through role `{role}`" in out, out

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sql.sql_support import PgScratch, pg_scratch
+from tests.sql.sql_support import PgScratch, masks_file, pg_scratch
 from tests.sql.sql_support import run_cli as _run
 
 SECRET = "@secret.example"
@@ -28,12 +28,6 @@ ROUTES = {  # function -> the SQL that reaches it without naming it, and its opt
     "f_cast": ("CREATE FUNCTION f_cast(o orders) RETURNS text", "SELECT o::text AS r FROM orders o"),
     "f_step": ("CREATE FUNCTION f_step(s text, x int) RETURNS text", "SELECT cat1(1) AS r"),
 }
-
-
-def _masks(tmp_path: Path) -> str:
-    path = tmp_path / "masks.yaml"
-    path.write_text("masks:\n  - customers.email\n", encoding="utf-8")
-    return str(path)
 
 
 @pytest.fixture
@@ -74,7 +68,7 @@ def test_postgres_functions_admission_never_names_refuse_start_up(
     # an aggregate component the reader may not execute: PostgreSQL checks the aggregate's owner
     pg.admin.execute("REVOKE EXECUTE ON FUNCTION f_step(text, int) FROM PUBLIC")
     pg.admin.execute("CREATE AGGREGATE cat1(int) (sfunc = f_step, stype = text)")
-    masks = _masks(tmp_path)
+    masks = masks_file(tmp_path, "customers.email")
     base = ["sql", "query", "--dsn", pg.reader_url, "--mask", masks, "--allow-function", "cat1"]
     for name, (_, sql) in ROUTES.items():
         code, out = _run(capsys, *base, sql)
@@ -103,7 +97,7 @@ def test_postgres_a_call_chain_deeper_than_eight_is_followed(
         pg.admin.execute(
             f"CREATE FUNCTION f_c{n}() RETURNS text STABLE LANGUAGE sql BEGIN ATOMIC SELECT f_c{n + 1}(); END"
         )
-    masks = _masks(tmp_path)
+    masks = masks_file(tmp_path, "customers.email")
     base = ["sql", "query", "--dsn", pg.reader_url, "--mask", masks, "--allow-function", "f_c1"]
     code, out = _run(capsys, *base, "SELECT f_c1() AS r")
     assert code == 2, out
@@ -127,7 +121,7 @@ def test_postgres_a_view_exposing_ctid_refuses_start_up(
         pg.admin.execute("CREATE VIEW v_pos AS SELECT id, ctid::text AS pos FROM customers")
         pg.admin.execute("RESET ROLE")
         pg.admin.execute(f"GRANT SELECT ON v_pos TO {pg.reader}")
-        masks = _masks(tmp_path)
+        masks = masks_file(tmp_path, "customers.email")
         base = ["sql", "query", "--dsn", pg.reader_url, "--mask", masks, "--allow", "view:public.v_pos"]
         sql = (
             "SELECT string_agg(c.name, ',' ORDER BY v.pos) AS r FROM v_pos v JOIN customers c ON c.id = v.id"
@@ -172,8 +166,9 @@ def test_postgres_a_function_only_a_role_map_role_may_run_counts(
         pg.admin.execute(f"GRANT EXECUTE ON FUNCTION f_attr(orders) TO {role}")
         roles = tmp_path / "roles.yaml"
         roles.write_text(f"principals:\n  alice: {role}\n", encoding="utf-8")
+        masks = masks_file(tmp_path, "customers.email")
         code, out = _run(
-            capsys, "sql", "doctor", "--dsn", pg.reader_url, "--mask", _masks(tmp_path),
+            capsys, "sql", "doctor", "--dsn", pg.reader_url, "--mask", masks,
             "--role-map", str(roles), "--allow", "shared-login",
         )  # fmt: skip
         assert code != 0, out

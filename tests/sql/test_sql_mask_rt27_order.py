@@ -21,19 +21,13 @@ import pytest
 
 from mcpkit.sql.masking import KnownSchema, MaskPolicy
 from mcpkit.sql.masking.view_order import order_reason
-from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch
+from tests.sql.sql_support import MysqlScratch, PgScratch, masks_file, mysql_scratch, pg_scratch
 from tests.sql.sql_support import run_cli as _run
 
 SECRET = "@secret.example"
 # Ids out of e-mail order: the e-mail ranking lists the ids 4, 1, 5, 2, 3.
 ROWS = [(1, "Ann", "b"), (2, "Bob", "d"), (3, "Cy", "e"), (4, "Dan", "a"), (5, "Eve", "c")]
 REFUSED = "may answer in the scan order of a masked table"
-
-
-def _masks(tmp_path: Path) -> str:
-    path = tmp_path / "masks.yaml"
-    path.write_text("masks:\n  - customers.email\n  - accounts.email\n", encoding="utf-8")
-    return str(path)
 
 
 @pytest.fixture
@@ -62,7 +56,8 @@ def pg(pg_url: str) -> Iterator[PgScratch]:
 
 
 def _query(pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    return _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", _masks(tmp_path), *args)
+    masks = masks_file(tmp_path, "customers.email", "accounts.email")
+    return _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", masks, *args)
 
 
 @pytest.mark.postgres
@@ -209,7 +204,7 @@ def test_mariadb_a_seeded_rand_or_sysdate_in_a_view_refuses_start_up(
                 f"CREATE SQL SECURITY INVOKER VIEW {my.db}.{name} AS {sql.replace('FROM ', f'FROM {my.db}.')}"
             )
             c.execute(f"GRANT SELECT, SHOW VIEW ON {my.db}.{name} TO '{my.reader}'@'%'")
-    masks = _masks(tmp_path)
+    masks = masks_file(tmp_path, "customers.email", "accounts.email")
     code, out = _run(capsys, "sql", "query", "--dsn", my.reader_url, "--mask", masks, "SELECT * FROM v_rand")
     assert code == 2, out  # before: RAND(1)'s sequence in scan order
     assert f"view {my.db}.v_rand {REFUSED}: it calls rand" in out, out

@@ -20,18 +20,19 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import text_of
-from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch, serving_masked
+from tests.sql.sql_support import (
+    MysqlScratch,
+    PgScratch,
+    masks_file,
+    mysql_scratch,
+    pg_scratch,
+    serving_masked,
+)
 from tests.sql.sql_support import run_cli as _run
 
 SECRET = "@secret.example"
 # Ids out of e-mail order: the e-mail ranking lists the ids 4, 1, 5, 2, 3.
 ROWS = [(1, "Ann", "b"), (2, "Bob", "d"), (3, "Cy", "e"), (4, "Dan", "a"), (5, "Eve", "c")]
-
-
-def _masks(tmp_path: Path) -> str:
-    path = tmp_path / "masks.yaml"
-    path.write_text("masks:\n  - customers.email\n", encoding="utf-8")
-    return str(path)
 
 
 @pytest.fixture
@@ -60,7 +61,8 @@ def pg(pg_url: str) -> Iterator[PgScratch]:
 def _pg_query(
     pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str
 ) -> tuple[int, str]:
-    return _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", _masks(tmp_path), *args)
+    masks = masks_file(tmp_path, "customers.email")
+    return _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", masks, *args)
 
 
 @pytest.mark.postgres
@@ -149,9 +151,10 @@ def test_postgres_grant_leaves_a_table_under_such_a_policy_out(
         """
     )
     reader = f"{pg.reader}_g"
+    masks = masks_file(tmp_path, "customers.email")
     code, out = _run(
         capsys, "sql", "grant", "--dsn", pg.admin_url, "--role", reader,
-        "--tables", "public.customers,public.tickets,public.notes", "--mask", _masks(tmp_path),
+        "--tables", "public.customers,public.tickets,public.notes", "--mask", masks,
     )  # fmt: skip
     assert code == 0, out
     assert "ON public.tickets TO" not in out, out
@@ -165,7 +168,7 @@ async def test_postgres_a_policy_created_while_serving_is_checked_again(
     pg: PgScratch, tmp_path: Path
 ) -> None:
     # pg_policy is in the catalog fingerprint: the re-verification runs this check too
-    async with serving_masked(pg.reader_url, _masks(tmp_path)) as ask:
+    async with serving_masked(pg.reader_url, masks_file(tmp_path, "customers.email")) as ask:
         first = await ask("SELECT count(*) AS n FROM tickets")
         assert "mcpkit/error" not in (first.meta or {}), text_of(first)  # RLS on, no policy: 0 rows
         pg.admin.execute(
@@ -244,7 +247,7 @@ def test_mariadb_a_routine_reads_its_own_database_s_names(
         c.execute(f"SELECT {d2}.firstid()")
         first = str(c.fetchone()[0])
     assert first in ("3", "4")  # the first id in the e-mail index's order (either direction)
-    masks = _masks(tmp_path)
+    masks = masks_file(tmp_path, "customers.email")
     allow = [
         a
         for f in (f"{d2}.firstid", f"{d}.firstname")

@@ -19,7 +19,7 @@ import pytest
 
 from mcpkit.sql.admission import admit
 from mcpkit.sql.errors import Refused
-from tests.sql.sql_support import PgScratch, pg_scratch
+from tests.sql.sql_support import PgScratch, masks_file, pg_scratch
 from tests.sql.sql_support import run_cli as _run
 
 A = "q" * 63
@@ -47,12 +47,6 @@ def pg(pg_url: str) -> Iterator[PgScratch]:
             """
         )
         yield db
-
-
-def _masks(tmp_path: Path) -> str:
-    path = tmp_path / "masks.yaml"
-    path.write_text("masks:\n  - customers.email\n", encoding="utf-8")
-    return str(path)
 
 
 @pytest.mark.parametrize("sql", REFUSED)
@@ -103,17 +97,19 @@ def test_postgres_a_policy_reading_a_masked_column_refuses_start_up(
         f" CREATE POLICY by_mail ON customers FOR SELECT USING ({using})"
     )
     sql = "SELECT string_agg(id::text, ',' ORDER BY id) AS s FROM customers"
-    code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", _masks(tmp_path), sql)
+    masks = masks_file(tmp_path, "customers.email")
+    code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", masks, sql)
     assert code == 2, out  # before: | 3 | (the ids whose e-mail < 'k')
     assert "policy public.customers.by_mail" in out and "reads a masked column" in out, out
     assert "--allow policy-order:public.customers.by_mail" in out, out
     allow = ["--allow", "policy-order:public.customers.by_mail"]
-    code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", _masks(tmp_path), *allow, sql)
+    masks = masks_file(tmp_path, "customers.email")
+    code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", masks, *allow, sql)
     assert code == 0 and "| 3 |" in out, out
     reader = f"{pg.reader}_g"
     code, out = _run(
         capsys, "sql", "grant", "--dsn", pg.admin_url, "--role", reader,
-        "--tables", "public.customers", "--mask", _masks(tmp_path),
+        "--tables", "public.customers", "--mask", masks_file(tmp_path, "customers.email"),
     )  # fmt: skip
     assert code == 0, out
     assert "ON public.customers TO" not in out and "-- left out: table public.customers" in out, out
@@ -128,5 +124,6 @@ def test_postgres_a_policy_on_an_unmasked_column_passes(
         " CREATE POLICY by_id ON customers FOR SELECT USING (id < 3)"
     )
     sql = "SELECT string_agg(id::text, ',' ORDER BY id) AS s FROM customers"
-    code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", _masks(tmp_path), sql)
+    masks = masks_file(tmp_path, "customers.email")
+    code, out = _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", masks, sql)
     assert code == 0 and "1,2" in out, out
