@@ -20,9 +20,9 @@ import pytest
 from tests.sql.sql_support import MysqlScratch, PgScratch, masks_file, mysql_scratch, pg_scratch, run_cli
 
 SECRET = "@secret.example"
-TAINTED = ("v_f3", "v_nested", "v_other", "v_cols", "v_proc", "v_inv")
-CLEAN = ("v_ok",)
-FUNCTIONS = ("f_hv", "f_outer", "f_cols", "f_proc", "f_inv", "f_ok")
+TAINTED = ("v_f3", "v_nested", "v_other", "v_cols", "v_proc", "v_inv", "v_hidden")
+CLEAN = ("v_ok", "v_ok2")
+FUNCTIONS = ("f_hv", "f_outer", "f_cols", "f_proc", "f_inv", "f_hidden", "f_ok", "f_ok2")
 
 
 @pytest.fixture
@@ -65,6 +65,18 @@ def maria(mysql_url: str) -> Iterator[MysqlScratch]:
                 " RETURN (SELECT e2 FROM iv WHERE id = x)",
                 f"CREATE DEFINER={r} FUNCTION {d}.f_ok(x int) RETURNS varchar(100) DETERMINISTIC {inv}"
                 " RETURN (SELECT label FROM products WHERE id = x)",
+                # root's function, not granted to the reader (so unseen), called by the reader's own
+                f"CREATE FUNCTION {d}.g_hidden(x int) RETURNS varchar(100) {inv}"
+                f" RETURN (SELECT email FROM {d}.customers WHERE id = x)",
+                f"CREATE DEFINER={r} FUNCTION {d}.f_hidden(x int) RETURNS varchar(100) {inv}"
+                f" RETURN LOWER({d}.g_hidden(x))",
+                # a compound body over a granted table, calling built-in functions only (a control)
+                f"CREATE DEFINER={r} FUNCTION {d}.f_ok2(x int) RETURNS varchar(100) DETERMINISTIC {inv}"
+                " BEGIN DECLARE s varchar(100); /* from hv */"
+                " SELECT CONCAT(UPPER(p.label), '-', IFNULL(x, 0)) INTO s FROM products p WHERE p.id = x;"
+                " RETURN s; END",
+                f"CREATE VIEW {d}.v_hidden AS SELECT id, {d}.f_hidden(id) AS e FROM {d}.customers",
+                f"CREATE VIEW {d}.v_ok2 AS SELECT id, {d}.f_ok2(id) AS e FROM {d}.customers",
                 f"CREATE VIEW {d}.v_f3 AS SELECT id, {d}.f_hv(id) AS e FROM {d}.customers",
                 f"CREATE VIEW {d}.v_nested AS SELECT id, {d}.f_outer(id) AS e FROM {d}.customers",
                 f"CREATE VIEW {d}.v_other AS SELECT id, {o}.f_o(id) AS e FROM {d}.customers",
@@ -111,12 +123,13 @@ def test_mariadb_definer_view_over_a_routine_reading_an_unseen_relation_is_refus
         assert code == 2 and SECRET not in out, (view, out)  # before: | 1 | ann@secret.example |
     for view in TAINTED:
         assert f"view `{db.db}`.`{view}`: it calls function" in out, (view, out)
-    assert f"`.`{CLEAN[0]}`:" not in out, out
+    assert all(f"`.`{clean}`:" not in out for clean in CLEAN), out
     assert f"it calls function f_hv, which names {db.db}.hv, which this account cannot see" in out, out
     assert f"which names {db.db}_o.hv2, which this account cannot see" in out, out
     assert f"names {db.db}.orders, which this account cannot read every column of" in out, out
     assert f"names {db.db}.iv, which this account cannot read every column of" in out, out
     assert "it calls function f_proc, which calls p_read, which reads a masked column" in out, out
+    assert f"it calls function f_hidden, which calls {db.db}.g_hidden, which this account cannot see" in out
     assert f"GRANT SELECT on the columns it reads TO '{db.reader}'@'%' lets the check see them" in out, out
     assert "it calls function f_outer, which calls f_hv, which reads a masked column" in out, out
     code, out = run_cli(capsys, "sql", "doctor", *base)
@@ -135,6 +148,8 @@ def test_mariadb_routine_reading_granted_columns_still_serves(
     base += ["--allow-function", "f_ok", "--allow-function", "f_hv"]
     code, out = run_cli(capsys, "sql", "query", *base, "SELECT id, e FROM v_ok ORDER BY id")
     assert code == 0 and "lamp" in out and "desk" in out, out
+    code, out = run_cli(capsys, "sql", "query", *base, "SELECT id, e FROM v_ok2 ORDER BY id")
+    assert code == 0 and "DESK-2" in out, out
     code, out = run_cli(capsys, "sql", "query", *base, "SELECT f_ok(2) AS label")
     assert code == 0 and "desk" in out, out
     # called directly, the INVOKER function runs with the reader's rights: the database refuses it

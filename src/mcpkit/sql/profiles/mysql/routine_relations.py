@@ -12,18 +12,18 @@ Which relations a body names: a body that parses (`RETURN expr` as `SELECT expr`
 gives its tables (not its CTEs). A compound body (BEGIN ... END), or one holding what sqlglot reads
 otherwise than MariaDB may (`--1`, `#`, `/*!...*/`, `"x"`, a backslash), gives each name after FROM,
 any `... JOIN` or UPDATE, and after each comma of that list at its own depth (past a derived
-table, an alias, an index hint), read four ways: as it stands and with its comments out (an
-executable comment's text kept), each with strings read with and without backslash escapes
-(`sql_mode` may hold NO_BACKSLASH_ESCAPES or ANSI_QUOTES). Over-approximation is the safe
+table, an alias, an index hint), read with its comments out (an executable comment's text kept)
+twice: strings read with and without backslash escapes (`sql_mode` may hold NO_BACKSLASH_ESCAPES
+or ANSI_QUOTES; a quoted name or string is one token either way). Over-approximation is the safe
 direction: `TRIM(x FROM s)` names `s`, a CTE of such a body names itself, and each then counts
 (one statement's CTE must not hide another's relation). An unqualified name is the routine's
-database's.
+database's. A call to a routine the account cannot see counts the same way (`body_calls`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from typing import Final
 
 import sqlglot
@@ -33,7 +33,7 @@ from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.profiles.mysql.view_text import Relation
 
-__all__ = ["body_relations", "unreadable_relations"]
+__all__ = ["body_calls", "body_relations", "unreadable_relations"]
 
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
 # sqlglot reads `--1` and `#` as comments, `"x"` as a string and `/*!...*/` as nothing, where
@@ -51,6 +51,11 @@ _TOKENS: Final = {
     for escapes, b, e in ((True, "\\\\", "\\\\.|"), (False, "", ""))
 }
 _PLACED: Final = re.compile(r"^(?:from|\w*join|update)$", re.IGNORECASE)
+# Built-in functions and keywords (`varchar(`, `if(`, `in (`): a call to one reads no stored routine.
+_BUILTINS: Final = (
+    "SELECT `function` FROM information_schema.SQL_FUNCTIONS"
+    " UNION SELECT word FROM information_schema.KEYWORDS"
+)
 # Words a relation position may hold that name no relation: a subquery, VALUES, DUAL, LATERAL.
 _NOT_RELATIONS: Final = frozenset({"select", "with", "values", "lateral", "dual", "table"})
 # Words that end a FROM list at its own depth (commas after them are not relations).
@@ -138,10 +143,9 @@ def _positions(body: str, schema: str, escapes: bool, out: dict[Relation, None])
 
 def _placed(body: str, schema: str) -> list[Relation]:
     """Each name in a relation position of a body sqlglot may misread (see the module's doc), read
-    as it stands and with its comments out, strings with and without backslash escapes."""
+    with its comments out, strings with and without backslash escapes."""
     out: dict[Relation, None] = {}
     for escapes in (True, False):
-        _positions(body, schema, escapes, out)
         _positions(_uncommented(body, escapes), schema, escapes, out)
     return list(out)
 
@@ -159,7 +163,7 @@ def body_relations(body: str, schema: str) -> list[Relation]:
     [('d', 'u'), ('o', 't')]
     >>> body_relations("RETURN (SELECT x--1 FROM hv) + (SELECT 1 /*!50000 + (SELECT 2 FROM h2) */)", "d")
     [('d', 'hv'), ('d', 'h2')]
-    >>> body_relations(r"BEGIN SELECT '\\' INTO s FROM p USE INDEX (i), \"hv\"; RETURN s; END", "d")
+    >>> body_relations("BEGIN SELECT 'x' INTO s FROM p USE INDEX (i), `hv`; RETURN s; END", "d")
     [('d', 'p'), ('d', 'hv')]
     >>> body_relations("RETURN EXTRACT(YEAR FROM d)", "d"), body_relations(
     ...     "BEGIN RETURN TRIM(x FROM s); END", ""
@@ -168,6 +172,42 @@ def body_relations(body: str, schema: str) -> list[Relation]:
     """
     parsed = None if _UNSURE.search(body) else _parsed(body, schema)
     return parsed if parsed is not None else _placed(body, schema)
+
+
+def _calls(body: str, schema: str, escapes: bool, out: dict[Relation, bool]) -> None:
+    """Add each name chain followed by an argument list (not a column list after INTO or TABLE),
+    or after CALL, to `out` (-> whether it was qualified)."""
+    tokens = [(m[1] or m[3], m[0]) for m in _TOKENS[escapes].finditer(body)]
+    at = 0
+    while at < len(tokens):
+        before = tokens[at - 1][0] if at else None
+        if not tokens[at][0] or (at and tokens[at - 1][1] == "."):
+            at += 1
+            continue
+        parts, at = [tokens[at][0]], at + 1
+        while at + 1 < len(tokens) and tokens[at][1] == "." and tokens[at + 1][0]:
+            parts.append(tokens[at + 1][0])
+            at += 2
+        after = (before or "").casefold()
+        if parts[0][0].isdigit() or after in ("into", "table"):
+            continue
+        if after == "call" or (at < len(tokens) and tokens[at][1] == "("):
+            names = [_unquote(p) for p in (parts[:2] if len(parts) > 2 else parts)]
+            out[(names[0], names[1]) if len(names) == 2 else (schema, names[0])] = len(names) == 2
+
+
+def body_calls(body: str, schema: str) -> dict[Relation, bool]:
+    """Each routine a body may call (built-in functions included) -> whether it was qualified; a
+    package routine (`pkg.f(`, `db.pkg.f(`) as `(db, pkg)` and as `(pkg, f)`, read both ways
+    `_placed` reads relations.
+
+    >>> body_calls("BEGIN INSERT INTO t (a) VALUES (lower(x)); CALL p; RETURN `o`.g(1) + o.pk.h(2); END", "d")
+    {('d', 'VALUES'): False, ('d', 'lower'): False, ('d', 'p'): False, ('o', 'g'): True, ('o', 'pk'): True}
+    """
+    out: dict[Relation, bool] = {}
+    for escapes in (True, False):
+        _calls(_uncommented(body, escapes), schema, escapes, out)
+    return out
 
 
 def _probe(conn: Connection, relation: Relation) -> bool:
@@ -183,18 +223,31 @@ def _probe(conn: Connection, relation: Relation) -> bool:
 
 def unreadable_relations(
     conn: Connection,
-    routines: Iterable[tuple[str, str, str]],
+    routines: Collection[tuple[str, str, str]],
     known: Collection[Relation],
     fold: Callable[[str], str],
 ) -> dict[Relation, str]:
-    """Each routine (schema, name, body) whose body names a relation the account cannot read whole
-    -> why (the first such relation), keyed case-folded; `known`: the relations the account sees."""
+    """Each routine (schema, name, body) whose body names a relation the account cannot read whole,
+    or calls a routine it cannot see (one not listed in `routines`, not a built-in function), ->
+    why (the first such), keyed case-folded; `known`: the relations the account sees."""
     seen = {(fold(s), fold(n)) for s, n in known}
+    visible = {(s.casefold(), n.casefold()) for s, n, _ in routines}
+    builtins = {str(w).casefold() for (w,) in conn.execute(text(_BUILTINS))}
     probed: dict[Relation, bool] = {}
     out: dict[Relation, str] = {}
     for schema, name, body in routines:
         if not body:
             continue
+        for (db, called), qualified in body_calls(body, schema).items():
+            routine = (db.casefold(), called.casefold())
+            if routine in visible or (not qualified and routine[1] in builtins):
+                continue
+            if qualified and (schema.casefold(), routine[0]) in visible:
+                continue  # `pkg.f(`: a package of the routine's database, whose body is listed
+            out.setdefault(
+                (schema.casefold(), name.casefold()),
+                f"calls {db}.{called}, which this account cannot see (it may read a masked column)",
+            )
         for relation in body_relations(body, schema):
             key = (fold(relation[0]), fold(relation[1]))
             if key not in probed:
