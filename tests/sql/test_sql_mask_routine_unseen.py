@@ -12,11 +12,17 @@ calls as the caller (unless SECURITY DEFINER): the same set-up is stopped by the
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import get_default_environment
 
+from tests.helpers import ROOT, UNBOUNDED_MEMORY, text_of
 from tests.sql.sql_support import MysqlScratch, PgScratch, masks_file, mysql_scratch, pg_scratch, run_cli
 
 SECRET = "@secret.example"
@@ -155,6 +161,45 @@ def test_mariadb_routine_reading_granted_columns_still_serves(
     # called directly, the INVOKER function runs with the reader's rights: the database refuses it
     code, out = run_cli(capsys, "sql", "query", *base, "SELECT f_hv(1) AS e")
     assert code != 0 and SECRET not in out, out
+
+
+def _code(result: Any) -> str:
+    return str((result.meta or {}).get("mcpkit/error", {}).get("code", "OK"))
+
+
+@pytest.mark.mysql
+@pytest.mark.anyio
+async def test_mariadb_view_created_while_serving_is_refused_with_one_safe_sentence(
+    maria: MysqlScratch, tmp_path: Path
+) -> None:
+    # rt29 F3 as reported: the server (stdio, --mask, the opt-ins) serving as the reader; the
+    # function the view calls is replaced while it serves, and the next call verifies again.
+    db, r = maria, f"'{maria.reader}'@'%'"
+    fn = f"CREATE DEFINER={r} FUNCTION {db.db}.f_hv(x int) RETURNS varchar(100) DETERMINISTIC"
+    fn += " READS SQL DATA SQL SECURITY INVOKER"
+    with db.admin.cursor() as c:
+        for view in TAINTED[1:]:
+            c.execute(f"DROP VIEW {db.db}.{view}")
+        c.execute(f"DROP FUNCTION {db.db}.f_hv")
+        c.execute(f"{fn} RETURN (SELECT label FROM products WHERE id = x)")
+        c.execute(f"GRANT EXECUTE ON FUNCTION {db.db}.f_hv TO {r}")
+    args = ["-m", "mcpkit", "sql", "serve", "--dsn", db.reader_url, "--no-audit", *UNBOUNDED_MEMORY]
+    args += ["--mask", masks_file(tmp_path, "customers.email"), "--catalog-check-interval", "0"]
+    args += _allow(db, TAINTED + CLEAN)
+    env = get_default_environment()  # and the source under test, where one is given (an older one)
+    env.update({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {})
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT), env=env)
+    async with Client(params, mode="legacy") as client:
+        result = await client.call_tool("execute_query", {"query": "SELECT id, e FROM v_f3 ORDER BY id"})
+        assert _code(result) == "OK" and "lamp" in text_of(result), text_of(result)
+        with db.admin.cursor() as c:
+            c.execute(f"DROP FUNCTION {db.db}.f_hv")
+            c.execute(f"{fn} RETURN (SELECT email FROM hv WHERE id = x)")
+            c.execute(f"GRANT EXECUTE ON FUNCTION {db.db}.f_hv TO {r}")
+        result = await client.call_tool("execute_query", {"query": "SELECT id, e FROM v_f3 ORDER BY id"})
+        said = text_of(result)
+        assert _code(result) == "SOURCE_UNVERIFIED" and SECRET not in said, said  # before: the e-mails
+        assert "f_hv" not in said and len(said.splitlines()) == 1, said
 
 
 @pytest.fixture
