@@ -52,9 +52,11 @@ _TOKENS: Final = {
 }
 _PLACED: Final = re.compile(r"^(?:from|\w*join|update)$", re.IGNORECASE)
 # Built-in functions and keywords (`varchar(`, `if(`, `in (`): a call to one reads no stored routine.
+# MariaDB lists both (10.6.3+); MySQL 8 lists keywords only: there a built-in call counts (fail closed).
 _BUILTINS: Final = (
     "SELECT `function` FROM information_schema.SQL_FUNCTIONS"
-    " UNION SELECT word FROM information_schema.KEYWORDS"
+    " UNION SELECT word FROM information_schema.KEYWORDS",
+    "SELECT word FROM information_schema.KEYWORDS",
 )
 # Words a relation position may hold that name no relation: a subquery, VALUES, DUAL, LATERAL.
 _NOT_RELATIONS: Final = frozenset({"select", "with", "values", "lateral", "dual", "table"})
@@ -221,6 +223,15 @@ def _probe(conn: Connection, relation: Relation) -> bool:
     return True
 
 
+def _builtins(conn: Connection) -> set[str]:
+    for query in _BUILTINS:
+        try:
+            return {str(w).casefold() for (w,) in conn.execute(text(query))}
+        except DBAPIError:
+            continue
+    return set()
+
+
 def unreadable_relations(
     conn: Connection,
     routines: Collection[tuple[str, str, str]],
@@ -232,7 +243,7 @@ def unreadable_relations(
     why (the first such), keyed case-folded; `known`: the relations the account sees."""
     seen = {(fold(s), fold(n)) for s, n in known}
     visible = {(s.casefold(), n.casefold()) for s, n, _ in routines}
-    builtins = {str(w).casefold() for (w,) in conn.execute(text(_BUILTINS))}
+    builtins = _builtins(conn)
     probed: dict[Relation, bool] = {}
     out: dict[Relation, str] = {}
     for schema, name, body in routines:
