@@ -219,3 +219,28 @@ def test_a_function_losing_its_order_by_within_the_second_it_passed_is_refused(
         assert not any(IN_EMAIL_ORDER in a for a in later)
     finally:
         service.engine.close()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "ALTER TABLE {db}.plain ADD KEY tk (tag, id)",
+        "ALTER TABLE {db}.plain DROP PRIMARY KEY, ADD PRIMARY KEY (tag, id)",
+        "ALTER TABLE {db}.plain ADD COLUMN t2 VARCHAR(80) AS (UPPER(tag)) VIRTUAL",
+        "ALTER TABLE {db}.plain MODIFY tag VARCHAR(80) NOT NULL",
+    ],
+    ids=["new-index", "new-primary-key", "new-generated-column", "column-changed"],
+)
+def test_a_table_altered_while_serving_moves_it(
+    my: MysqlScratch, reader: pymysql.Connection[Any], change: str
+) -> None:
+    # The order check reads keys and the routine/view checks PREPARE whole relations: an ALTER
+    # TABLE while serving is a change to verify again, not one to wait --reverify-interval for.
+    with my.admin.cursor() as c:
+        c.execute(f"CREATE TABLE {my.db}.plain (id INT PRIMARY KEY, tag VARCHAR(80))")
+        c.execute(f"GRANT SELECT ON {my.db}.plain TO '{my.reader}'@'%'")
+    first = mysql_fingerprint(reader)
+    assert mysql_fingerprint(reader) == first
+    with my.admin.cursor() as c:
+        c.execute(change.format(db=my.db))
+    assert mysql_fingerprint(reader) != first

@@ -18,6 +18,13 @@ What the re-verification reads of the catalog, and so what the fingerprint diges
 - every view it can see (`information_schema.VIEWS`): SQL SECURITY, DEFINER, CHECK OPTION,
   character set/collation and an MD5 of the definition (blank without SHOW VIEW). ALGORITHM is not
   read by any check (and MySQL 8 has no such column).
+- the indexes and columns of the tables it can see (`STATISTICS`, `COLUMNS`, the system schemas
+  left out): the order check reads primary and unique keys, and the routine and view checks
+  PREPARE whole relations, so `ALTER TABLE ... ADD KEY`, a changed primary key or a new
+  (generated) column is a change to verify again, not one to wait `--reverify-interval` for.
+  Columns the account holds no privilege on do not show (information_schema hides them): a new
+  column on a table read through column grants changes nothing here, and none of those is
+  readable to it either.
 Triggers and events are not read by the re-verification (trigger warnings are start-up only, and
 neither runs in a read-only session), so they are left out. Each row is quoted field by field
 (`QUOTE`, NULL distinct from 'NULL') and hashed; the rows' MD5s are combined by COUNT and two 64-bit
@@ -37,13 +44,13 @@ from mcpkit.sql.profiles.mysql.roles import granted_roles, under_each_role
 __all__ = ["mysql_fingerprint", "sorted_grants"]
 
 
-def _rows(table: str, *fields: str) -> str:
+def _rows(table: str, *fields: str, where: str = "") -> str:
     """A subquery: how many rows of `table` the account sees, and an order-free digest of them."""
     row = "MD5(CONCAT_WS(',', " + ", ".join(f"QUOTE({f})" for f in fields) + "))"
     halves = ", ':', ".join(
         f"COALESCE(BIT_XOR(CAST(CONV({side}(h, 16), 16, 10) AS UNSIGNED)), 0)" for side in ("LEFT", "RIGHT")
     )
-    rows = f"(SELECT {row} AS h FROM information_schema.{table}) r"
+    rows = f"(SELECT {row} AS h FROM information_schema.{table}{where}) r"
     return f"(SELECT CONCAT(COUNT(*), ':', {halves}) FROM {rows})"
 
 
@@ -63,8 +70,23 @@ _VIEWS: Final = _rows(
     *("TABLE_SCHEMA", "TABLE_NAME", "SECURITY_TYPE", "DEFINER", "CHECK_OPTION"),
     *("CHARACTER_SET_CLIENT", "COLLATION_CONNECTION", "MD5(VIEW_DEFINITION)"),
 )
+_USER_SCHEMAS: Final = (
+    " WHERE TABLE_SCHEMA NOT IN ('information_schema', 'performance_schema', 'mysql', 'sys')"
+)
+_INDEXES: Final = _rows(
+    "STATISTICS",
+    *("TABLE_SCHEMA", "TABLE_NAME", "NON_UNIQUE", "INDEX_NAME", "SEQ_IN_INDEX", "COLUMN_NAME"),
+    *("SUB_PART", "COLLATION", "INDEX_TYPE"),
+    where=_USER_SCHEMAS,
+)
+_COLUMNS: Final = _rows(
+    "COLUMNS",
+    *("TABLE_SCHEMA", "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "COLUMN_TYPE", "COLUMN_KEY"),
+    *("EXTRA", "GENERATION_EXPRESSION", "COLLATION_NAME", "IS_NULLABLE"),
+    where=_USER_SCHEMAS,
+)
 _SEEN: Final = (
-    f"SELECT CONCAT_WS('/', {_ROUTINES}, {_PARAMETERS}, {_VIEWS}, "
+    f"SELECT CONCAT_WS('/', {_ROUTINES}, {_PARAMETERS}, {_VIEWS}, {_INDEXES}, {_COLUMNS}, "
     "QUOTE(CURRENT_USER()), QUOTE(CURRENT_ROLE()))"
 )
 
