@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.mysql.body_modes import foreign_routines, readable_body
 from mcpkit.sql.profiles.mysql.view_text import Relation, read_relations, routine_calls, unseen_relations
 from mcpkit.sql.profiles.scan_order import split_key
 
@@ -257,11 +258,18 @@ def _read_routes(
     known = {(str(s), str(n)) for s, n in conn.execute(text(_BASE))} | {(s, n) for s, n, _, _ in views}
     # lower_case_table_names 0: names are case-sensitive, `V` is not the visible `v`
     fold = (lambda name: name) if int(conn.execute(text(_CASE)).scalar() or 0) == 0 else str.lower
+    # a body stored under an sql_mode that reads otherwise counts as hidden (red team rt30 F4)
+    foreign = foreign_routines(conn)
     routines = [
-        (str(s), str(n), str(k), str(d), str(b or ""), str(t))
+        (str(s), str(n), str(k), str(d), readable_body(foreign, s, n, b), str(t))
         for s, n, k, d, b, t in conn.execute(text(_ROUTINES))
     ]
     tainted, reading = _taint(views, (known, fold), hidden, database, routines, _blind(conn, views))
+    for key, flags in foreign.items():
+        if reading.get(key) == _read(None):
+            reading[key] = (
+                f"has a body stored under sql_mode {flags}, which this check cannot read as the server does"
+            )
     return views, tainted, routines, reading
 
 
