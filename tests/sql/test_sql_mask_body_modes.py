@@ -121,7 +121,10 @@ def test_mariadb_a_view_calling_a_body_under_another_mode_counts_as_reading_a_ma
         capsys, "sql", "query", "--dsn", my.reader_url, "--mask", masks, *allow, "SELECT 1 AS x"
     )
     assert code == 2, out  # before: | 1 |
-    assert f"view `{my.db}`.`v_g_ansi`: it calls function g_ansi" in out, out
+    assert (
+        f"view `{my.db}`.`v_g_ansi`: it calls function g_ansi, which has a body stored under"
+        " sql_mode ANSI_QUOTES" in out
+    ), out
     assert "v_g_plain" not in out, out
 
 

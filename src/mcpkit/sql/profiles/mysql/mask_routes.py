@@ -189,21 +189,24 @@ def _tainted_views(
     return view_closure(views, why)
 
 
-def _read(name: str | None) -> str:
+def _read(name: str | None, flags: str | None = None) -> str:
+    if flags:  # its stored sql_mode reads text otherwise (`body_modes`, red team rt30 F4)
+        return f"has a body stored under sql_mode {flags}, which this check cannot read as the server does"
     return f"names {name}, which holds a masked column" if name else "has a body hidden from the account"
 
 
 def _reading_routines(
-    routines: list[tuple[str, str, str, str, str, str]], names: set[str]
+    routines: list[tuple[str, str, str, str, str, str]], names: set[str], foreign: Mapping[Relation, str]
 ) -> dict[Relation, str | None]:
     """Each routine (schema, name, kind, definer, body, security) -> why it reads a masked column:
     its body names one of `names` (masked tables, views that read one), calls a routine that
-    does (at any depth), or is hidden; None if none of these."""
+    does (at any depth), or is hidden (or blanked: stored under the `foreign` sql_mode flags);
+    None if none of these."""
     why: dict[Relation, str | None] = {}
     for schema, name, _, _, body, _ in routines:
         read = _mentions(body, names) if body else None
         key = (schema.casefold(), name.casefold())  # a PACKAGE and its PACKAGE BODY: the worse
-        why[key] = why.get(key) or (None if body and read is None else _read(read))
+        why[key] = why.get(key) or (None if body and read is None else _read(read, foreign.get(key)))
     while True:
         reading = {k[1] for k, w in why.items() if w is not None}
         more = {
@@ -232,13 +235,14 @@ def _taint(
     database: str,
     routines: list[tuple[str, str, str, str, str, str]],
     blind: Collection[Relation] = (),
+    foreign: Mapping[Relation, str] | None = None,
 ) -> tuple[dict[Relation, str], dict[Relation, str | None]]:
     """Views and routines that read a masked column: a view through a routine it calls, a routine
     through a view it reads, to a fixpoint."""
     tables = {t for _, t in hidden}
     tainted: dict[Relation, str] = {}
     while True:
-        reading = _reading_routines(routines, tables | {n for _, n in tainted})
+        reading = _reading_routines(routines, tables | {n for _, n in tainted}, foreign or {})
         again = _tainted_views(views, catalog, hidden, database, reading, blind)
         if again.keys() == tainted.keys():
             return again, reading
@@ -264,12 +268,7 @@ def _read_routes(
         (str(s), str(n), str(k), str(d), readable_body(foreign, s, n, b), str(t))
         for s, n, k, d, b, t in conn.execute(text(_ROUTINES))
     ]
-    tainted, reading = _taint(views, (known, fold), hidden, database, routines, _blind(conn, views))
-    for key, flags in foreign.items():
-        if reading.get(key) == _read(None):
-            reading[key] = (
-                f"has a body stored under sql_mode {flags}, which this check cannot read as the server does"
-            )
+    tainted, reading = _taint(views, (known, fold), hidden, database, routines, _blind(conn, views), foreign)
     return views, tainted, routines, reading
 
 
