@@ -31,6 +31,7 @@ from mcpkit.sql.maskcheck import (
     mask_findings,
     mask_hints,
     masks_verify,
+    per_row_routines,
     prepare_masks,
 )
 from mcpkit.sql.profiles.base import ConnectionBudget
@@ -202,7 +203,8 @@ def equip(
         enforce_masks(engine, masked)
         for line in mask_hints(engine, masked):
             log.warning("masks: %s", line)
-        known = reflection.known(engine, withheld=engine.profile.withheld_relations())
+        withheld = engine.profile.withheld_relations()
+        known = reflection.known(engine, withheld=withheld, per_row=per_row_routines(engine))  # rt29 F2
         enforce_order(engine, policy, known, masked, getattr(args, "allow", ()))  # rt19mask F8
         if known.path:  # calls resolve names as the analysis did
             engine.profile.pin_name_path(known.path)

@@ -38,6 +38,7 @@ __all__ = [
     "masks_verify",
     "order_check",
     "order_findings",
+    "per_row_routines",
     "prepare_masks",
     "reference_hints",
     "scan_order_hints",
@@ -213,6 +214,34 @@ def _order_in(
     return view_order_findings(stored, engine.dialect, known, policy, keys)
 
 
+def per_row_routines(engine: SqlEngine) -> frozenset[str]:
+    """The user's functions whose value may change from row to row whatever they are declared
+    (`Profile.row_order_routines`, red team rt29 F2), each told to the operator with why: a call of
+    one over a masked read is refused (`KnownSchema.per_row`)."""
+    with engine.session(30.0, "startup-masks") as (conn, _):
+        found = engine.profile.row_order_routines(conn)
+    policy = engine.profile.function_policy
+    for (schema, name), why in sorted(found.items()):
+        if policy is not None and (
+            policy.allows_name(name.lower(), schema) or policy.allows_name(name.lower())
+        ):
+            log.warning(
+                "masks: function %s.%s counts as a per-row function over masked reads: %s", schema, name, why
+            )
+    return frozenset(name.casefold() for _, name in found)
+
+
+def _per_row_since(engine: SqlEngine, conn: Connection, known: KnownSchema) -> None:
+    """Refuse the call when a function became a per-row one since start-up (a body replaced)."""
+    new = sorted(
+        f"{s}.{n}" for s, n in engine.profile.row_order_routines(conn) if n.casefold() not in known.per_row
+    )
+    if new:
+        raise SqlConfigError(
+            f"--mask: function {', '.join(new)} may now change from row to row; restart the server"
+        )
+
+
 def _refused_order(findings: list[Finding], allow: Collection[str]) -> None:
     refused = []
     for finding in findings:
@@ -251,6 +280,7 @@ def order_check(
     def verify(engine: SqlEngine, conn: Connection) -> None:
         if frozen:
             _refused_order(_order_in(engine, conn, policy, known, frozen), allow)
+            _per_row_since(engine, conn, known)
 
     return verify
 

@@ -128,8 +128,15 @@ class Reflection:
         """The schemas reflected; `(None,)` for the one namespace."""
         return tuple(self.mapping) if self.namespaced or self.path else (None,)
 
-    def known(self, engine: SqlEngine, *, withheld: frozenset[str] = frozenset()) -> KnownSchema:
-        """The `KnownSchema` the masking analysis reads, with every schema's views."""
+    def known(
+        self,
+        engine: SqlEngine,
+        *,
+        withheld: frozenset[str] = frozenset(),
+        per_row: frozenset[str] = frozenset(),
+    ) -> KnownSchema:
+        """The `KnownSchema` the masking analysis reads, with every schema's views (and `per_row`:
+        the user's functions a call over a masked read may not use, `KnownSchema`)."""
         views = frozenset().union(*(reflect_views(engine.sa_engine, s) for s in self.schemas))
         return KnownSchema(
             self.mapping,
@@ -139,6 +146,7 @@ class Reflection:
             withheld=withheld,
             views=views,
             partial=self.partial,
+            per_row=per_row,
         )
 
 
@@ -308,6 +316,9 @@ class KnownSchema:
         views: The names of the views.
         partial: `schema.table` (casefolded) of the tables with columns the account cannot see
             (`reflect_schema`): a join on names there may join on a hidden one (`masking.hidden`).
+        per_row: The user's functions (case-folded names) whose value may change from row to row
+            whatever they are declared (`Profile.row_order_routines`, red team rt29 F2): a call of
+            one over a masked read is refused like a per-row clock (`masking.shapes`).
     """
 
     def __init__(
@@ -321,8 +332,10 @@ class KnownSchema:
         withheld: frozenset[str] = frozenset(),
         views: frozenset[str] = frozenset(),
         partial: frozenset[str] = frozenset(),
+        per_row: frozenset[str] = frozenset(),
     ) -> None:
         self.dialect = dialect
+        self.per_row = frozenset(name.casefold() for name in per_row)
         self._columns: dict[tuple[tuple[str, str, bool], ...], dict[str, str] | None] = {}
         self.withheld = frozenset(name.casefold() for name in withheld)
         self.partial = partial

@@ -38,6 +38,7 @@ from mcpkit.sql.profiles.mysql.mask_routes import (
     _unquote,
     view_closure,
 )
+from mcpkit.sql.profiles.mysql.routine_state import NOT_DETERMINISTIC, mysql_row_order_routines
 from mcpkit.sql.profiles.mysql.view_text import read_relations
 from mcpkit.sql.profiles.stored import StoredQuery
 
@@ -47,14 +48,8 @@ _ROUTINES: Final = (
     "SELECT routine_schema, routine_name, routine_definition, routine_type FROM information_schema.ROUTINES"
     f" WHERE routine_schema NOT IN {_SYSTEM} ORDER BY routine_schema, routine_name"
 )
-# A stored function not declared DETERMINISTIC may change from row to row (a user variable's
-# counter): called in a view over a masked table it numbers the rows in scan order (red team rt27 F5).
-# One whose body the check reads itself (a stored function over a masked table) counts there.
-_NONDETERMINISTIC: Final = (
-    "SELECT routine_schema, routine_name FROM information_schema.ROUTINES"
-    f" WHERE routine_type = 'FUNCTION' AND is_deterministic <> 'YES' AND routine_schema NOT IN {_SYSTEM}"
-)
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
+_BODY_HIDDEN: Final = "its body is hidden from the account, so it cannot be checked"
 _HIDDEN: Final = "its definition is hidden from the account (no SHOW VIEW), so it cannot be checked"
 
 Relation = tuple[str, str]
@@ -108,6 +103,11 @@ def _in_database(statement: str, database: str) -> str:
     return trees[0].sql(dialect="mysql")
 
 
+def _kept_state(reason: str | None) -> str | None:
+    """Why a function whose body the check reads may keep state from row to row (its label aside)."""
+    return None if reason in (None, NOT_DETERMINISTIC) else reason
+
+
 def _names(body: str, names: set[str]) -> bool:
     """Whether `body` names one of `names` (a hidden body may name any)."""
     folded = body.casefold()
@@ -156,9 +156,12 @@ def mysql_stored_queries(
             break
         reading |= more
     checked = {(s, n) for s, n, b, kind in routines if kind == "FUNCTION" and (s, n) in reading and b}
-    volatile = frozenset(
-        str(n).casefold() for s, n in conn.execute(text(_NONDETERMINISTIC)) if (str(s), str(n)) not in checked
-    )
+    # A stored function not declared DETERMINISTIC, or whose body is not proven stateless whatever its
+    # label (a user variable's counter), numbers the rows in scan order when a view over a masked table
+    # calls it (red team rt27 F5, rt29 F1). One whose body the check reads itself (a stored function
+    # over a masked table) counts there: refused itself when its body may keep state.
+    stateful = mysql_row_order_routines(conn)
+    volatile = frozenset(n.casefold() for s, n in stateful if (s, n) not in checked)
     out = [replace(item, volatile=volatile) for item in out]
     for schema, name, body, kind in routines:
         if kind != "FUNCTION" or (schema, name) not in reading:
@@ -173,7 +176,7 @@ def mysql_stored_queries(
                 name,
                 (_in_database(statement, schema),) if body else (),  # rt27 F10
                 f"REVOKE EXECUTE ON FUNCTION {quoted} FROM {account}",
-                hidden=None if body else "its body is hidden from the account, so it cannot be checked",
+                hidden=_kept_state(stateful.get((schema, name))) if body else _BODY_HIDDEN,
                 # Not on the allowlist: admission refuses calls to it, but a view may call it.
                 usable=policy.allows_name(name, schema) or policy.allows_name(name),
                 volatile=volatile,
