@@ -128,15 +128,8 @@ class Reflection:
         """The schemas reflected; `(None,)` for the one namespace."""
         return tuple(self.mapping) if self.namespaced or self.path else (None,)
 
-    def known(
-        self,
-        engine: SqlEngine,
-        *,
-        withheld: frozenset[str] = frozenset(),
-        per_row: frozenset[str] = frozenset(),
-    ) -> KnownSchema:
-        """The `KnownSchema` the masking analysis reads, with every schema's views (and `per_row`:
-        the user's functions a call over a masked read may not use, `KnownSchema`)."""
+    def known(self, engine: SqlEngine, *, withheld: frozenset[str] = frozenset()) -> KnownSchema:
+        """The `KnownSchema` the masking analysis reads, with every schema's views."""
         views = frozenset().union(*(reflect_views(engine.sa_engine, s) for s in self.schemas))
         return KnownSchema(
             self.mapping,
@@ -146,7 +139,6 @@ class Reflection:
             withheld=withheld,
             views=views,
             partial=self.partial,
-            per_row=per_row,
         )
 
 
@@ -309,17 +301,15 @@ class KnownSchema:
         default_schema: With a three-level mapping, where unqualified tables are looked up.
         path: With a three-level mapping, where unqualified tables are looked up, in order: the
             first schema that has the table (the database's search_path); its head is the default.
-        namespaced: The mapping is three-level even with an empty path (no unqualified table
-            resolves then).
+        namespaced: The mapping is three-level even with an empty path (then no unqualified name resolves).
         withheld: Relations the database withholds whole (SQLite: virtual tables over masked
             columns and their shadow tables); a query that reads one is refused up front.
         views: The names of the views.
         partial: `schema.table` (casefolded) of the tables with columns the account cannot see
             (`reflect_schema`): a join on names there may join on a hidden one (`masking.hidden`).
-        per_row: The user's functions (case-folded names) whose value may change from row to row
-            whatever they are declared (`Profile.row_order_routines`, red team rt29 F2): a call of
-            one over a masked read is refused like a per-row clock (`masking.shapes`).
     """
+
+    per_row: frozenset[str] = frozenset()  # user functions counted as per-row ones (rt29 F2, maskcheck)
 
     def __init__(
         self,
@@ -332,10 +322,8 @@ class KnownSchema:
         withheld: frozenset[str] = frozenset(),
         views: frozenset[str] = frozenset(),
         partial: frozenset[str] = frozenset(),
-        per_row: frozenset[str] = frozenset(),
     ) -> None:
         self.dialect = dialect
-        self.per_row = frozenset(name.casefold() for name in per_row)
         self._columns: dict[tuple[tuple[str, str, bool], ...], dict[str, str] | None] = {}
         self.withheld = frozenset(name.casefold() for name in withheld)
         self.partial = partial
