@@ -14,6 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from mcpkit.sql.admission import FunctionPolicy
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.maskcheck import order_check
+from mcpkit.sql.masking import KnownSchema, MaskPolicy
+from mcpkit.sql.profiles.mysql.routine_state import mysql_row_order_routines
 from tests.helpers import UNBOUNDED_MEMORY
 from tests.sql.sql_support import MysqlScratch, PgScratch, masks_file, mysql_scratch, pg_scratch
 from tests.sql.sql_support import run_cli as _run
@@ -98,6 +104,68 @@ def test_mariadb_a_deterministic_counter_called_directly_is_refused(
     assert f"function {my.db}.twice counts" not in caplog.text
     code, out = _run(capsys, "sql", "query", *args, "SELECT id, twice(id) AS k FROM customers ORDER BY id")
     assert code == 0 and "| 1 | 4 |" in out, out
+
+
+@pytest.mark.mysql
+def test_mariadb_a_body_replaced_while_serving_fails_the_reverification(my: MysqlScratch) -> None:
+    engine = SqlEngine(my.reader_url)
+    try:
+        engine.profile.use_function_policy(FunctionPolicy.for_dialect("mysql", extra=["ctr", "twice"]))
+        known = KnownSchema({}, "mysql")
+        known.per_row = frozenset({"ctr"})  # as start-up found it
+        allow = [f"view-order:{my.db}.v_ctr", f"view-order:{my.db}.v_twice"]
+        verify = order_check(
+            MaskPolicy.of(["customers.email"]), known, {"customers": frozenset({"email"})}, allow
+        )
+        with engine.session(30.0, "test") as (conn, _):
+            verify(engine, conn)  # nothing changed
+        with my.admin.cursor() as c:
+            c.execute(
+                f"CREATE OR REPLACE DEFINER = '{my.reader}'@'%' FUNCTION {my.db}.twice(x int) RETURNS int"
+                " DETERMINISTIC SQL SECURITY INVOKER RETURN x + (@rt29b_t := COALESCE(@rt29b_t, 0) + 1)"
+            )
+        changed = f"function {my.db}.twice may now change from row to row"
+        with pytest.raises(SqlConfigError, match=changed), engine.session(30.0, "test") as (conn, _):
+            verify(engine, conn)
+    finally:
+        engine.close()
+
+
+BODIES = {  # name -> (body after RETURNS int, counts as per-row)
+    "f_pure": ("DETERMINISTIC RETURN ABS(x) * 3 + CHAR_LENGTH(UPPER(CONCAT('a@b', x)))", False),
+    "f_nested": ("DETERMINISTIC RETURN f_pure(x) + 1", False),
+    "f_calls_ctr": ("DETERMINISTIC RETURN x + ctr()", True),
+    "f_reads_var": ("DETERMINISTIC RETURN x + COALESCE(@rt29b_v, 0)", True),
+    "f_sysvar": ("DETERMINISTIC RETURN x + @@warning_count", True),
+    "f_rand": ("DETERMINISTIC RETURN FLOOR(RAND() * x)", True),
+    "f_uuid_short": ("DETERMINISTIC RETURN UUID_SHORT() % 10", True),
+    "f_sequence": ("DETERMINISTIC RETURN NEXT VALUE FOR rt29b_s", True),
+    "f_compound": (
+        "DETERMINISTIC BEGIN SET @rt29b_w = COALESCE(@rt29b_w, 0) + 1; RETURN @rt29b_w; END",
+        True,
+    ),
+    "f_into": ("DETERMINISTIC BEGIN DECLARE r int; SELECT x INTO @rt29b_i; RETURN x; END", True),
+    "f_label": ("NOT DETERMINISTIC RETURN x + 1", True),
+}
+
+
+@pytest.mark.mysql
+def test_mariadb_only_a_body_proven_stateless_passes(my: MysqlScratch) -> None:
+    with my.admin.cursor() as c:
+        c.execute(f"CREATE SEQUENCE {my.db}.rt29b_s")
+        for name, (body, _) in BODIES.items():
+            c.execute(f"CREATE DEFINER = '{my.reader}'@'%' FUNCTION {my.db}.{name}(x int) RETURNS int {body}")
+        c.execute(f"CREATE FUNCTION {my.db}.f_hidden(x int) RETURNS int DETERMINISTIC RETURN x")  # root's
+        c.execute(f"GRANT EXECUTE ON FUNCTION {my.db}.f_hidden TO '{my.reader}'@'%'")
+    engine = SqlEngine(my.reader_url)
+    try:
+        with engine.session(30.0, "test") as (conn, _):
+            found = {n: why for (_, n), why in mysql_row_order_routines(conn).items()}
+    finally:
+        engine.close()
+    for name, (_, counts) in BODIES.items():
+        assert (name in found) is counts, (name, found.get(name))
+    assert "hidden" in found["f_hidden"] and "twice" not in found and "ctr" in found
 
 
 @pytest.fixture
