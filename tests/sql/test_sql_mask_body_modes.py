@@ -214,3 +214,31 @@ def test_mysql_modes_outside_the_table_count(mode: str, flags: str) -> None:
 )
 def test_postgres_settings_outside_the_table_count(config: list[str] | None, found: str) -> None:
     assert foreign_settings(config) == found
+
+
+@pytest.mark.mysql
+def test_mariadb_a_pure_looking_body_under_another_mode_is_not_proven_stateless(my: MysqlScratch) -> None:
+    # The per-row proof (rt29 F1/F2) reads a body itself: one stored under NO_BACKSLASH_ESCAPES reads
+    # otherwise on the server (`'a\' , @c := ...` hides an assignment from the default reading).
+    from sqlalchemy import create_engine
+
+    from mcpkit.sql.profiles.mysql.routine_state import mysql_row_order_routines
+
+    with my.admin.cursor() as c:
+        for name, mode in (("f_pure_nbe", "NO_BACKSLASH_ESCAPES"), ("f_pure", "STRICT_TRANS_TABLES")):
+            c.execute(f"SET SESSION sql_mode = '{mode}'")
+            try:
+                c.execute(
+                    f"CREATE DEFINER = '{my.reader}'@'%' FUNCTION {my.db}.{name}(x INT) RETURNS INT"
+                    " DETERMINISTIC SQL SECURITY INVOKER NO SQL RETURN (x * 2 + 1)"
+                )
+            finally:
+                c.execute("SET SESSION sql_mode = DEFAULT")
+    engine = create_engine(my.reader_url.replace("mysql://", "mysql+pymysql://", 1))
+    try:
+        with engine.connect() as conn:
+            found = mysql_row_order_routines(conn)
+    finally:
+        engine.dispose()
+    assert "sql_mode NO_BACKSLASH_ESCAPES" in found[(my.db, "f_pure_nbe")]
+    assert (my.db, "f_pure") not in found  # control: the same body under a read-alike mode is proven

@@ -40,6 +40,7 @@ from mcpkit.sql.profiles.mysql.mask_routes import (
     _unquote,
     view_closure,
 )
+from mcpkit.sql.profiles.mysql.routine_state import NOT_DETERMINISTIC, mysql_row_order_routines
 from mcpkit.sql.profiles.mysql.view_text import read_relations
 from mcpkit.sql.profiles.stored import StoredQuery
 
@@ -48,13 +49,6 @@ __all__ = ["mysql_primary_key", "mysql_stored_queries"]
 _ROUTINES: Final = (
     "SELECT routine_schema, routine_name, routine_definition, routine_type FROM information_schema.ROUTINES"
     f" WHERE routine_schema NOT IN {_SYSTEM} ORDER BY routine_schema, routine_name"
-)
-# A stored function not declared DETERMINISTIC may change from row to row (a user variable's
-# counter): called in a view over a masked table it numbers the rows in scan order (red team rt27 F5).
-# One whose body the check reads itself (a stored function over a masked table) counts there.
-_NONDETERMINISTIC: Final = (
-    "SELECT routine_schema, routine_name FROM information_schema.ROUTINES"
-    f" WHERE routine_type = 'FUNCTION' AND is_deterministic <> 'YES' AND routine_schema NOT IN {_SYSTEM}"
 )
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
 _HIDDEN: Final = "its definition is hidden from the account (no SHOW VIEW), so it cannot be checked"
@@ -120,6 +114,11 @@ def _unread(flags: str | None) -> str:
     return "its body is hidden from the account, so it cannot be checked"
 
 
+def _kept_state(reason: str | None) -> str | None:
+    """Why a function whose body the check reads may keep state from row to row (its label aside)."""
+    return None if reason in (None, NOT_DETERMINISTIC) else reason
+
+
 def _names(body: str, names: set[str]) -> bool:
     """Whether `body` names one of `names` (a hidden body may name any)."""
     folded = body.casefold()
@@ -173,9 +172,12 @@ def mysql_stored_queries(
             break
         reading |= more
     checked = {(s, n) for s, n, b, kind in routines if kind == "FUNCTION" and (s, n) in reading and b}
-    volatile = frozenset(
-        str(n).casefold() for s, n in conn.execute(text(_NONDETERMINISTIC)) if (str(s), str(n)) not in checked
-    )
+    # A stored function not declared DETERMINISTIC, or whose body is not proven stateless whatever its
+    # label (a user variable's counter), numbers the rows in scan order when a view over a masked table
+    # calls it (red team rt27 F5, rt29 F1). One whose body the check reads itself (a stored function
+    # over a masked table) counts there: refused itself when its body may keep state.
+    stateful = mysql_row_order_routines(conn)
+    volatile = frozenset(n.casefold() for s, n in stateful if (s, n) not in checked)
     volatile |= {name for _, name in foreign}  # unread, whatever its DETERMINISTIC label (rt30 F4)
     out = [replace(item, volatile=volatile) for item in out]
     for schema, name, body, kind in routines:
@@ -191,7 +193,11 @@ def mysql_stored_queries(
                 name,
                 (_in_database(statement, schema),) if body else (),  # rt27 F10
                 f"REVOKE EXECUTE ON FUNCTION {quoted} FROM {account}",
-                hidden=None if body else _unread(foreign.get((schema.casefold(), name.casefold()))),
+                hidden=(
+                    _kept_state(stateful.get((schema, name)))
+                    if body
+                    else _unread(foreign.get((schema.casefold(), name.casefold())))
+                ),
                 # Not on the allowlist: admission refuses calls to it, but a view may call it.
                 usable=policy.allows_name(name, schema) or policy.allows_name(name),
                 volatile=volatile,
