@@ -36,6 +36,7 @@ DOCTESTED = [
     "mcpkit.sql.profiles.postgres",
     "mcpkit.sql.profiles.mysql.cost",
     "mcpkit.sql.profiles.mysql.view_text",
+    "mcpkit.sql.profiles.mysql.routine_relations",
     "mcpkit.sql.dialects",
     "mcpkit.sql.shaping",
     "mcpkit.sql.render",

@@ -8,7 +8,8 @@ such a table or view, or a routine (function or procedure) that does, at any dep
 a view's definition only to an account holding SHOW VIEW on it (or its definer): a view the
 account can select but not read cannot be checked, so it counts (`mcpkit sql grant` grants SHOW
 VIEW with every view). A routine's body needs SHOW CREATE ROUTINE the same way (10.11 shows it to
-its definer only); a compound body (BEGIN ... END) does not parse, so it counts too.
+its definer only); a compound body (BEGIN ... END) does not parse, so it counts too, and so does
+one stored under an sql_mode that reads text otherwise than the check (`body_modes`, rt30 F4).
 
 A routine runs with its own database as the default: an unqualified `customers` in a function of
 `db2` is `db2.customers` (here a view whose `id` is a constant), whatever the connection's database
@@ -30,6 +31,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.admission.policy import FunctionPolicy
+from mcpkit.sql.profiles.mysql.body_modes import foreign_routines, readable_body
 from mcpkit.sql.profiles.mysql.mask_routes import (
     _SYSTEM,
     _VIEWS,
@@ -108,6 +110,16 @@ def _in_database(statement: str, database: str) -> str:
     return trees[0].sql(dialect="mysql")
 
 
+def _unread(flags: str | None) -> str:
+    """Why a function's body cannot be checked: hidden, or stored under sql_mode `flags`."""
+    if flags:
+        return (
+            f"its body is stored under sql_mode {flags}, under which the server reads its text otherwise"
+            " than this check, so it cannot be checked"
+        )
+    return "its body is hidden from the account, so it cannot be checked"
+
+
 def _names(body: str, names: set[str]) -> bool:
     """Whether `body` names one of `names` (a hidden body may name any)."""
     folded = body.casefold()
@@ -147,7 +159,12 @@ def mysql_stored_queries(
         )
     policy = policy or FunctionPolicy.for_dialect("mysql")
     names = {t for _, t in tables} | {n for _, n in over}
-    routines = [(str(s), str(n), str(b) if b else "", str(t)) for s, n, b, t in conn.execute(text(_ROUTINES))]
+    # a body stored under an sql_mode that reads otherwise counts as hidden (red team rt30 F4)
+    foreign = foreign_routines(conn)
+    routines = [
+        (str(s), str(n), readable_body(foreign, s, n, b), str(t))
+        for s, n, b, t in conn.execute(text(_ROUTINES))
+    ]
     reading = {(s, n) for s, n, b, _ in routines if _names(b, names)}
     while True:  # a routine that calls (CALL or a function call) one that reads them reads them too
         called = {name.casefold() for _, name in reading}
@@ -159,6 +176,7 @@ def mysql_stored_queries(
     volatile = frozenset(
         str(n).casefold() for s, n in conn.execute(text(_NONDETERMINISTIC)) if (str(s), str(n)) not in checked
     )
+    volatile |= {name for _, name in foreign}  # unread, whatever its DETERMINISTIC label (rt30 F4)
     out = [replace(item, volatile=volatile) for item in out]
     for schema, name, body, kind in routines:
         if kind != "FUNCTION" or (schema, name) not in reading:
@@ -173,7 +191,7 @@ def mysql_stored_queries(
                 name,
                 (_in_database(statement, schema),) if body else (),  # rt27 F10
                 f"REVOKE EXECUTE ON FUNCTION {quoted} FROM {account}",
-                hidden=None if body else "its body is hidden from the account, so it cannot be checked",
+                hidden=None if body else _unread(foreign.get((schema.casefold(), name.casefold()))),
                 # Not on the allowlist: admission refuses calls to it, but a view may call it.
                 usable=policy.allows_name(name, schema) or policy.allows_name(name),
                 volatile=volatile,
