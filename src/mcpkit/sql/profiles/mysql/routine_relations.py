@@ -8,22 +8,24 @@ check can see. PREPARE of the view as the account does not open function bodies.
 a body names is prepared as `SELECT *` as the account: a refusal (an unseen relation, a column it
 lacks, an INVOKER view reading one) counts as reading a masked column: fail closed.
 
-Which relations a body names: a body that parses (`RETURN expr` as `SELECT expr`, or one statement)
-gives its tables (not its CTEs). A compound body (BEGIN ... END), or one holding what sqlglot reads
-otherwise than MariaDB may (`--1`, `#`, `/*!...*/`, `"x"`, a backslash), gives each name after FROM,
-any `... JOIN` or UPDATE, and after each comma of that list at its own depth (past a derived
-table, an alias, an index hint), read with its comments out (an executable comment's text kept)
-twice: strings read with and without backslash escapes (`sql_mode` may hold NO_BACKSLASH_ESCAPES
-or ANSI_QUOTES; a quoted name or string is one token either way). Over-approximation is the safe
-direction: `TRIM(x FROM s)` names `s`, a CTE of such a body names itself, and each then counts
-(one statement's CTE must not hide another's relation). An unqualified name is the routine's
-database's. A call to a routine the account cannot see counts the same way (`body_calls`).
+The account cannot tell a relation it is not granted from one that does not exist (both are
+refused, 1142), so not every word of a body can be probed: the names in relation positions are.
+The body is read as MariaDB's lexer reads it (`routine_tokens`: identifiers with any character
+from U+0080, digit-initial names, executable comments both ways, strings both ways; red team rt31
+F3), and the positions over-approximate: each name after FROM, any `... JOIN` or UPDATE, and after
+each comma at the list's own depth or inside a parenthesised list of relations (`FROM (a, b)`,
+`{oj a LEFT JOIN b ON 1}`: rt31 F1, F2). An alias is skipped only after a relation (or AS) and
+only when MariaDB accepts the word as one; the words that end a list are all words it refuses
+as an alias (`do`, `end`, `lateral` are names: rt31 F4). A body that parses for sqlglot gives its
+tables as well, and its CTE names are not probed. An unqualified name is the routine's database's.
+A call to a routine the account cannot see counts the same way (`body_calls`), as does a body
+using dynamic SQL (PREPARE, EXECUTE) or naming more than `PROBE_CAP` relations to check.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from typing import Final
 
 import sqlglot
@@ -31,25 +33,17 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
+from mcpkit.sql.profiles.mysql.routine_tokens import Token, is_number, readings
 from mcpkit.sql.profiles.mysql.view_text import Relation
 
-__all__ = ["body_calls", "body_relations", "unreadable_relations"]
+__all__ = ["PROBE_CAP", "body_calls", "body_relations", "dynamic_sql", "unreadable_relations"]
+
+PROBE_CAP: Final = 3000
+"""At most this many distinct relations prepared per verification; past it a body counts unread."""
 
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
-# sqlglot reads `--1` and `#` as comments, `"x"` as a string and `/*!...*/` as nothing, where
-# MariaDB may not: a body holding one of these is read by its relation positions instead.
-_UNSURE: Final = re.compile(r"/\*|--|#|\"|\\")
-_QUOTED: Final = r"`(?:[^`]|``)*`"
-_STRINGS: Final = {
-    True: r"'(?:[^'\\]|\\.|'')*'?|\"(?:[^\"\\]|\\.|\"\")*\"?",  # backslash escapes (the default)
-    False: r"'(?:[^']|'')*'?|\"(?:[^\"]|\"\")*\"?",  # NO_BACKSLASH_ESCAPES
-}
-_COMMENTS: Final = r"/\*M?!\d*(?P<run>.*?)(?:\*/|$)|/\*.*?(?:\*/|$)|--(?=[\x00-\x20]|$)[^\n]*|#[^\n]*"
-# One token: a quoted name (`"x"` is one under ANSI_QUOTES), a string, a word, one character.
-_TOKENS: Final = {
-    escapes: re.compile(rf"({_QUOTED}|\"(?:[^\"{b}]|{e}\"\")*\"?)|('(?:[^'{b}]|{e}'')*'?)|([\w$]+)|(\S)")
-    for escapes, b, e in ((True, "\\\\", "\\\\.|"), (False, "", ""))
-}
+# sqlglot reads these otherwise than MariaDB may: such a body is read by relation positions only.
+_UNSURE: Final = re.compile(r"/\*|--|#|\"|\\|\{|[^\x00-\x7f]")
 _PLACED: Final = re.compile(r"^(?:from|\w*join|update)$", re.IGNORECASE)
 # Built-in functions and keywords (`varchar(`, `if(`, `in (`): a call to one reads no stored routine.
 # MariaDB lists both (10.6.3+); MySQL 8 lists keywords only: there a built-in call counts (fail closed).
@@ -58,21 +52,81 @@ _BUILTINS: Final = (
     " UNION SELECT word FROM information_schema.KEYWORDS",
     "SELECT word FROM information_schema.KEYWORDS",
 )
-# Words a relation position may hold that name no relation: a subquery, VALUES, DUAL, LATERAL.
-_NOT_RELATIONS: Final = frozenset({"select", "with", "values", "lateral", "dual", "table"})
-# Words that end a FROM list at its own depth (commas after them are not relations).
-_ENDS: Final = frozenset(
+# Words a relation position may hold that name no relation: a subquery, VALUES, DUAL (all reserved).
+NOT_RELATIONS: Final = frozenset({"select", "with", "values", "dual", "table"})
+# Words that end a list at its own depth (commas after them are not relations): each one MariaDB
+# refuses as an alias (a test holds the server to it), so none is an alias.
+ENDS: Final = frozenset(
     {"where", "group", "having", "order", "limit", "union", "except", "intersect", "window", "into", "set"}
-    | {"then", "do", "end", "returning"}
+    | {"then", "returning", "for", "lock", "procedure", "fetch", "offset"}
 )
+# Words after a relation that are no alias (MariaDB refuses each as one; a test holds it to it).
+NOT_ALIASES: Final = ENDS | frozenset(
+    {"on", "using", "join", "inner", "left", "right", "cross", "natural", "straight_join", "outer"}
+    | {"use", "force", "ignore", "partition", "as", "key", "index"}
+)
+_DYNAMIC: Final = frozenset({"prepare", "execute"})
 
 
-def _unquote(name: str) -> str:
-    return name[1:-1].replace(name[0] * 2, name[0]) if name[:1] in '`"' else name
+def _word(token: Token, *words: str) -> bool:
+    return token.kind == "name" and token.text.casefold() in words
 
 
-def _parsed(body: str, schema: str) -> list[Relation] | None:
-    """The tables of a body that parses as one statement, None when it does not."""
+def _chain(tokens: list[Token], at: int) -> tuple[list[Token], int]:
+    """The dotted name starting at `at` (`db . t`), and the index after it."""
+    parts, at = [tokens[at]], at + 1
+    while at + 1 < len(tokens) and tokens[at] == ("char", ".") and tokens[at + 1].kind in ("name", "quoted"):
+        parts.append(tokens[at + 1])
+        at += 2
+    return parts, at
+
+
+def _relation(parts: list[Token], schema: str) -> Relation:
+    names = [p.text for p in parts[-2:]]
+    return (names[0], names[1]) if len(names) == 2 else (schema, names[0])
+
+
+def _positions(tokens: list[Token], start: int, schema: str) -> Iterator[Relation]:
+    """The names of the relation list after `tokens[start]` (FROM, a JOIN, UPDATE)."""
+    groups: list[bool] = []  # per open parenthesis: whether it holds a list of relations
+    expect, alias, at = True, False, start + 1
+    while at < len(tokens):
+        token = tokens[at]
+        if token.kind in ("name", "quoted") and expect:
+            parts, at = _chain(tokens, at)
+            expect, alias = False, True
+            called = at < len(tokens) and tokens[at] == ("char", "(")
+            bare = len(parts) == 1 and (is_number(parts[0]) or _word(parts[0], *NOT_RELATIONS))
+            if not called and not bare:
+                yield _relation(parts, schema)
+            continue
+        if token.kind in ("name", "quoted") and alias:
+            alias = _word(token, "as")  # AS: the alias follows
+            if token.kind == "quoted" or token.text.casefold() not in NOT_ALIASES:
+                at += 1
+                continue
+        alias = False
+        if token.kind == "char" and token.text in "({":
+            nxt = tokens[at + 1] if at + 1 < len(tokens) else Token("char", "")
+            groups.append(expect and not _word(nxt, "select", "with", "values", "table"))
+            if token.text == "{" and _word(nxt, "oj"):
+                at += 1
+        elif token.kind == "char" and token.text in ")}":
+            if not groups:
+                return
+            groups.pop()
+            expect, alias = False, True  # a derived table's alias may follow
+        elif token == ("char", ";") or (not groups and _word(token, *ENDS)):
+            return
+        elif token == ("char", ","):
+            expect = not groups or groups[-1]
+        else:
+            expect = False
+        at += 1
+
+
+def _parsed(body: str, schema: str) -> tuple[list[Relation], set[str]] | None:
+    """The tables and CTE names of a body that parses as one statement, None when it does not."""
     from mcpkit.sql.masking.first_row import cte_for  # masking imports the profiles
 
     returned = _RETURN.match(body)
@@ -85,71 +139,10 @@ def _parsed(body: str, schema: str) -> list[Relation] | None:
         return None
     out: dict[Relation, None] = {}
     for table in trees[0].find_all(sqlglot.exp.Table):
-        if not isinstance(table.this, sqlglot.exp.Identifier) or cte_for(table) is not None:
-            continue
-        out[(table.db or schema, table.name)] = None
-    return list(out)
-
-
-def _uncommented(body: str, escapes: bool) -> str:
-    """`body` with its comments blank, an executable one (`/*!50700 ...*/`, `/*M!...*/`) kept as
-    text, strings read with or without backslash escapes."""
-
-    def keep(m: re.Match[str]) -> str:
-        if m["run"] is not None:
-            return f" {m['run']} "
-        return m[0] if m[0][:1] in "`'\"" else " "
-
-    return re.sub(rf"{_QUOTED}|{_STRINGS[escapes]}|{_COMMENTS}", keep, body, flags=re.DOTALL)
-
-
-def _positions(body: str, schema: str, escapes: bool, out: dict[Relation, None]) -> None:
-    """Add each name after FROM, any `... JOIN` or UPDATE, and after each comma of its list at
-    its own depth (a derived table's parentheses, index hints, aliases between), to `out`."""
-    tokens = [(m[1] or m[3], m[0]) for m in _TOKENS[escapes].finditer(body)]
-    for start, (word, _) in enumerate(tokens):
-        if not word or not _PLACED.match(word):
-            continue
-        depth, expect, at = 0, True, start + 1
-        while at < len(tokens):
-            name, raw = tokens[at]
-            if expect and raw == "(":
-                depth += 1
-            elif expect and name:
-                parts, at = [name], at + 1
-                while at + 1 < len(tokens) and tokens[at][1] == "." and tokens[at + 1][0]:
-                    parts.append(tokens[at + 1][0])
-                    at += 2
-                expect = False
-                call = at < len(tokens) and tokens[at][1] == "("
-                bare = len(parts) == 1 and parts[0][:1] not in '`"'
-                if call or (bare and (parts[0].casefold() in _NOT_RELATIONS or parts[0][0].isdigit())):
-                    continue
-                names = [_unquote(p) for p in parts[-2:]]
-                out[(names[0], names[1]) if len(names) == 2 else (schema, names[0])] = None
-                continue
-            elif raw == "(":
-                depth += 1
-            elif raw == ")":
-                depth -= 1
-                if depth < 0:
-                    break
-            elif raw == ";" or (depth == 0 and name and name.casefold() in _ENDS):
-                break
-            elif raw == "," and depth == 0:
-                expect = True
-            else:
-                expect = False
-            at += 1
-
-
-def _placed(body: str, schema: str) -> list[Relation]:
-    """Each name in a relation position of a body sqlglot may misread (see the module's doc), read
-    with its comments out, strings with and without backslash escapes."""
-    out: dict[Relation, None] = {}
-    for escapes in (True, False):
-        _positions(_uncommented(body, escapes), schema, escapes, out)
-    return list(out)
+        if isinstance(table.this, sqlglot.exp.Identifier) and cte_for(table) is None:
+            out[(table.db or schema, table.name)] = None
+    ctes = {cte.alias_or_name.casefold() for cte in trees[0].find_all(sqlglot.exp.CTE)}
+    return list(out), ctes
 
 
 def body_relations(body: str, schema: str) -> list[Relation]:
@@ -161,54 +154,66 @@ def body_relations(body: str, schema: str) -> list[Relation]:
     [('o', 't')]
     >>> body_relations("BEGIN SELECT h.e INTO s FROM p, `o`.`h v` h WHERE 'from x'; END", "d")
     [('d', 'p'), ('o', 'h v')]
-    >>> body_relations("BEGIN RETURN (SELECT a FROM (SELECT 1 AS a) q LEFT JOIN (o . t) ON 1, u); END", "d")
-    [('d', 'u'), ('o', 't')]
+    >>> body_relations("BEGIN RETURN (SELECT 1 FROM (a o, b do, {oj c LEFT JOIN `e` ON 1}), 1f); END", "d")
+    [('d', 'a'), ('d', 'b'), ('d', 'c'), ('d', '1f'), ('d', 'e')]
     >>> body_relations("RETURN (SELECT x--1 FROM hv) + (SELECT 1 /*!50000 + (SELECT 2 FROM h2) */)", "d")
     [('d', 'hv'), ('d', 'h2')]
-    >>> body_relations("BEGIN SELECT 'x' INTO s FROM p USE INDEX (i), `hv`; RETURN s; END", "d")
+    >>> body_relations("BEGIN SELECT 'x' INTO s FROM p USE INDEX (i, j), `hv`; RETURN s; END", "d")
     [('d', 'p'), ('d', 'hv')]
     >>> body_relations("RETURN EXTRACT(YEAR FROM d)", "d"), body_relations(
     ...     "BEGIN RETURN TRIM(x FROM s); END", ""
     ... )
-    ([], [('', 's')])
+    ([('d', 'd')], [('', 's')])
     """
+    out: dict[Relation, None] = {}
+    for tokens in readings(body):
+        for start, token in enumerate(tokens):
+            if token.kind == "name" and _PLACED.match(token.text):
+                out.update(dict.fromkeys(_positions(tokens, start, schema)))
     parsed = None if _UNSURE.search(body) else _parsed(body, schema)
-    return parsed if parsed is not None else _placed(body, schema)
+    if parsed is None:
+        return list(out)
+    tables, ctes = parsed
+    kept = [r for r in out if r in tables or r[1].casefold() not in ctes]
+    return list(dict.fromkeys([*kept, *tables]))
 
 
-def _calls(body: str, schema: str, escapes: bool, out: dict[Relation, bool]) -> None:
-    """Add each name chain followed by an argument list (not a column list after INTO or TABLE),
-    or after CALL, to `out` (-> whether it was qualified)."""
-    tokens = [(m[1] or m[3], m[0]) for m in _TOKENS[escapes].finditer(body)]
-    at = 0
-    while at < len(tokens):
-        before = tokens[at - 1][0] if at else None
-        if not tokens[at][0] or (at and tokens[at - 1][1] == "."):
-            at += 1
-            continue
-        parts, at = [tokens[at][0]], at + 1
-        while at + 1 < len(tokens) and tokens[at][1] == "." and tokens[at + 1][0]:
-            parts.append(tokens[at + 1][0])
-            at += 2
-        after = (before or "").casefold()
-        if parts[0][0].isdigit() or after in ("into", "table"):
-            continue
-        if after == "call" or (at < len(tokens) and tokens[at][1] == "("):
-            names = [_unquote(p) for p in (parts[:2] if len(parts) > 2 else parts)]
-            out[(names[0], names[1]) if len(names) == 2 else (schema, names[0])] = len(names) == 2
+def dynamic_sql(body: str) -> bool:
+    """Whether a body may run SQL built at run time (PREPARE, EXECUTE, EXECUTE IMMEDIATE).
+
+    >>> dynamic_sql("BEGIN EXECUTE IMMEDIATE CONCAT('SELECT ', x); END"), dynamic_sql("RETURN 'execute'")
+    (True, False)
+    """
+    return any(_word(t, *_DYNAMIC) for tokens in readings(body) for t in tokens)
 
 
 def body_calls(body: str, schema: str) -> dict[Relation, bool]:
     """Each routine a body may call (built-in functions included) -> whether it was qualified; a
-    package routine (`pkg.f(`, `db.pkg.f(`) as `(db, pkg)` and as `(pkg, f)`, read both ways
-    `_placed` reads relations.
+    package routine (`pkg.f(`, `db.pkg.f(`) as `(db, pkg)` and as `(pkg, f)`. A name followed by
+    an argument list (not a column list after INTO or TABLE), or after CALL; a backquoted name
+    counts as qualified (it may not be a built-in).
 
     >>> body_calls("BEGIN INSERT INTO t (a) VALUES (lower(x)); CALL p; RETURN `o`.g(1) + o.pk.h(2); END", "d")
     {('d', 'VALUES'): False, ('d', 'lower'): False, ('d', 'p'): False, ('o', 'g'): True, ('o', 'pk'): True}
+    >>> body_calls("BEGIN RETURN rt€g(1) + 1g (2) + `if`(3); END", "d")
+    {('d', 'rt€g'): False, ('d', '1g'): False, ('d', 'if'): True}
     """
     out: dict[Relation, bool] = {}
-    for escapes in (True, False):
-        _calls(_uncommented(body, escapes), schema, escapes, out)
+    for tokens in readings(body):
+        at = 0
+        while at < len(tokens):
+            before = tokens[at - 1] if at else Token("char", "")
+            if tokens[at].kind not in ("name", "quoted") or before == ("char", "."):
+                at += 1
+                continue
+            parts, at = _chain(tokens, at)
+            if is_number(parts[0]) or _word(before, "into", "table"):
+                continue
+            if _word(before, "call") or (at < len(tokens) and tokens[at] == ("char", "(")):
+                names = [p.text for p in (parts[:2] if len(parts) > 2 else parts)]
+                qualified = len(names) == 2 or parts[0].kind == "quoted"
+                key = (names[0], names[1]) if len(names) == 2 else (schema, names[0])
+                out[key] = out.get(key, False) or qualified
     return out
 
 
@@ -232,6 +237,17 @@ def _builtins(conn: Connection) -> set[str]:
     return set()
 
 
+def _unseen_call(body: str, schema: str, visible: set[Relation], builtins: set[str]) -> str | None:
+    for (db, called), qualified in body_calls(body, schema).items():
+        routine = (db.casefold(), called.casefold())
+        if routine in visible or (not qualified and routine[1] in builtins):
+            continue
+        if qualified and (schema.casefold(), routine[0]) in visible:
+            continue  # `pkg.f(`: a package of the routine's database, whose body is listed
+        return f"calls {db}.{called}, which this account cannot see (it may read a masked column)"
+    return None
+
+
 def unreadable_relations(
     conn: Connection,
     routines: Collection[tuple[str, str, str]],
@@ -239,36 +255,39 @@ def unreadable_relations(
     fold: Callable[[str], str],
 ) -> dict[Relation, str]:
     """Each routine (schema, name, body) whose body names a relation the account cannot read whole,
-    or calls a routine it cannot see (one not listed in `routines`, not a built-in function), ->
-    why (the first such), keyed case-folded; `known`: the relations the account sees."""
+    calls a routine it cannot see (one not listed in `routines`, not a built-in function), uses
+    dynamic SQL or names too many relations to check, -> why (the first such), keyed case-folded;
+    `known`: the relations the account sees."""
     seen = {(fold(s), fold(n)) for s, n in known}
     visible = {(s.casefold(), n.casefold()) for s, n, _ in routines}
     builtins = _builtins(conn)
     probed: dict[Relation, bool] = {}
     out: dict[Relation, str] = {}
     for schema, name, body in routines:
+        key = (schema.casefold(), name.casefold())
         if not body:
             continue
-        for (db, called), qualified in body_calls(body, schema).items():
-            routine = (db.casefold(), called.casefold())
-            if routine in visible or (not qualified and routine[1] in builtins):
-                continue
-            if qualified and (schema.casefold(), routine[0]) in visible:
-                continue  # `pkg.f(`: a package of the routine's database, whose body is listed
-            out.setdefault(
-                (schema.casefold(), name.casefold()),
-                f"calls {db}.{called}, which this account cannot see (it may read a masked column)",
-            )
+        if dynamic_sql(body):
+            out[key] = "runs dynamic SQL (PREPARE or EXECUTE), which this check cannot read"
+            continue
+        called = _unseen_call(body, schema, visible, builtins)
+        if called:
+            out[key] = called
+            continue
         for relation in body_relations(body, schema):
-            key = (fold(relation[0]), fold(relation[1]))
-            if key not in probed:
-                probed[key] = _probe(conn, relation)
-            if probed[key]:
-                continue
-            what = "cannot see" if key not in seen else "cannot read every column of"
-            out.setdefault(
-                (schema.casefold(), name.casefold()),
-                f"names {relation[0]}.{relation[1]}, which this account {what} (it may hold a masked"
-                " column this check cannot see)",
-            )
+            folded = (fold(relation[0]), fold(relation[1]))
+            if folded not in probed:
+                if len(probed) >= PROBE_CAP:
+                    out[key] = (
+                        f"names more relations than this check reads ({PROBE_CAP}), so it cannot be checked"
+                    )
+                    break
+                probed[folded] = _probe(conn, relation)
+            if not probed[folded]:
+                what = "cannot see" if folded not in seen else "cannot read every column of"
+                out[key] = (
+                    f"names {relation[0]}.{relation[1]}, which this account {what} (it may hold a masked"
+                    " column this check cannot see)"
+                )
+                break
     return out

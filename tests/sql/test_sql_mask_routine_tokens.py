@@ -1,0 +1,147 @@
+"""Routine bodies the relation scanner misread (red team rt31 F1-F4).
+
+Each: an INVOKER view over the masked `customers.email`, not granted to the reader; the reader's
+own INVOKER function reading it in a way the scanner missed; root's DEFINER view calling the
+function, opted in with `--allow view:` / `--allow routine:` / `--allow view-order:`. Start-up said
+ok and the view answered every e-mail in clear. F1 `FROM (ok o, hv h)`; F2 `{oj hv h LEFT OUTER
+JOIN ok o ON 1}`; F3 names with characters outside Python's `\\w` (`ok€hv`, a call `g€(x)`, a
+no-break space inside a name, which Python and sqlglot read as a blank); F4 an alias `do` / `end`
+ending the list, a digit-initial name `1hv` or function `1g(x)`, a relation named `lateral`.
+Controls: the same odd syntax over granted tables still serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sql.sql_support import MysqlScratch, masks_file, mysql_scratch, run_cli
+
+SECRET = "@secret.example"
+NBSP = "\u00a0"
+# function -> body; each reads the unseen `customers.email` (through a view or a hidden function)
+BROKEN = {
+    "f1": "BEGIN DECLARE r TEXT; SELECT h.email INTO r FROM (ok o, hv h) WHERE h.id = x AND o.id = 1;"
+    " RETURN r; END",
+    "f2": "RETURN (SELECT h.email FROM {oj hv h LEFT OUTER JOIN ok o ON 1} WHERE h.id = x)",
+    "f2b": "BEGIN RETURN (SELECT h.email FROM {oj hv h LEFT OUTER JOIN ok o ON 1} WHERE h.id = x); END",
+    "f3": "BEGIN RETURN (SELECT h.email FROM ok€hv h WHERE h.id = x); END",
+    "f3b": "BEGIN RETURN g€(x); END",
+    "f3c": f"RETURN (SELECT h.email FROM ok{NBSP}hv h WHERE h.id = x)",
+    "f4": "BEGIN RETURN (SELECT h.email FROM ok do, hv h WHERE h.id = x); END",
+    "f4e": "BEGIN RETURN (SELECT h.email FROM ok end, hv h WHERE h.id = x); END",
+    "f4b": "BEGIN RETURN (SELECT h.email FROM 1hv h WHERE h.id = x); END",
+    "f4c": "BEGIN RETURN (SELECT h.email FROM lateral h WHERE h.id = x); END",
+    "f4d": "BEGIN RETURN 1g(x); END",
+}
+# odd but legitimate syntax over granted tables only
+CLEAN = {
+    "c1": "BEGIN DECLARE r TEXT; SELECT p.label INTO r FROM (ok o, products p) WHERE p.id = x AND o.id = 1;"
+    " RETURN r; END",
+    "c2": "RETURN (SELECT p.label FROM {oj products p LEFT OUTER JOIN ok o ON 1} WHERE p.id = x)",
+    "c3": "BEGIN RETURN (SELECT p.label FROM ok do, ok€p p WHERE p.id = x); END",
+    "c4": "BEGIN RETURN (SELECT CONCAT(p.label, '') FROM 1p p /* FROM hv */ WHERE p.id = x); END",
+}
+
+
+@pytest.fixture
+def maria(mysql_url: str) -> Iterator[MysqlScratch]:
+    with mysql_scratch(mysql_url, "rt31a") as db:
+        d, r = db.db, f"'{db.reader}'@'%'"
+        inv = "READS SQL DATA SQL SECURITY INVOKER"
+        sql = [
+            f"CREATE TABLE {d}.customers (id int PRIMARY KEY, name varchar(20), email varchar(80))",
+            f"INSERT INTO {d}.customers VALUES (1, 'Ann', 'ann{SECRET}'), (2, 'Bob', 'bob{SECRET}')",
+            f"CREATE TABLE {d}.ok (id int PRIMARY KEY)",
+            f"INSERT INTO {d}.ok VALUES (1)",
+            f"CREATE TABLE {d}.products (id int PRIMARY KEY, label varchar(20))",
+            f"INSERT INTO {d}.products VALUES (1, 'lamp'), (2, 'desk')",
+            f"CREATE TABLE {d}.`ok€p` AS SELECT * FROM {d}.products",
+            f"CREATE TABLE {d}.`1p` AS SELECT * FROM {d}.products",
+            f"CREATE FUNCTION {d}.`g€`(x int) RETURNS varchar(100) {inv}"
+            f" RETURN (SELECT email FROM {d}.customers WHERE id = x)",
+            f"CREATE FUNCTION {d}.`1g`(x int) RETURNS varchar(100) {inv}"
+            f" RETURN (SELECT email FROM {d}.customers WHERE id = x)",
+        ]
+        for view in ("hv", "ok€hv", f"ok{NBSP}hv", "1hv", "lateral"):
+            sql.append(
+                f"CREATE SQL SECURITY INVOKER VIEW {d}.`{view}` AS SELECT id, email FROM {d}.customers"
+            )
+        for fn, body in {**BROKEN, **CLEAN}.items():
+            sql += [
+                f"CREATE DEFINER={r} FUNCTION {d}.{fn}(x int) RETURNS varchar(100) {inv} {body}",
+                f"CREATE VIEW {d}.v_{fn} AS SELECT id, {d}.{fn}(id) AS e FROM {d}.customers",
+                f"GRANT EXECUTE ON FUNCTION {d}.{fn} TO {r}",
+                f"GRANT SELECT, SHOW VIEW ON {d}.v_{fn} TO {r}",
+            ]
+        sql += [f"GRANT SELECT (id, name) ON {d}.customers TO {r}"]
+        sql += [f"GRANT SELECT ON {d}.`{t}` TO {r}" for t in ("ok", "products", "ok€p", "1p")]
+        with db.admin.cursor() as c:
+            for s in sql:
+                c.execute(s)
+        yield db
+
+
+def _base(db: MysqlScratch, tmp_path: Path, views: dict[str, str]) -> list[str]:
+    out = ["--dsn", db.reader_url, "--mask", masks_file(tmp_path, "customers.email")]
+    out += [a for fn in {**BROKEN, **CLEAN} for a in ("--allow", f"routine:{db.db}.{fn}")]
+    for fn in views:
+        out += ["--allow", f"view:{db.db}.v_{fn}", "--allow", f"view-order:{db.db}.v_{fn}"]
+    return out
+
+
+@pytest.mark.mysql
+def test_mariadb_doctor_fails_each_routine_body_the_scanner_misread(
+    maria: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = maria
+    code, out = run_cli(capsys, "sql", "doctor", *_base(db, tmp_path, {**BROKEN, **CLEAN}))
+    assert code != 0, out
+    missed = [
+        fn for fn in BROKEN if f"fail masks: view `{db.db}`.`v_{fn}`: it calls function {fn}, " not in out
+    ]
+    assert not missed, (missed, out)  # before: every one of them (doctor said ok)
+    assert all(f"fail masks: view `{db.db}`.`v_{fn}`" not in out for fn in CLEAN), out
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("fn", sorted(BROKEN))
+def test_mariadb_routine_body_the_scanner_misread_is_refused(
+    maria: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str], fn: str
+) -> None:
+    base = _base(maria, tmp_path, {**BROKEN, **CLEAN})
+    code, out = run_cli(capsys, "sql", "query", *base, f"SELECT id, e FROM v_{fn} ORDER BY id")
+    assert code == 2 and SECRET not in out, out  # before: | 1 | ann@secret.example |
+    assert f"view `{maria.db}`.`v_{fn}`: it calls function {fn}, which " in out, out
+
+
+@pytest.mark.mysql
+def test_mariadb_routines_over_granted_tables_with_odd_syntax_still_serve(
+    maria: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = maria
+    with db.admin.cursor() as c:
+        for fn in BROKEN:
+            c.execute(f"DROP VIEW {db.db}.v_{fn}")
+    base = _base(db, tmp_path, CLEAN)
+    for fn in CLEAN:
+        code, out = run_cli(capsys, "sql", "query", *base, f"SELECT id, e FROM v_{fn} ORDER BY id")
+        assert code == 0 and "desk" in out and SECRET not in out, (fn, out)
+
+
+@pytest.mark.mysql
+def test_mariadb_refuses_every_list_ending_word_as_an_alias_and_relation(maria: MysqlScratch) -> None:
+    # the scanner skips an alias unless MariaDB refuses the word as one, and ends a list only at such
+    # words; a word it reads as no relation must be refused as a table name
+    from mcpkit.sql.profiles.mysql.routine_relations import ENDS, NOT_ALIASES, NOT_RELATIONS
+
+    with maria.admin.cursor() as c:
+        for word in sorted(NOT_ALIASES - {"as"}):
+            with pytest.raises(Exception, match="1064"):
+                c.execute(f"SELECT 1 FROM {maria.db}.ok {word} LIMIT 0")
+        for word in sorted(NOT_RELATIONS - {"dual"}):
+            with pytest.raises(Exception, match="1064"):
+                c.execute(f"CREATE TABLE {maria.db}.t_x AS SELECT 1 FROM {word}")
+    assert ENDS <= NOT_ALIASES
