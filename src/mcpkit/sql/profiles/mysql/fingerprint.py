@@ -20,8 +20,11 @@ What the re-verification reads of the catalog, and so what the fingerprint diges
   read by any check (and MySQL 8 has no such column).
 - the indexes and columns of the tables it can see (`STATISTICS`, `COLUMNS`, the system schemas
   left out): the order check reads primary and unique keys, and the routine and view checks
-  PREPARE whole relations, so `ALTER TABLE ... ADD KEY`, a changed primary key or a new
-  (generated) column is a change to verify again, not one to wait `--reverify-interval` for.
+  PREPARE whole relations, so `ALTER TABLE ... ADD KEY`, a changed primary key, a new
+  (generated) column or a changed DEFAULT (MariaDB evaluates `DEFAULT(col)` per row without the
+  privileges of the columns its expression reads: `DEFAULT (LOWER(email))` set while serving
+  answered the e-mails through a view over `DEFAULT(nick)`, red team rt31 F8) is a change to verify
+  again, not one to wait `--reverify-interval` for.
   Columns the account holds no privilege on do not show (information_schema hides them): a new
   column on a table read through column grants changes nothing here, and none of those is
   readable to it either.
@@ -82,7 +85,7 @@ _INDEXES: Final = _rows(
 _COLUMNS: Final = _rows(
     "COLUMNS",
     *("TABLE_SCHEMA", "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "COLUMN_TYPE", "COLUMN_KEY"),
-    *("EXTRA", "GENERATION_EXPRESSION", "COLLATION_NAME", "IS_NULLABLE"),
+    *("EXTRA", "GENERATION_EXPRESSION", "COLUMN_DEFAULT", "COLLATION_NAME", "IS_NULLABLE"),
     where=_USER_SCHEMAS,
 )
 _SEEN: Final = (
