@@ -21,6 +21,9 @@ import pytest
 
 from mcpkit.errors import ToolError
 from mcpkit.sql import cli as sqlcli
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.identities import RoleEngine
+from mcpkit.sql.reverify import Guard
 from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch
 
@@ -197,3 +200,27 @@ def test_postgres_calls_pin_read_committed_whatever_the_default(pg: PgScratch, t
     service = _service(tmp_path, pg.reader_url, "public.pv")
     found = service.engine.execute("SELECT current_setting('transaction_isolation')", None, 1, 5.0, "iso")
     assert found.rows == (("read committed",),)
+
+
+def test_postgres_shared_login_reads_the_fingerprint_after_the_call_as_before_it(pg: PgScratch) -> None:
+    """Under `--allow shared-login` the call runs after `SET LOCAL ROLE`; the read after it is made
+    after `RESET ROLE`, as the read before it (as the account), so an unchanged catalog matches."""
+    role = f"{pg.reader}_a"
+    pg.admin.execute(f"CREATE ROLE {role}")
+    try:
+        pg.admin.execute(f"GRANT {role} TO {pg.reader}")
+        base = SqlEngine(pg.reader_url, pool_size=1)
+        base.guard = Guard(lambda engine, conn: None, "base")
+        base.guard.watch_masks(lambda engine, conn: None)
+        engine = RoleEngine(base, role)
+        engine.guard = base.guard.fresh("role", lambda engine, conn: None)
+        try:
+            for _ in range(3):
+                found = engine.execute("SELECT current_user::text", None, 1, 5.0, "rt30d")
+                assert found.rows == ((role,),)
+        finally:
+            engine.close()
+            base.close()
+    finally:
+        pg.admin.execute(f"DROP OWNED BY {role}")
+        pg.admin.execute(f"DROP ROLE {role}")
