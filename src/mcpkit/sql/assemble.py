@@ -26,11 +26,11 @@ from mcpkit.sql.maskcheck import (
     enforce_identity_masks,
     enforce_identity_order,
     enforce_masks,
-    enforce_order,
     identity_mask_findings,
     mask_findings,
     mask_hints,
     masks_verify,
+    ordered_schema,
     prepare_masks,
 )
 from mcpkit.sql.profiles.base import ConnectionBudget
@@ -202,8 +202,7 @@ def equip(
         enforce_masks(engine, masked)
         for line in mask_hints(engine, masked):
             log.warning("masks: %s", line)
-        known = reflection.known(engine, withheld=engine.profile.withheld_relations())
-        enforce_order(engine, policy, known, masked, getattr(args, "allow", ()))  # rt19mask F8
+        known = ordered_schema(engine, reflection, policy, masked, getattr(args, "allow", ()))  # rt19mask F8
         if known.path:  # calls resolve names as the analysis did
             engine.profile.pin_name_path(known.path)
         service.masking = Masking(policy, known, masked)

@@ -23,9 +23,10 @@ Fingerprints (what an administrator's change touches; each profile's `catalog_fi
   operator, a cast, a type, a role membership, a parameter ACL, a constraint or a partition lives
   in, the attributes of every role the login is a member of (its own included), and the current
   database's owner and ACL;
-- MySQL/MariaDB: `SHOW GRANTS` of the account, and the routines (with their SQL SECURITY and last
-  change) and views (with their definitions: `CREATE OR REPLACE VIEW` keeps the rest) it can see,
-  also with each role granted to it enabled in turn;
+- MySQL/MariaDB: `SHOW GRANTS` of the account (sorted: the server's order is not stable), and the
+  routines (with their bodies, SQL_MODE, parameters and return type, SQL SECURITY and last change:
+  LAST_ALTERED alone has one-second resolution) and views (with their definitions: `CREATE OR
+  REPLACE VIEW` keeps the rest) it can see, also with each role granted to it enabled in turn;
 - SQLite: the schema's own text (`sqlite_master`; the authorizer admits no `schema_version` pragma):
   a new table or view, or a swapped file with another schema, differs.
 """

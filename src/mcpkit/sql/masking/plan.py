@@ -258,7 +258,7 @@ def plan_masking(
     if not _touches_masked(tree, known, policy) and not user_sets:
         return NO_MASKING
     tree = normalise_calls(tree, dialect)
-    refuse_shapes(tree, dialect)
+    refuse_shapes(tree, dialect, known.per_row)
     if any(True for _ in tree.find_all(exp.TableSample)):
         # Which rows a sample keeps follows the storage layout (pages, row positions), and an
         # index, CLUSTER or the written order can lay the rows out by a masked value.

@@ -301,14 +301,15 @@ class KnownSchema:
         default_schema: With a three-level mapping, where unqualified tables are looked up.
         path: With a three-level mapping, where unqualified tables are looked up, in order: the
             first schema that has the table (the database's search_path); its head is the default.
-        namespaced: The mapping is three-level even with an empty path (no unqualified table
-            resolves then).
+        namespaced: The mapping is three-level even with an empty path (then no unqualified name resolves).
         withheld: Relations the database withholds whole (SQLite: virtual tables over masked
             columns and their shadow tables); a query that reads one is refused up front.
         views: The names of the views.
         partial: `schema.table` (casefolded) of the tables with columns the account cannot see
             (`reflect_schema`): a join on names there may join on a hidden one (`masking.hidden`).
     """
+
+    per_row: frozenset[str] = frozenset()  # user functions counted as per-row ones (rt29 F2, maskcheck)
 
     def __init__(
         self,

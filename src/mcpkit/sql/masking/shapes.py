@@ -159,8 +159,9 @@ def _unknown_columns(source: exp.Expr) -> bool:
     )
 
 
-def refuse_shapes(tree: exp.Expr, dialect: str) -> None:
-    """Refuse the joins and per-row functions a masked read may not use (see the module)."""
+def refuse_shapes(tree: exp.Expr, dialect: str, per_row: frozenset[str] = frozenset()) -> None:
+    """Refuse the joins and per-row functions a masked read may not use (see the module); `per_row`:
+    the user's functions that count as per-row ones (`KnownSchema.per_row`, red team rt29 F2)."""
     for join in tree.find_all(exp.Join):
         if "NATURAL" in (
             str(join.args.get("method") or "").upper(),
@@ -178,7 +179,7 @@ def refuse_shapes(tree: exp.Expr, dialect: str) -> None:
             if not sources or any(_unknown_columns(s) for s in sources):
                 refuse_mask("USING beside a source of unknown columns", message=_USING)
     for func in tree.find_all(exp.Func):
-        name = row_order_call(func, dialect)
+        name = row_order_call(func, dialect, per_row)
         if name is not None:
             refuse_mask(f"per-row function {name} over a masked read", message=_PER_ROW)
 

@@ -235,6 +235,13 @@ class Capabilities:
     time-based UUIDs, sequences, positions): they number the rows in scan order. Masking refuses
     them in a call over a masked read (`masking.shapes`) and in a stored body over a masked table
     (`masking.view_order`), with `guessable_random`, from this one list."""
+
+    def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
+        """The user's functions (schema, name) the account can see whose value may change from row
+        to row, whatever they are declared (a body not proven stateless: red team rt29 F1, F2), with
+        why: masking counts a call of one like `row_order_functions`. Generic: none known."""
+        return {}
+
     guessable_random: frozenset[str] = frozenset()
     """Unseeded generators (`rand` is sqlglot's RAND()/random()) of a public non-cryptographic
     recurrence: each value gives the state, so the values chain into the order the rows were

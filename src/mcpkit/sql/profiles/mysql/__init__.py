@@ -29,6 +29,7 @@ from mcpkit.sql.profiles.mysql.masks import (
     readable_masked_columns,
     scan_order_hints,
 )
+from mcpkit.sql.profiles.mysql.routine_state import mysql_row_order_routines
 from mcpkit.sql.profiles.mysql.session import MysqlSession
 from mcpkit.sql.profiles.mysql.stats import mysql_table_stats
 from mcpkit.sql.profiles.mysql.stored import mysql_primary_key, mysql_stored_queries
@@ -109,6 +110,11 @@ class MysqlProfile(MysqlSession):
     def stored_queries(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[StoredQuery]:
         """Views and allowed stored functions over masked tables (`profiles.mysql.stored`)."""
         return mysql_stored_queries(conn, masked, self.function_policy)
+
+    def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
+        """Stored functions whose body is not proven stateless, whatever their DETERMINISTIC label
+        (`profiles.mysql.routine_state`)."""
+        return mysql_row_order_routines(conn)
 
     def readable(self, conn: Connection) -> Readable:
         """`information_schema.TABLES` lists exactly what the login can see."""

@@ -1,37 +1,115 @@
-"""MySQL and MariaDB's catalog fingerprint: what a change by an administrator touches (`reverify`)."""
+"""MySQL and MariaDB's catalog fingerprint: what a change by an administrator touches (`reverify`).
+
+What the re-verification reads of the catalog, and so what the fingerprint digests:
+- `SHOW GRANTS` (least privilege, masks, roles), as a set: each line is one whole grant statement,
+  so sorting them loses nothing, while MariaDB returns them in the order of its in-memory ACL hashes,
+  which other accounts' GRANT/REVOKE and FLUSH PRIVILEGES reshuffle (red team rt30, low: a reorder
+  forced a needless full re-verification). The roles read under are sorted the same way.
+- every routine it can see (`information_schema.ROUTINES`): type, SQL SECURITY, DEFINER,
+  DETERMINISTIC, data access, the SQL_MODE and character set/collations it runs (and is parsed)
+  with, its return type, CREATED, LAST_ALTERED and an MD5 of its body; plus every parameter
+  (`information_schema.PARAMETERS`: position, mode, name, type, collation). LAST_ALTERED has
+  one-second resolution: a routine replaced twice within one second (v1 re-verified, then v2
+  without its ORDER BY) kept the same row and was never verified again until --reverify-interval
+  (red team rt30 F3); the body's digest changes with the text the order check reads. A body the
+  account cannot read (not its definer, no SHOW CREATE ROUTINE) is NULL there: the checks count
+  such a routine as unreadable whatever it holds, so a change to it changes no verdict; what still
+  shows (SQL SECURITY, DEFINER, SQL_MODE, parameters, return type, the timestamps) is digested.
+- every view it can see (`information_schema.VIEWS`): SQL SECURITY, DEFINER, CHECK OPTION,
+  character set/collation and an MD5 of the definition (blank without SHOW VIEW). ALGORITHM is not
+  read by any check (and MySQL 8 has no such column).
+- the indexes and columns of the tables it can see (`STATISTICS`, `COLUMNS`, the system schemas
+  left out): the order check reads primary and unique keys, and the routine and view checks
+  PREPARE whole relations, so `ALTER TABLE ... ADD KEY`, a changed primary key or a new
+  (generated) column is a change to verify again, not one to wait `--reverify-interval` for.
+  Columns the account holds no privilege on do not show (information_schema hides them): a new
+  column on a table read through column grants changes nothing here, and none of those is
+  readable to it either.
+Triggers and events are not read by the re-verification (trigger warnings are start-up only, and
+neither runs in a read-only session), so they are left out. Each row is quoted field by field
+(`QUOTE`, NULL distinct from 'NULL') and hashed; the rows' MD5s are combined by COUNT and two 64-bit
+BIT_XORs, which neither depend on row order (a function and a procedure may share a name) nor get
+cut at `group_concat_max_len` as one GROUP_CONCAT of many rows would.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from typing import Any, Final
 
 from mcpkit.sql.profiles.digest import digest, fetch
 from mcpkit.sql.profiles.mysql.roles import granted_roles, under_each_role
 
-__all__ = ["mysql_fingerprint"]
+__all__ = ["mysql_fingerprint", "sorted_grants"]
 
+
+def _rows(table: str, *fields: str, where: str = "") -> str:
+    """A subquery: how many rows of `table` the account sees, and an order-free digest of them."""
+    row = "MD5(CONCAT_WS(',', " + ", ".join(f"QUOTE({f})" for f in fields) + "))"
+    halves = ", ':', ".join(
+        f"COALESCE(BIT_XOR(CAST(CONV({side}(h, 16), 16, 10) AS UNSIGNED)), 0)" for side in ("LEFT", "RIGHT")
+    )
+    rows = f"(SELECT {row} AS h FROM information_schema.{table}{where}) r"
+    return f"(SELECT CONCAT(COUNT(*), ':', {halves}) FROM {rows})"
+
+
+_ROUTINES: Final = _rows(
+    "ROUTINES",
+    *("ROUTINE_SCHEMA", "ROUTINE_NAME", "ROUTINE_TYPE", "SECURITY_TYPE", "DEFINER", "IS_DETERMINISTIC"),
+    *("SQL_DATA_ACCESS", "SQL_MODE", "DTD_IDENTIFIER", "ROUTINE_BODY", "CHARACTER_SET_CLIENT"),
+    *("COLLATION_CONNECTION", "DATABASE_COLLATION", "CREATED", "LAST_ALTERED", "MD5(ROUTINE_DEFINITION)"),
+)
+_PARAMETERS: Final = _rows(
+    "PARAMETERS",
+    *("SPECIFIC_SCHEMA", "SPECIFIC_NAME", "ROUTINE_TYPE", "ORDINAL_POSITION", "PARAMETER_MODE"),
+    *("PARAMETER_NAME", "DTD_IDENTIFIER", "CHARACTER_SET_NAME", "COLLATION_NAME"),
+)
+_VIEWS: Final = _rows(
+    "VIEWS",
+    *("TABLE_SCHEMA", "TABLE_NAME", "SECURITY_TYPE", "DEFINER", "CHECK_OPTION"),
+    *("CHARACTER_SET_CLIENT", "COLLATION_CONNECTION", "MD5(VIEW_DEFINITION)"),
+)
+_USER_SCHEMAS: Final = (
+    " WHERE TABLE_SCHEMA NOT IN ('information_schema', 'performance_schema', 'mysql', 'sys')"
+)
+_INDEXES: Final = _rows(
+    "STATISTICS",
+    *("TABLE_SCHEMA", "TABLE_NAME", "NON_UNIQUE", "INDEX_NAME", "SEQ_IN_INDEX", "COLUMN_NAME"),
+    *("SUB_PART", "COLLATION", "INDEX_TYPE"),
+    where=_USER_SCHEMAS,
+)
+_COLUMNS: Final = _rows(
+    "COLUMNS",
+    *("TABLE_SCHEMA", "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "COLUMN_TYPE", "COLUMN_KEY"),
+    *("EXTRA", "GENERATION_EXPRESSION", "COLLATION_NAME", "IS_NULLABLE"),
+    where=_USER_SCHEMAS,
+)
 _SEEN: Final = (
-    "SELECT CONCAT_WS('/', "
-    "(SELECT CONCAT(COUNT(*), ':', COALESCE(MD5(GROUP_CONCAT(CONCAT_WS(',', ROUTINE_SCHEMA, ROUTINE_NAME, "
-    "SECURITY_TYPE, DEFINER, LAST_ALTERED, IS_DETERMINISTIC, SQL_DATA_ACCESS) ORDER BY ROUTINE_SCHEMA, "
-    "ROUTINE_NAME)), '')) FROM information_schema.ROUTINES), "
-    "(SELECT CONCAT(COUNT(*), ':', COALESCE(MD5(GROUP_CONCAT(CONCAT_WS(',', TABLE_SCHEMA, TABLE_NAME, "
-    "SECURITY_TYPE, DEFINER, MD5(VIEW_DEFINITION)) ORDER BY TABLE_SCHEMA, TABLE_NAME)), '')) "
-    "FROM information_schema.VIEWS), "
-    "CURRENT_USER(), CURRENT_ROLE())"
+    f"SELECT CONCAT_WS('/', {_ROUTINES}, {_PARAMETERS}, {_VIEWS}, {_INDEXES}, {_COLUMNS}, "
+    "QUOTE(CURRENT_USER()), QUOTE(CURRENT_ROLE()))"
 )
 
 
+def sorted_grants(rows: Sequence[tuple[Any, ...]]) -> list[str]:
+    """`SHOW GRANTS` rows as their lines, sorted: the same grants give the same list whatever order
+    the server returned them in (each line is a whole statement; none refers to another).
+
+    >>> sorted_grants([("GRANT SELECT ON `d`.`t` TO `u`@`%`",), ("GRANT USAGE ON *.* TO `u`@`%`",)])
+    ['GRANT SELECT ON `d`.`t` TO `u`@`%`', 'GRANT USAGE ON *.* TO `u`@`%`']
+    """
+    return sorted(str(r[0]) for r in rows)
+
+
 def mysql_fingerprint(dbapi: Any) -> str:
-    """The account's `SHOW GRANTS` and the routines (with their SQL SECURITY and last change) and
-    views (with their definitions, where readable) it can see: as the session is, then under each
-    role granted to the login, enabled or not (`roles.under_each_role`: a FILE granted to a role of
-    a role that is not enabled changes it)."""
+    """The account's grants and the routines, their parameters and the views it can see (module
+    docstring): as the session is, then under each role granted to the login, enabled or not
+    (`roles.under_each_role`: a FILE granted to a role of a role that is not enabled changes it)."""
     run = partial(fetch, dbapi)
-    grants = run("SHOW GRANTS")
+    grants = sorted_grants(run("SHOW GRANTS"))
     rows: list[object] = [grants, run(_SEEN)]
-    for role, seen in under_each_role(
-        run, granted_roles([str(g[0]) for g in grants]), ("SHOW GRANTS", _SEEN)
+    for role, (role_grants, seen) in under_each_role(
+        run, sorted(set(granted_roles(grants))), ("SHOW GRANTS", _SEEN)
     ):
-        rows += [[(role,)], *seen]
+        rows += [role, sorted_grants(role_grants), seen]
     return digest(rows)

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.mysql.body_modes import foreign_routines, readable_body
 from mcpkit.sql.profiles.mysql.routine_relations import unreadable_relations
 from mcpkit.sql.profiles.mysql.view_text import Relation, read_relations, routine_calls, unseen_relations
 from mcpkit.sql.profiles.scan_order import split_key
@@ -189,7 +190,9 @@ def _tainted_views(
     return view_closure(views, why)
 
 
-def _read(name: str | None) -> str:
+def _read(name: str | None, flags: str | None = None) -> str:
+    if flags:  # its stored sql_mode reads text otherwise (`body_modes`, red team rt30 F4)
+        return f"has a body stored under sql_mode {flags}, which this check cannot read as the server does"
     return f"names {name}, which holds a masked column" if name else "has a body hidden from the account"
 
 
@@ -197,16 +200,22 @@ def _reading_routines(
     routines: list[tuple[str, str, str, str, str, str]],
     names: set[str],
     unreadable: Mapping[Relation, str] | None = None,
+    foreign: Mapping[Relation, str] | None = None,
 ) -> dict[Relation, str | None]:
     """Each routine (schema, name, kind, definer, body, security) -> why it reads a masked column:
     its body names one of `names` (masked tables, views that read one), a relation the account
     cannot read whole (`unreadable`: routine -> why, `routine_relations`; red team rt29 F3), calls
-    a routine that does (at any depth), or is hidden; None if none of these."""
+    a routine that does (at any depth), or is hidden (or blanked: stored under the `foreign`
+    sql_mode flags, `body_modes`); None if none of these."""
     why: dict[Relation, str | None] = {}
     for schema, name, _, _, body, _ in routines:
         read = _mentions(body, names) if body else None
         key = (schema.casefold(), name.casefold())  # a PACKAGE and its PACKAGE BODY: the worse
-        own = _read(read) if not body or read is not None else (unreadable or {}).get(key)
+        own = (
+            _read(read, (foreign or {}).get(key))
+            if not body or read is not None
+            else (unreadable or {}).get(key)
+        )
         why[key] = why.get(key) or own
     while True:
         reading = {k[1] for k, w in why.items() if w is not None}
@@ -237,13 +246,14 @@ def _taint(
     routines: list[tuple[str, str, str, str, str, str]],
     blind: Collection[Relation] = (),
     unreadable: Mapping[Relation, str] | None = None,
+    foreign: Mapping[Relation, str] | None = None,
 ) -> tuple[dict[Relation, str], dict[Relation, str | None]]:
     """Views and routines that read a masked column: a view through a routine it calls, a routine
     through a view it reads, to a fixpoint."""
     tables = {t for _, t in hidden}
     tainted: dict[Relation, str] = {}
     while True:
-        reading = _reading_routines(routines, tables | {n for _, n in tainted}, unreadable)
+        reading = _reading_routines(routines, tables | {n for _, n in tainted}, unreadable, foreign)
         again = _tainted_views(views, catalog, hidden, database, reading, blind)
         if again.keys() == tainted.keys():
             return again, reading
@@ -263,13 +273,15 @@ def _read_routes(
     known = {(str(s), str(n)) for s, n in conn.execute(text(_BASE))} | {(s, n) for s, n, _, _ in views}
     # lower_case_table_names 0: names are case-sensitive, `V` is not the visible `v`
     fold = (lambda name: name) if int(conn.execute(text(_CASE)).scalar() or 0) == 0 else str.lower
+    # a body stored under an sql_mode that reads otherwise counts as hidden (red team rt30 F4)
+    foreign = foreign_routines(conn)
     routines = [
-        (str(s), str(n), str(k), str(d), str(b or ""), str(t))
+        (str(s), str(n), str(k), str(d), readable_body(foreign, s, n, b), str(t))
         for s, n, k, d, b, t in conn.execute(text(_ROUTINES))
     ]
     unreadable = unreadable_relations(conn, [(s, n, b) for s, n, _, _, b, _ in routines], known, fold)
     tainted, reading = _taint(
-        views, (known, fold), hidden, database, routines, _blind(conn, views), unreadable
+        views, (known, fold), hidden, database, routines, _blind(conn, views), unreadable, foreign
     )
     return views, tainted, routines, reading
 

@@ -8,7 +8,8 @@ such a table or view, or a routine (function or procedure) that does, at any dep
 a view's definition only to an account holding SHOW VIEW on it (or its definer): a view the
 account can select but not read cannot be checked, so it counts (`mcpkit sql grant` grants SHOW
 VIEW with every view). A routine's body needs SHOW CREATE ROUTINE the same way (10.11 shows it to
-its definer only); a compound body (BEGIN ... END) does not parse, so it counts too.
+its definer only); a compound body (BEGIN ... END) does not parse, so it counts too, and so does
+one stored under an sql_mode that reads text otherwise than the check (`body_modes`, rt30 F4).
 
 A routine runs with its own database as the default: an unqualified `customers` in a function of
 `db2` is `db2.customers` (here a view whose `id` is a constant), whatever the connection's database
@@ -30,6 +31,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.admission.policy import FunctionPolicy
+from mcpkit.sql.profiles.mysql.body_modes import foreign_routines, readable_body
 from mcpkit.sql.profiles.mysql.mask_routes import (
     _SYSTEM,
     _VIEWS,
@@ -38,6 +40,7 @@ from mcpkit.sql.profiles.mysql.mask_routes import (
     _unquote,
     view_closure,
 )
+from mcpkit.sql.profiles.mysql.routine_state import NOT_DETERMINISTIC, mysql_row_order_routines
 from mcpkit.sql.profiles.mysql.view_text import read_relations
 from mcpkit.sql.profiles.stored import StoredQuery
 
@@ -46,13 +49,6 @@ __all__ = ["mysql_primary_key", "mysql_stored_queries"]
 _ROUTINES: Final = (
     "SELECT routine_schema, routine_name, routine_definition, routine_type FROM information_schema.ROUTINES"
     f" WHERE routine_schema NOT IN {_SYSTEM} ORDER BY routine_schema, routine_name"
-)
-# A stored function not declared DETERMINISTIC may change from row to row (a user variable's
-# counter): called in a view over a masked table it numbers the rows in scan order (red team rt27 F5).
-# One whose body the check reads itself (a stored function over a masked table) counts there.
-_NONDETERMINISTIC: Final = (
-    "SELECT routine_schema, routine_name FROM information_schema.ROUTINES"
-    f" WHERE routine_type = 'FUNCTION' AND is_deterministic <> 'YES' AND routine_schema NOT IN {_SYSTEM}"
 )
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
 _HIDDEN: Final = "its definition is hidden from the account (no SHOW VIEW), so it cannot be checked"
@@ -108,6 +104,21 @@ def _in_database(statement: str, database: str) -> str:
     return trees[0].sql(dialect="mysql")
 
 
+def _unread(flags: str | None) -> str:
+    """Why a function's body cannot be checked: hidden, or stored under sql_mode `flags`."""
+    if flags:
+        return (
+            f"its body is stored under sql_mode {flags}, under which the server reads its text otherwise"
+            " than this check, so it cannot be checked"
+        )
+    return "its body is hidden from the account, so it cannot be checked"
+
+
+def _kept_state(reason: str | None) -> str | None:
+    """Why a function whose body the check reads may keep state from row to row (its label aside)."""
+    return None if reason in (None, NOT_DETERMINISTIC) else reason
+
+
 def _names(body: str, names: set[str]) -> bool:
     """Whether `body` names one of `names` (a hidden body may name any)."""
     folded = body.casefold()
@@ -147,7 +158,12 @@ def mysql_stored_queries(
         )
     policy = policy or FunctionPolicy.for_dialect("mysql")
     names = {t for _, t in tables} | {n for _, n in over}
-    routines = [(str(s), str(n), str(b) if b else "", str(t)) for s, n, b, t in conn.execute(text(_ROUTINES))]
+    # a body stored under an sql_mode that reads otherwise counts as hidden (red team rt30 F4)
+    foreign = foreign_routines(conn)
+    routines = [
+        (str(s), str(n), readable_body(foreign, s, n, b), str(t))
+        for s, n, b, t in conn.execute(text(_ROUTINES))
+    ]
     reading = {(s, n) for s, n, b, _ in routines if _names(b, names)}
     while True:  # a routine that calls (CALL or a function call) one that reads them reads them too
         called = {name.casefold() for _, name in reading}
@@ -156,9 +172,13 @@ def mysql_stored_queries(
             break
         reading |= more
     checked = {(s, n) for s, n, b, kind in routines if kind == "FUNCTION" and (s, n) in reading and b}
-    volatile = frozenset(
-        str(n).casefold() for s, n in conn.execute(text(_NONDETERMINISTIC)) if (str(s), str(n)) not in checked
-    )
+    # A stored function not declared DETERMINISTIC, or whose body is not proven stateless whatever its
+    # label (a user variable's counter), numbers the rows in scan order when a view over a masked table
+    # calls it (red team rt27 F5, rt29 F1). One whose body the check reads itself (a stored function
+    # over a masked table) counts there: refused itself when its body may keep state.
+    stateful = mysql_row_order_routines(conn)
+    volatile = frozenset(n.casefold() for s, n in stateful if (s, n) not in checked)
+    volatile |= {name for _, name in foreign}  # unread, whatever its DETERMINISTIC label (rt30 F4)
     out = [replace(item, volatile=volatile) for item in out]
     for schema, name, body, kind in routines:
         if kind != "FUNCTION" or (schema, name) not in reading:
@@ -173,7 +193,11 @@ def mysql_stored_queries(
                 name,
                 (_in_database(statement, schema),) if body else (),  # rt27 F10
                 f"REVOKE EXECUTE ON FUNCTION {quoted} FROM {account}",
-                hidden=None if body else "its body is hidden from the account, so it cannot be checked",
+                hidden=(
+                    _kept_state(stateful.get((schema, name)))
+                    if body
+                    else _unread(foreign.get((schema.casefold(), name.casefold())))
+                ),
                 # Not on the allowlist: admission refuses calls to it, but a view may call it.
                 usable=policy.allows_name(name, schema) or policy.allows_name(name),
                 volatile=volatile,

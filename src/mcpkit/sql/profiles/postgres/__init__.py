@@ -42,6 +42,7 @@ from mcpkit.sql.profiles.postgres.orderless import orderless
 from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.partitions import bound_partitions, partition_findings
 from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
+from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines
 from mcpkit.sql.profiles.postgres.rowtypes import row_type_copies
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
@@ -196,6 +197,11 @@ class PostgresProfile(PostgresSession):
             (s, n): ROW_FILTERED_NOTE if hidden else (int(e) if e is not None and e >= 0 else None)
             for s, n, e, hidden in conn.execute(text(_READABLE)).all()
         }
+
+    def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
+        """User functions whose calls are not proven stateless, whatever their volatility label
+        (`profiles.postgres.routine_state`)."""
+        return postgres_row_order_routines(conn)
 
     def function_catalog(self, engine: Engine) -> FunctionCatalog:
         """Volatility from `pg_proc`."""

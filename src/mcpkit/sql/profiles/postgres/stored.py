@@ -31,6 +31,7 @@ from typing import Any, Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from mcpkit.sql.profiles.postgres.body_settings import foreign_settings
 from mcpkit.sql.profiles.postgres.fnpath import path_reason, volatile_names
 from mcpkit.sql.profiles.postgres.policies import policy_queries
 from mcpkit.sql.profiles.postgres.routes import unchecked_functions
@@ -86,7 +87,8 @@ SELECT f.oid, f.nspname, f.proname, quote_ident(f.nspname) || '.' || quote_ident
        coalesce(f.proargnames, '{{}}'), f.usable, NOT f.proretset,
        CASE WHEN f.prosqlbody IS NULL THEN (
            SELECT substr(c, strpos(c, '=') + 1) FROM unnest(f.proconfig) c
-           WHERE lower(split_part(c, '=', 1)) = 'search_path' LIMIT 1) END, f.runner
+           WHERE lower(split_part(c, '=', 1)) = 'search_path' LIMIT 1) END, f.runner,
+       CASE WHEN f.prosqlbody IS NULL THEN f.proconfig END
 FROM fn f
 WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
               WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f.oid
@@ -141,6 +143,13 @@ _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOT
 def postgres_primary_key(conn: Connection, schema: str | None, table: str) -> list[str]:
     """The primary key columns of a table (pg_index, readable by every role: the whole key)."""
     return [str(r[0]) for r in conn.execute(text(_PRIMARY), {"s": schema, "t": table})]
+
+
+def _lexed(settings: str) -> str | None:
+    """Why a string body run under its own `settings` (`body_settings`) cannot be checked, if so."""
+    if not settings:
+        return None
+    return f"its own setting {settings} may make PostgreSQL read its body otherwise than this check"
 
 
 def _statements(body: str) -> tuple[str, ...]:
@@ -208,11 +217,16 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                 )
             )
     # clock_timestamp(), random(), nextval(): numbers in scan order (rt27 F4)
-    volatile = volatile_names(conn, {int(f[0]) for f in functions if f[8] is None})
+    volatile = volatile_names(
+        conn, {int(f[0]) for f in functions if f[8] is None and not foreign_settings(f[10])}
+    )
     out = [replace(item, volatile=volatile) for item in out]
-    for _, schema, name, signature, body, argnames, usable, one_row, setting, runner in functions:
-        # its own search_path: a name of its string body may be another relation (rt27 F2)
-        own = None if setting is None else path_reason(conn, str(body or ""), str(setting), str(runner))
+    for _, schema, name, signature, body, argnames, usable, one_row, setting, runner, config in functions:
+        # its own settings: one that changes how its string body reads (rt30 F4b); its own search_path,
+        # where a name of its string body may be another relation (rt27 F2)
+        own = _lexed(foreign_settings(config))
+        if own is None and setting is not None:
+            own = path_reason(conn, str(body or ""), str(setting), str(runner))
         out.append(
             StoredQuery(
                 "function",
