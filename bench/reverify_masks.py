@@ -37,7 +37,8 @@ def _calls(dsn: str, view: str, calls: int, interval: float | None) -> list[floa
         extra = [] if interval is None else ["--catalog-check-interval", str(interval)]
         args = parser.parse_args(
             ["sql", "query", "--dsn", dsn, "--mask", str(masks), "--allow", f"view:{view}",
-             "--allow", "unbounded-memory", "--allow", "connection-limit", "--pool-size", "1", *extra, "SELECT 1"]
+             "--allow", "unbounded-memory", "--allow", "connection-limit", "--pool-size", "1",
+             *extra, "SELECT 1"]
         )  # fmt: skip
         args.allow, args.allow_function = sqlcli.opt_ins(args)
         service = sqlcli._service(args, 1000)
