@@ -35,7 +35,7 @@ from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigE
 from mcpkit.sql.profiles import Profile, profile_for
 from mcpkit.sql.profiles.base import Outcome
 from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
-from mcpkit.sql.reverify import CatalogMoved, Guard, Unverified
+from mcpkit.sql.reverify import MOVES_RETRIED, CatalogMoved, Guard
 
 __all__ = ["DEFAULT_POOL_SIZE", "SqlEngine"]
 
@@ -302,15 +302,15 @@ class SqlEngine:
             tree: Admission's parse of `sql`, for a profile that reads its shape (MariaDB's temp space).
 
         With masks, rows read while the catalog moved are discarded (`Guard.after`) and the
-        statement runs once more after the verification passed again; a second move fails it.
+        statement runs again after the verification passed again, up to `MOVES_RETRIED` times;
+        then a move answers as a failed verification (`SOURCE_UNVERIFIED`).
         """
-        try:
-            return self._execute(sql, params, limit, timeout_s, call_id, clip, tree)
-        except CatalogMoved:
+        for _ in range(MOVES_RETRIED):
             try:
                 return self._execute(sql, params, limit, timeout_s, call_id, clip, tree)
             except CatalogMoved:
-                raise Unverified(call_id) from None
+                continue  # verified again: run on the catalog as it is now
+        return self._execute(sql, params, limit, timeout_s, call_id, clip, tree)  # moved again: refused
 
     def _execute(
         self,
