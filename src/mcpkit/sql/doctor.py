@@ -84,10 +84,10 @@ def _masks(engine: SqlEngine, mask: str, allow: Collection[str] = ()) -> list[Ch
     ordered = order_findings(engine, policy, reflection.known(engine), masked)  # rt19mask F8
     hints += [Check("warn" if f.opt_in in allow else "fail", "masks", f.line()) for f in ordered]
     if not findings:
-        count = sum(len(c) for c in masked.values())
-        detail = f"the database withholds all {count} masked column(s) of {len(masked)} table(s)"
+        count, tables = sum(len(c) for c in masked.values()), sum(1 for c in masked.values() if c)
+        detail = f"the database withholds all {count} masked column(s) of {tables} table(s)"
         if not engine.profile.has_accounts:
-            detail = f"the authorizer withholds all {count} masked column(s) of {len(masked)} table(s)"
+            detail = f"the authorizer withholds all {count} masked column(s) of {tables} table(s)"
         return [Check("ok", "masks", detail), *rules, *hints]
     return [*(Check("fail", "masks", f.line()) for f in findings), *rules, *hints]
 

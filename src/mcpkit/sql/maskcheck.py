@@ -60,9 +60,13 @@ def derive_masks(
         derived = derived_and_copied(engine.profile.derived_masks, conn, masked)
     merged = dict(masked)
     for d in derived:
-        log.info("masks: %s %s also masked (%s)", d.key, ", ".join(sorted(d.columns)), d.why)
+        if d.columns:
+            log.info("masks: %s %s also masked (%s)", d.key, ", ".join(sorted(d.columns)), d.why)
+        else:
+            log.info("masks: a read of %s counts as a masked read (%s)", d.key, d.why)
         merged[d.key] = merged.get(d.key, frozenset()) | d.columns
-    return policy.with_columns((d.schema, d.table, d.columns) for d in derived), merged
+    readers = [(d.schema, d.table) for d in derived if not d.columns]  # a parent: its reads count (rt30 F1)
+    return policy.with_columns((d.schema, d.table, d.columns) for d in derived).with_readers(readers), merged
 
 
 def mask_findings(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> list[Finding]:
@@ -105,21 +109,37 @@ def enforce_masks(engine: SqlEngine, masked: dict[str, frozenset[str]]) -> None:
 
 
 def masks_readable(
-    engine: SqlEngine, conn: Connection, masked: Mapping[str, frozenset[str]]
+    engine: SqlEngine,
+    conn: Connection,
+    masked: Mapping[str, frozenset[str]],
+    readers: frozenset[tuple[str | None, str]] | None = None,
 ) -> list[Finding]:
     """In one session (`conn`, as the identity to check): the masked columns, with what the
-    database derives from them, that this identity can still read."""
+    database derives from them, that this identity can still read; with `readers` (the policy's,
+    `MaskPolicy.readers`), also each table that now reads a masked table's rows but is not among
+    them (an inheritance parent attached since start-up, rt30 F1): its reads would go unanalysed."""
     if not masked:
         return []
     merged = dict(masked)
+    found = []
+    counted = None if readers is None else MaskPolicy(readers=readers)
     for d in derived_and_copied(engine.profile.derived_masks, conn, masked):
         merged[d.key] = merged.get(d.key, frozenset()) | d.columns
-    return merge_findings(engine.profile.use_masks(conn, merged))
+        if counted is not None and not d.columns and not counted.reads_masked(d.schema, d.table):
+            found.append(
+                Finding(
+                    "masked-scan-order-reader",
+                    f"table {d.key} reads a masked table's rows ({d.why}) but does not count as a masked "
+                    "read here (it became a parent since start-up, or the server's account cannot see it)",
+                    "restart the server, as an account that can see it",
+                )
+            )
+    return merge_findings(found + engine.profile.use_masks(conn, merged))
 
 
 def masks_verify(masking: Masking, allow: Collection[str] = ()) -> Callable[[SqlEngine, Connection], None]:
     """`masks_check`, then `order_check`, of the masks resolved for the server's account."""
-    withheld = masks_check(masking.masked)
+    withheld = masks_check(masking.masked, masking.policy.readers)
     ordered = order_check(masking.policy, masking.schema, masking.masked, allow)
 
     def verify(engine: SqlEngine, conn: Connection) -> None:
@@ -129,15 +149,18 @@ def masks_verify(masking: Masking, allow: Collection[str] = ()) -> Callable[[Sql
     return verify
 
 
-def masks_check(masked: Mapping[str, frozenset[str]]) -> Callable[[SqlEngine, Connection], None]:
+def masks_check(
+    masked: Mapping[str, frozenset[str]], readers: frozenset[tuple[str | None, str]] | None = None
+) -> Callable[[SqlEngine, Connection], None]:
     """`masks_readable` as a check to run again inside a serving call's session (the shape of a
     re-verification's `Verify`): raises `SqlConfigError` with the fix lines when the engine's
-    identity can read a masked column. It reuses the masks resolved at start-up (no reflection, so
-    no second connection from the identity's pool)."""
+    identity can read a masked column (or a table reads a masked table's rows outside `readers`).
+    It reuses the masks resolved at start-up (no reflection, so no second connection from the
+    identity's pool)."""
     frozen = dict(masked)
 
     def verify(engine: SqlEngine, conn: Connection) -> None:
-        findings = masks_readable(engine, conn, frozen)
+        findings = masks_readable(engine, conn, frozen, readers)
         if findings:
             lines = "; ".join(f.line() for f in findings)
             raise SqlConfigError(f"--mask: the identity calls run as can read masked columns: {lines}")
@@ -166,7 +189,7 @@ def identity_mask_findings(
         if resolved is not None:
             resolved[role] = masked
         with engine.session(30.0, "startup-masks") as (conn, _):
-            found += [(role, f) for f in masks_readable(engine, conn, masked)]
+            found += [(role, f) for f in masks_readable(engine, conn, masked, masking.policy.readers)]
     return found
 
 

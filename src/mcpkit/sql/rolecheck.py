@@ -124,7 +124,8 @@ def guard_roles(
     from mcpkit.sql.reverify import all_of
 
     def for_role(role: str) -> Verify:
-        masks = masks_check(masked[role]) if role in masked else None
+        readers = masking.policy.readers if masking is not None else None
+        masks = masks_check(masked[role], readers) if role in masked else None
         order = None
         if masking is not None and role in masked:
             order = order_check(masking.policy, masking.schema, masked[role], allow)

@@ -162,9 +162,9 @@ def derived_and_copied(
         fresh = []
         for d in [*derive(conn, current), *copied_masks(conn, plain, schemas)]:
             key = _name(None if d.schema == default else d.schema, d.table)
+            if key in seen and all(c.casefold() in seen[key] for c in d.columns):
+                continue  # no column: a table that reads a masked table's rows (rt30 F1), once
             known = seen.setdefault(key, set())
-            if all(c.casefold() in known for c in d.columns):
-                continue
             known |= {c.casefold() for c in d.columns}
             current[d.key] = current.get(d.key, frozenset()) | d.columns
             plain[key] = plain.get(key, frozenset()) | d.columns

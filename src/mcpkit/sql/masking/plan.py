@@ -142,8 +142,9 @@ def _touches_masked(tree: exp.Expr, schema: KnownSchema, policy: MaskPolicy) -> 
             continue  # a CTE; a CTE named like a real table is analysed in full (scoping decides)
         if columns is None:
             refuse_mask(f"table {table.name} is not in the reflected schema", message=UNRESOLVED)
-        if policy.masked_columns(schema.schema_of(table), table.name, columns):
-            touched = True
+        where = schema.schema_of(table)
+        if policy.masked_columns(where, table.name, columns) or policy.reads_masked(where, table.name):
+            touched = True  # a parent of a masked table reads its rows, in its scan order (rt30 F1)
         elif table.name.casefold() in schema.views:
             touched = True  # a view may read a masked table: its scan order may follow one
     return touched

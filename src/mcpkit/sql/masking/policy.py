@@ -90,6 +90,10 @@ class MaskPolicy:
     """
 
     rules: tuple[MaskRule, ...] = ()
+    readers: frozenset[tuple[str | None, str]] = frozenset()
+    """`(schema, table)`, case-folded, of tables with no masked column that read a masked table's
+    rows (PostgreSQL inheritance parents): a query over one answers in that table's scan order, so
+    it counts as a masked read (`reads_masked`)."""
 
     @classmethod
     def of(cls, entries: Iterable[str]) -> MaskPolicy:
@@ -134,7 +138,23 @@ class MaskPolicy:
             for schema, table, columns in entries
             for column in sorted(columns)
         )
-        return MaskPolicy(self.rules + added)
+        return MaskPolicy(self.rules + added, self.readers)
+
+    def with_readers(self, entries: Iterable[tuple[str | None, str]]) -> MaskPolicy:
+        """This policy, plus `(schema, table)` tables that read a masked table's rows (`readers`).
+
+        >>> MaskPolicy.of(["c.email"]).with_readers([("crm", "People")]).reads_masked(None, "people")
+        True
+        """
+        added = frozenset((s.casefold() if s else None, t.casefold()) for s, t in entries)
+        return MaskPolicy(self.rules, self.readers | added)
+
+    def reads_masked(self, schema: str | None, table: str) -> bool:
+        """Whether `table` reads a masked table's rows (`readers`); an unknown schema matches any."""
+        folded = table.casefold()
+        return any(
+            t == folded and (s is None or schema is None or s == schema.casefold()) for s, t in self.readers
+        )
 
     @property
     def empty(self) -> bool:

@@ -91,8 +91,8 @@ class DerivedMask:
     """Columns that hold a masked column's values under another name, masked as well.
 
     `key` names the table the way `Profile.use_masks` resolves it; `schema` (None: the default
-    one) and `table` are for the masking policy; `why` is for the operator's log.
-    """
+    one) and `table` are for the masking policy; `why` is for the operator's log. No `columns`: its
+    reads count as masked reads (a PostgreSQL inheritance parent: `MaskPolicy.readers`)."""
 
     key: str
     schema: str | None

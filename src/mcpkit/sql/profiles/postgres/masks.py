@@ -58,7 +58,7 @@ def readable_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str
 # The masked table, resolved as queries resolve it (a derived key is already quoted and qualified),
 # then every partition and inheritance child below it and every parent above it (PostgreSQL checks
 # only the privileges of the table a query names, so a parent hands on its children's rows), each
-# with the masked columns it has and whether it is an ancestor.
+# with the masked columns it has (an ancestor may have none: rt30 F1) and whether it is an ancestor.
 _FAMILY = """
 WITH RECURSIVE down(relid) AS (
     SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid
@@ -74,13 +74,15 @@ WITH RECURSIVE down(relid) AS (
     SELECT relid, true FROM up WHERE NOT EXISTS (SELECT 1 FROM down d WHERE d.relid = up.relid)
 )
 SELECT f.relid, n.nspname, c.relname, pg_catalog.pg_table_is_visible(c.oid),
-       array_agg(a.attnum ORDER BY a.attnum), array_agg(a.attname ORDER BY a.attnum), f.above
+       coalesce(array_agg(a.attnum ORDER BY a.attnum) FILTER (WHERE a.attnum IS NOT NULL), '{}'),
+       coalesce(array_agg(a.attname ORDER BY a.attnum) FILTER (WHERE a.attnum IS NOT NULL), '{}'), f.above
 FROM family f
 JOIN pg_catalog.pg_class c ON c.oid = f.relid
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE a.attname = ANY(:masked)
+LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+  AND a.attname = ANY(:masked)
 GROUP BY f.relid, n.nspname, c.relname, c.oid, f.above
+HAVING f.above OR count(a.attnum) > 0
 """
 _RESOLVE = "SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid"
 # Generated columns computed from the given columns: PostgreSQL records each column a generation
@@ -134,10 +136,13 @@ def _trigger_copies(conn: Connection, relid: int, masked: set[str]) -> set[str]:
 def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
     """Generated columns computed from a masked column, the partitions and inheritance children of
     a masked table (a partition is readable by its own name, with its own grants), its parents
-    (a query on a parent reads the children's rows with the parent's grants), and the tsvector
-    columns PostgreSQL's full-text triggers write from a masked column."""
+    (a query on a parent reads the children's rows with the parent's grants, in their scan order:
+    a parent without the masked column is a mask with no column, a `MaskPolicy.readers` table), and
+    the tsvector columns PostgreSQL's full-text triggers write from a masked column."""
     out = []
     for table, columns in sorted(masked.items()):
+        if not columns:
+            continue  # a parent that reads a masked table's rows: its own parents come with that table
         parent = conn.execute(text(_RESOLVE), {"table": table}).scalar()
         rows = conn.execute(text(_FAMILY), {"table": table, "masked": sorted(columns)}).all()
         for relid, schema, name, visible, attnums, attnames, above in rows:
@@ -151,6 +156,8 @@ def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
             names = frozenset(generated if top else generated | {str(a) for a in attnames})
             if top:
                 why = "generated from a masked column, or written from one by a full-text trigger"
+            elif above and not names:
+                why = f"a parent of {table}, whose rows it reads in {table}'s scan order"
             elif above:
                 why = f"a parent of {table}, whose rows it reads"
             else:

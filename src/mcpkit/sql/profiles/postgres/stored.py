@@ -120,11 +120,15 @@ WHERE l.lanname <> 'sql' AND p.prokind IN ('f', 'w') AND n.nspname NOT IN ('pg_c
                     AND o.rolsuper)
 ORDER BY 2, 3, 1
 """
+# An inheritance parent's key holds for its own rows only: a read of it reads its children's rows
+# too, which may repeat a key (rt30 F1), so it has none (a partitioned table's key holds over all).
 _PRIMARY: Final = """
 SELECT a.attname FROM pg_catalog.pg_index i
 JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+JOIN pg_catalog.pg_class c ON c.oid = i.indrelid
 WHERE i.indisprimary AND i.indrelid = to_regclass(CASE WHEN CAST(:s AS text) IS NULL THEN quote_ident(:t)
                                                  ELSE quote_ident(:s) || '.' || quote_ident(:t) END)
+  AND (c.relkind = 'p' OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits h WHERE h.inhparent = c.oid))
 """
 # User-defined aggregates: any may concatenate its rows in the order they arrive (red team rt21 F6).
 _AGGREGATES: Final = """
