@@ -100,8 +100,12 @@ def _positions(tokens: list[Token], start: int, schema: str) -> Iterator[Relatio
             if not called and not bare:
                 yield _relation(parts, schema)
             continue
+        if alias and _word(token, "as"):  # the alias follows, whatever the word
+            at += 2
+            alias = False
+            continue
         if token.kind in ("name", "quoted") and alias:
-            alias = _word(token, "as")  # AS: the alias follows
+            alias = False
             if token.kind == "quoted" or token.text.casefold() not in NOT_ALIASES:
                 at += 1
                 continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Final, NamedTuple
 
 __all__ = ["Token", "is_number", "readings"]
@@ -69,9 +70,15 @@ def readings(body: str) -> Iterator[list[Token]]:
     >>> [t.text for t in next(readings("SELECT a FROM rt€hv h, 1hv /*!50000 , `x``y` */ -- c"))]
     ['SELECT', 'a', 'FROM', 'rt€hv', 'h', ',', '1hv', ',', 'x`y', '*', '/']
     """
-    for escapes in (True, False):
-        for run in (True, False):
-            yield _tokens(body, escapes, run)
+    yield from _readings(body)
+
+
+@lru_cache(maxsize=64)
+def _readings(body: str) -> tuple[list[Token], ...]:
+    # a reading that cannot differ from another (no backslash, no executable comment) is left out
+    escapings = (True, False) if "\\" in body else (True,)
+    runs = (True, False) if "/*" in body else (True,)
+    return tuple(_tokens(body, escapes, run) for escapes in escapings for run in runs)
 
 
 def is_number(token: Token) -> bool:
