@@ -37,6 +37,7 @@ DOCTESTED = [
     "mcpkit.sql.profiles.mysql.cost",
     "mcpkit.sql.profiles.mysql.view_text",
     "mcpkit.sql.profiles.mysql.routine_relations",
+    "mcpkit.sql.profiles.mysql.routine_tokens",
     "mcpkit.sql.dialects",
     "mcpkit.sql.shaping",
     "mcpkit.sql.render",

@@ -164,6 +164,8 @@ def body_relations(body: str, schema: str) -> list[Relation]:
     [('d', 'hv'), ('d', 'h2')]
     >>> body_relations("BEGIN SELECT 'x' INTO s FROM p USE INDEX (i, j), `hv`; RETURN s; END", "d")
     [('d', 'p'), ('d', 'hv')]
+    >>> body_relations("BEGIN DELETE FROM a USING hv JOIN b USING (id); END", "d")
+    [('d', 'a'), ('d', 'hv'), ('d', 'b')]
     >>> body_relations("RETURN EXTRACT(YEAR FROM d)", "d"), body_relations(
     ...     "BEGIN RETURN TRIM(x FROM s); END", ""
     ... )
@@ -172,7 +174,10 @@ def body_relations(body: str, schema: str) -> list[Relation]:
     out: dict[Relation, None] = {}
     for tokens in readings(body):
         for start, token in enumerate(tokens):
-            if token.kind == "name" and _PLACED.match(token.text):
+            nxt = tokens[start + 1] if start + 1 < len(tokens) else None
+            if token.kind == "name" and (
+                _PLACED.match(token.text) or (_word(token, "using") and nxt != ("char", "("))
+            ):  # `DELETE FROM a USING hv`, not `JOIN b USING (id)`
                 out.update(dict.fromkeys(_positions(tokens, start, schema)))
     parsed = None if _UNSURE.search(body) else _parsed(body, schema)
     if parsed is None:
