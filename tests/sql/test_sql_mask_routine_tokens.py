@@ -6,7 +6,8 @@ function, opted in with `--allow view:` / `--allow routine:` / `--allow view-ord
 ok and the view answered every e-mail in clear. F1 `FROM (ok o, hv h)`; F2 `{oj hv h LEFT OUTER
 JOIN ok o ON 1}`; F3 names with characters outside Python's `\\w` (`ok€hv`, a call `g€(x)`, a
 no-break space inside a name, which Python and sqlglot read as a blank); F4 an alias `do` / `end`
-ending the list, a digit-initial name `1hv` or function `1g(x)`, a relation named `lateral`.
+ending the list, a digit-initial name `1hv` or function `1g(x)`, a relation named `lateral`; and
+a hidden function named like a non-reserved keyword (`status(x)`), skipped as a keyword.
 Controls: the same odd syntax over granted tables still serves.
 """
 
@@ -35,6 +36,8 @@ BROKEN = {
     "f4b": "BEGIN RETURN (SELECT h.email FROM 1hv h WHERE h.id = x); END",
     "f4c": "BEGIN RETURN (SELECT h.email FROM lateral h WHERE h.id = x); END",
     "f4d": "BEGIN RETURN 1g(x); END",
+    # a non-reserved keyword names a stored function too: it was skipped as a keyword
+    "f5": "BEGIN RETURN status(x); END",
 }
 # odd but legitimate syntax over granted tables only
 CLEAN = {
@@ -43,6 +46,8 @@ CLEAN = {
     "c2": "RETURN (SELECT p.label FROM {oj products p LEFT OUTER JOIN ok o ON 1} WHERE p.id = x)",
     "c3": "BEGIN RETURN (SELECT p.label FROM ok do, ok€p p WHERE p.id = x); END",
     "c4": "BEGIN RETURN (SELECT CONCAT(p.label, '') FROM 1p p /* FROM hv */ WHERE p.id = x); END",
+    "c5": "BEGIN DECLARE s VARCHAR(100) DEFAULT CHAR(65); SELECT IF(id IN (1, 2), CONCAT(label, s),"
+    " DATE(NOW())) INTO s FROM products AS end WHERE id = x; RETURN s; END",
 }
 
 
@@ -63,6 +68,8 @@ def maria(mysql_url: str) -> Iterator[MysqlScratch]:
             f"CREATE FUNCTION {d}.`g€`(x int) RETURNS varchar(100) {inv}"
             f" RETURN (SELECT email FROM {d}.customers WHERE id = x)",
             f"CREATE FUNCTION {d}.`1g`(x int) RETURNS varchar(100) {inv}"
+            f" RETURN (SELECT email FROM {d}.customers WHERE id = x)",
+            f"CREATE FUNCTION {d}.`status`(x int) RETURNS varchar(100) {inv}"
             f" RETURN (SELECT email FROM {d}.customers WHERE id = x)",
         ]
         for view in ("hv", "ok€hv", f"ok{NBSP}hv", "1hv", "lateral"):

@@ -45,13 +45,14 @@ _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOT
 # sqlglot reads these otherwise than MariaDB may: such a body is read by relation positions only.
 _UNSURE: Final = re.compile(r"/\*|--|#|\"|\\|\{|[^\x00-\x7f]")
 _PLACED: Final = re.compile(r"^(?:from|\w*join|update)$", re.IGNORECASE)
-# Built-in functions and keywords (`varchar(`, `if(`, `in (`): a call to one reads no stored routine.
-# MariaDB lists both (10.6.3+); MySQL 8 lists keywords only: there a built-in call counts (fail closed).
-_BUILTINS: Final = (
-    "SELECT `function` FROM information_schema.SQL_FUNCTIONS"
-    " UNION SELECT word FROM information_schema.KEYWORDS",
-    "SELECT word FROM information_schema.KEYWORDS",
-)
+# Built-in functions (`lower(`): a call to one reads no stored routine. MariaDB lists them (10.6.3+);
+# MySQL 8 does not: there a built-in call counts (fail closed). A keyword (`varchar(`, `if(`, `in (`)
+# is no call only when the server refuses it as one: `status(1)`, `data(1)` call a stored function
+# (red team rt31: they were skipped as keywords); `_keyword_call` asks the server.
+_FUNCTIONS: Final = "SELECT `function` FROM information_schema.SQL_FUNCTIONS"
+_KEYWORDS: Final = "SELECT word FROM information_schema.KEYWORDS"
+# PREPARE of `SELECT word(1)` naming a stored function: does not exist, denied, no database
+_CALLED: Final = frozenset({1305, 1630, 1046, 1370, 1044, 1142})
 # Words a relation position may hold that name no relation: a subquery, VALUES, DUAL (all reserved).
 NOT_RELATIONS: Final = frozenset({"select", "with", "values", "dual", "table"})
 # Words that end a list at its own depth (commas after them are not relations): each one MariaDB
@@ -237,24 +238,59 @@ def _probe(conn: Connection, relation: Relation) -> bool:
     return True
 
 
-def _builtins(conn: Connection) -> set[str]:
-    for query in _BUILTINS:
+def _words(conn: Connection, query: str) -> set[str]:
+    try:
+        return {str(w).casefold() for (w,) in conn.execute(text(query))}
+    except DBAPIError:
+        return set()
+
+
+def _keyword_call(conn: Connection, word: str, named: bool) -> bool:
+    """Whether the server may read `word(...)` as a call to a stored function (`named`: a visible
+    routine bears the name, so a prepared call may have reached it)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", word):
+        return True
+    for args in ("", "1"):
         try:
-            return {str(w).casefold() for (w,) in conn.execute(text(query))}
-        except DBAPIError:
+            conn.execute(text("PREPARE mcpkit_probe FROM :q"), {"q": f"SELECT {word}({args})"})
+        except DBAPIError as exc:
+            code = getattr(exc.orig, "args", (0,))[0]
+            if code in _CALLED:
+                return True
             continue
-    return set()
+        conn.exec_driver_sql("DEALLOCATE PREPARE mcpkit_probe")
+        if named:
+            return True
+    return False
 
 
-def _unseen_call(body: str, schema: str, visible: set[Relation], builtins: set[str]) -> str | None:
-    for (db, called), qualified in body_calls(body, schema).items():
-        routine = (db.casefold(), called.casefold())
-        if routine in visible or (not qualified and routine[1] in builtins):
-            continue
-        if qualified and (schema.casefold(), routine[0]) in visible:
-            continue  # `pkg.f(`: a package of the routine's database, whose body is listed
-        return f"calls {db}.{called}, which this account cannot see (it may read a masked column)"
-    return None
+class _Calls:
+    """Which calls in a body reach a routine the account cannot see."""
+
+    def __init__(self, conn: Connection, visible: set[Relation]) -> None:
+        self.conn, self.visible = conn, visible
+        self.functions, self.keywords = _words(conn, _FUNCTIONS), _words(conn, _KEYWORDS)
+        self.names = {n for _, n in visible}
+        self.asked: dict[str, bool] = {}
+
+    def builtin(self, word: str) -> bool:
+        if word in self.functions:
+            return True
+        if word not in self.keywords:
+            return False
+        if word not in self.asked:
+            self.asked[word] = not _keyword_call(self.conn, word, word in self.names)
+        return self.asked[word]
+
+    def unseen(self, body: str, schema: str) -> str | None:
+        for (db, called), qualified in body_calls(body, schema).items():
+            routine = (db.casefold(), called.casefold())
+            if routine in self.visible or (not qualified and self.builtin(routine[1])):
+                continue
+            if qualified and (schema.casefold(), routine[0]) in self.visible:
+                continue  # `pkg.f(`: a package of the routine's database, whose body is listed
+            return f"calls {db}.{called}, which this account cannot see (it may read a masked column)"
+        return None
 
 
 def unreadable_relations(
@@ -269,7 +305,7 @@ def unreadable_relations(
     `known`: the relations the account sees."""
     seen = {(fold(s), fold(n)) for s, n in known}
     visible = {(s.casefold(), n.casefold()) for s, n, _ in routines}
-    builtins = _builtins(conn)
+    calls = _Calls(conn, visible)
     probed: dict[Relation, bool] = {}
     out: dict[Relation, str] = {}
     for schema, name, body in routines:
@@ -279,7 +315,7 @@ def unreadable_relations(
         if dynamic_sql(body):
             out[key] = "runs dynamic SQL (PREPARE or EXECUTE), which this check cannot read"
             continue
-        called = _unseen_call(body, schema, visible, builtins)
+        called = calls.unseen(body, schema)
         if called:
             out[key] = called
             continue
