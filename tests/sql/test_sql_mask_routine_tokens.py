@@ -38,6 +38,11 @@ BROKEN = {
     "f4d": "BEGIN RETURN 1g(x); END",
     # a non-reserved keyword names a stored function too: it was skipped as a keyword
     "f5": "BEGIN RETURN status(x); END",
+    # Python folds `ſ` (U+017F) to `s` and reads `٣` (U+0663) as a digit; MariaDB reads names
+    "f6": "BEGIN RETURN (SELECT h.email FROM ok ſet, hv h WHERE h.id = x); END",
+    "f6b": "BEGIN RETURN (SELECT h.email FROM ſelect h WHERE h.id = x); END",
+    "f6c": "BEGIN RETURN (SELECT h.email FROM ٣ h WHERE h.id = x); END",
+    "f6d": "BEGIN RETURN ſtatus(x); END",  # the server's collation finds `status`
 }
 # odd but legitimate syntax over granted tables only
 CLEAN = {
@@ -72,7 +77,7 @@ def maria(mysql_url: str) -> Iterator[MysqlScratch]:
             f"CREATE FUNCTION {d}.`status`(x int) RETURNS varchar(100) {inv}"
             f" RETURN (SELECT email FROM {d}.customers WHERE id = x)",
         ]
-        for view in ("hv", "ok€hv", f"ok{NBSP}hv", "1hv", "lateral"):
+        for view in ("hv", "ok€hv", f"ok{NBSP}hv", "1hv", "lateral", "ſelect", "٣"):
             sql.append(
                 f"CREATE SQL SECURITY INVOKER VIEW {d}.`{view}` AS SELECT id, email FROM {d}.customers"
             )

@@ -70,7 +70,14 @@ _DYNAMIC: Final = frozenset({"prepare", "execute"})
 
 
 def _word(token: Token, *words: str) -> bool:
-    return token.kind == "name" and token.text.casefold() in words
+    """An unquoted keyword: ASCII only (MariaDB's keywords are; a long s, U+017F, folds to `s` in Python)."""
+    return token.kind == "name" and token.text.isascii() and token.text.lower() in words
+
+
+def _fold(name: str) -> str:
+    """A routine name compared without case: ASCII letters only (a non-ASCII name must match
+    exactly, or it counts as unseen: fail closed)."""
+    return name.lower() if name.isascii() else name
 
 
 def _chain(tokens: list[Token], at: int) -> tuple[list[Token], int]:
@@ -107,7 +114,7 @@ def _positions(tokens: list[Token], start: int, schema: str) -> Iterator[Relatio
             continue
         if token.kind in ("name", "quoted") and alias:
             alias = False
-            if token.kind == "quoted" or token.text.casefold() not in NOT_ALIASES:
+            if not _word(token, *NOT_ALIASES):
                 at += 1
                 continue
         alias = False
@@ -165,6 +172,8 @@ def body_relations(body: str, schema: str) -> list[Relation]:
     [('d', 'hv'), ('d', 'h2')]
     >>> body_relations("BEGIN SELECT 'x' INTO s FROM p USE INDEX (i, j), `hv`; RETURN s; END", "d")
     [('d', 'p'), ('d', 'hv')]
+    >>> body_relations("BEGIN RETURN (SELECT 1 FROM a \u017fet, \u017felect, \u0663); END", "d")
+    [('d', 'a'), ('d', '\u017felect'), ('d', '\u0663')]
     >>> body_relations("BEGIN DELETE FROM a USING hv JOIN b USING (id); END", "d")
     [('d', 'a'), ('d', 'hv'), ('d', 'b')]
     >>> body_relations("RETURN EXTRACT(YEAR FROM d)", "d"), body_relations(
@@ -270,10 +279,12 @@ class _Calls:
     def __init__(self, conn: Connection, visible: set[Relation]) -> None:
         self.conn, self.visible = conn, visible
         self.functions, self.keywords = _words(conn, _FUNCTIONS), _words(conn, _KEYWORDS)
-        self.names = {n for _, n in visible}
+        self.names = {n for _, n in visible}  # `_fold`ed
         self.asked: dict[str, bool] = {}
 
     def builtin(self, word: str) -> bool:
+        if not word.isascii():  # U+017F `substr(` is no built-in to MariaDB
+            return False
         if word in self.functions:
             return True
         if word not in self.keywords:
@@ -284,10 +295,10 @@ class _Calls:
 
     def unseen(self, body: str, schema: str) -> str | None:
         for (db, called), qualified in body_calls(body, schema).items():
-            routine = (db.casefold(), called.casefold())
+            routine = (_fold(db), _fold(called))
             if routine in self.visible or (not qualified and self.builtin(routine[1])):
                 continue
-            if qualified and (schema.casefold(), routine[0]) in self.visible:
+            if qualified and (_fold(schema), routine[0]) in self.visible:
                 continue  # `pkg.f(`: a package of the routine's database, whose body is listed
             return f"calls {db}.{called}, which this account cannot see (it may read a masked column)"
         return None
@@ -304,7 +315,7 @@ def unreadable_relations(
     dynamic SQL or names too many relations to check, -> why (the first such), keyed case-folded;
     `known`: the relations the account sees."""
     seen = {(fold(s), fold(n)) for s, n in known}
-    visible = {(s.casefold(), n.casefold()) for s, n, _ in routines}
+    visible = {(_fold(s), _fold(n)) for s, n, _ in routines}
     calls = _Calls(conn, visible)
     probed: dict[Relation, bool] = {}
     out: dict[Relation, str] = {}

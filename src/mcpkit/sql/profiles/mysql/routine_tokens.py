@@ -27,7 +27,8 @@ _STRING: Final = {
 _RUN: Final = r"/\*M?!\d*"  # an executable comment's opening
 _COMMENT: Final = r"/\*.*?(?:\*/|$)|--(?=[\x00-\x20]|$)[^\n]*|#[^\n]*"
 _BLANK: Final = "[ \t\n\r\f\v]+"
-_NUMBER: Final = re.compile(r"^(?:\d+|0x[0-9a-f]+|0b[01]+|\d+e\d+)$", re.IGNORECASE)
+# ASCII only: `٣` (an Arabic-Indic digit) is a name to MariaDB, not a number
+_NUMBER: Final = re.compile(r"^(?:[0-9]+|0x[0-9a-f]+|0b[01]+|[0-9]+e[0-9]+)$", re.IGNORECASE | re.ASCII)
 
 
 class Token(NamedTuple):
@@ -82,5 +83,9 @@ def _readings(body: str) -> tuple[list[Token], ...]:
 
 
 def is_number(token: Token) -> bool:
-    """Whether an unquoted word is a number literal (`1hv` is a name, `1e5` and `0x1f` are not)."""
+    """Whether an unquoted word is a number literal (`1hv` is a name, `1e5` and `0x1f` are not).
+
+    >>> [is_number(Token("name", w)) for w in ("12", "0x1F", "1e5", "1hv", "\u0663")]
+    [True, True, True, False, False]
+    """
     return token.kind == "name" and bool(_NUMBER.match(token.text))
