@@ -69,6 +69,11 @@ def test_postgres_a_callers_setting_counts_whatever_its_body_kind(
            "SELECT f_b(); END")  # fmt: skip
     # reads nothing at all: what it runs may still reach a masked table through an operator or a cast
     _pg_fn(pg, "f_lone()", "RETURNS int LANGUAGE sql STABLE SET transform_null_equals = on RETURN 1")
+    # a procedure's settings hold for what it runs too (a SQL function's body may CALL it)
+    pg.admin.execute(
+        "CREATE PROCEDURE p_scs() LANGUAGE sql SET standard_conforming_strings = off AS 'SELECT 1'"
+    )
+    pg.admin.execute(f"GRANT EXECUTE ON PROCEDURE p_scs() TO {pg.reader}")
     # control: a setting read alike
     _pg_fn(
         pg, "f_mem()", "RETURNS text LANGUAGE sql STABLE SET work_mem = '4MB' BEGIN ATOMIC SELECT f_b(); END"
@@ -83,9 +88,10 @@ def test_postgres_a_callers_setting_counts_whatever_its_body_kind(
     assert RANKING not in out
     assert f"function public.f_a {REFUSED}: its own setting standard_conforming_strings=off" in out, out
     assert f"function public.f_lone {REFUSED}: its own setting transform_null_equals=on" in out, out
+    assert f"function public.p_scs {REFUSED}: its own setting standard_conforming_strings=off" in out, out
     assert "--allow function-order:public.f_a" in out
     assert "public.f_b " not in out and "public.f_mem " not in out, out  # controls: checked as before
-    opted = [*args, *_allow("function-order:public.f_a", "function-order:public.f_lone")]
+    opted = [*args, *_allow(*(f"function-order:public.{f}" for f in ("f_a", "f_lone", "p_scs")))]
     code, out = run_cli(capsys, *opted, "SELECT public.f_b() AS b")
     assert code == 0, out
     assert "| 1,2,3,4,5 |" in out
@@ -125,6 +131,11 @@ def test_postgres_settings_and_escaped_names_are_not_proven_stateless(pg: PgScra
            "RETURN x * 2")  # fmt: skip
     _pg_fn(pg, "g_calls(x int)", "RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT g_scs(x) + 1'")
     _pg_fn(pg, "g_u(x int)", 'RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT U&"\\0078" * 2 $$')
+    pg.admin.execute(
+        "CREATE PROCEDURE p_scs() LANGUAGE sql SET standard_conforming_strings = off AS 'SELECT 1'"
+    )
+    pg.admin.execute(f"GRANT EXECUTE ON PROCEDURE p_scs() TO {pg.reader}")
+    _pg_fn(pg, "g_call(x int)", "RETURNS int LANGUAGE sql IMMUTABLE AS 'CALL p_scs(); SELECT x'")
     _pg_fn(pg, "g_ok(x int)", "RETURNS int LANGUAGE sql IMMUTABLE SET work_mem = '4MB' AS 'SELECT x * 2'")
     from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines  # since rt29b
 
@@ -137,6 +148,7 @@ def test_postgres_settings_and_escaped_names_are_not_proven_stateless(pg: PgScra
     assert "its own setting standard_conforming_strings=off" in found[("public", "g_scs")]
     assert "g_scs" in found[("public", "g_calls")]
     assert "Unicode escapes" in found[("public", "g_u")]
+    assert "CALL" in found[("public", "g_call")]  # a procedure's settings hold while it runs
     assert ("public", "g_ok") not in found  # control: a read-alike setting, a pure body
 
 

@@ -85,6 +85,8 @@ def _body_reason(body: str, kinds: dict[str, list[Overload]], steady: frozenset[
     except (sqlglot.errors.SqlglotError, RecursionError, ValueError):
         return "its body does not parse here, so it cannot be shown to keep no state"
     for tree in trees:
+        if tree.find(exp.Command):  # `CALL p()`, `DO ...`: kept as text, never read here
+            return "its body holds a statement this check does not read (CALL, DO, ...)"
         for func in tree.find_all(exp.Func):
             if isinstance(func, exp.Anonymous):
                 called = func.name.casefold()
