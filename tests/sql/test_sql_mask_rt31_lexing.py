@@ -11,6 +11,9 @@ aggregate functions (rt31 F6).
 - F6 MariaDB: `AGGREGATE FUNCTION ... FETCH GROUP NEXT ROW; SET s = CONCAT(s, x, ',')` concatenates
   in arrival order; over a derived table it answered the ids in e-mail index order. A compound
   body counts as per-row (rt29b, merged before this test), so the call is refused.
+
+Before the fix (main at e302d28), a direct call of the F5/F7 functions was refused per call, only
+because the per-row proof could not parse the bodies; a view over each answered the ranking.
 """
 
 from __future__ import annotations
@@ -79,19 +82,22 @@ def test_postgres_a_callers_setting_counts_whatever_its_body_kind(
         pg, "f_mem()", "RETURNS text LANGUAGE sql STABLE SET work_mem = '4MB' BEGIN ATOMIC SELECT f_b(); END"
     )
     assert pg.admin.execute("SELECT f_a(), f_b(), f_mem()").fetchone() == (RANKING, "1,2,3,4,5", "1,2,3,4,5")
+    pg.admin.execute(f"CREATE VIEW v_a AS SELECT f_a() AS r; GRANT SELECT ON v_a TO {pg.reader}")
     masks = masks_file(tmp_path, "customers.email")
     names = ("f_a", "f_b", "f_lone", "f_mem")
     allow = _allow(*(f"function:public.{f}" for f in names), *(f"function-config:public.{f}" for f in names))
-    args = ["sql", "query", "--dsn", pg.reader_url, "--mask", masks, *allow]
-    code, out = run_cli(capsys, *args, "SELECT public.f_a() AS a")
+    args = ["sql", "query", "--dsn", pg.reader_url, "--mask", masks, *allow, *_allow("view:public.v_a")]
+    code, out = run_cli(capsys, *args, "SELECT r FROM public.v_a")
     assert code == 2, out  # before: | 4,1,5,2,3 |
     assert RANKING not in out
     assert f"function public.f_a {REFUSED}: its own setting standard_conforming_strings=off" in out, out
     assert f"function public.f_lone {REFUSED}: its own setting transform_null_equals=on" in out, out
     assert f"function public.p_scs {REFUSED}: its own setting standard_conforming_strings=off" in out, out
     assert "--allow function-order:public.f_a" in out
+    assert f"view public.v_a {REFUSED}" in out, out
     assert "public.f_b " not in out and "public.f_mem " not in out, out  # controls: checked as before
     opted = [*args, *_allow(*(f"function-order:public.{f}" for f in ("f_a", "f_lone", "p_scs")))]
+    opted += _allow("view-order:public.v_a")
     code, out = run_cli(capsys, *opted, "SELECT public.f_b() AS b")
     assert code == 0, out
     assert "| 1,2,3,4,5 |" in out
@@ -108,18 +114,23 @@ def test_postgres_a_unicode_escaped_name_counts_as_naming_every_masked_table(
     ordered = "SELECT string_agg(id::text, ',' ORDER BY id) FROM public.customers"
     _pg_fn(pg, "f_ok()", f"RETURNS text LANGUAGE sql STABLE AS $${ordered}$$")  # control
     assert pg.admin.execute("SELECT f_u(), f_ue(), f_ok()").fetchone() == (RANKING, RANKING, "1,2,3,4,5")
+    pg.admin.execute(f"CREATE VIEW v_u AS SELECT f_u() AS r; GRANT SELECT ON v_u TO {pg.reader}")
     masks = masks_file(tmp_path, "customers.email")
     args = ["sql", "query", "--dsn", pg.reader_url, "--mask", masks]
-    args += _allow("function:public.f_u", "function:public.f_ue", "function:public.f_ok")
-    code, out = run_cli(capsys, *args, "SELECT public.f_u() AS a")
-    assert code == 2, out  # before: | 4,1,5,2,3 |
+    args += _allow("function:public.f_u", "function:public.f_ue", "function:public.f_ok", "view:public.v_u")
+    code, out = run_cli(capsys, *args, "SELECT r FROM public.v_u")
+    assert code == 2, out  # before: | 4,1,5,2,3 | (and refused per call: `SELECT f_u()`)
     assert RANKING not in out
     for name in ("f_u", "f_ue"):
         assert (
             f'function public.{name} {REFUSED}: its body spells a name with Unicode escapes (U&"...")' in out
         )
+    assert f"view public.v_u {REFUSED}: it reads function public.f_u" in out, out
     assert "public.f_ok " not in out, out
-    opted = [*args, *_allow("function-order:public.f_u", "function-order:public.f_ue")]
+    opted = [
+        *args,
+        *_allow("function-order:public.f_u", "function-order:public.f_ue", "view-order:public.v_u"),
+    ]
     code, out = run_cli(capsys, *opted, "SELECT public.f_ok() AS b")
     assert code == 0, out
     assert "| 1,2,3,4,5 |" in out
