@@ -228,8 +228,9 @@ def test_a_function_losing_its_order_by_within_the_second_it_passed_is_refused(
         "ALTER TABLE {db}.plain DROP PRIMARY KEY, ADD PRIMARY KEY (tag, id)",
         "ALTER TABLE {db}.plain ADD COLUMN t2 VARCHAR(80) AS (UPPER(tag)) VIRTUAL",
         "ALTER TABLE {db}.plain MODIFY tag VARCHAR(80) NOT NULL",
+        "ALTER TABLE {db}.plain ALTER tag SET DEFAULT (LOWER(CONCAT(id, 'x')))",
     ],
-    ids=["new-index", "new-primary-key", "new-generated-column", "column-changed"],
+    ids=["new-index", "new-primary-key", "new-generated-column", "column-changed", "default-changed"],
 )
 def test_a_table_altered_while_serving_moves_it(
     my: MysqlScratch, reader: pymysql.Connection[Any], change: str
@@ -244,3 +245,85 @@ def test_a_table_altered_while_serving_moves_it(
     with my.admin.cursor() as c:
         c.execute(change.format(db=my.db))
     assert mysql_fingerprint(reader) != first
+
+
+def test_a_default_over_the_masked_column_set_while_serving_is_refused(
+    my: MysqlScratch, tmp_path: Path
+) -> None:
+    """Red team rt31 F8: MariaDB evaluates `DEFAULT(col)` per row without the privileges of the
+    columns its expression reads; `DEFAULT (LOWER(email))` set while serving answered the e-mails
+    through a granted view over `DEFAULT(nick)` until --reverify-interval."""
+    with my.admin.cursor() as c:
+        c.execute(f"ALTER TABLE {my.db}.customers ADD COLUMN nick VARCHAR(100) DEFAULT 'x'")
+        c.execute(f"GRANT SELECT (nick) ON {my.db}.customers TO '{my.reader}'@'%'")
+        c.execute(
+            f"CREATE SQL SECURITY INVOKER VIEW {my.db}.vd AS"
+            f" SELECT id, DEFAULT(nick) AS d FROM {my.db}.customers"
+        )
+        c.execute(f"GRANT SELECT, SHOW VIEW ON {my.db}.vd TO '{my.reader}'@'%'")
+    parser = argparse.ArgumentParser()
+    sqlcli.register(parser.add_subparsers(dest="command"))
+    vd = f"{my.db}.vd"
+    options = ["--mask", masks_file(tmp_path, "customers.email"), "--allow", f"view:{vd}"]
+    options += ["--allow", f"view-order:{vd}", "--catalog-check-interval", "0"]
+    args = parser.parse_args(["sql", "query", "--dsn", my.reader_url, *options, "SELECT 1"])
+    service = sqlcli._service(args, 100)
+
+    def ask() -> str:
+        try:
+            return str(service.query(f"SELECT id, d FROM {vd} ORDER BY id", call_id="t", max_rows=10)[1])
+        except ToolError as exc:
+            return exc.code
+
+    try:
+        assert "| x |" in ask()
+        with my.admin.cursor() as c:
+            c.execute(f"ALTER TABLE {my.db}.customers MODIFY nick VARCHAR(100) DEFAULT (LOWER(email))")
+        later = [ask() for _ in range(3)]
+        assert later == ["SOURCE_UNVERIFIED"] * 3, later  # before: | 1 | zed@x.io | ...
+    finally:
+        service.engine.close()
+
+
+def test_a_merge_table_pointed_at_the_masked_table_while_serving_is_refused(
+    my: MysqlScratch, tmp_path: Path
+) -> None:
+    """Red team rt31 F9: a MERGE table's UNION list is in no information_schema table; one granted
+    whole over a harmless twin, re-pointed at the masked table while serving, answered the e-mails."""
+    with my.admin.cursor() as c:
+        for t in ("cmy", "twin"):
+            c.execute(f"CREATE TABLE {my.db}.{t} (id INT, email VARCHAR(80)) ENGINE=MyISAM")
+        c.execute(f"INSERT INTO {my.db}.cmy VALUES (1, 'zed@x.io'), (2, 'amy@x.io')")
+        c.execute(f"INSERT INTO {my.db}.twin VALUES (1, 'none'), (2, 'none')")
+        c.execute(f"GRANT SELECT (id) ON {my.db}.cmy TO '{my.reader}'@'%'")
+        c.execute(
+            f"CREATE TABLE {my.db}.m (id INT, email VARCHAR(80)) ENGINE=MRG_MyISAM UNION=({my.db}.twin)"
+        )
+        c.execute(f"GRANT SELECT ON {my.db}.m TO '{my.reader}'@'%'")
+    parser = argparse.ArgumentParser()
+    sqlcli.register(parser.add_subparsers(dest="command"))
+    options = [
+        "--mask",
+        masks_file(tmp_path, "customers.email", "cmy.email"),
+        "--catalog-check-interval",
+        "0",
+    ]
+    args = parser.parse_args(["sql", "query", "--dsn", my.reader_url, *options, "SELECT 1"])
+    service = sqlcli._service(args, 100)
+
+    def ask() -> str:
+        try:
+            return str(
+                service.query(f"SELECT id, email FROM {my.db}.m ORDER BY id", call_id="t", max_rows=10)[1]
+            )
+        except ToolError as exc:
+            return exc.code
+
+    try:
+        assert "none" in ask()
+        with my.admin.cursor() as c:
+            c.execute(f"ALTER TABLE {my.db}.m UNION=({my.db}.cmy)")
+        later = [ask() for _ in range(3)]
+        assert later == ["SOURCE_UNVERIFIED"] * 3, later  # before: | 1 | zed@x.io | ...
+    finally:
+        service.engine.close()

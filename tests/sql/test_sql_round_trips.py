@@ -106,7 +106,9 @@ def test_a_clean_call_takes_two_round_trips_and_a_first_one_three(engine: SqlEng
         for line in again
         if line.split("\t")[2:3] == ["Parse"]
     ]
-    assert parsed[0] == "BEGIN READ ONLY" and parsed[1].startswith("SELECT set_config('statement_timeout'")
+    assert parsed[0] == "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY" and parsed[1].startswith(
+        "SELECT set_config('statement_timeout'"
+    )
     assert parsed[2].endswith("WHERE id = 1 LIMIT 0") and parsed[3].endswith(
         "WHERE id = 1 LIMIT 6) AS q(c0, c1, c2, c3)"
     )

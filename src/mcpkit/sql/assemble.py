@@ -35,7 +35,7 @@ from mcpkit.sql.maskcheck import (
 )
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.reports import load_reports
-from mcpkit.sql.reverify import DEFAULT_CATALOG_CHECK_S, DEFAULT_REVERIFY_S, Guard, account_check
+from mcpkit.sql.reverify import DEFAULT_REVERIFY_S, Guard, account_check
 from mcpkit.sql.rolecheck import guard_roles
 from mcpkit.sql.routing import Source, SourceRouter
 from mcpkit.sql.server import build_server, namespace_for
@@ -172,7 +172,7 @@ def open_service(
             engine.url.render_as_string(hide_password=True),
             getattr(args, "reverify_interval", DEFAULT_REVERIFY_S),
             report.fingerprint,
-            every_s=getattr(args, "catalog_check_interval", DEFAULT_CATALOG_CHECK_S),
+            every_s=getattr(args, "catalog_check_interval", None),
         )
         if args.max_cost is not None:
             refuse_cost_oracle(engine, args.allow, "the database account")
@@ -207,7 +207,7 @@ def equip(
             engine.profile.pin_name_path(known.path)
         service.masking = Masking(policy, known, masked)
         if engine.guard is not None:  # the withholding is verified again while serving
-            engine.guard.first(masks_verify(service.masking, getattr(args, "allow", ())))
+            engine.guard.watch_masks(masks_verify(service.masking, getattr(args, "allow", ())))
     if getattr(args, "similar", False):
         from mcpkit.sql.similar import enable_similarity
 

@@ -83,10 +83,10 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--catalog-check-interval",
         type=float,
-        default=DEFAULT_CATALOG_CHECK_S,
+        default=None,
         metavar="S",
         help=f"read the catalog fingerprint before a call at most this often (default "
-        f"{DEFAULT_CATALOG_CHECK_S:g} s; 0: before every call, one more round trip each)",
+        f"{DEFAULT_CATALOG_CHECK_S:g} s, with --mask 0; 0: before every call, one more round trip each)",
     )
     p.add_argument(
         "--functions", metavar="FILE", help="replace the reviewed function allowlist with the names in FILE"

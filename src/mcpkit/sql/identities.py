@@ -180,6 +180,10 @@ class RoleEngine(SqlEngine):
                 with dbapi.cursor() as cur:
                     cur.execute(self._setup)
             yield conn, dbapi
+            undo = getattr(self.profile, "role_undo", None)
+            if self._setup and undo and self.guard is not None and self.guard.masks:
+                with dbapi.cursor() as cur:  # the fingerprint after the call is read as the one before
+                    cur.execute(undo)
 
     def _prelude(self, conn: Connection, dbapi: Any, timeout_s: float, call_id: str) -> list[str]:
         """The base's begin, then the role's setup."""

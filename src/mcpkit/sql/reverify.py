@@ -14,6 +14,10 @@ verification fails that engine's calls with one safe sentence (`SOURCE_UNVERIFIE
 findings and their fix; it is tried again when the fingerprint changes and at least every few
 seconds, and serving resumes when it passes.
 
+With `--mask` (`Guard.watch_masks`) every call reads the fingerprint before its SQL (unless
+`--catalog-check-interval` was set) and again after its statement, before its rows are returned
+(`Guard.after`): rows read while the catalog moved are discarded (red team rt30 F2).
+
 Fingerprints (what an administrator's change touches; each profile's `catalog_fingerprint`):
 - PostgreSQL: row count and sum of `xmin` of the catalogs a grant, a view, a function, a policy, an
   operator, a cast, a type, a role membership, a parameter ACL, a constraint or a partition lives
@@ -47,6 +51,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_CATALOG_CHECK_S",
     "DEFAULT_REVERIFY_S",
+    "MOVES_RETRIED",
+    "CatalogMoved",
     "Guard",
     "Unverified",
     "Verify",
@@ -61,6 +67,10 @@ DEFAULT_REVERIFY_S: Final = 300.0
 """Seconds after which the next call re-runs the whole verification even if nothing changed."""
 DEFAULT_CATALOG_CHECK_S: Final = 1.0
 """Seconds during which calls reuse the last fingerprint read instead of reading it again (0: every call)."""
+MOVES_RETRIED: Final = 3
+"""With masks, times a call runs again after its rows were discarded because the catalog moved while
+it ran (`Guard.after`) and the verification passed: a busy server's unrelated catalog writes (roles
+created in another database move the shared catalogs) moved it twice in one call on the test host."""
 _SEEN: Final = "mcpkit.reverify.seen"  # connection info key: this connection's catalog was read
 _RETRY_FAILED_S: Final = 5.0  # a failed verification is tried again at most this often (unchanged catalog)
 _FORCED: Final = threading.local()
@@ -91,6 +101,12 @@ class Unverified(ToolError):
             retryable=False,
             data={"reason": "unverified", **({"call_id": call_id} if call_id else {})},
         )
+
+
+class CatalogMoved(Unverified):
+    """With masks: the fingerprint read after a call's statement differs from the verified one, and
+    the verification passed again; the call's rows are discarded and it may run again
+    (`SqlEngine.execute` does, `MOVES_RETRIED` times; elsewhere it answers as a failed verification)."""
 
 
 Verify = Callable[["SqlEngine", "Connection"], None]
@@ -129,6 +145,8 @@ class Guard:
         label: Names the engine in the operator log.
         interval_s: The whole verification runs again at least this often (on the next call).
         verified: The fingerprint read with the start-up verification, if it just passed.
+        every_s: `--catalog-check-interval`; None (not set): 1 s, or 0 once masks are watched
+            (`watch_masks`).
     """
 
     def __init__(
@@ -138,13 +156,16 @@ class Guard:
         interval_s: float = DEFAULT_REVERIFY_S,
         verified: str | None = None,
         *,
-        every_s: float = DEFAULT_CATALOG_CHECK_S,
+        every_s: float | None = None,
     ) -> None:
-        if interval_s <= 0 or every_s < 0:
+        if interval_s <= 0 or (every_s is not None and every_s < 0):
             raise SqlConfigError(
                 "--reverify-interval must be positive and --catalog-check-interval at least 0"
             )
-        self.verify, self.label, self.interval_s, self.every_s = verify, label, interval_s, every_s
+        self.verify, self.label, self.interval_s = verify, label, interval_s
+        self.explicit = every_s is not None  # the operator set --catalog-check-interval
+        self.every_s = DEFAULT_CATALOG_CHECK_S if every_s is None else every_s
+        self.masks = False  # `watch_masks`: each call's rows are checked against the catalog too
         self._read_at = float("-inf")  # when a call last read the fingerprint
         self._fingerprint = verified
         self._at = time.monotonic() if verified is not None else float("-inf")
@@ -155,12 +176,34 @@ class Guard:
     def fresh(self, label: str, verify: Verify | None = None) -> Guard:
         """A guard like this one for another engine (another login or role), not yet verified;
         `verify`: what that engine's start-up verified (default: this guard's checks)."""
-        return Guard(verify or self.verify, label, self.interval_s, every_s=self.every_s)
+        other = Guard(verify or self.verify, label, self.interval_s, every_s=self._every_set())
+        other.masks, other.every_s = self.masks, self.every_s
+        return other
+
+    def _every_set(self) -> float | None:
+        return self.every_s if self.explicit else None
 
     def first(self, check: Verify) -> None:
         """Run `check` (a start-up check added by an option: masks) before the verification so far,
         whose account check changes the session's search_path, through which masks resolve names."""
         self.verify = all_of(check, self.verify)
+
+    def watch_masks(self, check: Verify) -> None:
+        """`first(check)` (the masks' withholding), and from now on every call with masks: the
+        fingerprint read before its SQL (unless `--catalog-check-interval` was set) and again after
+        it (`after`), before its rows are returned (red team rt30 F2)."""
+        self.first(check)
+        self.masks = True
+        if not self.explicit:
+            self.every_s = 0.0
+        elif self.every_s > 0:
+            log.warning(
+                "%s: --mask with --catalog-check-interval %g: a view or function replaced while "
+                "serving can be used for that long by calls that failed or timed out (their rows "
+                "are still checked after each call); leave the option out to read it before every call",
+                self.label,
+                self.every_s,
+            )
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -218,6 +261,38 @@ class Guard:
             raise QueryFailed("connection", call_id) from None
         if self._failed:
             raise Unverified(call_id)
+
+    def after(self, engine: SqlEngine, conn: Connection, dbapi: Any, call_id: str) -> None:
+        """With masks, after a call's statement ran and its rows were fetched, before they are
+        returned: read the fingerprint again in the same session. Anything the statement used was
+        committed before this read (PostgreSQL: a new READ COMMITTED snapshot, the call holding
+        its locks; MariaDB: `information_schema` is not transactional, the call holding its
+        metadata locks), so a view replaced between the check before the call and its statement
+        shows here.
+
+        Raises:
+            Unverified: it differs from the verified fingerprint and the verification fails.
+            CatalogMoved: it differs and the verification passes again: the rows are discarded.
+            QueryFailed: reading the catalog left the session changed (`SessionLost`).
+        """
+        if not self.masks or getattr(self._paused, "on", False):
+            return
+        try:
+            fp = engine.profile.catalog_fingerprint(dbapi)
+            if fp == self._fingerprint and not self._failed:
+                return
+            with self._lock:
+                if fp != self._fingerprint or self._failed:
+                    self._run(engine, conn, fp, call_id)
+        except SessionLost as exc:
+            log.warning("%s: call %s: %s; dropping the connection", self.label, call_id, exc)
+            raise QueryFailed("connection", call_id) from None
+        moved = "%s: call %s: the catalog changed while it ran; its rows are discarded"
+        if self._failed:
+            log.warning(moved, self.label, call_id)
+            raise Unverified(call_id)
+        log.info(moved, self.label, call_id)
+        raise CatalogMoved(call_id)
 
     def _run(self, engine: SqlEngine, conn: Connection, fp: str | None, call_id: str) -> None:
         started = time.perf_counter()

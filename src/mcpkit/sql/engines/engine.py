@@ -4,7 +4,7 @@ A connection is reused only after its profile reset it (`Profile.reset`: Postgre
 `DISCARD ALL`'s commands in one message, MySQL/MariaDB `COM_RESET_CONNECTION`, SQLite a check that
 nothing was left behind) at the end of the call; one that failed, timed out, was interrupted or failed
 its reset is closed, never reused. Where the dialect has a `run` hook (PostgreSQL), `execute_query`'s
-begin, describe and query go in one round trip (`_run_clipped`).
+begin, describe and query go in one round trip (`engines.clipped.run_clipped`).
 """
 
 from __future__ import annotations
@@ -25,16 +25,17 @@ from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolResetState, Queue
 from sqlglot import exp
 
 from mcpkit.errors import Refused
-from mcpkit.sql.clipping import CellBudget, ClipPlan, Run, StaleDescription
+from mcpkit.sql.clipping import CellBudget
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
+from mcpkit.sql.engines.clipped import clipped_rows, run_clipped
 from mcpkit.sql.engines.described import Remembered
 from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.profiles import Profile, profile_for
 from mcpkit.sql.profiles.base import Outcome
 from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
-from mcpkit.sql.reverify import Guard
+from mcpkit.sql.reverify import MOVES_RETRIED, CatalogMoved, Guard
 
 __all__ = ["DEFAULT_POOL_SIZE", "SqlEngine"]
 
@@ -247,6 +248,8 @@ class SqlEngine:
                     conn.info[_BEGUN] = True
                 self.guard.check(self, conn, dbapi, call_id)
             yield conn, dbapi
+            if self.guard is not None:  # with masks: the catalog read again before rows are returned
+                self.guard.after(self, conn, dbapi, call_id)
         except Refused:  # refused by mcpkit before the query ran (too wide): the connection is fine
             raise
         except self._errors as exc:
@@ -297,11 +300,32 @@ class SqlEngine:
             clip: Clip cells inside the SQL sent (`mcpkit.sql.clipping`), so no cell over the
                 budget reaches the driver; a clipped cell comes back as `Clipped`/`BinarySize`.
             tree: Admission's parse of `sql`, for a profile that reads its shape (MariaDB's temp space).
+
+        With masks, rows read while the catalog moved are discarded (`Guard.after`) and the
+        statement runs again after the verification passed again, up to `MOVES_RETRIED` times;
+        then a move answers as a failed verification (`SOURCE_UNVERIFIED`).
         """
+        for _ in range(MOVES_RETRIED):
+            try:
+                return self._execute(sql, params, limit, timeout_s, call_id, clip, tree)
+            except CatalogMoved:
+                continue  # verified again: run on the catalog as it is now
+        return self._execute(sql, params, limit, timeout_s, call_id, clip, tree)  # moved again: refused
+
+    def _execute(
+        self,
+        sql: str,
+        params: Params | None,
+        limit: int,
+        timeout_s: float,
+        call_id: str,
+        clip: CellBudget | None,
+        tree: exp.Expr | None,
+    ) -> Rows:
         clipping = self.profile.clipping() if clip is not None and params is None else None
         started = time.perf_counter()
         if clipping is not None and clipping.run is not None and clip is not None:
-            return self._run_clipped(clipping.run, sql, limit, timeout_s, call_id, clip, started)
+            return run_clipped(self, clipping.run, sql, limit, timeout_s, call_id, clip, started)
         with self.session(timeout_s, call_id) as (conn, dbapi):
             if clipping is not None and clip is not None:
                 described = clipping.describe(dbapi, sql, tree)
@@ -315,7 +339,7 @@ class SqlEngine:
                     fetched = [plan.reassemble(r) for r in cursor.fetchmany(fit)]
                 finally:
                     cursor.close()
-                return _clipped_rows(plan, fetched, fit, limit, time.perf_counter() - started, call_id)
+                return clipped_rows(plan, fetched, fit, limit, time.perf_counter() - started, call_id)
             if params is None:
                 cursor = dbapi.cursor()
                 try:
@@ -341,60 +365,7 @@ class SqlEngine:
             call_id=call_id,
         )
 
-    def _run_clipped(
-        self, run: Run, sql: str, limit: int, timeout_s: float, call_id: str, clip: CellBudget, started: float
-    ) -> Rows:
-        """`execute` through the dialect's `run` hook: the begin, the describe and the query sent
-        together, with the description an earlier call made.
-
-        Descriptions are remembered per engine (one login, one role) and SQL text; one is
-        forgotten when a call that used it fails, and it is only ever used after the same call's
-        own describe matched it (`clipping.postgres.run`). A stale one whose query failed makes
-        the call run once more without it (on a new connection: the transaction was aborted). As
-        the begin travels with the query, a pooled connection found gone fails the call's first
-        round trip, which is then run once more on a new connection, as `_begin` does.
-        """
-        known, stale, gone = self._described.get(sql), False, False
-        while True:
-            try:
-                with self.session(timeout_s, call_id, deferred=True) as (conn, dbapi):
-                    prelude = self._prelude(conn, dbapi, timeout_s, call_id)
-                    plan, wire, fresh = run(dbapi, sql, limit + 1, clip, known, prelude)
-            except StaleDescription:
-                self._described.pop(sql)
-                log.info("sql call %s: the result's columns changed since they were described", call_id)
-                if stale:  # pragma: no cover: a run without a remembered description is never stale
-                    raise
-                known, stale = None, True
-                continue
-            except QueryFailed as exc:
-                self._described.pop(sql)
-                if exc.kind == "connection" and self.pool_size and not gone:
-                    log.info("sql call %s: a pooled connection was gone; opening another", call_id)
-                    gone = True
-                    continue
-                raise
-            except BaseException:
-                self._described.pop(sql)
-                raise
-            self._described.put(sql, fresh)
-            fetched = [plan.reassemble(r) for r in wire]
-            fit = clip.fit(limit + 1, len(plan.columns))  # as `run` fetched: a wide row, fewer rows
-            return _clipped_rows(plan, fetched, fit, limit, time.perf_counter() - started, call_id)
-
     def close(self) -> None:
         """Close every pooled connection (`dispose`) and `Profile.release_pool` (SQLite's heap limit)."""
         self._sa.dispose()
         self.profile.release_pool(self)
-
-
-def _clipped_rows(
-    plan: ClipPlan, fetched: list[tuple[Any, ...]], fit: int, limit: int, elapsed: float, call_id: str
-) -> Rows:
-    """The rows of a clipped run that fetched at most `fit` (`CellBudget.fit`) of `limit` + 1."""
-    columns = tuple(Column(c.name, c.type_name) for c in plan.columns)
-    if fit <= limit:  # a wide row: fewer rows were fetched; the last one only tells whether more exist
-        cut = len(fetched) == fit
-        kept = tuple(fetched[: fit - 1]) if cut else tuple(fetched)
-        return Rows(columns, kept, cut, elapsed, call_id, cut_for_size=cut)
-    return Rows(columns, tuple(fetched[:limit]), len(fetched) > limit, elapsed, call_id)

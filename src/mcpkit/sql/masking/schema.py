@@ -1,8 +1,7 @@
 """The reflected schema as masking reads it: which tables exist, their columns and types.
 
-The caller passes `{table: {column: type}}` (one schema) or `{schema: {table: {column: type}}}`;
-SQLAlchemy's inspector gives both (`reflect_schema` builds the first from an engine, `reflect`
-the second over every schema, with the path unqualified names resolve through).
+The caller passes `{table: {column: type}}` (one schema) or `{schema: {table: {column: type}}}`:
+`reflect_schema` builds the first, `reflect` the second over every schema, with the name path.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine as SaEngine
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, UnreflectableTableError
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
@@ -70,11 +69,12 @@ def reflect_schema(
         cols: dict[str, str] = {}
         try:
             reflected = insp.get_columns(name, schema)
-        except DBAPIError:
-            if engine.dialect.name == "sqlite" and name in views:
-                # SQLite keeps a view over a dropped table; it cannot be read, so it stays out of
-                # the mapping and a call naming it is refused as unknown (red team rt19lite F5).
-                log.warning("masks: SQLite view %s cannot be compiled; calls are refused it", name)
+        except (DBAPIError, UnreflectableTableError) as exc:
+            unreadable = engine.dialect.name == "sqlite" or isinstance(exc, UnreflectableTableError)
+            if name in views and unreadable:
+                # A view over a dropped table (SQLite, rt19lite F5) or function (MariaDB 1356, rt31 F10)
+                # cannot be read (`grant --mask` died on one); calls naming it are refused as unknown.
+                log.warning("masks: view %s cannot be compiled; calls are refused it", name)
                 continue
             if engine.dialect.name not in ("mysql", "mariadb"):
                 raise

@@ -20,11 +20,20 @@ What the re-verification reads of the catalog, and so what the fingerprint diges
   read by any check (and MySQL 8 has no such column).
 - the indexes and columns of the tables it can see (`STATISTICS`, `COLUMNS`, the system schemas
   left out): the order check reads primary and unique keys, and the routine and view checks
-  PREPARE whole relations, so `ALTER TABLE ... ADD KEY`, a changed primary key or a new
-  (generated) column is a change to verify again, not one to wait `--reverify-interval` for.
+  PREPARE whole relations, so `ALTER TABLE ... ADD KEY`, a changed primary key, a new
+  (generated) column or a changed DEFAULT (MariaDB evaluates `DEFAULT(col)` per row without the
+  privileges of the columns its expression reads: `DEFAULT (LOWER(email))` set while serving
+  answered the e-mails through a view over `DEFAULT(nick)`, red team rt31 F8) is a change to verify
+  again, not one to wait `--reverify-interval` for.
   Columns the account holds no privilege on do not show (information_schema hides them): a new
   column on a table read through column grants changes nothing here, and none of those is
   readable to it either.
+- the definition (`SHOW CREATE TABLE`) of every MERGE table it can see: its UNION list is in
+  no information_schema table, and `ALTER TABLE m UNION=(masked)` while serving answered the
+  e-mails through a MERGE table granted whole over a harmless twin (red team rt31 F9); the
+  re-verification derives the MERGE masks again (`masks.derived_masks`). One statement per MERGE
+  table, none without one; a definition hidden from the account is digested as hidden (the
+  derived masks then count every masked table as in its list).
 Triggers and events are not read by the re-verification (trigger warnings are start-up only, and
 neither runs in a read-only session), so they are left out. Each row is quoted field by field
 (`QUOTE`, NULL distinct from 'NULL') and hashed; the rows' MD5s are combined by COUNT and two 64-bit
@@ -34,6 +43,7 @@ cut at `group_concat_max_len` as one GROUP_CONCAT of many rows would.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from functools import partial
 from typing import Any, Final
@@ -82,7 +92,7 @@ _INDEXES: Final = _rows(
 _COLUMNS: Final = _rows(
     "COLUMNS",
     *("TABLE_SCHEMA", "TABLE_NAME", "COLUMN_NAME", "ORDINAL_POSITION", "COLUMN_TYPE", "COLUMN_KEY"),
-    *("EXTRA", "GENERATION_EXPRESSION", "COLLATION_NAME", "IS_NULLABLE"),
+    *("EXTRA", "GENERATION_EXPRESSION", "COLUMN_DEFAULT", "COLLATION_NAME", "IS_NULLABLE"),
     where=_USER_SCHEMAS,
 )
 _SEEN: Final = (
@@ -101,13 +111,32 @@ def sorted_grants(rows: Sequence[tuple[Any, ...]]) -> list[str]:
     return sorted(str(r[0]) for r in rows)
 
 
+_MERGES: Final = (
+    "SELECT table_schema, table_name FROM information_schema.TABLES WHERE UPPER(engine) = 'MRG_MYISAM'"
+    f"{_USER_SCHEMAS.replace(' WHERE ', ' AND ')} ORDER BY table_schema, table_name"
+)
+
+
+def _merge_lists(dbapi: Any) -> list[object]:
+    """Each MERGE table the account sees with its definition (its UNION list), or None if hidden."""
+    pymysql: Any = importlib.import_module("pymysql")  # untyped: no stubs
+    out: list[object] = []
+    for schema, table in fetch(dbapi, _MERGES):
+        name = ".".join("`" + str(p).replace("`", "``") + "`" for p in (schema, table))
+        try:
+            out.append((schema, table, fetch(dbapi, f"SHOW CREATE TABLE {name}")))
+        except pymysql.err.MySQLError as exc:  # hidden from the account (column grants only)
+            out.append((schema, table, exc.args[:1]))
+    return out
+
+
 def mysql_fingerprint(dbapi: Any) -> str:
     """The account's grants and the routines, their parameters and the views it can see (module
     docstring): as the session is, then under each role granted to the login, enabled or not
     (`roles.under_each_role`: a FILE granted to a role of a role that is not enabled changes it)."""
     run = partial(fetch, dbapi)
     grants = sorted_grants(run("SHOW GRANTS"))
-    rows: list[object] = [grants, run(_SEEN)]
+    rows: list[object] = [grants, run(_SEEN), _merge_lists(dbapi)]
     for role, (role_grants, seen) in under_each_role(
         run, sorted(set(granted_roles(grants))), ("SHOW GRANTS", _SEEN)
     ):

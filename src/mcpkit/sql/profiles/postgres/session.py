@@ -31,7 +31,11 @@ _UNDEFINED: Final = frozenset({"42P01", "42703", "42883", "42704", "3F000", "3D0
 # sanitised label (`_LABEL_SAFE`) are put into it. No parallel workers: each worker is a process
 # with its own RLIMIT_DATA, and a Parallel Hash keeps its table in dynamic shared memory, which no
 # process limit counts (red team rt20pg: 2 GB in /dev/shm at work_mem 4MB from one skewed join).
-_BEGIN: Final = "BEGIN READ ONLY"
+# READ COMMITTED whatever default_transaction_isolation says: the catalog fingerprint read again
+# after the call's statement (`reverify.Guard.after`, with masks) must see what committed since
+# the transaction began, not its snapshot (under REPEATABLE READ a view replaced between the read
+# before the call and its statement was used, and the read after it still saw the old one).
+_BEGIN: Final = "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
 _SETTINGS: Final = (
     "SELECT set_config('statement_timeout', '{ms}', true),"
     " set_config('lock_timeout', '{ms}', true),"
@@ -62,7 +66,8 @@ _ADAPTERS.register_loader("interval", TextLoader)
 
 
 class PostgresSession(Profile):
-    """Each call: `BEGIN READ ONLY`, local timeouts and identity, the query in the extended protocol.
+    """Each call: `BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY`, local timeouts and identity, the
+    query in the extended protocol.
 
     The query is sent in pipeline mode, which always uses the extended protocol (Parse, Bind,
     Execute of the unnamed statement in one round trip), where the server itself refuses a second
@@ -74,6 +79,8 @@ class PostgresSession(Profile):
     name = "PostgreSQL"
     read_only_enforced = True
     poolable = True
+    role_undo: Final = "RESET ROLE"
+    """Sent after a role-map call's statement, before the fingerprint is read again (`Guard.after`)."""
 
     def __init__(self) -> None:
         super().__init__("postgres")
@@ -95,12 +102,12 @@ class PostgresSession(Profile):
         """Start the read-only transaction and set the local timeouts and application_name.
 
         The connection is in autocommit mode for the call, so psycopg sends no BEGIN of its own:
-        the transaction is the explicit `BEGIN READ ONLY` sent with the settings in one message.
+        the transaction is the explicit `BEGIN ... READ ONLY` sent with the settings in one message.
         """
         dbapi.execute("; ".join(self.begin_statements(dbapi, timeout_s, call_id)))
 
     def begin_statements(self, dbapi: Any, timeout_s: float, call_id: str) -> list[str]:
-        """`BEGIN READ ONLY` and the settings, for the caller to send ahead of its first statement."""
+        """`BEGIN ... READ ONLY` and the settings, for the caller to send ahead of its first statement."""
         ms = max(1, int(timeout_s * 1000))
         label = session_label(call_id, limit=63, compact=True)  # application_name keeps 63 bytes
         if not _LABEL_SAFE.fullmatch(label):  # session_label guarantees it; never inline otherwise
