@@ -9,6 +9,7 @@ Controls: genuinely stateless routines (arithmetic, strings) still answer.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,6 +93,7 @@ def test_mariadb_a_deterministic_counter_in_a_definer_view_refuses_start_up(
 def test_mariadb_a_deterministic_counter_called_directly_is_refused(
     my: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="mcpkit.sql")  # an in-process doctor run left it at ERROR
     args = [*_my_args(my, tmp_path), "--allow", f"view-order:{my.db}.v_ctr"]
     args += ["--allow-function", "ctr", "--allow-function", "twice"]
     code, out = _run(capsys, "sql", "query", *args, _ranks("ctr()"))
@@ -198,6 +200,7 @@ def pg(pg_url: str) -> Iterator[PgScratch]:
 def test_postgres_a_stable_set_config_counter_called_directly_is_refused(
     pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="mcpkit.sql")  # an in-process doctor run left it at ERROR
     masks = masks_file(tmp_path, "customers.email")
     args = ["--dsn", pg.reader_url, "--mask", masks, *UNBOUNDED_MEMORY]
     args += ["--allow", "function:public.ctr", "--allow", "function:public.twice"]

@@ -9,8 +9,14 @@ of a table CLUSTERed on a masked column (red team rt30 F4b). So a string body wh
 anything not in `READ_ALIKE` (the settings that leave how text is read as it is: memory, planner,
 timeouts, formats of values) counts as unreadable: refused by the order check, opt-in
 `function-order:` only (`function-config:` vouches for the setting, not for the body). `search_path`
-is resolved for the body on its own (`fnpath`). A SQL-standard body (BEGIN ATOMIC, RETURN) and a
-view are stored parsed and printed back by the server: their settings change nothing here.
+is resolved for the body on its own (`fnpath`). Such a setting also holds for every body parsed
+while the function runs: `a() SET standard_conforming_strings = off BEGIN ATOMIC SELECT b(); END`
+made PostgreSQL read b's string body with non-standard strings (red team rt31 F5). So a function of
+any language and body kind, and a procedure, with such a setting counts as unreadable itself (and
+as a per-row one, `routine_state`), whatever it reads: its callers and the views over it with it
+(`stored`). Each call pins `standard_conforming_strings` and `search_path` over role and database
+defaults (`session.PINNED_SETTINGS`); the other settings outside `READ_ALIKE` are left as the
+server, database and role set them.
 """
 
 from __future__ import annotations

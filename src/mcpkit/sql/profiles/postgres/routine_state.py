@@ -9,6 +9,9 @@ body that parses, whose every call is a pg_catalog function with no VOLATILE ove
 nextval, random, clock_timestamp are) or another user function proven stateless the same way.
 Anything else counts: PL/pgSQL and other procedural bodies, a body that does not parse, a call of
 an unknown function, a cycle. C and internal functions count by their label (extensions).
+A function with a setting of its own outside `body_settings.READ_ALIKE` counts whatever its body
+(the setting holds for every body parsed while it runs: red team rt31 F5), and so does a body
+spelling a name with Unicode escapes (`U&"..."`, which the parse here misreads: rt31 F7).
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlglot import exp
 
+from mcpkit.sql.profiles.postgres.body_settings import foreign_settings
+
 __all__ = ["postgres_row_order_routines"]
 
 _USER: Final = """
 SELECT n.nspname, p.proname, l.lanname, p.provolatile,
-       coalesce(pg_catalog.pg_get_function_sqlbody(p.oid), p.prosrc)
+       coalesce(pg_catalog.pg_get_function_sqlbody(p.oid), p.prosrc), p.proconfig
 FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_catalog.pg_language l ON l.oid = p.prolang
@@ -45,9 +50,10 @@ _FICKLE: Final = frozenset(
 )
 
 Routine = tuple[str, str]
+Overload = tuple[str, str, str, str]  # language, volatility, body, foreign settings
 
 
-def _reason(name: str, kinds: dict[str, list[tuple[str, str, str]]], steady: frozenset[str],
+def _reason(name: str, kinds: dict[str, list[Overload]], steady: frozenset[str],
             stack: tuple[str, ...], memo: dict[str, str | None]) -> str | None:  # fmt: skip
     """Why every overload of user function `name` may keep state; None when each is proven stateless."""
     if name in memo:
@@ -55,11 +61,15 @@ def _reason(name: str, kinds: dict[str, list[tuple[str, str, str]]], steady: fro
     if name in stack:
         return "it calls itself through other functions, which this check does not follow"
     found: str | None = None
-    for language, volatility, body in kinds[name]:
-        if language in ("c", "internal"):
+    for language, volatility, body, settings in kinds[name]:
+        if settings:
+            found = f"its own setting {settings} may make PostgreSQL read the bodies it runs otherwise"
+        elif language in ("c", "internal"):
             found = "it is declared VOLATILE" if volatility == "v" else None
         elif language != "sql":
             found = f"it is written in {language}, whose body this check does not read"
+        elif 'u&"' in body.lower():
+            found = 'its body spells a name with Unicode escapes (U&"..."), which this check does not read'
         else:
             found = _body_reason(body, kinds, steady, (*stack, name), memo)
         if found:
@@ -68,13 +78,15 @@ def _reason(name: str, kinds: dict[str, list[tuple[str, str, str]]], steady: fro
     return found
 
 
-def _body_reason(body: str, kinds: dict[str, list[tuple[str, str, str]]], steady: frozenset[str],
+def _body_reason(body: str, kinds: dict[str, list[Overload]], steady: frozenset[str],
                  stack: tuple[str, ...], memo: dict[str, str | None]) -> str | None:  # fmt: skip
     try:
         trees = [t for t in sqlglot.parse(body, read="postgres") if t is not None]
     except (sqlglot.errors.SqlglotError, RecursionError, ValueError):
         return "its body does not parse here, so it cannot be shown to keep no state"
     for tree in trees:
+        if tree.find(exp.Command):  # `CALL p()`, `DO ...`: kept as text, never read here
+            return "its body holds a statement this check does not read (CALL, DO, ...)"
         for func in tree.find_all(exp.Func):
             if isinstance(func, exp.Anonymous):
                 called = func.name.casefold()
@@ -94,12 +106,13 @@ def _body_reason(body: str, kinds: dict[str, list[tuple[str, str, str]]], steady
 def postgres_row_order_routines(conn: Connection) -> dict[Routine, str]:
     """Each user function (schema, name) whose calls may change from row to row, with why."""
     rows = [
-        (str(s), str(n), str(lang), str(v), str(b or "")) for s, n, lang, v, b in conn.execute(text(_USER))
+        (str(s), str(n), str(lang), str(v), str(b or ""), foreign_settings(c))
+        for s, n, lang, v, b, c in conn.execute(text(_USER))
     ]
     steady = frozenset(str(n) for n in conn.execute(text(_STEADY)).scalars())
-    kinds: dict[str, list[tuple[str, str, str]]] = {}
-    for _, name, language, volatility, body in rows:
-        kinds.setdefault(name.casefold(), []).append((language, volatility, body))
+    kinds: dict[str, list[Overload]] = {}
+    for _, name, language, volatility, body, settings in rows:
+        kinds.setdefault(name.casefold(), []).append((language, volatility, body, settings))
     memo: dict[str, str | None] = {}
     out: dict[Routine, str] = {}
     for schema, name, *_ in rows:

@@ -24,7 +24,7 @@ policies over those relations and functions come too (`postgres.policies`, red t
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
@@ -37,7 +37,7 @@ from mcpkit.sql.profiles.postgres.policies import policy_queries
 from mcpkit.sql.profiles.postgres.routes import unchecked_functions
 from mcpkit.sql.profiles.stored import StoredQuery
 
-__all__ = ["POSITIONS", "postgres_primary_key", "postgres_stored_queries"]
+__all__ = ["ESCAPED", "POSITIONS", "name_pattern", "postgres_primary_key", "postgres_stored_queries"]
 
 _RESOLVE: Final = "SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid"
 _MEMBER: Final = (
@@ -88,7 +88,7 @@ SELECT f.oid, f.nspname, f.proname, quote_ident(f.nspname) || '.' || quote_ident
        CASE WHEN f.prosqlbody IS NULL THEN (
            SELECT substr(c, strpos(c, '=') + 1) FROM unnest(f.proconfig) c
            WHERE lower(split_part(c, '=', 1)) = 'search_path' LIMIT 1) END, f.runner,
-       CASE WHEN f.prosqlbody IS NULL THEN f.proconfig END
+       f.proconfig, f.prosqlbody IS NULL AND strpos(lower(coalesce(f.prosrc, '')), 'u&"') > 0
 FROM fn f
 WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
               WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = f.oid
@@ -97,7 +97,21 @@ WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
                   OR (d.refclassid = 'pg_catalog.pg_proc'::regclass
                       AND d.refobjid = ANY(CAST(:fns AS oid[])))))
    OR lower(coalesce(f.prosrc, '')) ~ CAST(:pattern AS text)
+   OR (f.prosqlbody IS NULL AND strpos(lower(coalesce(f.prosrc, '')), 'u&"') > 0)
 ORDER BY 1, 2, 3
+"""
+# Every function and procedure with a setting of its own (`body_settings`): it stays in force for
+# every body parsed while it runs, its callees' string bodies too (red team rt31 F5).
+_CONFIGURED: Final = f"""
+SELECT p.oid, n.nspname, p.proname, quote_ident(n.nspname) || '.' || quote_ident(p.proname)
+           || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', p.proconfig,
+       p.oid = ANY(CAST(:unchecked AS oid[]))
+       OR {_MEMBER} AND has_function_privilege(r.oid, p.oid, 'EXECUTE')),
+       NOT p.proretset, CASE WHEN p.prokind = 'p' THEN 'PROCEDURE' ELSE 'FUNCTION' END
+FROM pg_catalog.pg_proc p
+JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+WHERE p.proconfig IS NOT NULL
+ORDER BY 2, 3, 1
 """
 # Functions in any other language the role may execute, whose owner (SECURITY DEFINER) or caller
 # can read a relation over a masked table: nothing tells what their body reads, or in what order.
@@ -144,16 +158,40 @@ _BODY: Final = re.compile(r"^\s*BEGIN\s+ATOMIC\b(?P<body>.*)\bEND\s*;?\s*$", re.
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
 
 
+def name_pattern(names: Iterable[str]) -> str:
+    r"""A PostgreSQL regular expression matching a mention of any of `names` (lower case) in a
+    lower-cased body: also where a name starts or ends with a character no word holds, and with a
+    double quote written doubled as a quoted identifier writes it.
+
+    >>> name_pattern(["cust", 'a"b'])
+    '(?<![[:alnum:]_])(a\\"\\"b|a\\"b|cust)(?![[:alnum:]_])'
+    """
+    spelt = {n for name in names for n in (name, name.replace('"', '""'))}
+    shown = sorted(re.sub(r"([^\w])", r"\\\1", n) for n in spelt)
+    return rf"(?<![[:alnum:]_])({'|'.join(shown)})(?![[:alnum:]_])"
+
+
 def postgres_primary_key(conn: Connection, schema: str | None, table: str) -> list[str]:
     """The primary key columns of a table (pg_index, readable by every role: the whole key)."""
     return [str(r[0]) for r in conn.execute(text(_PRIMARY), {"s": schema, "t": table})]
 
 
 def _lexed(settings: str) -> str | None:
-    """Why a string body run under its own `settings` (`body_settings`) cannot be checked, if so."""
+    """Why a function run under its own `settings` (`body_settings`) cannot be checked, if so: they
+    hold for its string body and for that of every function it runs (red team rt30 F4b, rt31 F5)."""
     if not settings:
         return None
-    return f"its own setting {settings} may make PostgreSQL read its body otherwise than this check"
+    return (
+        f"its own setting {settings} may make PostgreSQL read its body, and those of the functions"
+        " it runs, otherwise than this check"
+    )
+
+
+ESCAPED: Final = (
+    'its body spells a name with Unicode escapes (U&"..."), which this check does not read as PostgreSQL does'
+)
+"""Why a string body holding `U&"` is unreadable: the name match and the parse miss the name it
+spells (red team rt31 F7), so it counts as naming every masked table."""
 
 
 def _statements(body: str) -> tuple[str, ...]:
@@ -180,19 +218,20 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
         return []
     role = str(conn.execute(text("SELECT quote_ident(current_user)")).scalar())
     unchecked = sorted(unchecked_functions(conn))  # aggregate components, ...: no EXECUTE check
-    fns: set[int] = set()
-    names: set[str] = set()
+    configured = conn.execute(text(_CONFIGURED), {"unchecked": unchecked}).all()
+    configured = [r for r in configured if foreign_settings(r[4])]
+    fns: set[int] = {int(r[0]) for r in configured}  # what calls one is over a masked table (rt31 F5)
+    names: set[str] = {str(r[2]).lower() for r in configured}
     functions: Sequence[Any] = []
     while True:  # to a fixpoint (red team rt23 F5: a depth cap let a 12-deep chain through)
         rows = conn.execute(text(_READERS), {"relids": sorted(relids), "fns": sorted(fns)}).all()
         readers = sorted(int(r[0]) for r in rows)
         opaque = conn.execute(text(_OPAQUE), {"relids": readers, "unchecked": unchecked}).all()
         names |= {str(r[3]) for r in rows} | {str(f[2]).lower() for f in opaque}
-        shown = sorted(re.sub(r"([^a-z0-9_])", r"\\\1", n) for n in names)
         params = {
             "relids": readers,
             "fns": sorted(fns | {int(f[0]) for f in opaque}),
-            "pattern": rf"\m({'|'.join(shown)})\M",
+            "pattern": name_pattern(names),
             "unchecked": unchecked,
         }
         functions = conn.execute(text(_FUNCTIONS), params).all()
@@ -225,10 +264,11 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
         conn, {int(f[0]) for f in functions if f[8] is None and not foreign_settings(f[10])}
     )
     out = [replace(item, volatile=volatile) for item in out]
-    for _, schema, name, signature, body, argnames, usable, one_row, setting, runner, config in functions:
-        # its own settings: one that changes how its string body reads (rt30 F4b); its own search_path,
-        # where a name of its string body may be another relation (rt27 F2)
-        own = _lexed(foreign_settings(config))
+    for _, schema, name, signature, body, argnames, usable, one_row, setting, runner, config, u in functions:
+        # its own settings: one that changes how its and its callees' bodies read (rt30 F4b, rt31 F5,
+        # any body kind); a name spelt with Unicode escapes (rt31 F7); its own search_path, where a
+        # name of its string body may be another relation (rt27 F2)
+        own = _lexed(foreign_settings(config)) or (ESCAPED if u else None)
         if own is None and setting is not None:
             own = path_reason(conn, str(body or ""), str(setting), str(runner))
         out.append(
@@ -261,6 +301,22 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                 one_row=bool(one_row),  # not SETOF: one value where a body calls it (rt27 F8)
             )
         )
+    listed = {int(f[0]) for f in [*functions, *opaque]}
+    for oid, schema, name, signature, config, usable, one_row, what in configured:
+        if int(oid) not in listed:  # whatever it reads: what it runs may reach one (rt31 F5)
+            out.append(
+                StoredQuery(
+                    "function",
+                    str(schema),
+                    str(name),
+                    (),
+                    f"ALTER {what} {signature} RESET ALL (or REVOKE EXECUTE ON {what} {signature}"
+                    f" FROM {role}, PUBLIC)",
+                    hidden=_lexed(foreign_settings(config)),
+                    usable=bool(usable),
+                    one_row=bool(one_row),
+                )
+            )
     # Row-level-security policies run on every read of their table (red team rt27 F7).
     policies = policy_queries(conn, readers, fns, role, aggregates, POSITIONS, columns)
     return out + [replace(item, volatile=volatile) for item in policies]  # `nextval(...) <= 2`: rt27 F4
