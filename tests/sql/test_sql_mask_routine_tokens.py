@@ -43,6 +43,8 @@ BROKEN = {
     "f6b": "BEGIN RETURN (SELECT h.email FROM ſelect h WHERE h.id = x); END",
     "f6c": "BEGIN RETURN (SELECT h.email FROM ٣ h WHERE h.id = x); END",
     "f6d": "BEGIN RETURN ſtatus(x); END",  # the server's collation finds `status`
+    # FOR ended the list, but a system-versioned table's FOR SYSTEM_TIME may come before its alias
+    "f7": "BEGIN RETURN (SELECT h.email FROM sv FOR SYSTEM_TIME ALL s, hv h WHERE h.id = x); END",
 }
 # odd but legitimate syntax over granted tables only
 CLEAN = {
@@ -65,6 +67,7 @@ def maria(mysql_url: str) -> Iterator[MysqlScratch]:
             f"CREATE TABLE {d}.customers (id int PRIMARY KEY, name varchar(20), email varchar(80))",
             f"INSERT INTO {d}.customers VALUES (1, 'Ann', 'ann{SECRET}'), (2, 'Bob', 'bob{SECRET}')",
             f"CREATE TABLE {d}.ok (id int PRIMARY KEY)",
+            f"CREATE TABLE {d}.sv (id int PRIMARY KEY) WITH SYSTEM VERSIONING",
             f"INSERT INTO {d}.ok VALUES (1)",
             f"CREATE TABLE {d}.products (id int PRIMARY KEY, label varchar(20))",
             f"INSERT INTO {d}.products VALUES (1, 'lamp'), (2, 'desk')",
@@ -89,7 +92,7 @@ def maria(mysql_url: str) -> Iterator[MysqlScratch]:
                 f"GRANT SELECT, SHOW VIEW ON {d}.v_{fn} TO {r}",
             ]
         sql += [f"GRANT SELECT (id, name) ON {d}.customers TO {r}"]
-        sql += [f"GRANT SELECT ON {d}.`{t}` TO {r}" for t in ("ok", "products", "ok€p", "1p")]
+        sql += [f"GRANT SELECT ON {d}.`{t}` TO {r}" for t in ("ok", "sv", "products", "ok€p", "1p")]
         with db.admin.cursor() as c:
             for s in sql:
                 c.execute(s)
