@@ -160,3 +160,54 @@ def test_mariadb_refuses_every_list_ending_word_as_an_alias_and_relation(maria: 
             with pytest.raises(Exception, match="1064"):
                 c.execute(f"CREATE TABLE {maria.db}.t_x AS SELECT 1 FROM {word}")
     assert ENDS <= NOT_ALIASES
+
+
+@pytest.mark.mysql
+def test_mariadb_a_call_hidden_by_database_case_or_a_package_lookalike_is_refused(
+    maria: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Red team rt31 F11: with lower_case_table_names=0, `<DB>.g(x)` (hidden, reads the e-mails) passed
+    # as the visible `<db>.g`. F13: `<db2>.action(x)` was skipped as a package call because the
+    # caller's database had a visible routine named `<db2>`.
+    d, r = maria.db, f"'{maria.reader}'@'%'"
+    with maria.admin.cursor() as c:
+        c.execute("SELECT @@lower_case_table_names")
+        if c.fetchone()[0] != 0:
+            pytest.skip("this server compares database names without case")
+    low, up, pkg = f"{d}_o", f"{d}_o".upper(), f"{d}_p"
+    reads = f"READS SQL DATA SQL SECURITY INVOKER RETURN (SELECT email FROM {d}.customers WHERE id = x)"
+    inv = "READS SQL DATA SQL SECURITY INVOKER"
+    sql = [
+        *(f"CREATE DATABASE `{x}`" for x in (low, up, pkg)),
+        f"CREATE DEFINER={r} FUNCTION `{low}`.g(x int) RETURNS varchar(100) NO SQL RETURN 'harmless'",
+        f"GRANT EXECUTE ON FUNCTION `{low}`.g TO {r}",
+        f"CREATE FUNCTION `{up}`.g(x int) RETURNS varchar(100) {reads}",
+        f"CREATE FUNCTION `{pkg}`.action(x int) RETURNS varchar(100) {reads}",
+        f"CREATE DEFINER={r} FUNCTION {d}.`{pkg}`() RETURNS int NO SQL RETURN 1",
+        f"GRANT EXECUTE ON FUNCTION {d}.`{pkg}` TO {r}",
+    ]
+    bodies = {"k11": f"RETURN `{up}`.g(x)", "k13": f"RETURN {pkg}.action(x)"}
+    for fn, body in bodies.items():
+        sql += [
+            f"CREATE DEFINER={r} FUNCTION {d}.{fn}(x int) RETURNS varchar(100) {inv} {body}",
+            f"CREATE VIEW {d}.v_{fn} AS SELECT id, {d}.{fn}(id) AS e FROM {d}.customers",
+            f"GRANT EXECUTE ON FUNCTION {d}.{fn} TO {r}",
+            f"GRANT SELECT, SHOW VIEW ON {d}.v_{fn} TO {r}",
+        ]
+    try:
+        with maria.admin.cursor() as c:
+            for s in sql:
+                c.execute(s)
+        base = _base(maria, tmp_path, {**BROKEN, **CLEAN})
+        for fn in bodies:
+            base += ["--allow", f"routine:{d}.{fn}", "--allow", f"view:{d}.v_{fn}"]
+            base += ["--allow", f"view-order:{d}.v_{fn}"]
+        base += ["--allow", f"routine:{low}.g", "--allow", f"routine:{d}.{pkg}"]
+        for fn in bodies:
+            code, out = run_cli(capsys, "sql", "query", *base, f"SELECT id, e FROM v_{fn} ORDER BY id")
+            assert code == 2 and SECRET not in out, out  # before: | 1 | ann@secret.example |
+            assert f"view `{d}`.`v_{fn}`: it calls function {fn}, which " in out, out
+    finally:
+        with maria.admin.cursor() as c:
+            for x in (low, up, pkg):
+                c.execute(f"DROP DATABASE IF EXISTS `{x}`")

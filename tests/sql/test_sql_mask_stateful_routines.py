@@ -214,3 +214,66 @@ def test_postgres_a_stable_set_config_counter_called_directly_is_refused(
     assert "public.twice counts" not in caplog.text
     code, out = _run(capsys, "sql", "query", *args, "SELECT id, twice(id) AS k FROM customers ORDER BY id")
     assert code == 0 and "| 1 | 3 |" in out, out
+
+
+@pytest.mark.mysql
+def test_mariadb_a_counter_behind_a_name_sqlglot_renders_as_a_built_in_is_found(my: MysqlScratch) -> None:
+    # Red team rt32 F2: sqlglot reads `len(i)` as LENGTH; MariaDB has no built-in `len` and calls the
+    # stored function `len`, here a NOT DETERMINISTIC counter: `tick` was proven stateless.
+    from sqlalchemy import create_engine
+
+    d, r = my.db, f"'{my.reader}'@'%'"
+    with my.admin.cursor() as c:
+        c.execute(
+            f"CREATE DEFINER = {r} FUNCTION {d}.len(x int) RETURNS int NOT DETERMINISTIC NO SQL"
+            " RETURN (@rt32c := COALESCE(@rt32c, 0) + 1)"
+        )
+        c.execute(
+            f"CREATE DEFINER = {r} FUNCTION {d}.tick(i int) RETURNS int DETERMINISTIC NO SQL RETURN len(i)"
+        )
+        c.execute(
+            f"CREATE DEFINER = {r} FUNCTION {d}.tock(i int) RETURNS int DETERMINISTIC NO SQL RETURN LENGTH(i)"
+        )
+    engine = create_engine(my.reader_url.replace("mysql://", "mysql+pymysql://", 1))
+    try:
+        with engine.connect() as conn:
+            found = mysql_row_order_routines(conn)
+    finally:
+        engine.dispose()
+    assert f"it calls function {d}.len, which may keep state" in found.get((d, "tick"), ""), found
+    assert (d, "tock") not in found  # control: the built-in LENGTH
+
+
+@pytest.mark.postgres
+def test_postgres_counters_behind_defaults_rewritten_names_and_operators_are_found(pg: PgScratch) -> None:
+    # Red team rt32 F3: a parameter default is evaluated at each call (a set_config counter in it);
+    # F1: sqlglot renders `ifnull(x, 0)` as COALESCE (PostgreSQL calls the user's `ifnull`), and a
+    # user operator's function is no call in the body's tree.
+    from sqlalchemy import create_engine
+
+    from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines
+
+    pg.admin.execute(
+        """
+        CREATE FUNCTION with_default(i int, n int DEFAULT ctr(0)) RETURNS int LANGUAGE sql STABLE
+            AS $$ SELECT $2 $$;
+        CREATE FUNCTION ifnull(a int, b int) RETURNS int LANGUAGE plpgsql STABLE
+            AS $$ BEGIN RETURN coalesce(a, b); END $$;
+        CREATE FUNCTION via_ifnull(i int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT ifnull($1, 0) $$;
+        CREATE FUNCTION plus_text(a int, b text) RETURNS int LANGUAGE plpgsql STABLE
+            AS $$ BEGIN RETURN a; END $$;
+        CREATE OPERATOR + (LEFTARG = int, RIGHTARG = text, FUNCTION = plus_text);
+        CREATE FUNCTION via_operator(i int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT $1 + 'x'::text $$;
+        CREATE FUNCTION plain(i int) RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT coalesce($1, 0) * 2 $$;
+        """
+    )
+    engine = create_engine(pg.admin_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with engine.connect() as conn:
+            found = {name: why for (_, name), why in postgres_row_order_routines(conn).items()}
+    finally:
+        engine.dispose()
+    assert "parameter defaults" in found.get("with_default", ""), found
+    assert "it calls function ifnull" in found.get("via_ifnull", ""), found
+    assert "it uses +, an operator" in found.get("via_operator", ""), found
+    assert "plain" not in found  # control

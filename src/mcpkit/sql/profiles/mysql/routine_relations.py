@@ -276,8 +276,8 @@ def _keyword_call(conn: Connection, word: str, named: bool) -> bool:
 class _Calls:
     """Which calls in a body reach a routine the account cannot see."""
 
-    def __init__(self, conn: Connection, visible: set[Relation]) -> None:
-        self.conn, self.visible = conn, visible
+    def __init__(self, conn: Connection, visible: set[Relation], fold: Callable[[str], str]) -> None:
+        self.conn, self.visible, self.fold = conn, visible, fold
         self.functions, self.keywords = _words(conn, _FUNCTIONS), _words(conn, _KEYWORDS)
         self.names = {n for _, n in visible}  # `_fold`ed
         self.asked: dict[str, bool] = {}
@@ -295,11 +295,13 @@ class _Calls:
 
     def unseen(self, body: str, schema: str) -> str | None:
         for (db, called), qualified in body_calls(body, schema).items():
-            routine = (_fold(db), _fold(called))
+            # A database name compares as lower_case_table_names says, a routine name without case
+            # (rt31 F11: `RT31_DB.g` hid behind a visible `rt31_db.g`). No `pkg.f(` package call is
+            # skipped: packages exist only under sql_mode=ORACLE, whose bodies count as unread
+            # (`body_modes`), so `db.f(` is database `db` (rt31 F13).
+            routine = (self.fold(db), _fold(called))
             if routine in self.visible or (not qualified and self.builtin(routine[1])):
                 continue
-            if qualified and (_fold(schema), routine[0]) in self.visible:
-                continue  # `pkg.f(`: a package of the routine's database, whose body is listed
             return f"calls {db}.{called}, which this account cannot see (it may read a masked column)"
         return None
 
@@ -315,8 +317,8 @@ def unreadable_relations(
     dynamic SQL or names too many relations to check, -> why (the first such), keyed case-folded;
     `known`: the relations the account sees."""
     seen = {(fold(s), fold(n)) for s, n in known}
-    visible = {(_fold(s), _fold(n)) for s, n, _ in routines}
-    calls = _Calls(conn, visible)
+    visible = {(fold(s), _fold(n)) for s, n, _ in routines}
+    calls = _Calls(conn, visible, fold)
     probed: dict[Relation, bool] = {}
     out: dict[Relation, str] = {}
     for schema, name, body in routines:

@@ -100,6 +100,15 @@ class _Prover:
             return "its body does not parse here, so it cannot be shown to keep no state"
         if any(t.token_type in _VARIABLES for t in tokens):
             return "its body reads or assigns a user or system variable, which can count the rows"
+        # Calls as written: sqlglot renders `len(x)` as LENGTH, but MariaDB has no built-in `len`
+        # and calls the stored function of that name (red team rt32 F2: a counter behind it).
+        for i, token in enumerate(tokens[:-1]):
+            written = (key[0], token.text.casefold())
+            called = tokens[i + 1].token_type == TokenType.L_PAREN and (i == 0 or tokens[i - 1].text != ".")
+            if called and written != key and (written in self.bodies or written in self.labels):
+                inner = self.reason(written, stack)
+                if inner is not None:
+                    return f"it calls function {written[0]}.{written[1]}, which may keep state ({inner})"
         for func in tree.find_all(exp.Func):
             database, name = _call_name(func)
             target = (database or key[0], name)

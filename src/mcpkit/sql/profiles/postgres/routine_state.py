@@ -16,12 +16,13 @@ spelling a name with Unicode escapes (`U&"..."`, which the parse here misreads: 
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, NamedTuple
 
 import sqlglot
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlglot import exp
+from sqlglot.tokenizer_core import TokenType
 
 from mcpkit.sql.profiles.postgres.body_settings import foreign_settings
 
@@ -29,12 +30,20 @@ __all__ = ["postgres_row_order_routines"]
 
 _USER: Final = """
 SELECT n.nspname, p.proname, l.lanname, p.provolatile,
-       coalesce(pg_catalog.pg_get_function_sqlbody(p.oid), p.prosrc), p.proconfig
+       coalesce(pg_catalog.pg_get_function_sqlbody(p.oid), p.prosrc), p.proconfig, p.pronargdefaults
 FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_catalog.pg_language l ON l.oid = p.prolang
 WHERE p.prokind IN ('f', 'w') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'
+"""
+# Operators and casts whose function is not C (red team rt32 F1: `$1 + 'x'::text` over a user
+# operator whose function counts rows): a body using one cannot be shown to keep no state.
+_USER_SYMBOLS: Final = """
+SELECT o.oprname FROM pg_catalog.pg_operator o JOIN pg_catalog.pg_proc p ON p.oid = o.oprcode
+WHERE o.oprnamespace <> 'pg_catalog'::regnamespace AND p.prolang NOT IN (12, 13)
+UNION ALL SELECT '::' FROM pg_catalog.pg_cast c JOIN pg_catalog.pg_proc p ON p.oid = c.castfunc
+WHERE p.pronamespace <> 'pg_catalog'::regnamespace AND p.prolang NOT IN (12, 13)
 """
 _STEADY: Final = """
 SELECT lower(p.proname) FROM pg_catalog.pg_proc p
@@ -50,10 +59,19 @@ _FICKLE: Final = frozenset(
 )
 
 Routine = tuple[str, str]
-Overload = tuple[str, str, str, str]  # language, volatility, body, foreign settings
 
 
-def _reason(name: str, kinds: dict[str, list[Overload]], steady: frozenset[str],
+class Steady(NamedTuple):
+    """pg_catalog function names with no VOLATILE overload; user operator and cast symbols."""
+
+    names: frozenset[str]
+    symbols: tuple[str, ...]
+
+
+Overload = tuple[str, str, str, str, int]  # language, volatility, body, foreign settings, defaults
+
+
+def _reason(name: str, kinds: dict[str, list[Overload]], steady: Steady,
             stack: tuple[str, ...], memo: dict[str, str | None]) -> str | None:  # fmt: skip
     """Why every overload of user function `name` may keep state; None when each is proven stateless."""
     if name in memo:
@@ -61,8 +79,10 @@ def _reason(name: str, kinds: dict[str, list[Overload]], steady: frozenset[str],
     if name in stack:
         return "it calls itself through other functions, which this check does not follow"
     found: str | None = None
-    for language, volatility, body, settings in kinds[name]:
-        if settings:
+    for language, volatility, body, settings, defaults in kinds[name]:
+        if defaults:  # evaluated at each call, in the caller (red team rt32 F3: a set_config counter)
+            found = "its parameter defaults run at each call, which this check does not read"
+        elif settings:
             found = f"its own setting {settings} may make PostgreSQL read the bodies it runs otherwise"
         elif language in ("c", "internal"):
             found = "it is declared VOLATILE" if volatility == "v" else None
@@ -78,12 +98,23 @@ def _reason(name: str, kinds: dict[str, list[Overload]], steady: frozenset[str],
     return found
 
 
-def _body_reason(body: str, kinds: dict[str, list[Overload]], steady: frozenset[str],
+def _body_reason(body: str, kinds: dict[str, list[Overload]], steady: Steady,
                  stack: tuple[str, ...], memo: dict[str, str | None]) -> str | None:  # fmt: skip
     try:
         trees = [t for t in sqlglot.parse(body, read="postgres") if t is not None]
+        tokens = sqlglot.Dialect.get_or_raise("postgres").tokenize(body)
     except (sqlglot.errors.SqlglotError, RecursionError, ValueError):
         return "its body does not parse here, so it cannot be shown to keep no state"
+    for i, token in enumerate(tokens[:-1]):
+        # as written: sqlglot renders `ifnull(x, 0)` as COALESCE, PostgreSQL calls the user's `ifnull`
+        written = token.text.casefold()
+        if tokens[i + 1].token_type == TokenType.L_PAREN and written in kinds:
+            inner = _reason(written, kinds, steady, stack, memo)
+            if inner:
+                return f"it calls function {written}, which may keep state ({inner})"
+    used = [s for s in steady.symbols if s in body]
+    if used:
+        return f"it uses {used[0]}, an operator or cast whose function this check does not read"
     for tree in trees:
         if tree.find(exp.Command):  # `CALL p()`, `DO ...`: kept as text, never read here
             return "its body holds a statement this check does not read (CALL, DO, ...)"
@@ -96,7 +127,7 @@ def _body_reason(body: str, kinds: dict[str, list[Overload]], steady: frozenset[
                 inner = _reason(called, kinds, steady, stack, memo)
                 if inner:
                     return f"it calls function {called}, which may keep state ({inner})"
-            elif (isinstance(func, exp.Anonymous) and called not in steady) or (
+            elif (isinstance(func, exp.Anonymous) and called not in steady.names) or (
                 not isinstance(func, exp.Anonymous) and (called in _FICKLE or isinstance(func, exp.Rand))
             ):
                 return f"it calls {called}, which may change from call to call"
@@ -106,13 +137,16 @@ def _body_reason(body: str, kinds: dict[str, list[Overload]], steady: frozenset[
 def postgres_row_order_routines(conn: Connection) -> dict[Routine, str]:
     """Each user function (schema, name) whose calls may change from row to row, with why."""
     rows = [
-        (str(s), str(n), str(lang), str(v), str(b or ""), foreign_settings(c))
-        for s, n, lang, v, b, c in conn.execute(text(_USER))
+        (str(s), str(n), str(lang), str(v), str(b or ""), foreign_settings(c), int(d or 0))
+        for s, n, lang, v, b, c, d in conn.execute(text(_USER))
     ]
-    steady = frozenset(str(n) for n in conn.execute(text(_STEADY)).scalars())
+    steady = Steady(
+        frozenset(str(n) for n in conn.execute(text(_STEADY)).scalars()),
+        tuple(sorted({str(n) for n in conn.execute(text(_USER_SYMBOLS)).scalars()})),
+    )
     kinds: dict[str, list[Overload]] = {}
-    for _, name, language, volatility, body, settings in rows:
-        kinds.setdefault(name.casefold(), []).append((language, volatility, body, settings))
+    for _, name, language, volatility, body, settings, defaults in rows:
+        kinds.setdefault(name.casefold(), []).append((language, volatility, body, settings, defaults))
     memo: dict[str, str | None] = {}
     out: dict[Routine, str] = {}
     for schema, name, *_ in rows:
