@@ -181,16 +181,22 @@ def test_show_grants_are_digested_as_a_set() -> None:
     assert len(sorted_grants(lines)) == len(lines)
 
 
-def _serve(my: MysqlScratch, tmp_path: Path) -> Any:
+def _serve(my: MysqlScratch, *options: str) -> Any:
+    """`sql query`'s service as the reader, the catalog read on every call."""
     parser = argparse.ArgumentParser()
     sqlcli.register(parser.add_subparsers(dest="command"))
-    masks = masks_file(tmp_path, "customers.email")
-    fo = f"{my.db}.fo"
-    options = ["--mask", masks, "--allow", f"routine:{fo}", "--allow-function", fo]
     args = parser.parse_args(
         ["sql", "query", "--dsn", my.reader_url, *options, "--catalog-check-interval", "0", "SELECT 1"]
     )
     return sqlcli._service(args, 100)
+
+
+def _ask(service: Any, sql: str) -> str:
+    """The call's markdown, or its error code."""
+    try:
+        return str(service.query(sql, call_id="t", max_rows=10)[1])
+    except ToolError as exc:
+        return exc.code
 
 
 def test_a_function_losing_its_order_by_within_the_second_it_passed_is_refused(
@@ -200,13 +206,19 @@ def test_a_function_losing_its_order_by_within_the_second_it_passed_is_refused(
     with my.admin.cursor() as c:
         c.execute(_function(my, _ordered(my)))
         c.execute(f"GRANT EXECUTE ON FUNCTION {my.db}.fo TO '{my.reader}'@'%'")
-    service = _serve(my, tmp_path)
+    fo = f"{my.db}.fo"
+    service = _serve(
+        my,
+        "--mask",
+        masks_file(tmp_path, "customers.email"),
+        "--allow",
+        f"routine:{fo}",
+        "--allow-function",
+        fo,
+    )
 
     def ask() -> str:
-        try:
-            return str(service.query(f"SELECT {my.db}.fo() AS x", call_id="t", max_rows=10)[1])
-        except ToolError as exc:
-            return exc.code
+        return _ask(service, f"SELECT {fo}() AS x")
 
     try:
         assert "1,2,3,4,5,6" in ask()
@@ -261,19 +273,12 @@ def test_a_default_over_the_masked_column_set_while_serving_is_refused(
             f" SELECT id, DEFAULT(nick) AS d FROM {my.db}.customers"
         )
         c.execute(f"GRANT SELECT, SHOW VIEW ON {my.db}.vd TO '{my.reader}'@'%'")
-    parser = argparse.ArgumentParser()
-    sqlcli.register(parser.add_subparsers(dest="command"))
     vd = f"{my.db}.vd"
-    options = ["--mask", masks_file(tmp_path, "customers.email"), "--allow", f"view:{vd}"]
-    options += ["--allow", f"view-order:{vd}", "--catalog-check-interval", "0"]
-    args = parser.parse_args(["sql", "query", "--dsn", my.reader_url, *options, "SELECT 1"])
-    service = sqlcli._service(args, 100)
+    masks = masks_file(tmp_path, "customers.email")
+    service = _serve(my, "--mask", masks, "--allow", f"view:{vd}", "--allow", f"view-order:{vd}")
 
     def ask() -> str:
-        try:
-            return str(service.query(f"SELECT id, d FROM {vd} ORDER BY id", call_id="t", max_rows=10)[1])
-        except ToolError as exc:
-            return exc.code
+        return _ask(service, f"SELECT id, d FROM {vd} ORDER BY id")
 
     try:
         assert "| x |" in ask()
@@ -300,24 +305,10 @@ def test_a_merge_table_pointed_at_the_masked_table_while_serving_is_refused(
             f"CREATE TABLE {my.db}.m (id INT, email VARCHAR(80)) ENGINE=MRG_MyISAM UNION=({my.db}.twin)"
         )
         c.execute(f"GRANT SELECT ON {my.db}.m TO '{my.reader}'@'%'")
-    parser = argparse.ArgumentParser()
-    sqlcli.register(parser.add_subparsers(dest="command"))
-    options = [
-        "--mask",
-        masks_file(tmp_path, "customers.email", "cmy.email"),
-        "--catalog-check-interval",
-        "0",
-    ]
-    args = parser.parse_args(["sql", "query", "--dsn", my.reader_url, *options, "SELECT 1"])
-    service = sqlcli._service(args, 100)
+    service = _serve(my, "--mask", masks_file(tmp_path, "customers.email", "cmy.email"))
 
     def ask() -> str:
-        try:
-            return str(
-                service.query(f"SELECT id, email FROM {my.db}.m ORDER BY id", call_id="t", max_rows=10)[1]
-            )
-        except ToolError as exc:
-            return exc.code
+        return _ask(service, f"SELECT id, email FROM {my.db}.m ORDER BY id")
 
     try:
         assert "none" in ask()
