@@ -405,3 +405,14 @@ def assert_guarded_answers_alike(service: Any, sent: str, sql: str, rows: int, t
     assert [c.name for c in guarded.columns] == [c.name for c in plain.columns]
     assert [c.type_name for c in guarded.columns] == [c.type_name for c in plain.columns]
     assert guarded.rows == plain.rows and len(plain.rows) == rows
+
+
+def row_order_routines(url: str) -> dict[tuple[str, str], str]:
+    """The user functions the engine's profile counts as per-row (`Profile.row_order_routines`), read as
+    the account of `url`, with why."""
+    engine = SqlEngine(url)
+    try:
+        with engine.session(30.0, "test") as (conn, _):
+            return engine.profile.row_order_routines(conn)
+    finally:
+        engine.close()

@@ -21,7 +21,15 @@ import pytest
 
 from mcpkit.sql.profiles.mysql.body_modes import foreign_flags
 from mcpkit.sql.profiles.postgres.body_settings import foreign_settings
-from tests.sql.sql_support import MysqlScratch, PgScratch, masks_file, mysql_scratch, pg_scratch, run_cli
+from tests.sql.sql_support import (
+    MysqlScratch,
+    PgScratch,
+    masks_file,
+    mysql_scratch,
+    pg_scratch,
+    row_order_routines,
+    run_cli,
+)
 
 SECRET = "@secret.example"
 # Ids out of e-mail order: the e-mail ranking lists the ids 4, 1, 5, 2, 3.
@@ -220,9 +228,6 @@ def test_postgres_settings_outside_the_table_count(config: list[str] | None, fou
 def test_mariadb_a_pure_looking_body_under_another_mode_is_not_proven_stateless(my: MysqlScratch) -> None:
     # The per-row proof (rt29 F1/F2) reads a body itself: one stored under NO_BACKSLASH_ESCAPES reads
     # otherwise on the server (`'a\' , @c := ...` hides an assignment from the default reading).
-    from sqlalchemy import create_engine
-
-    from mcpkit.sql.profiles.mysql.routine_state import mysql_row_order_routines
 
     with my.admin.cursor() as c:
         for name, mode in (("f_pure_nbe", "NO_BACKSLASH_ESCAPES"), ("f_pure", "STRICT_TRANS_TABLES")):
@@ -234,11 +239,6 @@ def test_mariadb_a_pure_looking_body_under_another_mode_is_not_proven_stateless(
                 )
             finally:
                 c.execute("SET SESSION sql_mode = DEFAULT")
-    engine = create_engine(my.reader_url.replace("mysql://", "mysql+pymysql://", 1))
-    try:
-        with engine.connect() as conn:
-            found = mysql_row_order_routines(conn)
-    finally:
-        engine.dispose()
+    found = row_order_routines(my.reader_url)
     assert "sql_mode NO_BACKSLASH_ESCAPES" in found[(my.db, "f_pure_nbe")]
     assert (my.db, "f_pure") not in found  # control: the same body under a read-alike mode is proven

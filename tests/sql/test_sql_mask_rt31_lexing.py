@@ -22,9 +22,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine
 
-from tests.sql.sql_support import MysqlScratch, PgScratch, masks_file, mysql_scratch, pg_scratch, run_cli
+from tests.sql.sql_support import (
+    MysqlScratch,
+    PgScratch,
+    masks_file,
+    mysql_scratch,
+    pg_scratch,
+    row_order_routines,
+    run_cli,
+)
 
 SECRET = "@secret.example"
 # Ids out of e-mail order: the e-mail ranking lists the ids 4, 1, 5, 2, 3.
@@ -148,14 +155,8 @@ def test_postgres_settings_and_escaped_names_are_not_proven_stateless(pg: PgScra
     pg.admin.execute(f"GRANT EXECUTE ON PROCEDURE p_scs() TO {pg.reader}")
     _pg_fn(pg, "g_call(x int)", "RETURNS int LANGUAGE sql IMMUTABLE AS 'CALL p_scs(); SELECT x'")
     _pg_fn(pg, "g_ok(x int)", "RETURNS int LANGUAGE sql IMMUTABLE SET work_mem = '4MB' AS 'SELECT x * 2'")
-    from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines  # since rt29b
 
-    engine = create_engine(pg.reader_url.replace("postgresql://", "postgresql+psycopg://", 1))
-    try:
-        with engine.connect() as conn:
-            found = postgres_row_order_routines(conn)
-    finally:
-        engine.dispose()
+    found = row_order_routines(pg.reader_url)
     assert "its own setting standard_conforming_strings=off" in found[("public", "g_scs")]
     assert "g_scs" in found[("public", "g_calls")]
     assert "Unicode escapes" in found[("public", "g_u")]
@@ -216,12 +217,6 @@ def test_mariadb_a_stored_aggregate_function_counts_as_order_dependent(
     code, out = run_cli(capsys, *base, *_allow(f"view:{my.db}.v_agg"), "SELECT 1 AS x")
     assert code == 2, out
     assert f"view {my.db}.v_agg {REFUSED}: it calls agg, whose value changes from row to row" in out, out
-    from mcpkit.sql.profiles.mysql.routine_state import mysql_row_order_routines  # since rt29b
 
-    engine = create_engine(my.reader_url.replace("mysql://", "mysql+pymysql://", 1))
-    try:
-        with engine.connect() as conn:
-            found = mysql_row_order_routines(conn)
-    finally:
-        engine.dispose()
+    found = row_order_routines(my.reader_url)
     assert (my.db, "agg") in found

@@ -20,9 +20,15 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.maskcheck import order_check
 from mcpkit.sql.masking import KnownSchema, MaskPolicy
-from mcpkit.sql.profiles.mysql.routine_state import mysql_row_order_routines
 from tests.helpers import UNBOUNDED_MEMORY
-from tests.sql.sql_support import MysqlScratch, PgScratch, masks_file, mysql_scratch, pg_scratch
+from tests.sql.sql_support import (
+    MysqlScratch,
+    PgScratch,
+    masks_file,
+    mysql_scratch,
+    pg_scratch,
+    row_order_routines,
+)
 from tests.sql.sql_support import run_cli as _run
 
 SECRET = "@secret.example"
@@ -159,12 +165,7 @@ def test_mariadb_only_a_body_proven_stateless_passes(my: MysqlScratch) -> None:
             c.execute(f"CREATE DEFINER = '{my.reader}'@'%' FUNCTION {my.db}.{name}(x int) RETURNS int {body}")
         c.execute(f"CREATE FUNCTION {my.db}.f_hidden(x int) RETURNS int DETERMINISTIC RETURN x")  # root's
         c.execute(f"GRANT EXECUTE ON FUNCTION {my.db}.f_hidden TO '{my.reader}'@'%'")
-    engine = SqlEngine(my.reader_url)
-    try:
-        with engine.session(30.0, "test") as (conn, _):
-            found = {n: why for (_, n), why in mysql_row_order_routines(conn).items()}
-    finally:
-        engine.close()
+    found = {n: why for (_, n), why in row_order_routines(my.reader_url).items()}
     for name, (_, counts) in BODIES.items():
         assert (name in found) is counts, (name, found.get(name))
     assert "hidden" in found["f_hidden"] and "twice" not in found and "ctr" in found
@@ -220,7 +221,6 @@ def test_postgres_a_stable_set_config_counter_called_directly_is_refused(
 def test_mariadb_a_counter_behind_a_name_sqlglot_renders_as_a_built_in_is_found(my: MysqlScratch) -> None:
     # Red team rt32 F2: sqlglot reads `len(i)` as LENGTH; MariaDB has no built-in `len` and calls the
     # stored function `len`, here a NOT DETERMINISTIC counter: `tick` was proven stateless.
-    from sqlalchemy import create_engine
 
     d, r = my.db, f"'{my.reader}'@'%'"
     with my.admin.cursor() as c:
@@ -234,12 +234,7 @@ def test_mariadb_a_counter_behind_a_name_sqlglot_renders_as_a_built_in_is_found(
         c.execute(
             f"CREATE DEFINER = {r} FUNCTION {d}.tock(i int) RETURNS int DETERMINISTIC NO SQL RETURN LENGTH(i)"
         )
-    engine = create_engine(my.reader_url.replace("mysql://", "mysql+pymysql://", 1))
-    try:
-        with engine.connect() as conn:
-            found = mysql_row_order_routines(conn)
-    finally:
-        engine.dispose()
+    found = row_order_routines(my.reader_url)
     assert f"it calls function {d}.len, which may keep state" in found.get((d, "tick"), ""), found
     assert (d, "tock") not in found  # control: the built-in LENGTH
 
@@ -249,9 +244,6 @@ def test_postgres_counters_behind_defaults_rewritten_names_and_operators_are_fou
     # Red team rt32 F3: a parameter default is evaluated at each call (a set_config counter in it);
     # F1: sqlglot renders `ifnull(x, 0)` as COALESCE (PostgreSQL calls the user's `ifnull`), and a
     # user operator's function is no call in the body's tree.
-    from sqlalchemy import create_engine
-
-    from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines
 
     pg.admin.execute(
         """
@@ -267,12 +259,7 @@ def test_postgres_counters_behind_defaults_rewritten_names_and_operators_are_fou
         CREATE FUNCTION plain(i int) RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT coalesce($1, 0) * 2 $$;
         """
     )
-    engine = create_engine(pg.admin_url.replace("postgresql://", "postgresql+psycopg://", 1))
-    try:
-        with engine.connect() as conn:
-            found = {name: why for (_, name), why in postgres_row_order_routines(conn).items()}
-    finally:
-        engine.dispose()
+    found = {name: why for (_, name), why in row_order_routines(pg.admin_url).items()}
     assert "parameter defaults" in found.get("with_default", ""), found
     assert "it calls function ifnull" in found.get("via_ifnull", ""), found
     assert "it uses +, an operator" in found.get("via_operator", ""), found
