@@ -115,6 +115,8 @@ def _positions(tokens: list[Token], start: int, schema: str) -> Iterator[Relatio
     """The names of the relation list after `tokens[start]` (FROM, a JOIN, UPDATE)."""
     groups: list[bool] = []  # per open parenthesis: whether it holds a list of relations
     expect, alias, at = True, False, start + 1
+    while _word(tokens[start], "update") and at < len(tokens) and _word(tokens[at], "low_priority", "ignore"):
+        at += 1
     while at < len(tokens):
         token = tokens[at]
         if token.kind in ("name", "quoted") and expect:
@@ -193,6 +195,8 @@ def body_relations(body: str, schema: str) -> list[Relation]:
     [('d', 'p'), ('d', 'hv')]
     >>> body_relations("BEGIN RETURN (SELECT 1 FROM a \u017fet, \u017felect, \u0663); END", "d")
     [('d', 'a'), ('d', '\u017felect'), ('d', '\u0663')]
+    >>> body_relations("BEGIN UPDATE LOW_PRIORITY IGNORE a, hv SET a.x = 1; END", "d")
+    [('d', 'a'), ('d', 'hv')]
     >>> body_relations("BEGIN DELETE FROM a USING hv JOIN b USING (id); END", "d")
     [('d', 'a'), ('d', 'hv'), ('d', 'b')]
     >>> body_relations("RETURN EXTRACT(YEAR FROM d)", "d"), body_relations(
