@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlglot import exp
 
 from mcpkit.sql.profiles.base import DerivedMask, Finding
+from mcpkit.sql.profiles.mysql.linked import MERGE, linked_filter
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, under_each_role
 from mcpkit.sql.profiles.scan_order import hint, split_key
 
@@ -205,14 +206,15 @@ def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
     return out + _merge_masks(conn, masked, out)
 
 
-# MERGE (MRG_MyISAM) tables of every database the account sees (red team mask17 F7: one in another
-# database answered the masked column). MariaDB checks only the MERGE table's own privileges, and it
-# maps its columns to each table of its UNION list by position.
+# Tables whose rows live in other tables or servers (`linked.LINKED_ENGINES`) of every database the
+# account sees (red team mask17 F7: a MERGE table in another database answered the masked column).
+# MariaDB checks only the linked table's own privileges. A MERGE table maps its columns to each
+# table of its UNION list by position; the others (FEDERATED, CONNECT, SPIDER, ...) by name or by
+# position, to a table named in a CONNECTION, a CREATE SERVER or a table option this account may not
+# read, on this server or another one: every column of theirs counts as masked.
 _MERGES = (
-    "SELECT table_schema, table_name, table_schema = DATABASE() FROM information_schema.TABLES"
-    " WHERE UPPER(engine) = 'MRG_MYISAM'"
-    " AND table_schema NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')"
-    " ORDER BY table_schema, table_name"
+    "SELECT table_schema, table_name, table_schema = DATABASE(), UPPER(engine) FROM information_schema.TABLES"
+    f" WHERE {linked_filter()} ORDER BY table_schema, table_name"
 )
 _POSITIONS = (
     "SELECT column_name, ordinal_position FROM information_schema.COLUMNS"
@@ -242,9 +244,10 @@ def _merge_masks(
     conn: Connection, masked: Mapping[str, frozenset[str]], generated: list[DerivedMask]
 ) -> list[DerivedMask]:
     """The columns of MERGE tables at the positions of masked columns of a table in their UNION
-    list: the same values under another name. A position whose column in that table this account
-    cannot see counts too (it cannot be checked); where the UNION list is hidden from the account
-    (SHOW CREATE TABLE needs more than column grants), every masked table counts as in it."""
+    list: the same values under another name; every column (that the account sees) of a table of the
+    other linked engines. A position whose column in that table this account cannot see counts too
+    (it cannot be checked); where the UNION list is hidden from the account (SHOW CREATE TABLE needs
+    more than column grants), every masked table counts as in it."""
     database = str(conn.execute(text("SELECT DATABASE()")).scalar())
     hidden: dict[tuple[str, str], set[str]] = {}
     for key, columns in [*masked.items(), *((d.key, d.columns) for d in generated)]:
@@ -254,9 +257,18 @@ def _merge_masks(
         spot = ((schema or database).casefold(), table.casefold())
         hidden.setdefault(spot, set()).update(c.casefold() for c in columns)
     out = []
-    for home, merge, default in conn.execute(text(_MERGES)).all():
+    for home, merge, default, engine in conn.execute(text(_MERGES)).all():
         place = {"schema": str(home), "table": str(merge)}
         own = {int(p): str(n) for n, p in conn.execute(text(_POSITIONS), place)}
+        key = str(merge) if default else f"{home}.{merge}"
+        if engine != MERGE:  # linked by name or position to a table this check cannot read: all of it
+            if not own:  # no column of it is readable to this account
+                continue
+            why = f"a {engine} table: its rows are another table's or server's, which this check cannot see"
+            out.append(
+                DerivedMask(key, None if default else str(home), str(merge), frozenset(own.values()), why)
+            )
+            continue
         sources = _union(conn, str(merge), str(home))
         found: set[str] = set()
         # hidden (column grants only): any masked table may be in it, so each one's positions count
@@ -271,7 +283,6 @@ def _merge_masks(
             if sources is None:
                 why = "a MERGE table whose UNION list this account cannot read, at a masked position"
             schema = None if default else str(home)
-            key = str(merge) if default else f"{home}.{merge}"
             out.append(DerivedMask(key, schema, str(merge), frozenset(found), why))
     return out
 
