@@ -8,25 +8,25 @@ check can see. PREPARE of the view as the account does not open function bodies.
 a body names is prepared as `SELECT *` as the account: a refusal (an unseen relation, a column it
 lacks, an INVOKER view reading one) counts as reading a masked column: fail closed.
 
-The account cannot tell a relation it is not granted from one that does not exist (both are
-refused, 1142), so not every word of a body can be probed: the names in relation positions are.
-The body is read as MariaDB's lexer reads it (`routine_tokens`: identifiers with any character
-from U+0080, digit-initial names, executable comments both ways, strings both ways; red team rt31
-F3), and the positions over-approximate: each name after FROM, any `... JOIN` or UPDATE, and after
-each comma at the list's own depth or inside a parenthesised list of relations (`FROM (a, b)`,
-`{oj a LEFT JOIN b ON 1}`: rt31 F1, F2). An alias is skipped only after a relation (or AS) and
-only when MariaDB accepts the word as one; the words that end a list are all words it refuses
-as an alias (`do`, `end`, `lateral` are names: rt31 F4). A `.` where a name is expected keeps the
-position: `FROM .t`, `JOIN . t` (ODBC) name `t` of the routine's database (rt33b F1). A body that
-parses for sqlglot gives its tables as well. A name a CTE bears is probed too: inside that CTE's
-own definition or an earlier CTE of its WITH it is the relation (rt33b F2), so a CTE named like no
-relation counts as unseen (an over-refusal, fail closed). An unqualified name is the routine's
-database's.
-A relation of a system schema counts unread whatever the probe says (rt33b F3: every account
-reads `information_schema.PARTITIONS`, whose row counts per partition of a table partitioned by a
-masked column tell the column's histogram). A call to a routine the account cannot see counts the
-same way (`body_calls`), as does a body using dynamic SQL (PREPARE, EXECUTE) or naming more than
-`PROBE_CAP` relations to check.
+The account cannot tell a relation it is not granted from one that does not exist (both are refused,
+1142), so not every word of a body can be probed: the names in relation positions are. The body is
+read as MariaDB's lexer reads it (`routine_tokens`: identifiers with any character from U+0080,
+digit-initial names, executable comments both ways, strings both ways; red team rt31 F3), and the
+positions over-approximate: each name after FROM, any `... JOIN` or UPDATE, and after each comma at
+the list's own depth or inside a parenthesised list of relations (`FROM (a, b)`, `{oj a LEFT JOIN b
+ON 1}`: rt31 F1, F2; MariaDB takes any word for `oj`: `{ok hv}` reads `hv`). An alias is skipped
+only after a relation (or AS) and only when MariaDB accepts the word as one; the words that end a
+list are all words it refuses as an alias (`do`, `end`, `lateral` are names: rt31 F4). A `.` where a
+name is expected keeps the position: `FROM .t`, `JOIN . t` (ODBC) name `t` of the routine's database
+(rt33b F1). A body that parses for sqlglot gives its tables as well. A name a CTE bears is probed
+too: inside that CTE's own definition or an earlier CTE of its WITH it is the relation (rt33b F2),
+so a CTE named like no relation counts as unseen (an over-refusal, fail closed). An unqualified name
+is the routine's database's.
+A relation of a system schema counts unread whatever the probe says (rt33b F3: every account reads
+`information_schema.PARTITIONS`, whose row counts per partition of a table partitioned by a masked
+column tell the column's histogram). A call to a routine the account cannot see counts the same way
+(`body_calls`), as does a body using dynamic SQL (PREPARE, EXECUTE) or naming more than `PROBE_CAP`
+relations to check.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def _positions(tokens: list[Token], start: int, schema: str) -> Iterator[Relatio
         if token.kind == "char" and token.text in "({":
             nxt = tokens[at + 1] if at + 1 < len(tokens) else Token("char", "")
             groups.append(expect and not _word(nxt, "select", "with", "values", "table"))
-            if token.text == "{" and _word(nxt, "oj"):
+            if token.text == "{" and nxt.kind in ("name", "quoted"):  # `{oj t}`, `{any t}`: no relation
                 at += 1
         elif token.kind == "char" and token.text in ")}":
             if not groups:
@@ -189,6 +189,8 @@ def body_relations(body: str, schema: str) -> list[Relation]:
     [('d', 'p'), ('o', 'h v')]
     >>> body_relations("BEGIN RETURN (SELECT 1 FROM (a o, b do, {oj c LEFT JOIN `e` ON 1}), 1f); END", "d")
     [('d', 'a'), ('d', 'b'), ('d', 'c'), ('d', '1f'), ('d', 'e')]
+    >>> body_relations("BEGIN RETURN (SELECT h.e FROM {ok hv h}, {`x` .h2}); END", "d")
+    [('d', 'hv'), ('d', 'h2')]
     >>> body_relations("RETURN (SELECT x--1 FROM hv) + (SELECT 1 /*!50000 + (SELECT 2 FROM h2) */)", "d")
     [('d', 'hv'), ('d', 'h2')]
     >>> body_relations("BEGIN SELECT 'x' INTO s FROM p USE INDEX (i, j), `hv`; RETURN s; END", "d")
