@@ -343,3 +343,10 @@ def test_mariadb_routine_reading_a_cased_hex_name_or_a_system_table_is_refused(
         assert f"view `{d}`.`v_{fn}`: it calls function {fn}, which " in out, out
     assert "it calls function is1, which names information_schema.PARTITIONS, which this check" in out
     assert f"it calls function hx1, which names {d}.0X1F, which this account cannot see" in out
+
+
+def test_routine_scanner_system_schemas_are_the_profiles() -> None:
+    from mcpkit.sql.profiles.mysql import MysqlProfile
+    from mcpkit.sql.profiles.mysql.routine_relations import SYSTEM_SCHEMAS
+
+    assert SYSTEM_SCHEMAS == MysqlProfile.system_schemas
