@@ -349,4 +349,4 @@ def test_routine_scanner_system_schemas_are_the_profiles() -> None:
     from mcpkit.sql.profiles.mysql import MysqlProfile
     from mcpkit.sql.profiles.mysql.routine_relations import SYSTEM_SCHEMAS
 
-    assert SYSTEM_SCHEMAS == MysqlProfile.system_schemas
+    assert MysqlProfile.system_schemas == SYSTEM_SCHEMAS
