@@ -37,6 +37,7 @@ from mcpkit.sql.admission.operands import (
     CastTarget,
     arguments,
     echoed_inputs,
+    echoed_operands,
     function_cast,
     is_ascii,
     operand,
@@ -69,6 +70,8 @@ _MAX_COPIED: Final = 4_000  # syntax nodes the guards may copy (nested searches 
 class _CastBound:
     budget: int  # bytes of the text a cast parses (`SearchBounds.cast_budget`)
     key: str = "this"  # the operand cast: `this` of a CAST, the argument of `int4(x)`
+    typed: str = "input"  # the run-time types it parses (`SearchBounds.type_is`); "echoed": quotes
+    wrap_argument: bool = False  # guard the operand, not the call (set-returning, or in FROM)
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,13 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         refuse_qualified_bounded(call, bounds, dialect)  # pg_catalog.repeat(...): bound it bare
         if (cast := function_cast(call, bounds, dialect)) is not None:  # `int4(x)` is `CAST(x AS int4)`
             casts.append(cast)
-        found.extend(_Target(n, call.node, _CastBound(b, k)) for n, k, b in echoed_inputs(call, bounds))
+        rows = call.name in once.SET_RETURNING or call.node.find_ancestor(exp.Table, exp.Select)
+        wrap = bool(rows) and not isinstance(rows, exp.Select)
+        found.extend(
+            _Target(n, call.node, _CastBound(b, k, "echoed", wrap))
+            for n, k, b in echoed_inputs(call, bounds, dialect)
+        )
+    found.extend(_Target(n, n, _CastBound(b, k, "echoed")) for n, k, b in echoed_operands(tree, bounds))
     for node in tree.find_all(exp.Like, exp.ILike, exp.Operator, *operators):
         bound = bound_of(node, bounds)
         if bound is None or isinstance(node.args.get("expression"), exp.Any | exp.All):  # ARRAY[] is left
@@ -236,7 +245,9 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
         builder.length(value)  # checks the operand like any other
         assert builder.bounds.type_is is not None, "a cast bound needs its engine's type_is"
         size = builder.bounds.byte_length(exp.cast(value.copy(), "TEXT"))
-        return exp.and_(builder.bounds.type_is(value.copy(), "input"), _over(size, bound.budget), copy=False)
+        return exp.and_(
+            builder.bounds.type_is(value.copy(), bound.typed), _over(size, bound.budget), copy=False
+        )
     if isinstance(bound, GrowthBound):
         return _growth_cost(target.call, bound, builder)
     if bound.removal:
@@ -361,7 +372,9 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                     f"The query has more than {MAX_PATTERNS} regular expressions with quantifiers or"
                     " classes; split it into smaller queries.",
                 )
+        wrapped = isinstance(target.bound, _CastBound) and target.bound.wrap_argument
         cast = target.bound if isinstance(target.bound, _CastBound) and bounds.holds_operands else None
+        cast = None if wrapped else cast
         value = operand(target.call, cast.key) if cast is not None else None  # held before it is sized
         held = once.hold([value], bounds.varying) if once.costly(value, bounds.growths) else []
         cond = _cost(target, builder)
@@ -384,8 +397,9 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
         bound = target.bound
         marker = SIZE_BOUND_MARKER if isinstance(bound, _ChainBound) else SEARCH_BOUND_MARKER
         marker = bound.marker if isinstance(bound, GrowthBound) else marker
-        if isinstance(bound, SizeBound | GrowthBound) and bound.wrap_argument:
-            hay = operand(target.call, bound.argument if isinstance(bound, GrowthBound) else bound.haystack)
+        if isinstance(bound, SizeBound | GrowthBound | _CastBound) and bound.wrap_argument:
+            key = bound.key if isinstance(bound, _CastBound) else bound.haystack
+            hay = operand(target.call, bound.argument if isinstance(bound, GrowthBound) else key)
             if hay is not None:
                 placeholder = exp.Null()
                 hay.replace(placeholder)
