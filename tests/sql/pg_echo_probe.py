@@ -99,7 +99,8 @@ def overloads(conn: psycopg.Connection, names: Iterable[str]) -> list[Overload]:
                         OR EXISTS (SELECT 1 FROM pg_cast c WHERE c.castsource = 'text'::regtype
                                    AND c.casttarget = t AND c.castcontext = 'i') THEN 'text'
                    WHEN ty.typname = ANY(%(polyarr)s) OR (ty.typcategory = 'A' AND EXISTS (
-                        SELECT 1 FROM pg_type e WHERE e.oid = ty.typelem AND e.typcategory = 'S')) THEN 'array'
+                        SELECT 1 FROM pg_type e WHERE e.oid = ty.typelem AND e.typcategory = 'S'))
+                   THEN 'array'
                    ELSE '' END
                    FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY u(t, i) JOIN pg_type ty ON ty.oid = t
                    ORDER BY i),

@@ -32,8 +32,8 @@ LARGE = {
     "at time zone": "SELECT now() AT TIME ZONE repeat('x', 60000000) AS a",
     "jsonb_path_query datetime": "SELECT jsonb_path_query(jsonb_build_object('k', repeat('x', 10000000)),"
     " '$.k.datetime()') AS a",
-    "jsonb_to_record in FROM": "SELECT r.a FROM jsonb_to_record(jsonb_build_object('a', repeat('x', 10000000)))"
-    " AS r(a int)",
+    "jsonb_to_record in FROM": "SELECT r.a FROM"
+    " jsonb_to_record(jsonb_build_object('a', repeat('x', 10000000))) AS r(a int)",
 }
 
 

@@ -398,7 +398,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
         marker = SIZE_BOUND_MARKER if isinstance(bound, _ChainBound) else SEARCH_BOUND_MARKER
         marker = bound.marker if isinstance(bound, GrowthBound) else marker
         if isinstance(bound, SizeBound | GrowthBound | _CastBound) and bound.wrap_argument:
-            key = bound.key if isinstance(bound, _CastBound) else bound.haystack
+            key = bound.key if isinstance(bound, _CastBound) else getattr(bound, "haystack", "")
             hay = operand(target.call, bound.argument if isinstance(bound, GrowthBound) else key)
             if hay is not None:
                 placeholder = exp.Null()

@@ -9,7 +9,6 @@ from sqlglot import exp
 
 from mcpkit.sql.admission.function_tables import GrowthBound, SearchBounds, SizeBound
 from mcpkit.sql.admission.function_tables.postgres_builders import builders
-from mcpkit.sql.admission.function_tables.postgres_echoed import ECHOED
 from mcpkit.sql.admission.function_tables.postgres_collections import (
     SORTED_ELEMENTS,
     element_pairs,
@@ -19,6 +18,7 @@ from mcpkit.sql.admission.function_tables.postgres_collections import (
     sorted_elements,
     split_elements,
 )
+from mcpkit.sql.admission.function_tables.postgres_echoed import ECHOED
 from mcpkit.sql.admission.stored_column import stored_column
 
 __all__ = ["SIZE_BOUNDS"]
