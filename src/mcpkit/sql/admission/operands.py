@@ -18,8 +18,8 @@ from mcpkit.sql.errors import refuse
 __all__ = [
     "CastTarget",
     "arguments",
+    "depth",
     "echoed_inputs",
-    "echoed_operands",
     "function_cast",
     "is_ascii",
     "operand",
@@ -30,6 +30,14 @@ __all__ = [
     "static_chars",
     "static_length",
 ]
+
+
+def depth(node: exp.Expr | None) -> int:
+    """How many ancestors `node` has (iterative: a long chain nests deeper than Python recurses)."""
+    found = -1
+    while node is not None:
+        node, found = node.parent, found + 1
+    return found
 
 
 def operand(call: exp.Expr, key: str) -> exp.Expr | None:
@@ -211,16 +219,19 @@ def _echoed_keys(call: FunctionCall, bounds: SearchBounds, dialect: str) -> list
 _OPERATOR_CALLS: Final[dict[type[exp.Expr], tuple[str, str]]] = {exp.AtTimeZone: ("timezone", "zone")}
 
 
-def echoed_inputs(call: FunctionCall, bounds: SearchBounds, dialect: str) -> list[tuple[exp.Expr, str, int]]:
-    """The arguments of a call whose error quotes them whole (`SearchBounds.echoed_inputs`, by the
-    engine's name and positions, as sqlglot reads the call), each as the node a guard replaces (with
-    its `pg_catalog.`), the argument's key and the byte budget."""
+def _echoed_inputs(
+    call: FunctionCall, bounds: SearchBounds, dialect: str
+) -> list[tuple[exp.Expr, str, bool]]:
     if not bounds.echoed_inputs or call.schema not in (None, bounds.builtin_schema):
         return []
+    from mcpkit.sql.admission.held_operands import SET_RETURNING  # it reads this module
+
     keys = _echoed_keys(call, bounds, dialect)
     outer = call.node.parent if isinstance(call.node.parent, exp.Dot) else call.node
+    in_from = isinstance(call.node.find_ancestor(exp.Table, exp.Select), exp.Table)
+    rows = call.name in SET_RETURNING or in_from
     found = [(k, v) for k in keys if (v := operand(call.node, k)) is not None and not isinstance(v, exp.Var)]
-    return [(outer, k, bounds.echoed_budget) for k, v in found if _quotable(v, bounds)]
+    return [(outer, k, rows) for k, v in found if _quotable(v, bounds)]
 
 
 def _quotable(value: exp.Expr, bounds: SearchBounds) -> bool:
@@ -229,14 +240,24 @@ def _quotable(value: exp.Expr, bounds: SearchBounds) -> bool:
     return arrayed or parses_text(value, bounds)
 
 
-def echoed_operands(tree: exp.Expr, bounds: SearchBounds) -> list[tuple[exp.Expr, str, int]]:
-    """As `echoed_inputs`, for the operators that run an echoing call (`_OPERATOR_CALLS`)."""
-    found = []
+def echoed_inputs(
+    tree: exp.Expr, bounds: SearchBounds, dialect: str
+) -> list[tuple[exp.Expr, exp.Expr, str, bool]]:
+    """The operands whose error quotes them whole (`SearchBounds.echoed_inputs`, by the engine's name
+    and positions, as sqlglot reads each call; and the operators that run such a call,
+    `_OPERATOR_CALLS`): the node a guard replaces (with its `pg_catalog.`), the node holding the
+    operand, its key (`operand`) and whether the guard wraps the operand instead (a set-returning
+    call, or one in FROM, cannot sit in a CASE)."""
+    found: list[tuple[exp.Expr, exp.Expr, str, bool]] = [
+        (n, c.node, k, w)
+        for c in function_calls(tree, dialect)
+        for n, k, w in _echoed_inputs(c, bounds, dialect)
+    ]
     for node in tree.find_all(*_OPERATOR_CALLS):
         name, key = _OPERATOR_CALLS[type(node)]
         value = operand(node, key)
         if name in bounds.echoed_inputs and value is not None and parses_text(value, bounds):
-            found.append((node, key, bounds.echoed_budget))
+            found.append((node, node, key, False))
     return found
 
 
