@@ -30,6 +30,7 @@ LARGE = {
     "ts_headline options": "SELECT ts_headline('a', to_tsquery('simple', 'a'), repeat('x', 60000000)) AS a",
     "is_normalized": "SELECT is_normalized('a', repeat('x', 60000000)) AS a",
     "at time zone": "SELECT now() AT TIME ZONE repeat('x', 60000000) AS a",
+    "jsonb_set path": "SELECT jsonb_set('[1]', ARRAY[repeat('x', 20000000)], '1') AS a",
     "jsonb_path_query datetime": "SELECT jsonb_path_query(jsonb_build_object('k', repeat('x', 10000000)),"
     " '$.k.datetime()') AS a",
     "jsonb_to_record in FROM": "SELECT r.a FROM"
@@ -39,6 +40,7 @@ LARGE = {
 
 @pytest.mark.postgres
 def test_postgres_every_echoing_position_of_the_allowlist_is_in_the_table(pg_url: str) -> None:
+    assert SIZE_BOUNDS.echoed_inputs is ECHOED  # the table the admission guard reads
     names = POSTGRES.allowed - SIZE_BOUNDS.function_casts
     dsn = pg_url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(dsn) as conn:
