@@ -75,3 +75,15 @@ def test_postgres_small_echoing_calls_still_answer(service: SqlService) -> None:
     with pytest.raises(QueryFailed) as info:
         service.query("SELECT encode('a'::bytea, 'he' || 'z') AS h", call_id="bad")
     assert info.value.kind in ("data", "syntax"), info.value.message  # as before: no guard
+
+
+@pytest.mark.postgres
+def test_postgres_a_json_path_without_datetime_reads_a_large_document(service: SqlService) -> None:
+    # only `.datetime()` quotes a string of the target: another literal path is left as written
+    doc = "jsonb_build_object('k', repeat('x', 2000000), 'n', 1)"
+    sql = f"SELECT jsonb_path_query_first({doc}, '$.n') AS n"
+    assert MARKER not in admit(sql, "postgres").sql
+    assert service.query(sql, call_id="path")[0].rows[0][0] == 1
+    with pytest.raises(QueryFailed) as info:
+        service.query(f"SELECT jsonb_path_query_first({doc}, '$.k.datetime()') AS d", call_id="dt")
+    assert info.value.kind == "resource", info.value.message

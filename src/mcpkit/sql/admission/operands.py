@@ -224,6 +224,8 @@ def _echoed_inputs(
 ) -> list[tuple[exp.Expr, str, bool]]:
     if not bounds.echoed_inputs or call.schema not in (None, bounds.builtin_schema):
         return []
+    if bounds.echo_excluded is not None and bounds.echo_excluded(call.name, call.node):
+        return []
     from mcpkit.sql.admission.held_operands import SET_RETURNING  # it reads this module
 
     keys = _echoed_keys(call, bounds, dialect)

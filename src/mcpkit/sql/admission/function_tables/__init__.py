@@ -296,6 +296,9 @@ class SearchBounds:
     every overload) whole: each is sized as a cast's quoted input, up to `echoed_budget` bytes of
     its text (`admission.operands.echoed_inputs` finds them in sqlglot's reading of the call)."""
     echoed_budget: int = 0
+    echo_excluded: Callable[[str, exp.Expr], bool] | None = None
+    """Whether a call of this name (first) cannot quote an argument given its literal ones (second,
+    the call as sqlglot reads it): its `echoed_inputs` are left as written."""
     rewrite: Callable[[exp.Expr], None] | None = None
     """Rewrites the tree before the guards are placed (a call whose cost no guard can precede
     becomes an equivalent one whose cost a guard bounds)."""

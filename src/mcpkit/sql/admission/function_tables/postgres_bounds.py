@@ -18,7 +18,7 @@ from mcpkit.sql.admission.function_tables.postgres_collections import (
     sorted_elements,
     split_elements,
 )
-from mcpkit.sql.admission.function_tables.postgres_echoed import ECHOED
+from mcpkit.sql.admission.function_tables.postgres_echoed import ECHOED, echo_excluded
 from mcpkit.sql.admission.stored_column import stored_column
 
 __all__ = ["SIZE_BOUNDS"]
@@ -366,6 +366,7 @@ SIZE_BOUNDS: Final = SearchBounds(
     function_casts=_FUNCTION_CASTS,
     echoed_inputs=ECHOED,
     echoed_budget=_QUOTED_INPUT,
+    echo_excluded=echo_excluded,
     chain_budget=_BUILT,
     holds_operands=True,
     value_bytes=_value_bytes,

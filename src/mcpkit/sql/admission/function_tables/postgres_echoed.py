@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["ECHOED"]
+from sqlglot import exp
+
+__all__ = ["ECHOED", "echo_excluded"]
 
 ECHOED: Final[dict[str, tuple[int, ...]]] = {
     "convert": (1, 2),
@@ -65,3 +67,15 @@ ECHOED: Final[dict[str, tuple[int, ...]]] = {
     "ts_parse": (0,),
     "ts_token_type": (0,),
 }
+
+
+def echo_excluded(name: str, call: exp.Expr) -> bool:
+    """Whether a call cannot quote an argument given its literal ones (`SearchBounds.echo_excluded`)."""
+    # jsonb_path_*: of the item methods only `.datetime()` quotes a string of the target whole
+    # ("datetime format is not recognized"; `@?` and `@@` are silent), so a literal path without it
+    # leaves a large document as written (a guard would also print every row's document as text)
+    if not name.startswith("jsonb_path_") or len(call.expressions) < 2:
+        return False
+    path = call.expressions[1].unnest()
+    path = path.this if isinstance(path, exp.Cast) else path
+    return isinstance(path, exp.Literal) and path.is_string and "datetime" not in path.this.lower()
