@@ -81,7 +81,7 @@ def _masks(engine: SqlEngine, mask: str, allow: Collection[str] = ()) -> list[Ch
     hints = [Check("warn", "scan order", line) for line in scan_order_hints(engine, masked)]
     hints += [Check("warn", "triggers", line) for line in trigger_hints(engine, masked)]
     hints += [Check("warn", "references", line) for line in reference_hints(engine, masked)]
-    ordered = order_findings(engine, policy, reflection.known(engine), masked)  # rt19mask F8
+    ordered = order_findings(engine, policy, reflection.known(engine), masked, allow)  # rt19mask F8
     hints += [Check("warn" if f.opt_in in allow else "fail", "masks", f.line()) for f in ordered]
     if not findings:
         count, tables = sum(len(c) for c in masked.values()), sum(1 for c in masked.values() if c)
