@@ -38,8 +38,8 @@ _USING: Final = (
 )
 _PER_ROW: Final = (
     "Over a table with masked columns or a view, functions whose value changes from row to row "
-    "in the order rows are read (RAND and random(), UUID, SYSDATE, clock_timestamp, sequences, user-defined functions) are not "
-    "answered: that order can follow a masked value."
+    "in the order rows are read (RAND and random(), UUID, SYSDATE, clock_timestamp, sequences, "
+    "user-defined functions) are not answered: that order can follow a masked value."
 )
 _QUALIFIED: Final = (
     "Over a table with masked columns or a view, call aggregates by their plain name "
