@@ -10,6 +10,8 @@ account can select but not read cannot be checked, so it counts (`mcpkit sql gra
 VIEW with every view). A routine's body needs SHOW CREATE ROUTINE the same way (10.11 shows it to
 its definer only); a compound body (BEGIN ... END) does not parse, so it counts too, and so does
 one stored under an sql_mode that reads text otherwise than the check (`body_modes`, rt30 F4).
+A call of any stored function in them counts as a per-row one (`routine_state`: no body is proven
+stateless), and a function body over a masked table that reads or assigns a variable counts itself.
 
 A routine runs with its own database as the default: an unqualified `customers` in a function of
 `db2` is `db2.customers` (here a view whose `id` is a constant), whatever the connection's database

@@ -37,8 +37,9 @@ WITH reached(fn, how, checked) AS (
      AND d.refclassid = 'pg_catalog.pg_proc'::regclass
     WHERE k.contypid <> 0
   UNION ALL
-    SELECT a.amproc, 'operator family ' || a.amprocfamily::text, false
-    FROM pg_catalog.pg_amproc a WHERE a.amproc >= 16384
+    SELECT a.amproc, format('operator family %I.%I', s.nspname, f.opfname), false
+    FROM pg_catalog.pg_amproc a JOIN pg_catalog.pg_opfamily f ON f.oid = a.amprocfamily
+    JOIN pg_catalog.pg_namespace s ON s.oid = f.opfnamespace WHERE a.amproc >= 16384
 )
 SELECT n.nspname, p.proname, min(r.how),
        format('%I.%I(%s)', n.nspname, p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid)),
