@@ -14,9 +14,9 @@ while the function runs: `a() SET standard_conforming_strings = off BEGIN ATOMIC
 made PostgreSQL read b's string body with non-standard strings (red team rt31 F5). So a function of
 any language and body kind, and a procedure, with such a setting counts as unreadable itself
 (and as a per-row one, as every user function does: `routine_state`), whatever it reads: its
-callers and the views over it with it (`stored`). Each call pins `standard_conforming_strings` and `search_path` over role and database
-defaults (`session.PINNED_SETTINGS`); the other settings outside `READ_ALIKE` are left as the
-server, database and role set them.
+callers and the views over it with it (`stored`). Each call pins `standard_conforming_strings`
+and `search_path` over role and database defaults (`session.PINNED_SETTINGS`); the other settings
+outside `READ_ALIKE` are left as the server, database and role set them.
 """
 
 from __future__ import annotations
