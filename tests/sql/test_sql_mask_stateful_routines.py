@@ -287,3 +287,25 @@ def test_postgres_a_domain_check_calling_a_counter_refuses_start_up(
     ), out
     code, out = _run(capsys, "sql", "query", *args, "--allow", "function-order:public.ctr", sql)
     assert code == 0, out  # accepted: the order it hands on is the operator's choice
+
+
+@pytest.mark.postgres
+def test_postgres_a_view_calling_a_user_function_sqlglot_renders_as_a_built_in_refuses_start_up(
+    pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Red team rt32 F1 in a view: sqlglot reads `ifnull(id, 0)` as COALESCE, PostgreSQL calls the
+    # user's `ifnull`, here the counter: the view answered the e-mail ranking with no finding.
+    pg.admin.execute(
+        f"""
+        CREATE FUNCTION ifnull(a int, b int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT ctr(a) $$;
+        CREATE VIEW v_if WITH (security_invoker = on) AS SELECT id, ifnull(id, 0) AS k FROM customers;
+        GRANT SELECT ON v_if TO {pg.reader};
+        """
+    )
+    args = [*_pg_args(pg, tmp_path), "--allow", "function:public.ifnull"]
+    code, out = _run(capsys, "sql", "query", *args, "SELECT id, k FROM v_if ORDER BY id")
+    assert code == 2 and "| 4 | 1 |" not in out, out  # before: k 2, 4, 5, 1, 3, 6, the ranking
+    assert "view public.v_if may answer in the scan order of a masked table: it calls ifnull" in out, out
+    opt_in = ["--allow", "function-order:public.ifnull"]
+    code, out = _run(capsys, "sql", "query", *args, *opt_in, "SELECT id FROM v_if ORDER BY id")
+    assert code == 0 and "| 6 |" in out, out
