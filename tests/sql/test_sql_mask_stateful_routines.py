@@ -219,6 +219,10 @@ def test_postgres_a_user_function_called_over_a_masked_read_is_refused(
     code, out = _run(capsys, "sql", "query", *args, twice)
     assert code == 3 and PER_ROW in out, out  # before: answered, `SELECT x + 1` proven stateless
     assert "function public.twice counts as a per-row function over masked reads: it is a user" in caplog.text
+    code, out = _run(capsys, "sql", "doctor", *args)
+    assert (
+        out.count("warn masks: function public.twice counts as a per-row function over masked reads") == 1
+    ), out
     code, out = _run(capsys, "sql", "query", *args, "--allow", "function-order:public.twice", twice)
     assert code == 0 and "| 1 | 2 |" in out, out
 
