@@ -27,7 +27,8 @@ ROWS = "(1,'Ann','zed@x.org','Oslo'),(2,'Bob','alice@x.org','Oslo'),(3,'Cid','mi
 ROWS += "(4,'Dee','bob@x.org','Rome'),(5,'Eve','yann@x.org','Oslo'),(6,'Fay','carl@x.org','Rome')"
 CASE = "CASE id WHEN 2 THEN 1 WHEN 5 THEN 3 ELSE 2 END"
 F6 = {
-    "distinct": f"SELECT DISTINCT (id IN (2, 5)) AS g FROM customers WHERE id + 0 IN (2, 5, 1) ORDER BY {CASE}",
+    "distinct": "SELECT DISTINCT (id IN (2, 5)) AS g FROM customers WHERE id + 0 IN (2, 5, 1)"
+    f" ORDER BY {CASE}",
     "group_concat": f"SELECT GROUP_CONCAT(DISTINCT (id IN (2, 5)) ORDER BY {CASE}) AS s"
     " FROM customers WHERE id + 0 IN (2, 5, 1)",
     "json_arrayagg": f"SELECT JSON_ARRAYAGG(DISTINCT (id IN (2, 5)) ORDER BY {CASE}) AS s"
@@ -53,7 +54,8 @@ LEGIT = {
     "SELECT DISTINCT city FROM customers ORDER BY city DESC": "| Rome |\n| Oslo |",
     "SELECT DISTINCT city AS c, name FROM customers ORDER BY c, 2": "| Oslo | Ann |\n| Oslo | Bob |",
     "SELECT DISTINCT city FROM customers ORDER BY LENGTH(city), city": "| Oslo |\n| Rome |",
-    "SELECT city, COUNT(*) AS n FROM customers WHERE id < 6 GROUP BY city ORDER BY COUNT(*) DESC": "| Oslo | 3 |",
+    "SELECT city, COUNT(*) AS n FROM customers WHERE id < 6 GROUP BY city ORDER BY COUNT(*) DESC":
+        "| Oslo | 3 |",
     "SELECT city, RANK() OVER (ORDER BY COUNT(*)) AS r FROM customers WHERE id < 6 GROUP BY city":
         "| Rome | 1 |",
     "SELECT GROUP_CONCAT(DISTINCT city ORDER BY city DESC) AS s FROM customers": "| Rome,Oslo |",
@@ -94,9 +96,8 @@ def test_mariadb_distinct_ordered_by_an_unselected_value_is_refused(
     for name, sql in F6.items():
         code, out = _run(capsys, "sql", "query", "--dsn", my.reader_url, "--mask", masks, sql)
         assert code != 0, (name, out)  # before: | 1 | 0 | (`, 1 LIMIT 26` appended)
-        wanted = "an aggregate with DISTINCT may order only" if name in ("group_concat", "json_arrayagg") else (
-            "a DISTINCT query may order only by what it selects"
-        )  # fmt: skip
+        aggregate = name in ("group_concat", "json_arrayagg")
+        wanted = "with DISTINCT may order only" if aggregate else "a DISTINCT query may order only by"
         assert wanted in out, (name, out)
         assert "x.org" not in out
 
@@ -117,7 +118,10 @@ def test_mariadb_bare_columns_of_a_grouped_query_are_refused(
 def test_mariadb_a_view_reading_a_first_scanned_row_refuses_start_up(
     my: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    views = {**VIEWS, "v_ok": "SELECT city, COUNT(*) AS n FROM customers GROUP BY city ORDER BY COUNT(*), city"}
+    views = {
+        **VIEWS,
+        "v_ok": "SELECT city, COUNT(*) AS n FROM customers GROUP BY city ORDER BY COUNT(*), city",
+    }
     for name, sql in views.items():
         _admin(my, f"CREATE SQL SECURITY INVOKER VIEW {name} AS {sql}")
         _admin(my, f"GRANT SELECT, SHOW VIEW ON {my.db}.{name} TO '{my.reader}'@'%'")
@@ -165,7 +169,9 @@ def test_postgres_refuses_these_shapes_itself(
             assert code != 0, (sql, out)
             assert out.startswith("TOOL_ERROR: The database"), out
             logged = caplog.text
-            assert "ORDER BY expressions must appear" in logged or "must appear in the GROUP BY" in logged, logged
+            assert "ORDER BY expressions must appear" in logged or "must appear in the GROUP BY" in logged, (
+                logged
+            )
 
 
 # --- parse level: SQLite also takes a DISTINCT block's ORDER BY from an arbitrary row ----------
