@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, MaskRefused, plan_masking
+from mcpkit.sql.masking.view_order import order_reason
 from tests.sql.sql_support import MysqlScratch, masks_file, mysql_scratch, pg_customers, pg_scratch
 from tests.sql.sql_support import run_cli as _run
 
@@ -185,3 +186,44 @@ def test_sqlite_distinct_ordered_by_an_unselected_column_is_refused() -> None:
         plan_masking("SELECT DISTINCT city FROM customers ORDER BY id", "sqlite", KNOWN, POLICY)
     plan = plan_masking("SELECT DISTINCT city AS c FROM customers ORDER BY c DESC", "sqlite", KNOWN, POLICY)
     assert plan.sql is not None and "ORDER BY" in plan.sql
+
+
+# --- parse level: stored SQL (MariaDB's stored view text qualifies every column) ----------------
+
+STORED_KNOWN = KnownSchema({"customers": {"id": "INT", "email": "TEXT", "city": "TEXT"}}, "mysql")
+
+
+def _stored(sql: str) -> str | None:
+    return order_reason(sql, "mysql", STORED_KNOWN, POLICY, lambda schema, table: [frozenset({"id"})])
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select `d`.`customers`.`city` AS `city`,max(`d`.`customers`.`id`) over ( partition by"
+        " `d`.`customers`.`city`) AS `m` from `d`.`customers` group by `d`.`customers`.`city`",
+        "select `d`.`customers`.`city` AS `city` from `d`.`customers` group by `d`.`customers`.`city`"
+        " having `d`.`customers`.`id` > 2",
+        "select distinct `d`.`customers`.`city` AS `city` from `d`.`customers` order by `d`.`customers`.`id`",
+        "select group_concat(distinct `d`.`customers`.`city` order by `d`.`customers`.`id` ASC separator ',')"
+        " AS `s` from `d`.`customers`",
+        "SELECT city, id FROM customers GROUP BY city",  # a hand-written (SQLite-style) body
+    ],
+)
+def test_stored_first_scanned_reads_count(sql: str) -> None:
+    found = _stored(sql)
+    assert found is not None and ("bare column" in found or "DISTINCT" in found), found
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select `d`.`customers`.`city` AS `city`,count(0) AS `n`,rank() over ( order by count(0)) AS `r`"
+        " from `d`.`customers` group by `d`.`customers`.`city` order by count(0),`d`.`customers`.`city`",
+        "select `d`.`customers`.`city` AS `c`,count(0) AS `n` from `d`.`customers` group by 1 order by `c`",
+        "select distinct `d`.`customers`.`city` AS `city` from `d`.`customers`"
+        " order by length(`d`.`customers`.`city`),`city`",
+    ],
+)
+def test_stored_grouped_and_distinct_blocks_over_their_keys_pass(sql: str) -> None:
+    assert _stored(sql) is None
