@@ -155,6 +155,7 @@ def test_postgres_a_column_no_rule_matches_added_to_an_unmasked_table_still_serv
     pg.admin.execute("ALTER TABLE plain ADD COLUMN note text; CREATE TABLE elsewhere (id int)")
     assert "p" in _ask(service, "SELECT name FROM plain WHERE id = 1")
     assert "1" in _ask(service, "SELECT array_agg(id) FROM customers")
+    assert _ask(service, "SELECT id FROM elsewhere") == "REFUSED"  # unknown to the analysis
 
 
 @pytest.mark.mysql
@@ -166,6 +167,7 @@ def test_mariadb_a_column_no_rule_matches_added_to_an_unmasked_table_still_serve
     _my_run(my, "ALTER TABLE {db}.plain ADD COLUMN note VARCHAR(20)", "CREATE TABLE {db}.elsewhere (id INT)")
     assert "p" in _ask(service, "SELECT name FROM plain WHERE id = 1")
     assert "1" in _ask(service, "SELECT id FROM customers ORDER BY id")
+    assert _ask(service, "SELECT id FROM elsewhere") == "REFUSED"  # unknown to the analysis
 
 
 def test_postgres_a_table_created_earlier_on_the_name_path_refuses(pg: PgScratch, tmp_path: Path) -> None:
