@@ -24,7 +24,7 @@ import pytest
 from mcpkit.errors import ToolError
 from mcpkit.sql import cli as sqlcli
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch
+from tests.sql.sql_support import READER_CONNECTIONS, MysqlScratch, PgScratch, mysql_scratch, pg_scratch
 
 # In e-mail order the ids are 2, 4, 5, 3, 6, 1.
 _ROWS = "(1,'n','zed@x.io',1),(2,'n','alice@x.io',1),(3,'n','mike@x.io',1),(4,'n','bob@x.io',1),"
@@ -183,3 +183,37 @@ def test_postgres_a_table_created_earlier_on_the_name_path_refuses(pg: PgScratch
         f" GRANT SELECT ON app.plain TO {pg.reader}"
     )
     assert _ask(service, "SELECT name FROM plain") == "SOURCE_UNVERIFIED"
+
+
+@pytest.mark.mysql
+@pytest.mark.anyio
+async def test_mariadb_a_role_maps_login_is_compared_with_what_it_saw_at_start_up(
+    my: MysqlScratch, tmp_path: Path
+) -> None:
+    """`--role-map` with a login of its own: its calls run on an engine of their own, whose
+    re-verification compares the tables that login saw at start-up."""
+    from sqlalchemy.engine import make_url
+
+    from tests.helpers import text_of
+    from tests.sql.test_sql_reverify_identities import _caller, _code, _role_map_server
+
+    alice = f"{my.reader}a"
+    _my_run(
+        my,
+        f"CREATE USER '{alice}'@'%' IDENTIFIED BY 'pw' WITH MAX_USER_CONNECTIONS {READER_CONNECTIONS}",
+        f"GRANT SELECT (id, name, tier) ON {{db}}.customers TO '{alice}'@'%'",
+        f"GRANT SELECT ON {{db}}.plain TO '{alice}'@'%'",
+    )
+    masks = tmp_path / "masks.yaml"
+    masks.write_text('masks:\n  - customers.email\n  - "*.ssn"\n')
+    try:
+        logins: dict[str, tuple[str, str | None]] = {"alice": ("role_a", alice)}
+        dsn = make_url(my.reader_url).render_as_string(hide_password=False)
+        with _role_map_server(dsn, tmp_path, logins, "--mask", str(masks)) as (url, token):
+            async with _caller(url, token["alice"]) as ask:
+                assert _code(await ask("SELECT name FROM plain")) == "OK"
+                _my_run(my, *_MY_CHANGES["add"])
+                refused = await ask("SELECT ssn FROM plain")
+                assert _code(refused) == "SOURCE_UNVERIFIED" and "ssn-" not in text_of(refused)
+    finally:
+        _my_run(my, f"DROP USER '{alice}'@'%'")

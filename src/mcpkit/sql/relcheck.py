@@ -135,10 +135,11 @@ def relation_changes(
     return changes
 
 
-def relations_check(masking: Masking) -> Verify | None:
+def relations_check(masking: Masking, before: Relations | None = None) -> Verify | None:
     """`relation_changes` and the literal rules (`_unmatched`) as a re-verification step (a
-    `reverify.Verify`), against what `startup_relations` read; None when nothing was read."""
-    before = masking.relations
+    `reverify.Verify`), against what `startup_relations` read (`before`, default the account's,
+    `masking.relations`: a `--role-map` login sees its own); None when nothing was read."""
+    before = masking.relations if before is None else before
     if before is None:
         return None
     policy, path = masking.policy, masking.schema.path
