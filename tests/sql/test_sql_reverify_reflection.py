@@ -217,3 +217,30 @@ async def test_mariadb_a_role_maps_login_is_compared_with_what_it_saw_at_start_u
                 assert _code(refused) == "SOURCE_UNVERIFIED" and "ssn-" not in text_of(refused)
     finally:
         _my_run(my, f"DROP USER '{alice}'@'%'")
+
+
+def test_postgres_known_tables_swapped_with_the_same_columns_refuse(pg: PgScratch, tmp_path: Path) -> None:
+    """Only the oids tell this swap: the columns and the mask expansion are those of start-up."""
+    pg.admin.execute(
+        "CREATE TABLE twin_a (id int, note text); CREATE TABLE twin_b (id int, note text);"
+        f" GRANT SELECT ON twin_a, twin_b TO {pg.reader}"
+    )
+    service = _service(tmp_path, pg.reader_url)
+    assert "rows sent" in _ask(service, "SELECT id FROM twin_a")
+    pg.admin.execute(
+        "BEGIN; ALTER TABLE twin_a RENAME TO twin_t; ALTER TABLE twin_b RENAME TO twin_a;"
+        " ALTER TABLE twin_t RENAME TO twin_b; COMMIT;"
+    )
+    assert _ask(service, "SELECT id FROM twin_a") == "SOURCE_UNVERIFIED"
+
+
+def test_postgres_an_unmasked_table_created_again_still_serves(pg: PgScratch, tmp_path: Path) -> None:
+    """Dropped and created again under its name (a nightly reload): the rules apply by name and its
+    grants are checked again; not a reason to stop serving."""
+    service = _service(tmp_path, pg.reader_url)
+    assert "p" in _ask(service, "SELECT name FROM plain")
+    pg.admin.execute(
+        "BEGIN; DROP TABLE plain; CREATE TABLE plain (id int PRIMARY KEY, name text, tier int);"
+        f" INSERT INTO plain VALUES {_PLAIN}; GRANT SELECT ON plain TO {pg.reader}; COMMIT;"
+    )
+    assert "p" in _ask(service, "SELECT name FROM plain WHERE id = 1")

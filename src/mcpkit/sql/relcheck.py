@@ -6,8 +6,10 @@ re-verification (`reverify.Guard`) also runs `relations_check`: it reads the rel
 the call's session (`Profile.relations_sql`, one query) and refuses the engine until a restart
 when
 
-- a relation the analysis knows now has another identity under its name (PostgreSQL: another
-  oid, a rename swap: the masked table under an unmasked name answered its e-mail scan order, F1);
+- a relation the analysis knows now goes by another known name (PostgreSQL: a known oid under
+  another name; a rename swap: the masked table under an unmasked name answered its e-mail scan
+  order, F1). A table dropped and created again under its name is not refused: the rules and the
+  withholding apply by name, and its privileges are checked again (`maskcheck.masks_check`);
 - the masked columns differ: a rule now matches a column it did not (`ALTER TABLE plain ADD
   COLUMN ssn` or `RENAME COLUMN name TO ssn` under a `*.ssn` rule, on a table granted whole: the
   column answered in clear, F2), or no longer matches one it did;
@@ -108,16 +110,23 @@ def relation_changes(
     """What changed since start-up that the analysis would not see (module docstring), one
     sentence each; empty when nothing did.
 
+    >>> swapped = {("s", "a"): (2, ()), ("s", "b"): (1, ())}
+    >>> relation_changes({("s", "a"): (1, ()), ("s", "b"): (2, ())}, swapped, MaskPolicy())
+    ['relation s.b is now named s.a', 'relation s.a is now named s.b']
     >>> before = {("public", "plain"): (7, ("id", "name"))}
     >>> relation_changes(before, {("public", "plain"): (7, ("id", "name", "ssn"))}, MaskPolicy.of(["*.ssn"]))
     ['column public.plain.ssn is masked now, not at start-up']
     >>> relation_changes(before, {("public", "plain"): (7, ("id", "name", "note"))}, MaskPolicy.of(["*.ssn"]))
     []
     """
+    was_named: dict[int | None, tuple[str, str]] = {
+        identity: key for key, (identity, _) in before.items() if identity is not None
+    }
+    moved = {key: was_named.get(now[key][0]) for key in before.keys() & now.keys()}
     changes = [
-        f"relation {s}.{t} is another relation than at start-up (renamed or created again)"
-        for (s, t), (identity, _) in before.items()
-        if (s, t) in now and now[s, t][0] != identity
+        f"relation {'.'.join(old)} is now named {'.'.join(key)}"
+        for key, old in sorted(moved.items())
+        if old is not None and old != key
     ]
     was, found = _masked(policy, before), _masked(policy, {k: v for k, v in now.items() if k in before})
     changes += [f"column {s}.{t}.{c} is masked now, not at start-up" for s, t, c in sorted(found - was)]
