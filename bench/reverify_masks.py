@@ -1,6 +1,6 @@
 """Median call latency with masks: the catalog fingerprint read before and after each call (rt30 F2).
 
-    python bench/reverify_masks.py [--calls 200] [--interval S]
+    python bench/reverify_masks.py [--calls 200] [--interval S] [--only postgresql|mariadb]
 
 Creates a scratch database on the local PostgreSQL and MariaDB (`mk_rt30bench_*`, a reader
 granted `id, name` of a table with a masked `email`, and a view over it), then runs `SELECT * FROM
@@ -65,7 +65,15 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--interval", type=float, default=None)
+    p.add_argument("--only", choices=("postgresql", "mariadb"), default=None)
     a = p.parse_args()
+    if a.only != "mariadb":
+        _postgresql(a)
+    if a.only != "postgresql":
+        _mariadb(a)
+
+
+def _postgresql(a: argparse.Namespace) -> None:
     with pg_scratch(PG_URL, "rt30bench") as db:
         db.admin.execute(
             f"CREATE TABLE cust (id int PRIMARY KEY, name text, email text); INSERT INTO cust VALUES {_ROWS};"
@@ -73,6 +81,9 @@ def main() -> None:
             f" CREATE VIEW pv AS SELECT id, name AS tag FROM cust; GRANT SELECT ON pv TO {db.reader};"
         )
         _report("postgresql", _calls(db.reader_url, "public.pv", a.calls, a.interval))
+
+
+def _mariadb(a: argparse.Namespace) -> None:
     with mysql_scratch(MY_URL, "rt30bench") as my:
         r = f"'{my.reader}'@'%'"
         with my.admin.cursor() as c:

@@ -309,6 +309,45 @@ def pg_scratch(pg_url: str, prefix: str) -> Iterator[PgScratch]:
             c.execute(f"DROP ROLE IF EXISTS {reader}")
 
 
+CUSTOMERS_SECRET = "@secret.example"
+# Ids out of e-mail order: the e-mail ranking lists the ids 4, 1, 5, 2, 3.
+CUSTOMERS_ROWS = [(1, "Ann", "b"), (2, "Bob", "d"), (3, "Cy", "e"), (4, "Dan", "a"), (5, "Eve", "c")]
+
+
+def _customer_values() -> str:
+    return ", ".join(f"({i}, '{n}', '{e}{CUSTOMERS_SECRET}')" for i, n, e in CUSTOMERS_ROWS)
+
+
+def pg_customers(db: PgScratch, *, unique: bool = True) -> None:
+    """`customers (id, name, email)` of `CUSTOMERS_ROWS`, clustered on an index over `email` (so a
+    scan answers the ids in e-mail order), `public` closed to PUBLIC, the reader granted `id, name`."""
+    index = "UNIQUE INDEX" if unique else "INDEX"
+    db.admin.execute(
+        f"""
+        REVOKE ALL ON SCHEMA public FROM PUBLIC;
+        CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, email text NOT NULL);
+        INSERT INTO customers VALUES {_customer_values()};
+        CREATE {index} customers_email ON customers (email);
+        CLUSTER customers USING customers_email;
+        ANALYZE customers;
+        GRANT USAGE ON SCHEMA public TO {db.reader};
+        GRANT SELECT (id, name) ON customers TO {db.reader};
+        """
+    )
+
+
+def mysql_customers(db: MysqlScratch, key: str = "UNIQUE KEY email_idx (email, id)") -> None:
+    """`customers (id, name, email)` of `CUSTOMERS_ROWS` with the e-mail index `key` (covering `id`
+    in InnoDB, so a scan of it answers the ids in e-mail order), the reader granted `id, name`."""
+    with db.admin.cursor() as c:
+        c.execute(
+            f"CREATE TABLE {db.db}.customers (id int PRIMARY KEY, name varchar(20) NOT NULL,"
+            f" email varchar(80) NOT NULL, {key})"
+        )
+        c.execute(f"INSERT INTO {db.db}.customers VALUES {_customer_values()}")
+        c.execute(f"GRANT SELECT (id, name) ON {db.db}.customers TO '{db.reader}'@'%'")
+
+
 def apply_grant(admin_url: str, login: str, script: str) -> str:
     """Run what `mcpkit sql grant` printed for `login` as the administrator; the login's URL."""
     with pg_admin(admin_url) as c:

@@ -18,12 +18,20 @@ import pytest
 
 from mcpkit.sql.masking import KnownSchema, MaskPolicy, MaskRefused, plan_masking
 from mcpkit.sql.masking.view_order import order_reason
-from tests.sql.sql_support import MysqlScratch, PgScratch, masks_file, mysql_scratch, pg_scratch
+from tests.sql.sql_support import (
+    CUSTOMERS_SECRET,
+    MysqlScratch,
+    PgScratch,
+    masks_file,
+    mysql_customers,
+    mysql_scratch,
+    pg_customers,
+    pg_scratch,
+)
 from tests.sql.sql_support import run_cli as _run
 
-SECRET = "@secret.example"
-# Ids out of e-mail order: the e-mail ranking lists the ids 4, 1, 5, 2, 3.
-ROWS = [(1, "Ann", "b"), (2, "Bob", "d"), (3, "Cy", "e"), (4, "Dan", "a"), (5, "Eve", "c")]
+SECRET = CUSTOMERS_SECRET
+# The ids of `sql_support.CUSTOMERS_ROWS` in e-mail order.
 RANKING = "4,1,5,2,3"
 
 PG_VIEW = (
@@ -51,19 +59,7 @@ PG_FUNCTION_OK = (
 @pytest.fixture
 def pg(pg_url: str) -> Iterator[PgScratch]:
     with pg_scratch(pg_url, "rt25b_cte") as db:
-        rows = ", ".join(f"({i}, '{e}{SECRET}', '{n}')" for i, n, e in ROWS)
-        db.admin.execute(
-            f"""
-            REVOKE ALL ON SCHEMA public FROM PUBLIC;
-            CREATE TABLE customers (id int PRIMARY KEY, email text, name text);
-            INSERT INTO customers VALUES {rows};
-            CREATE INDEX customers_email ON customers (email);
-            CLUSTER customers USING customers_email;
-            ANALYZE customers;
-            GRANT USAGE ON SCHEMA public TO {db.reader};
-            GRANT SELECT (id, name) ON customers TO {db.reader};
-            """
-        )
+        pg_customers(db, unique=False)
         yield db
 
 
@@ -121,12 +117,8 @@ def test_postgres_a_one_row_function_over_a_cte_named_like_the_masked_table_refu
 
 @pytest.fixture
 def my(mysql_url: str) -> Iterator[MysqlScratch]:
-    with mysql_scratch(mysql_url, "rt25b_cte") as db, db.admin.cursor() as c:
-        rows = ", ".join(f"({i}, '{e}{SECRET}', '{n}')" for i, n, e in ROWS)
-        c.execute(f"CREATE TABLE {db.db}.customers (id int PRIMARY KEY, email varchar(80), name text)")
-        c.execute(f"CREATE INDEX by_email ON {db.db}.customers (email)")
-        c.execute(f"INSERT INTO {db.db}.customers VALUES {rows}")
-        c.execute(f"GRANT SELECT (id, name) ON {db.db}.customers TO '{db.reader}'@'%'")
+    with mysql_scratch(mysql_url, "rt25b_cte") as db:
+        mysql_customers(db, "KEY by_email (email)")
         yield db
 
 

@@ -27,15 +27,15 @@ from tests.sql.sql_support import (
     MysqlScratch,
     PgScratch,
     masks_file,
+    mysql_customers,
     mysql_scratch,
+    pg_customers,
     pg_scratch,
     row_order_routines,
     run_cli,
 )
 
-SECRET = "@secret.example"
-# Ids out of e-mail order: the e-mail ranking lists the ids 4, 1, 5, 2, 3.
-ROWS = [(1, "Ann", "b"), (2, "Bob", "d"), (3, "Cy", "e"), (4, "Dan", "a"), (5, "Eve", "c")]
+# The ids of `sql_support.CUSTOMERS_ROWS` in e-mail order.
 RANKING = "4,1,5,2,3"
 REFUSED = "may answer in the scan order of a masked table"
 PG_BODY = "SELECT string_agg(id::text, ',' ORDER BY 'a\\', id, ' -- '\n) FROM public.customers"
@@ -44,19 +44,7 @@ PG_BODY = "SELECT string_agg(id::text, ',' ORDER BY 'a\\', id, ' -- '\n) FROM pu
 @pytest.fixture
 def pg(pg_url: str) -> Iterator[PgScratch]:
     with pg_scratch(pg_url, "rt31b") as db:
-        rows = ", ".join(f"({i}, '{n}', '{e}{SECRET}')" for i, n, e in ROWS)
-        db.admin.execute(
-            f"""
-            REVOKE ALL ON SCHEMA public FROM PUBLIC;
-            CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, email text NOT NULL);
-            INSERT INTO customers VALUES {rows};
-            CREATE UNIQUE INDEX customers_email ON customers (email);
-            CLUSTER customers USING customers_email;
-            ANALYZE customers;
-            GRANT USAGE ON SCHEMA public TO {db.reader};
-            GRANT SELECT (id, name) ON customers TO {db.reader};
-            """
-        )
+        pg_customers(db)
         yield db
 
 
@@ -166,14 +154,8 @@ def test_postgres_settings_and_escaped_names_are_not_proven_stateless(pg: PgScra
 
 @pytest.fixture
 def my(mysql_url: str) -> Iterator[MysqlScratch]:
-    with mysql_scratch(mysql_url, "rt31b") as db, db.admin.cursor() as c:
-        rows = ", ".join(f"({i}, '{n}', '{e}{SECRET}')" for i, n, e in ROWS)
-        c.execute(
-            f"CREATE TABLE {db.db}.customers (id int PRIMARY KEY, name varchar(20) NOT NULL,"
-            " email varchar(80) NOT NULL, KEY email_idx (email))"
-        )
-        c.execute(f"INSERT INTO {db.db}.customers VALUES {rows}")
-        c.execute(f"GRANT SELECT (id, name) ON {db.db}.customers TO '{db.reader}'@'%'")
+    with mysql_scratch(mysql_url, "rt31b") as db:
+        mysql_customers(db, "KEY email_idx (email)")
         yield db
 
 

@@ -192,3 +192,28 @@ def test_a_merge_table_in_another_database_is_masked_by_position(maria: MysqlScr
     finally:
         with maria.admin.cursor() as c:
             c.execute(f"DROP DATABASE IF EXISTS {other}")
+
+
+def test_a_merge_table_granted_to_a_role_not_enabled_is_masked_by_position(maria: MysqlScratch) -> None:
+    """A MERGE table over the masked table, granted whole to a role granted to the login but not
+    enabled: information_schema shows it only under the role, so it was not derived and start-up
+    passed (one `SET ROLE` reads the masked column). Its tables are now listed under each role too."""
+    db, reader, role = maria.db, f"'{maria.reader}'@'%'", f"{maria.db}_rm"
+    with maria.admin.cursor() as c:
+        c.execute(f"CREATE TABLE {db}.cust_my (id INT, name VARCHAR(20), ssn VARCHAR(20)) ENGINE=MyISAM")
+        c.execute(f"INSERT INTO {db}.cust_my VALUES (1, 'carol', '{SSN}')")
+        c.execute(
+            f"CREATE TABLE {db}.cust_all (i INT, n VARCHAR(20), s VARCHAR(20)) ENGINE=MRG_MyISAM"
+            f" UNION=({db}.cust_my)"
+        )
+        c.execute(f"GRANT SELECT (id, name) ON {db}.cust_my TO {reader}")
+        c.execute(f"CREATE ROLE {role}")
+        c.execute(f"GRANT SELECT ON {db}.cust_all TO {role}")
+        c.execute(f"GRANT {role} TO {reader}")
+    try:
+        with pytest.raises(SqlConfigError) as raised:
+            _enforce(maria.reader_url, ["cust_my.ssn"])
+        assert f"can read masked column(s) s of `{db}`.`cust_all` through role `{role}`" in str(raised.value)
+    finally:
+        with maria.admin.cursor() as c:
+            c.execute(f"DROP ROLE IF EXISTS {role}")

@@ -28,12 +28,17 @@ What the re-verification reads of the catalog, and so what the fingerprint diges
   Columns the account holds no privilege on do not show (information_schema hides them): a new
   column on a table read through column grants changes nothing here, and none of those is
   readable to it either.
-- the definition (`SHOW CREATE TABLE`) of every MERGE table it can see: its UNION list is in
-  no information_schema table, and `ALTER TABLE m UNION=(masked)` while serving answered the
-  e-mails through a MERGE table granted whole over a harmless twin (red team rt31 F9); the
-  re-verification derives the MERGE masks again (`masks.derived_masks`). One statement per MERGE
-  table, none without one; a definition hidden from the account is digested as hidden (the
-  derived masks then count every masked table as in its list).
+- the definition (`SHOW CREATE TABLE`) of every table it can see whose rows live in other tables
+  or servers (`linked.LINKED_ENGINES`: MERGE, FEDERATED, CONNECT, SPIDER, ...): the link (a MERGE
+  UNION list, a CONNECTION, CONNECT's TABNAME) is in no information_schema table, and `ALTER TABLE
+  m UNION=(masked)` while serving answered the e-mails through a MERGE table granted whole over a
+  harmless twin (red team rt31 F9); the re-verification derives the masks again
+  (`masks.derived_masks`). Their names come in the same query as the rest (a JSON array, sorted
+  here: a one-column aggregate has no order), so a catalog without one costs no statement more;
+  one SHOW CREATE TABLE per such table, run as the session is, also for one seen only under a role.
+  A definition hidden from the account is digested as hidden (the derived masks then count every
+  masked table as in its list). A list cut at `group_concat_max_len` (its count disagrees) is read
+  again by a query of its own.
 Triggers and events are not read by the re-verification (trigger warnings are start-up only, and
 neither runs in a read-only session), so they are left out. Each row is quoted field by field
 (`QUOTE`, NULL distinct from 'NULL') and hashed; the rows' MD5s are combined by COUNT and two 64-bit
@@ -44,14 +49,19 @@ cut at `group_concat_max_len` as one GROUP_CONCAT of many rows would.
 from __future__ import annotations
 
 import importlib
+import json
+import logging
 from collections.abc import Sequence
 from functools import partial
 from typing import Any, Final
 
 from mcpkit.sql.profiles.digest import digest, fetch
+from mcpkit.sql.profiles.mysql.linked import LINKED_TABLES, linked_filter
 from mcpkit.sql.profiles.mysql.roles import granted_roles, under_each_role
 
-__all__ = ["mysql_fingerprint", "sorted_grants"]
+__all__ = ["linked_names", "mysql_fingerprint", "sorted_grants"]
+
+log = logging.getLogger("mcpkit.sql")
 
 
 def _rows(table: str, *fields: str, where: str = "") -> str:
@@ -95,9 +105,14 @@ _COLUMNS: Final = _rows(
     *("EXTRA", "GENERATION_EXPRESSION", "COLUMN_DEFAULT", "COLLATION_NAME", "IS_NULLABLE"),
     where=_USER_SCHEMAS,
 )
+_LINKED: Final = (
+    "(SELECT CONCAT(COUNT(*), ':',"
+    " COALESCE(JSON_ARRAYAGG(JSON_ARRAY(table_schema, table_name, engine)), '[]'))"
+    f" FROM information_schema.TABLES WHERE {linked_filter()})"
+)
 _SEEN: Final = (
     f"SELECT CONCAT_WS('/', {_ROUTINES}, {_PARAMETERS}, {_VIEWS}, {_INDEXES}, {_COLUMNS}, "
-    "QUOTE(CURRENT_USER()), QUOTE(CURRENT_ROLE()))"
+    f"QUOTE(CURRENT_USER()), QUOTE(CURRENT_ROLE())), {_LINKED}"
 )
 
 
@@ -111,23 +126,46 @@ def sorted_grants(rows: Sequence[tuple[Any, ...]]) -> list[str]:
     return sorted(str(r[0]) for r in rows)
 
 
-_MERGES: Final = (
-    "SELECT table_schema, table_name FROM information_schema.TABLES WHERE UPPER(engine) = 'MRG_MYISAM'"
-    f"{_USER_SCHEMAS.replace(' WHERE ', ' AND ')} ORDER BY table_schema, table_name"
-)
+def linked_names(cell: object) -> list[tuple[str, str, str]] | None:
+    """The `(schema, table, engine)` rows of `_SEEN`'s second column, sorted; None if the list was
+    cut short (`group_concat_max_len`) or is not one.
+
+    >>> linked_names('2:[["d", "m", "MRG_MyISAM"], ["d", "f", "FEDERATED"]]')
+    [('d', 'f', 'FEDERATED'), ('d', 'm', 'MRG_MyISAM')]
+    >>> linked_names('0:[]'), linked_names('3:[["d", "m", "MRG_MyISAM"]'), linked_names(None)
+    ([], None, None)
+    """
+    count, _, text = str(cell).partition(":")
+    try:
+        rows = [(str(s), str(t), str(e)) for s, t, e in json.loads(text)]
+    except (ValueError, TypeError):
+        return None
+    return sorted(rows) if count.isdigit() and int(count) == len(rows) else None
 
 
-def _merge_lists(dbapi: Any) -> list[object]:
-    """Each MERGE table the account sees with its definition (its UNION list), or None if hidden."""
+def _definitions(dbapi: Any, names: list[tuple[str, str, str]]) -> list[object]:
+    """Each table's definition (with its link), or the error that hides it from the account."""
     pymysql: Any = importlib.import_module("pymysql")  # untyped: no stubs
     out: list[object] = []
-    for schema, table in fetch(dbapi, _MERGES):
-        name = ".".join("`" + str(p).replace("`", "``") + "`" for p in (schema, table))
+    for schema, table, engine in names:
+        name = ".".join("`" + p.replace("`", "``") + "`" for p in (schema, table))
         try:
-            out.append((schema, table, fetch(dbapi, f"SHOW CREATE TABLE {name}")))
+            out.append((schema, table, engine, fetch(dbapi, f"SHOW CREATE TABLE {name}")))
         except pymysql.err.MySQLError as exc:  # hidden from the account (column grants only)
-            out.append((schema, table, exc.args[:1]))
+            out.append((schema, table, engine, exc.args[:1]))
     return out
+
+
+def _seen(dbapi: Any, rows: Sequence[tuple[Any, ...]], names: set[tuple[str, str, str]]) -> list[object]:
+    """`_SEEN`'s row for the digest, its linked tables added to `names` (read again if cut short)."""
+    listed = linked_names(rows[0][1])
+    if listed is None:
+        log.info("fingerprint: the list of linked tables was cut short; reading it by itself")
+        listed = [(str(s), str(t), str(e)) for s, t, e in fetch(dbapi, LINKED_TABLES)]
+        names.update(listed)
+        return [rows[0][0], rows[0][1]]
+    names.update(listed)
+    return [rows[0][0], listed]
 
 
 def mysql_fingerprint(dbapi: Any) -> str:
@@ -136,9 +174,12 @@ def mysql_fingerprint(dbapi: Any) -> str:
     (`roles.under_each_role`: a FILE granted to a role of a role that is not enabled changes it)."""
     run = partial(fetch, dbapi)
     grants = sorted_grants(run("SHOW GRANTS"))
-    rows: list[object] = [grants, run(_SEEN), _merge_lists(dbapi)]
+    names: set[tuple[str, str, str]] = set()
+    rows: list[object] = [grants, _seen(dbapi, run(_SEEN), names)]
     for role, (role_grants, seen) in under_each_role(
         run, sorted(set(granted_roles(grants))), ("SHOW GRANTS", _SEEN)
     ):
-        rows += [role, sorted_grants(role_grants), seen]
+        rows += [role, sorted_grants(role_grants), _seen(dbapi, seen, names)]
+    if names:  # none in most catalogs: no statement more
+        rows.append(_definitions(dbapi, sorted(names)))
     return digest(rows)

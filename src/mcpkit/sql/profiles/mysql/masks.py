@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlglot import exp
 
 from mcpkit.sql.profiles.base import DerivedMask, Finding
+from mcpkit.sql.profiles.mysql.linked import MERGE, linked_filter
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, under_each_role
 from mcpkit.sql.profiles.scan_order import hint, split_key
 
@@ -205,14 +206,19 @@ def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
     return out + _merge_masks(conn, masked, out)
 
 
-# MERGE (MRG_MyISAM) tables of every database the account sees (red team mask17 F7: one in another
-# database answered the masked column). MariaDB checks only the MERGE table's own privileges, and it
-# maps its columns to each table of its UNION list by position.
+# Tables whose rows live in other tables or servers (`linked.LINKED_ENGINES`) of every database the
+# account sees (red team mask17 F7: a MERGE table in another database answered the masked column).
+# MariaDB checks only the linked table's own privileges. A MERGE table maps its columns to each
+# table of its UNION list by position; the others (FEDERATED, CONNECT, SPIDER, ...) by name or by
+# position, to a table named in a CONNECTION, a CREATE SERVER or a table option this account may not
+# read, on this server or another one: every column of theirs counts as masked.
+# One row per column the account sees (NULL: none), as the session is and under each role granted
+# to the login: a MERGE table granted to a role that is not enabled is one `SET ROLE` away.
 _MERGES = (
-    "SELECT table_schema, table_name, table_schema = DATABASE() FROM information_schema.TABLES"
-    " WHERE UPPER(engine) = 'MRG_MYISAM'"
-    " AND table_schema NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')"
-    " ORDER BY table_schema, table_name"
+    "SELECT l.table_schema, l.table_name, l.table_schema = DATABASE(), UPPER(l.engine), c.column_name,"
+    " c.ordinal_position FROM (SELECT table_schema, table_name, engine FROM information_schema.TABLES"
+    f" WHERE {linked_filter()}) l LEFT JOIN information_schema.COLUMNS c"
+    " ON c.table_schema = l.table_schema AND c.table_name = l.table_name"
 )
 _POSITIONS = (
     "SELECT column_name, ordinal_position FROM information_schema.COLUMNS"
@@ -238,13 +244,35 @@ def _union(conn: Connection, merge: str, database: str) -> list[tuple[str, str]]
     return out
 
 
+def _linked_tables(conn: Connection) -> dict[tuple[str, str, bool, str], dict[int, str]]:
+    """Each linked table the account sees, as the session is or under a role granted to the login
+    (`roles.under_each_role`): `(schema, table, in the default database, ENGINE)` -> its columns
+    by position."""
+
+    def run(statement: str) -> Sequence[tuple[Any, ...]]:
+        result = conn.exec_driver_sql(statement)
+        return [tuple(r) for r in result.all()] if result.returns_rows else []
+
+    rows = list(run(_MERGES))
+    roles = granted_roles([str(r[0]) for r in run("SHOW GRANTS")])
+    for _, (listed,) in under_each_role(run, roles, [_MERGES]):
+        rows += listed
+    out: dict[tuple[str, str, bool, str], dict[int, str]] = {}
+    for home, table, default, engine, column, position in rows:
+        own = out.setdefault((str(home), str(table), bool(default), str(engine)), {})
+        if column is not None:
+            own[int(position)] = str(column)
+    return dict(sorted(out.items()))
+
+
 def _merge_masks(
     conn: Connection, masked: Mapping[str, frozenset[str]], generated: list[DerivedMask]
 ) -> list[DerivedMask]:
     """The columns of MERGE tables at the positions of masked columns of a table in their UNION
-    list: the same values under another name. A position whose column in that table this account
-    cannot see counts too (it cannot be checked); where the UNION list is hidden from the account
-    (SHOW CREATE TABLE needs more than column grants), every masked table counts as in it."""
+    list: the same values under another name; every column (that the account sees) of a table of the
+    other linked engines. A position whose column in that table this account cannot see counts too
+    (it cannot be checked); where the UNION list is hidden from the account (SHOW CREATE TABLE needs
+    more than column grants), every masked table counts as in it."""
     database = str(conn.execute(text("SELECT DATABASE()")).scalar())
     hidden: dict[tuple[str, str], set[str]] = {}
     for key, columns in [*masked.items(), *((d.key, d.columns) for d in generated)]:
@@ -254,15 +282,22 @@ def _merge_masks(
         spot = ((schema or database).casefold(), table.casefold())
         hidden.setdefault(spot, set()).update(c.casefold() for c in columns)
     out = []
-    for home, merge, default in conn.execute(text(_MERGES)).all():
-        place = {"schema": str(home), "table": str(merge)}
-        own = {int(p): str(n) for n, p in conn.execute(text(_POSITIONS), place)}
+    for (home, merge, default, engine), own in _linked_tables(conn).items():
+        key = str(merge) if default else f"{home}.{merge}"
+        if engine != MERGE:  # linked by name or position to a table this check cannot read: all of it
+            if not own:  # no column of it is readable to this account
+                continue
+            why = f"a {engine} table: its rows are another table's or server's, which this check cannot see"
+            out.append(
+                DerivedMask(key, None if default else str(home), str(merge), frozenset(own.values()), why)
+            )
+            continue
         sources = _union(conn, str(merge), str(home))
         found: set[str] = set()
         # hidden (column grants only): any masked table may be in it, so each one's positions count
         for schema, table in list(hidden) if sources is None else sources:
-            if (schema, table) not in hidden:
-                continue
+            if (schema, table) not in hidden or (schema, table) == (home.casefold(), merge.casefold()):
+                continue  # not masked, or itself (derived by an earlier round: not in its own list)
             rows = conn.execute(text(_POSITIONS), {"schema": schema, "table": table}).all()
             seen = {int(p): str(n).casefold() for n, p in rows}
             found |= {n for p, n in own.items() if p not in seen or seen[p] in hidden[(schema, table)]}
@@ -271,7 +306,6 @@ def _merge_masks(
             if sources is None:
                 why = "a MERGE table whose UNION list this account cannot read, at a masked position"
             schema = None if default else str(home)
-            key = str(merge) if default else f"{home}.{merge}"
             out.append(DerivedMask(key, schema, str(merge), frozenset(found), why))
     return out
 
