@@ -73,7 +73,19 @@ def _service(tmp_path: Path, dsn: str) -> SqlService:
     parser = argparse.ArgumentParser()
     sqlcli.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(
-        ["sql", "query", "--dsn", dsn, "--mask", str(masks), "--allow", "unbounded-memory", "SELECT 1"]
+        [
+            "sql",
+            "query",
+            "--dsn",
+            dsn,
+            "--mask",
+            str(masks),
+            "--allow",
+            "unbounded-memory",
+            "--timeout",
+            "30",
+            "SELECT 1",
+        ]
     )
     args.allow, args.allow_function = sqlcli.opt_ins(args)
     return sqlcli._service(args, 1000)
