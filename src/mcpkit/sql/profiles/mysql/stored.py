@@ -44,7 +44,7 @@ from mcpkit.sql.profiles.mysql.mask_routes import (
     view_closure,
 )
 from mcpkit.sql.profiles.mysql.view_text import read_relations
-from mcpkit.sql.profiles.stored import StoredQuery
+from mcpkit.sql.profiles.stored import ORDER_FIX, StoredQuery
 
 __all__ = ["mysql_primary_key", "mysql_stored_queries"]
 
@@ -160,8 +160,8 @@ def mysql_stored_queries(
                 schema,
                 name,
                 (_in_database(definition, schema),) if definition else (),
-                f"REVOKE SELECT ON {quoted} FROM {account} (or give its LIMIT, window or aggregate an ORDER "
-                f"BY on the primary key; GRANT SHOW VIEW ON {quoted} TO {account} lets the check read it)",
+                f"REVOKE SELECT ON {quoted} FROM {account} (or {ORDER_FIX}; "
+                f"GRANT SHOW VIEW ON {quoted} TO {account} lets the check read it)",
                 hidden=None if definition else _HIDDEN,
                 usable=_selectable(conn, schema, name),
             )
