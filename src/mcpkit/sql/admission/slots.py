@@ -1,0 +1,64 @@
+"""How many calls analyse at once, and the wall-clock ceiling of the analysis running in this thread.
+
+Analysis is pure Python under one GIL: six concurrent 1.4 s analyses each took ~6 s of wall time,
+all passed the 5 s deadline and were refused although each passes alone, while every other
+caller's `select 1` waited up to 2.6 s (red team rt33a F3). So at most `os.cpu_count()` calls
+with a text longer than `QUEUED_FROM` analyse at once, the others queue (the wait counts against the
+call's own timeout, not the analysis budget) while shorter texts, cheap to analyse, never wait, and the budget is measured in the analysing thread's CPU time
+(`AnalysisBudget.deadline`), with the call's timeout as the wall-clock ceiling.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final
+
+from mcpkit.sql.errors import QueryTimeout
+
+__all__ = ["ANALYSIS_SLOTS", "QUEUED_FROM", "analysis_slot", "past_wall_ceiling"]
+
+ANALYSIS_SLOTS: Final = max(1, os.cpu_count() or 1)
+"""Calls with long texts that may analyse at once in one process."""
+QUEUED_FROM: Final = 2_000
+"""Characters from which a call's text takes a slot (shorter ones analyse in well under 0.1 s)."""
+
+_slots = threading.BoundedSemaphore(ANALYSIS_SLOTS)
+_local = threading.local()
+
+
+@contextmanager
+def analysis_slot(
+    wall_s: float, size: int = QUEUED_FROM, slots: threading.BoundedSemaphore | None = None
+) -> Iterator[None]:
+    """Hold one analysis slot (waiting at most `wall_s`) for a text of `size` characters from
+    `QUEUED_FROM` on, with a wall-clock ceiling `wall_s` from now.
+
+    >>> with analysis_slot(5.0, size=10):
+    ...     past_wall_ceiling()
+    False
+
+    Raises:
+        QueryTimeout: no slot freed up within `wall_s`.
+    """
+    started = time.monotonic()
+    held = None if size < QUEUED_FROM else _slots if slots is None else slots
+    if held is not None and not held.acquire(timeout=max(0.0, wall_s)):
+        raise QueryTimeout(wall_s)
+    previous = getattr(_local, "ceiling", None)
+    _local.ceiling = started + wall_s
+    try:
+        yield
+    finally:
+        _local.ceiling = previous
+        if held is not None:
+            held.release()
+
+
+def past_wall_ceiling() -> bool:
+    """Whether the analysis in this thread has passed its call's wall-clock ceiling."""
+    ceiling: float | None = getattr(_local, "ceiling", None)
+    return ceiling is not None and time.monotonic() > ceiling
