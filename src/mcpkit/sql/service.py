@@ -162,7 +162,7 @@ class SqlService:
         deadline_s = self.timeout_s if timeout_s is None else max(0.001, min(timeout_s, self.timeout_s))
         with _span("sql.admission") as span:
             try:
-                with analysis_slot(deadline_s, len(sql)):  # a burst of long texts queues, on the call's timeout
+                with analysis_slot(deadline_s, len(sql)):  # long texts queue, on the call's timeout
                     admitted, plan = self._plan(sql, rows, self.budget.deadline())
             except Refused as exc:
                 reason = (exc.data or {}).get("reason")

@@ -3,9 +3,10 @@
 Analysis is pure Python under one GIL: six concurrent 1.4 s analyses each took ~6 s of wall time,
 all passed the 5 s deadline and were refused although each passes alone, while every other
 caller's `select 1` waited up to 2.6 s (red team rt33a F3). So at most `os.cpu_count()` calls
-with a text longer than `QUEUED_FROM` analyse at once, the others queue (the wait counts against the
-call's own timeout, not the analysis budget) while shorter texts, cheap to analyse, never wait, and the budget is measured in the analysing thread's CPU time
-(`AnalysisBudget.deadline`), with the call's timeout as the wall-clock ceiling.
+with a text longer than `QUEUED_FROM` analyse at once and the others queue (the wait counts
+against the call's own timeout, not the analysis budget), while shorter texts, cheap to analyse,
+never wait; the budget is measured in the analysing thread's CPU time (`AnalysisBudget.deadline`),
+with the call's timeout as the wall-clock ceiling.
 """
 
 from __future__ import annotations
