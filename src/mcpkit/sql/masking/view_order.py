@@ -53,7 +53,7 @@ from mcpkit.sql.masking.first_row import (
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema
 from mcpkit.sql.masking.set_rows import mark_opaque, multiplies, numbering
-from mcpkit.sql.masking.shapes import row_order_call
+from mcpkit.sql.masking.shapes import row_order_call, written_call
 from mcpkit.sql.masking.taint import MaskRefused
 from mcpkit.sql.masking.ties import CONCAT, CONCAT_NAMES, _window_need
 from mcpkit.sql.profiles.findings import Finding
@@ -271,6 +271,8 @@ def order_reason(
     except (SqlglotError, RecursionError, ValueError) as exc:
         return f"its SQL cannot be parsed, so its order cannot be checked ({type(exc).__name__})"
     queries = [t for t in parsed if isinstance(t, exp.Query)]
+    if (written := written_call(statement, dialect, volatile)) is not None:
+        return f"it calls {written}, whose value changes from row to row in the order rows are read"
     if not queries:
         return "it holds no query this check can read, so its order cannot be checked"
     folded = frozenset(p.casefold() for p in params)

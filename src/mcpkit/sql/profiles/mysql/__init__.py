@@ -112,8 +112,7 @@ class MysqlProfile(MysqlSession):
         return mysql_stored_queries(conn, masked, self.function_policy)
 
     def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
-        """Stored functions whose body is not proven stateless, whatever their DETERMINISTIC label
-        (`profiles.mysql.routine_state`)."""
+        """Every stored function, whatever its label or body (`profiles.mysql.routine_state`)."""
         return mysql_row_order_routines(conn)
 
     def readable(self, conn: Connection) -> Readable:

@@ -199,8 +199,7 @@ class PostgresProfile(PostgresSession):
         }
 
     def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
-        """User functions whose calls are not proven stateless, whatever their volatility label
-        (`profiles.postgres.routine_state`)."""
+        """Every user function, whatever its label or body (`profiles.postgres.routine_state`)."""
         return postgres_row_order_routines(conn)
 
     def function_catalog(self, engine: Engine) -> FunctionCatalog:
