@@ -29,7 +29,6 @@ from mcpkit.sql.admission.lexical import check_lexical
 from mcpkit.sql.admission.limit_aggregates import limit_aggregates
 from mcpkit.sql.admission.limit_expansion import limit_expansion
 from mcpkit.sql.admission.limit_recursion import limit_recursion
-from mcpkit.sql.admission.limit_targets import limit_targets
 from mcpkit.sql.admission.parse import parse_statement
 from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.admission.regex_cost import costs_read_once
@@ -61,7 +60,6 @@ CHECKS: Final[tuple[Pass, ...]] = (
     reject_volatile_functions,
     limit_recursion,
     limit_expansion,
-    limit_targets,
 )
 # limit_aggregates counts the aggregates the query as written holds: it runs before the guards are
 # written in, which copy a subquery operand into their condition (their cost is the guard's, and
