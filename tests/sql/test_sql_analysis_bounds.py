@@ -143,3 +143,31 @@ def test_analysis_deadline_counts_cpu_time_under_a_wall_ceiling() -> None:
         pass
     with pytest.raises(Refused):
         AnalysisBudget.check_deadline(burn)
+
+
+def test_a_proven_caller_analyses_one_long_text_at_a_time() -> None:
+    from mcpkit.sql.admission import slots
+
+    two = threading.BoundedSemaphore(2)
+    held, release = threading.Event(), threading.Event()
+
+    def alice_long() -> None:
+        with slots.analysis_caller("alice"), slots.analysis_slot(5.0, slots.QUEUED_FROM, two):
+            held.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=alice_long)
+    holder.start()
+    try:
+        assert held.wait(5)
+        with slots.analysis_caller("alice"):
+            with pytest.raises(QueryTimeout), slots.analysis_slot(0.05, slots.QUEUED_FROM, two):
+                pass  # her second long text waits for her first, not for a free slot
+            with slots.analysis_slot(5.0, 10, two):  # her short texts never wait
+                pass
+        with slots.analysis_caller("bob"), slots.analysis_slot(0.5, slots.QUEUED_FROM, two):
+            pass  # another caller takes the free slot
+    finally:
+        release.set()
+        holder.join()
+    assert slots._callers == {}  # nothing kept per caller once its calls end

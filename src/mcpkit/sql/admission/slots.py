@@ -6,7 +6,9 @@ caller's `select 1` waited up to 2.6 s (red team rt33a F3). So at most `os.cpu_c
 with a text longer than `QUEUED_FROM` analyse at once and the others queue (the wait counts
 against the call's own timeout, not the analysis budget), while shorter texts, cheap to analyse,
 never wait; the budget is measured in the analysing thread's CPU time (`AnalysisBudget.deadline`),
-with the call's timeout as the wall-clock ceiling.
+with the call's timeout as the wall-clock ceiling. A proven caller (`analysis_caller`, the
+authenticated principal) analyses one long text at a time, so one caller's burst holds one slot
+and others' long texts still get the rest.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Final
 
 from mcpkit.sql.errors import QueryTimeout
 
-__all__ = ["ANALYSIS_SLOTS", "QUEUED_FROM", "analysis_slot", "past_wall_ceiling"]
+__all__ = ["ANALYSIS_SLOTS", "QUEUED_FROM", "analysis_caller", "analysis_slot", "past_wall_ceiling"]
 
 ANALYSIS_SLOTS: Final = max(1, os.cpu_count() or 1)
 """Calls with long texts that may analyse at once in one process."""
@@ -29,6 +31,41 @@ QUEUED_FROM: Final = 2_000
 
 _slots = threading.BoundedSemaphore(ANALYSIS_SLOTS)
 _local = threading.local()
+_callers: dict[str, tuple[threading.Lock, int]] = {}  # principal -> its lock, calls holding or awaiting it
+_guard = threading.Lock()
+
+
+@contextmanager
+def analysis_caller(principal: str | None) -> Iterator[None]:
+    """Name the proven caller of the calls this thread runs meanwhile (None: no one proven, only the
+    process-wide slots apply)."""
+    previous = getattr(_local, "caller", None)
+    _local.caller = principal
+    try:
+        yield
+    finally:
+        _local.caller = previous
+
+
+@contextmanager
+def _one_per_caller(principal: str, until: float, wall_s: float) -> Iterator[None]:
+    with _guard:
+        lock, users = _callers.get(principal, (threading.Lock(), 0))
+        _callers[principal] = (lock, users + 1)
+    try:
+        if not lock.acquire(timeout=max(0.0, until - time.monotonic())):
+            raise QueryTimeout(wall_s)
+        try:
+            yield
+        finally:
+            lock.release()
+    finally:
+        with _guard:
+            lock, users = _callers[principal]
+            if users > 1:
+                _callers[principal] = (lock, users - 1)
+            else:
+                del _callers[principal]
 
 
 @contextmanager
@@ -46,17 +83,19 @@ def analysis_slot(
         QueryTimeout: no slot freed up within `wall_s`.
     """
     started = time.monotonic()
-    held = None if size < QUEUED_FROM else _slots if slots is None else slots
-    if held is not None and not held.acquire(timeout=max(0.0, wall_s)):
-        raise QueryTimeout(wall_s)
     previous = getattr(_local, "ceiling", None)
-    _local.ceiling = started + wall_s
-    try:
+    with ExitStack() as stack:
+        if size >= QUEUED_FROM:
+            caller: str | None = getattr(_local, "caller", None)
+            if caller is not None:
+                stack.enter_context(_one_per_caller(caller, started + wall_s, wall_s))
+            held = _slots if slots is None else slots
+            if not held.acquire(timeout=max(0.0, started + wall_s - time.monotonic())):
+                raise QueryTimeout(wall_s)
+            stack.callback(held.release)
+        _local.ceiling = started + wall_s
+        stack.callback(setattr, _local, "ceiling", previous)
         yield
-    finally:
-        _local.ceiling = previous
-        if held is not None:
-            held.release()
 
 
 def past_wall_ceiling() -> bool:
