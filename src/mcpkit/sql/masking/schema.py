@@ -65,6 +65,8 @@ def reflect_schema(
     insp = inspect(engine)
     out: dict[str, dict[str, str]] = {}
     views = insp.get_view_names(schema)
+    with suppress(NotImplementedError):  # a dialect without materialized views
+        views += insp.get_materialized_view_names(schema)
     for name in [*insp.get_table_names(schema), *views]:
         cols: dict[str, str] = {}
         try:
