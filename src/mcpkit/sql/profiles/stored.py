@@ -9,8 +9,8 @@ profile class); `masking.view_order` analyses them at start-up.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -75,9 +75,24 @@ class StoredQuery:
 
 
 def stored_queries(
-    profile: Profile, conn: Connection, masked: Mapping[str, frozenset[str]]
+    profile: Profile, conn: Connection, masked: Mapping[str, frozenset[str]], allow: Collection[str] = ()
 ) -> list[StoredQuery]:
     """The views and functions over masked tables the current identity can use (none for a profile
-    without a `stored_queries` method: SQLite analyses its views itself, `profiles.sqlite_views`)."""
+    without a `stored_queries` method: SQLite analyses its views itself, `profiles.sqlite_views`).
+    A user function whose order `allow` accepts (`function-order:S.N`, each function of its name)
+    is no per-row call in them."""
     read = getattr(profile, "stored_queries", None)
-    return list(read(conn, masked)) if read is not None else []
+    found = list(read(conn, masked)) if read is not None else []
+    accepted = _accepted(profile, conn, allow) if found else frozenset()
+    return [replace(q, volatile=q.volatile - accepted) for q in found] if accepted else found
+
+
+def _accepted(profile: Profile, conn: Connection, allow: Collection[str]) -> frozenset[str]:
+    """Case-folded names whose every user function `--allow function-order:S.N` accepts."""
+    if not any(a.startswith("function-order:") for a in allow):
+        return frozenset()
+    every: dict[str, bool] = {}
+    for schema, name in profile.row_order_routines(conn):
+        key = name.casefold()
+        every[key] = every.get(key, True) and f"function-order:{schema}.{name}" in allow
+    return frozenset(n for n, ok in every.items() if ok)

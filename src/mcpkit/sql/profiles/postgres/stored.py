@@ -33,6 +33,7 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.postgres.body_settings import foreign_settings
 from mcpkit.sql.profiles.postgres.fnpath import path_reason, volatile_names
+from mcpkit.sql.profiles.postgres.implicit import with_implicit
 from mcpkit.sql.profiles.postgres.policies import policy_queries
 from mcpkit.sql.profiles.postgres.routes import unchecked_functions
 from mcpkit.sql.profiles.stored import StoredQuery
@@ -259,10 +260,8 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                     positions=POSITIONS,
                 )
             )
-    # clock_timestamp(), random(), nextval(): numbers in scan order (rt27 F4)
-    volatile = volatile_names(
-        conn, {int(f[0]) for f in functions if f[8] is None and not foreign_settings(f[10])}
-    )
+    # clock_timestamp(), random(), nextval(), every user function: numbers in scan order (rt27 F4, rt29)
+    volatile = volatile_names(conn)
     out = [replace(item, volatile=volatile) for item in out]
     for _, schema, name, signature, body, argnames, usable, one_row, setting, runner, config, u in functions:
         # its own settings: one that changes how its and its callees' bodies read (rt30 F4b, rt31 F5,
@@ -319,4 +318,5 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
             )
     # Row-level-security policies run on every read of their table (red team rt27 F7).
     policies = policy_queries(conn, readers, fns, role, aggregates, POSITIONS, columns)
-    return out + [replace(item, volatile=volatile) for item in policies]  # `nextval(...) <= 2`: rt27 F4
+    out += [replace(item, volatile=volatile) for item in policies]  # `nextval(...) <= 2`: rt27 F4
+    return with_implicit(out, conn, role)  # operators, casts, domain CHECKs run user functions (rt32)
