@@ -17,6 +17,8 @@ from mcpkit.sql.masking.view_order import order_findings as view_order_findings
 from mcpkit.sql.masking.view_order import primary_keys
 from mcpkit.sql.profiles.base import Finding, merge_findings
 from mcpkit.sql.profiles.stored import stored_queries
+from mcpkit.sql.relcheck import relations_check
+from mcpkit.sql.reverify import all_of
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -138,15 +140,13 @@ def masks_readable(
 
 
 def masks_verify(masking: Masking, allow: Collection[str] = ()) -> Callable[[SqlEngine, Connection], None]:
-    """`masks_check`, then `order_check`, of the masks resolved for the server's account."""
-    withheld = masks_check(masking.masked, masking.policy.readers)
-    ordered = order_check(masking.policy, masking.schema, masking.masked, allow)
-
-    def verify(engine: SqlEngine, conn: Connection) -> None:
-        withheld(engine, conn)
-        ordered(engine, conn)
-
-    return verify
+    """`relcheck.relations_check` (the tables and columns are start-up's), `masks_check`, then
+    `order_check`, of the masks resolved for the server's account."""
+    return all_of(
+        relations_check(masking),
+        masks_check(masking.masked, masking.policy.readers),
+        order_check(masking.policy, masking.schema, masking.masked, allow),
+    )
 
 
 def masks_check(

@@ -31,6 +31,7 @@ from mcpkit.sql.models import QueryResult, TableDescription, TableList
 from mcpkit.sql.plans import DEFAULT_PLANS, Plan, PlanCache
 from mcpkit.sql.profiles import profile_of
 from mcpkit.sql.reflect import describe_table, list_tables
+from mcpkit.sql.relcheck import Relations
 from mcpkit.sql.render import render_description, render_markdown, render_table_list
 from mcpkit.sql.reverify import catalog_checked
 from mcpkit.sql.shaping import shape_rows
@@ -61,6 +62,7 @@ class Masking:
     policy: MaskPolicy
     schema: KnownSchema
     masked: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    relations: Relations | None = None  # read at start-up: what the re-verification compares (`relcheck`)
 
 
 class SqlService:

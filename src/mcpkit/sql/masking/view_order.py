@@ -50,6 +50,7 @@ from mcpkit.sql.masking.first_row import (
     one_table,
     primary_keys,
 )
+from mcpkit.sql.masking.first_scanned import first_scanned
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema
 from mcpkit.sql.masking.set_rows import mark_opaque, multiplies, numbering
@@ -288,6 +289,7 @@ def order_reason(
             or _masked_order(query, policy)
             or numbering(query)
             or _scan_order(query, known, unique, aggregates)
+            or first_scanned(query, dialect)  # a bare column, DISTINCT's ORDER BY (rt33b F5, F6)
         )
         if found:
             return found
