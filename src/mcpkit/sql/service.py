@@ -21,6 +21,7 @@ from mcpkit.sql.admission import (
     admit,
 )
 from mcpkit.sql.admission.reject_volatile_functions import reject_volatile_functions
+from mcpkit.sql.admission.slots import analysis_slot
 from mcpkit.sql.clipping import CellBudget
 from mcpkit.sql.engines.base import Engine
 from mcpkit.sql.engines.engine import SqlEngine
@@ -161,10 +162,10 @@ class SqlService:
         """
         rows = max(1, min(max_rows, self.max_rows))
         deadline_s = self.timeout_s if timeout_s is None else max(0.001, min(timeout_s, self.timeout_s))
-        deadline = self.budget.deadline()
         with _span("sql.admission") as span:
             try:
-                admitted, plan = self._plan(sql, rows, deadline)
+                with analysis_slot(deadline_s, len(sql)):  # long texts queue, on the call's timeout
+                    admitted, plan = self._plan(sql, rows, self.budget.deadline())
             except Refused as exc:
                 reason = (exc.data or {}).get("reason")
                 span.set_attribute("mcpkit.sql.refused", str(reason))

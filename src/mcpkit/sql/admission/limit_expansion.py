@@ -279,8 +279,9 @@ def limit_expansion(tree: exp.Expr, dialect: str, catalog: object = None) -> exp
     Args:
         tree: One parsed statement.
         dialect: The target's sqlglot dialect (every engine: the bound is far above real queries).
-        catalog: The database's catalog; when it is a `ViewCatalog`, a view's column counts as its
-            largest expression (PostgreSQL merges the view's body into the query).
+        catalog: The database's catalog; with `relation_columns` (PostgreSQL's), a `*` over a table
+            counts its columns in the merge work; when it is a `ViewCatalog`, a view's column counts
+            as its largest expression (PostgreSQL merges the view's body into the query).
 
     Returns:
         `tree`, unchanged.
@@ -298,7 +299,7 @@ def limit_expansion(tree: exp.Expr, dialect: str, catalog: object = None) -> exp
             " level); compute it in fewer steps, or split the query.",
         )
     work = MERGE_WORK.get(dialect)
-    if work is not None and merge_work(tree) > work:  # PostgreSQL's planner pull-up (red team rt33a F4)
+    if work is not None and merge_work(tree, catalog) > work:  # the planner's pull-up (rt33a F4)
         refuse(
             "too_complex",
             "The query nests too many wide CTEs or derived tables reading each other (merging each level"

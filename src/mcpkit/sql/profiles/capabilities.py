@@ -217,6 +217,9 @@ class Capabilities:
     masking adds; False: the aggregate is refused over a masked read."""
     ordered_object_aggregates: bool = True
     """Likewise for the aggregates that build a JSON object."""
+    ordered_sums: bool = False
+    """sum, avg, stddev, corr ... take an ORDER BY, which masking adds where they add in scan order
+    (floating point, interval, money: `masking.sums`); False: left as they are (a residual)."""
     bare_columns: bool = False
     """The database answers a bare column beside GROUP BY (its value follows the scan order), so
     masking refuses it. Generic: not checked."""

@@ -93,6 +93,7 @@ class PostgresProfile(PostgresSession):
     guessable_random = frozenset({"rand", "random", "random_normal"})
     exact_ties = staticmethod(exact_ties)
     orderless = staticmethod(orderless)
+    ordered_sums = True  # `masking.sums`
     parameter_casts = DECLARED  # a parameter only tested for NULL has no type (`profiles.postgres.params`)
     system_schemas = frozenset({"information_schema", "pg_catalog", "pg_toast"})
     relations_sql = PG_RELATIONS  # re-verification compares them with start-up (`relcheck`)
