@@ -76,7 +76,9 @@ def test_postgres_functions_admission_never_names_refuse_start_up(
         assert f"function public.{name} may answer in the scan order of a masked table" in out, (name, out)
         assert f"--allow function-order:public.{name}" in out
     # What the opt-ins accept, and what each route answered before: the e-mail ranking.
-    opt_ins = [a for f in ROUTES for a in ("--allow", f"function-order:public.{f}")]
+    opt_ins = [
+        a for f in [*ROUTES, "cat1"] for a in ("--allow", f"function-order:public.{f}")
+    ]  # cat1: per-row
     for name, (_, sql) in ROUTES.items():
         code, out = _run(capsys, *base, *opt_ins, sql)
         if name == "f_attr":  # the parser's line too: `o.f_attr` names no column of orders

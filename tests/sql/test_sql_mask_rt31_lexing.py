@@ -90,8 +90,12 @@ def test_postgres_a_callers_setting_counts_whatever_its_body_kind(
     assert f"function public.p_scs {REFUSED}: its own setting standard_conforming_strings=off" in out, out
     assert "--allow function-order:public.f_a" in out
     assert f"view public.v_a {REFUSED}" in out, out
-    assert "public.f_b " not in out and "public.f_mem " not in out, out  # controls: checked as before
-    opted = [*args, *_allow(*(f"function-order:public.{f}" for f in ("f_a", "f_lone", "p_scs")))]
+    assert "public.f_b " not in out and f"f_mem {REFUSED}: its own" not in out, out  # controls: read alike
+    assert f"function public.f_mem {REFUSED}: it calls f_b" in out, out  # a user function: per-row
+    opted = [
+        *args,
+        *_allow(*(f"function-order:public.{f}" for f in ("f_a", "f_lone", "p_scs", "f_mem", "f_b"))),
+    ]
     opted += _allow("view-order:public.v_a")
     code, out = run_cli(capsys, *opted, "SELECT public.f_b() AS b")
     assert code == 0, out
@@ -125,6 +129,7 @@ def test_postgres_a_unicode_escaped_name_counts_as_naming_every_masked_table(
     opted = [
         *args,
         *_allow("function-order:public.f_u", "function-order:public.f_ue", "view-order:public.v_u"),
+        *_allow("function-order:public.f_ok"),  # a user function called over a masked read: per-row
     ]
     code, out = run_cli(capsys, *opted, "SELECT public.f_ok() AS b")
     assert code == 0, out
@@ -132,7 +137,8 @@ def test_postgres_a_unicode_escaped_name_counts_as_naming_every_masked_table(
 
 
 @pytest.mark.postgres
-def test_postgres_settings_and_escaped_names_are_not_proven_stateless(pg: PgScratch) -> None:
+def test_postgres_settings_and_escaped_names_count_as_per_row(pg: PgScratch) -> None:
+    # The per-row proof once read these bodies (rt31 F5, F7); now every user function counts.
     _pg_fn(pg, "g_scs(x int)", "RETURNS int LANGUAGE sql IMMUTABLE SET standard_conforming_strings = off "
            "RETURN x * 2")  # fmt: skip
     _pg_fn(pg, "g_calls(x int)", "RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT g_scs(x) + 1'")
@@ -145,11 +151,7 @@ def test_postgres_settings_and_escaped_names_are_not_proven_stateless(pg: PgScra
     _pg_fn(pg, "g_ok(x int)", "RETURNS int LANGUAGE sql IMMUTABLE SET work_mem = '4MB' AS 'SELECT x * 2'")
 
     found = row_order_routines(pg.reader_url)
-    assert "its own setting standard_conforming_strings=off" in found[("public", "g_scs")]
-    assert "g_scs" in found[("public", "g_calls")]
-    assert "Unicode escapes" in found[("public", "g_u")]
-    assert "CALL" in found[("public", "g_call")]  # a procedure's settings hold while it runs
-    assert ("public", "g_ok") not in found  # control: a read-alike setting, a pure body
+    assert {n for _, n in found} == {"g_scs", "g_calls", "g_u", "g_call", "g_ok"}, found
 
 
 @pytest.fixture

@@ -192,7 +192,8 @@ def test_postgres_numbering_a_sets_rows_is_refused(
 def test_postgres_a_sets_rows_come_in_value_order(
     pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out = _query(capsys, pg, tmp_path, "SELECT public.g() AS a LIMIT 3")
+    opt_in = ("--allow", "function-order:public.g")  # a user function over a masked read: per-row
+    code, out = _query(capsys, pg, tmp_path, *opt_in, "SELECT public.g() AS a LIMIT 3")
     assert code == 0, out
     assert [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()] == [
         "| 1 |",
@@ -213,6 +214,6 @@ def test_postgres_a_sets_rows_come_in_value_order(
 def test_postgres_controls_are_answered(
     pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str], sql: str, want: str
 ) -> None:
-    code, out = _query(capsys, pg, tmp_path, sql)
+    code, out = _query(capsys, pg, tmp_path, "--allow", "function-order:public.g", sql)  # g: per-row
     assert code == 0, out
     assert want in out, out

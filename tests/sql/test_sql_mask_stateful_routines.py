@@ -1,10 +1,13 @@
-"""A routine that keeps state from row to row numbers the rows in a masked scan order (red team rt29 F1, F2).
+"""Every user function counts as a per-row function over masked reads (red teams rt29, rt31, rt32).
 
 MariaDB: `RETURN (@c := COALESCE(@c, 0) + 1)` under a DETERMINISTIC label, over `customers` with
-`KEY(email, id)`, gave each id's e-mail rank through a DEFINER view (F1) and called directly with
+`KEY(email, id)`, gave each id's e-mail rank through a DEFINER view (rt29 F1) and called directly with
 `--allow-function` (F2). PostgreSQL: a STABLE SQL function counting with `set_config` did the same
-per call. The label is no longer trusted: a body not proven stateless counts as a per-row function.
-Controls: genuinely stateless routines (arithmetic, strings) still answer.
+per call. A proof that a body keeps no state was got past three rounds in a row (rt32: `len` read as
+LENGTH, `ifnull` as COALESCE, a parameter DEFAULT, a user operator, a domain CHECK), so no body is
+read any more: a function whose body looks stateless (`RETURN x + 1`) is refused like the counter,
+and `--allow function-order:S.N` accepts it. On PostgreSQL an operator, a cast or a domain CHECK
+runs a user function the query does not name: start-up refuses it the same way.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def my(mysql_url: str) -> Iterator[MysqlScratch]:
             f"CREATE DEFINER = {r} FUNCTION {d}.ctr() RETURNS int DETERMINISTIC SQL SECURITY INVOKER"
             " RETURN (@rt29b_c := COALESCE(@rt29b_c, 0) + 1)",
             f"CREATE DEFINER = {r} FUNCTION {d}.twice(x int) RETURNS int DETERMINISTIC SQL SECURITY INVOKER"
-            " RETURN x * 2 + LENGTH(CONCAT('a', x))",
+            " RETURN x + 1",
             f"CREATE VIEW {d}.v_ctr AS SELECT id, {d}.ctr() AS k FROM {d}.customers",
             f"CREATE VIEW {d}.v_twice AS SELECT id, {d}.twice(id) AS k FROM {d}.customers",
             f"GRANT SELECT (id, name) ON {d}.customers TO {r}",
@@ -76,7 +79,7 @@ def _my_args(my: MysqlScratch, tmp_path: Path) -> list[str]:
 
 
 @pytest.mark.mysql
-def test_mariadb_a_deterministic_counter_in_a_definer_view_refuses_start_up(
+def test_mariadb_a_view_calling_any_stored_function_refuses_start_up(
     my: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with my.admin.cursor() as c:  # the counter does number the rows in the e-mail's order
@@ -87,40 +90,51 @@ def test_mariadb_a_deterministic_counter_in_a_definer_view_refuses_start_up(
     )
     assert code == 2 and RANKS not in out, out  # before: answered the ranks
     assert f"view {my.db}.v_ctr may answer in the scan order of a masked table: it calls ctr" in out, out
-    assert "v_twice" not in out, out  # a stateless DETERMINISTIC function passes
-    opt_in = ["--allow", f"view-order:{my.db}.v_ctr"]
+    # `RETURN x + 1` counts too (before: passed as proven stateless)
+    assert f"view {my.db}.v_twice may answer in the scan order of a masked table: it calls twice" in out, out
+    opt_in = ["--allow", f"view-order:{my.db}.v_ctr", "--allow", f"function-order:{my.db}.twice"]
     code, out = _run(
         capsys, "sql", "query", *_my_args(my, tmp_path), *opt_in, "SELECT id, k FROM v_twice ORDER BY id"
     )
-    assert code == 0 and "| 1 | 4 |" in out, out
+    assert code == 0 and "| 1 | 2 |" in out, out
 
 
 @pytest.mark.mysql
-def test_mariadb_a_deterministic_counter_called_directly_is_refused(
+def test_mariadb_a_deterministic_function_called_over_a_masked_read_is_refused(
     my: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="mcpkit.sql")  # an in-process doctor run left it at ERROR
-    args = [*_my_args(my, tmp_path), "--allow", f"view-order:{my.db}.v_ctr"]
+    args = [
+        *_my_args(my, tmp_path),
+        "--allow",
+        f"view-order:{my.db}.v_ctr",
+        "--allow",
+        f"view-order:{my.db}.v_twice",
+    ]
     args += ["--allow-function", "ctr", "--allow-function", "twice"]
     code, out = _run(capsys, "sql", "query", *args, _ranks("ctr()"))
     assert code == 3 and RANKS not in out, out  # before: | 2 | 4 | 5 | 1 | 3 | 6 |
     assert PER_ROW in out and "@" not in out.split("REFUSED", 1)[1], out
-    assert (
-        f"function {my.db}.ctr counts as a per-row function over masked reads: its body reads or assigns"
-        in (caplog.text)
-    )
-    assert f"function {my.db}.twice counts" not in caplog.text
-    code, out = _run(capsys, "sql", "query", *args, "SELECT id, twice(id) AS k FROM customers ORDER BY id")
-    assert code == 0 and "| 1 | 4 |" in out, out
+    twice = "SELECT id, twice(id) AS k FROM customers ORDER BY id"
+    code, out = _run(capsys, "sql", "query", *args, twice)
+    assert code == 3 and PER_ROW in out, out  # before: answered, `RETURN x + 1` proven stateless
+    for fn in ("ctr", "twice"):
+        line = (
+            f"function {my.db}.{fn} counts as a per-row function over masked reads: it is a stored function"
+        )
+        assert caplog.text.count(line) == 2, caplog.text  # one line each, per start-up
+    code, out = _run(capsys, "sql", "query", *args, "--allow", f"function-order:{my.db}.twice", twice)
+    assert code == 0 and "| 1 | 2 |" in out, out
 
 
 @pytest.mark.mysql
-def test_mariadb_a_body_replaced_while_serving_fails_the_reverification(my: MysqlScratch) -> None:
+def test_mariadb_a_function_created_while_serving_fails_the_reverification(my: MysqlScratch) -> None:
     engine = SqlEngine(my.reader_url)
     try:
-        engine.profile.use_function_policy(FunctionPolicy.for_dialect("mysql", extra=["ctr", "twice"]))
+        policy = FunctionPolicy.for_dialect("mysql", extra=["ctr", "twice", "thrice"])
+        engine.profile.use_function_policy(policy)
         known = KnownSchema({}, "mysql")
-        known.per_row = frozenset({"ctr"})  # as start-up found it
+        known.per_row = frozenset({"ctr", "twice"})  # as start-up found it
         allow = [f"view-order:{my.db}.v_ctr", f"view-order:{my.db}.v_twice"]
         verify = order_check(
             MaskPolicy.of(["customers.email"]), known, {"customers": frozenset({"email"})}, allow
@@ -129,46 +143,37 @@ def test_mariadb_a_body_replaced_while_serving_fails_the_reverification(my: Mysq
             verify(engine, conn)  # nothing changed
         with my.admin.cursor() as c:
             c.execute(
-                f"CREATE OR REPLACE DEFINER = '{my.reader}'@'%' FUNCTION {my.db}.twice(x int) RETURNS int"
-                " DETERMINISTIC SQL SECURITY INVOKER RETURN x + (@rt29b_t := COALESCE(@rt29b_t, 0) + 1)"
+                f"CREATE DEFINER = '{my.reader}'@'%' FUNCTION {my.db}.thrice(x int) RETURNS int"
+                " DETERMINISTIC SQL SECURITY INVOKER RETURN x * 3"
             )
-        changed = f"function {my.db}.twice may now change from row to row"
+        changed = f"function {my.db}.thrice may now change from row to row"
         with pytest.raises(SqlConfigError, match=changed), engine.session(30.0, "test") as (conn, _):
             verify(engine, conn)
     finally:
         engine.close()
 
 
-BODIES = {  # name -> (body after RETURNS int, counts as per-row)
-    "f_pure": ("DETERMINISTIC RETURN ABS(x) * 3 + CHAR_LENGTH(UPPER(CONCAT('a@b', x)))", False),
-    "f_nested": ("DETERMINISTIC RETURN f_pure(x) + 1", False),
-    "f_calls_ctr": ("DETERMINISTIC RETURN x + ctr()", True),
-    "f_reads_var": ("DETERMINISTIC RETURN x + COALESCE(@rt29b_v, 0)", True),
-    "f_sysvar": ("DETERMINISTIC RETURN x + @@warning_count", True),
-    "f_rand": ("DETERMINISTIC RETURN FLOOR(RAND() * x)", True),
-    "f_uuid_short": ("DETERMINISTIC RETURN UUID_SHORT() % 10", True),
-    "f_sequence": ("DETERMINISTIC RETURN NEXT VALUE FOR rt29b_s", True),
-    "f_compound": (
-        "DETERMINISTIC BEGIN SET @rt29b_w = COALESCE(@rt29b_w, 0) + 1; RETURN @rt29b_w; END",
-        True,
-    ),
-    "f_into": ("DETERMINISTIC BEGIN DECLARE r int; SELECT x INTO @rt29b_i; RETURN x; END", True),
-    "f_label": ("NOT DETERMINISTIC RETURN x + 1", True),
+BODIES = {  # name -> body after RETURNS int: each counts, whatever it holds
+    "f_pure": "DETERMINISTIC RETURN ABS(x) * 3 + CHAR_LENGTH(UPPER(CONCAT('a@b', x)))",
+    "f_nested": "DETERMINISTIC RETURN f_pure(x) + 1",
+    "f_reads_var": "DETERMINISTIC RETURN x + COALESCE(@rt29b_v, 0)",
+    "f_compound": "DETERMINISTIC BEGIN SET @rt29b_w = COALESCE(@rt29b_w, 0) + 1; RETURN @rt29b_w; END",
+    "f_label": "NOT DETERMINISTIC RETURN x + 1",
+    "len": "NOT DETERMINISTIC NO SQL RETURN (@rt32c := COALESCE(@rt32c, 0) + 1)",
+    "tick": "DETERMINISTIC NO SQL RETURN len(x)",  # rt32 F2: sqlglot reads `len` as LENGTH
 }
 
 
 @pytest.mark.mysql
-def test_mariadb_only_a_body_proven_stateless_passes(my: MysqlScratch) -> None:
+def test_mariadb_every_stored_function_counts_whatever_its_body(my: MysqlScratch) -> None:
     with my.admin.cursor() as c:
-        c.execute(f"CREATE SEQUENCE {my.db}.rt29b_s")
-        for name, (body, _) in BODIES.items():
+        for name, body in BODIES.items():
             c.execute(f"CREATE DEFINER = '{my.reader}'@'%' FUNCTION {my.db}.{name}(x int) RETURNS int {body}")
         c.execute(f"CREATE FUNCTION {my.db}.f_hidden(x int) RETURNS int DETERMINISTIC RETURN x")  # root's
         c.execute(f"GRANT EXECUTE ON FUNCTION {my.db}.f_hidden TO '{my.reader}'@'%'")
     found = {n: why for (_, n), why in row_order_routines(my.reader_url).items()}
-    for name, (_, counts) in BODIES.items():
-        assert (name in found) is counts, (name, found.get(name))
-    assert "hidden" in found["f_hidden"] and "twice" not in found and "ctr" in found
+    assert set(found) == {*BODIES, "f_hidden", "ctr", "twice"}, found
+    assert all("it is a stored function" in why for why in found.values()), found
 
 
 @pytest.fixture
@@ -190,77 +195,121 @@ def pg(pg_url: str) -> Iterator[PgScratch]:
             GRANT USAGE ON SCHEMA public TO {db.reader};
             GRANT SELECT (id, name) ON customers TO {db.reader};
             CREATE FUNCTION ctr(x int) RETURNS int LANGUAGE sql STABLE AS $$ {counter} $$;
-            CREATE FUNCTION twice(x int) RETURNS int LANGUAGE sql IMMUTABLE
-                AS $$ SELECT x * 2 + length(x::text) $$;
+            CREATE FUNCTION twice(x int) RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT x + 1 $$;
             """
         )
         yield db
 
 
+def _pg_args(pg: PgScratch, tmp_path: Path) -> list[str]:
+    masks = masks_file(tmp_path, "customers.email")
+    args = ["--dsn", pg.reader_url, "--mask", masks, *UNBOUNDED_MEMORY]
+    return [*args, "--allow", "function:public.ctr", "--allow", "function:public.twice"]
+
+
 @pytest.mark.postgres
-def test_postgres_a_stable_set_config_counter_called_directly_is_refused(
+def test_postgres_a_user_function_called_over_a_masked_read_is_refused(
     pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="mcpkit.sql")  # an in-process doctor run left it at ERROR
-    masks = masks_file(tmp_path, "customers.email")
-    args = ["--dsn", pg.reader_url, "--mask", masks, *UNBOUNDED_MEMORY]
-    args += ["--allow", "function:public.ctr", "--allow", "function:public.twice"]
-    args += ["--allow-function", "ctr", "--allow-function", "twice"]
+    args = [*_pg_args(pg, tmp_path), "--allow-function", "ctr", "--allow-function", "twice"]
     code, out = _run(capsys, "sql", "query", *args, "SELECT id, ctr(id) AS k FROM customers ORDER BY id")
     assert code == 3 and PER_ROW in out, out  # before: k 3, 7, 9, 1, 5, 11: the e-mail ranking
+    twice = "SELECT id, twice(id) AS k FROM customers ORDER BY id"
+    code, out = _run(capsys, "sql", "query", *args, twice)
+    assert code == 3 and PER_ROW in out, out  # before: answered, `SELECT x + 1` proven stateless
+    assert "function public.twice counts as a per-row function over masked reads: it is a user" in caplog.text
+    code, out = _run(capsys, "sql", "doctor", *args)
     assert (
-        "function public.ctr counts as a per-row function over masked reads: it calls set_config"
-        in caplog.text
-    )
-    assert "public.twice counts" not in caplog.text
-    code, out = _run(capsys, "sql", "query", *args, "SELECT id, twice(id) AS k FROM customers ORDER BY id")
-    assert code == 0 and "| 1 | 3 |" in out, out
-
-
-@pytest.mark.mysql
-def test_mariadb_a_counter_behind_a_name_sqlglot_renders_as_a_built_in_is_found(my: MysqlScratch) -> None:
-    # Red team rt32 F2: sqlglot reads `len(i)` as LENGTH; MariaDB has no built-in `len` and calls the
-    # stored function `len`, here a NOT DETERMINISTIC counter: `tick` was proven stateless.
-
-    d, r = my.db, f"'{my.reader}'@'%'"
-    with my.admin.cursor() as c:
-        c.execute(
-            f"CREATE DEFINER = {r} FUNCTION {d}.len(x int) RETURNS int NOT DETERMINISTIC NO SQL"
-            " RETURN (@rt32c := COALESCE(@rt32c, 0) + 1)"
-        )
-        c.execute(
-            f"CREATE DEFINER = {r} FUNCTION {d}.tick(i int) RETURNS int DETERMINISTIC NO SQL RETURN len(i)"
-        )
-        c.execute(
-            f"CREATE DEFINER = {r} FUNCTION {d}.tock(i int) RETURNS int DETERMINISTIC NO SQL RETURN LENGTH(i)"
-        )
-    found = row_order_routines(my.reader_url)
-    assert f"it calls function {d}.len, which may keep state" in found.get((d, "tick"), ""), found
-    assert (d, "tock") not in found  # control: the built-in LENGTH
+        out.count("warn masks: function public.twice counts as a per-row function over masked reads") == 1
+    ), out
+    code, out = _run(capsys, "sql", "query", *args, "--allow", "function-order:public.twice", twice)
+    assert code == 0 and "| 1 | 2 |" in out, out
 
 
 @pytest.mark.postgres
-def test_postgres_counters_behind_defaults_rewritten_names_and_operators_are_found(pg: PgScratch) -> None:
-    # Red team rt32 F3: a parameter default is evaluated at each call (a set_config counter in it);
-    # F1: sqlglot renders `ifnull(x, 0)` as COALESCE (PostgreSQL calls the user's `ifnull`), and a
-    # user operator's function is no call in the body's tree.
-
+def test_postgres_every_user_function_counts_whatever_its_body(pg: PgScratch) -> None:
+    # Red team rt32: a parameter default (F3), `ifnull` read as COALESCE and a user operator (F1) got a
+    # counter past the proof; a plain SQL body and an aggregate count as well now.
     pg.admin.execute(
         """
         CREATE FUNCTION with_default(i int, n int DEFAULT ctr(0)) RETURNS int LANGUAGE sql STABLE
             AS $$ SELECT $2 $$;
-        CREATE FUNCTION ifnull(a int, b int) RETURNS int LANGUAGE plpgsql STABLE
-            AS $$ BEGIN RETURN coalesce(a, b); END $$;
-        CREATE FUNCTION via_ifnull(i int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT ifnull($1, 0) $$;
-        CREATE FUNCTION plus_text(a int, b text) RETURNS int LANGUAGE plpgsql STABLE
-            AS $$ BEGIN RETURN a; END $$;
-        CREATE OPERATOR + (LEFTARG = int, RIGHTARG = text, FUNCTION = plus_text);
-        CREATE FUNCTION via_operator(i int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT $1 + 'x'::text $$;
-        CREATE FUNCTION plain(i int) RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT coalesce($1, 0) * 2 $$;
+        CREATE FUNCTION ifnull(a int, b int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT coalesce(a, b) $$;
+        CREATE FUNCTION plain(i int) RETURNS int LANGUAGE sql IMMUTABLE BEGIN ATOMIC SELECT i * 2; END;
+        CREATE FUNCTION cat_step(s text, x int) RETURNS text LANGUAGE sql IMMUTABLE
+            BEGIN ATOMIC SELECT s || x::text; END;
+        CREATE AGGREGATE cat1(int) (sfunc = cat_step, stype = text, initcond = '');
         """
     )
     found = {name: why for (_, name), why in row_order_routines(pg.admin_url).items()}
-    assert "parameter defaults" in found.get("with_default", ""), found
-    assert "it calls function ifnull" in found.get("via_ifnull", ""), found
-    assert "it uses +, an operator" in found.get("via_operator", ""), found
-    assert "plain" not in found  # control
+    assert set(found) == {"ctr", "twice", "with_default", "ifnull", "plain", "cat_step", "cat1"}, found
+    assert all("it is a user function" in why for why in found.values()), found
+
+
+@pytest.mark.postgres
+def test_postgres_an_operator_over_a_user_function_refuses_start_up(
+    pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An IMMUTABLE SQL-standard body the route audit accepts, reached through `id + true`: the query
+    # names no user function, so start-up refuses it (before: answered, the per-call check saw `+`).
+    pg.admin.execute(
+        """
+        CREATE FUNCTION f_op(a int, b boolean) RETURNS int LANGUAGE sql IMMUTABLE
+            BEGIN ATOMIC SELECT a + b::int; END;
+        CREATE OPERATOR public.+ (leftarg = int, rightarg = boolean, function = f_op);
+        """
+    )
+    sql = "SELECT id, id + true AS k FROM customers ORDER BY id"
+    code, out = _run(capsys, "sql", "query", *_pg_args(pg, tmp_path), sql)
+    assert code == 2 and "| 1 | 2 |" not in out, out
+    assert (
+        "function public.f_op may answer in the scan order of a masked table: operator +(integer,boolean)"
+        " runs it for each row a query reads" in out
+    ), out
+    assert "--allow function-order:public.f_op" in out, out
+    opt_in = ["--allow", "function-order:public.f_op"]
+    code, out = _run(capsys, "sql", "query", *_pg_args(pg, tmp_path), *opt_in, sql)
+    assert code == 0 and "| 1 | 2 |" in out, out
+
+
+@pytest.mark.postgres
+def test_postgres_a_domain_check_calling_a_counter_refuses_start_up(
+    pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The rt32 residual: a cast to a domain runs its CHECK for each row, here the set_config counter,
+    # which current_setting then reads in the same row: the e-mail ranking with no user call named.
+    pg.admin.execute("CREATE DOMAIN counted AS int CHECK (ctr(VALUE) > 0)")
+    setting = "current_setting('rt29b.c')"
+    sql = f"SELECT id, CAST(id AS counted) AS v, {setting} AS k FROM customers ORDER BY id"
+    args = [*_pg_args(pg, tmp_path), "--allow-function", "current_setting"]
+    code, out = _run(capsys, "sql", "query", *args, sql)
+    assert code == 2, out
+    assert (
+        "function public.ctr may answer in the scan order of a masked table: the CHECK of domain counted"
+        " runs it for each row a query reads" in out
+    ), out
+    code, out = _run(capsys, "sql", "query", *args, "--allow", "function-order:public.ctr", sql)
+    assert code == 0, out  # accepted: the order it hands on is the operator's choice
+
+
+@pytest.mark.postgres
+def test_postgres_a_view_calling_a_user_function_sqlglot_renders_as_a_built_in_refuses_start_up(
+    pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Red team rt32 F1 in a view: sqlglot reads `ifnull(id, 0)` as COALESCE, PostgreSQL calls the
+    # user's `ifnull`, here the counter: the view answered the e-mail ranking with no finding.
+    pg.admin.execute(
+        f"""
+        CREATE FUNCTION ifnull(a int, b int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT ctr(a) $$;
+        CREATE VIEW v_if WITH (security_invoker = on) AS SELECT id, ifnull(id, 0) AS k FROM customers;
+        GRANT SELECT ON v_if TO {pg.reader};
+        """
+    )
+    args = [*_pg_args(pg, tmp_path), "--allow", "function:public.ifnull"]
+    code, out = _run(capsys, "sql", "query", *args, "SELECT id, k FROM v_if ORDER BY id")
+    assert code == 2 and "| 4 | 1 |" not in out, out  # before: k 2, 4, 5, 1, 3, 6, the ranking
+    assert "view public.v_if may answer in the scan order of a masked table: it calls ifnull" in out, out
+    opt_in = ["--allow", "function-order:public.ifnull"]
+    code, out = _run(capsys, "sql", "query", *args, *opt_in, "SELECT id FROM v_if ORDER BY id")
+    assert code == 0 and "| 6 |" in out, out

@@ -122,7 +122,12 @@ def test_mariadb_grant_mask_leaves_out_a_definer_view_calling_a_reading_function
         f"GRANT SELECT ON `{db.db}`.`v_domains`" not in out
         and f"GRANT SELECT ON `{db.db}`.`v_outer`" not in out
     )
-    assert f"GRANT SELECT ON `{db.db}`.`v_inner`" in out, out  # INVOKER: the reader's own rights
+    assert f"view {db.db}.v_inner runs as its definer" not in out, out  # INVOKER: the reader's own rights
+    # but it calls a stored function over a masked table: per-row, whatever its body (rt29, rt32)
+    assert (
+        f"-- left out: view {db.db}.v_inner may answer in the scan order of a masked table: it calls f_wrap"
+        in out
+    )
 
 
 @pytest.mark.mysql

@@ -4,7 +4,7 @@ computed text (red team rt21 F5).
 `to_tsquery` and `parse_ident` put their whole input in the error, as a failed cast does, and libpq
 and psycopg copy it several times in the client: `to_tsquery('simple', <100 MB string_agg>)` took
 the mcpkit process from 137 MB to 875 MB. Their text arguments get the cast's 1 MB guard
-(`postgres_bounds._ECHOED`).
+(`postgres_echoed.ECHOED`, measured: `test_sql_pg_echo_table.py`).
 """
 
 from __future__ import annotations

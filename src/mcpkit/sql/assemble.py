@@ -34,6 +34,7 @@ from mcpkit.sql.maskcheck import (
     prepare_masks,
 )
 from mcpkit.sql.profiles.base import ConnectionBudget
+from mcpkit.sql.relcheck import startup_relations
 from mcpkit.sql.reports import load_reports
 from mcpkit.sql.reverify import DEFAULT_REVERIFY_S, Guard, account_check
 from mcpkit.sql.rolecheck import guard_roles
@@ -166,8 +167,7 @@ def open_service(
         report = inspect_account(engine, allowed=args.allow, connections=budget, fingerprinted=True)
         ensure_safe_account(report, allow_superuser=args.allow_superuser, allow=args.allow)
         ensure_bounded_memory(engine, getattr(args, "backend_memory", DEFAULT_BACKEND_MEMORY), args.allow)
-        # The same verification again while serving: when the catalog changes, and periodically.
-        engine.guard = Guard(
+        engine.guard = Guard(  # the same verification again while serving: catalog changed, periodically
             account_check(args.allow, args.allow_superuser),
             engine.url.render_as_string(hide_password=True),
             getattr(args, "reverify_interval", DEFAULT_REVERIFY_S),
@@ -198,6 +198,7 @@ def equip(
             raise SqlConfigError("--mask needs a database engine it can reflect")
         if args.max_cost is not None:
             refuse_cost_under_masks(args.allow)
+        relations = startup_relations(engine)  # before the reflection: a change after it is seen
         policy, reflection, masked = prepare_masks(engine, mask)
         enforce_masks(engine, masked)
         for line in mask_hints(engine, masked):
@@ -205,7 +206,7 @@ def equip(
         known = ordered_schema(engine, reflection, policy, masked, getattr(args, "allow", ()))  # rt19mask F8
         if known.path:  # calls resolve names as the analysis did
             engine.profile.pin_name_path(known.path)
-        service.masking = Masking(policy, known, masked)
+        service.masking = Masking(policy, known, masked, relations)
         if engine.guard is not None:  # the withholding is verified again while serving
             engine.guard.watch_masks(masks_verify(service.masking, getattr(args, "allow", ())))
     if getattr(args, "similar", False):

@@ -81,8 +81,9 @@ def _masks(engine: SqlEngine, mask: str, allow: Collection[str] = ()) -> list[Ch
     hints = [Check("warn", "scan order", line) for line in scan_order_hints(engine, masked)]
     hints += [Check("warn", "triggers", line) for line in trigger_hints(engine, masked)]
     hints += [Check("warn", "references", line) for line in reference_hints(engine, masked)]
-    ordered = order_findings(engine, policy, reflection.known(engine), masked)  # rt19mask F8
+    ordered = order_findings(engine, policy, reflection.known(engine), masked, allow)  # rt19mask F8
     hints += [Check("warn" if f.opt_in in allow else "fail", "masks", f.line()) for f in ordered]
+    hints += [Check("warn", "masks", line) for line in _per_row(engine, allow)]  # rt29, rt32
     if not findings:
         count, tables = sum(len(c) for c in masked.values()), sum(1 for c in masked.values() if c)
         detail = f"the database withholds all {count} masked column(s) of {tables} table(s)"
@@ -90,6 +91,20 @@ def _masks(engine: SqlEngine, mask: str, allow: Collection[str] = ()) -> list[Ch
             detail = f"the authorizer withholds all {count} masked column(s) of {tables} table(s)"
         return [Check("ok", "masks", detail), *rules, *hints]
     return [*(Check("fail", "masks", f.line()) for f in findings), *rules, *hints]
+
+
+def _per_row(engine: SqlEngine, allow: Collection[str]) -> list[str]:
+    """One line per user function calls may use that counts as per-row over masked reads."""
+    policy = engine.profile.function_policy
+    with engine.session(30.0, "doctor") as (conn, _):
+        found = engine.profile.row_order_routines(conn)
+    return [
+        f"function {s}.{n} counts as a per-row function over masked reads: {why}"
+        for (s, n), why in sorted(found.items())
+        if f"function-order:{s}.{n}" not in allow
+        and policy is not None
+        and (policy.allows_name(n.lower(), s) or policy.allows_name(n.lower()))
+    ]
 
 
 def _split(key: str) -> tuple[str | None, str]:

@@ -132,7 +132,7 @@ def grant(args: argparse.Namespace) -> int:
         print("\n".join(f"{statement};" for statement in preparation))
     for line in left_out:
         print(f"-- {line}; no grant on it")
-    print("\n".join(f"{statement};" for statement in script))
+    print("\n".join(s if s.startswith("--") else f"{s};" for s in script))
     if engine.profile.memory_setup:
         print("\n".join(f"-- {line}" for line in engine.profile.memory_setup))
     return 0

@@ -17,6 +17,8 @@ from mcpkit.sql.masking.view_order import order_findings as view_order_findings
 from mcpkit.sql.masking.view_order import primary_keys
 from mcpkit.sql.profiles.base import Finding, merge_findings
 from mcpkit.sql.profiles.stored import stored_queries
+from mcpkit.sql.relcheck import relations_check
+from mcpkit.sql.reverify import all_of
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -138,15 +140,13 @@ def masks_readable(
 
 
 def masks_verify(masking: Masking, allow: Collection[str] = ()) -> Callable[[SqlEngine, Connection], None]:
-    """`masks_check`, then `order_check`, of the masks resolved for the server's account."""
-    withheld = masks_check(masking.masked, masking.policy.readers)
-    ordered = order_check(masking.policy, masking.schema, masking.masked, allow)
-
-    def verify(engine: SqlEngine, conn: Connection) -> None:
-        withheld(engine, conn)
-        ordered(engine, conn)
-
-    return verify
+    """`relcheck.relations_check` (the tables and columns are start-up's), `masks_check`, then
+    `order_check`, of the masks resolved for the server's account."""
+    return all_of(
+        relations_check(masking),
+        masks_check(masking.masked, masking.policy.readers),
+        order_check(masking.policy, masking.schema, masking.masked, allow),
+    )
 
 
 def masks_check(
@@ -214,24 +214,24 @@ def enforce_identity_masks(router: IdentityRouter, masking: Masking) -> dict[str
 
 
 def order_findings(
-    engine: SqlEngine, policy: MaskPolicy, known: KnownSchema, masked: dict[str, frozenset[str]]
+    engine: SqlEngine,
+    policy: MaskPolicy,
+    known: KnownSchema,
+    masked: dict[str, frozenset[str]],
+    allow: Collection[str] = (),
 ) -> list[Finding]:
     """Views and allowed SQL functions the identity can use whose stored SQL answers in a scan order
-    a masked column may set (`masking.view_order`; red team rt19mask F8)."""
+    a masked column may set (`masking.view_order`; red team rt19mask F8); a function `allow` accepts
+    with `function-order:` is no per-row call in them."""
     if not masked:
         return []
     with engine.session(30.0, "startup-masks") as (conn, _):
-        return _order_in(engine, conn, policy, known, masked)
+        return _order_in(engine, conn, policy, known, masked, allow)
 
 
-def _order_in(
-    engine: SqlEngine,
-    conn: Connection,
-    policy: MaskPolicy,
-    known: KnownSchema,
-    masked: Mapping[str, frozenset[str]],
-) -> list[Finding]:
-    stored = stored_queries(engine.profile, conn, masked)
+def _order_in(engine: SqlEngine, conn: Connection, policy: MaskPolicy, known: KnownSchema,
+              masked: Mapping[str, frozenset[str]], allow: Collection[str]) -> list[Finding]:  # fmt: skip
+    stored = stored_queries(engine.profile, conn, masked, allow)
     if not stored:
         return []
     keys = primary_keys(conn, getattr(engine.profile, "primary_key", None))
@@ -322,7 +322,7 @@ def enforce_order(
     Raises:
         SqlConfigError: one line per view or function, with why and the statement that stops it.
     """
-    _refused_order(order_findings(engine, policy, known, masked), allow)
+    _refused_order(order_findings(engine, policy, known, masked, allow), allow)
 
 
 def order_check(
@@ -334,7 +334,7 @@ def order_check(
 
     def verify(engine: SqlEngine, conn: Connection) -> None:
         if frozen:
-            _refused_order(_order_in(engine, conn, policy, known, frozen), allow)
+            _refused_order(_order_in(engine, conn, policy, known, frozen, allow), allow)
             _per_row_since(engine, conn, known, allow)
 
     return verify

@@ -118,18 +118,23 @@ def guard_roles(
     """While serving, each role's calls verify again what start-up verified for it, in one session
     (`router.serving`): its isolation (`IdentityRouter.isolation`; a shared login also sets the
     role), its masks (`masked`: role -> masked tables) and the order of its views (`masking`,
-    `allow`: `maskcheck.order_check`), the least-privilege check as it (`account`). With a shared
-    login, the account's own calls (stdio) re-run `role_problems` too."""
+    `allow`: `maskcheck.order_check`), its tables and columns against those it saw at start-up
+    (`relcheck`), the least-privilege check as it (`account`). With a shared login, the account's
+    own calls (stdio) re-run `role_problems` too."""
     from mcpkit.sql.maskcheck import masks_check, order_check
+    from mcpkit.sql.relcheck import relations_check, startup_relations
     from mcpkit.sql.reverify import all_of
+
+    seen = {r: startup_relations(e) for r, e in router.identities()} if masking and masking.relations else {}
 
     def for_role(role: str) -> Verify:
         readers = masking.policy.readers if masking is not None else None
         masks = masks_check(masked[role], readers) if role in masked else None
-        order = None
+        order = same = None
         if masking is not None and role in masked:
             order = order_check(masking.policy, masking.schema, masked[role], allow)
-        return all_of(router.isolation(role), masks, order, account)  # masks: before its search_path
+            same = relations_check(masking, seen.get(role)) if seen.get(role) is not None else None
+        return all_of(router.isolation(role), same, masks, order, account)  # masks: before its search_path
 
     router.serving = for_role
     roles = router.roles.roles

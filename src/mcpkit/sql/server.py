@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, create_model
 
 from mcpkit import Context, Server, Tool, ToolAnnotations, ToolResult
 from mcpkit.pipeline import Middleware
+from mcpkit.sql.admission.slots import analysis_caller
 from mcpkit.sql.analysis import ANALYSIS_TOOL_NAMES, analysis_tools
 from mcpkit.sql.errors import QueryFailed, SqlConfigError
 from mcpkit.sql.models import QueryResult, SourcesTableList, SourceTables, TableDescription, TableList
@@ -251,8 +252,11 @@ def build_server(
     query_input = with_source(_query_input(max_rows), routing)
     outer_timeout = timeout_s + 15.0  # the engine stops the database work first
 
-    def audited(ctx: Context) -> AbstractContextManager[None]:
-        return calls.noting(ctx) if calls is not None else nullcontext()
+    @contextmanager
+    def audited(ctx: Context) -> Iterator[None]:
+        # the proven caller analyses one long text at a time (`admission.slots`, red team rt33a F3)
+        with analysis_caller(ctx.principal), calls.noting(ctx) if calls is not None else nullcontext():
+            yield
 
     def list_tables(args: Any, ctx: Context) -> ToolResult:
         schema = args.table_schema or None

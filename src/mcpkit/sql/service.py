@@ -21,6 +21,7 @@ from mcpkit.sql.admission import (
     admit,
 )
 from mcpkit.sql.admission.reject_volatile_functions import reject_volatile_functions
+from mcpkit.sql.admission.slots import analysis_slot
 from mcpkit.sql.clipping import CellBudget
 from mcpkit.sql.engines.base import Engine
 from mcpkit.sql.engines.engine import SqlEngine
@@ -30,6 +31,7 @@ from mcpkit.sql.models import QueryResult, TableDescription, TableList
 from mcpkit.sql.plans import DEFAULT_PLANS, Plan, PlanCache
 from mcpkit.sql.profiles import profile_of
 from mcpkit.sql.reflect import describe_table, list_tables
+from mcpkit.sql.relcheck import Relations
 from mcpkit.sql.render import render_description, render_markdown, render_table_list
 from mcpkit.sql.reverify import catalog_checked
 from mcpkit.sql.shaping import shape_rows
@@ -60,6 +62,7 @@ class Masking:
     policy: MaskPolicy
     schema: KnownSchema
     masked: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    relations: Relations | None = None  # read at start-up: what the re-verification compares (`relcheck`)
 
 
 class SqlService:
@@ -159,10 +162,10 @@ class SqlService:
         """
         rows = max(1, min(max_rows, self.max_rows))
         deadline_s = self.timeout_s if timeout_s is None else max(0.001, min(timeout_s, self.timeout_s))
-        deadline = self.budget.deadline()
         with _span("sql.admission") as span:
             try:
-                admitted, plan = self._plan(sql, rows, deadline)
+                with analysis_slot(deadline_s, len(sql)):  # long texts queue, on the call's timeout
+                    admitted, plan = self._plan(sql, rows, self.budget.deadline())
             except Refused as exc:
                 reason = (exc.data or {}).get("reason")
                 span.set_attribute("mcpkit.sql.refused", str(reason))

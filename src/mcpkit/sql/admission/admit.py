@@ -119,7 +119,7 @@ def admit(
         functions: Function policy; the dialect's denylist when omitted.
         catalog: PostgreSQL volatility lookup; None skips that check.
         budget: Size limits on the analysis (None: unlimited, for trusted text only).
-        deadline: Monotonic time by which the analysis must be done (default: the budget's).
+        deadline: `time.thread_time()` by which the analysis must be done (default: the budget's).
 
     Returns:
         The regenerated SQL and its tree.

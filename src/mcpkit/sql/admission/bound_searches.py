@@ -6,12 +6,11 @@ timeout or cancel inside their loop: one call with large operands runs minutes p
 such call becomes `CASE WHEN CASE WHEN <cost> > <budget> THEN <fail> END THEN NULL ELSE <call> END`:
 `cost` is the product of the operands' byte lengths, computed in SQL (times the collations' slowdown
 where the engine says, `SearchBounds.cost_factor`; or element pairs, `SizeBound.elements`), and `fail`
-raises an engine error carrying a marker, which the profile classifies as `resource`. NULL is the THEN
-branch, so the CASE has the call's type. A short literal needle and a literal-prefix LIKE (which keep
-an index) stay as written, unless the call compares in a collation the engine may make slow
-(`SizeBound.collated`). A call whose result may be many times its arguments (`GrowthBound`), a cast
-that parses a text, and a concatenation chain (`admission.chains`) get the same guard over their own
-cost. Per engine, the functions, budgets and SQL of the guard live next to its table (`SIZE_BOUNDS`).
+raises an engine error carrying a marker, which the profile classifies as `resource`; NULL, the THEN
+branch, gives the CASE the call's type. A short literal needle or literal-prefix LIKE (which keep an
+index) stays as written, unless it compares in a collation the engine may make slow (`collated`). A
+call whose result may be many times its arguments (`GrowthBound`), a cast that parses a text, a call
+whose error quotes an argument (`echoed_inputs`) and a concatenation chain get the same guard.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from mcpkit.sql.admission.functions import function_calls
 from mcpkit.sql.admission.operands import (
     CastTarget,
     arguments,
+    depth,
     echoed_inputs,
     function_cast,
     is_ascii,
@@ -69,6 +69,8 @@ _MAX_COPIED: Final = 4_000  # syntax nodes the guards may copy (nested searches 
 class _CastBound:
     budget: int  # bytes of the text a cast parses (`SearchBounds.cast_budget`)
     key: str = "this"  # the operand cast: `this` of a CAST, the argument of `int4(x)`
+    typed: str = "input"  # the run-time types it parses (`SearchBounds.type_is`); "echoed": quotes
+    wrap_argument: bool = False  # guard the operand, not the call (set-returning, or in FROM)
 
 
 @dataclass(frozen=True)
@@ -81,13 +83,6 @@ class _Target:
     node: exp.Expr  # the call, or what replaces it in the tree (LIKE ... ESCAPE)
     call: exp.Expr  # the node holding the operands
     bound: SizeBound | GrowthBound | _CastBound | _ChainBound
-
-
-def _depth(node: exp.Expr) -> int:
-    depth = 0
-    while node.parent is not None:
-        node, depth = node.parent, depth + 1
-    return depth
 
 
 def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target]:
@@ -106,7 +101,8 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         refuse_qualified_bounded(call, bounds, dialect)  # pg_catalog.repeat(...): bound it bare
         if (cast := function_cast(call, bounds, dialect)) is not None:  # `int4(x)` is `CAST(x AS int4)`
             casts.append(cast)
-        found.extend(_Target(n, call.node, _CastBound(b, k)) for n, k, b in echoed_inputs(call, bounds))
+    for node, held, key, wrap in echoed_inputs(tree, bounds, dialect):
+        found.append(_Target(node, held, _CastBound(bounds.echoed_budget, key, "echoed", wrap)))
     for node in tree.find_all(exp.Like, exp.ILike, exp.Operator, *operators):
         bound = bound_of(node, bounds)
         if bound is None or isinstance(node.args.get("expression"), exp.Any | exp.All):  # ARRAY[] is left
@@ -120,7 +116,7 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
     if bounds.chain_budget is not None:
         found.extend(_Target(root, root, _ChainBound(bounds.chain_budget)) for root in chain_roots(tree))
         found.extend(_Target(r, r, answer_bound(bounds)) for r in answer_roots(tree, bounds))
-    return sorted(found, key=lambda t: -_depth(t.node))  # innermost first: an outer guard copies inner ones
+    return sorted(found, key=lambda t: -depth(t.node))  # innermost first: an outer guard copies inner ones
 
 
 class _Builder:
@@ -236,7 +232,8 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
         builder.length(value)  # checks the operand like any other
         assert builder.bounds.type_is is not None, "a cast bound needs its engine's type_is"
         size = builder.bounds.byte_length(exp.cast(value.copy(), "TEXT"))
-        return exp.and_(builder.bounds.type_is(value.copy(), "input"), _over(size, bound.budget), copy=False)
+        typed = builder.bounds.type_is(value.copy(), bound.typed)
+        return exp.and_(typed, _over(size, bound.budget), copy=False)
     if isinstance(bound, GrowthBound):
         return _growth_cost(target.call, bound, builder)
     if bound.removal:
@@ -362,7 +359,9 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
                     " classes; split it into smaller queries.",
                 )
         cast = target.bound if isinstance(target.bound, _CastBound) and bounds.holds_operands else None
-        value = operand(target.call, cast.key) if cast is not None else None  # held before it is sized
+        value = (
+            operand(target.call, cast.key) if cast and not cast.wrap_argument else None
+        )  # held, then sized
         held = once.hold([value], bounds.varying) if once.costly(value, bounds.growths) else []
         cond = _cost(target, builder)
         if isinstance(target.bound, SizeBound) and target.bound.pattern:
@@ -384,8 +383,9 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
         bound = target.bound
         marker = SIZE_BOUND_MARKER if isinstance(bound, _ChainBound) else SEARCH_BOUND_MARKER
         marker = bound.marker if isinstance(bound, GrowthBound) else marker
-        if isinstance(bound, SizeBound | GrowthBound) and bound.wrap_argument:
-            hay = operand(target.call, bound.argument if isinstance(bound, GrowthBound) else bound.haystack)
+        if isinstance(bound, SizeBound | GrowthBound | _CastBound) and bound.wrap_argument:
+            key = bound.key if isinstance(bound, _CastBound) else getattr(bound, "haystack", "")
+            hay = operand(target.call, getattr(bound, "argument", key))
             if hay is not None:
                 placeholder = exp.Null()
                 hay.replace(placeholder)

@@ -10,7 +10,9 @@ and a pass cannot be interrupted part-way, so the budget has two parts:
   made 15,000, 4-8 s of analysis, red team rt19pg F12), set so that anything under them is
   analysed in about a second on a small VM, two for a tree its guards multiply (bench figures in
   docs/benchmarks.md);
-- a deadline checked between steps, so a slow step is not followed by more work.
+- a deadline checked between steps, so a slow step is not followed by more work. It is counted in
+  the analysing thread's CPU time, so a query is not refused because other calls held the GIL
+  (red team rt33a F3); the call's timeout is its wall-clock ceiling (`mcpkit.sql.admission.slots`).
 
 Analysis runs in the tool handler's worker thread, never on the event loop (see mcpkit.pipeline).
 """
@@ -24,6 +26,7 @@ from typing import Final
 
 from sqlglot import exp
 
+from mcpkit.sql.admission.slots import past_wall_ceiling
 from mcpkit.sql.errors import refuse
 
 __all__ = ["DEFAULT_BUDGET", "AnalysisBudget", "NodeAllowance"]
@@ -42,7 +45,8 @@ class AnalysisBudget:
     """Limits on the Python-side work of one call.
 
     Args:
-        seconds: Deadline for parse, admission, masking analysis and regeneration together.
+        seconds: Deadline for parse, admission, masking analysis and regeneration together, in the
+            analysing thread's CPU time.
         max_tokens: SQL tokens, checked before parsing.
         max_nodes: Syntax-tree nodes.
         max_selects: SELECT scopes (subqueries, CTEs, branches).
@@ -58,8 +62,8 @@ class AnalysisBudget:
     max_sent_nodes: int = 12_000
 
     def deadline(self) -> float:
-        """The monotonic time by which the analysis of a call starting now must be done."""
-        return time.monotonic() + self.seconds
+        """The thread CPU time (`time.thread_time`) by which this thread's analysis must be done."""
+        return time.thread_time() + self.seconds
 
     def check_tokens(self, count: int) -> None:
         """Refuse before parsing when the text has too many tokens."""
@@ -103,8 +107,8 @@ class AnalysisBudget:
 
     @staticmethod
     def check_deadline(deadline: float | None) -> None:
-        """Refuse once `deadline` (monotonic) has passed."""
-        if deadline is not None and time.monotonic() > deadline:
+        """Refuse once this thread's CPU time passes `deadline`, or its call's wall-clock ceiling."""
+        if deadline is not None and (time.thread_time() > deadline or past_wall_ceiling()):
             _too_complex("it took too long to analyse")
 
 

@@ -27,7 +27,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, ScopeType, build_scope
 
-from mcpkit.sql.admission.function_tables.tables import EXPRESSION_COPIES
+from mcpkit.sql.admission.function_tables.tables import EXPRESSION_COPIES, MERGE_WORK
+from mcpkit.sql.admission.merge_work import merge_work
 from mcpkit.sql.errors import refuse
 
 __all__ = [
@@ -267,7 +268,8 @@ def _defining(table: exp.Table) -> exp.CTE | None:
 
 def limit_expansion(tree: exp.Expr, dialect: str, catalog: object = None) -> exp.Expr:
     """Refuse a query whose CTE references expand to more than `MAX_EXPANDED_SELECTS` SELECTs, or
-    whose expressions, merged and copied as the engine does, to more than `MAX_EXPANDED_NODES`.
+    whose expressions, merged and copied as the engine does, to more than `MAX_EXPANDED_NODES`, or
+    whose chain of merged scopes costs the planner more than the engine's `MERGE_WORK`.
 
     >>> import sqlglot
     >>> sql = "WITH a AS (SELECT 1 AS x), b AS (SELECT p.x FROM a p, a q) SELECT * FROM b, b AS c"
@@ -277,8 +279,9 @@ def limit_expansion(tree: exp.Expr, dialect: str, catalog: object = None) -> exp
     Args:
         tree: One parsed statement.
         dialect: The target's sqlglot dialect (every engine: the bound is far above real queries).
-        catalog: The database's catalog; when it is a `ViewCatalog`, a view's column counts as its
-            largest expression (PostgreSQL merges the view's body into the query).
+        catalog: The database's catalog; with `relation_columns` (PostgreSQL's), a `*` over a table
+            counts its columns in the merge work; when it is a `ViewCatalog`, a view's column counts
+            as its largest expression (PostgreSQL merges the view's body into the query).
 
     Returns:
         `tree`, unchanged.
@@ -294,6 +297,14 @@ def limit_expansion(tree: exp.Expr, dialect: str, catalog: object = None) -> exp
             " table column is replaced by the expression it stands for and each operand the database"
             " copies (BETWEEN, IN) is counted per copy (a column read twice per level doubles per"
             " level); compute it in fewer steps, or split the query.",
+        )
+    work = MERGE_WORK.get(dialect)
+    if work is not None and merge_work(tree, catalog) > work:  # the planner's pull-up (rt33a F4)
+        refuse(
+            "too_complex",
+            "The query nests too many wide CTEs or derived tables reading each other (merging each level"
+            " into the next costs the database's planner width x depth^2 before any timeout applies);"
+            " select only the columns needed, or split the query.",
         )
     if any(True for _ in tree.find_all(exp.CTE)) and _Expansion().size(tree) > MAX_EXPANDED_SELECTS:
         refuse(

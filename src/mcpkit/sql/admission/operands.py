@@ -4,6 +4,7 @@ hide their operands from a bound."""
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 import sqlglot
@@ -17,6 +18,7 @@ from mcpkit.sql.errors import refuse
 __all__ = [
     "CastTarget",
     "arguments",
+    "depth",
     "echoed_inputs",
     "function_cast",
     "is_ascii",
@@ -28,6 +30,14 @@ __all__ = [
     "static_chars",
     "static_length",
 ]
+
+
+def depth(node: exp.Expr | None) -> int:
+    """How many ancestors `node` has (iterative: a long chain nests deeper than Python recurses)."""
+    found = -1
+    while node is not None:
+        node, found = node.parent, found + 1
+    return found
 
 
 def operand(call: exp.Expr, key: str) -> exp.Expr | None:
@@ -147,15 +157,110 @@ def function_cast(call: FunctionCall, bounds: SearchBounds, dialect: str) -> Cas
     return outer, node, exp.DataType.build(call.name, dialect=dialect, udt=True), keys[0], value
 
 
-def echoed_inputs(call: FunctionCall, bounds: SearchBounds) -> list[tuple[exp.Expr, str, int]]:
-    """The arguments of a call whose error quotes them whole (`SearchBounds.echoed_inputs`), each as
-    the node a guard replaces (with its `pg_catalog.`), the argument's key and the byte budget."""
-    keys = bounds.echoed_inputs.get(call.name, ())
-    if not keys or call.schema not in (None, bounds.builtin_schema):
+_TEMPLATE: Final = "_mcpkit_arg"
+
+
+@functools.lru_cache(maxsize=512)
+def _template(name: str, count: int, dialect: str) -> tuple[str, type[exp.Expr], tuple[str, ...]] | None:
+    """How sqlglot reads `name(a0, ..., aN)`: the call's name (`function_calls`), its node type and
+    the key (`operand`) holding each positional argument; None unless each argument has one."""
+    args = ", ".join(f"{_TEMPLATE}{i}" for i in range(count))
+    try:
+        tree = sqlglot.parse_one(f"SELECT {name}({args})", read=dialect)
+    except SqlglotError:
+        return None
+    call = next(iter(function_calls(tree, dialect)), None)
+    if call is None:
+        return None
+    node, keys = call.node, []
+    for i in range(count):
+        column = f"{_TEMPLATE}{i}"
+        found = None
+        for key, value in node.args.items():
+            for j, item in enumerate(value if isinstance(value, list) else [value]):
+                names = (
+                    (c.name.lower() for c in item.find_all(exp.Column, exp.Var))
+                    if isinstance(item, exp.Expr)
+                    else ()
+                )
+                if column in names:
+                    found = f"#{j}" if key == "expressions" else key
+        if found is None:  # read as another construct (`convert(a, b)` as a CAST): not this call
+            return None
+        keys.append(found)
+    return call.name, type(node), tuple(keys)
+
+
+def _argument_count(node: exp.Expr) -> int:
+    if isinstance(node, exp.Anonymous):
+        return len(node.expressions)
+    return sum(len(v) if isinstance(v, list) else isinstance(v, exp.Expr) for v in node.args.values())
+
+
+def _echoed_keys(call: FunctionCall, bounds: SearchBounds, dialect: str) -> list[str]:
+    node = call.node
+    if isinstance(node, exp.Anonymous):  # written as the engine names it: positions are keys
+        return [f"#{p}" for p in bounds.echoed_inputs.get(call.name, ())]
+    count = _argument_count(node)
+    named = False
+    for name, positions in bounds.echoed_inputs.items():
+        read = _template(name, count, dialect)
+        if read is None or read[0] != call.name:
+            continue
+        named = True
+        if read[1] is type(node):
+            return [read[2][p] for p in positions if p < count]
+    # read as another node of this name: every argument is sized
+    return [k for k, v in node.args.items() if isinstance(v, exp.Expr)] if named else []
+
+
+# Operators sqlglot reads as a node of its own, whose engine call quotes an operand: the call's name
+# (`SearchBounds.echoed_inputs`) and the operand's key (`x AT TIME ZONE zone` is `timezone(zone, x)`).
+_OPERATOR_CALLS: Final[dict[type[exp.Expr], tuple[str, str]]] = {exp.AtTimeZone: ("timezone", "zone")}
+
+
+def _echoed_inputs(
+    call: FunctionCall, bounds: SearchBounds, dialect: str
+) -> list[tuple[exp.Expr, str, bool]]:
+    if not bounds.echoed_inputs or call.schema not in (None, bounds.builtin_schema):
         return []
+    if bounds.echo_excluded is not None and bounds.echo_excluded(call.name, call.node):
+        return []
+    from mcpkit.sql.admission.held_operands import SET_RETURNING  # it reads this module
+
+    keys = _echoed_keys(call, bounds, dialect)
     outer = call.node.parent if isinstance(call.node.parent, exp.Dot) else call.node
-    found = [(k, v) for k in keys if (v := operand(call.node, k)) is not None]
-    return [(outer, k, bounds.echoed_budget) for k, v in found if parses_text(v, bounds)]
+    in_from = isinstance(call.node.find_ancestor(exp.Table, exp.Select), exp.Table)
+    rows = call.name in SET_RETURNING or in_from
+    found = [(k, v) for k in keys if (v := operand(call.node, k)) is not None and not isinstance(v, exp.Var)]
+    return [(outer, k, rows) for k, v in found if _quotable(v, bounds)]
+
+
+def _quotable(value: exp.Expr, bounds: SearchBounds) -> bool:
+    # an ARRAY[...] of computed text is quoted element by element (jsonb_set's path)
+    arrayed = isinstance(value.unnest(), exp.Array) and static_length(value) is None
+    return arrayed or parses_text(value, bounds)
+
+
+def echoed_inputs(
+    tree: exp.Expr, bounds: SearchBounds, dialect: str
+) -> list[tuple[exp.Expr, exp.Expr, str, bool]]:
+    """The operands whose error quotes them whole (`SearchBounds.echoed_inputs`, by the engine's name
+    and positions, as sqlglot reads each call; and the operators that run such a call,
+    `_OPERATOR_CALLS`): the node a guard replaces (with its `pg_catalog.`), the node holding the
+    operand, its key (`operand`) and whether the guard wraps the operand instead (a set-returning
+    call, or one in FROM, cannot sit in a CASE)."""
+    found: list[tuple[exp.Expr, exp.Expr, str, bool]] = [
+        (n, c.node, k, w)
+        for c in function_calls(tree, dialect)
+        for n, k, w in _echoed_inputs(c, bounds, dialect)
+    ]
+    for node in tree.find_all(*_OPERATOR_CALLS):
+        name, key = _OPERATOR_CALLS[type(node)]
+        value = operand(node, key)
+        if name in bounds.echoed_inputs and value is not None and parses_text(value, bounds):
+            found.append((node, node, key, False))
+    return found
 
 
 def refuse_qualified_bounded(call: FunctionCall, bounds: SearchBounds, dialect: str) -> None:

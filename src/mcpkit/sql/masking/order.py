@@ -27,6 +27,7 @@ from mcpkit.sql.admission.budget import NodeAllowance
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.masking.limits import Keyed, row_keys
 from mcpkit.sql.masking.set_rows import set_returning
+from mcpkit.sql.masking.sums import pin_sums
 from mcpkit.sql.masking.taint import refuse_mask
 from mcpkit.sql.masking.ties import (
     BLOCK,
@@ -394,4 +395,5 @@ def pin_order(
             bounds = {"start": "UNBOUNDED", "start_side": "PRECEDING", "end": "UNBOUNDED"}
             window.set("spec", exp.WindowSpec(kind="ROWS", end_side="FOLLOWING", **bounds))
         pinned = True
-    return _pin_aggregates(tree, dialect, masked_aggs, room) or pinned
+    summed = pin_sums(tree, dialect, masked_aggs, room, _TIES)  # floating, interval, money sums
+    return _pin_aggregates(tree, dialect, masked_aggs, room) or summed or pinned

@@ -21,6 +21,7 @@ from sqlglot.optimizer.qualify import qualify
 from mcpkit.sql.admission.budget import DEFAULT_BUDGET
 from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.engines.base import Rows
+from mcpkit.sql.masking.first_scanned import refuse_first_scanned
 from mcpkit.sql.masking.hidden import refuse_hidden_joins
 from mcpkit.sql.masking.limits import block_keys
 from mcpkit.sql.masking.order import (
@@ -303,6 +304,7 @@ def plan_masking(
             # PostgreSQL refuses bare columns itself; MariaDB's ONLY_FULL_GROUP_BY (set per call
             # with masks) misses them in ORDER BY and in a window's ORDER BY.
             refuse_bare_columns(qualified)
+            refuse_first_scanned(qualified, dialect)  # DISTINCT's ORDER BY, named windows (rt33b F5, F6)
     except (SqlglotError, RecursionError, KeyError, ValueError) as exc:
         refuse_mask(f"qualify: {type(exc).__name__}: {str(exc)[:200]}", unchecked=True)
     if taint.star_values:

@@ -17,16 +17,18 @@ Both run only when the query reads a masked table or a view.
 
 from __future__ import annotations
 
+import itertools
 from typing import Final
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.tokenizer_core import TokenType
 
 from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.masking.taint import refuse_mask
 from mcpkit.sql.profiles import profile_class
 
-__all__ = ["normalise_calls", "refuse_measures", "refuse_shapes", "row_order_call"]
+__all__ = ["normalise_calls", "refuse_measures", "refuse_shapes", "row_order_call", "written_call"]
 
 _NATURAL: Final = (
     "Over a table with masked columns or a view, NATURAL JOIN is not answered (it joins on "
@@ -38,8 +40,8 @@ _USING: Final = (
 )
 _PER_ROW: Final = (
     "Over a table with masked columns or a view, functions whose value changes from row to row "
-    "in the order rows are read (RAND and random(), UUID, SYSDATE, clock_timestamp, sequences) are not "
-    "answered: that order can follow a masked value."
+    "in the order rows are read (RAND and random(), UUID, SYSDATE, clock_timestamp, sequences, "
+    "user-defined functions) are not answered: that order can follow a masked value."
 )
 _QUALIFIED: Final = (
     "Over a table with masked columns or a view, call aggregates by their plain name "
@@ -203,6 +205,20 @@ def row_order_call(func: exp.Func, dialect: str, more: frozenset[str] = frozense
     if more and not isinstance(func, exp.Anonymous):  # a typed node under the engine's own name
         shown = func.sql(dialect=sent_dialect(dialect)).split("(", 1)[0].strip().casefold()
         return shown if shown in more else None
+    return None
+
+
+def written_call(statement: str, dialect: str, names: frozenset[str]) -> str | None:
+    """The first name of `names` (case-folded) that `statement` calls as written, or None. Stored SQL
+    runs as written, not as sqlglot renders it: `len(x)` is LENGTH to sqlglot but MariaDB's stored
+    `len`, `ifnull(x, 0)` is COALESCE to sqlglot but PostgreSQL's user `ifnull` (red team rt32 F1/F2)."""
+    try:
+        tokens = sqlglot.Dialect.get_or_raise(read_dialect(dialect)).tokenize(statement)
+    except (sqlglot.errors.SqlglotError, RecursionError, ValueError):
+        return None  # the order check reports SQL it cannot parse
+    for token, after in itertools.pairwise(tokens):
+        if after.token_type == TokenType.L_PAREN and token.text.casefold() in names:
+            return token.text
     return None
 
 

@@ -50,10 +50,11 @@ from mcpkit.sql.masking.first_row import (
     one_table,
     primary_keys,
 )
+from mcpkit.sql.masking.first_scanned import first_scanned, fix_hint
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema
 from mcpkit.sql.masking.set_rows import mark_opaque, multiplies, numbering
-from mcpkit.sql.masking.shapes import row_order_call
+from mcpkit.sql.masking.shapes import row_order_call, written_call
 from mcpkit.sql.masking.taint import MaskRefused
 from mcpkit.sql.masking.ties import CONCAT, CONCAT_NAMES, _window_need
 from mcpkit.sql.profiles.findings import Finding
@@ -271,6 +272,8 @@ def order_reason(
     except (SqlglotError, RecursionError, ValueError) as exc:
         return f"its SQL cannot be parsed, so its order cannot be checked ({type(exc).__name__})"
     queries = [t for t in parsed if isinstance(t, exp.Query)]
+    if (written := written_call(statement, dialect, volatile)) is not None:
+        return f"it calls {written}, whose value changes from row to row in the order rows are read"
     if not queries:
         return "it holds no query this check can read, so its order cannot be checked"
     folded = frozenset(p.casefold() for p in params)
@@ -286,6 +289,7 @@ def order_reason(
             or _masked_order(query, policy)
             or numbering(query)
             or _scan_order(query, known, unique, aggregates)
+            or first_scanned(query, dialect)  # a bare column, DISTINCT's ORDER BY (rt33b F5, F6)
         )
         if found:
             return found
@@ -384,7 +388,7 @@ def order_findings(
         Finding(
             f"masked-order-{item.kind}",
             f"{item.kind} {item.schema}.{item.name} may answer in the scan order of a masked table: {why}",
-            item.revoke,
+            item.fix(fix_hint(why)),
             item.opt_in,
         )
         for item, why in order_reasons(stored, dialect, known, policy, unique)

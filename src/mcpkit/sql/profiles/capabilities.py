@@ -217,6 +217,9 @@ class Capabilities:
     masking adds; False: the aggregate is refused over a masked read."""
     ordered_object_aggregates: bool = True
     """Likewise for the aggregates that build a JSON object."""
+    ordered_sums: bool = False
+    """sum, avg, stddev, corr ... take an ORDER BY, which masking adds where they add in scan order
+    (floating point, interval, money: `masking.sums`); False: left as they are (a residual)."""
     bare_columns: bool = False
     """The database answers a bare column beside GROUP BY (its value follows the scan order), so
     masking refuses it. Generic: not checked."""
@@ -238,8 +241,9 @@ class Capabilities:
 
     def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
         """The user's functions (schema, name) the account can see whose value may change from row
-        to row, whatever they are declared (a body not proven stateless: red team rt29 F1, F2), with
-        why: masking counts a call of one like `row_order_functions`. Generic: none known."""
+        to row, whatever they are declared (every user function: red teams rt29, rt31, rt32 got a
+        counter past each proof of a body), with why: masking counts a call of one like
+        `row_order_functions` unless `--allow function-order:S.N` accepts it. Generic: none known."""
         return {}
 
     guessable_random: frozenset[str] = frozenset()

@@ -9,16 +9,20 @@ profile class); `masking.view_order` analyses them at start-up.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Final, Literal
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
     from mcpkit.sql.profiles.base import Profile
 
-__all__ = ["StoredQuery", "stored_queries"]
+__all__ = ["ORDER_FIX", "StoredQuery", "stored_queries"]
+
+ORDER_FIX: Final = "give its LIMIT, window or aggregate an ORDER BY on the primary key"
+"""The usual way out of an order finding, in each profile's `revoke`; `StoredQuery.fix` swaps it for
+the one a reason needs (a bare column or a DISTINCT's order: `masking.first_scanned.fix_hint`)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,10 @@ class StoredQuery:
     volatile: frozenset[str] = frozenset()
     table: str | None = None
 
+    def fix(self, hint: str | None) -> str:
+        """`revoke`, with `hint` (the way out its finding's reason needs) instead of `ORDER_FIX`."""
+        return self.revoke if hint is None else self.revoke.replace(ORDER_FIX, hint)
+
     @property
     def opt_in(self) -> str:
         """The `--allow` value that accepts it: `view-order:S.N`, `function-order:S.N` or
@@ -75,9 +83,24 @@ class StoredQuery:
 
 
 def stored_queries(
-    profile: Profile, conn: Connection, masked: Mapping[str, frozenset[str]]
+    profile: Profile, conn: Connection, masked: Mapping[str, frozenset[str]], allow: Collection[str] = ()
 ) -> list[StoredQuery]:
     """The views and functions over masked tables the current identity can use (none for a profile
-    without a `stored_queries` method: SQLite analyses its views itself, `profiles.sqlite_views`)."""
+    without a `stored_queries` method: SQLite analyses its views itself, `profiles.sqlite_views`).
+    A user function whose order `allow` accepts (`function-order:S.N`, each function of its name)
+    is no per-row call in them."""
     read = getattr(profile, "stored_queries", None)
-    return list(read(conn, masked)) if read is not None else []
+    found = list(read(conn, masked)) if read is not None else []
+    accepted = _accepted(profile, conn, allow) if found else frozenset()
+    return [replace(q, volatile=q.volatile - accepted) for q in found] if accepted else found
+
+
+def _accepted(profile: Profile, conn: Connection, allow: Collection[str]) -> frozenset[str]:
+    """Case-folded names whose every user function `--allow function-order:S.N` accepts."""
+    if not any(a.startswith("function-order:") for a in allow):
+        return frozenset()
+    every: dict[str, bool] = {}
+    for schema, name in profile.row_order_routines(conn):
+        key = name.casefold()
+        every[key] = every.get(key, True) and f"function-order:{schema}.{name}" in allow
+    return frozenset(n for n, ok in every.items() if ok)

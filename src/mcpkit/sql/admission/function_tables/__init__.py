@@ -291,10 +291,14 @@ class SearchBounds:
     function_casts: frozenset[str] = frozenset()
     """Type names a call of one argument casts to (`int4(x)`: PostgreSQL's function-style cast),
     whose argument `cast_budget` sizes as a CAST's."""
-    echoed_inputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    """Calls by name whose error quotes these arguments (keys as `SizeBound`'s) whole: each is sized
-    as a cast's quoted input, up to `echoed_budget` bytes of text."""
+    echoed_inputs: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """Calls by the engine's name whose error quotes the arguments at these positions (from 0, over
+    every overload) whole: each is sized as a cast's quoted input, up to `echoed_budget` bytes of
+    its text (`admission.operands.echoed_inputs` finds them in sqlglot's reading of the call)."""
     echoed_budget: int = 0
+    echo_excluded: Callable[[str, exp.Expr], bool] | None = None
+    """Whether a call of this name (first) cannot quote an argument given its literal ones (second,
+    the call as sqlglot reads it): its `echoed_inputs` are left as written."""
     rewrite: Callable[[exp.Expr], None] | None = None
     """Rewrites the tree before the guards are placed (a call whose cost no guard can precede
     becomes an equivalent one whose cost a guard bounds)."""

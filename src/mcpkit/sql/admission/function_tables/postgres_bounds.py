@@ -18,6 +18,7 @@ from mcpkit.sql.admission.function_tables.postgres_collections import (
     sorted_elements,
     split_elements,
 )
+from mcpkit.sql.admission.function_tables.postgres_echoed import ECHOED, echo_excluded
 from mcpkit.sql.admission.stored_column import stored_column
 
 __all__ = ["SIZE_BOUNDS"]
@@ -48,7 +49,13 @@ def _extra_bytes(operand: exp.Expr) -> exp.Expr:
 # reach pg_trgm's `text % text` by an implicit cast (measured by their text form). "input": what a
 # cast parses as text, json as well (json::jsonb parses it again).
 _TEXT_OIDS: Final = (25, 1043, 1042, 19, 705)
-_TYPE_OIDS: Final = {"jsonb": (3802,), "text": _TEXT_OIDS, "input": (*_TEXT_OIDS, 114)}
+_TYPE_OIDS: Final = {
+    "jsonb": (3802,),
+    "text": _TEXT_OIDS,
+    "input": (*_TEXT_OIDS, 114),
+    # what an echoing call quotes (`postgres_echoed`): text, json, jsonb, text[], varchar[], name[], bpchar[]
+    "echoed": (*_TEXT_OIDS, 114, 3802, 1009, 1015, 1003, 1014),
+}
 _FIRST_USER_OID: Final = 16384
 
 
@@ -58,7 +65,7 @@ def _type_is(operand: exp.Expr, name: str) -> exp.Expr:
     )
     oids = [exp.Literal.number(oid) for oid in _TYPE_OIDS[name]]
     test: exp.Expr = exp.EQ(this=typed, expression=oids[0]) if len(oids) == 1 else typed.isin(*oids)
-    if name in ("text", "input"):
+    if name in ("text", "input", "echoed"):
         test = exp.or_(test, exp.GTE(this=typed.copy(), expression=exp.Literal.number(_FIRST_USER_OID)))
     return test
 
@@ -213,14 +220,6 @@ def _cast_budget(to: exp.Expr, value: exp.Expr) -> int | None:
     return None if stored_column(value) else _QUOTED_INPUT
 
 
-# Functions whose error quotes an argument whole, as a failed cast does (red team rt21 F5:
-# `to_tsquery('simple', <100 MB string_agg>)` took the mcpkit process from 137 MB to 875 MB). Found
-# by calling the candidate text parsers on a malformed 10-byte text and keeping those whose message
-# held it whole: the plainto_/phraseto_/websearch_ parsers and to_tsvector never fail on syntax;
-# to_regclass, format, regexp, jsonpath, to_date, to_number and decode quote a token or nothing.
-_ECHOED: Final = {"to_tsquery": ("#0", "#1"), "parse_ident": ("#0",)}
-
-
 # A call of one argument named after a type is a cast to it, run through the type's input function
 # for a text (PostgreSQL's "function-style cast", Type Conversion: Functions): `int4(repeat('x',
 # 5e7))` put its 50 MB input in the error (mcpkit 512 MB), `xml(repeat(...))` took a backend to
@@ -365,8 +364,9 @@ SIZE_BOUNDS: Final = SearchBounds(
     not_text=frozenset(["vector", "halfvec", "sparsevec"]),
     cast_budget=_cast_budget,
     function_casts=_FUNCTION_CASTS,
-    echoed_inputs=_ECHOED,
+    echoed_inputs=ECHOED,
     echoed_budget=_QUOTED_INPUT,
+    echo_excluded=echo_excluded,
     chain_budget=_BUILT,
     holds_operands=True,
     value_bytes=_value_bytes,

@@ -24,6 +24,7 @@ __all__ = [
     "COLLECTING_AGGREGATES",
     "DENYLISTS",
     "EXPRESSION_COPIES",
+    "MERGE_WORK",
     "NEVER_RELATIONS",
     "SIZE_BOUNDS",
     "TABLES",
@@ -74,3 +75,9 @@ EXPRESSION_COPIES: Final[dict[str, Callable[[exp.Expr], Mapping[str, int]]]] = {
 }
 """Per dialect, how many times the engine copies each operand of an expression while compiling it
 (PostgreSQL's BETWEEN and IN); other dialects (SQLite and MariaDB, measured flat): none."""
+
+
+MERGE_WORK: Final[dict[str, int]] = {"postgres": 200_000}
+"""Per dialect, the planner work (`admission.merge_work`: width x chain length over the scopes) a
+query may cost: PostgreSQL pulls each level's target list up with no interrupt check (red team
+rt33a F4); other dialects: not bounded."""

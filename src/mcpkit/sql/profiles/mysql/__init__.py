@@ -29,6 +29,7 @@ from mcpkit.sql.profiles.mysql.masks import (
     readable_masked_columns,
     scan_order_hints,
 )
+from mcpkit.sql.profiles.mysql.relations import MYSQL_RELATIONS
 from mcpkit.sql.profiles.mysql.routine_state import mysql_row_order_routines
 from mcpkit.sql.profiles.mysql.session import MysqlSession
 from mcpkit.sql.profiles.mysql.stats import mysql_table_stats
@@ -58,6 +59,7 @@ class MysqlProfile(MysqlSession):
     caseless_columns = True
     system_schemas = frozenset({"information_schema", "mysql", "performance_schema", "sys"})
     catalog_complete = False  # information_schema lists only what the account holds a privilege on
+    relations_sql = MYSQL_RELATIONS  # re-verification compares them with start-up (`relcheck`)
 
     def name_path(self, conn: Connection) -> tuple[str, ...]:
         """The connection's database (`USE` is refused, so it never changes); none without one."""
@@ -112,8 +114,7 @@ class MysqlProfile(MysqlSession):
         return mysql_stored_queries(conn, masked, self.function_policy)
 
     def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
-        """Stored functions whose body is not proven stateless, whatever their DETERMINISTIC label
-        (`profiles.mysql.routine_state`)."""
+        """Every stored function, whatever its label or body (`profiles.mysql.routine_state`)."""
         return mysql_row_order_routines(conn)
 
     def readable(self, conn: Connection) -> Readable:

@@ -10,6 +10,8 @@ account can select but not read cannot be checked, so it counts (`mcpkit sql gra
 VIEW with every view). A routine's body needs SHOW CREATE ROUTINE the same way (10.11 shows it to
 its definer only); a compound body (BEGIN ... END) does not parse, so it counts too, and so does
 one stored under an sql_mode that reads text otherwise than the check (`body_modes`, rt30 F4).
+A call of any stored function in them counts as a per-row one (`routine_state`: no body is proven
+stateless), and a function body over a masked table that reads or assigns a variable counts itself.
 
 A routine runs with its own database as the default: an unqualified `customers` in a function of
 `db2` is `db2.customers` (here a view whose `id` is a constant), whatever the connection's database
@@ -29,6 +31,7 @@ from typing import Final
 import sqlglot
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+from sqlglot.tokenizer_core import TokenType
 
 from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.profiles.mysql.body_modes import foreign_routines, readable_body
@@ -40,9 +43,8 @@ from mcpkit.sql.profiles.mysql.mask_routes import (
     _unquote,
     view_closure,
 )
-from mcpkit.sql.profiles.mysql.routine_state import NOT_DETERMINISTIC, mysql_row_order_routines
 from mcpkit.sql.profiles.mysql.view_text import read_relations
-from mcpkit.sql.profiles.stored import StoredQuery
+from mcpkit.sql.profiles.stored import ORDER_FIX, StoredQuery
 
 __all__ = ["mysql_primary_key", "mysql_stored_queries"]
 
@@ -51,6 +53,7 @@ _ROUTINES: Final = (
     f" WHERE routine_schema NOT IN {_SYSTEM} ORDER BY routine_schema, routine_name"
 )
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
+_VARIABLES: Final = (TokenType.PARAMETER, TokenType.SESSION_PARAMETER, TokenType.COLON_EQ)
 _HIDDEN: Final = "its definition is hidden from the account (no SHOW VIEW), so it cannot be checked"
 
 Relation = tuple[str, str]
@@ -114,9 +117,16 @@ def _unread(flags: str | None) -> str:
     return "its body is hidden from the account, so it cannot be checked"
 
 
-def _kept_state(reason: str | None) -> str | None:
-    """Why a function whose body the check reads may keep state from row to row (its label aside)."""
-    return None if reason in (None, NOT_DETERMINISTIC) else reason
+def _variables(body: str) -> str | None:
+    """Why a function body over a masked table may number its own scan: it reads or assigns a user or
+    system variable (`(SELECT id ... WHERE (@c := @c + 1) = 3)` picks the third row it reads)."""
+    try:
+        tokens = sqlglot.Dialect.get_or_raise("mysql").tokenize(body)
+    except (sqlglot.errors.SqlglotError, RecursionError, ValueError):
+        return None  # the order check reports a body it cannot parse
+    if any(t.token_type in _VARIABLES for t in tokens):
+        return "its body reads or assigns a user or system variable, which can number the rows it reads"
+    return None
 
 
 def _names(body: str, names: set[str]) -> bool:
@@ -150,8 +160,8 @@ def mysql_stored_queries(
                 schema,
                 name,
                 (_in_database(definition, schema),) if definition else (),
-                f"REVOKE SELECT ON {quoted} FROM {account} (or give its LIMIT, window or aggregate an ORDER "
-                f"BY on the primary key; GRANT SHOW VIEW ON {quoted} TO {account} lets the check read it)",
+                f"REVOKE SELECT ON {quoted} FROM {account} (or {ORDER_FIX}; "
+                f"GRANT SHOW VIEW ON {quoted} TO {account} lets the check read it)",
                 hidden=None if definition else _HIDDEN,
                 usable=_selectable(conn, schema, name),
             )
@@ -171,18 +181,16 @@ def mysql_stored_queries(
         if more <= reading:
             break
         reading |= more
-    checked = {(s, n) for s, n, b, kind in routines if kind == "FUNCTION" and (s, n) in reading and b}
-    # A stored function not declared DETERMINISTIC, or whose body is not proven stateless whatever its
-    # label (a user variable's counter), numbers the rows in scan order when a view over a masked table
-    # calls it (red team rt27 F5, rt29 F1). One whose body the check reads itself (a stored function
-    # over a masked table) counts there: refused itself when its body may keep state.
-    stateful = mysql_row_order_routines(conn)
-    volatile = frozenset(n.casefold() for s, n in stateful if (s, n) not in checked)
-    volatile |= {name for _, name in foreign}  # unread, whatever its DETERMINISTIC label (rt30 F4)
+    # Every stored function may number the rows in scan order when a view over a masked table calls
+    # it, whatever its label or body (red teams rt27 F5, rt29 F1, rt32 F2). One whose body the check
+    # reads itself (a stored function over a masked table) counts there first; one that passes still
+    # counts for its callers (`view_order.order_reasons`).
+    volatile = frozenset(n.casefold() for _, n, _, kind in routines if kind == "FUNCTION")
     out = [replace(item, volatile=volatile) for item in out]
     for schema, name, body, kind in routines:
         if kind != "FUNCTION" or (schema, name) not in reading:
             continue
+        key = (schema.casefold(), name.casefold())
         returned = _RETURN.match(body)
         statement = f"SELECT {returned['expr'].strip().rstrip(';')}" if returned else body
         quoted = f"{_quote(schema)}.{_quote(name)}"
@@ -193,11 +201,7 @@ def mysql_stored_queries(
                 name,
                 (_in_database(statement, schema),) if body else (),  # rt27 F10
                 f"REVOKE EXECUTE ON FUNCTION {quoted} FROM {account}",
-                hidden=(
-                    _kept_state(stateful.get((schema, name)))
-                    if body
-                    else _unread(foreign.get((schema.casefold(), name.casefold())))
-                ),
+                hidden=_variables(body) if body else _unread(foreign.get(key)),
                 # Not on the allowlist: admission refuses calls to it, but a view may call it.
                 usable=policy.allows_name(name, schema) or policy.allows_name(name),
                 volatile=volatile,

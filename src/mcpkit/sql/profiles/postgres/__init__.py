@@ -41,6 +41,7 @@ from mcpkit.sql.profiles.postgres.missing import catalog_value_findings, catalog
 from mcpkit.sql.profiles.postgres.orderless import orderless
 from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.partitions import bound_partitions, partition_findings
+from mcpkit.sql.profiles.postgres.relations import PG_RELATIONS
 from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
 from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines
 from mcpkit.sql.profiles.postgres.rowtypes import row_type_copies
@@ -92,8 +93,10 @@ class PostgresProfile(PostgresSession):
     guessable_random = frozenset({"rand", "random", "random_normal"})
     exact_ties = staticmethod(exact_ties)
     orderless = staticmethod(orderless)
+    ordered_sums = True  # `masking.sums`
     parameter_casts = DECLARED  # a parameter only tested for NULL has no type (`profiles.postgres.params`)
     system_schemas = frozenset({"information_schema", "pg_catalog", "pg_toast"})
+    relations_sql = PG_RELATIONS  # re-verification compares them with start-up (`relcheck`)
 
     def name_path(self, conn: Connection) -> tuple[str, ...]:
         """`current_schemas(false)`: the search_path as this role resolves it (existing schemas it
@@ -199,8 +202,7 @@ class PostgresProfile(PostgresSession):
         }
 
     def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
-        """User functions whose calls are not proven stateless, whatever their volatility label
-        (`profiles.postgres.routine_state`)."""
+        """Every user function, whatever its label or body (`profiles.postgres.routine_state`)."""
         return postgres_row_order_routines(conn)
 
     def function_catalog(self, engine: Engine) -> FunctionCatalog:

@@ -12,11 +12,11 @@ timeouts, formats of values) counts as unreadable: refused by the order check, o
 is resolved for the body on its own (`fnpath`). Such a setting also holds for every body parsed
 while the function runs: `a() SET standard_conforming_strings = off BEGIN ATOMIC SELECT b(); END`
 made PostgreSQL read b's string body with non-standard strings (red team rt31 F5). So a function of
-any language and body kind, and a procedure, with such a setting counts as unreadable itself (and
-as a per-row one, `routine_state`), whatever it reads: its callers and the views over it with it
-(`stored`). Each call pins `standard_conforming_strings` and `search_path` over role and database
-defaults (`session.PINNED_SETTINGS`); the other settings outside `READ_ALIKE` are left as the
-server, database and role set them.
+any language and body kind, and a procedure, with such a setting counts as unreadable itself
+(and as a per-row one, as every user function does: `routine_state`), whatever it reads: its
+callers and the views over it with it (`stored`). Each call pins `standard_conforming_strings`
+and `search_path` over role and database defaults (`session.PINNED_SETTINGS`); the other settings
+outside `READ_ALIKE` are left as the server, database and role set them.
 """
 
 from __future__ import annotations

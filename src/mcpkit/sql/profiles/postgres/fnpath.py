@@ -13,15 +13,13 @@ session's path would resolve elsewhere.
 
 `volatile_names`: the functions whose value may change from one row to the next in evaluation
 order (F4: `clock_timestamp()` in a view numbered the rows in scan order): every VOLATILE one
-(the default of CREATE FUNCTION), and every user's function but C (a SQL function declared STABLE
-may still return `clock_timestamp()`: its volatility is only a claim), except the SQL functions
-whose own body the check reads (they count by that body).
+(the default of CREATE FUNCTION), and every user function (`routine_state`: a SQL function declared
+STABLE may still return `clock_timestamp()`, its volatility is only a claim).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
 from typing import Final
 
 import sqlglot
@@ -30,6 +28,8 @@ from sqlalchemy.engine import Connection
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+
+from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines
 
 __all__ = ["path_reason", "volatile_names"]
 
@@ -43,21 +43,13 @@ JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = ANY(CAST(:n
 ORDER BY c.relname, s.ord
 """
 _SESSION: Final = "SELECT unnest(current_schemas(true))"
-_VOLATILE: Final = """
-SELECT DISTINCT lower(p.proname) FROM pg_catalog.pg_proc p
-JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-JOIN pg_catalog.pg_language l ON l.oid = p.prolang
-WHERE p.prokind IN ('f', 'w') AND p.oid <> ALL(CAST(:checked AS oid[])) AND (p.provolatile = 'v'
-   OR (l.lanname NOT IN ('internal', 'c') AND n.nspname NOT IN ('pg_catalog', 'information_schema')))
-"""
+_VOLATILE: Final = "SELECT DISTINCT lower(proname) FROM pg_catalog.pg_proc WHERE provolatile = 'v'"
 
 
-def volatile_names(conn: Connection, checked: Collection[int] = ()) -> frozenset[str]:
-    """Lower-cased names of the functions whose value may change from row to row (see the module),
-    but those of `checked`: SQL functions whose own body the order check reads (a per-row call in
-    it counts there, and a function refused hands that on to its callers)."""
-    rows = conn.execute(text(_VOLATILE), {"checked": sorted(checked)})
-    return frozenset(str(n) for n in rows.scalars())
+def volatile_names(conn: Connection) -> frozenset[str]:
+    """Lower-cased names of the functions whose value may change from row to row (see the module)."""
+    users = postgres_row_order_routines(conn)
+    return frozenset(str(n) for n in conn.execute(text(_VOLATILE)).scalars()) | {n.lower() for _, n in users}
 
 
 def _schemas(setting: str, user: str) -> list[str]:

@@ -33,9 +33,10 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.postgres.body_settings import foreign_settings
 from mcpkit.sql.profiles.postgres.fnpath import path_reason, volatile_names
+from mcpkit.sql.profiles.postgres.implicit import with_implicit
 from mcpkit.sql.profiles.postgres.policies import policy_queries
 from mcpkit.sql.profiles.postgres.routes import unchecked_functions
-from mcpkit.sql.profiles.stored import StoredQuery
+from mcpkit.sql.profiles.stored import ORDER_FIX, StoredQuery
 
 __all__ = ["ESCAPED", "POSITIONS", "name_pattern", "postgres_primary_key", "postgres_stored_queries"]
 
@@ -253,16 +254,14 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                     str(name),
                     (str(definition),),
                     f"REVOKE SELECT ON {quoted} FROM {role} (also from PUBLIC or the role that grants it; "
-                    f"or give its LIMIT, window or aggregate an ORDER BY on the primary key: {what})",
+                    f"or {ORDER_FIX}: {what})",
                     usable=bool(usable),
                     aggregates=aggregates,
                     positions=POSITIONS,
                 )
             )
-    # clock_timestamp(), random(), nextval(): numbers in scan order (rt27 F4)
-    volatile = volatile_names(
-        conn, {int(f[0]) for f in functions if f[8] is None and not foreign_settings(f[10])}
-    )
+    # clock_timestamp(), random(), nextval(), every user function: numbers in scan order (rt27 F4, rt29)
+    volatile = volatile_names(conn)
     out = [replace(item, volatile=volatile) for item in out]
     for _, schema, name, signature, body, argnames, usable, one_row, setting, runner, config, u in functions:
         # its own settings: one that changes how its and its callees' bodies read (rt30 F4b, rt31 F5,
@@ -277,8 +276,7 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                 str(schema),
                 str(name),
                 _statements(str(body or "")),
-                f"REVOKE EXECUTE ON FUNCTION {signature} FROM {role}, PUBLIC (or give its LIMIT, window or "
-                "aggregate an ORDER BY on the primary key)",
+                f"REVOKE EXECUTE ON FUNCTION {signature} FROM {role}, PUBLIC (or {ORDER_FIX})",
                 frozenset(str(a) for a in argnames if a),
                 # Whatever the function policy says: `o.f`, an operator or a cast calls it (rt23 F2, F3).
                 usable=bool(usable),
@@ -319,4 +317,5 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
             )
     # Row-level-security policies run on every read of their table (red team rt27 F7).
     policies = policy_queries(conn, readers, fns, role, aggregates, POSITIONS, columns)
-    return out + [replace(item, volatile=volatile) for item in policies]  # `nextval(...) <= 2`: rt27 F4
+    out += [replace(item, volatile=volatile) for item in policies]  # `nextval(...) <= 2`: rt27 F4
+    return with_implicit(out, conn, role)  # operators, casts, domain CHECKs run user functions (rt32)

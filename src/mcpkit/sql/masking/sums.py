@@ -1,0 +1,122 @@
+"""Sums whose answer, or whose error, depends on the order they add in (red team rt33c F3).
+
+PostgreSQL adds floating-point values (sum, avg, stddev, variance, corr, covar, regr), intervals
+and money in the order the scan hands them: the last digits differ with it, and an overflow
+("value out of range", "interval out of range", "money out of range") happens or not with it
+(`sum(CASE id WHEN 2 THEN interval '2000000000 months' WHEN 5 THEN interval '-2000000000 months'
+...)` errs only when 2 and 4 come before 5): where the scan follows a masked column, one bit of its
+ranking per call. Over a masked read such an aggregate is ordered by its arguments and their exact
+text forms, as the concatenating ones are, so it adds the same values in the same order whatever the
+scan: `sum(x ORDER BY x, x::text COLLATE "C")`. An argument whose sum is exact (integer and numeric
+columns by their declared type, number literals, which PostgreSQL reads as numeric, a cast to an
+integer or numeric type, arithmetic and CASE over those) is left alone: sorting costs. Not in a
+window (`sum(x) OVER ()`: PostgreSQL takes no ORDER BY there), nor on MariaDB and SQLite, which take
+none in these aggregates (`Profile.ordered_sums`): there it stays a documented residual.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from sqlglot import exp
+
+from mcpkit.sql.admission.budget import NodeAllowance
+from mcpkit.sql.masking.ties import EXACT, TYPE
+from mcpkit.sql.profiles import profile_class
+
+__all__ = ["pin_sums"]
+
+_EXACT_TYPE: Final = re.compile(
+    r"\s*((tiny|small|medium|big)?int(eger|[248])?|(big|small)?serial|numeric|decimal)\b", re.IGNORECASE
+)
+_ONE_ARGUMENT: Final = (
+    exp.Sum,
+    exp.Avg,
+    exp.Stddev,
+    exp.StddevPop,
+    exp.StddevSamp,
+    exp.Variance,
+    exp.VariancePop,
+)
+# Always in float8, whatever the arguments' type.
+_FLOATING: Final = (
+    exp.Corr,
+    exp.CovarPop,
+    exp.CovarSamp,
+    exp.RegrAvgx,
+    exp.RegrAvgy,
+    exp.RegrIntercept,
+    exp.RegrR2,
+    exp.RegrSlope,
+    exp.RegrSxx,
+    exp.RegrSxy,
+    exp.RegrSyy,
+)
+_ARITHMETIC: Final = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
+
+
+def _exact(node: exp.Expr) -> bool:
+    """Whether values of `node` add up to the same sum in any order (and never overflow)."""
+    if isinstance(node, exp.Column):
+        return bool(_EXACT_TYPE.match(node.meta.get(TYPE) or ""))
+    if isinstance(node, exp.Literal):
+        return node.is_number
+    if isinstance(node, exp.Null):
+        return True
+    if isinstance(node, exp.Cast):
+        return bool(_EXACT_TYPE.match(node.to.sql("postgres")))
+    if isinstance(node, exp.Paren | exp.Neg):
+        return _exact(node.this)
+    if isinstance(node, _ARITHMETIC):
+        return _exact(node.this) and _exact(node.expression)
+    if isinstance(node, exp.Case):
+        values = [i.args.get("true") for i in node.args.get("ifs") or []] + [node.args.get("default")]
+        return all(v is None or _exact(v) for v in values)
+    return False
+
+
+def pin_sums(
+    tree: exp.Expr, dialect: str, masked_aggs: frozenset[int], room: NodeAllowance, label: str
+) -> bool:
+    """Order, in place, every aggregate of `tree` that adds in scan order (above); True if changed.
+
+    Args:
+        tree: The work tree of a query over a masked read.
+        dialect: The engine's dialect.
+        masked_aggs: Ids of aggregates that read a masked value (their output is masked anyway).
+        room: The node allowance the tie-breakers are counted against.
+        label: What `room` calls them when it refuses.
+    """
+    profile = profile_class(dialect)
+    if not profile.ordered_sums:
+        return False
+    pinned = False
+    for agg in list(tree.find_all(*_ONE_ARGUMENT, *_FLOATING)):
+        if isinstance(agg.parent, exp.Window) or id(agg) in masked_aggs:
+            continue
+        slots = ["this", "expression"] if isinstance(agg, _FLOATING) else ["this"]
+        last = slots[-1]
+        written = agg.args.get(last) if isinstance(agg.args.get(last), exp.Order) else None
+        found = [agg.args.get(s) for s in slots]
+        if written is not None:  # `sum(x ORDER BY k)`: k's ties still come in scan order
+            found[-1] = written.this
+        args = [a for a in found if isinstance(a, exp.Expr)]
+        if len(args) != len(slots):
+            continue
+        distinct = isinstance(args[0], exp.Distinct)
+        values: list[exp.Expr] = list(args[0].expressions) if distinct else args
+        if isinstance(agg, _ONE_ARGUMENT) and all(_exact(v) for v in values):
+            continue
+        ties: list[exp.Expr] = []
+        for value in values:
+            ties.append(exp.Ordered(this=value.copy()))
+            if not distinct and value.meta.get(EXACT, True):  # DISTINCT: ORDER BY names arguments only
+                ties += [exp.Ordered(this=e) for e in profile.exact_ties(value)]
+        room.add(ties, label)
+        if written is not None:
+            written.set("expressions", [*written.expressions, *ties])
+        else:
+            agg.set(last, exp.Order(this=agg.args[last].copy(), expressions=ties))
+        pinned = True
+    return pinned
