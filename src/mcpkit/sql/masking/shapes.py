@@ -202,6 +202,8 @@ def row_order_call(func: exp.Func, dialect: str, more: frozenset[str] = frozense
     seeded = isinstance(func, exp.Rand) and func.this is not None
     if name in per_row or seeded or (isinstance(func, exp.Uuid) and facts.time_based_uuid):
         return name
+    if facts.accent_blind_routines and not name.isascii():  # `tíck(x)` calls `tick` (rt34 F6)
+        return name
     if more and not isinstance(func, exp.Anonymous):  # a typed node under the engine's own name
         shown = func.sql(dialect=sent_dialect(dialect)).split("(", 1)[0].strip().casefold()
         return shown if shown in more else None
@@ -216,8 +218,10 @@ def written_call(statement: str, dialect: str, names: frozenset[str]) -> str | N
         tokens = sqlglot.Dialect.get_or_raise(read_dialect(dialect)).tokenize(statement)
     except (sqlglot.errors.SqlglotError, RecursionError, ValueError):
         return None  # the order check reports SQL it cannot parse
+    blind = profile_class(dialect).accent_blind_routines  # `tíck(x)` calls `tick` (rt34 F6)
     for token, after in itertools.pairwise(tokens):
-        if after.token_type == TokenType.L_PAREN and token.text.casefold() in names:
+        called = token.text.casefold()
+        if after.token_type == TokenType.L_PAREN and (called in names or (blind and not called.isascii())):
             return token.text
     return None
 

@@ -7,7 +7,7 @@ instead of testing a dialect name.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -245,6 +245,15 @@ class Capabilities:
         counter past each proof of a body), with why: masking counts a call of one like
         `row_order_functions` unless `--allow function-order:S.N` accepts it. Generic: none known."""
         return {}
+
+    accent_blind_routines: bool = False
+    """The server finds a routine by a case- and accent-blind name (MariaDB: `tíck(x)` calls `tick`,
+    red team rt34 F6): masking counts a call whose name is not ASCII as a per-row one."""
+
+    def routine_keys(self, conn: Connection, names: Iterable[str]) -> frozenset[str]:
+        """The case-folded spellings a call may name each of `names` (stored functions) by, as the
+        server compares routine names (`KnownSchema.per_row`). Generic: the names case-folded."""
+        return frozenset(n.casefold() for n in names)
 
     guessable_random: frozenset[str] = frozenset()
     """Unseeded generators (`rand` is sqlglot's RAND()/random()) of a public non-cryptographic

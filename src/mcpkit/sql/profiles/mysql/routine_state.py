@@ -16,17 +16,15 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from mcpkit.sql.profiles.mysql.mask_routes import _SYSTEM
-
 __all__ = ["PER_ROW", "mysql_row_order_routines"]
 
 PER_ROW: Final = (
     "it is a stored function, whose value may change from row to row (only --allow function-order:"
     " accepts one over masked reads)"
 )
+# Every database, `sys` and `mysql` too: root may create a counter there (red team rt34 F4).
 _FUNCTIONS: Final = (
-    "SELECT routine_schema, routine_name FROM information_schema.ROUTINES"
-    f" WHERE routine_type = 'FUNCTION' AND routine_schema NOT IN {_SYSTEM}"
+    "SELECT routine_schema, routine_name FROM information_schema.ROUTINES WHERE routine_type = 'FUNCTION'"
 )
 
 

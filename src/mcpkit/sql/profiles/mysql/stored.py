@@ -43,6 +43,8 @@ from mcpkit.sql.profiles.mysql.mask_routes import (
     _unquote,
     view_closure,
 )
+from mcpkit.sql.profiles.mysql.routine_names import mysql_routine_keys
+from mcpkit.sql.profiles.mysql.routine_state import mysql_row_order_routines
 from mcpkit.sql.profiles.mysql.view_text import read_relations
 from mcpkit.sql.profiles.stored import ORDER_FIX, StoredQuery
 
@@ -185,7 +187,8 @@ def mysql_stored_queries(
     # it, whatever its label or body (red teams rt27 F5, rt29 F1, rt32 F2). One whose body the check
     # reads itself (a stored function over a masked table) counts there first; one that passes still
     # counts for its callers (`view_order.order_reasons`).
-    volatile = frozenset(n.casefold() for _, n, _, kind in routines if kind == "FUNCTION")
+    # Those of the system databases too (rt34 F4), keyed as MariaDB compares names (rt34 F6: `tíck`).
+    volatile = mysql_routine_keys(conn, {n for _, n in mysql_row_order_routines(conn)})
     out = [replace(item, volatile=volatile) for item in out]
     for schema, name, body, kind in routines:
         if kind != "FUNCTION" or (schema, name) not in reading:
