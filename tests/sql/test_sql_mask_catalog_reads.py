@@ -9,11 +9,17 @@ reader can execute whose body reads the catalog refuses start-up unless `--allow
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import get_default_environment
 
+from tests.helpers import ROOT, UNBOUNDED_MEMORY, text_of
 from tests.sql.sql_support import MysqlScratch, PgScratch, masks_file, mysql_scratch, pg_scratch, run_cli
 
 EMAILS = ("alice", "bob", "carl", "mike", "yann", "zed")
@@ -127,3 +133,42 @@ def test_postgres_function_reading_pg_class_reltuples_refuses_start_up(
     pg.admin.execute("DROP FUNCTION f_rows")
     code, out = run_cli(capsys, *base, "SELECT label FROM products WHERE id = 1")  # f_ok: no finding
     assert code == 0 and "lamp" in out, out
+
+
+def _code(result: Any) -> str:
+    return str((result.meta or {}).get("mcpkit/error", {}).get("code", "OK"))
+
+
+@pytest.mark.mysql
+@pytest.mark.anyio
+async def test_mariadb_function_replaced_while_serving_to_read_the_catalog_is_refused(
+    maria: MysqlScratch, tmp_path: Path
+) -> None:
+    db, r = maria, f"'{maria.reader}'@'%'"
+    fn = f"CREATE DEFINER={r} FUNCTION {db.db}.f_rows(t varchar(64), p varchar(64)) RETURNS bigint"
+    fn += " DETERMINISTIC READS SQL DATA SQL SECURITY INVOKER"
+    with db.admin.cursor() as c:
+        c.execute(f"DROP FUNCTION {db.db}.f_via")
+        c.execute(f"DROP FUNCTION {db.db}.f_rows")
+        c.execute(f"{fn} RETURN (SELECT COUNT(*) FROM products WHERE label = t)")
+        c.execute(f"GRANT EXECUTE ON FUNCTION {db.db}.f_rows TO {r}")
+    args = ["-m", "mcpkit", *_my_base(db, tmp_path)[:1], "serve", *_my_base(db, tmp_path)[2:]]
+    args += ["--no-audit", *UNBOUNDED_MEMORY, "--catalog-check-interval", "0"]
+    env = get_default_environment()  # and the source under test, where one is given (an older one)
+    env.update({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {})
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(ROOT), env=env)
+    query = f"SELECT {db.db}.f_rows('members', 'p_am') AS below_n"
+    async with Client(params, mode="legacy") as client:
+        result = await client.call_tool("execute_query", {"query": query})
+        assert _code(result) == "OK" and "| 0 |" in text_of(result), text_of(result)
+        with db.admin.cursor() as c:
+            c.execute(f"DROP FUNCTION {db.db}.f_rows")
+            c.execute(
+                f"{fn} RETURN (SELECT table_rows FROM information_schema.PARTITIONS"
+                f" WHERE table_schema = '{db.db}' AND table_name = t AND partition_name = p)"
+            )
+            c.execute(f"GRANT EXECUTE ON FUNCTION {db.db}.f_rows TO {r}")
+        result = await client.call_tool("execute_query", {"query": query})
+        said = text_of(result)
+        assert _code(result) == "SOURCE_UNVERIFIED" and "| 4 |" not in said, said  # before: | 4 |
+        assert "f_rows" not in said and len(said.splitlines()) == 1, said
