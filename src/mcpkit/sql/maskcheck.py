@@ -250,7 +250,10 @@ def _callable(engine: SqlEngine, schema: str, name: str) -> bool:
     """Whether the function policy lets a call name function `schema.name`."""
     policy = engine.profile.function_policy
     return policy is not None and (
-        policy.allows_name(name.lower(), schema) or policy.allows_name(name.lower())
+        policy.allows_name(name.lower(), schema)
+        or policy.allows_name(name.lower())
+        or policy.allows_under(f"{schema}.{name}".lower())  # a package's functions (rt34 F2)
+        or policy.allows_under(name.lower())
     )
 
 

@@ -43,6 +43,7 @@ from mcpkit.sql.profiles.mysql.mask_routes import (
     _unquote,
     view_closure,
 )
+from mcpkit.sql.profiles.mysql.routine_state import ROUTINE_TYPES
 from mcpkit.sql.profiles.mysql.view_text import read_relations
 from mcpkit.sql.profiles.stored import StoredQuery
 
@@ -54,6 +55,7 @@ _ROUTINES: Final = (
 )
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
 _VARIABLES: Final = (TokenType.PARAMETER, TokenType.SESSION_PARAMETER, TokenType.COLON_EQ)
+_PACKAGE: Final = "it is a package whose body reads a masked table, which this check cannot read"
 _HIDDEN: Final = "its definition is hidden from the account (no SHOW VIEW), so it cannot be checked"
 
 Relation = tuple[str, str]
@@ -185,10 +187,17 @@ def mysql_stored_queries(
     # it, whatever its label or body (red teams rt27 F5, rt29 F1, rt32 F2). One whose body the check
     # reads itself (a stored function over a masked table) counts there first; one that passes still
     # counts for its callers (`view_order.order_reasons`).
-    volatile = frozenset(n.casefold() for _, n, _, kind in routines if kind == "FUNCTION")
+    # A package counts as a whole: `db.pkg.f(...)` shares the package's variables (rt34 F2).
+    volatile = frozenset(n.casefold() for _, n, _, kind in routines if kind in ROUTINE_TYPES)
     out = [replace(item, volatile=volatile) for item in out]
     for schema, name, body, kind in routines:
-        if kind != "FUNCTION" or (schema, name) not in reading:
+        if kind not in ROUTINE_TYPES or (schema, name) not in reading:
+            continue
+        if kind != "FUNCTION":  # a package body is compound: the check cannot read it
+            if not any(o.kind == "function" and (o.schema, o.name) == (schema, name) for o in out):
+                usable = policy.allows_under(f"{schema}.{name}".lower()) or policy.allows_under(name.lower())
+                revoke = f"REVOKE EXECUTE ON PACKAGE {_quote(schema)}.{_quote(name)} FROM {account}"
+                out.append(StoredQuery("function", schema, name, (), revoke, hidden=_PACKAGE, usable=usable))
             continue
         key = (schema.casefold(), name.casefold())
         returned = _RETURN.match(body)
