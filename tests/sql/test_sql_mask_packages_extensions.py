@@ -91,6 +91,11 @@ def test_mariadb_a_package_function_over_a_masked_read_is_refused(
     assert f"--allow function-order:{my.db}.pk" in out, out
     found = row_order_routines(my.reader_url)
     assert (my.db, "pk") in found and "it is a package" in found[(my.db, "pk")], found
+    code, out = _run(capsys, "sql", "doctor", *_my_args(my, tmp_path, *view))
+    assert (
+        f"warn masks: function {my.db}.pk counts as a per-row function over masked reads: it is a package"
+        in out
+    )
     # the per-call check counts each spelling of a call through the package too
     engine = SqlEngine(my.reader_url)
     try:
