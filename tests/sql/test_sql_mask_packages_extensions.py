@@ -197,3 +197,73 @@ def test_postgres_a_reviewed_extension_keeps_built_in_calls_of_its_names(
     sql = "SELECT id, replace(name, 'n', 'm') AS r, strpos(name, '1') AS p FROM customers ORDER BY id"
     code, out = _run(capsys, "sql", "query", *_pg_args(pg, tmp_path), sql)
     assert code == 0 and "| 1 | m1 | 2 |" in out, out
+
+
+@pytest.mark.mysql
+def test_mariadb_a_function_in_sys_or_named_by_collation_counts(
+    my: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # rt34 F4: root may create a function in `sys`; F6: `rt_tıck` (dotless i) calls `rt_tick`
+    sys_fn = f"sys.{my.db}_tick"
+    counter = "RETURNS int DETERMINISTIC SQL SECURITY INVOKER RETURN (@rt34p_c := COALESCE(@rt34p_c, 0) + 1)"
+    with my.admin.cursor() as c:
+        c.execute(f"CREATE DEFINER = '{my.reader}'@'%' FUNCTION {my.db}.rt_tick(x int) {counter}")
+        c.execute(f"GRANT EXECUTE ON {my.db}.* TO '{my.reader}'@'%'")
+        c.execute(f"CREATE FUNCTION {sys_fn}(x int) {counter}")
+        c.execute(f"GRANT EXECUTE ON FUNCTION {sys_fn} TO '{my.reader}'@'%'")
+    try:
+        assert ("sys", f"{my.db}_tick") in row_order_routines(my.reader_url)
+        args = _my_args(
+            my, tmp_path, "--allow", f"view-order:{my.db}.v_pk", "--allow", f"routine:{my.db}.rt_tick"
+        )
+        args += [
+            "--allow",
+            f"routine:{sys_fn}",
+            "--allow-function",
+            sys_fn,
+            "--allow-function",
+            f"{my.db}.rt*",
+        ]
+        args += ["--allow", f"function-order:{my.db}.pk"]
+        for call in (f"{sys_fn}(id)", f"{my.db}.rt_tıck(id)", f"{my.db}.rt_tíck(id)"):
+            sql = f"SELECT sum(id * POW(10, {call} - 1)) AS code FROM customers"
+            code, out = _run(capsys, "sql", "query", *args, sql)
+            assert code == 3 and PER_ROW in out and CODE not in out, out  # before: | 632514.0 |
+    finally:
+        with my.admin.cursor() as c:
+            c.execute(f"DROP FUNCTION IF EXISTS {sys_fn}")
+
+
+@pytest.mark.postgres
+def test_postgres_catalog_schema_aggregates_and_added_members_count(
+    pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # rt34 F3: a superuser's function in pg_catalog; F5: intagg's aggregate (extension not reviewed);
+    # F7: a plpgsql function added to an extension (here a reviewed one)
+    counter = (
+        "LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN set_config('rt34p.c', (coalesce(nullif("
+        "current_setting('rt34p.c', true), ''), '0')::int + 1)::text, false)::int; END $$"
+    )
+    pg.admin.execute(
+        f"""
+        CREATE FUNCTION pg_catalog.rt34p_tick(x int) RETURNS int {counter};
+        CREATE FUNCTION public.rt34p_member(x int) RETURNS int {counter};
+        ALTER EXTENSION citext ADD FUNCTION public.rt34p_member(int);
+        """
+    )
+    intagg = pg.admin.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'intagg'").fetchone()
+    if intagg:
+        pg.admin.execute("CREATE EXTENSION intagg")
+    found = {n for _, n in row_order_routines(pg.admin_url)}
+    assert {"rt34p_tick", "rt34p_member"} <= found and (not intagg or "int_array_aggregate" in found), found
+    more = ["--allow", "function:pg_catalog.rt34p_tick", "--allow-function", "rt34p_tick"]
+    if intagg:
+        more += ["--allow", "extension:intagg", "--allow", "function:public.int_array_aggregate"]
+    args = _pg_args(pg, tmp_path, *more)
+    sql = "SELECT sum(id * 10 ^ (rt34p_tick(id) - 1)) AS code FROM customers"
+    code, out = _run(capsys, "sql", "query", *args, sql)
+    assert code == 3 and PER_ROW in out and CODE not in out, out  # before: the ranking in one call
+    if intagg:
+        sql = "SELECT name IS NOT NULL AS g, public.int_array_aggregate(id) AS ids FROM customers GROUP BY 1"
+        code, out = _run(capsys, "sql", "query", *args, sql)
+        assert code == 3 and PER_ROW in out and "[4,1,5,2,3,6]" not in out, out

@@ -194,6 +194,8 @@ def row_order_call(func: exp.Func, dialect: str, more: frozenset[str] = frozense
     facts = profile_class(dialect)
     if (package := _through(func, more)) is not None:
         return package
+    if facts.collated_routine_names and (odd := _unfolded(func)) is not None:
+        return odd
     if isinstance(func, exp.Anonymous):
         name = _name(func)[0].casefold()
         if name == "last_insert_id" and func.expressions:
@@ -223,6 +225,17 @@ def _through(func: exp.Func, names: frozenset[str]) -> str | None:
     return None
 
 
+def _unfolded(func: exp.Func) -> str | None:
+    """A non-ASCII name in a MariaDB call: routine names compare under utf8mb3_general_ci, so a
+    dotless or accented i (`rt34_tíck`) calls the stored `rt34_tick` (red team rt34 F6). A built-in's
+    name is ASCII: such a call is of a stored function, which counts whatever its name."""
+    parent = func.parent
+    qualifier = parent.this if isinstance(parent, exp.Dot) and parent.expression is func else None
+    names = [_name(func)[0]] if isinstance(func, exp.Anonymous) else []
+    names += [i.name for i in qualifier.find_all(exp.Identifier)] if qualifier is not None else []
+    return next((n for n in names if not n.isascii()), None)
+
+
 def written_call(statement: str, dialect: str, names: frozenset[str]) -> str | None:
     """The first name of `names` (case-folded) that `statement` calls as written, or None. Stored SQL
     runs as written, not as sqlglot renders it: `len(x)` is LENGTH to sqlglot but MariaDB's stored
@@ -231,8 +244,10 @@ def written_call(statement: str, dialect: str, names: frozenset[str]) -> str | N
         tokens = sqlglot.Dialect.get_or_raise(read_dialect(dialect)).tokenize(statement)
     except (sqlglot.errors.SqlglotError, RecursionError, ValueError):
         return None  # the order check reports SQL it cannot parse
+    collated = profile_class(dialect).collated_routine_names
     for token, after in itertools.pairwise(tokens):
-        if after.token_type == TokenType.L_PAREN and token.text.casefold() in names:
+        odd = collated and not token.text.isascii()  # collation-folded names (rt34 F6)
+        if after.token_type == TokenType.L_PAREN and (token.text.casefold() in names or odd):
             return token.text
     for name, dot, _, paren in zip(tokens, tokens[1:], tokens[2:], tokens[3:], strict=False):
         through = dot.token_type == TokenType.DOT and paren.token_type == TokenType.L_PAREN

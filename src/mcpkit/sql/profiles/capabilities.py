@@ -233,6 +233,9 @@ class Capabilities:
     """The schema of the built-in functions (`pg_catalog.f(...)` is `f(...)` to masking)."""
     time_based_uuid: bool = False
     """UUID() is time-based, so its values follow the order rows are read (refused when masking)."""
+    collated_routine_names: bool = False
+    """Routine names compare under an accent- and case-folding collation (MariaDB's utf8mb3_general_ci:
+    a dotless i calls the stored `tick`): masking counts a non-ASCII call name as a stored function's."""
     row_order_functions: frozenset[str] = ROW_ORDER_FUNCTIONS
     """Functions whose value changes from row to row in the order rows are read (per-row clocks,
     time-based UUIDs, sequences, positions): they number the rows in scan order. Masking refuses

@@ -53,6 +53,7 @@ class MysqlProfile(MysqlSession):
     ordered_object_aggregates = False  # JSON_OBJECTAGG takes no ORDER BY
     bare_columns = True  # ONLY_FULL_GROUP_BY (set per call with masks) misses ORDER BY and windows
     time_based_uuid = True  # UUID() is version 1
+    collated_routine_names = True  # a non-ASCII call name may be a stored function's (rt34 F6)
     # RAND() is mysys my_rnd: s1 = (3*s1 + s2) % (2^30-1), s2 = (s1 + s2 + 33) % ..., value s1/M,
     # so three values give the next. RANDOM_BYTES (OpenSSL's CSPRNG) and UUID v4 stay answered.
     guessable_random = frozenset({"rand"})

@@ -19,8 +19,6 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from mcpkit.sql.profiles.mysql.mask_routes import _SYSTEM
-
 __all__ = ["PACKAGE", "PER_ROW", "ROUTINE_TYPES", "mysql_row_order_routines"]
 
 PER_ROW: Final = (
@@ -34,7 +32,7 @@ PACKAGE: Final = (
 ROUTINE_TYPES: Final = ("FUNCTION", "PACKAGE", "PACKAGE BODY")
 _FUNCTIONS: Final = (
     "SELECT routine_schema, routine_name, routine_type FROM information_schema.ROUTINES"
-    f" WHERE routine_type IN {ROUTINE_TYPES!r} AND routine_schema NOT IN {_SYSTEM}"
+    f" WHERE routine_type IN {ROUTINE_TYPES!r}"  # in sys and mysql too: root may create one there (rt34 F4)
 )
 
 

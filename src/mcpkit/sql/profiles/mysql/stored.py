@@ -43,7 +43,7 @@ from mcpkit.sql.profiles.mysql.mask_routes import (
     _unquote,
     view_closure,
 )
-from mcpkit.sql.profiles.mysql.routine_state import ROUTINE_TYPES
+from mcpkit.sql.profiles.mysql.routine_state import ROUTINE_TYPES, mysql_row_order_routines
 from mcpkit.sql.profiles.mysql.view_text import read_relations
 from mcpkit.sql.profiles.stored import StoredQuery
 
@@ -188,7 +188,7 @@ def mysql_stored_queries(
     # reads itself (a stored function over a masked table) counts there first; one that passes still
     # counts for its callers (`view_order.order_reasons`).
     # A package counts as a whole: `db.pkg.f(...)` shares the package's variables (rt34 F2).
-    volatile = frozenset(n.casefold() for _, n, _, kind in routines if kind in ROUTINE_TYPES)
+    volatile = frozenset(n.casefold() for _, n in mysql_row_order_routines(conn))  # sys too: rt34 F4
     out = [replace(item, volatile=volatile) for item in out]
     for schema, name, body, kind in routines:
         if kind not in ROUTINE_TYPES or (schema, name) not in reading:

@@ -5,13 +5,15 @@ A function called once per row over a masked read, with an index (or CLUSTER) on
 column, can number the rows in the masked order: a STABLE SQL function counting with `set_config`
 did (rt29 F2). Its label is only a claim, and three rounds of red teams (rt29, rt31, rt32) got a
 counter past every proof of a body's statelessness (a parameter DEFAULT, `ifnull` rendered as
-COALESCE, a user operator, a domain CHECK). So no body is read: every function outside the catalog
-counts, and only `--allow function-order:S.N` accepts one. An aggregate counts too (its transition
-function sees the rows in scan order), and so does a C or internal function: isn's `isn_weak` is a
-setter of process-global state labelled IMMUTABLE (rt34 F1), and an `internal` function may alias
-any built-in C function. The one exception is `STATELESS_EXTENSIONS`: a function a superuser owns
-of an extension reviewed to keep no state across calls (but the few left out of the review),
-unless it is VOLATILE.
+COALESCE, a user operator, a domain CHECK). So no body is read: every function initdb did not
+create counts, in pg_catalog too (a superuser may create one there, rt34 F3), and only `--allow
+function-order:S.N` accepts one. An aggregate counts too (its transition function sees the rows in
+scan order; intagg's `int_array_aggregate`, rt34 F5), and so does a C or internal function:
+isn's `isn_weak` is a setter of process-global state labelled IMMUTABLE (rt34 F1), and an
+`internal` function may alias any built-in C function. The one exception is
+`STATELESS_EXTENSIONS`: a function a superuser owns of an extension reviewed to keep no state across
+calls (but the few left out of the review), unless it is VOLATILE or in a procedural language
+(plpgsql added to the extension, rt34 F7).
 """
 
 from __future__ import annotations
@@ -56,9 +58,9 @@ SELECT n.nspname, p.proname
 FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
-WHERE p.prokind IN ('f', 'w', 'a') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp%'
-  AND NOT (p.provolatile <> 'v' AND o.rolsuper AND EXISTS (
+JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+WHERE p.prokind IN ('f', 'w', 'a') AND p.oid >= 16384
+  AND NOT (p.provolatile <> 'v' AND o.rolsuper AND l.lanname IN ('c', 'internal', 'sql') AND EXISTS (
       SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
       WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
         AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = ANY(:stateless)
