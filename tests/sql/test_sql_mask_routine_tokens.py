@@ -211,3 +211,142 @@ def test_mariadb_a_call_hidden_by_database_case_or_a_package_lookalike_is_refuse
         with maria.admin.cursor() as c:
             for x in (low, up, pkg):
                 c.execute(f"DROP DATABASE IF EXISTS `{x}`")
+
+
+# Red team rt33b F1: MariaDB reads `.name` (ODBC) as a table of the current database, wherever a
+# relation stands. The scanner stopped expecting a name at the `.`, and a body sqlglot is not trusted
+# with (a comment, a compound body) had only that scan: every e-mail through a DEFINER view.
+DOTTED = (
+    "SELECT email FROM .hv WHERE id = 1 /* by id */",
+    "SELECT email FROM . hv",
+    "SELECT h.email FROM ok o JOIN .hv h ON 1",
+    "SELECT h.email FROM ok o STRAIGHT_JOIN . `hv` h",
+    "SELECT h.email FROM ok, .hv AS h",
+    "SELECT h.email FROM ok, (. hv h)",
+    "SELECT email FROM (((.hv)))",
+    "SELECT h.email FROM {oj ok o LEFT JOIN .hv h ON 1}",
+    "SELECT h.email FROM {oj .hv h LEFT JOIN ok o ON 1}",
+    "SELECT 1 FROM ok WHERE id IN (SELECT id FROM .hv)",
+    "DELETE FROM ok USING ok, .hv",
+    "UPDATE .hv SET id = 1",
+    # `{oj ...}` takes any word for `oj`: `{ok hv h}` is `hv` (the scanner took `ok` for the relation)
+    "SELECT h.email FROM {ok hv h}",
+    "SELECT h.email FROM ok, {`ok` . hv AS h}",
+)
+
+
+@pytest.mark.mysql
+def test_mariadb_reads_a_leading_dot_as_a_relation_of_the_current_database_and_so_does_the_scanner(
+    maria: MysqlScratch,
+) -> None:
+    from mcpkit.sql.profiles.mysql.routine_relations import body_relations
+
+    missed = [sql for sql in DOTTED if (maria.db, "hv") not in body_relations(f"BEGIN {sql}; END", maria.db)]
+    assert not missed, missed  # before: each one
+    assert (maria.db, "hv") in body_relations("RETURN (SELECT email FROM .hv WHERE id = x /* c */)", maria.db)
+    with maria.admin.cursor() as c:
+        c.execute(f"USE {maria.db}")
+        for sql in DOTTED:  # the server takes each spelling (PREPARE runs nothing)
+            c.execute("PREPARE p FROM %s", (sql,))
+        c.execute("DEALLOCATE PREPARE p")
+
+
+@pytest.mark.mysql
+def test_mariadb_routine_reading_a_relation_written_with_a_leading_dot_is_refused(
+    maria: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d, r = maria.db, f"'{maria.reader}'@'%'"
+    inv = "READS SQL DATA SQL SECURITY INVOKER"
+    bodies = {
+        "dot1": "RETURN (SELECT email FROM .hv WHERE id = x /* by id */)",
+        "dot2": "BEGIN RETURN (SELECT h.email FROM ok o JOIN . `hv` h ON 1 WHERE h.id = x); END",
+        "odbc": "BEGIN RETURN (SELECT h.email FROM {ok hv h} WHERE h.id = x); END",
+    }
+    with maria.admin.cursor() as c:
+        for fn in BROKEN:  # the rest of start-up passes: the view answers or is refused on its own
+            c.execute(f"DROP VIEW {d}.v_{fn}")
+        for fn, body in bodies.items():
+            c.execute(f"CREATE DEFINER={r} FUNCTION {d}.{fn}(x int) RETURNS varchar(100) {inv} {body}")
+            c.execute(f"CREATE VIEW {d}.v_{fn} AS SELECT id, {d}.{fn}(id) AS e FROM {d}.customers")
+            c.execute(f"GRANT EXECUTE ON FUNCTION {d}.{fn} TO {r}")
+            c.execute(f"GRANT SELECT, SHOW VIEW ON {d}.v_{fn} TO {r}")
+    base = _base(maria, tmp_path, CLEAN)
+    for fn in bodies:
+        base += [
+            "--allow",
+            f"routine:{d}.{fn}",
+            "--allow",
+            f"view:{d}.v_{fn}",
+            "--allow",
+            f"view-order:{d}.v_{fn}",
+        ]
+    for fn in bodies:
+        code, out = run_cli(capsys, "sql", "query", *base, f"SELECT id, e FROM v_{fn} ORDER BY id")
+        assert code == 2 and SECRET not in out, out  # before: | 1 | ann@secret.example |
+        assert f"view `{d}`.`v_{fn}`: it calls function {fn}, which names {d}.hv, which " in out, out
+
+
+# Red team rt33b F4: MariaDB's hex and bit prefixes are lower-case only: `0X1F`, `0B1` are names
+# (the scanner took them for numbers and never probed them). F3: every account reads
+# information_schema, which tells the row counts per partition of a table partitioned by a masked
+# column (its histogram) and a table's sizes; the probe passed, so a body reading it counted clean.
+CASED = {
+    "hx1": "RETURN (SELECT email FROM 0X1F WHERE id = x)",
+    "hx2": "BEGIN RETURN (SELECT h.email FROM ok o, 0B1 h WHERE h.id = x); END",
+    "hx3": "BEGIN RETURN 0X2A(x); END",  # a hidden function named `0X2A`
+}
+SYSTEM = {
+    "is1": "RETURN (SELECT CONCAT(table_rows, '') FROM information_schema.PARTITIONS"
+    " WHERE table_schema = DATABASE() AND table_name = CONCAT('custo', 'mers') LIMIT 1)",
+    "is2": "BEGIN RETURN (SELECT CONCAT(data_length, '') FROM INFORMATION_SCHEMA.`TABLES`"
+    " WHERE table_schema = DATABASE() AND table_name = CONCAT('custo', 'mers')); END",
+}
+
+
+def test_upper_case_hex_and_bit_prefixes_are_names_to_the_scanner() -> None:
+    from mcpkit.sql.profiles.mysql.routine_relations import body_calls, body_relations
+
+    assert body_relations(CASED["hx1"], "d") == [("d", "0X1F")]  # before: []
+    assert ("d", "0B1") in body_relations(CASED["hx2"], "d")
+    assert ("d", "0X2A") in body_calls(CASED["hx3"], "d")
+    assert body_relations("RETURN (SELECT 0x1F FROM ok WHERE id = 0b1 + 1E5)", "d") == [("d", "ok")]
+
+
+@pytest.mark.mysql
+def test_mariadb_routine_reading_a_cased_hex_name_or_a_system_table_is_refused(
+    maria: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d, r = maria.db, f"'{maria.reader}'@'%'"
+    inv = "READS SQL DATA SQL SECURITY INVOKER"
+    bodies = {**CASED, **SYSTEM}
+    with maria.admin.cursor() as c:
+        for fn in BROKEN:  # the rest of start-up passes: the view answers or is refused on its own
+            c.execute(f"DROP VIEW {d}.v_{fn}")
+        for name in ("0X1F", "0B1"):
+            c.execute(f"CREATE SQL SECURITY INVOKER VIEW {d}.`{name}` AS SELECT id, email FROM {d}.customers")
+        c.execute(
+            f"CREATE FUNCTION {d}.`0X2A`(x int) RETURNS varchar(100) {inv}"
+            f" RETURN (SELECT email FROM {d}.customers WHERE id = x)"
+        )
+        for fn, body in bodies.items():
+            c.execute(f"CREATE DEFINER={r} FUNCTION {d}.{fn}(x int) RETURNS varchar(100) {inv} {body}")
+            c.execute(f"CREATE VIEW {d}.v_{fn} AS SELECT id, {d}.{fn}(id) AS e FROM {d}.customers")
+            c.execute(f"GRANT EXECUTE ON FUNCTION {d}.{fn} TO {r}")
+            c.execute(f"GRANT SELECT, SHOW VIEW ON {d}.v_{fn} TO {r}")
+    base = _base(maria, tmp_path, CLEAN)
+    for fn in bodies:
+        base += ["--allow", f"routine:{d}.{fn}", "--allow", f"view:{d}.v_{fn}"]
+        base += ["--allow", f"view-order:{d}.v_{fn}", "--allow", f"function:{d}.{fn}"]
+    for fn in bodies:
+        code, out = run_cli(capsys, "sql", "query", *base, f"SELECT id, e FROM v_{fn} ORDER BY id")
+        assert code == 2 and SECRET not in out, out  # before: | 1 | ann@secret.example | (or a size)
+        assert f"view `{d}`.`v_{fn}`: it calls function {fn}, which " in out, out
+    assert "it calls function is1, which names information_schema.PARTITIONS, which this check" in out
+    assert f"it calls function hx1, which names {d}.0X1F, which this account cannot see" in out
+
+
+def test_routine_scanner_system_schemas_are_the_profiles() -> None:
+    from mcpkit.sql.profiles.mysql import MysqlProfile
+    from mcpkit.sql.profiles.mysql.routine_relations import SYSTEM_SCHEMAS
+
+    assert MysqlProfile.system_schemas == SYSTEM_SCHEMAS

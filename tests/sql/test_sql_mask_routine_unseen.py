@@ -249,3 +249,100 @@ def test_postgres_owner_view_over_a_function_reading_an_unseen_view_runs_it_as_t
         code, out = run_cli(capsys, *base, sql)
         assert SECRET not in out, (sql, out)
         assert code == 4 and "may not read something" in out, (sql, out)
+
+
+# Red team rt33b F2: a name inside a non-RECURSIVE CTE's own definition, or in an earlier CTE of the
+# same WITH, is the relation, not the CTE; the scanner dropped every name some CTE bore, so
+# `WITH hv AS (SELECT id, email FROM hv) ...` read the unseen view `hv` unchecked.
+CTE_BODIES = {
+    "f_cte": "RETURN (WITH hv AS (SELECT id, email FROM hv) SELECT email FROM hv WHERE id = x)",
+    "f_cte2": "RETURN (WITH a AS (SELECT id, email FROM hv), hv AS (SELECT 1 AS id)"
+    " SELECT email FROM a WHERE id = x)",
+}
+
+
+def test_body_relations_counts_a_name_a_cte_bears() -> None:
+    from mcpkit.sql.profiles.mysql.routine_relations import body_relations
+
+    compound = "BEGIN RETURN (WITH hv AS (SELECT id, email FROM hv) SELECT email FROM hv WHERE id = x); END"
+    for body in (*CTE_BODIES.values(), compound):
+        assert ("d", "hv") in body_relations(body, "d"), body  # before: [] (but the compound body)
+    # the cost: a CTE's own name is probed as a relation of the routine's database (fail closed)
+    assert body_relations("RETURN (WITH c AS (SELECT 1 AS a) SELECT a FROM c)", "d") == [("d", "c")]
+
+
+@pytest.mark.mysql
+def test_mariadb_routine_reading_a_relation_named_like_its_cte_is_refused(
+    maria: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, d, r = maria, maria.db, f"'{maria.reader}'@'%'"
+    with db.admin.cursor() as c:
+        c.execute(f"USE {d}")  # MariaDB reads `hv` in the CTE's own definition as the view
+        c.execute("WITH hv AS (SELECT id, email FROM hv) SELECT email FROM hv WHERE id = 1")
+        assert c.fetchall() == ((f"ann{SECRET}",),)
+        for view in TAINTED:  # the rest of start-up passes: the view answers or is refused on its own
+            c.execute(f"DROP VIEW {d}.{view}")
+        for fn, body in CTE_BODIES.items():
+            c.execute(
+                f"CREATE DEFINER={r} FUNCTION {d}.{fn}(x int) RETURNS varchar(100)"
+                f" READS SQL DATA SQL SECURITY INVOKER {body}"
+            )
+            c.execute(f"CREATE VIEW {d}.v_{fn} AS SELECT id, {d}.{fn}(id) AS e FROM {d}.customers")
+            c.execute(f"GRANT EXECUTE ON FUNCTION {d}.{fn} TO {r}")
+            c.execute(f"GRANT SELECT, SHOW VIEW ON {d}.v_{fn} TO {r}")
+    base = ["--dsn", db.reader_url, "--mask", masks_file(tmp_path, "customers.email")]
+    base += _allow(db, CLEAN)
+    for fn in CTE_BODIES:
+        base += [
+            "--allow",
+            f"routine:{d}.{fn}",
+            "--allow",
+            f"view:{d}.v_{fn}",
+            "--allow",
+            f"view-order:{d}.v_{fn}",
+        ]
+    for fn in CTE_BODIES:
+        code, out = run_cli(capsys, "sql", "query", *base, f"SELECT id, e FROM v_{fn} ORDER BY id")
+        assert code == 2 and SECRET not in out, out  # before: | 1 | ann@secret.example |
+        assert f"view `{d}`.`v_{fn}`: it calls function {fn}, which names {d}.hv, which this account" in out
+
+
+@pytest.mark.mysql
+def test_mariadb_routine_whose_cte_is_named_like_a_granted_table_still_serves(
+    maria: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, d, r = maria, maria.db, f"'{maria.reader}'@'%'"
+    bodies = {  # a CTE named like a readable relation is probed as that relation and passes
+        "f_cte_ok": "RETURN (WITH products AS (SELECT id, label FROM products) SELECT label FROM products"
+        " WHERE id = x)",
+        # the cost: a CTE named like no relation counts as one the account cannot see
+        "f_cte_cost": "RETURN (WITH c AS (SELECT id, label FROM products) SELECT label FROM c WHERE id = x)",
+    }
+    with db.admin.cursor() as c:
+        c.execute(f"USE {d}")  # MariaDB wants a current database for a WITH in a routine body
+        for view in TAINTED:
+            c.execute(f"DROP VIEW {d}.{view}")
+        for fn, body in bodies.items():
+            c.execute(
+                f"CREATE DEFINER={r} FUNCTION {d}.{fn}(x int) RETURNS varchar(100)"
+                f" READS SQL DATA SQL SECURITY INVOKER {body}"
+            )
+            c.execute(f"CREATE VIEW {d}.v_{fn} AS SELECT id, {d}.{fn}(id) AS e FROM {d}.customers")
+            c.execute(f"GRANT EXECUTE ON FUNCTION {d}.{fn} TO {r}")
+            c.execute(f"GRANT SELECT, SHOW VIEW ON {d}.v_{fn} TO {r}")
+    base = ["--dsn", db.reader_url, "--mask", masks_file(tmp_path, "customers.email"), *_allow(db, CLEAN)]
+    for fn in bodies:
+        base += [
+            "--allow",
+            f"routine:{d}.{fn}",
+            "--allow",
+            f"view:{d}.v_{fn}",
+            "--allow",
+            f"view-order:{d}.v_{fn}",
+        ]
+    code, out = run_cli(capsys, "sql", "query", *base, "SELECT id, e FROM v_f_cte_ok ORDER BY id")
+    assert "f_cte_ok" not in out and f"names {d}.c, which this account cannot see" in out, out
+    with db.admin.cursor() as c:
+        c.execute(f"DROP VIEW {d}.v_f_cte_cost")
+    code, out = run_cli(capsys, "sql", "query", *base, "SELECT id, e FROM v_f_cte_ok ORDER BY id")
+    assert code == 0 and "lamp" in out and "desk" in out, out

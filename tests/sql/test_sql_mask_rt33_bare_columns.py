@@ -142,6 +142,32 @@ def test_mariadb_a_view_reading_a_first_scanned_row_refuses_start_up(
 
 
 @pytest.mark.mysql
+def test_mariadb_a_first_scanned_finding_prints_the_fix_its_reason_needs(
+    my: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ORDER BY on the primary key does not fix a bare column or a DISTINCT's order (rt33 F3)."""
+    views = {**VIEWS, "v_first": "SELECT id, name FROM customers LIMIT 1"}
+    for name, sql in views.items():
+        _admin(my, f"CREATE SQL SECURITY INVOKER VIEW {name} AS {sql}")
+        _admin(my, f"GRANT SELECT, SHOW VIEW ON {my.db}.{name} TO '{my.reader}'@'%'")
+    masks = masks_file(tmp_path, "customers.email")
+    code, out = _run(capsys, "sql", "query", "--dsn", my.reader_url, "--mask", masks, "SELECT 1")
+    assert code == 2, out
+    lines = {name: [ln for ln in out.splitlines() if f"{my.db}.{name} may answer" in ln] for name in views}
+    generic = "give its LIMIT, window or aggregate an ORDER BY on the primary key"
+    for name in ("v_city_first", "v_city_top", "v_city_rank"):
+        (line,) = lines[name]
+        assert "bare column" in line and "group by that column too or aggregate it" in line, line
+        assert "GROUP BY g ORDER BY MIN(k)" in line and generic not in line, line
+        assert f"REVOKE SELECT ON `{my.db}`.`{name}`" in line, line
+    (line,) = lines["v_dist"]
+    assert "DISTINCT block ordered by" in line and "order its DISTINCT only by what it selects" in line, line
+    assert generic not in line, line
+    (line,) = lines["v_first"]  # a LIMIT in scan order: the key is the fix
+    assert generic in line, line
+
+
+@pytest.mark.mysql
 def test_mariadb_analytical_queries_over_the_masked_table_still_pass(
     my: MysqlScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

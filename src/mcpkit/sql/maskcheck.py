@@ -264,12 +264,13 @@ def per_row_routines(engine: SqlEngine, allow: Collection[str] = ()) -> frozense
     call of one over a masked read is refused (`KnownSchema.per_row`)."""
     with engine.session(30.0, "startup-masks") as (conn, _):
         found = _row_order_routines(engine, conn, allow)
+        keys = engine.profile.routine_keys(conn, {name for _, name in found})  # rt34 F6: `tíck` is `tick`
     for (schema, name), why in sorted(found.items()):
         if _callable(engine, schema, name):
             log.warning(
                 "masks: function %s.%s counts as a per-row function over masked reads: %s", schema, name, why
             )
-    return frozenset(name.casefold() for _, name in found)
+    return keys
 
 
 def ordered_schema(

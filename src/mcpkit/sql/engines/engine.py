@@ -19,7 +19,7 @@ from typing import Any, Final
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.engine import Engine as SaEngine
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, PendingRollbackError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolResetState, QueuePool
 from sqlglot import exp
@@ -151,6 +151,8 @@ class SqlEngine:
         if isinstance(exc, PoolTimeout):  # every pooled connection stayed busy for pool_wait_s
             outcome = "resource"
         detail = str(orig)
+        if isinstance(exc, PendingRollbackError):  # the cause was read past (a check that tolerates it)
+            detail = "the connection was lost earlier in the call (killed at its deadline, or dropped)"
         if len(detail) > _LOGGED_ERROR_CHARS:  # an input function's error quotes its whole input
             detail = f"{detail[:_LOGGED_ERROR_CHARS]}... ({len(detail)} characters)"
         log.warning("sql call %s failed (%s): %s: %s", call_id, outcome, type(orig).__name__, detail)
@@ -261,8 +263,11 @@ class SqlEngine:
             raise
         finally:
             alarm.disarm()  # waits for an interrupt under way: it lands on this call, not the next
-            conn.info.pop(_BEGUN, None)
-            keep = keep and not fired.is_set()
+            # A connection SQLAlchemy invalidated mid-call (killed at the deadline while a check that
+            # tolerates a failed statement ran) raises `PendingRollbackError` on any use: drop it.
+            keep = keep and not fired.is_set() and not conn.invalidated
+            if not conn.invalidated:
+                conn.info.pop(_BEGUN, None)
             try:
                 if keep and self.pool_size:
                     # The reset ends the transaction too: one round trip instead of two.

@@ -43,7 +43,7 @@ from mcpkit.sql.masking.ties import (
 )
 from mcpkit.sql.profiles import profile_class
 
-__all__ = ["first_scanned", "refuse_first_scanned"]
+__all__ = ["first_scanned", "fix_hint", "refuse_first_scanned"]
 
 _BARE: Final = (
     "Over a table with masked columns, every selected column of a grouped query must be grouped "
@@ -191,6 +191,19 @@ def _up_to(node: exp.Expr, stop: exp.Expr) -> list[exp.Expr]:
             break
         node, parent = parent, parent.parent
     return out
+
+
+_FIXES: Final = (
+    ("bare column", "group by that column too or aggregate it (for example GROUP BY g ORDER BY MIN(k))"),
+    ("DISTINCT block", "order its DISTINCT only by what it selects (an output, its alias or its ordinal)"),
+    ("aggregate with DISTINCT", "order the aggregate only by its DISTINCT arguments"),
+)
+
+
+def fix_hint(reason: str) -> str | None:
+    """The way out of a stored query's finding whose reason is `first_scanned`'s (an ORDER BY on the
+    primary key does not help there); None: another reason."""
+    return next((hint for start, hint in _FIXES if reason.startswith(start)), None)
 
 
 def refuse_first_scanned(qualified: exp.Expr, dialect: str) -> None:

@@ -194,7 +194,7 @@ def row_order_call(func: exp.Func, dialect: str, more: frozenset[str] = frozense
     facts = profile_class(dialect)
     if (package := _through(func, more)) is not None:
         return package
-    if facts.collated_routine_names and (odd := _unfolded(func)) is not None:
+    if facts.accent_blind_routines and (odd := _unfolded(func)) is not None:
         return odd
     if isinstance(func, exp.Anonymous):
         name = _name(func)[0].casefold()
@@ -205,6 +205,8 @@ def row_order_call(func: exp.Func, dialect: str, more: frozenset[str] = frozense
     per_row = facts.row_order_functions | facts.guessable_random | more
     seeded = isinstance(func, exp.Rand) and func.this is not None
     if name in per_row or seeded or (isinstance(func, exp.Uuid) and facts.time_based_uuid):
+        return name
+    if facts.accent_blind_routines and not name.isascii():  # `tíck(x)` calls `tick` (rt34 F6)
         return name
     if more and not isinstance(func, exp.Anonymous):  # a typed node under the engine's own name
         shown = func.sql(dialect=sent_dialect(dialect)).split("(", 1)[0].strip().casefold()
@@ -226,14 +228,12 @@ def _through(func: exp.Func, names: frozenset[str]) -> str | None:
 
 
 def _unfolded(func: exp.Func) -> str | None:
-    """A non-ASCII name in a MariaDB call: routine names compare under utf8mb3_general_ci, so a
-    dotless or accented i (`rt34_tíck`) calls the stored `rt34_tick` (red team rt34 F6). A built-in's
-    name is ASCII: such a call is of a stored function, which counts whatever its name."""
+    """A non-ASCII qualifier of a MariaDB call: `db.pķg.f(...)` may call through package `pkg`, as
+    MariaDB compares routine names accent-blind (red team rt34 F6; the name itself: below)."""
     parent = func.parent
-    qualifier = parent.this if isinstance(parent, exp.Dot) and parent.expression is func else None
-    names = [_name(func)[0]] if isinstance(func, exp.Anonymous) else []
-    names += [i.name for i in qualifier.find_all(exp.Identifier)] if qualifier is not None else []
-    return next((n for n in names if not n.isascii()), None)
+    if not isinstance(parent, exp.Dot) or parent.expression is not func:
+        return None
+    return next((i.name for i in parent.this.find_all(exp.Identifier) if not i.name.isascii()), None)
 
 
 def written_call(statement: str, dialect: str, names: frozenset[str]) -> str | None:
@@ -244,10 +244,10 @@ def written_call(statement: str, dialect: str, names: frozenset[str]) -> str | N
         tokens = sqlglot.Dialect.get_or_raise(read_dialect(dialect)).tokenize(statement)
     except (sqlglot.errors.SqlglotError, RecursionError, ValueError):
         return None  # the order check reports SQL it cannot parse
-    collated = profile_class(dialect).collated_routine_names
+    blind = profile_class(dialect).accent_blind_routines  # `tíck(x)` calls `tick` (rt34 F6)
     for token, after in itertools.pairwise(tokens):
-        odd = collated and not token.text.isascii()  # collation-folded names (rt34 F6)
-        if after.token_type == TokenType.L_PAREN and (token.text.casefold() in names or odd):
+        called = token.text.casefold()
+        if after.token_type == TokenType.L_PAREN and (called in names or (blind and not called.isascii())):
             return token.text
     for name, dot, _, paren in zip(tokens, tokens[1:], tokens[2:], tokens[3:], strict=False):
         through = dot.token_type == TokenType.DOT and paren.token_type == TokenType.L_PAREN

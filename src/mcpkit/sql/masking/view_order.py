@@ -50,7 +50,7 @@ from mcpkit.sql.masking.first_row import (
     one_table,
     primary_keys,
 )
-from mcpkit.sql.masking.first_scanned import first_scanned
+from mcpkit.sql.masking.first_scanned import first_scanned, fix_hint
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema
 from mcpkit.sql.masking.set_rows import mark_opaque, multiplies, numbering
@@ -388,7 +388,7 @@ def order_findings(
         Finding(
             f"masked-order-{item.kind}",
             f"{item.kind} {item.schema}.{item.name} may answer in the scan order of a masked table: {why}",
-            item.revoke,
+            item.fix(fix_hint(why)),
             item.opt_in,
         )
         for item, why in order_reasons(stored, dialect, known, policy, unique)

@@ -7,7 +7,7 @@ instead of testing a dialect name.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -233,9 +233,6 @@ class Capabilities:
     """The schema of the built-in functions (`pg_catalog.f(...)` is `f(...)` to masking)."""
     time_based_uuid: bool = False
     """UUID() is time-based, so its values follow the order rows are read (refused when masking)."""
-    collated_routine_names: bool = False
-    """Routine names compare under an accent- and case-folding collation (MariaDB's utf8mb3_general_ci:
-    a dotless i calls the stored `tick`): masking counts a non-ASCII call name as a stored function's."""
     row_order_functions: frozenset[str] = ROW_ORDER_FUNCTIONS
     """Functions whose value changes from row to row in the order rows are read (per-row clocks,
     time-based UUIDs, sequences, positions): they number the rows in scan order. Masking refuses
@@ -248,6 +245,15 @@ class Capabilities:
         counter past each proof of a body), with why: masking counts a call of one like
         `row_order_functions` unless `--allow function-order:S.N` accepts it. Generic: none known."""
         return {}
+
+    accent_blind_routines: bool = False
+    """The server finds a routine by a case- and accent-blind name (MariaDB: `tíck(x)` calls `tick`,
+    red team rt34 F6): masking counts a call whose name is not ASCII as a per-row one."""
+
+    def routine_keys(self, conn: Connection, names: Iterable[str]) -> frozenset[str]:
+        """The case-folded spellings a call may name each of `names` (stored functions) by, as the
+        server compares routine names (`KnownSchema.per_row`). Generic: the names case-folded."""
+        return frozenset(n.casefold() for n in names)
 
     guessable_random: frozenset[str] = frozenset()
     """Unseeded generators (`rand` is sqlglot's RAND()/random()) of a public non-cryptographic

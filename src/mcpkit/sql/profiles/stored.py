@@ -11,14 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
     from mcpkit.sql.profiles.base import Profile
 
-__all__ = ["StoredQuery", "stored_queries"]
+__all__ = ["ORDER_FIX", "StoredQuery", "stored_queries"]
+
+ORDER_FIX: Final = "give its LIMIT, window or aggregate an ORDER BY on the primary key"
+"""The usual way out of an order finding, in each profile's `revoke`; `StoredQuery.fix` swaps it for
+the one a reason needs (a bare column or a DISTINCT's order: `masking.first_scanned.fix_hint`)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,10 @@ class StoredQuery:
     one_row: bool = False
     volatile: frozenset[str] = frozenset()
     table: str | None = None
+
+    def fix(self, hint: str | None) -> str:
+        """`revoke`, with `hint` (the way out its finding's reason needs) instead of `ORDER_FIX`."""
+        return self.revoke if hint is None else self.revoke.replace(ORDER_FIX, hint)
 
     @property
     def opt_in(self) -> str:

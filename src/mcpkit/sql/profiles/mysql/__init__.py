@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from sqlalchemy import text
@@ -30,6 +30,7 @@ from mcpkit.sql.profiles.mysql.masks import (
     scan_order_hints,
 )
 from mcpkit.sql.profiles.mysql.relations import MYSQL_RELATIONS
+from mcpkit.sql.profiles.mysql.routine_names import mysql_routine_keys
 from mcpkit.sql.profiles.mysql.routine_state import mysql_row_order_routines
 from mcpkit.sql.profiles.mysql.session import MysqlSession
 from mcpkit.sql.profiles.mysql.stats import mysql_table_stats
@@ -53,7 +54,6 @@ class MysqlProfile(MysqlSession):
     ordered_object_aggregates = False  # JSON_OBJECTAGG takes no ORDER BY
     bare_columns = True  # ONLY_FULL_GROUP_BY (set per call with masks) misses ORDER BY and windows
     time_based_uuid = True  # UUID() is version 1
-    collated_routine_names = True  # a non-ASCII call name may be a stored function's (rt34 F6)
     # RAND() is mysys my_rnd: s1 = (3*s1 + s2) % (2^30-1), s2 = (s1 + s2 + 33) % ..., value s1/M,
     # so three values give the next. RANDOM_BYTES (OpenSSL's CSPRNG) and UUID v4 stay answered.
     guessable_random = frozenset({"rand"})
@@ -117,6 +117,12 @@ class MysqlProfile(MysqlSession):
     def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
         """Every stored function, whatever its label or body (`profiles.mysql.routine_state`)."""
         return mysql_row_order_routines(conn)
+
+    accent_blind_routines = True
+
+    def routine_keys(self, conn: Connection, names: Iterable[str]) -> frozenset[str]:
+        """Each name and the server's accent-blind weight of it (`profiles.mysql.routine_names`)."""
+        return mysql_routine_keys(conn, names)
 
     def readable(self, conn: Connection) -> Readable:
         """`information_schema.TABLES` lists exactly what the login can see."""

@@ -8,18 +8,25 @@ check can see. PREPARE of the view as the account does not open function bodies.
 a body names is prepared as `SELECT *` as the account: a refusal (an unseen relation, a column it
 lacks, an INVOKER view reading one) counts as reading a masked column: fail closed.
 
-The account cannot tell a relation it is not granted from one that does not exist (both are
-refused, 1142), so not every word of a body can be probed: the names in relation positions are.
-The body is read as MariaDB's lexer reads it (`routine_tokens`: identifiers with any character
-from U+0080, digit-initial names, executable comments both ways, strings both ways; red team rt31
-F3), and the positions over-approximate: each name after FROM, any `... JOIN` or UPDATE, and after
-each comma at the list's own depth or inside a parenthesised list of relations (`FROM (a, b)`,
-`{oj a LEFT JOIN b ON 1}`: rt31 F1, F2). An alias is skipped only after a relation (or AS) and
-only when MariaDB accepts the word as one; the words that end a list are all words it refuses
-as an alias (`do`, `end`, `lateral` are names: rt31 F4). A body that parses for sqlglot gives its
-tables as well, and its CTE names are not probed. An unqualified name is the routine's database's.
-A call to a routine the account cannot see counts the same way (`body_calls`), as does a body
-using dynamic SQL (PREPARE, EXECUTE) or naming more than `PROBE_CAP` relations to check.
+The account cannot tell a relation it is not granted from one that does not exist (both are refused,
+1142), so not every word of a body can be probed: the names in relation positions are. The body is
+read as MariaDB's lexer reads it (`routine_tokens`: identifiers with any character from U+0080,
+digit-initial names, executable comments both ways, strings both ways; red team rt31 F3), and the
+positions over-approximate: each name after FROM, any `... JOIN` or UPDATE, and after each comma at
+the list's own depth or inside a parenthesised list of relations (`FROM (a, b)`, `{oj a LEFT JOIN b
+ON 1}`: rt31 F1, F2; MariaDB takes any word for `oj`: `{ok hv}` reads `hv`). An alias is skipped
+only after a relation (or AS) and only when MariaDB accepts the word as one; the words that end a
+list are all words it refuses as an alias (`do`, `end`, `lateral` are names: rt31 F4). A `.` where a
+name is expected keeps the position: `FROM .t`, `JOIN . t` (ODBC) name `t` of the routine's database
+(rt33b F1). A body that parses for sqlglot gives its tables as well. A name a CTE bears is probed
+too: inside that CTE's own definition or an earlier CTE of its WITH it is the relation (rt33b F2),
+so a CTE named like no relation counts as unseen (an over-refusal, fail closed). An unqualified name
+is the routine's database's.
+A relation of a system schema counts unread whatever the probe says (rt33b F3: every account reads
+`information_schema.PARTITIONS`, whose row counts per partition of a table partitioned by a masked
+column tell the column's histogram). A call to a routine the account cannot see counts the same way
+(`body_calls`), as does a body using dynamic SQL (PREPARE, EXECUTE) or naming more than `PROBE_CAP`
+relations to check.
 """
 
 from __future__ import annotations
@@ -36,8 +43,18 @@ from sqlalchemy.exc import DBAPIError
 from mcpkit.sql.profiles.mysql.routine_tokens import Token, is_number, readings
 from mcpkit.sql.profiles.mysql.view_text import Relation
 
-__all__ = ["PROBE_CAP", "body_calls", "body_relations", "dynamic_sql", "unreadable_relations"]
+__all__ = [
+    "PROBE_CAP",
+    "SYSTEM_SCHEMAS",
+    "body_calls",
+    "body_relations",
+    "dynamic_sql",
+    "unreadable_relations",
+]
 
+SYSTEM_SCHEMAS: Final = frozenset({"information_schema", "mysql", "performance_schema", "sys"})
+"""The profile's `system_schemas`: every account reads information_schema, which tells the sizes and
+row counts (per partition too) of tables it holds a column of, so a body naming one counts unread."""
 PROBE_CAP: Final = 3000
 """At most this many distinct relations prepared per verification; past it a body counts unread."""
 
@@ -98,6 +115,8 @@ def _positions(tokens: list[Token], start: int, schema: str) -> Iterator[Relatio
     """The names of the relation list after `tokens[start]` (FROM, a JOIN, UPDATE)."""
     groups: list[bool] = []  # per open parenthesis: whether it holds a list of relations
     expect, alias, at = True, False, start + 1
+    while _word(tokens[start], "update") and at < len(tokens) and _word(tokens[at], "low_priority", "ignore"):
+        at += 1
     while at < len(tokens):
         token = tokens[at]
         if token.kind in ("name", "quoted") and expect:
@@ -107,6 +126,9 @@ def _positions(tokens: list[Token], start: int, schema: str) -> Iterator[Relatio
             bare = len(parts) == 1 and (is_number(parts[0]) or _word(parts[0], *NOT_RELATIONS))
             if not called and not bare:
                 yield _relation(parts, schema)
+            continue
+        if expect and token == ("char", "."):  # `FROM .t`, `. t`: ODBC's table of the current database
+            at += 1
             continue
         if alias and _word(token, "as"):  # the alias follows, whatever the word
             at += 2
@@ -121,7 +143,7 @@ def _positions(tokens: list[Token], start: int, schema: str) -> Iterator[Relatio
         if token.kind == "char" and token.text in "({":
             nxt = tokens[at + 1] if at + 1 < len(tokens) else Token("char", "")
             groups.append(expect and not _word(nxt, "select", "with", "values", "table"))
-            if token.text == "{" and _word(nxt, "oj"):
+            if token.text == "{" and nxt.kind in ("name", "quoted"):  # `{oj t}`, `{any t}`: no relation
                 at += 1
         elif token.kind == "char" and token.text in ")}":
             if not groups:
@@ -137,10 +159,8 @@ def _positions(tokens: list[Token], start: int, schema: str) -> Iterator[Relatio
         at += 1
 
 
-def _parsed(body: str, schema: str) -> tuple[list[Relation], set[str]] | None:
-    """The tables and CTE names of a body that parses as one statement, None when it does not."""
-    from mcpkit.sql.masking.first_row import cte_for  # masking imports the profiles
-
+def _parsed(body: str, schema: str) -> list[Relation] | None:
+    """The tables of a body that parses as one statement (a CTE's name included), None when it does not."""
     returned = _RETURN.match(body)
     statement = f"SELECT {returned['expr'].strip().rstrip(';')}" if returned else body
     try:
@@ -151,10 +171,9 @@ def _parsed(body: str, schema: str) -> tuple[list[Relation], set[str]] | None:
         return None
     out: dict[Relation, None] = {}
     for table in trees[0].find_all(sqlglot.exp.Table):
-        if isinstance(table.this, sqlglot.exp.Identifier) and cte_for(table) is None:
+        if isinstance(table.this, sqlglot.exp.Identifier):
             out[(table.db or schema, table.name)] = None
-    ctes = {cte.alias_or_name.casefold() for cte in trees[0].find_all(sqlglot.exp.CTE)}
-    return list(out), ctes
+    return list(out)
 
 
 def body_relations(body: str, schema: str) -> list[Relation]:
@@ -163,17 +182,23 @@ def body_relations(body: str, schema: str) -> list[Relation]:
     >>> body_relations("RETURN (SELECT email FROM hv WHERE id = x)", "d")
     [('d', 'hv')]
     >>> body_relations("RETURN (WITH c AS (SELECT 1 AS a) SELECT a FROM c JOIN o.t ON 1)", "d")
-    [('o', 't')]
+    [('d', 'c'), ('o', 't')]
+    >>> body_relations("RETURN (SELECT e FROM .hv, . h2 JOIN (.`h3`) ON 1 WHERE id = x /* c */)", "d")
+    [('d', 'hv'), ('d', 'h2'), ('d', 'h3')]
     >>> body_relations("BEGIN SELECT h.e INTO s FROM p, `o`.`h v` h WHERE 'from x'; END", "d")
     [('d', 'p'), ('o', 'h v')]
     >>> body_relations("BEGIN RETURN (SELECT 1 FROM (a o, b do, {oj c LEFT JOIN `e` ON 1}), 1f); END", "d")
     [('d', 'a'), ('d', 'b'), ('d', 'c'), ('d', '1f'), ('d', 'e')]
+    >>> body_relations("BEGIN RETURN (SELECT h.e FROM {ok hv h}, {`x` .h2}); END", "d")
+    [('d', 'hv'), ('d', 'h2')]
     >>> body_relations("RETURN (SELECT x--1 FROM hv) + (SELECT 1 /*!50000 + (SELECT 2 FROM h2) */)", "d")
     [('d', 'hv'), ('d', 'h2')]
     >>> body_relations("BEGIN SELECT 'x' INTO s FROM p USE INDEX (i, j), `hv`; RETURN s; END", "d")
     [('d', 'p'), ('d', 'hv')]
     >>> body_relations("BEGIN RETURN (SELECT 1 FROM a \u017fet, \u017felect, \u0663); END", "d")
     [('d', 'a'), ('d', '\u017felect'), ('d', '\u0663')]
+    >>> body_relations("BEGIN UPDATE LOW_PRIORITY IGNORE a, hv SET a.x = 1; END", "d")
+    [('d', 'a'), ('d', 'hv')]
     >>> body_relations("BEGIN DELETE FROM a USING hv JOIN b USING (id); END", "d")
     [('d', 'a'), ('d', 'hv'), ('d', 'b')]
     >>> body_relations("RETURN EXTRACT(YEAR FROM d)", "d"), body_relations(
@@ -189,12 +214,10 @@ def body_relations(body: str, schema: str) -> list[Relation]:
                 _PLACED.match(token.text) or (_word(token, "using") and nxt != ("char", "("))
             ):  # `DELETE FROM a USING hv`, not `JOIN b USING (id)`
                 out.update(dict.fromkeys(_positions(tokens, start, schema)))
+    # A CTE's name is probed too: inside its own definition, or an earlier CTE of its WITH, the name
+    # is the relation (rt33b F2: `WITH hv AS (SELECT email FROM hv)` read the hidden view `hv`).
     parsed = None if _UNSURE.search(body) else _parsed(body, schema)
-    if parsed is None:
-        return list(out)
-    tables, ctes = parsed
-    kept = [r for r in out if r in tables or r[1].casefold() not in ctes]
-    return list(dict.fromkeys([*kept, *tables]))
+    return list(dict.fromkeys([*out, *(parsed or [])]))
 
 
 def dynamic_sql(body: str) -> bool:
@@ -333,6 +356,12 @@ def unreadable_relations(
             out[key] = called
             continue
         for relation in body_relations(body, schema):
+            if relation[0].casefold() in SYSTEM_SCHEMAS:  # rt33b F3: `information_schema.PARTITIONS`
+                out[key] = (
+                    f"names {relation[0]}.{relation[1]}, which this check cannot see into (it may tell"
+                    " a masked column's sizes or counts)"
+                )
+                break
             folded = (fold(relation[0]), fold(relation[1]))
             if folded not in probed:
                 if len(probed) >= PROBE_CAP:

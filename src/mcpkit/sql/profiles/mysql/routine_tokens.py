@@ -2,7 +2,8 @@
 
 An unquoted identifier is a run of `[0-9A-Za-z$_]` and any character from U+0080 up (`rt31_ok€hv`,
 a no-break space inside a name, `1hv`: Python's `\\w` and `\\s` read these otherwise, which split one
-name into a readable one and a word). Only ASCII blanks separate tokens. A backquoted name (`` `` ``
+name into a readable one and a word); a number is ASCII, its `0x`/`0b` prefix lower-case (`0X1F` is a
+name). Only ASCII blanks separate tokens. A backquoted name (`` `` ``
 inside), a string (`'...'`, `"..."`: a body stored under ANSI_QUOTES is blanked by `body_modes`) with
 and without backslash escapes, a comment (`/* */`, `-- ` to the line end, `#`) are read; an
 executable comment (`/*!50700 ...*/`, `/*M!...*/`) is read both as code and as a comment (the server
@@ -27,8 +28,9 @@ _STRING: Final = {
 _RUN: Final = r"/\*M?!\d*"  # an executable comment's opening
 _COMMENT: Final = r"/\*.*?(?:\*/|$)|--(?=[\x00-\x20]|$)[^\n]*|#[^\n]*"
 _BLANK: Final = "[ \t\n\r\f\v]+"
-# ASCII only: `٣` (an Arabic-Indic digit) is a name to MariaDB, not a number
-_NUMBER: Final = re.compile(r"^(?:[0-9]+|0x[0-9a-f]+|0b[01]+|[0-9]+e[0-9]+)$", re.IGNORECASE | re.ASCII)
+# ASCII only: `٣` (an Arabic-Indic digit) is a name to MariaDB, not a number; so are `0X1F`, `0B1`
+# (its hex and bit prefixes are lower-case only; red team rt33b F4), not `1E5`
+_NUMBER: Final = re.compile(r"^(?:[0-9]+|0x[0-9a-fA-F]+|0b[01]+|[0-9]+[eE][0-9]+)$", re.ASCII)
 
 
 class Token(NamedTuple):
@@ -85,7 +87,7 @@ def _readings(body: str) -> tuple[list[Token], ...]:
 def is_number(token: Token) -> bool:
     """Whether an unquoted word is a number literal (`1hv` is a name, `1e5` and `0x1f` are not).
 
-    >>> [is_number(Token("name", w)) for w in ("12", "0x1F", "1e5", "1hv", "\u0663")]
-    [True, True, True, False, False]
+    >>> [is_number(Token("name", w)) for w in ("12", "0x1F", "1E5", "1hv", "\u0663", "0X1F", "0B1")]
+    [True, True, True, False, False, False, False]
     """
     return token.kind == "name" and bool(_NUMBER.match(token.text))

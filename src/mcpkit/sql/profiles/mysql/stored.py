@@ -43,9 +43,10 @@ from mcpkit.sql.profiles.mysql.mask_routes import (
     _unquote,
     view_closure,
 )
+from mcpkit.sql.profiles.mysql.routine_names import mysql_routine_keys
 from mcpkit.sql.profiles.mysql.routine_state import ROUTINE_TYPES, mysql_row_order_routines
 from mcpkit.sql.profiles.mysql.view_text import read_relations
-from mcpkit.sql.profiles.stored import StoredQuery
+from mcpkit.sql.profiles.stored import ORDER_FIX, StoredQuery
 
 __all__ = ["mysql_primary_key", "mysql_stored_queries"]
 
@@ -162,8 +163,8 @@ def mysql_stored_queries(
                 schema,
                 name,
                 (_in_database(definition, schema),) if definition else (),
-                f"REVOKE SELECT ON {quoted} FROM {account} (or give its LIMIT, window or aggregate an ORDER "
-                f"BY on the primary key; GRANT SHOW VIEW ON {quoted} TO {account} lets the check read it)",
+                f"REVOKE SELECT ON {quoted} FROM {account} (or {ORDER_FIX}; "
+                f"GRANT SHOW VIEW ON {quoted} TO {account} lets the check read it)",
                 hidden=None if definition else _HIDDEN,
                 usable=_selectable(conn, schema, name),
             )
@@ -188,7 +189,8 @@ def mysql_stored_queries(
     # reads itself (a stored function over a masked table) counts there first; one that passes still
     # counts for its callers (`view_order.order_reasons`).
     # A package counts as a whole: `db.pkg.f(...)` shares the package's variables (rt34 F2).
-    volatile = frozenset(n.casefold() for _, n in mysql_row_order_routines(conn))  # sys too: rt34 F4
+    # Those of the system databases too (rt34 F4), keyed as MariaDB compares names (rt34 F6: `tíck`).
+    volatile = mysql_routine_keys(conn, {n for _, n in mysql_row_order_routines(conn)})
     out = [replace(item, volatile=volatile) for item in out]
     for schema, name, body, kind in routines:
         if kind not in ROUTINE_TYPES or (schema, name) not in reading:

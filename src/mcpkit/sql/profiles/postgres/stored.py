@@ -36,7 +36,7 @@ from mcpkit.sql.profiles.postgres.fnpath import path_reason, volatile_names
 from mcpkit.sql.profiles.postgres.implicit import with_implicit
 from mcpkit.sql.profiles.postgres.policies import policy_queries
 from mcpkit.sql.profiles.postgres.routes import unchecked_functions
-from mcpkit.sql.profiles.stored import StoredQuery
+from mcpkit.sql.profiles.stored import ORDER_FIX, StoredQuery
 
 __all__ = ["ESCAPED", "POSITIONS", "name_pattern", "postgres_primary_key", "postgres_stored_queries"]
 
@@ -254,7 +254,7 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                     str(name),
                     (str(definition),),
                     f"REVOKE SELECT ON {quoted} FROM {role} (also from PUBLIC or the role that grants it; "
-                    f"or give its LIMIT, window or aggregate an ORDER BY on the primary key: {what})",
+                    f"or {ORDER_FIX}: {what})",
                     usable=bool(usable),
                     aggregates=aggregates,
                     positions=POSITIONS,
@@ -276,8 +276,7 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                 str(schema),
                 str(name),
                 _statements(str(body or "")),
-                f"REVOKE EXECUTE ON FUNCTION {signature} FROM {role}, PUBLIC (or give its LIMIT, window or "
-                "aggregate an ORDER BY on the primary key)",
+                f"REVOKE EXECUTE ON FUNCTION {signature} FROM {role}, PUBLIC (or {ORDER_FIX})",
                 frozenset(str(a) for a in argnames if a),
                 # Whatever the function policy says: `o.f`, an operator or a cast calls it (rt23 F2, F3).
                 usable=bool(usable),
