@@ -123,6 +123,17 @@ class FunctionPolicy:
             for c in chosen
         )
 
+    def reaches(self, name: str, schema: str) -> bool:
+        """Whether a call may name `schema.name` (or bare `name`), or a function of package
+        `schema.name` (MariaDB, `allows_under`)."""
+        name = name.lower()
+        return (
+            self.allows_name(name, schema)
+            or self.allows_name(name)
+            or self.allows_under(f"{schema}.{name}".lower())
+            or self.allows_under(name)
+        )
+
     def allows_name(self, name: str, schema: str | None = None) -> bool:
         """Whether a call of `name` (lower case) in `schema` is admitted: for engine-level checks too.
 

@@ -197,7 +197,7 @@ def mysql_stored_queries(
             continue
         if kind != "FUNCTION":  # a package body is compound: the check cannot read it
             if not any(o.kind == "function" and (o.schema, o.name) == (schema, name) for o in out):
-                usable = policy.allows_under(f"{schema}.{name}".lower()) or policy.allows_under(name.lower())
+                usable = policy.reaches(name, schema)
                 revoke = f"REVOKE EXECUTE ON PACKAGE {_quote(schema)}.{_quote(name)} FROM {account}"
                 out.append(StoredQuery("function", schema, name, (), revoke, hidden=_PACKAGE, usable=usable))
             continue
