@@ -16,6 +16,7 @@ from mcpkit.sql.masking.literals import require_matched
 from mcpkit.sql.masking.view_order import order_findings as view_order_findings
 from mcpkit.sql.masking.view_order import primary_keys
 from mcpkit.sql.profiles.base import Finding, merge_findings
+from mcpkit.sql.profiles.catalog_reads import catalog_findings
 from mcpkit.sql.profiles.stored import stored_queries
 from mcpkit.sql.relcheck import relations_check
 from mcpkit.sql.reverify import all_of
@@ -231,11 +232,12 @@ def order_findings(
 
 def _order_in(engine: SqlEngine, conn: Connection, policy: MaskPolicy, known: KnownSchema,
               masked: Mapping[str, frozenset[str]], allow: Collection[str]) -> list[Finding]:  # fmt: skip
+    catalog = catalog_findings(engine.profile, conn)  # a function reading the catalog (rt33b F3)
     stored = stored_queries(engine.profile, conn, masked, allow)
     if not stored:
-        return []
+        return catalog
     keys = primary_keys(conn, getattr(engine.profile, "primary_key", None))
-    return view_order_findings(stored, engine.dialect, known, policy, keys)
+    return catalog + view_order_findings(stored, engine.dialect, known, policy, keys)
 
 
 def _row_order_routines(
@@ -305,7 +307,8 @@ def _refused_order(findings: list[Finding], allow: Collection[str]) -> None:
             refused.append(finding)
     if refused:
         lines = "\n".join(f"  {f.line()}" for f in refused)
-        raise SqlConfigError(f"--mask: a view, function or policy hands on a masked scan order:\n{lines}")
+        what = "a view, function or policy hands on a masked scan order or reads the catalog"
+        raise SqlConfigError(f"--mask: {what}:\n{lines}")
 
 
 def enforce_order(

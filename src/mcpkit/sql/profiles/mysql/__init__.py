@@ -20,6 +20,7 @@ from mcpkit.sql.profiles.base import (
 )
 from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
 from mcpkit.sql.profiles.mysql.account import connection_limit_findings, inspect_mysql
+from mcpkit.sql.profiles.mysql.catalog_reads import mysql_catalog_routines
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
 from mcpkit.sql.profiles.mysql.fingerprint import mysql_fingerprint
 from mcpkit.sql.profiles.mysql.mask_routes import definer_views_left_out, masked_views
@@ -113,6 +114,10 @@ class MysqlProfile(MysqlSession):
     def stored_queries(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[StoredQuery]:
         """Views and allowed stored functions over masked tables (`profiles.mysql.stored`)."""
         return mysql_stored_queries(conn, masked, self.function_policy)
+
+    def catalog_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
+        """Functions the account can execute whose body reads the catalog (`mysql.catalog_reads`)."""
+        return mysql_catalog_routines(conn)
 
     def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
         """Every stored function, whatever its label or body (`profiles.mysql.routine_state`)."""

@@ -27,6 +27,7 @@ from mcpkit.sql.profiles.postgres.account import (
     temp_file_warnings,
 )
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
+from mcpkit.sql.profiles.postgres.catalog_reads import postgres_catalog_routines
 from mcpkit.sql.profiles.postgres.fingerprint import PG_FINGERPRINT
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
 from mcpkit.sql.profiles.postgres.masks import (
@@ -200,6 +201,10 @@ class PostgresProfile(PostgresSession):
             (s, n): ROW_FILTERED_NOTE if hidden else (int(e) if e is not None and e >= 0 else None)
             for s, n, e, hidden in conn.execute(text(_READABLE)).all()
         }
+
+    def catalog_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
+        """Functions the role can execute whose body reads the catalog (`postgres.catalog_reads`)."""
+        return postgres_catalog_routines(conn)
 
     def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
         """Every user function, whatever its label or body (`profiles.postgres.routine_state`)."""
