@@ -23,7 +23,7 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-__all__ = ["PER_ROW", "STATELESS_EXTENSIONS", "postgres_row_order_routines"]
+__all__ = ["PER_ROW", "REVIEWED", "STATELESS_EXTENSIONS", "postgres_row_order_routines", "reviewed_params"]
 
 PER_ROW: Final = (
     "it is a user function, whose value may change from row to row (only --allow function-order:"
@@ -53,23 +53,34 @@ STATELESS_EXTENSIONS: Final[dict[str, frozenset[str]]] = {
     "unaccent": frozenset(),  # dictionary lookup, STABLE
     "uuid-ossp": frozenset(),  # name-based UUIDs; time/random ones are VOLATILE
 }
-_USER: Final = """
+# A function a superuser owns of a reviewed extension (its own code: `catalog_reads` exempts it too).
+REVIEWED: Final = """(o.rolsuper AND l.lanname IN ('c', 'internal', 'sql') AND EXISTS (
+      SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+      WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+        AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = ANY(:stateless)
+        AND NOT e.extname || '.' || p.proname = ANY(:left_out)))"""
+_USER: Final = (
+    """
 SELECT n.nspname, p.proname
 FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_catalog.pg_roles o ON o.oid = p.proowner
 JOIN pg_catalog.pg_language l ON l.oid = p.prolang
 WHERE p.prokind IN ('f', 'w', 'a') AND p.oid >= 16384
-  AND NOT (p.provolatile <> 'v' AND o.rolsuper AND l.lanname IN ('c', 'internal', 'sql') AND EXISTS (
-      SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
-      WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
-        AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = ANY(:stateless)
-        AND NOT e.extname || '.' || p.proname = ANY(:left_out)))
+  AND NOT (p.provolatile <> 'v' AND """
+    + REVIEWED
+    + """)
 """
+)
 
 
 def postgres_row_order_routines(conn: Connection) -> dict[tuple[str, str], str]:
     """Each user function (schema, name) whose calls may change from row to row, with why."""
-    left_out = [f"{e}.{n}" for e, names in STATELESS_EXTENSIONS.items() for n in names]
-    rows = conn.execute(text(_USER), {"stateless": list(STATELESS_EXTENSIONS), "left_out": left_out})
+    rows = conn.execute(text(_USER), reviewed_params())
     return {(str(s), str(n)): PER_ROW for s, n in rows}
+
+
+def reviewed_params() -> dict[str, list[str]]:
+    """The bind parameters of `REVIEWED`."""
+    left_out = [f"{e}.{n}" for e, names in STATELESS_EXTENSIONS.items() for n in names]
+    return {"stateless": list(STATELESS_EXTENSIONS), "left_out": left_out}
