@@ -272,10 +272,15 @@ def order_reason(
     except (SqlglotError, RecursionError, ValueError) as exc:
         return f"its SQL cannot be parsed, so its order cannot be checked ({type(exc).__name__})"
     queries = [t for t in parsed if isinstance(t, exp.Query)]
-    if (written := written_call(statement, dialect, volatile)) is not None:
-        return f"it calls {written}, whose value changes from row to row in the order rows are read"
+    # as written, after the tree's reasons: `TABLESAMPLE BERNOULLI (50)` names the volatile handler
+    written = written_call(statement, dialect, volatile)
+    called = (
+        None
+        if written is None
+        else f"it calls {written}, whose value changes from row to row in the order rows are read"
+    )
     if not queries:
-        return "it holds no query this check can read, so its order cannot be checked"
+        return called or "it holds no query this check can read, so its order cannot be checked"
     folded = frozenset(p.casefold() for p in params)
     for each in queries:
         mark_opaque(each, dialect, scalars)  # a user's call may return a set (rt27 F8, F9)
@@ -293,7 +298,7 @@ def order_reason(
         )
         if found:
             return found
-    return None
+    return called
 
 
 def _reads(statement: str, dialect: str, known: KnownSchema) -> set[tuple[str, str, str]]:
