@@ -96,7 +96,7 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="also allow this function (name, schema.name or prefix*; repeatable; also "
+        help="also allow this function (name, schema.name, db.package.name or prefix*; repeatable; also "
         f"${ALLOW_FUNCTIONS_ENV}, comma-separated); a schema.name also accepts its start-up finding "
         "(the same as --allow function:SCHEMA.NAME); the never list (sleeping, locks, files, SQL in "
         "strings, transaction ids, other sessions) cannot be allowed",

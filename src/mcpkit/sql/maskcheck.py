@@ -251,9 +251,7 @@ def _row_order_routines(
 def _callable(engine: SqlEngine, schema: str, name: str) -> bool:
     """Whether the function policy lets a call name function `schema.name`."""
     policy = engine.profile.function_policy
-    return policy is not None and (
-        policy.allows_name(name.lower(), schema) or policy.allows_name(name.lower())
-    )
+    return policy is not None and policy.reaches(name, schema)  # a package's functions too (rt34 F2)
 
 
 def per_row_routines(engine: SqlEngine, allow: Collection[str] = ()) -> frozenset[str]:

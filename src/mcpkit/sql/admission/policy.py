@@ -33,8 +33,10 @@ def _shown(name: str) -> str:
 
 def _normalized(name: str) -> str:
     text = name.strip().lower()
-    if not text or not all(c.isalnum() or c in "_.$*" for c in text) or text.count(".") > 1:
-        raise SqlConfigError(f"{ALLOW_OPTION} {name!r}: give a function name, schema.name, or prefix*")
+    if not text or not all(c.isalnum() or c in "_.$*" for c in text) or text.count(".") > 2:
+        raise SqlConfigError(
+            f"{ALLOW_OPTION} {name!r}: give a function name, schema.name, db.package.name, or prefix*"
+        )
     if "*" in text and (not text.endswith("*") or text.count("*") > 1 or len(text.split(".")[-1]) < 2):
         raise SqlConfigError(
             f"{ALLOW_OPTION} {name!r}: a pattern is a prefix of two or more characters, then *"
@@ -111,6 +113,26 @@ class FunctionPolicy:
         chosen = self.only if self.only is not None else self.extra
         qualified = f"{schema}.{name}" if schema else name
         return matches(qualified, chosen) or (schema is not None and matches(f"{schema}.*", chosen))
+
+    def allows_under(self, qualifier: str) -> bool:
+        """Whether the operator's names let a call qualified by `qualifier` (lower case) through: a
+        MariaDB package's functions, `db.pkg.f` (red team rt34 F2)."""
+        chosen = self.only if self.only is not None else self.extra
+        return any(
+            c.startswith(f"{qualifier}.") or (c.endswith("*") and f"{qualifier}.".startswith(c[:-1]))
+            for c in chosen
+        )
+
+    def reaches(self, name: str, schema: str) -> bool:
+        """Whether a call may name `schema.name` (or bare `name`), or a function of package
+        `schema.name` (MariaDB, `allows_under`)."""
+        name = name.lower()
+        return (
+            self.allows_name(name, schema)
+            or self.allows_name(name)
+            or self.allows_under(f"{schema}.{name}".lower())
+            or self.allows_under(name)
+        )
 
     def allows_name(self, name: str, schema: str | None = None) -> bool:
         """Whether a call of `name` (lower case) in `schema` is admitted: for engine-level checks too.

@@ -192,6 +192,10 @@ def row_order_call(func: exp.Func, dialect: str, more: frozenset[str] = frozense
     LAST_INSERT_ID(x), or a name in `more`: a stored body's volatile functions); else None. The one
     test of both the per-call analysis and the stored-body check (`masking.view_order`)."""
     facts = profile_class(dialect)
+    if (package := _through(func, more)) is not None:
+        return package
+    if facts.accent_blind_routines and (odd := _unfolded(func)) is not None:
+        return odd
     if isinstance(func, exp.Anonymous):
         name = _name(func)[0].casefold()
         if name == "last_insert_id" and func.expressions:
@@ -210,6 +214,28 @@ def row_order_call(func: exp.Func, dialect: str, more: frozenset[str] = frozense
     return None
 
 
+def _through(func: exp.Func, names: frozenset[str]) -> str | None:
+    """The qualifier of `func` that is one of `names`: `db.pkg.f(...)` calls through MariaDB package
+    `pkg`, whose functions share its state (red team rt34 F2)."""
+    parent = func.parent
+    if not names or not isinstance(parent, exp.Dot) or parent.expression is not func:
+        return None
+    for part in parent.this.find_all(exp.Identifier):
+        name = part.name
+        if name.casefold() in names:
+            return f"{name}.{_name(func)[0] if isinstance(func, exp.Anonymous) else func.sql_name()}"
+    return None
+
+
+def _unfolded(func: exp.Func) -> str | None:
+    """A non-ASCII qualifier of a MariaDB call: `db.pķg.f(...)` may call through package `pkg`, as
+    MariaDB compares routine names accent-blind (red team rt34 F6; the name itself: below)."""
+    parent = func.parent
+    if not isinstance(parent, exp.Dot) or parent.expression is not func:
+        return None
+    return next((i.name for i in parent.this.find_all(exp.Identifier) if not i.name.isascii()), None)
+
+
 def written_call(statement: str, dialect: str, names: frozenset[str]) -> str | None:
     """The first name of `names` (case-folded) that `statement` calls as written, or None. Stored SQL
     runs as written, not as sqlglot renders it: `len(x)` is LENGTH to sqlglot but MariaDB's stored
@@ -223,6 +249,10 @@ def written_call(statement: str, dialect: str, names: frozenset[str]) -> str | N
         called = token.text.casefold()
         if after.token_type == TokenType.L_PAREN and (called in names or (blind and not called.isascii())):
             return token.text
+    for name, dot, _, paren in zip(tokens, tokens[1:], tokens[2:], tokens[3:], strict=False):
+        through = dot.token_type == TokenType.DOT and paren.token_type == TokenType.L_PAREN
+        if through and name.text.casefold() in names:  # `pkg.f(` through a package (red team rt34 F2)
+            return name.text
     return None
 
 

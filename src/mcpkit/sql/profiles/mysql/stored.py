@@ -44,7 +44,7 @@ from mcpkit.sql.profiles.mysql.mask_routes import (
     view_closure,
 )
 from mcpkit.sql.profiles.mysql.routine_names import mysql_routine_keys
-from mcpkit.sql.profiles.mysql.routine_state import mysql_row_order_routines
+from mcpkit.sql.profiles.mysql.routine_state import ROUTINE_TYPES, mysql_row_order_routines
 from mcpkit.sql.profiles.mysql.view_text import read_relations
 from mcpkit.sql.profiles.stored import ORDER_FIX, StoredQuery
 
@@ -56,6 +56,7 @@ _ROUTINES: Final = (
 )
 _RETURN: Final = re.compile(r"^\s*RETURN\b(?P<expr>.*)$", re.IGNORECASE | re.DOTALL)
 _VARIABLES: Final = (TokenType.PARAMETER, TokenType.SESSION_PARAMETER, TokenType.COLON_EQ)
+_PACKAGE: Final = "it is a package whose body reads a masked table, which this check cannot read"
 _HIDDEN: Final = "its definition is hidden from the account (no SHOW VIEW), so it cannot be checked"
 
 Relation = tuple[str, str]
@@ -187,11 +188,18 @@ def mysql_stored_queries(
     # it, whatever its label or body (red teams rt27 F5, rt29 F1, rt32 F2). One whose body the check
     # reads itself (a stored function over a masked table) counts there first; one that passes still
     # counts for its callers (`view_order.order_reasons`).
+    # A package counts as a whole: `db.pkg.f(...)` shares the package's variables (rt34 F2).
     # Those of the system databases too (rt34 F4), keyed as MariaDB compares names (rt34 F6: `tíck`).
     volatile = mysql_routine_keys(conn, {n for _, n in mysql_row_order_routines(conn)})
     out = [replace(item, volatile=volatile) for item in out]
     for schema, name, body, kind in routines:
-        if kind != "FUNCTION" or (schema, name) not in reading:
+        if kind not in ROUTINE_TYPES or (schema, name) not in reading:
+            continue
+        if kind != "FUNCTION":  # a package body is compound: the check cannot read it
+            if not any(o.kind == "function" and (o.schema, o.name) == (schema, name) for o in out):
+                usable = policy.reaches(name, schema)
+                revoke = f"REVOKE EXECUTE ON PACKAGE {_quote(schema)}.{_quote(name)} FROM {account}"
+                out.append(StoredQuery("function", schema, name, (), revoke, hidden=_PACKAGE, usable=usable))
             continue
         key = (schema.casefold(), name.casefold())
         returned = _RETURN.match(body)

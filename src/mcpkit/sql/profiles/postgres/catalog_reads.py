@@ -9,7 +9,8 @@ execute whose body names the catalog (`pg_catalog`, `information_schema`, or any
 `pg_`: every catalog relation, and the size and statistics functions, `pg_relation_size`,
 `pg_stat_get_live_tuples`; unqualified ones resolve to the catalog first), or calls (by name) one
 that does, counts. Fail closed: a body naming `pg_typeof` counts too (the opt-in lifts it).
-C and internal functions have no body to read (the server's or an extension's own code).
+C and internal functions have no body to read (the server's or an extension's own code), and an
+SQL function of a reviewed extension (`routine_state.STATELESS_EXTENSIONS`) is contrib's own code.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from mcpkit.sql.profiles.postgres.routine_state import REVIEWED, reviewed_params
+
 __all__ = ["catalog_read", "postgres_catalog_routines"]
 
 _FUNCTIONS: Final = (
@@ -27,8 +30,10 @@ _FUNCTIONS: Final = (
     " CASE WHEN p.prosqlbody IS NOT NULL THEN pg_get_functiondef(p.oid) ELSE p.prosrc END,"
     " has_function_privilege(p.oid, 'EXECUTE') AND p.prokind IN ('f', 'w', 'a')"
     " FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace JOIN pg_language l ON l.oid = p.prolang"
+    " JOIN pg_roles o ON o.oid = p.proowner"
     " WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%'"
-    " AND l.lanname NOT IN ('c', 'internal') ORDER BY n.nspname, p.proname"
+    " AND l.lanname NOT IN ('c', 'internal')"
+    f" AND NOT {REVIEWED} ORDER BY n.nspname, p.proname"  # citext's `SELECT pg_catalog.replace(...)`
 )
 _WORD: Final = re.compile(r"[A-Za-z_\u0080-\U0010ffff][\w$\u0080-\U0010ffff]*")
 _READS: Final = "it reads the database's catalog"
@@ -53,7 +58,8 @@ def catalog_read(body: str) -> str | None:
 def postgres_catalog_routines(conn: Connection) -> dict[tuple[str, str], str]:
     """Each function the role may execute ((schema, name) as stored) whose body reads the catalog,
     itself or through a function it calls (by name) -> why."""
-    rows = [(str(s), str(n), str(b or ""), bool(x)) for s, n, b, x in conn.execute(text(_FUNCTIONS))]
+    found = conn.execute(text(_FUNCTIONS), reviewed_params())
+    rows = [(str(s), str(n), str(b or ""), bool(x)) for s, n, b, x in found]
     why: dict[str, str] = {}
     for _, name, body, _ in rows:
         read = catalog_read(body)
