@@ -20,7 +20,7 @@ import pytest
 from mcpkit.sql.admission import FunctionPolicy
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.maskcheck import order_check, per_row_routines
+from mcpkit.sql.maskcheck import order_check, ordered_schema, prepare_masks
 from mcpkit.sql.masking import KnownSchema, MaskPolicy
 from mcpkit.sql.profiles.catalog_reads import catalog_findings
 from mcpkit.sql.profiles.stored import stored_queries
@@ -125,24 +125,22 @@ def test_an_extension_sql_body_calling_by_unqualified_name_counts_per_row(
     query = "SELECT id, round(ext.sec_to_gc(id * 0 + 1e9) / (2 * pi())) AS pos FROM customers ORDER BY id"
     code, out = run_cli(capsys, *base, "--allow-function", "ext.sec_to_gc", query)
     assert code == 3 and PER_ROW in out, out  # before: pos 3, 7, 9, 1, 5: the e-mail ranking
-    # Through the invoker view: its query calls a per-row function now (before: start-up passed).
-    no_view = _args(pg, tmp_path, but="view-order:public.v_dist")
-    code, out = run_cli(capsys, *no_view, "SELECT count(*) AS n FROM customers")
-    assert code == 2 and "view public.v_dist may answer in the scan order" in out, out
-    # citext's members qualify every call: still reviewed (no per-row refusal of `replace`).
-    code, out = run_cli(capsys, *base, "SELECT id, replace(name, 'a', 'b') AS r FROM customers ORDER BY id")
-    assert code == 0 and "| 1 |" in out, out
 
 
 @pytest.mark.postgres
-def test_a_user_function_shadowing_an_extension_callee_is_reached(pg: PgScratch) -> None:
-    engine = SqlEngine(pg.reader_url)
-    try:
-        with engine.session(30.0, "test") as (conn, _):
-            found = {(q.schema, q.name): q.hidden or "" for q in stored_queries(engine.profile, conn, MASKED)}
-    finally:
-        engine.close()
-    assert "a call by name in the body of ext." in found.get(("public", "earth"), ""), found
+def test_an_invoker_view_over_such_a_member_and_a_shadowing_user_function_are_refused(
+    engine: SqlEngine,
+) -> None:
+    with engine.session(30.0, "test") as (conn, _):
+        per_row = engine.profile.row_order_routines(conn)
+        stored = {(q.schema, q.name): q for q in stored_queries(engine.profile, conn, MASKED)}
+    # The invoker view's call is a per-row one now (before: start-up passed it, sec_to_gc exempt).
+    assert "sec_to_gc" in stored[("public", "v_dist")].volatile
+    # A user function named like a callee it calls unqualified runs per row through it.
+    assert "a call by name in the body of ext." in (stored[("public", "earth")].hidden or "")
+    # `earth()` calls nothing, and citext's members qualify every call: still reviewed.
+    assert ("ext", "earth") not in per_row and ("ext", "replace") not in per_row, per_row
+    assert ("ext", "sec_to_gc") in per_row, per_row
 
 
 @pytest.mark.postgres
@@ -160,19 +158,29 @@ def test_a_user_type_input_function_is_reached(pg: PgScratch) -> None:
 
 @pytest.mark.postgres
 def test_function_order_by_signature_accepts_each_overload(
-    pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pg: PgScratch, engine: SqlEngine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sigs = ["public.fmt(integer)", "public.fmt(numeric)"]
     allow = [f"{k}:{s}" for s in sigs for k in ("function", "function-order")]
     query = "SELECT id, public.fmt(id) AS a FROM customers ORDER BY id"
     code, out = run_cli(capsys, *_args(pg, tmp_path, *allow), "--allow-function", "fmt", query)
     assert code == 0 and "| 1 | 2 |" in out, out  # before: refused as a per-row function (L1)
-    code, out = run_cli(capsys, *_args(pg, tmp_path, *allow[:2]), "--allow-function", "fmt", query)
-    assert code == 3, out  # one overload not accepted: the name still counts
+    from mcpkit.sql.profiles.stored import order_accepted
+
+    with engine.session(30.0, "test") as (conn, _):
+        one = order_accepted(engine.profile, conn, ["function-order:public.fmt(integer)"])
+        both = order_accepted(engine.profile, conn, allow)
+    assert ("public", "fmt") not in one and ("public", "fmt") in both  # the name: when each overload is
+
+
+def _started(engine: SqlEngine, allow: list[str], tmp_path: Path) -> KnownSchema:
+    """The schema calls are analysed against, as start-up builds it (`maskcheck.ordered_schema`)."""
+    policy, reflection, masked = prepare_masks(engine, masks_file(tmp_path, "customers.email"))
+    return ordered_schema(engine, reflection, policy, masked, allow)
 
 
 @pytest.mark.postgres
-def test_a_body_replaced_while_serving_voids_its_function_order_opt_in(pg: PgScratch) -> None:
+def test_a_body_replaced_while_serving_voids_its_function_order_opt_in(pg: PgScratch, tmp_path: Path) -> None:
     pg.admin.execute(
         "CREATE FUNCTION public.once(x integer) RETURNS integer LANGUAGE sql IMMUTABLE RETURN x + 1"
     )
@@ -180,8 +188,7 @@ def test_a_body_replaced_while_serving_voids_its_function_order_opt_in(pg: PgScr
     try:
         engine.profile.use_function_policy(FunctionPolicy.for_dialect("postgres", extra=["once"]))
         allow = ["function-order:public.once", *OTHERS]
-        known = KnownSchema({}, "postgres")
-        known.per_row = per_row_routines(engine, allow, known)
+        known = _started(engine, allow, tmp_path)
         verify = order_check(MaskPolicy.of(["customers.email"]), known, MASKED, allow)
         with engine.session(30.0, "test") as (conn, _):
             verify(engine, conn)  # nothing changed
@@ -189,9 +196,27 @@ def test_a_body_replaced_while_serving_voids_its_function_order_opt_in(pg: PgScr
             "CREATE OR REPLACE FUNCTION public.once(x integer) RETURNS integer LANGUAGE plpgsql IMMUTABLE"
             f" AS $$ BEGIN RETURN ({COUNTER})::int; END $$"
         )
-        replaced = r"public\.once\(x integer\).*replaced since start-up"
+        replaced = r"function public\.once\(x integer\), accepted by its --allow opt-in, was replaced"
         with pytest.raises(SqlConfigError, match=replaced), engine.session(30.0, "test") as (conn, _):
             verify(engine, conn)  # before: passed, and the counter ran per row
     finally:
         engine.close()
         pg.admin.execute("DROP FUNCTION public.once(integer)")
+
+
+@pytest.mark.postgres
+def test_a_view_replaced_while_serving_voids_its_view_order_opt_in(pg: PgScratch, tmp_path: Path) -> None:
+    view = "CREATE OR REPLACE VIEW public.v_cat WITH (security_invoker = on) AS SELECT relname, reltuples"
+    engine = SqlEngine(pg.reader_url)
+    try:
+        known = _started(engine, OTHERS, tmp_path)
+        verify = order_check(MaskPolicy.of(["customers.email"]), known, MASKED, OTHERS)
+        with engine.session(30.0, "test") as (conn, _):
+            verify(engine, conn)  # nothing changed
+        pg.admin.execute(f"{view} FROM pg_class WHERE relname LIKE 'customers%'")
+        replaced = r"view public\.v_cat, accepted by its --allow opt-in, was replaced"
+        with pytest.raises(SqlConfigError, match=replaced), engine.session(30.0, "test") as (conn, _):
+            verify(engine, conn)  # before: passed (the opt-in named the view, not its query)
+    finally:
+        engine.close()
+        pg.admin.execute(f"{view} FROM pg_class WHERE relnamespace = 2200")

@@ -2,29 +2,33 @@
 
 Every user function counts (`Profile.row_order_routines`, red team rt29 F2) but those whose order
 `--allow function-order:` accepts (`profiles.stored.order_accepted`: by name, or on PostgreSQL by
-signature per overload, rt35a L1). An opt-in accepts the function start-up saw: where the profile
-keeps a digest of each accepted function's body (`accepted_bodies`), a body replaced while serving
-fails the re-verification (rt35a F7), as a function that became a per-row one since start-up does.
+signature per overload, rt35a L1). An opt-in accepts what start-up saw: where the profile keeps a
+digest of each function, view and policy an `--allow *-order:` opt-in accepts (`accepted_bodies`),
+one replaced while serving fails the re-verification (rt35a F7), as a function that became a per-row
+one since start-up does.
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.masking import KnownSchema
 from mcpkit.sql.profiles.stored import order_accepted
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
     from mcpkit.sql.engines.engine import SqlEngine
-    from mcpkit.sql.masking import KnownSchema
 
 __all__ = ["accepted_bodies", "per_row_routines", "per_row_since", "row_order_routines"]
 
 log = logging.getLogger("mcpkit.sql")
+# What the opt-ins accepted at start-up, per analysed schema (its functions, views and policies).
+_STARTUP: Final[weakref.WeakKeyDictionary[KnownSchema, dict[str, str]]] = weakref.WeakKeyDictionary()
 
 
 def row_order_routines(
@@ -37,8 +41,8 @@ def row_order_routines(
 
 
 def accepted_bodies(engine: SqlEngine, conn: Connection, allow: Collection[str]) -> dict[str, str]:
-    """What each function a `function-order:` opt-in accepts is now (signature -> digest; empty for
-    a profile that keeps none)."""
+    """What each function, view and policy an `--allow *-order:` opt-in accepts is now (what it is
+    -> digest; empty for a profile that keeps none)."""
     read = getattr(engine.profile, "accepted_bodies", None)
     return dict(read(conn, allow)) if read is not None else {}
 
@@ -54,13 +58,13 @@ def per_row_routines(
 ) -> frozenset[str]:
     """The user's functions whose value may change from row to row whatever they are declared (but
     those `allow` accepts), each the function policy lets calls use told to the operator with why:
-    a call of one over a masked read is refused (`KnownSchema.per_row`). With `known`, the accepted
-    functions' bodies are kept on it (`KnownSchema.bodies`) for `per_row_since`."""
+    a call of one over a masked read is refused (`KnownSchema.per_row`). With `known`, what the
+    opt-ins accept is kept with it for `per_row_since`."""
     with engine.session(30.0, "startup-masks") as (conn, _):
         found = row_order_routines(engine, conn, allow)
         keys = engine.profile.routine_keys(conn, {name for _, name in found})  # rt34 F6: `tíck` is `tick`
         if known is not None:
-            known.bodies = tuple(sorted(accepted_bodies(engine, conn, allow).items()))
+            _STARTUP[known] = accepted_bodies(engine, conn, allow)
     for (schema, name), why in sorted(found.items()):
         if _callable(engine, schema, name):
             log.warning(
@@ -80,10 +84,11 @@ def per_row_since(engine: SqlEngine, conn: Connection, known: KnownSchema, allow
         raise SqlConfigError(
             f"--mask: function {', '.join(new)} may now change from row to row; restart the server"
         )
-    now = accepted_bodies(engine, conn, allow) if known.bodies else {}
-    changed = sorted(sig for sig, digest in known.bodies if now.get(sig, digest) != digest)
+    seen = _STARTUP.get(known) or {}
+    now = accepted_bodies(engine, conn, allow) if seen else {}
+    changed = sorted(what for what, digest in seen.items() if now.get(what, digest) != digest)
     if changed:
         raise SqlConfigError(
-            f"--mask: function {', '.join(changed)}, accepted by --allow function-order:, was replaced"
-            " since start-up; review it and restart the server"
+            f"--mask: {', '.join(changed)}, accepted by its --allow opt-in, was replaced since start-up;"
+            " review it and restart the server"
         )

@@ -310,7 +310,6 @@ class KnownSchema:
     """
 
     per_row: frozenset[str] = frozenset()  # user functions counted as per-row ones (rt29 F2, maskcheck)
-    bodies: tuple[tuple[str, str], ...] = ()  # opted-in functions' bodies at start-up (rt35a F7, perrow)
 
     def __init__(
         self,

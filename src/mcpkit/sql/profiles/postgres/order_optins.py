@@ -5,7 +5,8 @@ so it accepts that overload; a name is accepted when each of its user functions 
 rt35a L1: only the name form matched, so an overloaded function could never be used). An opt-in
 accepts the function start-up saw: its language, body, settings and owner are kept (a digest per
 signature), and a body replaced while serving (`CREATE OR REPLACE`, same OID: a harmless SQL
-`x + 1` turned into a plpgsql counter, rt35a F7) fails the re-verification.
+`x + 1` turned into a plpgsql counter, rt35a F7) fails the re-verification; so does a view or a
+policy a `view-order:` / `policy-order:` opt-in accepted whose query changed.
 """
 
 from __future__ import annotations
@@ -32,6 +33,21 @@ JOIN pg_catalog.pg_language l ON l.oid = p.prolang
 WHERE p.oid >= 16384 AND p.prokind IN ('f', 'w', 'a')
 ORDER BY 4
 """
+# Views and policies an `--allow view-order:` / `policy-order:` opt-in names (as stored), with a digest
+# of their query: `CREATE OR REPLACE VIEW` keeps the name and the opt-in (rt35a F7, same family).
+_STORED: Final = """
+SELECT 'view ' || n.nspname || '.' || c.relname,
+       md5(ROW(pg_catalog.pg_get_viewdef(c.oid), c.reloptions, c.relowner, c.relkind)::text)
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('v', 'm') AND c.oid >= 16384
+  AND 'view-order:' || n.nspname || '.' || c.relname = ANY(CAST(:allow AS text[]))
+UNION ALL
+SELECT 'policy ' || n.nspname || '.' || c.relname || '.' || p.polname,
+       md5(ROW(p.polqual::text, p.polwithcheck::text, p.polcmd, p.polpermissive, p.polroles)::text)
+FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE 'policy-order:' || n.nspname || '.' || c.relname || '.' || p.polname = ANY(CAST(:allow AS text[]))
+"""
 
 
 def _accepted(conn: Connection, allow: Collection[str]) -> list[tuple[str, str, str, str, bool]]:
@@ -57,5 +73,10 @@ def postgres_order_accepted(conn: Connection, allow: Collection[str]) -> frozens
 
 
 def postgres_accepted_bodies(conn: Connection, allow: Collection[str]) -> dict[str, str]:
-    """Signature -> digest of language, body, settings and owner of each function `allow` accepts."""
-    return {sig: digest for _, _, sig, digest, ok in _accepted(conn, allow) if ok}
+    """What each function (language, body, settings, owner), view and policy (query) an `--allow
+    *-order:` opt-in accepts is: `function S.F(args)` / `view S.V` / `policy S.T.P` -> a digest."""
+    out = {f"function {sig}": digest for _, _, sig, digest, ok in _accepted(conn, allow) if ok}
+    named = sorted(a for a in allow if a.startswith(("view-order:", "policy-order:")))
+    if named:
+        out.update((str(k), str(d)) for k, d in conn.execute(text(_STORED), {"allow": named}))
+    return out
