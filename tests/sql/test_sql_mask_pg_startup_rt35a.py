@@ -220,3 +220,23 @@ def test_a_view_replaced_while_serving_voids_its_view_order_opt_in(pg: PgScratch
     finally:
         engine.close()
         pg.admin.execute(f"{view} FROM pg_class WHERE relnamespace = 2200")
+
+
+@pytest.mark.postgres
+def test_an_extension_member_with_its_own_path_is_reviewed_only_over_its_schemas(
+    pg: PgScratch, engine: SqlEngine
+) -> None:
+    pg.admin.execute(
+        "ALTER FUNCTION ext.latitude(ext.earth) SET search_path = pg_catalog, ext;"
+        " ALTER FUNCTION ext.longitude(ext.earth) SET search_path = public, ext"
+    )
+    try:
+        with engine.session(30.0, "test") as (conn, _):
+            per_row = engine.profile.row_order_routines(conn)
+    finally:
+        pg.admin.execute(
+            "ALTER FUNCTION ext.latitude(ext.earth) RESET ALL;"
+            " ALTER FUNCTION ext.longitude(ext.earth) RESET ALL"
+        )
+    assert ("ext", "latitude") not in per_row, per_row  # its calls resolve in pg_catalog and ext only
+    assert ("ext", "longitude") in per_row, per_row  # before: exempt, `public` first on its path

@@ -7,8 +7,9 @@ in a schema of its own a user `public.earth()` ran once per row through it (a co
 rows in a masked scan order). Such a member is no reviewed code: it counts as a user function
 (`routine_state`). A member stays reviewed only when its body cannot reach a function the
 extension did not bring: a SQL-standard body (BEGIN ATOMIC / RETURN, its callees bound when it was
-created), a `SET search_path` of its own, or a string body whose every call is qualified with
-`pg_catalog` or the extension's own schema (citext's members). Fail closed: a body this scan cannot
+created), a `SET search_path` of its own naming only `pg_catalog` and the extension's schema, or a
+string body whose every call is qualified with `pg_catalog` or the extension's own schema (citext's
+members). Fail closed: a body this scan cannot
 read plainly (a quoted name, a dollar quote, a comment, a dot it does not know) counts as open.
 """
 
@@ -34,7 +35,9 @@ _CALL: Final = re.compile(r"(?P<name>[A-Za-z_][\w$]*)\s*\(")
 _QUALIFIED: Final = re.compile(r"(?P<qual>[A-Za-z_][\w$]*)\s*\.\s*[A-Za-z_][\w$]*")
 _NUMBER: Final = re.compile(r"(?<![\w$])(?:\d+\.\d*|\.\d+)")
 _MEMBERS: Final = """
-SELECT p.oid, e.extname, n.nspname, p.prosrc
+SELECT p.oid, e.extname, n.nspname, p.prosrc,
+       (SELECT substr(c, strpos(c, '=') + 1) FROM unnest(p.proconfig) c
+        WHERE lower(split_part(c, '=', 1)) = 'search_path' LIMIT 1)
 FROM pg_catalog.pg_proc p
 JOIN pg_catalog.pg_language l ON l.oid = p.prolang
 JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
@@ -42,7 +45,6 @@ JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_proc'::regclass AND d.
  AND d.deptype = 'e' AND d.refclassid = 'pg_catalog.pg_extension'::regclass
 JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
 WHERE l.lanname = 'sql' AND p.prosqlbody IS NULL AND e.extname = ANY(:stateless)
-  AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE lower(split_part(c, '=', 1)) = 'search_path')
 """
 
 
@@ -69,6 +71,19 @@ def unqualified_calls(body: str, own: str) -> frozenset[str] | None:
     return frozenset(c["name"].lower() for c in _CALL.finditer(bare)) - _KEYWORDS
 
 
+def _pinned(path: str, own: str) -> bool:
+    """Whether a `search_path` setting names only pg_catalog and `own` (quoted names keep their case).
+
+    >>> _pinned('pg_catalog, "ext"', "ext"), _pinned("ext, public", "ext"), _pinned("$user", "ext")
+    (True, False, False)
+    """
+    names = [e.strip() for e in path.split(",")]
+    folded = [
+        n[1:-1].replace('""', '"') if n.startswith('"') and n.endswith('"') else n.lower() for n in names
+    ]
+    return all(n in ("pg_catalog", own) for n in folded)
+
+
 def open_members(
     conn: Connection, params: dict[str, list[str]]
 ) -> dict[int, tuple[str, frozenset[str] | None]]:
@@ -76,7 +91,9 @@ def open_members(
     `stateless`) whose body may call a function by an unqualified name: oid -> (extension, the
     names it calls unqualified, None when its body cannot be read plainly)."""
     out: dict[int, tuple[str, frozenset[str] | None]] = {}
-    for oid, ext, schema, body in conn.execute(text(_MEMBERS), {"stateless": params["stateless"]}):
+    for oid, ext, schema, body, path in conn.execute(text(_MEMBERS), {"stateless": params["stateless"]}):
+        if path is not None and _pinned(str(path), str(schema)):
+            continue  # its own path holds pg_catalog and the extension's schema only
         calls = unqualified_calls(str(body or ""), str(schema))
         if calls is None or calls:
             out[int(oid)] = (str(ext), calls)
