@@ -69,6 +69,21 @@ PG_PROBES = {
         "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY id) AS p FROM customers",
         ANSWERED,
     ),
+    "plain_distinct_expr": (
+        "SELECT DISTINCT lower(name) AS l FROM customers ORDER BY l DESC LIMIT 3",
+        ANSWERED,
+    ),
+    "plain_distinct_unnest": ("SELECT DISTINCT unnest(ARRAY[name, 'x']) AS n FROM customers", ANSWERED),
+    "plain_bucket": (
+        "SELECT CASE WHEN id > 2 THEN 'hi' ELSE 'lo' END AS b, left(name, 1) AS i, count(*) AS n"
+        " FROM customers GROUP BY 1, i HAVING count(*) > 0 ORDER BY count(*) DESC LIMIT 5",
+        ANSWERED,
+    ),
+    "plain_cte": (
+        "WITH c AS (SELECT name, id * 1.5 AS x FROM customers) SELECT max(name) AS m, max(x) OVER () AS w"
+        " FROM c GROUP BY x",
+        ANSWERED,
+    ),
 }
 _CASE = "CASE id WHEN 2 THEN 'a' ELSE 'A' END"
 MY_PROBES = {
@@ -96,6 +111,20 @@ MY_PROBES = {
     "plain": ("SELECT MAX(name) AS m, MIN(id + 1) AS i, COUNT(DISTINCT name) AS n FROM customers", ANSWERED),
     "plain_group": ("SELECT LOWER(name) AS l, COUNT(*) AS n FROM customers GROUP BY LOWER(name)", ANSWERED),
     "plain_distinct": ("SELECT DISTINCT name FROM customers ORDER BY LENGTH(name)", ANSWERED),
+    "plain_distinct_expr": (
+        "SELECT DISTINCT LOWER(name) AS l FROM customers ORDER BY l DESC LIMIT 3",
+        ANSWERED,
+    ),
+    "plain_bucket": (
+        "SELECT CASE WHEN id > 2 THEN 'hi' ELSE 'lo' END AS b, LEFT(name, 1) AS i, COUNT(*) AS n"
+        " FROM customers GROUP BY 1, i HAVING COUNT(*) > 0 ORDER BY COUNT(*) DESC LIMIT 5",
+        ANSWERED,
+    ),
+    "plain_numbers": (
+        "SELECT MAX(id / 3) AS a, MIN(ROUND(id * 1.5, 1)) AS b, MAX(id) OVER () AS c"
+        " FROM customers GROUP BY id",
+        ANSWERED,
+    ),
 }
 
 

@@ -132,11 +132,35 @@ def _integral(node: exp.Expr, types: Sources, facts: Facts) -> bool:
     return False
 
 
+_SCALED_TYPE: Final = re.compile(r"\s*(numeric|decimal)\s*\(\s*\d+\s*,\s*\d+\s*\)", re.IGNORECASE)
+_BARE_NUMERIC: Final = re.compile(r"\s*(numeric|decimal)\s*$", re.IGNORECASE)
+
+
+def _scaled(node: exp.Expr, types: Sources, facts: Facts) -> bool:
+    """Numbers of one display scale for every row (PostgreSQL numeric: a literal, a declared scale,
+    integers, and + - * over those; not / nor round(x, n), whose scale follows the values)."""
+    if isinstance(node, exp.Literal):
+        return node.is_number
+    if isinstance(node, exp.Column) and _SCALED_TYPE.match(types.get(node.meta.get(REF)) or ""):
+        return True
+    if isinstance(node, exp.Cast):
+        to = node.to.sql("postgres")
+        if _BARE_NUMERIC.match(to):  # numeric keeps the scale it is given
+            return _scaled(node.this, types, facts)
+        return bool(_SCALED_TYPE.match(to))
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul):
+        return _scaled(node.this, types, facts) and _scaled(node.expression, types, facts)
+    if isinstance(node, exp.Neg | exp.Paren):
+        return _scaled(node.this, types, facts)
+    return _integral(node, types, facts)
+
+
 def alike(node: exp.Expr, dialect: str, types: Sources) -> bool:
     """Whether equal values of `node` always print alike (no representative can tell rows apart).
 
     A constant; an integer, boolean, date or timestamp (column, cast, count, length, date_trunc,
-    integer arithmetic and CASE over those); on MariaDB any number; a cast to a byte-exact type.
+    integer arithmetic and CASE over those); a number of one display scale (`_scaled`); on MariaDB
+    any number; a cast to a byte-exact type.
     A column read from a table of another type is not: see `stored`.
     """
     facts = facts_of(dialect)
@@ -146,7 +170,7 @@ def alike(node: exp.Expr, dialect: str, types: Sources) -> bool:
         return True
     if isinstance(node, exp.Paren):
         return alike(node.this, dialect, types)
-    return _integral(node, types, facts)
+    return _scaled(node, types, facts)
 
 
 def _defining(col: exp.Column) -> list[exp.Expr]:
