@@ -51,6 +51,14 @@ PG_PROBES = {
         f"SELECT CAST(m AS text) AS t FROM (SELECT {_ROUND} AS m FROM customers UNION SELECT 2) s",
         REFUSED,
     ),
+    "distinct_on": (
+        f"SELECT CAST(m AS text) AS t FROM (SELECT DISTINCT ON ({_ROUND}) {_ROUND} AS m FROM customers) s",
+        ANSWERED,
+    ),
+    "intersect_all": (
+        f"SELECT CAST(m AS text) AS t FROM (SELECT {_ROUND} AS m FROM customers INTERSECT ALL SELECT 1) s",
+        REFUSED,
+    ),
     # rt35a F5: ordered-set aggregates, DISTINCT aggregates
     "percentile": (
         "SELECT CAST(percentile_disc(ARRAY[0.0, 0.25, 0.5, 0.75, 1.0]) WITHIN GROUP"

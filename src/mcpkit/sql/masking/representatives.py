@@ -10,11 +10,12 @@ column read straight from a table (whose variants are data, a documented residua
 - GROUP BY: its exact form (`Profile.exact_ties`) is added as a grouping key, so values that print
   differently are different groups (a key read through an alias or a position is resolved first);
 - SELECT DISTINCT without grouping or windows: sent as GROUP BY the outputs and their exact forms;
+  DISTINCT ON: its ORDER BY (which picks the row kept) completed with the exact forms;
 - min/max: ordered by the value and its exact form where the engine takes an ORDER BY in them
   (PostgreSQL: `max(x ORDER BY x, x::text COLLATE "C")`), refused elsewhere (MariaDB);
 - refused: min/max over a window, percentile_disc/percentile_cont/mode/median (their ORDER BY takes
   one key), DISTINCT aggregates other than count, DISTINCT over grouped or window results,
-  UNION/INTERSECT/EXCEPT without ALL, GROUP BY ROLLUP/CUBE/GROUPING SETS.
+  UNION without ALL, INTERSECT and EXCEPT (ALL too), GROUP BY ROLLUP/CUBE/GROUPING SETS.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ _DISTINCT_AGGREGATE: Final = (
     "column itself, or deduplicate with GROUP BY in a subquery."
 )
 _SET_OPERATION: Final = (
-    f"Over a table with masked columns, UNION, INTERSECT and EXCEPT without ALL are answered only over "
+    f"Over a table with masked columns, UNION without ALL, INTERSECT and EXCEPT are answered only over "
     f"columns or values that print one way (integers, dates): {_WHY}; use UNION ALL and SELECT "
     "DISTINCT outside."
 )
@@ -116,9 +117,11 @@ def _pin_groups(
 
 def _pin_distinct(select: exp.Select, dialect: str, types: Sources, room: NodeAllowance) -> bool:
     distinct = select.args.get("distinct")
-    if not isinstance(distinct, exp.Distinct) or distinct.args.get("on") is not None:
-        return False  # DISTINCT ON keeps the first row of its ORDER BY, which pin_order completes
+    if not isinstance(distinct, exp.Distinct):
+        return False
     outputs = [p.unalias() for p in select.selects]
+    if distinct.args.get("on") is not None:
+        return _pin_distinct_on(select, distinct, outputs, dialect, types, room)
     if any(isinstance(o, exp.Star) or (isinstance(o, exp.Column) and o.is_star) for o in outputs):
         return False  # left open: a star's columns (docs/masking.md)
     if all(_pinned(o, dialect, types) for o in outputs):
@@ -152,6 +155,30 @@ def _pin_distinct(select: exp.Select, dialect: str, types: Sources, room: NodeAl
     return True
 
 
+def _pin_distinct_on(
+    select: exp.Select,
+    distinct: exp.Distinct,
+    outputs: list[exp.Expr],
+    dialect: str,
+    types: Sources,
+    room: NodeAllowance,
+) -> bool:
+    """DISTINCT ON keeps the first row of its ORDER BY (pin_order wrote one): among keys equal
+    there, the exact forms of the keys and outputs decide."""
+    on = distinct.args["on"]
+    keys = list(on.expressions) if isinstance(on, exp.Tuple) else [on]
+    order = select.args.get("order")
+    if order is None:
+        return False
+    values = [v for v in [*keys, *outputs] if not isinstance(v, exp.Star) and not _pinned(v, dialect, types)]
+    ties = [exp.Ordered(this=t) for v in values for t in profile_class(dialect).exact_ties(v)]
+    if not ties:
+        return False
+    room.add(ties, _TIES)
+    order.set("expressions", [*order.expressions, *ties])
+    return True
+
+
 def _branches(node: exp.Expr) -> list[exp.Expr]:
     if isinstance(node, exp.SetOperation):
         return _branches(node.this) + _branches(node.expression)
@@ -161,8 +188,8 @@ def _branches(node: exp.Expr) -> list[exp.Expr]:
 
 
 def _check_set_operation(node: exp.SetOperation, dialect: str, types: Sources) -> None:
-    if not node.args.get("distinct"):
-        return
+    if not node.args.get("distinct") and isinstance(node, exp.Union):
+        return  # UNION ALL keeps every row; INTERSECT ALL and EXCEPT ALL keep one of equal rows
     for branch in _branches(node):
         outputs = [p.unalias() for p in branch.selects] if isinstance(branch, exp.Select) else [branch]
         if any(not _pinned(o, dialect, types) for o in outputs):
