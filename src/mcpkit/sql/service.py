@@ -25,7 +25,7 @@ from mcpkit.sql.admission.slots import analysis_slot
 from mcpkit.sql.clipping import CellBudget
 from mcpkit.sql.engines.base import Engine
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import QueryFailed, SqlConfigError, refuse
+from mcpkit.sql.errors import SqlConfigError, refuse
 from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
 from mcpkit.sql.plans import DEFAULT_PLANS, Plan, PlanCache
@@ -180,16 +180,9 @@ class SqlService:
             if self.max_cost is not None:
                 self._check_cost(sent, call_id)
             with catalog_checked() if self.functions.opted_in(admitted.tree) else nullcontext():
-                try:
-                    found = self.engine.execute(
-                        sent, None, rows, deadline_s, call_id, clip=self.cells, tree=admitted.tree
-                    )
-                except QueryFailed as exc:
-                    # Over a masked read, which row failed first follows the scan order: "more
-                    # than one row" (other) and a division by zero (data) read alike (rt35a F8).
-                    if plan.active and exc.kind == "other":
-                        raise QueryFailed("data", call_id) from None
-                    raise
+                found = self.engine.execute(
+                    sent, None, rows, deadline_s, call_id, clip=self.cells, tree=admitted.tree
+                )
             result = shape_rows(apply_mask(found, plan))
             span.set_attribute("db.response.returned_rows", result.row_count)
         if note is not None:
