@@ -42,6 +42,9 @@ def _queries(fail: str, dialect: str) -> list[str]:
     out = [
         f"SELECT EXISTS (SELECT 1 FROM customers WHERE {case}) AS e",
         f"SELECT NOT EXISTS (SELECT 1 FROM customers WHERE {case}) AS e",
+        # nested: each EXISTS is read from its own ordered derived table
+        "SELECT EXISTS (SELECT 1 FROM customers a WHERE a.id + 0 = 1 AND EXISTS (SELECT 1 FROM customers"
+        f" WHERE {case})) AS e",
         "SELECT id FROM customers c WHERE EXISTS (SELECT 1 FROM customers d WHERE d.id + 0 <> c.id AND"
         " CASE WHEN d.id = 1 THEN true WHEN d.id = 4 THEN 1 / (d.id - 4) = 1 ELSE false END) ORDER BY id",
         f"SELECT EXISTS (SELECT 1 FROM customers WHERE {case} LIMIT 1) AS e",
@@ -172,6 +175,9 @@ def test_sqlite_early_stops_answer_alike_under_two_scan_orders(
     sqls = [
         f"SELECT EXISTS (SELECT 1 FROM customers WHERE {case}) AS e",
         f"SELECT NOT EXISTS (SELECT 1 FROM customers WHERE {case}) AS e",
+        # nested: each EXISTS is read from its own ordered derived table
+        "SELECT EXISTS (SELECT 1 FROM customers a WHERE a.id + 0 = 1 AND EXISTS (SELECT 1 FROM customers"
+        f" WHERE {case})) AS e",
         "SELECT id FROM customers c WHERE EXISTS (SELECT 1 FROM customers d WHERE d.id = c.id + 1 + 0)"
         " ORDER BY id",
     ]
@@ -182,5 +188,5 @@ def test_sqlite_early_stops_answer_alike_under_two_scan_orders(
         shown = ("|", "TOOL_ERROR", "REFUSED")  # the answer, not the log lines
         prints.append([(code, [ln for ln in out.splitlines() if ln.startswith(shown)]) for code, out in runs])
     assert prints[0] == prints[1]  # before: an integer overflow in e-mail order, 1 in id order
-    assert prints[0][2][0] == 0 and "| 4 |" in prints[0][2][1], prints[0][2]
+    assert prints[0][3][0] == 0 and "| 4 |" in prints[0][3][1], prints[0][3]
     assert prints[0][0][0] != 0 or "| 1 |" in prints[0][0][1], prints[0][0]

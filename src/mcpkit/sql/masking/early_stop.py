@@ -91,6 +91,11 @@ _SET_UNORDERED: Final = (
     "arithmetic, CASE, a cast or a nested query) is not answered on this database: the rows it reads "
     "before its first match follow the storage order; compare plain columns, or join."
 )
+_SET_OPERATION: Final = (
+    "Over a table with masked columns, an EXISTS, IN, ANY or ALL subquery over UNION, INTERSECT or "
+    "EXCEPT whose branches compute per row is not answered: the rows read before its first match "
+    "follow the storage order; compare plain columns in each branch, or write one subquery per branch."
+)
 _UNKEYED: Final = (
     "Over a table with masked columns, an EXISTS, IN, ANY or ALL subquery that computes per row needs "
     "rows told apart by visible columns: select a unique visible key such as the primary key."
@@ -118,8 +123,6 @@ def _plain(select: exp.Select) -> bool:
             continue
         if isinstance(node, exp.Query) or not isinstance(node, _PLAIN_NODES):
             return False
-        if isinstance(node, exp.Literal) and node.parent is not None and isinstance(node.parent, exp.Limit):
-            return False
     return not any(select.args.get(k) for k in ("group", "having", "order", "limit", "offset", "distinct"))
 
 
@@ -144,11 +147,10 @@ def _pin(select: exp.Select, stop: str, dialect: str, keyed: Keyed, room: NodeAl
         kept_by = _EXISTS_ORDER_KEPT_BY.get(dialect, "offset")
         if kept_by == "offset" and select.args.get("offset") is None:
             select.set("offset", exp.Offset(expression=exp.Literal.number(0)))
-        elif kept_by == "derived table":
-            wrapper = exp.select("1").from_(
-                exp.Subquery(this=select.copy(), alias=exp.TableAlias(this=exp.to_identifier(_DERIVED)))
-            )
-            select.replace(wrapper)
+        elif kept_by == "derived table":  # moved, not copied: a nested block is pinned in place later
+            derived = exp.Subquery(alias=exp.TableAlias(this=exp.to_identifier(_DERIVED)))
+            select.replace(exp.select("1").from_(derived, copy=False))
+            derived.set("this", select)
 
 
 def pin_early_stops(tree: exp.Expr, dialect: str, keyed: Keyed, room: NodeAllowance) -> bool:
@@ -162,7 +164,7 @@ def pin_early_stops(tree: exp.Expr, dialect: str, keyed: Keyed, room: NodeAllowa
         if isinstance(node, exp.SetOperation):
             if all(_as_written(s, stop, dialect) for s in node.find_all(exp.Select)):
                 continue
-            refuse_order(_SET_UNORDERED, f"set operation under {stop} computing per row")
+            refuse_order(_SET_OPERATION, f"set operation under {stop} computing per row")
         assert isinstance(node, exp.Select)
         if _as_written(node, stop, dialect):
             continue
