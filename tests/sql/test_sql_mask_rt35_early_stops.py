@@ -52,6 +52,11 @@ def _queries(fail: str, dialect: str) -> list[str]:
         f"SELECT 1 = ANY (SELECT id + 0 FROM customers WHERE {case}) AS e",
     ]
     if dialect == "postgres":  # a subplan per outer row (a correlated ANY is not hashed)
+        # plain as written, but the CTE's column computes per row
+        out.append(
+            "WITH d AS (SELECT id, CASE WHEN id = 4 THEN 1 / (id - 4) ELSE id END AS x FROM customers)"
+            " SELECT EXISTS (SELECT 1 FROM d WHERE x = 1) AS e"
+        )
         out.append(
             "SELECT id FROM customers c WHERE 1 = ANY (SELECT d.id FROM customers d WHERE d.name <> c.name"
             " AND CASE WHEN d.id = 1 THEN true WHEN d.id = 4 THEN 1 / (d.id - 4) = 1 ELSE false END)"

@@ -27,6 +27,7 @@ from typing import Final
 from sqlglot import exp
 
 from mcpkit.sql.admission.budget import NodeAllowance
+from mcpkit.sql.masking.first_row import cte_for
 from mcpkit.sql.masking.limits import Keyed
 from mcpkit.sql.masking.order import _ordinals, _row_order, _width
 from mcpkit.sql.masking.ties import BLOCK, refuse_order
@@ -45,10 +46,10 @@ _SET_KEEPS_ORDER: Final = {"postgres": True, "mysql": False, "sqlite": True}
 _PLAIN_MAY_FAIL: Final = {"postgres": False, "mysql": True, "sqlite": False}
 
 
-def _as_written(select: exp.Select, stop: str, dialect: str) -> bool:
+def _as_written(select: exp.Select, stop: str, dialect: str, views: frozenset[str]) -> bool:
     """A plain block stays as written, except EXISTS where a plain comparison may fail per row (it
     can be ordered there: an IN / ANY / ALL block cannot, so stays, as the lesser evil)."""
-    if not _plain(select):
+    if not _plain(select, views):
         return False
     return stop == "set" or not _PLAIN_MAY_FAIL.get(dialect, True)
 
@@ -116,12 +117,17 @@ def _stop(node: exp.Expr) -> str | None:
     return None
 
 
-def _plain(select: exp.Select) -> bool:
-    """Whether every expression `select` evaluates per row is a comparison of columns and constants."""
+def _plain(select: exp.Select, views: frozenset[str]) -> bool:
+    """Whether every expression `select` evaluates per row is a comparison of columns and constants,
+    over base tables only (a view's or a CTE's columns may compute per row: `1 / (id - b) AS x`)."""
     for node in select.walk():
         if node is select:
             continue
         if isinstance(node, exp.Query) or not isinstance(node, _PLAIN_NODES):
+            return False
+        if isinstance(node, exp.Table) and (
+            not isinstance(node.this, exp.Identifier) or node.name.casefold() in views or cte_for(node)
+        ):
             return False
     return not any(select.args.get(k) for k in ("group", "having", "order", "limit", "offset", "distinct"))
 
@@ -153,20 +159,23 @@ def _pin(select: exp.Select, stop: str, dialect: str, keyed: Keyed, room: NodeAl
             derived.set("this", select)
 
 
-def pin_early_stops(tree: exp.Expr, dialect: str, keyed: Keyed, room: NodeAllowance) -> bool:
+def pin_early_stops(
+    tree: exp.Expr, dialect: str, keyed: Keyed, room: NodeAllowance, views: frozenset[str]
+) -> bool:
     """Order every EXISTS / IN / ANY / ALL subquery block of a masked read that may raise per row
-    (module doc), in place; True if any changed. A set operation there is refused unless plain."""
+    (module doc), in place; True if any changed. A set operation there is refused unless plain.
+    `views`: the names of views (case-folded), whose columns may compute per row."""
     pinned = False
     for node in list(tree.find_all(exp.Select, exp.SetOperation)):
         stop = _stop(node)
         if stop is None:
             continue
         if isinstance(node, exp.SetOperation):
-            if all(_as_written(s, stop, dialect) for s in node.find_all(exp.Select)):
+            if all(_as_written(s, stop, dialect, views) for s in node.find_all(exp.Select)):
                 continue
             refuse_order(_SET_OPERATION, f"set operation under {stop} computing per row")
         assert isinstance(node, exp.Select)
-        if _as_written(node, stop, dialect):
+        if _as_written(node, stop, dialect, views):
             continue
         _pin(node, stop, dialect, keyed, room)
         pinned = True

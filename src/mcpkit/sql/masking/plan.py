@@ -342,7 +342,7 @@ def plan_masking(
     picked = pin_representatives(work, qualified, dialect, sources(qualified, dialect, declared), max_nodes)
     pinned = pinned or picked
     # EXISTS / IN / ANY / ALL stop at a first match: read in a visible order too (rt35a F8)
-    pinned = pin_early_stops(work, dialect, blocks, NodeAllowance(work, max_nodes)) or pinned
+    pinned = pin_early_stops(work, dialect, blocks, NodeAllowance(work, max_nodes), known.views) or pinned
     return MaskPlan(
         masked=frozenset(i for i, o in enumerate(outs) if o.tainted),
         sql=work.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)
