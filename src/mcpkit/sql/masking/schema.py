@@ -166,7 +166,13 @@ def reflect(engine: SqlEngine, policy: MaskPolicy | None = None) -> Reflection:
     partial: set[str] = set()
     for schema in schemas:
         # sqlglot reads the mapping's depth off its first entries: no empty schema or table in it
-        reflected = reflect_schema(engine.sa_engine, schema, policy=policy, partial=partial)
+        try:
+            reflected = reflect_schema(engine.sa_engine, schema, policy=policy, partial=partial)
+        except DBAPIError:
+            # Dropped between the listing and its reflection (DDL while starting): nothing to read.
+            if schema in inspect(engine.sa_engine).get_schema_names():
+                raise
+            continue
         tables = {t: cols for t, cols in reflected.items() if cols}
         if tables:
             mapping[schema] = tables
