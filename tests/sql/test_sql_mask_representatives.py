@@ -24,6 +24,7 @@ from tests.sql_governance.support import serve_masked
 ANSWERED, REFUSED = "answered", "refused"
 _ROUND = "round(1::numeric, id)"
 _DAYS = "CASE WHEN id = 3 THEN interval '1 day' ELSE interval '24 hours' END"
+_D14 = "CASE WHEN id = 4 THEN interval '1 day' ELSE interval '24 hours' END"
 _ZERO = "CASE WHEN id = 3 THEN '-0'::float8 ELSE 0::float8 END"
 PG_PROBES = {
     # rt35a F4: numeric_larger keeps the last of ties
@@ -68,10 +69,73 @@ PG_PROBES = {
     "mode": (f"SELECT CAST(mode() WITHIN GROUP (ORDER BY {_ROUND}) AS text) AS m FROM customers", REFUSED),
     "array_agg_distinct": (f"SELECT CAST(array_agg(DISTINCT {_ROUND}) AS text) AS a FROM customers", REFUSED),
     "sum_distinct": (f"SELECT CAST(sum(DISTINCT {_ROUND}) AS text) AS a FROM customers", REFUSED),
+    # rt36 F9: a derived table's constants are no integers; F11/F4: a star beside DISTINCT outputs
+    "derived_constants": (
+        "SELECT CAST(v AS text) AS t FROM (SELECT DISTINCT CASE c.id WHEN 4 THEN s.a ELSE s.b END AS v"
+        " FROM customers c, (SELECT 1.0 AS a, 1.00 AS b) s WHERE c.id IN (1, 4)) q",
+        ANSWERED,
+    ),
+    "distinct_star_beside": (
+        "SELECT CAST(v AS text) AS t FROM (SELECT DISTINCT s.*, CASE c.id WHEN 4 THEN 1.0 ELSE 1.00 END AS v"
+        " FROM customers c, (SELECT 1 AS x) s WHERE c.id IN (1, 4)) q",
+        REFUSED,
+    ),
+    "distinct_star_derived": (
+        "SELECT CAST(v AS text) AS t FROM (SELECT DISTINCT * FROM"
+        " (SELECT CASE id WHEN 4 THEN 1.0 ELSE 1.00 END AS v FROM customers WHERE id IN (1, 4)) s) q",
+        REFUSED,
+    ),
+    # rt36 F1, F2, F10: judged by the result's type
+    "date_trunc_interval": (
+        f"SELECT CAST(v AS text) AS t FROM (SELECT DISTINCT date_trunc('hour', {_D14}) AS v FROM customers"
+        " WHERE id IN (1, 4)) q",
+        ANSWERED,
+    ),
+    "max_extract": (
+        "SELECT CAST(min(CASE id WHEN 4 THEN extract(epoch from date '2020-01-01')"
+        " ELSE extract(epoch from timestamp '2020-01-01') END) AS text) AS m FROM customers"
+        " WHERE id IN (1, 4)",
+        ANSWERED,
+    ),
+    "max_timestamp_difference": (
+        "SELECT CAST(max(CASE id WHEN 4 THEN timestamp '2020-01-02' - timestamp '2020-01-01'"
+        " ELSE timestamp '2020-01-01 12:00' - timestamp '2020-01-01'"
+        " + (timestamp '2020-01-01 12:00' - timestamp '2020-01-01') END) AS text) AS m FROM customers"
+        " WHERE id IN (1, 4)",
+        ANSWERED,
+    ),
+    # rt36 F3: the innermost CTE of a name defines it
+    "cte_shadowed": (
+        "SELECT CAST(v AS text) AS t FROM (WITH t AS (SELECT 1 AS v) SELECT * FROM (WITH t AS"
+        " (SELECT CASE id WHEN 4 THEN 1.0 ELSE 1.00 END AS v FROM customers WHERE id IN (1, 4))"
+        " SELECT DISTINCT t.v FROM t) s) q",
+        ANSWERED,
+    ),
+    # rt36 F5: a cast to text keeps an explicit collation
+    "collated_cast": (
+        "SELECT DISTINCT CAST(CASE id WHEN 4 THEN 'a' ELSE 'A' END COLLATE \"reps_ci\" AS text) AS v"
+        " FROM customers WHERE id IN (1, 4)",
+        ANSWERED,
+    ),
+    # rt36 F7: range_agg keeps one of equal bounds
+    "range_agg": (
+        "SELECT CAST(range_agg(numrange(CASE id WHEN 4 THEN 1.0 ELSE 1.00 END, 5)) AS text) AS r"
+        " FROM customers WHERE id IN (1, 4)",
+        REFUSED,
+    ),
     # ordinary analyst queries keep working
     "plain": ("SELECT max(name) AS m, min(id) AS i, count(DISTINCT name) AS n FROM customers", ANSWERED),
     "plain_group": ("SELECT lower(name) AS l, count(*) AS n FROM customers GROUP BY lower(name)", ANSWERED),
     "plain_distinct": ("SELECT DISTINCT name FROM customers", ANSWERED),
+    "plain_star_cte": (
+        "WITH c AS (SELECT id, name, date_trunc('day', now()) AS d FROM customers) SELECT DISTINCT * FROM c",
+        ANSWERED,
+    ),
+    "plain_durations": (
+        "SELECT max(date_trunc('month', now())) AS m, count(DISTINCT extract(year from now())) AS y"
+        " FROM customers",
+        ANSWERED,
+    ),
     "plain_union": ("SELECT name FROM customers UNION SELECT 'Zed'", ANSWERED),
     "plain_percentile": (
         "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY id) AS p FROM customers",
@@ -116,6 +180,36 @@ MY_PROBES = {
         f"SELECT MIN(CAST({_CASE} AS BINARY)) AS m FROM customers WHERE id + 0 IN (2, 5)",
         ANSWERED,
     ),
+    # rt36 F9, F11, F6, F3 (MariaDB's default collation ignores case)
+    "derived_constants": (
+        "SELECT DISTINCT CASE c.id WHEN 2 THEN s.a ELSE s.b END AS v FROM customers c,"
+        " (SELECT 'a' AS a, 'A' AS b) s WHERE c.id + 0 IN (2, 5)",
+        ANSWERED,
+    ),
+    "derived_constants_max": (
+        "SELECT MAX(CASE c.id WHEN 2 THEN s.a ELSE s.b END) AS v FROM customers c,"
+        " (SELECT 'a' AS a, 'A' AS b) s WHERE c.id + 0 IN (2, 5)",
+        REFUSED,
+    ),
+    "distinct_star_beside": (
+        f"SELECT DISTINCT s.*, {_CASE.replace('id', 'c.id')} AS v FROM customers c, (SELECT 1 AS x) s"
+        " WHERE c.id + 0 IN (2, 5)",
+        REFUSED,
+    ),
+    "from_unixtime_format": (
+        f"SELECT DISTINCT FROM_UNIXTIME(0, {_CASE}) AS v FROM customers WHERE id + 0 IN (2, 5)",
+        ANSWERED,
+    ),
+    "from_unixtime_max": (
+        f"SELECT MAX(FROM_UNIXTIME(0, {_CASE})) AS v FROM customers WHERE id + 0 IN (2, 5)",
+        REFUSED,
+    ),
+    "cte_shadowed": (
+        "WITH t AS (SELECT 1 AS v) SELECT * FROM (WITH t AS (SELECT"
+        f" {_CASE} AS v FROM customers WHERE id + 0 IN (2, 5)) SELECT DISTINCT t.v FROM t) s",
+        ANSWERED,
+    ),
+    "plain_star_cte": ("WITH c AS (SELECT id, name FROM customers) SELECT DISTINCT * FROM c", ANSWERED),
     "plain": ("SELECT MAX(name) AS m, MIN(id + 1) AS i, COUNT(DISTINCT name) AS n FROM customers", ANSWERED),
     "plain_group": ("SELECT LOWER(name) AS l, COUNT(*) AS n FROM customers GROUP BY LOWER(name)", ANSWERED),
     "plain_distinct": ("SELECT DISTINCT name FROM customers ORDER BY LENGTH(name)", ANSWERED),
@@ -154,6 +248,10 @@ def pg_answers(
 ) -> Iterator[list[dict[str, tuple[str, str]]]]:
     with pg_scratch(pg_url, "reps") as db:
         pg_customers(db)
+        # an operator's case-insensitive collation (rt36 F5); no grant is needed to use one
+        db.admin.execute(
+            "CREATE COLLATION reps_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)"
+        )
         served = serve_masked(
             db.reader_url, Path(masks_file(tmp_path_factory.mktemp("reps"), "customers.email"))
         )

@@ -23,7 +23,7 @@ from mcpkit.sql.masking.taint import REF
 from mcpkit.sql.masking.ties import plain_type
 from mcpkit.sql.profiles import profile_class
 
-__all__ = ["Facts", "Sources", "alike", "covered", "facts_of", "sources", "stored"]
+__all__ = ["Facts", "Sources", "alike", "covered", "defining", "facts_of", "sources", "stored"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,11 @@ _NUMERIC_TYPE: Final = re.compile(r"\s*(decimal|numeric|float|double|real|dec\b|
 _INTEGRAL_FUNCS: Final = (
     exp.Count, exp.Length, exp.Year, exp.Month, exp.Day, exp.DateDiff, exp.Sign, exp.Ascii,
     exp.DateTrunc, exp.TimestampTrunc, exp.Date, exp.CurrentDate, exp.Week, exp.Quarter,
-    exp.DayOfWeek, exp.DayOfYear, exp.DayOfMonth, exp.UnixToTime, exp.BitLength,
+    exp.DayOfWeek, exp.DayOfYear, exp.DayOfMonth, exp.UnixToTime, exp.BitLength, exp.CurrentTimestamp,
+)  # fmt: skip
+_NUMBERS: Final = (
+    exp.Count, exp.Length, exp.Year, exp.Month, exp.Day, exp.DateDiff, exp.Sign, exp.Ascii, exp.Week,
+    exp.Quarter, exp.DayOfWeek, exp.DayOfYear, exp.DayOfMonth, exp.BitLength, exp.Extract,
 )  # fmt: skip
 _NUMBER_FUNCS: Final = (
     exp.Round, exp.Abs, exp.Floor, exp.Ceil, exp.Sum, exp.Avg, exp.Ln, exp.Log, exp.Exp, exp.Sqrt, exp.Pow,
@@ -66,8 +70,13 @@ class Sources:
 
     declared: Mapping[int, str]
     """Column marker -> declared type, for the columns read straight from a table."""
-    derived: frozenset[int] = frozenset()
-    """Markers of columns of a derived table or CTE whose defining expression is `alike`."""
+    integral: frozenset[int] = frozenset()
+    """Markers of derived-table or CTE columns whose every definition is `_integral` (rt36 F9: only
+    such a column may stand among others, e.g. as a CASE branch)."""
+    scaled: frozenset[int] = frozenset()
+    """Markers of derived-table or CTE columns of one definition of one display scale (`_scaled`)."""
+    whole: frozenset[int] = frozenset()
+    """Markers of derived-table or CTE columns alike on their own only: one constant, or exact casts."""
     copies: frozenset[int] = frozenset()
     """Markers of columns of a derived table or CTE that copy a column read from a table."""
 
@@ -111,12 +120,23 @@ def _integral(node: exp.Expr, types: Sources, facts: Facts) -> bool:
     if isinstance(node, exp.Literal):
         return node.is_int or (facts.numbers_alike and node.is_number)
     if isinstance(node, exp.Column):
-        if node.meta.get(REF) in types.derived:
+        if node.meta.get(REF) in types.integral:
             return True
         declared = types.get(node.meta.get(REF))
         return plain_type(declared) or (facts.numbers_alike and bool(_NUMERIC_TYPE.match(declared or "")))
     if isinstance(node, exp.Cast):
         return isinstance(node.this, exp.Null) or plain_type(node.to.sql("postgres"))
+    if isinstance(node, exp.UnixToTime) and node.args.get("format") is not None:
+        return False  # MariaDB FROM_UNIXTIME(x, format) is text (rt36 F6)
+    if isinstance(node, exp.DateTrunc | exp.TimestampTrunc):
+        # the result's type follows the argument's: date_trunc of an interval keeps '1 day' (rt36 F1)
+        return _integral(node.this, types, facts) and not _timespan(node.this)
+    if (
+        isinstance(node, exp.Sub)
+        and not facts.numbers_alike
+        and (_temporal(node.this, types) or _temporal(node.expression, types))
+    ):
+        return False  # timestamp - timestamp is an interval: '1 day' = '24:00:00' (rt36 F10)
     if isinstance(node, _INTEGRAL_FUNCS):
         return True
     if facts.numbers_alike and isinstance(node, _NUMBER_FUNCS):
@@ -126,7 +146,8 @@ def _integral(node: exp.Expr, types: Sources, facts: Facts) -> bool:
             return True  # MariaDB: arithmetic is numeric whatever its operands
         return all(_integral(a, types, facts) for a in (node.this, node.args.get("expression")) if a)
     if isinstance(node, exp.Extract):
-        return True
+        # PostgreSQL's extract is numeric, its scale following the source type (rt36 F2)
+        return facts.numbers_alike
     if isinstance(node, _BRANCHING):
         return all(_integral(b, types, facts) for b in _branches(node))
     return False
@@ -136,12 +157,41 @@ _SCALED_TYPE: Final = re.compile(r"\s*(numeric|decimal)\s*\(\s*\d+\s*,\s*\d+\s*\
 _BARE_NUMERIC: Final = re.compile(r"\s*(numeric|decimal)\s*$", re.IGNORECASE)
 
 
+_TEMPORAL_TYPE: Final = re.compile(r"\s*(date|time|timestamp|datetime|interval)", re.IGNORECASE)
+
+
+def _temporal(node: exp.Expr, types: Sources) -> bool:
+    """A date, time, timestamp or interval (or not surely none): its difference is no integer."""
+    if isinstance(node, exp.Paren):
+        return _temporal(node.this, types)
+    if isinstance(node, exp.Literal | exp.Null):
+        return False
+    if isinstance(node, exp.Column):
+        marker = node.meta.get(REF)
+        return marker not in types.declared or bool(_TEMPORAL_TYPE.match(types.get(marker) or ""))
+    if isinstance(node, exp.Cast):
+        return bool(_TEMPORAL_TYPE.match(node.to.sql("postgres")))
+    if isinstance(node, _ARITHMETIC):
+        return any(_temporal(a, types) for a in (node.this, node.args.get("expression")) if a)
+    if isinstance(node, _BRANCHING):
+        return any(_temporal(b, types) for b in _branches(node))
+    return not isinstance(node, _NUMBERS)
+
+
+def _timespan(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Interval) or (
+        isinstance(node, exp.Cast) and node.to.sql("postgres").lower().startswith("interval")
+    )
+
+
 def _scaled(node: exp.Expr, types: Sources, facts: Facts) -> bool:
     """Numbers of one display scale for every row (PostgreSQL numeric: a literal, a declared scale,
     integers, and + - * over those; not / nor round(x, n), whose scale follows the values)."""
     if isinstance(node, exp.Literal):
         return node.is_number
-    if isinstance(node, exp.Column) and _SCALED_TYPE.match(types.get(node.meta.get(REF)) or ""):
+    if isinstance(node, exp.Column) and (
+        node.meta.get(REF) in types.scaled or _SCALED_TYPE.match(types.get(node.meta.get(REF)) or "")
+    ):
         return True
     if isinstance(node, exp.Cast):
         to = node.to.sql("postgres")
@@ -158,22 +208,26 @@ def _scaled(node: exp.Expr, types: Sources, facts: Facts) -> bool:
 def alike(node: exp.Expr, dialect: str, types: Sources) -> bool:
     """Whether equal values of `node` always print alike (no representative can tell rows apart).
 
-    A constant; an integer, boolean, date or timestamp (column, cast, count, length, date_trunc,
-    integer arithmetic and CASE over those); a number of one display scale (`_scaled`); on MariaDB
-    any number; a cast to a byte-exact type.
+    A constant; an integer, boolean, date or timestamp (column, cast, count, length, date_trunc of
+    one, integer arithmetic and CASE over those); a number of one display scale (`_scaled`); on
+    MariaDB any number; a cast to a byte-exact type with no COLLATE under it; a derived column by
+    the reason its definition is alike (`Sources`). Unknown result types are not alike (rt36).
     A column read from a table of another type is not: see `stored`.
     """
     facts = facts_of(dialect)
     if isinstance(node, exp.Literal):
         return True  # one constant: no other row prints it differently
-    if isinstance(node, exp.Cast) and facts.text_casts.match(node.to.sql(sent_dialect(dialect))):
+    if isinstance(node, exp.Column) and node.meta.get(REF) in types.whole:
         return True
+    if isinstance(node, exp.Cast) and facts.text_casts.match(node.to.sql(sent_dialect(dialect))):
+        # an explicit COLLATE under the cast is kept by it (PostgreSQL), maybe nondeterministic (rt36 F5)
+        return node.this.find(exp.Collate) is None
     if isinstance(node, exp.Paren):
         return alike(node.this, dialect, types)
     return _scaled(node, types, facts)
 
 
-def _defining(col: exp.Column) -> list[exp.Expr]:
+def defining(col: exp.Column) -> list[exp.Expr]:
     """The expressions defining `col` of a derived table or CTE (one per UNION branch), or []."""
     select = col.find_ancestor(exp.Select)
     if select is None or not col.table:
@@ -187,8 +241,8 @@ def _defining(col: exp.Column) -> list[exp.Expr]:
             withs = [w for w in (a.args.get("with_") for a in _ancestors(select)) if isinstance(w, exp.With)]
             for with_ in withs:
                 for cte in with_.expressions:
-                    if cte.alias_or_name == this.name:
-                        inner = cte.this
+                    if cte.alias_or_name == this.name and inner is None:
+                        inner = cte.this  # the innermost WITH of that name (rt36 F3)
     branches = [inner] if isinstance(inner, exp.Select) else []
     if isinstance(inner, exp.SetOperation):
         branches = [b for b in inner.find_all(exp.Select) if b.parent_select is None or b.parent is inner]
@@ -211,7 +265,9 @@ def _ancestors(node: exp.Expr) -> list[exp.Expr]:
 
 def sources(qualified: exp.Expr, dialect: str, declared: Mapping[int, str]) -> Sources:
     """The `Sources` of a qualified tree: columns of derived tables are traced to their definition."""
-    derived: set[int] = set()
+    integral: set[int] = set()
+    scaled: set[int] = set()
+    whole: set[int] = set()
     copies: set[int] = set()
     known = Sources(declared)
     # Innermost first: a derived column's definition may itself read a derived column.
@@ -219,10 +275,16 @@ def sources(qualified: exp.Expr, dialect: str, declared: Mapping[int, str]) -> S
         marker = col.meta.get(REF)
         if not isinstance(marker, int) or marker in declared:
             continue
-        defining = _defining(col)
-        if defining and all(alike(d, dialect, known) for d in defining):
-            derived.add(marker)
-        elif defining and all(stored(d, known) for d in defining):
+        found = defining(col)
+        facts = facts_of(dialect)
+        # why a definition prints one way decides where its column may stand (rt36 F9)
+        if found and all(_integral(d, known, facts) for d in found):
+            integral.add(marker)
+        elif len(found) == 1 and _scaled(found[0], known, facts):
+            scaled.add(marker)
+        elif len(found) == 1 and alike(found[0], dialect, known):
+            whole.add(marker)
+        elif found and all(stored(d, known) for d in found):
             copies.add(marker)
-        known = Sources(declared, frozenset(derived), frozenset(copies))
+        known = Sources(declared, frozenset(integral), frozenset(scaled), frozenset(whole), frozenset(copies))
     return known

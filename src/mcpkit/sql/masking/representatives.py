@@ -15,7 +15,9 @@ column read straight from a table (whose variants are data, a documented residua
   (PostgreSQL: `max(x ORDER BY x, x::text COLLATE "C")`), refused elsewhere (MariaDB);
 - refused: min/max over a window, percentile_disc/percentile_cont/mode/median (their ORDER BY takes
   one key), DISTINCT aggregates other than count, DISTINCT over grouped or window results,
-  UNION without ALL, INTERSECT and EXCEPT (ALL too), GROUP BY ROLLUP/CUBE/GROUPING SETS.
+  UNION without ALL, INTERSECT and EXCEPT (ALL too), GROUP BY ROLLUP/CUBE/GROUPING SETS,
+  PostgreSQL range_agg/range_intersect_agg (rt36 F7), SELECT DISTINCT with a star whose columns
+  (read from the qualified twin) or other outputs do not print one way (rt36 F4, F11).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from sqlglot.dialects.dialect import Dialect
 
 from mcpkit.sql.admission.budget import NodeAllowance
 from mcpkit.sql.dialects import sent_dialect
-from mcpkit.sql.masking.alike import Sources, alike, covered, facts_of, stored
+from mcpkit.sql.masking.alike import Sources, alike, covered, defining, facts_of, stored
 from mcpkit.sql.masking.ties import BLOCK, is_aggregate, refuse_order
 from mcpkit.sql.profiles import profile_class
 
@@ -69,6 +71,15 @@ _GROUPING_SETS: Final = (
     f"Over a table with masked columns, ROLLUP, CUBE and GROUPING SETS are answered only over columns "
     f"or values that print one way (integers, dates): {_WHY}; group by the columns themselves."
 )
+_DISTINCT_STAR: Final = (
+    f"Over a table with masked columns, SELECT DISTINCT with * is answered only when every column prints "
+    f"one way or is read from a table: {_WHY}; name the columns."
+)
+_RANGE_AGGREGATE: Final = (
+    f"Over a table with masked columns, range_agg and range_intersect_agg are answered only over bounds "
+    f"that print one way (integers, dates): {_WHY}; aggregate ranges of the columns themselves."
+)
+_RANGE_AGGREGATES: Final = frozenset({"range_agg", "range_intersect_agg"})
 _RANKS: Final = frozenset({"rank", "dense_rank", "percent_rank", "cume_dist"})
 
 
@@ -115,7 +126,45 @@ def _pin_groups(
     return bool(added)
 
 
-def _pin_distinct(select: exp.Select, dialect: str, types: Sources, room: NodeAllowance) -> bool:
+def _star_pinned(outputs: list[exp.Expr], twin: exp.Select | None, dialect: str, types: Sources) -> bool:
+    """Every output of a DISTINCT with a star prints one way, the star's columns read from the
+    qualified twin (rt36 F4, F11): a table's column is its data; a derived one, its definition's."""
+    if twin is None or any(
+        isinstance(o, exp.Star) or (isinstance(o, exp.Column) and o.is_star)
+        for o in [p.unalias() for p in twin.selects]
+    ):
+        return False
+    for output in [p.unalias() for p in twin.selects]:
+        if _pinned(output, dialect, types):
+            continue
+        if not isinstance(output, exp.Column):
+            return False
+        found = defining(output)
+        if not found and not _table_column(twin, output):
+            return False  # a derived column not traced: not known to print one way
+        if any(not _pinned(d, dialect, types) for d in found):
+            return False
+    return all(_pinned(o, dialect, types) for o in outputs if not isinstance(o, exp.Star | exp.Column))
+
+
+def _table_column(select: exp.Select, col: exp.Column) -> bool:
+    """`col` is read from a table named in `select`'s FROM (no CTE, no derived table)."""
+    ctes = {c.alias_or_name for w in select.find_all(exp.With) for c in w.expressions}
+    node: exp.Expr | None = select
+    while node is not None:
+        with_ = node.args.get("with_")
+        ctes |= {c.alias_or_name for c in with_.expressions} if isinstance(with_, exp.With) else set()
+        node = node.parent
+    for source in [select.args.get("from_"), *(select.args.get("joins") or [])]:
+        this = source.this if source is not None else None
+        if this is not None and this.alias_or_name == col.table:
+            return isinstance(this, exp.Table) and (bool(this.db) or this.name not in ctes)
+    return False
+
+
+def _pin_distinct(
+    select: exp.Select, twin: exp.Select | None, dialect: str, types: Sources, room: NodeAllowance
+) -> bool:
     distinct = select.args.get("distinct")
     if not isinstance(distinct, exp.Distinct):
         return False
@@ -123,7 +172,9 @@ def _pin_distinct(select: exp.Select, dialect: str, types: Sources, room: NodeAl
     if distinct.args.get("on") is not None:
         return _pin_distinct_on(select, distinct, outputs, dialect, types, room)
     if any(isinstance(o, exp.Star) or (isinstance(o, exp.Column) and o.is_star) for o in outputs):
-        return False  # left open: a star's columns (docs/masking.md)
+        if not _star_pinned(outputs, twin, dialect, types):
+            refuse_order(_DISTINCT_STAR, "DISTINCT with a star over values that print differently")
+        return False
     if all(_pinned(o, dialect, types) for o in outputs):
         return False
     grouped = select.args.get("group") is not None or any(
@@ -243,6 +294,14 @@ def _check_distinct_aggregate(node: exp.Distinct, dialect: str, types: Sources) 
         refuse_order(_DISTINCT_AGGREGATE, f"DISTINCT {type(agg).__name__} over values that print differently")
 
 
+def _check_range_aggregate(call: exp.Anonymous, dialect: str, types: Sources) -> None:
+    """range_agg keeps one of equal bounds ([1.0,5) and [1.00,5)), as max does (rt36 F7)."""
+    for arg in call.expressions:
+        bounds = arg.expressions if isinstance(arg, exp.Anonymous) else [arg]
+        if any(not _pinned(b, dialect, types) for b in bounds if not isinstance(b, exp.Literal)):
+            refuse_order(_RANGE_AGGREGATE, "range_agg over bounds that print differently")
+
+
 def pin_representatives(
     tree: exp.Expr,
     qualified: exp.Expr,
@@ -272,6 +331,8 @@ def pin_representatives(
                 refuse_order(_ORDERED_SET, "median over values that print differently")
         elif isinstance(node, exp.WithinGroup):
             _check_ordered_set(node, dialect, types)
+    for call in [a for a in tree.find_all(exp.Anonymous) if a.name.casefold() in _RANGE_AGGREGATES]:
+        _check_range_aggregate(call, dialect, types)
     for distinct in list(tree.find_all(exp.Distinct)):
         _check_distinct_aggregate(distinct, dialect, types)
     for set_operation in list(tree.find_all(exp.SetOperation)):
@@ -281,5 +342,5 @@ def pin_representatives(
     twins = {s.meta[BLOCK]: s for s in qualified.find_all(exp.Select) if BLOCK in s.meta}
     for select in list(tree.find_all(exp.Select)):
         changed = _pin_groups(select, twins.get(select.meta.get(BLOCK)), dialect, types, room) or changed
-        changed = _pin_distinct(select, dialect, types, room) or changed
+        changed = _pin_distinct(select, twins.get(select.meta.get(BLOCK)), dialect, types, room) or changed
     return changed
