@@ -32,6 +32,7 @@ from mcpkit.sql.profiles.base import (
     TableStats,
 )
 from mcpkit.sql.profiles.digest import catalog_digest
+from mcpkit.sql.profiles.sqlite_fts5 import bound_fts5
 from mcpkit.sql.profiles.sqlite_heap import release, reserve
 from mcpkit.sql.profiles.sqlite_masks import (
     Withheld,
@@ -258,6 +259,7 @@ class SqliteProfile(Profile):
             conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
             bound_text_functions(conn, MAX_LENGTH)
+            bound_fts5(conn)
             return conn
 
         creator: Callable[[], sqlite3.Connection] = connect
@@ -316,7 +318,9 @@ class SqliteProfile(Profile):
         if isinstance(exc, MemoryError):
             return "resource"  # SQLITE_NOMEM: the process-wide heap limit (`sqlite_heap`)
         text = str(exc).lower()
-        if "interrupted" in text or ("raised exception" in text and past_deadline()):
+        if "interrupted" in text or (
+            ("raised exception" in text or "logic error" in text) and past_deadline()
+        ):
             return "timeout"  # the progress handler, or the bounded functions' private connection
         if "no such" in text:
             return "undefined_object"
