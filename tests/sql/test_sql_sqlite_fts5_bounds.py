@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryTimeout
 from mcpkit.sql.profiles.sqlite import SqliteProfile
-from mcpkit.sql.profiles.sqlite_text import call_deadline
+from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline
 from mcpkit.sql.service import SqlService
 
 _COMMON = [
@@ -183,3 +183,41 @@ def test_rt35c_f1_many_phrases_snippet_ends_within_the_deadline(fts_db: Path) ->
         assert _cpu_s() - cpu < 1.0 + 3.5
     finally:
         service.engine.close()
+
+
+def test_rt35c_l2_trims_with_a_set_that_is_not_utf8_answer_as_sqlites_own() -> None:
+    # `rtrim(x'00ff', x'ff')` failed ("the operator log has the details"); SQLite answers x'00'
+    conn = sqlite3.connect(":memory:")
+    bound_text_functions(conn, 32 * 1024 * 1024)  # on the C API: the connection last opened
+    plain = sqlite3.connect(":memory:")
+    rng = random.Random(7)
+    alphabet = [
+        b"\x00",
+        b"a",
+        b"\x80",
+        b"\xbf",
+        b"\xc3",
+        b"\xc3\xa9",
+        b"\xe2\x82",
+        b"\xf0",
+        b"\xff",
+        b"\xff\x80",
+    ]
+    cases = [(b"\x00\xff", b"\xff"), (b"\xff\x41\xff", b"\xff"), (b"a\xff\x80\xff", b"\xff\x80")]
+    for _ in range(200):
+        text = b"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        chars = b"".join(rng.choice(alphabet[1:]) for _ in range(rng.randint(1, 4)))
+        cases.append((text, chars + (b"\xff" if rng.random() < 0.5 else b"")))
+    try:
+        for text, chars in cases:
+            for name in ("trim", "ltrim", "rtrim"):
+                for cast in ("", "CAST(? AS TEXT)"):
+                    arg = cast or "?"
+                    sql = f"SELECT hex({name}({arg}, CAST(? AS TEXT)))"
+                    assert (
+                        conn.execute(sql, (text, chars)).fetchone()
+                        == plain.execute(sql, (text, chars)).fetchone()
+                    ), (name, text, chars)
+    finally:
+        conn.close()
+        plain.close()
