@@ -4,7 +4,8 @@ Each runs in one VM step per row, where neither the progress handler nor `sqlite
 reach: snippet() over a 20,000-word row with 36 phrases answered a 2 s call after 17 s and burned
 53 s of CPU. They are now FTS5's own behind a wrapper that estimates the work from the sizes FTS5
 knows (phrases, tokens, instances, bytes) and refuses, as a timeout, work that would end more than
-a second past the deadline.
+a second past the deadline. Also two SQLite answers of the same round: trims with a set that is not
+UTF-8 (L2) and the sentence for a whole-file check (L5).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import QueryTimeout
+from mcpkit.sql.errors import QueryFailed, QueryTimeout
 from mcpkit.sql.profiles.sqlite import SqliteProfile
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline
 from mcpkit.sql.service import SqlService
@@ -221,3 +222,15 @@ def test_rt35c_l2_trims_with_a_set_that_is_not_utf8_answer_as_sqlites_own() -> N
     finally:
         conn.close()
         plain.close()
+
+
+def test_rt35c_l5_whole_file_checks_are_a_withheld_read_not_a_change(fts_db: Path) -> None:
+    # each checks the whole file in one step, so it stays refused; the sentence said "a change"
+    service = SqlService(SqlEngine(f"sqlite:///{fts_db}"), timeout_s=2.0)
+    try:
+        for sql in ("SELECT * FROM pragma_integrity_check", "SELECT * FROM pragma_quick_check(5)"):
+            with pytest.raises(QueryFailed) as info:
+                service.query(sql, call_id="rt35c-l5")
+            assert info.value.data is not None and info.value.data["reason"] == "permission"
+    finally:
+        service.engine.close()
