@@ -29,8 +29,13 @@ $(NPM_TOOLS): package.json
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
+# Most tests wait on servers and subprocesses, not on the CPU: they run in TEST_WORKERS processes,
+# one file per worker; the `serial` ones, which fingerprint the whole server, run alone afterwards.
+TEST_WORKERS ?= 3
+
 test: $(STAMP) npm-tools
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m 'not serial'
+	$(PY) -m pytest -q -m serial
 
 check: $(STAMP)
 	$(VENV)/bin/ruff check .

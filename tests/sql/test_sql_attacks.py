@@ -35,6 +35,9 @@ from tests.sql.sql_support import (
     sqlite_snapshot,
 )
 
+# Fingerprints the whole server (roles, databases, settings): runs after the parallel part.
+pytestmark = pytest.mark.serial
+
 PG_CASES = load_corpus("postgres.sql")
 SQLITE_CASES = load_corpus("sqlite.sql")
 MYSQL_CASES = load_corpus("mysql.sql")

@@ -41,7 +41,7 @@ def test_sqlite_a_doubling_cte_chain_is_refused_before_it_compiles(service: SqlS
     started = time.monotonic()
     with pytest.raises(Refused) as info:
         service.query(_chain(18, hint), call_id="cte-chain")
-    assert time.monotonic() - started < 1.0  # unbounded: answered past the timeout, or TIMEOUT at 17 s
+    assert time.monotonic() - started < TIMEOUT_S  # before: answered past the timeout, or TIMEOUT at 17 s
     assert info.value.data == {"reason": "too_complex"}
     assert "expand to more than 1024 SELECTs" in info.value.message
 
@@ -137,7 +137,7 @@ def test_postgres_a_doubling_lateral_chain_is_refused_before_it_plans(pg_service
     with pytest.raises(Refused) as info:
         pg_service.query(_lateral(22), call_id="lateral")
     assert info.value.data == {"reason": "too_complex"}
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < TIMEOUT_S
 
 
 @pytest.mark.postgres
@@ -164,7 +164,8 @@ def test_postgres_a_long_chain_of_wide_ctes_is_refused_before_it_plans(pg_servic
         with pytest.raises(Refused) as info:  # before: `timeout`, the backend planning on
             pg_service.query(_wide_chain(levels, columns), call_id="wide")
         assert info.value.data == {"reason": "too_complex"}
-        assert time.monotonic() - started < 3.0  # admission's own parse of up to 90,000 columns
+        # admission's own parse of up to 90,000 columns; the planner took 21 s before
+        assert time.monotonic() - started < 10.0
     result, _ = pg_service.query(_wide_chain(20, 100), call_id="narrow")  # 23,001 of 200,000
     assert result.rows[0][0] > 0
 
@@ -186,7 +187,7 @@ def test_postgres_a_views_column_counts_as_the_expression_it_stands_for(pg_url: 
             with pytest.raises(Refused) as info:
                 service.query(_lateral(10, "SELECT x FROM wide"), call_id="view")
             assert info.value.data == {"reason": "too_complex"}
-            assert time.monotonic() - started < 1.0
+            assert time.monotonic() - started < TIMEOUT_S
             assert service.query(_lateral(10, "SELECT n AS x FROM t"), call_id="table")[0].rows == [[1024]]
             assert service.query(_lateral(5, "SELECT x FROM public.wide"), call_id="short")[0].rows == [[64]]
         finally:

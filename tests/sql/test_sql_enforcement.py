@@ -42,6 +42,9 @@ from mcpkit.sql.service import SqlService
 from tests.helpers import run_mcpkit
 from tests.sql.sql_support import READER_CONNECTIONS, changed, mysql_admin, pg_admin
 
+# Fingerprints the whole server (roles, databases, settings): runs after the parallel part.
+pytestmark = pytest.mark.serial
+
 TIMEOUT_S = 3.0
 
 _PG_OBJECTS = """

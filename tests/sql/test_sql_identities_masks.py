@@ -34,6 +34,9 @@ from mcpkit.sql.service import Masking, SqlService
 from tests.helpers import ROOT, free_port, python_server
 from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin, pg_drop_schema_and_roles
 
+# Fingerprints the whole server (roles, databases, settings): runs after the parallel part.
+pytestmark = pytest.mark.serial
+
 SSN = "111-11-1111"
 
 

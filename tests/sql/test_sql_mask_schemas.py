@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from mcpkit.cli import main
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.masking.schema import reflect
 from tests.sql.sql_support import MysqlScratch, PgScratch, mysql_scratch, pg_scratch
 
 SECRET = "@secret.example"
@@ -320,3 +324,25 @@ def test_postgres_a_search_path_reaching_no_usable_schema_resolves_qualified_nam
         assert code == 0 and out.rstrip().splitlines()[-1] == last, (sql, out)
     code, out = _ask(capsys, pg.reader_url, masks, "SELECT * FROM customers")
     assert code == 3 and SECRET not in out and "cannot resolve" in out, out
+
+
+@pytest.mark.mysql
+def test_mariadb_a_database_dropped_while_reflection_walks_them_is_skipped(
+    my: tuple[MysqlScratch, str],
+) -> None:
+    # Seen in a parallel test run: `grant --mask` listed the databases, another session dropped one,
+    # and reflecting it raised error 1049 out of start-up. An operator's DDL can land there as well.
+    db, twin = my
+    engine = SqlEngine(db.admin_url)
+
+    def drop_after_listing(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if statement.strip().lower() == "show schemas":
+            with db.admin.cursor() as c:
+                c.execute(f"DROP DATABASE IF EXISTS {twin}")
+
+    event.listen(engine.sa_engine, "after_cursor_execute", drop_after_listing)
+    try:
+        mapping = reflect(engine).mapping  # before: OperationalError (1049, "Unknown database ...")
+    finally:
+        engine.close()
+    assert twin not in mapping and "customers" in mapping[db.db]

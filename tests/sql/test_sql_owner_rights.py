@@ -34,6 +34,9 @@ from tests.sql.sql_support import (
     pg_snapshot,
 )
 
+# Fingerprints the whole server (roles, databases, settings): runs after the parallel part.
+pytestmark = pytest.mark.serial
+
 TIMEOUT_S = 5.0
 
 

@@ -29,6 +29,9 @@ from tests.conftest import IN_CI, need
 from tests.helpers import ROOT, free_port, text_of
 from tests.sql.sql_support import changed, pg_snapshot
 
+# Fingerprints the whole server (roles, databases, settings): runs after the parallel part.
+pytestmark = pytest.mark.serial
+
 LIMIT = 512 * 1024**2
 """The limited cluster's data limit per backend, and the `--backend-memory` its servers declare."""
 SHARED = 128 * 1024**2  # the clusters' shared_buffers (initdb's default), outside RLIMIT_DATA

@@ -20,7 +20,7 @@ from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import changed, mysql_scratch, mysql_snapshot
 
-pytestmark = pytest.mark.mysql
+pytestmark = [pytest.mark.mysql, pytest.mark.serial]
 
 
 @pytest.fixture

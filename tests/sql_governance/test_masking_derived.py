@@ -35,6 +35,9 @@ from tests.sql.sql_support import (
     sqlite_snapshot,
 )
 
+# Fingerprints the whole server (roles, databases, settings): runs after the parallel part.
+pytestmark = pytest.mark.serial
+
 SECRET = "secret-corp"
 EMAILS = {1: "zed@x.example", 2: "adam@x.example", 3: "mia@x.example", 4: "bob@x.example", 5: "eve@x.example"}
 

@@ -31,6 +31,7 @@ __all__ = [
     "SessionLost",
     "SqlConfigError",
     "refuse",
+    "row_count_failure",
 ]
 
 RefusalReason = Literal[
@@ -99,6 +100,21 @@ PATHS_TOO_LARGE: Final = (
     " a value larger than this server allows; extract one literal path per call."
 )
 """The `resource` sentence for MariaDB's JSON_EXTRACT bounded by its paths (`PATHS_BOUND_MARKER`)."""
+
+
+# A subquery answered more than one row where one value was wanted: PostgreSQL SQLSTATE 21000,
+# MariaDB error 1242. Which row a scan meets second follows the scan order, so it reads as the
+# same failure as a division by zero on another row (red team rt35a F8), not as another class.
+_ROW_COUNT_STATES: Final = frozenset({"21000"})
+_ROW_COUNT_ERRNOS: Final = frozenset({1242})
+
+
+def row_count_failure(orig: BaseException) -> bool:
+    """Whether a driver error is a scalar subquery's "more than one row" (a `data` failure)."""
+    if getattr(orig, "sqlstate", None) in _ROW_COUNT_STATES:
+        return True
+    args: tuple[object, ...] = tuple(getattr(orig, "args", ()))
+    return bool(args) and isinstance(args[0], int) and args[0] in _ROW_COUNT_ERRNOS
 
 
 class SessionLost(RuntimeError):

@@ -31,7 +31,7 @@ from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
 from mcpkit.sql.engines.clipped import clipped_rows, run_clipped
 from mcpkit.sql.engines.described import Remembered
-from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError
+from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError, row_count_failure
 from mcpkit.sql.profiles import Profile, profile_for
 from mcpkit.sql.profiles.base import Outcome
 from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
@@ -148,6 +148,8 @@ class SqlEngine:
     def _fail(self, exc: BaseException, fired: bool, timeout_s: float, call_id: str) -> Exception:
         orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
         outcome: Outcome = "timeout" if fired else self.profile.classify(orig)
+        if outcome == "other" and row_count_failure(orig):
+            outcome = "data"
         if isinstance(exc, PoolTimeout):  # every pooled connection stayed busy for pool_wait_s
             outcome = "resource"
         detail = str(orig)

@@ -22,7 +22,9 @@ laterals, scalar subqueries and UNION ALL branches):
   result whose columns differ from the plan is refused.
 - Nothing follows the scan order (an index on a masked column orders it): over a masked table
   or any view, every ORDER BY is completed with the outputs, windows and concatenating
-  aggregates with visible tie-breakers, and what cannot be ordered is refused (`order.py`).
+  aggregates with visible tie-breakers, and what cannot be ordered is refused (`order.py`);
+  the one kept of equal values that print differently (min/max, DISTINCT, GROUP BY) is chosen
+  by their exact forms, or refused (`representatives.py`, `alike.py`).
 - Joins on columns the analysis may not see (NATURAL JOIN, USING beside a table function) and
   functions whose value follows the evaluation order (seeded RAND, time-based UUIDs, per-row
   clocks, sequences) are refused over a masked read or a view (`shapes.py`).

@@ -33,6 +33,8 @@ from typing import Final
 
 from sqlglot import exp
 
+from mcpkit.sql.masking.alias_scope import pinned_columns
+from mcpkit.sql.masking.schema import KnownSchema
 from mcpkit.sql.masking.ties import (
     _CALL_WRAPPERS,
     _aggregated,
@@ -159,11 +161,21 @@ def _distinct_arguments(order: exp.Order) -> set[str] | None:
     return out
 
 
-def first_scanned(tree: exp.Expr, dialect: str) -> str | None:
+def first_scanned(tree: exp.Expr, dialect: str, written: KnownSchema | None = None) -> str | None:
     """The first read of `tree` whose value is the first scanned row's (module doc), described;
-    None, also on an engine that refuses such reads itself (PostgreSQL)."""
+    None, also on an engine that refuses such reads itself (PostgreSQL).
+
+    `written`: the schema of stored SQL as written (SQLite keeps a view's text so), where a name
+    inside an ORDER BY expression or GROUP BY that is both an output alias and a column is not yet
+    resolved: read as the column the engine reads there (`alias_scope`; red team rt35b F3).
+    """
     if not profile_class(dialect).bare_columns:
         return None
+    if written is not None:
+        tree = tree.copy()
+        ambiguous = pinned_columns(tree, dialect, written)
+        if ambiguous is not None:
+            return ambiguous
     for select in tree.find_all(exp.Select):
         found = _grouped(select) or _distinct(select)
         if found:

@@ -18,9 +18,12 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
-from mcpkit.sql.admission.budget import DEFAULT_BUDGET
+from mcpkit.sql.admission.budget import DEFAULT_BUDGET, NodeAllowance
 from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.engines.base import Rows
+from mcpkit.sql.masking.alias_scope import pin_columns
+from mcpkit.sql.masking.alike import sources
+from mcpkit.sql.masking.early_stop import pin_early_stops
 from mcpkit.sql.masking.first_scanned import refuse_first_scanned
 from mcpkit.sql.masking.hidden import refuse_hidden_joins
 from mcpkit.sql.masking.limits import block_keys
@@ -34,6 +37,7 @@ from mcpkit.sql.masking.order import (
     window_keys,
 )
 from mcpkit.sql.masking.policy import MaskPolicy
+from mcpkit.sql.masking.representatives import pin_representatives
 from mcpkit.sql.masking.schema import KnownSchema, SchemaMapping, fold_column_names
 from mcpkit.sql.masking.set_rows import mark_opaque, numbering
 from mcpkit.sql.masking.shapes import normalise_calls, refuse_measures, refuse_shapes
@@ -285,6 +289,7 @@ def plan_masking(
         for projection in select.selects:
             projection.meta[PROJ] = _declared_name(projection)
     analysed = _resolve_tables(work.copy(), known)
+    pin_columns(analysed, dialect, known)  # `AS id ... ORDER BY -id` reads the column (rt35b F3)
     if profile_class(dialect).caseless_columns:  # `EMAIL` is the email column (NATURAL JOIN, USING too)
         fold_column_names(analysed)
     try:
@@ -326,12 +331,18 @@ def plan_masking(
         if isinstance(node.parent, exp.Select) and node.arg_key == "expressions":
             null = exp.alias_(null, node.this.copy())  # keep the name the database shows
         node.replace(null)
-    for marker, type_text in _column_types(taint, qualified).items():
+    declared = _column_types(taint, qualified)
+    for marker, type_text in declared.items():
         if marker in refs:
             refs[marker].meta[TYPE] = type_text
             if plain_type(type_text):
                 refs[marker].meta[EXACT] = False  # its tie-breaker needs no exact form
     pinned = pin_order(work, len(outs), dialect, windows, masked_aggs, blocks, max_nodes)
+    # min/max, DISTINCT, GROUP BY keep one of equal values: the scan's pick (rt35a F4, F5)
+    picked = pin_representatives(work, qualified, dialect, sources(qualified, dialect, declared), max_nodes)
+    pinned = pinned or picked
+    # EXISTS / IN / ANY / ALL stop at a first match: read in a visible order too (rt35a F8)
+    pinned = pin_early_stops(work, dialect, blocks, NodeAllowance(work, max_nodes), known.views) or pinned
     return MaskPlan(
         masked=frozenset(i for i, o in enumerate(outs) if o.tainted),
         sql=work.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)

@@ -157,18 +157,18 @@ def reflect(engine: SqlEngine, policy: MaskPolicy | None = None) -> Reflection:
         usable = profile.usable_schemas(conn) if path is not None else None
     if path is None:
         return Reflection(reflect_schema(engine.sa_engine, policy=policy))
-    schemas = [
-        s
-        for s in (inspect(engine.sa_engine).get_schema_names() if usable is None else usable)
-        if s.casefold() not in profile.system_schemas and not s.startswith(("pg_toast", "pg_temp"))
-    ]
     mapping: dict[str, Any] = {}
     partial: set[str] = set()
-    for schema in schemas:
-        # sqlglot reads the mapping's depth off its first entries: no empty schema or table in it
-        reflected = reflect_schema(engine.sa_engine, schema, policy=policy, partial=partial)
-        tables = {t: cols for t, cols in reflected.items() if cols}
-        if tables:
+    for schema in inspect(engine.sa_engine).get_schema_names() if usable is None else usable:
+        if schema.casefold() in profile.system_schemas or schema.startswith(("pg_toast", "pg_temp")):
+            continue
+        try:
+            reflected = reflect_schema(engine.sa_engine, schema, policy=policy, partial=partial)
+        except DBAPIError:  # dropped between the listing and here (DDL while starting): nothing to read
+            if schema in inspect(engine.sa_engine).get_schema_names():
+                raise
+            continue
+        if tables := {t: cols for t, cols in reflected.items() if cols}:  # sqlglot infers depth: none empty
             mapping[schema] = tables
     path = tuple(p for p in path if p in mapping) or path[:1]
     return Reflection(mapping, path, namespaced=True, partial=frozenset(partial))

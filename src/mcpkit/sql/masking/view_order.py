@@ -294,7 +294,7 @@ def order_reason(
             or _masked_order(query, policy)
             or numbering(query)
             or _scan_order(query, known, unique, aggregates)
-            or first_scanned(query, dialect)  # a bare column, DISTINCT's ORDER BY (rt33b F5, F6)
+            or first_scanned(query, dialect, known)  # bare column, DISTINCT's ORDER BY (rt33b)
         )
         if found:
             return found

@@ -1,0 +1,139 @@
+"""Which a name means where it is both an output alias and a column of the block's sources.
+
+`SELECT DISTINCT (id IN (2, 5)) AS id FROM customers ORDER BY - CASE id WHEN 2 ...`: MariaDB takes a
+bare ORDER BY item for the output alias, but a name inside an ORDER BY expression, or in GROUP BY,
+for the FROM column first; the analysis (sqlglot's qualify) took it for the alias, so the DISTINCT
+check saw an order by an output while the database ordered by the unselected `customers.id`, taken
+from the first scanned row of each distinct value (red team rt35b F3, F3b: the masked e-mail ranking
+in 11 calls). PostgreSQL and SQLite resolve those the same way (`_COLUMN_FIRST`); HAVING differs per
+engine (MariaDB prefers a GROUP BY column, else the alias; PostgreSQL sees no aliases): an ambiguous
+name there is refused. `pin_columns` qualifies each such name with its source, before the analysis,
+so it reads what the database reads; the sent text is left as written (the database resolves it so).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from sqlglot import exp
+
+from mcpkit.sql.masking.schema import KnownSchema
+from mcpkit.sql.masking.taint import refuse_mask
+
+__all__ = ["pin_columns", "pinned_columns"]
+
+# Per dialect, the places where a name both an output alias and a source column means the column
+# ("order": inside an ORDER BY expression, not a bare item; "group": GROUP BY); anywhere else
+# listed in _AMBIGUOUS it is refused.
+_COLUMN_FIRST: Final = {
+    "postgres": frozenset({"order", "group"}),
+    "mysql": frozenset({"order", "group"}),
+    "sqlite": frozenset({"order", "group"}),
+}
+_AMBIGUOUS: Final = (
+    "A name in this query's ORDER BY, GROUP BY or HAVING is both an output alias and a column of its "
+    "tables, which databases resolve differently there; rename the alias or qualify the column."
+)
+
+
+def _names(select: exp.Select) -> set[str] | None:
+    names: set[str] = set()
+    for projection in select.selects:
+        if projection.is_star:
+            return None
+        names.add(projection.alias_or_name.casefold())
+    return names
+
+
+def _ctes(node: exp.Expr) -> dict[str, exp.Expr]:
+    found: dict[str, exp.Expr] = {}
+    while node is not None:
+        with_ = node.args.get("with_")
+        if isinstance(with_, exp.With):
+            for cte in with_.expressions:
+                found.setdefault(cte.alias_or_name.casefold(), cte.this)
+        node = node.parent  # type: ignore[assignment]
+    return found
+
+
+def _source_columns(select: exp.Select, known: KnownSchema | None) -> list[tuple[str, set[str] | None]]:
+    """Each direct source of `select`: its name in the block and its column names (None: unknown,
+    so any name may be one of its columns; every table's without a schema)."""
+    from_ = select.args.get("from_")
+    sources = [from_.this] if isinstance(from_, exp.From) else []
+    sources += [j.this for j in select.args.get("joins") or []]
+    ctes = _ctes(select)
+    out: list[tuple[str, set[str] | None]] = []
+    for source in sources:
+        alias = source.args.get("alias")
+        if isinstance(alias, exp.TableAlias) and alias.columns:
+            out.append((source.alias_or_name, {c.name.casefold() for c in alias.columns}))
+            continue
+        body: exp.Expr | None = source.this if isinstance(source, exp.Subquery) else None
+        if isinstance(source, exp.Table) and not source.db and source.name.casefold() in ctes:
+            body = ctes[source.name.casefold()]
+        if isinstance(body, exp.Query):
+            out.append((source.alias_or_name, _names(body) if isinstance(body, exp.Select) else None))
+        elif isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
+            columns = None if known is None else known.columns(source)
+            out.append((source.alias_or_name, None if columns is None else {c.casefold() for c in columns}))
+    return out
+
+
+def _shadowing(select: exp.Select) -> set[str]:
+    """Output aliases that name something other than the same-named column itself."""
+    out = set()
+    for projection in select.selects:
+        if not isinstance(projection, exp.Alias):
+            continue
+        value = projection.this
+        if isinstance(value, exp.Column) and value.name.casefold() == projection.alias.casefold():
+            continue  # `id AS id`, `c.id AS id`: either reading is the same value
+        out.add(projection.alias.casefold())
+    return out
+
+
+def _places(select: exp.Select) -> list[tuple[str, exp.Expr]]:
+    out: list[tuple[str, exp.Expr]] = []
+    order = select.args.get("order")
+    for ordered in order.expressions if isinstance(order, exp.Order) else []:
+        key = ordered.this if isinstance(ordered, exp.Ordered) else ordered
+        if not isinstance(key.unnest(), exp.Column):  # a bare (or parenthesised) item is the alias
+            out.append(("order", key))
+    group = select.args.get("group")
+    out += [("group", key) for key in (group.expressions if isinstance(group, exp.Group) else [])]
+    having = select.args.get("having")
+    if having is not None:
+        out.append(("having", having))
+    return out
+
+
+def pin_columns(tree: exp.Expr, dialect: str, known: KnownSchema) -> None:
+    """Qualify, in place, each name that is both an output alias and a source column where the
+    database reads the column (module doc); refuse one where engines differ."""
+    found = pinned_columns(tree, dialect, known)
+    if found is not None:
+        refuse_mask(found, message=_AMBIGUOUS)
+
+
+def pinned_columns(tree: exp.Expr, dialect: str, known: KnownSchema | None) -> str | None:
+    """`pin_columns` for stored SQL too: qualifies in place, and answers the ambiguity found,
+    described (None: none). Without a schema a name may be a column of any table."""
+    first = _COLUMN_FIRST.get(dialect, frozenset())
+    for select in list(tree.find_all(exp.Select)):
+        aliases = _shadowing(select)
+        if not aliases:
+            continue
+        sources = _source_columns(select, known)
+        for place, node in _places(select):
+            for col in list(node.find_all(exp.Column)):
+                name = col.name.casefold()
+                if col.table or name not in aliases or col.find_ancestor(exp.Select) is not select:
+                    continue
+                owners = [s for s, columns in sources if columns is None or name in columns]
+                if not owners:
+                    continue  # the alias alone
+                if place not in first or len(owners) != 1:
+                    return f"{col.name} is both an output alias and a column in {place}"
+                col.set("table", exp.to_identifier(owners[0]))
+    return None

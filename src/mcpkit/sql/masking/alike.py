@@ -1,0 +1,228 @@
+"""Which values of an expression print alike whenever they compare equal (red teams rt35a F4, F5; rt35b F5).
+
+Where a database keeps one representative of values that compare equal (min/max, DISTINCT, GROUP
+BY, UNION, percentile_disc, mode), it keeps the first or last one scanned; if equal values can
+print differently (PostgreSQL numeric 1.0 = 1.00, interval '1 day' = '24:00:00', float8 -0 = 0,
+citext; MariaDB's collations ignoring case, accents and trailing spaces), the printed answer names
+a row by its place in the scan, which can follow a masked column. `alike` says when that cannot
+happen; `stored` marks a column read straight from a table, whose variants are data the agent
+cannot manufacture (a documented residual where the representative cannot be pinned).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from sqlglot import exp
+
+from mcpkit.sql.dialects import sent_dialect
+from mcpkit.sql.masking.taint import REF
+from mcpkit.sql.masking.ties import plain_type
+from mcpkit.sql.profiles import profile_class
+
+__all__ = ["Facts", "Sources", "alike", "covered", "facts_of", "sources", "stored"]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Per engine: which results print alike when equal."""
+
+    numbers_alike: bool
+    """Every number prints alike when equal: MariaDB gives an expression one static scale, and
+    prints float -0 as 0; PostgreSQL's numeric keeps each value's scale, its float8 prints -0."""
+    text_casts: re.Pattern[str]
+    """Cast targets whose equal values are byte-equal (PostgreSQL's text in its default,
+    deterministic collation; MariaDB's BINARY)."""
+    ordered_picks: bool
+    """min/max take an ORDER BY, which then picks the representative of ties (PostgreSQL)."""
+
+
+# Per engine (`Profile.name`); an engine not listed gets the strictest facts.
+_FACTS: Final = {
+    "PostgreSQL": Facts(False, re.compile(r"(text|varchar|character varying|name)\b", re.IGNORECASE), True),
+    "MySQL/MariaDB": Facts(True, re.compile(r"(var)?binary\b", re.IGNORECASE), False),
+}
+_STRICT: Final = Facts(False, re.compile(r"(?!)"), False)
+_NUMERIC_TYPE: Final = re.compile(r"\s*(decimal|numeric|float|double|real|dec\b|fixed)", re.IGNORECASE)
+_INTEGRAL_FUNCS: Final = (
+    exp.Count, exp.Length, exp.Year, exp.Month, exp.Day, exp.DateDiff, exp.Sign, exp.Ascii,
+    exp.DateTrunc, exp.TimestampTrunc, exp.Date, exp.CurrentDate, exp.Week, exp.Quarter,
+    exp.DayOfWeek, exp.DayOfYear, exp.DayOfMonth, exp.UnixToTime, exp.BitLength,
+)  # fmt: skip
+_NUMBER_FUNCS: Final = (
+    exp.Round, exp.Abs, exp.Floor, exp.Ceil, exp.Sum, exp.Avg, exp.Ln, exp.Log, exp.Exp, exp.Sqrt, exp.Pow,
+    exp.Div, exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop,
+)  # fmt: skip
+_ARITHMETIC: Final = (exp.Add, exp.Sub, exp.Mul, exp.Mod, exp.Neg, exp.Paren, exp.BitwiseAnd, exp.BitwiseOr)
+_BRANCHING: Final = (exp.Case, exp.Coalesce, exp.If, exp.Greatest, exp.Least, exp.Nullif)
+
+
+@dataclass(frozen=True)
+class Sources:
+    """What the columns of a query are, by marker (`taint.REF`)."""
+
+    declared: Mapping[int, str]
+    """Column marker -> declared type, for the columns read straight from a table."""
+    derived: frozenset[int] = frozenset()
+    """Markers of columns of a derived table or CTE whose defining expression is `alike`."""
+    copies: frozenset[int] = frozenset()
+    """Markers of columns of a derived table or CTE that copy a column read from a table."""
+
+    def get(self, marker: object) -> str | None:
+        """The declared type of the column `marker`, if read straight from a table."""
+        return self.declared.get(marker) if isinstance(marker, int) else None
+
+
+def covered(dialect: str) -> bool:
+    """Whether the engine's facts are known (SQLite's are not yet: left open, docs/masking.md)."""
+    return profile_class(dialect).name in _FACTS
+
+
+def facts_of(dialect: str) -> Facts:
+    """The engine's facts (`_FACTS`)."""
+    return _FACTS.get(profile_class(dialect).name, _STRICT)
+
+
+def stored(node: exp.Expr, types: Sources) -> bool:
+    """A column read straight from a table (its equal-but-different values are the data's)."""
+    marker = node.meta.get(REF) if isinstance(node, exp.Column) else None
+    return marker in types.declared or marker in types.copies
+
+
+def _branches(node: exp.Expr) -> list[exp.Expr]:
+    if isinstance(node, exp.Case):
+        return [i.args["true"] for i in node.args.get("ifs") or []] + [
+            d for d in [node.args.get("default")] if d is not None
+        ]
+    if isinstance(node, exp.If):
+        return [v for v in (node.args.get("true"), node.args.get("false")) if v is not None]
+    if isinstance(node, exp.Nullif):
+        return [node.this]
+    return [node.this, *node.expressions]
+
+
+def _integral(node: exp.Expr, types: Sources, facts: Facts) -> bool:
+    """Values of one kind that print one way: integers, booleans, dates and timestamps."""
+    if isinstance(node, exp.Null | exp.Boolean):
+        return True
+    if isinstance(node, exp.Literal):
+        return node.is_int or (facts.numbers_alike and node.is_number)
+    if isinstance(node, exp.Column):
+        if node.meta.get(REF) in types.derived:
+            return True
+        declared = types.get(node.meta.get(REF))
+        return plain_type(declared) or (facts.numbers_alike and bool(_NUMERIC_TYPE.match(declared or "")))
+    if isinstance(node, exp.Cast):
+        return isinstance(node.this, exp.Null) or plain_type(node.to.sql("postgres"))
+    if isinstance(node, _INTEGRAL_FUNCS):
+        return True
+    if facts.numbers_alike and isinstance(node, _NUMBER_FUNCS):
+        return True
+    if isinstance(node, _ARITHMETIC):
+        if facts.numbers_alike:
+            return True  # MariaDB: arithmetic is numeric whatever its operands
+        return all(_integral(a, types, facts) for a in (node.this, node.args.get("expression")) if a)
+    if isinstance(node, exp.Extract):
+        return True
+    if isinstance(node, _BRANCHING):
+        return all(_integral(b, types, facts) for b in _branches(node))
+    return False
+
+
+_SCALED_TYPE: Final = re.compile(r"\s*(numeric|decimal)\s*\(\s*\d+\s*,\s*\d+\s*\)", re.IGNORECASE)
+_BARE_NUMERIC: Final = re.compile(r"\s*(numeric|decimal)\s*$", re.IGNORECASE)
+
+
+def _scaled(node: exp.Expr, types: Sources, facts: Facts) -> bool:
+    """Numbers of one display scale for every row (PostgreSQL numeric: a literal, a declared scale,
+    integers, and + - * over those; not / nor round(x, n), whose scale follows the values)."""
+    if isinstance(node, exp.Literal):
+        return node.is_number
+    if isinstance(node, exp.Column) and _SCALED_TYPE.match(types.get(node.meta.get(REF)) or ""):
+        return True
+    if isinstance(node, exp.Cast):
+        to = node.to.sql("postgres")
+        if _BARE_NUMERIC.match(to):  # numeric keeps the scale it is given
+            return _scaled(node.this, types, facts)
+        return bool(_SCALED_TYPE.match(to))
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul):
+        return _scaled(node.this, types, facts) and _scaled(node.expression, types, facts)
+    if isinstance(node, exp.Neg | exp.Paren):
+        return _scaled(node.this, types, facts)
+    return _integral(node, types, facts)
+
+
+def alike(node: exp.Expr, dialect: str, types: Sources) -> bool:
+    """Whether equal values of `node` always print alike (no representative can tell rows apart).
+
+    A constant; an integer, boolean, date or timestamp (column, cast, count, length, date_trunc,
+    integer arithmetic and CASE over those); a number of one display scale (`_scaled`); on MariaDB
+    any number; a cast to a byte-exact type.
+    A column read from a table of another type is not: see `stored`.
+    """
+    facts = facts_of(dialect)
+    if isinstance(node, exp.Literal):
+        return True  # one constant: no other row prints it differently
+    if isinstance(node, exp.Cast) and facts.text_casts.match(node.to.sql(sent_dialect(dialect))):
+        return True
+    if isinstance(node, exp.Paren):
+        return alike(node.this, dialect, types)
+    return _scaled(node, types, facts)
+
+
+def _defining(col: exp.Column) -> list[exp.Expr]:
+    """The expressions defining `col` of a derived table or CTE (one per UNION branch), or []."""
+    select = col.find_ancestor(exp.Select)
+    if select is None or not col.table:
+        return []
+    inner: exp.Expr | None = None
+    for source in [select.args.get("from_"), *(select.args.get("joins") or [])]:
+        this = source.this if source is not None else None
+        if isinstance(this, exp.Subquery) and this.alias_or_name == col.table:
+            inner = this.this
+        elif isinstance(this, exp.Table) and this.alias_or_name == col.table and not this.db:
+            withs = [w for w in (a.args.get("with_") for a in _ancestors(select)) if isinstance(w, exp.With)]
+            for with_ in withs:
+                for cte in with_.expressions:
+                    if cte.alias_or_name == this.name:
+                        inner = cte.this
+    branches = [inner] if isinstance(inner, exp.Select) else []
+    if isinstance(inner, exp.SetOperation):
+        branches = [b for b in inner.find_all(exp.Select) if b.parent_select is None or b.parent is inner]
+    out = []
+    for branch in branches:
+        found = [p for p in branch.selects if p.alias_or_name == col.name]
+        if len(found) != 1:
+            return []
+        out.append(found[0].unalias())
+    return out
+
+
+def _ancestors(node: exp.Expr) -> list[exp.Expr]:
+    out, parent = [], node.parent
+    while parent is not None:
+        out.append(parent)
+        parent = parent.parent
+    return [node, *out]
+
+
+def sources(qualified: exp.Expr, dialect: str, declared: Mapping[int, str]) -> Sources:
+    """The `Sources` of a qualified tree: columns of derived tables are traced to their definition."""
+    derived: set[int] = set()
+    copies: set[int] = set()
+    known = Sources(declared)
+    # Innermost first: a derived column's definition may itself read a derived column.
+    for col in reversed(list(qualified.find_all(exp.Column))):
+        marker = col.meta.get(REF)
+        if not isinstance(marker, int) or marker in declared:
+            continue
+        defining = _defining(col)
+        if defining and all(alike(d, dialect, known) for d in defining):
+            derived.add(marker)
+        elif defining and all(stored(d, known) for d in defining):
+            copies.add(marker)
+        known = Sources(declared, frozenset(derived), frozenset(copies))
+    return known

@@ -1,0 +1,214 @@
+"""The representative of equal values does not follow the scan (red teams rt35a F4, F5; rt35b F5).
+
+Where the database keeps one of values that compare equal but print differently (min/max,
+percentile_disc, mode, DISTINCT, GROUP BY, UNION), it kept the first or last one scanned; the
+agent makes such values from any row (`round(1::numeric, id)`: the scale is the id; MariaDB's
+`CASE id WHEN 2 THEN 'a' ELSE 'A' END` under its case-insensitive collation), so with the table laid
+out by the masked e-mail every answer named rows by their e-mail rank. Each probe here is asked
+under two scan orders (PostgreSQL: CLUSTER on the e-mail index, then on the primary key; MariaDB:
+with the covering e-mail index, then without) and must answer alike both times, or be refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mcpkit.sql.errors import ToolError
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import masks_file, mysql_customers, mysql_scratch, pg_customers, pg_scratch
+from tests.sql_governance.support import serve_masked
+
+ANSWERED, REFUSED = "answered", "refused"
+_ROUND = "round(1::numeric, id)"
+_DAYS = "CASE WHEN id = 3 THEN interval '1 day' ELSE interval '24 hours' END"
+_ZERO = "CASE WHEN id = 3 THEN '-0'::float8 ELSE 0::float8 END"
+PG_PROBES = {
+    # rt35a F4: numeric_larger keeps the last of ties
+    "max": (f"SELECT CAST(max({_ROUND}) AS text) AS m FROM customers", ANSWERED),
+    "min": (f"SELECT CAST(min({_ROUND}) AS text) AS m FROM customers WHERE id <> 3", ANSWERED),
+    "max_interval": (f"SELECT CAST(max({_DAYS}) AS text) AS m FROM customers", ANSWERED),
+    "max_zero": (f"SELECT CAST(max({_ZERO}) AS text) AS m FROM customers", ANSWERED),
+    "max_distinct": (f"SELECT CAST(max(DISTINCT {_ROUND}) AS text) AS m FROM customers", ANSWERED),
+    "window_max": (f"SELECT id, CAST(max({_ROUND}) OVER () AS text) AS m FROM customers", REFUSED),
+    # F4 addendum: DISTINCT, GROUP BY and UNION keep the first scanned
+    "distinct": (
+        f"SELECT CAST(m AS text) AS t FROM (SELECT DISTINCT {_ROUND} AS m FROM customers) s",
+        ANSWERED,
+    ),
+    "group_by": (f"SELECT scale({_ROUND}) AS s, count(*) AS n FROM customers GROUP BY {_ROUND}", ANSWERED),
+    "group_alias": (
+        f"SELECT CAST(m AS text) AS t FROM (SELECT {_ROUND} AS m FROM customers GROUP BY m) s",
+        ANSWERED,
+    ),
+    "group_position": (
+        f"SELECT CAST(m AS text) AS t FROM (SELECT {_ROUND} AS m FROM customers GROUP BY 1) s",
+        ANSWERED,
+    ),
+    "union": (
+        f"SELECT CAST(m AS text) AS t FROM (SELECT {_ROUND} AS m FROM customers UNION SELECT 2) s",
+        REFUSED,
+    ),
+    "distinct_on": (
+        f"SELECT CAST(m AS text) AS t FROM (SELECT DISTINCT ON ({_ROUND}) {_ROUND} AS m FROM customers) s",
+        ANSWERED,
+    ),
+    "intersect_all": (
+        f"SELECT CAST(m AS text) AS t FROM (SELECT {_ROUND} AS m FROM customers INTERSECT ALL SELECT 1) s",
+        REFUSED,
+    ),
+    # rt35a F5: ordered-set aggregates, DISTINCT aggregates
+    "percentile": (
+        "SELECT CAST(percentile_disc(ARRAY[0.0, 0.25, 0.5, 0.75, 1.0]) WITHIN GROUP"
+        f" (ORDER BY {_ROUND}) AS text) AS r FROM customers",
+        REFUSED,
+    ),
+    "mode": (f"SELECT CAST(mode() WITHIN GROUP (ORDER BY {_ROUND}) AS text) AS m FROM customers", REFUSED),
+    "array_agg_distinct": (f"SELECT CAST(array_agg(DISTINCT {_ROUND}) AS text) AS a FROM customers", REFUSED),
+    "sum_distinct": (f"SELECT CAST(sum(DISTINCT {_ROUND}) AS text) AS a FROM customers", REFUSED),
+    # ordinary analyst queries keep working
+    "plain": ("SELECT max(name) AS m, min(id) AS i, count(DISTINCT name) AS n FROM customers", ANSWERED),
+    "plain_group": ("SELECT lower(name) AS l, count(*) AS n FROM customers GROUP BY lower(name)", ANSWERED),
+    "plain_distinct": ("SELECT DISTINCT name FROM customers", ANSWERED),
+    "plain_union": ("SELECT name FROM customers UNION SELECT 'Zed'", ANSWERED),
+    "plain_percentile": (
+        "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY id) AS p FROM customers",
+        ANSWERED,
+    ),
+    "plain_distinct_expr": (
+        "SELECT DISTINCT lower(name) AS l FROM customers ORDER BY l DESC LIMIT 3",
+        ANSWERED,
+    ),
+    "plain_distinct_unnest": ("SELECT DISTINCT unnest(ARRAY[name, 'x']) AS n FROM customers", ANSWERED),
+    "plain_bucket": (
+        "SELECT CASE WHEN id > 2 THEN 'hi' ELSE 'lo' END AS b, left(name, 1) AS i, count(*) AS n"
+        " FROM customers GROUP BY 1, i HAVING count(*) > 0 ORDER BY count(*) DESC LIMIT 5",
+        ANSWERED,
+    ),
+    "plain_cte": (
+        "WITH c AS (SELECT name, id * 1.5 AS x FROM customers) SELECT max(name) AS m, max(x) OVER () AS w"
+        " FROM c GROUP BY x",
+        ANSWERED,
+    ),
+}
+_CASE = "CASE id WHEN 2 THEN 'a' ELSE 'A' END"
+MY_PROBES = {
+    # rt35b F5: the first scanned of collation-equal values
+    "distinct": (f"SELECT DISTINCT {_CASE} AS g FROM customers WHERE id + 0 IN (2, 5)", ANSWERED),
+    "min": (f"SELECT MIN({_CASE}) AS m FROM customers WHERE id + 0 IN (2, 5)", REFUSED),
+    "group_by": (
+        f"SELECT {_CASE} AS g, COUNT(*) AS n FROM customers WHERE id + 0 IN (2, 5) GROUP BY g",
+        ANSWERED,
+    ),
+    "group_concat_distinct": (
+        f"SELECT GROUP_CONCAT(DISTINCT {_CASE}) AS g FROM customers WHERE id + 0 IN (2, 5)",
+        REFUSED,
+    ),
+    "json_arrayagg_distinct": (
+        f"SELECT JSON_ARRAYAGG(DISTINCT {_CASE}) AS g FROM customers WHERE id + 0 IN (2, 5)",
+        REFUSED,
+    ),
+    "union": (f"SELECT {_CASE} AS g FROM customers WHERE id + 0 IN (2, 5) UNION SELECT 'b'", REFUSED),
+    "window_max": (f"SELECT id, MAX({_CASE}) OVER () AS m FROM customers", REFUSED),
+    "binary_min": (
+        f"SELECT MIN(CAST({_CASE} AS BINARY)) AS m FROM customers WHERE id + 0 IN (2, 5)",
+        ANSWERED,
+    ),
+    "plain": ("SELECT MAX(name) AS m, MIN(id + 1) AS i, COUNT(DISTINCT name) AS n FROM customers", ANSWERED),
+    "plain_group": ("SELECT LOWER(name) AS l, COUNT(*) AS n FROM customers GROUP BY LOWER(name)", ANSWERED),
+    "plain_distinct": ("SELECT DISTINCT name FROM customers ORDER BY LENGTH(name)", ANSWERED),
+    "plain_distinct_expr": (
+        "SELECT DISTINCT LOWER(name) AS l FROM customers ORDER BY l DESC LIMIT 3",
+        ANSWERED,
+    ),
+    "plain_bucket": (
+        "SELECT CASE WHEN id > 2 THEN 'hi' ELSE 'lo' END AS b, LEFT(name, 1) AS i, COUNT(*) AS n"
+        " FROM customers GROUP BY 1, i HAVING COUNT(*) > 0 ORDER BY COUNT(*) DESC LIMIT 5",
+        ANSWERED,
+    ),
+    "plain_numbers": (
+        "SELECT MAX(id / 3) AS a, MIN(ROUND(id * 1.5, 1)) AS b, MAX(id) OVER () AS c"
+        " FROM customers GROUP BY id",
+        ANSWERED,
+    ),
+}
+
+
+def _answer(service: SqlService, sql: str) -> tuple[str, str]:
+    try:
+        result, _ = service.query(sql, call_id="t")
+        return ANSWERED, str(result.rows)
+    except ToolError as exc:
+        return REFUSED, exc.code
+
+
+def _ask(service: SqlService, probes: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    return {name: _answer(service, sql) for name, (sql, _) in probes.items()}
+
+
+@pytest.fixture(scope="module")
+def pg_answers(
+    pg_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[dict[str, tuple[str, str]]]]:
+    with pg_scratch(pg_url, "reps") as db:
+        pg_customers(db)
+        served = serve_masked(
+            db.reader_url, Path(masks_file(tmp_path_factory.mktemp("reps"), "customers.email"))
+        )
+        try:
+            by_email = _ask(served, PG_PROBES)
+            db.admin.execute("CLUSTER customers USING customers_pkey")
+            yield [by_email, _ask(served, PG_PROBES)]
+        finally:
+            served.engine.close()
+
+
+@pytest.fixture(scope="module")
+def my_answers(
+    mysql_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[dict[str, tuple[str, str]]]]:
+    with mysql_scratch(mysql_url, "reps") as db:
+        mysql_customers(db)
+        served = serve_masked(
+            db.reader_url, Path(masks_file(tmp_path_factory.mktemp("reps"), "customers.email"))
+        )
+        try:
+            by_email = _ask(served, MY_PROBES)
+            with db.admin.cursor() as c:
+                c.execute(f"ALTER TABLE {db.db}.customers DROP INDEX email_idx")
+            yield [by_email, _ask(served, MY_PROBES)]
+        finally:
+            served.engine.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("probe", sorted(PG_PROBES))
+def test_postgres_a_representative_answers_alike_whatever_the_scan_order(
+    pg_answers: list[dict[str, tuple[str, str]]], probe: str
+) -> None:
+    by_email, by_id = (a[probe] for a in pg_answers)
+    assert by_email == by_id, (probe, by_email, by_id)
+    assert by_email[0] == PG_PROBES[probe][1], (probe, by_email)
+    assert "@" not in by_email[1]
+
+
+@pytest.mark.mysql
+@pytest.mark.parametrize("probe", sorted(MY_PROBES))
+def test_mariadb_a_representative_answers_alike_whatever_the_scan_order(
+    my_answers: list[dict[str, tuple[str, str]]], probe: str
+) -> None:
+    by_email, by_id = (a[probe] for a in my_answers)
+    assert by_email == by_id, (probe, by_email, by_id)
+    assert by_email[0] == MY_PROBES[probe][1], (probe, by_email)
+    assert "@" not in by_email[1]
+
+
+@pytest.mark.postgres
+def test_postgres_values_that_print_differently_are_different_groups(
+    pg_answers: list[dict[str, tuple[str, str]]],
+) -> None:
+    # 1.0, 1.00, ... are one value to numeric's equality, five groups under masks (docs/masking.md)
+    assert pg_answers[0]["distinct"][1].count("'1.") == 5, pg_answers[0]["distinct"]
+    assert pg_answers[0]["max"][1] == "[['1.00000']]", pg_answers[0]["max"]
