@@ -15,6 +15,7 @@ from mcpkit.sql.masking.copies import derived_and_copied, referenced_hints
 from mcpkit.sql.masking.literals import require_matched
 from mcpkit.sql.masking.view_order import order_findings as view_order_findings
 from mcpkit.sql.masking.view_order import primary_keys
+from mcpkit.sql.perrow import per_row_routines, per_row_since
 from mcpkit.sql.profiles.base import Finding, merge_findings
 from mcpkit.sql.profiles.catalog_reads import catalog_findings
 from mcpkit.sql.profiles.stored import stored_queries
@@ -240,36 +241,6 @@ def _order_in(engine: SqlEngine, conn: Connection, policy: MaskPolicy, known: Kn
     return catalog + view_order_findings(stored, engine.dialect, known, policy, keys)
 
 
-def _row_order_routines(
-    engine: SqlEngine, conn: Connection, allow: Collection[str]
-) -> dict[tuple[str, str], str]:
-    """`Profile.row_order_routines` but those whose `--allow function-order:S.N` accepts their order."""
-    found = engine.profile.row_order_routines(conn)
-    return {(s, n): why for (s, n), why in found.items() if f"function-order:{s}.{n}" not in allow}
-
-
-def _callable(engine: SqlEngine, schema: str, name: str) -> bool:
-    """Whether the function policy lets a call name function `schema.name`."""
-    policy = engine.profile.function_policy
-    return policy is not None and policy.reaches(name, schema)  # a package's functions too (rt34 F2)
-
-
-def per_row_routines(engine: SqlEngine, allow: Collection[str] = ()) -> frozenset[str]:
-    """The user's functions whose value may change from row to row whatever they are declared
-    (`Profile.row_order_routines`, red team rt29 F2; but those `allow` accepts with `--allow
-    function-order:S.N`), each the function policy lets calls use told to the operator with why: a
-    call of one over a masked read is refused (`KnownSchema.per_row`)."""
-    with engine.session(30.0, "startup-masks") as (conn, _):
-        found = _row_order_routines(engine, conn, allow)
-        keys = engine.profile.routine_keys(conn, {name for _, name in found})  # rt34 F6: `tíck` is `tick`
-    for (schema, name), why in sorted(found.items()):
-        if _callable(engine, schema, name):
-            log.warning(
-                "masks: function %s.%s counts as a per-row function over masked reads: %s", schema, name, why
-            )
-    return keys
-
-
 def ordered_schema(
     engine: SqlEngine,
     reflection: Reflection,
@@ -280,22 +251,9 @@ def ordered_schema(
     """The `KnownSchema` calls are analysed against, with the user's functions that count as
     per-row ones (`per_row_routines`), once its views and functions passed `enforce_order`."""
     known = reflection.known(engine, withheld=engine.profile.withheld_relations())
-    known.per_row = per_row_routines(engine, allow)  # `masking.shapes` refuses a call of one (rt29 F2)
+    known.per_row = per_row_routines(engine, allow, known)  # `masking.shapes` refuses a call of one (rt29 F2)
     enforce_order(engine, policy, known, masked, allow)
     return known
-
-
-def _per_row_since(engine: SqlEngine, conn: Connection, known: KnownSchema, allow: Collection[str]) -> None:
-    """Refuse the call when a function calls may use became a per-row one since start-up (a body
-    replaced); a view calling one is `enforce_order`'s."""
-    found = _row_order_routines(engine, conn, allow)
-    new = sorted(
-        f"{s}.{n}" for s, n in found if n.casefold() not in known.per_row and _callable(engine, s, n)
-    )
-    if new:
-        raise SqlConfigError(
-            f"--mask: function {', '.join(new)} may now change from row to row; restart the server"
-        )
 
 
 def _refused_order(findings: list[Finding], allow: Collection[str]) -> None:
@@ -337,7 +295,7 @@ def order_check(
     def verify(engine: SqlEngine, conn: Connection) -> None:
         if frozen:
             _refused_order(_order_in(engine, conn, policy, known, frozen, allow), allow)
-            _per_row_since(engine, conn, known, allow)
+            per_row_since(engine, conn, known, allow)
 
     return verify
 
@@ -356,6 +314,7 @@ def enforce_identity_order(
     for role, engine in router.identities():
         try:
             masked = per_role.get(role, masking.masked)
+            masking.schema.per_row |= per_row_routines(engine, allow)  # its login's too (rt35b L1)
             enforce_order(engine, masking.policy, masking.schema, dict(masked), allow)
         except SqlConfigError as exc:
             raise SqlConfigError(f"role {role}: {exc}") from None

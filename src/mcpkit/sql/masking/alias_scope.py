@@ -98,7 +98,7 @@ def _places(select: exp.Select) -> list[tuple[str, exp.Expr]]:
     order = select.args.get("order")
     for ordered in order.expressions if isinstance(order, exp.Order) else []:
         key = ordered.this if isinstance(ordered, exp.Ordered) else ordered
-        if not isinstance(key, exp.Column):  # a bare item is the alias on every engine
+        if not isinstance(key.unnest(), exp.Column):  # a bare (or parenthesised) item is the alias
             out.append(("order", key))
     group = select.args.get("group")
     out += [("group", key) for key in (group.expressions if isinstance(group, exp.Group) else [])]

@@ -22,6 +22,7 @@ refused unless plain (residual: a plain comparison across types there, docs/mask
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Final
 
 from sqlglot import exp
@@ -119,17 +120,24 @@ def _stop(node: exp.Expr) -> str | None:
 
 def _plain(select: exp.Select, views: frozenset[str]) -> bool:
     """Whether every expression `select` evaluates per row is a comparison of columns and constants,
-    over base tables only (a view's or a CTE's columns may compute per row: `1 / (id - b) AS x`)."""
-    for node in select.walk():
-        if node is select:
-            continue
-        if isinstance(node, exp.Query) or not isinstance(node, _PLAIN_NODES):
-            return False
-        if isinstance(node, exp.Table) and (
-            not isinstance(node.this, exp.Identifier) or node.name.casefold() in views or cte_for(node)
-        ):
-            return False
-    return not any(select.args.get(k) for k in ("group", "having", "order", "limit", "offset", "distinct"))
+    over base tables only (a view's or a CTE's columns may compute per row: `1 / (id - b) AS x`).
+    An ORDER BY without LIMIT is left out: it is dropped, or it sorts every row (an error then fails
+    whatever the order); ordering passes before this one add one to `IN ((SELECT ...))`."""
+    if any(select.args.get(k) for k in ("group", "having", "limit", "offset", "distinct")):
+        return False
+    for key, value in select.args.items():
+        for node in (n for v in (value if isinstance(value, list) else [value]) for n in _walk(v, key)):
+            if isinstance(node, exp.Query) or not isinstance(node, _PLAIN_NODES):
+                return False
+            if isinstance(node, exp.Table) and (
+                not isinstance(node.this, exp.Identifier) or node.name.casefold() in views or cte_for(node)
+            ):
+                return False
+    return True
+
+
+def _walk(value: object, key: str) -> Iterator[exp.Expr]:
+    return value.walk() if isinstance(value, exp.Expr) and key != "order" else iter(())
 
 
 def _pin(select: exp.Select, stop: str, dialect: str, keyed: Keyed, room: NodeAllowance) -> None:

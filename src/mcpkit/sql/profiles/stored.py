@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from mcpkit.sql.profiles.base import Profile
 
-__all__ = ["ORDER_FIX", "StoredQuery", "stored_queries"]
+__all__ = ["ORDER_FIX", "StoredQuery", "order_accepted", "stored_queries"]
 
 ORDER_FIX: Final = "give its LIMIT, window or aggregate an ORDER BY on the primary key"
 """The usual way out of an order finding, in each profile's `revoke`; `StoredQuery.fix` swaps it for
@@ -95,12 +95,26 @@ def stored_queries(
     return [replace(q, volatile=q.volatile - accepted) for q in found] if accepted else found
 
 
-def _accepted(profile: Profile, conn: Connection, allow: Collection[str]) -> frozenset[str]:
-    """Case-folded names whose every user function `--allow function-order:S.N` accepts."""
+def order_accepted(profile: Profile, conn: Connection, allow: Collection[str]) -> frozenset[tuple[str, str]]:
+    """(schema, name) of the profile's per-row functions (`row_order_routines`) whose order `--allow
+    function-order:` accepts: the profile's own reading of the opt-ins where it has one (PostgreSQL:
+    a signature per overload, red team rt35a L1), else `function-order:S.N` itself."""
     if not any(a.startswith("function-order:") for a in allow):
+        return frozenset()
+    read = getattr(profile, "order_accepted", None)
+    if read is not None:
+        return frozenset(read(conn, allow))
+    found = profile.row_order_routines(conn)
+    return frozenset((s, n) for s, n in found if f"function-order:{s}.{n}" in allow)
+
+
+def _accepted(profile: Profile, conn: Connection, allow: Collection[str]) -> frozenset[str]:
+    """Case-folded names whose every user function `--allow function-order:` accepts."""
+    accepted = order_accepted(profile, conn, allow)
+    if not accepted:
         return frozenset()
     every: dict[str, bool] = {}
     for schema, name in profile.row_order_routines(conn):
         key = name.casefold()
-        every[key] = every.get(key, True) and f"function-order:{schema}.{name}" in allow
+        every[key] = every.get(key, True) and (schema, name) in accepted
     return frozenset(n for n, ok in every.items() if ok)

@@ -27,7 +27,7 @@ from mcpkit.sql.profiles.postgres.account import (
     temp_file_warnings,
 )
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
-from mcpkit.sql.profiles.postgres.catalog_reads import postgres_catalog_routines
+from mcpkit.sql.profiles.postgres.catalog_reads import postgres_catalog_routines, postgres_catalog_stored
 from mcpkit.sql.profiles.postgres.fingerprint import PG_FINGERPRINT
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
 from mcpkit.sql.profiles.postgres.masks import (
@@ -39,6 +39,7 @@ from mcpkit.sql.profiles.postgres.masks import (
 )
 from mcpkit.sql.profiles.postgres.memory import MEMORY_FIX, MEMORY_SETUP, memory_bounded, url_hosts
 from mcpkit.sql.profiles.postgres.missing import catalog_value_findings, catalog_value_tables
+from mcpkit.sql.profiles.postgres.order_optins import postgres_accepted_bodies, postgres_order_accepted
 from mcpkit.sql.profiles.postgres.orderless import orderless
 from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.partitions import bound_partitions, partition_findings
@@ -205,6 +206,18 @@ class PostgresProfile(PostgresSession):
     def catalog_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
         """Functions the role can execute whose body reads the catalog (`postgres.catalog_reads`)."""
         return postgres_catalog_routines(conn)
+
+    def catalog_stored(self, conn: Connection) -> dict[tuple[str, str, str], str]:
+        """Views and policies whose query reads the catalog (`postgres.catalog_reads`)."""
+        return postgres_catalog_stored(conn)
+
+    def order_accepted(self, conn: Connection, allow: Collection[str]) -> frozenset[tuple[str, str]]:
+        """Per-row functions whose every overload `--allow function-order:` accepts (`order_optins`)."""
+        return postgres_order_accepted(conn, allow)
+
+    def accepted_bodies(self, conn: Connection, allow: Collection[str]) -> dict[str, str]:
+        """A digest of each function `function-order:` accepts, to compare while serving."""
+        return postgres_accepted_bodies(conn, allow)
 
     def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
         """Every user function, whatever its label or body (`profiles.postgres.routine_state`)."""

@@ -5,8 +5,11 @@ per-call check sees only the names a query calls. An operator (`id + true` over 
 `+(integer, boolean)`), a cast (`CAST(id AS t)` with a user cast), a domain's CHECK (`CAST(id AS d)`
 runs it for each row) and an operator family's support function (ORDER BY, GROUP BY over a user
 type) run one for each row a query over a masked table reads, in its scan order (red team rt32 F1
-and its domain CHECK residual). So each such function the role can reach that way is a start-up
-finding over masked tables, accepted by `--allow function-order:S.N` only.
+and its domain CHECK residual); so do a user type's input/output functions (`CAST(x AS t)`, rt35a
+F3) and a user function a reviewed extension's SQL body calls by an unqualified name (earthdistance's
+`sec_to_gc` calls `earth()`: a user `public.earth()` on the path runs instead, rt35a F2). So each
+such function the role can reach that way is a start-up finding over masked tables, accepted by
+`--allow function-order:S.N` only.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines
+from mcpkit.sql.profiles.postgres.ext_bodies import open_members
+from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines, reviewed_params
 from mcpkit.sql.profiles.stored import StoredQuery
 
 __all__ = ["with_implicit"]
@@ -40,6 +44,20 @@ WITH reached(fn, how, checked) AS (
     SELECT a.amproc, format('operator family %I.%I', s.nspname, f.opfname), false
     FROM pg_catalog.pg_amproc a JOIN pg_catalog.pg_opfamily f ON f.oid = a.amprocfamily
     JOIN pg_catalog.pg_namespace s ON s.oid = f.opfnamespace WHERE a.amproc >= 16384
+  UNION ALL
+    SELECT io.fn, 'the input/output of type ' || t.oid::regtype::text, false
+    FROM pg_catalog.pg_type t
+    CROSS JOIN LATERAL (VALUES (t.typinput), (t.typoutput), (t.typreceive), (t.typsend),
+                               (t.typmodin), (t.typmodout), (t.typsubscript)) io(fn)
+    WHERE t.oid >= 16384 AND io.fn <> 0
+  UNION ALL
+    SELECT p.oid, format('a call by name in the body of %s', c.member::regprocedure), true
+    FROM unnest(CAST(:members AS oid[]), CAST(:calls AS text[])) c(member, name)
+    JOIN pg_catalog.pg_depend m ON m.classid = 'pg_catalog.pg_proc'::regclass AND m.objid = c.member
+     AND m.deptype = 'e'
+    JOIN pg_catalog.pg_proc p ON lower(p.proname) = c.name AND p.oid >= 16384
+    WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_proc'::regclass
+                      AND d.objid = p.oid AND d.deptype = 'e' AND d.refobjid = m.refobjid)
 )
 SELECT n.nspname, p.proname, min(r.how),
        format('%I.%I(%s)', n.nspname, p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid)),
@@ -53,11 +71,15 @@ ORDER BY 1, 2, 4
 
 
 def with_implicit(items: list[StoredQuery], conn: Connection, role: str) -> list[StoredQuery]:
-    """`items` with each user function an operator, a cast, a domain CHECK or an operator family
-    runs (see the module) refused: listed already, it gets that reason; else it is added."""
+    """`items` with each user function an operator, a cast, a domain CHECK, an operator family, a
+    type's I/O or an extension's body runs (see the module) refused: listed already, it gets that
+    reason; else it is added."""
     per_row = postgres_row_order_routines(conn)
+    members = open_members(conn, reviewed_params(conn))
+    calls = [(m, n) for m, (_, names) in members.items() for n in names or ()]
+    params = {"members": [str(m) for m, _ in calls], "calls": [n for _, n in calls]}
     found: dict[tuple[str, str], StoredQuery] = {}
-    for schema, name, how, signature, usable in conn.execute(text(_REACHED)):
+    for schema, name, how, signature, usable in conn.execute(text(_REACHED), params):
         key = (str(schema), str(name))
         if key in per_row and key not in found:
             why = f"{how} runs it for each row a query reads, where the per-call check does not see it"

@@ -13,7 +13,9 @@ isn's `isn_weak` is a setter of process-global state labelled IMMUTABLE (rt34 F1
 `internal` function may alias any built-in C function. The one exception is
 `STATELESS_EXTENSIONS`: a function a superuser owns of an extension reviewed to keep no state across
 calls (but the few left out of the review), unless it is VOLATILE or in a procedural language
-(plpgsql added to the extension, rt34 F7).
+(plpgsql added to the extension, rt34 F7), or a SQL member whose string body calls a function by an
+unqualified name, which the caller's search_path may resolve to a user function (rt35a F2,
+`ext_bodies`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+
+from mcpkit.sql.profiles.postgres.ext_bodies import open_members
 
 __all__ = ["PER_ROW", "REVIEWED", "STATELESS_EXTENSIONS", "postgres_row_order_routines", "reviewed_params"]
 
@@ -53,12 +57,14 @@ STATELESS_EXTENSIONS: Final[dict[str, frozenset[str]]] = {
     "unaccent": frozenset(),  # dictionary lookup, STABLE
     "uuid-ossp": frozenset(),  # name-based UUIDs; time/random ones are VOLATILE
 }
-# A function a superuser owns of a reviewed extension (its own code: `catalog_reads` exempts it too).
+# A function a superuser owns of a reviewed extension (its own code: `catalog_reads` exempts it too),
+# but a SQL member whose body calls a function by an unqualified name (`ext_bodies`, rt35a F2).
 REVIEWED: Final = """(o.rolsuper AND l.lanname IN ('c', 'internal', 'sql') AND EXISTS (
       SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
       WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
         AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND e.extname = ANY(:stateless)
-        AND NOT e.extname || '.' || p.proname = ANY(:left_out)))"""
+        AND NOT e.extname || '.' || p.proname = ANY(:left_out))
+    AND NOT p.oid = ANY(CAST(:open AS oid[])))"""
 _USER: Final = (
     """
 SELECT n.nspname, p.proname
@@ -76,11 +82,13 @@ WHERE p.prokind IN ('f', 'w', 'a') AND p.oid >= 16384
 
 def postgres_row_order_routines(conn: Connection) -> dict[tuple[str, str], str]:
     """Each user function (schema, name) whose calls may change from row to row, with why."""
-    rows = conn.execute(text(_USER), reviewed_params())
+    rows = conn.execute(text(_USER), reviewed_params(conn))
     return {(str(s), str(n)): PER_ROW for s, n in rows}
 
 
-def reviewed_params() -> dict[str, list[str]]:
-    """The bind parameters of `REVIEWED`."""
+def reviewed_params(conn: Connection) -> dict[str, list[str]]:
+    """The bind parameters of `REVIEWED`, read in `conn` (its open SQL members: `ext_bodies`)."""
     left_out = [f"{e}.{n}" for e, names in STATELESS_EXTENSIONS.items() for n in names]
-    return {"stateless": list(STATELESS_EXTENSIONS), "left_out": left_out}
+    params: dict[str, list[str]] = {"stateless": list(STATELESS_EXTENSIONS), "left_out": left_out}
+    params["open"] = [str(oid) for oid in sorted(open_members(conn, params))]
+    return params
