@@ -658,6 +658,7 @@ def test_mariadb_fingerprint_sees_changes_to_a_nested_role(
 
 
 @pytest.mark.mysql
+@pytest.mark.serial  # a grant to PUBLIC reaches every login of the server
 def test_mariadb_definer_function_granted_to_public_is_refused_though_the_login_cannot_list_it(
     mysql_url: str, mysql_accounts: str
 ) -> None:

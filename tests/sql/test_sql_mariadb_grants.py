@@ -199,6 +199,7 @@ def test_start_up_refuses_with_one_line_each_then_serves_after_the_fixes(scratch
     assert f"REVOKE INSERT ON `{scratch.db}`.`t`" in served.stderr  # the write is told, not refused
 
 
+@pytest.mark.serial  # a grant to PUBLIC reaches every login of the server
 def test_insert_granted_to_public_on_the_database_is_told(scratch: Scratch) -> None:
     """A grant to PUBLIC (information_schema leaves it out) is read; revoked in finally."""
     try:

@@ -314,6 +314,7 @@ def enforce_identity_order(
     for role, engine in router.identities():
         try:
             masked = per_role.get(role, masking.masked)
+            masking.schema.per_row |= per_row_routines(engine, allow)  # its login's too (rt35b L1)
             enforce_order(engine, masking.policy, masking.schema, dict(masked), allow)
         except SqlConfigError as exc:
             raise SqlConfigError(f"role {role}: {exc}") from None

@@ -49,6 +49,7 @@ from mcpkit.sql.admission.operands import (
 )
 from mcpkit.sql.admission.operators import bound_of, spread_quantified
 from mcpkit.sql.admission.regex_bounds import limit_matches, regex_cost
+from mcpkit.sql.admission.search_budget import exceeds, share
 from mcpkit.sql.admission.unfoldable import unfoldable
 from mcpkit.sql.errors import refuse
 
@@ -172,7 +173,7 @@ def _growth_cost(call: exp.Expr, bound: GrowthBound, builder: _Builder) -> exp.E
         return None
     if not bound.argument:  # the factor is the whole size (a count of characters, of elements)
         known = isinstance(factor, exp.Literal) and int(factor.this) <= bound.budget
-        return None if known else _over(factor, bound.budget)
+        return None if known else exceeds(factor, bound.budget)
     if bound.argument == "*":
         sized = [a for a in arguments(call) if not isinstance(a, exp.Null)]
     else:
@@ -190,7 +191,7 @@ def _growth_cost(call: exp.Expr, bound: GrowthBound, builder: _Builder) -> exp.E
         size = exp.paren(size, copy=False)
     if isinstance(factor, exp.Binary):
         factor = exp.paren(factor, copy=False)
-    return _over(exp.Mul(this=size, expression=factor), bound.budget)
+    return exceeds(exp.Mul(this=size, expression=factor), bound.budget)
 
 
 def _removal_cost(call: exp.Expr, bound: SizeBound, builder: _Builder) -> exp.Expr | None:
@@ -214,7 +215,7 @@ def _removal_cost(call: exp.Expr, bound: SizeBound, builder: _Builder) -> exp.Ex
         hay_len = converted(hay.copy(), needle.copy())
     rescans = exp.IntDiv(this=exp.Mul(this=hay_len, expression=hay_len.copy()), expression=needle_bytes)
     longer = exp.GT(this=needle_bytes.copy(), expression=exp.Literal.number(1))
-    return exp.and_(longer, _over(rescans, bound.budget), copy=False)
+    return exp.and_(longer, exceeds(rescans, bound.budget, shared=True), copy=False)
 
 
 def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
@@ -233,7 +234,7 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
         assert builder.bounds.type_is is not None, "a cast bound needs its engine's type_is"
         size = builder.bounds.byte_length(exp.cast(value.copy(), "TEXT"))
         typed = builder.bounds.type_is(value.copy(), bound.typed)
-        return exp.and_(typed, _over(size, bound.budget), copy=False)
+        return exp.and_(typed, exceeds(size, bound.budget), copy=False)
     if isinstance(bound, GrowthBound):
         return _growth_cost(target.call, bound, builder)
     if bound.removal:
@@ -257,7 +258,7 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
                 steps = exp.Mul(this=steps, expression=builder.length(hay))
             if cost.paths > 1:
                 steps = exp.Mul(this=steps, expression=exp.Literal.number(cost.paths))
-            return _over(steps, bound.budget)
+            return exceeds(steps, bound.budget, shared=True)
     conds: list[exp.Expr] = []
     # a slow collation makes a short needle's passes costly too: LOCATE of 64 bytes over 10 MB
     # under uca1400_as_cs ran 5.6 s in a 2 s call (docs/security.md)
@@ -267,9 +268,9 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
         product = exp.Mul(this=builder.length(hay, bound), expression=builder.length(needle, bound))
         if builder.bounds.cost_factor is not None:  # MariaDB: a UCA collation compares 30x slower
             product = exp.Mul(this=product, expression=builder.bounds.cost_factor(hay.copy(), needle.copy()))
-        over = _over(product, bound.budget)
+        over = exceeds(product, bound.budget, shared=True)
         if bound.elements and (pairs := builder.bounds.element_pairs) is not None:  # jsonb[] @>: issue 10
-            over = exp.or_(over, _over(pairs(hay.copy(), needle.copy()), bound.elements), copy=False)
+            over = exp.or_(over, exceeds(pairs(hay.copy(), needle.copy()), bound.elements, True), copy=False)
         if bound.typed:
             assert builder.bounds.type_is is not None, "a typed bound needs its engine's type_is"
             over = exp.and_(builder.bounds.type_is(hay.copy(), bound.typed), over, copy=False)
@@ -287,9 +288,10 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
                 if n_needle is not None
                 else exp.Greatest(this=builder.length(needle), expressions=[exp.Literal.number(1)])
             )
-            moves = _over(
+            moves = exceeds(
                 exp.IntDiv(this=exp.Mul(this=hay_len, expression=hay_len.copy()), expression=divisor),
                 bound.growth_budget,
+                shared=True,
             )
             if n_needle is None or n_repl is None:
                 sizes = [builder.length(replacement), builder.length(needle)]
@@ -307,10 +309,6 @@ def _held_pairs(target: _Target, bounds: SearchBounds) -> list[exp.Expr]:
         return []
     values = [operand(target.call, key) for key in (bound.haystack, bound.needle)]
     return once.hold([v for v in values if once.costly(v, bounds.growths)], bounds.varying, target.node)
-
-
-def _over(cost: exp.Expr, budget: int) -> exp.Expr:
-    return exp.GT(this=cost, expression=exp.Literal.number(budget))
 
 
 def _guarded(value: exp.Expr, cond: exp.Expr, bounds: SearchBounds, marker: str) -> exp.Expr:
@@ -345,7 +343,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
         return tree
     if bounds.rewrite is not None:
         bounds.rewrite(tree)
-    builder, guarded = _Builder(bounds), 0
+    builder, guarded, searches = _Builder(bounds), 0, 0
     spread_quantified(tree, bounds)
     patterns = 0
     for target in _targets(tree, dialect, bounds):
@@ -374,6 +372,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
             unfold_constants(target.call, bounds.varying)
             cond = _cost(target, builder) or cond
         guarded += 1
+        searches += isinstance(target.bound, SizeBound)
         if guarded > MAX_BOUNDED:
             refuse(
                 "too_complex",
@@ -397,4 +396,5 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
             unfoldable(target.call, keys)
         target.node.replace(placeholder := exp.Null())
         placeholder.replace(once.wrap(_guarded(target.node, cond, bounds, marker), held))
+    share(tree, searches)
     return tree

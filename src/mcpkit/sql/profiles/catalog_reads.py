@@ -7,7 +7,7 @@ queries cannot name it (admission); each profile with stored functions lists tho
 `profiles.postgres.catalog_reads`), and each counts as a start-up finding with the opt-in
 `function-order:S.N`, as a function whose order `masking.view_order` refuses. A profile may also
 list the views (and policies) whose query reads the catalog (`catalog_stored`: kind, schema, name ->
-why; PostgreSQL's invoker views over pg_class, red team rt35a F6), each with its `KIND-order:S.N`.
+why; invoker views over pg_class, rt35a F6, or information_schema, rt35b F2), each with `KIND-order:S.N`.
 """
 
 from __future__ import annotations

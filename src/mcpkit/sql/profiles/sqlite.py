@@ -32,6 +32,7 @@ from mcpkit.sql.profiles.base import (
     TableStats,
 )
 from mcpkit.sql.profiles.digest import catalog_digest
+from mcpkit.sql.profiles.sqlite_fts5 import bound_fts5
 from mcpkit.sql.profiles.sqlite_heap import release, reserve
 from mcpkit.sql.profiles.sqlite_masks import (
     Withheld,
@@ -69,6 +70,9 @@ _READ_PRAGMAS: Final = frozenset(
         "data_version",  # read-only; FTS5 reads it whenever it opens a table (MATCH failed without it)
     }
 )
+# Pragmas that only read but check the whole file in one VM step, out of the deadline's reach: refused
+# as a withheld read, not as a change (red team rt35c L5).
+_WITHHELD_PRAGMAS: Final = frozenset({"integrity_check", "quick_check", "foreign_key_check"})
 _SCHEMA_TABLES: Final = frozenset(
     {"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema"}
 )
@@ -132,6 +136,9 @@ def _authorizer(allowed: Callable[[str], bool], withheld: Withheld = _NOTHING_WI
             return sqlite3.SQLITE_OK if allowed((arg2 or "").lower()) else sqlite3.SQLITE_DENY
         if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _READ_PRAGMAS:
             return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _WITHHELD_PRAGMAS:
+            _denied.read = True
+            return sqlite3.SQLITE_DENY
         if action == sqlite3.SQLITE_UPDATE and (arg1 or "").lower() in _SCHEMA_TABLES:
             # SQLite reports this when it loads an eponymous virtual table (json_each, pragma_*);
             # nothing can write the schema: the file is open read-only and query_only is on.
@@ -258,6 +265,7 @@ class SqliteProfile(Profile):
             conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
             bound_text_functions(conn, MAX_LENGTH)
+            bound_fts5(conn)
             return conn
 
         creator: Callable[[], sqlite3.Connection] = connect
@@ -316,7 +324,9 @@ class SqliteProfile(Profile):
         if isinstance(exc, MemoryError):
             return "resource"  # SQLITE_NOMEM: the process-wide heap limit (`sqlite_heap`)
         text = str(exc).lower()
-        if "interrupted" in text or ("raised exception" in text and past_deadline()):
+        if "interrupted" in text or (
+            ("raised exception" in text or "logic error" in text) and past_deadline()
+        ):
             return "timeout"  # the progress handler, or the bounded functions' private connection
         if "no such" in text:
             return "undefined_object"

@@ -64,6 +64,7 @@ def _bind(lib: ctypes.CDLL) -> dict[str, Any]:
         "sqlite3_bind_text": (ctypes.c_int, [_P, ctypes.c_int, _P, ctypes.c_int, _P]),
         "sqlite3_bind_blob64": (ctypes.c_int, [_P, ctypes.c_int, _P, ctypes.c_uint64, _P]),
         "sqlite3_bind_value": (ctypes.c_int, [_P, ctypes.c_int, _P]),
+        "sqlite3_bind_pointer": (ctypes.c_int, [_P, ctypes.c_int, _P, ctypes.c_char_p, _P]),
         "sqlite3_step": (ctypes.c_int, [_P]),
         "sqlite3_column_value": (_P, [_P, ctypes.c_int]),
         "sqlite3_column_text": (_P, [_P, ctypes.c_int]),

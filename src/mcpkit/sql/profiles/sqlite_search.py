@@ -208,7 +208,10 @@ def trim_span(
     """The bytes `start`, `end` of the text that trim/ltrim/rtrim(text, chars) keeps."""
     if chars[1] == 0 or chars[0](0, 1) == b"\0":
         return 0, size
-    member = _members(*chars, check)
+    try:
+        member = _members(*chars, check)
+    except Unsupported:
+        return _byte_trim_span(read, size, chars, left, right, check)
     start, end = 0, size
     # Undecodable bytes become lone surrogates, never members: SQLite stops at them too.
     while left and start < end:
@@ -234,4 +237,86 @@ def trim_span(
             end -= _utf8_len(text[len(text) - kept :])
             break
         end = begin + cut
+    return start, end
+
+
+_BYTE_SET: Final = 1 << 16  # bytes of a set that is not UTF-8 read as SQLite's byte sequences
+
+
+def _byte_chars(chars: tuple[Read, int]) -> dict[tuple[int, bytes], int]:
+    """A set that is not UTF-8 as SQLite's trim reads it: up to its first NUL, cut where a byte below
+    0xC0 or a lead byte and its continuations end (SQLITE_SKIP_UTF8); each by (length mod 256, as
+    SQLite keeps it in a byte; its first that many bytes) to its first place in the set."""
+    data = chars[0](0, min(chars[1], _BYTE_SET + 1)).split(b"\0", 1)[0]
+    if len(data) > _BYTE_SET:
+        raise Unsupported("a long character set that is not UTF-8")
+    found: dict[tuple[int, bytes], int] = {}
+    at = 0
+    while at < len(data):
+        end = at + 1
+        if data[at] >= 0xC0:
+            while end < len(data) and _continues(data[end]):
+                end += 1
+        kept = (end - at) % 256
+        if kept == 0:  # SQLite would match it everywhere without moving: it never ends
+            raise Unsupported("a character set SQLite cannot trim with")
+        found.setdefault((kept, data[at : at + kept]), len(found))
+        at = end
+    return found
+
+
+def _byte_trim_span(
+    read: Read, size: int, chars: tuple[Read, int], left: bool, right: bool, check: Check
+) -> tuple[int, int]:
+    """trim_span for a set that is not UTF-8, as SQLite's trimFunc: at each end, the first character
+    of the set whose bytes the text has there is removed, until none is."""
+    found = _byte_chars(chars)
+    lengths = sorted({n for n, _ in found})
+    longest = lengths[-1] if lengths else 0
+    start, end, steps = 0, size, 0
+
+    def first(window: bytes, at: int, room: int, backwards: bool) -> int:
+        best, cut = len(found), 0
+        for n in lengths:
+            if n <= room:
+                piece = window[at - n : at] if backwards else window[at : at + n]
+                place = found.get((n, piece), best)
+                if place < best:
+                    best, cut = place, n
+        return cut
+
+    while left and start < end:
+        window, base = read(start, min(end, start + WINDOW + longest)), start
+        while start < end and start - base < WINDOW:
+            cut = first(window, start - base, end - start, False)
+            if not cut:
+                return _right_bytes(read, start, end, right, first, longest, check) if right else (start, end)
+            start, steps = start + cut, steps + 1
+            if not steps & _SCAN_CHECK:
+                check()
+        check()
+    return _right_bytes(read, start, end, right, first, longest, check)
+
+
+def _right_bytes(
+    read: Read,
+    start: int,
+    end: int,
+    right: bool,
+    first: Callable[[bytes, int, int, bool], int],
+    longest: int,
+    check: Check,
+) -> tuple[int, int]:
+    steps = 0
+    while right and end > start:
+        base = max(start, end - WINDOW - longest)
+        window, top = read(base, end), end
+        while end > start and top - end < WINDOW:
+            cut = first(window, end - base, end - start, True)
+            if not cut:
+                return start, end
+            end, steps = end - cut, steps + 1
+            if not steps & _SCAN_CHECK:
+                check()
+        check()
     return start, end

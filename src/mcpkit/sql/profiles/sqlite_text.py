@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -41,6 +40,7 @@ from mcpkit.sql.profiles.sqlite_capi import (
     create_function,
     handle,
 )
+from mcpkit.sql.profiles.sqlite_deadline import call_deadline, overruns, past_deadline
 from mcpkit.sql.profiles.sqlite_printf import spec_total
 from mcpkit.sql.profiles.sqlite_printf_capi import c_printf
 
@@ -69,17 +69,6 @@ def _blobs_match() -> bool:
 _BLOBS_MATCH: Final = _blobs_match()
 
 _local = threading.local()
-
-
-def call_deadline(deadline: float | None) -> None:
-    """The running call's deadline (`time.monotonic()`) for this thread's private connection."""
-    _local.deadline = deadline
-
-
-def past_deadline() -> bool:
-    """Whether this thread's call is past its deadline (a bounded function failing then timed out)."""
-    deadline: float | None = getattr(_local, "deadline", None)
-    return deadline is not None and time.monotonic() > deadline
 
 
 def _past_deadline() -> int:
@@ -188,12 +177,10 @@ def _check() -> None:
 
 
 def _check_steps(steps: int) -> None:
-    """`_check`, and refuse to start `steps` of uninterruptible work that would end more than about
-    a second past the call's deadline (a timeout, as at the deadline itself)."""
+    """`_check`, and refuse to start `steps` of work that would end over a second past the deadline."""
     _check()
-    deadline: float | None = getattr(_local, "deadline", None)
-    if deadline is not None and steps > _LIKE_RATE and steps > (deadline - time.monotonic() + 1) * _LIKE_RATE:
-        raise Fail("interrupted")
+    if overruns(steps / _LIKE_RATE):
+        raise Fail("interrupted")  # a timeout, as at the deadline itself
 
 
 @functools.cache

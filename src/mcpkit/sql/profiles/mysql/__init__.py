@@ -20,7 +20,7 @@ from mcpkit.sql.profiles.base import (
 )
 from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
 from mcpkit.sql.profiles.mysql.account import connection_limit_findings, inspect_mysql
-from mcpkit.sql.profiles.mysql.catalog_reads import mysql_catalog_routines
+from mcpkit.sql.profiles.mysql.catalog_reads import mysql_catalog_routines, mysql_catalog_views
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
 from mcpkit.sql.profiles.mysql.fingerprint import mysql_fingerprint
 from mcpkit.sql.profiles.mysql.mask_routes import definer_views_left_out, masked_views
@@ -119,9 +119,13 @@ class MysqlProfile(MysqlSession):
         """Functions the account can execute whose body reads the catalog (`mysql.catalog_reads`)."""
         return mysql_catalog_routines(conn)
 
+    def catalog_stored(self, conn: Connection) -> dict[tuple[str, str, str], str]:
+        """Views whose definition reads the catalog, INVOKER ones too (`mysql.catalog_reads`)."""
+        return {("view", s, n): f"view {s}.{n} {why}" for (s, n), why in mysql_catalog_views(conn).items()}
+
     def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
         """Every stored function, whatever its label or body (`profiles.mysql.routine_state`)."""
-        return mysql_row_order_routines(conn)
+        return mysql_row_order_routines(conn, self.function_policy)
 
     accent_blind_routines = True
 

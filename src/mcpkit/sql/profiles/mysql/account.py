@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.admission import FunctionPolicy
 from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
+from mcpkit.sql.profiles.mysql.catalog_reads import SYSTEM_NAMES, catalog_read
 from mcpkit.sql.profiles.mysql.mask_routes import VIEW_CALLS
 from mcpkit.sql.profiles.mysql.privileges import judge_grants
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, under_each_role
@@ -65,7 +66,8 @@ _GLOBAL_GRANT: Final = re.compile(r"GRANT (.+?) ON \*\.\* TO (\S+)")
 _NAMES: Final = re.compile(r"`((?:[^`]|``)+)`")
 _LISTED: Final = "SELECT 1 FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = :s AND ROUTINE_NAME = :n"
 _OBJECT_GRANT: Final = re.compile(
-    r"GRANT (.+?) ON ((?:FUNCTION |PROCEDURE )?)(\*\.\*|`(?:[^`]|``)+`\.(?:\*|`(?:[^`]|``)+`)) TO (\S+)"
+    r"GRANT (.+?) ON ((?:FUNCTION |PROCEDURE |PACKAGE BODY |PACKAGE )?)"
+    r"(\*\.\*|`(?:[^`]|``)+`\.(?:\*|`(?:[^`]|``)+`)) TO (\S+)"
 )
 
 
@@ -127,14 +129,16 @@ granted role under which it was seen."""
 
 
 def _definer_views(
-    views: Seen, current: str, account: str, lines: Sequence[str], allowed: frozenset[str]
+    views: Seen, current: str, account: str, lines: Sequence[str], allowed: frozenset[str], bodies: ViewBodies
 ) -> list[Finding]:
     """A view that runs with another account's rights is a route around every other check.
 
     MariaDB checks a DEFINER view's tables, columns and functions against its definer: a view
     created by root reads mysql.user, calls LOAD_FILE, or runs a root routine the login may not
     execute (which may SET GLOBAL inside the read-only transaction). Its definition may be hidden
-    from the login, so every such view is refused, not only those found to reach something.
+    from the login, so every such view is refused, not only those found to reach something. The
+    fix offered is the REVOKE alone for one that reads a system schema: as SQL SECURITY INVOKER it
+    would hand the catalog on to the reader (red team rt35b F2), which `--mask` refuses too.
     """
     found = []
     for (schema, name, definer), role in views.items():
@@ -146,13 +150,19 @@ def _definer_views(
         revoke = "; ".join(revokes or [f"REVOKE SELECT ON {quoted} FROM {account}"])
         revoke += f" (a grant on `{schema}`.* must become grants per table)" if wide else ""
         via = f" through role {quote_name(role)}" if role is not None else ""
+        body = bodies.get((schema, name), ("", None))[0]
+        read = catalog_read(body) if body else None
+        invoker = (
+            f"ALTER SQL SECURITY INVOKER VIEW {quoted} AS <its SELECT, from SHOW CREATE VIEW {quoted}>,"
+            f" if it reads no system schema ({SYSTEM_NAMES}); or "
+        )
+        fix = f"{revoke} (it reads {read}: as INVOKER it would hand the catalog to the reader)"
         found.append(
             Finding(
                 "definer-view",
                 f"{current} can read view {schema}.{name}{via}, which runs as its definer {definer}"
                 " (SQL SECURITY DEFINER: its tables, columns and functions are checked against the definer)",
-                f"ALTER SQL SECURITY INVOKER VIEW {quoted} AS <its SELECT, from SHOW CREATE VIEW {quoted}>;"
-                f" or {revoke}",
+                fix if read is not None else invoker + revoke,
                 f"view:{schema}.{name}",
             )
         )
@@ -165,7 +175,7 @@ def _public_routines(
     """Routines granted to PUBLIC one by one: `information_schema.ROUTINES`, `SHOW FUNCTION STATUS`
     and `SHOW CREATE` hide them from the login (MariaDB 10.11), which may still run them, so their
     SQL SECURITY cannot be read and each one not listed otherwise is refused (a grant on `db.*` to
-    PUBLIC lists its routines)."""
+    PUBLIC lists its routines). Packages too (red team rt35b F4: `EXECUTE ON PACKAGE [BODY]`)."""
     found = []
     for line in dict.fromkeys(lines):  # each role repeats the PUBLIC lines
         m = _OBJECT_GRANT.match(line)
@@ -289,7 +299,7 @@ def inspect_mysql(
             )
         )
     found += _public_routines(conn, lines, str(current), allowed)
-    found += _definer_views(views, str(current), account, lines, allowed)
+    found += _definer_views(views, str(current), account, lines, allowed, bodies)
     others = {(s, n) for s, n, d in views if not _same_account(d, str(current))}  # refused above
     found += view_body_findings(
         bodies,

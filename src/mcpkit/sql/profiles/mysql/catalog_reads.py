@@ -9,20 +9,31 @@ So each function the account can execute (information_schema.ROUTINES lists thos
 a relation or routine of a system schema (`db.x` with `db` one of `SYSTEM_SCHEMAS`, in any reading
 of the body: `routine_tokens`), or calls one that does at any depth, counts. A body the account
 cannot read is the stored-query check's (a hidden body of a function calls may use is a finding).
+
+A view reads with its reader's rights when SQL SECURITY INVOKER, and the reader's own rights read
+information_schema: every view whose definition names a system schema counts, INVOKER too
+(`mysql_catalog_views`, red team rt35b F2: `v_parts` over `information_schema.PARTITIONS` answered
+the histogram of the masked e-mail a table was partitioned by). A view whose definition is hidden is
+the least-privilege check's (`views.view_body_findings` refuses it).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.mysql.mask_routes import _SYSTEM
+from mcpkit.sql.profiles.mysql.roles import granted_roles, under_each_role
 from mcpkit.sql.profiles.mysql.routine_relations import SYSTEM_SCHEMAS, body_calls
 from mcpkit.sql.profiles.mysql.routine_tokens import readings
+from mcpkit.sql.profiles.mysql.views import VIEW_BODIES
 
-__all__ = ["mysql_catalog_routines"]
+__all__ = ["SYSTEM_NAMES", "catalog_read", "mysql_catalog_routines", "mysql_catalog_views"]
+
+SYSTEM_NAMES: Final = ", ".join(sorted(SYSTEM_SCHEMAS))
 
 _ROUTINES: Final = (
     "SELECT routine_schema, routine_name, routine_definition, routine_type FROM information_schema.ROUTINES"
@@ -75,3 +86,28 @@ def mysql_catalog_routines(conn: Connection) -> dict[tuple[str, str], str]:
                 why[name.casefold()] = f"it calls {called}, which reads the database's catalog"
                 changed = True
     return {(s, n): why[n.casefold()] for s, n, _, kind in rows if kind == "FUNCTION" and n.casefold() in why}
+
+
+def mysql_catalog_views(conn: Connection) -> dict[tuple[str, str], str]:
+    """Each view outside the system schemas the account can read, as the session is or under a role
+    granted to it ((database, name) as stored), whose definition names a system schema -> why."""
+
+    def run(sql: str) -> Sequence[tuple[Any, ...]]:
+        result = conn.exec_driver_sql(sql)
+        return [tuple(r) for r in result.all()] if result.returns_rows else []
+
+    rows = list(run(VIEW_BODIES))
+    roles = granted_roles([str(r[0]) for r in run("SHOW GRANTS")])
+    for _, (listed,) in under_each_role(run, roles, [VIEW_BODIES]):
+        rows += listed
+    out: dict[tuple[str, str], str] = {}
+    for schema, name, definition in rows:
+        if str(schema).casefold() in SYSTEM_SCHEMAS or not definition:
+            continue
+        read = catalog_read(str(definition))
+        if read is not None:
+            out[(str(schema), str(name))] = (
+                f"reads the database's catalog ({read}) with the reader's rights, which describes"
+                " masked columns (row counts and sizes per partition)"
+            )
+    return out

@@ -14,10 +14,15 @@ function-order:DB.PKG` accepts the package.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+
+from mcpkit.sql.profiles.mysql.executable import executable_routines
+
+if TYPE_CHECKING:
+    from mcpkit.sql.admission.policy import FunctionPolicy
 
 __all__ = ["PACKAGE", "PER_ROW", "ROUTINE_TYPES", "mysql_row_order_routines"]
 
@@ -29,16 +34,46 @@ PACKAGE: Final = (
     "it is a package, whose functions may keep state from row to row (only --allow function-order:"
     " on the package accepts calls through it over masked reads)"
 )
-ROUTINE_TYPES: Final = ("FUNCTION", "PACKAGE", "PACKAGE BODY")
-# Every database, `sys` and `mysql` too: root may create a counter there (red team rt34 F4).
-_FUNCTIONS: Final = (
-    "SELECT routine_schema, routine_name, routine_type FROM information_schema.ROUTINES"
-    f" WHERE routine_type IN {ROUTINE_TYPES!r}"
+UNLISTED: Final = (
+    "; information_schema.ROUTINES does not list it to the account (EXECUTE through PUBLIC or a role),"
+    " so its body cannot be read"
 )
+UNSEEN: Final = (
+    "it is a name --allow-function lets calls use, but the account sees no stored function or package"
+    " of that name, which a call may still reach"
+)
+ROUTINE_TYPES: Final = ("FUNCTION", "PACKAGE", "PACKAGE BODY")
 
 
-def mysql_row_order_routines(conn: Connection) -> dict[tuple[str, str], str]:
-    """Each stored function and package (database, name as stored) the account can see, with why it
-    counts."""
-    rows = conn.execute(text(_FUNCTIONS))
-    return {(str(s), str(n)): PER_ROW if t == "FUNCTION" else PACKAGE for s, n, t in rows}
+def _why(kind: str, listed: bool) -> str:
+    return (PER_ROW if kind == "FUNCTION" else PACKAGE) + ("" if listed else UNLISTED)
+
+
+def _unseen(
+    conn: Connection, found: dict[tuple[str, str], str], policy: FunctionPolicy
+) -> dict[tuple[str, str], str]:
+    """The operator's function names (no pattern, no reviewed built-in) that name none of `found`:
+    `db.f` -> (db, f); `db.pkg.f` -> (db, pkg); `f` -> (the connection's database, f)."""
+    names = {n.casefold() for _, n in found}
+    database: str | None = None
+    out: dict[tuple[str, str], str] = {}
+    for entry in sorted(policy.only if policy.only is not None else policy.extra):
+        parts = entry.split(".")
+        if "*" in entry or (len(parts) == 1 and policy.table.lookup(entry) is not None):
+            continue
+        if len(parts) == 1:
+            database = database or str(conn.execute(text("SELECT DATABASE()")).scalar() or "")
+            parts = [database, *parts]
+        schema, name = parts[0], parts[1] if len(parts) == 3 else parts[-1]
+        if name.casefold() not in names and parts[-1].casefold() not in names:
+            out[(schema, name)] = UNSEEN
+    return out
+
+
+def mysql_row_order_routines(
+    conn: Connection, policy: FunctionPolicy | None = None
+) -> dict[tuple[str, str], str]:
+    """Each stored function and package (database, name as stored) the account can execute, with why
+    it counts; with `policy`, the names it lets calls use that name none of them too (`_unseen`)."""
+    found = {key: _why(r.kind, r.listed) for key, r in executable_routines(conn).items()}
+    return found | (_unseen(conn, found, policy) if policy is not None else {})

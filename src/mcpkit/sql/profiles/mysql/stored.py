@@ -35,6 +35,7 @@ from sqlglot.tokenizer_core import TokenType
 
 from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.profiles.mysql.body_modes import foreign_routines, readable_body
+from mcpkit.sql.profiles.mysql.executable import executable_routines
 from mcpkit.sql.profiles.mysql.mask_routes import (
     _SYSTEM,
     _VIEWS,
@@ -110,8 +111,13 @@ def _in_database(statement: str, database: str) -> str:
     return trees[0].sql(dialect="mysql")
 
 
-def _unread(flags: str | None) -> str:
-    """Why a function's body cannot be checked: hidden, or stored under sql_mode `flags`."""
+def _unread(flags: str | None, unlisted: bool = False) -> str:
+    """Why a function's body cannot be checked: hidden, unlisted, or stored under sql_mode `flags`."""
+    if unlisted:
+        return (
+            "the account may run it (EXECUTE through PUBLIC or a role) but information_schema.ROUTINES"
+            " does not list it, so its body cannot be checked"
+        )
     if flags:
         return (
             f"its body is stored under sql_mode {flags}, under which the server reads its text otherwise"
@@ -177,6 +183,9 @@ def mysql_stored_queries(
         (str(s), str(n), readable_body(foreign, s, n, b), str(t))
         for s, n, b, t in conn.execute(text(_ROUTINES))
     ]
+    executable = executable_routines(conn)  # granted through PUBLIC, not listed: hidden (rt35b F1, F4)
+    unlisted = {(s, n) for (s, n), r in executable.items() if not r.listed}
+    routines += [(s, n, "", executable[(s, n)].kind) for s, n in sorted(unlisted)]
     reading = {(s, n) for s, n, b, _ in routines if _names(b, names)}
     while True:  # a routine that calls (CALL or a function call) one that reads them reads them too
         called = {name.casefold() for _, name in reading}
@@ -190,7 +199,7 @@ def mysql_stored_queries(
     # counts for its callers (`view_order.order_reasons`).
     # A package counts as a whole: `db.pkg.f(...)` shares the package's variables (rt34 F2).
     # Those of the system databases too (rt34 F4), keyed as MariaDB compares names (rt34 F6: `tíck`).
-    volatile = mysql_routine_keys(conn, {n for _, n in mysql_row_order_routines(conn)})
+    volatile = mysql_routine_keys(conn, {n for _, n in mysql_row_order_routines(conn, policy)})
     out = [replace(item, volatile=volatile) for item in out]
     for schema, name, body, kind in routines:
         if kind not in ROUTINE_TYPES or (schema, name) not in reading:
@@ -212,7 +221,7 @@ def mysql_stored_queries(
                 name,
                 (_in_database(statement, schema),) if body else (),  # rt27 F10
                 f"REVOKE EXECUTE ON FUNCTION {quoted} FROM {account}",
-                hidden=_variables(body) if body else _unread(foreign.get(key)),
+                hidden=_variables(body) if body else _unread(foreign.get(key), (schema, name) in unlisted),
                 # Not on the allowlist: admission refuses calls to it, but a view may call it.
                 usable=policy.allows_name(name, schema) or policy.allows_name(name),
                 volatile=volatile,
