@@ -117,6 +117,12 @@ PG_PROBES = {
         " FROM customers WHERE id IN (1, 4)",
         ANSWERED,
     ),
+    "collated_column_cast": (
+        "SELECT DISTINCT CAST(CASE id WHEN 4 THEN lower(nick) ELSE upper(nick) END AS text) AS v"
+        " FROM customers WHERE id IN (1, 4)",
+        ANSWERED,
+    ),
+    "plain_cast_text": ("SELECT DISTINCT CAST(lower(name) AS text) AS v FROM customers", ANSWERED),
     # rt36 F7: range_agg keeps one of equal bounds
     "range_agg": (
         "SELECT CAST(range_agg(numrange(CASE id WHEN 4 THEN 1.0 ELSE 1.00 END, 5)) AS text) AS r"
@@ -250,7 +256,10 @@ def pg_answers(
         pg_customers(db)
         # an operator's case-insensitive collation (rt36 F5); no grant is needed to use one
         db.admin.execute(
-            "CREATE COLLATION reps_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)"
+            "CREATE COLLATION reps_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);"
+            # a fast default: the rows stay where CLUSTER put them
+            " ALTER TABLE customers ADD COLUMN nick text COLLATE reps_ci NOT NULL DEFAULT 'a';"
+            f" GRANT SELECT (nick) ON customers TO {db.reader}"
         )
         served = serve_masked(
             db.reader_url, Path(masks_file(tmp_path_factory.mktemp("reps"), "customers.email"))

@@ -38,11 +38,18 @@ class Facts:
     deterministic collation; MariaDB's BINARY)."""
     ordered_picks: bool
     """min/max take an ORDER BY, which then picks the representative of ties (PostgreSQL)."""
+    casts_keep_collation: bool = False
+    """A text cast keeps its input's collation, maybe nondeterministic (PostgreSQL, rt36 F5)."""
 
 
 # Per engine (`Profile.name`); an engine not listed gets the strictest facts.
 _FACTS: Final = {
-    "PostgreSQL": Facts(False, re.compile(r"(text|varchar|character varying|name)\b", re.IGNORECASE), True),
+    "PostgreSQL": Facts(
+        False,
+        re.compile(r"(text|varchar|character varying|name)\b", re.IGNORECASE),
+        True,
+        casts_keep_collation=True,
+    ),
     "MySQL/MariaDB": Facts(True, re.compile(r"(var)?binary\b", re.IGNORECASE), False),
 }
 _STRICT: Final = Facts(False, re.compile(r"(?!)"), False)
@@ -205,6 +212,17 @@ def _scaled(node: exp.Expr, types: Sources, facts: Facts) -> bool:
     return _integral(node, types, facts)
 
 
+def _uncollated(col: exp.Column, types: Sources, facts: Facts) -> bool:
+    """A column of a type without a collation (a number, a date), so no text under a cast is collated."""
+    marker = col.meta.get(REF)
+    return (
+        marker in types.integral
+        or marker in types.scaled
+        or _integral(col, types, facts)
+        or (bool(_NUMERIC_TYPE.match(types.get(marker) or "")))
+    )
+
+
 def alike(node: exp.Expr, dialect: str, types: Sources) -> bool:
     """Whether equal values of `node` always print alike (no representative can tell rows apart).
 
@@ -220,8 +238,11 @@ def alike(node: exp.Expr, dialect: str, types: Sources) -> bool:
     if isinstance(node, exp.Column) and node.meta.get(REF) in types.whole:
         return True
     if isinstance(node, exp.Cast) and facts.text_casts.match(node.to.sql(sent_dialect(dialect))):
-        # an explicit COLLATE under the cast is kept by it (PostgreSQL), maybe nondeterministic (rt36 F5)
-        return node.this.find(exp.Collate) is None
+        # the cast keeps an explicit COLLATE or a text column's collation, maybe nondeterministic (rt36 F5)
+        return not facts.casts_keep_collation or (
+            node.this.find(exp.Collate) is None
+            and all(_uncollated(c, types, facts) for c in node.this.find_all(exp.Column))
+        )
     if isinstance(node, exp.Paren):
         return alike(node.this, dialect, types)
     return _scaled(node, types, facts)
