@@ -264,16 +264,23 @@ def defining(col: exp.Column) -> list[exp.Expr]:
                 for cte in with_.expressions:
                     if cte.alias_or_name == this.name and inner is None:
                         inner = cte.this  # the innermost WITH of that name (rt36 F3)
-    branches = [inner] if isinstance(inner, exp.Select) else []
-    if isinstance(inner, exp.SetOperation):
-        branches = [b for b in inner.find_all(exp.Select) if b.parent_select is None or b.parent is inner]
+    branches = _set_branches(inner) if inner is not None else []
     out = []
     for branch in branches:
+        if not isinstance(branch, exp.Select):
+            return []  # VALUES and the like: untraced, so not one-way
         found = [p for p in branch.selects if p.alias_or_name == col.name]
         if len(found) != 1:
             return []
         out.append(found[0].unalias())
     return out
+
+
+def _set_branches(node: exp.Expr) -> list[exp.Expr]:
+    """Every branch of a set operation, however deep sqlglot nests `A UNION B UNION C` (review)."""
+    if isinstance(node, exp.SetOperation):
+        return _set_branches(node.this) + _set_branches(node.expression)
+    return _set_branches(node.this) if isinstance(node, exp.Subquery) else [node]
 
 
 def _ancestors(node: exp.Expr) -> list[exp.Expr]:

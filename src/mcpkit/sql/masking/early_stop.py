@@ -93,6 +93,10 @@ _SET_UNORDERED: Final = (
     "arithmetic, CASE, a cast or a nested query) is not answered on this database: the rows it reads "
     "before its first match follow the storage order; compare plain columns, or join."
 )
+_STAR: Final = (
+    "Over a table with masked columns, an EXISTS, IN, ANY or ALL subquery that computes per row must "
+    "select columns by name: write SELECT 1 (or the columns) instead of *."
+)
 _SET_OPERATION: Final = (
     "Over a table with masked columns, an EXISTS, IN, ANY or ALL subquery over UNION, INTERSECT or "
     "EXCEPT whose branches compute per row is not answered: the rows read before its first match "
@@ -148,6 +152,8 @@ def _pin(select: exp.Select, stop: str, dialect: str, keyed: Keyed, room: NodeAl
     order = select.args.get("order")
     written: list[exp.Expr] = list(order.expressions) if order is not None else []
     count = _width(select)
+    if count is None:  # the star's columns count as outputs, which a star cannot be ordered by (review)
+        refuse_order(_STAR, f"{stop} subquery computing per row selects a star")
     added = _ordinals(select, count, dialect) if count else []
     added += _row_order(select, keyed, dialect)
     seen = {e.sql() for e in written}

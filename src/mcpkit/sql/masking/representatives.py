@@ -99,16 +99,21 @@ def _group_key(select: exp.Select, key: exp.Expr, resolved: exp.Expr | None) -> 
     return key
 
 
+_SETS: Final = (exp.Rollup, exp.Cube, exp.GroupingSets)
+
+
 def _pin_groups(
     select: exp.Select, twin: exp.Select | None, dialect: str, types: Sources, room: NodeAllowance
 ) -> bool:
     group = select.args.get("group")
     if group is None:
         return False
-    keys = list(group.expressions)
-    sets = [g for k in ("rollup", "cube", "grouping_sets") for g in group.args.get(k) or []]
+    # sqlglot keeps `ROLLUP (r)`, `CUBE`, `GROUPING SETS` among the keys, `WITH ROLLUP` beside them
+    keys = [k for k in group.expressions if not isinstance(k, _SETS)]
+    sets = [k for k in group.expressions if isinstance(k, _SETS)]
+    sets += [g for k in ("rollup", "cube", "grouping_sets") for g in group.args.get(k) or []]
     if sets:  # an added key would add subtotal levels: only checked
-        inner = [c for g in sets for c in g.find_all(exp.Column)]
+        inner = [_group_key(select, c, None) for g in sets for c in g.find_all(exp.Column)]
         if any(not _pinned(_group_key(select, k, None), dialect, types) for k in keys) or any(
             not _pinned(c, dialect, types) for c in inner
         ):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import sqlite3
+import threading
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -162,6 +163,7 @@ def _refusing(name: str) -> Any:
 
 # The callbacks FTS5 holds pointers to, for the life of the process, by (name, original).
 _callbacks: dict[tuple[str, int], Any] = {}
+_made = threading.Lock()
 
 
 def _fts5_api(db: int) -> int | None:
@@ -214,9 +216,10 @@ def bound_fts5(conn: sqlite3.Connection) -> None:
     create = _CREATE(int(_P.from_address(fts5 + 3 * ctypes.sizeof(_P)).value or 0))
     for name in AUXILIARIES:
         original = originals[name] if originals else 0
-        callback = _callbacks.get((name, original))
-        if callback is None:
-            made = _wrapper(name, original) if original else _refusing(name)
-            callback = _callbacks[(name, original)] = made
+        with _made:  # pooled connections open on several threads; FTS5 keeps a pointer to the one kept
+            callback = _callbacks.get((name, original))
+            if callback is None:
+                made = _wrapper(name, original) if original else _refusing(name)
+                callback = _callbacks[(name, original)] = made
         if create(fts5, name.encode(), None, callback, None) != 0:
             raise RuntimeError(f"could not bound FTS5 {name}()")
