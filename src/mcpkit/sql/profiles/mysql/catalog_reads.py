@@ -26,7 +26,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.mysql.mask_routes import _SYSTEM
-from mcpkit.sql.profiles.mysql.roles import granted_roles, under_each_role
+from mcpkit.sql.profiles.mysql.roles import rows_under_any_role
 from mcpkit.sql.profiles.mysql.routine_relations import SYSTEM_SCHEMAS, body_calls
 from mcpkit.sql.profiles.mysql.routine_tokens import readings
 from mcpkit.sql.profiles.mysql.views import VIEW_BODIES
@@ -96,10 +96,7 @@ def mysql_catalog_views(conn: Connection) -> dict[tuple[str, str], str]:
         result = conn.exec_driver_sql(sql)
         return [tuple(r) for r in result.all()] if result.returns_rows else []
 
-    rows = list(run(VIEW_BODIES))
-    roles = granted_roles([str(r[0]) for r in run("SHOW GRANTS")])
-    for _, (listed,) in under_each_role(run, roles, [VIEW_BODIES]):
-        rows += listed
+    rows = rows_under_any_role(run, VIEW_BODIES)
     out: dict[tuple[str, str], str] = {}
     for schema, name, definition in rows:
         if str(schema).casefold() in SYSTEM_SCHEMAS or not definition:

@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from mcpkit.sql.profiles.base import DerivedMask, Finding
 from mcpkit.sql.profiles.mysql.linked import MERGE, linked_filter
-from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, under_each_role
+from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, rows_under_any_role, under_each_role
 from mcpkit.sql.profiles.scan_order import hint, split_key
 
 __all__ = ["derived_masks", "exact_ties", "readable_masked_columns", "scan_order_hints"]
@@ -253,10 +253,7 @@ def _linked_tables(conn: Connection) -> dict[tuple[str, str, bool, str], dict[in
         result = conn.exec_driver_sql(statement)
         return [tuple(r) for r in result.all()] if result.returns_rows else []
 
-    rows = list(run(_MERGES))
-    roles = granted_roles([str(r[0]) for r in run("SHOW GRANTS")])
-    for _, (listed,) in under_each_role(run, roles, [_MERGES]):
-        rows += listed
+    rows = rows_under_any_role(run, _MERGES)
     out: dict[tuple[str, str, bool, str], dict[int, str]] = {}
     for home, table, default, engine, column, position in rows:
         own = out.setdefault((str(home), str(table), bool(default), str(engine)), {})

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from mcpkit.sql.errors import SessionLost
 
-__all__ = ["RoleNotRestored", "granted_roles", "quote_name", "under_each_role"]
+__all__ = ["RoleNotRestored", "granted_roles", "quote_name", "rows_under_any_role", "under_each_role"]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -97,3 +97,12 @@ def under_each_role(
         if now != previous:
             raise RoleNotRestored(f"the session's role is {now!r}, not {previous!r} as before")
     return out
+
+
+def rows_under_any_role(run: Callable[[str], Rows], query: str) -> list[tuple[Any, ...]]:
+    """`query`'s rows as the session is, then under each role granted to the login (`under_each_role`)."""
+    rows = list(run(query))
+    roles = granted_roles([str(r[0]) for r in run("SHOW GRANTS")])
+    for _, (listed,) in under_each_role(run, roles, [query]):
+        rows += listed
+    return rows
