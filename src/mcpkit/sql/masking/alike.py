@@ -23,7 +23,17 @@ from mcpkit.sql.masking.taint import REF
 from mcpkit.sql.masking.ties import plain_type
 from mcpkit.sql.profiles import profile_class
 
-__all__ = ["Facts", "Sources", "alike", "covered", "defining", "facts_of", "sources", "stored"]
+__all__ = [
+    "Facts",
+    "Sources",
+    "alike",
+    "covered",
+    "defining",
+    "facts_of",
+    "set_branches",
+    "sources",
+    "stored",
+]
 
 
 @dataclass(frozen=True)
@@ -264,7 +274,7 @@ def defining(col: exp.Column) -> list[exp.Expr]:
                 for cte in with_.expressions:
                     if cte.alias_or_name == this.name and inner is None:
                         inner = cte.this  # the innermost WITH of that name (rt36 F3)
-    branches = _set_branches(inner) if inner is not None else []
+    branches = set_branches(inner) if inner is not None else []
     out = []
     for branch in branches:
         if not isinstance(branch, exp.Select):
@@ -276,11 +286,11 @@ def defining(col: exp.Column) -> list[exp.Expr]:
     return out
 
 
-def _set_branches(node: exp.Expr) -> list[exp.Expr]:
+def set_branches(node: exp.Expr) -> list[exp.Expr]:
     """Every branch of a set operation, however deep sqlglot nests `A UNION B UNION C` (review)."""
     if isinstance(node, exp.SetOperation):
-        return _set_branches(node.this) + _set_branches(node.expression)
-    return _set_branches(node.this) if isinstance(node, exp.Subquery) else [node]
+        return set_branches(node.this) + set_branches(node.expression)
+    return set_branches(node.this) if isinstance(node, exp.Subquery) else [node]
 
 
 def _ancestors(node: exp.Expr) -> list[exp.Expr]:

@@ -29,7 +29,7 @@ from sqlglot.dialects.dialect import Dialect
 
 from mcpkit.sql.admission.budget import NodeAllowance
 from mcpkit.sql.dialects import sent_dialect
-from mcpkit.sql.masking.alike import Sources, alike, covered, defining, facts_of, stored
+from mcpkit.sql.masking.alike import Sources, alike, covered, defining, facts_of, set_branches, stored
 from mcpkit.sql.masking.ties import BLOCK, is_aggregate, refuse_order
 from mcpkit.sql.profiles import profile_class
 
@@ -235,18 +235,10 @@ def _pin_distinct_on(
     return True
 
 
-def _branches(node: exp.Expr) -> list[exp.Expr]:
-    if isinstance(node, exp.SetOperation):
-        return _branches(node.this) + _branches(node.expression)
-    if isinstance(node, exp.Subquery):
-        return _branches(node.this)
-    return [node]
-
-
 def _check_set_operation(node: exp.SetOperation, dialect: str, types: Sources) -> None:
     if not node.args.get("distinct") and isinstance(node, exp.Union):
         return  # UNION ALL keeps every row; INTERSECT ALL and EXCEPT ALL keep one of equal rows
-    for branch in _branches(node):
+    for branch in set_branches(node):
         outputs = [p.unalias() for p in branch.selects] if isinstance(branch, exp.Select) else [branch]
         if any(not _pinned(o, dialect, types) for o in outputs):
             refuse_order(_SET_OPERATION, "UNION/INTERSECT/EXCEPT dedup over values that print differently")
