@@ -20,6 +20,7 @@ from typing import Any, Final
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, UnsupportedError
 
+from mcpkit.sql.admission.bound_fts_queries import bound_fts_queries
 from mcpkit.sql.admission.bound_searches import bound_searches
 from mcpkit.sql.admission.budget import DEFAULT_BUDGET, AnalysisBudget
 from mcpkit.sql.admission.cap_rows import cap_rows
@@ -60,6 +61,7 @@ CHECKS: Final[tuple[Pass, ...]] = (
     reject_volatile_functions,
     limit_recursion,
     limit_expansion,
+    bound_fts_queries,
 )
 # limit_aggregates counts the aggregates the query as written holds: it runs before the guards are
 # written in, which copy a subquery operand into their condition (their cost is the guard's, and

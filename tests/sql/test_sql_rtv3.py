@@ -1,0 +1,89 @@
+"""Red team v3 (bounds, SQLite, no masks): findings turned into tests on the real engines.
+
+F1: FTS5 evaluates its query inside one VM step per row (no progress handler call, no interrupt
+check): a NEAR of 200 phrases over a 1,000,000-token row answered a 2 s call after 17 s, and a query
+built at run time was never seen by admission. A full-text query is now a literal whose estimated
+passes over the row are bounded (`admission.bound_fts_queries`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mcpkit.errors import Refused
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.service import SqlService
+
+_A = " ".join(["a"] * 200)
+# 200 phrases built at run time (the red team's `replace(hex(zeroblob(600)), '00', 'a ')`)
+_BUILT = (
+    "('NEAR(' || (SELECT group_concat('a', ' ') FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL"
+    " SELECT i + 1 FROM n WHERE i < 200) SELECT i FROM n)) || ', 10)')"
+)
+
+
+@pytest.fixture(scope="module")
+def fts_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlService]:
+    path = tmp_path_factory.mktemp("rtv3") / "fts.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE VIRTUAL TABLE docs USING fts5(title, body);"
+        "CREATE VIRTUAL TABLE tri USING fts5(body, tokenize='trigram');"
+        "CREATE TABLE small(id INTEGER PRIMARY KEY, name TEXT);"
+        "INSERT INTO small VALUES (1, 'a'), (2, 'b');"
+    )
+    conn.execute("INSERT INTO docs VALUES ('long', ?)", (" ".join(["a"] * 200_000),))
+    conn.execute("INSERT INTO docs VALUES ('short', 'the quick brown fox jumps over the lazy dog a')")
+    conn.execute("INSERT INTO tri VALUES (?)", ("a" * 200_000,))
+    conn.commit()
+    conn.close()
+    service = SqlService(SqlEngine(f"sqlite:///{path}"), timeout_s=2.0)
+    yield service
+    service.engine.close()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        f"SELECT rowid FROM docs WHERE docs MATCH 'NEAR({_A}, 10)' AND rowid = 1",  # the repro (q2)
+        # built at run time (q3): admission never saw its size
+        f"SELECT rowid FROM docs WHERE docs MATCH {_BUILT} AND rowid = 1",
+        f"SELECT rowid FROM docs WHERE docs = 'NEAR({_A}, 10)'",  # = on the column named as the table
+        f"SELECT rowid FROM docs({_BUILT})",  # the table called
+        "SELECT rowid FROM docs WHERE docs IN (SELECT 'NEAR(' || group_concat(name, ' ') || ')' FROM small)",
+        "SELECT q FROM (SELECT docs AS q FROM docs) WHERE q = 'NEAR(' || 'a a a' || ')'",  # merged into docs
+        "SELECT rowid FROM tri WHERE tri MATCH '\"" + "a" * 300 + "\"'",  # a trigram phrase: 298 tokens
+    ],
+    ids=["near200", "computed", "equals", "called", "in", "renamed", "trigram"],
+)
+def test_rtv3_f1_fts5_queries_past_their_bound_are_refused_before_they_run(
+    fts_service: SqlService, sql: str
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(Refused) as info:
+        fts_service.query(sql, call_id="rtv3-f1")
+    assert info.value.data == {"reason": "too_complex"}
+    assert time.monotonic() - started < 0.5  # before: 5-17 s here, past a 2 s timeout
+
+
+def test_rtv3_f1_fts5_queries_within_the_bound_answer_as_sqlites_own(fts_service: SqlService) -> None:
+    from mcpkit.sql.admission.bound_fts_queries import MAX_FTS_WORK, fts_work  # here: not in the old code
+
+    near = "NEAR(" + " ".join(["a"] * 10) + ", 10)"
+    assert fts_work(near) <= MAX_FTS_WORK
+    cases = {
+        f"SELECT rowid FROM docs WHERE docs MATCH '{near}' ORDER BY rowid": [[1], [2]],
+        "SELECT rowid FROM docs WHERE docs MATCH 'NEAR(quick fox, 3)'": [[2]],
+        "SELECT rowid FROM docs WHERE docs = '\"lazy dog\"'": [[2]],
+        "SELECT rowid FROM docs('title: short')": [[2]],
+        "SELECT highlight(docs, 0, '[', ']') FROM docs WHERE title MATCH 'long'": [["[long]"]],
+        "SELECT count(*) FROM tri WHERE tri MATCH 'aaaaaa'": [[1]],
+    }
+    for sql, rows in cases.items():
+        cpu = time.process_time()
+        assert fts_service.query(sql, call_id="rtv3-f1")[0].rows == rows, sql
+        assert time.process_time() - cpu < 1.0, sql  # NEAR of 10 over 200,000 positions: about 0.2 s
