@@ -22,7 +22,10 @@ from sqlglot import exp
 
 from mcpkit.sql.errors import refuse
 
-__all__ = ["MAX_FTS_WORK", "bound_fts_queries", "fts_work"]
+__all__ = ["FULL_TEXT_DIALECTS", "MAX_FTS_WORK", "bound_fts_queries", "fts_work"]
+
+FULL_TEXT_DIALECTS: Final = frozenset(["sqlite"])
+"""The sqlglot dialects whose full-text query runs unbounded inside one engine step (SQLite's FTS5)."""
 
 MAX_FTS_WORK: Final = 128
 """Passes over a row's term positions one full-text query may make (about 4 ms a pass per million
@@ -148,7 +151,7 @@ def bound_fts_queries(tree: exp.Expr, dialect: str) -> exp.Expr:
 
     Args:
         tree: One parsed statement.
-        dialect: The target's sqlglot dialect (only "sqlite" is checked).
+        dialect: The target's sqlglot dialect (checked only in `FULL_TEXT_DIALECTS`).
 
     Returns:
         `tree`, unchanged.
@@ -156,7 +159,7 @@ def bound_fts_queries(tree: exp.Expr, dialect: str) -> exp.Expr:
     Raises:
         Refused: reason `too_complex`.
     """
-    if dialect != "sqlite":
+    if dialect not in FULL_TEXT_DIALECTS:
         return tree
     for match in tree.find_all(exp.Match):
         _check_operand(match.expression)
