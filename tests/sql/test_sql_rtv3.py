@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,38 @@ def test_rtv3_f1_fts5_queries_within_the_bound_answer_as_sqlites_own(fts_service
         cpu = time.process_time()
         assert fts_service.query(sql, call_id="rtv3-f1")[0].rows == rows, sql
         assert time.process_time() - cpu < 1.0, sql  # NEAR of 10 over 200,000 positions: about 0.2 s
+
+
+def test_rtv3_f5_bm25_on_a_table_without_row_sizes_is_still_bounded(tmp_path: Path) -> None:
+    # `columnsize=0` without content: FTS5 knows no row's tokens (0), so the estimate read 0 and
+    # bm25's instance list of 100 phrases over 1,000,000 tokens ran 4.6 s past a 2 s call
+    from sqlalchemy.engine import make_url
+
+    from mcpkit.sql.profiles.sqlite import SqliteProfile
+    from mcpkit.sql.profiles.sqlite_text import call_deadline
+
+    path = tmp_path / "cl0.db"
+    setup = sqlite3.connect(path)
+    for table, options in (("cl0", ", content='', columnsize=0"), ("ext0", ", columnsize=0")):
+        setup.execute(f"CREATE VIRTUAL TABLE {table} USING fts5(body{options})")
+        setup.execute(f"INSERT INTO {table}(rowid, body) VALUES (1, ?)", (" ".join(["a"] * 100_000),))
+    setup.commit()
+    setup.close()
+    conn = SqliteProfile().engine_options(make_url(f"sqlite:///{path}"))["creator"]()
+    try:
+        for table in ("cl0", "ext0"):
+            call_deadline(time.monotonic() + 0.5)
+            cpu = time.process_time()
+            with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+                conn.execute(
+                    f"SELECT bm25({table}) FROM {table} WHERE {table} MATCH ?", (_A[:199],)
+                ).fetchall()
+            assert time.process_time() - cpu < 0.5, table  # before: about 2 s here
+            call_deadline(time.monotonic() + 5)
+            assert (
+                len(conn.execute(f"SELECT bm25({table}) FROM {table} WHERE {table} MATCH 'a'").fetchall())
+                == 1
+            )
+    finally:
+        call_deadline(None)
+        conn.close()
