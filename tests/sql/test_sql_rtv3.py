@@ -17,6 +17,7 @@ import pytest
 
 from mcpkit.errors import Refused
 from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
 
 _A = " ".join(["a"] * 200)
@@ -123,3 +124,45 @@ def test_rtv3_f5_bm25_on_a_table_without_row_sizes_is_still_bounded(tmp_path: Pa
     finally:
         call_deadline(None)
         conn.close()
+
+
+_NEEDLE = "'b" + "a" * 63 + "'"  # matches backwards 63 characters at each position of a run of 'a'
+
+
+@pytest.fixture(scope="module")
+def pg_big(pg_url: str) -> Iterator[SqlService]:
+    from tests.sql.sql_support import pg_scratch
+
+    with pg_scratch(pg_url, "fixv3") as s:
+        s.admin.execute("CREATE TABLE big (id int PRIMARY KEY, v text)")
+        s.admin.execute("INSERT INTO big VALUES (1, repeat('a', 10000000)), (2, 'xbaay')")
+        s.admin.execute(f"GRANT SELECT ON big TO {s.reader}")
+        engine = SqlEngine(s.reader_url)
+        try:
+            yield SqlService(engine, timeout_s=3.0)
+        finally:
+            engine.close()
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT id, " + " + ".join([f"strpos(v, {_NEEDLE})"] * 20) + " FROM big WHERE id = 1",  # the repro
+        "SELECT id, " + " + ".join([f"position({_NEEDLE} IN v)"] * 20) + " FROM big WHERE id = 1",
+        # LIKE's matcher compares 61 'a' at each position before the 'b' fails
+        "SELECT id FROM big WHERE " + " OR ".join([f"v LIKE '%{'a' * 60}b{i}%'" for i in range(20)]),
+    ],
+    ids=["strpos", "position", "like"],
+)
+def test_rtv3_f7_many_short_literal_searches_share_the_budget(pg_big: SqlService, sql: str) -> None:
+    # each costs up to 64 passes over 10 MB, unguarded alone; 20 in a row ran 35 s past a 3 s call
+    started = time.monotonic()
+    with pytest.raises(QueryFailed) as info:
+        pg_big.query(sql, call_id="rtv3-f7")
+    assert info.value.data is not None and info.value.data["reason"] == "resource"
+    assert time.monotonic() - started < 2.0
+
+
+def test_rtv3_f7_a_few_short_literal_searches_stay_as_written(pg_big: SqlService) -> None:
+    sql = "SELECT id, strpos(v, 'baa'), position('y' IN v), v LIKE '%aay' FROM big WHERE id = 2"
+    assert pg_big.query(sql, call_id="rtv3-f7")[0].rows == [[2, 2, 5, True]]
