@@ -166,3 +166,33 @@ def test_rtv3_f7_many_short_literal_searches_share_the_budget(pg_big: SqlService
 def test_rtv3_f7_a_few_short_literal_searches_stay_as_written(pg_big: SqlService) -> None:
     sql = "SELECT id, strpos(v, 'baa'), position('y' IN v), v LIKE '%aay' FROM big WHERE id = 2"
     assert pg_big.query(sql, call_id="rtv3-f7")[0].rows == [[2, 2, 5, True]]
+
+
+_SEVEN = ", ".join(["v"] * 7)  # 70 MB of fields from the 10 MB row
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        f"SELECT length(row({_SEVEN})::text) FROM big WHERE id = 1",  # the repro (20 x 20 MB: 1.5 GB)
+        f"SELECT length(ARRAY[{_SEVEN}]::text) FROM big WHERE id = 1",
+        f"SELECT length(row_to_json(row({_SEVEN}))::text) FROM big WHERE id = 1",
+        f"SELECT row({_SEVEN}) FROM big WHERE id = 1",  # the whole row out: clipping built its text
+        f"SELECT ({_SEVEN}) AS r FROM big WHERE id = 1",
+    ],
+    ids=["row", "array", "row_to_json", "row_out", "tuple"],
+)
+def test_rtv3_f2_row_and_array_constructors_are_size_guarded(pg_big: SqlService, sql: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(QueryFailed) as info:
+        pg_big.query(sql, call_id="rtv3-f2")
+    assert info.value.data is not None and info.value.data["reason"] == "resource"
+    assert time.monotonic() - started < 2.0
+
+
+def test_rtv3_f2_small_rows_and_arrays_answer_as_before(pg_big: SqlService) -> None:
+    sql = (
+        "SELECT row(id, v)::text AS r, ARRAY[id, 2] AS a, (id, 'y') AS t, row_to_json(row(id)) AS j"
+        " FROM big WHERE id = 2 AND (id, v) = (2, 'xbaay')"
+    )
+    assert pg_big.query(sql, call_id="rtv3-f2")[0].rows == [["(2,xbaay)", [2, 2], ["2", "y"], {"f1": 2}]]

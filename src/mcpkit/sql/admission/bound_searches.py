@@ -44,6 +44,7 @@ from mcpkit.sql.admission.operands import (
     plainly_scalar,
     prefix_pattern,
     refuse_qualified_bounded,
+    row_constructors,
     static_chars,
     static_length,
 )
@@ -59,8 +60,7 @@ MAX_PATTERNS: Final = 16
 """Regular expressions with quantifiers one query may hold (MariaDB): each may run to PCRE's match
 limit, about 0.1 s, however short its subject (400 in one row ran 35 s past a 2 s call)."""
 MAX_BOUNDED: Final = 64
-"""Bounded searches one query may hold: each may run up to its budget between the engine's own
-interrupt checks, so this caps how long a row can run past the deadline."""
+"""Bounded searches one query may hold: each may run up to its budget between interrupt checks."""
 _MAX_COPIED: Final = 4_000  # syntax nodes the guards may copy (nested searches copy the inner guards)
 
 
@@ -100,6 +100,8 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         refuse_qualified_bounded(call, bounds, dialect)  # pg_catalog.repeat(...): bound it bare
         if (cast := function_cast(call, bounds, dialect)) is not None:  # `int4(x)` is `CAST(x AS int4)`
             casts.append(cast)
+    if (row := bounds.growths.get("row")) is not None:  # ARRAY[...] and (a, b) build as ROW(...) does
+        found.extend(_Target(n, n, row) for n in row_constructors(tree))
     for node, held, key, wrap in echoed_inputs(tree, bounds, dialect):
         found.append(_Target(node, held, _CastBound(bounds.echoed_budget, key, "echoed", wrap)))
     for node in tree.find_all(exp.Like, exp.ILike, exp.Operator, *operators):
@@ -264,8 +266,7 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
                 steps = exp.Mul(this=steps, expression=exp.Literal.number(cost.paths))
             return exceeds(steps, bound.budget, shared=True)
     conds: list[exp.Expr] = []
-    # a slow collation makes a short needle's passes costly too: LOCATE of 64 bytes over 10 MB
-    # under uca1400_as_cs ran 5.6 s in a 2 s call (docs/security.md)
+    # a slow collation makes a short needle costly too (LOCATE, 64 bytes, 10 MB, uca1400_as_cs: 5.6 s)
     slow = bound.collated and builder.bounds.cost_factor is not None
     is_short = short(needle) and not slow and not builder.guard_short
     if not is_short and not (isinstance(target.call, exp.Like | exp.ILike) and prefix_pattern(needle)):
