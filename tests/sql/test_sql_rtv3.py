@@ -17,7 +17,7 @@ import pytest
 
 from mcpkit.errors import Refused
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import QueryFailed
+from mcpkit.sql.errors import QueryFailed, QueryTimeout
 from mcpkit.sql.service import SqlService
 
 _A = " ".join(["a"] * 200)
@@ -196,3 +196,27 @@ def test_rtv3_f2_small_rows_and_arrays_answer_as_before(pg_big: SqlService) -> N
         " FROM big WHERE id = 2 AND (id, v) = (2, 'xbaay')"
     )
     assert pg_big.query(sql, call_id="rtv3-f2")[0].rows == [["(2,xbaay)", [2, 2], ["2", "y"], {"f1": 2}]]
+
+
+def test_rtv3_f8_many_calls_in_one_row_stop_at_the_interrupt(tmp_path: Path) -> None:
+    # 300 length(upper(t)) over 10 MB: one row, no jump between the calls, about 7 s of CPU in one go
+    path = tmp_path / "big.db"
+    setup = sqlite3.connect(path)
+    setup.execute("CREATE TABLE big (id INTEGER PRIMARY KEY, t TEXT)")
+    setup.execute("INSERT INTO big VALUES (1, ?), (2, 'ab')", ("x" * 10_000_000,))
+    setup.commit()
+    setup.close()
+    service = SqlService(SqlEngine(f"sqlite:///{path}"), timeout_s=1.0)
+    try:
+        calls = " + ".join(["length(upper(t))"] * 300)
+        started = time.monotonic()
+        with pytest.raises(QueryTimeout):
+            service.query(f"SELECT {calls} FROM big WHERE id = 1", call_id="rtv3-f8")
+        assert time.monotonic() - started < 1.0 + 2.0  # the watchdog's interrupt, a second past
+        # as before: the answer, and the select item's name as sent
+        twenty = " + ".join(["length(upper(t))"] * 20)
+        result = service.query(f"SELECT {twenty}, upper(t) AS u FROM big WHERE id = 2", call_id="rtv3-f8")[0]
+        assert result.rows == [[40, "AB"]]
+        assert result.columns == [" + ".join(["LENGTH(UPPER(t))"] * 20), "u"]
+    finally:
+        service.engine.close()

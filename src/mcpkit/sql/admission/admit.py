@@ -26,6 +26,7 @@ from mcpkit.sql.admission.budget import DEFAULT_BUDGET, AnalysisBudget
 from mcpkit.sql.admission.cap_rows import cap_rows
 from mcpkit.sql.admission.compute_once import compute_once
 from mcpkit.sql.admission.drop_from_dual import drop_from_dual
+from mcpkit.sql.admission.interruptible_calls import interruptible_calls
 from mcpkit.sql.admission.lexical import check_lexical
 from mcpkit.sql.admission.limit_aggregates import limit_aggregates
 from mcpkit.sql.admission.limit_expansion import limit_expansion
@@ -66,7 +67,14 @@ CHECKS: Final[tuple[Pass, ...]] = (
 # limit_aggregates counts the aggregates the query as written holds: it runs before the guards are
 # written in, which copy a subquery operand into their condition (their cost is the guard's, and
 # the text sent is checked again by CHECKS, not by it).
-REWRITES: Final[tuple[Pass, ...]] = (limit_aggregates, drop_from_dual, bound_searches, compute_once, cap_rows)
+REWRITES: Final[tuple[Pass, ...]] = (
+    limit_aggregates,
+    drop_from_dual,
+    bound_searches,
+    compute_once,
+    interruptible_calls,
+    cap_rows,
+)
 PASSES: Final[tuple[Pass, ...]] = CHECKS + REWRITES
 
 
