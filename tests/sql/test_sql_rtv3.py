@@ -19,6 +19,7 @@ from mcpkit.errors import Refused
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
 from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import DbEnv
 
 _A = " ".join(["a"] * 200)
 # 200 phrases built at run time (the red team's `replace(hex(zeroblob(600)), '00', 'a ')`)
@@ -199,16 +200,16 @@ def test_rtv3_f2_small_rows_and_arrays_answer_as_before(pg_big: SqlService) -> N
 
 
 def test_rtv3_f8_many_calls_in_one_row_stop_at_the_interrupt(tmp_path: Path) -> None:
-    # 300 length(upper(t)) over 10 MB: one row, no jump between the calls, about 7 s of CPU in one go
+    # 60 length(upper(t)) over 30 MB: one row, no jump between the calls, about 4 s of CPU in one go
     path = tmp_path / "big.db"
     setup = sqlite3.connect(path)
     setup.execute("CREATE TABLE big (id INTEGER PRIMARY KEY, t TEXT)")
-    setup.execute("INSERT INTO big VALUES (1, ?), (2, 'ab')", ("x" * 10_000_000,))
+    setup.execute("INSERT INTO big VALUES (1, ?), (2, 'ab')", ("x" * 30_000_000,))
     setup.commit()
     setup.close()
     service = SqlService(SqlEngine(f"sqlite:///{path}"), timeout_s=1.0)
     try:
-        calls = " + ".join(["length(upper(t))"] * 300)
+        calls = " + ".join(["length(upper(t))"] * 60)
         started = time.monotonic()
         with pytest.raises(QueryTimeout):
             service.query(f"SELECT {calls} FROM big WHERE id = 1", call_id="rtv3-f8")
@@ -218,5 +219,35 @@ def test_rtv3_f8_many_calls_in_one_row_stop_at_the_interrupt(tmp_path: Path) -> 
         result = service.query(f"SELECT {twenty}, upper(t) AS u FROM big WHERE id = 2", call_id="rtv3-f8")[0]
         assert result.rows == [[40, "AB"]]
         assert result.columns == [" + ".join(["LENGTH(UPPER(t))"] * 20), "u"]
+    finally:
+        service.engine.close()
+
+
+def test_rtv3_f3_a_short_text_slow_to_analyse_takes_an_analysis_slot(
+    mysql_env: DbEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 60 guarded LOCATEs in under 2,000 characters: seconds of analysis that took no slot, so four at
+    # once held every other caller's `select 1` for a second
+    import threading
+
+    from mcpkit.sql.admission import slots
+
+    one = threading.BoundedSemaphore(1)
+    monkeypatch.setattr(slots, "_slots", one)
+    locates = "+".join(f"LOCATE(CONCAT(s,{i}),v)" for i in range(60))
+    sql = f"WITH c AS (SELECT 'a' AS s, 'b' AS v) SELECT {locates} FROM c"
+    assert len(sql) < slots.QUEUED_FROM
+    service = SqlService(SqlEngine(mysql_env.ro_url), timeout_s=20.0)
+    try:
+        assert one.acquire(timeout=1)  # another call's long analysis holds the only slot
+        try:
+            with pytest.raises(QueryTimeout):
+                service.query(sql, call_id="rtv3-f3", timeout_s=1.0)
+            assert service.query("SELECT 1", call_id="rtv3-f3", timeout_s=1.0)[0].rows == [
+                [1]
+            ]  # cheap: never waits
+        finally:
+            one.release()
+        assert service.query(sql, call_id="rtv3-f3")[0].rows == [[0]]  # with the slot free: answered
     finally:
         service.engine.close()

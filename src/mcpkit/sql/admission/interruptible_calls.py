@@ -26,8 +26,8 @@ _KEPT: Final = (exp.Cast, exp.TryCast, exp.Case)
 
 
 def _wrapped(call: exp.Func) -> bool:
-    if isinstance(call, _KEPT) or isinstance(call.parent, exp.Table | exp.Window | exp.Filter):
-        return False
+    if isinstance(call, _KEPT) or isinstance(call.parent, exp.Table | exp.Window | exp.Filter | exp.Case):
+        return False  # a CASE's WHEN ... THEN is an `If` node, no call
     return any(isinstance(n, exp.Column | exp.Query) for n in call.walk() if n is not call)
 
 
