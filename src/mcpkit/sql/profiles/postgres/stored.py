@@ -318,6 +318,7 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                 )
             )
     # Row-level-security policies run on every read of their table (red team rt27 F7).
-    policies = policy_queries(conn, readers, fns, role, aggregates, POSITIONS, columns)
+    with catalog_path(conn):
+        policies = policy_queries(conn, readers, fns, role, aggregates, POSITIONS, columns)
     out += [replace(item, volatile=volatile) for item in policies]  # `nextval(...) <= 2`: rt27 F4
     return with_implicit(out, conn, role)  # operators, casts, domain CHECKs run user functions (rt32)
