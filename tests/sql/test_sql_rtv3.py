@@ -251,3 +251,18 @@ def test_rtv3_f3_a_short_text_slow_to_analyse_takes_an_analysis_slot(
         assert service.query(sql, call_id="rtv3-f3")[0].rows == [[0]]  # with the slot free: answered
     finally:
         service.engine.close()
+
+
+def test_rtv3_f4_a_guarded_result_column_keeps_its_name(mysql_env: DbEnv) -> None:
+    # MariaDB names an unaliased column by its text: the guard's kilobytes of SQL were the header
+    service = SqlService(SqlEngine(mysql_env.ro_url), timeout_s=10.0)
+    try:
+        sql = (
+            "WITH c AS (SELECT 'ab' AS s, 'xaby' AS v)"
+            " SELECT LOCATE(CONCAT(s, 'y'), v) + 1, LOCATE(s, v) AS p FROM c"
+        )
+        result = service.query(sql, call_id="rtv3-f4")[0]
+        assert result.columns == ["LOCATE(CONCAT(s, 'y'), v) + 1", "p"]
+        assert result.rows == [[3, 2]]
+    finally:
+        service.engine.close()
