@@ -19,8 +19,11 @@ from typing import Any
 
 import pytest
 
+from mcpkit.sql.definers import DefinerCatalog
 from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
 from mcpkit.sql.profiles.stored import stored_queries
+from mcpkit.sql.relcheck import read_relations
 from tests.sql.sql_support import PgScratch, pg_admin, pg_customers, pg_scratch
 
 MASKED = {"customers": frozenset({"email", "secret"}), "accounts": frozenset({"email"})}
@@ -57,6 +60,7 @@ def pg(pg_url: str) -> Iterator[PgScratch]:
             GRANT SELECT ON v_mail TO {db.reader};
             CREATE FUNCTION peek_mail(int) RETURNS text LANGUAGE sql STABLE SECURITY DEFINER
               AS 'SELECT email FROM public.customers WHERE id = $1';
+            CREATE FUNCTION vol() RETURNS integer LANGUAGE sql VOLATILE AS 'SELECT 1';
             CREATE FUNCTION tally(integer) RETURNS integer LANGUAGE sql STABLE AS 'SELECT $1';
             CREATE FUNCTION peek(text) RETURNS real LANGUAGE sql STABLE
               AS $$ SELECT reltuples FROM pg_class WHERE relname = $1 $$;
@@ -150,6 +154,22 @@ def _answers(pg: PgScratch) -> dict[str, list[str]]:
             }
             out["account"] = _shown(p.inspect(conn, engine.url, frozenset()).findings)  # SET LOCAL its own
             out["path_after"] = [conn.exec_driver_sql("SHOW search_path").scalar()]
+            out["relations"] = _shown((read_relations(engine, conn) or {}).items())
+        # The admission's catalogs, read on the reader's path in a call's session (qualified SQL).
+        refs = {
+            (None, "vol"),
+            (None, "tally"),
+            (None, "peek_mail"),
+            ("public", "peek_mail"),
+            (None, "now"),
+        }
+        out["volatile"] = _shown(PostgresCatalog(engine).volatile(refs))
+        out["definers"] = _shown(DefinerCatalog(engine).volatile(refs))
+        out["views"] = _shown(
+            PostgresCatalog(engine).view_nodes({(None, "v_mail"), ("public", "v_mail")}).items()
+        )
+        out["columns"] = _shown(PostgresCatalog(engine).relation_columns({(None, "customers")}).items())
+        out["outputs"] = _shown(PostgresCatalog(engine).function_columns((None, "peek")))
     finally:
         engine.close()
     return out
@@ -174,6 +194,9 @@ def test_capture_operators_on_the_readers_path_change_no_start_up_answer(pg: PgS
     plain = _answers(pg)
     assert plain["derived"] and plain["use_masks"] and plain["stored"] and plain["withheld"], plain
     assert plain["preparation"] and plain["triggers"] and plain["scan"] and plain["accepted"], plain
+    assert plain["volatile"] == ["(None, 'vol')"], plain
+    assert plain["definers"] == ["('public', 'peek_mail')", "(None, 'peek_mail')"], plain
+    assert plain["relations"] and plain["columns"] and plain["views"], plain
     assert plain["key"] == ["id"] and plain["name_path"] == ["public", "pg_catalog"], plain
     _capture(pg)
     try:

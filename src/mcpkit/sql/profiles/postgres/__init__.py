@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
@@ -27,7 +28,7 @@ from mcpkit.sql.profiles.postgres.account import (
     temp_file_warnings,
 )
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
-from mcpkit.sql.profiles.postgres.catalog_path import pinned, pinned_fetch, reader_schemas
+from mcpkit.sql.profiles.postgres.catalog_path import catalog_path, pinned, pinned_fetch, reader_schemas
 from mcpkit.sql.profiles.postgres.catalog_reads import postgres_catalog_routines, postgres_catalog_stored
 from mcpkit.sql.profiles.postgres.fingerprint import PG_FINGERPRINT
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
@@ -104,6 +105,10 @@ class PostgresProfile(PostgresSession):
     parameter_casts = DECLARED  # a parameter only tested for NULL has no type (`profiles.postgres.params`)
     system_schemas = frozenset({"information_schema", "pg_catalog", "pg_toast"})
     relations_sql = PG_RELATIONS  # re-verification compares them with start-up (`relcheck`)
+
+    def catalog_reads(self, conn: Connection) -> AbstractContextManager[None]:
+        """`catalog_path`: pg_catalog alone on the search_path for the block."""
+        return catalog_path(conn)
 
     def name_path(self, conn: Connection) -> tuple[str, ...]:
         """`current_schemas(false)`: the search_path as this role resolves it (existing schemas it
