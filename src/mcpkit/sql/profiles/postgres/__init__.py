@@ -27,6 +27,7 @@ from mcpkit.sql.profiles.postgres.account import (
     inspect_postgres,
     temp_file_warnings,
 )
+from mcpkit.sql.profiles.postgres.capture import capture_findings
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
 from mcpkit.sql.profiles.postgres.catalog_path import catalog_path, pinned, pinned_fetch, reader_schemas
 from mcpkit.sql.profiles.postgres.catalog_reads import postgres_catalog_routines, postgres_catalog_stored
@@ -138,7 +139,9 @@ class PostgresProfile(PostgresSession):
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous
         function (`routes.audit_routes`) of the role the calls run as."""
-        return inspect_postgres(conn, allowed, self.identities, self.function_policy)
+        report = inspect_postgres(conn, allowed, self.identities, self.function_policy)
+        report.findings += capture_findings(conn)  # user operators over catalog types (`capture`)
+        return report
 
     def catalog_fingerprint(self, dbapi: Any) -> str:
         """Row counts and `xmin` sums of the catalogs a change lives in, and the login's roles
