@@ -121,13 +121,19 @@ def reader_schemas(conn: Connection, *, implicit: bool) -> list[str]:
 
 def pinned_fetch(dbapi: Any, sql: str) -> list[tuple[Any, ...]]:
     """One statement's rows on the driver connection, read with pg_catalog alone on the path."""
+    back = _BACK.replace(":path", "%s")
     cur = dbapi.cursor()
     try:
         cur.execute(_PIN)
         path = cur.fetchone()[0]
-        cur.execute(sql)
-        rows = [tuple(r) for r in cur.fetchall()]
-        cur.execute(_BACK.replace(":path", "%s"), [path])
+        try:
+            cur.execute(sql)
+            rows = [tuple(r) for r in cur.fetchall()]
+        except Exception:
+            if dbapi.autocommit:  # outside a transaction (a call's deferred begin) nothing undoes it
+                cur.execute(back, [path])
+            raise
+        cur.execute(back, [path])
         return rows
     finally:
         cur.close()
