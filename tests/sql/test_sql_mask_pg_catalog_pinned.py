@@ -249,3 +249,24 @@ def test_a_masked_name_still_resolves_on_the_readers_path(pg: PgScratch) -> None
     # pinfirst.customers grants every column: its email is readable (public's is not).
     shown = [f.message for f in found if f.code == "masked-column-readable"]
     assert shown == ["can read masked column(s) email of pinfirst.customers"], found  # before: none
+
+
+def test_every_catalog_answer_of_the_profile_is_pinned() -> None:
+    """A `PostgresProfile` method given the session reads the catalog: it must run under
+    `catalog_path` (`@pinned`), but the few that read the reader's own path or write."""
+    import inspect
+
+    from mcpkit.sql.profiles.postgres import PostgresProfile
+    from mcpkit.sql.profiles.postgres.catalog_path import pinned
+
+    marker = pinned(lambda *_: None).__code__
+    own = {"name_path", "catalog_reads", "grant"}  # the reader's path; the scope itself; an admin's script
+    unpinned = [
+        name
+        for name, fn in inspect.getmembers(PostgresProfile, inspect.isfunction)
+        if "conn" in inspect.signature(fn).parameters
+        and fn.__qualname__.startswith("PostgresProfile.")
+        and name not in own
+        and fn.__code__ is not marker
+    ]
+    assert unpinned == []
