@@ -44,25 +44,23 @@ from mcpkit.sql.admission.operands import (
     plainly_scalar,
     prefix_pattern,
     refuse_qualified_bounded,
+    row_constructors,
     static_chars,
     static_length,
 )
 from mcpkit.sql.admission.operators import bound_of, spread_quantified
 from mcpkit.sql.admission.regex_bounds import limit_matches, regex_cost
-from mcpkit.sql.admission.search_budget import exceeds, share
+from mcpkit.sql.admission.search_budget import FULL, SHORT_LITERAL, exceeds, fail_when, share, short
 from mcpkit.sql.admission.unfoldable import unfoldable
 from mcpkit.sql.errors import refuse
 
-__all__ = ["MAX_BOUNDED", "MAX_PATTERNS", "SHORT_LITERAL", "bound_searches"]
+__all__ = ["MAX_BOUNDED", "MAX_PATTERNS", "SHORT_LITERAL", "bound_searches"]  # SHORT_LITERAL: search_budget
 
 MAX_PATTERNS: Final = 16
 """Regular expressions with quantifiers one query may hold (MariaDB): each may run to PCRE's match
 limit, about 0.1 s, however short its subject (400 in one row ran 35 s past a 2 s call)."""
 MAX_BOUNDED: Final = 64
-"""Bounded searches one query may hold: each may run up to its budget between the engine's own
-interrupt checks, so this caps how long a row can run past the deadline."""
-SHORT_LITERAL: Final = 64
-"""A literal needle up to this many bytes costs at most that many passes over the haystack."""
+"""Bounded searches one query may hold: each may run up to its budget between interrupt checks."""
 _MAX_COPIED: Final = 4_000  # syntax nodes the guards may copy (nested searches copy the inner guards)
 
 
@@ -102,6 +100,8 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
         refuse_qualified_bounded(call, bounds, dialect)  # pg_catalog.repeat(...): bound it bare
         if (cast := function_cast(call, bounds, dialect)) is not None:  # `int4(x)` is `CAST(x AS int4)`
             casts.append(cast)
+    if (row := bounds.growths.get("row")) is not None:  # ARRAY[...] and (a, b) build as ROW(...) does
+        found.extend(_Target(n, n, row) for n in row_constructors(tree))
     for node, held, key, wrap in echoed_inputs(tree, bounds, dialect):
         found.append(_Target(node, held, _CastBound(bounds.echoed_budget, key, "echoed", wrap)))
     for node in tree.find_all(exp.Like, exp.ILike, exp.Operator, *operators):
@@ -121,9 +121,10 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
 
 
 class _Builder:
-    def __init__(self, bounds: SearchBounds) -> None:
+    def __init__(self, bounds: SearchBounds, targets: list[_Target]) -> None:
         self.bounds = bounds
         self.copied = 0
+        self.guard_short = sum(map(_short_search, targets)) > FULL  # a row runs them back to back
 
     def length(self, value: exp.Expr, bound: SizeBound | None = None, *, as_text: bool = False) -> exp.Expr:
         if bound is not None and bound.multibyte:
@@ -165,6 +166,11 @@ class _Builder:
                     f"A string search (LIKE, position, replace, ...) over a value computed from {name} cannot"
                     " be bounded, since it changes each time it is computed; compute it in a CTE first.",
                 )
+
+
+def _short_search(target: _Target) -> bool:
+    bound = target.bound
+    return isinstance(bound, SizeBound) and not bound.removal and short(operand(target.call, bound.needle))
 
 
 def _growth_cost(call: exp.Expr, bound: GrowthBound, builder: _Builder) -> exp.Expr | None:
@@ -260,11 +266,10 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
                 steps = exp.Mul(this=steps, expression=exp.Literal.number(cost.paths))
             return exceeds(steps, bound.budget, shared=True)
     conds: list[exp.Expr] = []
-    # a slow collation makes a short needle's passes costly too: LOCATE of 64 bytes over 10 MB
-    # under uca1400_as_cs ran 5.6 s in a 2 s call (docs/security.md)
+    # a slow collation makes a short needle costly too (LOCATE, 64 bytes, 10 MB, uca1400_as_cs: 5.6 s)
     slow = bound.collated and builder.bounds.cost_factor is not None
-    short = (n := static_length(needle)) is not None and n <= SHORT_LITERAL and not slow
-    if not short and not (isinstance(target.call, exp.Like | exp.ILike) and prefix_pattern(needle)):
+    is_short = short(needle) and not slow and not builder.guard_short
+    if not is_short and not (isinstance(target.call, exp.Like | exp.ILike) and prefix_pattern(needle)):
         product = exp.Mul(this=builder.length(hay, bound), expression=builder.length(needle, bound))
         if builder.bounds.cost_factor is not None:  # MariaDB: a UCA collation compares 30x slower
             product = exp.Mul(this=product, expression=builder.bounds.cost_factor(hay.copy(), needle.copy()))
@@ -311,11 +316,6 @@ def _held_pairs(target: _Target, bounds: SearchBounds) -> list[exp.Expr]:
     return once.hold([v for v in values if once.costly(v, bounds.growths)], bounds.varying, target.node)
 
 
-def _guarded(value: exp.Expr, cond: exp.Expr, bounds: SearchBounds, marker: str) -> exp.Expr:
-    fail = exp.Case(ifs=[exp.If(this=cond, true=bounds.fail(cond.copy(), marker))])
-    return exp.Case(ifs=[exp.If(this=fail, true=exp.Null())], default=value)
-
-
 def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
     """Guard each string search the engine cannot interrupt with a cost check in the SQL itself.
 
@@ -343,10 +343,10 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
         return tree
     if bounds.rewrite is not None:
         bounds.rewrite(tree)
-    builder, guarded, searches = _Builder(bounds), 0, 0
     spread_quantified(tree, bounds)
-    patterns = 0
-    for target in _targets(tree, dialect, bounds):
+    targets = _targets(tree, dialect, bounds)
+    builder, guarded, searches, patterns = _Builder(bounds, targets), 0, 0, 0
+    for target in targets:
         if isinstance(target.bound, SizeBound) and target.bound.pattern:
             regex = operand(target.call, target.bound.needle)
             patterns += regex is not None and not regex_cost(regex).plain
@@ -388,13 +388,13 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
             if hay is not None:
                 placeholder = exp.Null()
                 hay.replace(placeholder)
-                placeholder.replace(_guarded(hay, cond, bounds, marker))
+                placeholder.replace(fail_when(hay, cond, bounds, marker))
             continue
         typed = isinstance(bound, _CastBound) or (isinstance(bound, SizeBound) and bound.typed)
         if bounds.folds_constants and typed and isinstance(bound, SizeBound | _CastBound) and not held:
             keys = (bound.key,) if isinstance(bound, _CastBound) else (bound.haystack, bound.needle)
             unfoldable(target.call, keys)
         target.node.replace(placeholder := exp.Null())
-        placeholder.replace(once.wrap(_guarded(target.node, cond, bounds, marker), held))
+        placeholder.replace(once.wrap(fail_when(target.node, cond, bounds, marker), held))
     share(tree, searches)
     return tree

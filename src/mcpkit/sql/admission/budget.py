@@ -26,7 +26,7 @@ from typing import Final
 
 from sqlglot import exp
 
-from mcpkit.sql.admission.slots import past_wall_ceiling
+from mcpkit.sql.admission.slots import past_wall_ceiling, queue_if_slow
 from mcpkit.sql.errors import refuse
 
 __all__ = ["DEFAULT_BUDGET", "AnalysisBudget", "NodeAllowance"]
@@ -107,7 +107,9 @@ class AnalysisBudget:
 
     @staticmethod
     def check_deadline(deadline: float | None) -> None:
-        """Refuse once this thread's CPU time passes `deadline`, or its call's wall-clock ceiling."""
+        """Refuse once this thread's CPU time passes `deadline`, or its call's wall-clock ceiling (a
+        slow short text takes its analysis slot here first, `slots.queue_if_slow`)."""
+        queue_if_slow()
         if deadline is not None and (time.thread_time() > deadline or past_wall_ceiling()):
             _too_complex("it took too long to analyse")
 
