@@ -26,6 +26,7 @@ _ROUND = "round(1::numeric, id)"
 _DAYS = "CASE WHEN id = 3 THEN interval '1 day' ELSE interval '24 hours' END"
 _D14 = "CASE WHEN id = 4 THEN interval '1 day' ELSE interval '24 hours' END"
 _ZERO = "CASE WHEN id = 3 THEN '-0'::float8 ELSE 0::float8 END"
+_BLANKS = "CAST('a' || repeat(' ', id) AS bpchar)"
 PG_PROBES = {
     # rt35a F4: numeric_larger keeps the last of ties
     "max": (f"SELECT CAST(max({_ROUND}) AS text) AS m FROM customers", ANSWERED),
@@ -149,6 +150,24 @@ PG_PROBES = {
         "SELECT EXISTS (SELECT * FROM customers WHERE CASE WHEN id = 1 THEN true"
         " WHEN id = 4 THEN 1 / (id - 4) = 1 ELSE false END) AS e",
         REFUSED,
+    ),
+    # red team v1 F1: bpchar equality ignores trailing blanks, its cast to text strips them
+    "bpchar_max": (f"SELECT octet_length(max({_BLANKS})) AS m FROM customers WHERE id <> 3", ANSWERED),
+    "bpchar_min": (f"SELECT octet_length(min({_BLANKS})) AS m FROM customers WHERE id <> 3", ANSWERED),
+    "bpchar_distinct": (
+        f"SELECT octet_length(x) AS n FROM (SELECT DISTINCT {_BLANKS} AS x FROM customers) s",
+        ANSWERED,
+    ),
+    "bpchar_group": (f"SELECT octet_length({_BLANKS}) AS n FROM customers GROUP BY {_BLANKS}", ANSWERED),
+    "bpchar_array_agg": (f"SELECT array_to_string(array_agg({_BLANKS}), '|') AS a FROM customers", ANSWERED),
+    "bpchar_domain_max": (
+        "SELECT octet_length(max(CAST('a' || repeat(' ', id) AS reps_blank))) AS m FROM customers",
+        ANSWERED,
+    ),
+    "bpchar_cte_distinct": (
+        f"WITH t AS (SELECT {_BLANKS} AS x FROM customers) SELECT octet_length(x) AS n"
+        " FROM (SELECT DISTINCT x FROM t) d",
+        ANSWERED,
     ),
     # ordinary analyst queries keep working
     "plain": ("SELECT max(name) AS m, min(id) AS i, count(DISTINCT name) AS n FROM customers", ANSWERED),
@@ -280,7 +299,8 @@ def pg_answers(
             "CREATE COLLATION reps_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);"
             # a fast default: the rows stay where CLUSTER put them
             " ALTER TABLE customers ADD COLUMN nick text COLLATE reps_ci NOT NULL DEFAULT 'a';"
-            f" GRANT SELECT (nick) ON customers TO {db.reader}"
+            f" GRANT SELECT (nick) ON customers TO {db.reader};"
+            " CREATE DOMAIN reps_blank AS bpchar"
         )
         served = serve_masked(
             db.reader_url, Path(masks_file(tmp_path_factory.mktemp("reps"), "customers.email"))
