@@ -27,6 +27,10 @@ _DAYS = "CASE WHEN id = 3 THEN interval '1 day' ELSE interval '24 hours' END"
 _D14 = "CASE WHEN id = 4 THEN interval '1 day' ELSE interval '24 hours' END"
 _ZERO = "CASE WHEN id = 3 THEN '-0'::float8 ELSE 0::float8 END"
 _BLANKS = "CAST('a' || repeat(' ', id) AS bpchar)"
+_SWAPPED = (
+    "SELECT id AS a, id AS b FROM customers WHERE false"
+    " UNION ALL SELECT round(1::numeric, id) AS b, id AS a FROM customers"
+)
 PG_PROBES = {
     # rt35a F4: numeric_larger keeps the last of ties
     "max": (f"SELECT CAST(max({_ROUND}) AS text) AS m FROM customers", ANSWERED),
@@ -169,6 +173,22 @@ PG_PROBES = {
         " FROM (SELECT DISTINCT x FROM t) d",
         ANSWERED,
     ),
+    # red team v1 F3: a set operation's later branches are read by position, not by name
+    "union_names_distinct": (
+        f"SELECT scale(a) AS s FROM (SELECT DISTINCT a FROM ({_SWAPPED}) t) d",
+        ANSWERED,
+    ),
+    "union_names_max": (f"SELECT scale(max(a)) AS s FROM ({_SWAPPED}) t", ANSWERED),
+    "union_names_group": (f"SELECT scale(a) AS s, count(*) AS n FROM ({_SWAPPED}) t GROUP BY a", ANSWERED),
+    "union_names_cte": (
+        f"WITH t AS ({_SWAPPED} UNION ALL SELECT id AS a, id AS b FROM customers WHERE false)"
+        " SELECT scale(max(a)) AS s FROM t",
+        ANSWERED,
+    ),
+    "alias_list_max": (
+        "SELECT scale(max(a)) AS s FROM (SELECT id AS a, round(1::numeric, id) AS b FROM customers) t(b, a)",
+        ANSWERED,
+    ),
     # ordinary analyst queries keep working
     "plain": ("SELECT max(name) AS m, min(id) AS i, count(DISTINCT name) AS n FROM customers", ANSWERED),
     "plain_group": ("SELECT lower(name) AS l, count(*) AS n FROM customers GROUP BY lower(name)", ANSWERED),
@@ -254,6 +274,13 @@ MY_PROBES = {
         "WITH t AS (SELECT 1 AS v) SELECT * FROM (WITH t AS (SELECT"
         f" {_CASE} AS v FROM customers WHERE id + 0 IN (2, 5)) SELECT DISTINCT t.v FROM t) s",
         ANSWERED,
+    ),
+    # red team v1 F3 on MariaDB: later branches are read by position (pinned, then refused as
+    # `UNION ALL` of the CASE itself is: no visible key tells the derived rows apart)
+    "union_names_distinct": (
+        "SELECT DISTINCT a FROM (SELECT id AS a, id AS b FROM customers WHERE false UNION ALL"
+        f" SELECT {_CASE} AS b, id AS a FROM customers WHERE id + 0 IN (2, 5)) t",
+        REFUSED,
     ),
     "plain_star_cte": ("WITH c AS (SELECT id, name FROM customers) SELECT DISTINCT * FROM c", ANSWERED),
     "plain": ("SELECT MAX(name) AS m, MIN(id + 1) AS i, COUNT(DISTINCT name) AS n FROM customers", ANSWERED),
