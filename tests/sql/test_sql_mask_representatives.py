@@ -202,6 +202,9 @@ PG_PROBES = {
         " FROM customers",
         ANSWERED,
     ),
+    # red team v1 L1: ROLLUP over stored keys was sent ordered by `CAST(ROLLUP (name) AS TEXT)`
+    "plain_rollup": ("SELECT name, count(*) AS n FROM customers GROUP BY ROLLUP (name)", ANSWERED),
+    "plain_cube_limit": ("SELECT name, count(*) AS n FROM customers GROUP BY CUBE (name) LIMIT 3", ANSWERED),
     "plain_union": ("SELECT name FROM customers UNION SELECT 'Zed'", ANSWERED),
     "plain_percentile": (
         "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY id) AS p FROM customers",
