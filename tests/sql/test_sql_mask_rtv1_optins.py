@@ -110,3 +110,26 @@ def test_a_callee_of_a_function_order_function_is_bound_to_its_body(pg: PgScratc
     # F5: `f(id) = k` answered the id at scan position k
     swap, undo = _body("g", "x int", COUNTER), _body("g", "x int", "select x + 1")
     _replaced(pg, tmp_path, swap, undo, r"function public\.g\(x integer\)")
+
+
+@pytest.mark.postgres
+def test_the_digests_are_read_whatever_operators_the_path_holds(pg: PgScratch) -> None:
+    # a user `>=(oid, integer)` answering false emptied the digests; a user `format(text, name, name,
+    # text)` renamed every signature (an exact match beats pg_catalog's coercing one)
+    pg.admin.execute(
+        "CREATE FUNCTION public.nope(oid, integer) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'select false';"
+        " CREATE OPERATOR public.>= (LEFTARG = oid, RIGHTARG = integer, FUNCTION = public.nope);"
+        " CREATE FUNCTION public.format(text, name, name, text) RETURNS text LANGUAGE sql IMMUTABLE"
+        " AS 'select ''x'''"
+    )
+    engine = SqlEngine(pg.reader_url)
+    try:
+        with engine.session(30.0, "test") as (conn, _):
+            bodies = engine.profile.accepted_bodies(conn, ALLOW)
+    finally:
+        engine.close()
+        pg.admin.execute(
+            "DROP OPERATOR public.>= (oid, integer); DROP FUNCTION public.nope(oid, integer);"
+            " DROP FUNCTION public.format(text, name, name, text)"
+        )
+    assert {"function public.f(x integer)", "function public.g(x integer)"} <= set(bodies), bodies

@@ -21,6 +21,7 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from mcpkit.sql.profiles.postgres.catalog_path import catalog_path
 from mcpkit.sql.profiles.postgres.overloads import PREFIXES, OptIns
 from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines
 
@@ -63,9 +64,11 @@ def _accepted(conn: Connection, allow: Collection[str]) -> list[tuple[str, str, 
     """Each user function: schema, name, signature, digest, the function opt-in kinds accepting it."""
     if not any(a.partition(":")[0] in PREFIXES for a in allow):
         return []
-    opt = OptIns.read(conn, allow)
+    with catalog_path(conn):  # `p.oid >= 16384`, `format(...)`, `md5(...)`: no user operator's or function's
+        opt = OptIns.read(conn, allow)
+        rows = conn.execute(text(_FUNCTIONS)).all()
     out = []
-    for oid, schema, name, signature, digest in conn.execute(text(_FUNCTIONS)):
+    for oid, schema, name, signature, digest in rows:
         kinds = frozenset(
             k for k in PREFIXES if opt.accepts(k, int(oid), str(schema), str(name), str(signature))
         )
@@ -90,5 +93,6 @@ def postgres_accepted_bodies(conn: Connection, allow: Collection[str]) -> dict[s
     out = {f"function {sig}": digest for _, _, sig, digest, kinds in _accepted(conn, allow) if kinds}
     named = sorted(a for a in allow if a.startswith(("view-order:", "policy-order:")))
     if named:
-        out.update((str(k), str(d)) for k, d in conn.execute(text(_STORED), {"allow": named}))
+        with catalog_path(conn):
+            out.update((str(k), str(d)) for k, d in conn.execute(text(_STORED), {"allow": named}))
     return out
