@@ -26,6 +26,11 @@ _ROUND = "round(1::numeric, id)"
 _DAYS = "CASE WHEN id = 3 THEN interval '1 day' ELSE interval '24 hours' END"
 _D14 = "CASE WHEN id = 4 THEN interval '1 day' ELSE interval '24 hours' END"
 _ZERO = "CASE WHEN id = 3 THEN '-0'::float8 ELSE 0::float8 END"
+_BLANKS = "CAST('a' || repeat(' ', id) AS bpchar)"
+_SWAPPED = (
+    "SELECT id AS a, id AS b FROM customers WHERE false"
+    " UNION ALL SELECT round(1::numeric, id) AS b, id AS a FROM customers"
+)
 PG_PROBES = {
     # rt35a F4: numeric_larger keeps the last of ties
     "max": (f"SELECT CAST(max({_ROUND}) AS text) AS m FROM customers", ANSWERED),
@@ -150,6 +155,40 @@ PG_PROBES = {
         " WHEN id = 4 THEN 1 / (id - 4) = 1 ELSE false END) AS e",
         REFUSED,
     ),
+    # red team v1 F1: bpchar equality ignores trailing blanks, its cast to text strips them
+    "bpchar_max": (f"SELECT octet_length(max({_BLANKS})) AS m FROM customers WHERE id <> 3", ANSWERED),
+    "bpchar_min": (f"SELECT octet_length(min({_BLANKS})) AS m FROM customers WHERE id <> 3", ANSWERED),
+    "bpchar_distinct": (
+        f"SELECT octet_length(x) AS n FROM (SELECT DISTINCT {_BLANKS} AS x FROM customers) s",
+        ANSWERED,
+    ),
+    "bpchar_group": (f"SELECT octet_length({_BLANKS}) AS n FROM customers GROUP BY {_BLANKS}", ANSWERED),
+    "bpchar_array_agg": (f"SELECT array_to_string(array_agg({_BLANKS}), '|') AS a FROM customers", ANSWERED),
+    "bpchar_domain_max": (
+        "SELECT octet_length(max(CAST('a' || repeat(' ', id) AS reps_blank))) AS m FROM customers",
+        ANSWERED,
+    ),
+    "bpchar_cte_distinct": (
+        f"WITH t AS (SELECT {_BLANKS} AS x FROM customers) SELECT octet_length(x) AS n"
+        " FROM (SELECT DISTINCT x FROM t) d",
+        ANSWERED,
+    ),
+    # red team v1 F3: a set operation's later branches are read by position, not by name
+    "union_names_distinct": (
+        f"SELECT scale(a) AS s FROM (SELECT DISTINCT a FROM ({_SWAPPED}) t) d",
+        ANSWERED,
+    ),
+    "union_names_max": (f"SELECT scale(max(a)) AS s FROM ({_SWAPPED}) t", ANSWERED),
+    "union_names_group": (f"SELECT scale(a) AS s, count(*) AS n FROM ({_SWAPPED}) t GROUP BY a", ANSWERED),
+    "union_names_cte": (
+        f"WITH t AS ({_SWAPPED} UNION ALL SELECT id AS a, id AS b FROM customers WHERE false)"
+        " SELECT scale(max(a)) AS s FROM t",
+        ANSWERED,
+    ),
+    "alias_list_max": (
+        "SELECT scale(max(a)) AS s FROM (SELECT id AS a, round(1::numeric, id) AS b FROM customers) t(b, a)",
+        ANSWERED,
+    ),
     # ordinary analyst queries keep working
     "plain": ("SELECT max(name) AS m, min(id) AS i, count(DISTINCT name) AS n FROM customers", ANSWERED),
     "plain_group": ("SELECT lower(name) AS l, count(*) AS n FROM customers GROUP BY lower(name)", ANSWERED),
@@ -163,6 +202,9 @@ PG_PROBES = {
         " FROM customers",
         ANSWERED,
     ),
+    # red team v1 L1: ROLLUP over stored keys was sent ordered by `CAST(ROLLUP (name) AS TEXT)`
+    "plain_rollup": ("SELECT name, count(*) AS n FROM customers GROUP BY ROLLUP (name)", ANSWERED),
+    "plain_cube_limit": ("SELECT name, count(*) AS n FROM customers GROUP BY CUBE (name) LIMIT 3", ANSWERED),
     "plain_union": ("SELECT name FROM customers UNION SELECT 'Zed'", ANSWERED),
     "plain_percentile": (
         "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY id) AS p FROM customers",
@@ -236,6 +278,13 @@ MY_PROBES = {
         f" {_CASE} AS v FROM customers WHERE id + 0 IN (2, 5)) SELECT DISTINCT t.v FROM t) s",
         ANSWERED,
     ),
+    # red team v1 F3 on MariaDB: later branches are read by position (pinned, then refused as
+    # `UNION ALL` of the CASE itself is: no visible key tells the derived rows apart)
+    "union_names_distinct": (
+        "SELECT DISTINCT a FROM (SELECT id AS a, id AS b FROM customers WHERE false UNION ALL"
+        f" SELECT {_CASE} AS b, id AS a FROM customers WHERE id + 0 IN (2, 5)) t",
+        REFUSED,
+    ),
     "plain_star_cte": ("WITH c AS (SELECT id, name FROM customers) SELECT DISTINCT * FROM c", ANSWERED),
     "plain": ("SELECT MAX(name) AS m, MIN(id + 1) AS i, COUNT(DISTINCT name) AS n FROM customers", ANSWERED),
     "plain_group": ("SELECT LOWER(name) AS l, COUNT(*) AS n FROM customers GROUP BY LOWER(name)", ANSWERED),
@@ -280,7 +329,11 @@ def pg_answers(
             "CREATE COLLATION reps_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);"
             # a fast default: the rows stay where CLUSTER put them
             " ALTER TABLE customers ADD COLUMN nick text COLLATE reps_ci NOT NULL DEFAULT 'a';"
-            f" GRANT SELECT (nick) ON customers TO {db.reader}"
+            f" GRANT SELECT (nick) ON customers TO {db.reader};"
+            " CREATE DOMAIN reps_blank AS bpchar;"
+            # a user's format(text, numeric) matches `format('%L', x)` better than the built-in
+            " CREATE FUNCTION public.format(text, numeric) RETURNS text LANGUAGE sql IMMUTABLE"
+            " AS $$ SELECT 'same' $$"
         )
         served = serve_masked(
             db.reader_url, Path(masks_file(tmp_path_factory.mktemp("reps"), "customers.email"))

@@ -594,8 +594,9 @@ def test_pg_a_mask_on_a_partition_or_child_masks_its_parents(
             "postgres",
             "SELECT row_number() OVER () AS r FROM customers",
             'SELECT ROW_NUMBER() OVER (ORDER BY "customers"."id", "customers"."name",'
-            ' CAST("customers"."name" AS TEXT) COLLATE "C") AS r'
-            ' FROM customers ORDER BY 1, "customers"."id", CAST("customers"."name" AS TEXT) COLLATE "C"',
+            ' pg_catalog.format(\'%L\', "customers"."name") COLLATE pg_catalog."C") AS r'
+            ' FROM customers ORDER BY 1, "customers"."id",'
+            ' pg_catalog.format(\'%L\', "customers"."name") COLLATE pg_catalog."C"',
         ),
         (
             "mysql",

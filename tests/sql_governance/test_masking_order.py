@@ -688,7 +688,8 @@ AGG_SCHEMA = {"customers": {"id": "INT", "name": "TEXT", "email": "TEXT"}}
         (
             "SELECT string_agg('', id::text) AS s FROM customers",
             "SELECT STRING_AGG('', CAST(id AS TEXT) ORDER BY CAST(id AS TEXT),"
-            ' CAST(CAST(id AS TEXT) AS TEXT) COLLATE "C") AS s FROM customers ORDER BY 1',
+            " pg_catalog.format('%L', CAST(id AS TEXT)) COLLATE pg_catalog.\"C\") AS s"
+            " FROM customers ORDER BY 1",
         ),
         (
             "SELECT jsonb_object_agg('k', id) AS j FROM customers",

@@ -264,26 +264,32 @@ def defining(col: exp.Column) -> list[exp.Expr]:
     if select is None or not col.table:
         return []
     inner: exp.Expr | None = None
+    named: exp.Expr | None = None  # the derived table or CTE, whose alias may list column names
     for source in [select.args.get("from_"), *(select.args.get("joins") or [])]:
         this = source.this if source is not None else None
         if isinstance(this, exp.Subquery) and this.alias_or_name == col.table:
-            inner = this.this
+            inner, named = this.this, this
         elif isinstance(this, exp.Table) and this.alias_or_name == col.table and not this.db:
             withs = [w for w in (a.args.get("with_") for a in _ancestors(select)) if isinstance(w, exp.With)]
             for with_ in withs:
                 for cte in with_.expressions:
                     if cte.alias_or_name == this.name and inner is None:
-                        inner = cte.this  # the innermost WITH of that name (rt36 F3)
-    branches = set_branches(inner) if inner is not None else []
-    out = []
-    for branch in branches:
-        if not isinstance(branch, exp.Select):
-            return []  # VALUES and the like: untraced, so not one-way
-        found = [p for p in branch.selects if p.alias_or_name == col.name]
-        if len(found) != 1:
-            return []
-        out.append(found[0].unalias())
-    return out
+                        inner, named = cte.this, cte  # the innermost WITH of that name (rt36 F3)
+    found = set_branches(inner) if inner is not None else []
+    branches = [b for b in found if isinstance(b, exp.Select)]
+    if not branches or len(branches) != len(found):
+        return []  # VALUES and the like: untraced, so not one-way
+    widths = {len(b.selects) for b in branches}
+    if len(widths) != 1 or any(p.is_star for b in branches for p in b.selects):
+        return []
+    # `AS t(a, b)` names the columns, else the first branch; every branch is read by position (red team v1 F3)
+    alias = named.args.get("alias") if named is not None else None
+    listed = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) and alias.columns else []
+    names = listed + [p.alias_or_name for p in branches[0].selects][len(listed) :]
+    places = [i for i, name in enumerate(names) if name == col.name]
+    if len(places) != 1:
+        return []
+    return [b.selects[places[0]].unalias() for b in branches]
 
 
 def set_branches(node: exp.Expr) -> list[exp.Expr]:

@@ -12,7 +12,7 @@ column read straight from a table (whose variants are data, a documented residua
 - SELECT DISTINCT without grouping or windows: sent as GROUP BY the outputs and their exact forms;
   DISTINCT ON: its ORDER BY (which picks the row kept) completed with the exact forms;
 - min/max: ordered by the value and its exact form where the engine takes an ORDER BY in them
-  (PostgreSQL: `max(x ORDER BY x, x::text COLLATE "C")`), refused elsewhere (MariaDB);
+  (PostgreSQL: `max(x ORDER BY x, format('%L', x) COLLATE "C")`), refused elsewhere (MariaDB);
 - refused: min/max over a window, percentile_disc/percentile_cont/mode/median (their ORDER BY takes
   one key), DISTINCT aggregates other than count, DISTINCT over grouped or window results,
   UNION without ALL, INTERSECT and EXCEPT (ALL too), GROUP BY ROLLUP/CUBE/GROUPING SETS,

@@ -7,8 +7,8 @@ and money in the order the scan hands them: the last digits differ with it, and 
 ...)` errs only when 2 and 4 come before 5): where the scan follows a masked column, one bit of its
 ranking per call. Over a masked read such an aggregate is ordered by its arguments and their exact
 text forms, as the concatenating ones are, so it adds the same values in the same order whatever the
-scan: `sum(x ORDER BY x, x::text COLLATE "C")`. An argument whose sum is exact (integer and numeric
-columns by their declared type, number literals, which PostgreSQL reads as numeric, a cast to an
+scan: `sum(x ORDER BY x, format('%L', x) COLLATE "C")`. An argument whose sum is exact (integer and
+numeric columns by their declared type, number literals, which PostgreSQL reads as numeric, a cast to an
 integer or numeric type, arithmetic and CASE over those) is left alone: sorting costs. Not in a
 window (`sum(x) OVER ()`: PostgreSQL takes no ORDER BY there), nor on MariaDB and SQLite, which take
 none in these aggregates (`Profile.ordered_sums`): there it stays a documented residual.

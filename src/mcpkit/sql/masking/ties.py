@@ -255,8 +255,9 @@ def _scope_keys(taint: Taint, scope: Scope, *, partial: bool = False) -> list[ex
         return None
     group = select.args.get("group")
     if group is not None:
-        if any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")):
-            return None
+        sets = [e for e in group.expressions if isinstance(e, exp.Rollup | exp.Cube | exp.GroupingSets)]
+        if sets or any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets", "totals")):
+            return None  # PostgreSQL's ROLLUP (a) is among the keys (red team v1 L1), WITH ROLLUP beside
         return [e.copy() for e in group.expressions]
     if _aggregated(select):
         return []
