@@ -64,12 +64,20 @@ def _source_columns(select: exp.Select, known: KnownSchema | None) -> list[tuple
     sources += [j.this for j in select.args.get("joins") or []]
     ctes = _ctes(select)
     out: list[tuple[str, set[str] | None]] = []
-    for source in sources:
+    while sources:
+        source = sources.pop()
+        # joins nested in a table (`FROM (a JOIN b ON ...)`) are sources of the block too
+        sources += [j.this for j in source.args.get("joins") or [] if isinstance(j, exp.Join)]
+        body: exp.Expr | None = source.this if isinstance(source, exp.Subquery) else None
+        while isinstance(body, exp.Subquery) and body.args.get("alias") is None:
+            body = body.this
+        if isinstance(body, exp.Table) and source.args.get("alias") is None:
+            sources.append(body)  # `FROM (customers)`: the block's own table (red team v2 F1)
+            continue
         alias = source.args.get("alias")
         if isinstance(alias, exp.TableAlias) and alias.columns:
             out.append((source.alias_or_name, {c.name.casefold() for c in alias.columns}))
             continue
-        body: exp.Expr | None = source.this if isinstance(source, exp.Subquery) else None
         if isinstance(source, exp.Table) and not source.db and source.name.casefold() in ctes:
             body = ctes[source.name.casefold()]
         if isinstance(body, exp.Query):
@@ -77,6 +85,8 @@ def _source_columns(select: exp.Select, known: KnownSchema | None) -> list[tuple
         elif isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
             columns = None if known is None else known.columns(source)
             out.append((source.alias_or_name, None if columns is None else {c.casefold() for c in columns}))
+        else:
+            out.append((source.alias_or_name, None))  # a function table, VALUES, ...: any name may be its
     return out
 
 

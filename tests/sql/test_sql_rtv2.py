@@ -1,0 +1,50 @@
+"""Red team v2 (MariaDB masking) findings, each on the real engine.
+
+F1: `FROM (customers)` (a parenthesised table, or join) hid the block's columns from alias scoping,
+so a name inside an ORDER BY expression was analysed as the output alias while MariaDB read the
+unselected column of the first scanned row per group: the masked ranking, one bit per call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.sql.sql_support import masks_file, mysql_customers, mysql_scratch
+from tests.sql.sql_support import run_cli as _run
+
+_CASE = "ORDER BY - CASE id WHEN 2 THEN -1 WHEN 5 THEN -3 ELSE -2 END"
+F1 = {
+    "distinct": f"SELECT DISTINCT (id IN (2, 5)) AS id FROM (customers) WHERE id + 0 IN (2, 5, 1) {_CASE}",
+    "grouped": "SELECT (id IN (2, 5)) AS id, COUNT(*) AS n FROM (customers) WHERE id + 0 IN (2, 5, 1)"
+    f" GROUP BY 1 {_CASE}",
+    "nested": f"SELECT DISTINCT (id IN (2, 5)) AS id FROM ((customers)) WHERE id + 0 IN (2, 5, 1) {_CASE}",
+    "joined": "SELECT DISTINCT (c.id IN (2, 5)) AS name FROM (customers c JOIN customers d ON d.id = c.id)"
+    " WHERE c.id + 0 IN (2, 5, 1) ORDER BY - CASE name WHEN 'Bob' THEN -1 WHEN 'Eve' THEN -3 ELSE -2 END",
+}
+
+
+@pytest.mark.mysql
+def test_mariadb_parenthesised_tables_are_the_blocks_sources(
+    mysql_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with mysql_scratch(mysql_url, "fixv2_paren") as db:
+        mysql_customers(db)
+        masks = masks_file(tmp_path, "customers.email")
+        for name, sql in F1.items():
+            code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
+            assert code != 0, (name, out)  # before: answered in the first scanned rows' id order
+            assert (
+                "may order only by what it selects" in out
+                or "must be grouped or aggregated" in out
+                or "both an output alias and a column" in out
+            ), (name, out)
+        ok = {
+            "SELECT DISTINCT name AS id FROM (customers) ORDER BY id LIMIT 1": "| Ann |",
+            "SELECT c.name AS id, COUNT(*) AS n FROM (customers c JOIN customers d ON d.id = c.id)"
+            " GROUP BY c.name ORDER BY id LIMIT 1": "| Ann | 1 |",
+        }
+        for sql, wanted in ok.items():
+            code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
+            assert code == 0 and wanted in out, (sql, out)
