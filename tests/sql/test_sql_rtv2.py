@@ -3,6 +3,9 @@
 F1: `FROM (customers)` (a parenthesised table, or join) hid the block's columns from alias scoping,
 so a name inside an ORDER BY expression was analysed as the output alias while MariaDB read the
 unselected column of the first scanned row per group: the masked ranking, one bit per call.
+F3, F4, F6: the same through a source whose columns alias scoping misread: a CTE's column list
+(`WITH d (id) AS (SELECT id AS zz ...)`), a derived table's unaliased `(id)` (MariaDB names it `id`),
+a JSON_TABLE column.
 """
 
 from __future__ import annotations
@@ -22,11 +25,25 @@ F1 = {
     "nested": f"SELECT DISTINCT (id IN (2, 5)) AS id FROM ((customers)) WHERE id + 0 IN (2, 5, 1) {_CASE}",
     "joined": "SELECT DISTINCT (c.id IN (2, 5)) AS name FROM (customers c JOIN customers d ON d.id = c.id)"
     " WHERE c.id + 0 IN (2, 5, 1) ORDER BY - CASE name WHEN 'Bob' THEN -1 WHEN 'Eve' THEN -3 ELSE -2 END",
+    "F3": "WITH d (id) AS (SELECT id AS zz FROM customers WHERE id + 0 IN (2, 5, 1))"
+    f" SELECT DISTINCT (id IN (2, 5)) AS id FROM d {_CASE}",
+    "F3 chained": "WITH d AS (SELECT id AS zz FROM customers), e (id) AS (SELECT zz FROM d)"
+    f" SELECT DISTINCT (id IN (2, 5)) AS id FROM e WHERE id + 0 IN (2, 5, 1) {_CASE}",
+    "F4": "SELECT DISTINCT (id IN (2, 5)) AS id FROM (SELECT (id) FROM customers WHERE id + 0 IN (2, 5, 1)) d"
+    f" {_CASE}",
+    "F4 qualified": "SELECT DISTINCT (id IN (2, 5)) AS id FROM (SELECT (c.id), name FROM customers c"
+    f" WHERE c.id + 0 IN (2, 5, 1)) d {_CASE}",
+    "F6": "SELECT DISTINCT (c.id IN (2, 5)) AS k FROM customers c,"
+    " JSON_TABLE(JSON_ARRAY(c.id), '$[*]' COLUMNS (k INT PATH '$')) AS jt WHERE c.id + 0 IN (2, 5, 1)"
+    " ORDER BY - CASE k WHEN 2 THEN -1 WHEN 5 THEN -3 ELSE -2 END",
+    "F6 grouped": "SELECT (c.id IN (2, 5)) AS k, COUNT(*) AS n FROM customers c,"
+    " JSON_TABLE(JSON_ARRAY(c.id), '$[*]' COLUMNS (k INT PATH '$')) AS jt WHERE c.id + 0 IN (2, 5, 1)"
+    " GROUP BY 1 ORDER BY - CASE k WHEN 2 THEN -1 WHEN 5 THEN -3 ELSE -2 END",
 }
 
 
 @pytest.mark.mysql
-def test_mariadb_parenthesised_tables_are_the_blocks_sources(
+def test_mariadb_alias_scoping_sees_every_source_column(
     mysql_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with mysql_scratch(mysql_url, "fixv2_paren") as db:
@@ -39,9 +56,12 @@ def test_mariadb_parenthesised_tables_are_the_blocks_sources(
                 "may order only by what it selects" in out
                 or "must be grouped or aggregated" in out
                 or "both an output alias and a column" in out
+                or "cannot check" in out
             ), (name, out)
         ok = {
             "SELECT DISTINCT name AS id FROM (customers) ORDER BY id LIMIT 1": "| Ann |",
+            "WITH d (k) AS (SELECT name FROM customers) SELECT DISTINCT k AS id FROM d ORDER BY id"
+            " LIMIT 1": "| Ann |",
             "SELECT c.name AS id, COUNT(*) AS n FROM (customers c JOIN customers d ON d.id = c.id)"
             " GROUP BY c.name ORDER BY id LIMIT 1": "| Ann | 1 |",
         }
