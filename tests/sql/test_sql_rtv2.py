@@ -68,3 +68,35 @@ def test_mariadb_alias_scoping_sees_every_source_column(
         for sql, wanted in ok.items():
             code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
             assert code == 0 and wanted in out, (sql, out)
+
+
+# F2: the e-mail order of ids is 4, 1, 5, 2, 3; row `bad` fails the ON, row `good` matches it.
+F2 = {
+    "computed": "SELECT COUNT(*) AS n FROM customers o LEFT JOIN customers b ON b.id + 0 IN ({good}, {bad})"
+    " AND (CASE WHEN b.id = {good} THEN 1 ELSE 1 / (b.id - {bad}) END) WHERE o.id = 1 AND b.id IS NULL",
+    "plain across types": "SELECT COUNT(*) AS n FROM customers b RIGHT JOIN customers o ON b.id = {good}"
+    " OR (b.id = {bad} AND b.name = 0) WHERE o.id = 1 AND ISNULL(b.id)",
+}
+
+
+@pytest.mark.mysql
+def test_mariadb_an_anti_join_does_not_stop_in_masked_order(
+    mysql_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with mysql_scratch(mysql_url, "fixv2_anti") as db:
+        mysql_customers(db)
+        masks = masks_file(tmp_path, "customers.email")
+        for name, sql in F2.items():
+            for good, bad in ((1, 4), (4, 1)):  # before: answered 0 for one order, failed for the other
+                query = sql.format(good=good, bad=bad)
+                code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, query)
+                assert code != 0 and "outer join tested with IS NULL" in out, (name, good, out)
+        ok = {  # the common anti-join on equal columns stays answered
+            "SELECT COUNT(*) AS n FROM customers o LEFT JOIN customers b ON b.id = o.id WHERE b.id IS NULL":
+                "| 0 |",
+            "SELECT o.name FROM customers o LEFT JOIN customers b ON b.id = o.id + 1 WHERE o.id = 5":
+                "| Eve |",
+        }  # fmt: skip
+        for sql, wanted in ok.items():
+            code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
+            assert code == 0 and wanted in out, (sql, out)

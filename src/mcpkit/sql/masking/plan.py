@@ -23,6 +23,7 @@ from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.engines.base import Rows
 from mcpkit.sql.masking.alias_scope import pin_columns
 from mcpkit.sql.masking.alike import sources
+from mcpkit.sql.masking.anti_join import refuse_anti_joins
 from mcpkit.sql.masking.early_stop import pin_early_stops
 from mcpkit.sql.masking.first_scanned import refuse_first_scanned
 from mcpkit.sql.masking.hidden import refuse_hidden_joins
@@ -265,6 +266,7 @@ def plan_masking(
         return NO_MASKING
     tree = normalise_calls(tree, dialect)
     refuse_shapes(tree, dialect, known.per_row)
+    refuse_anti_joins(tree, dialect, known, policy)  # a first match stops the scan (red team v2 F2)
     if any(True for _ in tree.find_all(exp.TableSample)):
         # Which rows a sample keeps follows the storage layout (pages, row positions), and an
         # index, CLUSTER or the written order can lay the rows out by a masked value.

@@ -1,0 +1,101 @@
+"""Outer joins read as anti-joins: the inner side's scan stops at its first match.
+
+`a LEFT JOIN b ON p WHERE b.id IS NULL` keeps the rows of a without a match in b; MariaDB ("Not
+exists"), PostgreSQL (an anti join) and SQLite stop scanning b for a row of a at the first row
+matching p. An error p raises on row y of b, answered or not, tells whether row x matching p was
+scanned first, and b's scan can follow an index on a masked column (red team v2 F2: `LEFT JOIN
+customers b ON b.id + 0 IN (x, y) AND CASE WHEN b.id = x THEN 1 ELSE 1 / (b.id - y) END WHERE
+b.id IS NULL`, the masked ranking in n log n calls). It is not an EXISTS subquery, so
+`early_stop` cannot order it: such a join whose null-filled side reads a masked table is refused
+unless its ON cannot fail per row (`_SAFE_ON`): plain comparisons of columns and constants on
+PostgreSQL and SQLite, only equalities of two columns on MariaDB, where comparing across types
+(`b.name = 0`) raises a conversion warning, made an error per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from sqlglot import exp
+
+from mcpkit.sql.masking.policy import MaskPolicy
+from mcpkit.sql.masking.schema import KnownSchema
+from mcpkit.sql.masking.taint import refuse_mask
+
+__all__ = ["refuse_anti_joins"]
+
+_PLAIN: Final = (
+    exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.And, exp.Or, exp.Not,
+    exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ, exp.Is, exp.LT, exp.LTE, exp.GT, exp.GTE,
+    exp.Between, exp.In, exp.Tuple,
+)  # fmt: skip
+
+
+def _plain(on: exp.Expr) -> bool:
+    return all(isinstance(n, _PLAIN) for n in on.walk())
+
+
+def _column_equalities(on: exp.Expr) -> bool:
+    if isinstance(on, exp.Paren | exp.And):
+        return all(_column_equalities(part) for part in on.iter_expressions())
+    return isinstance(on, exp.EQ | exp.NullSafeEQ) and all(
+        isinstance(side, exp.Column) for side in (on.this, on.expression)
+    )
+
+
+# Per dialect: an ON that raises nothing per row (module doc); unknown dialects: the strictest.
+_SAFE_ON: Final[dict[str, Callable[[exp.Expr], bool]]] = {
+    "postgres": _plain,
+    "sqlite": _plain,
+    "mysql": _column_equalities,
+}
+_ANTI_JOIN: Final = (
+    "Over a table with masked columns, an outer join tested with IS NULL whose ON computes per row "
+    "(a function, arithmetic, CASE, a cast, a comparison across types) is not answered: the rows it "
+    "reads before the first match follow the storage order; join on equal columns, or use NOT EXISTS."
+)
+
+
+def _null_tested(select: exp.Select, joins: list[exp.Join]) -> bool:
+    """Whether the block's WHERE or an ON tests a value IS NULL (what makes a join an anti-join)."""
+    places = [select.args.get("where"), *(j.args.get("on") for j in joins)]
+    for place in (p for p in places if p is not None):
+        for node in place.walk():
+            if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+                return True
+            if isinstance(node, exp.Anonymous) and node.name.casefold() == "isnull":
+                return True
+    return False
+
+
+def _reads_masked(source: exp.Expr, known: KnownSchema, policy: MaskPolicy) -> bool:
+    """Whether a join's source may read a masked table's rows (a view, CTE or table function may)."""
+    for table in source.find_all(exp.Table):
+        columns = known.columns(table) if isinstance(table.this, exp.Identifier) else None
+        if columns is None or table.name.casefold() in known.views:
+            return True
+        where = known.schema_of(table)
+        if policy.masked_columns(where, table.name, columns) or policy.reads_masked(where, table.name):
+            return True
+    return False
+
+
+def refuse_anti_joins(tree: exp.Expr, dialect: str, known: KnownSchema, policy: MaskPolicy) -> None:
+    """Refuse an outer join of `tree` that may stop at a first match (module doc)."""
+    safe = _SAFE_ON.get(dialect, _column_equalities)
+    for select in tree.find_all(exp.Select):
+        joins = [j for j in select.find_all(exp.Join) if j.find_ancestor(exp.Select) is select]
+        outer = [j for j in joins if (j.side or "").upper() in ("LEFT", "RIGHT", "FULL")]
+        if not outer or not _null_tested(select, joins):
+            continue
+        from_ = select.args.get("from_")
+        every = [from_.this] if isinstance(from_, exp.From) else []
+        every += [j.this for j in joins]
+        for join in outer:
+            on = join.args.get("on")
+            if on is None or safe(on):
+                continue  # USING, NATURAL: equal columns
+            filled = [join.this] if (join.side or "").upper() == "LEFT" else every
+            if any(_reads_masked(source, known, policy) for source in filled):
+                refuse_mask(f"{join.side} JOIN tested IS NULL whose ON computes per row", message=_ANTI_JOIN)
