@@ -103,6 +103,11 @@ _PARTITION: Final = (
     "their own; query the whole table."
 )
 
+_VERSIONS: Final = (
+    "Over a table with masked columns, FOR SYSTEM_TIME ALL, BETWEEN or FROM is not answered: a new "
+    "version whose visible values repeat tells when masked ones changed; read AS OF a time instead."
+)
+
 _HINTS: Final = (
     "Over a table with masked columns or a view, index hints (FORCE, USE or IGNORE INDEX, INDEXED "
     "BY, /*+ */ optimizer hints) and STRAIGHT_JOIN are not answered: they pick the order rows are "
@@ -275,6 +280,9 @@ def plan_masking(
         # MariaDB's `t PARTITION (p)` needs no privilege beyond the table's: its rows are those
         # whose partition key falls in p's bound (red team rt19mask F2).
         refuse_mask("PARTITION selection over a masked read", message=_PARTITION)
+    if any(str(v.args.get("kind")).upper() != "AS OF" for v in tree.find_all(exp.Version)):
+        # a row's versions whose visible values repeat tell when its masked values changed (red team v2 F5)
+        refuse_mask("FOR SYSTEM_TIME over versions in a masked read", message=_VERSIONS)
     if _steers_the_plan(tree):
         # The caller would pick which index, hence which masked column's order, the scan follows
         # (red team rt20mask F3b); the reader cannot see index definitions on MariaDB, so all go.
