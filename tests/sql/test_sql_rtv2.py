@@ -25,6 +25,9 @@ F1 = {
     "nested": f"SELECT DISTINCT (id IN (2, 5)) AS id FROM ((customers)) WHERE id + 0 IN (2, 5, 1) {_CASE}",
     "joined": "SELECT DISTINCT (c.id IN (2, 5)) AS name FROM (customers c JOIN customers d ON d.id = c.id)"
     " WHERE c.id + 0 IN (2, 5, 1) ORDER BY - CASE name WHEN 'Bob' THEN -1 WHEN 'Eve' THEN -3 ELSE -2 END",
+    "joined inside": "SELECT DISTINCT (o.id IN (2, 5)) AS name FROM ((orders o) JOIN (customers c)"
+    " ON c.id = o.customer_id) WHERE o.id + 0 IN (2, 5, 1)"
+    " ORDER BY - CASE name WHEN 'Bob' THEN -1 WHEN 'Eve' THEN -3 ELSE -2 END",
     "F3": "WITH d (id) AS (SELECT id AS zz FROM customers WHERE id + 0 IN (2, 5, 1))"
     f" SELECT DISTINCT (id IN (2, 5)) AS id FROM d {_CASE}",
     "F3 chained": "WITH d AS (SELECT id AS zz FROM customers), e (id) AS (SELECT zz FROM d)"
@@ -48,6 +51,10 @@ def test_mariadb_alias_scoping_sees_every_source_column(
 ) -> None:
     with mysql_scratch(mysql_url, "fixv2_paren") as db:
         mysql_customers(db)
+        with db.admin.cursor() as c:
+            c.execute(f"CREATE TABLE {db.db}.orders (id INT PRIMARY KEY, customer_id INT)")
+            c.execute(f"INSERT INTO {db.db}.orders VALUES (1, 1), (2, 2), (3, 3), (4, 4), (5, 5)")
+            c.execute(f"GRANT SELECT ON {db.db}.orders TO '{db.reader}'@'%'")
         masks = masks_file(tmp_path, "customers.email")
         for name, sql in F1.items():
             code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
@@ -64,6 +71,10 @@ def test_mariadb_alias_scoping_sees_every_source_column(
             " LIMIT 1": "| Ann |",
             "SELECT c.name AS id, COUNT(*) AS n FROM (customers c JOIN customers d ON d.id = c.id)"
             " GROUP BY c.name ORDER BY id LIMIT 1": "| Ann | 1 |",
+            # L3: read as without the parentheses (before: refused as an unnamed derived table)
+            "SELECT name FROM (customers) WHERE id > 1 ORDER BY id LIMIT 1": "| Bob |",
+            "SELECT c.name FROM (customers c JOIN orders o ON o.customer_id = c.id) ORDER BY o.id DESC"
+            " LIMIT 1": "| Eve |",
         }
         for sql, wanted in ok.items():
             code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)

@@ -85,7 +85,8 @@ def _source_columns(
         sources += [j.this for j in source.args.get("joins") or [] if isinstance(j, exp.Join)]
         body: exp.Expr | None = source.this if isinstance(source, exp.Subquery) else None
         while isinstance(body, exp.Subquery) and body.args.get("alias") is None:
-            body = body.this
+            sources += [j.this for j in body.args.get("joins") or [] if isinstance(j, exp.Join)]
+            body = body.this  # `((a) JOIN (b) ON ...)`: the joins hang on the inner parentheses
         if isinstance(body, exp.Table) and source.args.get("alias") is None:
             sources.append(body)  # `FROM (customers)`: the block's own table (red team v2 F1)
             continue
