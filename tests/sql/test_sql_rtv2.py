@@ -87,6 +87,10 @@ F2 = {
     " AND (CASE WHEN b.id = {good} THEN 1 ELSE 1 / (b.id - {bad}) END) WHERE o.id = 1 AND b.id IS NULL",
     "plain across types": "SELECT COUNT(*) AS n FROM customers b RIGHT JOIN customers o ON b.id = {good}"
     " OR (b.id = {bad} AND b.name = 0) WHERE o.id = 1 AND ISNULL(b.id)",
+    "in WHERE": "SELECT COUNT(*) AS n FROM customers o LEFT JOIN customers b ON b.id = b.id WHERE o.id = 1"
+    " AND (CASE WHEN b.id = {bad} THEN 1 / (b.id - {bad}) ELSE {good} END) IS NULL AND b.id IS NULL",
+    "derived": "SELECT COUNT(*) AS n FROM customers o LEFT JOIN (SELECT id, CASE WHEN id = {good} THEN 1"
+    " ELSE 1 / (id - {bad}) END AS x FROM customers) b ON b.x = o.id WHERE o.id = 1 AND b.id IS NULL",
 }
 
 

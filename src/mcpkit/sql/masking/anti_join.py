@@ -9,7 +9,9 @@ b.id IS NULL`, the masked ranking in n log n calls). It is not an EXISTS subquer
 `early_stop` cannot order it: such a join whose null-filled side reads a masked table is refused
 unless its ON cannot fail per row (`_SAFE_ON`): plain comparisons of columns and constants on
 PostgreSQL and SQLite, only equalities of two columns on MariaDB, where comparing across types
-(`b.name = 0`) raises a conversion warning, made an error per call.
+(`b.name = 0`) raises a conversion warning, made an error per call. The WHERE's conjuncts that
+read that side are held to the same (besides IS NULL tests: they run on the first matching row),
+and that side must be a table (a view's, CTE's or derived table's columns may compute per row).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Final
 
 from sqlglot import exp
 
+from mcpkit.sql.masking.first_row import cte_for
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema
 from mcpkit.sql.masking.taint import refuse_mask
@@ -51,9 +54,10 @@ _SAFE_ON: Final[dict[str, Callable[[exp.Expr], bool]]] = {
     "mysql": _column_equalities,
 }
 _ANTI_JOIN: Final = (
-    "Over a table with masked columns, an outer join tested with IS NULL whose ON computes per row "
-    "(a function, arithmetic, CASE, a cast, a comparison across types) is not answered: the rows it "
-    "reads before the first match follow the storage order; join on equal columns, or use NOT EXISTS."
+    "Over a table with masked columns, an outer join tested with IS NULL whose ON or WHERE computes per "
+    "row on the joined table (a function, arithmetic, CASE, a cast, a comparison across types), or "
+    "that joins a view, CTE or derived table, is not answered: the rows it reads before the first "
+    "match follow the storage order; join a table on equal columns, or use NOT EXISTS."
 )
 
 
@@ -81,6 +85,40 @@ def _reads_masked(source: exp.Expr, known: KnownSchema, policy: MaskPolicy) -> b
     return False
 
 
+def _base_table(source: exp.Expr, known: KnownSchema) -> bool:
+    """A table of the schema itself: no view, CTE, derived or function table (whose columns may
+    compute per row: `LEFT JOIN (SELECT id, 1 / (id - y) AS x FROM customers) b ON b.x = o.id`)."""
+    return (
+        isinstance(source, exp.Table)
+        and isinstance(source.this, exp.Identifier)
+        and source.name.casefold() not in known.views
+        and cte_for(source) is None
+    )
+
+
+def _null_test(node: exp.Expr) -> bool:
+    node = node.unnest()
+    while isinstance(node, exp.Not):
+        node = node.this.unnest()
+    return (
+        isinstance(node, exp.Is)
+        and isinstance(node.this, exp.Column)
+        and isinstance(node.expression, exp.Null)
+    )
+
+
+def _where_stops(where: exp.Expr | None, names: set[str], safe: Callable[[exp.Expr], bool]) -> bool:
+    """Whether a conjunct of WHERE reading the null-filled side (`names`; an unqualified column may)
+    can fail per row: it is evaluated on the first matching row, then the scan stops."""
+    if where is None:
+        return False
+    for part in where.this.flatten() if isinstance(where.this, exp.And) else [where.this]:
+        reads = any(not c.table or c.table.casefold() in names for c in part.find_all(exp.Column))
+        if reads and not (_null_test(part) or safe(part)):
+            return True
+    return False
+
+
 def refuse_anti_joins(tree: exp.Expr, dialect: str, known: KnownSchema, policy: MaskPolicy) -> None:
     """Refuse an outer join of `tree` that may stop at a first match (module doc)."""
     safe = _SAFE_ON.get(dialect, _column_equalities)
@@ -93,9 +131,14 @@ def refuse_anti_joins(tree: exp.Expr, dialect: str, known: KnownSchema, policy: 
         every = [from_.this] if isinstance(from_, exp.From) else []
         every += [j.this for j in joins]
         for join in outer:
-            on = join.args.get("on")
-            if on is None or safe(on):
-                continue  # USING, NATURAL: equal columns
             filled = [join.this] if (join.side or "").upper() == "LEFT" else every
-            if any(_reads_masked(source, known, policy) for source in filled):
-                refuse_mask(f"{join.side} JOIN tested IS NULL whose ON computes per row", message=_ANTI_JOIN)
+            masked = [source for source in filled if _reads_masked(source, known, policy)]
+            if not masked:
+                continue
+            on = join.args.get("on")
+            if (
+                not all(_base_table(source, known) for source in masked)
+                or (on is not None and not safe(on))  # None: USING, NATURAL (equal columns)
+                or _where_stops(select.args.get("where"), {s.alias_or_name.casefold() for s in masked}, safe)
+            ):
+                refuse_mask(f"{join.side} JOIN tested IS NULL that computes per row", message=_ANTI_JOIN)
