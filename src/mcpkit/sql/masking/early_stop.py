@@ -30,7 +30,7 @@ from sqlglot import exp
 from mcpkit.sql.admission.budget import NodeAllowance
 from mcpkit.sql.masking.first_row import cte_for
 from mcpkit.sql.masking.limits import Keyed
-from mcpkit.sql.masking.order import _ordinals, _row_order, _width
+from mcpkit.sql.masking.order import ordinals, output_width, row_order
 from mcpkit.sql.masking.ties import BLOCK, refuse_order
 
 __all__ = ["pin_early_stops"]
@@ -151,11 +151,11 @@ def _pin(select: exp.Select, stop: str, dialect: str, keyed: Keyed, room: NodeAl
         refuse_order(_SET_UNORDERED, "IN/ANY/ALL subquery computing per row, where its ORDER BY is dropped")
     order = select.args.get("order")
     written: list[exp.Expr] = list(order.expressions) if order is not None else []
-    count = _width(select)
+    count = output_width(select)
     if count is None:  # the star's columns count as outputs, which a star cannot be ordered by (review)
         refuse_order(_STAR, f"{stop} subquery computing per row selects a star")
-    added = _ordinals(select, count, dialect) if count else []
-    added += _row_order(select, keyed, dialect)
+    added = ordinals(select, count, dialect) if count else []
+    added += row_order(select, keyed, dialect)
     seen = {e.sql() for e in written}
     added = [a for a in added if a.sql() not in seen]
     room.add(added, "masking's tie-breakers")

@@ -9,11 +9,10 @@ offsets within ties, the order of a concatenating aggregate, a bare column besid
                            --refuse_bare_columns (`Profile.bare_columns`: SQLite, MySQL)
     work tree --pin_order--> ORDER BYs completed, windows and aggregates ordered (or refused)
 
-Blocks are every Select, set operation and parenthesised query (LIMIT/OFFSET/FETCH may hang on
-any of them), scalar subqueries included (SQLite answers their first row). Tie-breakers are every
-output (ordinals) of a query block, and for a window every visible
-column of the rows it numbers (or the GROUP BY keys of a grouped block): rows that still tie
-are equal in everything the query can see, so swapping them changes nothing in the answer.
+Blocks are every Select, set operation and parenthesised query (LIMIT/OFFSET/FETCH may hang on any of
+them), scalar subqueries included (SQLite: their first row). Tie-breakers are every output (ordinals) of a
+block, and for a window every visible column of the rows it numbers (or a grouped block's GROUP BY keys):
+rows still tied are equal in all the query can see, so swapping them changes nothing.
 """
 
 from __future__ import annotations
@@ -47,7 +46,8 @@ from mcpkit.sql.masking.ties import (
 )
 from mcpkit.sql.profiles import profile_class
 
-__all__ = ["BLOCK", "EXACT", "WIN", "pin_order", "plain_type", "refuse_bare_columns", "window_keys"]
+__all__ = ["BLOCK", "EXACT", "WIN", "ordinals", "output_width", "pin_order", "plain_type"]
+__all__ += ["refuse_bare_columns", "row_order", "window_keys"]
 
 _TIES: Final = "masking's tie-breakers"
 
@@ -61,7 +61,8 @@ def _ordered(node: exp.Expr, dialect: str) -> exp.Ordered:
     return exp.Ordered(this=node, nulls_first=_small(dialect))
 
 
-def _ordinals(node: exp.Expr, width: int, dialect: str) -> list[exp.Ordered]:
+def ordinals(node: exp.Expr, width: int, dialect: str) -> list[exp.Ordered]:
+    """The first `width` outputs of `node` as ORDER BY keys (the dialect's NULL placement)."""
     return [_ordered(k, dialect) for k in output_keys(node, width, dialect)]
 
 
@@ -113,9 +114,9 @@ def _in_array(node: exp.Expr) -> bool:
     return isinstance(parent, exp.Array)
 
 
-def _width(node: exp.Select | exp.SetOperation) -> int | None:
-    selects = node.selects
-    return None if any(p.is_star for p in selects) else len(selects)
+def output_width(node: exp.Select | exp.SetOperation) -> int | None:
+    """How many outputs `node` has (None with a star among them)."""
+    return None if any(p.is_star for p in node.selects) else len(node.selects)
 
 
 def _unwrap(node: exp.Expr) -> exp.Expr:
@@ -179,7 +180,7 @@ def _lower_limit(node: exp.Subquery) -> None:
             inner.set(key, value)
 
 
-def _row_order(select: exp.Select, keyed: Keyed, dialect: str) -> list[exp.Ordered]:
+def row_order(select: exp.Select, keyed: Keyed, dialect: str) -> list[exp.Ordered]:
     """`limits.row_keys` in their exact forms alone (a json column has no ordering; its text has)."""
     out: list[exp.Ordered] = []
     for key in row_keys(select, keyed):
@@ -207,13 +208,13 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str, keyed: Keyed, room: No
             inner = _unwrap(node)
             if not isinstance(inner, exp.Select | exp.SetOperation):
                 refuse_mask("LIMIT on a parenthesised query of unknown shape", unchecked=True)
-            count = width if top else _width(inner)
+            count = width if top else output_width(inner)
             if count is None:
                 refuse_mask("LIMIT over * in a parenthesised subquery: unordered", unchecked=True)
             order = node.args.get("order")
             written = list(order.expressions) if order is not None else []
             if count:
-                added = _ordinals(node, count, dialect)
+                added = ordinals(node, count, dialect)
                 room.add(added, _TIES)
                 node.set("order", exp.Order(expressions=[*written, *added]))
                 pinned = True
@@ -235,7 +236,7 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str, keyed: Keyed, room: No
         scalar = _scalar(node)
         if not (top or order is not None or limited or on is not None or scalar or _in_array(node)):
             continue
-        count = width if top else _width(node)
+        count = width if top else output_width(node)
         if count is None:
             if order is not None and not limited and on is None and not scalar and not _in_array(node):
                 continue  # an ORDER BY of a derived table without LIMIT: its order reaches nothing
@@ -247,10 +248,10 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str, keyed: Keyed, room: No
             keys = [_ordered(e.copy(), dialect) for e in on_exprs]
         if count:
             exact = _exact_outputs(node, dialect) if isinstance(node, exp.Select) else []
-            outputs = _ordinals(node, count, dialect)
+            outputs = ordinals(node, count, dialect)
             exact = [e for e in exact if e not in outputs]  # an orderless output's text form is there
             if isinstance(node, exp.Select) and (top or limited or scalar):
-                exact += _row_order(node, keyed, dialect)  # where the scan stops (rt20mask F1)
+                exact += row_order(node, keyed, dialect)  # where the scan stops (rt20mask F1)
             room.add([*(keys if order is None else []), *outputs, *exact], _TIES)
             node.set("order", exp.Order(expressions=[*keys, *outputs, *exact]))
             pinned = True

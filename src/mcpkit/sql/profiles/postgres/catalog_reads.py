@@ -24,6 +24,7 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from mcpkit.sql.profiles.postgres.catalog_path import catalog_path
 from mcpkit.sql.profiles.postgres.routine_state import REVIEWED, reviewed_params
 
 __all__ = ["catalog_read", "postgres_catalog_routines", "postgres_catalog_stored"]
@@ -61,7 +62,8 @@ def catalog_read(body: str) -> str | None:
 def postgres_catalog_routines(conn: Connection) -> dict[tuple[str, str], str]:
     """Each function the role may execute ((schema, name) as stored) whose body reads the catalog,
     itself or through a function it calls (by name) -> why."""
-    found = conn.execute(text(_FUNCTIONS), reviewed_params(conn))
+    with catalog_path(conn):
+        found = conn.execute(text(_FUNCTIONS), reviewed_params(conn)).all()
     rows = [(str(s), str(n), str(b or ""), bool(x)) for s, n, b, x in found]
     why: dict[str, str] = {}
     for _, name, body, _ in rows:
@@ -124,7 +126,9 @@ def postgres_catalog_stored(conn: Connection) -> dict[tuple[str, str, str], str]
     may select) whose query reads the catalog: (opt-in kind, schema, name) -> what it is, and why.
     A policy's name is TABLE.POLICY."""
     out = {}
-    for what, kind, schema, name, read in conn.execute(text(_STORED)):
+    with catalog_path(conn):
+        found = conn.execute(text(_STORED)).all()
+    for what, kind, schema, name, read in found:
         out[(str(kind), str(schema), str(name))] = (
             f"{what} {schema}.{name} reads the database's catalog ({read}), which describes masked columns"
         )

@@ -11,6 +11,10 @@ created), a `SET search_path` of its own naming only `pg_catalog` and the extens
 string body whose every call is qualified with `pg_catalog` or the extension's own schema (citext's
 members). Fail closed: a body this scan cannot
 read plainly (a quoted name, a dollar quote, a comment, a dot it does not know) counts as open.
+Operators and type names in such a body resolve on the caller's path too (citext's `$3 || 'i'`
+runs a user `public.||(text, text)` under `search_path = public, pg_catalog`; an exact-type user
+operator beats pg_catalog's coercion match on any path), but no body is read for them: every user
+operator's, cast's, domain CHECK's and type I/O function counts as reached already (`implicit`).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from mcpkit.sql.profiles.postgres.catalog_path import catalog_path
 from mcpkit.sql.profiles.postgres.ext_bodies import open_members
 from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines, reviewed_params
 from mcpkit.sql.profiles.stored import StoredQuery
@@ -79,7 +80,9 @@ def with_implicit(items: list[StoredQuery], conn: Connection, role: str) -> list
     calls = [(m, n) for m, (_, names) in members.items() for n in names or ()]
     params = {"members": [str(m) for m, _ in calls], "calls": [n for _, n in calls]}
     found: dict[tuple[str, str], StoredQuery] = {}
-    for schema, name, how, signature, usable in conn.execute(text(_REACHED), params):
+    with catalog_path(conn):  # `o.oid >= 16384`, `'operator ' || ...`: no user operator's
+        reached = conn.execute(text(_REACHED), params).all()
+    for schema, name, how, signature, usable in reached:
         key = (str(schema), str(name))
         if key in per_row and key not in found:
             why = f"{how} runs it for each row a query reads, where the per-call check does not see it"

@@ -25,6 +25,7 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from mcpkit.sql.profiles.postgres.catalog_path import catalog_path
 from mcpkit.sql.profiles.postgres.ext_bodies import open_members
 
 __all__ = ["PER_ROW", "REVIEWED", "STATELESS_EXTENSIONS", "postgres_row_order_routines", "reviewed_params"]
@@ -82,7 +83,8 @@ WHERE p.prokind IN ('f', 'w', 'a') AND p.oid >= 16384
 
 def postgres_row_order_routines(conn: Connection) -> dict[tuple[str, str], str]:
     """Each user function (schema, name) whose calls may change from row to row, with why."""
-    rows = conn.execute(text(_USER), reviewed_params(conn))
+    with catalog_path(conn):  # `p.oid >= 16384` is no user operator's (`catalog_path`)
+        rows = conn.execute(text(_USER), reviewed_params(conn)).all()
     return {(str(s), str(n)): PER_ROW for s, n in rows}
 
 
@@ -90,5 +92,6 @@ def reviewed_params(conn: Connection) -> dict[str, list[str]]:
     """The bind parameters of `REVIEWED`, read in `conn` (its open SQL members: `ext_bodies`)."""
     left_out = [f"{e}.{n}" for e, names in STATELESS_EXTENSIONS.items() for n in names]
     params: dict[str, list[str]] = {"stateless": list(STATELESS_EXTENSIONS), "left_out": left_out}
-    params["open"] = [str(oid) for oid in sorted(open_members(conn, params))]
+    with catalog_path(conn):
+        params["open"] = [str(oid) for oid in sorted(open_members(conn, params))]
     return params

@@ -32,6 +32,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.postgres.body_settings import foreign_settings
+from mcpkit.sql.profiles.postgres.catalog_path import catalog_path
 from mcpkit.sql.profiles.postgres.fnpath import path_reason, volatile_names
 from mcpkit.sql.profiles.postgres.implicit import with_implicit
 from mcpkit.sql.profiles.postgres.policies import policy_queries
@@ -217,32 +218,33 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
             columns += [(int(oid), c) for c in cols]
     if not relids:
         return []
-    role = str(conn.execute(text("SELECT quote_ident(current_user)")).scalar())
-    unchecked = sorted(unchecked_functions(conn))  # aggregate components, ...: no EXECUTE check
-    configured = conn.execute(text(_CONFIGURED), {"unchecked": unchecked}).all()
-    configured = [r for r in configured if foreign_settings(r[4])]
-    fns: set[int] = {int(r[0]) for r in configured}  # what calls one is over a masked table (rt31 F5)
-    names: set[str] = {str(r[2]).lower() for r in configured}
-    functions: Sequence[Any] = []
-    while True:  # to a fixpoint (red team rt23 F5: a depth cap let a 12-deep chain through)
-        rows = conn.execute(text(_READERS), {"relids": sorted(relids), "fns": sorted(fns)}).all()
-        readers = sorted(int(r[0]) for r in rows)
-        opaque = conn.execute(text(_OPAQUE), {"relids": readers, "unchecked": unchecked}).all()
-        names |= {str(r[3]) for r in rows} | {str(f[2]).lower() for f in opaque}
-        params = {
-            "relids": readers,
-            "fns": sorted(fns | {int(f[0]) for f in opaque}),
-            "pattern": name_pattern(names),
-            "unchecked": unchecked,
-        }
-        functions = conn.execute(text(_FUNCTIONS), params).all()
-        found = {int(f[0]) for f in [*opaque, *functions]}
-        grown = {str(f[2]).lower() for f in functions} - names
-        if found <= fns and not grown:
-            break
-        fns |= found
-        names |= grown
-    aggregates = frozenset(str(r[0]) for r in conn.execute(text(_AGGREGATES)))
+    with catalog_path(conn):  # no user operator answers `>= 16384` (`catalog_path`)
+        role = str(conn.execute(text("SELECT quote_ident(current_user)")).scalar())
+        unchecked = sorted(unchecked_functions(conn))  # aggregate components, ...: no EXECUTE check
+        configured = conn.execute(text(_CONFIGURED), {"unchecked": unchecked}).all()
+        configured = [r for r in configured if foreign_settings(r[4])]
+        fns: set[int] = {int(r[0]) for r in configured}  # what calls one is over a masked table (rt31 F5)
+        names: set[str] = {str(r[2]).lower() for r in configured}
+        functions: Sequence[Any] = []
+        while True:  # to a fixpoint (red team rt23 F5: a depth cap let a 12-deep chain through)
+            rows = conn.execute(text(_READERS), {"relids": sorted(relids), "fns": sorted(fns)}).all()
+            readers = sorted(int(r[0]) for r in rows)
+            opaque = conn.execute(text(_OPAQUE), {"relids": readers, "unchecked": unchecked}).all()
+            names |= {str(r[3]) for r in rows} | {str(f[2]).lower() for f in opaque}
+            params = {
+                "relids": readers,
+                "fns": sorted(fns | {int(f[0]) for f in opaque}),
+                "pattern": name_pattern(names),
+                "unchecked": unchecked,
+            }
+            functions = conn.execute(text(_FUNCTIONS), params).all()
+            found = {int(f[0]) for f in [*opaque, *functions]}
+            grown = {str(f[2]).lower() for f in functions} - names
+            if found <= fns and not grown:
+                break
+            fns |= found
+            names |= grown
+        aggregates = frozenset(str(r[0]) for r in conn.execute(text(_AGGREGATES)))
     out: list[StoredQuery] = []
     for _, schema, name, _, usable, definition, quoted, kind in rows:
         if definition is not None:
@@ -316,6 +318,7 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
                 )
             )
     # Row-level-security policies run on every read of their table (red team rt27 F7).
-    policies = policy_queries(conn, readers, fns, role, aggregates, POSITIONS, columns)
+    with catalog_path(conn):
+        policies = policy_queries(conn, readers, fns, role, aggregates, POSITIONS, columns)
     out += [replace(item, volatile=volatile) for item in policies]  # `nextval(...) <= 2`: rt27 F4
     return with_implicit(out, conn, role)  # operators, casts, domain CHECKs run user functions (rt32)
