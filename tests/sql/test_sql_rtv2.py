@@ -89,6 +89,11 @@ F2 = {
     " OR (b.id = {bad} AND b.name = 0) WHERE o.id = 1 AND ISNULL(b.id)",
     "in WHERE": "SELECT COUNT(*) AS n FROM customers o LEFT JOIN customers b ON b.id = b.id WHERE o.id = 1"
     " AND (CASE WHEN b.id = {bad} THEN 1 / (b.id - {bad}) ELSE {good} END) IS NULL AND b.id IS NULL",
+    "null-safe": "SELECT COUNT(*) AS n FROM customers o LEFT JOIN customers b ON b.id + 0 IN ({good}, {bad})"
+    " AND (CASE WHEN b.id = {good} THEN 1 ELSE 1 / (b.id - {bad}) END) WHERE o.id = 1 AND b.id <=> NULL",
+    "tested outside": "SELECT COUNT(*) AS n FROM (SELECT b.id AS bid FROM customers o LEFT JOIN customers b"
+    " ON b.id + 0 IN ({good}, {bad}) AND (CASE WHEN b.id = {good} THEN 1 ELSE 1 / (b.id - {bad}) END)"
+    " WHERE o.id = 1) d WHERE d.bid IS NULL",
     "derived": "SELECT COUNT(*) AS n FROM customers o LEFT JOIN (SELECT id, CASE WHEN id = {good} THEN 1"
     " ELSE 1 / (id - {bad}) END AS x FROM customers) b ON b.x = o.id WHERE o.id = 1 AND b.id IS NULL",
 }

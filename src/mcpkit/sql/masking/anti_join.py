@@ -61,16 +61,13 @@ _ANTI_JOIN: Final = (
 )
 
 
-def _null_tested(select: exp.Select, joins: list[exp.Join]) -> bool:
-    """Whether the block's WHERE or an ON tests a value IS NULL (what makes a join an anti-join)."""
-    places = [select.args.get("where"), *(j.args.get("on") for j in joins)]
-    for place in (p for p in places if p is not None):
-        for node in place.walk():
-            if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
-                return True
-            if isinstance(node, exp.Anonymous) and node.name.casefold() == "isnull":
-                return True
-    return False
+def _null_tested(tree: exp.Expr) -> bool:
+    """Whether the query tests a value against NULL anywhere (IS NULL, `<=> NULL`, ISNULL(); an outer
+    query's test of a derived table's column counts: MariaDB merges it), so a join may be an anti-join."""
+    return any(
+        isinstance(n, exp.Null) or (isinstance(n, exp.Anonymous) and n.name.casefold() == "isnull")
+        for n in tree.walk()
+    )
 
 
 def _reads_masked(source: exp.Expr, known: KnownSchema, policy: MaskPolicy) -> bool:
@@ -100,33 +97,45 @@ def _null_test(node: exp.Expr) -> bool:
     node = node.unnest()
     while isinstance(node, exp.Not):
         node = node.this.unnest()
+    tests = exp.Is | exp.NullSafeEQ | exp.NullSafeNEQ
     return (
-        isinstance(node, exp.Is)
+        isinstance(node, tests)
         and isinstance(node.this, exp.Column)
         and isinstance(node.expression, exp.Null)
     )
 
 
-def _where_stops(where: exp.Expr | None, names: set[str], safe: Callable[[exp.Expr], bool]) -> bool:
-    """Whether a conjunct of WHERE reading the null-filled side (`names`; an unqualified column may)
-    can fail per row: it is evaluated on the first matching row, then the scan stops."""
+def _where_stops(where: exp.Expr | None, names: set[str] | None, safe: Callable[[exp.Expr], bool]) -> bool:
+    """Whether a conjunct of WHERE reading the null-filled side (`names`; an unqualified column may;
+    None: any column, in an enclosing block) can fail per row: it is evaluated on the first matching
+    row, then the scan stops."""
     if where is None:
         return False
     for part in where.this.flatten() if isinstance(where.this, exp.And) else [where.this]:
-        reads = any(not c.table or c.table.casefold() in names for c in part.find_all(exp.Column))
+        columns = list(part.find_all(exp.Column))
+        reads = any(names is None or not c.table or c.table.casefold() in names for c in columns)
         if reads and not (_null_test(part) or safe(part)):
             return True
     return False
 
 
+def _enclosing(select: exp.Select) -> list[exp.Select]:
+    out: list[exp.Select] = []
+    block = select.parent.find_ancestor(exp.Select) if select.parent else None
+    while block is not None:
+        out.append(block)
+        block = block.parent.find_ancestor(exp.Select) if block.parent else None
+    return out
+
+
 def refuse_anti_joins(tree: exp.Expr, dialect: str, known: KnownSchema, policy: MaskPolicy) -> None:
     """Refuse an outer join of `tree` that may stop at a first match (module doc)."""
     safe = _SAFE_ON.get(dialect, _column_equalities)
+    if not _null_tested(tree):
+        return
     for select in tree.find_all(exp.Select):
         joins = [j for j in select.find_all(exp.Join) if j.find_ancestor(exp.Select) is select]
         outer = [j for j in joins if (j.side or "").upper() in ("LEFT", "RIGHT", "FULL")]
-        if not outer or not _null_tested(select, joins):
-            continue
         from_ = select.args.get("from_")
         every = [from_.this] if isinstance(from_, exp.From) else []
         every += [j.this for j in joins]
@@ -136,9 +145,11 @@ def refuse_anti_joins(tree: exp.Expr, dialect: str, known: KnownSchema, policy: 
             if not masked:
                 continue
             on = join.args.get("on")
+            names = {source.alias_or_name.casefold() for source in masked}
             if (
                 not all(_base_table(source, known) for source in masked)
                 or (on is not None and not safe(on))  # None: USING, NATURAL (equal columns)
-                or _where_stops(select.args.get("where"), {s.alias_or_name.casefold() for s in masked}, safe)
+                or _where_stops(select.args.get("where"), names, safe)
+                or any(_where_stops(b.args.get("where"), None, safe) for b in _enclosing(select))
             ):
                 refuse_mask(f"{join.side} JOIN tested IS NULL that computes per row", message=_ANTI_JOIN)
