@@ -29,11 +29,10 @@ $(NPM_TOOLS): package.json
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
-# Most tests wait on servers and subprocesses, not on the CPU: `TEST_WORKERS=3 make test` runs them in
-# three processes, one file per worker (13 min instead of 35), the `serial` ones (they fingerprint the
-# whole server) alone afterwards. Not yet the default: under other workers' DDL a masked server's
-# re-verification has refused calls (SOURCE_UNVERIFIED) in tests that pass alone; 0 = one process.
-TEST_WORKERS ?= 0
+# Most tests wait on servers and subprocesses, not on the CPU: `make test` runs them in three
+# processes, one file per worker (13-17 min instead of ~37), the `serial` ones (they fingerprint the
+# whole server) alone afterwards. `TEST_WORKERS=0 make test` runs everything in one process.
+TEST_WORKERS ?= 3
 
 test: $(STAMP) npm-tools
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m 'not serial'

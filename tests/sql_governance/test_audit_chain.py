@@ -9,6 +9,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -189,6 +190,31 @@ def test_two_writers_on_one_file_make_one_chain(tmp_path: Path, capsys: pytest.C
     _race([open_store(path=path), open_store(path=path)], range(20))
     code, out = _verify(path, capsys)
     assert code == 0 and "ok: 80 entries" in out
+
+
+def test_a_writer_opening_a_new_file_another_is_switching_to_wal_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The two-writers test failed once under load with "database is locked": a new file is in
+    # rollback mode until one writer switches it to WAL, and SQLite answers the other's
+    # `PRAGMA journal_mode=WAL` at once, without the busy wait, while that write lock is held.
+    path = tmp_path / "audit.db"
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # the other writer, holding the new file's write lock
+    waits: list[float] = []
+
+    def wait(seconds: float) -> None:  # the writer waits: the other one finishes then
+        waits.append(seconds)
+        other.execute("COMMIT")
+
+    monkeypatch.setattr(time, "sleep", wait)
+    store = open_store(path=path)
+    store.append(call_entries(1))  # before: OperationalError (database is locked)
+    store.close()
+    other.close()
+    assert len(waits) == 1
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
 def test_two_writers_on_one_postgres_table_make_one_chain(

@@ -13,12 +13,13 @@ from mcpkit.sql.engines.engine import SqlEngine
 
 __all__ = ["DefinerCatalog"]
 
-_DEFINERS: Final = (
+_DEFINERS: Final = (  # every operator, function and type qualified: the reader's path answers none
     "SELECT n.nspname, p.proname FROM pg_catalog.pg_proc p"
-    " JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
-    " WHERE p.proname = ANY(:names) AND (p.prosecdef OR EXISTS (SELECT 1 FROM"
-    " unnest(coalesce(p.proconfig, '{}'::text[])) c"
-    " WHERE c LIKE 'role=%' OR c LIKE 'session_authorization=%'))"
+    " JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace"
+    " WHERE p.proname OPERATOR(pg_catalog.=) ANY (CAST(:names AS pg_catalog.text[]))"
+    " AND (p.prosecdef OR EXISTS (SELECT 1 FROM"
+    " pg_catalog.unnest(coalesce(p.proconfig, CAST('{}' AS pg_catalog.text[]))) c"
+    " WHERE c OPERATOR(pg_catalog.~~) 'role=%' OR c OPERATOR(pg_catalog.~~) 'session_authorization=%'))"
 )
 
 
@@ -49,7 +50,7 @@ class DefinerCatalog:
             search = {
                 str(r[0])
                 for r in self._engine.execute(
-                    "SELECT unnest(current_schemas(true))", {}, 1000, 5.0, "catalog"
+                    "SELECT pg_catalog.unnest(pg_catalog.current_schemas(true))", {}, 1000, 5.0, "catalog"
                 ).rows
             }
             for schema, name in missing:

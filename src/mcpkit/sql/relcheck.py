@@ -55,7 +55,9 @@ def read_relations(engine: SqlEngine, conn: Connection) -> Relations | None:
     if sql is None:
         return None
     out: dict[tuple[str, str], tuple[int | None, tuple[str, ...]]] = {}
-    for schema, table, identity, column in conn.execute(text(sql)):
+    with engine.profile.catalog_reads(conn):
+        rows = conn.execute(text(sql)).all()
+    for schema, table, identity, column in rows:
         key = (str(schema), str(table))
         _, columns = out.get(key, (None, ()))
         named = (str(column),) if column is not None else ()

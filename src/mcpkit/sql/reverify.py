@@ -69,8 +69,8 @@ DEFAULT_CATALOG_CHECK_S: Final = 1.0
 """Seconds during which calls reuse the last fingerprint read instead of reading it again (0: every call)."""
 MOVES_RETRIED: Final = 3
 """With masks, times a call runs again after its rows were discarded because the catalog moved while
-it ran (`Guard.after`) and the verification passed: a busy server's unrelated catalog writes (roles
-created in another database move the shared catalogs) moved it twice in one call on the test host."""
+it ran (`Guard.after`) and the verification passed: a busy database's unrelated catalog writes can
+move it more than once in one call (other databases' roles no longer do: `postgres.fingerprint`)."""
 _SEEN: Final = "mcpkit.reverify.seen"  # connection info key: this connection's catalog was read
 _RETRY_FAILED_S: Final = 5.0  # a failed verification is tried again at most this often (unchanged catalog)
 _FORCED: Final = threading.local()

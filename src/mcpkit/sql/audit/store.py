@@ -53,6 +53,7 @@ from sqlalchemy.pool import QueuePool
 from mcpkit.sql.audit.chain import GENESIS, ChainRow, canonical, link
 from mcpkit.sql.audit.mysql import RESTART_CODES, flush_setting, release_lock, take_lock
 from mcpkit.sql.audit.record import AuditRecord, kept_name
+from mcpkit.sql.audit.sqlite import sqlite_begin, sqlite_connect
 from mcpkit.sql.audit.view import escape_text
 from mcpkit.sql.dialects import normalize_url
 from mcpkit.sql.errors import SqlConfigError
@@ -96,13 +97,6 @@ def _table(metadata: MetaData) -> Table:
     )
 
 
-def _sqlite_begin(conn: Any) -> None:
-    # An append takes the write lock first, so the head it reads is still the head when it inserts.
-    # Readers (`mcpkit audit`, `--verify`) begin deferred and never hold up a running server (WAL).
-    immediate = conn.get_execution_options().get("audit_append")
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-
 def _naive_utc(at: dt.datetime) -> dt.datetime:
     return at.astimezone(dt.UTC).replace(tzinfo=None) if at.tzinfo else at
 
@@ -143,19 +137,14 @@ class AuditStore:
         )
         if backend == "sqlite":
             event.listen(self.engine, "connect", self._sqlite_connect)
-            event.listen(self.engine, "begin", _sqlite_begin)
+            event.listen(self.engine, "begin", sqlite_begin)
         elif backend == "postgresql":
             event.listen(self.engine, "connect", self._pg_connect)
         self.table = _table(MetaData())
         self._created = False
 
     def _sqlite_connect(self, dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # transactions begin in _sqlite_begin
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA synchronous={self.sync.upper()}")
-        cursor.execute("PRAGMA busy_timeout=10000")
-        cursor.close()
+        sqlite_connect(dbapi_connection, self.sync)
 
     def _pg_connect(self, dbapi_connection: Any, _record: Any) -> None:
         autocommit = dbapi_connection.autocommit

@@ -8,7 +8,7 @@ instead of testing a dialect name.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -60,6 +60,12 @@ class Capabilities:
         """Run a block (the re-verification inside a call's session) whose session changes are
         undone after, so none reaches the call's SQL. Generic: the checks change nothing."""
         yield
+
+    def catalog_reads(self, conn: Connection) -> AbstractContextManager[None]:
+        """Run a block of the checks' own catalog queries where nothing of the reader's names
+        answers them (PostgreSQL: `search_path` pg_catalog, `postgres.catalog_path`). Generic:
+        as the session is."""
+        return nullcontext()
 
     # --- clipping -------------------------------------------------------------------------
 

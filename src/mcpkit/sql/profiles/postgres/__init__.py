@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import text
@@ -19,14 +20,16 @@ from mcpkit.sql.profiles.base import (
     quote_role,
 )
 from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
-from mcpkit.sql.profiles.digest import catalog_digest
+from mcpkit.sql.profiles.digest import digest
 from mcpkit.sql.profiles.postgres.account import (
     connection_limit_warnings,
     error_log_warnings,
     inspect_postgres,
     temp_file_warnings,
 )
+from mcpkit.sql.profiles.postgres.capture import capture_findings
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
+from mcpkit.sql.profiles.postgres.catalog_path import catalog_path, pinned, pinned_fetch, reader_schemas
 from mcpkit.sql.profiles.postgres.catalog_reads import postgres_catalog_routines, postgres_catalog_stored
 from mcpkit.sql.profiles.postgres.fingerprint import PG_FINGERPRINT
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
@@ -81,7 +84,11 @@ _ROW_FILTERED_TABLES: Final = (
 
 
 class PostgresProfile(PostgresSession):
-    """PostgreSQL 12+ through psycopg 3."""
+    """PostgreSQL 12+ through psycopg 3.
+
+    Every catalog answer is read with pg_catalog alone on the search_path (`@pinned`,
+    `catalog_path`): no operator, function or type on the reader's path answers a check's query.
+    """
 
     forever_sql = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"
     costed = True
@@ -100,36 +107,46 @@ class PostgresProfile(PostgresSession):
     system_schemas = frozenset({"information_schema", "pg_catalog", "pg_toast"})
     relations_sql = PG_RELATIONS  # re-verification compares them with start-up (`relcheck`)
 
+    def catalog_reads(self, conn: Connection) -> AbstractContextManager[None]:
+        """`catalog_path`: pg_catalog alone on the search_path for the block."""
+        return catalog_path(conn)
+
     def name_path(self, conn: Connection) -> tuple[str, ...]:
         """`current_schemas(false)`: the search_path as this role resolves it (existing schemas it
         may use; pg_catalog, searched first unless placed, is not a place for tables)."""
-        return tuple(str(s) for s in conn.execute(text("SELECT unnest(current_schemas(false))")).scalars())
+        return tuple(reader_schemas(conn, implicit=False))
 
+    @pinned
     def row_filtered_tables(self, conn: Connection) -> list[str]:
         """Tables with row-level security active for this role that it may select from, whole or
         some columns (the planner uses their statistics, gathered over every row, under any
         operator marked leakproof)."""
         return [str(n) for n in conn.execute(text(_ROW_FILTERED_TABLES)).scalars()]
 
+    @pinned
     def row_filtered_views(self, conn: Connection) -> list[str]:
         """Owner-rights views over the owner's row-level security or filtering on the current user
         (`profiles.postgres.views.row_filtered_views`)."""
         return row_filtered_views(conn)
 
+    @pinned
     def usable_schemas(self, conn: Connection) -> list[str]:
         """Schemas this role holds USAGE on (a name in any other is refused by the database)."""
         sql = "SELECT nspname FROM pg_catalog.pg_namespace WHERE has_schema_privilege(oid, 'USAGE')"
         return [str(s) for s in conn.execute(text(sql)).scalars()]
 
+    @pinned
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous
         function (`routes.audit_routes`) of the role the calls run as."""
-        return inspect_postgres(conn, allowed, self.identities, self.function_policy)
+        report = inspect_postgres(conn, allowed, self.identities, self.function_policy)
+        report.findings += capture_findings(conn)  # user operators over catalog types (`capture`)
+        return report
 
     def catalog_fingerprint(self, dbapi: Any) -> str:
         """Row counts and `xmin` sums of the catalogs a change lives in, and the login's roles
         (`profiles.postgres.fingerprint`)."""
-        return catalog_digest(dbapi, PG_FINGERPRINT)
+        return digest(pinned_fetch(dbapi, PG_FINGERPRINT))
 
     memory_fix = MEMORY_FIX
     memory_setup = MEMORY_SETUP
@@ -142,16 +159,19 @@ class PostgresProfile(PostgresSession):
         """libpq's hosts for the URL: a list, a failover or load-balanced set (`postgres.memory`)."""
         return url_hosts(host, query)
 
+    @pinned
     def connection_warnings(self, conn: Connection, budget: ConnectionBudget) -> list[Finding]:
         """The login's CONNECTION LIMIT against `budget` (superusers ignore it) and the role's
         temp_file_limit and log_min_messages: warnings, not refusals."""
         return connection_limit_warnings(conn, budget) + temp_file_warnings(conn) + error_log_warnings(conn)
 
+    @pinned
     def derived_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
         """Generated columns computed from masked ones; partitions and inheritance children; columns
         typed by a masked table's row (`profiles.postgres.rowtypes`)."""
         return derived_masks(conn, masked) + row_type_copies(conn, masked)
 
+    @pinned
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The masked columns the calls' identity can still read (column privileges must withhold them),
         the views and SECURITY DEFINER functions that read them for it with their owner's rights, and
@@ -168,33 +188,40 @@ class PostgresProfile(PostgresSession):
         )
         return partition_findings(conn, masked, found)
 
+    @pinned
     def primary_key(self, conn: Connection, schema: str | None, table: str) -> list[str]:
         """A table's primary key columns as the reader sees them (`masking.view_order`)."""
         return postgres_primary_key(conn, schema, table)
 
+    @pinned
     def stored_queries(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[StoredQuery]:
         """Views and executable functions over masked tables (`profiles.postgres.stored`)."""
         return postgres_stored_queries(conn, masked)
 
+    @pinned
     def mask_withheld(
         self, conn: Connection, masked: Mapping[str, frozenset[str]]
     ) -> list[tuple[str | None, str]]:
         """Partitions below a key over a masked column (`profiles.postgres.partitions`)."""
         return [(p.schema, p.table) for p in bound_partitions(conn, masked)]
 
+    @pinned
     def mask_preparation(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """`VACUUM FULL` of each masked table whose catalog holds a masked value
         (`profiles.postgres.missing`)."""
         return [f"VACUUM FULL {name}" for name, _ in catalog_value_tables(conn, masked)]
 
+    @pinned
     def trigger_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Row triggers on masked tables (`profiles.postgres.triggers`)."""
         return trigger_hints(conn, masked)
 
+    @pinned
     def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Indexes over masked columns, CLUSTER on one, and `pg_stats.correlation` near +-1."""
         return scan_order_hints(conn, masked)
 
+    @pinned
     def readable(self, conn: Connection) -> Readable:
         """Relations the role can read (or read some columns of), with `reltuples` estimates, except
         where row-level security hides rows from the role (the estimate counts them)."""
@@ -203,22 +230,27 @@ class PostgresProfile(PostgresSession):
             for s, n, e, hidden in conn.execute(text(_READABLE)).all()
         }
 
+    @pinned
     def catalog_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
         """Functions the role can execute whose body reads the catalog (`postgres.catalog_reads`)."""
         return postgres_catalog_routines(conn)
 
+    @pinned
     def catalog_stored(self, conn: Connection) -> dict[tuple[str, str, str], str]:
         """Views and policies whose query reads the catalog (`postgres.catalog_reads`)."""
         return postgres_catalog_stored(conn)
 
+    @pinned
     def order_accepted(self, conn: Connection, allow: Collection[str]) -> frozenset[tuple[str, str]]:
         """Per-row functions whose every overload `--allow function-order:` accepts (`order_optins`)."""
         return postgres_order_accepted(conn, allow)
 
+    @pinned
     def accepted_bodies(self, conn: Connection, allow: Collection[str]) -> dict[str, str]:
         """A digest of each function `function-order:` accepts, to compare while serving."""
         return postgres_accepted_bodies(conn, allow)
 
+    @pinned
     def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
         """Every user function, whatever its label or body (`profiles.postgres.routine_state`)."""
         return postgres_row_order_routines(conn)
@@ -267,11 +299,13 @@ class PostgresProfile(PostgresSession):
 
         return DefinerCatalog(engine, catalog)
 
+    @pinned
     def shared_login_problems(self, conn: Connection, roles: Collection[str]) -> list[str]:
         """Each role exists, cannot bypass row-level security and is the account's to SET; the
         account is NOINHERIT (`profiles.postgres.roles`)."""
         return shared_login_problems(conn, roles)
 
+    @pinned
     def login_problems(
         self,
         conn: Connection,
@@ -286,6 +320,7 @@ class PostgresProfile(PostgresSession):
         roles it belongs to are logged (`profiles.postgres.roles`)."""
         return login_problems(conn, role, user, others, account, warn=warn)
 
+    @pinned
     def table_stats(self, conn: Connection, schema: str | None, table: str) -> TableStats:
         """`pg_stats`, as far as the role may select the columns and no row-level policy applies."""
         return postgres_table_stats(conn, schema, table)

@@ -5,43 +5,55 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection
-from typing import Final
+from typing import Any, Final
+
+from sqlalchemy import text
 
 from mcpkit.sql.admission.limit_expansion import RelationRef, output_nodes
 from mcpkit.sql.admission.reject_volatile_functions import FunctionRef
 from mcpkit.sql.engines.base import Engine
+from mcpkit.sql.profiles.postgres.catalog_path import catalog_path
 from mcpkit.sql.profiles.postgres.knowledge import HARMLESS_VOLATILE
 
-__all__ = ["HARMLESS_VOLATILE", "PostgresCatalog"]
+__all__ = ["HARMLESS_VOLATILE", "SEARCH_PATH", "PostgresCatalog"]
 
+# Every operator, function and type qualified (these run on the reader's path, in a call's session):
+# a user `public.=(name, text)` or `||` of exactly these argument types would answer them otherwise
+# (`catalog_path`). `c.relkind IN (...)` and `CASE x WHEN` resolve `=` too.
+_EQ: Final = "OPERATOR(pg_catalog.=)"
+_KINDS: Final = f"c.relkind {_EQ} ANY (CAST('{{r,v,m,p,f}}' AS pg_catalog.\"char\"[]))"
 _LOOKUP: Final = (
-    "SELECT n.nspname, p.proname, p.provolatile, p.proargtypes::text FROM pg_catalog.pg_proc p"
-    " JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace WHERE p.proname = ANY(:names)"
+    "SELECT n.nspname, p.proname, p.provolatile, CAST(p.proargtypes AS pg_catalog.text)"
+    f" FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid {_EQ} p.pronamespace"
+    f" WHERE p.proname {_EQ} ANY (CAST(:names AS pg_catalog.text[]))"
 )
 
 # Every relation by the names a query reads (a view's body with it; NULL for any other relation,
 # which still hides a view of the same name later on the search path).
 _VIEWS: Final = (
-    "SELECT n.nspname, c.relname, CASE c.relkind WHEN 'v' THEN pg_catalog.pg_get_viewdef(c.oid) END"
-    " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-    " WHERE c.relname = ANY(:names) AND c.relkind IN ('r', 'v', 'm', 'p', 'f')"
+    f"SELECT n.nspname, c.relname, CASE WHEN c.relkind {_EQ} 'v' THEN pg_catalog.pg_get_viewdef(c.oid) END"
+    f" FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid {_EQ} c.relnamespace"
+    f" WHERE c.relname {_EQ} ANY (CAST(:names AS pg_catalog.text[])) AND {_KINDS}"
 )
 # Every relation by the names a query qualifies columns with, and its columns (dropped ones aside).
 _COLUMNS: Final = (
-    "SELECT n.nspname, c.relname, array_agg(a.attname::text) FROM pg_catalog.pg_class c"
-    " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-    " JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND NOT a.attisdropped"
-    " WHERE c.relname = ANY(:names) AND c.relkind IN ('r', 'v', 'm', 'p', 'f') GROUP BY 1, 2"
+    "SELECT n.nspname, c.relname, pg_catalog.array_agg(CAST(a.attname AS pg_catalog.text))"
+    f" FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid {_EQ} c.relnamespace"
+    f" JOIN pg_catalog.pg_attribute a ON a.attrelid {_EQ} c.oid AND NOT a.attisdropped"
+    f" WHERE c.relname {_EQ} ANY (CAST(:names AS pg_catalog.text[])) AND {_KINDS} GROUP BY 1, 2"
 )
 
 # Every function by name: its OUT/TABLE parameter names, its return type's kind and columns.
 _OUTPUTS: Final = (
-    "SELECT n.nspname, p.proargnames, p.proargmodes::text[], t.typtype,"
-    " ARRAY(SELECT a.attname::text FROM pg_catalog.pg_attribute a WHERE a.attrelid = t.typrelid"
-    " AND a.attnum > 0 AND NOT a.attisdropped) FROM pg_catalog.pg_proc p"
-    " JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
-    " JOIN pg_catalog.pg_type t ON t.oid = p.prorettype WHERE p.proname = :name"
+    "SELECT n.nspname, p.proargnames, CAST(p.proargmodes AS pg_catalog.text[]), t.typtype,"
+    " ARRAY(SELECT CAST(a.attname AS pg_catalog.text) FROM pg_catalog.pg_attribute a"
+    f" WHERE a.attrelid {_EQ} t.typrelid AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped)"
+    f" FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid {_EQ} p.pronamespace"
+    f" JOIN pg_catalog.pg_type t ON t.oid {_EQ} p.prorettype"
+    f" WHERE p.proname {_EQ} CAST(:name AS pg_catalog.text)"
 )
+SEARCH_PATH: Final = "SELECT pg_catalog.unnest(pg_catalog.current_schemas(true))"
+"""The reader's path with pg_catalog (and pg_temp) where it is searched."""
 
 
 class PostgresCatalog:
@@ -70,9 +82,7 @@ class PostgresCatalog:
 
     def _search_path(self) -> tuple[str, ...]:
         if self._search is None:
-            rows = self._engine.execute(
-                "SELECT unnest(current_schemas(true))", {}, 1000, self._timeout_s, "catalog"
-            )
+            rows = self._engine.execute(SEARCH_PATH, {}, 1000, self._timeout_s, "catalog")
             self._search = tuple(str(r[0]) for r in rows.rows)
         return self._search
 
@@ -102,6 +112,18 @@ class PostgresCatalog:
                 self._cache[(schema, name)] = (volatile, now + self._ttl_s)
         return {r for r in refs if self._cache[r][0]}
 
+    def _view_rows(self, names: list[str]) -> list[tuple[Any, ...]]:
+        """`_VIEWS` with pg_catalog alone on the path: `pg_get_viewdef` reads pg_rewrite through SPI
+        with unqualified `=`, which a user `public.=(oid, oid)` answers on a path listing public
+        first (the body came back NULL, a view of size 1). Bodies come back schema-qualified."""
+        session = getattr(self._engine, "session", None)
+        if session is None:
+            return list(
+                self._engine.execute(_VIEWS, {"names": names}, 100_000, self._timeout_s, "catalog").rows
+            )
+        with session(self._timeout_s, "catalog") as (conn, _), catalog_path(conn):
+            return [tuple(r) for r in conn.execute(text(_VIEWS), {"names": names}).all()]
+
     def view_nodes(self, refs: Collection[RelationRef]) -> dict[RelationRef, int]:
         """The expanded size of the largest column of each ref that is a view (a `ViewCatalog`):
         PostgreSQL merges a view's body into the query that reads it, so a doubling chain over a
@@ -111,7 +133,7 @@ class PostgresCatalog:
         missing = [r for r in refs if r not in self._views or self._views[r][1] < now]
         if missing:
             names = sorted({name for _, name in missing})
-            rows = self._engine.execute(_VIEWS, {"names": names}, 100_000, self._timeout_s, "catalog").rows
+            rows = self._view_rows(names)
             search = self._search_path()
             for schema, name in missing:
                 hits = [

@@ -29,6 +29,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
+from mcpkit.sql.profiles.postgres.catalog_path import reader_schemas
 from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines
 
 __all__ = ["path_reason", "volatile_names"]
@@ -42,7 +43,6 @@ JOIN pg_catalog.pg_namespace n ON n.nspname = s.nspname
 JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = ANY(CAST(:names AS text[]))
 ORDER BY c.relname, s.ord
 """
-_SESSION: Final = "SELECT unnest(current_schemas(true))"
 _VOLATILE: Final = "SELECT DISTINCT lower(proname) FROM pg_catalog.pg_proc WHERE provolatile = 'v'"
 
 
@@ -97,7 +97,7 @@ def path_reason(conn: Connection, body: str, setting: str, user: str) -> str | N
     names = _names(body)
     if not names:
         return None
-    session = [str(s) for s in conn.execute(text(_SESSION)).scalars()]
+    session = reader_schemas(conn, implicit=True)
     if _resolved(conn, own, names) != _resolved(conn, session, names):
         return "its own search_path makes a name in its body another relation than this check reads"
     return None

@@ -10,6 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.postgres.catalog_path import on_path
 
 __all__ = ["VIEWS_OVER", "masked_attributes", "masked_routes"]
 
@@ -139,7 +140,9 @@ def masked_attributes(conn: Connection, masked: Mapping[str, frozenset[str]]) ->
     relids: list[int] = []
     attnums: list[int] = []
     for table, columns in sorted(masked.items()):
-        for oid, attnum in conn.execute(text(_MASKED_ATTRS), {"table": table, "masked": sorted(columns)}):
+        for oid, attnum in conn.execute(
+            text(_MASKED_ATTRS), {"table": on_path(conn, table), "masked": sorted(columns)}
+        ):
             relids.append(int(oid))
             attnums.append(int(attnum))
     return relids, attnums

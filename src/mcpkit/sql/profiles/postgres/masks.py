@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 from sqlglot import exp
 
 from mcpkit.sql.profiles.base import DerivedMask, Finding
+from mcpkit.sql.profiles.postgres.catalog_path import VISIBLE, on_path, reader_schemas
 from mcpkit.sql.profiles.postgres.handed_on import masked_routes
 from mcpkit.sql.profiles.scan_order import hint, index_hints
 
@@ -39,7 +40,7 @@ def readable_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str
     """
     findings = []
     for table, columns in sorted(masked.items()):
-        row = conn.execute(text(_COLUMNS), {"table": table, "masked": sorted(columns)}).first()
+        row = conn.execute(text(_COLUMNS), {"table": on_path(conn, table), "masked": sorted(columns)}).first()
         if row is None or not row[2]:
             continue
         name, role, readable, others = row
@@ -73,7 +74,7 @@ WITH RECURSIVE down(relid) AS (
   UNION
     SELECT relid, true FROM up WHERE NOT EXISTS (SELECT 1 FROM down d WHERE d.relid = up.relid)
 )
-SELECT f.relid, n.nspname, c.relname, pg_catalog.pg_table_is_visible(c.oid),
+SELECT f.relid, n.nspname, c.relname, {visible},
        coalesce(array_agg(a.attnum ORDER BY a.attnum) FILTER (WHERE a.attnum IS NOT NULL), '{}'),
        coalesce(array_agg(a.attname ORDER BY a.attnum) FILTER (WHERE a.attnum IS NOT NULL), '{}'), f.above
 FROM family f
@@ -83,7 +84,7 @@ LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND N
   AND a.attname = ANY(:masked)
 GROUP BY f.relid, n.nspname, c.relname, c.oid, f.above
 HAVING f.above OR count(a.attnum) > 0
-"""
+""".replace("{visible}", VISIBLE)
 _RESOLVE = "SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid"
 # Generated columns computed from the given columns: PostgreSQL records each column a generation
 # expression reads in pg_depend, from the expression (pg_attrdef) to the column.
@@ -143,8 +144,11 @@ def derived_masks(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
     for table, columns in sorted(masked.items()):
         if not columns:
             continue  # a parent that reads a masked table's rows: its own parents come with that table
-        parent = conn.execute(text(_RESOLVE), {"table": table}).scalar()
-        rows = conn.execute(text(_FAMILY), {"table": table, "masked": sorted(columns)}).all()
+        parent = conn.execute(text(_RESOLVE), {"table": on_path(conn, table)}).scalar()
+        path = reader_schemas(conn, implicit=True)
+        rows = conn.execute(
+            text(_FAMILY), {"table": on_path(conn, table), "masked": sorted(columns), "path": path}
+        ).all()
         for relid, schema, name, visible, attnums, attnames, above in rows:
             found = conn.execute(text(_GENERATED), {"relid": relid, "attnums": list(attnums)})
             generated = {str(r[0]) for r in found}
@@ -216,7 +220,7 @@ WHERE p.partrelid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:tabl
 
 def _partition_hints(conn: Connection, table: str, wanted: set[str]) -> list[str]:
     out = []
-    for keydef, plain in conn.execute(text(_PARTITION_KEY), {"table": table}).all():
+    for keydef, plain in conn.execute(text(_PARTITION_KEY), {"table": on_path(conn, table)}).all():
         pairs = re.findall(r'"((?:[^"]|"")+)"|(\w+)', str(keydef))  # quoted or plain names
         words = {part.casefold() for pair in pairs for part in pair if part}
         for column in sorted(wanted & ({str(c).casefold() for c in plain} | words)):
@@ -232,14 +236,16 @@ def scan_order_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> 
     for table, columns in sorted(masked.items()):
         wanted = {c.casefold() for c in columns}
         out += _partition_hints(conn, table, wanted)
-        for index, column in conn.execute(text(_CLUSTERED), {"table": table}).all():
+        for index, column in conn.execute(text(_CLUSTERED), {"table": on_path(conn, table)}).all():
             if str(column).casefold() in wanted:
                 out.append(hint(table, str(column), f"table clustered on index {index}"))
-        for index, column, clustered in conn.execute(text(_EXPRESSION_INDEXED), {"table": table}).all():
+        for index, column, clustered in conn.execute(
+            text(_EXPRESSION_INDEXED), {"table": on_path(conn, table)}
+        ).all():
             if str(column).casefold() in wanted:
                 where = "table clustered on expression index" if clustered else "expression index"
                 out.append(hint(table, str(column), f"{where} {index}"))
-        for column, correlation in conn.execute(text(_CORRELATED), {"table": table}).all():
+        for column, correlation in conn.execute(text(_CORRELATED), {"table": on_path(conn, table)}).all():
             if str(column).casefold() in wanted:
                 out.append(hint(table, str(column), f"physical order, correlation {float(correlation):+.2f}"))
     return out

@@ -18,6 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.postgres.catalog_path import on_path
 
 __all__ = ["catalog_value_findings", "catalog_value_tables"]
 
@@ -40,7 +41,7 @@ def catalog_value_tables(
     """Each masked table (qualified, quoted) whose catalog holds a value of masked columns, with those."""
     found = []
     for table, columns in sorted(masked.items()):
-        row = conn.execute(text(_MISSING), {"table": table, "masked": sorted(columns)}).first()
+        row = conn.execute(text(_MISSING), {"table": on_path(conn, table), "masked": sorted(columns)}).first()
         if row is not None:
             found.append((str(row[0]), [str(c) for c in row[1]]))
     return found

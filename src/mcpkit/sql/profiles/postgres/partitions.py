@@ -21,6 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.postgres.catalog_path import on_path
 from mcpkit.sql.profiles.postgres.handed_on import VIEWS_OVER
 
 __all__ = ["BoundPartition", "bound_partitions", "partition_findings"]
@@ -92,7 +93,7 @@ def bound_partitions(conn: Connection, masked: Mapping[str, frozenset[str]]) -> 
     found: dict[int, BoundPartition] = {}
     for table, columns in sorted(masked.items()):
         wanted = {c.casefold() for c in columns}
-        rows = conn.execute(text(_TREE), {"table": table, "masked": sorted(columns)}).all()
+        rows = conn.execute(text(_TREE), {"table": on_path(conn, table), "masked": sorted(columns)}).all()
         children: dict[int, list[int]] = {}
         for row in rows:
             if row[1] is not None:

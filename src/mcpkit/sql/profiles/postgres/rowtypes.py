@@ -13,6 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import DerivedMask
+from mcpkit.sql.profiles.postgres.catalog_path import VISIBLE, on_path, reader_schemas
 from mcpkit.sql.profiles.postgres.handed_on import VIEWS_OVER, masked_attributes
 
 __all__ = ["row_type_copies"]
@@ -44,7 +45,7 @@ WITH RECURSIVE edges(child, holder) AS (
   UNION
     SELECT e.holder, h.source FROM holds h JOIN edges e ON e.child = h.typ
 )
-SELECT n.nspname, c.relname, pg_catalog.pg_table_is_visible(c.oid),
+SELECT n.nspname, c.relname, {visible},
        quote_ident(n.nspname) || '.' || quote_ident(c.relname), a.attname,
        string_agg(DISTINCT s.relname, ', ')
 FROM holds h
@@ -54,7 +55,7 @@ JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_class s ON s.oid = h.source
 GROUP BY n.nspname, c.relname, c.oid, a.attname
 ORDER BY 4, 5
-"""
+""".replace("{visible}", VISIBLE)
 
 
 def row_type_copies(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[DerivedMask]:
@@ -68,7 +69,12 @@ def row_type_copies(conn: Connection, masked: Mapping[str, frozenset[str]]) -> l
     views = sorted({int(r[0]) for r in closure if r[3] in ("v", "m")})  # their rows hold one too
     found: dict[tuple[str, str], tuple[bool, str, set[str], set[str]]] = {}
     for schema, name, visible, qualified, column, sources in conn.execute(
-        text(_ROW_TYPE_COLUMNS), {"tables": tables, "views": views}
+        text(_ROW_TYPE_COLUMNS),
+        {
+            "tables": [on_path(conn, t) for t in tables],
+            "views": views,
+            "path": reader_schemas(conn, implicit=True),
+        },
     ).all():
         entry = found.setdefault((str(schema), str(name)), (bool(visible), str(qualified), set(), set()))
         entry[2].add(str(column))

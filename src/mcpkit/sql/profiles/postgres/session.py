@@ -138,7 +138,11 @@ class PostgresSession(Profile):
                 unknown.append(oid)
         if unknown:
             with dbapi.cursor() as cur:
-                cur.execute("SELECT oid::int, typname FROM pg_type WHERE oid = ANY(%s)", [unknown])
+                cur.execute(  # qualified: no operator or type on the reader's path answers it
+                    "SELECT CAST(oid AS pg_catalog.int4), typname FROM pg_catalog.pg_type"
+                    " WHERE oid OPERATOR(pg_catalog.=) ANY(CAST(%s AS pg_catalog.oid[]))",
+                    [unknown],
+                )
                 names.update({int(o): str(n) for o, n in cur.fetchall()})
         return [names.get(o) if isinstance(o, int) else None for o in oids]
 

@@ -14,6 +14,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.base import ColumnStats, TableStats
+from mcpkit.sql.profiles.postgres.catalog_path import reader_schemas
 
 __all__ = ["ROW_FILTERED", "ROW_FILTERED_NOTE", "postgres_table_stats"]
 
@@ -53,7 +54,7 @@ def _bounds(common: list[Any], histogram: list[Any]) -> tuple[Any, Any]:
 def postgres_table_stats(conn: Connection, schema: str | None, table: str) -> TableStats:
     """The role-visible statistics of `schema.table` (nothing when RLS is active for the role)."""
     if schema is None:
-        schema = str(conn.execute(text("SELECT current_schema()")).scalar() or "public")
+        schema = next(iter(reader_schemas(conn, implicit=False)), "public")
     found = conn.execute(text(_RELATION), {"schema": schema, "table": table}).first()
     if found is None:
         return TableStats()

@@ -32,7 +32,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.postgres.body_settings import foreign_settings
-from mcpkit.sql.profiles.postgres.catalog_path import catalog_path
+from mcpkit.sql.profiles.postgres.catalog_path import catalog_path, on_path
 from mcpkit.sql.profiles.postgres.fnpath import path_reason, volatile_names
 from mcpkit.sql.profiles.postgres.implicit import with_implicit
 from mcpkit.sql.profiles.postgres.policies import policy_queries
@@ -142,8 +142,7 @@ _PRIMARY: Final = """
 SELECT a.attname FROM pg_catalog.pg_index i
 JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
 JOIN pg_catalog.pg_class c ON c.oid = i.indrelid
-WHERE i.indisprimary AND i.indrelid = to_regclass(CASE WHEN CAST(:s AS text) IS NULL THEN quote_ident(:t)
-                                                 ELSE quote_ident(:s) || '.' || quote_ident(:t) END)
+WHERE i.indisprimary AND i.indrelid = to_regclass(:name)
   AND (c.relkind = 'p' OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits h WHERE h.inhparent = c.oid))
 """
 # User-defined aggregates: any may concatenate its rows in the order they arrive (red team rt21 F6).
@@ -175,7 +174,8 @@ def name_pattern(names: Iterable[str]) -> str:
 
 def postgres_primary_key(conn: Connection, schema: str | None, table: str) -> list[str]:
     """The primary key columns of a table (pg_index, readable by every role: the whole key)."""
-    return [str(r[0]) for r in conn.execute(text(_PRIMARY), {"s": schema, "t": table})]
+    quoted = ".".join('"' + n.replace('"', '""') + '"' for n in (schema, table) if n is not None)
+    return [str(r[0]) for r in conn.execute(text(_PRIMARY), {"name": on_path(conn, quoted)})]
 
 
 def _lexed(settings: str) -> str | None:
@@ -212,7 +212,7 @@ def postgres_stored_queries(conn: Connection, masked: Mapping[str, frozenset[str
     relids = set()
     columns: list[tuple[int, str]] = []  # (table, masked column): a policy reading one (rt28 F3)
     for table, cols in masked.items():
-        oid = conn.execute(text(_RESOLVE), {"table": table}).scalar()
+        oid = conn.execute(text(_RESOLVE), {"table": on_path(conn, table)}).scalar()
         if oid is not None:
             relids.add(int(oid))
             columns += [(int(oid), c) for c in cols]

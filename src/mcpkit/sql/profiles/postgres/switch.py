@@ -13,6 +13,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.profiles.base import Finding
+from mcpkit.sql.profiles.postgres.catalog_path import on_path
 
 __all__ = ["switched_findings", "switched_masked_columns", "switched_reads"]
 
@@ -46,7 +47,7 @@ def switched_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str
     REVOKE of the membership that leads there."""
     findings = []
     for table, columns in sorted(masked.items()):
-        rows = conn.execute(text(_MASKED), {"table": table, "masked": sorted(columns)}).all()
+        rows = conn.execute(text(_MASKED), {"table": on_path(conn, table), "masked": sorted(columns)}).all()
         for name, role, via, user, readable in rows:
             findings.append(
                 Finding(

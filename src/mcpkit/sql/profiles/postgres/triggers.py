@@ -10,6 +10,7 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from mcpkit.sql.profiles.postgres.catalog_path import on_path
 from mcpkit.sql.profiles.triggers import rule_hint, trigger_hint
 
 __all__ = ["trigger_hints"]
@@ -49,9 +50,9 @@ def trigger_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> lis
     with masked columns."""
     out = []
     for table in sorted(masked):
-        for name, timing, body in conn.execute(text(_ROW_TRIGGERS), {"table": table}).all():
+        for name, timing, body in conn.execute(text(_ROW_TRIGGERS), {"table": on_path(conn, table)}).all():
             out.append(trigger_hint(table, str(name), str(timing), None if body is None else str(body)))
-        for name, event, definition in conn.execute(text(_RULES), {"table": table}).all():
+        for name, event, definition in conn.execute(text(_RULES), {"table": on_path(conn, table)}).all():
             found = _DO.search(str(definition))
             actions = str(definition)[found.end() :] if found else str(definition)
             out.append(rule_hint(table, str(name), str(event), actions))
