@@ -30,6 +30,9 @@ _COLUMN_FIRST: Final = {
     "mysql": frozenset({"order", "group"}),
     "sqlite": frozenset({"order", "group"}),
 }
+# Per dialect, whether a CTE's body sees only the earlier CTEs of a non-recursive WITH (SQLite's
+# sees all of them, itself an error).
+_CTES_IN_ORDER: Final = {"postgres": True, "mysql": True, "sqlite": False}
 _AMBIGUOUS: Final = (
     "A name in this query's ORDER BY, GROUP BY or HAVING is both an output alias and a column of its "
     "tables, which databases resolve differently there; rename the alias or qualify the column."
@@ -37,46 +40,72 @@ _AMBIGUOUS: Final = (
 
 
 def _names(select: exp.Select) -> set[str] | None:
+    """The output names of `select`; None: not all known (`*`, or an unaliased expression, which
+    the engine names after its text: MariaDB calls `(id)` `id`; red team v2 F4)."""
     names: set[str] = set()
     for projection in select.selects:
-        if projection.is_star:
+        if projection.is_star or not isinstance(projection, exp.Alias | exp.Column):
             return None
         names.add(projection.alias_or_name.casefold())
     return names
 
 
-def _ctes(node: exp.Expr) -> dict[str, exp.Expr]:
-    found: dict[str, exp.Expr] = {}
+def _ctes(node: exp.Expr, dialect: str) -> dict[str, exp.CTE]:
+    """The CTEs visible at `node`: inside a CTE's body only the earlier ones of its WITH (all of
+    them WITH RECURSIVE, or on SQLite); `WITH customers AS (... FROM customers)` reads the table."""
+    in_order = _CTES_IN_ORDER.get(dialect, False)
+    found: dict[str, exp.CTE] = {}
+    path: list[exp.Expr] = []
     while node is not None:
         with_ = node.args.get("with_")
         if isinstance(with_, exp.With):
-            for cte in with_.expressions:
-                found.setdefault(cte.alias_or_name.casefold(), cte.this)
+            ctes = list(with_.expressions)
+            if len(path) > 1 and path[-1] is with_ and in_order and not with_.args.get("recursive"):
+                ctes = ctes[: next((i for i, c in enumerate(ctes) if c is path[-2]), len(ctes))]
+            for cte in ctes:
+                found.setdefault(cte.alias_or_name.casefold(), cte)
+        path.append(node)
         node = node.parent  # type: ignore[assignment]
     return found
 
 
-def _source_columns(select: exp.Select, known: KnownSchema | None) -> list[tuple[str, set[str] | None]]:
+def _source_columns(
+    select: exp.Select, dialect: str, known: KnownSchema | None
+) -> list[tuple[str, set[str] | None]]:
     """Each direct source of `select`: its name in the block and its column names (None: unknown,
     so any name may be one of its columns; every table's without a schema)."""
     from_ = select.args.get("from_")
     sources = [from_.this] if isinstance(from_, exp.From) else []
     sources += [j.this for j in select.args.get("joins") or []]
-    ctes = _ctes(select)
+    ctes = _ctes(select, dialect)
     out: list[tuple[str, set[str] | None]] = []
-    for source in sources:
+    while sources:
+        source = sources.pop()
+        # joins nested in a table (`FROM (a JOIN b ON ...)`) are sources of the block too
+        sources += [j.this for j in source.args.get("joins") or [] if isinstance(j, exp.Join)]
+        body: exp.Expr | None = source.this if isinstance(source, exp.Subquery) else None
+        while isinstance(body, exp.Subquery) and body.args.get("alias") is None:
+            sources += [j.this for j in body.args.get("joins") or [] if isinstance(j, exp.Join)]
+            body = body.this  # `((a) JOIN (b) ON ...)`: the joins hang on the inner parentheses
+        if isinstance(body, exp.Table) and source.args.get("alias") is None:
+            sources.append(body)  # `FROM (customers)`: the block's own table (red team v2 F1)
+            continue
         alias = source.args.get("alias")
+        if isinstance(source, exp.Table) and not source.db and source.name.casefold() in ctes:
+            cte = ctes[source.name.casefold()]
+            body = cte.this
+            if not (isinstance(alias, exp.TableAlias) and alias.columns):
+                alias = cte.args.get("alias")  # `WITH d (id) AS (...)` names d's columns (red team v2 F3)
         if isinstance(alias, exp.TableAlias) and alias.columns:
             out.append((source.alias_or_name, {c.name.casefold() for c in alias.columns}))
             continue
-        body: exp.Expr | None = source.this if isinstance(source, exp.Subquery) else None
-        if isinstance(source, exp.Table) and not source.db and source.name.casefold() in ctes:
-            body = ctes[source.name.casefold()]
         if isinstance(body, exp.Query):
             out.append((source.alias_or_name, _names(body) if isinstance(body, exp.Select) else None))
         elif isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
             columns = None if known is None else known.columns(source)
             out.append((source.alias_or_name, None if columns is None else {c.casefold() for c in columns}))
+        else:
+            out.append((source.alias_or_name, None))  # a function table, VALUES, ...: any name may be its
     return out
 
 
@@ -124,7 +153,7 @@ def pinned_columns(tree: exp.Expr, dialect: str, known: KnownSchema | None) -> s
         aliases = _shadowing(select)
         if not aliases:
             continue
-        sources = _source_columns(select, known)
+        sources = _source_columns(select, dialect, known)
         for place, node in _places(select):
             for col in list(node.find_all(exp.Column)):
                 name = col.name.casefold()

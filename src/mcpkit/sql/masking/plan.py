@@ -23,6 +23,7 @@ from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.engines.base import Rows
 from mcpkit.sql.masking.alias_scope import pin_columns
 from mcpkit.sql.masking.alike import sources
+from mcpkit.sql.masking.anti_join import refuse_anti_joins
 from mcpkit.sql.masking.early_stop import pin_early_stops
 from mcpkit.sql.masking.first_scanned import refuse_first_scanned
 from mcpkit.sql.masking.hidden import refuse_hidden_joins
@@ -36,6 +37,7 @@ from mcpkit.sql.masking.order import (
     refuse_bare_columns,
     window_keys,
 )
+from mcpkit.sql.masking.parentheses import drop_table_parentheses
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.representatives import pin_representatives
 from mcpkit.sql.masking.schema import KnownSchema, SchemaMapping, fold_column_names
@@ -100,6 +102,11 @@ _PARTITION: Final = (
     "Over a table with masked columns, PARTITION (...) selection is not answered: a table "
     "partitioned by a masked column keeps the rows of each value (or range) in a partition of "
     "their own; query the whole table."
+)
+
+_VERSIONS: Final = (
+    "Over a table with masked columns, FOR SYSTEM_TIME ALL, BETWEEN or FROM is not answered: a new "
+    "version whose visible values repeat tells when masked ones changed; read AS OF a time instead."
 )
 
 _HINTS: Final = (
@@ -253,7 +260,7 @@ def plan_masking(
     if policy.empty:
         return NO_MASKING
     known = schema if isinstance(schema, KnownSchema) else KnownSchema(schema, dialect, default_schema)
-    tree = _tree(tree_or_sql, dialect)
+    tree = drop_table_parentheses(_tree(tree_or_sql, dialect))  # `FROM (t)` is `FROM t` (red team v2 L3)
     refuse_measures(tree)  # reads no table, measures them all
     refuse_hidden_joins(tree, known)  # a hidden column no rule names is not "masked" (rt19mask F4)
     # A user's function may return a masked table's rows in its scan order (rt27 F9): it counts
@@ -265,6 +272,7 @@ def plan_masking(
         return NO_MASKING
     tree = normalise_calls(tree, dialect)
     refuse_shapes(tree, dialect, known.per_row)
+    refuse_anti_joins(tree, dialect, known, policy)  # a first match stops the scan (red team v2 F2)
     if any(True for _ in tree.find_all(exp.TableSample)):
         # Which rows a sample keeps follows the storage layout (pages, row positions), and an
         # index, CLUSTER or the written order can lay the rows out by a masked value.
@@ -273,6 +281,9 @@ def plan_masking(
         # MariaDB's `t PARTITION (p)` needs no privilege beyond the table's: its rows are those
         # whose partition key falls in p's bound (red team rt19mask F2).
         refuse_mask("PARTITION selection over a masked read", message=_PARTITION)
+    if any(str(v.args.get("kind")).upper() != "AS OF" for v in tree.find_all(exp.Version)):
+        # a row's versions whose visible values repeat tell when its masked values changed (red team v2 F5)
+        refuse_mask("FOR SYSTEM_TIME over versions in a masked read", message=_VERSIONS)
     if _steers_the_plan(tree):
         # The caller would pick which index, hence which masked column's order, the scan follows
         # (red team rt20mask F3b); the reader cannot see index definitions on MariaDB, so all go.
