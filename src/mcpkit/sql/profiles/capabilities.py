@@ -226,6 +226,9 @@ class Capabilities:
     ordered_sums: bool = False
     """sum, avg, stddev, corr ... take an ORDER BY, which masking adds where they add in scan order
     (floating point, interval, money: `masking.sums`); False: left as they are (a residual)."""
+    rollup_in_key_order: bool = False
+    """`GROUP BY ... WITH ROLLUP` sorts its groups by their keys (it is computed over sorted rows), so
+    masking adds no ORDER BY to such a block without one (MariaDB refuses one there: error 1221)."""
     bare_columns: bool = False
     """The database answers a bare column beside GROUP BY (its value follows the scan order), so
     masking refuses it. Generic: not checked."""
