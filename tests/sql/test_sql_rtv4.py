@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sql.sql_support import masks_file, mysql_customers, mysql_scratch
+from tests.sql.sql_support import masks_file, mysql_customers, mysql_scratch, pg_customers, pg_scratch
 from tests.sql.sql_support import run_cli as _run
 
 
@@ -41,3 +41,36 @@ def test_mariadb_group_concat_limit_and_rollup_are_answered(
         ):
             code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
             assert code == 0 and "<masked>" in out, (sql, out)  # an order inside the LIMIT is still read
+
+
+@pytest.mark.postgres
+def test_postgres_an_accepted_user_aggregate_is_an_aggregate(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """v1 L3: `select my_total(id) from customers` was sent ordered by `customers.id`: a GroupingError."""
+    with pg_scratch(pg_url, "fixv4_agg") as db:
+        pg_customers(db)
+        db.admin.execute(
+            """
+            CREATE FUNCTION public.agg_sf(s int, x int) RETURNS int LANGUAGE sql IMMUTABLE
+              AS 'select coalesce(s, 0) + x';
+            CREATE AGGREGATE public.my_total(int) (sfunc = public.agg_sf, stype = int);
+            CREATE AGGREGATE public.quote_ident(int) (sfunc = public.agg_sf, stype = int);
+            """
+        )
+        masks = masks_file(tmp_path, "customers.email")
+        allow = ["--allow-function", "my_total"]
+        for f in ("my_total", "quote_ident"):
+            allow += ["--allow", f"function:public.{f}", "--allow", f"function-order:public.{f}"]
+        allow += ["--allow", "function:public.agg_sf"]
+        ok = {
+            "SELECT my_total(id) AS t FROM customers": "| 15 |",
+            "SELECT public.my_total(id) AS t, count(*) AS n FROM customers WHERE id > 1": "| 14 | 4 |",
+            "SELECT name, my_total(id) AS t FROM customers GROUP BY 1 ORDER BY 1 LIMIT 1": "| Ann | 1 |",
+            # a name a built-in function has too is no aggregate to masking: numbered in id order
+            "SELECT id, quote_ident(name) AS q, row_number() OVER () AS r FROM customers":
+                '| 1 | "Ann" | 1 |\n| 2 | "Bob" | 2 |\n| 3 | "Cy" | 3 |\n| 4 | "Dan" | 4 |',
+        }  # fmt: skip
+        for sql, wanted in ok.items():
+            code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, *allow, sql)
+            assert code == 0 and wanted in out, (sql, out)

@@ -271,7 +271,7 @@ def plan_masking(
     if not _touches_masked(tree, known, policy) and not user_sets:
         return NO_MASKING
     tree = normalise_calls(tree, dialect)
-    refuse_shapes(tree, dialect, known.per_row)
+    refuse_shapes(tree, dialect, known.per_row, known.aggregates)
     refuse_anti_joins(tree, dialect, known, policy)  # a first match stops the scan (red team v2 F2)
     if any(True for _ in tree.find_all(exp.TableSample)):
         # Which rows a sample keeps follows the storage layout (pages, row positions), and an

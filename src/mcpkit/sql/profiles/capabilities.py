@@ -255,6 +255,11 @@ class Capabilities:
         `row_order_functions` unless `--allow function-order:S.N` accepts it. Generic: none known."""
         return {}
 
+    def user_aggregates(self, conn: Connection) -> frozenset[str]:
+        """The names (case-folded) of the user's aggregates no other function of the database shares:
+        masking treats a call of one as an aggregate (red team v1 L3). Generic: none known."""
+        return frozenset()
+
     accent_blind_routines: bool = False
     """The server finds a routine by a case- and accent-blind name (MariaDB: `tíck(x)` calls `tick`,
     red team rt34 F6): masking counts a call whose name is not ASCII as a per-row one."""
