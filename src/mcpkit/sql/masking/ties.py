@@ -184,7 +184,8 @@ def _aggregated(select: exp.Select) -> bool:
 
 def _window_need(window: exp.Window) -> str | None:
     """'keys' (complete the order), 'whole' (order and keep the whole partition) or None."""
-    func = window.this
+    func = window.this.this if isinstance(window.this, exp.Filter) else window.this  # `count(*) FILTER
+    # (WHERE ...) OVER ()` is an aggregate over its partition: a completed ORDER BY made it a running count
     spec = window.args.get("spec")
     kind = str(spec.args.get("kind") or "").upper() if isinstance(spec, exp.WindowSpec) else ""
     ordered = window.args.get("order") is not None
