@@ -74,3 +74,20 @@ def test_postgres_an_accepted_user_aggregate_is_an_aggregate(
         for sql, wanted in ok.items():
             code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, *allow, sql)
             assert code == 0 and wanted in out, (sql, out)
+
+
+@pytest.mark.postgres
+def test_postgres_distinct_on_an_output_alias_is_answered(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """v4 L1: DISTINCT ON (x), x an output alias, got `format('%L', x)` in its ORDER BY, where
+    PostgreSQL reads no alias ("column x does not exist"): the output's own expression is ordered."""
+    with pg_scratch(pg_url, "fixv4_don") as db:
+        pg_customers(db)
+        masks = masks_file(tmp_path, "customers.email")
+        sql = (
+            "SELECT (array_agg(x))[1] AS k FROM (SELECT DISTINCT ON (x) (id * 0)::numeric(5, 1)"
+            " + CASE WHEN id = 3 THEN 0.00 ELSE 0 END AS x FROM customers WHERE id IN (5, 3)) s"
+        )
+        code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
+        assert code == 0 and "| 0 |" in out, out  # before: failed
