@@ -77,7 +77,7 @@ def test_postgres_an_accepted_user_aggregate_is_an_aggregate(
 
 
 @pytest.mark.postgres
-def test_postgres_distinct_on_an_output_alias_is_answered(
+def test_postgres_distinct_on_an_alias_and_renamed_outputs_are_answered(
     pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """v4 L1: DISTINCT ON (x), x an output alias, got `format('%L', x)` in its ORDER BY, where
@@ -91,3 +91,12 @@ def test_postgres_distinct_on_an_output_alias_is_answered(
         )
         code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
         assert code == 0 and "| 0 |" in out, out  # before: failed
+        ok = {  # v4 L3: a column list renames the outputs (before: planned under the body's names, withheld)
+            "WITH RECURSIVE r (n, m) AS (SELECT id, name FROM customers WHERE id = 1 UNION ALL"
+            " SELECT n + 1, m FROM r WHERE n < 3) SELECT * FROM r": "| n | m |\n| --- | --- |\n| 1 | Ann |",
+            "SELECT * FROM (SELECT id, name FROM customers) AS d (k) WHERE k = 2":
+                "| k | name |\n| --- | --- |\n| 2 | Bob |",
+        }  # fmt: skip
+        for sql, wanted in ok.items():
+            code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
+            assert code == 0 and wanted in out, (sql, out)
