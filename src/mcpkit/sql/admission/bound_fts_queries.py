@@ -164,19 +164,27 @@ def bound_fts_queries(tree: exp.Expr, dialect: str) -> exp.Expr:
     for match in tree.find_all(exp.Match):
         _check_operand(match.expression)
     tables: set[str] = set()
+    qualifiers: set[str] = set()  # what a query column's qualifier may be: its table's name or alias
     for table in tree.find_all(exp.Table):
-        tables.add(table.name.casefold())
+        names = {table.name.casefold()}
         call = table.this
         if isinstance(call, exp.Func):
+            names.add((call.name if isinstance(call, exp.Anonymous) else call.sql_name()).casefold())
+        tables |= names
+        alias = table.alias.casefold()
+        qualifiers |= {f"{name}.{q}" for name in names for q in (*names, alias) if q}
+        if isinstance(call, exp.Func):
             name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).casefold()
-            tables.add(name)
             if not _FUNCTION_TABLES.fullmatch(name):  # a virtual table given its hidden columns
                 for argument in call.expressions if isinstance(call, exp.Anonymous) else call.args.values():
                     if isinstance(argument, exp.Expr):
                         _check_operand(argument)
     tables.discard("")
     for column in tree.find_all(exp.Column):
-        if column.name.casefold() in tables:
+        name, qualifier = column.name.casefold(), column.table.casefold()
+        # `orders.customer` beside a table `customer` is an ordinary column: a qualified query
+        # column names its own table (or its alias); through a derived table it was refused inside
+        if name in tables and (not qualifier or f"{name}.{qualifier}" in qualifiers):
             _check_query_column(column)
     for join in tree.find_all(exp.Join):
         if any(u.name.casefold() in tables for u in join.args.get("using") or []):
