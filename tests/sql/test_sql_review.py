@@ -47,8 +47,9 @@ def shop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlService]:
             " JOIN customer ON x.customer = customer.id WHERE customer.name = 'bob'",
             [[2]],
         ),
+        ("SELECT count(*) FROM orders WHERE customer IN (SELECT id FROM customer WHERE name = 'ann')", [[2]]),
     ],
-    ids=["join", "in", "derived"],
+    ids=["join", "in", "derived", "unqualified in"],
 )
 def test_a_foreign_key_named_as_its_table_is_no_full_text_query(
     shop: SqlService, sql: str, rows: list[list[object]]
