@@ -93,3 +93,13 @@ def test_an_anti_join_inside_an_in_subquery_is_answered(
         )
         code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
         assert code == 0 and "| 1 |" in out, out  # before: refused, the IN read as a per-row WHERE
+
+
+def test_a_compound_of_many_calls_keeps_its_collated_order(shop: SqlService) -> None:
+    calls = ", ".join(["length(name)"] * 9)  # 18 calls: interruptible_calls rewrites the query
+    sql = (
+        f"SELECT name, {calls} FROM customer UNION ALL SELECT upper(name), {calls} FROM customer"
+        " ORDER BY name COLLATE NOCASE DESC"
+    )
+    rows = shop.query(sql, call_id="review-collate")[0].rows
+    assert [r[0].lower() for r in rows] == ["bob", "bob", "ann", "ann"]  # before: a failed call
