@@ -138,6 +138,7 @@ def test_sqlite_bounded_trims_answer_as_sqlites_own(sqlite_env: DbEnv) -> None:
         service.engine.close()
 
 
+@pytest.mark.serial  # times the call and reads this process's RSS: alone, not beside other workers
 def test_sqlite_trim_with_every_code_point_as_its_set_is_quick_and_keeps_nothing(sqlite_env: DbEnv) -> None:
     # Red team my11 F9: a regex compiled per set took 5-6 s per row in one VM step, and `re` kept
     # ~19 MB per distinct set after the call.

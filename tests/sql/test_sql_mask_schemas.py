@@ -346,3 +346,29 @@ def test_mariadb_a_database_dropped_while_reflection_walks_them_is_skipped(
     finally:
         engine.close()
     assert twin not in mapping and "customers" in mapping[db.db]
+
+
+@pytest.mark.mysql
+def test_mariadb_a_table_dropped_while_reflection_reads_it_is_skipped(
+    my: tuple[MysqlScratch, str],
+) -> None:
+    # Seen in a parallel CI run: `grant --mask` listed a database's tables, another session dropped
+    # the database, and reading one table's columns raised NoSuchTableError out of start-up.
+    db, twin = my
+    engine = SqlEngine(db.admin_url)
+
+    listings: list[str] = []
+
+    def drop_after_listing(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if statement.strip().lower().startswith("show full tables from") and twin in statement:
+            listings.append(statement)
+            if len(listings) == 2:  # the views' listing, then the tables'
+                with db.admin.cursor() as c:
+                    c.execute(f"DROP TABLE IF EXISTS {twin}.customers")
+
+    event.listen(engine.sa_engine, "after_cursor_execute", drop_after_listing)
+    try:
+        mapping = reflect(engine).mapping  # before: NoSuchTableError `..._twin`.`customers`
+    finally:
+        engine.close()
+    assert twin not in mapping and "customers" in mapping[db.db]

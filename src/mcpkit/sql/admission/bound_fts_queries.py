@@ -10,7 +10,9 @@ the right operand of MATCH, of `=`/`IN`/`IS` on the column named as the table, o
 the table called as a function (`docs('...')`); SQLite may also move a comparison with a renamed
 column of a derived table onto the table. So each such operand must be a literal (text, number or
 NULL) whose estimated passes (`fts_work`) stay within `MAX_FTS_WORK`; a column named as a table of
-the query may not be renamed by a derived table's projection or named in USING.
+the query may not be renamed by a derived table's projection or named in USING. A column is taken
+for the query column only where it can be: unqualified in a block reading (or inside one reading)
+a table of its name, or qualified by that table's name or alias.
 """
 
 from __future__ import annotations
@@ -114,6 +116,31 @@ def _check_operand(value: exp.Expr | None) -> None:
         )
 
 
+def _call_name(call: exp.Func) -> str:
+    """A table-valued call's name, case-folded."""
+    return (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).casefold()
+
+
+def _table_names(table: exp.Table) -> set[str]:
+    call = table.this
+    return {table.name.casefold()} | ({_call_name(call)} if isinstance(call, exp.Func) else set())
+
+
+def _in_scope(column: exp.Column, every: set[str]) -> set[str]:
+    """The tables an unqualified `column` may belong to: the sources of its block and of the blocks
+    around it (a correlated name); `every` table outside any block."""
+    block = column.find_ancestor(exp.Select)
+    if block is None:
+        return every
+    names: set[str] = set()
+    while block is not None:
+        for table in block.find_all(exp.Table):
+            if table.find_ancestor(exp.Select) is block:
+                names |= _table_names(table)
+        block = block.find_ancestor(exp.Select)
+    return names
+
+
 def _renamed_by_derived_table(column: exp.Column) -> bool:
     """Whether `column` is a bare projection of a select SQLite may merge into an outer query."""
     projected = column.parent if isinstance(column.parent, exp.Alias) else column
@@ -164,19 +191,25 @@ def bound_fts_queries(tree: exp.Expr, dialect: str) -> exp.Expr:
     for match in tree.find_all(exp.Match):
         _check_operand(match.expression)
     tables: set[str] = set()
+    qualifiers: set[str] = set()  # `column.qualifier` of a query column: its table's name or alias
     for table in tree.find_all(exp.Table):
-        tables.add(table.name.casefold())
+        names = _table_names(table)
+        tables |= names
+        qualifiers |= {f"{n}.{q}" for n in names for q in (*names, table.alias.casefold()) if q}
         call = table.this
-        if isinstance(call, exp.Func):
-            name = (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).casefold()
-            tables.add(name)
-            if not _FUNCTION_TABLES.fullmatch(name):  # a virtual table given its hidden columns
-                for argument in call.expressions if isinstance(call, exp.Anonymous) else call.args.values():
-                    if isinstance(argument, exp.Expr):
-                        _check_operand(argument)
+        if isinstance(call, exp.Func) and not _FUNCTION_TABLES.fullmatch(_call_name(call)):
+            # a virtual table given its hidden columns
+            for argument in call.expressions if isinstance(call, exp.Anonymous) else call.args.values():
+                if isinstance(argument, exp.Expr):
+                    _check_operand(argument)
     tables.discard("")
     for column in tree.find_all(exp.Column):
-        if column.name.casefold() in tables:
+        name, qualifier = column.name.casefold(), column.table.casefold()
+        # `orders.customer` or `customer` beside a table `customer` the block does not read is an
+        # ordinary column; through a derived table a query column was refused inside
+        if name in tables and (
+            f"{name}.{qualifier}" in qualifiers if qualifier else name in _in_scope(column, tables)
+        ):
             _check_query_column(column)
     for join in tree.find_all(exp.Join):
         if any(u.name.casefold() in tables for u in join.args.get("using") or []):

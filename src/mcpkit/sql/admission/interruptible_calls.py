@@ -7,7 +7,7 @@ over a 6.9 MB value answered a 2 s call after 12 s, 300 `length(upper(t))` over 
 CPU). `CASE WHEN 1 THEN f(x) END` is coded as the call and a Goto, where the interrupt is checked:
 the row stops within one call of it. Only in a query of more than `MANY_CALLS` calls over
 non-literal values (below that, their passes are about a second at most), and never around a CAST
-(its affinity would be lost) or a table-valued call; an unaliased select item keeps its name.
+(its affinity would be lost), a COLLATE or a table-valued call; an unaliased select item keeps its name.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ INTERRUPTIBLE_DIALECTS: Final = frozenset(["sqlite"])
 """The sqlglot dialects whose engine checks its interrupt only at jumps (SQLite's VM)."""
 MANY_CALLS: Final = 16
 """Calls over non-literal values a query may hold as written: 16 passes over 32 MiB, about a second."""
-_KEPT: Final = (exp.Cast, exp.TryCast, exp.Case)
+# A CAST's affinity, a CASE's branches and a COLLATE (no call: a compound's ORDER BY term must stay
+# a result column with its collation, which a CASE around it is not)
+_KEPT: Final = (exp.Cast, exp.TryCast, exp.Case, exp.Collate)
 
 
 def _wrapped(call: exp.Func) -> bool:

@@ -33,7 +33,8 @@ def _wal(cursor: Any) -> None:
             cursor.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+            # the primary code: SQLITE_BUSY_RECOVERY / _SNAPSHOT are busy too
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
                 raise
         time.sleep(_WAL_WAIT_S)
 

@@ -119,13 +119,23 @@ def _where_stops(where: exp.Expr | None, names: set[str] | None, safe: Callable[
     return False
 
 
+_SOURCES: Final = frozenset({"from_", "joins", "with_"})  # where a block's derived tables and CTEs are
+
+
 def _enclosing(select: exp.Select) -> list[exp.Select]:
+    """The blocks `select` is a derived table or CTE of, innermost first (their WHERE may be merged
+    into it); a subquery in a WHERE, select list or HAVING ends the chain: no conjunct of that block
+    can read its columns."""
     out: list[exp.Select] = []
-    block = select.parent.find_ancestor(exp.Select) if select.parent else None
-    while block is not None:
-        out.append(block)
-        block = block.parent.find_ancestor(exp.Select) if block.parent else None
-    return out
+    node: exp.Expr = select
+    while True:
+        while node.parent is not None and not isinstance(node.parent, exp.Select):
+            node = node.parent
+        parent = node.parent
+        if not isinstance(parent, exp.Select) or node.arg_key not in _SOURCES:
+            return out
+        out.append(parent)
+        node = parent
 
 
 def refuse_anti_joins(tree: exp.Expr, dialect: str, known: KnownSchema, policy: MaskPolicy) -> None:

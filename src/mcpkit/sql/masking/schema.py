@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine as SaEngine
-from sqlalchemy.exc import DBAPIError, UnreflectableTableError
+from sqlalchemy.exc import DBAPIError, NoSuchTableError, UnreflectableTableError
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
@@ -49,11 +49,9 @@ def reflect_schema(
         schema: The schema to read; the connection's default when None.
         policy: The masks; on MySQL/MariaDB, masked columns the account holds no privilege on
             (and so cannot see in the catalog) are put back by name, so `*` answers them masked.
-        partial: Filled with `schema.table` (casefolded) of each table or view with columns the
-            account cannot see (MySQL/MariaDB column grants), named by a rule or not.
+        partial: Filled with `schema.table` (casefolded) of each table or view with columns hidden.
 
-    Returns:
-        Column names in table order, with their types as SQL text.
+    Tables dropped between the listing and their reading are left out (refused as unknown names).
     """
     insp = inspect(engine)
     out: dict[str, dict[str, str]] = {}
@@ -62,6 +60,8 @@ def reflect_schema(
         cols: dict[str, str] = {}
         try:
             reflected = insp.get_columns(name, schema)
+        except NoSuchTableError:
+            continue
         except (DBAPIError, UnreflectableTableError) as exc:
             unreadable = engine.dialect.name == "sqlite" or isinstance(exc, UnreflectableTableError)
             if name in views and unreadable:

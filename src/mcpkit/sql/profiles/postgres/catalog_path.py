@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from functools import wraps
 from typing import Any, Final, ParamSpec, TypeVar
 
+from psycopg import pq
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
@@ -130,7 +131,10 @@ def pinned_fetch(dbapi: Any, sql: str) -> list[tuple[Any, ...]]:
             cur.execute(sql)
             rows = [tuple(r) for r in cur.fetchall()]
         except Exception:
-            if dbapi.autocommit:  # outside a transaction (a call's deferred begin) nothing undoes it
+            # outside a transaction nothing undoes it; inside one (a call's BEGIN is sent in
+            # autocommit mode) the rollback does, and any statement would fail with 25P02 in
+            # place of the error itself (a timeout read as a failure)
+            if dbapi.info.transaction_status == pq.TransactionStatus.IDLE:
                 cur.execute(back, [path])
             raise
         cur.execute(back, [path])
