@@ -96,7 +96,13 @@ def test_postgres_distinct_on_an_alias_and_renamed_outputs_are_answered(
             " SELECT n + 1, m FROM r WHERE n < 3) SELECT * FROM r": "| n | m |\n| --- | --- |\n| 1 | Ann |",
             "SELECT * FROM (SELECT id, name FROM customers) AS d (k) WHERE k = 2":
                 "| k | name |\n| --- | --- |\n| 2 | Bob |",
+            # v4 L2: VALUES columns are traced to their values (before: refused as printing differently)
+            "SELECT a FROM (VALUES (0), (-1)) AS v (a) UNION SELECT id FROM customers WHERE id < 2":
+                "| a |\n| --- |\n| -1 |\n| 0 |\n| 1 |",
         }  # fmt: skip
         for sql, wanted in ok.items():
             code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
             assert code == 0 and wanted in out, (sql, out)
+        sql = "SELECT a FROM (VALUES (1.0), (1.00)) AS v (a) UNION SELECT id FROM customers"
+        code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
+        assert code != 0 and "print one way" in out, out  # 1.0 = 1.00 = id 1: the kept one is the scan's
