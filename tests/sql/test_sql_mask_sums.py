@@ -6,7 +6,8 @@ scan brought 2 and 4 before 5 and answered otherwise: with the table clustered o
 one comparison of the e-mail ranking per call. Floating-point and money sums (and avg, stddev, corr,
 regr) overflow, or round, the same way. Over a masked read PostgreSQL is now sent such an aggregate
 ordered by its arguments (`masking.sums`), so it adds the same values in the same order whatever
-the scan; integer and numeric sums are exact and are left alone, as are windows.
+the scan; integer and numeric sums are exact and are left alone. A window over its whole partition
+is ordered by the sum's argument (red team v4 F1: `sum(x) OVER ()` added in the e-mail order).
 """
 
 from __future__ import annotations
@@ -111,11 +112,43 @@ def test_floating_interval_and_money_aggregates_are_ordered_exact_ones_are_not()
     exact = "pg_catalog.format('%L', score) COLLATE pg_catalog.\"C\""
     assert f"SUM(score ORDER BY id, score, {exact})" in sent, sent
     assert "AVG(DISTINCT score ORDER BY score)" in sent, sent
-    # integers and numerics add up exactly in any order (and sorting costs); windows take no ORDER BY
+    # integers and numerics add up exactly in any order (and sorting costs)
     for exact in [
         "SELECT sum(id), avg(id * 2 + 1), sum(amount), sum(id::numeric / 3), sum(CASE WHEN id > 1 THEN 2 END)"
         " FROM customers",
-        "SELECT sum(score) OVER () AS s FROM customers",
     ]:
         assert "SUM(score ORDER BY" not in _sent(exact) and "SUM(id ORDER BY" not in _sent(exact)
         assert "AVG(id * 2 + 1 ORDER BY" not in _sent(exact)
+
+
+@pytest.mark.postgres
+def test_postgres_a_float_window_sum_adds_alike_whatever_the_scan_order(service: SqlService) -> None:
+    """Red team v4 F1: 1 + 1e16 - 1e16 is 1 only when the 1 comes last: which of 4, 1, 5 the scan
+    (the e-mail order) brought last, one comparison per call."""
+    for func in ("sum", "avg"):
+        for window in (
+            "OVER ()",
+            "OVER (PARTITION BY id > 0)",
+            "FILTER (WHERE id > 0) OVER ()",
+            "OVER (RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)",
+        ):
+            answers = {
+                _answer(
+                    service,
+                    f"SELECT {func}(CASE id WHEN {r} THEN 1 WHEN 1 THEN 1e16 ELSE -1e16 END::float8) {window}"
+                    " AS s FROM customers WHERE id + 0 IN (4, 1, 5) LIMIT 1",
+                )
+                for r in (5, 4)  # before: 1.0 with the 1 on 5 (scanned last), 0.0 on 4
+            }
+            assert len(answers) == 1 and "[[" in answers.pop(), (func, window)
+    for sql in (
+        "SELECT sum(id::float8) OVER (ORDER BY name) AS s FROM customers",  # peers add in scan order
+        "SELECT sum(id::float8) OVER w AS s FROM customers WINDOW w AS (PARTITION BY name)",
+    ):
+        assert _answer(service, sql) == "REFUSED", sql
+    sql = "SELECT sum(id::float8) OVER (ORDER BY name ROWS UNBOUNDED PRECEDING) AS s FROM customers LIMIT 1"
+    assert _answer(service, sql) == "[[1.0]]"  # Ann: completed with the visible columns
+    sql = "SELECT count(*) FILTER (WHERE id > 2) OVER () AS n FROM customers LIMIT 1"
+    assert _answer(service, sql) == "[[3]]"  # before: ordered by the visible columns, a running count (0)
+    sent = _sent("SELECT avg(score) OVER (PARTITION BY id) FROM customers")
+    assert "PARTITION BY id ORDER BY score" in sent and "ROWS BETWEEN UNBOUNDED PRECEDING AND" in sent, sent

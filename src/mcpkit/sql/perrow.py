@@ -59,12 +59,13 @@ def per_row_routines(
     """The user's functions whose value may change from row to row whatever they are declared (but
     those `allow` accepts), each the function policy lets calls use told to the operator with why:
     a call of one over a masked read is refused (`KnownSchema.per_row`). With `known`, what the
-    opt-ins accept is kept with it for `per_row_since`."""
+    opt-ins accept is kept with it for `per_row_since`, and the aggregates (`KnownSchema.aggregates`)."""
     with engine.session(30.0, "startup-masks") as (conn, _):
         found = row_order_routines(engine, conn, allow)
         keys = engine.profile.routine_keys(conn, {name for _, name in found})  # rt34 F6: `tíck` is `tick`
         if known is not None:
             _STARTUP[known] = accepted_bodies(engine, conn, allow)
+            known.aggregates = engine.profile.user_aggregates(conn)  # red team v1 L3
     for (schema, name), why in sorted(found.items()):
         if _callable(engine, schema, name):
             log.warning(

@@ -56,7 +56,8 @@ def _group_concat(gen: Generator, node: exp.GroupConcat) -> str:
     limit = ""
     if isinstance(this, exp.Limit):
         offset = this.args.get("offset")
-        limit = f" LIMIT {gen.sql(this, 'expression')}" + (f" OFFSET {gen.sql(offset)}" if offset else "")
+        skip = f"{gen.sql(offset)}, " if offset else ""  # the form this parser reads back
+        limit = f" LIMIT {skip}{gen.sql(this, 'expression')}"
         this = this.this
     separator = gen.sql(node, "separator") or "','"
     return f"GROUP_CONCAT({gen.sql(this)} SEPARATOR {separator}{limit})"

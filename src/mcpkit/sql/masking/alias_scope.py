@@ -20,7 +20,7 @@ from sqlglot import exp
 from mcpkit.sql.masking.schema import KnownSchema
 from mcpkit.sql.masking.taint import refuse_mask
 
-__all__ = ["pin_columns", "pinned_columns"]
+__all__ = ["declared_name", "pin_columns", "pinned_columns"]
 
 # Per dialect, the places where a name both an output alias and a source column means the column
 # ("order": inside an ORDER BY expression, not a bare item; "group": GROUP BY); anywhere else
@@ -166,3 +166,30 @@ def pinned_columns(tree: exp.Expr, dialect: str, known: KnownSchema | None) -> s
                     return f"{col.name} is both an output alias and a column in {place}"
                 col.set("table", exp.to_identifier(owners[0]))
     return None
+
+
+def declared_name(projection: exp.Expr) -> str:
+    """The name the database shows for `projection` ("" when not certain): a column list of the CTE
+    or derived table its block is the body of renames it (red team v4 L3: `WITH RECURSIVE r(n, m) AS
+    (SELECT id, name ...) SELECT * FROM r` was planned as `id, name` and its answer withheld)."""
+    select = projection.parent
+    node: exp.Expr | None = select
+    while node is not None and (
+        isinstance(node.parent, exp.SetOperation)
+        or (isinstance(node.parent, exp.Subquery) and not node.parent.alias)
+    ):
+        node = node.parent
+    holder = node.parent if node is not None else None
+    if (
+        isinstance(select, exp.Select)
+        and isinstance(holder, exp.CTE | exp.Subquery)
+        and holder.alias_column_names
+    ):
+        names, index = holder.alias_column_names, select.selects.index(projection)
+        if index < len(names):  # a shorter list renames the first outputs only
+            return names[index]
+    if isinstance(projection, exp.Alias):
+        return projection.alias
+    if isinstance(projection, exp.Column) and not isinstance(projection.this, exp.Star):
+        return projection.name
+    return ""

@@ -267,6 +267,8 @@ def defining(col: exp.Column) -> list[exp.Expr]:
     named: exp.Expr | None = None  # the derived table or CTE, whose alias may list column names
     for source in [select.args.get("from_"), *(select.args.get("joins") or [])]:
         this = source.this if source is not None else None
+        if isinstance(this, exp.Values) and this.alias_or_name == col.table:
+            return _values_column(this, col.name)
         if isinstance(this, exp.Subquery) and this.alias_or_name == col.table:
             inner, named = this.this, this
         elif isinstance(this, exp.Table) and this.alias_or_name == col.table and not this.db:
@@ -290,6 +292,17 @@ def defining(col: exp.Column) -> list[exp.Expr]:
     if len(places) != 1:
         return []
     return [b.selects[places[0]].unalias() for b in branches]
+
+
+def _values_column(values: exp.Values, name: str) -> list[exp.Expr]:
+    """Column `name` of `(VALUES ...) AS v(a, b)`, one value per row, or [] (red team v4 L2: `(VALUES (1))
+    AS v(a) UNION SELECT id ...` was refused as a dedup over values that may print differently)."""
+    alias = values.args.get("alias")
+    names = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
+    rows = [r.expressions if isinstance(r, exp.Tuple) else [r] for r in values.expressions]
+    if names.count(name) != 1 or any(len(r) != len(names) for r in rows):
+        return []
+    return [r[names.index(name)] for r in rows]
 
 
 def set_branches(node: exp.Expr) -> list[exp.Expr]:

@@ -24,6 +24,8 @@ from sqlglot.dialects.dialect import Dialect
 
 from mcpkit.sql.admission.budget import NodeAllowance
 from mcpkit.sql.dialects import sent_dialect
+from mcpkit.sql.masking.concat_args import positional as positional_args
+from mcpkit.sql.masking.concat_args import split
 from mcpkit.sql.masking.limits import Keyed, row_keys
 from mcpkit.sql.masking.set_rows import set_returning
 from mcpkit.sql.masking.sums import pin_sums
@@ -189,6 +191,11 @@ def row_order(select: exp.Select, keyed: Keyed, dialect: str) -> list[exp.Ordere
     return out
 
 
+def _sorted_rollup(node: exp.Select | exp.SetOperation, dialect: str) -> bool:
+    group = node.args.get("group")
+    return group is not None and bool(group.args.get("rollup")) and profile_class(dialect).rollup_in_key_order
+
+
 def _pin_blocks(tree: exp.Expr, width: int, dialect: str, keyed: Keyed, room: NodeAllowance) -> bool:
     """Every block whose rows or order reach the answer: ORDER BY completed with its outputs.
 
@@ -221,9 +228,9 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str, keyed: Keyed, room: No
             continue
         if not isinstance(node, exp.Select | exp.SetOperation):
             continue
-        if _one_row(node):
-            continue
         order = node.args.get("order")
+        if _one_row(node) or (order is None and _sorted_rollup(node, dialect)):
+            continue
         limited = node.args.get("limit") is not None or node.args.get("offset") is not None
         distinct = node.args.get("distinct") if isinstance(node, exp.Select) else None
         on = distinct.args.get("on") if isinstance(distinct, exp.Distinct) else None
@@ -258,63 +265,6 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str, keyed: Keyed, room: No
     return pinned
 
 
-def _flat(args: list[exp.Expr]) -> list[exp.Expr]:
-    out: list[exp.Expr] = []
-    for a in args:
-        if isinstance(a, exp.Distinct):
-            out += list(a.expressions)
-        elif isinstance(a, exp.JSONKeyValue):
-            out += [v for v in (a.this, a.expression) if isinstance(v, exp.Expr)]
-        else:
-            out.append(a)
-    return out
-
-
-# Argument slots of a concatenating aggregate that hold values (all of them reach the answer in
-# row order: string_agg's per-row separator too), and slots that only modify it.
-_VALUE_SLOTS: Final = ("this", "expression", "expressions", "separator", "order")
-_MODIFIER_SLOTS: Final = frozenset(
-    {"null_handling", "unique_keys", "return_type", "encoding", "strict", "nulls_excluded"}
-)
-
-
-def _positional(agg: exp.Expr) -> list[exp.Expr]:
-    """The arguments of a concatenating aggregate as written, in order (every value slot)."""
-    out: list[exp.Expr] = []
-    for key, value in agg.args.items():
-        if isinstance(agg, exp.Anonymous) and key == "this":
-            continue  # the function's name
-        values = value if isinstance(value, list) else [value]
-        if not any(isinstance(v, exp.Expr) for v in values):
-            continue
-        if key not in _VALUE_SLOTS:
-            if key in _MODIFIER_SLOTS:
-                continue
-            refuse_order(CONCAT_UNORDERED, f"aggregate {type(agg).__name__} with argument slot {key}")
-        out += [v for v in values if isinstance(v, exp.Expr)]
-    return out
-
-
-def _split(agg: exp.Expr) -> tuple[list[exp.Expr], exp.Order | None]:
-    """Every value argument of a concatenating aggregate, and the ORDER BY written inside it.
-
-    Fails closed: an aggregate whose arguments cannot be found is refused, not passed.
-    """
-    args: list[exp.Expr] = []
-    written: exp.Order | None = None
-    for arg in _positional(agg):
-        if isinstance(arg, exp.Order):
-            written = arg
-            arg = arg.this
-        if isinstance(arg, exp.Expr):
-            args.append(arg)
-    args = _flat(args)
-    if not args:
-        refuse_order(CONCAT_UNORDERED, f"aggregate {type(agg).__name__} without arguments found")
-    # constants break no ties (and MariaDB reads an integer in ORDER BY as a position)
-    return [a for a in args if not isinstance(a, exp.Literal)], written
-
-
 def _pin_aggregates(tree: exp.Expr, dialect: str, masked_aggs: frozenset[int], room: NodeAllowance) -> bool:
     pinned = False
     for agg in list(tree.find_all(exp.AggFunc, exp.Anonymous)):
@@ -326,7 +276,7 @@ def _pin_aggregates(tree: exp.Expr, dialect: str, masked_aggs: frozenset[int], r
         if id(agg) in masked_aggs:
             continue  # it reads a masked value: its output is masked whatever the order
         refuse_pick(agg)
-        args, written = _split(agg)
+        args, written = split(agg)
         if not args and written is None:
             continue  # only constants: the answer does not depend on the order
         objects = isinstance(agg, exp.JSONObjectAgg | exp.JSONBObjectAgg) or name in OBJECT_NAMES
@@ -334,7 +284,7 @@ def _pin_aggregates(tree: exp.Expr, dialect: str, masked_aggs: frozenset[int], r
         if not (facts.ordered_object_aggregates if objects else facts.ordered_aggregates):
             refuse_order(CONCAT_UNORDERED, f"unordered aggregate {type(agg).__name__} {name}")
         # PostgreSQL: with DISTINCT, ORDER BY may only name the arguments themselves.
-        positional = _positional(agg)
+        positional = positional_args(agg)
         distinct = any(isinstance(a, exp.Distinct) or isinstance(a.this, exp.Distinct) for a in positional)
         ties = [t for a in args for t in _ties(a, dialect, exact=not distinct)]
         room.add(ties, _TIES)

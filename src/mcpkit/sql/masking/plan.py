@@ -21,7 +21,7 @@ from sqlglot.optimizer.qualify import qualify
 from mcpkit.sql.admission.budget import DEFAULT_BUDGET, NodeAllowance
 from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.engines.base import Rows
-from mcpkit.sql.masking.alias_scope import pin_columns
+from mcpkit.sql.masking.alias_scope import declared_name, pin_columns
 from mcpkit.sql.masking.alike import sources
 from mcpkit.sql.masking.anti_join import refuse_anti_joins
 from mcpkit.sql.masking.early_stop import pin_early_stops
@@ -175,14 +175,6 @@ def _steers_the_plan(tree: exp.Expr) -> bool:
     return any(j.kind == "STRAIGHT_JOIN" for j in tree.find_all(exp.Join))
 
 
-def _declared_name(projection: exp.Expr) -> str:
-    if isinstance(projection, exp.Alias):
-        return projection.alias
-    if isinstance(projection, exp.Column) and not isinstance(projection.this, exp.Star):
-        return projection.name
-    return ""
-
-
 def _null(type_text: str | None, schema: KnownSchema) -> exp.Expr:
     to = schema.cast_type(type_text)
     return exp.Null() if to is None else exp.Cast(this=exp.Null(), to=to)
@@ -271,7 +263,7 @@ def plan_masking(
     if not _touches_masked(tree, known, policy) and not user_sets:
         return NO_MASKING
     tree = normalise_calls(tree, dialect)
-    refuse_shapes(tree, dialect, known.per_row)
+    refuse_shapes(tree, dialect, known.per_row, known.aggregates)
     refuse_anti_joins(tree, dialect, known, policy)  # a first match stops the scan (red team v2 F2)
     if any(True for _ in tree.find_all(exp.TableSample)):
         # Which rows a sample keeps follows the storage layout (pages, row positions), and an
@@ -298,7 +290,7 @@ def plan_masking(
     for i, select in enumerate(work.find_all(exp.Select)):
         select.meta[BLOCK] = i
         for projection in select.selects:
-            projection.meta[PROJ] = _declared_name(projection)
+            projection.meta[PROJ] = declared_name(projection)
     analysed = _resolve_tables(work.copy(), known)
     pin_columns(analysed, dialect, known)  # `AS id ... ORDER BY -id` reads the column (rt35b F3)
     if profile_class(dialect).caseless_columns:  # `EMAIL` is the email column (NATURAL JOIN, USING too)

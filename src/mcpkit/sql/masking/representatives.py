@@ -211,6 +211,10 @@ def _pin_distinct(
     return True
 
 
+def _folded(name: exp.Expr) -> str:
+    return name.name if isinstance(name, exp.Identifier) and name.quoted else name.name.casefold()
+
+
 def _pin_distinct_on(
     select: exp.Select,
     distinct: exp.Distinct,
@@ -222,7 +226,14 @@ def _pin_distinct_on(
     """DISTINCT ON keeps the first row of its ORDER BY (pin_order wrote one): among keys equal
     there, the exact forms of the keys and outputs decide."""
     on = distinct.args["on"]
-    keys = list(on.expressions) if isinstance(on, exp.Tuple) else [on]
+    named = {_folded(p.args["alias"]) for p in select.selects if isinstance(p, exp.Alias)}
+    # a key naming an output alias is that output (among `outputs`): PostgreSQL reads no alias
+    # inside an ORDER BY expression (red team v4 L1: `format('%L', x)` failed)
+    keys = [
+        k
+        for k in (on.expressions if isinstance(on, exp.Tuple) else [on])
+        if not (isinstance(k, exp.Column) and not k.table and _folded(k.this) in named)
+    ]
     order = select.args.get("order")
     if order is None:
         return False

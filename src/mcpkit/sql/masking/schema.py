@@ -28,15 +28,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcpkit.sql")
 
-__all__ = [
-    "KnownSchema",
-    "Reflection",
-    "SchemaMapping",
-    "fold_column_names",
-    "reflect",
-    "reflect_schema",
-    "reflect_views",
-]
+__all__ = ["KnownSchema", "Reflection", "SchemaMapping", "fold_column_names", "reflect", "reflect_schema"]
+__all__ += ["reflect_views"]
 
 SchemaMapping = Mapping[str, Mapping[str, Any]]
 """`{table: {column: type}}` or `{schema: {table: {column: type}}}` (types as SQL text)."""
@@ -310,6 +303,7 @@ class KnownSchema:
     """
 
     per_row: frozenset[str] = frozenset()  # user functions counted as per-row ones (rt29 F2, maskcheck)
+    aggregates: frozenset[str] = frozenset()  # user aggregates (`Profile.user_aggregates`, v1 L3)
 
     def __init__(
         self,

@@ -28,7 +28,14 @@ from mcpkit.sql.dialects import read_dialect, sent_dialect
 from mcpkit.sql.masking.taint import refuse_mask
 from mcpkit.sql.profiles import profile_class
 
-__all__ = ["normalise_calls", "refuse_measures", "refuse_shapes", "row_order_call", "written_call"]
+__all__ = [
+    "USER_AGGREGATE",
+    "normalise_calls",
+    "refuse_measures",
+    "refuse_shapes",
+    "row_order_call",
+    "written_call",
+]
 
 _NATURAL: Final = (
     "Over a table with masked columns or a view, NATURAL JOIN is not answered (it joins on "
@@ -161,9 +168,18 @@ def _unknown_columns(source: exp.Expr) -> bool:
     )
 
 
-def refuse_shapes(tree: exp.Expr, dialect: str, per_row: frozenset[str] = frozenset()) -> None:
+USER_AGGREGATE: Final = "mcpkit_user_aggregate"  # meta key: a call of a user's aggregate
+
+
+def refuse_shapes(
+    tree: exp.Expr,
+    dialect: str,
+    per_row: frozenset[str] = frozenset(),
+    aggregates: frozenset[str] = frozenset(),
+) -> None:
     """Refuse the joins and per-row functions a masked read may not use (see the module); `per_row`:
-    the user's functions that count as per-row ones (`KnownSchema.per_row`, red team rt29 F2)."""
+    the user's functions that count as per-row ones (`KnownSchema.per_row`, red team rt29 F2). A call
+    named in `aggregates` (`KnownSchema.aggregates`) is marked `USER_AGGREGATE` (red team v1 L3)."""
     for join in tree.find_all(exp.Join):
         if "NATURAL" in (
             str(join.args.get("method") or "").upper(),
@@ -181,6 +197,8 @@ def refuse_shapes(tree: exp.Expr, dialect: str, per_row: frozenset[str] = frozen
             if not sources or any(_unknown_columns(s) for s in sources):
                 refuse_mask("USING beside a source of unknown columns", message=_USING)
     for func in tree.find_all(exp.Func):
+        if isinstance(func, exp.Anonymous) and _name(func)[0].casefold() in aggregates:
+            func.meta[USER_AGGREGATE] = True
         name = row_order_call(func, dialect, per_row)
         if name is not None:
             refuse_mask(f"per-row function {name} over a masked read", message=_PER_ROW)

@@ -13,17 +13,12 @@ from typing import Final, NoReturn
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope
 
+from mcpkit.sql.masking.shapes import USER_AGGREGATE
 from mcpkit.sql.masking.taint import Taint, refuse_mask
 from mcpkit.sql.profiles import profile_class
 
-__all__ = [
-    "BLOCK",
-    "CONCAT",
-    "CONCAT_NAMES",
-    "CONCAT_UNORDERED",
-    "EXACT",
-    "OBJECT_NAMES",
-    "TYPE",
+__all__ = ["BLOCK", "CONCAT", "CONCAT_NAMES", "CONCAT_UNORDERED", "EXACT", "OBJECT_NAMES", "TYPE"]
+__all__ += [
     "WIN",
     "is_aggregate",
     "output_keys",
@@ -120,9 +115,10 @@ def _enclosing_select(node: exp.Expr) -> exp.Select | None:
 
 
 def is_aggregate(node: exp.Expr) -> bool:
-    """An aggregate call, also one sqlglot leaves anonymous (`jsonb_agg`, `bool_and`, ...)."""
+    """An aggregate call, also one sqlglot leaves anonymous (`jsonb_agg`, `bool_and`, a user's: `shapes`)."""
     return isinstance(node, exp.AggFunc) or (
-        isinstance(node, exp.Anonymous) and str(node.this).casefold() in _ANON_AGGREGATES
+        isinstance(node, exp.Anonymous)
+        and (str(node.this).casefold() in _ANON_AGGREGATES or bool(node.meta.get(USER_AGGREGATE)))
     )
 
 
@@ -188,7 +184,8 @@ def _aggregated(select: exp.Select) -> bool:
 
 def _window_need(window: exp.Window) -> str | None:
     """'keys' (complete the order), 'whole' (order and keep the whole partition) or None."""
-    func = window.this
+    func = window.this.this if isinstance(window.this, exp.Filter) else window.this  # `count(*) FILTER
+    # (WHERE ...) OVER ()` is an aggregate over its partition: a completed ORDER BY made it a running count
     spec = window.args.get("spec")
     kind = str(spec.args.get("kind") or "").upper() if isinstance(spec, exp.WindowSpec) else ""
     ordered = window.args.get("order") is not None

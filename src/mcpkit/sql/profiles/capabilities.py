@@ -226,6 +226,9 @@ class Capabilities:
     ordered_sums: bool = False
     """sum, avg, stddev, corr ... take an ORDER BY, which masking adds where they add in scan order
     (floating point, interval, money: `masking.sums`); False: left as they are (a residual)."""
+    rollup_in_key_order: bool = False
+    """`GROUP BY ... WITH ROLLUP` sorts its groups by their keys (it is computed over sorted rows), so
+    masking adds no ORDER BY to such a block without one (MariaDB refuses one there: error 1221)."""
     bare_columns: bool = False
     """The database answers a bare column beside GROUP BY (its value follows the scan order), so
     masking refuses it. Generic: not checked."""
@@ -251,6 +254,11 @@ class Capabilities:
         counter past each proof of a body), with why: masking counts a call of one like
         `row_order_functions` unless `--allow function-order:S.N` accepts it. Generic: none known."""
         return {}
+
+    def user_aggregates(self, conn: Connection) -> frozenset[str]:
+        """The names (case-folded) of the user's aggregates no other function of the database shares:
+        masking treats a call of one as an aggregate (red team v1 L3). Generic: none known."""
+        return frozenset()
 
     accent_blind_routines: bool = False
     """The server finds a routine by a case- and accent-blind name (MariaDB: `tíck(x)` calls `tick`,

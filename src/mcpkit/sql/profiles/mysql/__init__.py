@@ -53,6 +53,7 @@ class MysqlProfile(MysqlSession):
     plan_check = "EXPLAIN {}"
     exact_ties = staticmethod(exact_ties)
     ordered_object_aggregates = False  # JSON_OBJECTAGG takes no ORDER BY
+    rollup_in_key_order = True  # a filesort or index order on the keys, always (red team v2 L2)
     bare_columns = True  # ONLY_FULL_GROUP_BY (set per call with masks) misses ORDER BY and windows
     time_based_uuid = True  # UUID() is version 1
     # RAND() is mysys my_rnd: s1 = (3*s1 + s2) % (2^30-1), s2 = (s1 + s2 + 33) % ..., value s1/M,

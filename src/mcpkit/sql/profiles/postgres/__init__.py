@@ -48,7 +48,7 @@ from mcpkit.sql.profiles.postgres.params import DECLARED, untyped_parameter
 from mcpkit.sql.profiles.postgres.partitions import bound_partitions, partition_findings
 from mcpkit.sql.profiles.postgres.relations import PG_RELATIONS
 from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
-from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines
+from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines, postgres_user_aggregates
 from mcpkit.sql.profiles.postgres.rowtypes import row_type_copies
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
@@ -254,6 +254,11 @@ class PostgresProfile(PostgresSession):
     def row_order_routines(self, conn: Connection) -> dict[tuple[str, str], str]:
         """Every user function, whatever its label or body (`profiles.postgres.routine_state`)."""
         return postgres_row_order_routines(conn)
+
+    @pinned
+    def user_aggregates(self, conn: Connection) -> frozenset[str]:
+        """User aggregates whose name no other function has (`routine_state`)."""
+        return postgres_user_aggregates(conn)
 
     def function_catalog(self, engine: Engine) -> FunctionCatalog:
         """Volatility from `pg_proc`."""

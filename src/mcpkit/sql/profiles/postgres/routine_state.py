@@ -29,6 +29,7 @@ from mcpkit.sql.profiles.postgres.catalog_path import catalog_path
 from mcpkit.sql.profiles.postgres.ext_bodies import open_members
 
 __all__ = ["PER_ROW", "REVIEWED", "STATELESS_EXTENSIONS", "postgres_row_order_routines", "reviewed_params"]
+__all__ += ["postgres_user_aggregates"]
 
 PER_ROW: Final = (
     "it is a user function, whose value may change from row to row (only --allow function-order:"
@@ -86,6 +87,21 @@ def postgres_row_order_routines(conn: Connection) -> dict[tuple[str, str], str]:
     with catalog_path(conn):  # `p.oid >= 16384` is no user operator's (`catalog_path`)
         rows = conn.execute(text(_USER), reviewed_params(conn)).all()
     return {(str(s), str(n)): PER_ROW for s, n in rows}
+
+
+# A user aggregate's name no function of another kind has (a built-in `md5` beside a user aggregate
+# `md5` would make every `md5(x)` call one): lower(), as sqlglot's names are matched case-folded.
+_AGGREGATES: Final = """
+SELECT DISTINCT lower(p.proname) FROM pg_catalog.pg_proc p
+WHERE p.prokind = 'a' AND p.oid >= 16384 AND NOT EXISTS (
+  SELECT 1 FROM pg_catalog.pg_proc q WHERE lower(q.proname) = lower(p.proname) AND q.prokind <> 'a')
+"""
+
+
+def postgres_user_aggregates(conn: Connection) -> frozenset[str]:
+    """The names of the user's aggregates (`Profile.user_aggregates`)."""
+    with catalog_path(conn):  # `lower`, `>=`, `=`: pg_catalog's
+        return frozenset(str(n).casefold() for (n,) in conn.execute(text(_AGGREGATES)))
 
 
 def reviewed_params(conn: Connection) -> dict[str, list[str]]:
