@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlglot import exp
 
 from mcpkit.cli import main
 from mcpkit.sql.engines.engine import SqlEngine
@@ -372,3 +373,21 @@ def test_mariadb_a_table_dropped_while_reflection_reads_it_is_skipped(
     finally:
         engine.close()
     assert twin not in mapping and "customers" in mapping[db.db]
+
+
+@pytest.mark.mysql
+def test_mariadb_a_database_dropped_between_reflection_and_its_views_is_skipped(
+    my: tuple[MysqlScratch, str],
+) -> None:
+    # Seen in a parallel CI run: `grant --mask` reflected every database, another session dropped
+    # one, and listing its views for the analysis raised error 1049 out of the command.
+    db, twin = my
+    engine = SqlEngine(db.admin_url)
+    try:
+        reflection = reflect(engine)
+        with db.admin.cursor() as c:
+            c.execute(f"DROP DATABASE IF EXISTS {twin}")
+        known = reflection.known(engine)  # before: OperationalError (1049, "Unknown database ...")
+    finally:
+        engine.close()
+    assert known.columns(exp.to_table(f"{db.db}.customers")) is not None

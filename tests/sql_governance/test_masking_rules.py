@@ -43,11 +43,11 @@ def test_postgres_rules_on_a_masked_table_are_named(pg_url: str, tmp_path: Path)
             hints = trigger_hints(engine, masked)
         finally:
             engine.close()
-        assert any("rule copy_email (ON INSERT; it writes audit_log)" in h for h in hints), hints
-        assert any("rule move_email (ON UPDATE; it writes audit_log)" in h for h in hints), hints
+        assert any("rule copy_email (ON INSERT; it writes public.audit_log)" in h for h in hints), hints
+        assert any("rule move_email (ON UPDATE; it writes public.audit_log)" in h for h in hints), hints
         assert not any("other_rule" in h for h in hints), hints
         done = run_mcpkit("sql", "doctor", "--dsn", pg.reader_url, "--mask", str(masks))
         assert (
             "warn triggers: table audit_src has masked columns and rule copy_email (ON INSERT; it writes"
-            " audit_log)" in done.stdout
+            " public.audit_log)" in done.stdout
         ), done.stdout

@@ -170,9 +170,14 @@ def reflect(engine: SqlEngine, policy: MaskPolicy | None = None) -> Reflection:
 def reflect_views(engine: SaEngine, schema: str | None = None) -> frozenset[str]:
     """The names of one schema's views and materialized views."""
     insp = inspect(engine)
-    names = set(insp.get_view_names(schema))
-    with suppress(NotImplementedError):  # a dialect without materialized views
-        names |= set(insp.get_materialized_view_names(schema))
+    try:
+        names = set(insp.get_view_names(schema))
+        with suppress(NotImplementedError):  # a dialect without materialized views
+            names |= set(insp.get_materialized_view_names(schema))
+    except DBAPIError:  # a schema dropped since it was listed (another session's DDL) has none
+        if schema is None or schema in inspect(engine).get_schema_names():
+            raise
+        return frozenset()
     return frozenset(names)
 
 
