@@ -23,6 +23,7 @@ from sqlglot import exp
 from mcpkit.sql.admission import held_operands as once
 from mcpkit.sql.admission.built_values import answer_bound, answer_roots, hold
 from mcpkit.sql.admission.chains import chain_cost, chain_roots, leaf_length, unfold_constants
+from mcpkit.sql.admission.compute_once import refuse_row_copies
 from mcpkit.sql.admission.function_tables import (
     SEARCH_BOUND_MARKER,
     SIZE_BOUND_MARKER,
@@ -41,16 +42,16 @@ from mcpkit.sql.admission.operands import (
     is_ascii,
     operand,
     parses_text,
-    plainly_scalar,
     prefix_pattern,
     refuse_qualified_bounded,
     row_constructors,
+    scalar_operands,
     static_chars,
     static_length,
 )
 from mcpkit.sql.admission.operators import bound_of, spread_quantified
 from mcpkit.sql.admission.regex_bounds import limit_matches, regex_cost
-from mcpkit.sql.admission.search_budget import FULL, SHORT_LITERAL, exceeds, fail_when, share, short
+from mcpkit.sql.admission.search_budget import SHORT_LITERAL, exceeds, fail_when, many_short, share, short
 from mcpkit.sql.admission.unfoldable import unfoldable
 from mcpkit.sql.errors import refuse
 
@@ -89,7 +90,8 @@ def _targets(tree: exp.Expr, dialect: str, bounds: SearchBounds) -> list[_Target
     operators = tuple(bounds.infix)
     casts: list[CastTarget] = [(c, c, c.to, "this", c.this) for c in tree.find_all(exp.Cast)]
     for call in function_calls(tree, dialect):
-        if isinstance(call.node, operators):  # sqlglot may name `a @> b` after a function: see below
+        compared_row = call.name == "row" and isinstance(call.node.parent, exp.Predicate)  # builds no value
+        if isinstance(call.node, operators) or compared_row:  # sqlglot may name `a @> b` after a function
             continue
         for bound in (bounds.calls.get(call.name), bounds.growths.get(call.name)):  # JSON_SEARCH: both
             anywhere = isinstance(bound, GrowthBound) and bound.any_schema
@@ -124,7 +126,7 @@ class _Builder:
     def __init__(self, bounds: SearchBounds, targets: list[_Target]) -> None:
         self.bounds = bounds
         self.copied = 0
-        self.guard_short = sum(map(_short_search, targets)) > FULL  # a row runs them back to back
+        self.guard_short = many_short([(t.call, t.bound) for t in targets], bounds)  # a row runs them in turn
 
     def length(self, value: exp.Expr, bound: SizeBound | None = None, *, as_text: bool = False) -> exp.Expr:
         if bound is not None and bound.multibyte:
@@ -166,11 +168,6 @@ class _Builder:
                     f"A string search (LIKE, position, replace, ...) over a value computed from {name} cannot"
                     " be bounded, since it changes each time it is computed; compute it in a CTE first.",
                 )
-
-
-def _short_search(target: _Target) -> bool:
-    bound = target.bound
-    return isinstance(bound, SizeBound) and not bound.removal and short(operand(target.call, bound.needle))
 
 
 def _growth_cost(call: exp.Expr, bound: GrowthBound, builder: _Builder) -> exp.Expr | None:
@@ -248,11 +245,8 @@ def _cost(target: _Target, builder: _Builder) -> exp.Expr | None:
     hay, needle = operand(target.call, bound.haystack), operand(target.call, bound.needle)
     if hay is None or needle is None or isinstance(hay, exp.Null) or isinstance(needle, exp.Null):
         return None
-    if bound.typed:
-        other = bound.typed if bound.typed == "text" else ""  # a string operator takes two strings
-        not_text = builder.bounds.not_text
-        if plainly_scalar(hay, bound.typed, not_text) or plainly_scalar(needle, other, not_text):
-            return None
+    if scalar_operands(bound.typed, hay, needle, builder.bounds.not_text):
+        return None
     if bound.pattern:
         cost = regex_cost(needle)
         if not cost.plain:
@@ -341,6 +335,8 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
     bounds = SIZE_BOUNDS.get(dialect)
     if bounds is None:
         return tree
+    if bounds.holds_operands:
+        refuse_row_copies(tree)  # the row guards' holds hide rows of rows from compute_once
     if bounds.rewrite is not None:
         bounds.rewrite(tree)
     spread_quantified(tree, bounds)

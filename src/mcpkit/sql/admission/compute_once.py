@@ -34,7 +34,7 @@ from mcpkit.sql.admission.held_operands import SET_RETURNING, call_names, hold_n
 from mcpkit.sql.admission.row_copies import MAX_ROW_COPIES, row_copies
 from mcpkit.sql.errors import refuse
 
-__all__ = ["MAX_BUILT_READS", "MAX_READS", "compute_once"]
+__all__ = ["MAX_BUILT_READS", "MAX_READS", "compute_once", "refuse_row_copies"]
 
 MAX_READS: Final = 4
 """Evaluations per row of a computed output a pulled-up source may cost before it is fenced."""
@@ -235,12 +235,7 @@ def compute_once(tree: exp.Expr, dialect: str) -> exp.Expr:
         return tree
     if root is None:
         return tree
-    if row_copies(root, resolve) > MAX_ROW_COPIES:
-        refuse(
-            "too_complex",
-            f"The query copies a value into a row more than {MAX_ROW_COPIES} times through whole-row"
-            " references (rows of rows double per level); select the columns themselves.",
-        )
+    _refuse_row_copies(root)
     counter = _Reads(EXPRESSION_COPIES.get(dialect, _no_copies))
     ctes = _cte_reads(root)
     for scope in reversed(list(root.traverse())):  # readers before the sources they read
@@ -271,3 +266,22 @@ def compute_once(tree: exp.Expr, dialect: str) -> exp.Expr:
             if isinstance(join.args.get("on"), exp.Expr):
                 counter.walk(scope, join.args["on"], 1)
     return tree
+
+
+def _refuse_row_copies(root: Scope) -> None:
+    if row_copies(root, resolve) > MAX_ROW_COPIES:
+        refuse(
+            "too_complex",
+            f"The query copies a value into a row more than {MAX_ROW_COPIES} times through whole-row"
+            " references (rows of rows double per level); select the columns themselves.",
+        )
+
+
+def refuse_row_copies(tree: exp.Expr) -> None:
+    """Refuse rows of rows as written, before guards hold their operands in subqueries it cannot follow."""
+    try:
+        root = build_scope(tree)
+    except (SqlglotError, KeyError, ValueError):
+        return
+    if root is not None:
+        _refuse_row_copies(root)

@@ -7,7 +7,8 @@ over a 6.9 MB value answered a 2 s call after 12 s, 300 `length(upper(t))` over 
 CPU). `CASE WHEN 1 THEN f(x) END` is coded as the call and a Goto, where the interrupt is checked:
 the row stops within one call of it. Only in a query of more than `MANY_CALLS` calls over
 non-literal values (below that, their passes are about a second at most), and never around a CAST
-(its affinity would be lost), a COLLATE or a table-valued call; an unaliased select item keeps its name.
+(its affinity would be lost), a COLLATE or a table-valued call, nor inside a wrapped call (SQLite's parser
+stack); an unaliased select item keeps its name.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ def interruptible_calls(tree: exp.Expr, dialect: str) -> exp.Expr:
     calls = [c for c in tree.find_all(exp.Func) if _wrapped(c)]
     if len(calls) <= MANY_CALLS:
         return tree
+    # only the outermost: a CASE per nested call outgrew SQLite's parser stack (about 100 deep)
+    wrapped = {id(c) for c in calls}
+    calls = [c for c in calls if not any(id(n) in wrapped for n in _up(c)[1:])]
     # the name SQLite gives an unaliased select item: its text as sent (`admit`'s options)
     holding = {id(node) for c in calls for node in _up(c)}
     items = [

@@ -28,6 +28,7 @@ __all__ = [
     "prefix_pattern",
     "refuse_qualified_bounded",
     "row_constructors",
+    "scalar_operands",
     "static_chars",
     "static_length",
 ]
@@ -116,6 +117,14 @@ def plainly_scalar(operand: exp.Expr, typed: str, not_text: frozenset[str] = fro
             return not to.is_type(*exp.DataType.TEXT_TYPES)
         return not (to.is_type(typed) if typed else to.is_type(exp.DataType.Type.ARRAY) or to.expressions)
     return isinstance(node, _SCALAR)
+
+
+def scalar_operands(typed: str | None, hay: exp.Expr, needle: exp.Expr, not_text: frozenset[str]) -> bool:
+    """Whether an operator typed `typed` (a string, jsonb or array search) is arithmetic here."""
+    if not typed:
+        return False
+    other = typed if typed == "text" else ""  # a string operator takes two strings
+    return plainly_scalar(hay, typed, not_text) or plainly_scalar(needle, other, not_text)
 
 
 def arguments(call: exp.Expr) -> list[exp.Expr]:

@@ -15,10 +15,10 @@ from typing import Final
 
 from sqlglot import exp
 
-from mcpkit.sql.admission.function_tables import SearchBounds
-from mcpkit.sql.admission.operands import static_length
+from mcpkit.sql.admission.function_tables import SearchBounds, SizeBound
+from mcpkit.sql.admission.operands import operand, scalar_operands, static_length
 
-__all__ = ["FULL", "SHORT_LITERAL", "exceeds", "fail_when", "share", "short"]
+__all__ = ["FULL", "SHORT_LITERAL", "exceeds", "fail_when", "many_short", "share", "short"]
 
 FULL: Final = 3
 """Guarded searches one query may hold at their whole time budget (about a second in all)."""
@@ -53,3 +53,18 @@ def fail_when(value: exp.Expr, cond: exp.Expr, bounds: SearchBounds, marker: str
 def short(needle: exp.Expr | None) -> bool:
     """Whether `needle` is a literal of at most `SHORT_LITERAL` bytes."""
     return needle is not None and (n := static_length(needle)) is not None and n <= SHORT_LITERAL
+
+
+def many_short(searches: list[tuple[exp.Expr, object]], bounds: SearchBounds) -> bool:
+    """Whether more than `FULL` of (call, bound) search for a short literal (a number or a time in a
+    typed operator is arithmetic, no search)."""
+    return sum(_short_search(call, bound, bounds) for call, bound in searches) > FULL
+
+
+def _short_search(call: exp.Expr, bound: object, bounds: SearchBounds) -> bool:
+    if not isinstance(bound, SizeBound) or bound.removal:
+        return False
+    hay, needle = operand(call, bound.haystack), operand(call, bound.needle)
+    if hay is None or needle is None or not short(needle):
+        return False
+    return not scalar_operands(bound.typed, hay, needle, bounds.not_text)
