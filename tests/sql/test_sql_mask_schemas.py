@@ -334,19 +334,29 @@ def test_mariadb_a_database_dropped_while_reflection_walks_them_is_skipped(
     # Seen in a parallel test run: `grant --mask` listed the databases, another session dropped one,
     # and reflecting it raised error 1049 out of start-up. An operator's DDL can land there as well.
     db, twin = my
+    # before: OperationalError (1049, "Unknown database ...")
+    mapping = _reflect_dropping(db, "show schemas", 1, f"DROP DATABASE IF EXISTS {twin}")
+    assert twin not in mapping and "customers" in mapping[db.db]
+
+
+def _reflect_dropping(db: MysqlScratch, listing: str, nth: int, ddl: str) -> dict[str, Any]:
+    """`reflect` as the admin, running `ddl` right after the `nth` statement starting with `listing`
+    (another session's DDL landing between the listing and the reading)."""
     engine = SqlEngine(db.admin_url)
+    seen: list[str] = []
 
     def drop_after_listing(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        if statement.strip().lower() == "show schemas":
-            with db.admin.cursor() as c:
-                c.execute(f"DROP DATABASE IF EXISTS {twin}")
+        if statement.strip().lower().startswith(listing):
+            seen.append(statement)
+            if len(seen) == nth:
+                with db.admin.cursor() as c:
+                    c.execute(ddl)
 
     event.listen(engine.sa_engine, "after_cursor_execute", drop_after_listing)
     try:
-        mapping = reflect(engine).mapping  # before: OperationalError (1049, "Unknown database ...")
+        return reflect(engine).mapping
     finally:
         engine.close()
-    assert twin not in mapping and "customers" in mapping[db.db]
 
 
 @pytest.mark.mysql
@@ -354,24 +364,11 @@ def test_mariadb_a_table_dropped_while_reflection_reads_it_is_skipped(
     my: tuple[MysqlScratch, str],
 ) -> None:
     # Seen in a parallel CI run: `grant --mask` listed a database's tables, another session dropped
-    # the database, and reading one table's columns raised NoSuchTableError out of start-up.
+    # one of them (with its database), and reading its columns raised NoSuchTableError out of start-up.
     db, twin = my
-    engine = SqlEngine(db.admin_url)
-
-    listings: list[str] = []
-
-    def drop_after_listing(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        if statement.strip().lower().startswith("show full tables from") and twin in statement:
-            listings.append(statement)
-            if len(listings) == 2:  # the views' listing, then the tables'
-                with db.admin.cursor() as c:
-                    c.execute(f"DROP TABLE IF EXISTS {twin}.customers")
-
-    event.listen(engine.sa_engine, "after_cursor_execute", drop_after_listing)
-    try:
-        mapping = reflect(engine).mapping  # before: NoSuchTableError `..._twin`.`customers`
-    finally:
-        engine.close()
+    # the twin's views are listed, then its tables; before: NoSuchTableError `..._twin`.`customers`
+    listing = f"show full tables from `{twin}`"
+    mapping = _reflect_dropping(db, listing, 2, f"DROP TABLE IF EXISTS {twin}.customers")
     assert twin not in mapping and "customers" in mapping[db.db]
 
 
