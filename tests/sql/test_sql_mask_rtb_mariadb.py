@@ -1,0 +1,68 @@
+"""Red team rtB (MariaDB 10.11, column masking), each on the real server.
+
+F1: an IN / ANY / ALL subquery of plain comparisons was left as written on MariaDB; a comparison
+across types there (`c.id = p.s`, `p.s` the outer row's text `'a'`) warns on the rows it reaches, a
+warning fails the call, and FirstMatch stops at the first match: answered or failed told whether
+row b was scanned (in masked e-mail order) before row a.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.sql.sql_support import MysqlScratch, masks_file, mysql_customers, mysql_scratch
+from tests.sql.sql_support import run_cli as _run
+
+# Ids 4 and 1 are the first two in e-mail order (`CUSTOMERS_ROWS`): each query is asked for (4, 1)
+# and (1, 4); before, one of the two failed on the data and the other answered.
+F1 = {
+    "correlated text": "SELECT p.v FROM probe p WHERE p.s = 'a' AND 1 IN (SELECT 1 FROM customers c"
+    " WHERE c.id = {a} OR (c.id = {b} AND c.id = p.s) OR p.v = 99)",
+    "truth value": "SELECT p.v FROM probe p WHERE p.s = 'a' AND 1 IN (SELECT 1 FROM customers c"
+    " WHERE c.id = {a} OR (c.id = {b} AND p.s) OR p.v = 99)",
+    "is true": "SELECT p.v FROM probe p WHERE p.s = 'a' AND 1 IN (SELECT 1 FROM customers c"
+    " WHERE c.id = {a} OR (c.id = {b} AND p.s IS TRUE) OR p.v = 99)",
+    "in list": "SELECT p.v FROM probe p WHERE p.s = 'a' AND 1 IN (SELECT 1 FROM customers c"
+    " WHERE c.id = {a} OR (c.id = {b} AND c.id IN (p.s, 0)) OR p.v = 99)",
+    "any": "SELECT p.v FROM probe p WHERE p.s = 'a' AND 1 = ANY (SELECT 1 FROM customers c"
+    " WHERE c.id = {a} OR (c.id = {b} AND c.id = p.s) OR p.v = 99)",
+    "literal": "SELECT p.v FROM probe p WHERE 1 IN (SELECT 1 FROM customers c"
+    " WHERE c.id = {a} OR (c.id = {b} AND c.name = 0) OR p.v = 99)",
+}
+
+
+def _probe(db: MysqlScratch) -> None:
+    with db.admin.cursor() as c:
+        c.execute(f"CREATE TABLE {db.db}.probe (v int PRIMARY KEY, s varchar(20))")
+        c.execute(f"INSERT INTO {db.db}.probe VALUES (1, 'x'), (4, 'a')")
+        c.execute(f"CREATE TABLE {db.db}.orders (id int PRIMARY KEY, customer_id int, amount int)")
+        c.execute(f"INSERT INTO {db.db}.orders VALUES (1, 1, 10), (2, 2, 20), (3, 3, 30), (4, 1, 40)")
+        c.execute(f"GRANT SELECT ON {db.db}.probe TO '{db.reader}'@'%'")
+        c.execute(f"GRANT SELECT ON {db.db}.orders TO '{db.reader}'@'%'")
+
+
+@pytest.mark.mysql
+def test_mariadb_in_subquery_comparing_across_types_is_refused(
+    mysql_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with mysql_scratch(mysql_url, "rtb_f1") as db:
+        mysql_customers(db)
+        _probe(db)
+        masks = masks_file(tmp_path, "customers.email")
+        for name, sql in F1.items():
+            for a, b in ((4, 1), (1, 4)):
+                code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks,
+                                 sql.format(a=a, b=b))  # fmt: skip
+                assert code != 0 and "a comparison across types" in out, (name, a, b, out)
+        ok = {  # comparisons of one type stay as written (a semi-join), correlated ones too
+            "SELECT name FROM customers WHERE id IN (SELECT customer_id FROM orders WHERE amount > 15)"
+            " ORDER BY id": "| Ann |\n| Bob |\n| Cy |",
+            "SELECT name FROM customers c WHERE id = ANY (SELECT customer_id FROM orders o"
+            " WHERE o.amount > 15 AND o.id = c.id) ORDER BY id": "| Bob |\n| Cy |",
+            "SELECT v FROM probe p WHERE s IN (SELECT name FROM customers WHERE id < 4)": "0 rows",
+        }
+        for sql, wanted in ok.items():
+            code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
+            assert code == 0 and wanted in out, (sql, out)
