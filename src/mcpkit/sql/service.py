@@ -25,7 +25,7 @@ from mcpkit.sql.admission.slots import analysis_slot
 from mcpkit.sql.clipping import CellBudget
 from mcpkit.sql.engines.base import Engine
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import SqlConfigError, refuse
+from mcpkit.sql.errors import MaskedReadFailed, QueryFailed, SqlConfigError, refuse
 from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
 from mcpkit.sql.plans import DEFAULT_PLANS, Plan, PlanCache
@@ -180,9 +180,14 @@ class SqlService:
             if self.max_cost is not None:
                 self._check_cost(sent, call_id)
             with catalog_checked() if self.functions.opted_in(admitted.tree) else nullcontext():
-                found = self.engine.execute(
-                    sent, None, rows, deadline_s, call_id, clip=self.cells, tree=admitted.tree
-                )
+                try:
+                    found = self.engine.execute(
+                        sent, None, rows, deadline_s, call_id, clip=self.cells, tree=admitted.tree
+                    )
+                except QueryFailed as exc:
+                    if plan.active:  # over a masked read the failure's class is one sentence (rtB F3)
+                        raise MaskedReadFailed.of(exc) from None
+                    raise
             result = shape_rows(apply_mask(found, plan))
             span.set_attribute("db.response.returned_rows", result.row_count)
         if note is not None:
