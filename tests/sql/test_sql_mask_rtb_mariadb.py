@@ -28,6 +28,8 @@ F1 = {
     " WHERE c.id = {a} OR (c.id = {b} AND c.id IN (p.s, 0)) OR p.v = 99)",
     "any": "SELECT p.v FROM probe p WHERE p.s = 'a' AND 1 = ANY (SELECT 1 FROM customers c"
     " WHERE c.id = {a} OR (c.id = {b} AND c.id = p.s) OR p.v = 99)",
+    "select list": "SELECT p.v, 1 IN (SELECT 1 FROM customers c WHERE c.id = {a}"
+    " OR (c.id = {b} AND c.id = p.s) OR p.v = 99) AS x FROM probe p WHERE p.s = 'a'",
     "literal": "SELECT p.v FROM probe p WHERE 1 IN (SELECT 1 FROM customers c"
     " WHERE c.id = {a} OR (c.id = {b} AND c.name = 0) OR p.v = 99)",
 }
@@ -146,3 +148,67 @@ def test_mariadb_floating_sums_do_not_follow_the_scan(
         by_key = [ask(sql)[1].splitlines()[2:] for sql in F2_WINDOWS]
         assert by_email == by_key  # before: the sums followed the scan (e-mail index, then primary key)
         assert all("| 1 |" in "\n".join(rows) for rows in by_key), by_key
+
+
+# F4: MariaDB keeps the first scanned of -0e0 and 0e0 (equal, printed alike), which ATAN2 tells apart.
+F4_MAX = "SELECT ATAN2(MAX(IF(id = {a}, -1e0 * 0e0, IF(id = {b}, 0e0, -1e0))), -1) AS s FROM customers"
+F4_GROUPED = [
+    "SELECT ATAN2(k, -1) AS s, COUNT(*) AS n FROM (SELECT IF(id = {a}, -1e0 * 0e0, IF(id = {b}, 0e0, 1e0))"
+    " AS k FROM customers) t GROUP BY k",
+    "SELECT DISTINCT ATAN2(k, -1) AS s FROM (SELECT k FROM (SELECT IF(id = {a}, -1e0 * 0e0, 0e0) AS k"
+    " FROM customers WHERE id IN ({a}, {b})) u GROUP BY k) t",
+]
+
+
+@pytest.mark.mysql
+def test_mariadb_signed_zeros_keep_no_scan_order(
+    mysql_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with mysql_scratch(mysql_url, "rtb_f4") as db:
+        mysql_customers(db)
+        masks = masks_file(tmp_path, "customers.email")
+
+        def ask(sql: str) -> tuple[int, str]:
+            return _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
+
+        for a, b in ((4, 1), (1, 4)):
+            code, out = ask(F4_MAX.format(a=a, b=b))
+            assert code != 0 and "MIN and MAX" in out, out  # before: -pi or pi by the scan
+        for sql in F4_GROUPED:
+            answers = [ask(sql.format(a=a, b=b)) for a, b in ((4, 1), (1, 4))]
+            assert all(code == 0 for code, _ in answers), answers
+            shown = [out.splitlines()[2:] for _, out in answers]
+            assert shown[0] == shown[1], (sql, shown)  # before: the group showed the first scanned zero
+        code, out = ask("SELECT MAX(id * 2) AS m, MAX(id + 1.5) AS x, MAX(id / 2) AS d FROM customers")
+        assert code == 0 and "| 10 | 6.5 | 2.5 |" in out, out
+
+
+@pytest.mark.mysql
+def test_mariadb_a_masked_table_granted_to_public_is_revoked_from_public(
+    mysql_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """F5: start-up refused a `GRANT SELECT ON db.customers TO PUBLIC` but printed only the login's REVOKE,
+    which leaves PUBLIC's grant: the next start was refused again."""
+    with mysql_scratch(mysql_url, "rtb_f5") as db:
+        mysql_customers(db)
+        masks = masks_file(tmp_path, "customers.email")
+        with db.admin.cursor() as c:
+            c.execute(f"GRANT SELECT ON {db.db}.customers TO PUBLIC")
+        try:
+            code, out = _run(
+                capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, "SELECT 1 AS one"
+            )
+            assert code != 0 and f"REVOKE SELECT ON `{db.db}`.`customers` FROM PUBLIC" in out, out
+            with db.admin.cursor() as c:
+                c.execute(f"REVOKE SELECT ON {db.db}.customers FROM PUBLIC")
+            code, out = _run(
+                capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, "SELECT 1 AS one"
+            )
+            assert code == 0 and "| 1 |" in out, out
+        finally:
+            with db.admin.cursor() as c:
+                c.execute(
+                    "SELECT COUNT(*) FROM mysql.tables_priv WHERE Db = %s AND User = 'PUBLIC'", (db.db,)
+                )
+                if c.fetchone()[0]:
+                    c.execute(f"REVOKE SELECT ON {db.db}.customers FROM PUBLIC")

@@ -232,9 +232,11 @@ def plain_type(type_text: str | None) -> bool:
     return bool(_PLAIN_TYPE.match(type_text or ""))
 
 
-def _column(name: str, table: str, *, exact: bool = True) -> exp.Column:
+def _column(name: str, table: str, *, exact: bool = True, declared: str | None = None) -> exp.Column:
     col = exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(table, quoted=True))
     col.meta[EXACT] = exact
+    if declared:
+        col.meta[TYPE] = declared  # a table's column: its exact form needs no sign of zero (rtB F4)
     return col
 
 
@@ -276,7 +278,7 @@ def _scope_keys(taint: Taint, scope: Scope, *, partial: bool = False) -> list[ex
         elif isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
             schema = taint.schema.schema_of(source)
             keys += [
-                _column(visible, name, exact=not plain_type(type_text))
+                _column(visible, name, exact=not plain_type(type_text), declared=type_text)
                 for visible, (real, type_text) in taint._visible_columns(source).items()
                 if not taint.policy.masks(schema, source.name, real)
             ]
