@@ -212,3 +212,23 @@ def test_mariadb_a_masked_table_granted_to_public_is_revoked_from_public(
                 )
                 if c.fetchone()[0]:
                     c.execute(f"REVOKE SELECT ON {db.db}.customers FROM PUBLIC")
+
+
+@pytest.mark.mysql
+def test_mariadb_percentiles_over_a_window_are_answered(
+    mysql_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """L1: an ORDER BY was appended to `PERCENTILE_CONT(...) WITHIN GROUP (...) OVER (...)`, which MariaDB
+    refuses (a syntax error); its value is one of its partition's sorted values, whatever their order."""
+    with mysql_scratch(mysql_url, "rtb_l1") as db:
+        mysql_customers(db)
+        masks = masks_file(tmp_path, "customers.email")
+        sql = (
+            "SELECT name, PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY id) OVER (PARTITION BY id > 2) AS p,"
+            " PERCENTILE_DISC(0.5) WITHIN GROUP (ORDER BY id) OVER () AS d FROM customers"
+        )
+        code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
+        assert code == 0 and "| Ann | 1.5 | 3 |" in out and "| Eve | 4.0 | 3 |" in out, out
+        sql = "SELECT PERCENTILE_DISC(0.5) WITHIN GROUP (ORDER BY UPPER(name)) OVER () AS d FROM customers"
+        code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
+        assert code != 0 and "prints one way" in out, out  # the representative of 'a'/'A' stays refused

@@ -148,8 +148,8 @@ class QueryFailed(ToolError):
 
 
 MASKED_READ_FAILED: Final = (
-    "The query failed on the data (a bad value or cast, an overflow, a resource limit or another error"
-    " a row raised); over a table with masked columns such failures are not told apart: fix the expression."
+    "The query failed on the data (a bad value or cast, an overflow, a resource limit) or its SQL was not"
+    " accepted; over a table with masked columns such failures are not told apart: check the expression."
 )
 
 

@@ -195,6 +195,8 @@ def _window_need(window: exp.Window) -> str | None:
         refuse_order(_CONCAT_WINDOW, "concatenating aggregate as a window function")
     if isinstance(func, _PEERS):
         return None
+    if isinstance(func, exp.WithinGroup) and isinstance(func.this, exp.PercentileCont | exp.PercentileDisc):
+        return None  # a value of its partition's sorted values; MariaDB takes no ORDER BY here (rtB L1)
     need: str | None
     if isinstance(func, _ROW_ORDER):
         need = "keys"
