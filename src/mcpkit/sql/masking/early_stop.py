@@ -68,9 +68,10 @@ def _listed(value: object) -> list[object]:
 
 
 def _outer(node: exp.Expr) -> exp.Expr | None:
-    """The left operand an IN / ANY / ALL subquery's outputs are compared with (None: not found)."""
+    """The left operand an IN / ANY / ALL subquery's outputs (each UNION branch's) are compared with
+    (None: not found)."""
     parent = node.parent
-    while isinstance(parent, exp.Subquery):
+    while isinstance(parent, exp.Subquery | exp.SetOperation):
         node, parent = parent, parent.parent
     operand: object = None
     if isinstance(parent, exp.In):
