@@ -58,7 +58,7 @@ def test_mariadb_in_subquery_comparing_across_types_is_refused(
                 code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks,
                                  sql.format(a=a, b=b))  # fmt: skip
                 assert code != 0 and "a comparison across types" in out, (name, a, b, out)
-        ok = {  # comparisons of one type stay as written (a semi-join), correlated ones and UNION branches too
+        ok = {  # comparisons of one type stay as written (a semi-join; correlated, UNION branches)
             "SELECT name FROM customers WHERE id IN (SELECT customer_id FROM orders UNION SELECT 5)"
             " ORDER BY id": "| Ann |\n| Bob |\n| Cy |\n| Eve |",
             "SELECT name FROM customers WHERE id IN (SELECT customer_id FROM orders WHERE amount > 15)"
