@@ -10,8 +10,8 @@ the worker (SIGKILL), answers the call `timeout` as before and starts a fresh wo
 Each worker's data segment is capped (`RLIMIT_DATA`): past it allocations fail inside SQLite
 (`resource`) or the worker dies, which the parent answers `resource` too.
 
-Workers are forked from the `forkserver` (a clean single-threaded process that has imported mcpkit),
-never from the threaded server, and talk over a pipe in plain data (rows, columns, a failure's kind
+Workers are forked from a zygote (`zygote`: a clean single-threaded interpreter that imported mcpkit
+once), never from the threaded server, and talk over a socket in plain data (rows, columns, a failure's kind
 and fixed sentence). A worker is reused while the profile's policy (functions, masks) is unchanged.
 """
 
@@ -21,9 +21,8 @@ import contextlib
 import logging
 import os
 import resource
+import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mcpkit.errors import Refused
 from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.engines.base import Params, Rows
+from mcpkit.sql.engines.zygote import start_worker, warm
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
 from mcpkit.sql.profiles.sqlite_masks import Withheld
 
@@ -56,9 +56,6 @@ KILL_SLACK_S: Final = 0.5
 ISOLATE_ENV: Final = "MCPKIT_SQLITE_ISOLATE"
 """`0` turns the worker processes off where no option chose (`SqlEngine(isolate=None)`); `1` on."""
 _START_WAIT_S: Final = 30.0  # a worker that is not ready by then failed to start
-_WORKER: Final = (
-    "import sys; from mcpkit.sql.engines.isolated import worker_main; worker_main(int(sys.argv[1]))"
-)
 
 
 @dataclass(frozen=True)
@@ -160,22 +157,23 @@ def worker_main(fd: int) -> None:  # pragma: no cover: runs in the worker proces
 
 
 class _Worker:
-    __slots__ = ("generation", "pipe", "process")
+    __slots__ = ("generation", "pid", "pipe")
 
-    def __init__(self, process: subprocess.Popen[bytes], pipe: Pipe, generation: int) -> None:
-        self.process, self.pipe, self.generation = process, pipe, generation
+    def __init__(self, pid: int, pipe: Pipe, generation: int) -> None:
+        self.pid, self.pipe, self.generation = pid, pipe, generation
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        """An idle worker has nothing to say: a readable socket is its end (EOF)."""
+        try:
+            return not self.pipe.closed and not self.pipe.poll(0)
+        except OSError:
+            return False
 
     def kill(self) -> None:
-        if self.alive():
-            self.process.kill()
-        try:
-            self.process.wait(5.0)
-        except subprocess.TimeoutExpired:  # pragma: no cover: SIGKILL ends it unless the kernel is stuck
-            log.warning("a killed SQLite worker (pid %d) did not end", self.process.pid)
-        self.pipe.close()
+        if not self.pipe.closed:  # the socket is open while the worker holds its end: the pid is its own
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+            self.pipe.close()
 
 
 class IsolatedSqlite:
@@ -210,6 +208,7 @@ class IsolatedSqlite:
         self._closed = False
         self.started = 0  # workers started so far (tests and the benchmark read it)
         self.killed = 0  # workers killed at a deadline
+        warm()  # the fork server imports mcpkit while the engine is set up
 
     def _setup(self) -> _Setup:
         p = self._profile.function_policy
@@ -222,17 +221,16 @@ class IsolatedSqlite:
         """A new worker, ready to answer; `QueryFailed("connection")` when it cannot open the database."""
         generation = self._profile.policy_generation
         ours_sock, theirs = socket.socketpair()
-        # A new interpreter, not a fork of this threaded one; stdout stays closed (it may be the
-        # MCP stdio channel), stderr is the server's log.
-        command = [sys.executable, "-c", _WORKER, str(theirs.fileno())]
         try:
-            process = subprocess.Popen(  # noqa: S603: this interpreter, a fixed module, an fd number
-                command, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
-            )
+            pid = start_worker(theirs)
+        except OSError as exc:
+            log.warning("a SQLite worker could not be started: %s", exc)
+            ours_sock.close()
+            raise QueryFailed("connection") from None
         finally:
             theirs.close()
         ours = Pipe(ours_sock.detach())
-        worker = _Worker(process, ours, generation)
+        worker = _Worker(pid, ours, generation)
         with contextlib.suppress(OSError):  # it died at once: answered below
             ours.send(self._setup())
         with self._lock:
@@ -331,9 +329,7 @@ class IsolatedSqlite:
             return QueryTimeout(timeout_s, call_id)
         if reply[0] == "died":
             # The data limit (or another signal) ended the worker mid-call: it needed too much.
-            log.warning(
-                "sql call %s failed (resource): its worker died (exit %s)", call_id, worker.process.returncode
-            )
+            log.warning("sql call %s failed (resource): its worker died", call_id)
             worker.kill()
             self._replace()
             return QueryFailed("resource", call_id)
