@@ -201,7 +201,8 @@ class IsolatedSqlite:
         memory_bytes: int = MEMORY_LIMIT,
     ) -> None:
         self._url, self._profile = url, profile
-        self._slots = threading.BoundedSemaphore(max(size, 1))
+        self._size = max(size, 1)
+        self._slots = threading.BoundedSemaphore(self._size)
         self._wait_s, self._grace_s, self._memory = wait_s, grace_s, memory_bytes
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
@@ -261,7 +262,7 @@ class IsolatedSqlite:
 
     def _give_back(self, worker: _Worker) -> None:
         with self._lock:
-            if not self._closed:
+            if not self._closed and len(self._idle) < self._size:  # a background start may add one too many
                 self._idle.append(worker)
                 return
         worker.kill()
