@@ -209,7 +209,7 @@ class IsolatedSqlite:
         self._closed = False
         self.started = 0  # workers started so far (tests and the benchmark read it)
         self.killed = 0  # workers killed at a deadline
-        warm()  # the fork server imports mcpkit while the engine is set up
+        warm()  # the fork server, once per process
 
     def _setup(self) -> _Setup:
         p = self._profile.function_policy

@@ -36,10 +36,13 @@ class _Zygote:
 
 
 def warm() -> None:
-    """Start the zygote now (it imports mcpkit in the background) unless it runs already."""
+    """Start the zygote unless it runs already, and wait until it has imported mcpkit (once per process:
+    a call's timing never includes it). A zygote that fails to start is started again by `start_worker`."""
     with _Zygote.lock:
         if _Zygote.process is None or _Zygote.process.poll() is not None:
             _spawn()
+        with contextlib.suppress(OSError):
+            _ready()
 
 
 def start_worker(conn: socket.socket) -> int:
@@ -55,12 +58,7 @@ def start_worker(conn: socket.socket) -> int:
             control = _Zygote.control
             assert control is not None
             try:
-                if not _Zygote.ready:  # its imports done
-                    control.settimeout(_READY_WAIT_S)
-                    if control.recv(1) != b"r":
-                        raise OSError("the SQLite worker zygote did not start")
-                    control.settimeout(None)
-                    _Zygote.ready = True
+                _ready()
                 socket.send_fds(control, [b"w"], [conn.fileno()])
                 answer = b""
                 while len(answer) < 4:
@@ -75,6 +73,18 @@ def start_worker(conn: socket.socket) -> int:
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _ready() -> None:
+    """Under the lock: wait for the zygote's imports (its first byte) unless seen already."""
+    control = _Zygote.control
+    if _Zygote.ready or control is None:
+        return
+    control.settimeout(_READY_WAIT_S)
+    if control.recv(1) != b"r":
+        raise OSError("the SQLite worker zygote did not start")
+    control.settimeout(None)
+    _Zygote.ready = True
 
 
 def _spawn() -> None:
