@@ -93,10 +93,12 @@ def test_sqlite_one_step_shapes_time_out_and_do_not_starve_a_select_one(big_db: 
         for key in SHAPES:
             assert key in out, f"{key} still ran after {TIMEOUT_S + SLACK_S} s"
             reason, took = out[key]
-            assert reason == "timeout", (key, out[key])
+            # the worker's own heap limit (one call's share) may end a comparison chain first
+            assert reason in ("timeout", "resource"), (key, out[key])
             assert took < TIMEOUT_S + SLACK_S, (key, took)
         assert out["probe"][0] == "answered" and out["probe"][1] < TIMEOUT_S + 2 * SLACK_S, out["probe"]
-        assert service.engine.isolated is not None and service.engine.isolated.killed >= 3
+        assert [key for key in SHAPES if out[key][0] == "timeout"], out
+        assert service.engine.isolated is not None and service.engine.isolated.killed >= 1
         result, _ = service.query("SELECT 2 AS two", call_id="after", max_rows=1)
         assert result.rows == [[2]]
     finally:
