@@ -159,7 +159,7 @@ def worker_main(fd: int) -> None:  # pragma: no cover: runs in the worker proces
 class _Worker:
     __slots__ = ("generation", "pid", "pipe")
 
-    def __init__(self, pid: int, pipe: Pipe, generation: int) -> None:
+    def __init__(self, pid: int, pipe: Pipe, generation: tuple[int, bool]) -> None:
         self.pid, self.pipe, self.generation = pid, pipe, generation
 
     def alive(self) -> bool:
@@ -182,7 +182,7 @@ class IsolatedSqlite:
     Args:
         url: The database URL (the engine's, password included: the worker logs in itself).
         profile: The parent engine's profile; its function policy, masks and vectors are copied into
-            each worker, which is replaced when `policy_generation` changes.
+            each worker, which is replaced when `policy_generation` (or `vectors`) changes.
         size: Workers at most (calls running at once).
         wait_s: How long a call waits for a free worker; then `resource` ("the database is busy").
         grace_s: The engine's grace past the timeout (the worker's own interrupt); the kill follows
@@ -220,7 +220,7 @@ class IsolatedSqlite:
 
     def _start(self) -> _Worker:
         """A new worker, ready to answer; `QueryFailed("connection")` when it cannot open the database."""
-        generation = self._profile.policy_generation
+        generation = (self._profile.policy_generation, self._profile.vectors)
         ours_sock, theirs = socket.socketpair()
         try:
             pid = start_worker(theirs)
@@ -246,7 +246,7 @@ class IsolatedSqlite:
         return worker
 
     def _take(self) -> _Worker:
-        generation = self._profile.policy_generation
+        generation = (self._profile.policy_generation, self._profile.vectors)
         stale: list[_Worker] = []
         found: _Worker | None = None
         with self._lock:
