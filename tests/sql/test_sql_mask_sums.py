@@ -143,9 +143,13 @@ def test_postgres_a_float_window_sum_adds_alike_whatever_the_scan_order(service:
             assert len(answers) == 1 and "[[" in answers.pop(), (func, window)
     for sql in (
         "SELECT sum(id::float8) OVER (ORDER BY name) AS s FROM customers",  # peers add in scan order
-        "SELECT sum(id::float8) OVER w AS s FROM customers WINDOW w AS (PARTITION BY name)",
+        "SELECT sum(id::float8) OVER w AS s FROM customers WINDOW w AS (ORDER BY name)",  # inlined: peers
     ):
         assert _answer(service, sql) == "REFUSED", sql
+    # a named window is written inline first, then ordered as the inline one (before: refused)
+    named = "SELECT sum(id::float8) OVER w AS s FROM customers WINDOW w AS (PARTITION BY name)"
+    inline = "SELECT sum(id::float8) OVER (PARTITION BY name) AS s FROM customers"
+    assert _answer(service, named) == _answer(service, inline) != "REFUSED"
     sql = "SELECT sum(id::float8) OVER (ORDER BY name ROWS UNBOUNDED PRECEDING) AS s FROM customers LIMIT 1"
     assert _answer(service, sql) == "[[1.0]]"  # Ann: completed with the visible columns
     sql = "SELECT count(*) FILTER (WHERE id > 2) OVER () AS n FROM customers LIMIT 1"

@@ -15,8 +15,9 @@ window PostgreSQL takes no ORDER BY inside the call: a window without ORDER BY (
 the whole partition, which adds in that order (red team v4 F1: `sum(x) OVER ()` added in the e-mail
 order); one with ORDER BY and a ROWS frame is completed with visible columns (`ties.window_keys`);
 one with ORDER BY and a RANGE or GROUPS frame (the default) adds its peers in scan order and is
-refused, as is a named window. MariaDB and SQLite take no ORDER BY in these aggregates
-(`Profile.ordered_sums`): there it stays a documented residual.
+refused; a named window is written inline before (`named_windows`), one left named is refused.
+MariaDB and SQLite take no ORDER BY in these aggregates (`Profile.ordered_sums`): there it stays a
+documented residual.
 """
 
 from __future__ import annotations
