@@ -8,6 +8,7 @@ import pytest
 import sqlglot
 
 from mcpkit.sql.masking.named_windows import inline_windows
+from mcpkit.sql.service import SqlService
 from tests.sql_governance.test_masking_order import (  # noqa: F401  (fixtures)
     OrderTwins,
     _answer,
@@ -89,8 +90,8 @@ def twins(request: pytest.FixtureRequest) -> OrderTwins:
     return found
 
 
-def _inline(sql: str) -> str:
-    return inline_windows(sqlglot.parse_one(sql)).sql()
+def _inline(sql: str, dialect: str | None = None) -> str:
+    return inline_windows(sqlglot.parse_one(sql, read=dialect)).sql(dialect=dialect)
 
 
 def test_named_windows_answer_the_twins_alike_as_written_inline(twins: OrderTwins) -> None:
@@ -100,10 +101,18 @@ def test_named_windows_answer_the_twins_alike_as_written_inline(twins: OrderTwin
         assert got == [got[0], got[0]] == [_answer(twins.a, inline), _answer(twins.b, inline)], named
 
 
+def test_the_engines_read_a_named_window_as_its_inline_form(twins: OrderTwins) -> None:
+    raw = SqlService(twins.a.engine, max_rows=500, timeout_s=20.0)  # no masking: as the engine reads it
+    for named, inline in [*NAMED["all"], *NAMED.get(twins.dialect, [])]:
+        rewritten = _inline(named, twins.dialect)
+        answer = _answer(raw, named)
+        assert isinstance(answer, tuple) and answer == _answer(raw, inline) == _answer(raw, rewritten), named
+
+
 def test_an_inlined_window_the_inline_rules_refuse_is_refused(twins: OrderTwins) -> None:
     for sql in [*REFUSED["all"], *REFUSED.get(twins.dialect, [])]:
         assert [_answer(twins.a, sql), _answer(twins.b, sql)] == ["refused", "refused"], sql
-        assert _answer(twins.a, _inline(sql)) == "refused", sql
+        assert _answer(twins.a, _inline(sql, twins.dialect)) == "refused", sql
 
 
 @pytest.mark.parametrize(
