@@ -15,12 +15,13 @@ window PostgreSQL takes no ORDER BY inside the call: a window without ORDER BY (
 the whole partition, which adds in that order (red team v4 F1: `sum(x) OVER ()` added in the e-mail
 order); one with ORDER BY and a ROWS frame is completed with visible columns (`ties.window_keys`);
 one with ORDER BY and a RANGE or GROUPS frame (the default) adds its peers in scan order and is
-refused, as is a named window. MariaDB and SQLite take no ORDER BY in these aggregates
-(`Profile.ordered_sums`): there a window is rewritten the same way, and an aggregate whose sum is
-not exact is refused (red team rtB F2: `SUM(CASE WHEN id = x THEN 1e30 WHEN id = r THEN -1e30 ELSE
-POW(2, id) END)` answered, in its bits, the set of rows scanned after both, the masked score ranking
-in 4 calls a row). There a number literal with an exponent is a double, and MariaDB computes STD and
-VARIANCE in doubles whatever the argument.
+refused; a named window is written inline before (`named_windows`), one left named is refused.
+MariaDB and SQLite take no ORDER BY in these aggregates (`Profile.ordered_sums`): there a window is
+rewritten the same way, and an aggregate whose sum is not exact is refused (red team rtB F2:
+`SUM(CASE WHEN id = x THEN 1e30 WHEN id = r THEN -1e30 ELSE POW(2, id) END)` answered, in its bits,
+the set of rows scanned after both, the masked score ranking in 4 calls a row). There a number
+literal with an exponent is a double, and MariaDB computes STD and VARIANCE in doubles whatever the
+argument.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from mcpkit.sql.admission.budget import NodeAllowance
 from mcpkit.sql.masking.ties import EXACT, TYPE, refuse_order
 from mcpkit.sql.profiles import profile_class
 
-__all__ = ["pin_sums"]
+__all__ = ["exact", "pin_sums"]
 
 _EXACT_TYPE: Final = re.compile(
     r"\s*((tiny|small|medium|big)?int(eger|[248])?|(big|small)?serial|numeric|decimal)\b", re.IGNORECASE
@@ -82,7 +83,7 @@ _WINDOW_SUM: Final = (
 _WHOLE: Final = {"start": "UNBOUNDED", "start_side": "PRECEDING", "end": "UNBOUNDED", "end_side": "FOLLOWING"}
 
 
-def _exact(node: exp.Expr, numeric_literals: bool = True) -> bool:
+def exact(node: exp.Expr, numeric_literals: bool = True) -> bool:
     """Whether values of `node` add up to the same sum in any order (and never overflow).
     `numeric_literals`: every number literal is exact (PostgreSQL: `1e30` is numeric, not a double)."""
     if isinstance(node, exp.Column):
@@ -94,9 +95,9 @@ def _exact(node: exp.Expr, numeric_literals: bool = True) -> bool:
     if isinstance(node, exp.Cast):
         return bool(_EXACT_TYPE.match(node.to.sql("postgres")))
     if isinstance(node, exp.Paren | exp.Neg | exp.Abs):
-        return _exact(node.this, numeric_literals)
+        return exact(node.this, numeric_literals)
     if isinstance(node, _ARITHMETIC):
-        return _exact(node.this, numeric_literals) and _exact(node.expression, numeric_literals)
+        return exact(node.this, numeric_literals) and exact(node.expression, numeric_literals)
     values: list[exp.Expr | None] = []
     if isinstance(node, exp.Case):
         values = [i.args.get("true") for i in node.args.get("ifs") or []] + [node.args.get("default")]
@@ -106,7 +107,7 @@ def _exact(node: exp.Expr, numeric_literals: bool = True) -> bool:
         values = [node.this, *node.expressions]
     else:
         return False
-    return all(v is None or _exact(v, numeric_literals) for v in values)
+    return all(v is None or exact(v, numeric_literals) for v in values)
 
 
 def pin_sums(
@@ -140,7 +141,7 @@ def pin_sums(
         distinct = isinstance(args[0], exp.Distinct)
         values: list[exp.Expr] = list(args[0].expressions) if distinct else args
         floating = isinstance(agg, _FLOATING) or (not ordered and isinstance(agg, _MOMENTS))
-        if not floating and all(_exact(v, ordered) for v in values):
+        if not floating and all(exact(v, ordered) for v in values):
             continue
         if window is not None and _framed(window):
             continue
