@@ -3,7 +3,8 @@ FALSE, SET TRUE`), and `rolinherit` is only the default of new grants. The start
 what a grant gives (`profiles.postgres.membership`): its role's rights inherited (USAGE), taken on
 by SET ROLE (SET), or grantable to itself (ADMIN); a grant that gives none of these is no reach.
 
-Runs on the server MCPKIT_TEST_PG names; skipped below PostgreSQL 16 (no per-grant options there).
+Runs on the server MCPKIT_TEST_PG names; the per-grant tests are skipped below PostgreSQL 16. The
+version gates (13 refused at start-up, pg_parameter_acl read from 15) run on any version.
 """
 
 from __future__ import annotations
@@ -84,6 +85,13 @@ def test_a_predefined_role_counts_by_what_its_grant_gives(pg: PgScratch, options
     assert ("pg_signal_backend" in _codes(pg)) == refused
 
 
+@pytest.mark.parametrize("role", ["pg_create_subscription", "pg_use_reserved_connections"])
+def test_the_predefined_roles_postgresql_16_added_are_refused(pg: PgScratch, role: str) -> None:
+    """Before: the list stopped at PostgreSQL 15's roles (pg_maintain, 17, is listed too, untested)."""
+    pg.admin.execute(f"GRANT {role} TO {pg.reader}")
+    assert role in _codes(pg)
+
+
 def _enforce(pg: PgScratch) -> None:
     engine = SqlEngine(pg.reader_url)
     try:
@@ -145,3 +153,36 @@ def test_shared_login_must_be_able_to_set_role(pg: PgScratch) -> None:
     assert any("cannot SET ROLE" in p for p in _shared_problems(pg, [group]))
     pg.admin.execute(f"GRANT {group} TO {pg.reader} WITH SET TRUE")
     assert _shared_problems(pg, [group]) == []
+
+
+@pytest.fixture
+def reader(pg_url: str) -> Iterator[PgScratch]:
+    """A scratch database and login on any supported version."""
+    with pg_scratch(pg_url, "pgver") as scratch:
+        yield scratch
+
+
+def test_a_server_older_than_14_is_refused_at_start_up(reader: PgScratch) -> None:
+    """The audit reads pg_proc.prosqlbody (PostgreSQL 14+): an older server is told so, not failed
+    with a catalog error. The version is faked: no such server runs here."""
+    engine = SqlEngine(reader.reader_url)
+    try:
+        with engine.sa_engine.connect():
+            pass  # the dialect reads the server's version on the first connection
+        engine.sa_engine.dialect.server_version_info = (13, 14)
+        with pytest.raises(SqlConfigError, match=r"PostgreSQL 14 or later is required; the server is 13\.14"):
+            inspect_account(engine)
+    finally:
+        engine.close()
+
+
+def test_the_fingerprint_reads_pg_parameter_acl_only_where_it_exists(reader: PgScratch) -> None:
+    """pg_parameter_acl is PostgreSQL 15+: on 14 the re-verification must not read it."""
+    from mcpkit.sql.profiles.postgres.fingerprint import PG_FINGERPRINT, pg_fingerprint
+
+    old, new = pg_fingerprint(140000), pg_fingerprint(160000)
+    assert "pg_parameter_acl" not in old and "pg_parameter_acl" in new and new == PG_FINGERPRINT
+    with psycopg.connect(
+        make_url(reader.reader_url).set(drivername="postgresql").render_as_string(False)
+    ) as c:
+        assert c.execute(old).fetchone() is not None
