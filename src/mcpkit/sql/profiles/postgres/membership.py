@@ -12,10 +12,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Connection
 
-__all__ = ["SIXTEEN", "can_set", "per_grant", "reaches"]
-
-SIXTEEN = 160000
-"""`server_version_num` from which memberships carry their own INHERIT and SET options."""
+__all__ = ["can_set", "per_grant", "reaches"]
 
 
 def per_grant(conn: Connection) -> bool:
