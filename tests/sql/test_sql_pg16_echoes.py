@@ -12,7 +12,7 @@ import pytest
 from mcpkit.sql.admission import admit
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import pg_service_fixture, rss_kb
+from tests.sql.sql_support import pg_admin, pg_service_fixture, rss_kb
 
 MARKER = "mcpkit_search_bound"
 SERIES = (
@@ -30,10 +30,11 @@ def test_a_computed_time_zone_of_generate_series_is_guarded() -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_16_a_large_time_zone_is_refused_before_it_is_quoted(service: SqlService) -> None:
-    version = int(
-        service.query("SELECT current_setting('server_version_num') AS v", call_id="v")[0].rows[0][0]
-    )
+def test_postgres_16_a_large_time_zone_is_refused_before_it_is_quoted(
+    service: SqlService, pg_url: str
+) -> None:
+    with pg_admin(pg_url) as c:
+        version = int(str(c.execute("SELECT current_setting('server_version_num')").fetchone()[0]))  # type: ignore[index]
     if version < 160000:
         pytest.skip(f"generate_series with a time zone is PostgreSQL 16+ (server_version_num {version})")
     result, _ = service.query(SERIES.format(zone="'UT' || 'C'"), call_id="ok")
