@@ -12,14 +12,38 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
-__all__ = ["hint", "index_hints", "split_key"]
+__all__ = ["ScanPin", "hint", "index_hints", "pin_key", "split_key"]
 
 log = logging.getLogger("mcpkit.sql")
+
+
+@dataclass(frozen=True)
+class ScanPin:
+    """How one masked table is read.
+
+    Attributes:
+        indexes: The indexes whose columns are all visible (MySQL/MariaDB `USE INDEX`; empty:
+            `USE INDEX ()`, a scan in the clustered key's order).
+        not_indexed: SQLite: `NOT INDEXED` (rowid order) instead of an index list.
+    """
+
+    indexes: tuple[str, ...] = ()
+    not_indexed: bool = False
+
+
+def pin_key(schema: str | None, table: str) -> str:
+    """The key of `KnownSchema.scan_pins`: `schema.table` casefolded (`.table` with one namespace).
+
+    >>> pin_key("Shop", "Customers")
+    'shop.customers'
+    """
+    return f"{schema or ''}.{table}".casefold()
 
 
 def hint(table: str, column: str, why: str) -> str:
