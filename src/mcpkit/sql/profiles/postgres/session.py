@@ -65,6 +65,11 @@ _ADAPTERS: Final = AdaptersMap(_psycopg_adapters)
 _ADAPTERS.register_loader("interval", TextLoader)
 
 
+_NO_INDEX_SCANS: Final = (
+    "SELECT set_config('enable_indexscan', 'off', true), set_config('enable_indexonlyscan', 'off', true)"
+)
+
+
 class PostgresSession(Profile):
     """Each call: `BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY`, local timeouts and identity, the
     query in the extended protocol.
@@ -116,6 +121,8 @@ class PostgresSession(Profile):
         statements = [_BEGIN, _SETTINGS.format(ms=ms, idle=ms * 2, label=label)]
         if self._name_path is not None:
             statements.append(f"SELECT set_config('search_path', {self._name_path}, true)")
+        if self.index_scans_off:  # an index over a masked column must not order a scan (rtA F1)
+            statements.append(_NO_INDEX_SCANS)
         return statements
 
     def run(self, cursor: Any, sql: str, call_id: str, tree: exp.Expr | None = None) -> None:
