@@ -258,3 +258,58 @@ def test_postgres_cluster_on_a_masked_index_is_refused(pg: tuple[PgScratch, SqlS
     finally:
         db.admin.execute("CLUSTER customers USING customers_pkey")
     enforce_scan_pins(service.engine, masking.schema, masked, ())
+
+
+# ----------------------------------------------------------------------------------------- SQLite
+
+
+_PLAIN = "id INTEGER PRIMARY KEY, name TEXT NOT NULL, email TEXT NOT NULL, score REAL NOT NULL"
+
+
+def _sqlite(path: Path, table: str = f"({_PLAIN})") -> str:
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute(f"CREATE TABLE customers {table}")
+    con.executemany(
+        "INSERT INTO customers VALUES (?, ?, ?, ?)",
+        [(i, f"n{i}", f"e{s}", int(s)) for i, s in SCORES.items()],
+    )
+    con.execute("CREATE INDEX customers_score ON customers (score, id)")
+    con.commit()
+    con.close()
+    return f"sqlite:///{path}"
+
+
+def test_sqlite_masked_tables_are_read_not_indexed(tmp_path: Path) -> None:
+    service = _serve(_sqlite(tmp_path / "c.db"), tmp_path)
+    try:
+        masking = service.masking
+        assert masking is not None
+        sql = "SELECT sum(id) AS n FROM customers"
+        sent = plan_masking(sql, "sqlite", masking.schema, masking.policy).sql
+        assert sent is not None and "customers NOT INDEXED" in sent, sent
+        import sqlite3
+
+        con = sqlite3.connect(tmp_path / "c.db")
+        before = " ".join(str(r[3]) for r in con.execute(f"EXPLAIN QUERY PLAN {sql}"))
+        after = " ".join(str(r[3]) for r in con.execute(f"EXPLAIN QUERY PLAN {sent}"))
+        con.close()
+        assert "customers_score" in before and "INDEX" not in after, (before, after)
+    finally:
+        service.engine.close()
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        "(id INTEGER NOT NULL, name TEXT NOT NULL, email TEXT NOT NULL, score REAL NOT NULL,"
+        " PRIMARY KEY (email)) WITHOUT ROWID",
+        "(id INTEGER NOT NULL, name TEXT NOT NULL, email TEXT NOT NULL, score INTEGER PRIMARY KEY)",
+    ],
+)
+def test_sqlite_a_table_stored_in_masked_order_is_refused(tmp_path: Path, table: str) -> None:
+    url = _sqlite(tmp_path / "k.db", table)
+    with pytest.raises(SqlConfigError, match="clustered-order:customers"):
+        _serve(url, tmp_path)
+    _serve(url, tmp_path, ("clustered-order:customers",)).engine.close()

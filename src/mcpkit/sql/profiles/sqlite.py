@@ -32,6 +32,7 @@ from mcpkit.sql.profiles.base import (
     TableStats,
 )
 from mcpkit.sql.profiles.digest import catalog_digest
+from mcpkit.sql.profiles.scan_order import ScanPin
 from mcpkit.sql.profiles.sqlite_fts5 import bound_fts5
 from mcpkit.sql.profiles.sqlite_heap import release, reserve
 from mcpkit.sql.profiles.sqlite_masks import (
@@ -43,6 +44,7 @@ from mcpkit.sql.profiles.sqlite_masks import (
     views_over,
     withheld_for,
 )
+from mcpkit.sql.profiles.sqlite_scan_pins import sqlite_scan_pins
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline, past_deadline
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 from mcpkit.sql.profiles.sqlite_views import view_masks
@@ -215,6 +217,12 @@ class SqliteProfile(Profile):
     def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Keys and indexes over masked columns, expression indexes too (`expression_index_hints`)."""
         return super().scan_order_hints(conn, masked) + expression_index_hints(conn, masked)
+
+    def scan_pins(
+        self, conn: Connection, masked: Mapping[str, frozenset[str]], default_schema: str | None
+    ) -> tuple[dict[str, ScanPin], list[Finding]]:
+        """`NOT INDEXED` where an index reads a masked column (`sqlite_scan_pins`)."""
+        return sqlite_scan_pins(conn, masked)
 
     def trigger_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Triggers on masked tables (`sqlite_masks.trigger_hints`)."""
