@@ -19,6 +19,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError, ToolError
 from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
 from mcpkit.sql.masking import plan_masking
+from mcpkit.sql.profiles.scan_order import unmasked_call
 from mcpkit.sql.scanpins import enforce_scan_pins
 from mcpkit.sql.service import Masking, SqlService
 from tests.sql.sql_support import MysqlScratch, PgScratch, masks_file, mysql_scratch, pg_scratch
@@ -313,3 +314,17 @@ def test_sqlite_a_table_stored_in_masked_order_is_refused(tmp_path: Path, table:
     with pytest.raises(SqlConfigError, match="clustered-order:customers"):
         _serve(url, tmp_path)
     _serve(url, tmp_path, ("clustered-order:customers",)).engine.close()
+
+
+def test_postgres_only_masked_calls_go_without_index_scans(pg: tuple[PgScratch, SqlService]) -> None:
+    """The settings are per transaction: a call whose query reads no masked table (`SqlService`
+    marks it) keeps its index scans; every other call goes without."""
+    _, service = pg
+
+    def setting() -> str:
+        with service.engine.session(10.0, "t") as (conn, _):
+            return str(conn.exec_driver_sql("SHOW enable_indexscan").scalar())
+
+    assert setting() == "off"
+    with unmasked_call(True):
+        assert setting() == "on"

@@ -33,6 +33,7 @@ from mcpkit.sql.profiles import profile_of
 from mcpkit.sql.reflect import describe_table, list_tables
 from mcpkit.sql.relcheck import Relations
 from mcpkit.sql.render import render_description, render_markdown, render_table_list
+from mcpkit.sql.profiles.scan_order import unmasked_call
 from mcpkit.sql.reverify import catalog_checked
 from mcpkit.sql.shaping import shape_rows
 
@@ -179,7 +180,8 @@ class SqlService:
         with _span("sql.database", {"db.system.name": self.engine.dialect}) as span:
             if self.max_cost is not None:
                 self._check_cost(sent, call_id)
-            with catalog_checked() if self.functions.opted_in(admitted.tree) else nullcontext():
+            checked = catalog_checked() if self.functions.opted_in(admitted.tree) else nullcontext()
+            with checked, unmasked_call(not plan.active):  # masked reads: `profiles.postgres.scan_pins`
                 found = self.engine.execute(
                     sent, None, rows, deadline_s, call_id, clip=self.cells, tree=admitted.tree
                 )

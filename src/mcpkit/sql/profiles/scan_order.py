@@ -10,15 +10,17 @@ never the values. These hints tell the operator where that is possible (docs/mas
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
-__all__ = ["ScanPin", "hint", "index_hints", "pin_key", "split_key"]
+__all__ = ["ScanPin", "hint", "index_hints", "pin_key", "reads_no_mask", "split_key", "unmasked_call"]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -44,6 +46,27 @@ def pin_key(schema: str | None, table: str) -> str:
     'shop.customers'
     """
     return f"{schema or ''}.{table}".casefold()
+
+
+_UNMASKED = threading.local()
+
+
+@contextmanager
+def unmasked_call(on: bool) -> Iterator[None]:
+    """Mark this thread's database call as one whose query reads no masked table (`NO_MASKING`):
+    a profile may then leave out what it does to keep reads off masked columns (PostgreSQL's index
+    scans off). Unmarked calls (sampling, profiling, re-verification) keep it."""
+    before = getattr(_UNMASKED, "on", False)
+    _UNMASKED.on = on
+    try:
+        yield
+    finally:
+        _UNMASKED.on = before
+
+
+def reads_no_mask() -> bool:
+    """Whether the current call is marked by `unmasked_call(True)`."""
+    return bool(getattr(_UNMASKED, "on", False))
 
 
 def hint(table: str, column: str, why: str) -> str:

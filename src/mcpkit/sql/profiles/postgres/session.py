@@ -21,6 +21,7 @@ from sqlglot import exp
 from mcpkit.sql.clipping import Clipping
 from mcpkit.sql.errors import MEMORY_EXCEEDED, SqlConfigError
 from mcpkit.sql.profiles.base import Outcome, Profile
+from mcpkit.sql.profiles.scan_order import reads_no_mask
 from mcpkit.sql.tagging import session_label
 
 __all__ = ["PINNED_SETTINGS", "PostgresSession"]
@@ -121,7 +122,9 @@ class PostgresSession(Profile):
         statements = [_BEGIN, _SETTINGS.format(ms=ms, idle=ms * 2, label=label)]
         if self._name_path is not None:
             statements.append(f"SELECT set_config('search_path', {self._name_path}, true)")
-        if self.index_scans_off:  # an index over a masked column must not order a scan (rtA F1)
+        if (
+            self.index_scans_off and not reads_no_mask()
+        ):  # an index over a masked column must not order a scan
             statements.append(_NO_INDEX_SCANS)
         return statements
 
