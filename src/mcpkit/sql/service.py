@@ -30,10 +30,10 @@ from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, ap
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
 from mcpkit.sql.plans import DEFAULT_PLANS, Plan, PlanCache
 from mcpkit.sql.profiles import profile_of
+from mcpkit.sql.profiles.scan_order import unmasked_call
 from mcpkit.sql.reflect import describe_table, list_tables
 from mcpkit.sql.relcheck import Relations
 from mcpkit.sql.render import render_description, render_markdown, render_table_list
-from mcpkit.sql.profiles.scan_order import unmasked_call
 from mcpkit.sql.reverify import catalog_checked
 from mcpkit.sql.shaping import shape_rows
 
