@@ -148,7 +148,9 @@ def pg_service_fixture(timeout_s: float) -> Any:
 
 
 @asynccontextmanager
-async def serving_masked(dsn: str, masks: Path) -> AsyncIterator[Callable[[str], Any]]:
+async def serving_masked(
+    dsn: str, masks: Path, clustered: tuple[str, ...] = ("customers",)
+) -> AsyncIterator[Callable[[str], Any]]:
     """`mcpkit sql serve --mask` over stdio, the catalog checked before every call; yields
     `ask(sql)`, an `execute_query` call."""
     args = [
@@ -162,7 +164,8 @@ async def serving_masked(dsn: str, masks: Path) -> AsyncIterator[Callable[[str],
         str(masks),
         "--no-audit",
         *UNBOUNDED_MEMORY,
-        *("--allow", "clustered-order:customers"),  # `pg_customers` CLUSTERs on the masked e-mail
+        # `pg_customers` CLUSTERs on the masked e-mail (the twins need that order): accepted
+        *(a for table in clustered for a in ("--allow", f"clustered-order:{table}")),
     ]
     params = StdioServerParameters(
         command=sys.executable, args=[*args, "--catalog-check-interval", "0"], cwd=str(ROOT)
