@@ -110,3 +110,14 @@ def test_rtc_f3_nested_runs_stay_within_sqlites_parser_stack(tmp_path: Path) -> 
     conn.execute("INSERT INTO t VALUES ('a', 'bb', 'ccc')")
     assert conn.execute(sent).fetchall() == conn.execute(sql).fetchall() == [(20, 40, 60)]
     conn.close()
+
+
+def test_rtc_f5_f9_case_conditions_and_calls_over_literals_are_split() -> None:
+    # F5: 300 WHEN t <> t COLLATE NOCASE, each a forward jump where SQLite checks no interrupt
+    whens = " ".join(f"WHEN t <> t COLLATE NOCASE THEN {i}" for i in range(20))
+    sent = admit(f"SELECT CASE {whens} ELSE 0 END AS n FROM big WHERE id = 1", "sqlite").sql
+    assert sent.count("WHEN CASE WHEN 1 THEN t <> t COLLATE NOCASE END THEN") == 20, sent
+    # F9: no column at all, 32 MB built and read four times per term
+    terms = _sum("length(upper(hex(randomblob(16000000))))", 20)
+    sent = admit(f"SELECT {terms} AS n", "sqlite").sql
+    assert sent.count("CASE WHEN 1 THEN LENGTH(") == 20, sent

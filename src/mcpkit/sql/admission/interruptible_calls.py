@@ -54,12 +54,11 @@ _AGGREGATE_NAMES: Final = frozenset(["total", "json_group_object"])
 
 
 def _counted(call: exp.Func) -> bool:
-    """Whether `call` is a pass over a non-literal value per row (COUNT's step is not)."""
+    """Whether `call` is a pass over a value per row (COUNT's step is not)."""
     if isinstance(call, _KEPT) or isinstance(call.parent, exp.Table | exp.Window | exp.Filter | exp.Case):
         return False  # a CASE's WHEN ... THEN is an `If` node, no call
-    if isinstance(call, exp.Count) and not isinstance(call.this, exp.Distinct):
-        return False
-    return any(isinstance(n, exp.Column | exp.Query) for n in call.walk() if n is not call)
+    # over literals too: `hex(randomblob(16000000))` builds 32 MB with no column (red team rtC F9)
+    return not (isinstance(call, exp.Count) and not isinstance(call.this, exp.Distinct))
 
 
 def _aggregate(call: exp.Expr) -> bool:
