@@ -4,17 +4,25 @@ F1: FTS5 holds the position list of each word of a full-text query in the row at
 per occurrence): `a AND a AND ...` of 40 words over one 8,000,000-word row took 315 MB in one call,
 110 words 860 MB, under a pass estimate of 40-110 (of 128). A query now reads at most
 `MAX_FTS_READERS` words (`admission.bound_fts_queries.fts_readers`).
+
+F6: FTS3/4's snippet() and offsets() run in one VM step with no wrapper (only FTS5's are bounded):
+an FTS4 snippet of 32 phrases over a 1,000,000-word row answered a 2 s call after 11.7 s, offsets()
+of 64 phrases after 9 s. offsets() (FTS3/4 only) is never allowed; snippet() is refused by the
+authorizer where the database holds an FTS3/4 table (no API reaches their function), as a
+permission failure, not as a write.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from mcpkit.errors import Refused
 from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
 
 
@@ -69,3 +77,34 @@ def test_rtc_f1_full_text_queries_of_a_few_words_answer(fts: SqlService) -> None
     }
     for sql, rows in cases.items():
         assert fts.query(sql, call_id="rtc-f1")[0].rows == rows, sql
+
+
+def test_rtc_f6_fts4_snippet_and_offsets_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "fts4.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE VIRTUAL TABLE t4 USING fts4(body)")
+    conn.execute("INSERT INTO t4 VALUES ('a b c a')")
+    conn.commit()
+    conn.close()
+    service = SqlService(SqlEngine(f"sqlite:///{path}"), timeout_s=2.0)
+    try:
+        with pytest.raises(Refused) as refused:
+            service.query("SELECT offsets(t4) FROM t4 WHERE t4 MATCH 'a'", call_id="rtc-f6")
+        assert refused.value.data == {"reason": "function"}
+        for sql in (
+            "SELECT snippet(t4) FROM t4 WHERE t4 MATCH 'a OR b'",
+            "SELECT snippet(t4, '[', ']', '...', -1, 64) FROM t4 WHERE t4 MATCH 'a'",
+        ):
+            with pytest.raises(QueryFailed) as failed:
+                service.query(sql, call_id="rtc-f6")
+            assert failed.value.data is not None and failed.value.data["reason"] == "permission"
+        # what stays: the table's rows and matchinfo (measured linear)
+        sql = "SELECT rowid, length(matchinfo(t4)) FROM t4 WHERE t4 MATCH 'a'"
+        assert service.query(sql, call_id="rtc-f6")[0].rows == [[1, 20]]
+    finally:
+        service.engine.close()
+
+
+def test_rtc_f6_fts5_snippet_answers_where_no_fts3_table_is(fts: SqlService) -> None:
+    sql = "SELECT snippet(docs, 1, '[', ']', '', 3) FROM docs WHERE docs MATCH 'lazy'"
+    assert fts.query(sql, call_id="rtc-f6")[0].rows == [["the [lazy] dog"]]
