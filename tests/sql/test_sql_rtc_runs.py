@@ -69,8 +69,11 @@ def test_rtc_f2_f4_passes_in_one_row_stop_at_the_interrupt(big: SqlService, sql:
     [
         "SELECT length(json_extract(doc, " + ", ".join(["'$.zz'"] * 126) + ")) AS n FROM docs",  # F2
         "SELECT id FROM big WHERE " + " AND ".join(["t = t"] * 17),  # bare comparisons keep an index
+        # F2b: paths that are no literal, and json_set's pairs
+        "SELECT length(json_remove(doc, " + ", ".join(["t"] * 17) + ")) AS n FROM docs, big",
+        "SELECT length(json_set(doc, " + ", ".join(f"'$.k{i}', 1" for i in range(17)) + ")) AS n FROM docs",
     ],
-    ids=["json_126_paths", "bare_compares"],
+    ids=["json_126_paths", "bare_compares", "json_remove_columns", "json_set_pairs"],
 )
 def test_rtc_f2_f4_a_run_that_cannot_be_split_is_refused(big: SqlService, sql: str) -> None:
     with pytest.raises(Refused) as info:

@@ -48,7 +48,14 @@ _COMPARED: Final = (
     *(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Is, exp.NullSafeEQ, exp.NullSafeNEQ),
     *(exp.Like, exp.ILike, exp.Glob, exp.Between, exp.In),
 )
-_JSON_CALLS: Final = (exp.JSONExtract, exp.JSONExtractScalar, exp.JSONSet, exp.JSONRemove)
+# JSON calls of many paths: arguments per path after the document (a path and its value)
+_PATH_ARGUMENTS: Final = {
+    "json_extract": 1,
+    "json_remove": 1,
+    "json_set": 2,
+    "json_insert": 2,
+    "json_replace": 2,
+}
 # SQLite's aggregates sqlglot does not parse as one (`AggFunc`)
 _AGGREGATE_NAMES: Final = frozenset(["total", "json_group_object"])
 
@@ -77,15 +84,13 @@ def _operands(node: exp.Expr) -> list[exp.Expr]:
 
 
 def _paths(call: exp.Func) -> int:
-    """JSON paths a call looks up, one pass over its document each (red team rtC F2)."""
-    if not isinstance(call, _JSON_CALLS) and not call.name.lower().startswith("json_"):
+    """JSON paths a call looks up, a pass over its document each, literal or not (red team rtC F2)."""
+    name = call.name if isinstance(call, exp.Anonymous) else call.sql_name()
+    step = _PATH_ARGUMENTS.get(name.lower())
+    if step is None:
         return 1
-    paths = [
-        e
-        for e in call.walk()
-        if isinstance(e, exp.JSONPath) or (isinstance(e, exp.Literal) and e.is_string and e.this[:1] == "$")
-    ]
-    return max(1, len(paths))
+    arguments = [v for v in call.args.values() if isinstance(v, exp.Expr)] + call.expressions
+    return max(1, (len(arguments) - 1 + step - 1) // step)
 
 
 def _weight(node: exp.Expr) -> int:
