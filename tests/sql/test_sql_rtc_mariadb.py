@@ -21,7 +21,8 @@ def test_rtc_l2_a_type_mismatch_over_many_rows_is_a_data_failure(mysql_url: str)
     with mysql_scratch(mysql_url, "fixc_l2") as db:
         with db.admin.cursor() as c:
             c.execute(f"CREATE TABLE {db.db}.fixc_rows (id INT PRIMARY KEY, name VARCHAR(20))")
-            c.execute(f"INSERT INTO {db.db}.fixc_rows SELECT seq, CONCAT('n', seq) FROM {db.db}.seq_1_to_70000")
+            rows = f"SELECT seq, CONCAT('n', seq) FROM {db.db}.seq_1_to_70000"
+            c.execute(f"INSERT INTO {db.db}.fixc_rows {rows}")
             c.execute(f"GRANT SELECT ON {db.db}.* TO '{db.reader}'@'%'")
         engine = SqlEngine(db.reader_url, pool_size=1)
         try:
