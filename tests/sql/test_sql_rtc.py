@@ -10,6 +10,10 @@ an FTS4 snippet of 32 phrases over a 1,000,000-word row answered a 2 s call afte
 of 64 phrases after 9 s. offsets() (FTS3/4 only) is never allowed; snippet() is refused by the
 authorizer where the database holds an FTS3/4 table (no API reaches their function), as a
 permission failure, not as a write.
+
+F11: FTS5 answers `body LIKE '%...%'` / GLOB on a trigram table's column as a phrase query, before
+like() checks the pattern's 64-byte limit: 200 characters ran 2.7 s and took 200 MB, then failed. A
+literal pattern past the limit is refused before the query runs.
 """
 
 from __future__ import annotations
@@ -108,3 +112,19 @@ def test_rtc_f6_fts4_snippet_and_offsets_are_refused(tmp_path: Path) -> None:
 def test_rtc_f6_fts5_snippet_answers_where_no_fts3_table_is(fts: SqlService) -> None:
     sql = "SELECT snippet(docs, 1, '[', ']', '', 3) FROM docs WHERE docs MATCH 'lazy'"
     assert fts.query(sql, call_id="rtc-f6")[0].rows == [["the [lazy] dog"]]
+
+
+def test_rtc_f11_a_like_pattern_past_sqlites_limit_is_refused_before_fts5_reads_it(fts: SqlService) -> None:
+    for sql in (
+        "SELECT rowid FROM tri WHERE body LIKE '%" + "a" * 200 + "%'",
+        "SELECT rowid FROM tri WHERE body GLOB '*" + "é" * 32 + "*'",  # 64 characters, 65 bytes and more
+    ):
+        with pytest.raises(Refused) as info:
+            fts.query(sql, call_id="rtc-f11")
+        assert info.value.data == {"reason": "too_complex"}
+    sql = "SELECT rowid FROM tri WHERE body LIKE '%" + "quick brown fox"[:62] + "%'"
+    assert fts.query(sql, call_id="rtc-f11")[0].rows == [[1]]
+    from mcpkit.sql.admission.bound_fts_queries import LIKE_PATTERN_BYTES  # here: not in the old code
+    from mcpkit.sql.profiles.sqlite_text import LIKE_PATTERN_LENGTH
+
+    assert LIKE_PATTERN_BYTES == LIKE_PATTERN_LENGTH

@@ -39,6 +39,8 @@ FULL_TEXT_DIALECTS: Final = frozenset(["sqlite"])
 MAX_FTS_WORK: Final = 128
 """Passes over a row's term positions one full-text query may make (about 4 ms a pass per million
 positions on a 2-core VM: 0.5 s for a 1,000,000-token row). NEAR of 10 phrases: 110."""
+LIKE_PATTERN_BYTES: Final = 64
+"""SQLite's LIKE/GLOB pattern limit on calls (`profiles.sqlite_text.LIKE_PATTERN_LENGTH`)."""
 MAX_FTS_READERS: Final = 16
 """Words one full-text query may read. FTS5 holds each one's position list in the row, about a byte
 per occurrence, at once (red team rtC F1: `a AND a AND ...` of 40 words, 8 MB each in an 8,000,000-word
@@ -156,6 +158,19 @@ def _check_operand(value: exp.Expr | None) -> None:
         )
 
 
+def _check_patterns(tree: exp.Expr) -> None:
+    """A LIKE or GLOB pattern past SQLite's limit fails when like() runs, after FTS5 has answered it
+    (a trigram table reads `body LIKE '%...%'` as a phrase): refused before (red team rtC F11: 200
+    characters ran 2.7 s and took 200 MB, then failed)."""
+    for node in tree.find_all(exp.Like, exp.ILike, exp.Glob):
+        pattern = node.expression
+        if isinstance(pattern, exp.Literal) and len(pattern.this.encode()) > LIKE_PATTERN_BYTES:
+            refuse(
+                "too_complex",
+                f"A LIKE or GLOB pattern here may be at most {LIKE_PATTERN_BYTES} bytes; use a shorter one.",
+            )
+
+
 def _call_name(call: exp.Func) -> str:
     """A table-valued call's name, case-folded."""
     return (call.name if isinstance(call, exp.Anonymous) else call.sql_name()).casefold()
@@ -228,6 +243,7 @@ def bound_fts_queries(tree: exp.Expr, dialect: str) -> exp.Expr:
     """
     if dialect not in FULL_TEXT_DIALECTS:
         return tree
+    _check_patterns(tree)
     for match in tree.find_all(exp.Match):
         _check_operand(match.expression)
     tables: set[str] = set()
