@@ -4,12 +4,18 @@ L2: a filter comparing a text column with a number (`name = 1`) warns 1292 on ev
 past the 65,535 warnings the server keeps, the call failed as "more warnings than were kept" and
 answered the resource sentence ("aggregate or filter in SQL first"), where the query needs its type
 fixed. A warning of its own now names the failure (`data`) before the count does.
+
+F10: a 1,474-character query of 39 LOCATEs (under `QUEUED_FROM`, so it takes an analysis slot only
+once slow) spent its guard-writing pass, the regeneration and the second parse, about 0.25 s of CPU,
+before the first check between passes queued it: eight at once delayed others' `SELECT 1` by up to
+2.4 s. The check now runs at each guarded call and after the regeneration.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from mcpkit.sql.admission.admit import admit
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
@@ -40,3 +46,16 @@ def test_rtc_l2_a_type_mismatch_over_many_rows_is_a_data_failure(mysql_url: str)
             assert rows == [[1]]
         finally:
             engine.close()
+
+
+def test_rtc_f10_a_short_text_slow_to_guard_is_checked_at_each_guarded_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcpkit.sql.admission import bound_searches
+
+    checks: list[None] = []
+    monkeypatch.setattr(bound_searches, "queue_if_slow", lambda: checks.append(None))
+    sql = "SELECT " + " + ".join(f"LOCATE('b{'a' * i}', t)" for i in range(1, 40)) + " FROM big WHERE id = 1"
+    assert len(sql) < 2_000  # a short text: no slot until it is slow
+    admit(sql, "mysql")
+    assert len(checks) >= 39
