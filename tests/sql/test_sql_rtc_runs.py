@@ -124,3 +124,16 @@ def test_rtc_f5_f9_case_conditions_and_calls_over_literals_are_split() -> None:
     terms = _sum("length(upper(hex(randomblob(16000000))))", 20)
     sent = admit(f"SELECT {terms} AS n", "sqlite").sql
     assert sent.count("CASE WHEN 1 THEN LENGTH(") == 20, sent
+
+
+def test_rtc_conversions_of_a_column_are_passes_too() -> None:
+    # the class of F4: no call, a pass each (30 MB of digits: `t + 0` 0.4 s, CAST 0.15 s, `t = 1` 0.14 s)
+    sent = admit(f"SELECT {_sum('(t + 0)', 20)} AS n FROM big WHERE id = 1", "sqlite").sql
+    assert sent.count("CASE WHEN 1 THEN t END + 0") == 20 and "id = 1" in sent, sent
+    sent = admit(f"SELECT {_sum('CAST(t AS REAL)', 20)} AS n FROM big", "sqlite").sql
+    assert sent.count("CAST(CASE WHEN 1 THEN t END AS REAL)") == 20, sent  # the CAST keeps its affinity
+    sent = admit(f"SELECT {_sum('(t = 1)', 20)} AS n FROM big", "sqlite").sql
+    assert sent.count("CASE WHEN 1 THEN t = 1 END") == 20, sent
+    # `IS NULL` reads no value: 20 of them stay as written
+    sent = admit(f"SELECT {_sum('(t IS NULL)', 20)} AS n FROM big", "sqlite").sql
+    assert "CASE" not in sent, sent
