@@ -137,3 +137,7 @@ def test_rtc_conversions_of_a_column_are_passes_too() -> None:
     # `IS NULL` reads no value: 20 of them stay as written
     sent = admit(f"SELECT {_sum('(t IS NULL)', 20)} AS n FROM big", "sqlite").sql
     assert "CASE" not in sent, sent
+    # conditions an index may serve stay as written beside many wrapped calls
+    calls = ", ".join(f"upper(t{i})" for i in range(17))
+    sent = admit(f"SELECT {calls} FROM big WHERE id IN (SELECT id FROM docs) AND id = 1", "sqlite").sql
+    assert sent.endswith("WHERE id IN (SELECT id FROM docs) AND id = 1"), sent

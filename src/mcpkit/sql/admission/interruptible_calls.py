@@ -144,9 +144,9 @@ def _wrappable(node: exp.Expr) -> bool:
     elif (
         isinstance(node, _COMPARED)
         and _in_conjunct(node)
-        and all(isinstance(o.unnest(), exp.Column | exp.Literal) for o in _operands(node))
+        and all(isinstance(o.unnest(), exp.Column | exp.Literal | exp.Query) for o in _operands(node))
     ):
-        return False  # `a.x = b.y`, `id = 1` keep their index
+        return False  # `a.x = b.y`, `id = 1`, `id IN (SELECT ...)` keep their index
     order = node.find_ancestor(exp.Order)  # a compound's ORDER BY term stays a result column
     return not (order is not None and isinstance(order.parent, exp.SetOperation))
 
