@@ -28,6 +28,8 @@ OTHER_CLASS = {
     "regnamespace": "cast(name AS regnamespace) IS NULL",  # 3F000, other
     "jsonpath": "cast(name || ' $' AS jsonpath) IS NULL",  # 42601, syntax
     "tsquery": "to_tsquery(name || ' & ') IS NULL",  # 42601, syntax
+    "regproc": "cast(name AS regproc) IS NULL",  # 42883, undefined_object
+    "feature": "date_part('week', CASE WHEN id > 0 THEN interval '1 day' END) IS NULL",  # 0A000
     "regrole": "cast(name AS regrole) IS NULL",  # 42704
 }
 
