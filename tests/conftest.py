@@ -7,6 +7,7 @@ import shutil
 import socket
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -33,6 +34,12 @@ def need(what: str, reason: str) -> None:
     pytest.skip(message)
 
 
+def pg_address() -> tuple[str, int]:
+    """The host and port of MCPKIT_TEST_PG (tests that reach the server other than by its URL)."""
+    url = urlsplit(PG_URL)
+    return url.hostname or "127.0.0.1", url.port or 5432
+
+
 def _reachable(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=1.0):
@@ -43,9 +50,11 @@ def _reachable(host: str, port: int) -> bool:
 
 @pytest.fixture(scope="session")
 def pg_url() -> str:
-    """A SQLAlchemy URL for the PostgreSQL `test` database (superuser, trust auth)."""
-    if not _reachable("127.0.0.1", 5432):
-        need("PostgreSQL", "nothing listens on 127.0.0.1:5432")
+    """A SQLAlchemy URL for the PostgreSQL `test` database (superuser, trust auth): MCPKIT_TEST_PG, any
+    version mcpkit supports (docs/security.md, "Supported PostgreSQL versions")."""
+    host, port = pg_address()
+    if not _reachable(host, port):
+        need("PostgreSQL", f"nothing listens on {host}:{port} (MCPKIT_TEST_PG)")
     return PG_URL
 
 

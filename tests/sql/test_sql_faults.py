@@ -16,6 +16,7 @@ from sqlalchemy.engine import make_url
 from mcpkit.sql import SqlEngine, SqlService
 from mcpkit.sql.server import build_server
 from mcpkit.testing import connect
+from tests.conftest import pg_address
 from tests.helpers import free_port, python_server, text_of
 from tests.sql.sql_support import DbEnv
 
@@ -67,7 +68,7 @@ class TcpProxy:
 
 @pytest.fixture
 def proxy() -> Iterator[TcpProxy]:
-    p = TcpProxy(free_port(), ("127.0.0.1", 5432))
+    p = TcpProxy(free_port(), pg_address())
     p.start()
     yield p
     with contextlib.suppress(Exception):
@@ -92,7 +93,7 @@ async def test_database_restart_mid_run_fails_retryable_then_recovers(pg_env: Db
     assert during.is_error
     assert error["retryable"] is True
     assert error["data"]["reason"] == "connection"
-    assert "5432" not in text_of(during)
+    assert str(pg_address()[1]) not in text_of(during)
     assert "psycopg" not in text_of(during)
     assert text_of(after) == text_of(before).replace(
         text_of(before).splitlines()[0], text_of(after).splitlines()[0]

@@ -284,8 +284,9 @@ def test_postgres_a_function_setting_work_mem_is_refused_for_a_role_map_role(
     # the account cannot run it, the mapped role can
     role = f"{pg.reader}_m"
     pg.admin.execute(
-        f"CREATE ROLE {role} NOLOGIN; GRANT {role} TO {pg.reader}; GRANT USAGE ON SCHEMA public TO {role};"
-        f" ALTER ROLE {pg.reader} NOINHERIT"
+        # NOINHERIT first: from PostgreSQL 16 it is only the default of the grants made after it
+        f"ALTER ROLE {pg.reader} NOINHERIT; CREATE ROLE {role} NOLOGIN; GRANT {role} TO {pg.reader};"
+        f" GRANT USAGE ON SCHEMA public TO {role}"
     )
     try:
         pg.admin.execute(PARALLEL.replace("f_par", "f_role"))

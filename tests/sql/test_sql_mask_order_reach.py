@@ -158,9 +158,10 @@ def test_postgres_a_function_only_a_role_map_role_may_run_counts(
 ) -> None:
     role = f"{pg.reader}_m"  # the account cannot run it (NOINHERIT), the mapped role can
     pg.admin.execute(
-        f"CREATE ROLE {role} NOLOGIN; GRANT {role} TO {pg.reader}; GRANT USAGE ON SCHEMA public TO {role};"
-        f" GRANT SELECT (id, name) ON customers TO {role}; GRANT SELECT ON orders TO {role};"
-        f" ALTER ROLE {pg.reader} NOINHERIT"
+        # NOINHERIT first: from PostgreSQL 16 it is only the default of the grants made after it
+        f"ALTER ROLE {pg.reader} NOINHERIT; CREATE ROLE {role} NOLOGIN; GRANT {role} TO {pg.reader};"
+        f" GRANT USAGE ON SCHEMA public TO {role};"
+        f" GRANT SELECT (id, name) ON customers TO {role}; GRANT SELECT ON orders TO {role}"
     )
     try:
         pg.admin.execute(f"{ROUTES['f_attr'][0]} {AGG}")

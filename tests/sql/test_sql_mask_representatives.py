@@ -72,6 +72,23 @@ PG_PROBES = {
         REFUSED,
     ),
     "mode": (f"SELECT CAST(mode() WITHIN GROUP (ORDER BY {_ROUND}) AS text) AS m FROM customers", REFUSED),
+    # red team v1 L2: percentile_cont interpolates in float8, where equal integers and numerics are
+    # one value (before: refused, the expression's type unknown); a float key may be -0 or 0
+    "percentile_cont_numeric": (
+        "SELECT percentile_cont(ARRAY[0.0, 0.3, 0.5, 1.0]) WITHIN GROUP (ORDER BY id / 3.0 + (id % 2) * 0.50)"
+        " AS p, percentile_cont(0.5) WITHIN GROUP (ORDER BY CASE WHEN id > 2 THEN id / 7.0 ELSE 1 END) AS q"
+        " FROM customers",
+        ANSWERED,
+    ),
+    "percentile_cont_zero": (
+        f"SELECT CAST(percentile_cont(ARRAY[0.0, 0.5, 1.0]) WITHIN GROUP (ORDER BY {_ZERO}) AS text) AS p"
+        " FROM customers",
+        REFUSED,
+    ),
+    "percentile_cont_float": (
+        "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY id * 0.5::float8) AS p FROM customers",
+        REFUSED,
+    ),
     "array_agg_distinct": (f"SELECT CAST(array_agg(DISTINCT {_ROUND}) AS text) AS a FROM customers", REFUSED),
     "sum_distinct": (f"SELECT CAST(sum(DISTINCT {_ROUND}) AS text) AS a FROM customers", REFUSED),
     # rt36 F9: a derived table's constants are no integers; F11/F4: a star beside DISTINCT outputs

@@ -121,6 +121,28 @@ def test_floating_interval_and_money_aggregates_are_ordered_exact_ones_are_not()
         assert "AVG(id * 2 + 1 ORDER BY" not in _sent(exact)
 
 
+@pytest.mark.parametrize(
+    ("key", "answered"),
+    [
+        ("amount / id", True),  # red team v1 L2: numeric of varying scale, one float8 value each
+        ("CASE WHEN id > 2 THEN amount * 1.5 ELSE id % 3 END", True),
+        ("score * 2", False),  # a float: -0 and 0 are equal, and print differently
+        ("amount::float8 / 3", False),
+        ("round(amount, 1)", False),  # a call: its type is not traced
+    ],
+)
+def test_percentile_cont_over_an_exact_expression_is_answered(key: str, answered: bool) -> None:
+    sql = f"SELECT percentile_cont(ARRAY[0.5, 0.9]) WITHIN GROUP (ORDER BY {key}) AS p FROM customers"
+    disc = sql.replace("percentile_cont", "percentile_disc")  # keeps a value: its scale shows
+    for query, expected in ((sql, answered), (disc, False)):
+        try:
+            plan_masking(query, "postgres", SCHEMA, MaskPolicy.of(["customers.email"]))
+        except ToolError:
+            assert not expected, query
+        else:
+            assert expected, query
+
+
 @pytest.mark.postgres
 def test_postgres_a_float_window_sum_adds_alike_whatever_the_scan_order(service: SqlService) -> None:
     """Red team v4 F1: 1 + 1e16 - 1e16 is 1 only when the 1 comes last: which of 4, 1, 5 the scan
@@ -143,9 +165,13 @@ def test_postgres_a_float_window_sum_adds_alike_whatever_the_scan_order(service:
             assert len(answers) == 1 and "[[" in answers.pop(), (func, window)
     for sql in (
         "SELECT sum(id::float8) OVER (ORDER BY name) AS s FROM customers",  # peers add in scan order
-        "SELECT sum(id::float8) OVER w AS s FROM customers WINDOW w AS (PARTITION BY name)",
+        "SELECT sum(id::float8) OVER w AS s FROM customers WINDOW w AS (ORDER BY name)",  # inlined: peers
     ):
         assert _answer(service, sql) == "REFUSED", sql
+    # a named window is written inline first, then ordered as the inline one (before: refused)
+    named = "SELECT sum(id::float8) OVER w AS s FROM customers WINDOW w AS (PARTITION BY name)"
+    inline = "SELECT sum(id::float8) OVER (PARTITION BY name) AS s FROM customers"
+    assert _answer(service, named) == _answer(service, inline) != "REFUSED"
     sql = "SELECT sum(id::float8) OVER (ORDER BY name ROWS UNBOUNDED PRECEDING) AS s FROM customers LIMIT 1"
     assert _answer(service, sql) == "[[1.0]]"  # Ann: completed with the visible columns
     sql = "SELECT count(*) FILTER (WHERE id > 2) OVER () AS n FROM customers LIMIT 1"

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from mcpkit.cli import main as mcpkit_main
 from mcpkit.sql.audit import AuditLog, AuditStore, CallAudit, open_store
@@ -28,6 +29,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.server import build_server
 from mcpkit.sql.service import SqlService
 from mcpkit.testing import connect
+from tests.conftest import PG_URL
 from tests.helpers import ROOT, run_mcpkit
 from tests.sql_governance.conftest import CrmDb
 
@@ -92,7 +94,7 @@ def test_an_old_format_table_is_refused_with_a_clear_message(tmp_path: Path) -> 
 
 
 def test_the_server_does_not_start_without_its_audit_store() -> None:
-    dsn = f"postgresql://postgres@127.0.0.1:5432/mcpkit_absent_{secrets.token_hex(4)}"
+    dsn = make_url(PG_URL).set(database=f"mcpkit_absent_{secrets.token_hex(4)}").render_as_string(False)
     served = run_mcpkit("sql", "serve", "--demo", "--audit-dsn", dsn, timeout=60)
     assert served.returncode == 2 and "cannot open the audit store" in served.stderr
     assert "Traceback" not in served.stderr

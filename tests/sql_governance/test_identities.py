@@ -501,6 +501,16 @@ ESCAPE = (
 )
 
 
+def _need_xml(pg_url: str) -> None:
+    """ESCAPE runs its SQL through query_to_xml: without libxml (a minimal build) it fails whatever
+    the role map does, and a test of the escape would pass for nothing."""
+    with pg_admin(pg_url) as c:
+        try:
+            c.execute("SELECT xmlparse(content '<a/>')")
+        except psycopg.errors.FeatureNotSupported:
+            pytest.skip("the server is built without libxml (query_to_xml), which ESCAPE needs")
+
+
 def _raw(service: SqlService) -> SqlService:
     """The same role with admission switched off: a query that could run arbitrary SQL."""
     raw = SqlService(service.engine, timeout_s=3.0, catalog=None)
@@ -509,7 +519,10 @@ def _raw(service: SqlService) -> SqlService:
 
 
 @pytest.mark.parametrize("who", ["alice", "bob"])
-def test_the_role_map_holds_even_against_arbitrary_sql(router: IdentityRouter, rls: RlsDb, who: str) -> None:
+def test_the_role_map_holds_even_against_arbitrary_sql(
+    router: IdentityRouter, rls: RlsDb, who: str, pg_url: str
+) -> None:
+    _need_xml(pg_url)
     theirs, other = ("amer", rls.amer) if who == "alice" else ("emea", rls.emea)
     raw = _raw(router.for_context(_ctx(who)))
     for sql in (ESCAPE, f"SET ROLE {other}", "RESET ROLE", "SET SESSION AUTHORIZATION DEFAULT"):
@@ -521,8 +534,9 @@ def test_the_role_map_holds_even_against_arbitrary_sql(router: IdentityRouter, r
             assert outcome == "failed QueryFailed", sql
 
 
-def test_a_shared_login_is_what_arbitrary_sql_escapes(rls: RlsDb) -> None:
+def test_a_shared_login_is_what_arbitrary_sql_escapes(rls: RlsDb, pg_url: str) -> None:
     """What --allow shared-login gives up: the service account may switch to any mapped role."""
+    _need_xml(pg_url)
     engine = SqlEngine(rls.url)
     roles = RoleMap(principals={"alice": rls.emea, "bob": rls.amer})
     shared = IdentityRouter(SqlService(engine, timeout_s=3.0), roles, shared_login=True)
@@ -620,8 +634,9 @@ def test_start_up_refuses_a_login_one_set_role_from_another_tenants_table(
         c.execute(f"CREATE ROLE {group} NOLOGIN")
         c.execute(f"GRANT USAGE ON SCHEMA {s} TO {group}")
         c.execute(f"GRANT SELECT ON {s}.amer_projects TO {group}")
-        c.execute(f"GRANT {group} TO {rls.emea}, {rls.amer}")
+        # NOINHERIT first: from PostgreSQL 16 it is only the default of the grants made after it
         c.execute(f"ALTER ROLE {rls.emea} NOINHERIT")
+        c.execute(f"GRANT {group} TO {rls.emea}, {rls.amer}")
     try:
         login = make_url(pg_url).set(username=rls.emea, password=None, drivername="postgresql")
         with psycopg.connect(login.render_as_string(hide_password=False), autocommit=True) as c:

@@ -31,8 +31,9 @@ def pg(pg_url: str) -> Iterator[PgScratch]:
         a.execute(f"GRANT SELECT (id, name) ON customers TO {scratch.reader}")
         a.execute(f"CREATE ROLE {group} NOLOGIN")
         a.execute(f"GRANT SELECT ON customers TO {group}")
-        a.execute(f"GRANT {group} TO {scratch.reader}")
+        # NOINHERIT first: from PostgreSQL 16 it is only the default of the grants made after it
         a.execute(f"ALTER ROLE {scratch.reader} NOINHERIT")
+        a.execute(f"GRANT {group} TO {scratch.reader}")
         try:
             yield scratch
         finally:

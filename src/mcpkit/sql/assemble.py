@@ -158,10 +158,10 @@ def open_service(
         inspect_account,
     )
 
-    engine = SqlEngine(url, pool_size=getattr(args, "pool_size", DEFAULT_POOL_SIZE))
+    engine = SqlEngine(url, pool_size=getattr(args, "pool_size", DEFAULT_POOL_SIZE), isolate=args.isolate)
     try:
-        functions = function_policy(args, engine.dialect)
-        engine.profile.use_function_policy(functions)  # what the account's checks hold views to
+        functions = function_policy(args, engine.dialect)  # what the account's checks hold views to
+        engine.profile.use_function_policy(functions)
         engine.profile.use_identities(mapped)
         budget = ConnectionBudget(engine.pool_size, sharing)
         report = inspect_account(engine, allowed=args.allow, connections=budget, fingerprinted=True)

@@ -73,6 +73,11 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         "connection per call); each is reset before reuse",
     )
     p.add_argument(
+        "--isolate",
+        action=argparse.BooleanOptionalAction,
+        help="SQLite: calls in worker processes killed at the deadline (default; MCPKIT_SQLITE_ISOLATE)",
+    )
+    p.add_argument(
         "--reverify-interval",
         type=float,
         default=DEFAULT_REVERIFY_S,
@@ -337,7 +342,7 @@ def _doctor(args: argparse.Namespace) -> int:
     shared = logins_shared([u for _, u in dsns])
     failed = False
     for name, url in dsns:
-        engine = SqlEngine(url, pool_size=args.pool_size)
+        engine = SqlEngine(url, pool_size=args.pool_size, isolate=getattr(args, "isolate", None))
         engine.profile.use_function_policy(function_policy(args, engine.dialect))  # as serve checks views
         budget = ConnectionBudget(engine.pool_size, shared[login_of(url)])
         try:

@@ -9,6 +9,13 @@ the row stops within one call of it. Only in a query of more than `MANY_CALLS` c
 non-literal values (below that, their passes are about a second at most), and never around a CAST
 (its affinity would be lost), a COLLATE or a table-valued call, nor inside a wrapped call (SQLite's parser
 stack); an unaliased select item keeps its name.
+
+An aggregate's own step runs in the scan loop, its result only after it: a CASE around the aggregate
+is coded after the loop and puts no jump between the rows' steps, so an aggregate is never wrapped,
+while the calls in its arguments run per row and are (`SUM(CASE WHEN 1 THEN length(x) END)`).
+COUNT's step is constant work per row whatever the value, so a COUNT is not one of the calls counted
+(`COUNT(*)`, `COUNT(x)` of the describe tool's profile); COUNT(DISTINCT x) copies and compares the
+value for its distinct index, and SUM, AVG, MIN, MAX and the others read or compare it: they count.
 """
 
 from __future__ import annotations
@@ -28,10 +35,33 @@ MANY_CALLS: Final = 16
 _KEPT: Final = (exp.Cast, exp.TryCast, exp.Case, exp.Collate)
 
 
-def _wrapped(call: exp.Func) -> bool:
+# SQLite's aggregates sqlglot does not parse as one (`AggFunc`)
+_AGGREGATE_NAMES: Final = frozenset(["total", "json_group_object"])
+
+
+def _counted(call: exp.Func) -> bool:
+    """Whether `call` is a pass over a non-literal value per row (COUNT's step is not)."""
     if isinstance(call, _KEPT) or isinstance(call.parent, exp.Table | exp.Window | exp.Filter | exp.Case):
         return False  # a CASE's WHEN ... THEN is an `If` node, no call
+    if isinstance(call, exp.Count) and not isinstance(call.this, exp.Distinct):
+        return False
     return any(isinstance(n, exp.Column | exp.Query) for n in call.walk() if n is not call)
+
+
+def _aggregate(call: exp.Expr) -> bool:
+    if isinstance(call, exp.Anonymous):
+        return call.name.lower() in _AGGREGATE_NAMES
+    return isinstance(call, exp.AggFunc)
+
+
+def _outer(call: exp.Expr, wrapped: set[int]) -> bool:
+    """No wrapped call holds `call` in the same phase: up to the aggregate whose argument it is."""
+    for node in _up(call)[1:]:
+        if id(node) in wrapped:
+            return False
+        if _aggregate(node):
+            return True
+    return True
 
 
 def interruptible_calls(tree: exp.Expr, dialect: str) -> exp.Expr:
@@ -51,12 +81,13 @@ def interruptible_calls(tree: exp.Expr, dialect: str) -> exp.Expr:
     """
     if dialect not in INTERRUPTIBLE_DIALECTS:
         return tree
-    calls = [c for c in tree.find_all(exp.Func) if _wrapped(c)]
+    calls = [c for c in tree.find_all(exp.Func) if _counted(c)]
     if len(calls) <= MANY_CALLS:
         return tree
     # only the outermost: a CASE per nested call outgrew SQLite's parser stack (about 100 deep)
+    calls = [c for c in calls if not _aggregate(c)]
     wrapped = {id(c) for c in calls}
-    calls = [c for c in calls if not any(id(n) in wrapped for n in _up(c)[1:])]
+    calls = [c for c in calls if _outer(c, wrapped)]
     # the name SQLite gives an unaliased select item: its text as sent (`admit`'s options)
     holding = {id(node) for c in calls for node in _up(c)}
     items = [

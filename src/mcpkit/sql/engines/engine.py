@@ -31,6 +31,7 @@ from mcpkit.sql.engines import watchdog
 from mcpkit.sql.engines.base import Column, Params, Rows
 from mcpkit.sql.engines.clipped import clipped_rows, run_clipped
 from mcpkit.sql.engines.described import Remembered
+from mcpkit.sql.engines.isolated import isolation, run_isolated
 from mcpkit.sql.errors import FailureKind, QueryFailed, QueryTimeout, SqlConfigError, row_count_failure
 from mcpkit.sql.profiles import Profile, profile_for
 from mcpkit.sql.profiles.base import Outcome
@@ -70,6 +71,8 @@ class SqlEngine:
         pool_size: Connections kept open at most; 0: a new connection per call, closed after it.
         pool_wait_s: How long a call waits for a free connection when all are busy; then it
             fails as `resource` ("the database is busy").
+        isolate: SQLite: run `execute`'s statements in killable worker processes (`isolated`);
+            None: `isolated.ISOLATE_DEFAULT`. Other databases stop their own statements.
     """
 
     def __init__(
@@ -79,6 +82,7 @@ class SqlEngine:
         grace_s: float = 1.0,
         pool_size: int = DEFAULT_POOL_SIZE,
         pool_wait_s: float = _POOL_WAIT_S,
+        isolate: bool | None = None,
     ) -> None:
         if not 0 <= pool_size <= 1000:
             raise SqlConfigError("the pool size (--pool-size) must be between 0 (no pool) and 1000")
@@ -90,6 +94,7 @@ class SqlEngine:
         self._grace_s = grace_s
         self.profile.use_pool(self, self.pool_size)
         self._sa: SaEngine = self._new_pool()
+        self.isolated = isolation(self.url, self.profile, isolate, pool_size, pool_wait_s, grace_s)
         self.guard: Guard | None = None  # re-verification while serving (`mcpkit.sql.reverify`)
         self._described = Remembered()
         self._errors: tuple[type[BaseException], ...] = (SQLAlchemyError, *self.profile.extra_errors)
@@ -121,7 +126,13 @@ class SqlEngine:
     def for_login(self, username: str, password: str | None) -> SqlEngine:
         """An engine like this one (same options, its own pool and guard) that logs in as another user."""
         login, pool = self.url.set(username=username, password=password), self.pool_size
-        other = SqlEngine(login, grace_s=self._grace_s, pool_size=pool, pool_wait_s=self._pool_wait_s)
+        other = SqlEngine(
+            login,
+            grace_s=self._grace_s,
+            pool_size=pool,
+            pool_wait_s=self._pool_wait_s,
+            isolate=self.isolated is not None,
+        )
         other.guard = self.guard.fresh(f"login {username}") if self.guard is not None else None
         if self.profile.name_pin:  # its calls resolve names as the masking analysis does
             other.profile.pin_name_path(self.profile.name_pin)
@@ -329,6 +340,8 @@ class SqlEngine:
         clip: CellBudget | None,
         tree: exp.Expr | None,
     ) -> Rows:
+        if self.isolated is not None:
+            return run_isolated(self, sql, params, limit, timeout_s, call_id, clip)
         clipping = self.profile.clipping() if clip is not None and params is None else None
         started = time.perf_counter()
         if clipping is not None and clipping.run is not None and clip is not None:
@@ -374,5 +387,7 @@ class SqlEngine:
 
     def close(self) -> None:
         """Close every pooled connection (`dispose`) and `Profile.release_pool` (SQLite's heap limit)."""
+        if self.isolated is not None:
+            self.isolated.close()
         self._sa.dispose()
         self.profile.release_pool(self)

@@ -28,6 +28,7 @@ from mcpkit.sql.masking.early_stop import pin_early_stops
 from mcpkit.sql.masking.first_scanned import refuse_first_scanned
 from mcpkit.sql.masking.hidden import refuse_hidden_joins
 from mcpkit.sql.masking.limits import block_keys
+from mcpkit.sql.masking.named_windows import inline_windows
 from mcpkit.sql.masking.order import (
     BLOCK,
     EXACT,
@@ -262,7 +263,7 @@ def plan_masking(
         refuse_mask(found, message=_NUMBERED)
     if not _touches_masked(tree, known, policy) and not user_sets:
         return NO_MASKING
-    tree = normalise_calls(tree, dialect)
+    tree = inline_windows(normalise_calls(tree, dialect))  # `OVER w` is checked as written inline
     refuse_shapes(tree, dialect, known.per_row, known.aggregates)
     refuse_anti_joins(tree, dialect, known, policy)  # a first match stops the scan (red team v2 F2)
     if any(True for _ in tree.find_all(exp.TableSample)):

@@ -14,10 +14,11 @@ column read straight from a table (whose variants are data, a documented residua
 - min/max: ordered by the value and its exact form where the engine takes an ORDER BY in them
   (PostgreSQL: `max(x ORDER BY x, format('%L', x) COLLATE "C")`), refused elsewhere (MariaDB);
 - refused: min/max over a window, percentile_disc/percentile_cont/mode/median (their ORDER BY takes
-  one key), DISTINCT aggregates other than count, DISTINCT over grouped or window results,
-  UNION without ALL, INTERSECT and EXCEPT (ALL too), GROUP BY ROLLUP/CUBE/GROUPING SETS,
-  PostgreSQL range_agg/range_intersect_agg (rt36 F7), SELECT DISTINCT with a star whose columns
-  (read from the qualified twin) or other outputs do not print one way (rt36 F4, F11).
+  one key; percentile_cont over `sums.exact` keys is answered: equal ones are one float8), DISTINCT
+  aggregates other than count, DISTINCT over grouped or window results, UNION without ALL, INTERSECT
+  and EXCEPT (ALL too), GROUP BY ROLLUP/CUBE/GROUPING SETS, PostgreSQL range_agg/range_intersect_agg
+  (rt36 F7), SELECT DISTINCT with a star whose columns (read from the qualified twin) or other
+  outputs do not print one way (rt36 F4, F11).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from sqlglot.dialects.dialect import Dialect
 from mcpkit.sql.admission.budget import NodeAllowance
 from mcpkit.sql.dialects import sent_dialect
 from mcpkit.sql.masking.alike import Sources, alike, covered, defining, facts_of, set_branches, stored
+from mcpkit.sql.masking.sums import exact
 from mcpkit.sql.masking.ties import BLOCK, is_aggregate, refuse_order
 from mcpkit.sql.profiles import profile_class
 
@@ -288,6 +290,8 @@ def _check_ordered_set(node: exp.WithinGroup, dialect: str, types: Sources) -> N
         return  # hypothetical-set aggregates answer a number
     order = node.expression
     keys = [o.this for o in order.expressions] if isinstance(order, exp.Order) else []
+    if keys and isinstance(call, exp.PercentileCont) and all(exact(k) for k in keys):
+        return  # interpolated in float8: equal integers and numerics convert to one value (never -0)
     if not keys or any(not _pinned(k, dialect, types) for k in keys):
         refuse_order(_ORDERED_SET, "ordered-set aggregate over values that print differently")
 

@@ -1,12 +1,11 @@
 """Stored views and SQL functions whose answer follows a masked scan order (red team rt19mask F8).
 
-A call that names only a view, or calls an allowed SQL-language function, runs the stored body as
-written: the analysis of the call (`masking.order`) pins the call's own orders but never sees
-`SELECT id FROM customers LIMIT 3`, `row_number() OVER ()` or an unordered `string_agg` inside the
-view, whose answer follows the order the scan picks, which an index on a masked column (or CLUSTER,
-or the written order) can set. Nor does it see `ORDER BY email` there, which hands the masked
-ranking on to a LIMIT or a numbering. At start-up each such object over a masked table
-(`profiles.stored`) is analysed here:
+A call that names only a view, or calls an allowed SQL-language function, runs the stored body as written:
+the analysis of the call (`masking.order`) pins the call's own orders but never sees `SELECT id FROM
+customers LIMIT 3`, `row_number() OVER ()` or an unordered `string_agg` inside the view, whose answer
+follows the order the scan picks, which an index on a masked column (or CLUSTER, or the written order) can
+set. Nor does it see `ORDER BY email` there, which hands the masked ranking on to a LIMIT or a numbering. At
+start-up each such object over a masked table (`profiles.stored`) is analysed here:
 
 - TABLESAMPLE counts whatever its method or REPEATABLE seed: the pages or rows it keeps follow
   the physical order (red team rt21);
@@ -51,6 +50,7 @@ from mcpkit.sql.masking.first_row import (
     primary_keys,
 )
 from mcpkit.sql.masking.first_scanned import first_scanned, fix_hint
+from mcpkit.sql.masking.named_windows import inline_windows
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.schema import KnownSchema
 from mcpkit.sql.masking.set_rows import mark_opaque, multiplies, numbering
@@ -287,7 +287,7 @@ def order_reason(
     if one_row and parsed[-1] is queries[-1]:
         queries[-1] = first_row(queries[-1], known, unique, folded)
     for stored in queries:
-        query = _without_params(stored, folded)
+        query = inline_windows(_without_params(stored, folded))  # `OVER w` checked as written inline
         found = (
             _position(query, positions)
             or _row_order(query, dialect, volatile)

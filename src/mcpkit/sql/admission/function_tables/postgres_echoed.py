@@ -8,7 +8,8 @@ overload on the allowlist with a marker in each argument a computed text (or tex
 reaches, one position at a time: printed by `bench/pg_echoed_inputs.py`, and
 `tests/sql/test_sql_pg_echo_table.py` fails when the server finds a position this table lacks. By the
 engine's name: argument positions from 0, the union over the overloads (`date_trunc`'s 2 is the time
-zone of its three-argument form). Function-style casts (`int4(x)`) are bounded as casts.
+zone of its three-argument form). Function-style casts (`int4(x)`) are bounded as casts. Re-run on
+PostgreSQL 16.2, which added one position (`generate_series`'s time zone).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ ECHOED: Final[dict[str, tuple[int, ...]]] = {
     "decode": (1,),
     "encode": (1,),
     "extract": (0,),
+    "generate_series": (3,),  # PostgreSQL 16's time zone of the timestamptz form
     "is_normalized": (1,),
     "json_populate_record": (1,),
     "json_to_record": (0,),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 
+from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import (
     AccountReport,
     ConnectionBudget,
@@ -31,7 +32,7 @@ from mcpkit.sql.profiles.postgres.capture import capture_findings
 from mcpkit.sql.profiles.postgres.catalog import PostgresCatalog
 from mcpkit.sql.profiles.postgres.catalog_path import catalog_path, pinned, pinned_fetch, reader_schemas
 from mcpkit.sql.profiles.postgres.catalog_reads import postgres_catalog_routines, postgres_catalog_stored
-from mcpkit.sql.profiles.postgres.fingerprint import PG_FINGERPRINT
+from mcpkit.sql.profiles.postgres.fingerprint import pg_fingerprint
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
 from mcpkit.sql.profiles.postgres.masks import (
     derived_masks,
@@ -83,8 +84,13 @@ _ROW_FILTERED_TABLES: Final = (
 )
 
 
+MIN_VERSION: Final = 14
+"""The oldest major version the start-up checks can read the catalog of."""
+
+
 class PostgresProfile(PostgresSession):
-    """PostgreSQL 12+ through psycopg 3.
+    """PostgreSQL 14+ through psycopg 3 (tested on 15 and 16; 13 and older refused at start-up, see
+    docs/security.md "Supported PostgreSQL versions").
 
     Every catalog answer is read with pg_catalog alone on the search_path (`@pinned`,
     `catalog_path`): no operator, function or type on the reader's path answers a check's query.
@@ -140,6 +146,11 @@ class PostgresProfile(PostgresSession):
     def inspect(self, conn: Connection, url: URL, allowed: frozenset[str] = frozenset()) -> AccountReport:
         """Role attributes, predefined roles, ownership, CREATE, and every route to a hazardous
         function (`routes.audit_routes`) of the role the calls run as."""
+        info = conn.dialect.server_version_info
+        if info is not None and int(info[0]) < MIN_VERSION:  # the audit reads pg_proc.prosqlbody (14+)
+            raise SqlConfigError(
+                f"PostgreSQL {MIN_VERSION} or later is required; the server is {'.'.join(map(str, info))}"
+            )
         report = inspect_postgres(conn, allowed, self.identities, self.function_policy)
         report.findings += capture_findings(conn)  # user operators over catalog types (`capture`)
         return report
@@ -147,7 +158,7 @@ class PostgresProfile(PostgresSession):
     def catalog_fingerprint(self, dbapi: Any) -> str:
         """Row counts and `xmin` sums of the catalogs a change lives in, and the login's roles
         (`profiles.postgres.fingerprint`)."""
-        return digest(pinned_fetch(dbapi, PG_FINGERPRINT))
+        return digest(pinned_fetch(dbapi, pg_fingerprint(dbapi.info.server_version)))
 
     memory_fix = MEMORY_FIX
     memory_setup = MEMORY_SETUP
@@ -308,7 +319,8 @@ class PostgresProfile(PostgresSession):
     @pinned
     def shared_login_problems(self, conn: Connection, roles: Collection[str]) -> list[str]:
         """Each role exists, cannot bypass row-level security and is the account's to SET; the
-        account is NOINHERIT (`profiles.postgres.roles`)."""
+        account inherits no role's rights (NOINHERIT; PostgreSQL 16+: no grant WITH INHERIT TRUE)
+        (`profiles.postgres.roles`)."""
         return shared_login_problems(conn, roles)
 
     @pinned

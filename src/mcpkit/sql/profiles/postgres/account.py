@@ -11,6 +11,7 @@ from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
 from mcpkit.sql.profiles.postgres.fnconfig import config_findings
 from mcpkit.sql.profiles.postgres.knowledge import ROLES
+from mcpkit.sql.profiles.postgres.membership import reaches
 from mcpkit.sql.profiles.postgres.overloads import OptIns
 from mcpkit.sql.profiles.postgres.routes import audit_routes
 from mcpkit.sql.profiles.postgres.switch import switched_findings
@@ -22,13 +23,14 @@ _ACCOUNT: Final = (
     "SELECT current_user, quote_ident(current_user), rolsuper, rolcreaterole, rolbypassrls, rolreplication,"
     " version() FROM pg_catalog.pg_roles WHERE rolname = current_user"
 )
-# A predefined role the current role is a member of, and the direct grant that gives it.
+# A predefined role whose rights the current role holds or can take on (`membership.reaches`), and
+# the direct grant that gives it.
 _MEMBERSHIPS: Final = """
 SELECT r.rolname, coalesce((SELECT quote_ident(g.rolname) FROM pg_auth_members m
     JOIN pg_roles g ON g.oid = m.roleid
     WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = current_user)
       AND pg_has_role(g.oid, r.oid, 'MEMBER') ORDER BY g.oid = r.oid DESC LIMIT 1), r.rolname)
-FROM pg_roles r WHERE r.rolname = ANY(:names) AND pg_has_role(current_user, r.oid, 'MEMBER')
+FROM pg_roles r WHERE r.rolname = ANY(:names) AND {reach}
 ORDER BY 1
 """
 # Foreign tables the role can read: each read leaves this database (another server through
@@ -55,10 +57,11 @@ SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname),
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND n.nspname NOT LIKE 'pg_toast%' AND pg_has_role(c.relowner, 'MEMBER') ORDER BY 1 LIMIT 1000
+  AND n.nspname NOT LIKE 'pg_toast%' AND {reach} ORDER BY 1 LIMIT 1000
 """
-# Roles the current role can SET ROLE to (MEMBER: NOINHERIT and transitive memberships count)
-# that hold an attribute a reader must not reach, with the direct grant that leads there.
+# Roles the current role can SET ROLE to (NOINHERIT and transitive memberships count; PostgreSQL 16:
+# or inherits from, or administers) that hold an attribute a reader must not reach, with the direct
+# grant that leads there.
 _POWERFUL_MEMBERSHIPS: Final = """
 SELECT r.rolname, concat_ws(', ', CASE WHEN r.rolsuper THEN 'SUPERUSER' END,
     CASE WHEN r.rolcreaterole THEN 'CREATEROLE' END, CASE WHEN r.rolbypassrls THEN 'BYPASSRLS' END,
@@ -66,7 +69,7 @@ SELECT r.rolname, concat_ws(', ', CASE WHEN r.rolsuper THEN 'SUPERUSER' END,
   coalesce((SELECT quote_ident(g.rolname) FROM pg_auth_members m JOIN pg_roles g ON g.oid = m.roleid
     WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = current_user)
       AND pg_has_role(g.oid, r.oid, 'MEMBER') ORDER BY g.oid = r.oid DESC LIMIT 1), quote_ident(r.rolname))
-FROM pg_roles r WHERE r.rolname <> current_user AND pg_has_role(current_user, r.oid, 'MEMBER')
+FROM pg_roles r WHERE r.rolname <> current_user AND {reach}
   AND (r.rolsuper OR r.rolcreaterole OR r.rolbypassrls OR r.rolreplication)
 ORDER BY 1
 """
@@ -144,7 +147,8 @@ def _role_findings(conn: Connection) -> tuple[str, str, bool, list[Finding]]:
             )
         )
     if not rolsuper:
-        for name, attributes, via in conn.execute(text(_POWERFUL_MEMBERSHIPS)):
+        reach = reaches(conn, "current_user", "r.oid")
+        for name, attributes, via in conn.execute(text(_POWERFUL_MEMBERSHIPS.format(reach=reach))):
             found.append(
                 Finding(
                     "powerful-membership",
@@ -155,7 +159,7 @@ def _role_findings(conn: Connection) -> tuple[str, str, bool, list[Finding]]:
                     "superuser" if "SUPERUSER" in attributes else None,
                 )
             )
-        for name, via in conn.execute(text(_MEMBERSHIPS), {"names": sorted(ROLES)}):
+        for name, via in conn.execute(text(_MEMBERSHIPS.format(reach=reach)), {"names": sorted(ROLES)}):
             stats = name in ("pg_read_all_stats", "pg_monitor")
             # Admission refuses pg_settings and current_setting is off the allowlist; the opt-in
             # says the operator accepts the paths being one --allow-function away.
@@ -189,7 +193,7 @@ def inspect_postgres(
     """
     conn.execute(text("SET LOCAL search_path = pg_catalog"))  # names in fixes come out qualified
     user, version, rolsuper, found = _role_findings(conn)
-    rows = conn.execute(text(_OWNED)).all()
+    rows = conn.execute(text(_OWNED.format(reach=reaches(conn, "current_user", "c.relowner")))).all()
     if rows:
         owned = [str(r[0]) for r in rows]
         shown = ", ".join(owned[:5]) + (f" and {len(owned) - 5} more" if len(owned) > 5 else "")

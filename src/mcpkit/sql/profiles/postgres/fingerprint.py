@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["PG_FINGERPRINT"]
+__all__ = ["PG_FINGERPRINT", "pg_fingerprint"]
 
 _PG_CATALOGS: Final = (
     "pg_class", "pg_attribute", "pg_namespace", "pg_proc", "pg_rewrite", "pg_policy",
@@ -29,21 +29,30 @@ _SHARED: Final = {
 }
 # pg_user_mapping is readable by superusers only; a user mapping is used only through a foreign table
 # the role can read, which pg_class, pg_foreign_table and their ACLs show.
-PG_FINGERPRINT: Final = (
-    "SELECT concat_ws('/', "
-    + ", ".join(
-        f"(SELECT count(*) || ':' || sum(xmin::text::bigint) FROM pg_catalog.{c})" for c in _PG_CATALOGS
+
+
+def pg_fingerprint(server_version: int) -> str:
+    """The fingerprint's statement for a server of `server_version_num` (pg_parameter_acl is
+    PostgreSQL 15+: before it there are no parameter grants to follow)."""
+    shared = {c: w for c, w in _SHARED.items() if server_version >= 150000 or c != "pg_parameter_acl"}
+    return (
+        "SELECT concat_ws('/', "
+        + ", ".join(
+            f"(SELECT count(*) || ':' || sum(xmin::text::bigint) FROM pg_catalog.{c})" for c in _PG_CATALOGS
+        )
+        + "".join(
+            f", (SELECT count(*) || ':' || sum(xmin::text::bigint) FROM pg_catalog.{c} WHERE {w})"
+            for c, w in shared.items()
+        )
+        + ", (SELECT string_agg(row(rolname, rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolbypassrls, "
+        "rolreplication, rolcanlogin, rolconfig)::text, ',' ORDER BY oid) FROM pg_catalog.pg_roles "
+        "WHERE pg_has_role(current_user, oid, 'MEMBER')), "
+        "(SELECT row(datdba, datacl)::text FROM pg_catalog.pg_database WHERE datname = current_database()), "
+        "current_user)"
     )
-    + "".join(
-        f", (SELECT count(*) || ':' || sum(xmin::text::bigint) FROM pg_catalog.{c} WHERE {w})"
-        for c, w in _SHARED.items()
-    )
-    + ", (SELECT string_agg(row(rolname, rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolbypassrls, "
-    "rolreplication, rolcanlogin, rolconfig)::text, ',' ORDER BY oid) FROM pg_catalog.pg_roles "
-    "WHERE pg_has_role(current_user, oid, 'MEMBER')), "
-    "(SELECT row(datdba, datacl)::text FROM pg_catalog.pg_database WHERE datname = current_database()), "
-    "current_user)"
-)
+
+
+PG_FINGERPRINT: Final = pg_fingerprint(150000)
 """One row: per catalog a grant, a view, a function, a policy, an operator, a cast, a type, a role
 membership, a parameter or large-object ACL, a partition, a constraint, a collation, an operator
 class, an index, an extended statistics object, a partition key or an extension membership lives

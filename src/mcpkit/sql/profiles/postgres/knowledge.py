@@ -65,6 +65,10 @@ ROLES: Final[dict[str, str]] = {
     "pg_read_all_data": "reads every table, past the grants mcpkit verifies",
     "pg_write_all_data": "can write every table",
     "pg_checkpoint": "can force checkpoints",
+    # PostgreSQL 16 and 17 (a name the server lacks matches no role)
+    "pg_create_subscription": "can create subscriptions that connect to other servers",
+    "pg_use_reserved_connections": "can take the connection slots reserved for administrators",
+    "pg_maintain": "can VACUUM, ANALYZE, CLUSTER, REINDEX, REFRESH and LOCK every table",
 }
 
 

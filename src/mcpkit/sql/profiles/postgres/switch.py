@@ -14,15 +14,20 @@ from sqlalchemy.exc import DBAPIError
 
 from mcpkit.sql.profiles.base import Finding
 from mcpkit.sql.profiles.postgres.catalog_path import on_path
+from mcpkit.sql.profiles.postgres.membership import can_set
 
 __all__ = ["switched_findings", "switched_masked_columns", "switched_reads"]
 
-# PostgreSQL 15: MEMBER is every role SET ROLE reaches, USAGE those whose rights are inherited; a
-# role reached by USAGE is already counted by the privilege functions on the current role.
-_REACHED: Final = (
-    "r.rolname <> current_user AND pg_has_role(current_user, r.oid, 'MEMBER')"
-    " AND NOT pg_has_role(current_user, r.oid, 'USAGE')"
-)
+# {can_set}: every role SET ROLE reaches (`membership.can_set`: MEMBER up to PostgreSQL 15, SET from
+# 16, where a grant WITH SET FALSE is a member that cannot switch); USAGE: those whose rights are
+# inherited, already counted by the privilege functions on the current role.
+_REACHED: Final = "r.rolname <> current_user AND {can_set} AND NOT pg_has_role(current_user, r.oid, 'USAGE')"
+
+
+def _reached(conn: Connection, sql: str) -> str:
+    return sql.replace("{can_set}", can_set(conn, "current_user", "r.oid"))
+
+
 # The current role's direct membership that leads to r (what to revoke).
 _VIA: Final = """coalesce((SELECT quote_ident(g.rolname) FROM pg_catalog.pg_auth_members m
     JOIN pg_catalog.pg_roles g ON g.oid = m.roleid
@@ -47,7 +52,9 @@ def switched_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str
     REVOKE of the membership that leads there."""
     findings = []
     for table, columns in sorted(masked.items()):
-        rows = conn.execute(text(_MASKED), {"table": on_path(conn, table), "masked": sorted(columns)}).all()
+        rows = conn.execute(
+            text(_reached(conn, _MASKED)), {"table": on_path(conn, table), "masked": sorted(columns)}
+        ).all()
         for name, role, via, user, readable in rows:
             findings.append(
                 Finding(
@@ -82,7 +89,7 @@ ORDER BY 1, 3 LIMIT 1
 def switched_reads(conn: Connection) -> tuple[str, str, str] | None:
     """A role one SET ROLE away that reads a relation the current role cannot: (role, the
     membership to revoke, the relation), or None."""
-    row = conn.execute(text(_READS)).first()
+    row = conn.execute(text(_reached(conn, _READS))).first()
     return None if row is None else (str(row[0]), str(row[1]), str(row[2]))
 
 
@@ -123,7 +130,7 @@ def switched_findings(
     would hold these rights; `has_*_privilege` on the current role does not count them.
     """
     extra: list[Finding] = []
-    rows = conn.execute(text(_SWITCHES), {"skip": list(skip)}).all()
+    rows = conn.execute(text(_reached(conn, _SWITCHES)), {"skip": list(skip)}).all()
     for role, via, user in rows:
         conn.exec_driver_sql("SAVEPOINT mcpkit_switch")
         try:

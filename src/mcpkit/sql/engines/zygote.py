@@ -1,0 +1,143 @@
+"""A fork server for SQLite workers: one clean interpreter that imported mcpkit once, forked per worker.
+
+A new interpreter per worker spent seconds importing mcpkit (10 s on a loaded 2-core box); forking
+the threaded server is unsafe. The zygote is started once per process as a new interpreter (never a
+fork), stays single-threaded, and forks a worker for each request, handing it the socket the parent
+sent (SCM_RIGHTS); it answers the worker's pid. Children are reaped by the kernel (SIGCHLD ignored).
+The zygote ends when the parent's end of its socket closes; a worker dies with the zygote
+(`PR_SET_PDEATHSIG`) and ends by itself when its own socket closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from typing import Final
+
+__all__ = ["start_worker", "warm"]
+
+_MAIN: Final = "import sys; from mcpkit.sql.engines.zygote import serve; serve(int(sys.argv[1]))"
+_PR_SET_PDEATHSIG: Final = 1
+_READY_WAIT_S: Final = 120.0  # importing mcpkit took 7-10 s on a loaded 2-core box
+
+
+class _Zygote:
+    lock = threading.Lock()
+    control: socket.socket | None = None
+    process: subprocess.Popen[bytes] | None = None
+    ready = False
+
+
+def warm() -> None:
+    """Start the zygote unless it runs already, and wait until it has imported mcpkit (once per process:
+    a call's timing never includes it). A zygote that fails to start is started again by `start_worker`."""
+    with _Zygote.lock:
+        if _Zygote.process is None or _Zygote.process.poll() is not None:
+            _spawn()
+        with contextlib.suppress(OSError):
+            _ready()
+
+
+def start_worker(conn: socket.socket) -> int:
+    """Fork a worker that serves `conn` (`isolated.worker_main`); returns its pid.
+
+    Raises:
+        OSError: the zygote could not be started or did not answer.
+    """
+    with _Zygote.lock:
+        for attempt in (1, 2):
+            if _Zygote.control is None or _Zygote.process is None or _Zygote.process.poll() is not None:
+                _spawn()
+            control = _Zygote.control
+            assert control is not None
+            try:
+                _ready()
+                socket.send_fds(control, [b"w"], [conn.fileno()])
+                answer = b""
+                while len(answer) < 4:
+                    chunk = control.recv(4 - len(answer))
+                    if not chunk:
+                        raise OSError("the SQLite worker zygote ended")
+                    answer += chunk
+                pid: int = struct.unpack("!i", answer)[0]
+                return pid
+            except OSError:
+                _stop()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _ready() -> None:
+    """Under the lock: wait for the zygote's imports (its first byte) unless seen already."""
+    control = _Zygote.control
+    if _Zygote.ready or control is None:
+        return
+    control.settimeout(_READY_WAIT_S)
+    if control.recv(1) != b"r":
+        raise OSError("the SQLite worker zygote did not start")
+    control.settimeout(None)
+    _Zygote.ready = True
+
+
+def _spawn() -> None:
+    _stop()
+    ours, theirs = socket.socketpair()
+    try:  # stdout stays closed (it may be the MCP stdio channel); stderr is the server's log
+        _Zygote.process = subprocess.Popen(  # noqa: S603 (this interpreter, a fixed module)
+            [sys.executable, "-c", _MAIN, str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+    finally:
+        theirs.close()
+    _Zygote.control, _Zygote.ready = ours, False
+
+
+def _stop() -> None:
+    if _Zygote.control is not None:
+        _Zygote.control.close()  # the zygote ends at EOF
+        _Zygote.control = None
+    if _Zygote.process is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            _Zygote.process.wait(0.1)
+        if _Zygote.process.poll() is None:
+            _Zygote.process.kill()
+            _Zygote.process.wait(5.0)
+        _Zygote.process = None
+
+
+def serve(fd: int) -> None:  # pragma: no cover: runs in the zygote process
+    """The zygote: import what workers need, then fork one per request until the parent goes."""
+    from mcpkit.sql.engines import isolated
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    control = socket.socket(fileno=fd)
+    control.sendall(b"r")
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 16, 1)
+        except OSError:
+            return
+        if not message or not fds:
+            return
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            with contextlib.suppress(Exception):
+                ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            try:
+                isolated.worker_main(fds[0])
+            finally:
+                os._exit(0)
+        os.close(fds[0])
+        control.sendall(struct.pack("!i", pid))
