@@ -49,7 +49,7 @@ def _stored_in_masked_order(conn: Connection, table: str, wanted: set[str]) -> b
 
 
 def sqlite_scan_pins(
-    conn: Connection, masked: Mapping[str, frozenset[str]]
+    conn: Connection, masked: Mapping[str, frozenset[str]], default_schema: str | None = None
 ) -> tuple[dict[str, ScanPin], list[Finding]]:
     """`NOT INDEXED` for each masked table with an index over a masked column; findings for a table
     stored in a masked column's order."""

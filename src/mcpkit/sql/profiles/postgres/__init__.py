@@ -104,6 +104,7 @@ class PostgresProfile(PostgresSession):
     user_sets = True  # RETURNS SETOF (rt27 F8, F9)
     vector_kind = "typed"  # pgvector's vector/halfvec, or float arrays
     plan_check = "EXPLAIN {}"
+    compile_check = "EXPLAIN (COSTS OFF) {}"  # the planner folds constants, reads no table's rows
     builtin_schema = "pg_catalog"
     # random() (and 16's random_normal()) is pg_prng's xoroshiro128**, 52 of 64 bits shown: two
     # values give the state. gen_random_uuid() reads pg_strong_random (the OS CSPRNG): answered.
