@@ -31,6 +31,7 @@ from mcpkit.sql.masking.failures import row_failure
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
 from mcpkit.sql.plans import DEFAULT_PLANS, Plan, PlanCache
 from mcpkit.sql.profiles import profile_of
+from mcpkit.sql.profiles.scan_order import unmasked_call
 from mcpkit.sql.reflect import describe_table, list_tables
 from mcpkit.sql.relcheck import Relations
 from mcpkit.sql.render import render_description, render_markdown, render_table_list
@@ -180,7 +181,8 @@ class SqlService:
         with _span("sql.database", {"db.system.name": self.engine.dialect}) as span:
             if self.max_cost is not None:
                 self._check_cost(sent, call_id)
-            with catalog_checked() if self.functions.opted_in(admitted.tree) else nullcontext():
+            checked = catalog_checked() if self.functions.opted_in(admitted.tree) else nullcontext()
+            with checked, unmasked_call(not plan.active):  # masked reads: `profiles.postgres.scan_pins`
                 try:
                     found = self.engine.execute(
                         sent, None, rows, deadline_s, call_id, clip=self.cells, tree=admitted.tree

@@ -298,6 +298,7 @@ class KnownSchema:
 
     per_row: frozenset[str] = frozenset()  # user functions counted as per-row ones (rt29 F2, maskcheck)
     aggregates: frozenset[str] = frozenset()  # user aggregates (`Profile.user_aggregates`, v1 L3)
+    scan_pins: Mapping[str, Any] = {}
 
     def __init__(
         self,

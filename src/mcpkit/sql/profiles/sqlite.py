@@ -43,6 +43,7 @@ from mcpkit.sql.profiles.sqlite_masks import (
     views_over,
     withheld_for,
 )
+from mcpkit.sql.profiles.sqlite_scan_pins import sqlite_scan_pins
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline, past_deadline
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 from mcpkit.sql.profiles.sqlite_views import view_masks
@@ -218,6 +219,8 @@ class SqliteProfile(Profile):
     def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Keys and indexes over masked columns, expression indexes too (`expression_index_hints`)."""
         return super().scan_order_hints(conn, masked) + expression_index_hints(conn, masked)
+
+    scan_pins = staticmethod(sqlite_scan_pins)  # `NOT INDEXED` where an index reads a masked column
 
     def trigger_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Triggers on masked tables (`sqlite_masks.trigger_hints`)."""
