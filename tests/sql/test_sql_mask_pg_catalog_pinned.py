@@ -212,7 +212,9 @@ def test_capture_operators_on_the_readers_path_change_no_start_up_answer(pg: PgS
     assert plain["capture"] == [], plain
     shown = captured.pop("capture")
     assert "operator public.>=(oid, integer)" in shown and 'operator public.=("char", "char")' in shown, shown
-    assert "operator public.~~(name, text)" in shown and "operator public.||(text, text)" not in shown, shown
+    assert "operator public.~~(name, text)" in shown, shown
+    # a twin of pg_catalog's textcat ahead of it on the path answers every `||` (red team rtA F3)
+    assert "operator public.||(text, text)" in shown, shown
     assert captured.pop("capture_fix") == [
         'DROP OPERATOR "public".!~ ("char", "char") (or REVOKE USAGE ON SCHEMA'
         ' "public" from the role and take the schema off its search_path)'

@@ -109,6 +109,7 @@ OTHERS = [
     *("view-order:public.v_over", "view-order:public.m_cat", "policy-order:public.items.p_cat"),
     *("function-order:pg_catalog.pgstart_estimate", "view:public.m_cat", "view-order:public.v_dist"),
     "function:pg_catalog.pgstart_estimate",
+    "clustered-order:customers",  # `pg_customers` CLUSTERs on the masked e-mail index
 ]
 
 

@@ -57,7 +57,8 @@ def pg(pg_url: str) -> Iterator[PgScratch]:
 
 def _query(pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     masks = masks_file(tmp_path, "customers.email", "accounts.email")
-    return _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", masks, *args)
+    clustered = [a for t in ("customers", "accounts") for a in ("--allow", f"clustered-order:{t}")]
+    return _run(capsys, "sql", "query", "--dsn", pg.reader_url, "--mask", masks, *clustered, *args)
 
 
 @pytest.mark.postgres

@@ -137,15 +137,17 @@ def test_mariadb_versions_of_a_masked_table_are_not_listed(
             c.execute(f"UPDATE {db.db}.cust_v SET email = 'b2@x' WHERE id = 2")
             c.execute(f"GRANT SELECT (id, name) ON {db.db}.cust_v TO '{db.reader}'@'%'")
         masks = masks_file(tmp_path, "cust_v.email")
+        # a versioned table's key holds row_end, which hides it from a column-granted reader
+        opt_in = ("--allow", "clustered-order:cust_v")
         for sql in (
             "SELECT id, COUNT(*) AS versions FROM cust_v FOR SYSTEM_TIME ALL GROUP BY id ORDER BY id",
             "SELECT id, name FROM cust_v FOR SYSTEM_TIME BETWEEN '2000-01-01' AND NOW() ORDER BY id",
             "SELECT id FROM cust_v FOR SYSTEM_TIME FROM '2000-01-01' TO NOW() ORDER BY id",
         ):
-            code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
+            code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, *opt_in, sql)
             assert code != 0 and "FOR SYSTEM_TIME ALL, BETWEEN or FROM" in out, (sql, out)  # before: 1:1, 2:2
         sql = "SELECT id, name FROM cust_v FOR SYSTEM_TIME AS OF NOW() ORDER BY id"
-        code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, sql)
+        code, out = _run(capsys, "sql", "query", "--dsn", db.reader_url, "--mask", masks, *opt_in, sql)
         assert code == 0 and "| 2 | b |" in out, out
 
 

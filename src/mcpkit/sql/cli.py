@@ -121,7 +121,7 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         "read-all-settings, connection-limit, cost-under-rls, cost-under-masks, temp-space (MySQL), "
         "function:SCHEMA.NAME, extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME, type:SCHEMA.NAME, "
         "foreign-table:SCHEMA.NAME, parameter:NAME, view-order:SCHEMA.NAME, "
-        "function-order:SCHEMA.NAME and policy-order:SCHEMA.TABLE.POLICY (with --mask), "
+        "function-order:SCHEMA.NAME, policy-order:SCHEMA.TABLE.POLICY, clustered-order:TABLE (--mask), "
         "function-config:SCHEMA.NAME (PostgreSQL: a function "
         "that sets a pinned or resource setting for itself); a function opt-in by name counts while the name "
         "has one function, one with overloads is named by signature, function:SCHEMA.NAME(integer), "

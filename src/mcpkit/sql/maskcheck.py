@@ -21,6 +21,7 @@ from mcpkit.sql.profiles.catalog_reads import catalog_findings
 from mcpkit.sql.profiles.stored import stored_queries
 from mcpkit.sql.relcheck import relations_check
 from mcpkit.sql.reverify import all_of
+from mcpkit.sql.scanpins import enforce_scan_pins
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -253,6 +254,7 @@ def ordered_schema(
     known = reflection.known(engine, withheld=engine.profile.withheld_relations())
     known.per_row = per_row_routines(engine, allow, known)  # `masking.shapes` refuses a call of one (rt29 F2)
     enforce_order(engine, policy, known, masked, allow)
+    enforce_scan_pins(engine, known, masked, allow)  # reads never follow a masked column (rtB F1-F4)
     return known
 
 

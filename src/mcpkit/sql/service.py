@@ -27,9 +27,11 @@ from mcpkit.sql.engines.base import Engine
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import MaskedReadFailed, QueryFailed, SqlConfigError, refuse
 from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
+from mcpkit.sql.masking.failures import row_failure
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
 from mcpkit.sql.plans import DEFAULT_PLANS, Plan, PlanCache
 from mcpkit.sql.profiles import profile_of
+from mcpkit.sql.profiles.scan_order import unmasked_call
 from mcpkit.sql.reflect import describe_table, list_tables
 from mcpkit.sql.relcheck import Relations
 from mcpkit.sql.render import render_description, render_markdown, render_table_list
@@ -177,17 +179,22 @@ class SqlService:
         if note is not None:
             note(sql=sent)
         with _span("sql.database", {"db.system.name": self.engine.dialect}) as span:
+            checked = catalog_checked() if self.functions.opted_in(admitted.tree) else nullcontext()
             try:
                 if self.max_cost is not None:
                     self._check_cost(sent, call_id)  # MariaDB's EXPLAIN runs constant subqueries
-                with catalog_checked() if self.functions.opted_in(admitted.tree) else nullcontext():
+                with checked, unmasked_call(not plan.active):  # masked reads: `profiles.postgres.scan_pins`
                     found = self.engine.execute(
                         sent, None, rows, deadline_s, call_id, clip=self.cells, tree=admitted.tree
                     )
             except QueryFailed as exc:
-                if plan.active:  # over a masked read the failure's class is one sentence (rtB F3)
-                    raise MaskedReadFailed.of(exc) from None
-                raise
+                if not plan.active:
+                    raise
+                # which row failed first must not show in the failure's class (rtA F1, rtB F3)
+                folded = row_failure(exc, self.engine, self.profile, sent, call_id, deadline_s)
+                if self.profile.compile_check is None:  # no plan-only check (MariaDB): one sentence
+                    folded = MaskedReadFailed.of(folded)
+                raise folded from None
             result = shape_rows(apply_mask(found, plan))
             span.set_attribute("db.response.returned_rows", result.row_count)
         if note is not None:

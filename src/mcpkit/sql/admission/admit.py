@@ -197,6 +197,7 @@ def _admit(sql: str, dialect: str, named: dict[str, Any], budget: AnalysisBudget
         budget.check_sent(tree)
     AnalysisBudget.check_deadline(named["deadline"])
     text = _regenerate(tree, dialect)
+    AnalysisBudget.check_deadline(named["deadline"])  # a slow short text queues before the second look
     # Second look: the database receives `text`, so `text` is what must pass.
     check_lexical(text, dialect)
     again = run_passes(parse_statement(text, dialect), CHECKS, **named)

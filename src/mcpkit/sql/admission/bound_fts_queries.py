@@ -24,7 +24,14 @@ from sqlglot import exp
 
 from mcpkit.sql.errors import refuse
 
-__all__ = ["FULL_TEXT_DIALECTS", "MAX_FTS_WORK", "bound_fts_queries", "fts_work"]
+__all__ = [
+    "FULL_TEXT_DIALECTS",
+    "MAX_FTS_READERS",
+    "MAX_FTS_WORK",
+    "bound_fts_queries",
+    "fts_readers",
+    "fts_work",
+]
 
 FULL_TEXT_DIALECTS: Final = frozenset(["sqlite"])
 """The sqlglot dialects whose full-text query runs unbounded inside one engine step (SQLite's FTS5)."""
@@ -32,6 +39,12 @@ FULL_TEXT_DIALECTS: Final = frozenset(["sqlite"])
 MAX_FTS_WORK: Final = 128
 """Passes over a row's term positions one full-text query may make (about 4 ms a pass per million
 positions on a 2-core VM: 0.5 s for a 1,000,000-token row). NEAR of 10 phrases: 110."""
+LIKE_PATTERN_BYTES: Final = 64
+"""SQLite's LIKE/GLOB pattern limit on calls (`profiles.sqlite_text.LIKE_PATTERN_LENGTH`)."""
+MAX_FTS_READERS: Final = 16
+"""Words one full-text query may read. FTS5 holds each one's position list in the row, about a byte
+per occurrence, at once (red team rtC F1: `a AND a AND ...` of 40 words, 8 MB each in an 8,000,000-word
+row, took 315 MB in one call)."""
 # Table-valued functions that are no full-text table: their arguments are not queries.
 _FUNCTION_TABLES: Final = re.compile(r"json_each|json_tree|generate_series|vec_each|vec_npy_each|pragma_\w+")
 _PIECE: Final = re.compile(r'"(?:[^"]|"")*"?|[^\s"(){}:+*^,\-]+|\S', re.S)
@@ -101,6 +114,29 @@ def fts_work(query: str) -> int:
     return work
 
 
+def fts_readers(query: str) -> int:
+    """Words (term readers) an FTS query holds: each word of each phrase, a bare word or prefix one.
+
+    >>> fts_readers("a AND b"), fts_readers('"a b c" OR d*'), fts_readers("NEAR(a b, 5)")
+    (2, 4, 2)
+    """
+    readers, pieces = 0, _PIECE.findall(query)
+    for i, piece in enumerate(pieces):
+        before, after = pieces[i - 1] if i else "", pieces[i + 1] if i + 1 < len(pieces) else ""
+        if piece.startswith('"'):
+            readers += max(1, len(piece[1:].rstrip('"').split()))
+        elif (
+            after == ":"
+            or before == ","
+            or piece.upper() in _OPERATORS | {"NEAR"}
+            or piece.upper().startswith("NEAR/")
+        ):
+            continue  # a column filter, NEAR's distance, an operator
+        elif len(piece) > 1 or piece.isalnum():
+            readers += 1
+    return readers
+
+
 def _check_operand(value: exp.Expr | None) -> None:
     while isinstance(value, exp.Paren):
         value = value.this
@@ -114,6 +150,25 @@ def _check_operand(value: exp.Expr | None) -> None:
             f"The full-text query is too complex: at most {MAX_FTS_WORK} units of work (a NEAR group of"
             " n phrases costs n x n, a phrase of t tokens about 2t); use fewer phrases.",
         )
+    if fts_readers(value.this) > MAX_FTS_READERS:
+        refuse(
+            "too_complex",
+            f"The full-text query has too many words: at most {MAX_FTS_READERS} (each is read whole"
+            " for the row); use fewer or more distinctive words.",
+        )
+
+
+def _check_patterns(tree: exp.Expr) -> None:
+    """A LIKE or GLOB pattern past SQLite's limit fails when like() runs, after FTS5 has answered it
+    (a trigram table reads `body LIKE '%...%'` as a phrase): refused before (red team rtC F11: 200
+    characters ran 2.7 s and took 200 MB, then failed)."""
+    for node in tree.find_all(exp.Like, exp.ILike, exp.Glob):
+        pattern = node.expression
+        if isinstance(pattern, exp.Literal) and len(pattern.this.encode()) > LIKE_PATTERN_BYTES:
+            refuse(
+                "too_complex",
+                f"A LIKE or GLOB pattern here may be at most {LIKE_PATTERN_BYTES} bytes; use a shorter one.",
+            )
 
 
 def _call_name(call: exp.Func) -> str:
@@ -188,6 +243,7 @@ def bound_fts_queries(tree: exp.Expr, dialect: str) -> exp.Expr:
     """
     if dialect not in FULL_TEXT_DIALECTS:
         return tree
+    _check_patterns(tree)
     for match in tree.find_all(exp.Match):
         _check_operand(match.expression)
     tables: set[str] = set()

@@ -52,6 +52,7 @@ from mcpkit.sql.admission.operands import (
 from mcpkit.sql.admission.operators import bound_of, spread_quantified
 from mcpkit.sql.admission.regex_bounds import limit_matches, regex_cost
 from mcpkit.sql.admission.search_budget import SHORT_LITERAL, exceeds, fail_when, many_short, share, short
+from mcpkit.sql.admission.slots import queue_if_slow
 from mcpkit.sql.admission.unfoldable import unfoldable
 from mcpkit.sql.errors import refuse
 
@@ -343,6 +344,7 @@ def bound_searches(tree: exp.Expr, dialect: str) -> exp.Expr:
     targets = _targets(tree, dialect, bounds)
     builder, guarded, searches, patterns = _Builder(bounds, targets), 0, 0, 0
     for target in targets:
+        queue_if_slow()  # a short text slow to guard takes its slot here (rtC F10), not after the pass
         if isinstance(target.bound, SizeBound) and target.bound.pattern:
             regex = operand(target.call, target.bound.needle)
             patterns += regex is not None and not regex_cost(regex).plain

@@ -7,8 +7,8 @@ over a 6.9 MB value answered a 2 s call after 12 s, 300 `length(upper(t))` over 
 CPU). `CASE WHEN 1 THEN f(x) END` is coded as the call and a Goto, where the interrupt is checked:
 the row stops within one call of it. Only in a query of more than `MANY_CALLS` calls over
 non-literal values (below that, their passes are about a second at most), and never around a CAST
-(its affinity would be lost), a COLLATE or a table-valued call, nor inside a wrapped call (SQLite's parser
-stack); an unaliased select item keeps its name.
+(its affinity would be lost), a COLLATE or a table-valued call; an unaliased select item keeps its
+name.
 
 An aggregate's own step runs in the scan loop, its result only after it: a CASE around the aggregate
 is coded after the loop and puts no jump between the rows' steps, so an aggregate is never wrapped,
@@ -16,6 +16,11 @@ while the calls in its arguments run per row and are (`SUM(CASE WHEN 1 THEN leng
 COUNT's step is constant work per row whatever the value, so a COUNT is not one of the calls counted
 (`COUNT(*)`, `COUNT(x)` of the describe tool's profile); COUNT(DISTINCT x) copies and compares the
 value for its distinct index, and SUM, AVG, MIN, MAX and the others read or compare it: they count.
+
+Passes nest and are not all calls (red team rtC F2-F4): every run of passes with no jump between
+them holds at most `MANY_CALLS`, the outermost passes inside a run over it wrapped in turn (at most
+`MAX_NESTED` deep). A comparison of two values and a `||` are passes, a JSON call one per path; a
+comparison of two bare columns in a condition keeps its index; a run that cannot be split is refused.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from __future__ import annotations
 from typing import Final
 
 from sqlglot import exp
+
+from mcpkit.sql.errors import refuse
 
 __all__ = ["INTERRUPTIBLE_DIALECTS", "MANY_CALLS", "interruptible_calls"]
 
@@ -35,17 +42,34 @@ MANY_CALLS: Final = 16
 _KEPT: Final = (exp.Cast, exp.TryCast, exp.Case, exp.Collate)
 
 
+MAX_NESTED: Final = 4
+"""Jumps around jumps: SQLite's parser stack (about 100 deep) held 11 nested CASEs, 8 around calls."""
+_COMPARED: Final = (
+    *(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Is, exp.NullSafeEQ, exp.NullSafeNEQ),
+    *(exp.Like, exp.ILike, exp.Glob, exp.Between, exp.In),
+)
+# JSON calls of many paths: arguments per path after the document (a path and its value)
+_ARITHMETIC: Final = (
+    *(exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv, exp.Neg, exp.BitwiseNot),
+    *(exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseXor, exp.BitwiseLeftShift, exp.BitwiseRightShift),
+)
+_PATH_ARGUMENTS: Final = {
+    "json_extract": 1,
+    "json_remove": 1,
+    "json_set": 2,
+    "json_insert": 2,
+    "json_replace": 2,
+}
 # SQLite's aggregates sqlglot does not parse as one (`AggFunc`)
 _AGGREGATE_NAMES: Final = frozenset(["total", "json_group_object"])
 
 
 def _counted(call: exp.Func) -> bool:
-    """Whether `call` is a pass over a non-literal value per row (COUNT's step is not)."""
+    """Whether `call` is a pass over a value per row (COUNT's step is not)."""
     if isinstance(call, _KEPT) or isinstance(call.parent, exp.Table | exp.Window | exp.Filter | exp.Case):
         return False  # a CASE's WHEN ... THEN is an `If` node, no call
-    if isinstance(call, exp.Count) and not isinstance(call.this, exp.Distinct):
-        return False
-    return any(isinstance(n, exp.Column | exp.Query) for n in call.walk() if n is not call)
+    # over literals too: `hex(randomblob(16000000))` builds 32 MB with no column (red team rtC F9)
+    return not (isinstance(call, exp.Count) and not isinstance(call.this, exp.Distinct))
 
 
 def _aggregate(call: exp.Expr) -> bool:
@@ -54,14 +78,128 @@ def _aggregate(call: exp.Expr) -> bool:
     return isinstance(call, exp.AggFunc)
 
 
-def _outer(call: exp.Expr, wrapped: set[int]) -> bool:
-    """No wrapped call holds `call` in the same phase: up to the aggregate whose argument it is."""
-    for node in _up(call)[1:]:
-        if id(node) in wrapped:
+def _holds_value(node: exp.Expr) -> bool:
+    return any(isinstance(n, exp.Column | exp.Query) for n in node.walk())
+
+
+def _operands(node: exp.Expr) -> list[exp.Expr]:
+    found = [v for k, v in node.args.items() if isinstance(v, exp.Expr) and k != "escape"]
+    return found + [e for e in node.expressions if isinstance(e, exp.Expr)]
+
+
+def _paths(call: exp.Func) -> int:
+    """JSON paths a call looks up, a pass over its document each, literal or not (red team rtC F2)."""
+    name = call.name if isinstance(call, exp.Anonymous) else call.sql_name()
+    step = _PATH_ARGUMENTS.get(name.lower())
+    if step is None:
+        return 1
+    arguments = [v for v in call.args.values() if isinstance(v, exp.Expr)] + call.expressions
+    return max(1, (len(arguments) - 1 + step - 1) // step)
+
+
+def _weight(node: exp.Expr) -> int:
+    """Passes over a value `node` makes in one row: a call's, a comparison's, a `||`, and the reading
+    of its value as a number or type by the CAST or arithmetic around it (`t + 0` over 30 MB of
+    digits: 0.4 s), counted on the operand: a jump after it comes before the conversion."""
+    return _own_weight(node) + _converted(node)
+
+
+def _own_weight(node: exp.Expr) -> int:
+    if isinstance(node, exp.Connector):  # AND, OR: sqlglot's calls, SQLite's jumps
+        return 0
+    if isinstance(node, exp.Func):
+        return _paths(node) if _counted(node) else 0
+    if isinstance(node, exp.DPipe):
+        return int(_holds_value(node))
+    if isinstance(node, _COMPARED):
+        values = sum(_holds_value(o) for o in _operands(node))
+        if any(isinstance(o.unnest(), exp.Null) for o in _operands(node)):
+            return max(values - 1, 0)  # `x IS NULL` reads no value
+        return max(values - 1, min(values, 1))  # against a number, a text value is read as one
+    return 0
+
+
+def _converted(node: exp.Expr) -> int:
+    if isinstance(node, exp.Paren):
+        return 0
+    above = node.parent
+    while isinstance(above, exp.Paren):
+        above = above.parent
+    if isinstance(above, exp.Cast | exp.TryCast):  # a CAST keeps its affinity: its operand is wrapped
+        return int(above.this.unnest() is node and _holds_value(node))
+    return int(isinstance(above, _ARITHMETIC) and isinstance(node, exp.Column))
+
+
+def _in_conjunct(node: exp.Expr) -> bool:
+    parent = node.parent
+    while isinstance(parent, exp.And | exp.Or | exp.Paren | exp.Not):
+        parent = parent.parent
+    return isinstance(parent, exp.Where | exp.Having | exp.Join)
+
+
+def _wrappable(node: exp.Expr) -> bool:
+    if isinstance(node, exp.Func):
+        if _aggregate(node) or isinstance(node.parent, exp.Table | exp.Window | exp.Filter):
             return False
-        if _aggregate(node):
+    elif (
+        isinstance(node, _COMPARED)
+        and _in_conjunct(node)
+        and all(isinstance(o.unnest(), exp.Column | exp.Literal | exp.Query) for o in _operands(node))
+    ):
+        return False  # `a.x = b.y`, `id = 1`, `id IN (SELECT ...)` keep their index
+    order = node.find_ancestor(exp.Order)  # a compound's ORDER BY term stays a result column
+    return not (order is not None and isinstance(order.parent, exp.SetOperation))
+
+
+def _regions(tree: exp.Expr, wrapped: set[int]) -> dict[int, list[exp.Expr]]:
+    """The passes of each run with no jump between: the statement's (with every aggregate's
+    arguments), and each wrapped node's, up to the wrapped nodes inside it."""
+    regions: dict[int, list[exp.Expr]] = {id(tree): []}
+    todo: list[tuple[exp.Expr, int]] = [(tree, id(tree))]
+    while todo:
+        node, key = todo.pop()
+        for child in node.iter_expressions():
+            inner = id(child) if id(child) in wrapped else id(tree) if _aggregate(child) else key
+            if _weight(child):
+                regions.setdefault(id(child) if id(child) in wrapped else key, []).append(child)
+            todo.append((child, inner))
+    return regions
+
+
+def _outer(node: exp.Expr, members: set[int], key: int) -> bool:
+    """No other pass of its run holds `node`: up to the aggregate whose argument it is."""
+    for above in _up(node)[1:]:
+        if id(above) == key or _aggregate(above):
             return True
+        if id(above) in members:
+            return False
     return True
+
+
+def _plan(tree: exp.Expr) -> list[exp.Expr]:
+    """The nodes to follow by a jump so that no run passes `MANY_CALLS` (refused where none can).
+
+    An aggregate's step is never wrapped: a run over the limit by its aggregates alone is left.
+    """
+    wrapped: dict[int, exp.Expr] = {}
+    grown = True
+    while grown:
+        grown = False
+        for key, run in _regions(tree, set(wrapped)).items():
+            if sum(map(_weight, run)) <= MANY_CALLS:
+                continue
+            members = {id(n) for n in run if _wrappable(n) and id(n) != key}
+            split = [n for n in run if id(n) in members and _outer(n, members, key)]
+            if split and all(sum(id(a) in wrapped for a in _up(n)) < MAX_NESTED for n in split):
+                wrapped.update((id(n), n) for n in split)
+                grown = True
+            elif sum(_weight(n) for n in run if not _aggregate(n)) > MANY_CALLS:
+                refuse(
+                    "too_complex",
+                    f"One row of this query makes over {MANY_CALLS} calls or comparisons of column values"
+                    " back to back (a JSON path counts as one); split the expression or the query.",
+                )
+    return list(wrapped.values())
 
 
 def interruptible_calls(tree: exp.Expr, dialect: str) -> exp.Expr:
@@ -81,13 +219,9 @@ def interruptible_calls(tree: exp.Expr, dialect: str) -> exp.Expr:
     """
     if dialect not in INTERRUPTIBLE_DIALECTS:
         return tree
-    calls = [c for c in tree.find_all(exp.Func) if _counted(c)]
-    if len(calls) <= MANY_CALLS:
+    if sum(map(_weight, tree.walk())) <= MANY_CALLS:
         return tree
-    # only the outermost: a CASE per nested call outgrew SQLite's parser stack (about 100 deep)
-    calls = [c for c in calls if not _aggregate(c)]
-    wrapped = {id(c) for c in calls}
-    calls = [c for c in calls if _outer(c, wrapped)]
+    calls = _plan(tree)
     # the name SQLite gives an unaliased select item: its text as sent (`admit`'s options)
     holding = {id(node) for c in calls for node in _up(c)}
     items = [

@@ -136,6 +136,7 @@ class SqlEngine:
         other.guard = self.guard.fresh(f"login {username}") if self.guard is not None else None
         if self.profile.name_pin:  # its calls resolve names as the masking analysis does
             other.profile.pin_name_path(self.profile.name_pin)
+        other.profile.index_scans_off = self.profile.index_scans_off  # read as the analysis expects
         if self.profile.function_policy is not None:  # its views are checked as this one's
             other.profile.use_function_policy(self.profile.function_policy)
         return other

@@ -5,8 +5,9 @@ BY, UNION, percentile_disc, mode), it keeps the first or last one scanned; if eq
 print differently (PostgreSQL numeric 1.0 = 1.00, interval '1 day' = '24:00:00', float8 -0 = 0,
 citext; MariaDB's collations ignoring case, accents and trailing spaces), the printed answer names
 a row by its place in the scan, which can follow a masked column. `alike` says when that cannot
-happen; `stored` marks a column read straight from a table, whose variants are data the agent
-cannot manufacture (a documented residual where the representative cannot be pinned).
+happen; `stored` marks a column read straight from a table that is left as it is: on PostgreSQL
+only of a type whose equal values print alike (a join lets the agent pick whose numeric 1.0 or 1.00
+a group keeps, rtA F5), on MariaDB any (its collations: the documented residual).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ class Facts:
     signed_zeros: bool = False
     """Numbers alike hold for integers and decimals only: a double (a literal with an exponent, a
     float column, POW, ...) has -0 = 0, which ATAN2 tells apart (MariaDB; red team rtB F4)."""
+    stored_types: re.Pattern[str] | None = None
+    """The declared types of a column read from a table whose equal values print alike; None:
+    every such column counts as alike (MariaDB's collations: the documented residual)."""
 
 
 # Per engine (`Profile.name`); an engine not listed gets the strictest facts.
@@ -62,6 +66,13 @@ _FACTS: Final = {
         re.compile(r"(text|varchar|character varying|name)\b", re.IGNORECASE),
         True,
         casts_keep_collation=True,
+        # not numeric (1.0 = 1.00), float (-0 = 0), interval, jsonb, citext, a domain, an unknown type:
+        # a join picks which row's value stands for its equals (red team rtA F5)
+        stored_types=re.compile(
+            r"\s*(text|varchar|character varying|character|char|name|uuid|bytea|money|inet|cidr|macaddr8?"
+            r"|bit|bit varying|varbit|time|oid)\b(?![-$])",
+            re.IGNORECASE,
+        ),
     ),
     "MySQL/MariaDB": Facts(True, re.compile(r"(var)?binary\b", re.IGNORECASE), False, signed_zeros=True),
 }
@@ -120,10 +131,18 @@ def facts_of(dialect: str) -> Facts:
     return _FACTS.get(profile_class(dialect).name, _STRICT)
 
 
-def stored(node: exp.Expr, types: Sources) -> bool:
-    """A column read straight from a table (its equal-but-different values are the data's)."""
+def stored(node: exp.Expr, types: Sources, dialect: str) -> bool:
+    """A column read straight from a table (or a copy of one) whose equal-but-different values are
+    left as the data's (`Facts.stored_types`): on PostgreSQL only a type whose equal values print
+    alike, since a join to any readable table holding 1.0 and 1.00 lets the agent choose which
+    row's value a group keeps (red team rtA F5: the whole e-mail ranking in 65 calls)."""
     marker = node.meta.get(REF) if isinstance(node, exp.Column) else None
-    return marker in types.declared or marker in types.copies
+    if marker in types.copies:
+        return True  # checked where the copy was made (`sources`)
+    if marker not in types.declared:
+        return False
+    pattern = facts_of(dialect).stored_types
+    return pattern is None or bool(pattern.match(types.get(marker) or ""))
 
 
 def _branches(node: exp.Expr) -> list[exp.Expr]:
@@ -359,7 +378,7 @@ def sources(qualified: exp.Expr, dialect: str, declared: Mapping[int, str]) -> S
             scaled.add(marker)
         elif len(found) == 1 and alike(found[0], dialect, known):
             whole.add(marker)
-        elif found and all(stored(d, known) for d in found):
+        elif found and all(stored(d, known, dialect) for d in found):
             copies.add(marker)
         known = Sources(declared, frozenset(integral), frozenset(scaled), frozenset(whole), frozenset(copies))
     return known

@@ -196,6 +196,17 @@ def _sorted_rollup(node: exp.Select | exp.SetOperation, dialect: str) -> bool:
     return group is not None and bool(group.args.get("rollup")) and profile_class(dialect).rollup_in_key_order
 
 
+_WITH_TIES: Final = (
+    "Over a table with masked columns or a view, FETCH ... WITH TIES is not answered: number the rows "
+    "with rank() OVER (ORDER BY ...) in a derived table and keep those up to the count instead."
+)
+
+
+def _with_ties(fetch: exp.Fetch) -> bool:
+    options = fetch.args.get("limit_options")
+    return isinstance(options, exp.Expr) and bool(options.args.get("with_ties"))
+
+
 def _pin_blocks(tree: exp.Expr, width: int, dialect: str, keyed: Keyed, room: NodeAllowance) -> bool:
     """Every block whose rows or order reach the answer: ORDER BY completed with its outputs.
 
@@ -204,6 +215,9 @@ def _pin_blocks(tree: exp.Expr, width: int, dialect: str, keyed: Keyed, room: No
     carry its own ORDER BY.
     """
     pinned = False
+    if any(_with_ties(f) for f in tree.find_all(exp.Fetch)):
+        # its rows are every row tied on the written keys: a tie-breaker kept one of them (rtA L1)
+        refuse_mask("FETCH ... WITH TIES over a masked read", message=_WITH_TIES)
     blocks = [tree, *(n for n in tree.find_all(exp.Select, exp.SetOperation, exp.Subquery) if n is not tree)]
     for node in blocks:
         top = node is tree

@@ -41,6 +41,7 @@ from mcpkit.sql.masking.order import (
 from mcpkit.sql.masking.parentheses import drop_table_parentheses
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.representatives import pin_representatives
+from mcpkit.sql.masking.scan_pins import pin_scans
 from mcpkit.sql.masking.schema import KnownSchema, SchemaMapping, fold_column_names
 from mcpkit.sql.masking.set_rows import mark_opaque, numbering
 from mcpkit.sql.masking.shapes import normalise_calls, refuse_measures, refuse_shapes
@@ -349,10 +350,11 @@ def plan_masking(
     pinned = pinned or picked
     # EXISTS / IN / ANY / ALL stop at a first match: read in a visible order too (rt35a F8)
     pinned = pin_early_stops(work, dialect, blocks, NodeAllowance(work, max_nodes), known.views) or pinned
+    hinted = pin_scans(work, known.scan_pins, known.resolve)  # reads in a visible key's order
     return MaskPlan(
         masked=frozenset(i for i, o in enumerate(outs) if o.tainted),
         sql=work.sql(dialect=sent_dialect(dialect), normalize_functions=False, comments=False)
-        if taint.rewrites or taint.star_values or pinned
+        if taint.rewrites or taint.star_values or pinned or hinted
         else None,
         width=len(outs),
         names=tuple(o.shown for o in outs),

@@ -86,7 +86,7 @@ _RANKS: Final = frozenset({"rank", "dense_rank", "percent_rank", "cume_dist"})
 
 
 def _pinned(node: exp.Expr, dialect: str, types: Sources) -> bool:
-    return alike(node, dialect, types) or stored(node, types)
+    return alike(node, dialect, types) or stored(node, types, dialect)
 
 
 def _group_key(select: exp.Select, key: exp.Expr, resolved: exp.Expr | None) -> exp.Expr:

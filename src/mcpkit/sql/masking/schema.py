@@ -20,6 +20,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.schema import MappingSchema
 
+from mcpkit.sql.masking.inspection import catalog_inspector, reflect_views
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.profiles import profile_class
 
@@ -53,13 +54,15 @@ def reflect_schema(
 
     Tables dropped between the listing and their reading are left out (refused as unknown names).
     """
-    insp = inspect(engine)
     out: dict[str, dict[str, str]] = {}
     views = sorted(reflect_views(engine, schema))  # materialized ones too (red team rt33c N1)
-    for name in [*insp.get_table_names(schema), *views]:
+    with catalog_inspector(engine, schema) as (insp, named):  # no user operator answers (rtA F3)
+        tables = insp.get_table_names(named)
+    for name in [*tables, *views]:
         cols: dict[str, str] = {}
         try:
-            reflected = insp.get_columns(name, schema)
+            with catalog_inspector(engine, schema) as (insp, named):
+                reflected = insp.get_columns(name, named)
         except NoSuchTableError:
             continue
         except (DBAPIError, UnreflectableTableError) as exc:
@@ -165,20 +168,6 @@ def reflect(engine: SqlEngine, policy: MaskPolicy | None = None) -> Reflection:
             mapping[schema] = tables
     path = tuple(p for p in path if p in mapping) or path[:1]
     return Reflection(mapping, path, namespaced=True, partial=frozenset(partial))
-
-
-def reflect_views(engine: SaEngine, schema: str | None = None) -> frozenset[str]:
-    """The names of one schema's views and materialized views."""
-    insp = inspect(engine)
-    try:
-        names = set(insp.get_view_names(schema))
-        with suppress(NotImplementedError):  # a dialect without materialized views
-            names |= set(insp.get_materialized_view_names(schema))
-    except DBAPIError:  # a schema dropped since it was listed (another session's DDL) has none
-        if schema is None or schema in inspect(engine).get_schema_names():
-            raise
-        return frozenset()
-    return frozenset(names)
 
 
 def _granted_columns(
@@ -309,6 +298,7 @@ class KnownSchema:
 
     per_row: frozenset[str] = frozenset()  # user functions counted as per-row ones (rt29 F2, maskcheck)
     aggregates: frozenset[str] = frozenset()  # user aggregates (`Profile.user_aggregates`, v1 L3)
+    scan_pins: Mapping[str, Any] = {}
 
     def __init__(
         self,

@@ -220,9 +220,11 @@ def _window_need(window: exp.Window) -> str | None:
     return need
 
 
-# Declared types whose equal values always print alike: no exact tie-breaker needed.
+# Declared types whose equal values always print alike: no exact tie-breaker needed. The whole
+# word only: a domain `yearly_amount` over numeric or `boolish_score` is no year or bool (rtA F4).
 _PLAIN_TYPE: Final = re.compile(
-    r"(tiny|small|medium|big)?int(eger|[248])?\b|(big|small)?serial|bool|date\b|datetime|timestamp|year",
+    r"((tiny|small|medium|big)?int(eger|[248])?|(big|small)?serial[248]?|bool(ean)?|date|datetime|timestamp(tz)?"
+    r"|year)\b(?![-$])",
     re.IGNORECASE,
 )
 EXACT: Final = "mcpkit_exact"  # meta key: False on a column whose equal values print alike

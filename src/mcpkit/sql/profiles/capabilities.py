@@ -139,6 +139,11 @@ class Capabilities:
     """A statement around a report's SQL (`{}`) that makes the database check it without
     reading rows, at load."""
 
+    compile_check: str | None = None
+    """A statement around a query (`{}`) that plans it without evaluating any expression over a
+    row: a failure of the query that this statement does not repeat was raised by a row
+    (`masking.failures`). None: the database may evaluate rows while it plans."""
+
     parameter_casts: Mapping[str, str] = {}
     """A report parameter's declared type -> the SQL type it is cast to where the database can
     infer none (`untyped_parameter`). Empty: the database types every parameter, no probe is run."""
@@ -195,6 +200,7 @@ class Capabilities:
         return None
 
     name_pin: tuple[str, ...] = ()
+    index_scans_off = False  # PostgreSQL: an index reads a masked column (`postgres.scan_pins`)
     """The path `pin_name_path` set (an engine for another login of the same server takes it on)."""
 
     def pin_name_path(self, path: Sequence[str]) -> None:

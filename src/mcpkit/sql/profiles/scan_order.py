@@ -10,16 +10,63 @@ never the values. These hints tell the operator where that is possible (docs/mas
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
-__all__ = ["hint", "index_hints", "split_key"]
+__all__ = ["ScanPin", "hint", "index_hints", "pin_key", "reads_no_mask", "split_key", "unmasked_call"]
 
 log = logging.getLogger("mcpkit.sql")
+
+
+@dataclass(frozen=True)
+class ScanPin:
+    """How one masked table is read.
+
+    Attributes:
+        indexes: The indexes whose columns are all visible (MySQL/MariaDB `USE INDEX`; empty:
+            `USE INDEX ()`, a scan in the clustered key's order).
+        not_indexed: SQLite: `NOT INDEXED` (rowid order) instead of an index list.
+    """
+
+    indexes: tuple[str, ...] = ()
+    not_indexed: bool = False
+
+
+def pin_key(schema: str | None, table: str) -> str:
+    """The key of `KnownSchema.scan_pins`: `schema.table` casefolded (`.table` with one namespace).
+
+    >>> pin_key("Shop", "Customers")
+    'shop.customers'
+    """
+    return f"{schema or ''}.{table}".casefold()
+
+
+_UNMASKED = threading.local()
+
+
+@contextmanager
+def unmasked_call(on: bool) -> Iterator[None]:
+    """Mark this thread's database call as one whose query reads no masked table (`NO_MASKING`):
+    a profile may then leave out what it does to keep reads off masked columns (PostgreSQL's index
+    scans off). Unmarked calls (sampling, profiling, re-verification) keep it."""
+    before = getattr(_UNMASKED, "on", False)
+    _UNMASKED.on = on
+    try:
+        yield
+    finally:
+        _UNMASKED.on = before
+
+
+def reads_no_mask() -> bool:
+    """Whether the current call is marked by `unmasked_call(True)`."""
+    return bool(getattr(_UNMASKED, "on", False))
 
 
 def hint(table: str, column: str, why: str) -> str:

@@ -32,7 +32,7 @@ from mcpkit.sql.profiles.base import (
     TableStats,
 )
 from mcpkit.sql.profiles.digest import catalog_digest
-from mcpkit.sql.profiles.sqlite_fts5 import bound_fts5
+from mcpkit.sql.profiles.sqlite_fts5 import bound_fts5, holds_fts3
 from mcpkit.sql.profiles.sqlite_heap import release, reserve
 from mcpkit.sql.profiles.sqlite_masks import (
     Withheld,
@@ -43,6 +43,7 @@ from mcpkit.sql.profiles.sqlite_masks import (
     views_over,
     withheld_for,
 )
+from mcpkit.sql.profiles.sqlite_scan_pins import sqlite_scan_pins
 from mcpkit.sql.profiles.sqlite_text import bound_text_functions, call_deadline, past_deadline
 from mcpkit.sql.profiles.sqlite_vec import load_sqlite_vec
 from mcpkit.sql.profiles.sqlite_views import view_masks
@@ -133,7 +134,10 @@ def _authorizer(allowed: Callable[[str], bool], withheld: Withheld = _NOTHING_WI
         if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE):
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_FUNCTION:
-            return sqlite3.SQLITE_OK if allowed((arg2 or "").lower()) else sqlite3.SQLITE_DENY
+            if allowed((arg2 or "").lower()):
+                return sqlite3.SQLITE_OK
+            _denied.read = True  # no write: the call may not run here (FTS3/4's snippet)
+            return sqlite3.SQLITE_DENY
         if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _READ_PRAGMAS:
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _WITHHELD_PRAGMAS:
@@ -216,6 +220,8 @@ class SqliteProfile(Profile):
         """Keys and indexes over masked columns, expression indexes too (`expression_index_hints`)."""
         return super().scan_order_hints(conn, masked) + expression_index_hints(conn, masked)
 
+    scan_pins = staticmethod(sqlite_scan_pins)  # `NOT INDEXED` where an index reads a masked column
+
     def trigger_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Triggers on masked tables (`sqlite_masks.trigger_hints`)."""
         return trigger_hints(conn, masked)
@@ -277,7 +283,10 @@ class SqliteProfile(Profile):
             load_sqlite_vec(dbapi)
         deadline = time.monotonic() + timeout_s
         _denied.read = False
-        dbapi.set_authorizer(_authorizer(self._allowed, self.withheld))
+        allowed = self._allowed
+        if holds_fts3(dbapi):  # FTS3/4's snippet() runs unbounded in one step
+            allowed = lambda name: name != "snippet" and self._allowed(name)  # noqa: E731
+        dbapi.set_authorizer(_authorizer(allowed, self.withheld))
         dbapi.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, _PROGRESS_STEPS)
         call_deadline(deadline)  # the bounded functions' private connection stops at it too
 

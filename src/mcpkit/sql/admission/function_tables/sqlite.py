@@ -35,6 +35,12 @@ _NEVER = (
         "sqlite_dbdata sqlite_dbptr",
     ),
     family("writes to the log", "never", "writes to the error log", "sqlite_log"),
+    family(
+        "FTS3/4 offsets",
+        "never",
+        "lists every match of every phrase in one engine step, which no deadline stops (rtC F6b)",
+        "offsets",
+    ),
 )
 
 _ALLOWED = (
@@ -95,8 +101,8 @@ _ALLOWED = (
     family(
         "full-text search",
         "allowed",
-        "FTS5 ranking and highlighting, FTS3/4 match information",
-        "bm25 highlight snippet matchinfo offsets",
+        "FTS5 ranking and highlighting, FTS3/4 match information (snippet() not where an FTS3/4 table is)",
+        "bm25 highlight snippet matchinfo",
     ),
     family(
         "sqlite-vec",

@@ -33,10 +33,12 @@ from mcpkit.sql.profiles.mysql.masks import (
 from mcpkit.sql.profiles.mysql.relations import MYSQL_RELATIONS
 from mcpkit.sql.profiles.mysql.routine_names import mysql_routine_keys
 from mcpkit.sql.profiles.mysql.routine_state import mysql_row_order_routines
+from mcpkit.sql.profiles.mysql.scan_pins import mysql_scan_pins
 from mcpkit.sql.profiles.mysql.session import MysqlSession
 from mcpkit.sql.profiles.mysql.stats import mysql_table_stats
 from mcpkit.sql.profiles.mysql.stored import mysql_primary_key, mysql_stored_queries
 from mcpkit.sql.profiles.mysql.triggers import trigger_hints
+from mcpkit.sql.profiles.scan_order import ScanPin
 from mcpkit.sql.profiles.stored import StoredQuery
 
 __all__ = ["MysqlProfile", "mysql_cost"]
@@ -94,6 +96,12 @@ class MysqlProfile(MysqlSession):
     def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Indexes over masked columns (a PRIMARY KEY orders the rows themselves)."""
         return scan_order_hints(conn, masked)
+
+    def scan_pins(
+        self, conn: Connection, masked: Mapping[str, frozenset[str]], default_schema: str | None
+    ) -> tuple[dict[str, ScanPin], list[Finding]]:
+        """`USE INDEX` lists of visible indexes for masked tables (`profiles.mysql.scan_pins`)."""
+        return mysql_scan_pins(conn, masked, default_schema)
 
     def use_masks(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
         """The masked columns the calls' identity can still read (column privileges must withhold them),

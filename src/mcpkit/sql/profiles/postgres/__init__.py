@@ -51,6 +51,7 @@ from mcpkit.sql.profiles.postgres.relations import PG_RELATIONS
 from mcpkit.sql.profiles.postgres.roles import login_problems, shared_login_problems
 from mcpkit.sql.profiles.postgres.routine_state import postgres_row_order_routines, postgres_user_aggregates
 from mcpkit.sql.profiles.postgres.rowtypes import row_type_copies
+from mcpkit.sql.profiles.postgres.scan_pins import postgres_scan_pins
 from mcpkit.sql.profiles.postgres.session import PostgresSession
 from mcpkit.sql.profiles.postgres.stats import ROW_FILTERED, ROW_FILTERED_NOTE, postgres_table_stats
 from mcpkit.sql.profiles.postgres.stored import postgres_primary_key, postgres_stored_queries
@@ -58,6 +59,7 @@ from mcpkit.sql.profiles.postgres.switch import switched_masked_columns
 from mcpkit.sql.profiles.postgres.triggers import trigger_hints
 from mcpkit.sql.profiles.postgres.unchecked import unchecked_definer_findings
 from mcpkit.sql.profiles.postgres.views import row_filtered_views
+from mcpkit.sql.profiles.scan_order import ScanPin
 from mcpkit.sql.profiles.stored import StoredQuery
 
 if TYPE_CHECKING:
@@ -102,6 +104,7 @@ class PostgresProfile(PostgresSession):
     user_sets = True  # RETURNS SETOF (rt27 F8, F9)
     vector_kind = "typed"  # pgvector's vector/halfvec, or float arrays
     plan_check = "EXPLAIN {}"
+    compile_check = "EXPLAIN (COSTS OFF) {}"  # the planner folds constants, reads no table's rows
     builtin_schema = "pg_catalog"
     # random() (and 16's random_normal()) is pg_prng's xoroshiro128**, 52 of 64 bits shown: two
     # values give the state. gen_random_uuid() reads pg_strong_random (the OS CSPRNG): answered.
@@ -226,6 +229,16 @@ class PostgresProfile(PostgresSession):
     def trigger_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
         """Row triggers on masked tables (`profiles.postgres.triggers`)."""
         return trigger_hints(conn, masked)
+
+    @pinned
+    def scan_pins(
+        self, conn: Connection, masked: Mapping[str, frozenset[str]], default_schema: str | None
+    ) -> tuple[dict[str, ScanPin], list[Finding]]:
+        """No hints: calls run without index scans where an index reads a masked column; a table
+        CLUSTERed on one is a finding (`profiles.postgres.scan_pins`)."""
+        indexed, findings = postgres_scan_pins(conn, masked)
+        self.index_scans_off = self.index_scans_off or indexed
+        return {}, findings
 
     @pinned
     def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:

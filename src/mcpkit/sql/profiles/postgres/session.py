@@ -21,6 +21,7 @@ from sqlglot import exp
 from mcpkit.sql.clipping import Clipping
 from mcpkit.sql.errors import MEMORY_EXCEEDED, SqlConfigError
 from mcpkit.sql.profiles.base import Outcome, Profile
+from mcpkit.sql.profiles.scan_order import reads_no_mask
 from mcpkit.sql.tagging import session_label
 
 __all__ = ["PINNED_SETTINGS", "PostgresSession"]
@@ -63,6 +64,11 @@ _RESET_SQL: Final = (
 # Arrays of intervals take the element loader from the same map.
 _ADAPTERS: Final = AdaptersMap(_psycopg_adapters)
 _ADAPTERS.register_loader("interval", TextLoader)
+
+
+_NO_INDEX_SCANS: Final = (
+    "SELECT set_config('enable_indexscan', 'off', true), set_config('enable_indexonlyscan', 'off', true)"
+)
 
 
 class PostgresSession(Profile):
@@ -116,6 +122,10 @@ class PostgresSession(Profile):
         statements = [_BEGIN, _SETTINGS.format(ms=ms, idle=ms * 2, label=label)]
         if self._name_path is not None:
             statements.append(f"SELECT set_config('search_path', {self._name_path}, true)")
+        if (
+            self.index_scans_off and not reads_no_mask()
+        ):  # an index over a masked column must not order a scan
+            statements.append(_NO_INDEX_SCANS)
         return statements
 
     def run(self, cursor: Any, sql: str, call_id: str, tree: exp.Expr | None = None) -> None:

@@ -1,0 +1,50 @@
+"""One failure class for every error a row raises while a masked read runs (red team rtA F1).
+
+The failure class is told to the agent (`data.reason` and its sentence), and PostgreSQL raises
+nearly every class from a row at run time: `cast(name AS regclass)` an undefined object,
+`cast(name AS jsonpath)` or `to_tsquery(name)` a syntax error, a guard's cast a resource failure,
+`1 / 0` a data failure. With `CASE id WHEN a THEN 1 / 0 WHEN b THEN cast(name AS regclass) END`
+the class told which of rows a and b the scan met first, and a scan can follow a masked column (an
+index, CLUSTER): the whole e-mail ranking in 65 calls for 20 rows. So over a masked read a failure
+of another class is planned again without running (`Profile.compile_check`); when the plan passes,
+a row raised it, and it reads as the data failure. A failure the planner repeats is the query's
+own (a misspelt function, a type mismatch) and keeps its class. Timeouts stay what they are (the
+documented residual).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Final
+
+from mcpkit.errors import ToolError
+from mcpkit.sql.errors import FailureKind, QueryFailed
+
+if TYPE_CHECKING:
+    from mcpkit.sql.engines.base import Engine
+    from mcpkit.sql.profiles.base import Profile
+
+__all__ = ["row_failure"]
+
+log = logging.getLogger("mcpkit.sql")
+
+# A connection failure is no row's: it is retried. Data failures are the class kept.
+_FOLDED: Final[frozenset[FailureKind]] = frozenset(
+    {"syntax", "undefined_object", "permission", "resource", "other"}
+)
+
+
+def row_failure(
+    failure: QueryFailed, engine: Engine, profile: Profile, sent: str, call_id: str, timeout_s: float
+) -> QueryFailed:
+    """The failure to report for `failure` of the masked read `sent`: the data failure when a row
+    raised it (the statement plans without error), else `failure` itself."""
+    check = profile.compile_check
+    if failure.kind not in _FOLDED or check is None:
+        return failure
+    try:
+        engine.execute(check.format(sent), None, 1, timeout_s, call_id)
+    except ToolError:
+        return failure  # the planner fails too: the query's own error, the same on every row
+    log.info("sql call %s: a row raised a %s failure over a masked read; told as data", call_id, failure.kind)
+    return QueryFailed("data", call_id)

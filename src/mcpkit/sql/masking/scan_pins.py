@@ -1,0 +1,69 @@
+"""Pin the order the database reads a masked table in to its visible keys (red teams rtA F1/F2/F5,
+rtB F1-F4): order-dependent answers (which of two per-row errors comes first, float sums, the
+first-read form of equal values, a semi-join's first match) then follow at most visible keys.
+
+The profile says, per masked table, which access paths keep the read order off the masked columns
+(`ScanPin`, reflected at start-up: `mcpkit.sql.scanpins`); this pass writes them into every
+reference to such a table in the SQL mcpkit sends:
+
+    MySQL/MariaDB  customers USE INDEX (`PRIMARY`, city_idx)   -- indexes over visible columns only
+                   customers USE INDEX ()                      -- none: the clustered (PRIMARY) order
+    SQLite         customers NOT INDEXED                       -- rowid order
+
+The caller's own hints are refused before this pass (`plan._steers_the_plan`). PostgreSQL has no
+hints: its calls turn index scans off in their transaction instead (`PostgresSession`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sqlglot import exp
+
+from mcpkit.sql.profiles.scan_order import ScanPin, pin_key
+
+__all__ = ["pin_scans"]
+
+
+def _hint(pin: ScanPin) -> exp.IndexTableHint:
+    names = [exp.to_identifier(name, quoted=True) for name in pin.indexes]
+    return exp.IndexTableHint(this="USE", expressions=names)
+
+
+def pin_scans(tree: exp.Expr, pins: Mapping[str, ScanPin], resolve: object = None) -> bool:
+    """Add the pin of each referenced masked table, in place; whether any was added.
+
+    >>> import sqlglot
+    >>> tree = sqlglot.parse_one("SELECT id FROM shop.c JOIN shop.d ON c.id = d.id", read="mysql")
+    >>> pin_scans(tree, {"shop.c": ScanPin(("PRIMARY",)), "shop.d": ScanPin()})
+    True
+    >>> tree.sql("mysql")
+    'SELECT id FROM shop.c USE INDEX (`PRIMARY`) JOIN shop.d USE INDEX () ON c.id = d.id'
+    >>> tree = sqlglot.parse_one("SELECT id FROM c", read="sqlite")
+    >>> pin_scans(tree, {".c": ScanPin(not_indexed=True)}), tree.sql("sqlite")
+    (True, 'SELECT id FROM c NOT INDEXED')
+
+    Args:
+        tree: The tree to send (tables as written; `resolve` says where an unqualified one is).
+        pins: `pin_key` -> its pin.
+        resolve: `KnownSchema.resolve`-like: the schema an unqualified table resolves in.
+    """
+    if not pins:
+        return False
+    ctes = {c.alias_or_name.casefold() for c in tree.find_all(exp.CTE)}
+    added = False
+    for table in list(tree.find_all(exp.Table)):
+        if not isinstance(table.this, exp.Identifier) or isinstance(table.parent, exp.JoinHint):
+            continue
+        if table.arg_key == "indexed" or (not table.db and table.name.casefold() in ctes):
+            continue  # an index name (SQLite INDEXED BY); a CTE's name (a CTE shadowing a table too)
+        schema = table.db or (resolve(table) if callable(resolve) else None)
+        pin = pins.get(pin_key(schema, table.name))
+        if pin is None:
+            continue
+        if pin.not_indexed:
+            table.set("indexed", False)
+        else:
+            table.set("hints", [_hint(pin)])
+        added = True
+    return added

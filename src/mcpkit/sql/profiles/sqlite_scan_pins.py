@@ -1,0 +1,73 @@
+"""Where SQLite's read order may follow a masked column, and how calls keep it off one.
+
+SQLite reads a table in rowid order, or along an index it picks (a covering one for a query that
+needs only its columns). A masked table with an index over a masked column (a key column, an
+expression or a partial index's WHERE naming one) is sent `NOT INDEXED` (`masking.scan_pins`):
+rowid order. NOT INDEXED takes every index away, also those of visible columns; one over visible
+columns only keeps the table indexed. Where the stored order itself follows a masked column (a
+WITHOUT ROWID table keyed on one, an INTEGER PRIMARY KEY that is masked: the rowid) no hint helps:
+a start-up finding, `--allow clustered-order:T`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+from mcpkit.sql.profiles.findings import Finding
+from mcpkit.sql.profiles.scan_order import ScanPin, pin_key
+
+__all__ = ["sqlite_scan_pins"]
+
+_SQL = "SELECT sql FROM sqlite_master WHERE name = :name COLLATE NOCASE"
+_WORDS = re.compile(r"[A-Za-z0-9_$\u0080-\uffff]+")
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _reads_masked(conn: Connection, index: str, wanted: set[str]) -> bool:
+    keys = conn.exec_driver_sql(f"PRAGMA index_xinfo({_quote(index)})").all()
+    if any(k[2] is not None and str(k[2]).casefold() in wanted for k in keys if int(k[1]) >= 0):
+        return True
+    sql = str(conn.execute(text(_SQL), {"name": index}).scalar() or "")
+    return bool(wanted & {w.casefold() for w in _WORDS.findall(sql.partition("(")[2])})
+
+
+def _stored_in_masked_order(conn: Connection, table: str, wanted: set[str]) -> bool:
+    sql = str(conn.execute(text(_SQL), {"name": table}).scalar() or "")
+    info = conn.exec_driver_sql(f"PRAGMA table_info({_quote(table)})").all()
+    keys = [(str(r[1]), str(r[2] or "")) for r in sorted(info, key=lambda r: int(r[5])) if int(r[5]) > 0]
+    if re.search(r"\bWITHOUT\s+ROWID\b", sql, re.IGNORECASE):
+        return any(name.casefold() in wanted for name, _ in keys)
+    rowid = len(keys) == 1 and keys[0][1].upper() == "INTEGER"  # the rowid's alias
+    return rowid and keys[0][0].casefold() in wanted
+
+
+def sqlite_scan_pins(
+    conn: Connection, masked: Mapping[str, frozenset[str]], default_schema: str | None = None
+) -> tuple[dict[str, ScanPin], list[Finding]]:
+    """`NOT INDEXED` for each masked table with an index over a masked column; findings for a table
+    stored in a masked column's order."""
+    pins: dict[str, ScanPin] = {}
+    findings: list[Finding] = []
+    for table, columns in sorted(masked.items()):
+        wanted = {c.casefold() for c in columns}
+        if _stored_in_masked_order(conn, table, wanted):
+            findings.append(
+                Finding(
+                    "clustered-masked",
+                    f"table {table} is stored in the order of a masked column (its INTEGER PRIMARY KEY or "
+                    "WITHOUT ROWID key), so every read of it follows that column's order",
+                    f"key {table} on a visible column",
+                    f"clustered-order:{table}",
+                )
+            )
+        indexes = [str(r[1]) for r in conn.exec_driver_sql(f"PRAGMA index_list({_quote(table)})").all()]
+        if any(_reads_masked(conn, index, wanted) for index in indexes):
+            pins[pin_key(None, table)] = pins[pin_key("main", table)] = ScanPin(not_indexed=True)
+    return pins, findings

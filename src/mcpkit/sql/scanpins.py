@@ -1,0 +1,45 @@
+"""Start-up: reflect how each masked table may be read (`Profile.scan_pins`), so the order the
+database reads it in never follows a masked column (`masking.scan_pins`), and refuse to serve a
+table whose physical order follows one (a clustered key, CLUSTER) unless `--allow clustered-order:T`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping
+
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.masking import KnownSchema
+from mcpkit.sql.profiles.findings import Finding
+from mcpkit.sql.profiles.scan_order import ScanPin
+
+__all__ = ["enforce_scan_pins"]
+
+log = logging.getLogger("mcpkit.sql")
+
+
+def enforce_scan_pins(
+    engine: SqlEngine, known: KnownSchema, masked: Mapping[str, frozenset[str]], allow: Collection[str]
+) -> dict[str, ScanPin]:
+    """Set `known.scan_pins` from the profile (none where it has no `scan_pins`).
+
+    Raises:
+        SqlConfigError: one line per table stored in a masked column's order, not allowed.
+    """
+    reflect = getattr(engine.profile, "scan_pins", None)
+    if reflect is None or not masked:
+        return {}
+    with engine.session(30.0, "startup-masks") as (conn, _):
+        found: tuple[dict[str, ScanPin], list[Finding]] = reflect(conn, masked, known.default_schema)
+    pins, findings = found
+    refused = []
+    for finding in findings:
+        if finding.opt_in in allow:
+            log.warning("masks: --allow %s: %s", finding.opt_in, finding.message)
+        else:
+            refused.append(finding)
+    if refused:
+        lines = "\n".join(f"  {f.line()}" for f in refused)
+        raise SqlConfigError(f"--mask: a table's physical order follows a masked column:\n{lines}")
+    known.scan_pins = pins
+    return pins
