@@ -196,7 +196,7 @@ def _window_need(window: exp.Window) -> str | None:
     if isinstance(func, _PEERS):
         return None
     if isinstance(func, exp.WithinGroup) and isinstance(func.this, exp.PercentileCont | exp.PercentileDisc):
-        return None  # a value of its partition's sorted values; MariaDB takes no ORDER BY here (rtB L1)
+        return None  # one of its partition's sorted values; MariaDB takes no ORDER BY here (rtB L1)
     need: str | None
     if isinstance(func, _ROW_ORDER):
         need = "keys"
@@ -238,9 +238,7 @@ def plain_type(type_text: str | None) -> bool:
 
 def _column(name: str, table: str, *, exact: bool = True, declared: str | None = None) -> exp.Column:
     col = exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(table, quoted=True))
-    col.meta[EXACT] = exact
-    if declared:
-        col.meta[TYPE] = declared  # a table's column: its exact form needs no sign of zero (rtB F4)
+    col.meta[EXACT], col.meta[TYPE] = exact, declared  # declared: its ties need no sign of zero (rtB F4)
     return col
 
 
