@@ -25,7 +25,7 @@ from mcpkit.sql.admission.slots import analysis_slot
 from mcpkit.sql.clipping import CellBudget
 from mcpkit.sql.engines.base import Engine
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import QueryFailed, SqlConfigError, refuse
+from mcpkit.sql.errors import MaskedReadFailed, QueryFailed, SqlConfigError, refuse
 from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
 from mcpkit.sql.masking.failures import row_failure
 from mcpkit.sql.models import QueryResult, TableDescription, TableList
@@ -179,19 +179,22 @@ class SqlService:
         if note is not None:
             note(sql=sent)
         with _span("sql.database", {"db.system.name": self.engine.dialect}) as span:
-            if self.max_cost is not None:
-                self._check_cost(sent, call_id)
             checked = catalog_checked() if self.functions.opted_in(admitted.tree) else nullcontext()
-            with checked, unmasked_call(not plan.active):  # masked reads: `profiles.postgres.scan_pins`
-                try:
+            try:
+                if self.max_cost is not None:
+                    self._check_cost(sent, call_id)  # MariaDB's EXPLAIN runs constant subqueries
+                with checked, unmasked_call(not plan.active):  # masked reads: `profiles.postgres.scan_pins`
                     found = self.engine.execute(
                         sent, None, rows, deadline_s, call_id, clip=self.cells, tree=admitted.tree
                     )
-                except QueryFailed as exc:
-                    if not plan.active:
-                        raise
-                    # which row failed first must not show in the failure's class (rtA F1)
-                    raise row_failure(exc, self.engine, self.profile, sent, call_id, deadline_s) from None
+            except QueryFailed as exc:
+                if not plan.active:
+                    raise
+                # which row failed first must not show in the failure's class (rtA F1, rtB F3)
+                folded = row_failure(exc, self.engine, self.profile, sent, call_id, deadline_s)
+                if self.profile.compile_check is None:  # no plan-only check (MariaDB): one sentence
+                    folded = MaskedReadFailed.of(folded)
+                raise folded from None
             result = shape_rows(apply_mask(found, plan))
             span.set_attribute("db.response.returned_rows", result.row_count)
         if note is not None:

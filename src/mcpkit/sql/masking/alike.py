@@ -51,6 +51,9 @@ class Facts:
     """min/max take an ORDER BY, which then picks the representative of ties (PostgreSQL)."""
     casts_keep_collation: bool = False
     """A text cast keeps its input's collation, maybe nondeterministic (PostgreSQL, rt36 F5)."""
+    signed_zeros: bool = False
+    """Numbers alike hold for integers and decimals only: a double (a literal with an exponent, a
+    float column, POW, ...) has -0 = 0, which ATAN2 tells apart (MariaDB; red team rtB F4)."""
     stored_types: re.Pattern[str] | None = None
     """The declared types of a column read from a table whose equal values print alike; None:
     every such column counts as alike (MariaDB's collations: the documented residual)."""
@@ -71,7 +74,7 @@ _FACTS: Final = {
             re.IGNORECASE,
         ),
     ),
-    "MySQL/MariaDB": Facts(True, re.compile(r"(var)?binary\b", re.IGNORECASE), False),
+    "MySQL/MariaDB": Facts(True, re.compile(r"(var)?binary\b", re.IGNORECASE), False, signed_zeros=True),
 }
 _STRICT: Final = Facts(False, re.compile(r"(?!)"), False)
 _NUMERIC_TYPE: Final = re.compile(r"\s*(decimal|numeric|float|double|real|dec\b|fixed)", re.IGNORECASE)
@@ -88,6 +91,11 @@ _NUMBER_FUNCS: Final = (
     exp.Round, exp.Abs, exp.Floor, exp.Ceil, exp.Sum, exp.Avg, exp.Ln, exp.Log, exp.Exp, exp.Sqrt, exp.Pow,
     exp.Div, exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop,
 )  # fmt: skip
+_DOUBLE_FUNCS: Final = (
+    exp.Ln, exp.Log, exp.Exp, exp.Sqrt, exp.Pow, exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance,
+    exp.VariancePop,
+)  # fmt: skip
+_DOUBLE_TYPE: Final = re.compile(r"\s*(float|double|real)", re.IGNORECASE)
 _ARITHMETIC: Final = (exp.Add, exp.Sub, exp.Mul, exp.Mod, exp.Neg, exp.Paren, exp.BitwiseAnd, exp.BitwiseOr)
 _BRANCHING: Final = (exp.Case, exp.Coalesce, exp.If, exp.Greatest, exp.Least, exp.Nullif)
 
@@ -154,11 +162,13 @@ def _integral(node: exp.Expr, types: Sources, facts: Facts) -> bool:
     if isinstance(node, exp.Null | exp.Boolean):
         return True
     if isinstance(node, exp.Literal):
-        return node.is_int or (facts.numbers_alike and node.is_number)
+        return node.is_int or (facts.numbers_alike and node.is_number and not _double_literal(node, facts))
     if isinstance(node, exp.Column):
         if node.meta.get(REF) in types.integral:
             return True
         declared = types.get(node.meta.get(REF))
+        if facts.signed_zeros and _DOUBLE_TYPE.match(declared or ""):
+            return False
         return plain_type(declared) or (facts.numbers_alike and bool(_NUMERIC_TYPE.match(declared or "")))
     if isinstance(node, exp.Cast):
         return isinstance(node.this, exp.Null) or plain_type(node.to.sql("postgres"))
@@ -176,10 +186,13 @@ def _integral(node: exp.Expr, types: Sources, facts: Facts) -> bool:
     if isinstance(node, _INTEGRAL_FUNCS):
         return True
     if facts.numbers_alike and isinstance(node, _NUMBER_FUNCS):
-        return True
+        if not facts.signed_zeros:
+            return True
+        double = isinstance(node, _DOUBLE_FUNCS)  # a double, or one where its argument is (rtB F4)
+        return not double and all(_integral(a, types, facts) for a in node.iter_expressions())
     if isinstance(node, _ARITHMETIC):
-        if facts.numbers_alike:
-            return True  # MariaDB: arithmetic is numeric whatever its operands
+        if facts.numbers_alike and not facts.signed_zeros:
+            return True  # arithmetic is numeric whatever its operands
         return all(_integral(a, types, facts) for a in (node.this, node.args.get("expression")) if a)
     if isinstance(node, exp.Extract):
         # PostgreSQL's extract is numeric, its scale following the source type (rt36 F2)
@@ -220,11 +233,16 @@ def _timespan(node: exp.Expr) -> bool:
     )
 
 
+def _double_literal(node: exp.Literal, facts: Facts) -> bool:
+    """A number literal the engine reads as a double (MariaDB: `1e0`, `-1e0 * 0e0` is -0)."""
+    return facts.signed_zeros and node.is_number and "e" in node.name.casefold()
+
+
 def _scaled(node: exp.Expr, types: Sources, facts: Facts) -> bool:
     """Numbers of one display scale for every row (PostgreSQL numeric: a literal, a declared scale,
     integers, and + - * over those; not / nor round(x, n), whose scale follows the values)."""
     if isinstance(node, exp.Literal):
-        return node.is_number
+        return node.is_number and not _double_literal(node, facts)
     if isinstance(node, exp.Column) and (
         node.meta.get(REF) in types.scaled or _SCALED_TYPE.match(types.get(node.meta.get(REF)) or "")
     ):

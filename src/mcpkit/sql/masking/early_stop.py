@@ -28,6 +28,7 @@ from typing import Final
 from sqlglot import exp
 
 from mcpkit.sql.admission.budget import NodeAllowance
+from mcpkit.sql.masking.conversions import converts_per_row
 from mcpkit.sql.masking.first_row import cte_for
 from mcpkit.sql.masking.limits import Keyed
 from mcpkit.sql.masking.order import ordinals, output_width, row_order
@@ -48,11 +49,37 @@ _PLAIN_MAY_FAIL: Final = {"postgres": False, "mysql": True, "sqlite": False}
 
 
 def _as_written(select: exp.Select, stop: str, dialect: str, views: frozenset[str]) -> bool:
-    """A plain block stays as written, except EXISTS where a plain comparison may fail per row (it
-    can be ordered there: an IN / ANY / ALL block cannot, so stays, as the lesser evil)."""
+    """A plain block stays as written, except where a plain comparison may fail per row: EXISTS is
+    ordered there, and an IN / ANY / ALL block (which cannot be) only if no comparison in it, nor
+    the one of its outputs with the left operand, converts a value (red team rtB F1)."""
     if not _plain(select, views):
         return False
-    return stop == "set" or not _PLAIN_MAY_FAIL.get(dialect, True)
+    if not _PLAIN_MAY_FAIL.get(dialect, True):
+        return True
+    if stop == "exists":
+        return False
+    outer = _outer(select)
+    nodes = (n for key, value in select.args.items() for v in _listed(value) for n in _walk(v, key))
+    return outer is not None and not converts_per_row(select, nodes, outer)
+
+
+def _listed(value: object) -> list[object]:
+    return value if isinstance(value, list) else [value]
+
+
+def _outer(node: exp.Expr) -> exp.Expr | None:
+    """The left operand an IN / ANY / ALL subquery's outputs (each UNION branch's) are compared with
+    (None: not found)."""
+    parent = node.parent
+    while isinstance(parent, exp.Subquery | exp.SetOperation):
+        node, parent = parent, parent.parent
+    operand: object = None
+    if isinstance(parent, exp.In):
+        operand = parent.this
+    elif isinstance(parent, exp.Any | exp.All) and isinstance(parent.parent, exp.Binary):
+        comparison = parent.parent
+        operand = comparison.this if comparison.expression is parent else None
+    return operand if isinstance(operand, exp.Expr) else None
 
 
 _PLAIN_NODES: Final = (
@@ -90,8 +117,9 @@ _PLAIN_NODES: Final = (
 
 _SET_UNORDERED: Final = (
     "Over a table with masked columns, an IN, ANY or ALL subquery that computes per row (a function, "
-    "arithmetic, CASE, a cast or a nested query) is not answered on this database: the rows it reads "
-    "before its first match follow the storage order; compare plain columns, or join."
+    "arithmetic, CASE, a cast, a nested query, or a comparison across types such as text with a number) "
+    "is not answered on this database: the rows it reads before its first match follow the storage "
+    "order; compare plain columns of one type, or join."
 )
 _STAR: Final = (
     "Over a table with masked columns, an EXISTS, IN, ANY or ALL subquery that computes per row must "

@@ -189,6 +189,8 @@ def _column_types(taint: Taint, qualified: exp.Expr) -> dict[int, str]:
         if REF not in col.meta or not col.table:
             continue
         scope = taint.by_expr.get(id(col.find_ancestor(exp.Select)))
+        while scope is not None and col.table not in scope.sources and scope.parent is not None:
+            scope = scope.parent  # a correlated column is its outer block's (rtB F1)
         source = scope.sources.get(col.table) if scope is not None else None
         if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
             types = {k.casefold(): t for k, (_, t) in taint._visible_columns(source).items()}

@@ -16,8 +16,12 @@ the whole partition, which adds in that order (red team v4 F1: `sum(x) OVER ()` 
 order); one with ORDER BY and a ROWS frame is completed with visible columns (`ties.window_keys`);
 one with ORDER BY and a RANGE or GROUPS frame (the default) adds its peers in scan order and is
 refused; a named window is written inline before (`named_windows`), one left named is refused.
-MariaDB and SQLite take no ORDER BY in these aggregates (`Profile.ordered_sums`): there it stays a
-documented residual.
+MariaDB and SQLite take no ORDER BY in these aggregates (`Profile.ordered_sums`): there a window is
+rewritten the same way, and an aggregate whose sum is not exact is refused (red team rtB F2:
+`SUM(CASE WHEN id = x THEN 1e30 WHEN id = r THEN -1e30 ELSE POW(2, id) END)` answered, in its bits,
+the set of rows scanned after both, the masked score ranking in 4 calls a row). There a number
+literal with an exponent is a double, and MariaDB computes STD and VARIANCE in doubles whatever the
+argument.
 """
 
 from __future__ import annotations
@@ -59,7 +63,18 @@ _FLOATING: Final = (
     exp.RegrSxy,
     exp.RegrSyy,
 )
-_ARITHMETIC: Final = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
+_ARITHMETIC: Final = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)
+_INTEGRAL: Final = (
+    exp.Length, exp.Year, exp.Month, exp.Day, exp.DateDiff, exp.Sign, exp.Ascii, exp.BitLength,
+    exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Is, exp.In, exp.Between, exp.Not, exp.And, exp.Or,
+)  # fmt: skip
+_MOMENTS: Final = (exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop)
+_UNORDERED_SUM: Final = (
+    "Over a table with masked columns, a floating-point sum or average (SUM, AVG of a DOUBLE or FLOAT "
+    "value or one whose type is not known; STD and VARIANCE, computed in floating point) is not "
+    "answered on this database: it adds in the storage order; sum exact values instead, for example "
+    "SUM(CAST(x AS DECIMAL(30, 10)))."
+)
 _WINDOW_SUM: Final = (
     "Over a table with masked columns, a floating-point, interval or money sum (sum, avg, stddev, "
     "variance, corr, regr_*) over a window with ORDER BY needs a ROWS frame (for example ROWS BETWEEN "
@@ -68,24 +83,31 @@ _WINDOW_SUM: Final = (
 _WHOLE: Final = {"start": "UNBOUNDED", "start_side": "PRECEDING", "end": "UNBOUNDED", "end_side": "FOLLOWING"}
 
 
-def exact(node: exp.Expr) -> bool:
-    """Whether values of `node` add up to the same sum in any order (and never overflow)."""
+def exact(node: exp.Expr, numeric_literals: bool = True) -> bool:
+    """Whether values of `node` add up to the same sum in any order (and never overflow).
+    `numeric_literals`: every number literal is exact (PostgreSQL: `1e30` is numeric, not a double)."""
     if isinstance(node, exp.Column):
         return bool(_EXACT_TYPE.match(node.meta.get(TYPE) or ""))
     if isinstance(node, exp.Literal):
-        return node.is_number
-    if isinstance(node, exp.Null):
+        return node.is_number and (numeric_literals or "e" not in node.name.casefold())
+    if isinstance(node, (exp.Null, exp.Boolean, *_INTEGRAL)):
         return True
     if isinstance(node, exp.Cast):
         return bool(_EXACT_TYPE.match(node.to.sql("postgres")))
-    if isinstance(node, exp.Paren | exp.Neg):
-        return exact(node.this)
+    if isinstance(node, exp.Paren | exp.Neg | exp.Abs):
+        return exact(node.this, numeric_literals)
     if isinstance(node, _ARITHMETIC):
-        return exact(node.this) and exact(node.expression)
+        return exact(node.this, numeric_literals) and exact(node.expression, numeric_literals)
+    values: list[exp.Expr | None] = []
     if isinstance(node, exp.Case):
         values = [i.args.get("true") for i in node.args.get("ifs") or []] + [node.args.get("default")]
-        return all(v is None or exact(v) for v in values)
-    return False
+    elif isinstance(node, exp.If):
+        values = [node.args.get("true"), node.args.get("false")]
+    elif isinstance(node, exp.Coalesce):
+        values = [node.this, *node.expressions]
+    else:
+        return False
+    return all(v is None or exact(v, numeric_literals) for v in values)
 
 
 def pin_sums(
@@ -101,8 +123,7 @@ def pin_sums(
         label: What `room` calls them when it refuses.
     """
     profile = profile_class(dialect)
-    if not profile.ordered_sums:
-        return False
+    ordered = profile.ordered_sums  # else a window is ordered here, an aggregate refused (rtB F2)
     pinned = False
     for agg in list(tree.find_all(*_ONE_ARGUMENT, *_FLOATING)):
         if id(agg) in masked_aggs:
@@ -119,15 +140,19 @@ def pin_sums(
             continue
         distinct = isinstance(args[0], exp.Distinct)
         values: list[exp.Expr] = list(args[0].expressions) if distinct else args
-        if isinstance(agg, _ONE_ARGUMENT) and all(exact(v) for v in values):
+        floating = isinstance(agg, _FLOATING) or (not ordered and isinstance(agg, _MOMENTS))
+        if not floating and all(exact(v, ordered) for v in values):
             continue
         if window is not None and _framed(window):
             continue
+        if window is None and not ordered:
+            refuse_order(_UNORDERED_SUM, f"{type(agg).__name__} of inexact values where it cannot be ordered")
         ties: list[exp.Expr] = []
+        small = not ordered  # MariaDB, SQLite: NULLs sort first, and no NULLS FIRST/LAST is written
         for value in values:
-            ties.append(exp.Ordered(this=value.copy()))
+            ties.append(exp.Ordered(this=value.copy(), nulls_first=small))
             if not distinct and value.meta.get(EXACT, True):  # DISTINCT: ORDER BY names arguments only
-                ties += [exp.Ordered(this=e) for e in profile.exact_ties(value)]
+                ties += [exp.Ordered(this=e, nulls_first=small) for e in profile.exact_ties(value)]
         room.add(ties, label)
         if window is not None:  # the whole partition, added in this order
             window.set("order", exp.Order(expressions=ties))

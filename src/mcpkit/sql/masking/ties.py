@@ -195,6 +195,8 @@ def _window_need(window: exp.Window) -> str | None:
         refuse_order(_CONCAT_WINDOW, "concatenating aggregate as a window function")
     if isinstance(func, _PEERS):
         return None
+    if isinstance(func, exp.WithinGroup) and isinstance(func.this, exp.PercentileCont | exp.PercentileDisc):
+        return None  # one of its partition's sorted values; MariaDB takes no ORDER BY here (rtB L1)
     need: str | None
     if isinstance(func, _ROW_ORDER):
         need = "keys"
@@ -234,9 +236,9 @@ def plain_type(type_text: str | None) -> bool:
     return bool(_PLAIN_TYPE.match(type_text or ""))
 
 
-def _column(name: str, table: str, *, exact: bool = True) -> exp.Column:
+def _column(name: str, table: str, *, exact: bool = True, declared: str | None = None) -> exp.Column:
     col = exp.Column(this=exp.to_identifier(name, quoted=True), table=exp.to_identifier(table, quoted=True))
-    col.meta[EXACT] = exact
+    col.meta[EXACT], col.meta[TYPE] = exact, declared  # declared: its ties need no sign of zero (rtB F4)
     return col
 
 
@@ -278,7 +280,7 @@ def _scope_keys(taint: Taint, scope: Scope, *, partial: bool = False) -> list[ex
         elif isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
             schema = taint.schema.schema_of(source)
             keys += [
-                _column(visible, name, exact=not plain_type(type_text))
+                _column(visible, name, exact=not plain_type(type_text), declared=type_text)
                 for visible, (real, type_text) in taint._visible_columns(source).items()
                 if not taint.policy.masks(schema, source.name, real)
             ]

@@ -25,6 +25,7 @@ from mcpkit.sql.audit import CallAudit
 from mcpkit.sql.clipping import ClipPlan
 from mcpkit.sql.engines.base import Column, Engine, Rows
 from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import MaskedReadFailed, QueryFailed
 from mcpkit.sql.masking import NO_MASKING, KnownSchema, MaskPlan, MaskPolicy, apply_mask, plan_masking
 from mcpkit.sql.masking.schema import SchemaMapping
 from mcpkit.sql.models import QueryResult
@@ -97,7 +98,12 @@ class ReportRunner:
         params = _bind(self.spec.params, values, profile_of(engine))
         if self.calls is not None:
             self.calls.note(ctx.call_id, sql=self.sql)
-        raw = engine.execute(self.sql, params, self.rows, self.service.timeout_s, ctx.call_id)
+        try:
+            raw = engine.execute(self.sql, params, self.rows, self.service.timeout_s, ctx.call_id)
+        except QueryFailed as exc:
+            if self.plan.active:  # over a masked read the failure's class is one sentence (rtB F3)
+                raise MaskedReadFailed.of(exc) from None
+            raise
         if self.clip is not None:
             clip = self.clip
             raw = Rows(

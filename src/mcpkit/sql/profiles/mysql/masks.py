@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlglot import exp
 
 from mcpkit.sql.profiles.base import DerivedMask, Finding
+from mcpkit.sql.profiles.mysql.account import _revokes
 from mcpkit.sql.profiles.mysql.linked import MERGE, linked_filter
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, rows_under_any_role, under_each_role
 from mcpkit.sql.profiles.scan_order import hint, split_key
@@ -91,6 +92,7 @@ def readable_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str
     database = str(conn.execute(text("SELECT DATABASE()")).scalar())
     account = f"'{user}'@'{host}'"
     findings = []
+    lines = [str(r[0]) for r in conn.exec_driver_sql("SHOW GRANTS")]  # PUBLIC's lines too (MariaDB 10.11)
     for role, table, readable in _under_roles(conn, masked):
         name, quoted = _qualified(database, table), quote_name(role)
         findings.append(
@@ -112,12 +114,14 @@ def readable_masked_columns(conn: Connection, masked: Mapping[str, frozenset[str
         others = [_quote(c) for c in others if c.casefold() not in folded]
         name = _qualified(database, table)
         grant = f"; GRANT SELECT ({', '.join(others)}) ON {name} TO {account}" if others else ""
+        # a grant to PUBLIC is revoked from PUBLIC: the login's REVOKE alone left it (red team rtB F5)
+        public = "".join(f"{r}; " for r in _revokes(lines, "SELECT", name) if r.endswith(" FROM PUBLIC"))
         findings.append(
             Finding(
                 "masked-column-readable",
                 f"can read masked column(s) {', '.join(readable)} of {name}",
-                f"REVOKE SELECT ON {name} FROM {account}{grant} (a SELECT on {_quote(database)}.* or *.* "
-                "must be replaced by grants per table: SHOW GRANTS)",
+                f"{public}REVOKE SELECT ON {name} FROM {account}{grant} (a SELECT on {_quote(database)}.* or"
+                " *.* must be replaced by grants per table: SHOW GRANTS)",
             )
         )
     return findings
@@ -361,6 +365,25 @@ def scan_order_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> 
     return out
 
 
+_DECLARED: Final = "mcpkit_type"  # `masking.ties.TYPE`: a base table column's declared type
+_DOUBLE: Final = re.compile(r"\s*(float|double|real)", re.IGNORECASE)
+
+
 def exact_ties(node: exp.Expr) -> list[exp.Expr]:
-    """The binary form: MariaDB's default collations ignore case and trailing spaces."""
-    return [exp.Cast(this=node.copy(), to=exp.DataType.build("binary", dialect="mysql"))]
+    """The binary form: MariaDB's default collations ignore case and trailing spaces. A computed
+    number may be a double, whose -0 = 0 print alike and ATAN2(x, -1) tells apart (red team rtB F4:
+    the first-scanned of them kept by a GROUP BY): its sign follows, for numbers only (COERCIBILITY
+    5; IF reads ATAN2 only then, so text raises no conversion warning)."""
+    binary = exp.Cast(this=node.copy(), to=exp.DataType.build("binary", dialect="mysql"))
+    declared = node.meta.get(_DECLARED) if isinstance(node, exp.Column) else None
+    if declared and not _DOUBLE.match(declared):
+        return [binary]
+    numeric = exp.EQ(
+        this=exp.Anonymous(this="COERCIBILITY", expressions=[node.copy()]), expression=exp.Literal.number(5)
+    )
+    sign = exp.If(
+        this=numeric,
+        true=exp.Anonymous(this="ATAN2", expressions=[node.copy(), exp.Literal.number(-1)]),
+        false=exp.Null(),
+    )
+    return [binary, sign]
