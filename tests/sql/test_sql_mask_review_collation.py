@@ -31,8 +31,9 @@ def service(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         db.admin.execute(
             f"""
             CREATE COLLATION review_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
-            CREATE TABLE review_names (id int PRIMARY KEY, t text COLLATE review_ci, c text COLLATE "C");
-            INSERT INTO review_names VALUES (1, 'a', 'a'), (2, 'A', 'b');
+            CREATE TABLE review_names (id int PRIMARY KEY, t text COLLATE review_ci, c text COLLATE "C",
+                n numeric);
+            INSERT INTO review_names VALUES (1, 'a', 'a', 1.0), (2, 'A', 'b', 1.00);
             GRANT SELECT ON review_names TO {db.reader};
             """
         )
@@ -67,3 +68,12 @@ def test_a_join_to_case_insensitive_equals_does_not_tell_the_scan_order(
 
 def test_a_deterministic_collation_still_groups_as_written(service: SqlService) -> None:
     assert _answer(service, JOINED.format(out="p.c", group=" GROUP BY p.c", a=4, b=1)) == "['a', 'b']"
+
+
+def test_a_refused_percentile_says_how_to_ask_it(service: SqlService) -> None:
+    # review R5: the sentence said "order by the column itself" to a query ordered by a column
+    sql = "SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY {key}) AS m FROM customers c, review_names p"
+    with pytest.raises(Refused) as info:
+        service.query(sql.format(key="p.n"), call_id="t")
+    assert "numeric(p, s)" in str(info.value)
+    assert _answer(service, sql.format(key="CAST(p.n AS numeric(10, 2))")) == "['1']"

@@ -30,11 +30,13 @@ def service(mysql_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         with db.admin.cursor() as c:
             c.execute(
                 f"CREATE TABLE {db.db}.orders (id int PRIMARY KEY, customer_id int, day date, at datetime,"
-                " status varchar(10))"
+                " status varchar(10), amount double)"
             )
             c.execute(
-                f"INSERT INTO {db.db}.orders VALUES (1, 1, '2024-01-05', '2024-01-05 10:00:00', 'paid'),"
-                " (2, 2, '2023-06-01', '2023-06-01 09:00:00', 'open'), (3, 3, '2024-03-05', NULL, 'paid')"
+                f"INSERT INTO {db.db}.orders VALUES"
+                " (1, 1, '2024-01-05', '2024-01-05 10:00:00', 'paid', 10.5),"
+                " (2, 2, '2023-06-01', '2023-06-01 09:00:00', 'open', 20),"
+                " (3, 3, '2024-03-05', NULL, 'paid', 30)"
             )
             c.execute(f"GRANT SELECT ON {db.db}.orders TO '{db.reader}'@'%'")
         masks = Path(masks_file(tmp_path_factory.mktemp("lit"), "customers.email"))
@@ -68,3 +70,13 @@ def test_a_literal_that_may_warn_per_row_is_refused(service: SqlService, where: 
     with pytest.raises(Refused) as info:
         service.query(SUBQUERY.format(where=where), call_id="t")
     assert "comparison across types" in str(info.value)
+
+
+def test_a_refused_max_of_a_double_says_how_to_ask_it(service: SqlService) -> None:
+    # review R11: the sentence spoke of "a computed text value" and CAST(... AS BINARY)
+    sql = "SELECT MAX({value}) AS m FROM orders o JOIN customers c ON c.id = o.customer_id"
+    with pytest.raises(Refused) as info:
+        service.query(sql.format(value="o.amount * 2"), call_id="t")
+    assert "CAST(... AS DECIMAL(30, 10)) for a number" in str(info.value)
+    result, _ = service.query(sql.format(value="CAST(o.amount * 2 AS DECIMAL(30, 10))"), call_id="t")
+    assert [str(r[0]) for r in result.rows] == ["60"]
