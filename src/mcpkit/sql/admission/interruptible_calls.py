@@ -20,7 +20,8 @@ value for its distinct index, and SUM, AVG, MIN, MAX and the others read or comp
 Passes nest and are not all calls (red team rtC F2-F4): every run of passes with no jump between
 them holds at most `MANY_CALLS`, the outermost passes inside a run over it wrapped in turn (at most
 `MAX_NESTED` deep). A comparison of two values and a `||` are passes, a JSON call one per path; a
-comparison of two bare columns in a condition keeps its index; a run that cannot be split is refused.
+comparison of bare columns and literals in a condition keeps its index while its run holds
+`MANY_CALLS` (past that the last written are wrapped, `_unindexed`); a run that cannot be split is refused.
 """
 
 from __future__ import annotations
@@ -137,12 +138,13 @@ def _in_conjunct(node: exp.Expr) -> bool:
     return isinstance(parent, exp.Where | exp.Having | exp.Join)
 
 
-def _wrappable(node: exp.Expr) -> bool:
+def _wrappable(node: exp.Expr, keep_index: bool = True) -> bool:
     if isinstance(node, exp.Func):
         if _aggregate(node) or isinstance(node.parent, exp.Table | exp.Window | exp.Filter):
             return False
     elif (
-        isinstance(node, _COMPARED)
+        keep_index
+        and isinstance(node, _COMPARED)
         and _in_conjunct(node)
         and all(isinstance(o.unnest(), exp.Column | exp.Literal | exp.Query) for o in _operands(node))
     ):
@@ -176,12 +178,27 @@ def _outer(node: exp.Expr, members: set[int], key: int) -> bool:
     return True
 
 
+def _unindexed(run: list[exp.Expr], key: int, place: dict[int, int]) -> set[int]:
+    """Conditions kept for their index to wrap all the same, until the run is within the limit:
+    comparisons of two values first, then those with a literal (`id = 1`), the last written first."""
+    kept = [n for n in run if id(n) != key and _wrappable(n, keep_index=False)]
+    kept.sort(key=lambda n: (any(isinstance(o.unnest(), exp.Literal) for o in _operands(n)), -place[id(n)]))
+    left, chosen = sum(map(_weight, run)), set()
+    for node in kept:
+        if left <= MANY_CALLS:
+            break
+        chosen.add(id(node))
+        left -= _weight(node)
+    return chosen
+
+
 def _plan(tree: exp.Expr) -> list[exp.Expr]:
     """The nodes to follow by a jump so that no run passes `MANY_CALLS` (refused where none can).
 
     An aggregate's step is never wrapped: a run over the limit by its aggregates alone is left.
     """
     wrapped: dict[int, exp.Expr] = {}
+    place = {id(n): i for i, n in enumerate(tree.walk(bfs=False))}
     grown = True
     while grown:
         grown = False
@@ -189,6 +206,8 @@ def _plan(tree: exp.Expr) -> list[exp.Expr]:
             if sum(map(_weight, run)) <= MANY_CALLS:
                 continue
             members = {id(n) for n in run if _wrappable(n) and id(n) != key}
+            if not members:  # only conditions kept for their index: past the limit some lose it (review R6)
+                members = _unindexed(run, key, place)
             split = [n for n in run if id(n) in members and _outer(n, members, key)]
             if split and all(sum(id(a) in wrapped for a in _up(n)) < MAX_NESTED for n in split):
                 wrapped.update((id(n), n) for n in split)

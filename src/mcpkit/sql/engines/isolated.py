@@ -170,10 +170,19 @@ class _Worker:
             return False
 
     def kill(self) -> None:
-        if not self.pipe.closed:  # the socket is open while the worker holds its end: the pid is its own
+        """SIGKILL the worker unless it is seen gone, then close our end (one that answered late ends
+        at that EOF by itself). A worker that ended is reaped by the zygote at once (SIGCHLD ignored),
+        so its pid may be another process's by now: a readable socket (EOF or a late reply) is no signal."""
+        if self.pipe.closed:
+            return
+        try:
+            running = not self.pipe.poll(0)
+        except OSError:
+            running = False
+        if running:
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGKILL)
-            self.pipe.close()
+        self.pipe.close()
 
 
 class IsolatedSqlite:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from contextlib import suppress
+from datetime import datetime
 from typing import Final
 
 from sqlglot import exp
@@ -30,6 +32,11 @@ _KINDS: Final = (
     ("date", re.compile(r"\s*(date|datetime|timestamp)\b", re.I)),
 )
 _ANY: Final = "any"  # NULL compares with every kind without converting
+# String literals that convert cleanly: MariaDB converts a literal once, and warns only for one that
+# does not convert (`'2024-01-05'`, `'2'`, `'2.5'` never warned, also where a CASE made it lazy; `'soon'`
+# and `'1e400'` did, on the rows that reached them: review R2)
+_CLEAN_NUMBER: Final = re.compile(r"-?\d{1,15}(\.\d{1,15})?")
+_CLEAN_DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}( \d{2}:\d{2}:\d{2})?")
 _COMPARISONS: Final = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 _LOGIC: Final = (exp.And, exp.Or, exp.Not, exp.Xor)
 
@@ -51,9 +58,33 @@ def _kind(node: exp.Expr) -> str | None:
     return None
 
 
+def _kinds(node: exp.Expr) -> set[str | None]:
+    """The kinds `node` compares as without a warning: a string literal that converts cleanly to a
+    number or a date is also of that kind."""
+    literal = node.unnest()
+    if not (isinstance(literal, exp.Literal) and literal.is_string):
+        return {_kind(node)}
+    text = literal.name
+    kinds: set[str | None] = {"text"}
+    if _CLEAN_NUMBER.fullmatch(text):
+        kinds.add("number")
+    if _CLEAN_DATE.fullmatch(text):
+        with suppress(ValueError):  # a calendar date (MariaDB would warn on month 13)
+            datetime.strptime(text, "%Y-%m-%d %H:%M:%S" if " " in text else "%Y-%m-%d")
+            kinds.add("date")
+    return kinds
+
+
 def _alike(*nodes: exp.Expr) -> bool:
-    kinds = {_kind(n) for n in nodes} - {_ANY}
-    return None not in kinds and len(kinds) <= 1
+    common: set[str | None] | None = None
+    for node in nodes:
+        kinds = _kinds(node)
+        if _ANY in kinds:
+            continue
+        if None in kinds:
+            return False
+        common = kinds if common is None else common & kinds
+    return common is None or bool(common)
 
 
 def _truth(node: exp.Expr) -> bool:

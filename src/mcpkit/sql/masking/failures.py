@@ -37,14 +37,19 @@ _FOLDED: Final[frozenset[FailureKind]] = frozenset(
 def row_failure(
     failure: QueryFailed, engine: Engine, profile: Profile, sent: str, call_id: str, timeout_s: float
 ) -> QueryFailed:
-    """The failure to report for `failure` of the masked read `sent`: the data failure when a row
-    raised it (the statement plans without error), else `failure` itself."""
+    """The failure to report for `failure` of the masked read `sent`: `failure` itself when the plan
+    fails the same way (the query's own error), else the data failure. A check that fails otherwise
+    (its timeout, a busy pool, which concurrent calls can cause) says nothing about the rows, so
+    it does not keep the class (review R17)."""
     check = profile.compile_check
     if failure.kind not in _FOLDED or check is None:
         return failure
     try:
         engine.execute(check.format(sent), None, 1, timeout_s, call_id)
+    except QueryFailed as again:
+        if again.kind == failure.kind:
+            return failure  # the planner fails too: the query's own error, the same on every row
     except ToolError:
-        return failure  # the planner fails too: the query's own error, the same on every row
+        pass  # timed out, busy, refused: not the planner's word, so told as data (fails closed)
     log.info("sql call %s: a row raised a %s failure over a masked read; told as data", call_id, failure.kind)
     return QueryFailed("data", call_id)

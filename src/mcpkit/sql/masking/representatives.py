@@ -43,22 +43,24 @@ _WHY: Final = (
     "it scans first or last, and the scan order can follow a masked column"
 )
 _WINDOW_PICK: Final = (
-    f"Over a table with masked columns, min and max over a window are answered only over a column or "
-    f"a value that prints one way (an integer, a date): {_WHY}; apply them to the column itself."
+    f"Over a table with masked columns, min and max over a window are answered only over a value that "
+    f"prints one way (an integer, a date, a text column): {_WHY}; cast a decimal, float or interval "
+    "value to a scaled numeric(p, s) or to text first."
 )
 _PICK: Final = (
-    f"Over a table with masked columns, MIN and MAX of a computed text value are not answered on this "
-    f"database: {_WHY}; apply them to the column itself, or to CAST(... AS BINARY)."
+    f"Over a table with masked columns, MIN and MAX of a computed text or floating-point value are not "
+    f"answered on this database: {_WHY}; apply them to the column itself, to CAST(... AS BINARY) for "
+    "text, or to CAST(... AS DECIMAL(30, 10)) for a number."
 )
 _ORDERED_SET: Final = (
     f"Over a table with masked columns, percentile_disc, percentile_cont, mode and median are answered "
-    f"only over a column or a value that prints one way (an integer, a date): {_WHY}; order by the "
-    "column itself."
+    f"only over a value that prints one way (an integer, a date, a text column): {_WHY}; cast a decimal, "
+    "float or interval key to a scaled numeric(p, s) or to text first."
 )
 _DISTINCT_AGGREGATE: Final = (
     f"Over a table with masked columns, an aggregate of DISTINCT values other than count is answered "
-    f"only over a column or a value that prints one way (an integer, a date): {_WHY}; aggregate the "
-    "column itself, or deduplicate with GROUP BY in a subquery."
+    f"only over a value that prints one way (an integer, a date, a text column): {_WHY}; cast a "
+    "decimal, float or interval value to a scaled numeric(p, s) or to text first."
 )
 _SET_OPERATION: Final = (
     f"Over a table with masked columns, UNION without ALL, INTERSECT and EXCEPT are answered only over "
