@@ -119,7 +119,9 @@ def test_mariadb_a_package_function_over_a_masked_read_is_refused(
     code, out = _run(capsys, "sql", "query", *bare, f"SELECT {my.db}.pk.tick(1) AS k")
     assert code == 0 and "| k |" in out, out
     opt_in = ["--allow", f"function-order:{my.db}.pk"]
-    code, out = _run(capsys, "sql", "query", *_my_args(my, tmp_path, *view, *opt_in), ranks)
+    # a sum of POW's doubles (or of a routine's value, its type unknown) is refused: an exact one
+    exact = f"SELECT sum(id * CAST({my.db}.pk.tick(id) AS SIGNED)) AS code FROM customers"
+    code, out = _run(capsys, "sql", "query", *_my_args(my, tmp_path, *view, *opt_in), exact)
     assert code == 0 and "| code" in out, out  # accepted: the order it hands on is the operator's choice
 
 

@@ -249,7 +249,8 @@ async def test_three_engines_one_server_with_an_outage(world: World, tmp_path: P
             [2, "globex"],
         ]
         denied = await bob("execute_query", source="maria", query=orders)
-        assert _code(denied) == "TOOL_ERROR" and "may not read" in text_of(denied)
+        # with masks on, every failure of the read reads as one sentence (red team rtB F3)
+        assert _code(denied) == "TOOL_ERROR" and "not told apart" in text_of(denied)
         assert _rows(await bob("execute_query", source="maria", query="SELECT item FROM stock")) == [
             ["bolts"]
         ]

@@ -75,7 +75,7 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--isolate",
         action=argparse.BooleanOptionalAction,
-        help="SQLite: calls in worker processes killed at the deadline (default; MCPKIT_SQLITE_ISOLATE)",
+        help="SQLite: calls in worker processes killed at the deadline (opt-in; MCPKIT_SQLITE_ISOLATE=1)",
     )
     p.add_argument(
         "--reverify-interval",

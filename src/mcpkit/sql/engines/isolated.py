@@ -54,7 +54,7 @@ limit for one connection (`sqlite_heap`: about 130 MB) fit well under it."""
 KILL_SLACK_S: Final = 0.5
 """Past the call's timeout and the engine's grace (when the in-process interrupt fires): then SIGKILL."""
 ISOLATE_ENV: Final = "MCPKIT_SQLITE_ISOLATE"
-"""`0` turns the worker processes off where no option chose (`SqlEngine(isolate=None)`); `1` on."""
+"""`1` turns the worker processes on where no option chose (`SqlEngine(isolate=None)`); off by default."""
 _START_WAIT_S: Final = 30.0  # a worker that is not ready by then failed to start
 
 
@@ -73,11 +73,11 @@ class _Setup:
 def isolation(
     url: URL, profile: Profile, isolate: bool | None, pool_size: int, wait_s: float, grace_s: float
 ) -> IsolatedSqlite | None:
-    """A SQLite engine's workers when it isolates (`isolate`, else `ISOLATE_ENV`, else on); else None."""
+    """A SQLite engine's workers when it isolates (`isolate`, else `ISOLATE_ENV`, else off); else None."""
     from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
     from mcpkit.sql.profiles.sqlite import SqliteProfile
 
-    chosen = isolate if isolate is not None else os.environ.get(ISOLATE_ENV, "1").strip() != "0"
+    chosen = isolate if isolate is not None else os.environ.get(ISOLATE_ENV, "0").strip() == "1"
     if not chosen or not isinstance(profile, SqliteProfile):
         return None
     size = pool_size or DEFAULT_POOL_SIZE

@@ -22,7 +22,7 @@ from sqlalchemy.exc import DBAPIError
 from mcpkit.sql.dialects import sqlglot_dialect
 from mcpkit.sql.profiles import profile_for_dialect
 
-__all__ = ["catalog_inspector", "reflect_views"]
+__all__ = ["catalog_inspector", "path_schemas", "reflect_views"]
 
 
 @contextmanager
@@ -34,6 +34,12 @@ def catalog_inspector(engine: SaEngine, schema: str | None) -> Iterator[tuple[In
             schema = inspect(conn).default_schema_name
         with profile_for_dialect(sqlglot_dialect(engine.url)).catalog_reads(conn):
             yield inspect(conn), schema
+
+
+def path_schemas(engine: SaEngine) -> tuple[str, ...] | None:
+    """The schemas an unqualified table name is looked up in, in order (None: one namespace)."""
+    with engine.connect() as conn:
+        return profile_for_dialect(sqlglot_dialect(engine.url)).name_path(conn)
 
 
 def reflect_views(engine: SaEngine, schema: str | None = None) -> frozenset[str]:

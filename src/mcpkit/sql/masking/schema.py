@@ -20,7 +20,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.schema import MappingSchema
 
-from mcpkit.sql.masking.inspection import catalog_inspector, reflect_views
+from mcpkit.sql.masking.inspection import catalog_inspector, path_schemas, reflect_views
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.profiles import profile_class
 
@@ -55,6 +55,10 @@ def reflect_schema(
     Tables dropped between the listing and their reading are left out (refused as unknown names).
     """
     out: dict[str, dict[str, str]] = {}
+    if schema is None and engine.dialect.name == "postgresql":  # every table visible on the path
+        for on_path in path_schemas(engine) or ():
+            out = reflect_schema(engine, on_path, policy=policy, partial=partial) | out  # first wins
+        return out
     views = sorted(reflect_views(engine, schema))  # materialized ones too (red team rt33c N1)
     with catalog_inspector(engine, schema) as (insp, named):  # no user operator answers (rtA F3)
         tables = insp.get_table_names(named)
