@@ -282,6 +282,7 @@ _THREADS = "SELECT COMMAND FROM information_schema.PROCESSLIST WHERE USER = %s"
 
 
 @pytest.mark.mysql
+@pytest.mark.serial  # counts the login's server threads while killed searches run on: load moves it
 def test_mariadb_runaway_calls_never_hold_more_threads_than_the_login_limit(mysql_url: str) -> None:
     # Searches that ignore every kill outlive their calls; MAX_USER_CONNECTIONS bounds how many run.
     # Pool 2 + the watchdog's KILL = a limit of 3; 6 runaway calls at once: the server never runs
