@@ -200,6 +200,17 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     return code, out.out + out.err
 
 
+def answer_or_refused(service: SqlService, sql: str) -> str:
+    """The first column's values, sorted and printed, or `refused`: one comparable string per query."""
+    from mcpkit.errors import Refused
+
+    try:
+        result, _ = service.query(sql, call_id="t")
+    except Refused:
+        return "refused"
+    return str(sorted(str(r[0]) for r in result.rows))
+
+
 def rss_kb() -> int:
     """This process's resident memory (VmRSS), in KiB."""
     with open("/proc/self/status") as f:

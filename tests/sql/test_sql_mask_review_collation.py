@@ -12,6 +12,7 @@ import pytest
 
 from mcpkit.errors import Refused
 from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import answer_or_refused as _answer
 from tests.sql.sql_support import masks_file, pg_customers, pg_scratch
 from tests.sql_governance.support import serve_masked
 
@@ -43,14 +44,6 @@ def service(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
             yield served
         finally:
             served.engine.close()
-
-
-def _answer(service: SqlService, sql: str) -> str:
-    try:
-        result, _ = service.query(sql, call_id="t")
-    except Refused:
-        return "refused"
-    return str(sorted(str(r[0]) for r in result.rows))
 
 
 @pytest.mark.parametrize(
