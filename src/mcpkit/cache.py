@@ -157,6 +157,10 @@ class RedisCache:
             if time.monotonic() > deadline:
                 break
         try:
+            # The lock may have been won just after another replica stored the value and let go.
+            cached = await self.redis.get(key)
+            if cached is not None:
+                return bytes(cached), True
             value, storable = await compute()
             if storable:
                 await self.redis.set(key, value, px=max(1, int(ttl_s * 1000)))

@@ -15,6 +15,7 @@ from mcp_types import Implementation
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from mcpkit import Call, CallNext, Context, Outcome, Server, Tool, ToolError
+from mcpkit.cache import RedisCache
 from tests.helpers import dump, text_of
 
 pytestmark = pytest.mark.anyio
@@ -229,6 +230,39 @@ async def test_redis_cache_is_shared_by_replicas_and_computes_once(redis_url: st
         assert await one.invalidate("lookup") == 1
         await c1.call_tool("lookup", {"q": "shared"})
         assert counter.calls == 2
+
+
+async def test_a_replica_that_wins_the_lock_after_the_value_landed_does_not_compute_again(
+    redis_url: str,
+) -> None:
+    """Its first read missed; by the time it took the lock the other replica had stored and let go."""
+    one, two = RedisCache(redis_url), RedisCache(redis_url)
+    key = unique("cache-late-lock")
+    computed: list[str] = []
+
+    async def compute(who: str) -> tuple[bytes, bool]:
+        computed.append(who)
+        return who.encode(), True
+
+    real_get = two.redis.get
+    reads = 0
+
+    async def first_read_misses(name: str) -> object:
+        nonlocal reads
+        reads += 1
+        if reads == 1:  # the read that raced the other replica's write
+            await one.get_or_compute(key, 30, lambda: compute("one"))
+            return None
+        return await real_get(name)
+
+    two.redis.get = first_read_misses  # type: ignore[method-assign]
+    try:
+        value, cached = await two.get_or_compute(key, 30, lambda: compute("two"))
+        assert (value, cached, computed) == (b"one", True, ["one"])
+    finally:
+        await one.invalidate(key)
+        await one.redis.aclose()
+        await two.redis.aclose()
 
 
 # --- find_tools -------------------------------------------------------------------------------
