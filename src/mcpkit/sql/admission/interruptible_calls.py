@@ -49,6 +49,10 @@ _COMPARED: Final = (
     *(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Is, exp.NullSafeEQ, exp.NullSafeNEQ),
     *(exp.Like, exp.ILike, exp.Glob, exp.Between, exp.In),
 )
+# Values that are truth values already: no conversion when tested
+_TRUTH: Final = (
+    *(exp.Predicate, exp.Connector, exp.Not, exp.Boolean, exp.Paren, exp.Literal, exp.Null, *_COMPARED),
+)
 # JSON calls of many paths: arguments per path after the document (a path and its value)
 _ARITHMETIC: Final = (
     *(exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv, exp.Neg, exp.BitwiseNot),
@@ -111,6 +115,8 @@ def _own_weight(node: exp.Expr) -> int:
     if isinstance(node, exp.Connector):  # AND, OR: sqlglot's calls, SQLite's jumps
         return 0
     if isinstance(node, exp.Func):
+        if _stepped(node):  # its step's pass is counted on its arguments (`_converted`)
+            return 0
         return _paths(node) if _counted(node) else 0
     if isinstance(node, exp.DPipe):
         return int(_holds_value(node))
@@ -163,15 +169,44 @@ def _implicit(case: exp.Case) -> int:
     return sum(_comparison([base, b.this]) for b in case.args.get("ifs") or [])
 
 
+def _stepped(call: exp.Expr) -> bool:
+    """An aggregate whose step reads its arguments' values (not COUNT's), outside a window."""
+    return isinstance(call, exp.Func) and _aggregate(call) and _counted(call)
+
+
 def _converted(node: exp.Expr) -> int:
     if isinstance(node, exp.Paren):
         return 0
     above = node.parent
-    while isinstance(above, exp.Paren):
+    while isinstance(above, exp.Paren | exp.Distinct):
         above = above.parent
+    if above is not None and _stepped(above) and not isinstance(node, exp.Distinct):
+        # an aggregate's steps run back to back in the scan loop: the jump goes after each argument
+        # (`SUM(CASE WHEN 1 THEN x END)`), before the step reads it (red team rtf F5)
+        return int(_holds_value(node))
     if isinstance(above, exp.Cast | exp.TryCast):  # a CAST keeps its affinity: its operand is wrapped
         return int(above.this.unnest() is node and _holds_value(node))
+    if _truth_tested(node):
+        return int(_holds_value(node) and not isinstance(node, _TRUTH))
     return int(isinstance(above, _ARITHMETIC) and isinstance(node, exp.Column))
+
+
+def _truth_tested(node: exp.Expr) -> bool:
+    """Whether SQLite reads `node`'s value as a truth value: as a number, a pass over a text (`WHERE d
+    AND d ...` over 30 MB of digits, red team rtf F3)."""
+    top = node
+    while isinstance(top.parent, exp.Paren):
+        top = top.parent
+    above = top.parent
+    if isinstance(above, exp.Connector | exp.Not):
+        return True
+    if isinstance(above, exp.If):  # a WHEN's condition; in a CASE with a base, a value compared to it
+        case = above.parent
+        simple = isinstance(case, exp.Case) and case.args.get("this") is not None
+        return top.arg_key == "this" and not simple
+    if isinstance(above, exp.Where | exp.Having):
+        return top.arg_key == "this"
+    return isinstance(above, exp.Join) and top.arg_key == "on"
 
 
 def _in_conjunct(node: exp.Expr) -> bool:
