@@ -1,4 +1,4 @@
-"""Red team rtf F3, F5 (every call is bounded, SQLite): truth tests and aggregate steps were no pass.
+"""Red team rtf F3, F5, F7 (every call is bounded, SQLite): truth tests and aggregate steps were no pass.
 
 SQLite reads a value tested for truth (`WHERE d AND d ...`, `NOT d`, `CASE WHEN d ...`) as a number,
 a pass over the whole text; the AND/OR/CASE jumps between are forward ones, where no interrupt is
@@ -9,6 +9,9 @@ F5: the steps of a row's aggregates run back to back in the scan loop, each read
 (`sum()` reads 30 MiB of digits as a number): 60 of them over distinct cursors answered a 2 s call
 after 10 s. An aggregate's argument (not COUNT's) now counts, followed by a jump where a row holds
 over 16: `SUM(CASE WHEN 1 THEN x END)`.
+
+F7: arithmetic reads a scalar subquery's value as a number (60 `(SELECT d FROM d) + ...`: 12 s);
+only a column operand was counted. A subquery operand now counts too.
 """
 
 from __future__ import annotations
@@ -48,9 +51,10 @@ def digits(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlService]:
         "SELECT "
         + ", ".join(f"sum(t{i}.d)" for i in range(60))
         + " FROM "
-        + ", ".join(f"d t{i}" for i in range(60)),
+        + ", ".join(f"d t{i}" for i in range(60)),  # F5
+        "SELECT " + " + ".join(["(SELECT d FROM d)"] * 60) + " AS n",  # F7
     ],
-    ids=["truth_tests", "aggregate_steps"],
+    ids=["truth_tests", "aggregate_steps", "subquery_arithmetic"],
 )
 def test_rtf_f3_f5_passes_over_a_large_value_stop_at_the_interrupt(digits: SqlService, sql: str) -> None:
     started = time.monotonic()

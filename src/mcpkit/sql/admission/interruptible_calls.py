@@ -188,7 +188,8 @@ def _converted(node: exp.Expr) -> int:
         return int(above.this.unnest() is node and _holds_value(node))
     if _truth_tested(node):
         return int(_holds_value(node) and not isinstance(node, _TRUTH))
-    return int(isinstance(above, _ARITHMETIC) and isinstance(node, exp.Column))
+    # a scalar subquery's value too (red team rtf F7: 60 `(SELECT d FROM t) + ...` over 30 MB of digits)
+    return int(isinstance(above, _ARITHMETIC) and isinstance(node, exp.Column | exp.Subquery))
 
 
 def _truth_tested(node: exp.Expr) -> bool:
