@@ -28,8 +28,9 @@ from mcpkit.sql.profiles import sqlite_capi
 __all__ = ["CLIP", "FUNCTIONS", "describe", "register", "wrap"]
 
 CLIP: Final = "mcpkit_clip"
-# What the wrapper itself calls: the authorizer admits these whatever the operator's function list.
-FUNCTIONS: Final = frozenset({CLIP})
+# What mcpkit's own SQL calls: the authorizer admits these whatever the operator's function list
+# (the wrapper's `mcpkit_clip`; `typeof`, `substr` and `length`, which it called before, stay admitted).
+FUNCTIONS: Final = frozenset({CLIP, "typeof", "substr", "length"})
 
 _TEXT: Final = 3
 _BLOB: Final = 4
