@@ -5,7 +5,9 @@ table whose physical order follows one (a clustered key, CLUSTER) unless `--allo
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+
+from sqlalchemy.engine import Connection
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
@@ -13,7 +15,7 @@ from mcpkit.sql.masking import KnownSchema
 from mcpkit.sql.profiles.findings import Finding
 from mcpkit.sql.profiles.scan_order import ScanPin
 
-__all__ = ["enforce_scan_pins"]
+__all__ = ["enforce_scan_pins", "scan_pins_check"]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -32,6 +34,27 @@ def enforce_scan_pins(
     with engine.session(30.0, "startup-masks") as (conn, _):
         found: tuple[dict[str, ScanPin], list[Finding]] = reflect(conn, masked, known.default_schema)
     pins, findings = found
+    _refuse(findings, allow)
+    known.scan_pins = pins
+    return pins
+
+
+def scan_pins_check(
+    known: KnownSchema, masked: Mapping[str, frozenset[str]], allow: Collection[str]
+) -> Callable[[SqlEngine, Connection], None]:
+    """The findings of `enforce_scan_pins` again inside a serving call's session (a
+    re-verification's `Verify`): a table CLUSTERed on a masked index since start-up is refused."""
+    frozen = dict(masked)
+
+    def verify(engine: SqlEngine, conn: Connection) -> None:
+        reflect = getattr(engine.profile, "scan_pins", None)
+        if reflect is not None and frozen:
+            _refuse(reflect(conn, frozen, known.default_schema)[1], allow)
+
+    return verify
+
+
+def _refuse(findings: list[Finding], allow: Collection[str]) -> None:
     refused = []
     for finding in findings:
         if finding.opt_in in allow:
@@ -41,5 +64,3 @@ def enforce_scan_pins(
     if refused:
         lines = "\n".join(f"  {f.line()}" for f in refused)
         raise SqlConfigError(f"--mask: a table's physical order follows a masked column:\n{lines}")
-    known.scan_pins = pins
-    return pins
