@@ -141,3 +141,22 @@ def test_a_function_that_reopens_index_scans_is_refused(pg: tuple[PgScratch, Sql
     finally:
         for name in CLAUSES:
             db.admin.execute(f"DROP FUNCTION {name}()")
+
+
+def test_a_role_default_turning_the_other_scans_off_does_not_reopen_a_masked_index(
+    pg: tuple[PgScratch, SqlService],
+) -> None:
+    """Before: `ALTER ROLE ... SET enable_seqscan = off` (and bitmap scans, a low page cost) left
+    every path disabled alike, and the planner took the masked partial index as the cheapest."""
+    db, service = pg
+    db.admin.execute("CREATE INDEX customers_part ON customers (score) WHERE id > 0")
+    settings = "enable_seqscan = off", "enable_bitmapscan = off", "random_page_cost = 0.01"
+    for setting in settings:
+        db.admin.execute(f"ALTER ROLE {db.reader} IN DATABASE {db.db} SET {setting}")
+    service.engine.sa_engine.dispose()  # new connections take the role's defaults
+    try:
+        assert _read(service, "SELECT array_agg(id) FROM customers WHERE id > 0") == HEAP
+    finally:
+        db.admin.execute(f"ALTER ROLE {db.reader} IN DATABASE {db.db} RESET ALL")
+        db.admin.execute("DROP INDEX customers_part")
+        service.engine.sa_engine.dispose()
