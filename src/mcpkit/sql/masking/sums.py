@@ -71,8 +71,8 @@ _INTEGRAL: Final = (
 _MOMENTS: Final = (exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop)
 _UNORDERED_SUM: Final = (
     "Over a table with masked columns, a floating-point sum or average (SUM, AVG of a DOUBLE or FLOAT "
-    "value or one whose type is not known; STD and VARIANCE, computed in floating point) is not "
-    "answered on this database: it adds in the storage order; sum exact values instead, for example "
+    "value or one whose type is not known; SQLite TOTAL; STD and VARIANCE, computed in floating point) "
+    "is not answered on this database: it adds in the storage order; sum exact values instead, for example "
     "SUM(CAST(x AS DECIMAL(30, 10)))."
 )
 _WINDOW_SUM: Final = (
@@ -125,14 +125,15 @@ def pin_sums(
     profile = profile_class(dialect)
     ordered = profile.ordered_sums  # else a window is ordered here, an aggregate refused (rtB F2)
     pinned = False
-    for agg in list(tree.find_all(*_ONE_ARGUMENT, *_FLOATING)):
-        if id(agg) in masked_aggs:
+    for agg in list(tree.find_all(*_ONE_ARGUMENT, *_FLOATING, exp.Anonymous)):
+        total = isinstance(agg, exp.Anonymous)
+        if id(agg) in masked_aggs or (isinstance(agg, exp.Anonymous) and not _is_total(agg, dialect)):
             continue
         window = _window(agg)
         slots = ["this", "expression"] if isinstance(agg, _FLOATING) else ["this"]
         last = slots[-1]
         written = agg.args.get(last) if isinstance(agg.args.get(last), exp.Order) else None
-        found = [agg.args.get(s) for s in slots]
+        found = agg.expressions[:1] if total else [agg.args.get(s) for s in slots]
         if written is not None:  # `sum(x ORDER BY k)`: k's ties still come in scan order
             found[-1] = written.this
         args = [a for a in found if isinstance(a, exp.Expr)]
@@ -140,7 +141,7 @@ def pin_sums(
             continue
         distinct = isinstance(args[0], exp.Distinct)
         values: list[exp.Expr] = list(args[0].expressions) if distinct else args
-        floating = isinstance(agg, _FLOATING) or (not ordered and isinstance(agg, _MOMENTS))
+        floating = total or isinstance(agg, _FLOATING) or (not ordered and isinstance(agg, _MOMENTS))
         if not floating and all(exact(v, ordered) for v in values):
             continue
         if window is not None and _framed(window):
@@ -163,6 +164,11 @@ def pin_sums(
             agg.set(last, exp.Order(this=agg.args[last].copy(), expressions=ties))
         pinned = True
     return pinned
+
+
+def _is_total(call: exp.Anonymous, dialect: str) -> bool:
+    """SQLite's `total(x)`: a sum always added in doubles, even of integers (red team rte)."""
+    return dialect == "sqlite" and call.name.casefold() == "total" and len(call.expressions) == 1
 
 
 def _window(agg: exp.Expr) -> exp.Window | None:

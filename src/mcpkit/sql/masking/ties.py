@@ -211,6 +211,8 @@ def _window_need(window: exp.Window) -> str | None:
             need = "keys"  # the frame starts at the partition's first row whatever the ties
         else:
             refuse_order(_WINDOW_FRAME, "value window over a RANGE/GROUPS frame")
+    elif isinstance(func, exp.Anonymous) and func.name.casefold() == "total" and not (ordered or spec):
+        need = "whole"  # SQLite's float sum of its partition, in a visible order (was a running total)
     elif isinstance(func, exp.AggFunc):
         need = "keys" if kind == "ROWS" else None  # RANGE, GROUPS, no frame: peers, tie-invariant
     else:

@@ -1,0 +1,94 @@
+"""Red team rte on SQLite: reads whose order may follow a masked column's index.
+
+A query's own reference to a masked table is sent `NOT INDEXED`, but a view's stored body is not:
+through `CREATE VIEW v AS SELECT id, name FROM customers` SQLite reads `customers` along the
+covering index on the masked `score`. SQLite's `total()` (a sum always added in doubles) was not
+taken for a floating-point sum, so its bits told which ids were read after both +-1e30 rows: the
+score ranking in about 4 calls a row; `total(x) OVER ()` was taken for an unknown window function
+and given a completed ORDER BY, which made it a running total (a wrong answer).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mcpkit.sql.engines.engine import SqlEngine
+from mcpkit.sql.errors import ToolError
+from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
+from mcpkit.sql.service import Masking, SqlService
+from tests.sql.sql_support import masks_file
+
+# id -> score: the masked ranking differs from the id order
+SCORES = {1: 50.5, 2: 10.5, 3: 90.5, 4: 30.5, 5: 70.5, 6: 20.5, 7: 80.5, 8: 60.5}
+
+
+def _serve(url: str, folder: Path) -> SqlService:
+    """What `serve --mask` does at start-up (`assemble.equip`)."""
+    engine = SqlEngine(url)
+    try:
+        rules = masks_file(folder, "customers.email", "customers.score")
+        policy, reflection, masked = prepare_masks(engine, rules)
+        enforce_masks(engine, masked)
+        known = ordered_schema(engine, reflection, policy, masked, ())
+    except BaseException:
+        engine.close()
+        raise
+    return SqlService(engine, max_rows=50, timeout_s=10.0, masking=Masking(policy, known, masked))
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlService]:
+    folder = tmp_path_factory.mktemp("rte_sqlite")
+    con = sqlite3.connect(folder / "c.db")
+    con.execute(
+        "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL, city TEXT NOT NULL,"
+        " email TEXT NOT NULL, score REAL NOT NULL)"
+    )
+    con.executemany(
+        "INSERT INTO customers VALUES (?, ?, ?, ?, ?)",
+        [(i, f"n{i}", f"c{i % 2}", f"e{s}@x", s) for i, s in SCORES.items()],
+    )
+    con.execute("CREATE INDEX customers_score ON customers (score, id)")
+    con.execute("CREATE VIEW v_names AS SELECT id, name FROM customers")
+    con.commit()
+    con.close()
+    served = _serve(f"sqlite:///{folder / 'c.db'}", folder)
+    try:
+        yield served
+    finally:
+        served.engine.close()
+
+
+def _ask(service: SqlService, sql: str) -> object:
+    try:
+        result, _ = service.query(sql, call_id="t")
+    except ToolError as exc:
+        return str(exc)
+    return result.rows
+
+
+def test_total_through_a_view_does_not_follow_the_masked_index(service: SqlService) -> None:
+    """Before: 442.0 = 2^4 + 2^1 + 2^8 + 2^5 + 2^7 + 2^3, the ids after 2 and 6 in score order."""
+    by_score = sorted(SCORES, key=SCORES.__getitem__)
+    for x, r in [(2, 6), (5, 3), (4, 8)]:
+        last = max(by_score.index(x), by_score.index(r))
+        masked_order = sum(2.0**i for i in by_score[last + 1 :])
+        for source in ("v_names", "customers"):
+            got = _ask(
+                service,
+                f"SELECT total(CASE id WHEN {x} THEN 1e30 WHEN {r} THEN -1e30 ELSE power(2, id) END) AS s"
+                f" FROM {source}",
+            )
+            refused = isinstance(got, str) and "adds in the storage order" in got
+            assert refused, (source, x, r, got, masked_order)
+
+
+def test_total_over_the_whole_partition_is_not_a_running_total(service: SqlService) -> None:
+    assert _ask(service, "SELECT total(id) OVER () AS s FROM v_names LIMIT 3") == [[36.0]] * 3
+    got = _ask(service, "SELECT city, total(id) OVER (PARTITION BY city) AS s FROM customers")
+    assert sorted(map(tuple, got)) == [("c0", 20.0)] * 4 + [("c1", 16.0)] * 4  # type: ignore[arg-type]
+    assert _ask(service, "SELECT total(id) AS s FROM (SELECT 1 AS id)") == [[1.0]]  # no masked read
