@@ -92,3 +92,31 @@ def test_total_over_the_whole_partition_is_not_a_running_total(service: SqlServi
     got = _ask(service, "SELECT city, total(id) OVER (PARTITION BY city) AS s FROM customers")
     assert sorted(map(tuple, got)) == [("c0", 20.0)] * 4 + [("c1", 16.0)] * 4  # type: ignore[arg-type]
     assert _ask(service, "SELECT total(id) AS s FROM (SELECT 1 AS id)") == [[1.0]]  # no masked read
+
+
+def test_a_cte_named_like_the_masked_table_does_not_unpin_it(tmp_path: Path) -> None:
+    """rte F1: a CTE named `customers` anywhere in the query took `NOT INDEXED` off the real table's
+    reference; GROUP BY city then kept the spelling of the lower masked score (along city_score)."""
+    con = sqlite3.connect(tmp_path / "f1.db")
+    con.executescript(
+        "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, city TEXT COLLATE NOCASE, email TEXT,"
+        " score INTEGER);"
+        "INSERT INTO customers VALUES (1, 'n1', 'Paris', 'z@x', 50), (2, 'n2', 'paris', 'a@x', 10),"
+        " (3, 'n3', 'Paris', 'k@x', 90), (4, 'n4', 'paris', 'b@x', 30);"
+        "CREATE INDEX customers_city_score ON customers (city, score);"
+    )
+    con.commit()
+    con.close()
+    service = _serve(f"sqlite:///{tmp_path / 'f1.db'}", tmp_path)
+    try:
+        plain = "SELECT city, count(*) AS n FROM customers c WHERE c.id + 0 IN (1, 2) GROUP BY city"
+        shadowed = (
+            "SELECT city, count(*) AS n FROM customers c JOIN (WITH customers AS (SELECT 1 AS x) SELECT x"
+            " FROM customers) t ON t.x = 1 WHERE c.id + 0 IN (1, 2) GROUP BY city"
+        )
+        assert _ask(service, plain) == [["Paris", 2]]
+        assert _ask(service, shadowed) == [["Paris", 2]]  # before: paris
+        own = "WITH customers AS (SELECT 1 AS x UNION ALL SELECT 2) SELECT count(*) AS n FROM customers"
+        assert _ask(service, own) == [[2]]  # NOT INDEXED suits a CTE's name as well
+    finally:
+        service.engine.close()

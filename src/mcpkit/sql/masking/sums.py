@@ -127,7 +127,7 @@ def pin_sums(
     pinned = False
     for agg in list(tree.find_all(*_ONE_ARGUMENT, *_FLOATING, exp.Anonymous)):
         total = isinstance(agg, exp.Anonymous)
-        if id(agg) in masked_aggs or (isinstance(agg, exp.Anonymous) and not _is_total(agg, dialect)):
+        if id(agg) in masked_aggs or (total and not _is_float_sum(agg, profile.float_sums)):
             continue
         window = _window(agg)
         slots = ["this", "expression"] if isinstance(agg, _FLOATING) else ["this"]
@@ -166,9 +166,9 @@ def pin_sums(
     return pinned
 
 
-def _is_total(call: exp.Anonymous, dialect: str) -> bool:
-    """SQLite's `total(x)`: a sum always added in doubles, even of integers (red team rte)."""
-    return dialect == "sqlite" and call.name.casefold() == "total" and len(call.expressions) == 1
+def _is_float_sum(call: exp.Expr, names: frozenset[str]) -> bool:
+    """A call of `Profile.float_sums` (SQLite's `total(x)`: added in doubles, even integers; red team rte)."""
+    return isinstance(call, exp.Anonymous) and call.name.casefold() in names and len(call.expressions) == 1
 
 
 def _window(agg: exp.Expr) -> exp.Window | None:
