@@ -120,3 +120,29 @@ def test_a_cte_named_like_the_masked_table_does_not_unpin_it(tmp_path: Path) -> 
         assert _ask(service, own) == [[2]]  # NOT INDEXED suits a CTE's name as well
     finally:
         service.engine.close()
+
+
+def test_an_expression_index_over_a_non_word_masked_name_is_pinned(tmp_path: Path) -> None:
+    """rte F4: `lower("e-mail")` was read as the words e and mail: no NOT INDEXED, and GROUP BY city kept
+    the spelling of the smaller masked e-mail (along the expression index)."""
+    con = sqlite3.connect(tmp_path / "f4.db")
+    con.executescript(
+        'CREATE TABLE contacts (id INTEGER PRIMARY KEY, city TEXT COLLATE NOCASE, "e-mail" TEXT);'
+        "INSERT INTO contacts VALUES (1, 'Paris', 'zed@x'), (2, 'paris', 'amy@x'), (3, 'Paris', 'aaa@x'),"
+        " (4, 'paris', 'bob@x');"
+        'CREATE INDEX contacts_city_mail ON contacts (city, lower("e-mail"));'
+    )
+    con.commit()
+    con.close()
+    (tmp_path / "masks.yaml").write_text('masks:\n  - "contacts.e-mail"\n', encoding="utf-8")
+    engine = SqlEngine(f"sqlite:///{tmp_path / 'f4.db'}")
+    try:
+        policy, reflection, masked = prepare_masks(engine, str(tmp_path / "masks.yaml"))
+        enforce_masks(engine, masked)
+        known = ordered_schema(engine, reflection, policy, masked, ())
+        service = SqlService(engine, max_rows=50, timeout_s=10.0, masking=Masking(policy, known, masked))
+        for ids, first in [("2, 3", "paris"), ("1, 2", "Paris")]:  # rowid order; the e-mails' is the other
+            sql = f"SELECT city, count(*) AS n FROM contacts WHERE id + 0 IN ({ids}) GROUP BY city"
+            assert _ask(service, sql) == [[first, 2]], ids
+    finally:
+        engine.close()
