@@ -109,3 +109,35 @@ def test_an_ignored_index_is_not_named_in_the_pin(mysql_url: str, tmp_path: Path
             assert got == [[3]], got  # before: "The query failed ..." (1176, Key 'city_idx' doesn't exist)
         finally:
             service.engine.close()
+
+
+def test_pins_follow_an_index_dropped_while_serving(mysql_url: str, tmp_path: Path) -> None:
+    """rte F3: pins were reflected at start-up only: a listed index dropped while serving failed every
+    call (1176), a key re-made over the masked score was still hinted as `PRIMARY`."""
+    import argparse
+
+    from mcpkit.sql import cli as sqlcli
+
+    with mysql_scratch(mysql_url, "fixe_rte_f3") as db:
+        _create(db, "customers", ", KEY city_idx (city)")
+        parser = argparse.ArgumentParser()
+        sqlcli.register(parser.add_subparsers(dest="command"))
+        rules = masks_file(tmp_path, "customers.email", "customers.score")
+        argv = ["sql", "query", "--dsn", db.reader_url, "--mask", rules, "--catalog-check-interval", "0"]
+        args = parser.parse_args([*argv, "SELECT 1"])
+        args.allow, args.allow_function = sqlcli.opt_ins(args)
+        service = sqlcli._service(args, 1000)
+        sql = "SELECT MIN(city) AS m FROM customers WHERE id + 0 IN (1, 2)"
+        try:
+            assert _ask(service, sql) == [["Paris"]]
+            with db.admin.cursor() as c:
+                c.execute(f"ALTER TABLE {db.db}.customers DROP INDEX city_idx")
+            assert _ask(service, sql) == [["Paris"]]  # before: the folded failure (1176)
+            with db.admin.cursor() as c:
+                c.execute(
+                    f"ALTER TABLE {db.db}.customers DROP PRIMARY KEY, ADD PRIMARY KEY (city, score, id)"
+                )
+            got = _ask(service, sql)
+            assert isinstance(got, str) and "refuse" in got, got  # before: paris, along the new key
+        finally:
+            service.engine.close()

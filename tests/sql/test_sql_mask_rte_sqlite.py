@@ -146,3 +146,39 @@ def test_an_expression_index_over_a_non_word_masked_name_is_pinned(tmp_path: Pat
             assert _ask(service, sql) == [[first, 2]], ids
     finally:
         engine.close()
+
+
+def test_an_index_added_while_serving_is_pinned(tmp_path: Path) -> None:
+    """rte F3: pins were reflected at start-up only; an index over (city, score) created while serving
+    was then used unpinned (the catalog re-verification re-checked masks and views, not pins)."""
+    import argparse
+
+    from mcpkit.sql import cli as sqlcli
+
+    db = tmp_path / "f3.db"
+    con = sqlite3.connect(db)
+    con.executescript(
+        "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, city TEXT COLLATE NOCASE, email TEXT,"
+        " score INTEGER);"
+        "INSERT INTO customers VALUES (1, 'n1', 'Paris', 'z@x', 50), (2, 'n2', 'paris', 'a@x', 10),"
+        " (3, 'n3', 'Paris', 'k@x', 90), (4, 'n4', 'paris', 'b@x', 30);"
+    )
+    con.commit()
+    parser = argparse.ArgumentParser()
+    sqlcli.register(parser.add_subparsers(dest="command"))
+    rules = masks_file(tmp_path, "customers.email", "customers.score")
+    dsn = f"sqlite:///{db}"
+    args = parser.parse_args(
+        ["sql", "query", "--dsn", dsn, "--mask", rules, "--catalog-check-interval", "0", "SELECT 1"]
+    )
+    args.allow, args.allow_function = sqlcli.opt_ins(args)
+    service = sqlcli._service(args, 1000)
+    sql = "SELECT city, count(*) AS n FROM customers WHERE id + 0 IN (1, 2) GROUP BY city"
+    try:
+        assert _ask(service, sql) == [["Paris", 2]]
+        con.execute("CREATE INDEX customers_city_score ON customers (city, score)")
+        con.commit()
+        assert _ask(service, sql) == [["Paris", 2]]  # before: paris (score 10 < 50)
+    finally:
+        con.close()
+        service.engine.close()
