@@ -141,3 +141,16 @@ def test_pins_follow_an_index_dropped_while_serving(mysql_url: str, tmp_path: Pa
             assert isinstance(got, str) and "refuse" in got, got  # before: paris, along the new key
         finally:
             service.engine.close()
+
+
+def test_sums_of_rounded_and_timestampdiff_values_are_exact(maria: tuple[MysqlScratch, SqlService]) -> None:
+    """rte L3: refused as floating-point sums, though MariaDB computes them exactly."""
+    _, service = maria
+    sql = (
+        "SELECT SUM(ROUND(id)) AS a, SUM(ROUND(id * 1.5, 1)) AS b,"
+        " SUM(TIMESTAMPDIFF(DAY, '2020-01-01', '2020-01-02')) AS c FROM customers"
+    )
+    got = _ask(service, sql)
+    assert isinstance(got, list) and [float(v) for v in got[0]] == [10.0, 15.0, 4.0], got
+    got = _ask(service, "SELECT SUM(ROUND(id * 1e0)) AS d FROM customers")  # a double: still refused
+    assert isinstance(got, str) and "adds in the storage order" in got, got

@@ -182,3 +182,10 @@ def test_an_index_added_while_serving_is_pinned(tmp_path: Path) -> None:
     finally:
         con.close()
         service.engine.close()
+
+
+def test_a_sum_of_round_stays_refused_on_sqlite(service: SqlService) -> None:
+    """rte L3 opened `SUM(ROUND(x))` of exact values on MariaDB; SQLite's round() answers a double."""
+    got = _ask(service, "SELECT sum(round(id)) AS s FROM v_names")
+    assert isinstance(got, str) and "adds in the storage order" in got, got
+    assert _ask(service, "SELECT sum(id) AS s FROM v_names") == [[36]]

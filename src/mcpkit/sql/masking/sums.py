@@ -65,7 +65,8 @@ _FLOATING: Final = (
 )
 _ARITHMETIC: Final = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)
 _INTEGRAL: Final = (
-    exp.Length, exp.Year, exp.Month, exp.Day, exp.DateDiff, exp.Sign, exp.Ascii, exp.BitLength,
+    exp.Length, exp.Year, exp.Month, exp.Day, exp.DateDiff, exp.TimestampDiff, exp.Sign, exp.Ascii,
+    exp.BitLength,
     exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Is, exp.In, exp.Between, exp.Not, exp.And, exp.Or,
 )  # fmt: skip
 _MOMENTS: Final = (exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop)
@@ -83,9 +84,13 @@ _WINDOW_SUM: Final = (
 _WHOLE: Final = {"start": "UNBOUNDED", "start_side": "PRECEDING", "end": "UNBOUNDED", "end_side": "FOLLOWING"}
 
 
-def exact(node: exp.Expr, numeric_literals: bool = True) -> bool:
+def exact(node: exp.Expr, numeric_literals: bool = True, float_round: bool = False) -> bool:
     """Whether values of `node` add up to the same sum in any order (and never overflow).
-    `numeric_literals`: every number literal is exact (PostgreSQL: `1e30` is numeric, not a double)."""
+    `numeric_literals`: every number literal is exact (PostgreSQL: `1e30` is numeric, not a double);
+    `float_round`: `round()` answers a double whatever its argument (`Profile.float_round`, SQLite)."""
+    if isinstance(node, exp.Round):  # of an exact value: its type (rte L3)
+        parts = [node.this, node.args.get("decimals")]
+        return not float_round and all(p is None or exact(p, numeric_literals) for p in parts)
     if isinstance(node, exp.Column):
         return bool(_EXACT_TYPE.match(node.meta.get(TYPE) or ""))
     if isinstance(node, exp.Literal):
@@ -142,7 +147,7 @@ def pin_sums(
         distinct = isinstance(args[0], exp.Distinct)
         values: list[exp.Expr] = list(args[0].expressions) if distinct else args
         floating = total or isinstance(agg, _FLOATING) or (not ordered and isinstance(agg, _MOMENTS))
-        if not floating and all(exact(v, ordered) for v in values):
+        if not floating and all(exact(v, ordered, profile.float_round) for v in values):
             continue
         if window is not None and _framed(window):
             continue
