@@ -189,3 +189,36 @@ def test_a_sum_of_round_stays_refused_on_sqlite(service: SqlService) -> None:
     got = _ask(service, "SELECT sum(round(id)) AS s FROM v_names")
     assert isinstance(got, str) and "adds in the storage order" in got, got
     assert _ask(service, "SELECT sum(id) AS s FROM v_names") == [[36]]
+
+
+def test_an_integer_sum_overflows_alike_in_any_order(tmp_path: Path) -> None:
+    """rte F5: SQLite's integer sum fails when a partial sum overflows, so MAX, 1 and -MAX on three rows
+    failed or answered 1 as the rows were read (here written in the masked e-mail order: p2, p4, p1,
+    p3). Now summed in halves: 1 whatever the order; the sums answer as before otherwise."""
+    con = sqlite3.connect(tmp_path / "f5.db")
+    con.execute("CREATE TABLE people (pid TEXT PRIMARY KEY, city TEXT, email TEXT)")
+    con.executemany(
+        "INSERT INTO people VALUES (?, ?, ?)",
+        [("p2", "paris", "a@x"), ("p4", "paris", "b@x"), ("p1", "Paris", "c@x"), ("p3", "Paris", "d@x")],
+    )
+    con.commit()
+    con.close()
+    (tmp_path / "masks.yaml").write_text("masks:\n  - people.email\n", encoding="utf-8")
+    engine = SqlEngine(f"sqlite:///{tmp_path / 'f5.db'}")
+    try:
+        policy, reflection, masked = prepare_masks(engine, str(tmp_path / "masks.yaml"))
+        enforce_masks(engine, masked)
+        known = ordered_schema(engine, reflection, policy, masked, ())
+        service = SqlService(engine, max_rows=50, timeout_s=10.0, masking=Masking(policy, known, masked))
+        big = 9223372036854775807
+        for up, one, down in [("p2", "p4", "p1"), ("p4", "p3", "p2")]:  # overflowed on the first only
+            value = f"CASE pid || city WHEN '{up}paris' THEN {big} WHEN '{one}paris' THEN 1"
+            value += f" WHEN '{up}Paris' THEN {big} WHEN '{one}Paris' THEN 1"
+            value += f" WHEN '{down}Paris' THEN -{big} WHEN '{down}paris' THEN -{big} ELSE 0 END"
+            assert _ask(service, f"SELECT sum({value}) AS s FROM people") == [[1]], (up, one, down)
+        got = _ask(service, "SELECT sum(length(pid)) AS s, sum(NULL) AS n, sum(length(pid)) FILTER"
+                   " (WHERE pid > 'p2') AS f FROM people")  # fmt: skip
+        assert got == [[8, None, 4]], got
+        assert _ask(service, f"SELECT sum({big}) AS s FROM people") == [[4 * float(big)]]  # was an error
+    finally:
+        engine.close()

@@ -234,6 +234,8 @@ class Capabilities:
     (floating point, interval, money: `masking.sums`); False: left as they are (a residual)."""
     float_sums: frozenset[str] = frozenset()
     """Aggregates sqlglot does not know that add in doubles whatever their argument (SQLite `total`)."""
+    sum_overflows: bool = False
+    """An integer `sum` fails when a partial sum overflows (SQLite): masking sends it in halves."""
     float_round: bool = False
     """`round(x)` answers a double whatever x's type (SQLite), so a sum of it is not exact."""
     rollup_in_key_order: bool = False
