@@ -85,13 +85,13 @@ _WINDOW_SUM: Final = (
 _WHOLE: Final = {"start": "UNBOUNDED", "start_side": "PRECEDING", "end": "UNBOUNDED", "end_side": "FOLLOWING"}
 
 
-def exact(node: exp.Expr, numeric_literals: bool = True, float_round: bool = False) -> bool:
+def exact(node: exp.Expr, numeric_literals: bool = True, exact_round: bool = False) -> bool:
     """Whether values of `node` add up to the same sum in any order (and never overflow).
     `numeric_literals`: every number literal is exact (PostgreSQL: `1e30` is numeric, not a double);
-    `float_round`: `round()` answers a double whatever its argument (`Profile.float_round`, SQLite)."""
-    if isinstance(node, exp.Round):  # of an exact value: its type (rte L3)
+    `exact_round`: `round()` of an exact value is exact (not on SQLite: `Profile.float_round`; rte L3)."""
+    if isinstance(node, exp.Round):
         parts = [node.this, node.args.get("decimals")]
-        return not float_round and all(p is None or exact(p, numeric_literals) for p in parts)
+        return exact_round and all(p is None or exact(p, numeric_literals, exact_round) for p in parts)
     if isinstance(node, exp.Column):
         return bool(_EXACT_TYPE.match(node.meta.get(TYPE) or ""))
     if isinstance(node, exp.Literal):
@@ -101,9 +101,11 @@ def exact(node: exp.Expr, numeric_literals: bool = True, float_round: bool = Fal
     if isinstance(node, exp.Cast):
         return bool(_EXACT_TYPE.match(node.to.sql("postgres")))
     if isinstance(node, exp.Paren | exp.Neg | exp.Abs):
-        return exact(node.this, numeric_literals)
+        return exact(node.this, numeric_literals, exact_round)
     if isinstance(node, _ARITHMETIC):
-        return exact(node.this, numeric_literals) and exact(node.expression, numeric_literals)
+        return exact(node.this, numeric_literals, exact_round) and exact(
+            node.expression, numeric_literals, exact_round
+        )
     values: list[exp.Expr | None] = []
     if isinstance(node, exp.Case):
         values = [i.args.get("true") for i in node.args.get("ifs") or []] + [node.args.get("default")]
@@ -113,7 +115,7 @@ def exact(node: exp.Expr, numeric_literals: bool = True, float_round: bool = Fal
         values = [node.this, *node.expressions]
     else:
         return False
-    return all(v is None or exact(v, numeric_literals) for v in values)
+    return all(v is None or exact(v, numeric_literals, exact_round) for v in values)
 
 
 def pin_sums(
@@ -148,7 +150,7 @@ def pin_sums(
         distinct = isinstance(args[0], exp.Distinct)
         values: list[exp.Expr] = list(args[0].expressions) if distinct else args
         floating = total or isinstance(agg, _FLOATING) or (not ordered and isinstance(agg, _MOMENTS))
-        if not floating and all(exact(v, ordered, profile.float_round) for v in values):
+        if not floating and all(exact(v, ordered, not profile.float_round) for v in values):
             if profile.sum_overflows and isinstance(agg, exp.Sum) and window is None and not distinct:
                 room.add([_split_sum(agg, values[0])], label)
                 pinned = True
