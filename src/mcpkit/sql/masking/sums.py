@@ -151,8 +151,8 @@ def pin_sums(
         values: list[exp.Expr] = list(args[0].expressions) if distinct else args
         floating = total or isinstance(agg, _FLOATING) or (not ordered and isinstance(agg, _MOMENTS))
         if not floating and all(exact(v, ordered, not profile.float_round) for v in values):
-            if profile.sum_overflows and isinstance(agg, exp.Sum) and window is None and not distinct:
-                room.add([_split_sum(agg, values[0])], label)
+            if profile.sum_overflows and isinstance(agg, exp.Sum) and not distinct:
+                room.add([_split_sum(agg, values[0], window)], label)
                 pinned = True
             continue
         if window is not None and _framed(window):
@@ -187,18 +187,25 @@ _SPLIT: Final = (
 )
 
 
-def _split_sum(agg: exp.Sum, value: exp.Expr) -> exp.Expr:
-    """`sum(x)` -> the order-independent form above, in place (its FILTER kept on each aggregate)."""
+def _split_sum(agg: exp.Sum, value: exp.Expr, window: exp.Window | None) -> exp.Expr:
+    """`sum(x)` -> the order-independent form above, in place (its FILTER and window kept on each
+    aggregate of it)."""
     call = agg.parent if isinstance(agg.parent, exp.Filter) and agg.arg_key == "this" else agg
     split = sqlglot.parse_one(_SPLIT, read="sqlite")
     for column in list(split.find_all(exp.Column)):
         column.replace(value.copy())
-    if call is not agg:
-        for inner in list(split.find_all(exp.Count, exp.Sum, exp.Anonymous)):
-            if isinstance(inner, exp.Anonymous) and inner.name.casefold() != "total":
-                continue
-            inner.replace(exp.Filter(this=inner.copy(), expression=call.expression.copy()))
-    call.replace(exp.Paren(this=split))
+    for inner in list(split.find_all(exp.Count, exp.Sum, exp.Anonymous)):
+        if isinstance(inner, exp.Anonymous) and inner.name.casefold() != "total":
+            continue
+        wrapped: exp.Expr = inner.copy()
+        if call is not agg:
+            wrapped = exp.Filter(this=wrapped, expression=call.expression.copy())
+        if window is not None:
+            over = window.copy()
+            over.set("this", wrapped)
+            wrapped = over
+        inner.replace(wrapped)
+    (call if window is None else window).replace(exp.Paren(this=split))
     return split
 
 
