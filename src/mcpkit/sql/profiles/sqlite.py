@@ -273,6 +273,7 @@ class SqliteProfile(Profile):
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
             bound_text_functions(conn, MAX_LENGTH)
             bound_fts5(conn)
+            clip.register(conn)  # the wrapper's one reading of each column
             return conn
 
         creator: Callable[[], sqlite3.Connection] = connect
