@@ -5,7 +5,7 @@ key order, so with an index over a masked column (key, INCLUDE, expression or pr
 of a plain read may follow the masked values: masked calls turn both off in their transaction
 (`PostgresSession.index_scans_off`), whatever the indexes at start-up: one created while serving
 was scanned before (fix session fixd). The re-verification reads the CLUSTER flags again
-(`scanpins.scan_pins_check`). Bitmap heap scans stay: they read the heap in block order,
+(`scanpins.pins_check`). Bitmap heap scans stay: they read the heap in block order,
 which follows the masked column only where the table was CLUSTERed on such an index (a start-up
 finding, `--allow clustered-order:T`) or its rows were written in that order (a warning).
 
