@@ -23,6 +23,8 @@ CREATE TABLE app.secrets (tenant text, s text);
 INSERT INTO app.secrets VALUES ('a', 'x');
 ALTER TABLE app.secrets ENABLE ROW LEVEL SECURITY;
 CREATE POLICY by_tenant ON app.secrets FOR SELECT USING (tenant = app.tenant());
+CREATE ROLE {other} NOLOGIN;
+CREATE POLICY not_the_readers ON app.secrets FOR SELECT TO {other} USING (app.fmt_money(1) = '$1');
 CREATE TABLE app.orders (id int, total numeric);
 INSERT INTO app.orders VALUES (1, 500);
 CREATE VIEW app.big_orders WITH (security_invoker = true)
@@ -36,36 +38,41 @@ def test_grant_says_which_granted_relations_its_revokes_leave_unreadable(
     pg_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pg_scratch(pg_url, "rtgl1") as db:
-        db.admin.execute(_SETUP)
-        reader = f"{db.reader}_g"
-        tables = "app.secrets,app.big_orders,app.over_big,app.plain,app.orders"
-        code, out = run_cli(
-            capsys, "sql", "grant", "--dsn", db.admin_url, "--role", reader, "--tables", tables
-        )
-        assert code == 0, out
-        assert "REVOKE EXECUTE ON FUNCTION app.tenant() FROM PUBLIC" in out, out
-        notes = [line for line in out.splitlines() if line.startswith("-- note:")]
-        assert len(notes) == 2, out
-        joined = "\n".join(notes)
-        assert (
-            "reads of app.secrets that evaluate app.tenant() (its policy by_tenant calls it) fail" in joined
-        )
-        assert "reads of app.big_orders that evaluate app.fmt_money(numeric) (its view query calls" in joined
-        assert "--allow function:app.fmt_money" in joined and "BEGIN ATOMIC" in joined
-
-        # the notes are true: run the printed script and read as the reader
-        script = "\n".join(line for line in out.splitlines() if line and not line.startswith("--"))
-        db.admin.execute(script)
+        other = f"{db.reader}_o"  # a role a policy is written to: not the reader's
         try:
-            url = make_url(db.admin_url).set(drivername="postgresql", username=reader)
-            password = out.split("PASSWORD '", 1)[1].split("'", 1)[0]
-            dsn = url.set(password=password).render_as_string(hide_password=False)
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                for relation in ("app.secrets", "app.big_orders"):
-                    with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                        conn.execute(f"SELECT * FROM {relation}").fetchall()
-                assert conn.execute("SELECT * FROM app.over_big").fetchall() == [(1,)]  # no call reached
-                assert conn.execute("SELECT count(*) FROM app.plain").fetchone() == (0,)
+            db.admin.execute(_SETUP.format(other=other))
+            _grant_then_read(db.admin, db.admin_url, f"{db.reader}_g", capsys)
         finally:
-            db.admin.execute(f"DROP OWNED BY {reader}")
-            db.admin.execute(f"DROP ROLE {reader}")
+            db.admin.execute("DROP POLICY IF EXISTS not_the_readers ON app.secrets")
+            db.admin.execute(f"DROP ROLE IF EXISTS {other}")
+
+
+def _grant_then_read(
+    admin: psycopg.Connection, admin_url: str, reader: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tables = "app.secrets,app.big_orders,app.over_big,app.plain,app.orders"
+    code, out = run_cli(capsys, "sql", "grant", "--dsn", admin_url, "--role", reader, "--tables", tables)
+    assert code == 0, out
+    assert "REVOKE EXECUTE ON FUNCTION app.tenant() FROM PUBLIC" in out, out
+    notes = [line for line in out.splitlines() if line.startswith("-- note:")]
+    assert len(notes) == 2, out
+    joined = "\n".join(notes)
+    assert "reads of app.secrets that evaluate app.tenant() (its policy by_tenant calls it) fail" in joined
+    assert "reads of app.big_orders that evaluate app.fmt_money(numeric) (its view query calls" in joined
+    assert "--allow function:app.fmt_money" in joined and "BEGIN ATOMIC" in joined
+
+    # the notes are true: run the printed script and read as the reader
+    admin.execute("\n".join(line for line in out.splitlines() if line and not line.startswith("--")))
+    try:
+        url = make_url(admin_url).set(drivername="postgresql", username=reader)
+        password = out.split("PASSWORD '", 1)[1].split("'", 1)[0]
+        dsn = url.set(password=password).render_as_string(hide_password=False)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for relation in ("app.secrets", "app.big_orders"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute(f"SELECT * FROM {relation}").fetchall()
+            assert conn.execute("SELECT * FROM app.over_big").fetchall() == [(1,)]  # no call reached
+            assert conn.execute("SELECT count(*) FROM app.plain").fetchone() == (0,)
+    finally:
+        admin.execute(f"DROP OWNED BY {reader}")
+        admin.execute(f"DROP ROLE {reader}")

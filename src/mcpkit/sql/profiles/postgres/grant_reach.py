@@ -17,7 +17,8 @@ from sqlalchemy.engine import Connection
 
 __all__ = ["unreadable_notes"]
 
-# The functions the granted relations' view rules and SELECT policies call that the current role
+# The functions the granted relations' view rules and SELECT policies (those that apply to the
+# current role: PUBLIC or a role it inherits) call that the current role
 # (the reader, after SET LOCAL ROLE) may not execute. Not through a view below: PostgreSQL drops the
 # columns a query does not use from a view it reads, so a view over such a view may read fine.
 _UNREADABLE: Final = """
@@ -36,7 +37,9 @@ WITH calls(rel, fn, how) AS (
       ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_policy'::pg_catalog.regclass
       AND d.objid OPERATOR(pg_catalog.=) p.oid
       AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
-    WHERE p.polcmd IN ('r', '*')
+    WHERE p.polcmd IN ('r', '*') AND (CAST(0 AS pg_catalog.oid) OPERATOR(pg_catalog.=) ANY(p.polroles)
+      OR EXISTS (SELECT FROM pg_catalog.unnest(p.polroles) AS g(r)
+                 WHERE pg_catalog.pg_has_role(g.r, 'USAGE')))
 )
 SELECT DISTINCT CAST(CAST(calls.rel AS pg_catalog.regclass) AS pg_catalog.text), calls.how,
        CAST(CAST(calls.fn AS pg_catalog.regprocedure) AS pg_catalog.text),
