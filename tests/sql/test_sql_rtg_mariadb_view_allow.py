@@ -33,6 +33,9 @@ def login(mysql_url: str) -> Iterator[tuple[str, str]]:
         " RETURN CONCAT('#', x)",
         f"USE {db}",  # a call written unqualified is stored so: `fmt`(...)
         "CREATE SQL SECURITY INVOKER VIEW v_inv AS SELECT id, fmt(id) AS f FROM cust",
+        # a stored function named like a built-in one the table leaves out: a bare call is the built-in's
+        f"CREATE FUNCTION {db}.regexp_replace(x TEXT, a TEXT, b TEXT) RETURNS TEXT DETERMINISTIC NO SQL"
+        " SQL SECURITY INVOKER RETURN x",
         f"CREATE USER '{user}'@'%' WITH MAX_USER_CONNECTIONS {READER_CONNECTIONS}",
         f"GRANT SELECT ON {db}.cust TO '{user}'@'%'",
         f"GRANT SELECT, SHOW VIEW ON {db}.v_inv TO '{user}'@'%'",
@@ -69,3 +72,23 @@ def test_the_exact_allow_function_admits_its_databases_view(login: tuple[str, st
         _check(url, [f"{db.replace('rtgl2', 'rtgl2o')}.fmt"], db)
     _check(url, [f"{db}.fmt"], db)  # before: refused ("--allow-function fmt")
     _check(url, ["fmt"], db)
+
+
+def test_an_exact_allow_function_named_like_a_built_in_does_not_admit_the_built_in(
+    login: tuple[str, str], mysql_url: str
+) -> None:
+    url, db = login
+    admin = mysql_admin(mysql_url)
+    try:
+        with admin.cursor() as c:
+            c.execute(f"USE {db}")
+            c.execute(
+                "CREATE SQL SECURITY INVOKER VIEW v_rr AS"
+                " SELECT REGEXP_REPLACE(name, 'a', 'b') AS r FROM cust"
+            )
+            c.execute(f"GRANT SELECT, SHOW VIEW ON {db}.v_rr TO '{make_url(url).username}'@'%'")
+        # review R11: the exact `db.regexp_replace` (the stored one) admitted the view's built-in call
+        with pytest.raises(SqlConfigError, match="v_rr"):
+            _check(url, [f"{db}.fmt", f"{db}.regexp_replace"], db)
+    finally:
+        admin.close()

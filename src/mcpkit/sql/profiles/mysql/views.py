@@ -47,7 +47,9 @@ def _in_database(policy: FunctionPolicy, schema: str) -> FunctionPolicy:
     """The policy for a view of database `schema`: MariaDB stores a call of a stored function of the
     view's own database unqualified, so the operator's exact `schema.f` admits the bare `f` there
     (red team rtg L2: `--allow-function db.f` refused db's view calling it; only the bare `f`, which
-    allows that name in every database, passed). A never-listed name stays refused."""
+    allows that name in every database, passed). A built-in function's name stays as the function
+    table has it: a view's bare call of it is the built-in's, a stored one of that name is called
+    qualified (review R11)."""
     prefix = f"{schema.lower()}."
     chosen = policy.only if policy.only is not None else policy.extra
     bare = {
@@ -55,7 +57,7 @@ def _in_database(policy: FunctionPolicy, schema: str) -> FunctionPolicy:
         for n in chosen
         if n.startswith(prefix) and "." not in n.removeprefix(prefix) and "*" not in n
     }
-    bare = {n for n in bare if (f := policy.table.lookup(n)) is None or f.verdict != "never"}
+    bare = {n for n in bare if policy.table.lookup(n) is None}
     if not bare:
         return policy
     if policy.only is not None:
