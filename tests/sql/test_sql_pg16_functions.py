@@ -14,6 +14,7 @@ from mcpkit.errors import Refused
 from mcpkit.sql.admission import admit, table_for
 from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import pg_admin, pg_service_fixture
+from tests.sql.test_sql_function_tables import _PG_CANDIDATES as PG_CANDIDATES
 
 service = pg_service_fixture(10.0)
 
@@ -154,3 +155,14 @@ def test_postgres_16_the_left_out_new_functions_are_refused(
     with pytest.raises(Refused) as info:
         service.query(sql, call_id="refused16")
     assert sql.split("(")[0].split()[-1] in info.value.message
+
+
+@pytest.mark.postgres
+def test_postgres_every_builtin_is_reviewed_without_contrib(pg_url: str) -> None:
+    """`test_sql_function_tables.py`'s review of pg_catalog alone: it runs on a build without the
+    contrib extensions (that test creates them), so 16.2 from pgserver is checked too."""
+    with pg_admin(pg_url) as c:
+        builtin = {r[0] for r in c.execute(PG_CANDIDATES, ["pg_catalog"]).fetchall()}
+    table = table_for("postgres")
+    assert len(builtin) > 1000
+    assert sorted(n for n in builtin if n.replace("_", "").isalnum() and table.lookup(n) is None) == []
