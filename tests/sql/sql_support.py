@@ -232,6 +232,16 @@ def pg_need_extensions(conn: psycopg.Connection[Any], *names: str) -> None:
         need(f"PostgreSQL extension {', '.join(missing)}", "this server's build does not offer it (contrib)")
 
 
+def pg_has_libxml(url: str) -> bool:
+    """Whether the server was built with libxml (`xml`, `xmlparse`, `query_to_xml` work)."""
+    with pg_admin(url) as c:
+        try:
+            c.execute("SELECT xmlparse(content '<a/>')")
+        except psycopg.errors.FeatureNotSupported:
+            return False
+    return True
+
+
 def mysql_admin(url: str) -> pymysql.Connection:  # type: ignore[type-arg]
     """An autocommit pymysql connection as the test's MariaDB administrator."""
     u = make_url(url)
