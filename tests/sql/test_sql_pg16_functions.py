@@ -118,11 +118,12 @@ def test_postgres_16_the_allowed_new_functions_answer(service: SqlService, pg_ur
     _need_16(pg_url)
     result, _ = service.query(
         "SELECT any_value(x) AS v, round(erf(0.5)::numeric, 4) AS e, round(erfc(0.5)::numeric, 4) AS c,"
-        " random_normal(0, 1) IS NOT NULL AS r, json_agg_strict(y)::text AS j, JSON_ARRAY(1, 2)::text AS a"
+        " random_normal(0, 1) IS NOT NULL AS r, json_agg_strict(y)::text AS j, JSON_ARRAY(1, 2)::text AS a,"
+        " JSON_ARRAYAGG(x)::text AS g, '{}' IS JSON OBJECT AS o"
         " FROM (VALUES (1, NULL), (1, 2)) t(x, y)",
         call_id="new16",
     )
-    assert [list(r) for r in result.rows] == [[1, 0.5205, 0.4795, True, "[2]", "[1, 2]"]]
+    assert [list(r) for r in result.rows] == [[1, 0.5205, 0.4795, True, "[2]", "[1, 2]", "[1, 1]", True]]
 
 
 @pytest.mark.postgres
