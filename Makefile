@@ -30,16 +30,13 @@ demo: $(STAMP)
 	$(PY) examples/demo.py
 
 # Most tests wait on servers and subprocesses, not on the CPU: `make test` runs them in three
-# processes, one file per worker, then the `serial` ones (they fingerprint a whole server) with one
-# worker per server (tests/conftest.py groups them), then the `alone` ones (they measure the machine)
-# in one process. `TEST_WORKERS=0 make test` runs everything in one process. docs/testing.md: where
-# the time goes; --durations prints the slowest tests of each part.
+# processes, one file per worker (13-17 min instead of ~37), the `serial` ones (they fingerprint the
+# whole server) alone afterwards. `TEST_WORKERS=0 make test` runs everything in one process.
 TEST_WORKERS ?= 3
 
 test: $(STAMP) npm-tools
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m 'not serial' --durations=30
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m 'serial and not alone' --durations=30
-	$(PY) -m pytest -q -m alone --durations=30
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m 'not serial'
+	$(PY) -m pytest -q -m serial
 
 check: $(STAMP)
 	$(VENV)/bin/ruff check .

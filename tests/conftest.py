@@ -85,35 +85,6 @@ def npm_bin() -> Path:
     return bin_dir
 
 
-# The serial part (`make test`) runs in parallel by server: a serial test fingerprints one whole server
-# (PostgreSQL: roles, databases, schemas; MariaDB: users, databases, grants), so the tests on one
-# server run one after another on one worker, beside the other server's and the server-less ones.
-# What measures the machine (CPU, wall time, RSS) or uses both servers is marked `alone` and runs
-# last, in one process.
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "alone: serial, and runs with nothing beside it (measures CPU, wall time or RSS, or uses both"
-        " servers); `make test` runs it last",
-    )
-
-
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: `alone` may be added here
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("serial") is None or item.get_closest_marker("alone") is not None:
-            continue
-        names = set(getattr(item, "fixturenames", ()))
-        servers = [
-            name for name, fixture in (("postgres", "pg_url"), ("mariadb", "mysql_url")) if fixture in names
-        ]
-        if len(servers) > 1:
-            item.add_marker(pytest.mark.alone)
-            continue
-        # no server: one file per worker, like the parallel part (its fixtures are set up once)
-        item.add_marker(pytest.mark.xdist_group(servers[0] if servers else item.nodeid.split("::")[0]))
-
-
 @pytest.fixture
 def anyio_backend() -> str:
     """Async tests run on asyncio, like the SDK's servers."""

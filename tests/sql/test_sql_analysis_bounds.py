@@ -81,7 +81,6 @@ def _heavy(n: int, tag: int) -> str:
 
 
 @pytest.mark.serial  # measures CPU and wall time: other workers' load would be counted
-@pytest.mark.alone
 def test_concurrent_heavy_analyses_all_pass_on_cpu_time(sqlite_env: DbEnv) -> None:
     engine = SqlEngine(sqlite_env.ro_url)
     # A whole suite's objects make each garbage collection long, and it is charged to whichever
@@ -135,7 +134,6 @@ def test_analysis_slot_queues_long_texts_and_never_short_ones() -> None:
 
 
 @pytest.mark.serial  # measures CPU and wall time: other workers' load would be counted
-@pytest.mark.alone
 def test_analysis_deadline_counts_cpu_time_under_a_wall_ceiling() -> None:
     from mcpkit.sql.admission.slots import analysis_slot
 

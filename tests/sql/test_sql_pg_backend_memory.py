@@ -29,9 +29,8 @@ from tests.conftest import IN_CI, need
 from tests.helpers import ROOT, free_port, text_of
 from tests.sql.sql_support import changed, pg_snapshot
 
-# Fingerprints the whole server (roles, databases, settings) and times answers beside memory-bound
-# calls: runs after the parallel part, alone.
-pytestmark = [pytest.mark.serial, pytest.mark.alone]
+# Fingerprints the whole server (roles, databases, settings): runs after the parallel part.
+pytestmark = pytest.mark.serial
 
 LIMIT = 512 * 1024**2
 """The limited cluster's data limit per backend, and the `--backend-memory` its servers declare."""
