@@ -200,7 +200,7 @@ class Capabilities:
         return None
 
     name_pin: tuple[str, ...] = ()
-    index_scans_off = False  # PostgreSQL: an index reads a masked column (`postgres.scan_pins`)
+    index_scans_off = False  # PostgreSQL with masks: masked calls scan no index (`postgres.scan_pins`)
     """The path `pin_name_path` set (an engine for another login of the same server takes it on)."""
 
     def pin_name_path(self, path: Sequence[str]) -> None:
