@@ -54,7 +54,7 @@ limit for one connection (`sqlite_heap`: about 130 MB) fit well under it."""
 KILL_SLACK_S: Final = 0.5
 """Past the call's timeout and the engine's grace (when the in-process interrupt fires): then SIGKILL."""
 ISOLATE_ENV: Final = "MCPKIT_SQLITE_ISOLATE"
-"""`1` turns the worker processes on where no option chose (`SqlEngine(isolate=None)`); off by default."""
+"""`0` turns the worker processes off where no option chose (`SqlEngine(isolate=None)`); on by default."""
 _START_WAIT_S: Final = 30.0  # a worker that is not ready by then failed to start
 
 
@@ -68,16 +68,17 @@ class _Setup:
     vectors: bool
     grace_s: float
     memory_bytes: int
+    pool: int  # the parent's pool size: the worker's SQLite heap limit is the one its calls would meet
 
 
 def isolation(
     url: URL, profile: Profile, isolate: bool | None, pool_size: int, wait_s: float, grace_s: float
 ) -> IsolatedSqlite | None:
-    """A SQLite engine's workers when it isolates (`isolate`, else `ISOLATE_ENV`, else off); else None."""
+    """A SQLite engine's workers when it isolates (`isolate`, else `ISOLATE_ENV`, else on); else None."""
     from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
     from mcpkit.sql.profiles.sqlite import SqliteProfile
 
-    chosen = isolate if isolate is not None else os.environ.get(ISOLATE_ENV, "0").strip() == "1"
+    chosen = isolate if isolate is not None else os.environ.get(ISOLATE_ENV, "1").strip() != "0"
     if not chosen or not isinstance(profile, SqliteProfile):
         return None
     size = pool_size or DEFAULT_POOL_SIZE
@@ -119,6 +120,7 @@ def worker_main(fd: int) -> None:  # pragma: no cover: runs in the worker proces
     try:
         engine = SqlEngine(setup.url, grace_s=setup.grace_s, pool_size=1, isolate=False)
         profile: Any = engine.profile
+        profile.use_pool(engine, setup.pool)  # one call may use the heap the whole pool would
         if setup.policy is not None:
             dialect, extra, only = setup.policy
             profile.use_function_policy(FunctionPolicy(dialect, extra, only))
@@ -224,7 +226,13 @@ class IsolatedSqlite:
         p = self._profile.function_policy
         policy = None if p is None else (p.dialect, p.extra, p.only)
         return _Setup(
-            self._url, policy, self._profile.withheld, self._profile.vectors, self._grace_s, self._memory
+            self._url,
+            policy,
+            self._profile.withheld,
+            self._profile.vectors,
+            self._grace_s,
+            self._memory,
+            self._size,
         )
 
     def _start(self) -> _Worker:
