@@ -75,7 +75,9 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--isolate",
         action=argparse.BooleanOptionalAction,
-        help="SQLite: calls in worker processes killed at the deadline (opt-in; MCPKIT_SQLITE_ISOLATE=1)",
+        help="SQLite: calls in worker processes killed at the deadline (the default; --no-isolate or "
+        "MCPKIT_SQLITE_ISOLATE=0 runs them in the server, where one long SQLite step can outlive "
+        "the timeout)",
     )
     p.add_argument(
         "--reverify-interval",
