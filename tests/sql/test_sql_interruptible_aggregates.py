@@ -3,6 +3,7 @@ and the calls in an aggregate's arguments get the jump the interrupt is checked 
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from itertools import pairwise
 from pathlib import Path
@@ -48,7 +49,9 @@ def test_the_profile_of_a_wide_table_is_sent_without_wrappers(wide: Path) -> Non
         service.engine.close()
     counted = [s for s in sent if "COUNT(DISTINCT" in s.upper()]
     assert counted, sent  # the profile's aggregate query: 9 columns of COUNT, COUNT(DISTINCT), MIN, MAX
-    assert not any("CASE WHEN 1" in s for s in counted), counted  # before: a CASE around each
+    # before: a CASE around each aggregate, coded after the scan; since red team rtf F5 the jumps go
+    # inside, after each argument the aggregates' steps read (`MIN(CASE WHEN 1 THEN "c0" END)`)
+    assert not any(re.search(r"CASE WHEN 1 THEN (COUNT|MIN|MAX)\(", s) for s in counted), counted
     c0 = next(c for c in profile.columns if c.name == "c0")
     assert (c0.null_fraction, c0.distinct_estimate, c0.min, c0.max) == (0.0, 3, "v0c0", "v2c0")
 
@@ -77,7 +80,8 @@ def test_counts_do_not_make_a_query_of_sixteen_calls_many() -> None:
     calls = ", ".join(f"upper({c})" for c in COLUMNS * 2)  # 16 calls
     sql = f"SELECT {calls}, count(id), count(*), count(c0 IS NULL) FROM wide"  # `||`, `+` read c0: passes
     assert "CASE" not in admit(sql, "sqlite").sql  # before: 18 calls, every one wrapped
-    assert admit(sql.replace("count(id)", "count(DISTINCT c1)"), "sqlite").sql.count("CASE WHEN 1") == 16
+    # COUNT(DISTINCT c1) reads c1 (red team rtf F5: its argument is followed by a jump too)
+    assert admit(sql.replace("count(id)", "count(DISTINCT c1)"), "sqlite").sql.count("CASE WHEN 1") == 17
 
 
 def test_seventeen_nested_calls_are_still_wrapped() -> None:

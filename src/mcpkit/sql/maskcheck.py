@@ -21,7 +21,7 @@ from mcpkit.sql.profiles.catalog_reads import catalog_findings
 from mcpkit.sql.profiles.stored import stored_queries
 from mcpkit.sql.relcheck import relations_check
 from mcpkit.sql.reverify import all_of
-from mcpkit.sql.scanpins import enforce_scan_pins
+from mcpkit.sql.scanpins import enforce_scan_pins, pins_check
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -144,11 +144,12 @@ def masks_readable(
 
 def masks_verify(masking: Masking, allow: Collection[str] = ()) -> Callable[[SqlEngine, Connection], None]:
     """`relcheck.relations_check` (the tables and columns are start-up's), `masks_check`, then
-    `order_check`, of the masks resolved for the server's account."""
+    `order_check`, `scanpins.pins_check`, of the masks resolved for the server's account."""
     return all_of(
         relations_check(masking),
         masks_check(masking.masked, masking.policy.readers),
         order_check(masking.policy, masking.schema, masking.masked, allow),
+        pins_check(masking.schema, masking.masked, allow),
     )
 
 

@@ -5,7 +5,9 @@ table whose physical order follows one (a clustered key, CLUSTER) unless `--allo
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+
+from sqlalchemy.engine import Connection
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
@@ -13,15 +15,20 @@ from mcpkit.sql.masking import KnownSchema
 from mcpkit.sql.profiles.findings import Finding
 from mcpkit.sql.profiles.scan_order import ScanPin
 
-__all__ = ["enforce_scan_pins"]
+__all__ = ["enforce_scan_pins", "pins_check"]
 
 log = logging.getLogger("mcpkit.sql")
 
 
 def enforce_scan_pins(
-    engine: SqlEngine, known: KnownSchema, masked: Mapping[str, frozenset[str]], allow: Collection[str]
+    engine: SqlEngine,
+    known: KnownSchema,
+    masked: Mapping[str, frozenset[str]],
+    allow: Collection[str],
+    conn: Connection | None = None,
 ) -> dict[str, ScanPin]:
-    """Set `known.scan_pins` from the profile (none where it has no `scan_pins`).
+    """Set `known.scan_pins` from the profile (none where it has no `scan_pins`), read in `conn` or a
+    session of its own.
 
     Raises:
         SqlConfigError: one line per table stored in a masked column's order, not allowed.
@@ -29,8 +36,12 @@ def enforce_scan_pins(
     reflect = getattr(engine.profile, "scan_pins", None)
     if reflect is None or not masked:
         return {}
-    with engine.session(30.0, "startup-masks") as (conn, _):
-        found: tuple[dict[str, ScanPin], list[Finding]] = reflect(conn, masked, known.default_schema)
+    found: tuple[dict[str, ScanPin], list[Finding]]
+    if conn is None:
+        with engine.session(30.0, "startup-masks") as (session, _):
+            found = reflect(session, masked, known.default_schema)
+    else:
+        found = reflect(conn, masked, known.default_schema)
     pins, findings = found
     refused = []
     for finding in findings:
@@ -43,3 +54,16 @@ def enforce_scan_pins(
         raise SqlConfigError(f"--mask: a table's physical order follows a masked column:\n{lines}")
     known.scan_pins = pins
     return pins
+
+
+def pins_check(
+    known: KnownSchema, masked: Mapping[str, frozenset[str]], allow: Collection[str]
+) -> Callable[[SqlEngine, Connection], None]:
+    """`enforce_scan_pins` inside a serving call's session (a re-verification's `Verify`): an index or
+    key added or dropped while serving is pinned, or refused, as at start-up (red team rte F3)."""
+    frozen = dict(masked)
+
+    def verify(engine: SqlEngine, conn: Connection) -> None:
+        enforce_scan_pins(engine, known, frozen, allow, conn)
+
+    return verify

@@ -164,6 +164,7 @@ class SqlService:
         """
         rows = max(1, min(max_rows, self.max_rows))
         deadline_s = self.timeout_s if timeout_s is None else max(0.001, min(timeout_s, self.timeout_s))
+        pins = None if self.masking is None else self.masking.schema.scan_pins
         with _span("sql.admission") as span:
             try:
                 with analysis_slot(deadline_s, len(sql)):  # long texts queue, on the call's timeout
@@ -190,6 +191,8 @@ class SqlService:
             except QueryFailed as exc:
                 if not plan.active:
                     raise
+                if self.masking is not None and self.masking.schema.scan_pins != pins:  # a dropped index
+                    return self.query(sql, call_id=call_id, max_rows=max_rows, note=note, timeout_s=timeout_s)
                 # which row failed first must not show in the failure's class (rtA F1, rtB F3)
                 folded = row_failure(exc, self.engine, self.profile, sent, call_id, deadline_s)
                 if self.profile.compile_check is None:  # no plan-only check (MariaDB): one sentence
@@ -197,6 +200,9 @@ class SqlService:
                 raise folded from None
             result = shape_rows(apply_mask(found, plan))
             span.set_attribute("db.response.returned_rows", result.row_count)
+        if self.masking is not None and plan.active and self.masking.schema.scan_pins != pins:
+            log.info("sql call %s: the scan pins moved while it ran (rte F3): planned again", call_id)
+            return self.query(sql, call_id=call_id, max_rows=max_rows, note=note, timeout_s=timeout_s)
         if note is not None:
             note(rows=result.row_count, truncated=result.truncated)
         return result, render_markdown(result)
@@ -213,6 +219,7 @@ class SqlService:
             m,
             None if m is None else m.policy,
             None if m is None else m.schema,
+            None if m is None else m.schema.scan_pins,  # replaced when re-verified (`scanpins.pins_check`)
             self.profile.policy_generation,
         )
 

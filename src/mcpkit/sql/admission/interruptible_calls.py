@@ -49,6 +49,10 @@ _COMPARED: Final = (
     *(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Is, exp.NullSafeEQ, exp.NullSafeNEQ),
     *(exp.Like, exp.ILike, exp.Glob, exp.Between, exp.In),
 )
+# Values that are truth values already: no conversion when tested
+_TRUTH: Final = (
+    *(exp.Predicate, exp.Connector, exp.Not, exp.Boolean, exp.Paren, exp.Literal, exp.Null, *_COMPARED),
+)
 # JSON calls of many paths: arguments per path after the document (a path and its value)
 _ARITHMETIC: Final = (
     *(exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv, exp.Neg, exp.BitwiseNot),
@@ -67,8 +71,10 @@ _AGGREGATE_NAMES: Final = frozenset(["total", "json_group_object"])
 
 def _counted(call: exp.Func) -> bool:
     """Whether `call` is a pass over a value per row (COUNT's step is not)."""
-    if isinstance(call, _KEPT) or isinstance(call.parent, exp.Table | exp.Window | exp.Filter | exp.Case):
-        return False  # a CASE's WHEN ... THEN is an `If` node, no call
+    if isinstance(call, _KEPT) or isinstance(call.parent, exp.Table | exp.Window | exp.Filter):
+        return False
+    if isinstance(call, exp.If) and isinstance(call.parent, exp.Case):
+        return False  # a CASE's WHEN ... THEN is an `If` node, no call; its base and ELSE hold calls
     # over literals too: `hex(randomblob(16000000))` builds 32 MB with no column (red team rtC F9)
     return not (isinstance(call, exp.Count) and not isinstance(call.this, exp.Distinct))
 
@@ -109,26 +115,99 @@ def _own_weight(node: exp.Expr) -> int:
     if isinstance(node, exp.Connector):  # AND, OR: sqlglot's calls, SQLite's jumps
         return 0
     if isinstance(node, exp.Func):
+        if _stepped(node):  # its step's pass is counted on its arguments (`_converted`)
+            return 0
         return _paths(node) if _counted(node) else 0
     if isinstance(node, exp.DPipe):
         return int(_holds_value(node))
     if isinstance(node, _COMPARED):
-        values = sum(_holds_value(o) for o in _operands(node))
-        if any(isinstance(o.unnest(), exp.Null) for o in _operands(node)):
-            return max(values - 1, 0)  # `x IS NULL` reads no value
-        return max(values - 1, min(values, 1))  # against a number, a text value is read as one
+        return _comparison(_operands(node))
     return 0
+
+
+def _comparison(operands: list[exp.Expr]) -> int:
+    if any(isinstance(o.unnest(), exp.Tuple) for o in operands):
+        return _pairs(operands)
+    values = sum(_holds_value(o) for o in operands)
+    if any(isinstance(o.unnest(), exp.Null) for o in operands):
+        return max(values - 1, 0)  # `x IS NULL` reads no value
+    return max(values - 1, min(values, 1))  # against a number, a text value is read as one
+
+
+def _pairs(operands: list[exp.Expr]) -> int:
+    """A row-value comparison compares each pair of the rows, with no jump between (red team rtf F2)."""
+    first, rest = operands[0].unnest(), [o.unnest() for o in operands[1:]]
+    left = first.expressions if isinstance(first, exp.Tuple) else [first]
+    count = 0
+    for other in rest:
+        right = other.expressions if isinstance(other, exp.Tuple) else [other] * len(left)
+        count += sum(_holds_value(a) or _holds_value(b) for a, b in zip(left, right, strict=False))
+    return count
+
+
+def _searched(case: exp.Case) -> None:
+    """`CASE x WHEN y THEN ...` as `CASE WHEN x = y THEN ...`: the same comparison (SQLite compares
+    the base and each WHEN as `=` does), written out so that a jump can follow it (red team rtf F1)."""
+    base = case.args["this"]
+    for branch in case.args.get("ifs") or []:
+        branch.set("this", exp.EQ(this=_operand(base.copy()), expression=_operand(branch.this)))
+    case.set("this", None)
+
+
+def _operand(node: exp.Expr) -> exp.Expr:
+    return node if isinstance(node, exp.Column | exp.Literal | exp.Paren | exp.Null) else exp.paren(node)
+
+
+def _simple_cases(tree: exp.Expr) -> list[exp.Case]:
+    """CASEs with a base, innermost first; each WHEN of one compares a value to the base."""
+    cases = [c for c in tree.find_all(exp.Case) if c.args.get("this") is not None]
+    return sorted(cases, key=lambda c: -_depth(c))
+
+
+def _implicit(case: exp.Case) -> int:
+    base = case.args["this"]
+    return sum(_comparison([base, b.this]) for b in case.args.get("ifs") or [])
+
+
+def _stepped(call: exp.Expr) -> bool:
+    """An aggregate whose step reads its arguments' values (not COUNT's), outside a window."""
+    return isinstance(call, exp.Func) and _aggregate(call) and _counted(call)
 
 
 def _converted(node: exp.Expr) -> int:
     if isinstance(node, exp.Paren):
         return 0
     above = node.parent
-    while isinstance(above, exp.Paren):
+    while isinstance(above, exp.Paren | exp.Distinct):
         above = above.parent
+    if above is not None and _stepped(above) and not isinstance(node, exp.Distinct):
+        # an aggregate's steps run back to back in the scan loop: the jump goes after each argument
+        # (`SUM(CASE WHEN 1 THEN x END)`), before the step reads it (red team rtf F5)
+        return int(_holds_value(node))
     if isinstance(above, exp.Cast | exp.TryCast):  # a CAST keeps its affinity: its operand is wrapped
         return int(above.this.unnest() is node and _holds_value(node))
-    return int(isinstance(above, _ARITHMETIC) and isinstance(node, exp.Column))
+    if _truth_tested(node):
+        return int(_holds_value(node) and not isinstance(node, _TRUTH))
+    # a scalar subquery's value too (red team rtf F7: 60 `(SELECT d FROM t) + ...` over 30 MB of digits)
+    return int(isinstance(above, _ARITHMETIC) and isinstance(node, exp.Column | exp.Subquery))
+
+
+def _truth_tested(node: exp.Expr) -> bool:
+    """Whether SQLite reads `node`'s value as a truth value: as a number, a pass over a text (`WHERE d
+    AND d ...` over 30 MB of digits, red team rtf F3)."""
+    top = node
+    while isinstance(top.parent, exp.Paren):
+        top = top.parent
+    above = top.parent
+    if isinstance(above, exp.Connector | exp.Not):
+        return True
+    if isinstance(above, exp.If):  # a WHEN's condition; in a CASE with a base, a value compared to it
+        case = above.parent
+        simple = isinstance(case, exp.Case) and case.args.get("this") is not None
+        return top.arg_key == "this" and not simple
+    if isinstance(above, exp.Where | exp.Having):
+        return top.arg_key == "this"
+    return isinstance(above, exp.Join) and top.arg_key == "on"
 
 
 def _in_conjunct(node: exp.Expr) -> bool:
@@ -238,17 +317,21 @@ def interruptible_calls(tree: exp.Expr, dialect: str) -> exp.Expr:
     """
     if dialect not in INTERRUPTIBLE_DIALECTS:
         return tree
-    if sum(map(_weight, tree.walk())) <= MANY_CALLS:
+    cases = _simple_cases(tree)
+    if sum(map(_weight, tree.walk())) + sum(map(_implicit, cases)) <= MANY_CALLS:
         return tree
-    calls = _plan(tree)
     # the name SQLite gives an unaliased select item: its text as sent (`admit`'s options)
-    holding = {id(node) for c in calls for node in _up(c)}
-    items = [
-        (select, i, item.sql(dialect=dialect, normalize_functions=False, comments=False))
+    named = [
+        (select, i, item, item.sql(dialect=dialect, normalize_functions=False, comments=False))
         for select in tree.find_all(exp.Select)
         for i, item in enumerate(select.expressions)
-        if not isinstance(item, exp.Alias | exp.Column | exp.Star) and id(item) in holding
+        if not isinstance(item, exp.Alias | exp.Column | exp.Star)
     ]
+    for case in cases:
+        _searched(case)
+    calls = _plan(tree)
+    holding = {id(node) for c in [*calls, *cases] for node in _up(c)}
+    items = [(select, i, name) for select, i, item, name in named if id(item) in holding]
     for call in sorted(calls, key=lambda c: -_depth(c)):  # innermost first: an outer call moves them
         call.replace(placeholder := exp.Null())
         placeholder.replace(exp.Case(ifs=[exp.If(this=exp.Literal.number(1), true=call)]))

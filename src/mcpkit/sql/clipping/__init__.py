@@ -148,12 +148,6 @@ def size_only(cells: Sequence[Any]) -> Any:
     return None if cells[0] is None else BinarySize(int(cells[0]))
 
 
-def value_or_size(cells: Sequence[Any]) -> Any:
-    """(value, size if binary): SQLite, where the type is per cell."""
-    value, size = cells
-    return BinarySize(int(size)) if size is not None else value
-
-
 MERGES: Final = {"keep": keep, "text_or_clipped": text_or_clipped, "size_only": size_only}
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+import sqlglot
 from sqlglot import exp
 
 from mcpkit.sql.admission.budget import NodeAllowance
@@ -65,14 +66,15 @@ _FLOATING: Final = (
 )
 _ARITHMETIC: Final = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv)
 _INTEGRAL: Final = (
-    exp.Length, exp.Year, exp.Month, exp.Day, exp.DateDiff, exp.Sign, exp.Ascii, exp.BitLength,
+    exp.Length, exp.Year, exp.Month, exp.Day, exp.DateDiff, exp.TimestampDiff, exp.Sign, exp.Ascii,
+    exp.BitLength,
     exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Is, exp.In, exp.Between, exp.Not, exp.And, exp.Or,
 )  # fmt: skip
 _MOMENTS: Final = (exp.Stddev, exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop)
 _UNORDERED_SUM: Final = (
     "Over a table with masked columns, a floating-point sum or average (SUM, AVG of a DOUBLE or FLOAT "
-    "value or one whose type is not known; STD and VARIANCE, computed in floating point) is not "
-    "answered on this database: it adds in the storage order; sum exact values instead, for example "
+    "value or one whose type is not known; SQLite TOTAL; STD and VARIANCE, computed in floating point) "
+    "is not answered on this database: it adds in the storage order; sum exact values instead, for example "
     "SUM(CAST(x AS DECIMAL(30, 10)))."
 )
 _WINDOW_SUM: Final = (
@@ -83,9 +85,13 @@ _WINDOW_SUM: Final = (
 _WHOLE: Final = {"start": "UNBOUNDED", "start_side": "PRECEDING", "end": "UNBOUNDED", "end_side": "FOLLOWING"}
 
 
-def exact(node: exp.Expr, numeric_literals: bool = True) -> bool:
+def exact(node: exp.Expr, numeric_literals: bool = True, exact_round: bool = False) -> bool:
     """Whether values of `node` add up to the same sum in any order (and never overflow).
-    `numeric_literals`: every number literal is exact (PostgreSQL: `1e30` is numeric, not a double)."""
+    `numeric_literals`: every number literal is exact (PostgreSQL: `1e30` is numeric, not a double);
+    `exact_round`: `round()` of an exact value is exact (not on SQLite: `Profile.float_round`; rte L3)."""
+    if isinstance(node, exp.Round):
+        parts = [node.this, node.args.get("decimals")]
+        return exact_round and all(p is None or exact(p, numeric_literals, exact_round) for p in parts)
     if isinstance(node, exp.Column):
         return bool(_EXACT_TYPE.match(node.meta.get(TYPE) or ""))
     if isinstance(node, exp.Literal):
@@ -95,9 +101,11 @@ def exact(node: exp.Expr, numeric_literals: bool = True) -> bool:
     if isinstance(node, exp.Cast):
         return bool(_EXACT_TYPE.match(node.to.sql("postgres")))
     if isinstance(node, exp.Paren | exp.Neg | exp.Abs):
-        return exact(node.this, numeric_literals)
+        return exact(node.this, numeric_literals, exact_round)
     if isinstance(node, _ARITHMETIC):
-        return exact(node.this, numeric_literals) and exact(node.expression, numeric_literals)
+        return exact(node.this, numeric_literals, exact_round) and exact(
+            node.expression, numeric_literals, exact_round
+        )
     values: list[exp.Expr | None] = []
     if isinstance(node, exp.Case):
         values = [i.args.get("true") for i in node.args.get("ifs") or []] + [node.args.get("default")]
@@ -107,7 +115,7 @@ def exact(node: exp.Expr, numeric_literals: bool = True) -> bool:
         values = [node.this, *node.expressions]
     else:
         return False
-    return all(v is None or exact(v, numeric_literals) for v in values)
+    return all(v is None or exact(v, numeric_literals, exact_round) for v in values)
 
 
 def pin_sums(
@@ -125,14 +133,15 @@ def pin_sums(
     profile = profile_class(dialect)
     ordered = profile.ordered_sums  # else a window is ordered here, an aggregate refused (rtB F2)
     pinned = False
-    for agg in list(tree.find_all(*_ONE_ARGUMENT, *_FLOATING)):
-        if id(agg) in masked_aggs:
+    for agg in list(tree.find_all(*_ONE_ARGUMENT, *_FLOATING, exp.Anonymous)):
+        total = isinstance(agg, exp.Anonymous)
+        if id(agg) in masked_aggs or (total and not _is_float_sum(agg, profile.float_sums)):
             continue
         window = _window(agg)
         slots = ["this", "expression"] if isinstance(agg, _FLOATING) else ["this"]
         last = slots[-1]
         written = agg.args.get(last) if isinstance(agg.args.get(last), exp.Order) else None
-        found = [agg.args.get(s) for s in slots]
+        found = agg.expressions[:1] if total else [agg.args.get(s) for s in slots]
         if written is not None:  # `sum(x ORDER BY k)`: k's ties still come in scan order
             found[-1] = written.this
         args = [a for a in found if isinstance(a, exp.Expr)]
@@ -140,8 +149,11 @@ def pin_sums(
             continue
         distinct = isinstance(args[0], exp.Distinct)
         values: list[exp.Expr] = list(args[0].expressions) if distinct else args
-        floating = isinstance(agg, _FLOATING) or (not ordered and isinstance(agg, _MOMENTS))
-        if not floating and all(exact(v, ordered) for v in values):
+        floating = total or isinstance(agg, _FLOATING) or (not ordered and isinstance(agg, _MOMENTS))
+        if not floating and all(exact(v, ordered, not profile.float_round) for v in values):
+            if profile.sum_overflows and isinstance(agg, exp.Sum) and not distinct:
+                room.add([_split_sum(agg, values[0], window)], label)
+                pinned = True
             continue
         if window is not None and _framed(window):
             continue
@@ -163,6 +175,43 @@ def pin_sums(
             agg.set(last, exp.Order(this=agg.args[last].copy(), expressions=ties))
         pinned = True
     return pinned
+
+
+# SQLite's integer sum fails ("integer overflow") when a partial sum leaves 64 bits: whether it does
+# follows the order it adds in (red team rte F5: the masked e-mail order, rows written in it). Summed in
+# 32-bit halves no partial sum can overflow (below 2^31 rows); the halves' total leaves 64 bits as a
+# double, whatever the order. Values that are not all integers are added as `total` (in doubles).
+_SPLIT: Final = (
+    "CASE WHEN COUNT(_x) = COUNT(CASE WHEN TYPEOF(_x) = 'integer' THEN 1 END)"
+    " THEN SUM(_x / 4294967296) * 4294967296 + SUM(_x % 4294967296) ELSE TOTAL(_x) END"
+)
+
+
+def _split_sum(agg: exp.Sum, value: exp.Expr, window: exp.Window | None) -> exp.Expr:
+    """`sum(x)` -> the order-independent form above, in place (its FILTER and window kept on each
+    aggregate of it)."""
+    call = agg.parent if isinstance(agg.parent, exp.Filter) and agg.arg_key == "this" else agg
+    split = sqlglot.parse_one(_SPLIT, read="sqlite")
+    for column in list(split.find_all(exp.Column)):
+        column.replace(value.copy())
+    for inner in list(split.find_all(exp.Count, exp.Sum, exp.Anonymous)):
+        if isinstance(inner, exp.Anonymous) and inner.name.casefold() != "total":
+            continue
+        wrapped: exp.Expr = inner.copy()
+        if call is not agg:
+            wrapped = exp.Filter(this=wrapped, expression=call.expression.copy())
+        if window is not None:
+            over = window.copy()
+            over.set("this", wrapped)
+            wrapped = over
+        inner.replace(wrapped)
+    (call if window is None else window).replace(exp.Paren(this=split))
+    return split
+
+
+def _is_float_sum(call: exp.Expr, names: frozenset[str]) -> bool:
+    """A call of `Profile.float_sums` (SQLite's `total(x)`: added in doubles, even integers; red team rte)."""
+    return isinstance(call, exp.Anonymous) and call.name.casefold() in names and len(call.expressions) == 1
 
 
 def _window(agg: exp.Expr) -> exp.Window | None:

@@ -213,8 +213,8 @@ def _window_need(window: exp.Window) -> str | None:
             refuse_order(_WINDOW_FRAME, "value window over a RANGE/GROUPS frame")
     elif isinstance(func, exp.AggFunc):
         need = "keys" if kind == "ROWS" else None  # RANGE, GROUPS, no frame: peers, tie-invariant
-    else:
-        need = "keys"  # a function this analysis does not know: ordered to be safe
+    else:  # a function this analysis does not know: ordered to be safe; an aggregate over its whole partition
+        need = "whole" if is_aggregate(func) and not (ordered or spec) else "keys"  # (SQLite total(): rte)
     if need is not None and window.args.get("alias") is not None:
         refuse_order(_WINDOW_INLINE, "order-dependent function over a named window")
     return need

@@ -18,7 +18,8 @@ overrides what its database does differently:
   `parameter_casts` and `untyped_parameter` (reports);
 - masking, stated on the class (`profile_class`: the passes know only the dialect):
   `exact_ties`, `orderless`, `ordered_aggregates`, `ordered_object_aggregates`, `ordered_sums`,
-  `bare_columns`, `rollup_in_key_order`, `caseless_columns`, `builtin_schema`, `time_based_uuid`.
+  `float_sums`, `float_round`, `sum_overflows`, `bare_columns`, `rollup_in_key_order`, `caseless_columns`,
+  `builtin_schema`, `time_based_uuid`.
 
 What stays keyed by the sqlglot dialect is grammar: the admission passes (MySQL's executable
 comments, PostgreSQL's attribute calls, `FROM DUAL`, SQLite's parameter sigils) and the function

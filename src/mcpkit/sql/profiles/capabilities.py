@@ -200,7 +200,7 @@ class Capabilities:
         return None
 
     name_pin: tuple[str, ...] = ()
-    index_scans_off = False  # PostgreSQL: an index reads a masked column (`postgres.scan_pins`)
+    index_scans_off = False  # PostgreSQL with masks: masked calls scan no index (`postgres.scan_pins`)
     """The path `pin_name_path` set (an engine for another login of the same server takes it on)."""
 
     def pin_name_path(self, path: Sequence[str]) -> None:
@@ -232,6 +232,12 @@ class Capabilities:
     ordered_sums: bool = False
     """sum, avg, stddev, corr ... take an ORDER BY, which masking adds where they add in scan order
     (floating point, interval, money: `masking.sums`); False: left as they are (a residual)."""
+    float_sums: frozenset[str] = frozenset()
+    """Aggregates sqlglot does not know that add in doubles whatever their argument (SQLite `total`)."""
+    sum_overflows: bool = False
+    """An integer `sum` fails when a partial sum overflows (SQLite): masking sends it in halves."""
+    float_round: bool = False
+    """`round(x)` answers a double whatever x's type (SQLite), so a sum of it is not exact."""
     rollup_in_key_order: bool = False
     """`GROUP BY ... WITH ROLLUP` sorts its groups by their keys (it is computed over sorted rows), so
     masking adds no ORDER BY to such a block without one (MariaDB refuses one there: error 1221)."""

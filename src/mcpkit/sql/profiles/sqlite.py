@@ -178,6 +178,7 @@ class SqliteProfile(Profile):
     exact_ties = staticmethod(exact_ties)
     namespace_names = frozenset({"main"})
     ordered_aggregates = ordered_object_aggregates = False
+    float_sums, float_round, sum_overflows = frozenset({"total"}), True, True  # `masking.sums` (rte)
     bare_columns = True
     # guessable_random stays empty: random()/randomblob() read sqlite3_randomness, ChaCha20 keyed
     # from the OS since 3.40 (the library here holds its "expand 32-byte k" constant).
@@ -272,6 +273,7 @@ class SqliteProfile(Profile):
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
             bound_text_functions(conn, MAX_LENGTH)
             bound_fts5(conn)
+            clip.register(conn)  # the wrapper's one reading of each column
             return conn
 
         creator: Callable[[], sqlite3.Connection] = connect

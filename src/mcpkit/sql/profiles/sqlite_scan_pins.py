@@ -23,7 +23,23 @@ from mcpkit.sql.profiles.scan_order import ScanPin, pin_key
 __all__ = ["sqlite_scan_pins"]
 
 _SQL = "SELECT sql FROM sqlite_master WHERE name = :name COLLATE NOCASE"
-_WORDS = re.compile(r"[A-Za-z0-9_$\u0080-\uffff]+")
+# SQLite's names: "quoted" (a doubled quote inside), [bracketed], `backquoted`, bare words; a 'string' may
+# stand for a name too (red team rte F4: `lower("e-mail")` was read as the words e and mail)
+_NAMES = re.compile(
+    r'"((?:[^"]|"")*)"|\[([^\]]*)\]|`((?:[^`]|``)*)`|\'((?:[^\']|\'\')*)\'|([A-Za-z0-9_$\u0080-\uffff]+)'
+)
+
+
+def _names(sql: str) -> set[str]:
+    """Every name (or string) an index's CREATE text may read a column through, case-folded."""
+    found = set()
+    for match in _NAMES.finditer(sql):
+        quoted, bracketed, backquoted, string, word = match.groups()
+        for name, quote in ((quoted, '"'), (backquoted, "`"), (string, "'")):
+            if name is not None:
+                found.add(name.replace(quote * 2, quote).casefold())
+        found.update(n.casefold() for n in (bracketed, word) if n is not None)
+    return found
 
 
 def _quote(name: str) -> str:
@@ -35,7 +51,7 @@ def _reads_masked(conn: Connection, index: str, wanted: set[str]) -> bool:
     if any(k[2] is not None and str(k[2]).casefold() in wanted for k in keys if int(k[1]) >= 0):
         return True
     sql = str(conn.execute(text(_SQL), {"name": index}).scalar() or "")
-    return bool(wanted & {w.casefold() for w in _WORDS.findall(sql.partition("(")[2])})
+    return bool(wanted & _names(sql))  # the whole text: a name may hold "(" (the index's own name counts too)
 
 
 def _stored_in_masked_order(conn: Connection, table: str, wanted: set[str]) -> bool:

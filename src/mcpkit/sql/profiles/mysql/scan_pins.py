@@ -7,7 +7,10 @@ indexes whose columns the reader sees and are not masked; `USE INDEX ()` (no ind
 clustered order) when there is none. information_schema.STATISTICS shows a column-granted reader only
 the index columns it may read (an index with a gap in SEQ_IN_INDEX holds a withheld one, one of only
 withheld columns is not shown), and TABLE_CONSTRAINTS nothing: a PRIMARY KEY the reader does not see
-whole may be over a masked column, so a table without a visible one is a start-up finding.
+whole may be over a masked column, so a table without a visible one is a start-up finding. So is a
+table of another storage engine (Aria, MyISAM, MEMORY: a heap read in the order its rows were written,
+which no hint changes; red team rte F2). An IGNORED index (MariaDB 10.6+) or an invisible one (MySQL 8)
+is not listed: the server rejects a hint naming it (rte L1: every call failed).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from sqlalchemy import text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, RowMapping
 
 from mcpkit.sql.profiles.findings import Finding
 from mcpkit.sql.profiles.scan_order import ScanPin, pin_key, split_key
@@ -24,8 +27,11 @@ from mcpkit.sql.profiles.scan_order import ScanPin, pin_key, split_key
 __all__ = ["mysql_scan_pins"]
 
 _INDEXES: Final = """
-SELECT INDEX_NAME, COLUMN_NAME, SEQ_IN_INDEX FROM information_schema.STATISTICS
-WHERE TABLE_SCHEMA = :schema AND TABLE_NAME = :table
+SELECT * FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = :schema AND TABLE_NAME = :table
+"""
+_ENGINE: Final = """
+SELECT ENGINE FROM information_schema.TABLES
+WHERE TABLE_SCHEMA = :schema AND TABLE_NAME = :table AND TABLE_TYPE = 'BASE TABLE'
 """
 
 
@@ -36,6 +42,24 @@ def _clustered(key: str) -> Finding:
         " in the order of the key it has (or of a UNIQUE key), which may be a masked column's",
         f"give {key} a PRIMARY KEY on visible columns",
         f"clustered-order:{key}",
+    )
+
+
+def _heap(key: str, engine: str) -> Finding:
+    return Finding(
+        "clustered-masked",
+        f"table {key} is stored by the {engine} engine in the order its rows were written, which no index"
+        " hint changes and which may follow a masked column",
+        f"convert {key} to InnoDB with a PRIMARY KEY on visible columns",
+        f"clustered-order:{key}",
+    )
+
+
+def _usable(row: RowMapping) -> bool:
+    """Not one the optimizer ignores (MariaDB `IGNORED`, MySQL 8 `IS_VISIBLE`): a hint naming one fails."""
+    return (
+        str(row.get("IGNORED") or "NO").upper() != "YES"
+        and str(row.get("IS_VISIBLE") or "YES").upper() != "NO"
     )
 
 
@@ -50,15 +74,28 @@ def mysql_scan_pins(
         schema = schema or default_schema
         wanted = {c.casefold() for c in columns}
         shown: dict[str, list[tuple[int, str | None]]] = {}
-        for index, column, seq in conn.execute(text(_INDEXES), {"schema": schema, "table": table}).all():
-            shown.setdefault(str(index), []).append((int(seq), None if column is None else str(column)))
+        ignored: set[str] = set()
+        where = {"schema": schema, "table": table}
+        for row in conn.execute(text(_INDEXES), where).mappings().all():
+            column = row["COLUMN_NAME"]
+            part = (int(row["SEQ_IN_INDEX"]), None if column is None else str(column))
+            shown.setdefault(str(row["INDEX_NAME"]), []).append(part)
+            if not _usable(row):
+                ignored.add(str(row["INDEX_NAME"]))
         visible = []
         for index, parts in sorted(shown.items()):
             seqs = sorted(s for s, _ in parts)
             whole = seqs == list(range(1, len(seqs) + 1))
-            if whole and all(c is not None and c.casefold() not in wanted for _, c in parts):
+            if (
+                whole
+                and index not in ignored
+                and all(c is not None and c.casefold() not in wanted for _, c in parts)
+            ):
                 visible.append(index)
-        if "PRIMARY" not in visible:
+        engine = conn.execute(text(_ENGINE), where).scalar()
+        if engine is not None and str(engine).casefold() != "innodb":
+            findings.append(_heap(key, str(engine)))
+        elif "PRIMARY" not in visible:
             findings.append(_clustered(key))
         pins[pin_key(schema, table)] = ScanPin(tuple(visible))
     return pins, findings

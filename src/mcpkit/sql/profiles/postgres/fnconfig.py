@@ -81,17 +81,21 @@ def _unchecked(conn: Connection) -> frozenset[int]:
 
 
 def config_findings(
-    conn: Connection, allowed: frozenset[str], policy: FunctionPolicy | None = None
+    conn: Connection,
+    allowed: frozenset[str],
+    policy: FunctionPolicy | None = None,
+    settings: Mapping[str, str] = CALL_SETTINGS,
 ) -> list[Finding]:
-    """One finding per setting of `CALL_SETTINGS` a function the role can make run sets for
-    itself, with `ALTER FUNCTION ... RESET` and the opt-in `function-config:S.F`.
+    """One finding per setting of `settings` a function the role can make run sets for itself,
+    with `ALTER FUNCTION ... RESET` and the opt-in `function-config:S.F`.
 
     Args:
         conn: A connection in the role's read-only session (`search_path` pg_catalog: qualified names).
         allowed: The `--allow` opt-ins (an accepted finding is still returned: it is warned about).
         policy: What admission lets queries call (None: the dialect's default).
+        settings: Setting (lower case) -> what it bounds.
     """
-    rows = conn.execute(text(_CONFIGURED), {"names": sorted(CALL_SETTINGS)}).all()
+    rows = conn.execute(text(_CONFIGURED), {"names": sorted(settings)}).all()
     if not rows:
         return []
     policy = policy or FunctionPolicy.for_dialect("postgres")
@@ -112,7 +116,7 @@ def config_findings(
             continue
         key, _, value = str(setting).partition("=")
         message = (
-            f"function {signature} sets {key} = {value} for itself, over {CALL_SETTINGS[key.lower()]} ({why})"
+            f"function {signature} sets {key} = {value} for itself, over {settings[key.lower()]} ({why})"
         )
         fix = f"ALTER FUNCTION {signature} RESET {key}"
         opt_in = opt.opt_in("function-config", int(oid), str(schema), str(name), str(signature))

@@ -2,10 +2,19 @@
 
 PostgreSQL has no index hints. An index scan (and an index-only scan) returns rows in the index's
 key order, so with an index over a masked column (key, INCLUDE, expression or predicate) the order
-of a plain read may follow the masked values: calls then turn both off in their transaction
-(`PostgresSession.index_scans_off`). Bitmap heap scans stay: they read the heap in block order,
+of a plain read may follow the masked values: masked calls turn both off in their transaction
+(`PostgresSession.index_scans_off`), whatever the indexes at start-up: one created while serving
+was scanned before (fix session fixd). The re-verification reads the CLUSTER flags again
+(`scanpins.pins_check`). Bitmap heap scans stay: they read the heap in block order,
 which follows the masked column only where the table was CLUSTERed on such an index (a start-up
 finding, `--allow clustered-order:T`) or its rows were written in that order (a warning).
+
+A function's own `SET` clause applies while it runs, over the call's: one the role can make run
+that sets a planner method or cost (`SET enable_indexonlyscan = on`, `enable_seqscan = off`,
+`seq_page_cost = 1e9`) read the masked table along the masked index inside the call (red team rtd
+prep: `SELECT ... FROM h()` scanned `customers_score`), so it is refused at start-up while calls
+go without index scans (`--allow function-config:S.F`). Views and the other functions are planned
+under the call's settings (`tests/sql/test_sql_mask_rtd_scan_pins.py`).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from sqlalchemy.engine import Connection
 
 from mcpkit.sql.profiles.findings import Finding
 from mcpkit.sql.profiles.postgres.catalog_path import on_path
+from mcpkit.sql.profiles.postgres.fnconfig import config_findings
 
 __all__ = ["MASKED_INDEXES", "postgres_scan_pins"]
 
@@ -33,6 +43,13 @@ JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum > 0 AND (a.attnum = 
 WHERE x.indrelid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))
 ORDER BY 1, 3
 """
+# The settings that choose a scan's access path: a function setting one for itself may reopen the
+# index scans each call turns off.
+_PLANNER: Final = """
+SELECT lower(name) FROM pg_catalog.pg_settings
+WHERE category IN ('Query Tuning / Planner Method Configuration', 'Query Tuning / Planner Cost Constants')
+"""
+_OVER: Final = "the call's scan order (no index scans where an index reads a masked column)"
 
 
 def postgres_scan_pins(conn: Connection, masked: Mapping[str, frozenset[str]]) -> tuple[bool, list[Finding]]:
@@ -58,4 +75,7 @@ def postgres_scan_pins(conn: Connection, masked: Mapping[str, frozenset[str]]) -
                     f"clustered-order:{key}",
                 )
             )
+    if indexed:
+        planner = {str(name): _OVER for (name,) in conn.execute(text(_PLANNER))}
+        findings += config_findings(conn, frozenset(), settings=planner)
     return indexed, findings

@@ -66,8 +66,12 @@ _ADAPTERS: Final = AdaptersMap(_psycopg_adapters)
 _ADAPTERS.register_loader("interval", TextLoader)
 
 
+# Sequential and bitmap scans on as well: with them off too (a role's or database's default, careless
+# tuning) every path is disabled alike and the cheapest wins, a masked (partial) index's scan among
+# them (fix session fixd).
 _NO_INDEX_SCANS: Final = (
-    "SELECT set_config('enable_indexscan', 'off', true), set_config('enable_indexonlyscan', 'off', true)"
+    "SELECT set_config('enable_indexscan', 'off', true), set_config('enable_indexonlyscan', 'off', true),"
+    " set_config('enable_seqscan', 'on', true), set_config('enable_bitmapscan', 'on', true)"
 )
 
 
