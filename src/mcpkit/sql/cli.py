@@ -75,9 +75,7 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--isolate",
         action=argparse.BooleanOptionalAction,
-        help="SQLite: calls in worker processes killed at the deadline (the default; --no-isolate or "
-        "MCPKIT_SQLITE_ISOLATE=0 runs them in the server, where one long SQLite step can outlive "
-        "the timeout)",
+        help="SQLite: calls in worker processes killed at the deadline (default on; MCPKIT_SQLITE_ISOLATE=0)",
     )
     p.add_argument(
         "--reverify-interval",
