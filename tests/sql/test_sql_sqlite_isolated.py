@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from contextlib import closing
@@ -171,3 +173,22 @@ def test_sqlite_isolation_is_the_default(big_db: str, monkeypatch: pytest.Monkey
     cli.register(parser.add_subparsers())
     assert parser.parse_args(["sql", "serve", "--dsn", big_db]).isolate is None  # the engine's default: on
     assert parser.parse_args(["sql", "serve", "--dsn", big_db, "--no-isolate"]).isolate is False
+
+
+def test_the_zygote_never_imports_from_the_servers_working_directory(tmp_path: Path) -> None:
+    # Red team rtf: an `h2.py` in the directory the server was started from shadowed the `h2` package in
+    # the zygote (`python -c` puts the working directory first on sys.path); no worker ever started.
+    for shadow in ("h2", "sqlalchemy", "sqlglot", "pydantic", "mcp"):
+        (tmp_path / f"{shadow}.py").write_text("raise SystemExit('imported from the working directory')\n")
+    script = tmp_path.parent / f"{tmp_path.name}-start.py"
+    script.write_text(
+        "import socket, threading\n"
+        "from mcpkit.sql.engines import zygote\n"
+        "threading.Thread(target=threading.Event().wait, daemon=True).start()  # so: a new interpreter\n"
+        "ours, theirs = socket.socketpair()\n"
+        "print(zygote.start_worker(theirs) > 0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=150, check=False
+    )
+    assert done.stdout.strip() == "True", done.stderr[-2000:]

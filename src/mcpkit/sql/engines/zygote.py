@@ -114,7 +114,7 @@ def _spawn() -> None:
         return
     try:  # stdout stays closed (it may be the MCP stdio channel); stderr is the server's log
         _Zygote.process = subprocess.Popen(  # noqa: S603 (this interpreter, a fixed module)
-            [sys.executable, "-c", _MAIN, str(theirs.fileno())],
+            [sys.executable, "-P", "-c", _MAIN, str(theirs.fileno())],  # -P: never the working directory
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
