@@ -31,12 +31,17 @@ demo: $(STAMP)
 
 # Most tests wait on servers and subprocesses, not on the CPU: `make test` runs them in three
 # processes, one file per worker (13-17 min instead of ~37), the `serial` ones (they fingerprint the
-# whole server) alone afterwards. `TEST_WORKERS=0 make test` runs everything in one process.
+# whole server) afterwards, PostgreSQL's beside the rest, and last the `alone` ones that measure the
+# machine. `TEST_WORKERS=0 make test` runs everything in one process.
+# --durations: each part's slowest tests in the CI log (docs/testing.md: where the time goes).
 TEST_WORKERS ?= 3
 
 test: $(STAMP) npm-tools
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m 'not serial'
-	$(PY) -m pytest -q -m serial
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m 'not serial' --durations=30
+	$(PY) -m pytest -q -m 'serial and postgres and not alone' --durations=15 > .serial-postgres.log 2>&1 & pg=$$!; \
+	$(PY) -m pytest -q -m 'serial and not postgres and not alone' --durations=15; rest=$$?; \
+	wait $$pg; pgrc=$$?; cat .serial-postgres.log; test $$rest -eq 0 -a $$pgrc -eq 0
+	$(PY) -m pytest -q -m 'serial and alone'
 
 check: $(STAMP)
 	$(VENV)/bin/ruff check .

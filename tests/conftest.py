@@ -89,3 +89,17 @@ def npm_bin() -> Path:
 def anyio_backend() -> str:
     """Async tests run on asyncio, like the SDK's servers."""
     return "asyncio"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with the servers its fixtures reach (`postgres`, `mysql`).
+
+    `make test` runs the serial tests of PostgreSQL beside the others: a PostgreSQL fingerprint does
+    not see MariaDB and the reverse. Only the `alone` ones, which measure the machine, run by themselves.
+    """
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if "pg_url" in names:
+            item.add_marker(pytest.mark.postgres)
+        if "mysql_url" in names:
+            item.add_marker(pytest.mark.mysql)

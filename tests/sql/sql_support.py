@@ -23,6 +23,7 @@ from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.service import SqlService
+from tests.conftest import need
 from tests.helpers import ROOT, UNBOUNDED_MEMORY
 
 HERE = Path(__file__).resolve().parent
@@ -221,6 +222,24 @@ def pg_admin(url: str) -> psycopg.Connection:
     """An autocommit psycopg connection as the test superuser."""
     plain = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     return psycopg.connect(plain, autocommit=True)
+
+
+def pg_need_extensions(conn: psycopg.Connection[Any], *names: str) -> None:
+    """Skip (fail under CI=true, `conftest.need`) unless the server offers every extension of `names`:
+    a build without contrib (pgserver's PostgreSQL 16.2 has plpgsql and vector alone) or libxml."""
+    offered = {r[0] for r in conn.execute("SELECT name FROM pg_available_extensions").fetchall()}
+    if missing := [n for n in names if n not in offered]:
+        need(f"PostgreSQL extension {', '.join(missing)}", "this server's build does not offer it (contrib)")
+
+
+def pg_has_libxml(url: str) -> bool:
+    """Whether the server was built with libxml (`xml`, `xmlparse`, `query_to_xml` work)."""
+    with pg_admin(url) as c:
+        try:
+            c.execute("SELECT xmlparse(content '<a/>')")
+        except psycopg.errors.FeatureNotSupported:
+            return False
+    return True
 
 
 def mysql_admin(url: str) -> pymysql.Connection:  # type: ignore[type-arg]

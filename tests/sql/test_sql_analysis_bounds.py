@@ -80,6 +80,7 @@ def _heavy(n: int, tag: int) -> str:
     return f"SELECT CASE {branches} END AS k FROM sales_demo"
 
 
+@pytest.mark.alone
 @pytest.mark.serial  # measures CPU and wall time: other workers' load would be counted
 def test_concurrent_heavy_analyses_all_pass_on_cpu_time(sqlite_env: DbEnv) -> None:
     engine = SqlEngine(sqlite_env.ro_url)
@@ -133,6 +134,7 @@ def test_analysis_slot_queues_long_texts_and_never_short_ones() -> None:
         pass
 
 
+@pytest.mark.alone
 @pytest.mark.serial  # measures CPU and wall time: other workers' load would be counted
 def test_analysis_deadline_counts_cpu_time_under_a_wall_ceiling() -> None:
     from mcpkit.sql.admission.slots import analysis_slot

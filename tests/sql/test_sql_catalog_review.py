@@ -16,7 +16,7 @@ from mcpkit.sql.admission.function_tables.postgres import NEVER_RELATIONS
 from mcpkit.sql.admission.function_tables.postgres_catalogs import CATALOG_READABLE
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import pg_admin, pg_scratch
+from tests.sql.sql_support import pg_admin, pg_need_extensions, pg_scratch
 
 pytestmark = pytest.mark.postgres
 
@@ -45,6 +45,7 @@ def test_catalog_text_of_hidden_objects_is_never_served(pg_url: str) -> None:
     token = f"MKSECRET{secrets.token_hex(6)}"
     with pg_scratch(pg_url, "cat") as s:
         a = s.admin
+        pg_need_extensions(a, "file_fdw")
         a.execute("CREATE EXTENSION file_fdw")
         a.execute("CREATE SERVER mk_cat_files FOREIGN DATA WRAPPER file_fdw")
         a.execute("CREATE SCHEMA mk_cat_hid")

@@ -40,7 +40,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.service import SqlService
 from tests.helpers import run_mcpkit
-from tests.sql.sql_support import READER_CONNECTIONS, changed, mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, changed, mysql_admin, pg_admin, pg_need_extensions
 
 # Fingerprints the whole server (roles, databases, settings): runs after the parallel part.
 pytestmark = pytest.mark.serial
@@ -202,6 +202,7 @@ def operator_pg(pg_url: str) -> Iterator[OperatorDb]:
         c.execute(f"CREATE ROLE {canary} LOGIN")
     admin = make_url(pg_url).set(database=db).render_as_string(hide_password=False)
     with pg_admin(admin) as c:
+        pg_need_extensions(c, "tablefunc", "xml2")
         c.execute("CREATE EXTENSION tablefunc")
         c.execute("CREATE EXTENSION xml2")
         c.execute(f"CREATE SCHEMA app AUTHORIZATION {owner}")

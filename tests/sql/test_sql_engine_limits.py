@@ -138,6 +138,7 @@ def test_sqlite_bounded_trims_answer_as_sqlites_own(sqlite_env: DbEnv) -> None:
         service.engine.close()
 
 
+@pytest.mark.alone
 @pytest.mark.serial  # times the call and reads this process's RSS: alone, not beside other workers
 def test_sqlite_trim_with_every_code_point_as_its_set_is_quick_and_keeps_nothing(sqlite_env: DbEnv) -> None:
     # Red team my11 F9: a regex compiled per set took 5-6 s per row in one VM step, and `re` kept
@@ -282,6 +283,7 @@ _THREADS = "SELECT COMMAND FROM information_schema.PROCESSLIST WHERE USER = %s"
 
 
 @pytest.mark.mysql
+@pytest.mark.alone
 @pytest.mark.serial  # counts the login's server threads while killed searches run on: load moves it
 def test_mariadb_runaway_calls_never_hold_more_threads_than_the_login_limit(mysql_url: str) -> None:
     # Searches that ignore every kill outlive their calls; MAX_USER_CONNECTIONS bounds how many run.

@@ -23,7 +23,7 @@ from mcpkit.sql.assemble import function_policy
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import mysql_admin, pg_admin, pg_scratch
+from tests.sql.sql_support import mysql_admin, pg_admin, pg_need_extensions, pg_scratch
 
 # Functions an analyst could call: no type I/O, no operator or index support (pg_proc describes those).
 _PG_CANDIDATES = """
@@ -76,6 +76,7 @@ def _missing_allowed(dialect: str, names: set[str]) -> list[str]:
 def pg_extension_db(pg_url: str) -> Iterator[str]:
     """A private database with the contrib extensions an operator commonly installs."""
     with pg_scratch(pg_url, "ext") as scratch:
+        pg_need_extensions(scratch.admin, *(e.strip('"') for e in _PG_EXTENSIONS))
         for ext in _PG_EXTENSIONS:
             scratch.admin.execute(f"CREATE EXTENSION IF NOT EXISTS {ext}")
         yield scratch.admin_url

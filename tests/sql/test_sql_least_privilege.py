@@ -23,7 +23,7 @@ from mcpkit.sql.profiles import AccountReport
 from mcpkit.sql.profiles.base import ConnectionBudget
 from mcpkit.sql.profiles.postgres.knowledge import unreachable_reason
 from tests.helpers import run_mcpkit
-from tests.sql.sql_support import mysql_admin, pg_admin
+from tests.sql.sql_support import mysql_admin, pg_admin, pg_need_extensions
 
 
 def _report(url: str) -> AccountReport:
@@ -228,6 +228,7 @@ def test_postgres_a_types_typmod_function_is_a_route_without_execute(pg_db: tupl
     login = f"mk_lp_{tag}_t"
     with pg_admin(admin) as c:
         c.execute(f"CREATE ROLE {login} LOGIN")
+        pg_need_extensions(c, "citext")
         c.execute(
             "CREATE SCHEMA hid; CREATE SCHEMA pub; CREATE EXTENSION citext SCHEMA pub;"
             "CREATE FUNCTION hid.tm(cstring[]) RETURNS integer LANGUAGE plpgsql IMMUTABLE STRICT"
@@ -419,6 +420,7 @@ def test_postgres_readable_foreign_tables_refused_then_clean(pg_db: tuple[str, s
     login = f"mk_lp_{tag}_f"
     base = make_url(pg_url)
     with pg_admin(admin) as c:
+        pg_need_extensions(c, "file_fdw", "postgres_fdw")
         c.execute(f"CREATE ROLE {login} LOGIN")
         c.execute("CREATE EXTENSION file_fdw; CREATE EXTENSION postgres_fdw; CREATE SCHEMA app")
         c.execute("CREATE SERVER files FOREIGN DATA WRAPPER file_fdw")

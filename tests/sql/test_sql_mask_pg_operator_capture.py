@@ -20,7 +20,7 @@ import pytest
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.profiles.stored import stored_queries
-from tests.sql.sql_support import PgScratch, pg_customers, pg_scratch
+from tests.sql.sql_support import PgScratch, pg_customers, pg_need_extensions, pg_scratch
 
 COUNTER = (
     "pg_catalog.set_config('opcap.c', (coalesce(nullif(pg_catalog.current_setting('opcap.c', true), ''),"
@@ -32,6 +32,7 @@ MASKED = {"customers": frozenset({"email"})}
 @pytest.fixture(scope="module")
 def pg(pg_url: str) -> Iterator[PgScratch]:
     with pg_scratch(pg_url, "opcap") as db:
+        pg_need_extensions(db.admin, "citext")
         pg_customers(db)
         db.admin.execute(
             f"""

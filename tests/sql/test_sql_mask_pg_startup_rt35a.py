@@ -25,7 +25,7 @@ from mcpkit.sql.masking import KnownSchema, MaskPolicy
 from mcpkit.sql.profiles.catalog_reads import catalog_findings
 from mcpkit.sql.profiles.stored import stored_queries
 from tests.helpers import UNBOUNDED_MEMORY
-from tests.sql.sql_support import PgScratch, masks_file, pg_customers, pg_scratch, run_cli
+from tests.sql.sql_support import PgScratch, masks_file, pg_customers, pg_need_extensions, pg_scratch, run_cli
 
 COUNTER = (
     "SELECT set_config('pgstart.c', (coalesce(nullif(current_setting('pgstart.c', true), ''), '0')"
@@ -38,6 +38,7 @@ MASKED = {"customers": frozenset({"email"})}
 @pytest.fixture(scope="module")
 def pg(pg_url: str) -> Iterator[PgScratch]:
     with pg_scratch(pg_url, "pgstart") as db:
+        pg_need_extensions(db.admin, "cube", "earthdistance", "citext")
         pg_customers(db)
         db.admin.execute(
             f"""
@@ -146,6 +147,7 @@ def test_an_invoker_view_over_such_a_member_and_a_shadowing_user_function_are_re
 
 @pytest.mark.postgres
 def test_a_user_type_input_function_is_reached(pg: PgScratch) -> None:
+    pg_need_extensions(pg.admin, "seg")
     pg.admin.execute("CREATE EXTENSION seg SCHEMA ext")  # not reviewed: every member counts
     engine = SqlEngine(pg.reader_url)
     try:

@@ -143,6 +143,27 @@ def test_a_function_that_reopens_index_scans_is_refused(pg: tuple[PgScratch, Sql
             db.admin.execute(f"DROP FUNCTION {name}()")
 
 
+def test_a_function_that_reopens_index_scans_is_refused_with_no_masked_index_yet(
+    pg: tuple[PgScratch, SqlService],
+) -> None:
+    """review R7: the check ran only when an index read a masked column at start-up; calls go without
+    index scans whatever the indexes (one may be created while serving), so it runs for any masked table."""
+    db, service = pg
+    masking = service.masking
+    assert masking is not None
+    only_email = {key: frozenset({"email"}) for key in masking.masked}  # no index reads the e-mail
+    db.admin.execute(
+        "CREATE FUNCTION h3() RETURNS SETOF int LANGUAGE sql STABLE SET enable_indexscan = on"
+        " AS $$ SELECT id FROM customers $$"
+    )
+    try:
+        with pytest.raises(SqlConfigError) as refused:
+            enforce_scan_pins(service.engine, masking.schema, only_email, ())
+        assert "function public.h3() sets " in str(refused.value)
+    finally:
+        db.admin.execute("DROP FUNCTION h3()")
+
+
 def test_a_role_default_turning_the_other_scans_off_does_not_reopen_a_masked_index(
     pg: tuple[PgScratch, SqlService],
 ) -> None:

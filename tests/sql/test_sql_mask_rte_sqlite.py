@@ -224,3 +224,28 @@ def test_an_integer_sum_overflows_alike_in_any_order(tmp_path: Path) -> None:
         assert _ask(service, f"SELECT sum({big}) AS s FROM people") == [[4 * float(big)]]  # was an error
     finally:
         engine.close()
+
+
+def test_review_r10_pins_moving_on_every_run_fail_the_call_after_one_more_run(service: SqlService) -> None:
+    """review R10: a call whose scan pins moved while it ran was run again by recursion, each run with
+    its whole timeout and with no end; now once more, in what is left of the timeout, then it fails."""
+    from mcpkit.sql.errors import QueryFailed
+
+    masking = service.masking
+    assert masking is not None and masking.schema.scan_pins
+    original = masking.schema.scan_pins
+    pin = next(iter(original.values()))
+    runs: list[str] = []
+
+    def note(**seen: object) -> None:  # a catalog change re-pinning while each run is under way
+        if "sql" in seen:
+            runs.append(str(seen["sql"]))
+            masking.schema.scan_pins = {**original, f"main.review_moved_{len(runs)}": pin}
+
+    try:
+        with pytest.raises(QueryFailed) as info:
+            service.query("SELECT id, name FROM customers", call_id="r10", note=note)
+        assert info.value.kind == "other"
+        assert len(runs) == 2
+    finally:
+        masking.schema.scan_pins = original

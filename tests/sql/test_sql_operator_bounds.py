@@ -19,7 +19,7 @@ from mcpkit.sql.admission import admit
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import PgScratch, assert_guarded_answers_alike, pg_scratch
+from tests.sql.sql_support import PgScratch, assert_guarded_answers_alike, pg_need_extensions, pg_scratch
 
 TIMEOUT_S = 3.0
 MARKER = "mcpkit_search_bound"
@@ -61,6 +61,7 @@ ORDER BY a
 def scratch(pg_url: str) -> Iterator[PgScratch]:
     """pg_trgm and citext; row 0 of `docs` holds 400 KB of words in `note` and `body`."""
     with pg_scratch(pg_url, "ops") as s:
+        pg_need_extensions(s.admin, "pg_trgm", "citext")
         s.admin.execute("CREATE EXTENSION pg_trgm")
         s.admin.execute("CREATE EXTENSION citext")
         s.admin.execute("CREATE TABLE docs (id int PRIMARY KEY, note citext, body text)")

@@ -30,6 +30,7 @@ from tests.sql.sql_support import (
     mysql_scratch,
     mysql_snapshot,
     pg_admin,
+    pg_need_extensions,
     pg_scratch,
     pg_snapshot,
 )
@@ -304,6 +305,7 @@ def test_pg_noinherit_membership_in_a_powerful_or_owning_role_is_refused(pg_url:
 def test_pg_extension_in_pg_catalog_is_audited_like_any_other(pg_url: str, tmp_path: Path) -> None:
     with pg_scratch(pg_url, "xc") as scratch:
         db, database, reader, db_admin_url = scratch.admin, scratch.db, scratch.reader, scratch.admin_url
+        pg_need_extensions(db, "xml2")
         for sql in (
             "CREATE EXTENSION xml2 SCHEMA pg_catalog",
             "CREATE SCHEMA app",

@@ -19,7 +19,7 @@ import pytest
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import PgScratch, assert_guarded_answers_alike, pg_scratch
+from tests.sql.sql_support import PgScratch, assert_guarded_answers_alike, pg_need_extensions, pg_scratch
 
 TIMEOUT_S = 3.0
 # The contract, written out (not imported) so that these tests run, and fail, on code without it.
@@ -54,6 +54,7 @@ ORDER BY num
 def scratch(pg_url: str) -> Iterator[PgScratch]:
     """A reader on `docs` (row 0: the text of a jsonb object of 300,000 keys) with hstore."""
     with pg_scratch(pg_url, "pgc") as s:
+        pg_need_extensions(s.admin, "hstore")
         s.admin.execute("CREATE EXTENSION hstore")
         s.admin.execute("CREATE TABLE docs (id int PRIMARY KEY, body text)")
         s.admin.execute(

@@ -19,7 +19,7 @@ from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import PgScratch, assert_guarded_answers_alike, pg_scratch
+from tests.sql.sql_support import PgScratch, assert_guarded_answers_alike, pg_need_extensions, pg_scratch
 
 TIMEOUT_S = 10.0
 SEARCH_TOO_LARGE = "The query searches strings too large to search within the time limit; narrow it."
@@ -35,6 +35,7 @@ KEYS = "(SELECT array_agg('k' || g) AS k, array_agg(g::text) AS v FROM generate_
 def scratch(pg_url: str) -> Iterator[PgScratch]:
     """A reader with hstore, on `kv`: 300,000 keys and values."""
     with pg_scratch(pg_url, "keys") as s:
+        pg_need_extensions(s.admin, "hstore")
         s.admin.execute("CREATE EXTENSION hstore")
         s.admin.execute(
             "CREATE TABLE kv AS SELECT 'k' || g AS k, g AS v, g % 3 AS grp FROM generate_series(1, 300000) g"

@@ -21,7 +21,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import AccountReport
 from mcpkit.sql.profiles.base import Finding
-from tests.sql.sql_support import pg_admin
+from tests.sql.sql_support import pg_admin, pg_need_extensions
 
 CASES = {
     "create-schema": ["CREATE SCHEMA {g}_s", "GRANT USAGE, CREATE ON SCHEMA {g}_s TO {g}"],
@@ -103,6 +103,8 @@ def test_postgres_a_right_one_set_role_away_is_refused_then_clean(
     assert not _report(url).findings  # before: a clean reader
     db = make_url(admin).database
     with pg_admin(admin) as c:
+        if code == "foreign-table":
+            pg_need_extensions(c, "file_fdw")
         for statement in CASES[code]:
             c.execute(statement.format(g=group, db=db))
     report = _report(url)

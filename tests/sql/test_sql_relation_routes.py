@@ -28,7 +28,7 @@ from mcpkit.sql.checks import ensure_safe_account, inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles import AccountReport
-from tests.sql.sql_support import pg_admin, pg_scratch
+from tests.sql.sql_support import pg_admin, pg_need_extensions, pg_scratch
 
 ROUTE_CODES = ("route", "function", "foreign-table")
 
@@ -113,6 +113,7 @@ def test_f3_a_foreign_partition_or_child_of_a_readable_table_is_refused(db: Db, 
     mark = Path(f"/tmp/mk_rel_fdw_{db.tag}")
     program = f"echo ran >> {mark}; echo 1500,archived"
     with pg_admin(db.admin) as c:  # the operator's "archive partition as a foreign table" set-up
+        pg_need_extensions(c, "file_fdw")
         c.execute("CREATE EXTENSION file_fdw SCHEMA priv; CREATE SERVER files FOREIGN DATA WRAPPER file_fdw")
         c.execute("CREATE TABLE public.metrics (id int, v text) PARTITION BY RANGE (id)")
         c.execute("CREATE TABLE public.metrics_live PARTITION OF public.metrics FOR VALUES FROM (0) TO (9)")
@@ -248,6 +249,8 @@ def test_a_view_over_information_schema_starts_clean_and_one_over_a_never_readab
 
 @pytest.mark.postgres
 def test_f1_a_function_added_to_a_trusted_extension_by_its_owner_is_judged_by_its_language(db: Db) -> None:
+    with pg_admin(db.admin) as c:
+        pg_need_extensions(c, "citext")
     db.as_owner(  # citext is trusted: the database owner (no superuser) installs it, then adds his own
         "CREATE EXTENSION citext;"
         "CREATE FUNCTION public.fmt_owner(text) RETURNS text LANGUAGE plpgsql STABLE AS $$ BEGIN"

@@ -20,7 +20,7 @@ from mcpkit.sql.admission import admit
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import assert_guarded_answers_alike, mysql_scratch, pg_scratch
+from tests.sql.sql_support import assert_guarded_answers_alike, mysql_scratch, pg_need_extensions, pg_scratch
 
 TIMEOUT_S = 3.0
 MARKER = "mcpkit_search_bound"
@@ -188,6 +188,7 @@ FROM v ORDER BY a
 def pg_docs(pg_url: str) -> Iterator[str]:
     """A reader URL on a table with a text_pattern_ops index and one 3 MB row (id 0)."""
     with pg_scratch(pg_url, "sb") as s:
+        pg_need_extensions(s.admin, "pg_trgm")
         s.admin.execute("CREATE EXTENSION pg_trgm")  # word_similarity: allowed, quadratic
         s.admin.execute("CREATE TABLE docs (id int PRIMARY KEY, name text NOT NULL, body text)")
         s.admin.execute("INSERT INTO docs SELECT g, 'n' || g, 'body ' || g FROM generate_series(1, 20000) g")

@@ -26,7 +26,7 @@ from mcpkit.sql.errors import QueryFailed, SqlConfigError
 from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.service import Masking, SqlService
 from tests.helpers import run_mcpkit
-from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin, pg_has_libxml
 from tests.sql_governance.conftest import CrmDb
 from tests.sql_governance.support import leaked, run_masked, secrets
 
@@ -508,6 +508,7 @@ def test_postgres_views_and_definers_over_masked_columns_refused_then_clean(
     engine = SqlEngine(url)
     service = SqlService(engine, max_rows=50, timeout_s=10.0)
     service._admit = lambda sql, dialect, **_: Admitted(sql=sql, tree=exp.Select())  # the database alone
+    xml = pg_has_libxml(pg_url)
     try:
         # As found, the database hands the masked values over through the views and functions.
         for sql in (
@@ -519,6 +520,8 @@ def test_postgres_views_and_definers_over_masked_columns_refused_then_clean(
             "SELECT sd_xml()::text",
             "SELECT sd_uescape()",
         ):
+            if "xml" in sql and not xml:  # query_to_xml needs libxml (pgserver's 16.2 lacks it)
+                continue
             result, _ = service.query(sql, call_id="view", max_rows=5)
             assert leaked(result, ["ada@x.org"]), sql
         with pytest.raises(SqlConfigError) as refused:

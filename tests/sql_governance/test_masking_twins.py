@@ -42,7 +42,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
 from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.service import Masking, SqlService
-from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
+from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin, pg_need_extensions
 from tests.sql_governance.support import CRM_DDL, crm_rows, load_corpus, masked_queries, secrets
 
 POLICY = MaskPolicy.of(["customers.email", "*.ssn"])
@@ -164,6 +164,7 @@ def _pg_fill(
     admin: str, customers: list[tuple[Any, ...]], orders: list[tuple[Any, ...]], reader: str
 ) -> None:
     with pg_admin(admin) as c:
+        pg_need_extensions(c, "tablefunc", "xml2")
         c.execute("CREATE EXTENSION tablefunc")
         c.execute("CREATE EXTENSION xml2")
         c.execute("CREATE SCHEMA crm")

@@ -249,16 +249,21 @@ class Guard:
             return  # the catalog was read less than every_s ago: no round trip on this call
         try:
             fp = engine.profile.catalog_fingerprint(dbapi)
-            info = conn.connection.info
-            self._read_at = time.monotonic()
-            info[_SEEN] = True
             if not self._current(fp):
                 with self._lock:
                     if not self._current(fp):
                         self._run(engine, conn, fp, call_id)
-        except SessionLost as exc:
-            log.warning("%s: call %s: %s; dropping the connection", self.label, call_id, exc)
-            raise QueryFailed("connection", call_id) from None
+        except BaseException as exc:
+            # Nothing was verified (the verification itself failed: a database error, the call's
+            # deadline): other calls must not skip their read on the strength of this one (rtg N2).
+            self._read_at = float("-inf")
+            if isinstance(exc, SessionLost):
+                log.warning("%s: call %s: %s; dropping the connection", self.label, call_id, exc)
+                raise QueryFailed("connection", call_id) from None
+            raise
+        # a read that matched the verified fingerprint, or a verification that completed
+        self._read_at = time.monotonic()
+        conn.connection.info[_SEEN] = True
         if self._failed:
             raise Unverified(call_id)
 
@@ -284,9 +289,12 @@ class Guard:
             with self._lock:
                 if fp != self._fingerprint or self._failed:
                     self._run(engine, conn, fp, call_id)
-        except SessionLost as exc:
-            log.warning("%s: call %s: %s; dropping the connection", self.label, call_id, exc)
-            raise QueryFailed("connection", call_id) from None
+        except BaseException as exc:
+            self._read_at = float("-inf")  # the catalog moved and nothing was verified: read it again
+            if isinstance(exc, SessionLost):
+                log.warning("%s: call %s: %s; dropping the connection", self.label, call_id, exc)
+                raise QueryFailed("connection", call_id) from None
+            raise
         moved = "%s: call %s: the catalog changed while it ran; its rows are discarded"
         if self._failed:
             log.warning(moved, self.label, call_id)

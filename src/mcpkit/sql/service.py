@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from contextlib import nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
@@ -41,6 +43,8 @@ from mcpkit.sql.shaping import shape_rows
 __all__ = ["DEFAULT_ROWS", "HARD_MAX_ROWS", "Masking", "Note", "SqlService"]
 
 log = logging.getLogger("mcpkit.sql")
+# set while a call runs again after its scan pins moved (`SqlService._again`)
+_REPLANNED: ContextVar[bool] = ContextVar("mcpkit_sql_replanned", default=False)
 # Child spans of the call's span (see mcpkit.telemetry); no-ops until an SDK is installed. They carry
 # no SQL text: literals in a query can be data the operator's trace store should not hold.
 _tracer = trace.get_tracer("mcpkit.sql")
@@ -164,6 +168,7 @@ class SqlService:
         """
         rows = max(1, min(max_rows, self.max_rows))
         deadline_s = self.timeout_s if timeout_s is None else max(0.001, min(timeout_s, self.timeout_s))
+        started = time.monotonic()
         pins = None if self.masking is None else self.masking.schema.scan_pins
         with _span("sql.admission") as span:
             try:
@@ -192,7 +197,8 @@ class SqlService:
                 if not plan.active:
                     raise
                 if self.masking is not None and self.masking.schema.scan_pins != pins:  # a dropped index
-                    return self.query(sql, call_id=call_id, max_rows=max_rows, note=note, timeout_s=timeout_s)
+                    left_s = deadline_s - (time.monotonic() - started)
+                    return self._again(sql, call_id, max_rows, note, left_s)
                 # which row failed first must not show in the failure's class (rtA F1, rtB F3)
                 folded = row_failure(exc, self.engine, self.profile, sent, call_id, deadline_s)
                 if self.profile.compile_check is None:  # no plan-only check (MariaDB): one sentence
@@ -202,10 +208,26 @@ class SqlService:
             span.set_attribute("db.response.returned_rows", result.row_count)
         if self.masking is not None and plan.active and self.masking.schema.scan_pins != pins:
             log.info("sql call %s: the scan pins moved while it ran (rte F3): planned again", call_id)
-            return self.query(sql, call_id=call_id, max_rows=max_rows, note=note, timeout_s=timeout_s)
+            return self._again(sql, call_id, max_rows, note, deadline_s - (time.monotonic() - started))
         if note is not None:
             note(rows=result.row_count, truncated=result.truncated)
         return result, render_markdown(result)
+
+    def _again(
+        self, sql: str, call_id: str, max_rows: int, note: Note | None, left_s: float
+    ) -> tuple[QueryResult, str]:
+        """The call planned and run once more, in what is left of its timeout, after its scan pins
+        moved; moved again, it fails closed (review R10: each re-run took a whole timeout, no end)."""
+        if _REPLANNED.get():
+            log.warning("sql call %s: the scan pins moved again while it ran; failed", call_id)
+            raise QueryFailed("other", call_id)
+        token = _REPLANNED.set(True)
+        try:
+            return self.query(
+                sql, call_id=call_id, max_rows=max_rows, note=note, timeout_s=max(0.001, left_s)
+            )
+        finally:
+            _REPLANNED.reset(token)
 
     def _stamp(self) -> tuple[object, ...]:
         """Everything a plan depends on besides its SQL and row cap (see `mcpkit.sql.plans`)."""

@@ -67,6 +67,13 @@ _PATH_ARGUMENTS: Final = {
 }
 # SQLite's aggregates sqlglot does not parse as one (`AggFunc`)
 _AGGREGATE_NAMES: Final = frozenset(["total", "json_group_object"])
+# SQLite's calls that answer anew each time they run (sqlglot's `Rand` is random())
+_VOLATILE_NAMES: Final = frozenset(["random", "randomblob", "changes", "total_changes", "last_insert_rowid"])
+_VOLATILE_BASE: Final = (
+    f"In a query of over {MANY_CALLS} calls or comparisons per row, a CASE value WHEN ... is run as one"
+    " comparison per WHEN, which would compute a random value again for each; split the query or compare"
+    " the random value outside such a CASE."
+)
 
 
 def _counted(call: exp.Func) -> bool:
@@ -156,6 +163,25 @@ def _searched(case: exp.Case) -> None:
 
 def _operand(node: exp.Expr) -> exp.Expr:
     return node if isinstance(node, exp.Column | exp.Literal | exp.Paren | exp.Null) else exp.paren(node)
+
+
+def _volatile(node: exp.Expr) -> bool:
+    return any(
+        isinstance(n, exp.Rand) or (isinstance(n, exp.Anonymous) and n.name.lower() in _VOLATILE_NAMES)
+        for n in node.walk()
+    )
+
+
+def _refuse_volatile_base(tree: exp.Expr, case: exp.Case) -> None:
+    """A simple CASE evaluates its base once; written out (`_searched`), once per WHEN: refused where
+    the base may change between them: a random call in it, or a column of a query that projects one
+    (SQLite flattens the subquery into the CASE, computing it at each reading; review R1)."""
+    base, own = case.args["this"], case.find_ancestor(exp.Select)
+    projected = base.find(exp.Column) is not None and any(
+        s is not own and any(_volatile(e) for e in s.expressions) for s in tree.find_all(exp.Select)
+    )
+    if projected or _volatile(base):
+        refuse("too_complex", _VOLATILE_BASE)
 
 
 def _simple_cases(tree: exp.Expr) -> list[exp.Case]:
@@ -327,6 +353,8 @@ def interruptible_calls(tree: exp.Expr, dialect: str) -> exp.Expr:
         for i, item in enumerate(select.expressions)
         if not isinstance(item, exp.Alias | exp.Column | exp.Star)
     ]
+    for case in cases:
+        _refuse_volatile_base(tree, case)
     for case in cases:
         _searched(case)
     calls = _plan(tree)

@@ -11,6 +11,9 @@
   subquery form `ARRAY((SELECT 1))` and drops the other items (a silently different answer; with
   one item, a subquery of several rows is an error in brackets but an array in parentheses). The
   bracket form is marked when read and written back as brackets.
+- `date_add(ts, interval, zone)` (PostgreSQL 16): sqlglot reads it as MySQL's DATE_ADD, the third
+  argument as a unit, and writes `ts + interval` without the time zone (a silently different answer
+  across a daylight-saving change); it is read as the call it is and sent as written.
 """
 
 from __future__ import annotations
@@ -45,6 +48,10 @@ class OrderedUsing(exp.Ordered):
 
 
 class _Parser(PostgresParser):
+    FUNCTIONS: ClassVar[dict[str, Callable[..., exp.Expr]]] = {
+        k: v for k, v in PostgresParser.FUNCTIONS.items() if k != "DATE_ADD"
+    }
+
     def _parse_ordered(self, parse_method: Callable[[], exp.Expr | None] | None = None) -> exp.Ordered | None:
         start = self._index
         this = parse_method() if parse_method else self._parse_disjunction()

@@ -79,6 +79,8 @@ _ORDER_AGGREGATES: Final = frozenset(
         "array_agg",
         "json_agg",
         "jsonb_agg",
+        "json_agg_strict",
+        "jsonb_agg_strict",
         "json_object_agg",
         "jsonb_object_agg",
         "json_object_agg_strict",

@@ -33,8 +33,22 @@ def _match_limit(pattern: str, subject_bytes: exp.Expr) -> exp.Expr:
         return exp.Literal.string(f"(*LIMIT_MATCH={_MATCHES // max(int(subject_bytes.this), 1)}){pattern}")
     at_least_one = exp.Anonymous(this="GREATEST", expressions=[subject_bytes, exp.Literal.number(1)])
     per_start = exp.IntDiv(this=exp.Literal.number(_MATCHES), expression=at_least_one)
-    parts = [exp.Literal.string("(*LIMIT_MATCH="), per_start, exp.Literal.string(f"){pattern}")]
+    parts = [
+        exp.Literal.string("(*LIMIT_MATCH="),
+        per_start,
+        exp.Literal.string(f"){pattern}"),
+        _compiled(pattern),
+    ]
     return exp.Anonymous(this="CONCAT", expressions=parts)
+
+
+def _compiled(pattern: str) -> exp.Expr:
+    # '' (empty): MariaDB compiles a constant pattern when it prepares the statement (an invalid one
+    # is error 1139), but answers an invalid pattern built per row with NULL and no warning. The
+    # pattern above is built per row, so `t REGEXP '('` answered NULL (review R3): the pattern as
+    # written, constant here, is compiled (over '': no backtracking) and fails the call first.
+    check = exp.RegexpLike(this=exp.Literal.string(""), expression=exp.Literal.string(pattern))
+    return exp.Anonymous(this="LEFT", expressions=[check, exp.Literal.number(0)])
 
 
 def _converted_length(needle: exp.Expr, haystack: exp.Expr) -> exp.Expr:

@@ -1,5 +1,6 @@
 """PostgreSQL 15: the reviewed function table (candidates: `pg_proc` in `pg_catalog`, plus the
-contrib extensions an operator commonly installs; see the package docstring for the verdicts)."""
+contrib extensions an operator commonly installs; see the package docstring for the verdicts).
+16's additions are reviewed in `postgres_16`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from mcpkit.sql.admission.function_tables import (
     family,
     relation_rule,
 )
+from mcpkit.sql.admission.function_tables.postgres_16 import PG16
 from mcpkit.sql.admission.function_tables.postgres_bounds import SIZE_BOUNDS
 from mcpkit.sql.admission.function_tables.postgres_catalogs import CATALOG_NEVER
 
@@ -325,7 +327,7 @@ _ABSENT = (
     ),
 )
 
-POSTGRES: Final = FunctionTable("postgres", _NEVER + _ALLOWED + _EXTENSIONS + _ABSENT)
+POSTGRES: Final = FunctionTable("postgres", _NEVER + _ALLOWED + _EXTENSIONS + _ABSENT + PG16)
 
 COLLECTING_AGGREGATES: Final = frozenset(
     [

@@ -24,7 +24,9 @@ ECHOED: Final[dict[str, tuple[int, ...]]] = {
     "convert": (1, 2),
     "convert_from": (1,),
     "convert_to": (1,),
+    "date_add": (2,),  # PostgreSQL 16: the time zone
     "date_part": (0,),
+    "date_subtract": (2,),  # PostgreSQL 16: the time zone
     "date_trunc": (0, 2),
     "decode": (1,),
     "encode": (1,),

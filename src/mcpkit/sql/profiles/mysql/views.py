@@ -11,6 +11,7 @@ SHOW VIEW on (MariaDB 10.11): such a view is refused, its fix the SHOW VIEW gran
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
@@ -40,6 +41,28 @@ def collect_bodies(bodies: ViewBodies, rows: Sequence[tuple[object, ...]], role:
         key, body = (str(schema), str(name)), str(definition or "")
         if key not in bodies or (body and not bodies[key][0]):
             bodies[key] = (body, bodies[key][1] if key in bodies else role)
+
+
+def _in_database(policy: FunctionPolicy, schema: str) -> FunctionPolicy:
+    """The policy for a view of database `schema`: MariaDB stores a call of a stored function of the
+    view's own database unqualified, so the operator's exact `schema.f` admits the bare `f` there
+    (red team rtg L2: `--allow-function db.f` refused db's view calling it; only the bare `f`, which
+    allows that name in every database, passed). A built-in function's name stays as the function
+    table has it: a view's bare call of it is the built-in's, a stored one of that name is called
+    qualified (review R11)."""
+    prefix = f"{schema.lower()}."
+    chosen = policy.only if policy.only is not None else policy.extra
+    bare = {
+        n.removeprefix(prefix)
+        for n in chosen
+        if n.startswith(prefix) and "." not in n.removeprefix(prefix) and "*" not in n
+    }
+    bare = {n for n in bare if policy.table.lookup(n) is None}
+    if not bare:
+        return policy
+    if policy.only is not None:
+        return dataclasses.replace(policy, only=policy.only | bare)
+    return dataclasses.replace(policy, extra=policy.extra | bare)
 
 
 def _refusal(definition: str, functions: FunctionPolicy) -> str | None:
@@ -119,7 +142,7 @@ def view_body_findings(
                 )
             )
             continue
-        why = _refusal(definition, policy)
+        why = _refusal(definition, _in_database(policy, schema))
         if why is not None:
             found.append(
                 Finding(

@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.profiles.base import merge_findings, quote_role
 from mcpkit.sql.profiles.postgres.account import LOG_MIN_MESSAGES, TEMP_FILE_LIMIT
+from mcpkit.sql.profiles.postgres.grant_reach import unreadable_notes
 
 __all__ = ["postgres_grant"]
 
@@ -60,6 +61,12 @@ def _base(conn: Connection, role: str, tables: Sequence[str], password: str, lim
 
 
 _REVOKE_SELECT: Final = re.compile(r"REVOKE SELECT ON (\S+) FROM .+")
+_GRANT_SELECT: Final = re.compile(r"GRANT SELECT ON (\S+) TO .+")
+
+
+def _granted(script: Sequence[str]) -> list[str]:
+    """The relations the script grants SELECT on, as it quotes them."""
+    return [m[1] for m in map(_GRANT_SELECT.fullmatch, script) if m is not None]
 
 
 def _own_grant(fix: str, script: list[str]) -> int | None:
@@ -98,10 +105,11 @@ def postgres_grant(
                     conn.exec_driver_sql(statement)
             conn.execute(text(f"SET LOCAL ROLE {quote_role(role)}"))
             findings = inspect_postgres(conn).findings
+            notes = [] if findings else unreadable_notes(conn, _granted(script))
         finally:
             trial.rollback()
         if not findings:
-            return script
+            return script + notes
         # A fix with alternatives ("ALTER VIEW ... SET (security_invoker = on); or REVOKE ...")
         # changes an object for everyone: the administrator chooses, the script does not; so does
         # `ALTER FUNCTION ... RESET` of a function's own setting (`fnconfig`).
