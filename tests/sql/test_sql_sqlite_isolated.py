@@ -150,3 +150,24 @@ def test_sqlite_isolation_can_be_turned_off(big_db: str, monkeypatch: pytest.Mon
         assert engine.execute("SELECT 7", None, 1, TIMEOUT_S, "on").rows == ((7,),)
     finally:
         engine.close()
+
+
+def test_sqlite_isolation_is_the_default(big_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No option and no variable: SQLite calls run in workers; the command line's `--no-isolate` is the
+    opt-out. (`:memory:` is refused by the profile: SQLite needs a database file.)"""
+    import argparse
+
+    from mcpkit.sql import cli
+
+    monkeypatch.delenv("MCPKIT_SQLITE_ISOLATE", raising=False)
+    engine = SqlEngine(big_db)
+    try:
+        assert engine.isolated is not None
+        assert engine.execute("SELECT 7", None, 1, TIMEOUT_S, "default").rows == ((7,),)
+        assert engine.isolated.started >= 1
+    finally:
+        engine.close()
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    assert parser.parse_args(["sql", "serve", "--dsn", big_db]).isolate is None  # the engine's default: on
+    assert parser.parse_args(["sql", "serve", "--dsn", big_db, "--no-isolate"]).isolate is False

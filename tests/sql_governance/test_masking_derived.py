@@ -606,6 +606,16 @@ def test_pg_a_mask_on_a_partition_or_child_masks_its_parents(
             " FROM customers ORDER BY 1, `customers`.`id`, CAST(`customers`.`name` AS BINARY)",
         ),
         ("mysql", "SELECT JSON_OBJECTAGG(name, id) AS j FROM customers", "refused"),
+        (
+            "postgres",
+            "SELECT jsonb_agg_strict(id) AS j FROM customers",
+            "SELECT jsonb_agg_strict(id ORDER BY id) AS j FROM customers ORDER BY 1",
+        ),
+        (
+            "postgres",
+            "SELECT json_agg_strict(id) AS j FROM customers",
+            "SELECT json_agg_strict(id ORDER BY id) AS j FROM customers ORDER BY 1",
+        ),
         ("sqlite", "SELECT n FROM (SELECT * FROM customers LIMIT 2) AS s", "refused"),
     ],
 )

@@ -75,7 +75,7 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--isolate",
         action=argparse.BooleanOptionalAction,
-        help="SQLite: calls in worker processes killed at the deadline (opt-in; MCPKIT_SQLITE_ISOLATE=1)",
+        help="SQLite: calls in worker processes killed at the deadline (default on; MCPKIT_SQLITE_ISOLATE=0)",
     )
     p.add_argument(
         "--reverify-interval",

@@ -10,9 +10,8 @@ the worker (SIGKILL), answers the call `timeout` as before and starts a fresh wo
 Each worker's data segment is capped (`RLIMIT_DATA`): past it allocations fail inside SQLite
 (`resource`) or the worker dies, which the parent answers `resource` too.
 
-Workers are forked from a zygote (`zygote`: a clean single-threaded interpreter that imported mcpkit
-once), never from the threaded server, and talk over a socket in plain data (rows, columns, a failure's kind
-and fixed sentence). A worker is reused while the profile's policy (functions, masks) is unchanged.
+Workers are forked from a zygote (`zygote`), never from the threaded server, and talk over a socket in
+plain data (rows, columns, a failure's kind and fixed sentence); one is reused while the policy holds.
 """
 
 from __future__ import annotations
@@ -44,17 +43,28 @@ if TYPE_CHECKING:
     from mcpkit.sql.profiles import Profile
     from mcpkit.sql.profiles.sqlite import SqliteProfile
 
-__all__ = ["ISOLATE_ENV", "KILL_SLACK_S", "MEMORY_LIMIT", "IsolatedSqlite", "isolation", "run_isolated"]
+__all__ = [
+    "HEADROOM",
+    "ISOLATE_ENV",
+    "KILL_SLACK_S",
+    "MEMORY_LIMIT",
+    "IsolatedSqlite",
+    "isolation",
+    "run_isolated",
+]
 
 log = logging.getLogger("mcpkit.sql")
 
 MEMORY_LIMIT: Final = 512 * 1024 * 1024
-"""Each worker's data segment (`RLIMIT_DATA`): Python, its imports (about 60 MB) and SQLite's own heap
-limit for one connection (`sqlite_heap`: about 130 MB) fit well under it."""
+"""Each worker's data segment (`RLIMIT_DATA`) at least; by default raised to what the worker holds
+once open plus its SQLite heap limit (`sqlite_heap`: the parent pool's) plus `HEADROOM`, so a call that
+fits in process fits in the worker."""
+HEADROOM: Final = 192 * 1024 * 1024
+"""Past SQLite's heap: Python's copies of the rows (clipped to the cell budget) and their pickling."""
 KILL_SLACK_S: Final = 0.5
 """Past the call's timeout and the engine's grace (when the in-process interrupt fires): then SIGKILL."""
 ISOLATE_ENV: Final = "MCPKIT_SQLITE_ISOLATE"
-"""`1` turns the worker processes on where no option chose (`SqlEngine(isolate=None)`); off by default."""
+"""`0` turns the worker processes off where no option chose (`SqlEngine(isolate=None)`); on by default."""
 _START_WAIT_S: Final = 30.0  # a worker that is not ready by then failed to start
 
 
@@ -67,17 +77,18 @@ class _Setup:
     withheld: Withheld
     vectors: bool
     grace_s: float
-    memory_bytes: int
+    memory_bytes: int  # 0: no cap; negative: `MEMORY_LIMIT` raised to fit the heap (`_cap`)
+    pool: int  # the parent's pool size: the worker's SQLite heap limit is the one its calls would meet
 
 
 def isolation(
     url: URL, profile: Profile, isolate: bool | None, pool_size: int, wait_s: float, grace_s: float
 ) -> IsolatedSqlite | None:
-    """A SQLite engine's workers when it isolates (`isolate`, else `ISOLATE_ENV`, else off); else None."""
+    """A SQLite engine's workers when it isolates (`isolate`, else `ISOLATE_ENV`, else on); else None."""
     from mcpkit.sql.profiles.budget import DEFAULT_POOL_SIZE
     from mcpkit.sql.profiles.sqlite import SqliteProfile
 
-    chosen = isolate if isolate is not None else os.environ.get(ISOLATE_ENV, "0").strip() == "1"
+    chosen = isolate if isolate is not None else os.environ.get(ISOLATE_ENV, "1").strip() != "0"
     if not chosen or not isinstance(profile, SqliteProfile):
         return None
     size = pool_size or DEFAULT_POOL_SIZE
@@ -94,14 +105,19 @@ def run_isolated(
     call_id: str,
     clip: CellBudget | None,
 ) -> Rows:
-    """`SqlEngine.execute` in a worker; with a `Guard`, its catalog checks in the parent, around it."""
+    """`SqlEngine.execute` in a worker, inside a session of the engine's own pool: the pool bounds the
+    calls as without workers (all connections busy: `resource`), a `Guard`'s catalog checks run
+    around it, and a call that ended its worker (timeout, resource) drops its pooled connection too."""
+    from mcpkit.sql.engines.engine import _KEEP_AFTER
+
     workers = engine.isolated
     assert workers is not None
-    if engine.guard is None:
+    with engine.session(timeout_s, call_id):
         outcome = workers.execute(sql, params, limit, timeout_s, call_id, clip)
-    else:
-        with engine.session(timeout_s, call_id):
-            outcome = workers.execute(sql, params, limit, timeout_s, call_id, clip)
+        if isinstance(outcome, QueryTimeout) or (
+            isinstance(outcome, QueryFailed) and outcome.kind not in _KEEP_AFTER
+        ):
+            raise outcome
     if isinstance(outcome, Exception):
         raise outcome
     return outcome
@@ -114,11 +130,15 @@ def worker_main(fd: int) -> None:  # pragma: no cover: runs in the worker proces
     pipe = Pipe(fd)
     setup: _Setup = pipe.recv()
     logging.basicConfig(level=logging.WARNING, format="mcpkit worker: %(message)s")
-    if setup.memory_bytes:
+    if setup.memory_bytes > 0:
         resource.setrlimit(resource.RLIMIT_DATA, (setup.memory_bytes, setup.memory_bytes))
     try:
         engine = SqlEngine(setup.url, grace_s=setup.grace_s, pool_size=1, isolate=False)
         profile: Any = engine.profile
+        profile.use_pool(engine, setup.pool)  # one call may use the heap the whole pool would
+        if setup.memory_bytes < 0:
+            cap = _cap()
+            resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
         if setup.policy is not None:
             dialect, extra, only = setup.policy
             profile.use_function_policy(FunctionPolicy(dialect, extra, only))
@@ -154,6 +174,19 @@ def worker_main(fd: int) -> None:  # pragma: no cover: runs in the worker proces
             pipe.send(reply)
         except MemoryError:
             pipe.send(("failed", "resource", None))
+
+
+def _cap() -> int:  # pragma: no cover: runs in the worker process
+    """`MEMORY_LIMIT`, or what this worker holds now plus its SQLite heap limit and `HEADROOM`."""
+    from mcpkit.sql.profiles.sqlite_heap import heap_limit
+
+    held = 0
+    with (
+        contextlib.suppress(OSError, ValueError, IndexError),
+        open("/proc/self/status", encoding="ascii") as f,
+    ):
+        held = int(f.read().split("VmData:")[1].split()[0]) * 1024
+    return max(MEMORY_LIMIT, held + heap_limit() + HEADROOM)
 
 
 class _Worker:
@@ -196,7 +229,8 @@ class IsolatedSqlite:
         wait_s: How long a call waits for a free worker; then `resource` ("the database is busy").
         grace_s: The engine's grace past the timeout (the worker's own interrupt); the kill follows
             `KILL_SLACK_S` later.
-        memory_bytes: Each worker's `RLIMIT_DATA`; 0: none.
+        memory_bytes: Each worker's `RLIMIT_DATA`; 0: none; None: `MEMORY_LIMIT`, raised to fit the
+            worker's SQLite heap limit and `HEADROOM`.
     """
 
     def __init__(
@@ -207,12 +241,13 @@ class IsolatedSqlite:
         size: int,
         wait_s: float,
         grace_s: float,
-        memory_bytes: int = MEMORY_LIMIT,
+        memory_bytes: int | None = None,
     ) -> None:
         self._url, self._profile = url, profile
         self._size = max(size, 1)
         self._slots = threading.BoundedSemaphore(self._size)
-        self._wait_s, self._grace_s, self._memory = wait_s, grace_s, memory_bytes
+        self._wait_s, self._grace_s = wait_s, grace_s
+        self._memory = -1 if memory_bytes is None else memory_bytes
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -223,9 +258,8 @@ class IsolatedSqlite:
     def _setup(self) -> _Setup:
         p = self._profile.function_policy
         policy = None if p is None else (p.dialect, p.extra, p.only)
-        return _Setup(
-            self._url, policy, self._profile.withheld, self._profile.vectors, self._grace_s, self._memory
-        )
+        w = self._profile
+        return _Setup(self._url, policy, w.withheld, w.vectors, self._grace_s, self._memory, self._size)
 
     def _start(self) -> _Worker:
         """A new worker, ready to answer; `QueryFailed("connection")` when it cannot open the database."""

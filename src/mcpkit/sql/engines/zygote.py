@@ -19,6 +19,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from typing import Final
 
 __all__ = ["start_worker", "warm"]
@@ -26,12 +27,15 @@ __all__ = ["start_worker", "warm"]
 _MAIN: Final = "import sys; from mcpkit.sql.engines.zygote import serve; serve(int(sys.argv[1]))"
 _PR_SET_PDEATHSIG: Final = 1
 _READY_WAIT_S: Final = 120.0  # importing mcpkit took 7-10 s on a loaded 2-core box
+_FORK_DATA_MAX: Final = 256 * 1024 * 1024
+"""Fork the zygote from this process only while its data segment leaves a worker room under its cap."""
 
 
 class _Zygote:
     lock = threading.Lock()
     control: socket.socket | None = None
     process: subprocess.Popen[bytes] | None = None
+    forked: int | None = None  # the zygote's pid when forked from this process (`_fork`)
     ready = False
 
 
@@ -39,7 +43,7 @@ def warm() -> None:
     """Start the zygote unless it runs already, and wait until it has imported mcpkit (once per process:
     a call's timing never includes it). A zygote that fails to start is started again by `start_worker`."""
     with _Zygote.lock:
-        if _Zygote.process is None or _Zygote.process.poll() is not None:
+        if not _running():
             _spawn()
         with contextlib.suppress(OSError):
             _ready()
@@ -53,7 +57,7 @@ def start_worker(conn: socket.socket) -> int:
     """
     with _Zygote.lock:
         for attempt in (1, 2):
-            if _Zygote.control is None or _Zygote.process is None or _Zygote.process.poll() is not None:
+            if _Zygote.control is None or not _running():
                 _spawn()
             control = _Zygote.control
             assert control is not None
@@ -75,6 +79,21 @@ def start_worker(conn: socket.socket) -> int:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _running() -> bool:
+    """Under the lock: whether the zygote (a new interpreter or a fork) has not ended."""
+    if _Zygote.process is not None:
+        return _Zygote.process.poll() is None
+    if _Zygote.forked is None:
+        return False
+    try:
+        pid, _ = os.waitpid(_Zygote.forked, os.WNOHANG)
+    except ChildProcessError:
+        pid = _Zygote.forked
+    if pid:
+        _Zygote.forked = None
+    return not pid
+
+
 def _ready() -> None:
     """Under the lock: wait for the zygote's imports (its first byte) unless seen already."""
     control = _Zygote.control
@@ -90,6 +109,9 @@ def _ready() -> None:
 def _spawn() -> None:
     _stop()
     ours, theirs = socket.socketpair()
+    if threading.active_count() == 1 and _data_bytes() < _FORK_DATA_MAX:
+        _fork(ours, theirs)
+        return
     try:  # stdout stays closed (it may be the MCP stdio channel); stderr is the server's log
         _Zygote.process = subprocess.Popen(  # noqa: S603 (this interpreter, a fixed module)
             [sys.executable, "-c", _MAIN, str(theirs.fileno())],
@@ -100,6 +122,39 @@ def _spawn() -> None:
     finally:
         theirs.close()
     _Zygote.control, _Zygote.ready = ours, False
+
+
+def _data_bytes() -> int:
+    """This process's data segment (`VmData`, what `RLIMIT_DATA` counts); large when unreadable."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return _FORK_DATA_MAX
+
+
+def _fork(ours: socket.socket, theirs: socket.socket) -> None:
+    """The zygote as a fork of this process, still single-threaded (a server before it serves):
+    milliseconds instead of an interpreter's imports. It forgets this process's SQLite heap shares
+    and stdio (stdout may be the MCP channel)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover: runs in the zygote process
+        try:
+            ours.close()
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, 0)
+            os.dup2(devnull, 1)
+            from mcpkit.sql.profiles import sqlite_heap
+
+            sqlite_heap.forget_all()
+            serve(theirs.detach())
+        finally:
+            os._exit(0)
+    theirs.close()
+    _Zygote.control, _Zygote.ready, _Zygote.process, _Zygote.forked = ours, False, None, pid
 
 
 def _stop() -> None:
@@ -113,6 +168,17 @@ def _stop() -> None:
             _Zygote.process.kill()
             _Zygote.process.wait(5.0)
         _Zygote.process = None
+    if _Zygote.forked is not None:
+        pid, _Zygote.forked = _Zygote.forked, None
+        for _ in range(10):  # it ends at the EOF above
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    time.sleep(0.01)
+                    continue
+            return
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
 
 def serve(fd: int) -> None:  # pragma: no cover: runs in the zygote process

@@ -45,10 +45,7 @@ CONCAT: Final = (
 CONCAT_NAMES: Final = frozenset(
     {
         "any_value",
-        "jsonb_agg",
-        "json_agg",
-        "jsonb_agg_strict",
-        "json_agg_strict",
+        *("jsonb_agg", "json_agg", "jsonb_agg_strict", "json_agg_strict"),
         "xmlagg",
         "json_arrayagg",
         "json_objectagg",

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from contextlib import closing
 from typing import Final, cast
 
-__all__ = ["CEILING", "PAGE_CACHE", "RESERVE", "heap_limit", "release", "reserve"]
+__all__ = ["CEILING", "PAGE_CACHE", "RESERVE", "forget_all", "heap_limit", "release", "reserve"]
 
 PAGE_CACHE: Final = 4 * 1024 * 1024
 """Per connection: its page cache (SQLite's default `cache_size` is 2,000 KiB), schema and statements."""
@@ -75,6 +75,14 @@ def reserve(owner: object, connections: int, per_call: int) -> int:
 def release(owner: object) -> int:
     """Stop counting `owner`'s pool (its engine closed); returns the limit in force."""
     return _release(id(owner))
+
+
+def forget_all() -> None:
+    """In a fork of this process (the SQLite worker zygote): its pools are not this process's;
+    the limit they set goes with them (the worker's own pool sets its own)."""
+    with _lock:
+        for key in list(_shares):
+            _release(key)
 
 
 def _release(key: int) -> int:
