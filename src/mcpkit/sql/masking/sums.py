@@ -21,7 +21,8 @@ rewritten the same way, and an aggregate whose sum is not exact is refused (red 
 `SUM(CASE WHEN id = x THEN 1e30 WHEN id = r THEN -1e30 ELSE POW(2, id) END)` answered, in its bits,
 the set of rows scanned after both, the masked score ranking in 4 calls a row). There a number
 literal with an exponent is a double, and MariaDB computes STD and VARIANCE in doubles whatever the
-argument.
+argument. On SQLite (`Profile.sum_overflows`) a decimal literal is a REAL too, sum and avg of exact
+values are sent in halves (`_SPLIT`; rth F1, F2), and sum/avg DISTINCT are refused (rth F3).
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ _UNORDERED_SUM: Final = (
     "is not answered on this database: it adds in the storage order; sum exact values instead, for example "
     "SUM(CAST(x AS DECIMAL(30, 10)))."
 )
+_DISTINCT_SUM: Final = (
+    "Over a table with masked columns, SUM(DISTINCT ...) and AVG(DISTINCT ...) are not answered on this "
+    "database: they add in the storage order; sum the distinct values in a subquery instead."
+)
 _WINDOW_SUM: Final = (
     "Over a table with masked columns, a floating-point, interval or money sum (sum, avg, stddev, "
     "variance, corr, regr_*) over a window with ORDER BY needs a ROWS frame (for example ROWS BETWEEN "
@@ -85,9 +90,10 @@ _WINDOW_SUM: Final = (
 _WHOLE: Final = {"start": "UNBOUNDED", "start_side": "PRECEDING", "end": "UNBOUNDED", "end_side": "FOLLOWING"}
 
 
-def exact(node: exp.Expr, numeric_literals: bool = True, exact_round: bool = False) -> bool:
+def exact(node: exp.Expr, numeric_literals: bool | None = True, exact_round: bool = False) -> bool:
     """Whether values of `node` add up to the same sum in any order (and never overflow).
     `numeric_literals`: every number literal is exact (PostgreSQL: `1e30` is numeric, not a double);
+    None: those without an exponent (MariaDB: `1.5` is a decimal); False: integer literals only (SQLite);
     `exact_round`: `round()` of an exact value is exact (not on SQLite: `Profile.float_round`; rte L3)."""
     if isinstance(node, exp.Round):
         parts = [node.this, node.args.get("decimals")]
@@ -95,7 +101,9 @@ def exact(node: exp.Expr, numeric_literals: bool = True, exact_round: bool = Fal
     if isinstance(node, exp.Column):
         return bool(_EXACT_TYPE.match(node.meta.get(TYPE) or ""))
     if isinstance(node, exp.Literal):
-        return node.is_number and (numeric_literals or "e" not in node.name.casefold())
+        if numeric_literals is False:
+            return node.is_int
+        return node.is_number and (bool(numeric_literals) or "e" not in node.name.casefold())
     if isinstance(node, (exp.Null, exp.Boolean, *_INTEGRAL)):
         return True
     if isinstance(node, exp.Cast):
@@ -150,8 +158,12 @@ def pin_sums(
         distinct = isinstance(args[0], exp.Distinct)
         values: list[exp.Expr] = list(args[0].expressions) if distinct else args
         floating = total or isinstance(agg, _FLOATING) or (not ordered and isinstance(agg, _MOMENTS))
-        if not floating and all(exact(v, ordered, not profile.float_round) for v in values):
-            if profile.sum_overflows and isinstance(agg, exp.Sum) and not distinct:
+        halves = profile.sum_overflows and isinstance(agg, exp.Sum | exp.Avg)
+        literals = ordered or (False if halves else None)  # SQLite: `1.0` is a double (rth F2)
+        if not floating and all(exact(v, literals, not profile.float_round) for v in values):
+            if halves and distinct:  # adds the distinct values in scan order (rth F3); halves would differ
+                refuse_order(_DISTINCT_SUM, f"{type(agg).__name__}(DISTINCT) where it cannot be ordered")
+            if halves:  # avg adds in doubles in scan order (rth F1): the exact sum / count
                 room.add([_split_sum(agg, values[0], window)], label)
                 pinned = True
             continue
@@ -180,23 +192,34 @@ def pin_sums(
 # SQLite's integer sum fails ("integer overflow") when a partial sum leaves 64 bits: whether it does
 # follows the order it adds in (red team rte F5: the masked e-mail order, rows written in it). Summed in
 # 32-bit halves no partial sum can overflow (below 2^31 rows); the halves' total leaves 64 bits as a
-# double, whatever the order. Values that are not all integers are added as `total` (in doubles).
+# double, whatever the order. Values that are not all integers (a REAL in a NUMERIC column) would add in
+# doubles in scan order (`total`, rth F2): below 2^62 they are summed in fixed point instead, the integer
+# part and the fraction in units of 2^-60 (bits below are dropped, alike in any order); a larger or
+# infinite one fails the query (`abs()` of the smallest integer: "integer overflow"). avg(x) is that sum,
+# made a double once, over the count (rth F1).
+_HALVES: Final = "(SUM(_v / 4294967296) * 4294967296 + SUM(_v % 4294967296))"
+_WHOLE_PART: Final = "CAST(CAST(_x AS REAL) AS INTEGER)"
+_FRACTION: Final = (
+    "CAST((CAST(_x AS REAL) - CAST(CAST(_x AS REAL) AS INTEGER)) * 1152921504606846976 AS INTEGER)"
+)
 _SPLIT: Final = (
     "CASE WHEN COUNT(_x) = COUNT(CASE WHEN TYPEOF(_x) = 'integer' THEN 1 END)"
-    " THEN SUM(_x / 4294967296) * 4294967296 + SUM(_x % 4294967296) ELSE TOTAL(_x) END"
+    f" THEN {_HALVES.replace('_v', '_x')}"
+    " WHEN COUNT(CASE WHEN ABS(CAST(_x AS REAL)) >= 4611686018427387904.0 THEN 1 END) = 0"
+    f" THEN {_HALVES.replace('_v', _WHOLE_PART)} + {_HALVES.replace('_v', _FRACTION)} / 1152921504606846976.0"
+    " ELSE ABS(-9223372036854775807 - 1) END"
 )
+_AVERAGE: Final = f"CAST(({_SPLIT}) AS REAL) / COUNT(_x)"
 
 
-def _split_sum(agg: exp.Sum, value: exp.Expr, window: exp.Window | None) -> exp.Expr:
-    """`sum(x)` -> the order-independent form above, in place (its FILTER and window kept on each
-    aggregate of it)."""
+def _split_sum(agg: exp.Expr, value: exp.Expr, window: exp.Window | None) -> exp.Expr:
+    """`sum(x)`, `avg(x)` -> the order-independent forms above, in place (its FILTER and window kept on
+    each aggregate of it)."""
     call = agg.parent if isinstance(agg.parent, exp.Filter) and agg.arg_key == "this" else agg
-    split = sqlglot.parse_one(_SPLIT, read="sqlite")
+    split = sqlglot.parse_one(_AVERAGE if isinstance(agg, exp.Avg) else _SPLIT, read="sqlite")
     for column in list(split.find_all(exp.Column)):
         column.replace(value.copy())
-    for inner in list(split.find_all(exp.Count, exp.Sum, exp.Anonymous)):
-        if isinstance(inner, exp.Anonymous) and inner.name.casefold() != "total":
-            continue
+    for inner in list(split.find_all(exp.Count, exp.Sum)):
         wrapped: exp.Expr = inner.copy()
         if call is not agg:
             wrapped = exp.Filter(this=wrapped, expression=call.expression.copy())
