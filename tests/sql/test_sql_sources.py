@@ -234,6 +234,7 @@ async def test_three_engines_one_server_with_an_outage(world: World, tmp_path: P
         assert {t["name"] for t in by_source["lite"]["tables"]} == {"events", "contacts"}
         assert "## source down (PostgreSQL)" in text_of(listed)
         one = await bob("list_tables", source="maria")
+        assert not one.is_error, (text_of(one), one.meta)
         assert [s["source"] for s in one.structured_content["sources"]] == ["maria"]
         described = await alice("describe_table", source="lite", table="events")
         assert [c["name"] for c in described.structured_content["columns"]] == ["id", "kind", "secret"]
