@@ -363,11 +363,12 @@ def test_every_unreachable_pattern_names_a_real_function(pg_url: str) -> None:
         admin.close()
     # the never list also names functions that are not built into PostgreSQL 15: extensions' (tablefunc,
     # xml2, dblink, postgres_fdw, adminpack, pg_prewarm, pg_stat_statements, pg_visibility, pg_trgm)
-    # and the backup functions PostgreSQL 15 renamed (older servers still have them)
+    # the backup functions PostgreSQL 15 renamed (older servers still have them), and newer versions' own
     from_extensions = {
         *("crosstab*", "connectby*", "xpath_table", "xslt_process", "dblink*", "postgres_fdw_*"),
         *("pg_file_*", "pg_prewarm", "pg_stat_statements_reset", "pg_truncate_visibility_map", "set_limit"),
         *("pg_start_backup", "pg_stop_backup"),
+        "pg_log_standby_snapshot",  # PostgreSQL 16's
     }
     for reason, patterns in UNREACHABLE.items():
         for pattern in patterns:
