@@ -212,6 +212,17 @@ def answer_or_refused(service: SqlService, sql: str) -> str:
     return str(sorted(str(r[0]) for r in result.rows))
 
 
+def rows_or_message(service: SqlService, sql: str) -> object:
+    """The rows a query answers, or the sentence of the tool error it raised."""
+    from mcpkit.errors import ToolError
+
+    try:
+        result, _ = service.query(sql, call_id="t")
+    except ToolError as exc:
+        return str(exc)
+    return result.rows
+
+
 def rss_kb() -> int:
     """This process's resident memory (VmRSS), in KiB."""
     with open("/proc/self/status") as f:

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import SqlConfigError, ToolError
+from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
 from mcpkit.sql.service import Masking, SqlService
-from tests.sql.sql_support import MysqlScratch, masks_file, mysql_scratch
+from tests.sql.sql_support import MysqlScratch, masks_file, mysql_scratch, rows_or_message
 
 pytestmark = pytest.mark.mysql
 
@@ -54,14 +54,6 @@ def _create(db: MysqlScratch, table: str, extra: str = "", engine: str = "InnoDB
         c.execute(f"GRANT SELECT (id, city) ON {db.db}.{table} TO '{db.reader}'@'%'")
 
 
-def _ask(service: SqlService, sql: str) -> object:
-    try:
-        result, _ = service.query(sql, call_id="t")
-    except ToolError as exc:
-        return str(exc)
-    return result.rows
-
-
 @pytest.fixture(scope="module")
 def maria(
     mysql_url: str, tmp_path_factory: pytest.TempPathFactory
@@ -77,18 +69,18 @@ def maria(
 
 def test_a_cte_named_like_the_masked_table_does_not_unpin_it(maria: tuple[MysqlScratch, SqlService]) -> None:
     _, service = maria
-    assert _ask(service, "SELECT MIN(city) AS m FROM customers WHERE id IN (1, 2)") == [["Paris"]]
+    assert rows_or_message(service, "SELECT MIN(city) AS m FROM customers WHERE id IN (1, 2)") == [["Paris"]]
     for sql in [
         "WITH customers AS (SELECT id, city FROM customers) SELECT MIN(city) AS m FROM customers"
         " WHERE id IN (1, 2)",
         "SELECT MIN(c.city) AS m FROM customers c JOIN (WITH customers AS (SELECT 1 AS x) SELECT x"
         " FROM customers) t ON t.x = 1 WHERE c.id IN (1, 2)",
     ]:
-        got = _ask(service, sql)
+        got = rows_or_message(service, sql)
         assert isinstance(got, str) and "rename the WITH query" in got, (sql, got)  # before: paris
-    assert _ask(service, "WITH c AS (SELECT id, city FROM customers) SELECT MIN(city) AS m FROM c") == [
-        ["Paris"]
-    ]
+    assert rows_or_message(
+        service, "WITH c AS (SELECT id, city FROM customers) SELECT MIN(city) AS m FROM c"
+    ) == [["Paris"]]
 
 
 def test_a_heap_engine_table_is_a_start_up_finding(mysql_url: str, tmp_path: Path) -> None:
@@ -105,7 +97,7 @@ def test_an_ignored_index_is_not_named_in_the_pin(mysql_url: str, tmp_path: Path
         _create(db, "customers", ", KEY city_idx (city) IGNORED")
         service = _serve(db.reader_url, tmp_path, "customers")
         try:
-            got = _ask(service, "SELECT COUNT(*) AS n FROM customers WHERE id > 1")
+            got = rows_or_message(service, "SELECT COUNT(*) AS n FROM customers WHERE id > 1")
             assert got == [[3]], got  # before: "The query failed ..." (1176, Key 'city_idx' doesn't exist)
         finally:
             service.engine.close()
@@ -129,15 +121,15 @@ def test_pins_follow_an_index_dropped_while_serving(mysql_url: str, tmp_path: Pa
         service = sqlcli._service(args, 1000)
         sql = "SELECT MIN(city) AS m FROM customers WHERE id + 0 IN (1, 2)"
         try:
-            assert _ask(service, sql) == [["Paris"]]
+            assert rows_or_message(service, sql) == [["Paris"]]
             with db.admin.cursor() as c:
                 c.execute(f"ALTER TABLE {db.db}.customers DROP INDEX city_idx")
-            assert _ask(service, sql) == [["Paris"]]  # before: the folded failure (1176)
+            assert rows_or_message(service, sql) == [["Paris"]]  # before: the folded failure (1176)
             with db.admin.cursor() as c:
                 c.execute(
                     f"ALTER TABLE {db.db}.customers DROP PRIMARY KEY, ADD PRIMARY KEY (city, score, id)"
                 )
-            got = _ask(service, sql)
+            got = rows_or_message(service, sql)
             assert isinstance(got, str) and "refuse" in got, got  # before: paris, along the new key
         finally:
             service.engine.close()
@@ -150,7 +142,9 @@ def test_sums_of_rounded_and_timestampdiff_values_are_exact(maria: tuple[MysqlSc
         "SELECT SUM(ROUND(id)) AS a, SUM(ROUND(id * 1.5, 1)) AS b,"
         " SUM(TIMESTAMPDIFF(DAY, '2020-01-01', '2020-01-02')) AS c FROM customers"
     )
-    got = _ask(service, sql)
+    got = rows_or_message(service, sql)
     assert isinstance(got, list) and [float(v) for v in got[0]] == [10.0, 15.0, 4.0], got
-    got = _ask(service, "SELECT SUM(ROUND(id * 1e0)) AS d FROM customers")  # a double: still refused
+    got = rows_or_message(
+        service, "SELECT SUM(ROUND(id * 1e0)) AS d FROM customers"
+    )  # a double: still refused
     assert isinstance(got, str) and "adds in the storage order" in got, got

@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import ToolError
 from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
 from mcpkit.sql.service import Masking, SqlService
-from tests.sql.sql_support import masks_file
+from tests.sql.sql_support import masks_file, rows_or_message
 
 # id -> score: the masked ranking differs from the id order
 SCORES = {1: 50.5, 2: 10.5, 3: 90.5, 4: 30.5, 5: 70.5, 6: 20.5, 7: 80.5, 8: 60.5}
@@ -63,14 +62,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlService]:
         served.engine.close()
 
 
-def _ask(service: SqlService, sql: str) -> object:
-    try:
-        result, _ = service.query(sql, call_id="t")
-    except ToolError as exc:
-        return str(exc)
-    return result.rows
-
-
 def test_total_through_a_view_does_not_follow_the_masked_index(service: SqlService) -> None:
     """Before: 442.0 = 2^4 + 2^1 + 2^8 + 2^5 + 2^7 + 2^3, the ids after 2 and 6 in score order."""
     by_score = sorted(SCORES, key=SCORES.__getitem__)
@@ -78,7 +69,7 @@ def test_total_through_a_view_does_not_follow_the_masked_index(service: SqlServi
         last = max(by_score.index(x), by_score.index(r))
         masked_order = sum(2.0**i for i in by_score[last + 1 :])
         for source in ("v_names", "customers"):
-            got = _ask(
+            got = rows_or_message(
                 service,
                 f"SELECT total(CASE id WHEN {x} THEN 1e30 WHEN {r} THEN -1e30 ELSE power(2, id) END) AS s"
                 f" FROM {source}",
@@ -88,10 +79,12 @@ def test_total_through_a_view_does_not_follow_the_masked_index(service: SqlServi
 
 
 def test_total_over_the_whole_partition_is_not_a_running_total(service: SqlService) -> None:
-    assert _ask(service, "SELECT total(id) OVER () AS s FROM v_names LIMIT 3") == [[36.0]] * 3
-    got = _ask(service, "SELECT city, total(id) OVER (PARTITION BY city) AS s FROM customers")
+    assert rows_or_message(service, "SELECT total(id) OVER () AS s FROM v_names LIMIT 3") == [[36.0]] * 3
+    got = rows_or_message(service, "SELECT city, total(id) OVER (PARTITION BY city) AS s FROM customers")
     assert sorted(map(tuple, got)) == [("c0", 20.0)] * 4 + [("c1", 16.0)] * 4  # type: ignore[arg-type]
-    assert _ask(service, "SELECT total(id) AS s FROM (SELECT 1 AS id)") == [[1.0]]  # no masked read
+    assert rows_or_message(service, "SELECT total(id) AS s FROM (SELECT 1 AS id)") == [
+        [1.0]
+    ]  # no masked read
 
 
 def test_a_cte_named_like_the_masked_table_does_not_unpin_it(tmp_path: Path) -> None:
@@ -114,10 +107,10 @@ def test_a_cte_named_like_the_masked_table_does_not_unpin_it(tmp_path: Path) -> 
             "SELECT city, count(*) AS n FROM customers c JOIN (WITH customers AS (SELECT 1 AS x) SELECT x"
             " FROM customers) t ON t.x = 1 WHERE c.id + 0 IN (1, 2) GROUP BY city"
         )
-        assert _ask(service, plain) == [["Paris", 2]]
-        assert _ask(service, shadowed) == [["Paris", 2]]  # before: paris
+        assert rows_or_message(service, plain) == [["Paris", 2]]
+        assert rows_or_message(service, shadowed) == [["Paris", 2]]  # before: paris
         own = "WITH customers AS (SELECT 1 AS x UNION ALL SELECT 2) SELECT count(*) AS n FROM customers"
-        assert _ask(service, own) == [[2]]  # NOT INDEXED suits a CTE's name as well
+        assert rows_or_message(service, own) == [[2]]  # NOT INDEXED suits a CTE's name as well
     finally:
         service.engine.close()
 
@@ -143,7 +136,7 @@ def test_an_expression_index_over_a_non_word_masked_name_is_pinned(tmp_path: Pat
         service = SqlService(engine, max_rows=50, timeout_s=10.0, masking=Masking(policy, known, masked))
         for ids, first in [("2, 3", "paris"), ("1, 2", "Paris")]:  # rowid order; the e-mails' is the other
             sql = f"SELECT city, count(*) AS n FROM contacts WHERE id + 0 IN ({ids}) GROUP BY city"
-            assert _ask(service, sql) == [[first, 2]], ids
+            assert rows_or_message(service, sql) == [[first, 2]], ids
     finally:
         engine.close()
 
@@ -175,10 +168,10 @@ def test_an_index_added_while_serving_is_pinned(tmp_path: Path) -> None:
     service = sqlcli._service(args, 1000)
     sql = "SELECT city, count(*) AS n FROM customers WHERE id + 0 IN (1, 2) GROUP BY city"
     try:
-        assert _ask(service, sql) == [["Paris", 2]]
+        assert rows_or_message(service, sql) == [["Paris", 2]]
         con.execute("CREATE INDEX customers_city_score ON customers (city, score)")
         con.commit()
-        assert _ask(service, sql) == [["Paris", 2]]  # before: paris (score 10 < 50)
+        assert rows_or_message(service, sql) == [["Paris", 2]]  # before: paris (score 10 < 50)
     finally:
         con.close()
         service.engine.close()
@@ -186,9 +179,9 @@ def test_an_index_added_while_serving_is_pinned(tmp_path: Path) -> None:
 
 def test_a_sum_of_round_stays_refused_on_sqlite(service: SqlService) -> None:
     """rte L3 opened `SUM(ROUND(x))` of exact values on MariaDB; SQLite's round() answers a double."""
-    got = _ask(service, "SELECT sum(round(id)) AS s FROM v_names")
+    got = rows_or_message(service, "SELECT sum(round(id)) AS s FROM v_names")
     assert isinstance(got, str) and "adds in the storage order" in got, got
-    assert _ask(service, "SELECT sum(id) AS s FROM v_names") == [[36]]
+    assert rows_or_message(service, "SELECT sum(id) AS s FROM v_names") == [[36]]
 
 
 def test_an_integer_sum_overflows_alike_in_any_order(tmp_path: Path) -> None:
@@ -215,13 +208,15 @@ def test_an_integer_sum_overflows_alike_in_any_order(tmp_path: Path) -> None:
             value = f"CASE pid || city WHEN '{up}paris' THEN {big} WHEN '{one}paris' THEN 1"
             value += f" WHEN '{up}Paris' THEN {big} WHEN '{one}Paris' THEN 1"
             value += f" WHEN '{down}Paris' THEN -{big} WHEN '{down}paris' THEN -{big} ELSE 0 END"
-            assert _ask(service, f"SELECT sum({value}) AS s FROM people") == [[1]], (up, one, down)
+            assert rows_or_message(service, f"SELECT sum({value}) AS s FROM people") == [[1]], (up, one, down)
             window = f"SELECT DISTINCT sum({value}) OVER () AS s FROM people"
-            assert _ask(service, window) == [[1]], (up, one, down)
-        got = _ask(service, "SELECT sum(length(pid)) AS s, sum(NULL) AS n, sum(length(pid)) FILTER"
+            assert rows_or_message(service, window) == [[1]], (up, one, down)
+        got = rows_or_message(service, "SELECT sum(length(pid)) AS s, sum(NULL) AS n, sum(length(pid)) FILTER"
                    " (WHERE pid > 'p2') AS f FROM people")  # fmt: skip
         assert got == [[8, None, 4]], got
-        assert _ask(service, f"SELECT sum({big}) AS s FROM people") == [[4 * float(big)]]  # was an error
+        assert rows_or_message(service, f"SELECT sum({big}) AS s FROM people") == [
+            [4 * float(big)]
+        ]  # was an error
     finally:
         engine.close()
 

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import pytest
 
 from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.errors import ToolError
 from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
 from mcpkit.sql.service import Masking, SqlService
+from tests.sql.sql_support import rows_or_message
 
 BIG = 10000000000000000
 MAX = 9223372036854775807
@@ -50,14 +50,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlService]:
         engine.close()
 
 
-def _ask(service: SqlService, sql: str) -> object:
-    try:
-        result, _ = service.query(sql, call_id="t")
-    except ToolError as exc:
-        return str(exc)
-    return result.rows
-
-
 def _case(first: str, second: str, up: str, one: str, down: str) -> str:
     """A value by row, read through a full scan (the concatenation keeps the primary key unused)."""
     whens = f"WHEN 'c01' THEN {up} WHEN '{first}' THEN {one} WHEN '{second}' THEN {down}"
@@ -67,44 +59,48 @@ def _case(first: str, second: str, up: str, one: str, down: str) -> str:
 def test_avg_of_integers_answers_alike_in_any_order(service: SqlService) -> None:
     """F1: 1.0 or 0.0 (times 12) as c12 came before c02 or not; now the exact sum over the count."""
     got = [
-        _ask(service, f"SELECT avg({_case(a, b, str(BIG), '1', str(-BIG))}) * 12 AS a FROM people")
+        rows_or_message(service, f"SELECT avg({_case(a, b, str(BIG), '1', str(-BIG))}) * 12 AS a FROM people")
         for a, b in [("c02", "c12"), ("c12", "c02")]
     ]
     assert got == [[[1.0]], [[1.0]]], got
-    assert _ask(service, "SELECT avg(n) AS a, avg(n) FILTER (WHERE code > 'c05') AS f FROM people") == [
-        [1.0, 1.0]
-    ]
-    assert _ask(service, "SELECT avg(n) AS a FROM people WHERE code = 'none'") == [[None]]
-    assert _ask(service, "SELECT avg(n) OVER () AS a FROM people LIMIT 1") == [[1.0]]
+    assert rows_or_message(
+        service, "SELECT avg(n) AS a, avg(n) FILTER (WHERE code > 'c05') AS f FROM people"
+    ) == [[1.0, 1.0]]
+    assert rows_or_message(service, "SELECT avg(n) AS a FROM people WHERE code = 'none'") == [[None]]
+    assert rows_or_message(service, "SELECT avg(n) OVER () AS a FROM people LIMIT 1") == [[1.0]]
 
 
 def test_a_decimal_literal_is_not_an_exact_sum(service: SqlService) -> None:
     """F2: `1.0` is a REAL on SQLite; its sum went to TOTAL(), added in doubles in scan order."""
-    got = _ask(service, f"SELECT sum({_case('c02', 'c12', f'{BIG}.0', '1.0', f'-{BIG}.0')}) AS a FROM people")
+    got = rows_or_message(
+        service, f"SELECT sum({_case('c02', 'c12', f'{BIG}.0', '1.0', f'-{BIG}.0')}) AS a FROM people"
+    )
     assert isinstance(got, str) and "adds in the storage order" in got, got
-    assert _ask(service, "SELECT sum(1) AS s, sum(n * 2) AS t FROM people") == [[12, 24]]
+    assert rows_or_message(service, "SELECT sum(1) AS s, sum(n * 2) AS t FROM people") == [[12, 24]]
 
 
 def test_reals_in_numeric_columns_sum_alike_in_any_order(service: SqlService) -> None:
     """F2: a REAL stored in a NUMERIC or INTEGER column took the TOTAL() branch (2.0 or 1.5 with the
     order); now summed in fixed point, and a value too large for it fails the call whatever the order."""
     got = [
-        _ask(service, f"SELECT sum({_case(a, b, f'r * {BIG}', 'r', f'-r * {BIG}')}) AS s FROM people")
+        rows_or_message(
+            service, f"SELECT sum({_case(a, b, f'r * {BIG}', 'r', f'-r * {BIG}')}) AS s FROM people"
+        )
         for a, b in [("c02", "c12"), ("c12", "c02")]
     ]
     assert got == [[[1.5]], [[1.5]]], got
-    assert _ask(service, "SELECT sum(n) AS s, avg(n) AS a FROM odd WHERE id < 3") == [[2.5, 1.25]]
+    assert rows_or_message(service, "SELECT sum(n) AS s, avg(n) AS a FROM odd WHERE id < 3") == [[2.5, 1.25]]
     for sql in ["SELECT sum(n) AS s FROM odd", "SELECT avg(n) AS a FROM odd"]:
-        got = _ask(service, sql)
+        got = rows_or_message(service, sql)
         assert isinstance(got, str) and "failed on the data" in got, (sql, got)
 
 
 def test_sum_distinct_is_refused(service: SqlService) -> None:
     """F3: sum(DISTINCT) overflowed as c12 came before c02 or not."""
     for call in ["sum", "avg"]:
-        got = _ask(
+        got = rows_or_message(
             service,
             f"SELECT {call}(DISTINCT {_case('c02', 'c12', str(MAX), '1', str(-MAX))}) AS a FROM people",
         )
         assert isinstance(got, str) and "DISTINCT" in got, (call, got)
-    assert _ask(service, "SELECT count(DISTINCT n) AS c FROM people") == [[1]]
+    assert rows_or_message(service, "SELECT count(DISTINCT n) AS c FROM people") == [[1]]
