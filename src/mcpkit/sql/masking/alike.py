@@ -34,6 +34,7 @@ __all__ = [
     "set_branches",
     "sources",
     "stored",
+    "unjumped",
 ]
 
 
@@ -78,6 +79,9 @@ _FACTS: Final = {
         ),
     ),
     "MySQL/MariaDB": Facts(True, re.compile(r"(var)?binary\b", re.IGNORECASE), False, signed_zeros=True),
+    # 1 = 1.0 (integer, real), -0.0 = 0.0, 'b' = 'B' under NOCASE and 'b' = 'b ' under RTRIM, written or
+    # a column's: min/max of such a value kept the first scanned (red team rth F4); a BLOB is byte-exact
+    "SQLite": Facts(False, re.compile(r"blob\b", re.IGNORECASE), False, signed_zeros=True),
 }
 _STRICT: Final = Facts(False, re.compile(r"(?!)"), False)
 _NUMERIC_TYPE: Final = re.compile(r"\s*(decimal|numeric|float|double|real|dec\b|fixed)", re.IGNORECASE)
@@ -125,7 +129,7 @@ class Sources:
 
 
 def covered(dialect: str) -> bool:
-    """Whether the engine's facts are known (SQLite's are not yet: left open, docs/masking.md)."""
+    """Whether the engine's facts are known (`_FACTS`; others are left open, docs/masking.md)."""
     return profile_class(dialect).name in _FACTS
 
 
@@ -134,11 +138,28 @@ def facts_of(dialect: str) -> Facts:
     return _FACTS.get(profile_class(dialect).name, _STRICT)
 
 
+def unjumped(node: exp.Expr) -> exp.Expr:
+    """`node` without the jumps `interruptible_calls` puts around calls on SQLite (`CASE WHEN 1 THEN
+    x END` is x: judged as x, or the profile's own MIN of a column in a wide table was refused)."""
+    while (
+        isinstance(node, exp.Case)
+        and node.this is None
+        and node.args.get("default") is None
+        and len(ifs := node.args.get("ifs") or []) == 1
+        and isinstance(cond := ifs[0].this, exp.Literal)
+        and cond.is_int
+        and cond.name == "1"
+    ):
+        node = ifs[0].args["true"]
+    return node
+
+
 def stored(node: exp.Expr, types: Sources, dialect: str) -> bool:
     """A column read straight from a table (or a copy of one) whose equal-but-different values are
     left as the data's (`Facts.stored_types`): on PostgreSQL only a type whose equal values print
     alike, since a join to any readable table holding 1.0 and 1.00 lets the agent choose which
     row's value a group keeps (red team rtA F5: the whole e-mail ranking in 65 calls)."""
+    node = unjumped(node)
     marker = node.meta.get(REF) if isinstance(node, exp.Column) else None
     if marker in types.copies:
         return True  # checked where the copy was made (`sources`)
@@ -283,6 +304,7 @@ def alike(node: exp.Expr, dialect: str, types: Sources) -> bool:
     A column read from a table of another type is not: see `stored`.
     """
     facts = facts_of(dialect)
+    node = unjumped(node)
     if isinstance(node, exp.Literal):
         return True  # one constant: no other row prints it differently
     if isinstance(node, exp.Column) and node.meta.get(REF) in types.whole:
