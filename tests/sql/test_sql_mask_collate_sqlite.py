@@ -38,9 +38,11 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlService]:
     rows = [("c01", None, None, None, "a@x"), ("c12", "b", "b", 1, "b@x"), ("c02", "B", "b ", 1.0, "c@x")]
     con.executemany("INSERT INTO people VALUES (?, ?, ?, ?, 7, ?)", rows)
     con.execute(_VIEW)
+    con.execute("CREATE VIEW v_all AS SELECT * FROM people")
+    con.execute("CREATE VIEW v_sub AS SELECT s.nm, s.email FROM (SELECT name AS nm, email FROM people) AS s")
     con.commit()
     con.close()
-    (folder / "masks.yaml").write_text("masks:\n  - people.email\n  - v.email\n", encoding="utf-8")
+    (folder / "masks.yaml").write_text("masks:\n  - people.email\n  - v*.email\n", encoding="utf-8")
     engine = SqlEngine(f"sqlite:///{folder / 'p.db'}")
     try:
         policy, reflection, masked = prepare_masks(engine, str(folder / "masks.yaml"))
@@ -64,6 +66,8 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlService]:
         "SELECT min(n) AS m FROM v",
         "SELECT max(w) AS m FROM v",
         "SELECT min(x) AS m FROM v",
+        "SELECT min(name) AS m FROM v_all",
+        "SELECT max(nm) AS m FROM v_sub",
     ],
 )
 def test_min_max_of_a_declared_collation_or_typeless_column_is_refused(service: SqlService, sql: str) -> None:

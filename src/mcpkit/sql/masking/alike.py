@@ -81,7 +81,7 @@ _FACTS: Final = {
     "MySQL/MariaDB": Facts(True, re.compile(r"(var)?binary\b", re.IGNORECASE), False, signed_zeros=True),
     # 1 = 1.0 (integer, real), -0.0 = 0.0, 'b' = 'B' under NOCASE and 'b' = 'b ' under RTRIM, written or
     # a column's: min/max of such a value kept the first scanned (red team rth F4); a BLOB is byte-exact
-    # a column read from a table: not one declared COLLATE NOCASE or RTRIM, nor one of BLOB affinity
+    # a column read from a table: not one declared COLLATE other than BINARY, nor one of BLOB affinity
     # or ANY (no type: kept as written, 1 and 1.0), as `sqlite_collations.stored_forms` reflects them
     "SQLite": Facts(
         False,
@@ -89,7 +89,7 @@ _FACTS: Final = {
         False,
         signed_zeros=True,
         stored_types=re.compile(
-            r"(?!.*\bCOLLATE\s+\"?(NOCASE|RTRIM)\b)(?!\s*ANY\b)"
+            r"(?!.*\bCOLLATE\s+\"?(?!BINARY\b))(?!\s*ANY\b)"
             r"(?=.*(INT|CHAR|CLOB|TEXT|REAL|FLOA|DOUB)|(?!.*BLOB)\s*\S)",
             re.IGNORECASE,
         ),

@@ -22,6 +22,7 @@ from sqlglot.errors import SqlglotError
 __all__ = ["stored_forms"]
 
 _BINARY: Final = "BINARY"
+_UNTRACED: Final = "UNTRACED"
 
 
 def _collate_name(node: exp.Expr) -> str:
@@ -49,40 +50,55 @@ def _table_collations(tree: exp.Expr) -> dict[str, str]:
     return out
 
 
-def _expr_collation(node: exp.Expr, sources: list[str], seen: frozenset[str], conn: Connection) -> str:
+def _expr_collation(node: exp.Expr, tables: dict[str, str], derived: bool, seen: _Seen) -> str:
+    """The collation of a view's output: an explicit COLLATE, or the table column it copies; a column
+    of a subquery, a CTE or a table function is not traced (`_UNTRACED`: taken as not BINARY)."""
     while isinstance(node, exp.Alias | exp.Paren):
         node = node.this
     if isinstance(node, exp.Collate):
         return _collate_name(node)
     if not isinstance(node, exp.Column):
         return _BINARY
-    # the column it copies: any table it may name with a collation counts (a join left unresolved)
-    names = [node.table] if node.table else sources
-    found = [collations(conn, t, seen).get(node.name.casefold(), _BINARY) for t in names]
-    return next((c for c in found if c != _BINARY), _BINARY)
+    if node.table and node.table not in tables:
+        return _UNTRACED
+    names = [tables[node.table]] if node.table else sorted(set(tables.values()))
+    found = [seen.of(t).get(node.name.casefold(), _BINARY) for t in names]
+    default = _UNTRACED if derived and not node.table else _BINARY
+    return next((c for c in found if c != _BINARY), default)
 
 
-def _view_collations(tree: exp.Expr, seen: frozenset[str], conn: Connection) -> list[str]:
+def _view_collations(tree: exp.Expr, names: list[str], seen: _Seen) -> list[str]:
     select = tree.expression if isinstance(tree, exp.Create) else None
+    ctes = {c.alias_or_name.casefold() for c in tree.find_all(exp.CTE)}
     while isinstance(select, exp.SetOperation | exp.Subquery):
         select = select.this  # a compound's columns are its left-most SELECT's
     if not isinstance(select, exp.Select):
-        return []
-    own = [t for t in select.find_all(exp.Table) if t.find_ancestor(exp.Select) is select]
-    tables = {t.alias_or_name: t.name for t in own}
-    out = []
-    for item in select.expressions:
-        inner = item.unalias() if isinstance(item, exp.Alias) else item
-        if isinstance(inner, exp.Column) and inner.table in tables:
-            inner = exp.column(inner.name, table=tables[inner.table])
-        out.append(_expr_collation(inner, sorted(set(tables.values())), seen, conn))
-    return out
+        return [_UNTRACED] * len(names)
+    sources = [select.args.get("from_"), *(select.args.get("joins") or [])]
+    found = [s.this for s in sources if s is not None]
+    plain = [t for t in found if isinstance(t, exp.Table) and isinstance(t.this, exp.Identifier)]
+    plain = [t for t in plain if t.name.casefold() not in ctes]
+    tables = {t.alias_or_name: t.name for t in plain}
+    derived = len(plain) != len(found)
+    if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and e.is_star) for e in select.expressions):
+        return [_expr_collation(exp.column(n), tables, derived, seen) for n in names]
+    return [_expr_collation(item, tables, derived, seen) for item in select.expressions]
+
+
+class _Seen:
+    """The tables and views already read while tracing one view (a view over views; bounded)."""
+
+    def __init__(self, conn: Connection, names: frozenset[str]) -> None:
+        self.conn, self.names = conn, names
+
+    def of(self, table: str) -> dict[str, str]:
+        return collations(self.conn, table, self.names)
 
 
 def collations(conn: Connection, table: str, seen: frozenset[str] = frozenset()) -> dict[str, str]:
     """Column (casefolded) -> its collation (BINARY when none is declared) of a table or view."""
     if table.casefold() in seen or len(seen) > 16:
-        return {}
+        return {}  # a cycle or a deep chain: its columns are traced no further
     row = conn.execute(
         text(
             "SELECT type, sql FROM sqlite_master WHERE name = :n COLLATE NOCASE AND type IN ('table', 'view')"
@@ -95,7 +111,7 @@ def collations(conn: Connection, table: str, seen: frozenset[str] = frozenset())
     if row[0] == "table":
         return _table_collations(tree)
     names = [r[1] for r in conn.execute(text("SELECT * FROM pragma_table_info(:n)"), {"n": table})]
-    found = _view_collations(tree, seen | {table.casefold()}, conn)
+    found = _view_collations(tree, names, _Seen(conn, seen | {table.casefold()}))
     return {n.casefold(): c for n, c in zip(names, found, strict=False)}
 
 
