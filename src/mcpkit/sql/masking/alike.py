@@ -20,6 +20,7 @@ from typing import Final
 from sqlglot import exp
 
 from mcpkit.sql.dialects import sent_dialect
+from mcpkit.sql.masking.jumps import unjumped
 from mcpkit.sql.masking.taint import REF
 from mcpkit.sql.masking.ties import plain_type
 from mcpkit.sql.profiles import profile_class
@@ -34,7 +35,6 @@ __all__ = [
     "set_branches",
     "sources",
     "stored",
-    "unjumped",
 ]
 
 
@@ -60,6 +60,12 @@ class Facts:
     every such column counts as alike (MariaDB's collations: the documented residual)."""
 
 
+# SQLite columns as `sqlite_collations.stored_forms` reflects them: not COLLATE NOCASE/RTRIM, BLOB
+# affinity (no type: 1 and 1.0 kept as written) nor ANY
+_SQLITE: Final = re.compile(
+    r"(?!.*\bCOLLATE\s+\"?(?!BINARY\b))(?!\s*ANY\b)(?=.*(INT|CHAR|CLOB|TEXT|REAL|FLOA|DOUB)|(?!.*BLOB)\s*\S)",
+    re.IGNORECASE,
+)
 # Per engine (`Profile.name`); an engine not listed gets the strictest facts.
 _FACTS: Final = {
     "PostgreSQL": Facts(
@@ -79,21 +85,9 @@ _FACTS: Final = {
         ),
     ),
     "MySQL/MariaDB": Facts(True, re.compile(r"(var)?binary\b", re.IGNORECASE), False, signed_zeros=True),
-    # 1 = 1.0 (integer, real), -0.0 = 0.0, 'b' = 'B' under NOCASE and 'b' = 'b ' under RTRIM, written or
-    # a column's: min/max of such a value kept the first scanned (red team rth F4); a BLOB is byte-exact
-    # a column read from a table: not one declared COLLATE other than BINARY, nor one of BLOB affinity
-    # or ANY (no type: kept as written, 1 and 1.0), as `sqlite_collations.stored_forms` reflects them
-    "SQLite": Facts(
-        False,
-        re.compile(r"blob\b", re.IGNORECASE),
-        False,
-        signed_zeros=True,
-        stored_types=re.compile(
-            r"(?!.*\bCOLLATE\s+\"?(?!BINARY\b))(?!\s*ANY\b)"
-            r"(?=.*(INT|CHAR|CLOB|TEXT|REAL|FLOA|DOUB)|(?!.*BLOB)\s*\S)",
-            re.IGNORECASE,
-        ),
-    ),
+    # 1 = 1.0, -0.0 = 0.0, 'b' = 'B' (NOCASE), 'b' = 'b ' (RTRIM): min/max kept the first scanned (rth
+    # F4); a BLOB cast is byte-exact; a stored column only of a type with an affinity and no collation
+    "SQLite": Facts(False, re.compile(r"blob\b", re.I), False, signed_zeros=True, stored_types=_SQLITE),
 }
 _STRICT: Final = Facts(False, re.compile(r"(?!)"), False)
 _NUMERIC_TYPE: Final = re.compile(r"\s*(decimal|numeric|float|double|real|dec\b|fixed)", re.IGNORECASE)
@@ -148,22 +142,6 @@ def covered(dialect: str) -> bool:
 def facts_of(dialect: str) -> Facts:
     """The engine's facts (`_FACTS`)."""
     return _FACTS.get(profile_class(dialect).name, _STRICT)
-
-
-def unjumped(node: exp.Expr) -> exp.Expr:
-    """`node` without the jumps `interruptible_calls` puts around calls on SQLite (`CASE WHEN 1 THEN
-    x END` is x: judged as x, or the profile's own MIN of a column in a wide table was refused)."""
-    while (
-        isinstance(node, exp.Case)
-        and node.this is None
-        and node.args.get("default") is None
-        and len(ifs := node.args.get("ifs") or []) == 1
-        and isinstance(cond := ifs[0].this, exp.Literal)
-        and cond.is_int
-        and cond.name == "1"
-    ):
-        node = ifs[0].args["true"]
-    return node
 
 
 def stored(node: exp.Expr, types: Sources, dialect: str) -> bool:
