@@ -124,3 +124,74 @@ def test_pins_reach_derived_tables_and_ctes(maria: tuple[MysqlScratch, SqlServic
         "WITH t AS (SELECT id, name FROM customers) SELECT MIN(name) AS m FROM t WHERE id + 0 IN (1, 2)",
     ]:
         assert rows_or_message(service, sql) == [["Paris"]], sql
+
+
+@pytest.fixture(scope="module")
+def named_like(
+    mysql_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[MysqlScratch, SqlService]]:
+    """customers read along `name_score (name, score)` unless pinned (review R9)."""
+    with mysql_scratch(mysql_url, "fixk_r9") as db:
+        with db.admin.cursor() as c:
+            c.execute(
+                f"CREATE TABLE {db.db}.customers (id int NOT NULL PRIMARY KEY,"
+                " name varchar(20) COLLATE utf8mb4_general_ci NOT NULL,"
+                " email varchar(80) NOT NULL, score int NOT NULL, KEY name_score (name, score))"
+                " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+            )
+            c.execute(f"INSERT INTO {db.db}.customers VALUES {ROWS}")
+            c.execute(f"ANALYZE TABLE {db.db}.customers")
+            c.execute(f"GRANT SELECT (id, name) ON {db.db}.customers TO '{db.reader}'@'%'")
+        service = _serve(db.reader_url, tmp_path_factory.mktemp("r9"))
+        try:
+            yield db, service
+        finally:
+            service.engine.close()
+
+
+def test_a_cte_named_like_the_masked_table_answers_pinned(
+    named_like: tuple[MysqlScratch, SqlService],
+) -> None:
+    """R9: refused before ("rename the WITH query"); now the table inside the CTE is pinned and the
+    CTE's own references are sent unhinted. `Paris` (row 1, the lower id), never `paris` (row 2, the
+    lower masked score)."""
+    db, service = named_like
+    cte = "WITH customers AS (SELECT id, name FROM customers)"
+    for sql in [
+        f"{cte} SELECT MIN(name) AS m FROM customers WHERE id + 0 IN (1, 2)",
+        f"{cte} SELECT name FROM customers WHERE id + 0 IN (1, 2) GROUP BY name",
+        f"{cte} SELECT DISTINCT name FROM customers WHERE id + 0 IN (1, 2)",
+        f"{cte} SELECT GROUP_CONCAT(DISTINCT name) AS g FROM customers WHERE id + 0 IN (1, 2)",
+        "WITH a AS (SELECT id, name FROM customers), customers AS (SELECT id FROM a)"
+        " SELECT MIN(a.name) AS m FROM a JOIN customers c ON c.id = a.id WHERE a.id + 0 IN (1, 2)",
+        "SELECT MIN(c.name) AS m FROM customers c JOIN (WITH customers AS (SELECT 1 AS x) SELECT x"
+        " FROM customers) t ON t.x = 1 WHERE c.id + 0 IN (1, 2)",
+    ]:
+        assert rows_or_message(service, sql) == [["Paris"]], sql
+    with db.admin.cursor() as c:  # unpinned, the server reads along name_score: the lower score's
+        c.execute(f"SELECT MIN(name) FROM {db.db}.customers WHERE id + 0 IN (1, 2)")
+        assert c.fetchall() == (("paris",),)
+
+
+def test_a_cte_named_like_the_masked_table_keeps_the_masks(
+    named_like: tuple[MysqlScratch, SqlService],
+) -> None:
+    _, service = named_like
+    for sql in [
+        "WITH customers AS (SELECT id, email FROM customers) SELECT email FROM customers",
+        "WITH a AS (SELECT id, email FROM customers), customers AS (SELECT 1 AS id, 'x' AS email)"
+        " SELECT email FROM a",
+        "WITH customers AS (SELECT id, email FROM customers), b AS (SELECT email FROM customers)"
+        " SELECT email FROM b",
+    ]:
+        got = rows_or_message(service, sql)
+        assert isinstance(got, str) or all(r == ["<masked>"] for r in got), (sql, got)
+    # scopes MariaDB resolves differently from the standard stay refused
+    for sql in [
+        "WITH customers AS (SELECT 1 AS id, 'x' AS name) SELECT (WITH z AS (SELECT name FROM customers"
+        " WHERE id + 0 IN (1, 2)) SELECT MIN(name) FROM z) AS m",
+        "WITH RECURSIVE customers AS (SELECT id, name FROM customers) SELECT MIN(name) AS m FROM customers",
+        "WITH Customers AS (SELECT id, name FROM customers) SELECT MIN(name) AS m FROM Customers",
+    ]:
+        got = rows_or_message(service, sql)
+        assert isinstance(got, str) and "rename the WITH query" in got, (sql, got)
