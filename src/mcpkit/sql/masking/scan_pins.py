@@ -95,10 +95,10 @@ def pin_scans(tree: exp.Expr, pins: Mapping[str, ScanPin], resolve: object = Non
         pin = pins.get(pin_key(schema, table.name))
         if pin is None:
             continue
-        if pin.indexes and not table.db and table.name.casefold() in ctes:
-            # a named index fails on a CTE; `NOT INDEXED` and `USE INDEX ()` suit both (red team rte F1)
-            if not _reads_the_table(table, withs):
-                continue
+        named_like = pin.indexes and not table.db and table.name.casefold() in ctes
+        # a named index fails on a CTE; `NOT INDEXED` and `USE INDEX ()` suit both (red team rte F1)
+        if named_like and not _reads_the_table(table, withs):
+            continue
         if pin.not_indexed:
             table.set("indexed", False)
         else:
