@@ -9,6 +9,7 @@ start-up refuses) went unnoticed and the engine no longer withheld the masked co
 
 from __future__ import annotations
 
+import argparse
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -21,6 +22,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.engine import make_url
 
+from mcpkit.errors import ToolError
+from mcpkit.sql import cli as sqlcli
+from mcpkit.sql.assemble import equip, open_service
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap
@@ -28,6 +32,7 @@ from mcpkit.sql.service import SqlService
 from tests.helpers import free_port, python_server, text_of
 from tests.sql.sql_support import (
     READER_CONNECTIONS,
+    UNBOUNDED_MEMORY,
     PgScratch,
     mysql_admin,
     pg_admin,
@@ -286,3 +291,50 @@ def test_postgres_policy_role_warning_at_start_up_only(pg_url: str, caplog: pyte
                     check(engine, conn)
         finally:
             _drop_logins(db, pg_url, alice, bob, group)
+
+
+def test_postgres_role_map_table_clustered_on_a_masked_index_while_serving(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # review (rtd F1 for role-mapped identities): each role's re-verification reads its masked tables'
+    # CLUSTER flags again; the per-role wiring had been lost when fixd's check merged into `pins_check`
+    with pg_scratch(pg_url, "rvpin") as db:
+        alice = f"{db.reader}_a"
+        db.admin.execute(f"CREATE ROLE {alice} LOGIN PASSWORD 'pw' CONNECTION LIMIT {READER_CONNECTIONS}")
+        router = None
+        try:
+            db.admin.execute("CREATE TABLE masked_t (id int PRIMARY KEY, name text, email text)")
+            db.admin.execute(
+                "INSERT INTO masked_t SELECT i, 'n' || i, 'e' || (100 - i) FROM generate_series(1, 50) i"
+            )
+            db.admin.execute("CREATE INDEX masked_t_email ON masked_t (email)")
+            db.admin.execute(f"GRANT SELECT (id, name) ON masked_t TO {db.reader}, {alice}")
+            masks, roles = tmp_path / "masks.yaml", tmp_path / "roles.yaml"
+            masks.write_text("masks:\n  - masked_t.email\n", encoding="utf-8")
+            roles.write_text(
+                f"principals:\n  alice: {alice}\nlogins:\n  {alice}: {{user: RV_USER, password: RV_PW}}\n",
+                encoding="utf-8",
+            )
+            monkeypatch.setenv("RV_USER", alice)
+            monkeypatch.setenv("RV_PW", "pw")
+            parser = argparse.ArgumentParser()
+            sqlcli.register(parser.add_subparsers(dest="command"))
+            args = parser.parse_args(
+                ["sql", "serve", "--dsn", db.reader_url, "--mask", str(masks), "--role-map", str(roles),
+                 *UNBOUNDED_MEMORY, "--catalog-check-interval", "0"]
+            )  # fmt: skip
+            args.allow, args.allow_function = sqlcli.opt_ins(args)
+            service = open_service(db.reader_url, args, 100, mapped=frozenset({alice}))
+            router = equip(args, service, str(masks), str(roles))
+            assert router is not None
+            calls = router.service_for("alice")
+            assert calls.query("SELECT count(*) AS n FROM public.masked_t", call_id="rv")[0].rows == [[50]]
+            db.admin.execute("CLUSTER masked_t USING masked_t_email")  # the heap in e-mail order
+            with pytest.raises(ToolError) as info:
+                calls.query("SELECT id FROM public.masked_t", call_id="rv")
+            assert info.value.code == "SOURCE_UNVERIFIED"
+            assert "masked_t" not in str(info.value)
+        finally:
+            if router is not None:
+                router.close()
+            _drop_logins(db, pg_url, alice)

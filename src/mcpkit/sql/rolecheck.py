@@ -124,17 +124,19 @@ def guard_roles(
     from mcpkit.sql.maskcheck import masks_check, order_check
     from mcpkit.sql.relcheck import relations_check, startup_relations
     from mcpkit.sql.reverify import all_of
+    from mcpkit.sql.scanpins import pin_findings_check
 
     seen = {r: startup_relations(e) for r, e in router.identities()} if masking and masking.relations else {}
 
     def for_role(role: str) -> Verify:
         readers = masking.policy.readers if masking is not None else None
         masks = masks_check(masked[role], readers) if role in masked else None
-        order = same = None
+        order = same = pins = None
         if masking is not None and role in masked:
             order = order_check(masking.policy, masking.schema, masked[role], allow)
             same = relations_check(masking, seen.get(role)) if seen.get(role) is not None else None
-        return all_of(router.isolation(role), same, masks, order, account)  # masks: before its search_path
+            pins = pin_findings_check(masking.schema, masked[role], allow)  # a CLUSTER since (rtd F1)
+        return all_of(router.isolation(role), same, masks, order, pins, account)  # masks: before its path
 
     router.serving = for_role
     roles = router.roles.roles

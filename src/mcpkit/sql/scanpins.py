@@ -15,7 +15,7 @@ from mcpkit.sql.masking import KnownSchema
 from mcpkit.sql.profiles.findings import Finding
 from mcpkit.sql.profiles.scan_order import ScanPin
 
-__all__ = ["enforce_scan_pins", "pins_check"]
+__all__ = ["enforce_scan_pins", "pin_findings_check", "pins_check"]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -43,6 +43,12 @@ def enforce_scan_pins(
     else:
         found = reflect(conn, masked, known.default_schema)
     pins, findings = found
+    _refuse(findings, allow)
+    known.scan_pins = pins
+    return pins
+
+
+def _refuse(findings: list[Finding], allow: Collection[str]) -> None:
     refused = []
     for finding in findings:
         if finding.opt_in in allow:
@@ -52,8 +58,6 @@ def enforce_scan_pins(
     if refused:
         lines = "\n".join(f"  {f.line()}" for f in refused)
         raise SqlConfigError(f"--mask: a table's physical order follows a masked column:\n{lines}")
-    known.scan_pins = pins
-    return pins
 
 
 def pins_check(
@@ -65,5 +69,21 @@ def pins_check(
 
     def verify(engine: SqlEngine, conn: Connection) -> None:
         enforce_scan_pins(engine, known, frozen, allow, conn)
+
+    return verify
+
+
+def pin_findings_check(
+    known: KnownSchema, masked: Mapping[str, frozenset[str]], allow: Collection[str]
+) -> Callable[[SqlEngine, Connection], None]:
+    """`pins_check`'s refusal only, for one role of a role map (`rolecheck.guard_roles`): its own
+    masked tables' findings (a CLUSTER on a masked index while serving, red team rtd F1), leaving the
+    server's pins (`known.scan_pins`, shared by the roles) as the account's check set them."""
+    frozen = dict(masked)
+
+    def verify(engine: SqlEngine, conn: Connection) -> None:
+        reflect = getattr(engine.profile, "scan_pins", None)
+        if reflect is not None and frozen:
+            _refuse(reflect(conn, frozen, known.default_schema)[1], allow)
 
     return verify
