@@ -338,3 +338,46 @@ def test_postgres_role_map_table_clustered_on_a_masked_index_while_serving(
             if router is not None:
                 router.close()
             _drop_logins(db, pg_url, alice)
+
+
+@pytest.mark.mysql
+async def test_mariadb_role_map_masks_keys_read_per_role(mysql_url: str, tmp_path: Path) -> None:
+    # review R13 (the revert of its first fix): each role's re-verification reads the scan-pin
+    # findings of the masked tables it can read. A role with no grant on a masked table sees none of
+    # its keys in STATISTICS, which read as "no visible PRIMARY KEY": every call of it was refused. A
+    # PRIMARY KEY moved onto the masked column while serving refuses the role that reads the table.
+    tag = secrets.token_hex(4)
+    db, alice, bob, svc = f"mk_rvpk_{tag}", f"mk_rvpk_{tag}_a", f"mk_rvpk_{tag}_b", f"mk_rvpk_{tag}_s"
+    u = make_url(mysql_url)
+    admin = mysql_admin(mysql_url)
+    with admin.cursor() as c:
+        c.execute(f"CREATE DATABASE {db}")
+        c.execute(f"CREATE TABLE {db}.masked_t (id int PRIMARY KEY, note varchar(20) NOT NULL)")
+        c.execute(f"INSERT INTO {db}.masked_t VALUES (1, 'zz-note'), (2, 'aa-note')")
+        c.execute(f"CREATE TABLE {db}.other_t (id int PRIMARY KEY, x int)")
+        c.execute(f"INSERT INTO {db}.other_t VALUES (1, 7)")
+        for user in (alice, bob, svc):
+            limit = f"MAX_USER_CONNECTIONS {READER_CONNECTIONS}"
+            c.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw' WITH {limit}")
+        for user in (alice, svc):
+            c.execute(f"GRANT SELECT (id) ON {db}.masked_t TO '{user}'@'%'")
+        c.execute(f"GRANT SELECT ON {db}.other_t TO '{bob}'@'%', '{svc}'@'%'")
+    masks = tmp_path / "masks.yaml"
+    masks.write_text("masks:\n  - masked_t.note\n", encoding="utf-8")
+    try:
+        dsn = u.set(username=svc, password="pw", database=db).render_as_string(hide_password=False)
+        logins: dict[str, tuple[str, str | None]] = {"alice": ("role_a", alice), "bob": ("role_b", bob)}
+        with _role_map_server(dsn, tmp_path, logins, "--mask", str(masks)) as (url, token):
+            async with _caller(url, token["alice"]) as a, _caller(url, token["bob"]) as b:
+                assert _code(await b("SELECT x FROM other_t")) == "OK"
+                assert _code(await a("SELECT id FROM masked_t")) == "OK"
+                with admin.cursor() as c:  # the rows now stored in the masked column's order
+                    c.execute(f"ALTER TABLE {db}.masked_t DROP PRIMARY KEY, ADD PRIMARY KEY (note)")
+                refused = await a("SELECT id FROM masked_t")
+                assert _code(refused) == "SOURCE_UNVERIFIED" and "masked_t" not in text_of(refused)
+    finally:
+        with admin.cursor() as c:
+            c.execute(f"DROP DATABASE {db}")
+            for user in (alice, bob, svc):
+                c.execute(f"DROP USER '{user}'@'%'")
+        admin.close()
