@@ -42,14 +42,16 @@ WITH RECURSIVE tree(relid) AS (
 SELECT relid FROM tree
 """
 # The columns the indexes of those relations read: key and INCLUDE columns (indkey), those their
-# expressions and predicate read (pg_depend), every column for a whole-row reference (subid 0).
+# expressions and predicate read (pg_depend), every column for a whole-row reference (subid 0, auto
+# or normal: a partition's index depends on its table so too, as 'S').
 _READ: Final = """
 SELECT DISTINCT a.attname
 FROM pg_index x
 JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum > 0 AND NOT a.attisdropped
   AND (a.attnum = ANY (x.indkey) OR EXISTS (SELECT 1 FROM pg_depend d
     WHERE d.classid = 'pg_class'::regclass AND d.objid = x.indexrelid AND d.refclassid = 'pg_class'::regclass
-      AND d.refobjid = x.indrelid AND d.refobjsubid IN (a.attnum, 0)))
+      AND d.refobjid = x.indrelid
+      AND (d.refobjsubid = a.attnum OR d.refobjsubid = 0 AND d.deptype IN ('a', 'n'))))
 WHERE x.indrelid = ANY (CAST(:oids AS oid[]))
 """
 _USER_FUNCTIONS: Final = (

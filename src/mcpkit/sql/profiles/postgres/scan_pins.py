@@ -40,7 +40,8 @@ FROM pg_index x
 JOIN pg_class i ON i.oid = x.indexrelid
 JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum > 0 AND (a.attnum = ANY (x.indkey)
   OR EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = x.indexrelid
-    AND d.refclassid = 'pg_class'::regclass AND d.refobjid = x.indrelid AND d.refobjsubid IN (a.attnum, 0)))
+    AND d.refclassid = 'pg_class'::regclass AND d.refobjid = x.indrelid
+    AND (d.refobjsubid = a.attnum OR d.refobjsubid = 0 AND d.deptype IN ('a', 'n'))))
 WHERE x.indrelid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))
 ORDER BY 1, 3
 """
