@@ -130,13 +130,17 @@ def _readable_only(
 
 
 def pin_findings_check(
-    known: KnownSchema, masked: Mapping[str, frozenset[str]], allow: Collection[str]
+    known: KnownSchema,
+    masked: Mapping[str, frozenset[str]],
+    allow: Collection[str],
+    account: Mapping[str, frozenset[str]] | None = None,
 ) -> Callable[[SqlEngine, Connection], None]:
     """`pins_check`'s refusal only, for one role of a role map (`rolecheck.guard_roles`): the
     findings of the masked tables the role can read (a CLUSTER on a masked index while serving, red
     team rtd F1), leaving the server's pins (`known.scan_pins`, shared by the roles) as the account's
-    check set them."""
-    frozen = dict(masked)
+    check set them; PostgreSQL's `known.index_reach` is read again over `account` (the server's
+    masks: the catalog it reads is any login's), so an index made while roles serve pins their calls."""
+    frozen, every = dict(masked), dict(account or {})
 
     def verify(engine: SqlEngine, conn: Connection) -> None:
         reflect = getattr(engine.profile, "scan_pins", None)
@@ -145,5 +149,8 @@ def pin_findings_check(
         readable = _readable_only(engine, conn, frozen)
         if readable:
             _refuse(reflect(conn, readable, known.default_schema)[1], allow)
+        reach = getattr(engine.profile, "index_reach", None)
+        if reach is not None and every:  # read by any login: a role's call moves it too (pincost)
+            known.index_reach = reach(conn, every, known.default_schema)
 
     return verify

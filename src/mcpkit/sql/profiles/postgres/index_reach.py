@@ -25,12 +25,16 @@ from typing import Final
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-from mcpkit.sql.profiles.postgres.catalog_path import on_path
-from mcpkit.sql.profiles.scan_order import IndexReach, pin_key
+from mcpkit.sql.profiles.scan_order import IndexReach, pin_key, split_key
 
 __all__ = ["postgres_index_reach"]
 
-_OID: Final = "SELECT CAST(coalesce(to_regclass(quote_ident(:t)), to_regclass(:t)) AS oid)"
+# A masked table by name, casefolded, in its schema or (unqualified) any: the role re-verifying may
+# not resolve it on its own path (`scanpins.pin_findings_check`), nor have USAGE on its schema.
+_OIDS: Final = """
+SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE lower(c.relname) = lower(:t) AND (CAST(:s AS text) IS NULL OR lower(n.nspname) = lower(:s))
+"""
 # The masked table's inheritance tree, both ways (partitions at any depth, parents, siblings).
 _TREE: Final = """
 WITH RECURSIVE tree(relid) AS (
@@ -90,14 +94,16 @@ def postgres_index_reach(conn: Connection, masked: Mapping[str, frozenset[str]])
     """What a masked call must reach to run without index scans (read under `catalog_path`)."""
     seeds: set[int] = set()
     for key, columns in sorted(masked.items()):
-        oid = conn.execute(text(_OID), {"t": on_path(conn, key)}).scalar()
-        if oid is None:
+        schema, table = split_key(key)
+        oids = conn.execute(text(_OIDS), {"t": table, "s": schema}).scalars().all()
+        if not oids:
             return IndexReach(always=True)  # not resolved: stay on the safe side
-        tree = [int(r) for (r,) in conn.execute(text(_TREE), {"oid": int(oid)})]
         wanted = {c.casefold() for c in columns}
-        read = conn.execute(text(_READ), {"oids": tree}).scalars().all()
-        if any(str(name).casefold() in wanted for name in read):
-            seeds.update(tree)
+        for oid in oids:
+            tree = [int(r) for (r,) in conn.execute(text(_TREE), {"oid": int(oid)})]
+            read = conn.execute(text(_READ), {"oids": tree}).scalars().all()
+            if any(str(name).casefold() in wanted for name in read):
+                seeds.update(tree)
     if not seeds:
         return IndexReach()
     relations = frozenset(
