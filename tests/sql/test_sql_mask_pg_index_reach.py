@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -20,8 +21,9 @@ import sqlglot
 from sqlalchemy.engine import make_url
 
 from mcpkit.sql import cli as sqlcli
+from mcpkit.sql.assemble import equip, open_service
 from mcpkit.sql.service import SqlService
-from tests.sql.sql_support import PgScratch, pg_scratch
+from tests.sql.sql_support import READER_CONNECTIONS, UNBOUNDED_MEMORY, PgScratch, pg_admin, pg_scratch
 
 pytestmark = pytest.mark.postgres
 
@@ -191,3 +193,63 @@ def test_a_user_function_may_reach_a_masked_index(served: tuple[PgScratch, SqlSe
         db.admin.execute("DROP INDEX IF EXISTS customers_email")
         with guard.paused():
             enforce_scan_pins(service.engine, known, masked, ())
+
+
+def test_a_masked_index_made_while_roles_serve_pins_their_calls(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under --role-map the calls go through each role's engine, whose re-verification did not read
+    the pins (the account's does): the reach is read there too, over the server's masks."""
+    with pg_scratch(pg_url, "pincostrm") as db:
+        alice = f"{db.reader}_a"
+        db.admin.execute(f"CREATE ROLE {alice} LOGIN PASSWORD 'pw' CONNECTION LIMIT {READER_CONNECTIONS}")
+        router = None
+        try:
+            db.admin.execute("CREATE TABLE masked_t (id int PRIMARY KEY, name text, email text)")
+            db.admin.execute(
+                "INSERT INTO masked_t SELECT i, 'n' || i, 'e' || i FROM generate_series(1, 50) i"
+            )
+            db.admin.execute(f"GRANT SELECT (id, name) ON masked_t TO {db.reader}, {alice}")
+            masks, roles = tmp_path / "masks.yaml", tmp_path / "roles.yaml"
+            masks.write_text("masks:\n  - masked_t.email\n", encoding="utf-8")
+            roles.write_text(
+                f"principals:\n  alice: {alice}\nlogins:\n  {alice}: {{user: PC_USER, password: PC_PW}}\n",
+                encoding="utf-8",
+            )
+            monkeypatch.setenv("PC_USER", alice)
+            monkeypatch.setenv("PC_PW", "pw")
+            parser = argparse.ArgumentParser()
+            sqlcli.register(parser.add_subparsers(dest="command"))
+            args = parser.parse_args(
+                ["sql", "serve", "--dsn", db.reader_url, "--mask", str(masks), "--role-map", str(roles),
+                 *UNBOUNDED_MEMORY, "--catalog-check-interval", "0"]
+            )  # fmt: skip
+            args.allow, args.allow_function = sqlcli.opt_ins(args)
+            service = open_service(db.reader_url, args, 100, mapped=frozenset({alice}))
+            router = equip(args, service, str(masks), str(roles))
+            assert router is not None
+            calls = router.service_for("alice")
+            began: list[list[str]] = []
+            profile = calls.engine.profile
+            original = profile.begin_statements
+
+            def recording(dbapi: object, timeout_s: float, call_id: str) -> list[str]:
+                began.append(original(dbapi, timeout_s, call_id))
+                return began[-1]
+
+            profile.begin_statements = recording  # type: ignore[method-assign]
+            sql = "SELECT id, name FROM public.masked_t ORDER BY id LIMIT 3"
+            calls.query(sql, call_id="pc")
+            assert not any(OFF in s for s in began[-1])  # no masked index yet
+            db.admin.execute("CREATE INDEX masked_t_email ON masked_t (email)")
+            calls.query(sql, call_id="pc")
+            assert any(OFF in s for s in began[-1])  # the answer came from a pinned call
+        finally:
+            if router is not None:
+                router.close()
+            db.admin.execute("DROP TABLE IF EXISTS masked_t")
+            with pg_admin(pg_url) as c:  # this test's own login: its pooled sessions go first
+                c.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [alice]
+                )
+                c.execute(f"DROP ROLE IF EXISTS {alice}")
