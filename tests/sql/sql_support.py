@@ -21,8 +21,9 @@ from sqlalchemy.engine import make_url
 from mcpkit.cli import main
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import SqlConfigError
+from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
 from mcpkit.sql.profiles.base import ConnectionBudget
-from mcpkit.sql.service import SqlService
+from mcpkit.sql.service import Masking, SqlService
 from tests.conftest import need
 from tests.helpers import ROOT, UNBOUNDED_MEMORY
 
@@ -135,6 +136,30 @@ def service_over(url: str, timeout_s: float) -> Iterator[SqlService]:
         yield SqlService(engine, timeout_s=timeout_s)
     finally:
         engine.close()
+
+
+def masked_service(
+    url: str, masks: str | Path, allow: Sequence[str] = (), *, max_rows: int = 50, timeout_s: float = 10.0
+) -> SqlService:
+    """What `serve --mask` does at start-up (`assemble.equip`): the masks file read against the
+    database, the masked columns withheld, views, functions and scan orders checked (`allow`: the
+    `--allow` opt-ins), names pinned to the path the analysis resolved; a `SqlService` on an engine
+    of its own (the caller closes `service.engine`).
+
+    Raises:
+        SqlConfigError: start-up refused (the engine is closed).
+    """
+    engine = SqlEngine(url)
+    try:
+        policy, reflection, masked = prepare_masks(engine, str(masks))
+        enforce_masks(engine, masked)
+        known = ordered_schema(engine, reflection, policy, masked, tuple(allow))
+        if known.path:
+            engine.profile.pin_name_path(known.path)
+    except BaseException:
+        engine.close()
+        raise
+    return SqlService(engine, max_rows=max_rows, timeout_s=timeout_s, masking=Masking(policy, known, masked))
 
 
 def pg_service_fixture(timeout_s: float) -> Any:
