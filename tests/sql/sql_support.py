@@ -21,9 +21,8 @@ from sqlalchemy.engine import make_url
 from mcpkit.cli import main
 from mcpkit.sql.engines.engine import DEFAULT_POOL_SIZE, SqlEngine
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
 from mcpkit.sql.profiles.base import ConnectionBudget
-from mcpkit.sql.service import Masking, SqlService
+from mcpkit.sql.service import SqlService
 from tests.conftest import need
 from tests.helpers import ROOT, UNBOUNDED_MEMORY
 
@@ -149,6 +148,10 @@ def masked_service(
     Raises:
         SqlConfigError: start-up refused (the engine is closed).
     """
+    # imported here: every conftest imports this module, also over an old source tree (its recipe)
+    from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
+    from mcpkit.sql.service import Masking
+
     engine = SqlEngine(url)
     try:
         policy, reflection, masked = prepare_masks(engine, str(masks))
