@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -227,6 +228,25 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
         return 2, str(exc)
     out = capsys.readouterr()
     return code, out.out + out.err
+
+
+def mcpkit_in_process(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, *argv: str
+) -> tuple[int, str, str]:
+    """`mcpkit ARGV` as `run_mcpkit` runs it, but in this process (a fresh interpreter costs 2-5 s
+    each, far more on a loaded host): the exit code, stdout, and stderr followed by what it logged
+    (pytest's handlers hold the root logger, so `basicConfig` adds no stderr one here). The levels
+    `mcpkit sql` sets (doctor quiets `mcpkit.sql`) are put back: later tests see the usual ones."""
+    names = ("mcpkit.sql", "sqlglot")
+    levels = {name: logging.getLogger(name).level for name in names}
+    caplog.clear()
+    try:
+        code = main(list(argv))
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+    out = capsys.readouterr()
+    return code, out.out, out.err + caplog.text
 
 
 def answer_or_refused(service: SqlService, sql: str) -> str:

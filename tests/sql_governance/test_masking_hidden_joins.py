@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpkit.cli import main
-from tests.sql.sql_support import mysql_scratch
+from tests.sql.sql_support import mcpkit_in_process, mysql_scratch
 
 PINS = ("482913", "007311")
 EMAIL = "bob@hidden.example"
@@ -23,12 +22,10 @@ GUESSES = f"(SELECT '{PINS[0]}' AS pin UNION ALL SELECT '{PINS[1]}' UNION ALL SE
 def _mcpkit(
     capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, *argv: str
 ) -> tuple[int, str]:
-    """`mcpkit ARGV` in this process (not a fresh interpreter each: 6 of them took 30 s alone): its
-    exit code, then everything it printed and logged."""
-    caplog.clear()
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out + out.err + caplog.text
+    """`mcpkit ARGV` in this process (6 fresh interpreters took 30 s alone): the exit code, then
+    everything it printed and logged."""
+    code, out, err = mcpkit_in_process(capsys, caplog, *argv)
+    return code, out + err
 
 
 def _query(
