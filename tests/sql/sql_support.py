@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import secrets
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,6 +249,30 @@ def mcpkit_in_process(
             logging.getLogger(name).setLevel(level)
     out = capsys.readouterr()
     return code, out.out, out.err + caplog.text
+
+
+def mcpkit_here(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`run_mcpkit(*argv)` without the fresh interpreter (2-5 s each, far more on a loaded host): `mcpkit
+    ARGV` in this process, its exit code (argparse's SystemExit too), what it printed, and on stderr
+    what it logged as the command line would (WARNING, INFO with --verbose). The levels `mcpkit sql`
+    sets (doctor quiets `mcpkit.sql`) are put back: later tests see the usual ones."""
+    out, err = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(err)
+    handler.setLevel(logging.INFO if {"-v", "--verbose"} & set(argv) else logging.WARNING)
+    root, names = logging.getLogger(), ("mcpkit.sql", "sqlglot")
+    levels = {name: logging.getLogger(name).level for name in names}
+    root.addHandler(handler)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = main(list(argv))
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        root.removeHandler(handler)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+    return subprocess.CompletedProcess(["mcpkit", *argv], code, out.getvalue(), err.getvalue())
 
 
 def answer_or_refused(service: SqlService, sql: str) -> str:
