@@ -31,8 +31,8 @@ SETUP = """
 REVOKE ALL ON SCHEMA public FROM PUBLIC;
 CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, email text NOT NULL);
 CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL, amount int NOT NULL);
-INSERT INTO customers SELECT n, 'c' || n, md5(n::text) || '@x.io' FROM generate_series(1, 20000) n;
-INSERT INTO orders SELECT n, 1 + (n * 7919) % 20000, (n * 37) % 1000 FROM generate_series(1, 100000) n;
+INSERT INTO customers SELECT n, 'c' || n, md5(n::text) || '@x.io' FROM generate_series(1, 4000) n;
+INSERT INTO orders SELECT n, 1 + (n * 7919) % 4000, (n * 37) % 1000 FROM generate_series(1, 20000) n;
 CREATE INDEX orders_customer ON orders (customer_id);
 CREATE TABLE events (id int NOT NULL, secret text NOT NULL, kind text NOT NULL) PARTITION BY RANGE (id);
 CREATE TABLE events_a PARTITION OF events FOR VALUES FROM (0) TO (1000);
