@@ -147,6 +147,19 @@ def test_a_partial_index_over_a_masked_column_on_one_partition(served: tuple[PgS
         db.admin.execute("DROP INDEX events_b_secret")
 
 
+def test_a_whole_row_index_reads_the_masked_column(served: tuple[PgScratch, SqlService]) -> None:
+    """`(customers)` depends on the table alone (`pg_depend` subid 0), naming no column: before, the
+    start-up's index query missed it; a partition's own index depends on its table so too ('S'),
+    which is not one (the partition test above)."""
+    db, service = served
+    db.admin.execute("CREATE INDEX customers_row ON customers ((customers))")
+    try:
+        off, plan = _call(db, service, TOP_N)
+        assert off and not _index_scan(plan), plan
+    finally:
+        db.admin.execute("DROP INDEX customers_row")
+
+
 def test_a_role_default_does_not_reopen_a_masked_index(served: tuple[PgScratch, SqlService]) -> None:
     """Every path the role's defaults disable alike (and a cheap random page): the pinned call still
     scans no index; the reader's own connection takes the defaults, as the served one does."""
