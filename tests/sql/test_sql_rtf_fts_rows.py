@@ -106,3 +106,18 @@ def test_largest_row_reads_docsize_content_or_assumes_the_longest_value(tmp_path
     assert row("e5") == 32 * 1024 * 1024  # neither: the longest value SQLite reads
     assert sqlite_fts_rows.largest_row(conn, tables, frozenset({"e5"})) == 200_000  # withheld: skipped
     conn.close()
+
+
+def test_the_row_sizes_are_read_whatever_functions_the_policy_admits(big_row: Path) -> None:
+    from mcpkit.sql.admission.policy import FunctionPolicy
+
+    engine = SqlEngine(f"sqlite:///{big_row}", isolate=False)
+    engine.profile.use_function_policy(FunctionPolicy("sqlite", frozenset(), frozenset({"count"})))
+    service = SqlService(engine, timeout_s=1.0)
+    try:  # the reads run on a connection of their own: length() and max() need no admission
+        rows = service.query("SELECT rowid FROM d4 WHERE d4 MATCH 'a' ORDER BY rowid", call_id="f4-policy")
+        assert [r[0] for r in rows[0].rows] == [1, 2]
+        with pytest.raises(QueryTimeout):
+            service.query(f"SELECT rowid FROM d4 WHERE d4 MATCH '{_NEAR4}'", call_id="f4-policy-near")
+    finally:
+        engine.close()

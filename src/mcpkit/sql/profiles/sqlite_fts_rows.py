@@ -9,8 +9,8 @@ runs, `check_fts_rows` sums the passes of its full-text operands, reads the most
 full-text table holds (the `%_docsize` shadow table; without one the content's characters, a token
 at most each; without content the longest values SQLite reads), and answers `interrupted` (a
 timeout, as the bounded functions do) when passes x tokens at `RATE` would end more than a second
-past the deadline. The row sizes are read on the call's connection (under its deadline and
-authorizer) and kept per database file until it changes; tables the masks withhold are skipped.
+past the deadline. The row sizes are read on a read-only connection of their own (under the call's
+deadline) and kept per database file until it changes; tables the masks withhold are skipped.
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ import sqlite3
 import threading
 from collections.abc import Iterable
 from typing import Final
+from urllib.parse import quote
 
 import sqlglot
 from sqlglot import exp
 
 from mcpkit.sql.admission.bound_fts_queries import fts_work
-from mcpkit.sql.profiles.sqlite_deadline import expire_call, overruns
+from mcpkit.sql.profiles.sqlite_deadline import expire_call, overruns, past_deadline
 
 __all__ = ["RATE", "check_fts_rows", "fts_tables", "largest_row", "query_work"]
 
@@ -105,11 +106,11 @@ def _row_tokens(conn: sqlite3.Connection, name: str, version: int, shadows: set[
     return _MAX_VALUE * columns
 
 
-def _file_key(conn: sqlite3.Connection) -> tuple[object, ...] | None:
-    """The main file's path and state (its write-ahead log's too): the row sizes hold while it stays."""
+def _file(conn: sqlite3.Connection) -> tuple[str, tuple[object, ...] | None]:
+    """The main file's path, and its state with its write-ahead log's: the row sizes hold while it stays."""
     path = next((str(r[2]) for r in conn.execute("PRAGMA database_list") if r[1] == "main"), "")
     if not path:
-        return None
+        return path, None
     key: list[object] = [path]
     for name in (path, f"{path}-wal"):
         try:
@@ -118,23 +119,37 @@ def _file_key(conn: sqlite3.Connection) -> tuple[object, ...] | None:
             key.append(None)
             continue
         key.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(key)
+    return path, tuple(key)
+
+
+def _reader(path: str) -> sqlite3.Connection:
+    """The file opened read-only on a connection of its own (no authorizer or function policy to
+    meet, nothing of the call's connection touched), stopped at the call's deadline."""
+    reader = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, cached_statements=0)
+    reader.execute("PRAGMA query_only = 1")
+    reader.set_progress_handler(lambda: 1 if past_deadline() else 0, 1000)
+    return reader
 
 
 def largest_row(conn: sqlite3.Connection, tables: dict[str, int], skip: frozenset[str] = frozenset()) -> int:
     """The most tokens one row of `tables` (`fts_tables`) holds, but those in `skip` (case-folded)."""
-    key = _file_key(conn)
+    wanted = {n: v for n, v in tables.items() if n not in skip and v}
+    path, key = _file(conn)
     with _cache_lock:
         sizes = dict(_cache.get(key, {})) if key is not None else {}
-    wanted = {n: v for n, v in tables.items() if n not in skip and v}
     missing = [n for n in wanted if n not in sizes]
     if missing:
-        shadows = {
-            str(r[0]).casefold()
-            for r in conn.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")
-        }
-        for name in missing:
-            sizes[name] = _row_tokens(conn, name, wanted[name], shadows)
+        reader = _reader(path) if path else conn  # a database in memory: read where it is
+        try:
+            shadows = {
+                str(r[0]).casefold()
+                for r in reader.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")
+            }
+            for name in missing:
+                sizes[name] = _row_tokens(reader, name, wanted[name], shadows)
+        finally:
+            if reader is not conn:
+                reader.close()
         if key is not None:
             with _cache_lock:
                 if len(_cache) >= _CACHED:
