@@ -205,12 +205,13 @@ def check_fts_rows(
 
     `tree`: admission's parse of `sql`, if at hand (a worker process parses `sql` itself)."""
     tables = fts_tables(conn)
-    if not tables:
-        return
+    text = sql.casefold()
+    if not any(n in text or n.replace('"', '""') in text for n in tables):
+        return  # no full-text table, nor a view that may read one, is named
     if tree is None:
         try:
             tree = sqlglot.parse_one(sql, read="sqlite")
-        except sqlglot.errors.ParseError:
+        except sqlglot.errors.SqlglotError:
             return  # admission parsed what it sent; SQLite refuses what it cannot read
     work = query_work(tree, (n for n, v in tables.items() if v))
     if not work:
