@@ -68,6 +68,7 @@ def _masks(engine: SqlEngine, mask: str, allow: Collection[str] = ()) -> list[Ch
     )
     from mcpkit.sql.masking import MaskPolicy
     from mcpkit.sql.masking.literals import unmatched_rules
+    from mcpkit.sql.scanpins import partition_findings
 
     errors, warnings = unmatched_rules(engine, MaskPolicy.from_yaml(mask))
     rules = [Check("warn", "masks", line) for line in warnings]
@@ -84,6 +85,8 @@ def _masks(engine: SqlEngine, mask: str, allow: Collection[str] = ()) -> list[Ch
     ordered = order_findings(engine, policy, reflection.known(engine), masked, allow)  # rt19mask F8
     hints += [Check("warn" if f.opt_in in allow else "fail", "masks", f.line()) for f in ordered]
     hints += [Check("warn", "masks", line) for line in _per_row(engine, allow)]  # rt29, rt32
+    parted = partition_findings(engine, masked)  # a partition key over a masked column (partref)
+    hints += [Check("warn" if f.opt_in in allow else "fail", "masks", f.line()) for f in parted]
     if not findings:
         count, tables = sum(len(c) for c in masked.values()), sum(1 for c in masked.values() if c)
         detail = f"the database withholds all {count} masked column(s) of {tables} table(s)"

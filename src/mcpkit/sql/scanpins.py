@@ -16,7 +16,14 @@ from mcpkit.sql.masking import KnownSchema
 from mcpkit.sql.profiles.findings import Finding
 from mcpkit.sql.profiles.scan_order import IndexReach, ScanPin, split_key
 
-__all__ = ["enforce_scan_pins", "index_scans_allowed", "pin_findings_check", "pin_state", "pins_check"]
+__all__ = [
+    "enforce_scan_pins",
+    "index_scans_allowed",
+    "partition_findings",
+    "pin_findings_check",
+    "pin_state",
+    "pins_check",
+]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -55,6 +62,16 @@ def _reflect(
     pins, findings = engine.profile.scan_pins(conn, masked, default_schema)  # type: ignore[attr-defined]
     reach = getattr(engine.profile, "index_reach", None)
     return pins, findings, None if reach is None else reach(conn, masked, default_schema)
+
+
+def partition_findings(engine: SqlEngine, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
+    """The start-up findings of a partition key over a masked column (`doctor --mask` reports them
+    as start-up refuses them; `--allow partition-order:T`)."""
+    if getattr(engine.profile, "scan_pins", None) is None or not masked:
+        return []
+    with engine.session(30.0, "startup-masks") as (session, _):
+        _, findings = engine.profile.scan_pins(session, masked, None)  # type: ignore[attr-defined]
+    return [f for f in findings if f.code == "partitioned-masked"]
 
 
 def index_scans_allowed(tree: exp.Expr, known: KnownSchema) -> bool:

@@ -20,11 +20,14 @@ from typing import Any
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
+from mcpkit.sql.profiles.findings import Finding
+
 __all__ = [
     "IndexReach",
     "ScanPin",
     "hint",
     "index_hints",
+    "partition_finding",
     "pin_key",
     "reads_no_mask",
     "split_key",
@@ -141,3 +144,14 @@ def index_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[
                 seen.add((col.casefold(), why))
                 out.append(hint(key, col, why))
     return out
+
+
+def partition_finding(table: str, column: str, key: str) -> Finding:
+    """A table partitioned by `key`, which reads masked column `column`."""
+    return Finding(
+        "partitioned-masked",
+        f"table {table} is partitioned by {key} over masked column {column}: its partitions are scanned "
+        "in bound order, so row order, LIMIT picks and early stops follow that column's values",
+        f"re-partition {table} by visible columns only (or leave {column} unmasked)",
+        f"partition-order:{table}",
+    )

@@ -16,9 +16,15 @@ from mcpkit.sql.profiles.base import DerivedMask, Finding
 from mcpkit.sql.profiles.mysql.account import _revokes
 from mcpkit.sql.profiles.mysql.linked import MERGE, linked_filter
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, rows_under_any_role, under_each_role
-from mcpkit.sql.profiles.scan_order import hint, split_key
+from mcpkit.sql.profiles.scan_order import hint, partition_finding, split_key
 
-__all__ = ["derived_masks", "exact_ties", "readable_masked_columns", "scan_order_hints"]
+__all__ = [
+    "derived_masks",
+    "exact_ties",
+    "partition_order_findings",
+    "readable_masked_columns",
+    "scan_order_hints",
+]
 
 _COLUMNS = (
     "SELECT column_name FROM information_schema.COLUMNS"
@@ -327,18 +333,25 @@ WHERE TABLE_SCHEMA = coalesce(:schema, DATABASE()) AND TABLE_NAME = :table
 """
 
 
-def _partition_hints(
-    conn: Connection, key: str, schema: str | None, table: str, wanted: set[str]
-) -> list[str]:
+def partition_order_findings(
+    conn: Connection, masked: Mapping[str, frozenset[str]], default_schema: str | None = None
+) -> list[Finding]:
+    """One finding per masked table partitioned (or subpartitioned) by an expression that reads a
+    masked column: its partitions are scanned in order, so early stops and picks follow the masked
+    values (`--allow partition-order:T`)."""
     out = []
-    for method, *exprs in conn.execute(text(_PARTITIONED), {"schema": schema, "table": table}).all():
-        text_ = " ".join(str(e) for e in exprs if e is not None)
-        reads = {m[1:-1].replace("``", "`").casefold() for m in re.findall(_NAME, text_)}
-        reads |= {w.casefold() for w in re.findall(r"\w+", text_)}
-        for column in sorted(wanted & reads):
-            out.append(
-                hint(key, column, f"partitioned by {method} ({text_}): partitions are scanned in order")
-            )
+    for key, columns in sorted(masked.items()):
+        schema, table = split_key(key)
+        wanted = {c.casefold() for c in columns}
+        where = {"schema": schema or default_schema, "table": table}
+        for method, *exprs in conn.execute(text(_PARTITIONED), where).all():
+            text_ = " ".join(str(e) for e in exprs if e is not None)
+            reads = {m[1:-1].replace("``", "`").casefold() for m in re.findall(_NAME, text_)}
+            reads |= {w.casefold() for w in re.findall(r"\w+", text_)}
+            hits = sorted(wanted & reads)
+            if hits:
+                out.append(partition_finding(key, hits[0], f"{method} ({text_})"))
+                break
     return out
 
 
@@ -350,7 +363,6 @@ def scan_order_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> 
     for key, columns in sorted(masked.items()):
         schema, table = split_key(key)
         wanted = {c.casefold() for c in columns}
-        out += _partition_hints(conn, key, schema, table, wanted)
         seen: dict[str, list[int]] = {}
         for index, column, seq in conn.execute(text(_INDEXED), {"schema": schema, "table": table}).all():
             seen.setdefault(str(index), []).append(int(seq))

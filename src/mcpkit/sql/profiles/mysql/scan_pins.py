@@ -22,6 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, RowMapping
 
 from mcpkit.sql.profiles.findings import Finding
+from mcpkit.sql.profiles.mysql.masks import partition_order_findings
 from mcpkit.sql.profiles.scan_order import ScanPin, pin_key, split_key
 
 __all__ = ["mysql_scan_pins"]
@@ -66,7 +67,8 @@ def _usable(row: RowMapping) -> bool:
 def mysql_scan_pins(
     conn: Connection, masked: Mapping[str, frozenset[str]], default_schema: str | None
 ) -> tuple[dict[str, ScanPin], list[Finding]]:
-    """Per masked table, its `USE INDEX` list; findings for a clustered key over a masked column."""
+    """Per masked table, its `USE INDEX` list; findings for a clustered key over a masked column and a
+    partitioning over one (`masks.partition_order_findings`)."""
     pins: dict[str, ScanPin] = {}
     findings: list[Finding] = []
     for key, columns in sorted(masked.items()):
@@ -98,4 +100,4 @@ def mysql_scan_pins(
         elif "PRIMARY" not in visible:
             findings.append(_clustered(key))
         pins[pin_key(schema, table)] = ScanPin(tuple(visible))
-    return pins, findings
+    return pins, findings + partition_order_findings(conn, masked, default_schema)

@@ -14,9 +14,16 @@ from sqlglot import exp
 from mcpkit.sql.profiles.base import DerivedMask, Finding
 from mcpkit.sql.profiles.postgres.catalog_path import VISIBLE, on_path, reader_schemas
 from mcpkit.sql.profiles.postgres.handed_on import masked_routes
-from mcpkit.sql.profiles.scan_order import hint, index_hints
+from mcpkit.sql.profiles.scan_order import hint, index_hints, partition_finding
 
-__all__ = ["derived_masks", "exact_ties", "masked_routes", "readable_masked_columns", "scan_order_hints"]
+__all__ = [
+    "derived_masks",
+    "exact_ties",
+    "masked_routes",
+    "partition_order_findings",
+    "readable_masked_columns",
+    "scan_order_hints",
+]
 
 # Resolved through the session's search_path, as the calls' queries resolve the name; the
 # privilege is the engine's own answer for this role (direct, through PUBLIC or a membership).
@@ -207,35 +214,55 @@ WHERE c.oid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table)) AN
 """
 
 
-# The partition key (red team mask17 F3: Append scans partitions in bound order, so the scan order
-# follows a key over a masked column): its plain columns, and the key's text for expressions.
-_PARTITION_KEY = """
-SELECT pg_catalog.pg_get_partkeydef(p.partrelid),
+# The partitioned tables of each masked table's inheritance tree, both ways (red team mask17 F3:
+# Append scans partitions in bound order, so the read order follows a key over a masked column):
+# walked at each check, so a partition attached or a parent made while serving is read too. Each
+# with its key's text (for expressions) and plain columns; the tree shares its column names.
+_PARTITION_KEYS = """
+WITH RECURSIVE down(relid) AS (
+    SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid
+  UNION
+    SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN down f ON i.inhparent = f.relid
+), up(relid) AS (
+    SELECT coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))::oid
+  UNION
+    SELECT i.inhparent FROM pg_catalog.pg_inherits i JOIN up f ON i.inhrelid = f.relid
+)
+SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname), pg_catalog.pg_get_partkeydef(p.partrelid),
        ARRAY(SELECT a.attname FROM pg_catalog.pg_attribute a
              WHERE a.attrelid = p.partrelid AND a.attnum = ANY(CAST(p.partattrs AS int2[])))
-FROM pg_catalog.pg_partitioned_table p
-WHERE p.partrelid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))
+FROM (SELECT relid FROM down UNION SELECT relid FROM up) f
+JOIN pg_catalog.pg_partitioned_table p ON p.partrelid = f.relid
+JOIN pg_catalog.pg_class c ON c.oid = p.partrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+ORDER BY 1
 """
 
 
-def _partition_hints(conn: Connection, table: str, wanted: set[str]) -> list[str]:
-    out = []
-    for keydef, plain in conn.execute(text(_PARTITION_KEY), {"table": on_path(conn, table)}).all():
-        pairs = re.findall(r'"((?:[^"]|"")+)"|(\w+)', str(keydef))  # quoted or plain names
-        words = {part.casefold() for pair in pairs for part in pair if part}
-        for column in sorted(wanted & ({str(c).casefold() for c in plain} | words)):
-            out.append(hint(table, column, f"partitioned by {keydef}: partitions are scanned in bound order"))
-    return out
+def partition_order_findings(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[Finding]:
+    """One finding per partitioned table (any level, above or below a masked table) whose partition
+    key reads a masked column: its partitions are scanned in bound order, so early stops and picks
+    follow the masked values (`--allow partition-order:T`)."""
+    found: dict[str, Finding] = {}
+    for table, columns in sorted(masked.items()):
+        wanted = {c.casefold() for c in columns}
+        rows = conn.execute(text(_PARTITION_KEYS), {"table": on_path(conn, table)}).all()
+        for name, keydef, plain in rows:
+            pairs = re.findall(r'"((?:[^"]|"")+)"|(\w+)', str(keydef))  # quoted or plain names
+            words = {part.casefold() for pair in pairs for part in pair if part}
+            hits = sorted(wanted & ({str(c).casefold() for c in plain} | words))
+            if hits and str(name) not in found:
+                found[str(name)] = partition_finding(str(name), hits[0], str(keydef))
+    return list(found.values())
 
 
 def scan_order_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:
-    """Indexes over a masked column (key, INCLUDE or expression), CLUSTER on one, a partition key
-    over one (any level: partitions and parents of a masked table are masked too), and a physical
-    order that follows one (`pg_stats.correlation` near +-1, where the role may read it)."""
+    """Indexes over a masked column (key, INCLUDE or expression), CLUSTER on one, and a physical
+    order that follows one (`pg_stats.correlation` near +-1, where the role may read it); a partition
+    key over one is a finding (`partition_order_findings`)."""
     out = index_hints(conn, masked)
     for table, columns in sorted(masked.items()):
         wanted = {c.casefold() for c in columns}
-        out += _partition_hints(conn, table, wanted)
         for index, column in conn.execute(text(_CLUSTERED), {"table": on_path(conn, table)}).all():
             if str(column).casefold() in wanted:
                 out.append(hint(table, str(column), f"table clustered on index {index}"))

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 from mcpkit.sql.profiles.findings import Finding
 from mcpkit.sql.profiles.postgres.catalog_path import on_path
 from mcpkit.sql.profiles.postgres.fnconfig import config_findings
+from mcpkit.sql.profiles.postgres.masks import partition_order_findings
 
 __all__ = ["MASKED_INDEXES", "postgres_scan_pins"]
 
@@ -56,7 +57,7 @@ _OVER: Final = "the call's scan order (no index scans where an index reads a mas
 
 def postgres_scan_pins(conn: Connection, masked: Mapping[str, frozenset[str]]) -> tuple[bool, list[Finding]]:
     """Whether an index reads a masked column (calls then run without index scans), and a finding
-    per table CLUSTERed on one."""
+    per table CLUSTERed on one or partitioned by a key over one (`masks.partition_order_findings`)."""
     indexed = False
     findings: list[Finding] = []
     for key, columns in sorted(masked.items()):
@@ -77,6 +78,7 @@ def postgres_scan_pins(conn: Connection, masked: Mapping[str, frozenset[str]]) -
                     f"clustered-order:{key}",
                 )
             )
+    findings += partition_order_findings(conn, masked)
     if masked:  # calls go without index scans whatever the indexes now: one may be created while serving
         planner = {str(name): _OVER for (name,) in conn.execute(text(_PLANNER))}
         findings += config_findings(conn, frozenset(), settings=planner)
