@@ -25,6 +25,9 @@ What the re-verification reads of the catalog, and so what the fingerprint diges
   privileges of the columns its expression reads: `DEFAULT (LOWER(email))` set while serving
   answered the e-mails through a view over `DEFAULT(nick)`, red team rt31 F8) is a change to verify
   again, not one to wait `--reverify-interval` for.
+- the partitioning of the tables it can see (`PARTITIONS`: method, expression and bounds of each
+  partition): a partition key over a masked column is a start-up finding, and re-partitioning a
+  table whose key already held the column changes no index or column.
   Columns the account holds no privilege on do not show (information_schema hides them): a new
   column on a table read through column grants changes nothing here, and none of those is
   readable to it either.
@@ -105,13 +108,22 @@ _COLUMNS: Final = _rows(
     *("EXTRA", "GENERATION_EXPRESSION", "COLUMN_DEFAULT", "COLLATION_NAME", "IS_NULLABLE"),
     where=_USER_SCHEMAS,
 )
+# Partitioning (red team mask17 F3, partref): `ALTER TABLE t PARTITION BY RANGE (salary)` changes no
+# index or column when the key already held the column, and a partition key over a masked column is
+# a scan-pin finding (`masks.partition_order_findings`) to verify again at once.
+_PARTITIONS: Final = _rows(
+    "PARTITIONS",
+    *("TABLE_SCHEMA", "TABLE_NAME", "PARTITION_NAME", "SUBPARTITION_NAME", "PARTITION_METHOD"),
+    *("SUBPARTITION_METHOD", "PARTITION_EXPRESSION", "SUBPARTITION_EXPRESSION", "PARTITION_DESCRIPTION"),
+    where=_USER_SCHEMAS + " AND PARTITION_NAME IS NOT NULL",
+)
 _LINKED: Final = (
     "(SELECT CONCAT(COUNT(*), ':',"
     " COALESCE(JSON_ARRAYAGG(JSON_ARRAY(table_schema, table_name, engine)), '[]'))"
     f" FROM information_schema.TABLES WHERE {linked_filter()})"
 )
 _SEEN: Final = (
-    f"SELECT CONCAT_WS('/', {_ROUTINES}, {_PARAMETERS}, {_VIEWS}, {_INDEXES}, {_COLUMNS}, "
+    f"SELECT CONCAT_WS('/', {_ROUTINES}, {_PARAMETERS}, {_VIEWS}, {_INDEXES}, {_COLUMNS}, {_PARTITIONS}, "
     f"QUOTE(CURRENT_USER()), QUOTE(CURRENT_ROLE())), {_LINKED}"
 )
 
