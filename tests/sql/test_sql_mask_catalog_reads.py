@@ -59,6 +59,7 @@ def maria(mysql_url: str) -> Iterator[MysqlScratch]:
 def _my_base(db: MysqlScratch, tmp_path: Path) -> list[str]:
     base = ["sql", "query", "--dsn", db.reader_url, "--mask", masks_file(tmp_path, "members.email")]
     base += ["--allow", "clustered-order:members"]  # no PRIMARY KEY: what is tested is the catalog read
+    base += ["--allow", "partition-order:members"]  # partitioned by the e-mail: so too
     fns = ("f_rows", "f_via", "f_ok")
     base += [a for f in fns for a in ("--allow-function", f"{db.db}.{f}", "--allow", f"routine:{db.db}.{f}")]
     return base
@@ -122,6 +123,10 @@ def test_postgres_function_reading_pg_class_reltuples_refuses_start_up(
     pg: PgScratch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = ["sql", "query", "--dsn", pg.reader_url, "--mask", masks_file(tmp_path, "members.email")]
+    base += [
+        "--allow",
+        "partition-order:public.members",
+    ]  # partitioned by the e-mail: the catalog read is tested
     for f in ("f_rows", "f_ok"):
         base += ["--allow-function", f, "--allow", f"function:public.{f}"]
     query = "SELECT f_rows('members_am') AS below_n"

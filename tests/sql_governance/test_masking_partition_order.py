@@ -96,7 +96,9 @@ def test_postgres_start_up_and_doctor_refuse_a_partition_key_over_a_masked_colum
 
 
 @pytest.mark.postgres
-def test_postgres_a_partition_attached_while_serving_fails_the_next_call(pg: PgScratch, tmp_path: Path) -> None:
+def test_postgres_a_partition_attached_while_serving_fails_the_next_call(
+    pg: PgScratch, tmp_path: Path
+) -> None:
     service = _service(pg.reader_url, masks_file(tmp_path, "'*.email'"), *PG_ALLOW[1::2])
     try:
         assert "| 1 |" in _ask(service, "SELECT count(*) AS n FROM (SELECT 1) s")
@@ -140,7 +142,16 @@ def test_mariadb_partitions_are_scanned_in_masked_order_and_refused(
     # PRIMARY KEY (id, salary), as MariaDB requires of the partitioning: a clustered-order finding
     # of its own, accepted; the partitioning is not
     code, out = _run(
-        capsys, "sql", "query", "--dsn", my.reader_url, "--mask", masks, "--allow", "clustered-order:pay", "SELECT 1"
+        capsys,
+        "sql",
+        "query",
+        "--dsn",
+        my.reader_url,
+        "--mask",
+        masks,
+        "--allow",
+        "clustered-order:pay",
+        "SELECT 1",
     )
     assert code == 2, out  # before: served
     assert "table pay is partitioned by RANGE (`salary`) over masked column salary" in out, out

@@ -4,7 +4,8 @@ An index (a primary key, a UNIQUE email index, a covering index) or the physical
 the engine return rows in the order of a masked column's values. The masking analysis pins every
 order it can see, but some answers stay order-dependent (EXISTS that stops at the first match with
 a row-dependent error, floating-point sums): they can reveal the ranking of the masked values,
-never the values. These hints tell the operator where that is possible (docs/masking.md).
+never the values. These hints tell the operator where that is possible (docs/masking.md). A
+partition key over a masked column is a refusal instead (`partition_finding`: no pin reorders it).
 """
 
 from __future__ import annotations
