@@ -16,12 +16,11 @@ from mcpkit.sql.profiles.base import DerivedMask, Finding
 from mcpkit.sql.profiles.mysql.account import _revokes
 from mcpkit.sql.profiles.mysql.linked import MERGE, linked_filter
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, rows_under_any_role, under_each_role
-from mcpkit.sql.profiles.scan_order import hint, partition_finding, split_key
+from mcpkit.sql.profiles.scan_order import hint, split_key
 
 __all__ = [
     "derived_masks",
     "exact_ties",
-    "partition_order_findings",
     "readable_masked_columns",
     "scan_order_hints",
 ]
@@ -321,38 +320,6 @@ _INDEXED = """
 SELECT INDEX_NAME, COLUMN_NAME, SEQ_IN_INDEX FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = coalesce(:schema, DATABASE()) AND TABLE_NAME = :table
 """
-
-
-# Partitioning expressions (red team mask17 F3: partitions are scanned in order, so the scan order
-# follows a key over a masked column); MariaDB quotes the columns they read with backquotes.
-_PARTITIONED = """
-SELECT DISTINCT PARTITION_METHOD, PARTITION_EXPRESSION, SUBPARTITION_EXPRESSION
-FROM information_schema.PARTITIONS
-WHERE TABLE_SCHEMA = coalesce(:schema, DATABASE()) AND TABLE_NAME = :table
-  AND PARTITION_EXPRESSION IS NOT NULL
-"""
-
-
-def partition_order_findings(
-    conn: Connection, masked: Mapping[str, frozenset[str]], default_schema: str | None = None
-) -> list[Finding]:
-    """One finding per masked table partitioned (or subpartitioned) by an expression that reads a
-    masked column: its partitions are scanned in order, so early stops and picks follow the masked
-    values (`--allow partition-order:T`)."""
-    out = []
-    for key, columns in sorted(masked.items()):
-        schema, table = split_key(key)
-        wanted = {c.casefold() for c in columns}
-        where = {"schema": schema or default_schema, "table": table}
-        for method, *exprs in conn.execute(text(_PARTITIONED), where).all():
-            text_ = " ".join(str(e) for e in exprs if e is not None)
-            reads = {m[1:-1].replace("``", "`").casefold() for m in re.findall(_NAME, text_)}
-            reads |= {w.casefold() for w in re.findall(r"\w+", text_)}
-            hits = sorted(wanted & reads)
-            if hits:
-                out.append(partition_finding(key, hits[0], f"{method} ({text_})"))
-                break
-    return out
 
 
 def scan_order_hints(conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:

@@ -15,6 +15,7 @@ is not listed: the server rejects a hint naming it (rte L1: every call failed).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Final
 
@@ -22,11 +23,11 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, RowMapping
 
 from mcpkit.sql.profiles.findings import Finding
-from mcpkit.sql.profiles.mysql.masks import partition_order_findings
-from mcpkit.sql.profiles.scan_order import ScanPin, pin_key, split_key
+from mcpkit.sql.profiles.scan_order import ScanPin, partition_finding, pin_key, split_key
 
-__all__ = ["mysql_scan_pins"]
+__all__ = ["mysql_scan_pins", "partition_order_findings"]
 
+_NAME: Final = r"`(?:[^`]|``)+`"  # a backquoted name, as MariaDB prints the columns an expression reads
 _INDEXES: Final = """
 SELECT * FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = :schema AND TABLE_NAME = :table
 """
@@ -56,6 +57,38 @@ def _heap(key: str, engine: str) -> Finding:
     )
 
 
+# Partitioning expressions (red team mask17 F3: partitions are scanned in order, so the scan order
+# follows a key over a masked column); MariaDB quotes the columns they read with backquotes.
+_PARTITIONED = """
+SELECT DISTINCT PARTITION_METHOD, PARTITION_EXPRESSION, SUBPARTITION_EXPRESSION
+FROM information_schema.PARTITIONS
+WHERE TABLE_SCHEMA = coalesce(:schema, DATABASE()) AND TABLE_NAME = :table
+  AND PARTITION_EXPRESSION IS NOT NULL
+"""
+
+
+def partition_order_findings(
+    conn: Connection, masked: Mapping[str, frozenset[str]], default_schema: str | None = None
+) -> list[Finding]:
+    """One finding per masked table partitioned (or subpartitioned) by an expression that reads a
+    masked column: its partitions are scanned in order, so early stops and picks follow the masked
+    values (`--allow partition-order:T`)."""
+    out = []
+    for key, columns in sorted(masked.items()):
+        schema, table = split_key(key)
+        wanted = {c.casefold() for c in columns}
+        where = {"schema": schema or default_schema, "table": table}
+        for method, *exprs in conn.execute(text(_PARTITIONED), where).all():
+            text_ = " ".join(str(e) for e in exprs if e is not None)
+            reads = {m[1:-1].replace("``", "`").casefold() for m in re.findall(_NAME, text_)}
+            reads |= {w.casefold() for w in re.findall(r"\w+", text_)}
+            hits = sorted(wanted & reads)
+            if hits:
+                out.append(partition_finding(key, hits[0], f"{method} ({text_})"))
+                break
+    return out
+
+
 def _usable(row: RowMapping) -> bool:
     """Not one the optimizer ignores (MariaDB `IGNORED`, MySQL 8 `IS_VISIBLE`): a hint naming one fails."""
     return (
@@ -68,7 +101,7 @@ def mysql_scan_pins(
     conn: Connection, masked: Mapping[str, frozenset[str]], default_schema: str | None
 ) -> tuple[dict[str, ScanPin], list[Finding]]:
     """Per masked table, its `USE INDEX` list; findings for a clustered key over a masked column and a
-    partitioning over one (`masks.partition_order_findings`)."""
+    partitioning over one (`partition_order_findings`)."""
     pins: dict[str, ScanPin] = {}
     findings: list[Finding] = []
     for key, columns in sorted(masked.items()):
