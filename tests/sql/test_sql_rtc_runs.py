@@ -96,9 +96,11 @@ def test_rtc_f2_f4_conditions_concatenations_and_json_paths_are_split() -> None:
     where = " AND ".join(["t = t COLLATE NOCASE"] * 20)
     sent = admit(f"SELECT id FROM big WHERE id = 1 AND {where}", "sqlite").sql
     assert sent.count("CASE WHEN 1 THEN t = t COLLATE NOCASE END") == 20 and "id = 1" in sent, sent
-    # bare comparisons keep their index up to the limit, the rest are wrapped (review R6: refused)
+    # bare comparisons keep their index; past the limit the last are followed by a jump (review R6:
+    # refused; rtI L2: wrapped, which lost the index)
     sent = admit("SELECT id FROM big WHERE id = 1 AND " + " AND ".join(["t = t"] * 17), "sqlite").sql
-    assert sent.count("CASE WHEN 1 THEN t = t END") == 2 and "WHERE id = 1 AND t = t" in sent, sent
+    assert sent.count("(t = t AND CASE WHEN 1 THEN 1 ELSE t = t END)") == 2, sent
+    assert "WHERE id = 1 AND t = t" in sent and "THEN t = t" not in sent, sent
     sent = admit(f"SELECT {_sum('((t || t) IS NOT NULL)', 20)} AS n FROM big", "sqlite").sql
     assert sent.count("CASE WHEN 1 THEN") == 20, sent
     paths = ", ".join(["'$.zz'"] * 16)  # 16 paths: 16 passes over the document, the most a run makes
