@@ -99,8 +99,8 @@ def pin_scans(tree: exp.Expr, pins: Mapping[str, ScanPin], resolve: object = Non
         # a named index fails on a CTE; `NOT INDEXED` and `USE INDEX ()` suit both (red team rte F1)
         if named_like and not _reads_the_table(table, withs):
             continue
-        if pin.not_indexed:
-            table.set("indexed", False)
+        if pin.not_indexed:  # SQLite: NOT INDEXED, or INDEXED BY a WITHOUT ROWID table's key (rtL F2)
+            table.set("indexed", exp.Table(this=exp.to_identifier(pin.indexes[0])) if pin.indexes else False)
         else:
             table.set("hints", [_hint(pin)])
         added = True
