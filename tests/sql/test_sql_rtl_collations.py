@@ -82,3 +82,11 @@ def test_min_of_a_nocase_column_of_a_without_rowid_table_is_refused(service: Sql
 def test_distinct_keeps_each_spelling(service: SqlService) -> None:
     got = rows_or_message(service, "SELECT DISTINCT name FROM t")
     assert isinstance(got, list) and len(got) == 8, got
+
+
+def test_min_of_a_text_column_collated_binary_is_answered(service: SqlService) -> None:
+    """Red team rtL L1: `min(name COLLATE BINARY)` (byte-exact over text affinity: equal only when
+    identical) was refused as computed, leaving no route to MIN of a NOCASE column."""
+    assert rows_or_message(service, "SELECT min(name COLLATE BINARY) AS m FROM t") == [["BOB"]]
+    got = rows_or_message(service, "SELECT min(email COLLATE BINARY) AS m FROM t")
+    assert isinstance(got, str), got  # the masked column itself stays refused
