@@ -20,12 +20,10 @@ value for its distinct index, and SUM, AVG, MIN, MAX and the others read or comp
 Passes nest and are not all calls (red team rtC F2-F4): every run of passes with no jump between
 them holds at most `MANY_CALLS`, the outermost passes inside a run over it wrapped in turn (at most
 `MAX_NESTED` deep). A comparison of two values and a `||` are passes, a JSON call one per path; a
-comparison of bare columns and literals in a condition keeps its index: past `MANY_CALLS` in its run
-the last written are followed by a jump that leaves them as they are, `x = y AND CASE WHEN 1 THEN 1
-ELSE x = y END` (the same truth value; `_unindexed`, `_followed`): a condition around which a CASE is
-written is no index term, and an 18-table key join ran as nested scans (red team rtI L2: 30 tables
-timed out, 28 ms in sqlite3); where SQLite seeks with it no comparison runs, where it does not, the
-comparison runs and the CASE's Goto follows it. A run that cannot be split is refused.
+comparison of bare columns and literals in a condition keeps its index: past `MANY_CALLS` the last
+written are followed by a jump, `x = y AND CASE WHEN 1 THEN 1 ELSE x = y END` (`_followed`; wrapped
+in a CASE, no index term: red team rtI L2, 30-table key joins timed out); a seek runs no comparison,
+else the CASE's Goto follows it. A run that cannot be split is refused.
 """
 
 from __future__ import annotations
