@@ -43,9 +43,10 @@ _CONTENT: Final = re.compile(r"\bcontent\s*=\s*['\"`\[]?([^'\"`\],)\s]+)", re.IG
 
 NEVER_THROUGH_VIEWS: Final = frozenset({"pragma_database_list", "pragma_data_version"})
 """Never readable, even through a view: the file's path, other connections' commits."""
-STORAGE_TABLES: Final = frozenset({"dbstat"})
+STORAGE_TABLES: Final = frozenset({"dbstat", "sqlite_dbpage"})
 """With masks, never readable: each page's record sizes, a masked value's length (red team rtI F1:
-`dbstat('main')`, a table-valued call the catalog check did not take for the name, sized them)."""
+`dbstat('main')`, a table-valued call the catalog check did not take for the name, sized them), or
+the raw pages (`sqlite_dbpage`, in builds that have it)."""
 CATALOG_PREFIXES: Final = ("sqlite_", "pragma_")
 """With masks, no view may read a catalog, statistics or pragma table: calls are refused them by
 name, and a view would hand them over (`sqlite_stat4` holds index keys: masked values)."""
