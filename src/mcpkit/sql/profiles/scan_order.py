@@ -33,10 +33,19 @@ class ScanPin:
         indexes: The indexes whose columns are all visible (MySQL/MariaDB `USE INDEX`; empty:
             `USE INDEX ()`, a scan in the clustered key's order).
         not_indexed: SQLite: `NOT INDEXED` (rowid order) instead of an index list.
+        hinted: Whether references get the hint; False for an entry that only describes a relation
+            (a view, or a table with `exact` columns).
+        follows: A view whose read may follow a masked column: no hint reaches inside it
+            (`masking.unpinned`, red team rth F5).
+        exact: Its columns (case-folded) whose equal values are byte-equal (MariaDB: binary
+            strings, `*_nopad_bin`), whose stored spelling is data whatever the scan order.
     """
 
     indexes: tuple[str, ...] = ()
     not_indexed: bool = False
+    hinted: bool = True
+    follows: bool = False
+    exact: frozenset[str] = frozenset()
 
 
 def pin_key(schema: str | None, table: str) -> str:
