@@ -10,11 +10,13 @@ definition is hidden, or that calls a stored function, counts: fail closed.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from mcpkit.sql import cli as sqlcli
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
 from mcpkit.sql.service import Masking, SqlService
@@ -156,3 +158,47 @@ def test_what_the_check_cannot_see_into_counts(maria: tuple[MysqlScratch, SqlSer
             c.execute(f"DROP FUNCTION {db.db}.fixn_one")
     mine = {name: v for (schema, name), v in found.items() if schema == db.db.casefold()}
     assert mine == {"v": True, "vv": True, "tv": False, "tvv": False, "av": False, "fv": True, "hv": True}
+
+
+@pytest.fixture
+def served(mysql_url: str, tmp_path: Path) -> Iterator[tuple[MysqlScratch, SqlService]]:
+    """`accounts` (masked `secret`, no secondary index) and a view over it, served by the CLI's
+    service with the catalog checked before every call."""
+    with mysql_scratch(mysql_url, "fixn_uw") as db:
+        with db.admin.cursor() as c:
+            c.execute(
+                f"CREATE TABLE {db.db}.accounts (id int NOT NULL PRIMARY KEY, name varchar(20)"
+                " COLLATE utf8mb4_general_ci NOT NULL, secret int NOT NULL)"
+                " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+            )
+            c.execute(f"INSERT INTO {db.db}.accounts VALUES (1, 'Paris', 50), (2, 'paris', 10)")
+            c.execute(f"CREATE SQL SECURITY INVOKER VIEW {db.db}.av AS SELECT id, name FROM {db.db}.accounts")
+            c.execute(f"GRANT SELECT, SHOW VIEW ON {db.db}.av TO '{db.reader}'@'%'")
+            c.execute(f"GRANT SELECT (id, name) ON {db.db}.accounts TO '{db.reader}'@'%'")
+        parser = argparse.ArgumentParser()
+        sqlcli.register(parser.add_subparsers(dest="command"))
+        args = parser.parse_args(
+            ["sql", "query", "--dsn", db.reader_url, "--mask", masks_file(tmp_path, "accounts.secret"),
+             "--allow", "unbounded-memory", "--catalog-check-interval", "0", "SELECT 1"]
+        )  # fmt: skip
+        args.allow, args.allow_function = sqlcli.opt_ins(args)
+        service = sqlcli._service(args, 1000)
+        try:
+            yield db, service
+        finally:
+            service.engine.close()
+
+
+def test_an_index_made_while_serving_makes_the_view_count(served: tuple[MysqlScratch, SqlService]) -> None:
+    """The account sees no index over `secret` alone (information_schema.STATISTICS hides it): the
+    catalog fingerprint reads whether a table has a secondary index, so the next call re-reads the
+    pins and the view counts."""
+    db, service = served
+    sql = f"SELECT MIN(name) AS m FROM av {_WHERE}"
+    assert rows_or_message(service, sql) == [["Paris"]]
+    with db.admin.cursor() as c:
+        c.execute(f"CREATE INDEX secret_name ON {db.db}.accounts (secret, name)")
+        c.execute(f"SELECT MIN(name) FROM {db.db}.av {_WHERE}")
+        assert c.fetchall() == (("paris",),)  # unpinned: the lower masked secret's spelling
+    got = rows_or_message(service, sql)
+    assert isinstance(got, str) and _PICK in got, got

@@ -28,6 +28,11 @@ What the re-verification reads of the catalog, and so what the fingerprint diges
   Columns the account holds no privilege on do not show (information_schema hides them): a new
   column on a table read through column grants changes nothing here, and none of those is
   readable to it either.
+- each table's storage engine and whether it has a secondary index (`information_schema.TABLES`,
+  `INDEX_LENGTH = 0`, not the size, which moves with the data): an index made while serving over
+  masked columns only is in no row above (STATISTICS hides it from a column-granted account), and
+  the scan pins read both (`scan_pins`, `view_pins`: a view over a masked table with no secondary
+  index may be read unpinned; a heap engine is no InnoDB clustered order).
 - the definition (`SHOW CREATE TABLE`) of every table it can see whose rows live in other tables
   or servers (`linked.LINKED_ENGINES`: MERGE, FEDERATED, CONNECT, SPIDER, ...): the link (a MERGE
   UNION list, a CONNECTION, CONNECT's TABNAME) is in no information_schema table, and `ALTER TABLE
@@ -105,13 +110,16 @@ _COLUMNS: Final = _rows(
     *("EXTRA", "GENERATION_EXPRESSION", "COLUMN_DEFAULT", "COLLATION_NAME", "IS_NULLABLE"),
     where=_USER_SCHEMAS,
 )
+_TABLES: Final = _rows(
+    "TABLES", "TABLE_SCHEMA", "TABLE_NAME", "ENGINE", "INDEX_LENGTH = 0", where=_USER_SCHEMAS
+)
 _LINKED: Final = (
     "(SELECT CONCAT(COUNT(*), ':',"
     " COALESCE(JSON_ARRAYAGG(JSON_ARRAY(table_schema, table_name, engine)), '[]'))"
     f" FROM information_schema.TABLES WHERE {linked_filter()})"
 )
 _SEEN: Final = (
-    f"SELECT CONCAT_WS('/', {_ROUTINES}, {_PARAMETERS}, {_VIEWS}, {_INDEXES}, {_COLUMNS}, "
+    f"SELECT CONCAT_WS('/', {_ROUTINES}, {_PARAMETERS}, {_VIEWS}, {_INDEXES}, {_COLUMNS}, {_TABLES}, "
     f"QUOTE(CURRENT_USER()), QUOTE(CURRENT_ROLE())), {_LINKED}"
 )
 
