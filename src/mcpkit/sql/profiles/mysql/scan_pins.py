@@ -115,12 +115,16 @@ def _describe(
     conn: Connection, pins: dict[str, ScanPin], follows: set[tuple[str, str]], schemas: set[str]
 ) -> None:
     """Add, in place, an unhinted entry for each view (whether it `follows`) and each relation with
-    byte-exact columns; a masked table's pin gets its exact columns."""
+    byte-exact columns; a masked table's pin gets its exact columns. A view named like a masked table
+    but for case (lower_case_table_names 0) shares its pin and counts as following."""
     exact = exact_columns(conn, {s for s in schemas if s})
     for (schema, name), counts in unpinned_views(conn, follows).items():
-        pins[pin_key(schema, name)] = ScanPin(
-            hinted=False, follows=counts, exact=exact.pop((schema, name), frozenset())
-        )
+        key = pin_key(schema, name)
+        if key in pins:
+            pins[key] = replace(pins[key], follows=True, exact=frozenset())
+            exact.pop((schema, name), None)
+            continue
+        pins[key] = ScanPin(hinted=False, follows=counts, exact=exact.pop((schema, name), frozenset()))
     for (schema, name), columns in exact.items():
         key = pin_key(schema, name)
         found = pins.get(key)

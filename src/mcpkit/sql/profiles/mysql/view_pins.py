@@ -60,13 +60,17 @@ def unpinned_views(conn: Connection, follows: Collection[Relation]) -> dict[Rela
 
 
 def exact_columns(conn: Connection, schemas: Collection[str]) -> dict[Relation, frozenset[str]]:
-    """(database, relation) -> its columns (case-folded) whose equal values are byte-equal."""
+    """(database, relation), case-folded -> its columns (case-folded) whose equal values are
+    byte-equal. Relations whose names differ only in case (lower_case_table_names 0) get none."""
     out: dict[Relation, set[str]] = {}
+    spelt: dict[Relation, set[tuple[str, str]]] = {}
     if not schemas:
         return {}
     query = text(_EXACT).bindparams(bindparam("schemas", expanding=True))
     for schema, table, column, collation, kind in conn.execute(query, {"schemas": sorted(schemas)}):
+        key = (str(schema).casefold(), str(table).casefold())
+        spelt.setdefault(key, set()).add((str(schema), str(table)))
         binary = collation is None and str(kind).casefold() in _BINARY
         if binary or (collation is not None and EXACT_COLLATIONS.match(str(collation))):
-            out.setdefault((str(schema).casefold(), str(table).casefold()), set()).add(str(column).casefold())
-    return {key: frozenset(cols) for key, cols in out.items()}
+            out.setdefault(key, set()).add(str(column).casefold())
+    return {key: frozenset(cols) for key, cols in out.items() if len(spelt[key]) == 1}
