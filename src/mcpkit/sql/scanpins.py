@@ -13,9 +13,9 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.masking import KnownSchema
 from mcpkit.sql.profiles.findings import Finding
-from mcpkit.sql.profiles.scan_order import ScanPin
+from mcpkit.sql.profiles.scan_order import ScanPin, split_key
 
-__all__ = ["enforce_scan_pins", "pins_check"]
+__all__ = ["enforce_scan_pins", "pin_findings_check", "pins_check"]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -43,6 +43,12 @@ def enforce_scan_pins(
     else:
         found = reflect(conn, masked, known.default_schema)
     pins, findings = found
+    _refuse(findings, allow)
+    known.scan_pins = pins
+    return pins
+
+
+def _refuse(findings: list[Finding], allow: Collection[str]) -> None:
     refused = []
     for finding in findings:
         if finding.opt_in in allow:
@@ -52,8 +58,6 @@ def enforce_scan_pins(
     if refused:
         lines = "\n".join(f"  {f.line()}" for f in refused)
         raise SqlConfigError(f"--mask: a table's physical order follows a masked column:\n{lines}")
-    known.scan_pins = pins
-    return pins
 
 
 def pins_check(
@@ -65,5 +69,46 @@ def pins_check(
 
     def verify(engine: SqlEngine, conn: Connection) -> None:
         enforce_scan_pins(engine, known, frozen, allow, conn)
+
+    return verify
+
+
+def _readable_only(
+    engine: SqlEngine, conn: Connection, masked: Mapping[str, frozenset[str]]
+) -> dict[str, frozenset[str]]:
+    """The masked tables this session's identity can read at all (`Profile.readable`; all where the
+    profile cannot say): a table it reads no column of answers it in no order. The masks are the
+    account's, a mapped role may hold no grant on some (MariaDB's STATISTICS then lists none of the
+    table's keys, which read as "no visible PRIMARY KEY": every call of that role was refused)."""
+    listed = engine.profile.readable(conn)
+    if listed is None:
+        return dict(masked)
+    seen = {(None if s is None else s.casefold(), n.casefold()) for s, n in listed}
+    names = {n for _, n in seen}
+    out: dict[str, frozenset[str]] = {}
+    for key, columns in masked.items():
+        schema, table = split_key(key)  # unqualified: any schema's (the name path's is not read here)
+        name = table.casefold()
+        if name in names if schema is None else {(schema.casefold(), name), (None, name)} & seen:
+            out[key] = columns
+    return out
+
+
+def pin_findings_check(
+    known: KnownSchema, masked: Mapping[str, frozenset[str]], allow: Collection[str]
+) -> Callable[[SqlEngine, Connection], None]:
+    """`pins_check`'s refusal only, for one role of a role map (`rolecheck.guard_roles`): the
+    findings of the masked tables the role can read (a CLUSTER on a masked index while serving, red
+    team rtd F1), leaving the server's pins (`known.scan_pins`, shared by the roles) as the account's
+    check set them."""
+    frozen = dict(masked)
+
+    def verify(engine: SqlEngine, conn: Connection) -> None:
+        reflect = getattr(engine.profile, "scan_pins", None)
+        if reflect is None or not frozen:
+            return
+        readable = _readable_only(engine, conn, frozen)
+        if readable:
+            _refuse(reflect(conn, readable, known.default_schema)[1], allow)
 
     return verify
