@@ -66,3 +66,17 @@ def test_f1_an_engine_changed_while_serving_is_verified_again(
     with db.admin.cursor() as c:
         c.execute(f"ALTER TABLE {db.db}.eng ENGINE=InnoDB")
     assert _ask(service, sql) == [[3]]  # undone: served again
+
+
+def test_f2_an_index_ignored_while_serving_is_unpinned(served: tuple[MysqlScratch, SqlService]) -> None:
+    """The pin named `eng_name`, which an IGNORED index fails (1176) in a hint: every call on the
+    table failed until `--reverify-interval`. Now the next call re-reads the pins."""
+    db, service = served
+    sql = "SELECT id FROM eng WHERE name = 'b'"
+    assert _ask(service, sql) == [[2]]
+    with db.admin.cursor() as c:
+        c.execute(f"ALTER TABLE {db.db}.eng ALTER INDEX eng_name IGNORED")
+    assert _ask(service, sql) == [[2]]  # before: the query failed
+    with db.admin.cursor() as c:
+        c.execute(f"ALTER TABLE {db.db}.eng ALTER INDEX eng_name NOT IGNORED")
+    assert _ask(service, sql) == [[2]]
