@@ -15,12 +15,21 @@ import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
-__all__ = ["ScanPin", "hint", "index_hints", "pin_key", "reads_no_mask", "split_key", "unmasked_call"]
+__all__ = [
+    "PARTITIONS_REVEAL",
+    "ScanPin",
+    "hint",
+    "index_hints",
+    "pin_key",
+    "reads_no_mask",
+    "split_key",
+    "unmasked_call",
+]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -78,11 +87,18 @@ def reads_no_mask() -> bool:
     return bool(getattr(_UNMASKED, "on", False))
 
 
-def hint(table: str, column: str, why: str) -> str:
+PARTITIONS_REVEAL: Final = (
+    "(also by how long a failing one takes) which partition each row is in, so the bound its value"
+    " falls in (LIST: the value itself; RANGE, HASH: a bucket of it); do not partition by a masked column"
+)
+"""What a partition key over a masked column hands the order-dependent answers (red team rtK F3)."""
+
+
+def hint(table: str, column: str, why: str, reveals: str = "the ranking of its values") -> str:
     """One warning line."""
     return (
         f"scan order may follow masked column {table}.{column} ({why}): order-dependent answers "
-        "can reveal the ranking of its values; see docs/masking.md"
+        f"can reveal {reveals}; see docs/masking.md"
     )
 
 
