@@ -144,7 +144,7 @@ def guard_roles(
         if masking is not None and role in masked:
             order = order_check(masking.policy, masking.schema, masked[role], allow)
             same = relations_check(masking, seen.get(role)) if seen.get(role) is not None else None
-            pins = pin_findings_check(masking.schema, masked[role], allow)  # a CLUSTER since (rtd F1)
+            pins = pin_findings_check(masking.schema, masked[role], allow, masking.masked)  # rtd F1
         return all_of(router.isolation(role), same, masks, order, pins, account)  # masks: before its path
 
     router.serving = for_role

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Connection
 
 __all__ = [
     "PARTITIONS_REVEAL",
+    "IndexReach",
     "ScanPin",
     "hint",
     "index_hints",
@@ -55,6 +56,24 @@ class ScanPin:
     hinted: bool = True
     follows: bool = False
     exact: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class IndexReach:
+    """What a query must reach for its read order to follow a masked index (PostgreSQL, whose calls
+    then turn index scans off: `profiles.postgres.index_reach`).
+
+    Attributes:
+        relations: `pin_key`s of the relations whose reading may scan an index over a masked column:
+            the inheritance tree of a masked table with one, the views and policies over them.
+        functions: Casefolded names of user functions (their bodies are not resolved): a call of one
+            may read such a relation.
+        always: Every masked call may (a user operator or cast, a masked table not found).
+    """
+
+    relations: frozenset[str] = frozenset()
+    functions: frozenset[str] = frozenset()
+    always: bool = False
 
 
 def pin_key(schema: str | None, table: str) -> str:
