@@ -16,7 +16,7 @@ from mcpkit.sql.profiles.base import DerivedMask, Finding
 from mcpkit.sql.profiles.mysql.account import _revokes
 from mcpkit.sql.profiles.mysql.linked import MERGE, linked_filter
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, rows_under_any_role, under_each_role
-from mcpkit.sql.profiles.scan_order import hint, split_key
+from mcpkit.sql.profiles.scan_order import PARTITIONS_REVEAL, hint, split_key
 
 __all__ = ["derived_masks", "exact_ties", "readable_masked_columns", "scan_order_hints"]
 
@@ -337,7 +337,12 @@ def _partition_hints(
         reads |= {w.casefold() for w in re.findall(r"\w+", text_)}
         for column in sorted(wanted & reads):
             out.append(
-                hint(key, column, f"partitioned by {method} ({text_}): partitions are scanned in order")
+                hint(
+                    key,
+                    column,
+                    f"partitioned by {method} ({text_}): partitions are scanned in order",
+                    PARTITIONS_REVEAL,
+                )
             )
     return out
 

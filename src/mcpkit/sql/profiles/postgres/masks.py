@@ -14,7 +14,7 @@ from sqlglot import exp
 from mcpkit.sql.profiles.base import DerivedMask, Finding
 from mcpkit.sql.profiles.postgres.catalog_path import VISIBLE, on_path, reader_schemas
 from mcpkit.sql.profiles.postgres.handed_on import masked_routes
-from mcpkit.sql.profiles.scan_order import hint, index_hints
+from mcpkit.sql.profiles.scan_order import PARTITIONS_REVEAL, hint, index_hints
 
 __all__ = ["derived_masks", "exact_ties", "masked_routes", "readable_masked_columns", "scan_order_hints"]
 
@@ -224,7 +224,14 @@ def _partition_hints(conn: Connection, table: str, wanted: set[str]) -> list[str
         pairs = re.findall(r'"((?:[^"]|"")+)"|(\w+)', str(keydef))  # quoted or plain names
         words = {part.casefold() for pair in pairs for part in pair if part}
         for column in sorted(wanted & ({str(c).casefold() for c in plain} | words)):
-            out.append(hint(table, column, f"partitioned by {keydef}: partitions are scanned in bound order"))
+            out.append(
+                hint(
+                    table,
+                    column,
+                    f"partitioned by {keydef}: partitions are scanned in bound order",
+                    PARTITIONS_REVEAL,
+                )
+            )
     return out
 
 
