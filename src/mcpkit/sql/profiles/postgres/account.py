@@ -213,7 +213,7 @@ def inspect_postgres(
             )
         )
     found += _granted_findings(conn, allowed)
-    found += config_findings(conn, allowed, policy)  # rt21 F7
+    found += config_findings(conn, allowed, policy, custom=True)  # rt21 F7, rtg F2
     found += OptIns.read(conn, allowed).ambiguous()  # rt23 F4
     if not rolsuper:  # the rights of a role one SET ROLE away count as the role's own
         skip = sorted({*ROLES, *identities})
