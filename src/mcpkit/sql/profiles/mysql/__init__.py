@@ -23,6 +23,7 @@ from mcpkit.sql.profiles.mysql.account import connection_limit_findings, inspect
 from mcpkit.sql.profiles.mysql.catalog_reads import mysql_catalog_routines, mysql_catalog_views
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
 from mcpkit.sql.profiles.mysql.fingerprint import mysql_fingerprint
+from mcpkit.sql.profiles.mysql.generated import grant_refusal as virtual_refusal
 from mcpkit.sql.profiles.mysql.mask_routes import definer_views_left_out, masked_views
 from mcpkit.sql.profiles.mysql.masks import (
     derived_masks,
@@ -184,7 +185,10 @@ class MysqlProfile(MysqlSession):
             found = conn.execute(text(_GRANTED), {"s": schema, "t": table}).first()
             if found is None:
                 raise SqlConfigError(f"no table or view {schema}.{table}")
-            why = grant_refusal(found[1], found[2], schema, table, found[3]) if found[0] == "VIEW" else None
+            if found[0] == "VIEW":
+                why = grant_refusal(found[1], found[2], schema, table, found[3])
+            else:
+                why = virtual_refusal(conn, schema, table)
             if why is not None:  # what start-up would refuse is left out, as PostgreSQL's trial does
                 script.append(f"-- left out: {why}; no grant on it")
                 continue
