@@ -38,7 +38,12 @@ CATALOG_NEVER: Final[tuple[RelationRule, ...]] = (
         "shows connection and file options of foreign servers, foreign tables, wrappers, user mappings "
         "and subscriptions (hosts, commands and passwords are written there)",
         "pg_foreign_data_wrapper pg_foreign_server pg_foreign_table pg_user_mapping pg_user_mappings "
-        "pg_subscription pg_extension",
+        "pg_subscription pg_extension "
+        # information_schema's views of the same options (red team rtJ F3: user_mapping_options
+        # answered a user mapping's password), and the helper views under them
+        "user_mapping_options foreign_server_options foreign_table_options foreign_data_wrapper_options "
+        "_pg_foreign_data_wrappers _pg_foreign_servers _pg_foreign_tables _pg_foreign_table_columns "
+        "_pg_user_mappings",
     ),
     relation_rule(
         None,
