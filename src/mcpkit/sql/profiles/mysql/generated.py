@@ -30,13 +30,14 @@ __all__ = ["VIRTUAL_COLUMNS", "grant_refusal", "virtual_column_findings"]
 
 VIRTUAL_COLUMNS: Final = (
     "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, GENERATION_EXPRESSION FROM information_schema.COLUMNS"
-    " WHERE IS_GENERATED = 'ALWAYS' AND LOCATE('STORED', UPPER(EXTRA)) = 0"
+    " WHERE COALESCE(GENERATION_EXPRESSION, '') <> '' AND LOCATE('STORED', UPPER(EXTRA)) = 0"
     " AND LOCATE('PERSISTENT', UPPER(EXTRA)) = 0"
     " AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')"
     " ORDER BY 1, 2, 3"
 )
-"""Every VIRTUAL generated column the login holds a privilege on, with its expression (no `%`:
-the driver formats a statement sent with `exec_driver_sql`)."""
+"""Every VIRTUAL generated column the login holds a privilege on, with its expression (MySQL 8 has
+no IS_GENERATED and writes '' where MariaDB writes NULL; no `%`: the driver formats a statement sent
+with `exec_driver_sql`)."""
 
 
 def _refusal(expression: str, policy: FunctionPolicy) -> str | None:
