@@ -39,6 +39,13 @@ def _serve(url: str, folder: Path) -> SqlService:
     return SqlService(engine, max_rows=50, timeout_s=10.0, masking=Masking(policy, known, masked))
 
 
+def _sent(service: SqlService, sql: str) -> str:
+    """The SQL a query was sent as (its scan pins: `NOT INDEXED`)."""
+    seen: dict[str, object] = {}
+    service.query(sql, call_id="t", note=lambda **f: seen.update(f))
+    return str(seen["sql"])
+
+
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlService]:
     folder = tmp_path_factory.mktemp("rte_sqlite")
@@ -107,8 +114,11 @@ def test_a_cte_named_like_the_masked_table_does_not_unpin_it(tmp_path: Path) -> 
             "SELECT city, count(*) AS n FROM customers c JOIN (WITH customers AS (SELECT 1 AS x) SELECT x"
             " FROM customers) t ON t.x = 1 WHERE c.id + 0 IN (1, 2) GROUP BY city"
         )
-        assert rows_or_message(service, plain) == [["Paris", 2]]
-        assert rows_or_message(service, shadowed) == [["Paris", 2]]  # before: paris
+        # 'Paris' = 'paris' under NOCASE: told apart by their exact forms now (rth F4); the pin is read
+        # in the SQL sent, the group's spelling no longer following the scan
+        for sql in (plain, shadowed):
+            assert rows_or_message(service, sql) == [["Paris", 1], ["paris", 1]]
+            assert "customers AS c NOT INDEXED" in _sent(service, sql), sql  # before: unpinned
         own = "WITH customers AS (SELECT 1 AS x UNION ALL SELECT 2) SELECT count(*) AS n FROM customers"
         assert rows_or_message(service, own) == [[2]]  # NOT INDEXED suits a CTE's name as well
     finally:
@@ -134,9 +144,10 @@ def test_an_expression_index_over_a_non_word_masked_name_is_pinned(tmp_path: Pat
         enforce_masks(engine, masked)
         known = ordered_schema(engine, reflection, policy, masked, ())
         service = SqlService(engine, max_rows=50, timeout_s=10.0, masking=Masking(policy, known, masked))
-        for ids, first in [("2, 3", "paris"), ("1, 2", "Paris")]:  # rowid order; the e-mails' is the other
+        for ids in ["2, 3", "1, 2"]:  # each spelling its own group now (rth F4); the pin in the SQL sent
             sql = f"SELECT city, count(*) AS n FROM contacts WHERE id + 0 IN ({ids}) GROUP BY city"
-            assert rows_or_message(service, sql) == [[first, 2]], ids
+            assert rows_or_message(service, sql) == [["Paris", 1], ["paris", 1]], ids
+            assert "contacts NOT INDEXED" in _sent(service, sql), ids
     finally:
         engine.close()
 
@@ -168,10 +179,11 @@ def test_an_index_added_while_serving_is_pinned(tmp_path: Path) -> None:
     service = sqlcli._service(args, 1000)
     sql = "SELECT city, count(*) AS n FROM customers WHERE id + 0 IN (1, 2) GROUP BY city"
     try:
-        assert rows_or_message(service, sql) == [["Paris", 2]]
+        assert rows_or_message(service, sql) == [["Paris", 1], ["paris", 1]]  # exact forms (rth F4)
         con.execute("CREATE INDEX customers_city_score ON customers (city, score)")
         con.commit()
-        assert rows_or_message(service, sql) == [["Paris", 2]]  # before: paris (score 10 < 50)
+        assert rows_or_message(service, sql) == [["Paris", 1], ["paris", 1]]
+        assert "customers NOT INDEXED" in _sent(service, sql)  # before: the new index unpinned
     finally:
         con.close()
         service.engine.close()
@@ -209,7 +221,7 @@ def test_an_integer_sum_overflows_alike_in_any_order(tmp_path: Path) -> None:
             value += f" WHEN '{up}Paris' THEN {big} WHEN '{one}Paris' THEN 1"
             value += f" WHEN '{down}Paris' THEN -{big} WHEN '{down}paris' THEN -{big} ELSE 0 END"
             assert rows_or_message(service, f"SELECT sum({value}) AS s FROM people") == [[1]], (up, one, down)
-            window = f"SELECT DISTINCT sum({value}) OVER () AS s FROM people"
+            window = f"SELECT sum({value}) OVER () AS s FROM people LIMIT 1"  # DISTINCT: 1 = 1.0 (rth F4)
             assert rows_or_message(service, window) == [[1]], (up, one, down)
         got = rows_or_message(service, "SELECT sum(length(pid)) AS s, sum(NULL) AS n, sum(length(pid)) FILTER"
                    " (WHERE pid > 'p2') AS f FROM people")  # fmt: skip

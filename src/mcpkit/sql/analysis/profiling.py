@@ -37,6 +37,7 @@ from mcpkit.sql.analysis.sampling import (
     table_stats,
 )
 from mcpkit.sql.errors import QueryTimeout
+from mcpkit.sql.masking import MaskRefused
 from mcpkit.sql.profiles.base import ColumnStats
 from mcpkit.sql.service import Note, SqlService
 from mcpkit.sql.shaping import clip, shape_cell
@@ -245,17 +246,23 @@ def profile_table(
 def _aggregate(
     calls: Calls, table: Table, source: Source, columns: list[ColumnProfile], kinds: dict[str, str]
 ) -> int:
-    parts = ["COUNT(*)"]
-    for p in columns:
-        q = table.quote(p.name)
-        kind = kinds[p.name]
-        parts.append(f"COUNT({q})")
-        parts.append(f"COUNT(DISTINCT {q})" if kind != "other" else "NULL")
-        if kind in ("number", "time", "text"):
-            parts += [f"MIN({q})", f"MAX({q})"]
-        else:
-            parts += ["NULL", "NULL"]
-    row = calls.query(f"SELECT {', '.join(parts)} FROM ({source.sql}) AS s", 1).rows
+    row: list[list[Any]] = []
+    # Masking may refuse MIN/MAX where equal values print differently (a SQLite column declared
+    # COLLATE NOCASE, or of no type: 1 = 1.0, rth F4): then text bounds, then all bounds, are left out.
+    for bounded in (("number", "time", "text"), ("number", "time"), ()):
+        parts = ["COUNT(*)"]
+        for p in columns:
+            q = table.quote(p.name)
+            kind = kinds[p.name]
+            parts.append(f"COUNT({q})")
+            parts.append(f"COUNT(DISTINCT {q})" if kind != "other" else "NULL")
+            parts += [f"MIN({q})", f"MAX({q})"] if kind in bounded else ["NULL", "NULL"]
+        try:
+            row = calls.query(f"SELECT {', '.join(parts)} FROM ({source.sql}) AS s", 1).rows
+            break
+        except MaskRefused:
+            if not bounded:
+                raise
     cells = row[0] if row else [0] * len(parts)
     total = _count(cells[0])
     for i, p in enumerate(columns):

@@ -20,6 +20,7 @@ from typing import Final
 from sqlglot import exp
 
 from mcpkit.sql.dialects import sent_dialect
+from mcpkit.sql.masking.jumps import unjumped
 from mcpkit.sql.masking.taint import REF
 from mcpkit.sql.masking.ties import plain_type
 from mcpkit.sql.profiles import profile_class
@@ -59,6 +60,12 @@ class Facts:
     every such column counts as alike (MariaDB's collations: the documented residual)."""
 
 
+# SQLite columns as `sqlite_collations.stored_forms` reflects them: not COLLATE NOCASE/RTRIM, BLOB
+# affinity (no type: 1 and 1.0 kept as written) nor ANY
+_SQLITE: Final = re.compile(
+    r"(?!.*\bCOLLATE\s+\"?(?!BINARY\b))(?!\s*ANY\b)(?=.*(INT|CHAR|CLOB|TEXT|REAL|FLOA|DOUB)|(?!.*BLOB)\s*\S)",
+    re.IGNORECASE,
+)
 # Per engine (`Profile.name`); an engine not listed gets the strictest facts.
 _FACTS: Final = {
     "PostgreSQL": Facts(
@@ -78,6 +85,9 @@ _FACTS: Final = {
         ),
     ),
     "MySQL/MariaDB": Facts(True, re.compile(r"(var)?binary\b", re.IGNORECASE), False, signed_zeros=True),
+    # 1 = 1.0, -0.0 = 0.0, 'b' = 'B' (NOCASE), 'b' = 'b ' (RTRIM): min/max kept the first scanned (rth
+    # F4); a BLOB cast is byte-exact; a stored column only of a type with an affinity and no collation
+    "SQLite": Facts(False, re.compile(r"blob\b", re.I), False, signed_zeros=True, stored_types=_SQLITE),
 }
 _STRICT: Final = Facts(False, re.compile(r"(?!)"), False)
 _NUMERIC_TYPE: Final = re.compile(r"\s*(decimal|numeric|float|double|real|dec\b|fixed)", re.IGNORECASE)
@@ -125,7 +135,7 @@ class Sources:
 
 
 def covered(dialect: str) -> bool:
-    """Whether the engine's facts are known (SQLite's are not yet: left open, docs/masking.md)."""
+    """Whether the engine's facts are known (`_FACTS`; others are left open, docs/masking.md)."""
     return profile_class(dialect).name in _FACTS
 
 
@@ -139,6 +149,7 @@ def stored(node: exp.Expr, types: Sources, dialect: str) -> bool:
     left as the data's (`Facts.stored_types`): on PostgreSQL only a type whose equal values print
     alike, since a join to any readable table holding 1.0 and 1.00 lets the agent choose which
     row's value a group keeps (red team rtA F5: the whole e-mail ranking in 65 calls)."""
+    node = unjumped(node)
     marker = node.meta.get(REF) if isinstance(node, exp.Column) else None
     if marker in types.copies:
         return True  # checked where the copy was made (`sources`)
@@ -283,6 +294,7 @@ def alike(node: exp.Expr, dialect: str, types: Sources) -> bool:
     A column read from a table of another type is not: see `stored`.
     """
     facts = facts_of(dialect)
+    node = unjumped(node)
     if isinstance(node, exp.Literal):
         return True  # one constant: no other row prints it differently
     if isinstance(node, exp.Column) and node.meta.get(REF) in types.whole:

@@ -41,7 +41,7 @@ from mcpkit.sql.masking.order import (
 from mcpkit.sql.masking.parentheses import drop_table_parentheses
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.representatives import pin_representatives
-from mcpkit.sql.masking.scan_pins import pin_scans
+from mcpkit.sql.masking.scan_pins import pin_scans, unpinned_data
 from mcpkit.sql.masking.schema import KnownSchema, SchemaMapping, fold_column_names
 from mcpkit.sql.masking.set_rows import mark_opaque, numbering
 from mcpkit.sql.masking.shapes import normalise_calls, refuse_measures, refuse_shapes
@@ -346,7 +346,8 @@ def plan_masking(
                 refs[marker].meta[EXACT] = False  # its tie-breaker needs no exact form
     pinned = pin_order(work, len(outs), dialect, windows, masked_aggs, blocks, max_nodes)
     # min/max, DISTINCT, GROUP BY keep one of equal values: the scan's pick (rt35a F4, F5)
-    picked = pin_representatives(work, qualified, dialect, sources(qualified, dialect, declared), max_nodes)
+    data = unpinned_data(qualified, declared, known.views, known.scan_pins, dialect)  # rth F5
+    picked = pin_representatives(work, qualified, dialect, sources(qualified, dialect, data), max_nodes)
     pinned = pinned or picked
     # EXISTS / IN / ANY / ALL stop at a first match: read in a visible order too (rt35a F8)
     pinned = pin_early_stops(work, dialect, blocks, NodeAllowance(work, max_nodes), known.views) or pinned

@@ -12,6 +12,12 @@ reference to such a table in the SQL mcpkit sends:
 
 The caller's own hints are refused before this pass (`plan._steers_the_plan`). PostgreSQL has no
 hints: its calls turn index scans off in their transaction instead (`PostgresSession`).
+
+A hint cannot reach inside a view (MariaDB reads an INVOKER or DEFINER view's body, MERGE or
+TEMPTABLE, along any index, a covering one over a masked column too): `unpinned_data` keeps the
+representatives (`masking.representatives`) from taking a column's stored spelling as data in a query
+that reads a view (red team rth F5: `MIN(name)` of `Paris`/`paris` through a view answered the
+spelling of the lower masked score).
 """
 
 from __future__ import annotations
@@ -20,10 +26,11 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
-from mcpkit.sql.masking.taint import refuse_mask
+from mcpkit.sql.masking.alike import Sources, alike, facts_of
+from mcpkit.sql.masking.taint import REF, refuse_mask
 from mcpkit.sql.profiles.scan_order import ScanPin, pin_key
 
-__all__ = ["pin_scans"]
+__all__ = ["pin_scans", "unpinned_data"]
 
 _CTE_NAMED_LIKE = (
     "Over a table with masked columns, a WITH query may not be named like that table on this database: "
@@ -34,6 +41,26 @@ _CTE_NAMED_LIKE = (
 def _hint(pin: ScanPin) -> exp.IndexTableHint:
     names = [exp.to_identifier(name, quoted=True) for name in pin.indexes]
     return exp.IndexTableHint(this="USE", expressions=names)
+
+
+def _reads_the_table(table: exp.Table, withs: list[exp.With]) -> bool:
+    """Whether `table`, named like a CTE, reads the table (else the CTE), as MariaDB scopes it: in
+    the one non-recursive WITH of the query, the CTE's own body and the bodies before it read the
+    table, the bodies after it and the query the WITH belongs to read the CTE, a reference outside
+    that query the table (measured on 10.11). Anything else is refused (review R9): a nested WITH's
+    body read the table though an enclosing WITH named it, `WITH RECURSIVE` reads itself, and a name
+    spelled in another case is left to the server's case rules."""
+    names = [c.alias_or_name for c in withs[0].expressions] if len(withs) == 1 else []
+    if table.name not in names or withs[0].args.get("recursive"):
+        refuse_mask(f"CTE named like pinned table {table.name}", message=_CTE_NAMED_LIKE)
+    with_ = withs[0]
+    body = table.find_ancestor(exp.CTE)
+    if body is not None and body.parent is with_:
+        return with_.expressions.index(body) <= names.index(table.name)
+    scope: exp.Expr | None = table
+    while scope is not None and scope is not with_.parent:
+        scope = scope.parent
+    return scope is None
 
 
 def pin_scans(tree: exp.Expr, pins: Mapping[str, ScanPin], resolve: object = None) -> bool:
@@ -57,6 +84,7 @@ def pin_scans(tree: exp.Expr, pins: Mapping[str, ScanPin], resolve: object = Non
     if not pins:
         return False
     ctes = {c.alias_or_name.casefold() for c in tree.find_all(exp.CTE)}
+    withs = list(tree.find_all(exp.With))
     added = False
     for table in list(tree.find_all(exp.Table)):
         if not isinstance(table.this, exp.Identifier) or isinstance(table.parent, exp.JoinHint):
@@ -67,13 +95,40 @@ def pin_scans(tree: exp.Expr, pins: Mapping[str, ScanPin], resolve: object = Non
         pin = pins.get(pin_key(schema, table.name))
         if pin is None:
             continue
-        if pin.indexes and not table.db and table.name.casefold() in ctes:
-            # which one the name reads is scoped (MariaDB: a CTE's own body reads the table), and a named
-            # index fails on a CTE; `NOT INDEXED` and `USE INDEX ()` suit both (red team rte F1)
-            refuse_mask(f"CTE named like pinned table {table.name}", message=_CTE_NAMED_LIKE)
+        named_like = pin.indexes and not table.db and table.name.casefold() in ctes
+        # a named index fails on a CTE; `NOT INDEXED` and `USE INDEX ()` suit both (red team rte F1)
+        if named_like and not _reads_the_table(table, withs):
+            continue
         if pin.not_indexed:
             table.set("indexed", False)
         else:
             table.set("hints", [_hint(pin)])
         added = True
     return added
+
+
+def unpinned_data(
+    qualified: exp.Expr,
+    declared: Mapping[int, str],
+    views: frozenset[str],
+    pins: Mapping[str, ScanPin],
+    dialect: str,
+) -> dict[int, str]:
+    """`declared` (column marker -> declared type) less the columns whose equal values may print
+    differently (text under a collation ignoring case, accents or trailing spaces; a double's -0),
+    when the query reads a view on an engine whose pins are written into references (`pins`): the
+    view's scan, and the join order it may drive, are not pinned, so which row's spelling a min/max,
+    GROUP BY or DISTINCT keeps may follow a masked column. Those columns are then treated like
+    computed values: exact forms added, or refused. Integers, decimals, dates and binary strings stay.
+    """
+    out = dict(declared)
+    if not pins or not any(t.name.casefold() in views for t in qualified.find_all(exp.Table)):
+        return out
+    facts = facts_of(dialect)
+    typed = Sources(out)
+    kept = {}
+    for col in qualified.find_all(exp.Column):
+        marker = col.meta.get(REF)
+        if marker in out and (alike(col, dialect, typed) or facts.text_casts.match(out[marker])):
+            kept[marker] = out[marker]
+    return kept

@@ -23,6 +23,7 @@ from sqlglot.schema import MappingSchema
 from mcpkit.sql.masking.inspection import catalog_inspector, path_schemas, reflect_views
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.profiles import profile_class
+from mcpkit.sql.profiles.sqlite_collations import stored_forms
 
 if TYPE_CHECKING:
     from mcpkit.sql.engines.engine import SqlEngine
@@ -87,6 +88,9 @@ def reflect_schema(
                 cols[col["name"]] = str(col["type"].compile(dialect=engine.dialect))
             except Exception:
                 cols[col["name"]] = "TEXT"
+        if engine.dialect.name == "sqlite":  # collations and typeless columns SQLAlchemy drops (rth F4)
+            with engine.connect() as conn:
+                cols = stored_forms(conn, name, cols)
         out[name] = cols
     return out
 

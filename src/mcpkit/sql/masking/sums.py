@@ -205,7 +205,7 @@ _FRACTION: Final = (
 _SPLIT: Final = (
     "CASE WHEN COUNT(_x) = COUNT(CASE WHEN TYPEOF(_x) = 'integer' THEN 1 END)"
     f" THEN {_HALVES.replace('_v', '_x')}"
-    " WHEN MAX(ABS(CAST(_x AS REAL))) < 4611686018427387904.0"
+    " WHEN COUNT(CASE WHEN ABS(CAST(_x AS REAL)) >= 4611686018427387904.0 THEN 1 END) = 0"
     f" THEN {_HALVES.replace('_v', _WHOLE_PART)} + {_HALVES.replace('_v', _FRACTION)} / 1152921504606846976.0"
     " ELSE ABS(-9223372036854775807 - 1) END"
 )
@@ -219,7 +219,7 @@ def _split_sum(agg: exp.Expr, value: exp.Expr, window: exp.Window | None) -> exp
     split = sqlglot.parse_one(_AVERAGE if isinstance(agg, exp.Avg) else _SPLIT, read="sqlite")
     for column in list(split.find_all(exp.Column)):
         column.replace(value.copy())
-    for inner in list(split.find_all(exp.Count, exp.Sum, exp.Max)):
+    for inner in list(split.find_all(exp.Count, exp.Sum)):
         wrapped: exp.Expr = inner.copy()
         if call is not agg:
             wrapped = exp.Filter(this=wrapped, expression=call.expression.copy())
