@@ -129,6 +129,12 @@ CATALOG_VALUES: Final[tuple[ValueRule, ...]] = (
     ),
     ValueRule(
         _CATALOG,
+        frozenset({"pg_attribute"}),
+        frozenset({"attfdwoptions"}),
+        "holds the options of every foreign table's columns, as pg_foreign_table holds the table's",
+    ),
+    ValueRule(
+        _CATALOG,
         frozenset({"pg_type"}),
         frozenset({"typdefault", "typdefaultbin"}),
         "holds the default of every domain, also ones in schemas the role cannot use",
