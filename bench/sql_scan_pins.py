@@ -11,7 +11,10 @@ configurations of the server:
     no masks   first database, no `--mask`: no pin
     pinned     first database, `--mask customers.email`: the index on email makes the pins apply
                (MariaDB `USE INDEX (visible)`, PostgreSQL index scans off, SQLite `NOT INDEXED`)
-    unpinned   second database (no index on email), same mask: no pin
+    unpinned   second database (no index on email), same mask: no pin (PostgreSQL since pincost:
+               index scans kept, no masked index in reach)
+    all off    PostgreSQL only: unpinned's server with every masked call's index scans off, as
+               before pincost (`IndexReach(always=True)`), side by side in the same run
 
 and prints the median and p90 per call (after 3 warm-up calls each), the ratio to "no masks", and
 pinned / unpinned: the pins' own share (the rest is the masking analysis's rewriting, e.g. the
@@ -40,13 +43,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mcpkit.errors import Refused
 from mcpkit.sql import cli as sqlcli
+from mcpkit.sql.profiles.scan_order import IndexReach
 from mcpkit.sql.service import SqlService
 from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin, pg_admin
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 MY_URL = "mysql://root@127.0.0.1:3306/test"
 CUSTOMERS, ORDERS = 20_000, 100_000
-CONFIGS = ("no masks", "pinned", "unpinned")
+CONFIGS = ("no masks", "pinned", "unpinned", "all off")
 
 QUERIES = {
     "point lookup by name": "SELECT id, name, city FROM customers WHERE name = 'c12345'",
@@ -97,19 +101,26 @@ def _measure(engine: str, dsns: dict[str, str], calls: int, show_sql: bool) -> N
             "pinned": _service(dsns["pins"], mask),
             "unpinned": _service(dsns["free"], mask),
         }
+        if engine == "postgresql":
+            services["all off"] = _service(dsns["free"], mask)
+            masking = services["all off"].masking
+            assert masking is not None
+            masking.schema.index_reach = IndexReach(always=True)  # every masked call pinned (before)
+        configs = [c for c in CONFIGS if c in services]
         try:
             print(f"\n{engine}: median / p90 per call over {calls} calls, ratio of medians to no masks")
-            print("| query | no masks | pinned | ratio | unpinned | ratio | pinned / unpinned |")
-            print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+            extra = " all off | ratio | all off / unpinned |" if "all off" in services else ""
+            print("| query | no masks | pinned | ratio | unpinned | ratio | pinned / unpinned |" + extra)
+            print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |" + " ---: |" * (3 if extra else 0))
             for name, sql in QUERIES.items():
-                times: dict[str, list[float]] = {c: [] for c in CONFIGS}
+                times: dict[str, list[float]] = {c: [] for c in configs}
                 refused: set[str] = set()
                 if show_sql:
-                    for config in CONFIGS:
+                    for config in configs:
                         _call(services[config], sql, f"{name} [{config}]")
                 for rep in range(calls + 3):
-                    for i in range(len(CONFIGS)):  # rotate who goes first, so load drifts spread evenly
-                        config = CONFIGS[(rep + i) % len(CONFIGS)]
+                    for i in range(len(configs)):  # rotate who goes first, so load drifts spread evenly
+                        config = configs[(rep + i) % len(configs)]
                         ms = _call(services[config], sql)
                         if ms is None:
                             refused.add(config)
@@ -141,9 +152,12 @@ def _row(name: str, times: dict[str, list[float]], refused: set[str]) -> str:
             return "-"
         return f"{statistics.median(times[config]) / statistics.median(times[base]):.1f}x"
 
-    return f"| {name} | {cell('no masks')} | {cell('pinned')} | {ratio('pinned')} | " + (
+    row = f"| {name} | {cell('no masks')} | {cell('pinned')} | {ratio('pinned')} | " + (
         f"{cell('unpinned')} | {ratio('unpinned')} | {ratio('pinned', 'unpinned')} |"
     )
+    if "all off" in times:
+        row += f" {cell('all off')} | {ratio('all off')} | {ratio('all off', 'unpinned')} |"
+    return row
 
 
 @contextmanager

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import logging
 import secrets
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,6 +140,34 @@ def service_over(url: str, timeout_s: float) -> Iterator[SqlService]:
         engine.close()
 
 
+def masked_service(
+    url: str, masks: str | Path, allow: Sequence[str] = (), *, max_rows: int = 50, timeout_s: float = 10.0
+) -> SqlService:
+    """What `serve --mask` does at start-up (`assemble.equip`): the masks file read against the
+    database, the masked columns withheld, views, functions and scan orders checked (`allow`: the
+    `--allow` opt-ins), names pinned to the path the analysis resolved; a `SqlService` on an engine
+    of its own (the caller closes `service.engine`).
+
+    Raises:
+        SqlConfigError: start-up refused (the engine is closed).
+    """
+    # imported here: every conftest imports this module, also over an old source tree (its recipe)
+    from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
+    from mcpkit.sql.service import Masking
+
+    engine = SqlEngine(url)
+    try:
+        policy, reflection, masked = prepare_masks(engine, str(masks))
+        enforce_masks(engine, masked)
+        known = ordered_schema(engine, reflection, policy, masked, tuple(allow))
+        if known.path:
+            engine.profile.pin_name_path(known.path)
+    except BaseException:
+        engine.close()
+        raise
+    return SqlService(engine, max_rows=max_rows, timeout_s=timeout_s, masking=Masking(policy, known, masked))
+
+
 def pg_service_fixture(timeout_s: float) -> Any:
     """A `service` fixture: a `SqlService` over `pg_url` (the test superuser) with this timeout."""
 
@@ -199,6 +230,49 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
         return 2, str(exc)
     out = capsys.readouterr()
     return code, out.out + out.err
+
+
+def mcpkit_in_process(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, *argv: str
+) -> tuple[int, str, str]:
+    """`mcpkit ARGV` as `run_mcpkit` runs it, but in this process (a fresh interpreter costs 2-5 s
+    each, far more on a loaded host): the exit code, stdout, and stderr followed by what it logged
+    (pytest's handlers hold the root logger, so `basicConfig` adds no stderr one here). The levels
+    `mcpkit sql` sets (doctor quiets `mcpkit.sql`) are put back: later tests see the usual ones."""
+    names = ("mcpkit.sql", "sqlglot")
+    levels = {name: logging.getLogger(name).level for name in names}
+    caplog.clear()
+    try:
+        code = main(list(argv))
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+    out = capsys.readouterr()
+    return code, out.out, out.err + caplog.text
+
+
+def mcpkit_here(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`run_mcpkit(*argv)` without the fresh interpreter (2-5 s each, far more on a loaded host): `mcpkit
+    ARGV` in this process, its exit code (argparse's SystemExit too), what it printed, and on stderr
+    what it logged as the command line would (WARNING, INFO with --verbose). The levels `mcpkit sql`
+    sets (doctor quiets `mcpkit.sql`) are put back: later tests see the usual ones."""
+    out, err = io.StringIO(), io.StringIO()
+    handler = logging.StreamHandler(err)
+    handler.setLevel(logging.INFO if {"-v", "--verbose"} & set(argv) else logging.WARNING)
+    root, names = logging.getLogger(), ("mcpkit.sql", "sqlglot")
+    levels = {name: logging.getLogger(name).level for name in names}
+    root.addHandler(handler)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = main(list(argv))
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        root.removeHandler(handler)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+    return subprocess.CompletedProcess(["mcpkit", *argv], code, out.getvalue(), err.getvalue())
 
 
 def answer_or_refused(service: SqlService, sql: str) -> str:

@@ -1,4 +1,6 @@
-"""`mcpkit sql ...` as a user runs it: real subprocesses, real exit codes."""
+"""`mcpkit sql ...` as a user runs it: real exit codes; the first tests in real subprocesses (the entry
+point, an argument byte that is not UTF-8), the rest in this process (`mcpkit_here`: 35 fresh
+interpreters were a third of this file's time)."""
 
 from __future__ import annotations
 
@@ -13,15 +15,23 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from tests.helpers import ROOT, run_mcpkit
-from tests.sql.sql_support import DbEnv, mysql_scratch
+from tests.sql.sql_support import DbEnv, mcpkit_here, mysql_scratch
 
 
 def mcpkit(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """`mcpkit sql ARGS` in this process (`timeout`: only a subprocess's)."""
+    return mcpkit_here("sql", *args)
+
+
+def mcpkit_process(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """`python -m mcpkit sql ARGS` in a subprocess, as a user runs it."""
     return run_mcpkit("sql", *args, timeout=timeout)
 
 
 def test_query_answered_exit_0() -> None:
-    done = mcpkit("query", "--demo", "--max-rows", "2", "SELECT id, region FROM sales_demo ORDER BY id")
+    done = mcpkit_process(
+        "query", "--demo", "--max-rows", "2", "SELECT id, region FROM sales_demo ORDER BY id"
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("2 rows sent; more rows exist")
@@ -29,7 +39,7 @@ def test_query_answered_exit_0() -> None:
 
 
 def test_query_refused_exit_3() -> None:
-    done = mcpkit("query", "--demo", "UPDATE sales_demo SET units = 0")
+    done = mcpkit_process("query", "--demo", "UPDATE sales_demo SET units = 0")
     assert done.returncode == 3
     assert done.stdout.startswith("REFUSED: This server is read-only")
 
@@ -37,7 +47,7 @@ def test_query_refused_exit_3() -> None:
 def test_query_of_text_no_driver_can_send_is_one_refused_line() -> None:
     # A byte that is not UTF-8 in the argument reaches Python as an unpaired surrogate: every
     # driver raised UnicodeEncodeError past the engine, and the CLI printed a traceback (exit 1).
-    done = mcpkit("query", "--demo", "SELECT 'a\udcffb' AS x")
+    done = mcpkit_process("query", "--demo", "SELECT 'a\udcffb' AS x")
     assert done.returncode == 3, done.stderr
     assert done.stdout.splitlines() == [
         "REFUSED: The query is not valid Unicode text (it holds an unpaired surrogate)."

@@ -39,8 +39,14 @@ from mcpkit.sql.checks import ensure_safe_account, inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.service import SqlService
-from tests.helpers import run_mcpkit
-from tests.sql.sql_support import READER_CONNECTIONS, changed, mysql_admin, pg_admin, pg_need_extensions
+from tests.sql.sql_support import (
+    READER_CONNECTIONS,
+    changed,
+    mcpkit_here,
+    mysql_admin,
+    pg_admin,
+    pg_need_extensions,
+)
 
 # Fingerprints the whole server (roles, databases, settings): runs after the parallel part.
 pytestmark = pytest.mark.serial
@@ -277,11 +283,11 @@ def test_1_as_found_the_start_up_check_names_every_route(operator_pg: OperatorDb
         ensure_safe_account(report)
     assert "REVOKE EXECUTE ON FUNCTION app.side() FROM PUBLIC" in str(refused.value)
     # Through the shipped CLI: exit 2, one line per finding with the SQL that removes it.
-    done = run_mcpkit("sql", "query", "--dsn", operator_pg.reader, "SELECT 1")
+    done = mcpkit_here("sql", "query", "--dsn", operator_pg.reader, "SELECT 1")
     assert (
         done.returncode == 2 and "REVOKE EXECUTE ON FUNCTION app.plus(text,text) FROM PUBLIC" in done.stderr
     )
-    doctor = run_mcpkit("sql", "doctor", "--dsn", operator_pg.reader)
+    doctor = mcpkit_here("sql", "doctor", "--dsn", operator_pg.reader)
     assert (
         doctor.returncode != 0
         and "DROP OPERATOR FAMILY app.box_ops USING btree" in doctor.stdout + doctor.stderr
@@ -351,7 +357,7 @@ def test_3_after_the_printed_fixes_every_route_is_stopped_by_the_database(operat
 @pytest.mark.postgres
 def test_grant_prints_a_reader_role_that_starts_clean(operator_pg: OperatorDb) -> None:
     role = f"mcpkit_gr_{secrets.token_hex(4)}"
-    done = run_mcpkit("sql", "grant", "--dsn", operator_pg.admin, "--role", role, "--tables", "app.t,app.p")
+    done = mcpkit_here("sql", "grant", "--dsn", operator_pg.admin, "--role", role, "--tables", "app.t,app.p")
     assert done.returncode == 0, done.stderr
     statements = _statements(done.stdout)
     assert " CONNECTION LIMIT 7 PASSWORD " in statements[0], statements[0]  # the default pool's + 2
@@ -360,9 +366,9 @@ def test_grant_prints_a_reader_role_that_starts_clean(operator_pg: OperatorDb) -
         with pg_admin(operator_pg.admin) as c:
             for statement in statements:
                 c.execute(statement.rstrip(";"))
-        started = run_mcpkit("sql", "query", "--dsn", url, "SELECT count(*) AS n FROM t")
+        started = mcpkit_here("sql", "query", "--dsn", url, "SELECT count(*) AS n FROM t")
         assert started.returncode == 0, started.stderr
-        doctor = run_mcpkit("sql", "doctor", "--dsn", url)
+        doctor = mcpkit_here("sql", "doctor", "--dsn", url)
         assert doctor.returncode == 0, doctor.stdout
         # connection limit and temp_file_limit set; the suite's shared server runs without a data
         # limit under --allow unbounded-memory (tests/conftest.py), which doctor warns about
@@ -450,7 +456,7 @@ def test_mariadb_definer_routines_refused_then_stopped(operator_mysql: tuple[str
 def test_mariadb_grant_prints_a_login_that_starts_clean(operator_mysql: tuple[str, str, str]) -> None:
     admin_url, _, db = operator_mysql
     user = f"mcpkit_gr_{secrets.token_hex(4)}"
-    done = run_mcpkit("sql", "grant", "--dsn", admin_url, "--role", user, "--tables", f"{db}.totals_a")
+    done = mcpkit_here("sql", "grant", "--dsn", admin_url, "--role", user, "--tables", f"{db}.totals_a")
     assert done.returncode == 0, done.stderr
     statements = _statements(done.stdout)
     password = statements[0].split("IDENTIFIED BY '")[1].split("'")[0]
@@ -462,7 +468,7 @@ def test_mariadb_grant_prints_a_login_that_starts_clean(operator_mysql: tuple[st
             for statement in statements:
                 c.execute(statement.rstrip(";"))
         url = make_url(admin_url).set(username=user, password=password).render_as_string(hide_password=False)
-        started = run_mcpkit("sql", "query", "--dsn", url, "SELECT n FROM totals_a")
+        started = mcpkit_here("sql", "query", "--dsn", url, "SELECT n FROM totals_a")
         assert started.returncode == 0, started.stderr
         assert _mysql_cannot_run_definers(url, db)
     finally:

@@ -19,8 +19,7 @@ from sqlalchemy.engine import make_url
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed
 from mcpkit.sql.profiles.mysql.privileges import judge_grants
-from tests.helpers import run_mcpkit
-from tests.sql.sql_support import READER_CONNECTIONS, mysql_admin
+from tests.sql.sql_support import READER_CONNECTIONS, mcpkit_here, mysql_admin
 
 pytestmark = pytest.mark.mysql
 
@@ -169,7 +168,7 @@ CASES = [
 
 
 def _doctor(s: Scratch) -> tuple[int, list[str]]:
-    done = run_mcpkit("sql", "doctor", "--dsn", s.url)
+    done = mcpkit_here("sql", "doctor", "--dsn", s.url)
     return done.returncode, done.stdout.splitlines()
 
 
@@ -188,13 +187,13 @@ def test_careless_grant_refused_or_told_with_its_revoke(
 
 def test_start_up_refuses_with_one_line_each_then_serves_after_the_fixes(scratch: Scratch) -> None:
     scratch.run("GRANT CREATE VIEW, LOCK TABLES ON {db}.* TO {r}", "GRANT INSERT ON {db}.t TO {u}")
-    refused = run_mcpkit("sql", "query", "--dsn", scratch.url, "SELECT 1 AS one")
+    refused = mcpkit_here("sql", "query", "--dsn", scratch.url, "SELECT 1 AS one")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     fixes = [f"REVOKE {p} ON `{scratch.db}`.* FROM `{scratch.role}`" for p in ("CREATE VIEW", "LOCK TABLES")]
     lines = [line for line in refused.stderr.splitlines() if "through role" in line]
     assert sorted(line.rsplit(": ", 1)[1] for line in lines) == fixes, refused.stderr
     scratch.run(*(f.replace("`", "") for f in fixes))
-    served = run_mcpkit("sql", "query", "--dsn", scratch.url, "SELECT 1 AS one")
+    served = mcpkit_here("sql", "query", "--dsn", scratch.url, "SELECT 1 AS one")
     assert served.returncode == 0, served.stderr
     assert f"REVOKE INSERT ON `{scratch.db}`.`t`" in served.stderr  # the write is told, not refused
 
@@ -228,7 +227,7 @@ def test_a_reader_whose_select_comes_through_its_default_role_passes(scratch: Sc
     )
     code, lines = _doctor(scratch)
     assert code == 0 and not any(line.startswith("fail") for line in lines), lines
-    served = run_mcpkit("sql", "query", "--dsn", scratch.url, "SELECT count(*) AS n FROM t")
+    served = mcpkit_here("sql", "query", "--dsn", scratch.url, "SELECT count(*) AS n FROM t")
     assert served.returncode == 0, served.stderr
 
 

@@ -17,12 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
 from mcpkit.sql.scanpins import enforce_scan_pins
-from mcpkit.sql.service import Masking, SqlService
-from tests.sql.sql_support import PgScratch, masks_file, pg_scratch
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import PgScratch, masked_service, masks_file, pg_scratch
 
 pytestmark = pytest.mark.postgres
 
@@ -55,20 +53,8 @@ READS = {
 def _serve(url: str, folder: Path, allow: tuple[str, ...] = ()) -> SqlService:
     """What `serve --mask` does at start-up: SqlConfigError when refused (`p`'s body is PL/pgSQL,
     which the stored-order check cannot read: opted in)."""
-    allow = ("function-order:public.p", *allow)
-    engine = SqlEngine(url)
-    try:
-        policy, reflection, masked = prepare_masks(
-            engine, masks_file(folder, "customers.email", "customers.score")
-        )
-        enforce_masks(engine, masked)
-        known = ordered_schema(engine, reflection, policy, masked, allow)
-        if known.path:
-            engine.profile.pin_name_path(known.path)
-    except BaseException:
-        engine.close()
-        raise
-    return SqlService(engine, max_rows=50, timeout_s=10.0, masking=Masking(policy, known, masked))
+    rules = masks_file(folder, "customers.email", "customers.score")
+    return masked_service(url, rules, ("function-order:public.p", *allow))
 
 
 @pytest.fixture(scope="module")

@@ -17,11 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
-from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
-from mcpkit.sql.service import Masking, SqlService
-from tests.sql.sql_support import MysqlScratch, masks_file, mysql_scratch, rows_or_message
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import MysqlScratch, masked_service, masks_file, mysql_scratch, rows_or_message
 
 pytestmark = pytest.mark.mysql
 
@@ -31,17 +29,7 @@ ROWS = "(1, 'Paris', 'z@x', 50), (2, 'paris', 'a@x', 10), (3, 'Paris', 'k@x', 90
 
 def _serve(url: str, folder: Path, table: str, allow: tuple[str, ...] = ()) -> SqlService:
     """What `serve --mask` does at start-up (`assemble.equip`): SqlConfigError when refused."""
-    engine = SqlEngine(url)
-    try:
-        policy, reflection, masked = prepare_masks(
-            engine, masks_file(folder, f"{table}.email", f"{table}.score")
-        )
-        enforce_masks(engine, masked)
-        known = ordered_schema(engine, reflection, policy, masked, allow)
-    except BaseException:
-        engine.close()
-        raise
-    return SqlService(engine, max_rows=50, timeout_s=10.0, masking=Masking(policy, known, masked))
+    return masked_service(url, masks_file(folder, f"{table}.email", f"{table}.score"), allow)
 
 
 def _create(db: MysqlScratch, table: str, extra: str = "", engine: str = "InnoDB") -> None:

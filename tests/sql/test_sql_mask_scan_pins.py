@@ -15,14 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError, ToolError
-from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
 from mcpkit.sql.masking import plan_masking
 from mcpkit.sql.profiles.scan_order import unmasked_call
 from mcpkit.sql.scanpins import enforce_scan_pins
-from mcpkit.sql.service import Masking, SqlService
-from tests.sql.sql_support import MysqlScratch, PgScratch, masks_file, mysql_scratch, pg_scratch
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import (
+    MysqlScratch,
+    PgScratch,
+    masked_service,
+    masks_file,
+    mysql_scratch,
+    pg_scratch,
+)
 
 # id -> score: the masked ranking differs from the id order
 SCORES = {1: 50.5, 2: 10.5, 3: 90.5, 4: 30.5, 5: 70.5, 6: 20.5, 7: 80.5, 8: 60.5}
@@ -31,17 +36,7 @@ RULES = ("customers.email", "customers.score")
 
 def _serve(url: str, folder: Path, allow: tuple[str, ...] = ()) -> SqlService:
     """What `serve --mask` does at start-up (`assemble.equip`): SqlConfigError when refused."""
-    engine = SqlEngine(url)
-    try:
-        policy, reflection, masked = prepare_masks(engine, masks_file(folder, *RULES))
-        enforce_masks(engine, masked)
-        known = ordered_schema(engine, reflection, policy, masked, allow)
-        if known.path:
-            engine.profile.pin_name_path(known.path)
-    except BaseException:
-        engine.close()
-        raise
-    return SqlService(engine, max_rows=50, timeout_s=10.0, masking=Masking(policy, known, masked))
+    return masked_service(url, masks_file(folder, *RULES), allow)
 
 
 def _ask(service: SqlService, sql: str) -> object:

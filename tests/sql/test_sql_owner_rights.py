@@ -23,9 +23,9 @@ from mcpkit.sql.checks import ensure_safe_account, inspect_account
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import QueryFailed, QueryTimeout, SqlConfigError
 from mcpkit.sql.service import SqlService
-from tests.helpers import run_mcpkit
 from tests.sql.sql_support import (
     changed,
+    mcpkit_here,
     mysql_admin,
     mysql_scratch,
     mysql_snapshot,
@@ -85,7 +85,7 @@ def test_mariadb_root_definer_views_refused_then_stopped_by_the_database(
     maria_definer: tuple[str, str, str], tmp_path: Path
 ) -> None:
     admin_url, reader_url, db = maria_definer
-    doctor = run_mcpkit("sql", "doctor", "--dsn", reader_url)
+    doctor = mcpkit_here("sql", "doctor", "--dsn", reader_url)
     assert doctor.returncode != 0, doctor.stdout + doctor.stderr
     out = doctor.stdout + doctor.stderr
     for view in ("v_file", "v_users"):
@@ -210,7 +210,7 @@ def test_pg_views_with_their_owners_rights_refused_then_stopped_by_the_database(
     pg_owner_views: tuple[str, str, str], tmp_path: Path
 ) -> None:
     admin_url, reader_url, schema = pg_owner_views
-    doctor = run_mcpkit("sql", "doctor", "--dsn", reader_url)
+    doctor = mcpkit_here("sql", "doctor", "--dsn", reader_url)
     out = doctor.stdout + doctor.stderr
     assert doctor.returncode != 0, out
     assert f"view {schema}.column_stats reads its relations with its owner's rights and its owner" in out, out
@@ -323,7 +323,7 @@ def test_pg_extension_in_pg_catalog_is_audited_like_any_other(pg_url: str, tmp_p
             db.execute(sql)
         url = scratch.reader_url
         allow = ["--allow-function", "public.xml_report"]
-        doctor = run_mcpkit("sql", "doctor", "--dsn", url, *allow)
+        doctor = mcpkit_here("sql", "doctor", "--dsn", url, *allow)
         out = doctor.stdout + doctor.stderr
         assert doctor.returncode != 0, out
         # Revoking xml2's functions closes the wrapper too: PostgreSQL checks EXECUTE on xpath_table
@@ -394,13 +394,13 @@ def test_pg_grant_of_an_owner_rights_view_says_it_cannot_write_a_clean_grant(
 ) -> None:
     admin_url, _, schema = pg_owner_views
     role = f"mk_ov_{secrets.token_hex(4)}_g"
-    done = run_mcpkit("sql", "grant", "--dsn", admin_url, "--role", role, "--tables", f"{schema}.role_list")
+    done = mcpkit_here("sql", "grant", "--dsn", admin_url, "--role", role, "--tables", f"{schema}.role_list")
     assert done.returncode != 0
     assert "cannot write a clean grant" in done.stderr and "security_invoker" in done.stderr, done.stderr
     # Alone, even the harmless view gives more than the role could read (plain is not granted) ...
-    done = run_mcpkit("sql", "grant", "--dsn", admin_url, "--role", role, "--tables", f"{schema}.plain_v")
+    done = mcpkit_here("sql", "grant", "--dsn", admin_url, "--role", role, "--tables", f"{schema}.plain_v")
     assert done.returncode != 0 and f"it reads {schema}.plain, which the role may not" in done.stderr
     # ... with its table, nothing.
     tables = f"{schema}.plain,{schema}.plain_v"
-    done = run_mcpkit("sql", "grant", "--dsn", admin_url, "--role", role, "--tables", tables)
+    done = mcpkit_here("sql", "grant", "--dsn", admin_url, "--role", role, "--tables", tables)
     assert done.returncode == 0, done.stderr

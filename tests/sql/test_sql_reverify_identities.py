@@ -9,6 +9,7 @@ start-up refuses) went unnoticed and the engine no longer withheld the masked co
 
 from __future__ import annotations
 
+import argparse
 import secrets
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -21,6 +22,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy.engine import make_url
 
+from mcpkit.errors import ToolError
+from mcpkit.sql import cli as sqlcli
+from mcpkit.sql.assemble import equip, open_service
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.identities import IdentityRouter, RoleMap
@@ -28,6 +32,7 @@ from mcpkit.sql.service import SqlService
 from tests.helpers import free_port, python_server, text_of
 from tests.sql.sql_support import (
     READER_CONNECTIONS,
+    UNBOUNDED_MEMORY,
     PgScratch,
     mysql_admin,
     pg_admin,
@@ -286,3 +291,93 @@ def test_postgres_policy_role_warning_at_start_up_only(pg_url: str, caplog: pyte
                     check(engine, conn)
         finally:
             _drop_logins(db, pg_url, alice, bob, group)
+
+
+def test_postgres_role_map_table_clustered_on_a_masked_index_while_serving(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # review (rtd F1 for role-mapped identities): each role's re-verification reads its masked tables'
+    # CLUSTER flags again; the per-role wiring had been lost when fixd's check merged into `pins_check`
+    with pg_scratch(pg_url, "rvpin") as db:
+        alice = f"{db.reader}_a"
+        db.admin.execute(f"CREATE ROLE {alice} LOGIN PASSWORD 'pw' CONNECTION LIMIT {READER_CONNECTIONS}")
+        router = None
+        try:
+            db.admin.execute("CREATE TABLE masked_t (id int PRIMARY KEY, name text, email text)")
+            db.admin.execute(
+                "INSERT INTO masked_t SELECT i, 'n' || i, 'e' || (100 - i) FROM generate_series(1, 50) i"
+            )
+            db.admin.execute("CREATE INDEX masked_t_email ON masked_t (email)")
+            db.admin.execute(f"GRANT SELECT (id, name) ON masked_t TO {db.reader}, {alice}")
+            masks, roles = tmp_path / "masks.yaml", tmp_path / "roles.yaml"
+            masks.write_text("masks:\n  - masked_t.email\n", encoding="utf-8")
+            roles.write_text(
+                f"principals:\n  alice: {alice}\nlogins:\n  {alice}: {{user: RV_USER, password: RV_PW}}\n",
+                encoding="utf-8",
+            )
+            monkeypatch.setenv("RV_USER", alice)
+            monkeypatch.setenv("RV_PW", "pw")
+            parser = argparse.ArgumentParser()
+            sqlcli.register(parser.add_subparsers(dest="command"))
+            args = parser.parse_args(
+                ["sql", "serve", "--dsn", db.reader_url, "--mask", str(masks), "--role-map", str(roles),
+                 *UNBOUNDED_MEMORY, "--catalog-check-interval", "0"]
+            )  # fmt: skip
+            args.allow, args.allow_function = sqlcli.opt_ins(args)
+            service = open_service(db.reader_url, args, 100, mapped=frozenset({alice}))
+            router = equip(args, service, str(masks), str(roles))
+            assert router is not None
+            calls = router.service_for("alice")
+            assert calls.query("SELECT count(*) AS n FROM public.masked_t", call_id="rv")[0].rows == [[50]]
+            db.admin.execute("CLUSTER masked_t USING masked_t_email")  # the heap in e-mail order
+            with pytest.raises(ToolError) as info:
+                calls.query("SELECT id FROM public.masked_t", call_id="rv")
+            assert info.value.code == "SOURCE_UNVERIFIED"
+            assert "masked_t" not in str(info.value)
+        finally:
+            if router is not None:
+                router.close()
+            _drop_logins(db, pg_url, alice)
+
+
+@pytest.mark.mysql
+async def test_mariadb_role_map_masks_keys_read_per_role(mysql_url: str, tmp_path: Path) -> None:
+    # review R13 (the revert of its first fix): each role's re-verification reads the scan-pin
+    # findings of the masked tables it can read. A role with no grant on a masked table sees none of
+    # its keys in STATISTICS, which read as "no visible PRIMARY KEY": every call of it was refused. A
+    # PRIMARY KEY moved onto the masked column while serving refuses the role that reads the table.
+    tag = secrets.token_hex(4)
+    db, alice, bob, svc = f"mk_rvpk_{tag}", f"mk_rvpk_{tag}_a", f"mk_rvpk_{tag}_b", f"mk_rvpk_{tag}_s"
+    u = make_url(mysql_url)
+    admin = mysql_admin(mysql_url)
+    with admin.cursor() as c:
+        c.execute(f"CREATE DATABASE {db}")
+        c.execute(f"CREATE TABLE {db}.masked_t (id int PRIMARY KEY, note varchar(20) NOT NULL)")
+        c.execute(f"INSERT INTO {db}.masked_t VALUES (1, 'zz-note'), (2, 'aa-note')")
+        c.execute(f"CREATE TABLE {db}.other_t (id int PRIMARY KEY, x int)")
+        c.execute(f"INSERT INTO {db}.other_t VALUES (1, 7)")
+        for user in (alice, bob, svc):
+            limit = f"MAX_USER_CONNECTIONS {READER_CONNECTIONS}"
+            c.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw' WITH {limit}")
+        for user in (alice, svc):
+            c.execute(f"GRANT SELECT (id) ON {db}.masked_t TO '{user}'@'%'")
+        c.execute(f"GRANT SELECT ON {db}.other_t TO '{bob}'@'%', '{svc}'@'%'")
+    masks = tmp_path / "masks.yaml"
+    masks.write_text("masks:\n  - masked_t.note\n", encoding="utf-8")
+    try:
+        dsn = u.set(username=svc, password="pw", database=db).render_as_string(hide_password=False)
+        logins: dict[str, tuple[str, str | None]] = {"alice": ("role_a", alice), "bob": ("role_b", bob)}
+        with _role_map_server(dsn, tmp_path, logins, "--mask", str(masks)) as (url, token):
+            async with _caller(url, token["alice"]) as a, _caller(url, token["bob"]) as b:
+                assert _code(await b("SELECT x FROM other_t")) == "OK"
+                assert _code(await a("SELECT id FROM masked_t")) == "OK"
+                with admin.cursor() as c:  # the rows now stored in the masked column's order
+                    c.execute(f"ALTER TABLE {db}.masked_t DROP PRIMARY KEY, ADD PRIMARY KEY (note)")
+                refused = await a("SELECT id FROM masked_t")
+                assert _code(refused) == "SOURCE_UNVERIFIED" and "masked_t" not in text_of(refused)
+    finally:
+        with admin.cursor() as c:
+            c.execute(f"DROP DATABASE {db}")
+            for user in (alice, bob, svc):
+                c.execute(f"DROP USER '{user}'@'%'")
+        admin.close()

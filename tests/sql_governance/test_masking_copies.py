@@ -20,8 +20,7 @@ from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.masking import MASKED, KnownSchema, MaskPolicy, reflect_schema
 from mcpkit.sql.service import Masking, SqlService
-from tests.helpers import run_mcpkit
-from tests.sql.sql_support import apply_grant, mysql_admin, pg_admin
+from tests.sql.sql_support import apply_grant, mcpkit_here, mysql_admin, pg_admin
 
 MASKS = ["customers.email"]
 TABLES = (
@@ -115,7 +114,7 @@ def test_postgres_grant_withholds_a_copy_in_another_schema(pg_url: str, tmp_path
         masks = tmp_path / "masks.yaml"
         masks.write_text("masks:\n  - customers.email\n")
         tables = f"public.customers,{other}.orders2"
-        done = run_mcpkit(
+        done = mcpkit_here(
             "sql", "grant", "--dsn", admin, "--role", reader, "--tables", tables, "--mask", str(masks)
         )
         assert done.returncode == 0, done.stderr
@@ -204,7 +203,7 @@ def test_postgres_grant_withholds_copies_of_generated_columns_and_generated_colu
                 c.execute(sql)
         masks = tmp_path / "masks.yaml"
         masks.write_text("masks:\n  - customers.email\n")
-        done = run_mcpkit(
+        done = mcpkit_here(
             "sql", "grant", "--dsn", admin, "--role", reader, "--tables", "customers,invoices,tickets",
             "--mask", str(masks),
         )  # fmt: skip
@@ -250,7 +249,7 @@ def test_postgres_an_inheritance_child_of_a_copy_table_is_masked(pg_url: str, tm
             c.execute("INSERT INTO tickets_old (id, acct_email) VALUES (10, 'ann@secret.example')")
         masks = tmp_path / "masks.yaml"
         masks.write_text("masks:\n  - customers.email\n")
-        done = run_mcpkit(
+        done = mcpkit_here(
             "sql", "grant", "--dsn", admin, "--role", reader, "--tables", "customers,tickets,tickets_old",
             "--mask", str(masks),
         )  # fmt: skip

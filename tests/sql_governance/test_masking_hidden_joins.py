@@ -12,21 +12,32 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_mcpkit
-from tests.sql.sql_support import mysql_scratch
+from tests.sql.sql_support import mcpkit_in_process, mysql_scratch
 
 PINS = ("482913", "007311")
 EMAIL = "bob@hidden.example"
 GUESSES = f"(SELECT '{PINS[0]}' AS pin UNION ALL SELECT '{PINS[1]}' UNION ALL SELECT '000000')"
 
 
-def _query(url: str, masks: Path, sql: str) -> tuple[int, str]:
-    done = run_mcpkit("sql", "query", "--dsn", url, "--mask", str(masks), "--timeout", "20", sql)
-    return done.returncode, done.stdout + done.stderr
+def _mcpkit(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, *argv: str
+) -> tuple[int, str]:
+    """`mcpkit ARGV` in this process (6 fresh interpreters took 30 s alone): the exit code, then
+    everything it printed and logged."""
+    code, out, err = mcpkit_in_process(capsys, caplog, *argv)
+    return code, out + err
+
+
+def _query(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, url: str, masks: Path, sql: str
+) -> tuple[int, str]:
+    return _mcpkit(capsys, caplog, "sql", "query", "--dsn", url, "--mask", str(masks), "--timeout", "20", sql)
 
 
 @pytest.mark.mysql
-def test_mariadb_using_or_natural_over_a_hidden_column_is_refused(mysql_url: str, tmp_path: Path) -> None:
+def test_mariadb_using_or_natural_over_a_hidden_column_is_refused(
+    mysql_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     with mysql_scratch(mysql_url, "maskleft_hj") as my:
         reader = f"'{my.reader}'@'%'"
         with my.admin.cursor() as c:
@@ -55,22 +66,30 @@ def test_mariadb_using_or_natural_over_a_hidden_column_is_refused(mysql_url: str
             " USING (member_email)",  # F5: the foreign-key copy
         ]
         for sql in attacks:
-            code, out = _query(my.reader_url, masks, sql)
+            code, out = _query(capsys, caplog, my.reader_url, masks, sql)
             assert code != 0 and not {*PINS, EMAIL} & set(out.split()), out
             assert PINS[0] not in out and PINS[1] not in out and EMAIL not in out, out
             assert "hidden columns" in out or "readable columns" in out, out
         # doctor no longer counts only what it sees: the glob rule's table is named.
-        done = run_mcpkit("sql", "doctor", "--dsn", my.reader_url, "--mask", str(masks))
-        unseen = [line for line in done.stdout.splitlines() if "cannot see some columns of" in line]
-        assert len(unseen) == 1 and f"{my.db}.cards".casefold() in unseen[0], done.stdout
+        _, doctor = _mcpkit(capsys, caplog, "sql", "doctor", "--dsn", my.reader_url, "--mask", str(masks))
+        unseen = [line for line in doctor.splitlines() if "cannot see some columns of" in line]
+        assert len(unseen) == 1 and f"{my.db}.cards".casefold() in unseen[0], doctor
         assert unseen[0].startswith("warn") and "orders" not in unseen[0], unseen  # literal rules only
         # Readable columns still join, by USING and by ON.
         code, out = _query(
-            my.reader_url, masks, "SELECT c.id, g.n FROM cards c JOIN (SELECT 1 AS id, 5 AS n) g USING (id)"
+            capsys,
+            caplog,
+            my.reader_url,
+            masks,
+            "SELECT c.id, g.n FROM cards c JOIN (SELECT 1 AS id, 5 AS n) g USING (id)",
         )
         assert code == 0 and "5" in out, out
         code, out = _query(
-            my.reader_url, masks, "SELECT o.id, m.name FROM orders o JOIN members m ON m.id = o.member_id"
+            capsys,
+            caplog,
+            my.reader_url,
+            masks,
+            "SELECT o.id, m.name FROM orders o JOIN members m ON m.id = o.member_id",
         )
         assert code == 0 and "bob" in out, out
 

@@ -14,8 +14,7 @@ import pytest
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.maskcheck import enforce_masks, prepare_masks
-from tests.helpers import run_mcpkit
-from tests.sql.sql_support import mysql_scratch, pg_scratch
+from tests.sql.sql_support import mcpkit_here, mysql_scratch, pg_scratch
 
 SSN, TOKEN = "123-45-6789", "tok_SECRETVALUE_1"
 TYPOS = "masks:\n  - customers.email\n  - peple.ssn\n  - tokens.tokn\n  - '*.nothing_here'\n"
@@ -51,10 +50,10 @@ def test_sqlite_a_literal_rule_matching_nothing_refuses_start_up_with_its_line(t
     assert f"{masks}:3: mask 'peple.ssn' matches no column: there is no table or view peple" in message
     assert f"{masks}:4: mask 'tokens.tokn' matches no column: tokens has no column tokn" in message
     assert "nothing_here" not in message  # a glob may match nothing
-    done = run_mcpkit("sql", "doctor", "--dsn", dsn, "--mask", str(masks))
+    done = mcpkit_here("sql", "doctor", "--dsn", dsn, "--mask", str(masks))
     fails = [line for line in done.stdout.splitlines() if line.startswith("fail") and "masks" in line]
     assert len(fails) == 2 and done.returncode != 0, done.stdout
-    served = run_mcpkit("sql", "query", "--dsn", dsn, "--mask", str(masks), "SELECT * FROM people")
+    served = mcpkit_here("sql", "query", "--dsn", dsn, "--mask", str(masks), "SELECT * FROM people")
     assert served.returncode != 0 and SSN not in served.stdout + served.stderr
     assert "peple.ssn" in served.stderr
     # The column renamed by a migration: the rule that named it stops the next start-up.
@@ -123,14 +122,14 @@ def test_postgres_grant_refuses_a_literal_rule_matching_nothing(pg_url: str, tmp
         masks = tmp_path / "masks.yaml"
         masks.write_text("masks:\n  - customers.email\n  - peple.ssn\n  - customers.emial\n")
         args = ("sql", "grant", "--dsn", pg.admin_url, "--role", f"{pg.reader}_g", "--tables", "customers")
-        done = run_mcpkit(*args, "--mask", str(masks))
+        done = mcpkit_here(*args, "--mask", str(masks))
         assert done.returncode == 2 and "GRANT" not in done.stdout, done.stdout
         assert (
             f"{masks}:3: mask 'peple.ssn' matches no column: there is no table or view peple" in done.stderr
         )
         assert f"{masks}:4: mask 'customers.emial' matches no column: customers has no column" in done.stderr
         masks.write_text("masks:\n  - customers.email\n")
-        done = run_mcpkit(*args, "--mask", str(masks))
+        done = mcpkit_here(*args, "--mask", str(masks))
         assert done.returncode == 0 and 'GRANT SELECT ("id") ON public.customers' in done.stdout, done.stderr
 
 
@@ -144,10 +143,10 @@ def test_mariadb_grant_refuses_a_missing_column_and_warns_about_an_invisible_tab
         masks = tmp_path / "masks.yaml"
         masks.write_text("masks:\n  - customers.email\n  - customers.emial\n")
         args = ("sql", "grant", "--dsn", my.admin_url, "--role", f"{my.reader}g", "--tables", "customers")
-        done = run_mcpkit(*args, "--mask", str(masks))
+        done = mcpkit_here(*args, "--mask", str(masks))
         assert done.returncode == 2 and "GRANT" not in done.stdout, done.stdout
         assert f"{masks}:3: mask 'customers.emial' matches no column: customers has no column" in done.stderr
         masks.write_text("masks:\n  - customers.email\n  - peple.ssn\n")
-        done = run_mcpkit(*args, "--mask", str(masks))
+        done = mcpkit_here(*args, "--mask", str(masks))
         assert done.returncode == 0 and "GRANT SELECT (`id`)" in done.stdout, done.stderr
         assert "warning: " in done.stderr and "peple.ssn" in done.stderr

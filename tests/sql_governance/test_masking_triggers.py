@@ -15,8 +15,7 @@ import pytest
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.maskcheck import prepare_masks
 from mcpkit.sql.masking import MASKED
-from tests.helpers import run_mcpkit
-from tests.sql.sql_support import mysql_scratch, pg_scratch
+from tests.sql.sql_support import mcpkit_here, mysql_scratch, pg_scratch
 
 SECRET = "ann.secret@corp-x.example"
 
@@ -54,7 +53,7 @@ def test_sqlite_after_triggers_are_named_by_doctor_and_masking_what_they_write_h
         db.execute(f"INSERT INTO members (id, name, email) VALUES (1, 'Ann', '{SECRET}')")
     db.close()
     dsn = f"sqlite:///{path}"
-    done = run_mcpkit("sql", "doctor", "--dsn", dsn, "--mask", _masks(tmp_path, "members.email"))
+    done = mcpkit_here("sql", "doctor", "--dsn", dsn, "--mask", _masks(tmp_path, "members.email"))
     lines = [line for line in done.stdout.splitlines() if "triggers" in line]
     assert any("AFTER row trigger members_copy (it writes members)" in line for line in lines), done.stdout
     assert any("AFTER row trigger members_audit_t (it writes members_audit)" in line for line in lines)
@@ -62,7 +61,7 @@ def test_sqlite_after_triggers_are_named_by_doctor_and_masking_what_they_write_h
     # The operator masks what the warnings name: the copies never come back in clear.
     masks = _masks(tmp_path, "members.email", "members.email_copy", "members_audit.row_data")
     for sql in ("SELECT * FROM members", "SELECT * FROM members_audit"):
-        ran = run_mcpkit("sql", "query", "--dsn", dsn, "--mask", masks, sql)
+        ran = mcpkit_here("sql", "query", "--dsn", dsn, "--mask", masks, sql)
         assert SECRET not in ran.stdout + ran.stderr and MASKED in ran.stdout, ran.stdout + ran.stderr
 
 
@@ -131,7 +130,7 @@ def test_mariadb_a_reader_is_told_it_cannot_see_the_triggers(mysql_url: str, tmp
         told = [h for h in hints if "cannot see the triggers of masked table(s) members" in h]
         assert len(hints) == 1 and told, hints
         assert f"SHOW TRIGGERS FROM `{my.db}` WHERE `Table` = 'members'" in told[0]
-        done = run_mcpkit("sql", "doctor", "--dsn", my.reader_url, "--mask", masks)
+        done = mcpkit_here("sql", "doctor", "--dsn", my.reader_url, "--mask", masks)
         warned = [line for line in done.stdout.splitlines() if line.startswith("warn") and "triggers" in line]
         assert any("cannot see the triggers" in line for line in warned), done.stdout
         # The administrator sees the trigger itself, and is not told it cannot.

@@ -49,6 +49,7 @@ RefusalReason = Literal[
     "attribute_call",
     "comment",
     "string_literal",
+    "unicode_identifier",
     "too_long",
     "too_complex",
     "too_wide",

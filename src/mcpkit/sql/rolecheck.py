@@ -119,22 +119,33 @@ def guard_roles(
     (`router.serving`): its isolation (`IdentityRouter.isolation`; a shared login also sets the
     role), its masks (`masked`: role -> masked tables) and the order of its views (`masking`,
     `allow`: `maskcheck.order_check`), its tables and columns against those it saw at start-up
-    (`relcheck`), the least-privilege check as it (`account`). With a shared login, the account's
-    own calls (stdio) re-run `role_problems` too."""
+    (`relcheck`), the scan-pin findings of the masked tables it can read (`scanpins.pin_findings_check`,
+    also at start-up, naming the role), the least-privilege check as it (`account`). With a shared
+    login, the account's own calls (stdio) re-run `role_problems` too."""
     from mcpkit.sql.maskcheck import masks_check, order_check
     from mcpkit.sql.relcheck import relations_check, startup_relations
     from mcpkit.sql.reverify import all_of
+    from mcpkit.sql.scanpins import pin_findings_check
 
     seen = {r: startup_relations(e) for r, e in router.identities()} if masking and masking.relations else {}
+    if masking is not None:  # what a role's re-verification refuses refuses start-up, naming the role
+        for role, engine in router.identities():
+            if role in masked:
+                with engine.session(30.0, "startup-masks") as (conn, _):
+                    try:
+                        pin_findings_check(masking.schema, masked[role], allow)(engine, conn)
+                    except SqlConfigError as exc:
+                        raise SqlConfigError(f"role {role}: {exc}") from None
 
     def for_role(role: str) -> Verify:
         readers = masking.policy.readers if masking is not None else None
         masks = masks_check(masked[role], readers) if role in masked else None
-        order = same = None
+        order = same = pins = None
         if masking is not None and role in masked:
             order = order_check(masking.policy, masking.schema, masked[role], allow)
             same = relations_check(masking, seen.get(role)) if seen.get(role) is not None else None
-        return all_of(router.isolation(role), same, masks, order, account)  # masks: before its search_path
+            pins = pin_findings_check(masking.schema, masked[role], allow, masking.masked)  # rtd F1
+        return all_of(router.isolation(role), same, masks, order, pins, account)  # masks: before its path
 
     router.serving = for_role
     roles = router.roles.roles

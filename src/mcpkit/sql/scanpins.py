@@ -8,14 +8,15 @@ import logging
 from collections.abc import Callable, Collection, Mapping
 
 from sqlalchemy.engine import Connection
+from sqlglot import exp
 
 from mcpkit.sql.engines.engine import SqlEngine
 from mcpkit.sql.errors import SqlConfigError
 from mcpkit.sql.masking import KnownSchema
 from mcpkit.sql.profiles.findings import Finding
-from mcpkit.sql.profiles.scan_order import ScanPin
+from mcpkit.sql.profiles.scan_order import IndexReach, ScanPin, split_key
 
-__all__ = ["enforce_scan_pins", "pins_check"]
+__all__ = ["enforce_scan_pins", "index_scans_allowed", "pin_findings_check", "pin_state", "pins_check"]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -36,13 +37,53 @@ def enforce_scan_pins(
     reflect = getattr(engine.profile, "scan_pins", None)
     if reflect is None or not masked:
         return {}
-    found: tuple[dict[str, ScanPin], list[Finding]]
     if conn is None:
         with engine.session(30.0, "startup-masks") as (session, _):
-            found = reflect(session, masked, known.default_schema)
+            pins, findings, reach = _reflect(engine, session, masked, known.default_schema)
     else:
-        found = reflect(conn, masked, known.default_schema)
-    pins, findings = found
+        pins, findings, reach = _reflect(engine, conn, masked, known.default_schema)
+    _refuse(findings, allow)
+    known.scan_pins, known.index_reach = pins, reach
+    return pins
+
+
+def _reflect(
+    engine: SqlEngine, conn: Connection, masked: Mapping[str, frozenset[str]], default_schema: str | None
+) -> tuple[dict[str, ScanPin], list[Finding], IndexReach | None]:
+    """The profile's pins and findings, and (PostgreSQL) what a call must reach to go without index
+    scans (`Profile.index_reach`; None: the profile has none)."""
+    pins, findings = engine.profile.scan_pins(conn, masked, default_schema)  # type: ignore[attr-defined]
+    reach = getattr(engine.profile, "index_reach", None)
+    return pins, findings, None if reach is None else reach(conn, masked, default_schema)
+
+
+def index_scans_allowed(tree: exp.Expr, known: KnownSchema) -> bool:
+    """Whether a masked call of `tree` may keep index scans: it reaches no relation whose read may
+    follow a masked index, and calls no user function that may (`Profile.index_reach`, read with
+    the pins; None, a profile without one: no). Tables are matched by casefolded name in any
+    schema, a CTE named like one too: more pins, never fewer."""
+    reach: IndexReach | None = known.index_reach
+    if reach is None or reach.always:
+        return False
+    if not reach.relations:
+        return True
+    names = {key.rpartition(".")[2] for key in reach.relations}  # whatever schema it resolves in
+    tables = (t for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Identifier))
+    if any(t.name.casefold() in names for t in tables):
+        return False
+    for call in tree.find_all(exp.Func):  # a built-in's every spelling: a user's may share one
+        called = [call.name] if isinstance(call, exp.Anonymous) else call.sql_names()
+        if any(str(n).casefold() in reach.functions for n in called):
+            return False
+    return True
+
+
+def pin_state(known: KnownSchema) -> tuple[object, object]:
+    """What the scan pins of the next call depend on; a call during which it moved is planned again."""
+    return known.scan_pins, known.index_reach
+
+
+def _refuse(findings: list[Finding], allow: Collection[str]) -> None:
     refused = []
     for finding in findings:
         if finding.opt_in in allow:
@@ -52,8 +93,6 @@ def enforce_scan_pins(
     if refused:
         lines = "\n".join(f"  {f.line()}" for f in refused)
         raise SqlConfigError(f"--mask: a table's physical order follows a masked column:\n{lines}")
-    known.scan_pins = pins
-    return pins
 
 
 def pins_check(
@@ -65,5 +104,53 @@ def pins_check(
 
     def verify(engine: SqlEngine, conn: Connection) -> None:
         enforce_scan_pins(engine, known, frozen, allow, conn)
+
+    return verify
+
+
+def _readable_only(
+    engine: SqlEngine, conn: Connection, masked: Mapping[str, frozenset[str]]
+) -> dict[str, frozenset[str]]:
+    """The masked tables this session's identity can read at all (`Profile.readable`; all where the
+    profile cannot say): a table it reads no column of answers it in no order. The masks are the
+    account's, a mapped role may hold no grant on some (MariaDB's STATISTICS then lists none of the
+    table's keys, which read as "no visible PRIMARY KEY": every call of that role was refused)."""
+    listed = engine.profile.readable(conn)
+    if listed is None:
+        return dict(masked)
+    seen = {(None if s is None else s.casefold(), n.casefold()) for s, n in listed}
+    names = {n for _, n in seen}
+    out: dict[str, frozenset[str]] = {}
+    for key, columns in masked.items():
+        schema, table = split_key(key)  # unqualified: any schema's (the name path's is not read here)
+        name = table.casefold()
+        if name in names if schema is None else {(schema.casefold(), name), (None, name)} & seen:
+            out[key] = columns
+    return out
+
+
+def pin_findings_check(
+    known: KnownSchema,
+    masked: Mapping[str, frozenset[str]],
+    allow: Collection[str],
+    account: Mapping[str, frozenset[str]] | None = None,
+) -> Callable[[SqlEngine, Connection], None]:
+    """`pins_check`'s refusal only, for one role of a role map (`rolecheck.guard_roles`): the
+    findings of the masked tables the role can read (a CLUSTER on a masked index while serving, red
+    team rtd F1), leaving the server's pins (`known.scan_pins`, shared by the roles) as the account's
+    check set them; PostgreSQL's `known.index_reach` is read again over `account` (the server's
+    masks: the catalog it reads is any login's), so an index made while roles serve pins their calls."""
+    frozen, every = dict(masked), dict(account or {})
+
+    def verify(engine: SqlEngine, conn: Connection) -> None:
+        reflect = getattr(engine.profile, "scan_pins", None)
+        if reflect is None or not frozen:
+            return
+        readable = _readable_only(engine, conn, frozen)
+        if readable:
+            _refuse(reflect(conn, readable, known.default_schema)[1], allow)
+        reach = getattr(engine.profile, "index_reach", None)
+        if reach is not None and every:  # read by any login: a role's call moves it too (pincost)
+            known.index_reach = reach(conn, every, known.default_schema)
 
     return verify

@@ -38,6 +38,7 @@ from mcpkit.sql.reflect import describe_table, list_tables
 from mcpkit.sql.relcheck import Relations
 from mcpkit.sql.render import render_description, render_markdown, render_table_list
 from mcpkit.sql.reverify import catalog_checked
+from mcpkit.sql.scanpins import index_scans_allowed, pin_state
 from mcpkit.sql.shaping import shape_rows
 
 __all__ = ["DEFAULT_ROWS", "HARD_MAX_ROWS", "Masking", "Note", "SqlService"]
@@ -169,7 +170,7 @@ class SqlService:
         rows = max(1, min(max_rows, self.max_rows))
         deadline_s = self.timeout_s if timeout_s is None else max(0.001, min(timeout_s, self.timeout_s))
         started = time.monotonic()
-        pins = None if self.masking is None else self.masking.schema.scan_pins
+        pins = None if self.masking is None else pin_state(self.masking.schema)
         with _span("sql.admission") as span:
             try:
                 with analysis_slot(deadline_s, len(sql)):  # long texts queue, on the call's timeout
@@ -189,14 +190,16 @@ class SqlService:
             try:
                 if self.max_cost is not None:
                     self._check_cost(sent, call_id)  # MariaDB's EXPLAIN runs constant subqueries
-                with checked, unmasked_call(not plan.active):  # masked reads: `profiles.postgres.scan_pins`
+                m = self.masking  # masked reads in reach of a masked index: `profiles.postgres.index_reach`
+                free = not plan.active or (m is not None and index_scans_allowed(admitted.tree, m.schema))
+                with checked, unmasked_call(free):
                     found = self.engine.execute(
                         sent, None, rows, deadline_s, call_id, clip=self.cells, tree=admitted.tree
                     )
             except QueryFailed as exc:
                 if not plan.active:
                     raise
-                if self.masking is not None and self.masking.schema.scan_pins != pins:  # a dropped index
+                if self.masking is not None and pin_state(self.masking.schema) != pins:  # a dropped index
                     left_s = deadline_s - (time.monotonic() - started)
                     return self._again(sql, call_id, max_rows, note, left_s)
                 # which row failed first must not show in the failure's class (rtA F1, rtB F3)
@@ -206,7 +209,7 @@ class SqlService:
                 raise folded from None
             result = shape_rows(apply_mask(found, plan))
             span.set_attribute("db.response.returned_rows", result.row_count)
-        if self.masking is not None and plan.active and self.masking.schema.scan_pins != pins:
+        if self.masking is not None and plan.active and pin_state(self.masking.schema) != pins:
             log.info("sql call %s: the scan pins moved while it ran (rte F3): planned again", call_id)
             return self._again(sql, call_id, max_rows, note, deadline_s - (time.monotonic() - started))
         if note is not None:

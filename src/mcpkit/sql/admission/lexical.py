@@ -54,6 +54,13 @@ _BACKSLASH_SENSITIVE: Final = frozenset({"mysql"})
 # MariaDB refuses a name past its limit (error 1059) instead of cutting it: not listed.
 _IDENTIFIER_BYTES: Final[dict[str, int]] = {"postgres": 63}
 _NAMES: Final = frozenset({TokenType.VAR, TokenType.IDENTIFIER})
+# Dialects whose `U&"d\0061ta"` (U, & and a quoted name, touching) is one name spelled with escapes
+# (`data`); sqlglot reads `U & "d\0061ta"`, a bitwise AND of two other columns (rtg N3).
+_UNICODE_NAMES: Final = frozenset({"postgres"})
+_UNICODE_NAME_MESSAGE: Final = (
+    'Names written with Unicode escapes (U&"...") are not allowed because the database may read them '
+    "differently; write the name plainly, in double quotes if needed."
+)
 
 
 def _escapes_quote(raw: str) -> bool:
@@ -97,6 +104,20 @@ def _check_string(raw: str, token: Token, dialect: str) -> None:
         refuse("string_literal", _STRING_MESSAGE)
 
 
+def _unicode_name(before: Token | None, amp: Token | None, token: Token) -> bool:
+    # `U&"..."`: a bare U, then & and the quoted name, with nothing between them
+    return (
+        token.token_type == TokenType.IDENTIFIER
+        and amp is not None
+        and amp.token_type == TokenType.AMP
+        and amp.end + 1 == token.start
+        and before is not None
+        and before.token_type == TokenType.VAR
+        and before.text.casefold() == "u"
+        and before.end + 1 == amp.start
+    )
+
+
 def check_lexical(sql: str, dialect: str) -> list[Token]:
     """Refuse text whose reading depends on who reads it; return sqlglot's tokens.
 
@@ -113,7 +134,8 @@ def check_lexical(sql: str, dialect: str) -> list[Token]:
     Raises:
         Refused: a command keyword (EXPLAIN, SHOW, ...), too long, an unpaired surrogate, an
             executable or nested comment, a `#` comment, a string literal with a backslash before a
-            quote or an escape prefix (where server settings decide where it ends), a number longer than
+            quote or an escape prefix (where server settings decide where it ends), a Unicode-escaped
+            name (PostgreSQL `U&"..."`, `unicode_identifier`), a number longer than
             `MAX_NUMBER_CHARS`, a name longer than the engine keeps (`too_long`), or text
             that does not tokenize.
     """
@@ -132,8 +154,11 @@ def check_lexical(sql: str, dialect: str) -> list[Token]:
         refuse("syntax", "syntax error: an unterminated string, quoted name or comment.")
     commands = reader.tokenizer_class.COMMANDS
     previous: Token | None = None
+    before: Token | None = None
     previous_end = -1
     for token in tokens:
+        if dialect in _UNICODE_NAMES and _unicode_name(before, previous, token):
+            refuse("unicode_identifier", _UNICODE_NAME_MESSAGE)
         if token.token_type in commands and (previous is None or previous.token_type == TokenType.SEMICOLON):
             # EXPLAIN, SHOW, LOCK, ... opening a statement: the tokenizer swallows the rest raw.
             refuse("not_a_query", NOT_A_QUERY)
@@ -149,7 +174,7 @@ def check_lexical(sql: str, dialect: str) -> list[Token]:
                 f"A name in the query is longer than {limit} bytes, which this database shortens; "
                 "use a shorter name or alias.",
             )
-        previous = token
+        before, previous = previous, token
         _check_gap(sql[previous_end + 1 : token.start], dialect)
         _check_string(sql[token.start : token.end + 1], token, dialect)
         previous_end = token.end

@@ -19,21 +19,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import resource
 import signal
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from multiprocessing.connection import Connection as Pipe
 from typing import TYPE_CHECKING, Any, Final
 
 from mcpkit.errors import Refused
-from mcpkit.sql.admission.policy import FunctionPolicy
 from mcpkit.sql.engines.base import Params, Rows
+from mcpkit.sql.engines.worker import HEADROOM, MEMORY_LIMIT, RETIRE_BYTES, Setup
 from mcpkit.sql.engines.zygote import start_worker, warm
 from mcpkit.sql.errors import QueryFailed, QueryTimeout
-from mcpkit.sql.profiles.sqlite_masks import Withheld
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
@@ -48,6 +45,7 @@ __all__ = [
     "ISOLATE_ENV",
     "KILL_SLACK_S",
     "MEMORY_LIMIT",
+    "RETIRE_BYTES",
     "IsolatedSqlite",
     "isolation",
     "run_isolated",
@@ -55,30 +53,11 @@ __all__ = [
 
 log = logging.getLogger("mcpkit.sql")
 
-MEMORY_LIMIT: Final = 512 * 1024 * 1024
-"""Each worker's data segment (`RLIMIT_DATA`) at least; by default raised to what the worker holds
-once open plus its SQLite heap limit (`sqlite_heap`: the parent pool's) plus `HEADROOM`, so a call that
-fits in process fits in the worker."""
-HEADROOM: Final = 192 * 1024 * 1024
-"""Past SQLite's heap: Python's copies of the rows (clipped to the cell budget) and their pickling."""
 KILL_SLACK_S: Final = 0.5
 """Past the call's timeout and the engine's grace (when the in-process interrupt fires): then SIGKILL."""
 ISOLATE_ENV: Final = "MCPKIT_SQLITE_ISOLATE"
 """`0` turns the worker processes off where no option chose (`SqlEngine(isolate=None)`); on by default."""
 _START_WAIT_S: Final = 30.0  # a worker that is not ready by then failed to start
-
-
-@dataclass(frozen=True)
-class _Setup:
-    """What a worker needs to open the database exactly as the parent's engine does."""
-
-    url: str
-    policy: tuple[str, frozenset[str], frozenset[str] | None] | None
-    withheld: Withheld
-    vectors: bool
-    grace_s: float
-    memory_bytes: int  # 0: no cap; negative: `MEMORY_LIMIT` raised to fit the heap (`_cap`)
-    pool: int  # the parent's pool size: the worker's SQLite heap limit is the one its calls would meet
 
 
 def isolation(
@@ -121,72 +100,6 @@ def run_isolated(
     if isinstance(outcome, Exception):
         raise outcome
     return outcome
-
-
-def worker_main(fd: int) -> None:  # pragma: no cover: runs in the worker process
-    """The worker: open the database as the parent's profile would, then answer calls until EOF."""
-    from mcpkit.sql.engines.engine import SqlEngine
-
-    pipe = Pipe(fd)
-    setup: _Setup = pipe.recv()
-    logging.basicConfig(level=logging.WARNING, format="mcpkit worker: %(message)s")
-    if setup.memory_bytes > 0:
-        resource.setrlimit(resource.RLIMIT_DATA, (setup.memory_bytes, setup.memory_bytes))
-    try:
-        engine = SqlEngine(setup.url, grace_s=setup.grace_s, pool_size=1, isolate=False)
-        profile: Any = engine.profile
-        profile.use_pool(engine, setup.pool)  # one call may use the heap the whole pool would
-        if setup.memory_bytes < 0:
-            cap = _cap()
-            resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
-        if setup.policy is not None:
-            dialect, extra, only = setup.policy
-            profile.use_function_policy(FunctionPolicy(dialect, extra, only))
-        profile.withheld = setup.withheld
-        profile.vectors = setup.vectors
-    except Exception as exc:
-        log.warning("the worker could not open the database: %s: %s", type(exc).__name__, exc)
-        pipe.send(("failed", "connection", None))
-        return
-    pipe.send(("ready",))
-    while True:
-        try:
-            sql, params, limit, timeout_s, call_id, clip = pipe.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            reply: tuple[Any, ...] = (
-                "rows",
-                engine.execute(sql, params, limit, timeout_s, call_id, clip=clip),
-            )
-        except QueryTimeout:
-            reply = ("timeout",)
-        except QueryFailed as exc:
-            reply = ("failed", exc.kind, exc.message)
-        except Refused as exc:
-            reply = ("refused", exc.message, exc.data)
-        except MemoryError:
-            reply = ("failed", "resource", None)
-        except Exception as exc:
-            log.warning("sql call %s failed in the worker: %s: %s", call_id, type(exc).__name__, exc)
-            reply = ("failed", "other", None)
-        try:
-            pipe.send(reply)
-        except MemoryError:
-            pipe.send(("failed", "resource", None))
-
-
-def _cap() -> int:  # pragma: no cover: runs in the worker process
-    """`MEMORY_LIMIT`, or what this worker holds now plus its SQLite heap limit and `HEADROOM`."""
-    from mcpkit.sql.profiles.sqlite_heap import heap_limit
-
-    held = 0
-    with (
-        contextlib.suppress(OSError, ValueError, IndexError),
-        open("/proc/self/status", encoding="ascii") as f,
-    ):
-        held = int(f.read().split("VmData:")[1].split()[0]) * 1024
-    return max(MEMORY_LIMIT, held + heap_limit() + HEADROOM)
 
 
 class _Worker:
@@ -255,11 +168,11 @@ class IsolatedSqlite:
         self.killed = 0  # workers killed at a deadline
         warm()  # the fork server, once per process
 
-    def _setup(self) -> _Setup:
+    def _setup(self) -> Setup:
         p = self._profile.function_policy
         policy = None if p is None else (p.dialect, p.extra, p.only)
         w = self._profile
-        return _Setup(self._url, policy, w.withheld, w.vectors, self._grace_s, self._memory, self._size)
+        return Setup(self._url, policy, w.withheld, w.vectors, self._grace_s, self._memory, self._size)
 
     def _start(self) -> _Worker:
         """A new worker, ready to answer; `QueryFailed("connection")` when it cannot open the database."""
@@ -357,9 +270,9 @@ class IsolatedSqlite:
         try:
             worker.pipe.send(call)
             answered = worker.pipe.poll(timeout_s + self._grace_s + KILL_SLACK_S)
-            reply = worker.pipe.recv() if answered else None
+            retire, reply = worker.pipe.recv() if answered else (True, None)
         except (EOFError, OSError):
-            reply = ("died",)
+            retire, reply = True, ("died",)
         if reply is None:
             log.warning(
                 "sql call %s failed (timeout): its worker ran %.1f s past the deadline; killed",
@@ -377,7 +290,11 @@ class IsolatedSqlite:
             worker.kill()
             self._replace()
             return QueryFailed("resource", call_id)
-        self._give_back(worker)
+        if retire:  # it ends by itself after this answer: never handed another call
+            worker.kill()
+            self._replace()
+        else:
+            self._give_back(worker)
         kind = reply[0]
         if kind == "rows":
             rows: Rows = reply[1]

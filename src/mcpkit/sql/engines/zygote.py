@@ -50,7 +50,7 @@ def warm() -> None:
 
 
 def start_worker(conn: socket.socket) -> int:
-    """Fork a worker that serves `conn` (`isolated.worker_main`); returns its pid.
+    """Fork a worker that serves `conn` (`worker.worker_main`); returns its pid.
 
     Raises:
         OSError: the zygote could not be started or did not answer.
@@ -183,7 +183,7 @@ def _stop() -> None:
 
 def serve(fd: int) -> None:  # pragma: no cover: runs in the zygote process
     """The zygote: import what workers need, then fork one per request until the parent goes."""
-    from mcpkit.sql.engines import isolated
+    from mcpkit.sql.engines import worker
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     control = socket.socket(fileno=fd)
@@ -202,7 +202,7 @@ def serve(fd: int) -> None:  # pragma: no cover: runs in the zygote process
             with contextlib.suppress(Exception):
                 ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
             try:
-                isolated.worker_main(fds[0])
+                worker.worker_main(fds[0])
             finally:
                 os._exit(0)
         os.close(fds[0])

@@ -307,6 +307,7 @@ class KnownSchema:
     per_row: frozenset[str] = frozenset()  # user functions counted as per-row ones (rt29 F2, maskcheck)
     aggregates: frozenset[str] = frozenset()  # user aggregates (`Profile.user_aggregates`, v1 L3)
     scan_pins: Mapping[str, Any] = {}
+    index_reach: Any = None  # PostgreSQL: what a masked call must reach to scan no index (`scanpins`)
 
     def __init__(
         self,

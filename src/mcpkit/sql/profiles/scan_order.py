@@ -20,7 +20,16 @@ from typing import Any
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
 
-__all__ = ["ScanPin", "hint", "index_hints", "pin_key", "reads_no_mask", "split_key", "unmasked_call"]
+__all__ = [
+    "IndexReach",
+    "ScanPin",
+    "hint",
+    "index_hints",
+    "pin_key",
+    "reads_no_mask",
+    "split_key",
+    "unmasked_call",
+]
 
 log = logging.getLogger("mcpkit.sql")
 
@@ -37,6 +46,24 @@ class ScanPin:
 
     indexes: tuple[str, ...] = ()
     not_indexed: bool = False
+
+
+@dataclass(frozen=True)
+class IndexReach:
+    """What a query must reach for its read order to follow a masked index (PostgreSQL, whose calls
+    then turn index scans off: `profiles.postgres.index_reach`).
+
+    Attributes:
+        relations: `pin_key`s of the relations whose reading may scan an index over a masked column:
+            the inheritance tree of a masked table with one, the views and policies over them.
+        functions: Casefolded names of user functions (their bodies are not resolved): a call of one
+            may read such a relation.
+        always: Every masked call may (a user operator or cast, a masked table not found).
+    """
+
+    relations: frozenset[str] = frozenset()
+    functions: frozenset[str] = frozenset()
+    always: bool = False
 
 
 def pin_key(schema: str | None, table: str) -> str:

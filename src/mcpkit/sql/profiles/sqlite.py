@@ -33,6 +33,7 @@ from mcpkit.sql.profiles.base import (
 )
 from mcpkit.sql.profiles.digest import catalog_digest
 from mcpkit.sql.profiles.sqlite_fts5 import bound_fts5, holds_fts3
+from mcpkit.sql.profiles.sqlite_fts_rows import check_fts_rows
 from mcpkit.sql.profiles.sqlite_heap import release, reserve
 from mcpkit.sql.profiles.sqlite_masks import (
     Withheld,
@@ -95,17 +96,15 @@ Not lower: SQLite then refuses to read a longer stored value at all (even `lengt
 CALL_HEAP: Final = 2 * MAX_LENGTH
 """One call's share of SQLite's heap limit (`sqlite_heap`): issue 10's 64 MB per call. A call may use
 more while others use less (`upper()` of one 32 MiB value took 159 MB), never more than the limit."""
-# Functions SQLite calls for operators (`x LIKE y`, `->`): an allowlist never names them.
-_OPERATOR_FUNCTIONS: Final = frozenset({"like", "glob", "regexp", "match", "->", "->>"})
+_OPERATOR_FUNCTIONS: Final = frozenset({"like", "glob", "regexp", "match", "->", "->>"})  # `x LIKE y`, `->`
 
 
 def _function_allowed(policy: FunctionPolicy | None) -> Callable[[str], bool]:
     chosen = policy if policy is not None else FunctionPolicy.for_dialect("sqlite")
 
     def allowed(name: str) -> bool:
-        if matches(name, chosen.deny):
-            return False
-        return name in _OPERATOR_FUNCTIONS or name in CLIP_FUNCTIONS or chosen.allows_name(name)
+        ok = name in _OPERATOR_FUNCTIONS or name in CLIP_FUNCTIONS or chosen.allows_name(name)
+        return ok and not matches(name, chosen.deny)
 
     return allowed
 
@@ -293,7 +292,8 @@ class SqliteProfile(Profile):
         call_deadline(deadline)  # the bounded functions' private connection stops at it too
 
     def run(self, cursor: Any, sql: str, call_id: str, tree: exp.Expr | None = None) -> None:
-        """Run one statement (sqlite3 refuses a second one)."""
+        """Run one statement (sqlite3 refuses a second one), unless its full-text work overruns."""
+        check_fts_rows(cursor.connection, sql, tree, self.withheld_relations())
         cursor.execute(sql)
 
     def clipping(self) -> Clipping:

@@ -34,6 +34,7 @@ from mcpkit.sql.profiles.postgres.catalog_path import catalog_path, pinned, pinn
 from mcpkit.sql.profiles.postgres.catalog_reads import postgres_catalog_routines, postgres_catalog_stored
 from mcpkit.sql.profiles.postgres.fingerprint import pg_fingerprint
 from mcpkit.sql.profiles.postgres.grant import postgres_grant
+from mcpkit.sql.profiles.postgres.index_reach import postgres_index_reach
 from mcpkit.sql.profiles.postgres.masks import (
     derived_masks,
     exact_ties,
@@ -59,7 +60,7 @@ from mcpkit.sql.profiles.postgres.switch import switched_masked_columns
 from mcpkit.sql.profiles.postgres.triggers import trigger_hints
 from mcpkit.sql.profiles.postgres.unchecked import unchecked_definer_findings
 from mcpkit.sql.profiles.postgres.views import row_filtered_views
-from mcpkit.sql.profiles.scan_order import ScanPin
+from mcpkit.sql.profiles.scan_order import IndexReach, ScanPin
 from mcpkit.sql.profiles.stored import StoredQuery
 
 if TYPE_CHECKING:
@@ -240,6 +241,13 @@ class PostgresProfile(PostgresSession):
         _, findings = postgres_scan_pins(conn, masked)
         self.index_scans_off = True
         return {}, findings
+
+    @pinned
+    def index_reach(
+        self, conn: Connection, masked: Mapping[str, frozenset[str]], default_schema: str | None
+    ) -> IndexReach:
+        """What a masked call must reach to run without index scans (`profiles.postgres.index_reach`)."""
+        return postgres_index_reach(conn, masked)
 
     @pinned
     def scan_order_hints(self, conn: Connection, masked: Mapping[str, frozenset[str]]) -> list[str]:

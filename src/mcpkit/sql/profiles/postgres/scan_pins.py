@@ -32,14 +32,16 @@ from mcpkit.sql.profiles.postgres.fnconfig import config_findings
 __all__ = ["MASKED_INDEXES", "postgres_scan_pins"]
 
 # Every index of the table with the columns it reads: key and INCLUDE columns (indkey), and those
-# its expressions and predicate read (pg_depend); pg_index and pg_depend are readable by any login.
+# its expressions and predicate read (pg_depend; every column for a whole-row reference, subid 0);
+# pg_index and pg_depend are readable by any login.
 MASKED_INDEXES: Final = """
 SELECT i.relname, x.indisclustered, a.attname
 FROM pg_index x
 JOIN pg_class i ON i.oid = x.indexrelid
 JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum > 0 AND (a.attnum = ANY (x.indkey)
   OR EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = x.indexrelid
-    AND d.refclassid = 'pg_class'::regclass AND d.refobjid = x.indrelid AND d.refobjsubid = a.attnum))
+    AND d.refclassid = 'pg_class'::regclass AND d.refobjid = x.indrelid
+    AND (d.refobjsubid = a.attnum OR d.refobjsubid = 0 AND d.deptype IN ('a', 'n'))))
 WHERE x.indrelid = coalesce(to_regclass(quote_ident(:table)), to_regclass(:table))
 ORDER BY 1, 3
 """

@@ -68,7 +68,12 @@ _ADAPTERS.register_loader("interval", TextLoader)
 
 # Sequential and bitmap scans on as well: with them off too (a role's or database's default, careless
 # tuning) every path is disabled alike and the cheapest wins, a masked (partial) index's scan among
-# them (fix session fixd).
+# them (fix session fixd). A masked call in reach of no masked index keeps its index scans but still
+# turns those two on: the re-verification may run in its transaction, and with a role's
+# `enable_seqscan = off` its catalog reads took seconds (pincost).
+_SCANS_ON: Final = (
+    "SELECT set_config('enable_seqscan', 'on', true), set_config('enable_bitmapscan', 'on', true)"
+)
 _NO_INDEX_SCANS: Final = (
     "SELECT set_config('enable_indexscan', 'off', true), set_config('enable_indexonlyscan', 'off', true),"
     " set_config('enable_seqscan', 'on', true), set_config('enable_bitmapscan', 'on', true)"
@@ -126,10 +131,8 @@ class PostgresSession(Profile):
         statements = [_BEGIN, _SETTINGS.format(ms=ms, idle=ms * 2, label=label)]
         if self._name_path is not None:
             statements.append(f"SELECT set_config('search_path', {self._name_path}, true)")
-        if (
-            self.index_scans_off and not reads_no_mask()
-        ):  # an index over a masked column must not order a scan
-            statements.append(_NO_INDEX_SCANS)
+        if self.index_scans_off:  # an index over a masked column must not order a scan
+            statements.append(_SCANS_ON if reads_no_mask() else _NO_INDEX_SCANS)
         return statements
 
     def run(self, cursor: Any, sql: str, call_id: str, tree: exp.Expr | None = None) -> None:
