@@ -305,7 +305,7 @@ def open_sources(args: argparse.Namespace, dsns: Sequence[tuple[str, str]], stac
         for name, url in dsns:
             sharing = shared[login_of(url)]
             prepare = _prepare(name, url, args, masks.get(name), roles.get(name), several, sharing)
-            probe = SqlEngine(url)  # the dialect, from the URL: no connection yet
+            probe = SqlEngine(url, isolate=False)  # the dialect only: no connection, no zygote (rtI N2)
             dialect = probe.dialect
             probe.close()
             try:

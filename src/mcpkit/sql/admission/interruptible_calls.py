@@ -20,8 +20,10 @@ value for its distinct index, and SUM, AVG, MIN, MAX and the others read or comp
 Passes nest and are not all calls (red team rtC F2-F4): every run of passes with no jump between
 them holds at most `MANY_CALLS`, the outermost passes inside a run over it wrapped in turn (at most
 `MAX_NESTED` deep). A comparison of two values and a `||` are passes, a JSON call one per path; a
-comparison of bare columns and literals in a condition keeps its index while its run holds
-`MANY_CALLS` (past that the last written are wrapped, `_unindexed`); a run that cannot be split is refused.
+comparison of bare columns and literals in a condition keeps its index: past `MANY_CALLS` the last
+written are followed by a jump, `x = y AND CASE WHEN 1 THEN 1 ELSE x = y END` (`_followed`; wrapped
+in a CASE, no index term: red team rtI L2, 30-table key joins timed out); a seek runs no comparison,
+else the CASE's Goto follows it. A run that cannot be split is refused.
 """
 
 from __future__ import annotations
@@ -297,12 +299,14 @@ def _unindexed(run: list[exp.Expr], key: int, place: dict[int, int]) -> set[int]
     return chosen
 
 
-def _plan(tree: exp.Expr) -> list[exp.Expr]:
-    """The nodes to follow by a jump so that no run passes `MANY_CALLS` (refused where none can).
+def _plan(tree: exp.Expr) -> tuple[list[exp.Expr], set[int]]:
+    """The nodes to follow by a jump so that no run passes `MANY_CALLS` (refused where none can), and
+    which of them are conditions kept for their index (`_unindexed`: followed, not wrapped).
 
     An aggregate's step is never wrapped: a run over the limit by its aggregates alone is left.
     """
     wrapped: dict[int, exp.Expr] = {}
+    kept: set[int] = set()
     place = {id(n): i for i, n in enumerate(tree.walk(bfs=False))}
     grown = True
     while grown:
@@ -313,6 +317,7 @@ def _plan(tree: exp.Expr) -> list[exp.Expr]:
             members = {id(n) for n in run if _wrappable(n) and id(n) != key}
             if not members:  # only conditions kept for their index: past the limit some lose it (review R6)
                 members = _unindexed(run, key, place)
+                kept |= members
             split = [n for n in run if id(n) in members and _outer(n, members, key)]
             if split and all(sum(id(a) in wrapped for a in _up(n)) < MAX_NESTED for n in split):
                 wrapped.update((id(n), n) for n in split)
@@ -323,7 +328,18 @@ def _plan(tree: exp.Expr) -> list[exp.Expr]:
                     f"One row of this query makes over {MANY_CALLS} calls or comparisons of column values"
                     " back to back (a JSON path counts as one); split the expression or the query.",
                 )
-    return list(wrapped.values())
+    return list(wrapped.values()), kept
+
+
+def _followed(condition: exp.Expr) -> None:
+    """`x = y` as `(x = y AND CASE WHEN 1 THEN 1 ELSE x = y END)`: the same truth value, the condition
+    still an index term, and a Goto (the interrupt's check) right after it; the copy never runs and
+    names the same tables, so SQLite tests both at the same loop."""
+    jump = exp.Case(
+        ifs=[exp.If(this=exp.Literal.number(1), true=exp.Literal.number(1))], default=condition.copy()
+    )
+    condition.replace(placeholder := exp.Null())
+    placeholder.replace(exp.paren(exp.and_(condition, jump, copy=False), copy=False))
 
 
 def interruptible_calls(tree: exp.Expr, dialect: str) -> exp.Expr:
@@ -357,10 +373,13 @@ def interruptible_calls(tree: exp.Expr, dialect: str) -> exp.Expr:
         _refuse_volatile_base(tree, case)
     for case in cases:
         _searched(case)
-    calls = _plan(tree)
+    calls, kept = _plan(tree)
     holding = {id(node) for c in [*calls, *cases] for node in _up(c)}
     items = [(select, i, name) for select, i, item, name in named if id(item) in holding]
     for call in sorted(calls, key=lambda c: -_depth(c)):  # innermost first: an outer call moves them
+        if id(call) in kept and call.find(exp.Query) is None:
+            _followed(call)
+            continue
         call.replace(placeholder := exp.Null())
         placeholder.replace(exp.Case(ifs=[exp.If(this=exp.Literal.number(1), true=call)]))
     for select, i, name in items:  # the item now in that place: the CASE around a call

@@ -24,7 +24,7 @@ from typing import Final, Protocol, runtime_checkable
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
+from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.scope import Scope, ScopeType, build_scope
 
 from mcpkit.sql.admission.function_tables.tables import EXPRESSION_COPIES, MERGE_WORK
@@ -182,6 +182,31 @@ def _ref(table: exp.Table) -> RelationRef:
     return (table.db.casefold() or None, table.name.casefold())
 
 
+_ALIKE: Final = "This query reads two sources of the same name in one FROM; give each its own alias."
+
+
+def _distinct_sources(tree: exp.Expr) -> exp.Expr:
+    """A copy of `tree` whose sources of one block each have their own name: SQLite reads
+    `json_each('[1]'), json_each('[2]')` or `t, t` unaliased, which scoping refuses ("Alias already
+    used"; red team rtI L1 answered INTERNAL); their columns are counted the same."""
+    copied = tree.copy()
+    for number, select in enumerate(copied.find_all(exp.Select)):
+        sources = [select.args.get("from_"), *(select.args.get("joins") or [])]
+        seen: set[str] = set()
+        for source in (s.this for s in sources if s is not None):
+            name = source.alias_or_name.casefold()
+            if name in seen:
+                source.set("alias", exp.TableAlias(this=exp.to_identifier(f"_source_{number}_{len(seen)}")))
+            seen.add(name)
+    return copied
+
+
+def _sources(root: Scope) -> set[RelationRef]:
+    return {
+        _ref(t) for s in root.traverse() for _, t in s.selected_sources.values() if isinstance(t, exp.Table)
+    }
+
+
 def _scoped(tree: exp.Expr, catalog: ViewCatalog | None, dialect: str) -> tuple[Scope | None, _Columns]:
     copies = EXPRESSION_COPIES.get(dialect, _no_copies)
     try:
@@ -190,9 +215,14 @@ def _scoped(tree: exp.Expr, catalog: ViewCatalog | None, dialect: str) -> tuple[
         root = None
     if root is None:
         return None, _Columns(None, {}, copies)
-    tables = {
-        _ref(t) for s in root.traverse() for _, t in s.selected_sources.values() if isinstance(t, exp.Table)
-    }
+    try:
+        tables = _sources(root)
+    except OptimizeError:  # two sources of one name: counted over a copy that names them apart
+        root = build_scope(_distinct_sources(tree))
+        try:
+            tables = _sources(root) if root is not None else set()
+        except OptimizeError:
+            refuse("too_complex", _ALIKE)
     views = catalog.view_nodes(tables) if catalog is not None and tables else {}
     return root, _Columns(root, views, copies)
 

@@ -20,6 +20,7 @@ from typing import Final
 from sqlglot import exp
 
 from mcpkit.sql.dialects import sent_dialect
+from mcpkit.sql.masking.defining import defining, set_branches
 from mcpkit.sql.masking.jumps import unjumped
 from mcpkit.sql.masking.taint import REF
 from mcpkit.sql.masking.ties import plain_type
@@ -58,6 +59,8 @@ class Facts:
     stored_types: re.Pattern[str] | None = None
     """The declared types of a column read from a table whose equal values print alike; None:
     every such column counts as alike (MariaDB's collations: the documented residual)."""
+    binary_text: re.Pattern[str] = re.compile(r"(?!)")
+    """Declared types of a column that `x COLLATE BINARY` makes byte-exact (SQLite: text affinity)."""
 
 
 # SQLite columns as `sqlite_collations.stored_forms` reflects them: not COLLATE NOCASE/RTRIM, BLOB
@@ -66,6 +69,8 @@ _SQLITE: Final = re.compile(
     r"(?!.*\bCOLLATE\s+\"?(?!BINARY\b))(?!\s*ANY\b)(?=.*(INT|CHAR|CLOB|TEXT|REAL|FLOA|DOUB)|(?!.*BLOB)\s*\S)",
     re.IGNORECASE,
 )
+# SQLite's text affinity (no INT before CHAR, CLOB or TEXT): only text, blobs or NULL are stored
+_TEXT: Final = re.compile(r"(?!.*INT)(?=.*(CHAR|CLOB|TEXT))", re.IGNORECASE)
 # Per engine (`Profile.name`); an engine not listed gets the strictest facts.
 _FACTS: Final = {
     "PostgreSQL": Facts(
@@ -87,7 +92,9 @@ _FACTS: Final = {
     "MySQL/MariaDB": Facts(True, re.compile(r"(var)?binary\b", re.IGNORECASE), False, signed_zeros=True),
     # 1 = 1.0, -0.0 = 0.0, 'b' = 'B' (NOCASE), 'b' = 'b ' (RTRIM): min/max kept the first scanned (rth
     # F4); a BLOB cast is byte-exact; a stored column only of a type with an affinity and no collation
-    "SQLite": Facts(False, re.compile(r"blob\b", re.I), False, signed_zeros=True, stored_types=_SQLITE),
+    "SQLite": Facts(
+        False, re.compile(r"blob\b", re.I), False, signed_zeros=True, stored_types=_SQLITE, binary_text=_TEXT
+    ),
 }
 _STRICT: Final = Facts(False, re.compile(r"(?!)"), False)
 _NUMERIC_TYPE: Final = re.compile(r"\s*(decimal|numeric|float|double|real|dec\b|fixed)", re.IGNORECASE)
@@ -305,71 +312,14 @@ def alike(node: exp.Expr, dialect: str, types: Sources) -> bool:
             node.this.find(exp.Collate) is None
             and all(_uncollated(c, types, facts) for c in node.this.find_all(exp.Column))
         )
+    if isinstance(node, exp.Collate) and node.expression.name.upper() == "BINARY":  # rtL L1
+        column = unjumped(node.this.unnest())
+        return isinstance(column, exp.Column) and bool(
+            facts.binary_text.match(types.get(column.meta.get(REF)) or "")
+        )
     if isinstance(node, exp.Paren):
         return alike(node.this, dialect, types)
     return _scaled(node, types, facts)
-
-
-def defining(col: exp.Column) -> list[exp.Expr]:
-    """The expressions defining `col` of a derived table or CTE (one per UNION branch), or []."""
-    select = col.find_ancestor(exp.Select)
-    if select is None or not col.table:
-        return []
-    inner: exp.Expr | None = None
-    named: exp.Expr | None = None  # the derived table or CTE, whose alias may list column names
-    for source in [select.args.get("from_"), *(select.args.get("joins") or [])]:
-        this = source.this if source is not None else None
-        if isinstance(this, exp.Values) and this.alias_or_name == col.table:
-            return _values_column(this, col.name)
-        if isinstance(this, exp.Subquery) and this.alias_or_name == col.table:
-            inner, named = this.this, this
-        elif isinstance(this, exp.Table) and this.alias_or_name == col.table and not this.db:
-            withs = [w for w in (a.args.get("with_") for a in _ancestors(select)) if isinstance(w, exp.With)]
-            for with_ in withs:
-                for cte in with_.expressions:
-                    if cte.alias_or_name == this.name and inner is None:
-                        inner, named = cte.this, cte  # the innermost WITH of that name (rt36 F3)
-    found = set_branches(inner) if inner is not None else []
-    branches = [b for b in found if isinstance(b, exp.Select)]
-    if not branches or len(branches) != len(found):
-        return []  # VALUES and the like: untraced, so not one-way
-    widths = {len(b.selects) for b in branches}
-    if len(widths) != 1 or any(p.is_star for b in branches for p in b.selects):
-        return []
-    # `AS t(a, b)` names the columns, else the first branch; every branch is read by position (red team v1 F3)
-    alias = named.args.get("alias") if named is not None else None
-    listed = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) and alias.columns else []
-    names = listed + [p.alias_or_name for p in branches[0].selects][len(listed) :]
-    places = [i for i, name in enumerate(names) if name == col.name]
-    if len(places) != 1:
-        return []
-    return [b.selects[places[0]].unalias() for b in branches]
-
-
-def _values_column(values: exp.Values, name: str) -> list[exp.Expr]:
-    """Column `name` of `(VALUES ...) AS v(a, b)`, one value per row, or [] (red team v4 L2: `(VALUES (1))
-    AS v(a) UNION SELECT id ...` was refused as a dedup over values that may print differently)."""
-    alias = values.args.get("alias")
-    names = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
-    rows = [r.expressions if isinstance(r, exp.Tuple) else [r] for r in values.expressions]
-    if names.count(name) != 1 or any(len(r) != len(names) for r in rows):
-        return []
-    return [r[names.index(name)] for r in rows]
-
-
-def set_branches(node: exp.Expr) -> list[exp.Expr]:
-    """Every branch of a set operation, however deep sqlglot nests `A UNION B UNION C` (review)."""
-    if isinstance(node, exp.SetOperation):
-        return set_branches(node.this) + set_branches(node.expression)
-    return set_branches(node.this) if isinstance(node, exp.Subquery) else [node]
-
-
-def _ancestors(node: exp.Expr) -> list[exp.Expr]:
-    out, parent = [], node.parent
-    while parent is not None:
-        out.append(parent)
-        parent = parent.parent
-    return [node, *out]
 
 
 def sources(qualified: exp.Expr, dialect: str, declared: Mapping[int, str]) -> Sources:

@@ -41,12 +41,13 @@ from mcpkit.sql.masking.order import (
 from mcpkit.sql.masking.parentheses import drop_table_parentheses
 from mcpkit.sql.masking.policy import MaskPolicy
 from mcpkit.sql.masking.representatives import pin_representatives
-from mcpkit.sql.masking.scan_pins import pin_scans, unpinned_data
+from mcpkit.sql.masking.scan_pins import pin_scans
 from mcpkit.sql.masking.schema import KnownSchema, SchemaMapping, fold_column_names
 from mcpkit.sql.masking.set_rows import mark_opaque, numbering
 from mcpkit.sql.masking.shapes import normalise_calls, refuse_measures, refuse_shapes
 from mcpkit.sql.masking.taint import PROJ, REF, UNRESOLVED, Taint, refuse_mask
 from mcpkit.sql.masking.ties import TYPE
+from mcpkit.sql.masking.unpinned import column_sources, unpinned_data
 from mcpkit.sql.models import QueryResult
 from mcpkit.sql.profiles import profile_class
 
@@ -180,24 +181,6 @@ def _steers_the_plan(tree: exp.Expr) -> bool:
 def _null(type_text: str | None, schema: KnownSchema) -> exp.Expr:
     to = schema.cast_type(type_text)
     return exp.Null() if to is None else exp.Cast(this=exp.Null(), to=to)
-
-
-def _column_types(taint: Taint, qualified: exp.Expr) -> dict[int, str]:
-    """Markers of the columns read straight from a base table column, with its declared type."""
-    out = {}
-    for col in qualified.find_all(exp.Column):
-        if REF not in col.meta or not col.table:
-            continue
-        scope = taint.by_expr.get(id(col.find_ancestor(exp.Select)))
-        while scope is not None and col.table not in scope.sources and scope.parent is not None:
-            scope = scope.parent  # a correlated column is its outer block's (rtB F1)
-        source = scope.sources.get(col.table) if scope is not None else None
-        if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
-            types = {k.casefold(): t for k, (_, t) in taint._visible_columns(source).items()}
-            found = types.get(col.name.casefold())
-            if found:
-                out[col.meta[REF]] = found
-    return out
 
 
 def _resolve_tables(tree: exp.Expr, known: KnownSchema) -> exp.Expr:
@@ -338,15 +321,15 @@ def plan_masking(
         if isinstance(node.parent, exp.Select) and node.arg_key == "expressions":
             null = exp.alias_(null, node.this.copy())  # keep the name the database shows
         node.replace(null)
-    declared = _column_types(taint, qualified)
-    for marker, type_text in declared.items():
+    read = column_sources(taint, qualified)
+    for marker, (_, _, type_text) in read.items():
         if marker in refs:
             refs[marker].meta[TYPE] = type_text
             if plain_type(type_text):
                 refs[marker].meta[EXACT] = False  # its tie-breaker needs no exact form
     pinned = pin_order(work, len(outs), dialect, windows, masked_aggs, blocks, max_nodes)
     # min/max, DISTINCT, GROUP BY keep one of equal values: the scan's pick (rt35a F4, F5)
-    data = unpinned_data(qualified, declared, known.views, known.scan_pins, dialect)  # rth F5
+    data = unpinned_data(qualified, read, known.views, known.scan_pins, known.resolve, dialect)  # rth F5
     picked = pin_representatives(work, qualified, dialect, sources(qualified, dialect, data), max_nodes)
     pinned = pinned or picked
     # EXISTS / IN / ANY / ALL stop at a first match: read in a visible order too (rt35a F8)

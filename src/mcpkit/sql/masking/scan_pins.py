@@ -13,11 +13,8 @@ reference to such a table in the SQL mcpkit sends:
 The caller's own hints are refused before this pass (`plan._steers_the_plan`). PostgreSQL has no
 hints: its calls turn index scans off in their transaction instead (`PostgresSession`).
 
-A hint cannot reach inside a view (MariaDB reads an INVOKER or DEFINER view's body, MERGE or
-TEMPTABLE, along any index, a covering one over a masked column too): `unpinned_data` keeps the
-representatives (`masking.representatives`) from taking a column's stored spelling as data in a query
-that reads a view (red team rth F5: `MIN(name)` of `Paris`/`paris` through a view answered the
-spelling of the lower masked score).
+A hint cannot reach inside a view: `masking.unpinned` (red team rth F5). A profile's entry with
+`hinted=False` only describes a relation (a view, byte-exact columns) and gets no hint.
 """
 
 from __future__ import annotations
@@ -26,11 +23,10 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
-from mcpkit.sql.masking.alike import Sources, alike, facts_of
-from mcpkit.sql.masking.taint import REF, refuse_mask
+from mcpkit.sql.masking.taint import refuse_mask
 from mcpkit.sql.profiles.scan_order import ScanPin, pin_key
 
-__all__ = ["pin_scans", "unpinned_data"]
+__all__ = ["pin_scans"]
 
 _CTE_NAMED_LIKE = (
     "Over a table with masked columns, a WITH query may not be named like that table on this database: "
@@ -93,42 +89,15 @@ def pin_scans(tree: exp.Expr, pins: Mapping[str, ScanPin], resolve: object = Non
             continue  # an index name (SQLite INDEXED BY)
         schema = table.db or (resolve(table) if callable(resolve) else None)
         pin = pins.get(pin_key(schema, table.name))
-        if pin is None:
+        if pin is None or not pin.hinted:
             continue
         named_like = pin.indexes and not table.db and table.name.casefold() in ctes
         # a named index fails on a CTE; `NOT INDEXED` and `USE INDEX ()` suit both (red team rte F1)
         if named_like and not _reads_the_table(table, withs):
             continue
-        if pin.not_indexed:
-            table.set("indexed", False)
+        if pin.not_indexed:  # SQLite: NOT INDEXED, or INDEXED BY a WITHOUT ROWID table's key (rtL F2)
+            table.set("indexed", exp.Table(this=exp.to_identifier(pin.indexes[0])) if pin.indexes else False)
         else:
             table.set("hints", [_hint(pin)])
         added = True
     return added
-
-
-def unpinned_data(
-    qualified: exp.Expr,
-    declared: Mapping[int, str],
-    views: frozenset[str],
-    pins: Mapping[str, ScanPin],
-    dialect: str,
-) -> dict[int, str]:
-    """`declared` (column marker -> declared type) less the columns whose equal values may print
-    differently (text under a collation ignoring case, accents or trailing spaces; a double's -0),
-    when the query reads a view on an engine whose pins are written into references (`pins`): the
-    view's scan, and the join order it may drive, are not pinned, so which row's spelling a min/max,
-    GROUP BY or DISTINCT keeps may follow a masked column. Those columns are then treated like
-    computed values: exact forms added, or refused. Integers, decimals, dates and binary strings stay.
-    """
-    out = dict(declared)
-    if not pins or not any(t.name.casefold() in views for t in qualified.find_all(exp.Table)):
-        return out
-    facts = facts_of(dialect)
-    typed = Sources(out)
-    kept = {}
-    for col in qualified.find_all(exp.Column):
-        marker = col.meta.get(REF)
-        if marker in out and (alike(col, dialect, typed) or facts.text_casts.match(out[marker])):
-            kept[marker] = out[marker]
-    return kept

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import inspect
 from sqlalchemy.engine import Connection
@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 from mcpkit.sql.profiles.findings import Finding
 
 __all__ = [
+    "PARTITIONS_REVEAL",
     "IndexReach",
     "ScanPin",
     "hint",
@@ -46,10 +47,19 @@ class ScanPin:
         indexes: The indexes whose columns are all visible (MySQL/MariaDB `USE INDEX`; empty:
             `USE INDEX ()`, a scan in the clustered key's order).
         not_indexed: SQLite: `NOT INDEXED` (rowid order) instead of an index list.
+        hinted: Whether references get the hint; False for an entry that only describes a relation
+            (a view, or a table with `exact` columns).
+        follows: A view whose read may follow a masked column: no hint reaches inside it
+            (`masking.unpinned`, red team rth F5).
+        exact: Its columns (case-folded) whose equal values are byte-equal (MariaDB: binary
+            strings, `*_nopad_bin`), whose stored spelling is data whatever the scan order.
     """
 
     indexes: tuple[str, ...] = ()
     not_indexed: bool = False
+    hinted: bool = True
+    follows: bool = False
+    exact: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -100,11 +110,18 @@ def reads_no_mask() -> bool:
     return bool(getattr(_UNMASKED, "on", False))
 
 
-def hint(table: str, column: str, why: str) -> str:
+PARTITIONS_REVEAL: Final = (
+    "(also by how long a failing one takes) which partition each row is in, so the bound its value"
+    " falls in (LIST: the value itself; RANGE, HASH: a bucket of it); do not partition by a masked column"
+)
+"""What a partition key over a masked column hands the order-dependent answers (red team rtK F3)."""
+
+
+def hint(table: str, column: str, why: str, reveals: str = "the ranking of its values") -> str:
     """One warning line."""
     return (
         f"scan order may follow masked column {table}.{column} ({why}): order-dependent answers "
-        "can reveal the ranking of its values; see docs/masking.md"
+        f"can reveal {reveals}; see docs/masking.md"
     )
 
 
@@ -152,7 +169,7 @@ def partition_finding(table: str, column: str, key: str) -> Finding:
     return Finding(
         "partitioned-masked",
         f"table {table} is partitioned by {key} over masked column {column}: its partitions are scanned "
-        "in bound order, so row order, LIMIT picks and early stops follow that column's values",
+        "in bound order, so order-dependent answers (early stops, picks) tell " + PARTITIONS_REVEAL,
         f"re-partition {table} by visible columns only (or leave {column} unmasked)",
         f"partition-order:{table}",
     )

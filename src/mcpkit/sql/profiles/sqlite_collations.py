@@ -7,6 +7,12 @@ column keeps 1 and 1.0 (equal) as written: the first scanned one was answered. H
 text gets its collation (` COLLATE NOCASE`) from the stored CREATE TABLE, or for a view from its
 SELECT (an explicit COLLATE, or the column it copies); a column SQLite declares no type for is BLOB
 (its affinity: values kept as written), which `masking.alike` does not take as printing one way.
+
+SQLite itself is asked too (red team rtL F1: a CREATE TABLE sqlglot cannot parse, `WITHOUT ROWID`,
+`ON CONFLICT`, a type of many words, came back all BINARY): a UNION whose left-most column is the
+column, over no row of it, dedups 'a'/'A' and 'a'/'a ' under the column's own collation (SQLite
+takes a compound's collation from its left-most column). A column either way finds not BINARY is
+not BINARY; a probe that fails is not traced.
 """
 
 from __future__ import annotations
@@ -85,6 +91,44 @@ def _view_collations(tree: exp.Expr, names: list[str], seen: _Seen) -> list[str]
     return [_expr_collation(item, tables, derived, seen) for item in select.expressions]
 
 
+_PAIRS: Final = (("'a'", "'A'", "NOCASE"), ("'a'", "'a '", "RTRIM"))
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _probe_sql(table: str, column: str) -> str:
+    """Per pair of values a collation tells apart: 1 where the column's collation takes them as equal."""
+    own = f"SELECT {_quoted(column)} FROM {_quoted(table)} WHERE 0"
+    return ", ".join(
+        f"(SELECT count(*) = 1 FROM ({own} UNION SELECT {a} UNION SELECT {b}))" for a, b, _ in _PAIRS
+    )
+
+
+def _probed(conn: Connection, table: str, names: list[str]) -> dict[str, str]:
+    """Column (casefolded) -> the collation SQLite compares it with, as seen (`_UNTRACED` where the
+    probe fails: an unknown collation, a withheld or broken relation)."""
+    out = {}
+    for name in names:
+        try:
+            row = conn.exec_driver_sql("SELECT " + _probe_sql(table, name)).first()
+        except Exception:  # any failure of the probe: not traced, taken as not BINARY
+            out[name.casefold()] = _UNTRACED
+            continue
+        equal = [pair[2] for pair, same in zip(_PAIRS, row or (), strict=False) if same]
+        out[name.casefold()] = equal[0] if equal else _BINARY if row is not None else _UNTRACED
+    return out
+
+
+def _merged(declared: dict[str, str], probed: dict[str, str]) -> dict[str, str]:
+    out = dict(declared)
+    for name, collation in probed.items():
+        if collation != _BINARY and out.get(name, _BINARY) == _BINARY:
+            out[name] = collation
+    return out
+
+
 class _Seen:
     """The tables and views already read while tracing one view (a view over views; bounded)."""
 
@@ -105,14 +149,17 @@ def collations(conn: Connection, table: str, seen: frozenset[str] = frozenset())
         ),
         {"n": table},
     ).first()
-    tree = _parsed(row[1]) if row is not None else None
-    if tree is None or row is None:
+    if row is None:
         return {}
+    names = [r[1] for r in conn.execute(text("SELECT * FROM pragma_table_xinfo(:n)"), {"n": table})]
+    probed = _probed(conn, str(table), [str(n) for n in names])
+    tree = _parsed(row[1])
+    if tree is None:
+        return probed
     if row[0] == "table":
-        return _table_collations(tree)
-    names = [r[1] for r in conn.execute(text("SELECT * FROM pragma_table_info(:n)"), {"n": table})]
+        return _merged(_table_collations(tree), probed)
     found = _view_collations(tree, names, _Seen(conn, seen | {table.casefold()}))
-    return {n.casefold(): c for n, c in zip(names, found, strict=False)}
+    return _merged({n.casefold(): c for n, c in zip(names, found, strict=False)}, probed)
 
 
 def stored_forms(conn: Connection, table: str, types: dict[str, str]) -> dict[str, str]:

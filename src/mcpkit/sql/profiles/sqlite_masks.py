@@ -26,6 +26,7 @@ from mcpkit.sql.profiles.sqlite_views import view_masks
 __all__ = [
     "CATALOG_PREFIXES",
     "NEVER_THROUGH_VIEWS",
+    "STORAGE_TABLES",
     "Withheld",
     "exact_ties",
     "expression_index_hints",
@@ -42,6 +43,10 @@ _CONTENT: Final = re.compile(r"\bcontent\s*=\s*['\"`\[]?([^'\"`\],)\s]+)", re.IG
 
 NEVER_THROUGH_VIEWS: Final = frozenset({"pragma_database_list", "pragma_data_version"})
 """Never readable, even through a view: the file's path, other connections' commits."""
+STORAGE_TABLES: Final = frozenset({"dbstat", "sqlite_dbpage"})
+"""With masks, never readable: each page's record sizes, a masked value's length (red team rtI F1:
+`dbstat('main')`, a table-valued call the catalog check did not take for the name, sized them), or
+the raw pages (`sqlite_dbpage`, in builds that have it)."""
 CATALOG_PREFIXES: Final = ("sqlite_", "pragma_")
 """With masks, no view may read a catalog, statistics or pragma table: calls are refused them by
 name, and a view would hand them over (`sqlite_stat4` holds index keys: masked values)."""
@@ -65,6 +70,8 @@ class Withheld:
         or trigger that reads it, None at the top level)."""
         name = (table or "").casefold()
         if name in self.tables or (via or "").casefold() in self.tables:
+            return sqlite3.SQLITE_DENY
+        if self.masks and name in STORAGE_TABLES:
             return sqlite3.SQLITE_DENY
         if via and (name in NEVER_THROUGH_VIEWS or (self.masks and name.startswith(CATALOG_PREFIXES))):
             # Admission refuses these by name in the call's text; an operator's view hides the name
@@ -108,6 +115,7 @@ def withheld_for(conn: Connection, masked: Mapping[str, frozenset[str]]) -> With
         str(row[1]).casefold() for row in conn.exec_driver_sql("PRAGMA table_list") if str(row[2]) == "shadow"
     }
     tables = {s for s in shadows if any(s.startswith(f"{v}_") for v in over)} | through.withheld
+    tables |= STORAGE_TABLES if columns else set()  # named as a table or called: refused before it runs
     for vtab in sorted(over):
         log.info(
             "masks: SQLite virtual table %s is built over masked columns; it and its shadow tables "

@@ -7,6 +7,12 @@ rowid order. NOT INDEXED takes every index away, also those of visible columns; 
 columns only keeps the table indexed. Where the stored order itself follows a masked column (a
 WITHOUT ROWID table keyed on one, an INTEGER PRIMARY KEY that is masked: the rowid) no hint helps:
 a start-up finding, `--allow clustered-order:T`.
+
+A WITHOUT ROWID table has no rowid order: SQLite 3.40 still scans a covering index over a masked
+column under `NOT INDEXED` (red team rtL F2), so such a table is sent `INDEXED BY` its primary key's
+index (`ScanPin(indexes=(pk,), not_indexed=True)`): its stored order. A virtual table or a view has
+no index of its own and no pin (rtI L3: `PRAGMA table_info` of an FTS5 table the masks withhold
+failed, and `serve --mask` stopped as if it could not connect).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from mcpkit.sql.profiles.scan_order import ScanPin, pin_key
 __all__ = ["sqlite_scan_pins"]
 
 _SQL = "SELECT sql FROM sqlite_master WHERE name = :name COLLATE NOCASE"
+_STORED = "SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = :name COLLATE NOCASE"
+_WITHOUT_ROWID = "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = :name COLLATE NOCASE"
 # SQLite's names: "quoted" (a doubled quote inside), [bracketed], `backquoted`, bare words; a 'string' may
 # stand for a name too (red team rte F4: `lower("e-mail")` was read as the words e and mail)
 _NAMES = re.compile(
@@ -73,6 +81,8 @@ def sqlite_scan_pins(
     findings: list[Finding] = []
     for table, columns in sorted(masked.items()):
         wanted = {c.casefold() for c in columns}
+        if not conn.execute(text(_STORED), {"name": table}).scalar():
+            continue  # a virtual table (withheld whole when over a masked column) or a view
         if _stored_in_masked_order(conn, table, wanted):
             findings.append(
                 Finding(
@@ -83,7 +93,9 @@ def sqlite_scan_pins(
                     f"clustered-order:{table}",
                 )
             )
-        indexes = [str(r[1]) for r in conn.exec_driver_sql(f"PRAGMA index_list({_quote(table)})").all()]
-        if any(_reads_masked(conn, index, wanted) for index in indexes):
-            pins[pin_key(None, table)] = pins[pin_key("main", table)] = ScanPin(not_indexed=True)
+        listed = conn.exec_driver_sql(f"PRAGMA index_list({_quote(table)})").all()
+        if any(_reads_masked(conn, str(r[1]), wanted) for r in listed):
+            clustered = conn.execute(text(_WITHOUT_ROWID), {"name": table}).scalar()
+            primary = tuple(str(r[1]) for r in listed if clustered and str(r[3]) == "pk")[:1]
+            pins[pin_key(None, table)] = pins[pin_key("main", table)] = ScanPin(primary, not_indexed=True)
     return pins, findings

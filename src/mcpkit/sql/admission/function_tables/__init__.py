@@ -154,6 +154,29 @@ def relation_rule(schema: str | None, why: str, names: str) -> RelationRule:
     return RelationRule(schema, frozenset(names.split()), why)
 
 
+@dataclass(frozen=True)
+class ValueRule:
+    """Columns of a readable relation that hold values, not names: no query may read them, by
+    name, through `*`, a whole-row reference or a column alias list renaming them.
+
+    `schemas`: where the relation counts (None in it: unqualified too); `relations` and `columns`
+    lower case."""
+
+    schemas: frozenset[str | None]
+    relations: frozenset[str]
+    columns: frozenset[str]
+    why: str
+
+    def covers(self, schema: str | None, name: str) -> bool:
+        """Whether a FROM item `schema.name` (lower case) is one of the relations.
+
+        >>> rule = ValueRule(frozenset({None, "pg_catalog"}), frozenset({"pg_type"}), frozenset(), "x")
+        >>> rule.covers(None, "pg_type"), rule.covers("public", "pg_type")
+        (True, False)
+        """
+        return schema in self.schemas and name in self.relations
+
+
 SEARCH_BOUND_MARKER: Final = "mcpkit_search_bound"
 """Text in the error a bounded search raises on purpose, so the profile can tell it from others."""
 SIZE_BOUND_MARKER: Final = "mcpkit_size_bound"

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from mcpkit.sql.admission.function_tables import RelationRule, relation_rule
+from mcpkit.sql.admission.function_tables import RelationRule, ValueRule, relation_rule
 
-__all__ = ["CATALOG_NEVER", "CATALOG_READABLE"]
+__all__ = ["CATALOG_NEVER", "CATALOG_READABLE", "CATALOG_VALUES"]
 
 CATALOG_NEVER: Final[tuple[RelationRule, ...]] = (
     relation_rule(
@@ -38,7 +38,12 @@ CATALOG_NEVER: Final[tuple[RelationRule, ...]] = (
         "shows connection and file options of foreign servers, foreign tables, wrappers, user mappings "
         "and subscriptions (hosts, commands and passwords are written there)",
         "pg_foreign_data_wrapper pg_foreign_server pg_foreign_table pg_user_mapping pg_user_mappings "
-        "pg_subscription pg_extension",
+        "pg_subscription pg_extension "
+        # information_schema's views of the same options (red team rtJ F3: user_mapping_options
+        # answered a user mapping's password), and the helper views under them
+        "user_mapping_options foreign_server_options foreign_table_options foreign_data_wrapper_options "
+        "_pg_foreign_data_wrappers _pg_foreign_servers _pg_foreign_tables _pg_foreign_table_columns "
+        "_pg_user_mappings",
     ),
     relation_rule(
         None,
@@ -56,9 +61,10 @@ CATALOG_NEVER: Final[tuple[RelationRule, ...]] = (
 
 # Names, types, ownership, privileges and structure: what list_tables/describe_table also show.
 # Reviewed columns that are not names: pg_class.reltuples/relpages (estimates: see docs/security.md,
-# row-level security), pg_type.typdefault (a domain's default), pg_attribute.attmissingval (the
-# value given to existing rows by ADD COLUMN ... DEFAULT) and pg_class.relpartbound (partition
-# bounds): left readable, documented in docs/security.md as what a catalog still answers.
+# row-level security), left readable; pg_type.typdefault/typdefaultbin (a domain's default),
+# pg_attribute.attmissingval (the value every row older than an ADD COLUMN ... DEFAULT holds) and
+# pg_class.relpartbound (partition bounds: row values) are `CATALOG_VALUES` (red team rtJ F4: read
+# for tables and domains in schemas the role could not use).
 # pg_stats shows only columns the role may select of tables where row-level security is not active
 # for it (the view's own condition), so its values are the role's to read; masked columns are
 # withheld by the grants start-up requires.
@@ -111,3 +117,39 @@ CATALOG_READABLE: Final[frozenset[str]] = frozenset(
         "pg_timezone_names",
     ]
 )
+
+_CATALOG: Final[frozenset[str | None]] = frozenset({None, "pg_catalog"})
+CATALOG_VALUES: Final[tuple[ValueRule, ...]] = (
+    ValueRule(
+        _CATALOG,
+        frozenset({"pg_attribute"}),
+        frozenset({"attmissingval"}),
+        "holds, for every table (also ones the role cannot use), the value of a column added with a default"
+        " that each older row has",
+    ),
+    ValueRule(
+        _CATALOG,
+        frozenset({"pg_attribute"}),
+        frozenset({"attfdwoptions"}),
+        "holds the options of every foreign table's columns, as pg_foreign_table holds the table's",
+    ),
+    ValueRule(
+        _CATALOG,
+        frozenset({"pg_type"}),
+        frozenset({"typdefault", "typdefaultbin"}),
+        "holds the default of every domain, also ones in schemas the role cannot use",
+    ),
+    ValueRule(
+        _CATALOG,
+        frozenset({"pg_class"}),
+        frozenset({"relpartbound"}),
+        "holds the partition bounds (row values) of every table, also ones the role cannot use",
+    ),
+    ValueRule(
+        frozenset({"information_schema"}),
+        frozenset({"domains"}),
+        frozenset({"domain_default"}),
+        "holds the default of every domain, also ones in schemas the role cannot use",
+    ),
+)
+"""Readable catalogs' value columns no query may read (`reject_relations`)."""

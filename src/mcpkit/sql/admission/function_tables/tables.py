@@ -11,8 +11,10 @@ from mcpkit.sql.admission.function_tables import (
     FunctionTable,
     RelationRule,
     SearchBounds,
+    ValueRule,
     mysql,
     postgres,
+    postgres_catalogs,
     postgres_copies,
     sqlite,
 )
@@ -26,6 +28,7 @@ __all__ = [
     "EXPRESSION_COPIES",
     "MERGE_WORK",
     "NEVER_RELATIONS",
+    "NEVER_VALUES",
     "SIZE_BOUNDS",
     "TABLES",
     "table_for",
@@ -49,6 +52,10 @@ NEVER_RELATIONS: Final[dict[str, tuple[RelationRule, ...]]] = {
     # SQLite has no view of other connections or server internals.
 }
 """Per dialect, the relations no query may read (other dialects: every engine's rules)."""
+
+NEVER_VALUES: Final[dict[str, tuple[ValueRule, ...]]] = {"postgres": postgres_catalogs.CATALOG_VALUES}
+"""Per dialect, the value columns of readable relations no query may read (other dialects: every
+engine's rules)."""
 
 
 SIZE_BOUNDS: Final[dict[str, SearchBounds]] = {"postgres": postgres.SIZE_BOUNDS, "mysql": mysql.SIZE_BOUNDS}

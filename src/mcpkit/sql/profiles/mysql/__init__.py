@@ -23,6 +23,7 @@ from mcpkit.sql.profiles.mysql.account import connection_limit_findings, inspect
 from mcpkit.sql.profiles.mysql.catalog_reads import mysql_catalog_routines, mysql_catalog_views
 from mcpkit.sql.profiles.mysql.cost import mysql_cost
 from mcpkit.sql.profiles.mysql.fingerprint import mysql_fingerprint
+from mcpkit.sql.profiles.mysql.generated import grant_refusal as virtual_refusal
 from mcpkit.sql.profiles.mysql.mask_routes import definer_views_left_out, masked_views
 from mcpkit.sql.profiles.mysql.masks import (
     derived_masks,
@@ -38,12 +39,20 @@ from mcpkit.sql.profiles.mysql.session import MysqlSession
 from mcpkit.sql.profiles.mysql.stats import mysql_table_stats
 from mcpkit.sql.profiles.mysql.stored import mysql_primary_key, mysql_stored_queries
 from mcpkit.sql.profiles.mysql.triggers import trigger_hints
+from mcpkit.sql.profiles.mysql.views import grant_refusal
 from mcpkit.sql.profiles.scan_order import ScanPin
 from mcpkit.sql.profiles.stored import StoredQuery
 
 __all__ = ["MysqlProfile", "mysql_cost"]
 
 _ROWS: Final = "SELECT TABLE_SCHEMA, TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES"
+# A relation `grant` names: its type and, for a view, what start-up judges it by (`grant_refusal`).
+_GRANTED: Final = (
+    "SELECT t.TABLE_TYPE, v.SECURITY_TYPE, v.DEFINER, v.VIEW_DEFINITION"
+    " FROM information_schema.TABLES t LEFT JOIN information_schema.VIEWS v"
+    " ON v.TABLE_SCHEMA = t.TABLE_SCHEMA AND v.TABLE_NAME = t.TABLE_NAME"
+    " WHERE t.TABLE_SCHEMA = :s AND t.TABLE_NAME = :t"
+)
 
 
 class MysqlProfile(MysqlSession):
@@ -173,15 +182,16 @@ class MysqlProfile(MysqlSession):
         for name in tables:
             schema, _, table = name.rpartition(".")
             schema = schema or str(default or "")
-            found = conn.execute(
-                text(
-                    "SELECT TABLE_TYPE FROM information_schema.TABLES"
-                    " WHERE TABLE_SCHEMA = :s AND TABLE_NAME = :t"
-                ),
-                {"s": schema, "t": table},
-            ).first()
+            found = conn.execute(text(_GRANTED), {"s": schema, "t": table}).first()
             if found is None:
                 raise SqlConfigError(f"no table or view {schema}.{table}")
+            if found[0] == "VIEW":
+                why = grant_refusal(found[1], found[2], schema, table, found[3])
+            else:
+                why = virtual_refusal(conn, schema, table)
+            if why is not None:  # what start-up would refuse is left out, as PostgreSQL's trial does
+                script.append(f"-- left out: {why}; no grant on it")
+                continue
             script.append(f"GRANT SELECT ON `{schema}`.`{table}` TO '{role}'@'%'")
             if found[0] == "VIEW":  # a line of its own: `--mask` rewrites the SELECT lines
                 script.append(f"GRANT SHOW VIEW ON `{schema}`.`{table}` TO '{role}'@'%'")

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 from mcpkit.sql.admission import FunctionPolicy
 from mcpkit.sql.profiles.base import AccountReport, ConnectionBudget, Finding
 from mcpkit.sql.profiles.mysql.catalog_reads import SYSTEM_NAMES, catalog_read
+from mcpkit.sql.profiles.mysql.generated import VIRTUAL_COLUMNS, virtual_column_findings
 from mcpkit.sql.profiles.mysql.mask_routes import VIEW_CALLS
 from mcpkit.sql.profiles.mysql.privileges import judge_grants
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, under_each_role
@@ -200,9 +201,9 @@ def _public_routines(
     return found
 
 
-def _seen(conn: Connection, own: Sequence[str]) -> tuple[list[str], Seen, Seen, ViewBodies]:
-    """SHOW GRANTS lines, DEFINER routines, DEFINER views and every view's definition: as the
-    session is, then under each role granted to the login (`roles.under_each_role`)."""
+def _seen(conn: Connection, own: Sequence[str]) -> tuple[list[str], Seen, Seen, ViewBodies, Seen]:
+    """SHOW GRANTS lines, DEFINER routines, DEFINER views, every view's definition and every VIRTUAL
+    column: as the session is, then under each role granted to the login (`roles.under_each_role`)."""
 
     def run(sql: str) -> Sequence[tuple[Any, ...]]:
         result = conn.exec_driver_sql(sql)
@@ -211,18 +212,21 @@ def _seen(conn: Connection, own: Sequence[str]) -> tuple[list[str], Seen, Seen, 
     lines = list(own)
     routines: Seen = {tuple(map(str, r)): None for r in run(_DEFINERS)}
     views: Seen = {tuple(map(str, r)): None for r in run(_DEFINER_VIEWS)}
+    virtual: Seen = {tuple(map(str, r)): None for r in run(VIRTUAL_COLUMNS)}
     bodies: ViewBodies = {}
     collect_bodies(bodies, run(VIEW_BODIES), None)
-    for role, (grants, r_rows, v_rows, b_rows) in under_each_role(
-        run, granted_roles(own), ("SHOW GRANTS", _DEFINERS, _DEFINER_VIEWS, VIEW_BODIES)
+    for role, (grants, r_rows, v_rows, b_rows, c_rows) in under_each_role(
+        run, granted_roles(own), ("SHOW GRANTS", _DEFINERS, _DEFINER_VIEWS, VIEW_BODIES, VIRTUAL_COLUMNS)
     ):
         lines += [str(g[0]) for g in grants]
         for row in r_rows:
             routines.setdefault(tuple(map(str, row)), role)
         for row in v_rows:
             views.setdefault(tuple(map(str, row)), role)
+        for row in c_rows:
+            virtual.setdefault(tuple(map(str, row)), role)
         collect_bodies(bodies, b_rows, role)
-    return lines, routines, views, bodies
+    return lines, routines, views, bodies, virtual
 
 
 def inspect_mysql(
@@ -246,7 +250,8 @@ def inspect_mysql(
         scope: [(str(p), str(o)) for p, o in conn.execute(text(q).bindparams(g=grantees))]
         for scope, q in _PRIVILEGES.items()
     }
-    lines, routines, views, bodies = _seen(conn, [str(r[0]) for r in conn.exec_driver_sql("SHOW GRANTS")])
+    own = [str(r[0]) for r in conn.exec_driver_sql("SHOW GRANTS")]
+    lines, routines, views, bodies, virtual = _seen(conn, own)
     holders = _global_holders(lines)
     held = {p for p, _ in privileges["global"]} | set(holders)
     found = []
@@ -311,6 +316,9 @@ def inspect_mysql(
             p == "SHOW VIEW" and o in ("*", s, f"{s}.{n}") for g in privileges.values() for p, o in g
         ),
         functions,
+    )
+    found += virtual_column_findings(  # rtJ F1/F2
+        virtual.items(), str(current), account, lambda q: _revokes(lines, "SELECT", q), allowed, functions
     )
     superuser = "superuser" if held & {"SUPER", "ALL PRIVILEGES"} else None
     judged, writable = judge_grants(lines, str(current), set(_ADMIN), superuser)

@@ -31,6 +31,14 @@ What the re-verification reads of the catalog, and so what the fingerprint diges
   Columns the account holds no privilege on do not show (information_schema hides them): a new
   column on a table read through column grants changes nothing here, and none of those is
   readable to it either.
+- whether the optimizer ignores an index (MariaDB `IGNORED`, MySQL 8 `IS_VISIBLE`): the scan pins
+  name none such, since a hint naming one fails every call (red team rtK F2: `ALTER INDEX ... IGNORED`
+  while serving failed the table's calls until `--reverify-interval`).
+- each table's storage engine and whether it has a secondary index (`information_schema.TABLES`,
+  `INDEX_LENGTH = 0`, not the size, which moves with the data): an index made while serving over
+  masked columns only is in no row above (STATISTICS hides it from a column-granted account), and
+  the scan pins read both (`scan_pins`, `view_pins`: a view over a masked table with no secondary
+  index may be read unpinned; a heap engine is no InnoDB clustered order).
 - the definition (`SHOW CREATE TABLE`) of every table it can see whose rows live in other tables
   or servers (`linked.LINKED_ENGINES`: MERGE, FEDERATED, CONNECT, SPIDER, ...): the link (a MERGE
   UNION list, a CONNECTION, CONNECT's TABNAME) is in no information_schema table, and `ALTER TABLE
@@ -67,9 +75,10 @@ __all__ = ["linked_names", "mysql_fingerprint", "sorted_grants"]
 log = logging.getLogger("mcpkit.sql")
 
 
-def _rows(table: str, *fields: str, where: str = "") -> str:
-    """A subquery: how many rows of `table` the account sees, and an order-free digest of them."""
-    row = "MD5(CONCAT_WS(',', " + ", ".join(f"QUOTE({f})" for f in fields) + "))"
+def _rows(table: str, *fields: str, where: str = "", extra: str = "") -> str:
+    """A subquery: how many rows of `table` the account sees, and an order-free digest of them
+    (`extra`: more of the list, in executable comments one server only reads)."""
+    row = "MD5(CONCAT_WS(',', " + ", ".join(f"QUOTE({f})" for f in fields) + extra + "))"
     halves = ", ':', ".join(
         f"COALESCE(BIT_XOR(CAST(CONV({side}(h, 16), 16, 10) AS UNSIGNED)), 0)" for side in ("LEFT", "RIGHT")
     )
@@ -101,6 +110,9 @@ _INDEXES: Final = _rows(
     *("TABLE_SCHEMA", "TABLE_NAME", "NON_UNIQUE", "INDEX_NAME", "SEQ_IN_INDEX", "COLUMN_NAME"),
     *("SUB_PART", "COLLATION", "INDEX_TYPE"),
     where=_USER_SCHEMAS,
+    # an index the optimizer ignores fails a hint naming it (red team rtK F2): MariaDB 10.6+ reads
+    # the first comment, MySQL 8 the second (MariaDB skips MySQL 5.7+ executable comments)
+    extra="/*M!100600 , QUOTE(IGNORED)*//*!80000 , QUOTE(IS_VISIBLE)*/",
 )
 _COLUMNS: Final = _rows(
     "COLUMNS",
@@ -108,9 +120,12 @@ _COLUMNS: Final = _rows(
     *("EXTRA", "GENERATION_EXPRESSION", "COLUMN_DEFAULT", "COLLATION_NAME", "IS_NULLABLE"),
     where=_USER_SCHEMAS,
 )
+_TABLES: Final = _rows(
+    "TABLES", "TABLE_SCHEMA", "TABLE_NAME", "ENGINE", "INDEX_LENGTH = 0", where=_USER_SCHEMAS
+)
 # Partitioning (red team mask17 F3, partref): `ALTER TABLE t PARTITION BY RANGE (salary)` changes no
 # index or column when the key already held the column, and a partition key over a masked column is
-# a scan-pin finding (`masks.partition_order_findings`) to verify again at once.
+# a scan-pin finding (`scan_pins.partition_order_findings`) to verify again at once.
 _PARTITIONS: Final = _rows(
     "PARTITIONS",
     *("TABLE_SCHEMA", "TABLE_NAME", "PARTITION_NAME", "SUBPARTITION_NAME", "PARTITION_METHOD"),
@@ -123,7 +138,8 @@ _LINKED: Final = (
     f" FROM information_schema.TABLES WHERE {linked_filter()})"
 )
 _SEEN: Final = (
-    f"SELECT CONCAT_WS('/', {_ROUTINES}, {_PARAMETERS}, {_VIEWS}, {_INDEXES}, {_COLUMNS}, {_PARTITIONS}, "
+    f"SELECT CONCAT_WS('/', {_ROUTINES}, {_PARAMETERS}, {_VIEWS}, {_INDEXES}, {_COLUMNS}, {_TABLES}, "
+    f"{_PARTITIONS}, "
     f"QUOTE(CURRENT_USER()), QUOTE(CURRENT_ROLE())), {_LINKED}"
 )
 

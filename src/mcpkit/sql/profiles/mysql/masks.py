@@ -18,12 +18,7 @@ from mcpkit.sql.profiles.mysql.linked import MERGE, linked_filter
 from mcpkit.sql.profiles.mysql.roles import granted_roles, quote_name, rows_under_any_role, under_each_role
 from mcpkit.sql.profiles.scan_order import hint, split_key
 
-__all__ = [
-    "derived_masks",
-    "exact_ties",
-    "readable_masked_columns",
-    "scan_order_hints",
-]
+__all__ = ["derived_masks", "exact_ties", "readable_masked_columns", "scan_order_hints"]
 
 _COLUMNS = (
     "SELECT column_name FROM information_schema.COLUMNS"

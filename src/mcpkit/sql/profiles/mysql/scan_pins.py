@@ -11,18 +11,23 @@ whole may be over a masked column, so a table without a visible one is a start-u
 table of another storage engine (Aria, MyISAM, MEMORY: a heap read in the order its rows were written,
 which no hint changes; red team rte F2). An IGNORED index (MariaDB 10.6+) or an invisible one (MySQL 8)
 is not listed: the server rejects a hint naming it (rte L1: every call failed).
+
+Views and byte-exact columns are described too (`hinted=False`: no hint), for the representatives
+of a query that reads a view (`profiles.mysql.view_pins`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Final
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, RowMapping
 
 from mcpkit.sql.profiles.findings import Finding
+from mcpkit.sql.profiles.mysql.view_pins import exact_columns, unpinned_views
 from mcpkit.sql.profiles.scan_order import ScanPin, partition_finding, pin_key, split_key
 
 __all__ = ["mysql_scan_pins", "partition_order_findings"]
@@ -32,7 +37,7 @@ _INDEXES: Final = """
 SELECT * FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = :schema AND TABLE_NAME = :table
 """
 _ENGINE: Final = """
-SELECT ENGINE FROM information_schema.TABLES
+SELECT ENGINE, INDEX_LENGTH FROM information_schema.TABLES
 WHERE TABLE_SCHEMA = :schema AND TABLE_NAME = :table AND TABLE_TYPE = 'BASE TABLE'
 """
 
@@ -104,6 +109,7 @@ def mysql_scan_pins(
     partitioning over one (`partition_order_findings`)."""
     pins: dict[str, ScanPin] = {}
     findings: list[Finding] = []
+    follows: set[tuple[str, str]] = set()  # may be read along an index over a masked column
     for key, columns in sorted(masked.items()):
         schema, table = split_key(key)
         schema = schema or default_schema
@@ -127,10 +133,34 @@ def mysql_scan_pins(
                 and all(c is not None and c.casefold() not in wanted for _, c in parts)
             ):
                 visible.append(index)
-        engine = conn.execute(text(_ENGINE), where).scalar()
+        engine, secondary = conn.execute(text(_ENGINE), where).one_or_none() or (None, None)
         if engine is not None and str(engine).casefold() != "innodb":
             findings.append(_heap(key, str(engine)))
         elif "PRIMARY" not in visible:
             findings.append(_clustered(key))
+        if engine is None or str(engine).casefold() != "innodb" or "PRIMARY" not in visible or secondary != 0:
+            follows.add((str(schema).casefold(), table.casefold()))
         pins[pin_key(schema, table)] = ScanPin(tuple(visible))
+    if pins:
+        _describe(conn, pins, follows, {str(default_schema or "")} | {s for s, _ in follows})
     return pins, findings + partition_order_findings(conn, masked, default_schema)
+
+
+def _describe(
+    conn: Connection, pins: dict[str, ScanPin], follows: set[tuple[str, str]], schemas: set[str]
+) -> None:
+    """Add, in place, an unhinted entry for each view (whether it `follows`) and each relation with
+    byte-exact columns; a masked table's pin gets its exact columns. A view named like a masked table
+    but for case (lower_case_table_names 0) shares its pin and counts as following."""
+    exact = exact_columns(conn, {s for s in schemas if s})
+    for (schema, name), counts in unpinned_views(conn, follows).items():
+        key = pin_key(schema, name)
+        if key in pins:
+            pins[key] = replace(pins[key], follows=True, exact=frozenset())
+            exact.pop((schema, name), None)
+            continue
+        pins[key] = ScanPin(hinted=False, follows=counts, exact=exact.pop((schema, name), frozenset()))
+    for (schema, name), columns in exact.items():
+        key = pin_key(schema, name)
+        found = pins.get(key)
+        pins[key] = ScanPin(hinted=False, exact=columns) if found is None else replace(found, exact=columns)

@@ -24,7 +24,8 @@ from mcpkit.sql.admission.reject_functions import reject_functions
 from mcpkit.sql.profiles.base import Finding
 from mcpkit.sql.profiles.mysql.roles import quote_name
 
-__all__ = ["VIEW_BODIES", "ViewBodies", "collect_bodies", "view_body_findings"]
+__all__ = ["VIEW_BODIES", "ViewBodies", "collect_bodies", "grant_refusal", "in_database"]
+__all__ += ["view_body_findings"]
 
 VIEW_BODIES: Final = (
     "SELECT TABLE_SCHEMA, TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS ORDER BY 1, 2"
@@ -43,7 +44,7 @@ def collect_bodies(bodies: ViewBodies, rows: Sequence[tuple[object, ...]], role:
             bodies[key] = (body, bodies[key][1] if key in bodies else role)
 
 
-def _in_database(policy: FunctionPolicy, schema: str) -> FunctionPolicy:
+def in_database(policy: FunctionPolicy, schema: str) -> FunctionPolicy:
     """The policy for a view of database `schema`: MariaDB stores a call of a stored function of the
     view's own database unqualified, so the operator's exact `schema.f` admits the bare `f` there
     (red team rtg L2: `--allow-function db.f` refused db's view calling it; only the bare `f`, which
@@ -81,6 +82,25 @@ def _refusal(definition: str, functions: FunctionPolicy) -> str | None:
                 " match limit queries carry (red team my18 F9)"
             )
     return None
+
+
+def grant_refusal(security: str, definer: str, schema: str, name: str, definition: str) -> str | None:
+    """Why start-up would refuse a new reader's SELECT on this view, as `mcpkit sql grant` reads it
+    (an administrator, who sees every definition), or None (red team rtJ L1: grant printed the
+    GRANT of a DEFINER view, and of one calling a refused function, that doctor then refused)."""
+    if security.upper() == "DEFINER":
+        return (
+            f"view {schema}.{name} runs as its definer {definer} (SQL SECURITY DEFINER: its tables, columns"
+            f" and functions are checked against the definer), which start-up refuses (or --allow"
+            f" view:{schema}.{name} after review)"
+        )
+    why = _refusal(definition, in_database(FunctionPolicy.for_dialect("mysql"), schema))
+    if why is None:
+        return None
+    return (
+        f"view {schema}.{name}'s definition calls what a query may not (it runs in the caller's session"
+        f" whatever its SQL SECURITY): {why.rstrip('.')}"
+    )
 
 
 def _plain(pattern: exp.Expr | None) -> bool:
@@ -142,7 +162,7 @@ def view_body_findings(
                 )
             )
             continue
-        why = _refusal(definition, _in_database(policy, schema))
+        why = _refusal(definition, in_database(policy, schema))
         if why is not None:
             found.append(
                 Finding(

@@ -14,6 +14,7 @@ from mcpkit.sql.profiles.postgres.knowledge import ROLES
 from mcpkit.sql.profiles.postgres.membership import reaches
 from mcpkit.sql.profiles.postgres.overloads import OptIns
 from mcpkit.sql.profiles.postgres.routes import audit_routes
+from mcpkit.sql.profiles.postgres.servers import server_findings
 from mcpkit.sql.profiles.postgres.switch import switched_findings
 from mcpkit.sql.profiles.postgres.views import owner_views, rls_parents
 
@@ -213,7 +214,7 @@ def inspect_postgres(
             )
         )
     found += _granted_findings(conn, allowed)
-    found += config_findings(conn, allowed, policy)  # rt21 F7
+    found += config_findings(conn, allowed, policy, custom=True)  # rt21 F7, rtg F2
     found += OptIns.read(conn, allowed).ambiguous()  # rt23 F4
     if not rolsuper:  # the rights of a role one SET ROLE away count as the role's own
         skip = sorted({*ROLES, *identities})
@@ -250,6 +251,7 @@ def _granted_findings(conn: Connection, allowed: frozenset[str]) -> list[Finding
                 f"foreign-table:{name}",
             )
         )
+    found += server_findings(conn, str(user), str(quoted), allowed)  # rtJ F3
     for database, grantees, owner in conn.execute(text(_CREATE_DATABASE)):
         fix = (
             f"ALTER DATABASE {database} OWNER TO <another role>"

@@ -32,6 +32,10 @@ from mcpkit.sql.profiles.postgres.session import PINNED_SETTINGS
 __all__ = ["CALL_SETTINGS", "config_findings"]
 
 _PINNED: Final = "a setting each call pins"
+_PLACEHOLDER: Final = (
+    "a pooled connection's reset: it defines the custom setting {key} for the connection's life, and"
+    " a later call reading current_setting('{key}', true) tells '' from a fresh connection's NULL"
+)
 CALL_SETTINGS: Final[Mapping[str, str]] = {
     **dict.fromkeys(sorted(PINNED_SETTINGS - {"application_name", "search_path"}), _PINNED),
     "transaction_read_only": "the read-only transaction",
@@ -56,7 +60,8 @@ SELECT p.oid, n.nspname, p.proname, p.oid::regprocedure::text, c.setting,
   has_function_privilege(p.oid, 'EXECUTE')
 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace,
   unnest(p.proconfig) AS c(setting)
-WHERE lower(split_part(c.setting, '=', 1)) = ANY(CAST(:names AS text[])) AND p.prokind <> 'p'
+WHERE (lower(split_part(c.setting, '=', 1)) = ANY(CAST(:names AS text[]))
+    OR (:custom AND strpos(split_part(c.setting, '=', 1), '.') > 0)) AND p.prokind <> 'p'
 ORDER BY 4, 5
 """
 # Every executable function is a starting point of the walk, USAGE on its schema or not: a view
@@ -85,17 +90,23 @@ def config_findings(
     allowed: frozenset[str],
     policy: FunctionPolicy | None = None,
     settings: Mapping[str, str] = CALL_SETTINGS,
+    custom: bool = False,
 ) -> list[Finding]:
     """One finding per setting of `settings` a function the role can make run sets for itself,
     with `ALTER FUNCTION ... RESET` and the opt-in `function-config:S.F`.
+
+    With `custom`, a custom setting (`app.x`, a dotted name) counts too: running the function
+    defines its placeholder for the backend's life, which no reset drops (red team rtg F2), so a
+    later call on the pooled connection would tell it from a fresh one.
 
     Args:
         conn: A connection in the role's read-only session (`search_path` pg_catalog: qualified names).
         allowed: The `--allow` opt-ins (an accepted finding is still returned: it is warned about).
         policy: What admission lets queries call (None: the dialect's default).
         settings: Setting (lower case) -> what it bounds.
+        custom: Count custom settings too (the start-up check; not the masked-order pins).
     """
-    rows = conn.execute(text(_CONFIGURED), {"names": sorted(settings)}).all()
+    rows = conn.execute(text(_CONFIGURED), {"names": sorted(settings), "custom": custom}).all()
     if not rows:
         return []
     policy = policy or FunctionPolicy.for_dialect("postgres")
@@ -115,9 +126,8 @@ def config_findings(
         else:
             continue
         key, _, value = str(setting).partition("=")
-        message = (
-            f"function {signature} sets {key} = {value} for itself, over {settings[key.lower()]} ({why})"
-        )
+        over = settings.get(key.lower()) or _PLACEHOLDER.format(key=key)
+        message = f"function {signature} sets {key} = {value} for itself, over {over} ({why})"
         fix = f"ALTER FUNCTION {signature} RESET {key}"
         opt_in = opt.opt_in("function-config", int(oid), str(schema), str(name), str(signature))
         found.append(Finding("function-config", message, fix, opt_in))

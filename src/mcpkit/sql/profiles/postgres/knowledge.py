@@ -34,7 +34,6 @@ HARMLESS_VOLATILE: Final = frozenset(
         "gen_random_uuid",
         "gen_random_bytes",
         "gen_salt",
-        "uuid_generate_v1",
         "uuid_generate_v1mc",
         "uuid_generate_v4",
         "pg_relation_size",
