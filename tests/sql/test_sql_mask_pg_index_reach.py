@@ -208,6 +208,38 @@ def test_a_user_function_may_reach_a_masked_index(served: tuple[PgScratch, SqlSe
             enforce_scan_pins(service.engine, known, masked, ())
 
 
+def test_a_relation_whose_name_holds_a_dot_is_reached_by_its_whole_name(
+    served: tuple[PgScratch, SqlService],
+) -> None:
+    """Red team rtM F1: the reach keys are `schema.name`, and the match took the text after the last
+    dot, so a view named `hr.directory` over the masked table kept index scans on (`directory` is
+    no name the query used), and a binary search over an early stop read the masked order."""
+    from mcpkit.sql.scanpins import enforce_scan_pins, index_scans_allowed
+
+    db, service = served
+    masking = service.masking
+    assert masking is not None
+    known, masked = masking.schema, dict(masking.masked)
+    guard = service.engine.guard
+    assert guard is not None
+    dotted = sqlglot.parse_one('SELECT id FROM "hr.directory" ORDER BY id LIMIT 1', read="postgres")
+    qualified = sqlglot.parse_one('SELECT id FROM public."hr.directory"', read="postgres")
+    db.admin.execute(
+        'CREATE VIEW "hr.directory" WITH (security_invoker = on) AS SELECT id, name FROM customers'
+    )
+    db.admin.execute("CREATE INDEX customers_email ON customers (email)")
+    try:
+        with guard.paused():
+            enforce_scan_pins(service.engine, known, masked, ())
+            assert not index_scans_allowed(dotted, known)
+            assert not index_scans_allowed(qualified, known)
+    finally:
+        db.admin.execute('DROP VIEW "hr.directory"')
+        db.admin.execute("DROP INDEX IF EXISTS customers_email")
+        with guard.paused():
+            enforce_scan_pins(service.engine, known, masked, ())
+
+
 def test_a_masked_index_made_while_roles_serve_pins_their_calls(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

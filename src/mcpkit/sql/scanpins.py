@@ -84,9 +84,10 @@ def index_scans_allowed(tree: exp.Expr, known: KnownSchema) -> bool:
         return False
     if not reach.relations:
         return True
-    names = {key.rpartition(".")[2] for key in reach.relations}  # whatever schema it resolves in
+    # a key is `schema.name`, and either may hold a dot (rtM F1: `public.hr.directory`): a name
+    # matches every key it ends, whatever schema it resolves in
     tables = (t for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Identifier))
-    if any(t.name.casefold() in names for t in tables):
+    if any(key.endswith(f".{t.name.casefold()}") for t in tables for key in reach.relations):
         return False
     for call in tree.find_all(exp.Func):  # a built-in's every spelling: a user's may share one
         called = [call.name] if isinstance(call, exp.Anonymous) else call.sql_names()
