@@ -122,9 +122,9 @@ def _connection_options(p: argparse.ArgumentParser) -> None:
         "function:SCHEMA.NAME, extension:NAME, routine:DB.NAME, relation:SCHEMA.NAME, type:SCHEMA.NAME, "
         "foreign-table:SCHEMA.NAME, parameter:NAME, view-order:SCHEMA.NAME, "
         "function-order:SCHEMA.NAME, policy-order:SCHEMA.TABLE.POLICY, clustered-order:TABLE, "
-        "partition-order:TABLE (--mask), function-config:SCHEMA.NAME (PostgreSQL: a function "
-        "that sets a pinned or resource setting for itself); a function opt-in by name counts while the name "
-        "has one function, one with overloads is named by signature, function:SCHEMA.NAME(integer), "
+        "partition-order:TABLE (--mask), function-config:SCHEMA.NAME, foreign-server:NAME (PostgreSQL: "
+        "a function that sets a setting for itself, USAGE on a server); a function opt-in by name counts "
+        "while the name has one function, one with overloads by signature, function:SCHEMA.NAME(integer), "
         "unbounded-memory (PostgreSQL) (repeatable, also "
         f"${ALLOW_ENV}, comma-separated; each is logged as a warning); function:SCHEMA.NAME also "
         "lets queries call it (the same as --allow-function SCHEMA.NAME)",
