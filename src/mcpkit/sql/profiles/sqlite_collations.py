@@ -17,6 +17,7 @@ not BINARY; a probe that fails is not traced.
 
 from __future__ import annotations
 
+import logging
 from typing import Final
 
 import sqlglot
@@ -24,6 +25,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+
+_SQLGLOT_LOG: Final = logging.getLogger("sqlglot")
 
 __all__ = ["stored_forms"]
 
@@ -36,11 +39,25 @@ def _collate_name(node: exp.Expr) -> str:
     return (name.name if isinstance(name, exp.Identifier | exp.Column | exp.Var) else name.sql()).upper()
 
 
+class _Quiet(logging.Filter):
+    """Drops sqlglot's note that it read a statement as a Command: such a DDL (`WITHOUT ROWID`) is
+    asked of SQLite instead, and the note would name the operator's tables in the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "unsupported syntax" not in record.getMessage()
+
+
 def _parsed(sql: str | None) -> exp.Expr | None:
+    if not sql:
+        return None
+    quiet = _Quiet()
+    _SQLGLOT_LOG.addFilter(quiet)
     try:
-        return sqlglot.parse_one(sql, read="sqlite") if sql else None
+        return sqlglot.parse_one(sql, read="sqlite")
     except (SqlglotError, ValueError):
         return None
+    finally:
+        _SQLGLOT_LOG.removeFilter(quiet)
 
 
 def _table_collations(tree: exp.Expr) -> dict[str, str]:
