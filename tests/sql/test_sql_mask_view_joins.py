@@ -136,9 +136,10 @@ def test_mariadb_grant_mask_leaves_out_a_straight_join_view(
         str(masks),
     )
     assert code == 0, out
-    assert f"-- left out: view {db.db}.v_straight runs as its definer: it reads a masked column" in out, out
-    assert f"GRANT SELECT ON `{db.db}`.`v_straight`" not in out, out
-    assert f"GRANT SELECT ON `{db.db}`.`c_straight`" in out, out
+    # every DEFINER view is left out as such, start-up refuses it (rtJ L1): c_straight too now
+    for view in ("v_straight", "c_straight"):
+        assert f"-- left out: view {db.db}.{view} runs as its definer root@" in out, out
+        assert f"GRANT SELECT ON `{db.db}`.`{view}`" not in out, out
 
 
 @pytest.mark.mysql
