@@ -105,6 +105,8 @@ def _operands(node: exp.Expr) -> list[exp.Expr]:
 
 def _paths(call: exp.Func) -> int:
     """JSON paths a call looks up, a pass over its document each, literal or not (red team rtC F2)."""
+    if isinstance(call, exp.Least | exp.Greatest):  # scalar min/max: a comparison per argument (rtN F1)
+        return max(1, _comparison(_operands(call)))
     name = call.name if isinstance(call, exp.Anonymous) else call.sql_name()
     step = _PATH_ARGUMENTS.get(name.lower())
     if step is None:
@@ -221,8 +223,7 @@ def _converted(node: exp.Expr) -> int:
 
 
 def _truth_tested(node: exp.Expr) -> bool:
-    """Whether SQLite reads `node`'s value as a truth value: as a number, a pass over a text (`WHERE d
-    AND d ...` over 30 MB of digits, red team rtf F3)."""
+    """Whether SQLite reads `node`'s value as a truth value: a pass over a text (red team rtf F3)."""
     top = node
     while isinstance(top.parent, exp.Paren):
         top = top.parent
