@@ -239,16 +239,39 @@ def mcpkit_in_process(
     each, far more on a loaded host): the exit code, stdout, and stderr followed by what it logged
     (pytest's handlers hold the root logger, so `basicConfig` adds no stderr one here). The levels
     `mcpkit sql` sets (doctor quiets `mcpkit.sql`) are put back: later tests see the usual ones."""
-    names = ("mcpkit.sql", "sqlglot")
-    levels = {name: logging.getLogger(name).level for name in names}
     caplog.clear()
-    try:
+    with logging_as_a_fresh_process():
         code = main(list(argv))
-    finally:
-        for name, level in levels.items():
-            logging.getLogger(name).setLevel(level)
     out = capsys.readouterr()
     return code, out.out, out.err + caplog.text
+
+
+@contextmanager
+def logging_as_a_fresh_process() -> Iterator[None]:
+    """Run a command line in this process with the logging a fresh interpreter has: every `mcpkit`
+    and `sqlglot` logger at NOTSET, enabled, with no handler of its own; then every logger's level,
+    handlers and switches as they were. What one run configures (an INFO handler on `mcpkit.calls`,
+    doctor's quiet `mcpkit.sql`) neither hides a later run's warnings nor keeps later tests' records
+    in memory (test_sessions counts them as a leak)."""
+    manager = logging.Logger.manager
+    before = {name: lg for name, lg in manager.loggerDict.items() if isinstance(lg, logging.Logger)}
+    saved = [(lg, lg.level, list(lg.handlers), lg.disabled, lg.propagate) for lg in before.values()]
+    root = logging.getLogger()
+    saved.append((root, root.level, list(root.handlers), root.disabled, root.propagate))
+    for name, lg in before.items():
+        if name.split(".")[0] in ("mcpkit", "sqlglot"):
+            lg.setLevel(logging.NOTSET)
+            lg.handlers[:], lg.disabled, lg.propagate = [], False, True
+    try:
+        yield
+    finally:
+        for name, lg in list(manager.loggerDict.items()):
+            if isinstance(lg, logging.Logger) and name not in before:  # made by the run
+                lg.setLevel(logging.NOTSET)
+                lg.handlers[:], lg.disabled, lg.propagate = [], False, True
+        for lg, level, handlers, disabled, propagate in saved:
+            lg.setLevel(level)
+            lg.handlers[:], lg.disabled, lg.propagate = handlers, disabled, propagate
 
 
 def mcpkit_here(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -259,19 +282,12 @@ def mcpkit_here(*argv: str) -> subprocess.CompletedProcess[str]:
     out, err = io.StringIO(), io.StringIO()
     handler = logging.StreamHandler(err)
     handler.setLevel(logging.INFO if {"-v", "--verbose"} & set(argv) else logging.WARNING)
-    root, names = logging.getLogger(), ("mcpkit.sql", "sqlglot")
-    levels = {name: logging.getLogger(name).level for name in names}
-    root.addHandler(handler)
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            try:
-                code = main(list(argv))
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        root.removeHandler(handler)
-        for name, level in levels.items():
-            logging.getLogger(name).setLevel(level)
+    with logging_as_a_fresh_process(), redirect_stdout(out), redirect_stderr(err):
+        logging.getLogger().addHandler(handler)  # taken off with the rest of the run's logging
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
     return subprocess.CompletedProcess(["mcpkit", *argv], code, out.getvalue(), err.getvalue())
 
 

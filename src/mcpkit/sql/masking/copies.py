@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, NoSuchTableError
 
 from mcpkit.sql.profiles.base import DerivedMask
 
@@ -30,6 +30,8 @@ Key = tuple[str, str | None, str, str]  # column, referenced schema (None: defau
 def _keys(conn: Connection, schema: str | None, table: str) -> list[Key]:
     try:
         found = inspect(conn).get_foreign_keys(table, schema)
+    except NoSuchTableError:  # dropped since it was listed (another session's): it references nothing
+        return []
     except DBAPIError:
         if conn.dialect.name not in ("mysql", "mariadb"):
             raise
