@@ -15,10 +15,8 @@ from collections.abc import Iterator
 import pytest
 
 from mcpkit.sql.analysis import profile_table
-from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
-from mcpkit.sql.service import Masking, SqlService
-from tests.sql.sql_support import rows_or_message
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import masked_service, rows_or_message
 
 _VIEW = (
     "CREATE VIEW v AS SELECT code, name AS n, CASE code WHEN 'c12' THEN 'b' WHEN 'c02' THEN 'B' END"
@@ -43,18 +41,11 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlService]:
     con.commit()
     con.close()
     (folder / "masks.yaml").write_text("masks:\n  - people.email\n  - v*.email\n", encoding="utf-8")
-    engine = SqlEngine(f"sqlite:///{folder / 'p.db'}")
+    service = masked_service(f"sqlite:///{folder / 'p.db'}", folder / "masks.yaml")
     try:
-        policy, reflection, masked = prepare_masks(engine, str(folder / "masks.yaml"))
-        enforce_masks(engine, masked)
-        known = ordered_schema(engine, reflection, policy, masked, ())
-    except BaseException:
-        engine.close()
-        raise
-    try:
-        yield SqlService(engine, max_rows=50, timeout_s=10.0, masking=Masking(policy, known, masked))
+        yield service
     finally:
-        engine.close()
+        service.engine.close()
 
 
 @pytest.mark.parametrize(

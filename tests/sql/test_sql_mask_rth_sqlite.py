@@ -14,10 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
-from mcpkit.sql.service import Masking, SqlService
-from tests.sql.sql_support import rows_or_message
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import masked_service, rows_or_message
 
 BIG = 10000000000000000
 MAX = 9223372036854775807
@@ -36,18 +34,11 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlService]:
     con.commit()
     con.close()
     (folder / "masks.yaml").write_text("masks:\n  - people.email\n  - odd.email\n", encoding="utf-8")
-    engine = SqlEngine(f"sqlite:///{folder / 'p.db'}")
+    service = masked_service(f"sqlite:///{folder / 'p.db'}", folder / "masks.yaml")
     try:
-        policy, reflection, masked = prepare_masks(engine, str(folder / "masks.yaml"))
-        enforce_masks(engine, masked)
-        known = ordered_schema(engine, reflection, policy, masked, ())
-    except BaseException:
-        engine.close()
-        raise
-    try:
-        yield SqlService(engine, max_rows=50, timeout_s=10.0, masking=Masking(policy, known, masked))
+        yield service
     finally:
-        engine.close()
+        service.engine.close()
 
 
 def _case(first: str, second: str, up: str, one: str, down: str) -> str:

@@ -12,10 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
-from mcpkit.sql.service import Masking, SqlService
-from tests.sql.sql_support import rows_or_message
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import masked_service, rows_or_message
 
 
 @pytest.fixture(scope="module")
@@ -30,18 +28,11 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlService]:
     con.commit()
     con.close()
     (folder / "masks.yaml").write_text("masks:\n  - secrets.api_key\n", encoding="utf-8")
-    engine = SqlEngine(f"sqlite:///{folder / 's.db'}")
+    service = masked_service(f"sqlite:///{folder / 's.db'}", folder / "masks.yaml")
     try:
-        policy, reflection, masked = prepare_masks(engine, str(folder / "masks.yaml"))
-        enforce_masks(engine, masked)
-        known = ordered_schema(engine, reflection, policy, masked, ())
-    except BaseException:
-        engine.close()
-        raise
-    try:
-        yield SqlService(engine, max_rows=50, timeout_s=10.0, masking=Masking(policy, known, masked))
+        yield service
     finally:
-        engine.close()
+        service.engine.close()
 
 
 @pytest.mark.parametrize(

@@ -15,11 +15,9 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import create_engine
 
-from mcpkit.sql.engines.engine import SqlEngine
-from mcpkit.sql.maskcheck import enforce_masks, ordered_schema, prepare_masks
 from mcpkit.sql.profiles.sqlite_collations import collations
-from mcpkit.sql.service import Masking, SqlService
-from tests.sql.sql_support import rows_or_message
+from mcpkit.sql.service import SqlService
+from tests.sql.sql_support import masked_service, rows_or_message
 
 _DECLARED = [
     "CREATE TABLE t (id INTEGER PRIMARY KEY, email TEXT, name TEXT COLLATE NOCASE) WITHOUT ROWID",
@@ -59,18 +57,11 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SqlService]:
     con.commit()
     con.close()
     (folder / "masks.yaml").write_text("masks:\n  - t.email\n", encoding="utf-8")
-    engine = SqlEngine(f"sqlite:///{folder / 'c.db'}")
+    service = masked_service(f"sqlite:///{folder / 'c.db'}", folder / "masks.yaml")
     try:
-        policy, reflection, masked = prepare_masks(engine, str(folder / "masks.yaml"))
-        enforce_masks(engine, masked)
-        known = ordered_schema(engine, reflection, policy, masked, ())
-    except BaseException:
-        engine.close()
-        raise
-    try:
-        yield SqlService(engine, max_rows=50, timeout_s=10.0, masking=Masking(policy, known, masked))
+        yield service
     finally:
-        engine.close()
+        service.engine.close()
 
 
 def test_min_of_a_nocase_column_of_a_without_rowid_table_is_refused(service: SqlService) -> None:
